@@ -1,0 +1,619 @@
+//! Frames: the messages carried inside records. One record holds one or more frames, each
+//! `type: u8 | body_len: u32 BE | body`. Decoding borrows from the record buffer and never
+//! allocates; every length is checked against its cap and against the bytes actually present.
+
+use crate::caps::{MAX_CHUNK, MAX_MESSAGE, MAX_NAME, MAX_PATH, MIN_CHUNK};
+use crate::ProtoError;
+
+/// Bytes in front of every frame body.
+pub const FRAME_HEADER_LEN: usize = 5;
+/// Bytes of a [`Chunk`] frame before its data.
+pub const CHUNK_HEADER_LEN: usize = FRAME_HEADER_LEN + 16;
+
+/// `Begin.flags`: hash files with BLAKE3 while reading and check the written file before rename.
+pub const FLAG_VERIFY: u32 = 1;
+/// `Begin.flags`: fsync every file and directory before reporting success.
+pub const FLAG_FSYNC: u32 = 2;
+const KNOWN_FLAGS: u32 = FLAG_VERIFY | FLAG_FSYNC;
+
+/// A modification time: seconds since the epoch and nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Time {
+    /// Seconds since 1970-01-01 UTC (may be negative).
+    pub sec: i64,
+    /// Nanoseconds, below 1e9.
+    pub nsec: u32,
+}
+
+/// Client → server, first frame on the control stream: what to copy where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Begin<'a> {
+    /// Destination path relative to the server's root.
+    pub dest: &'a [u8],
+    /// How many source roots follow (cp semantics: more than one needs a directory).
+    pub sources: u32,
+    /// Chunk size for large files, a power of two in [MIN_CHUNK, MAX_CHUNK].
+    pub chunk_size: u32,
+    /// `FLAG_*` bits.
+    pub flags: u32,
+    /// Number of data streams the client will open besides control.
+    pub streams: u16,
+}
+
+/// A directory to create (or merge into) under `parent`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry<'a> {
+    /// New directory id (never 0, which is the destination itself).
+    pub id: u64,
+    /// Parent directory id.
+    pub parent: u64,
+    /// Name, one validated component.
+    pub name: &'a [u8],
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time, applied after its contents are written.
+    pub mtime: Time,
+}
+
+/// A symbolic link, recreated verbatim and never followed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkEntry<'a> {
+    /// Parent directory id.
+    pub parent: u64,
+    /// Name.
+    pub name: &'a [u8],
+    /// Link target, stored as sent.
+    pub target: &'a [u8],
+    /// Modification time of the link itself.
+    pub mtime: Time,
+}
+
+/// A regular file whose chunks follow on any stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStart<'a> {
+    /// File id, unique in the session.
+    pub id: u64,
+    /// Parent directory id.
+    pub parent: u64,
+    /// Name.
+    pub name: &'a [u8],
+    /// Exact size in bytes.
+    pub size: u64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time.
+    pub mtime: Time,
+}
+
+/// File data at a chunk-aligned offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk<'a> {
+    /// File id.
+    pub file: u64,
+    /// Offset, a multiple of the session's chunk size.
+    pub offset: u64,
+    /// The bytes.
+    pub data: &'a [u8],
+}
+
+/// All chunks of a file have been sent and the source was unchanged after reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEnd {
+    /// File id.
+    pub file: u64,
+    /// Size read, which must equal the declared size.
+    pub size: u64,
+    /// BLAKE3 of the whole file, when `FLAG_VERIFY` is set.
+    pub digest: Option<[u8; 32]>,
+}
+
+/// The sender gives up on a file (unreadable, or changed while read); the receiver discards it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileAbort<'a> {
+    /// File id.
+    pub file: u64,
+    /// Why.
+    pub code: u16,
+    /// Human-readable detail.
+    pub message: &'a [u8],
+}
+
+/// Client → server on the control stream after every stream has sent `End`: totals to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Finish {
+    /// Files sent completely.
+    pub files: u64,
+    /// File bytes sent.
+    pub bytes: u64,
+    /// Directories sent.
+    pub dirs: u64,
+    /// Symlinks sent.
+    pub links: u64,
+}
+
+/// Server → client: one entry failed on the receiver; the session goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorReport<'a> {
+    /// An [`crate::ErrorCode`].
+    pub code: u16,
+    /// Path of the entry relative to the destination.
+    pub path: &'a [u8],
+    /// Human-readable detail.
+    pub message: &'a [u8],
+}
+
+/// Server → client, last frame of a session: what was committed and what it cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// Files committed under their final names.
+    pub files: u64,
+    /// Bytes in those files.
+    pub bytes: u64,
+    /// Directories created or merged.
+    pub dirs: u64,
+    /// Symlinks created.
+    pub links: u64,
+    /// Entries that failed.
+    pub errors: u64,
+    /// Receiver CPU time in user mode, microseconds.
+    pub cpu_user_us: u64,
+    /// Receiver CPU time in kernel mode, microseconds.
+    pub cpu_sys_us: u64,
+    /// Receiver peak resident memory, bytes.
+    pub peak_rss: u64,
+}
+
+/// Server → client: the session is over because of this error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fatal<'a> {
+    /// An [`crate::ErrorCode`].
+    pub code: u16,
+    /// Human-readable detail.
+    pub message: &'a [u8],
+}
+
+/// Every frame of protocol version 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// 0x01
+    Begin(Begin<'a>),
+    /// 0x02
+    Dir(DirEntry<'a>),
+    /// 0x03
+    Link(LinkEntry<'a>),
+    /// 0x04
+    FileStart(FileStart<'a>),
+    /// 0x05
+    Chunk(Chunk<'a>),
+    /// 0x06
+    FileEnd(FileEnd),
+    /// 0x07
+    FileAbort(FileAbort<'a>),
+    /// 0x08: this stream carries nothing more from the client.
+    End,
+    /// 0x09
+    Finish(Finish),
+    /// 0x81: server → client answer to `Begin`: whether the destination is an existing directory.
+    Target {
+        /// True when sources go *into* the destination directory under their own names.
+        dest_is_dir: bool,
+    },
+    /// 0x82
+    Error(ErrorReport<'a>),
+    /// 0x83
+    Summary(Summary),
+    /// 0x84
+    Fatal(Fatal<'a>),
+}
+
+mod ty {
+    pub const BEGIN: u8 = 0x01;
+    pub const DIR: u8 = 0x02;
+    pub const LINK: u8 = 0x03;
+    pub const FILE_START: u8 = 0x04;
+    pub const CHUNK: u8 = 0x05;
+    pub const FILE_END: u8 = 0x06;
+    pub const FILE_ABORT: u8 = 0x07;
+    pub const END: u8 = 0x08;
+    pub const FINISH: u8 = 0x09;
+    pub const TARGET: u8 = 0x81;
+    pub const ERROR: u8 = 0x82;
+    pub const SUMMARY: u8 = 0x83;
+    pub const FATAL: u8 = 0x84;
+}
+
+struct W<'a>(&'a mut Vec<u8>);
+impl W<'_> {
+    fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+    fn u16(&mut self, v: u16) -> &mut Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn time(&mut self, t: Time) -> &mut Self {
+        self.u64(t.sec as u64).u32(t.nsec)
+    }
+    /// A u16-length-prefixed byte string, truncated at `cap` (only our own messages can be long).
+    fn bytes(&mut self, b: &[u8], cap: usize) -> &mut Self {
+        let b = &b[..b.len().min(cap)];
+        self.u16(b.len() as u16);
+        self.0.extend_from_slice(b);
+        self
+    }
+}
+
+struct R<'a> {
+    b: &'a [u8],
+    what: &'static str,
+}
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ProtoError> {
+        if self.b.len() < n {
+            return Err(ProtoError::Truncated(self.what));
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn u8(&mut self) -> Result<u8, ProtoError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, ProtoError> {
+        Ok(u16::from_be_bytes(self.take(2)?.try_into().map_err(|_| ProtoError::Truncated(self.what))?))
+    }
+    fn u32(&mut self) -> Result<u32, ProtoError> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().map_err(|_| ProtoError::Truncated(self.what))?))
+    }
+    fn u64(&mut self) -> Result<u64, ProtoError> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().map_err(|_| ProtoError::Truncated(self.what))?))
+    }
+    fn time(&mut self) -> Result<Time, ProtoError> {
+        let sec = self.u64()? as i64;
+        let nsec = self.u32()?;
+        if nsec >= 1_000_000_000 {
+            return Err(ProtoError::Invalid("nanoseconds"));
+        }
+        Ok(Time { sec, nsec })
+    }
+    fn bytes(&mut self, cap: usize, what: &'static str) -> Result<&'a [u8], ProtoError> {
+        let len = self.u16()? as usize;
+        if len > cap {
+            return Err(ProtoError::TooLong { what, len: len as u64, cap: cap as u64 });
+        }
+        self.take(len)
+    }
+    fn done(&self) -> Result<(), ProtoError> {
+        if self.b.is_empty() {
+            Ok(())
+        } else {
+            Err(ProtoError::Invalid("trailing bytes in frame"))
+        }
+    }
+}
+
+fn begin_frame(buf: &mut Vec<u8>, ty: u8) -> usize {
+    buf.push(ty);
+    buf.extend_from_slice(&[0; 4]);
+    buf.len()
+}
+
+fn end_frame(buf: &mut [u8], body_start: usize) {
+    let len = (buf.len() - body_start) as u32;
+    buf[body_start - 4..body_start].copy_from_slice(&len.to_be_bytes());
+}
+
+impl Frame<'_> {
+    /// Append this frame to `buf`.
+    pub fn encode(&self, buf: &mut Vec<u8>) {
+        let ty = self.type_byte();
+        let start = begin_frame(buf, ty);
+        let mut w = W(buf);
+        match self {
+            Frame::Begin(b) => {
+                w.bytes(b.dest, MAX_PATH).u32(b.sources).u32(b.chunk_size).u32(b.flags).u16(b.streams);
+            }
+            Frame::Dir(d) => {
+                w.u64(d.id).u64(d.parent).bytes(d.name, MAX_NAME).u32(d.mode).time(d.mtime);
+            }
+            Frame::Link(l) => {
+                w.u64(l.parent).bytes(l.name, MAX_NAME).bytes(l.target, MAX_PATH).time(l.mtime);
+            }
+            Frame::FileStart(f) => {
+                w.u64(f.id).u64(f.parent).bytes(f.name, MAX_NAME).u64(f.size).u32(f.mode).time(f.mtime);
+            }
+            Frame::Chunk(c) => {
+                w.u64(c.file).u64(c.offset);
+                w.0.extend_from_slice(c.data);
+            }
+            Frame::FileEnd(e) => {
+                w.u64(e.file).u64(e.size);
+                match e.digest {
+                    Some(d) => {
+                        w.u8(1);
+                        w.0.extend_from_slice(&d);
+                    }
+                    None => {
+                        w.u8(0);
+                    }
+                }
+            }
+            Frame::FileAbort(a) => {
+                w.u64(a.file).u16(a.code).bytes(a.message, MAX_MESSAGE);
+            }
+            Frame::End => {}
+            Frame::Finish(f) => {
+                w.u64(f.files).u64(f.bytes).u64(f.dirs).u64(f.links);
+            }
+            Frame::Target { dest_is_dir } => {
+                w.u8(*dest_is_dir as u8);
+            }
+            Frame::Error(e) => {
+                w.u16(e.code).bytes(e.path, MAX_PATH).bytes(e.message, MAX_MESSAGE);
+            }
+            Frame::Summary(s) => {
+                w.u64(s.files).u64(s.bytes).u64(s.dirs).u64(s.links).u64(s.errors);
+                w.u64(s.cpu_user_us).u64(s.cpu_sys_us).u64(s.peak_rss);
+            }
+            Frame::Fatal(f) => {
+                w.u16(f.code).bytes(f.message, MAX_MESSAGE);
+            }
+        }
+        end_frame(buf, start);
+    }
+
+    fn type_byte(&self) -> u8 {
+        match self {
+            Frame::Begin(_) => ty::BEGIN,
+            Frame::Dir(_) => ty::DIR,
+            Frame::Link(_) => ty::LINK,
+            Frame::FileStart(_) => ty::FILE_START,
+            Frame::Chunk(_) => ty::CHUNK,
+            Frame::FileEnd(_) => ty::FILE_END,
+            Frame::FileAbort(_) => ty::FILE_ABORT,
+            Frame::End => ty::END,
+            Frame::Finish(_) => ty::FINISH,
+            Frame::Target { .. } => ty::TARGET,
+            Frame::Error(_) => ty::ERROR,
+            Frame::Summary(_) => ty::SUMMARY,
+            Frame::Fatal(_) => ty::FATAL,
+        }
+    }
+}
+
+/// Append a chunk frame's header for `data_len` bytes of data; the caller appends the data itself
+/// (read straight from the file into the record buffer, with no copy).
+pub fn encode_chunk_header(buf: &mut Vec<u8>, file: u64, offset: u64, data_len: usize) {
+    buf.push(ty::CHUNK);
+    buf.extend_from_slice(&((16 + data_len) as u32).to_be_bytes());
+    buf.extend_from_slice(&file.to_be_bytes());
+    buf.extend_from_slice(&offset.to_be_bytes());
+}
+
+/// Decode the first frame of `buf`; returns it and the number of bytes it used.
+pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
+    let mut head = R { b: buf, what: "frame header" };
+    let t = head.u8()?;
+    let len = head.u32()? as usize;
+    let body = head.take(len).map_err(|_| ProtoError::Truncated("frame body"))?;
+    let mut r = R { b: body, what: "frame body" };
+    let frame = match t {
+        ty::BEGIN => {
+            let dest = r.bytes(MAX_PATH, "destination path")?;
+            let sources = r.u32()?;
+            let chunk_size = r.u32()?;
+            let flags = r.u32()?;
+            let streams = r.u16()?;
+            if !chunk_size.is_power_of_two() || !(MIN_CHUNK..=MAX_CHUNK).contains(&chunk_size) {
+                return Err(ProtoError::Invalid("chunk size"));
+            }
+            if flags & !KNOWN_FLAGS != 0 {
+                return Err(ProtoError::Invalid("unknown flags"));
+            }
+            Frame::Begin(Begin { dest, sources, chunk_size, flags, streams })
+        }
+        ty::DIR => Frame::Dir(DirEntry {
+            id: r.u64()?,
+            parent: r.u64()?,
+            name: r.bytes(MAX_NAME, "name")?,
+            mode: r.u32()?,
+            mtime: r.time()?,
+        }),
+        ty::LINK => Frame::Link(LinkEntry {
+            parent: r.u64()?,
+            name: r.bytes(MAX_NAME, "name")?,
+            target: r.bytes(MAX_PATH, "link target")?,
+            mtime: r.time()?,
+        }),
+        ty::FILE_START => Frame::FileStart(FileStart {
+            id: r.u64()?,
+            parent: r.u64()?,
+            name: r.bytes(MAX_NAME, "name")?,
+            size: r.u64()?,
+            mode: r.u32()?,
+            mtime: r.time()?,
+        }),
+        ty::CHUNK => {
+            let file = r.u64()?;
+            let offset = r.u64()?;
+            let data = r.take(r.b.len())?;
+            Frame::Chunk(Chunk { file, offset, data })
+        }
+        ty::FILE_END => {
+            let file = r.u64()?;
+            let size = r.u64()?;
+            let digest = match r.u8()? {
+                0 => None,
+                1 => Some(r.take(32)?.try_into().map_err(|_| ProtoError::Truncated("digest"))?),
+                _ => return Err(ProtoError::Invalid("digest flag")),
+            };
+            Frame::FileEnd(FileEnd { file, size, digest })
+        }
+        ty::FILE_ABORT => Frame::FileAbort(FileAbort {
+            file: r.u64()?,
+            code: r.u16()?,
+            message: r.bytes(MAX_MESSAGE, "message")?,
+        }),
+        ty::END => Frame::End,
+        ty::FINISH => Frame::Finish(Finish { files: r.u64()?, bytes: r.u64()?, dirs: r.u64()?, links: r.u64()? }),
+        ty::TARGET => Frame::Target {
+            dest_is_dir: match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(ProtoError::Invalid("target flag")),
+            },
+        },
+        ty::ERROR => Frame::Error(ErrorReport {
+            code: r.u16()?,
+            path: r.bytes(MAX_PATH, "path")?,
+            message: r.bytes(MAX_MESSAGE, "message")?,
+        }),
+        ty::SUMMARY => Frame::Summary(Summary {
+            files: r.u64()?,
+            bytes: r.u64()?,
+            dirs: r.u64()?,
+            links: r.u64()?,
+            errors: r.u64()?,
+            cpu_user_us: r.u64()?,
+            cpu_sys_us: r.u64()?,
+            peak_rss: r.u64()?,
+        }),
+        ty::FATAL => Frame::Fatal(Fatal { code: r.u16()?, message: r.bytes(MAX_MESSAGE, "message")? }),
+        other => return Err(ProtoError::UnknownFrame(other)),
+    };
+    r.done()?;
+    Ok((frame, FRAME_HEADER_LEN + len))
+}
+
+/// Iterate over the frames of one record's plaintext.
+pub fn frames(buf: &[u8]) -> Frames<'_> {
+    Frames { buf }
+}
+
+/// Iterator returned by [`frames`]; stops after the first error.
+pub struct Frames<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<Frame<'a>, ProtoError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        match decode(self.buf) {
+            Ok((f, used)) => {
+                self.buf = &self.buf[used..];
+                Some(Ok(f))
+            }
+            Err(e) => {
+                self.buf = &[];
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<Frame<'static>> {
+        let t = Time { sec: -5, nsec: 999_999_999 };
+        vec![
+            Frame::Begin(Begin { dest: b"a/b", sources: 2, chunk_size: 1 << 20, flags: FLAG_VERIFY, streams: 4 }),
+            Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0o755, mtime: t }),
+            Frame::Link(LinkEntry { parent: 1, name: b"l", target: b"../x", mtime: t }),
+            Frame::FileStart(FileStart { id: 7, parent: 1, name: b"f", size: 3, mode: 0o644, mtime: t }),
+            Frame::Chunk(Chunk { file: 7, offset: 0, data: b"abc" }),
+            Frame::FileEnd(FileEnd { file: 7, size: 3, digest: Some([5; 32]) }),
+            Frame::FileEnd(FileEnd { file: 7, size: 3, digest: None }),
+            Frame::FileAbort(FileAbort { file: 7, code: 5, message: b"changed" }),
+            Frame::End,
+            Frame::Finish(Finish { files: 1, bytes: 3, dirs: 1, links: 1 }),
+            Frame::Target { dest_is_dir: true },
+            Frame::Error(ErrorReport { code: 3, path: b"d/f", message: b"EACCES" }),
+            Frame::Summary(Summary { files: 1, bytes: 3, dirs: 1, links: 1, errors: 0, cpu_user_us: 9, cpu_sys_us: 8, peak_rss: 7 }),
+            Frame::Fatal(Fatal { code: 9, message: b"bye" }),
+        ]
+    }
+
+    #[test]
+    fn every_frame_round_trips_alone_and_batched() {
+        let mut all = Vec::new();
+        for f in samples() {
+            let mut buf = Vec::new();
+            f.encode(&mut buf);
+            assert_eq!(decode(&buf), Ok((f.clone(), buf.len())));
+            f.encode(&mut all);
+        }
+        let back: Vec<_> = frames(&all).collect::<Result<_, _>>().unwrap();
+        assert_eq!(back, samples());
+    }
+
+    #[test]
+    fn chunk_header_matches_full_encoding() {
+        let mut a = Vec::new();
+        Frame::Chunk(Chunk { file: 3, offset: 1 << 20, data: b"xyz" }).encode(&mut a);
+        let mut b = Vec::new();
+        encode_chunk_header(&mut b, 3, 1 << 20, 3);
+        b.extend_from_slice(b"xyz");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        for f in samples() {
+            let mut buf = Vec::new();
+            f.encode(&mut buf);
+            for cut in 0..buf.len() {
+                assert!(decode(&buf[..cut]).is_err(), "{f:?} cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_types_and_trailing_bytes() {
+        assert_eq!(decode(&[0x7f, 0, 0, 0, 0]), Err(ProtoError::UnknownFrame(0x7f)));
+        assert!(matches!(decode(&[ty::END, 0, 0, 0, 1, 0]), Err(ProtoError::Invalid(_))));
+    }
+
+    #[test]
+    fn rejects_a_frame_length_of_all_ones_without_allocating() {
+        assert!(matches!(decode(&[ty::CHUNK, 0xff, 0xff, 0xff, 0xff, 1, 2]), Err(ProtoError::Truncated(_))));
+    }
+
+    #[test]
+    fn rejects_names_over_the_cap() {
+        let mut buf = Vec::new();
+        let start = begin_frame(&mut buf, ty::DIR);
+        let mut w = W(&mut buf);
+        w.u64(1).u64(0).u16(256);
+        buf.extend_from_slice(&[b'a'; 256]);
+        W(&mut buf).u32(0).time(Time::default());
+        end_frame(&mut buf, start);
+        assert!(matches!(decode(&buf), Err(ProtoError::TooLong { what: "name", len: 256, cap: 255 })));
+    }
+
+    #[test]
+    fn rejects_bad_chunk_sizes_flags_and_nanoseconds() {
+        for (cs, flags) in [(1000, 0), (MIN_CHUNK / 2, 0), (MAX_CHUNK * 2, 0), (MIN_CHUNK, 0x80)] {
+            let mut buf = Vec::new();
+            Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: cs, flags, streams: 1 }).encode(&mut buf);
+            assert!(matches!(decode(&buf), Err(ProtoError::Invalid(_))), "{cs} {flags}");
+        }
+        let mut buf = Vec::new();
+        Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0, mtime: Time { sec: 0, nsec: 1_000_000_000 } })
+            .encode(&mut buf);
+        assert_eq!(decode(&buf), Err(ProtoError::Invalid("nanoseconds")));
+    }
+}

@@ -1,0 +1,50 @@
+//! The linerate wire protocol, without I/O.
+//!
+//! This crate holds everything two linerate peers must agree on: the connection preamble and its
+//! version check ([`hello`]), the Noise handshake that authenticates every connection to a
+//! session ([`handshake`]), the AEAD record layer ([`record`]), the frames carried inside records
+//! ([`frame`]), entry-name validation ([`name`]) and the receiver's bookkeeping of what a sender
+//! may and may not do ([`track`]). Nothing here touches a socket, a file or a clock, so every
+//! rule can be driven and tested in memory. The format is specified in `docs/PROTOCOL.md`.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod frame;
+pub mod handshake;
+pub mod hello;
+pub mod name;
+pub mod record;
+pub mod track;
+
+pub use error::{ErrorCode, ProtoError};
+
+/// Protocol version carried in every preamble; peers must match exactly.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Caps on everything a peer can make us allocate or track.
+pub mod caps {
+    /// Longest entry name (one path component), as on Linux.
+    pub const MAX_NAME: usize = 255;
+    /// Longest path or symlink target.
+    pub const MAX_PATH: usize = 4096;
+    /// Longest free-text message in an error frame.
+    pub const MAX_MESSAGE: usize = 1024;
+    /// Smallest chunk size a sender may choose (a power of two).
+    pub const MIN_CHUNK: u32 = 64 * 1024;
+    /// Largest chunk size a sender may choose (a power of two).
+    pub const MAX_CHUNK: u32 = 8 * 1024 * 1024;
+    /// Default chunk size.
+    pub const DEFAULT_CHUNK: u32 = 1024 * 1024;
+    /// Room for frame headers beside a full chunk in one record.
+    pub const RECORD_OVERHEAD: usize = 64 * 1024;
+    /// Largest record ciphertext (including the tag) either side accepts.
+    pub const MAX_RECORD: usize = MAX_CHUNK as usize + RECORD_OVERHEAD;
+    /// Largest Noise handshake message we send or accept.
+    pub const MAX_HANDSHAKE_MSG: usize = 1024;
+    /// Most data streams one session may open.
+    pub const MAX_STREAMS: u16 = 256;
+    /// Most files a receiver keeps open (declared but not finished) at once.
+    pub const MAX_OPEN_FILES: usize = 4096;
+    /// Deepest directory nesting accepted.
+    pub const MAX_DEPTH: u32 = 1024;
+}

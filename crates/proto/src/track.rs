@@ -1,0 +1,413 @@
+//! The receiver's bookkeeping: which directories and files a sender has declared, which chunks
+//! have arrived and been written, and when a file is complete.
+//!
+//! Every frame a sender sends about the tree passes through a [`Tracker`] before the receiver
+//! touches the filesystem, so out-of-range offsets, duplicate or missing chunks, sizes that do not
+//! add up, re-declared ids, bad names and runaway nesting are all refused here, in one place,
+//! without I/O. Frames may arrive on different streams in any order; a frame that refers to
+//! something not yet declared gets [`Step::NotYet`] and the caller retries it once more is known.
+
+use crate::caps::{MAX_DEPTH, MAX_OPEN_FILES};
+use crate::frame::{DirEntry, FileEnd, FileStart, LinkEntry, Time};
+use crate::{name, ProtoError};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Largest file size a sender may declare (the largest `off_t`).
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+
+/// Outcome of feeding one frame to the tracker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The frame refers to a directory or file not declared yet; retry later.
+    NotYet,
+    /// Accepted; act on it.
+    Accepted,
+    /// The frame belongs to a file already given up on; drop it.
+    Discard,
+    /// Accepted, and the file is now complete: commit it.
+    Complete(Completion),
+}
+
+/// A file whose every chunk has been written and whose end has been declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// File id.
+    pub file: u64,
+    /// Its size.
+    pub size: u64,
+    /// The sender's BLAKE3 digest, when verification was asked for.
+    pub digest: Option<[u8; 32]>,
+}
+
+/// A declared directory.
+#[derive(Debug, Clone)]
+pub struct DirInfo {
+    /// Parent directory id (the root is its own parent).
+    pub parent: u64,
+    /// Name in the parent (empty for the root).
+    pub name: Box<[u8]>,
+    /// Permission bits to apply at the end.
+    pub mode: u32,
+    /// Modification time to apply at the end.
+    pub mtime: Time,
+    /// Nesting depth below the destination root.
+    pub depth: u32,
+}
+
+#[derive(Debug)]
+struct FileInfo {
+    size: u64,
+    chunks: u64,
+    claimed: RangeSet,
+    written: u64,
+    end: Option<Option<[u8; 32]>>,
+}
+
+/// Set of chunk indexes kept as disjoint ranges, so memory follows the number of gaps, not the
+/// file size.
+#[derive(Debug, Default)]
+struct RangeSet(BTreeMap<u64, u64>); // start -> end (exclusive)
+
+impl RangeSet {
+    /// Insert `i`; false if it was already present.
+    fn insert(&mut self, i: u64) -> bool {
+        let prev = self.0.range(..=i).next_back().map(|(&s, &e)| (s, e));
+        if let Some((_, e)) = prev {
+            if i < e {
+                return false;
+            }
+        }
+        let next = self.0.get(&(i + 1)).copied();
+        match (prev, next) {
+            (Some((s, e)), Some(ne)) if e == i => {
+                self.0.remove(&(i + 1));
+                self.0.insert(s, ne);
+            }
+            (Some((s, e)), _) if e == i => {
+                self.0.insert(s, i + 1);
+            }
+            (_, Some(ne)) => {
+                self.0.remove(&(i + 1));
+                self.0.insert(i, ne);
+            }
+            _ => {
+                self.0.insert(i, i + 1);
+            }
+        }
+        true
+    }
+}
+
+/// The receiver's view of one session's tree.
+#[derive(Debug)]
+pub struct Tracker {
+    chunk_size: u64,
+    dirs: HashMap<u64, DirInfo>,
+    files: HashMap<u64, FileInfo>,
+    dead: HashSet<u64>,
+}
+
+impl Tracker {
+    /// A tracker for a session with this chunk size; directory 0 is the destination root.
+    pub fn new(chunk_size: u32) -> Tracker {
+        let mut dirs = HashMap::new();
+        dirs.insert(0, DirInfo { parent: 0, name: Box::default(), mode: 0, mtime: Time::default(), depth: 0 });
+        Tracker { chunk_size: u64::from(chunk_size.max(1)), dirs, files: HashMap::new(), dead: HashSet::new() }
+    }
+
+    /// A directory declaration.
+    pub fn dir(&mut self, d: &DirEntry) -> Result<Step, ProtoError> {
+        name::validate(d.name)?;
+        if self.dirs.contains_key(&d.id) {
+            return Err(ProtoError::Violation(format!("directory id {} declared twice", d.id)));
+        }
+        let Some(parent) = self.dirs.get(&d.parent) else { return Ok(Step::NotYet) };
+        let depth = parent.depth + 1;
+        if depth > MAX_DEPTH {
+            return Err(ProtoError::Limit(format!("directory nesting deeper than {MAX_DEPTH}")));
+        }
+        self.dirs.insert(d.id, DirInfo { parent: d.parent, name: d.name.into(), mode: d.mode, mtime: d.mtime, depth });
+        Ok(Step::Accepted)
+    }
+
+    /// A symlink declaration.
+    pub fn link(&mut self, l: &LinkEntry) -> Result<Step, ProtoError> {
+        name::validate(l.name)?;
+        name::validate_link_target(l.target)?;
+        Ok(if self.dirs.contains_key(&l.parent) { Step::Accepted } else { Step::NotYet })
+    }
+
+    /// A file declaration.
+    pub fn file_start(&mut self, f: &FileStart) -> Result<Step, ProtoError> {
+        name::validate(f.name)?;
+        if f.size > MAX_FILE_SIZE {
+            return Err(ProtoError::Invalid("file size"));
+        }
+        if self.files.contains_key(&f.id) || self.dead.contains(&f.id) {
+            return Err(ProtoError::Violation(format!("file id {} declared twice", f.id)));
+        }
+        if !self.dirs.contains_key(&f.parent) {
+            return Ok(Step::NotYet);
+        }
+        if self.files.len() >= MAX_OPEN_FILES {
+            return Err(ProtoError::Limit(format!("more than {MAX_OPEN_FILES} files in flight")));
+        }
+        let chunks = f.size.div_ceil(self.chunk_size);
+        self.files.insert(f.id, FileInfo { size: f.size, chunks, claimed: RangeSet::default(), written: 0, end: None });
+        Ok(Step::Accepted)
+    }
+
+    /// A chunk of `len` bytes at `offset`. On `Accepted` the caller writes it and then calls
+    /// [`Tracker::chunk_written`].
+    pub fn chunk(&mut self, file: u64, offset: u64, len: usize) -> Result<Step, ProtoError> {
+        if self.dead.contains(&file) {
+            return Ok(Step::Discard);
+        }
+        let cs = self.chunk_size;
+        let Some(f) = self.files.get_mut(&file) else { return Ok(Step::NotYet) };
+        if offset % cs != 0 || offset / cs >= f.chunks {
+            return Err(ProtoError::Violation(format!("chunk offset {offset} out of range for file {file}")));
+        }
+        let expect = (f.size - offset).min(cs);
+        if len as u64 != expect {
+            return Err(ProtoError::Violation(format!(
+                "chunk at {offset} of file {file} holds {len} bytes, expected {expect}"
+            )));
+        }
+        if !f.claimed.insert(offset / cs) {
+            return Err(ProtoError::Violation(format!("duplicate chunk at {offset} of file {file}")));
+        }
+        Ok(Step::Accepted)
+    }
+
+    /// A chunk accepted by [`Tracker::chunk`] is now on disk.
+    pub fn chunk_written(&mut self, file: u64) -> Step {
+        match self.files.get_mut(&file) {
+            Some(f) => {
+                f.written += 1;
+                self.complete_if_done(file)
+            }
+            None => Step::Discard,
+        }
+    }
+
+    /// The sender's end-of-file declaration.
+    pub fn file_end(&mut self, e: &FileEnd) -> Result<Step, ProtoError> {
+        if self.dead.contains(&e.file) {
+            return Ok(Step::Discard);
+        }
+        let Some(f) = self.files.get_mut(&e.file) else { return Ok(Step::NotYet) };
+        if f.end.is_some() {
+            return Err(ProtoError::Violation(format!("file {} ended twice", e.file)));
+        }
+        if e.size != f.size {
+            return Err(ProtoError::Violation(format!(
+                "file {} ended at {} bytes but was declared as {}",
+                e.file, e.size, f.size
+            )));
+        }
+        f.end = Some(e.digest);
+        Ok(self.complete_if_done(e.file))
+    }
+
+    /// The sender gave up on a file, or writing it failed here: forget it and drop whatever else
+    /// arrives for it. Returns false if the file was never declared (the caller may retry).
+    pub fn abandon(&mut self, file: u64) -> bool {
+        if self.files.remove(&file).is_some() {
+            self.dead.insert(file);
+            true
+        } else {
+            self.dead.contains(&file)
+        }
+    }
+
+    /// Files declared but not yet complete or abandoned.
+    pub fn open_files(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Ids of files still open, for cleanup after a failed session.
+    pub fn open_file_ids(&self) -> Vec<u64> {
+        self.files.keys().copied().collect()
+    }
+
+    /// A declared directory.
+    pub fn dir_info(&self, id: u64) -> Option<&DirInfo> {
+        self.dirs.get(&id)
+    }
+
+    /// Directory ids, deepest first: the order in which to apply their modes and times.
+    pub fn dirs_deepest_first(&self) -> Vec<u64> {
+        let mut ids: Vec<(u32, u64)> = self.dirs.iter().filter(|(&id, _)| id != 0).map(|(&id, d)| (d.depth, id)).collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// The path of directory `id` relative to the destination root, joined with `/`.
+    pub fn dir_path(&self, mut id: u64) -> Vec<u8> {
+        let mut parts: Vec<&[u8]> = Vec::new();
+        while id != 0 {
+            let Some(d) = self.dirs.get(&id) else { break };
+            parts.push(&d.name);
+            id = d.parent;
+        }
+        parts.reverse();
+        parts.join(&b'/')
+    }
+
+    fn complete_if_done(&mut self, file: u64) -> Step {
+        let done = matches!(self.files.get(&file), Some(f) if f.end.is_some() && f.written == f.chunks);
+        if !done {
+            return Step::Accepted;
+        }
+        match self.files.remove(&file) {
+            Some(f) => Step::Complete(Completion { file, size: f.size, digest: f.end.flatten() }),
+            None => Step::Accepted,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CS: u32 = 64 * 1024;
+    fn fs(id: u64, parent: u64, name: &'static [u8], size: u64) -> FileStart<'static> {
+        FileStart { id, parent, name, size, mode: 0o644, mtime: Time::default() }
+    }
+    fn end(file: u64, size: u64) -> FileEnd {
+        FileEnd { file, size, digest: None }
+    }
+
+    #[test]
+    fn file_completes_after_all_chunks_and_end_in_any_order() {
+        let mut t = Tracker::new(CS);
+        let size = 2 * u64::from(CS) + 5;
+        assert_eq!(t.file_start(&fs(1, 0, b"f", size)).unwrap(), Step::Accepted);
+        assert_eq!(t.chunk(1, 2 * u64::from(CS), 5).unwrap(), Step::Accepted);
+        assert_eq!(t.chunk_written(1), Step::Accepted);
+        assert_eq!(t.file_end(&end(1, size)).unwrap(), Step::Accepted);
+        assert_eq!(t.chunk(1, 0, CS as usize).unwrap(), Step::Accepted);
+        assert_eq!(t.chunk(1, u64::from(CS), CS as usize).unwrap(), Step::Accepted);
+        assert_eq!(t.chunk_written(1), Step::Accepted);
+        assert_eq!(t.chunk_written(1), Step::Complete(Completion { file: 1, size, digest: None }));
+        assert_eq!(t.open_files(), 0);
+    }
+
+    #[test]
+    fn empty_file_completes_on_end() {
+        let mut t = Tracker::new(CS);
+        t.file_start(&fs(1, 0, b"e", 0)).unwrap();
+        assert!(t.chunk(1, 0, 0).is_err(), "an empty file has no chunks");
+        assert_eq!(t.file_end(&end(1, 0)).unwrap(), Step::Complete(Completion { file: 1, size: 0, digest: None }));
+    }
+
+    #[test]
+    fn rejects_duplicate_misaligned_out_of_range_and_wrong_length_chunks() {
+        let mut t = Tracker::new(CS);
+        let size = u64::from(CS) + 1;
+        t.file_start(&fs(1, 0, b"f", size)).unwrap();
+        t.chunk(1, 0, CS as usize).unwrap();
+        assert!(t.chunk(1, 0, CS as usize).is_err(), "duplicate");
+        assert!(t.chunk(1, 1, CS as usize).is_err(), "misaligned");
+        assert!(t.chunk(1, 2 * u64::from(CS), 1).is_err(), "past the end");
+        assert!(t.chunk(1, u64::from(CS), 2).is_err(), "longer than declared");
+        assert!(t.chunk(1, u64::from(CS), 0).is_err(), "shorter than declared");
+    }
+
+    #[test]
+    fn rejects_end_with_another_size_and_double_end() {
+        let mut t = Tracker::new(CS);
+        t.file_start(&fs(1, 0, b"f", 10)).unwrap();
+        assert!(t.file_end(&end(1, 11)).is_err());
+        t.file_end(&end(1, 10)).unwrap();
+        assert!(t.file_end(&end(1, 10)).is_err());
+    }
+
+    #[test]
+    fn rejects_size_of_two_to_the_sixty_third() {
+        let mut t = Tracker::new(CS);
+        assert_eq!(t.file_start(&fs(1, 0, b"f", 1 << 63)), Err(ProtoError::Invalid("file size")));
+    }
+
+    #[test]
+    fn waits_for_undeclared_parents_and_files() {
+        let mut t = Tracker::new(CS);
+        assert_eq!(t.file_start(&fs(1, 5, b"f", 1)).unwrap(), Step::NotYet);
+        assert_eq!(t.chunk(9, 0, 1).unwrap(), Step::NotYet);
+        assert_eq!(t.file_end(&end(9, 1)).unwrap(), Step::NotYet);
+        let d = DirEntry { id: 5, parent: 0, name: b"d", mode: 0o755, mtime: Time::default() };
+        assert_eq!(t.dir(&d).unwrap(), Step::Accepted);
+        assert_eq!(t.file_start(&fs(1, 5, b"f", 1)).unwrap(), Step::Accepted);
+        assert_eq!(t.dir_path(5), b"d");
+    }
+
+    #[test]
+    fn rejects_redeclared_ids_and_the_root_id() {
+        let mut t = Tracker::new(CS);
+        let d = DirEntry { id: 0, parent: 0, name: b"d", mode: 0, mtime: Time::default() };
+        assert!(t.dir(&d).is_err());
+        let d = DirEntry { id: 1, ..d };
+        t.dir(&d).unwrap();
+        assert!(t.dir(&d).is_err());
+        t.file_start(&fs(2, 0, b"f", 1)).unwrap();
+        assert!(t.file_start(&fs(2, 0, b"g", 1)).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_names_in_every_declaration() {
+        let mut t = Tracker::new(CS);
+        for n in [&b".."[..], b"", b"a/b", b"."] {
+            assert!(t.dir(&DirEntry { id: 1, parent: 0, name: n, mode: 0, mtime: Time::default() }).is_err());
+            assert!(t.link(&LinkEntry { parent: 0, name: n, target: b"x", mtime: Time::default() }).is_err());
+            assert!(t.file_start(&FileStart { id: 1, parent: 0, name: n, size: 0, mode: 0, mtime: Time::default() }).is_err());
+        }
+    }
+
+    #[test]
+    fn caps_nesting_depth() {
+        let mut t = Tracker::new(CS);
+        for id in 1..=u64::from(MAX_DEPTH) {
+            t.dir(&DirEntry { id, parent: id - 1, name: b"d", mode: 0, mtime: Time::default() }).unwrap();
+        }
+        let deeper = DirEntry { id: 5000, parent: u64::from(MAX_DEPTH), name: b"d", mode: 0, mtime: Time::default() };
+        assert!(matches!(t.dir(&deeper), Err(ProtoError::Limit(_))));
+        let order = t.dirs_deepest_first();
+        assert_eq!(order.first(), Some(&u64::from(MAX_DEPTH)));
+        assert_eq!(order.last(), Some(&1));
+    }
+
+    #[test]
+    fn abandoned_files_swallow_late_chunks() {
+        let mut t = Tracker::new(CS);
+        t.file_start(&fs(1, 0, b"f", 10)).unwrap();
+        assert!(t.abandon(1));
+        assert_eq!(t.chunk(1, 0, 10).unwrap(), Step::Discard);
+        assert_eq!(t.file_end(&end(1, 10)).unwrap(), Step::Discard);
+        assert!(t.file_start(&fs(1, 0, b"f", 10)).is_err());
+        assert!(!t.abandon(2));
+    }
+
+    #[test]
+    fn caps_files_in_flight() {
+        let mut t = Tracker::new(CS);
+        for id in 0..MAX_OPEN_FILES as u64 {
+            t.file_start(&fs(id, 0, b"f", 1)).unwrap();
+        }
+        assert!(matches!(t.file_start(&fs(u64::MAX, 0, b"f", 1)), Err(ProtoError::Limit(_))));
+    }
+
+    #[test]
+    fn range_set_merges_and_detects_duplicates() {
+        let mut r = RangeSet::default();
+        for i in [5, 3, 4, 0, 1, 2, 7] {
+            assert!(r.insert(i), "{i}");
+        }
+        for i in 0..=5 {
+            assert!(!r.insert(i), "{i}");
+        }
+        assert!(r.insert(6));
+        assert_eq!(r.0.len(), 1);
+        assert_eq!(r.0.get(&0), Some(&8));
+    }
+}
