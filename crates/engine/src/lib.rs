@@ -1,1 +1,22 @@
+//! The linerate engine: everything that touches sockets and files.
+//!
+//! [`conn`] runs the protocol's handshake and record layer over TCP; [`send`] walks source trees
+//! and pushes them over parallel streams; [`recv`] writes what arrives, confined beneath the
+//! destination by directory handles; [`server`] is the `serve` daemon that accepts sessions from
+//! many clients at once. Protocol rules live in `linerate-proto`; this crate only performs I/O.
 
+pub mod compare;
+pub mod conn;
+pub mod cpu;
+pub mod digest;
+pub mod error;
+pub mod fsx;
+pub mod recv;
+pub mod sample;
+pub mod sched;
+pub mod secret;
+pub mod send;
+pub mod server;
+pub mod walk;
+
+pub use error::EngineError;

@@ -47,7 +47,10 @@ impl Handshake {
         psk: &[u8; KEY_LEN],
         prologue: &[u8],
     ) -> Result<Handshake, ProtoError> {
-        let params = suite.noise_params().parse().map_err(|_| ProtoError::Invalid("noise params"))?;
+        let params = suite
+            .noise_params()
+            .parse()
+            .map_err(|_| ProtoError::Invalid("noise params"))?;
         let builder = snow::Builder::new(params)
             .psk(0, psk)
             .and_then(|b| b.prologue(prologue))
@@ -63,7 +66,10 @@ impl Handshake {
     /// Produce the next handshake message, carrying `payload` (encrypted in both NNpsk0 messages).
     pub fn write(&mut self, payload: &[u8]) -> Result<Vec<u8>, ProtoError> {
         let mut out = vec![0u8; MAX_HANDSHAKE_MSG];
-        let n = self.state.write_message(payload, &mut out).map_err(|_| ProtoError::Invalid("handshake write"))?;
+        let n = self
+            .state
+            .write_message(payload, &mut out)
+            .map_err(|_| ProtoError::Invalid("handshake write"))?;
         out.truncate(n);
         Ok(out)
     }
@@ -79,7 +85,10 @@ impl Handshake {
             });
         }
         let mut out = vec![0u8; MAX_HANDSHAKE_MSG];
-        let n = self.state.read_message(msg, &mut out).map_err(|_| ProtoError::Auth)?;
+        let n = self
+            .state
+            .read_message(msg, &mut out)
+            .map_err(|_| ProtoError::Auth)?;
         out.truncate(n);
         Ok(out)
     }
@@ -134,7 +143,12 @@ fn expand(prk: &hkdf::Prk, label: &[u8]) -> Result<[u8; KEY_LEN], ProtoError> {
 mod tests {
     use super::*;
 
-    fn run(psk_i: [u8; 32], psk_r: [u8; 32], pro_i: &[u8], pro_r: &[u8]) -> Result<(ConnKeys, ConnKeys, Vec<u8>), ProtoError> {
+    fn run(
+        psk_i: [u8; 32],
+        psk_r: [u8; 32],
+        pro_i: &[u8],
+        pro_r: &[u8],
+    ) -> Result<(ConnKeys, ConnKeys, Vec<u8>), ProtoError> {
         let mut i = Handshake::new(Role::Initiator, Suite::Aes256Gcm, &psk_i, pro_i)?;
         let mut r = Handshake::new(Role::Responder, Suite::Aes256Gcm, &psk_r, pro_r)?;
         let m1 = i.write(b"")?;
@@ -157,12 +171,18 @@ mod tests {
 
     #[test]
     fn wrong_secret_fails_authentication() {
-        assert!(matches!(run([1; 32], [2; 32], b"p", b"p"), Err(ProtoError::Auth)));
+        assert!(matches!(
+            run([1; 32], [2; 32], b"p", b"p"),
+            Err(ProtoError::Auth)
+        ));
     }
 
     #[test]
     fn different_prologue_fails_authentication() {
-        assert!(matches!(run([1; 32], [1; 32], b"stream 1", b"stream 2"), Err(ProtoError::Auth)));
+        assert!(matches!(
+            run([1; 32], [1; 32], b"stream 1", b"stream 2"),
+            Err(ProtoError::Auth)
+        ));
     }
 
     #[test]
@@ -175,6 +195,9 @@ mod tests {
     #[test]
     fn oversize_handshake_message_is_refused_before_parsing() {
         let mut r = Handshake::new(Role::Responder, Suite::Aes256Gcm, &[0; 32], b"").unwrap();
-        assert!(matches!(r.read(&vec![0; MAX_HANDSHAKE_MSG + 1]), Err(ProtoError::TooLong { .. })));
+        assert!(matches!(
+            r.read(&vec![0; MAX_HANDSHAKE_MSG + 1]),
+            Err(ProtoError::TooLong { .. })
+        ));
     }
 }

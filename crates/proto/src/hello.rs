@@ -104,11 +104,16 @@ impl ClientHello {
             return Err(ProtoError::Invalid("reserved preamble bytes"));
         }
         match kind {
-            StreamKind::Control if stream != 0 || session != [0; 16] => {
-                Err(ProtoError::Invalid("control preamble with a session or stream"))
-            }
+            StreamKind::Control if stream != 0 || session != [0; 16] => Err(ProtoError::Invalid(
+                "control preamble with a session or stream",
+            )),
             StreamKind::Data if stream == 0 => Err(ProtoError::Invalid("data stream index 0")),
-            _ => Ok(ClientHello { kind, suite, session, stream }),
+            _ => Ok(ClientHello {
+                kind,
+                suite,
+                session,
+                stream,
+            }),
         }
     }
 }
@@ -137,7 +142,10 @@ impl ServerHello {
         if b[0..4] != MAGIC {
             return Err(ProtoError::BadMagic);
         }
-        Ok(ServerHello { version: u16::from_be_bytes([b[4], b[5]]), status: b[6] })
+        Ok(ServerHello {
+            version: u16::from_be_bytes([b[4], b[5]]),
+            status: b[6],
+        })
     }
 }
 
@@ -147,7 +155,10 @@ fn check_magic_version(b: &[u8]) -> Result<(), ProtoError> {
     }
     let theirs = u16::from_be_bytes([b[4], b[5]]);
     if theirs != PROTOCOL_VERSION {
-        return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs });
+        return Err(ProtoError::Version {
+            ours: PROTOCOL_VERSION,
+            theirs,
+        });
     }
     Ok(())
 }
@@ -179,7 +190,10 @@ mod tests {
         b[4..6].copy_from_slice(&9u16.to_be_bytes());
         assert_eq!(
             ClientHello::decode(&b),
-            Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: 9 })
+            Err(ProtoError::Version {
+                ours: PROTOCOL_VERSION,
+                theirs: 9
+            })
         );
         b[0] = b'X';
         assert_eq!(ClientHello::decode(&b), Err(ProtoError::BadMagic));

@@ -1,0 +1,535 @@
+//! `linerate cp` and `linerate serve`: flags, destination parsing, the local server process for
+//! local destinations, and the final report.
+
+use crate::exit;
+use crate::progress::Bar;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use linerate_engine::secret::Secret;
+use linerate_engine::send::{self, CopyConfig, CopyReport, Progress};
+use linerate_engine::server::{Server, ServerConfig};
+use linerate_engine::{conn, recv, EngineError};
+use linerate_proto::caps;
+use linerate_proto::hello::Suite;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+const CP_AFTER_HELP: &str = "\
+DESTINATION:
+  HOST:PORT:PATH   a running `linerate serve`; PATH is relative to its --root.
+                   IPv6: [ADDR]:PORT:PATH. Needs --key-file with the server's key.
+  PATH             a local path: cp starts its own server process on loopback and hands
+                   it a fresh one-time key through a pipe. Prefix a local path that
+                   contains ':' with ./
+
+  As with cp -r: if DEST is an existing directory, each SRC is copied into it under its
+  own name; otherwise the single SRC becomes DEST.
+
+EXIT STATUS:
+  0  everything was copied
+  1  the session completed but some entries failed (each is reported on stderr)
+  2  bad usage or configuration (flags, key file, destination)
+  3  the session failed: connection, authentication, protocol or a fatal server error";
+
+/// `linerate cp` flags.
+#[derive(Args, Debug)]
+#[command(after_help = CP_AFTER_HELP)]
+pub struct CpArgs {
+    /// Sources, then the destination.
+    #[arg(required = true, num_args = 2.., value_name = "SRC... DEST")]
+    paths: Vec<PathBuf>,
+    /// Parallel TCP streams [default: the number of CPU cores, 2 to 8].
+    #[arg(long, short = 'P')]
+    streams: Option<u16>,
+    /// Key file shared with the server (64 hex digits, mode 0600).
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// Hash every file with BLAKE3 while reading; the receiver checks the written file before
+    /// renaming it into place.
+    #[arg(long)]
+    verify: bool,
+    /// fsync every file and directory on the receiver before reporting success.
+    #[arg(long)]
+    fsync: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Chunk size for large files (power of two, 64K to 8M).
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    chunk_size: u32,
+    /// AEAD: auto picks AES-256-GCM where the CPU accelerates AES, else ChaCha20-Poly1305.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "aes-256-gcm", "chacha20-poly1305"])]
+    cipher: String,
+    /// Seconds allowed to connect and authenticate.
+    #[arg(long, default_value_t = 15)]
+    timeout: u64,
+}
+
+/// `linerate serve` flags.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:7878")]
+    listen: String,
+    /// Directory every write is confined beneath.
+    #[arg(long)]
+    root: PathBuf,
+    /// Key file (64 hex digits, mode 0600); `-` reads the key from standard input.
+    #[arg(long, value_name = "FILE")]
+    key_file: PathBuf,
+    /// Serve one session, then exit with its status.
+    #[arg(long)]
+    once: bool,
+    /// Print `LINERATE <version> LISTEN <addr>` on stdout once listening.
+    #[arg(long)]
+    announce: bool,
+    /// Most sessions at once.
+    #[arg(long, default_value_t = 64)]
+    max_sessions: usize,
+    /// Seconds a client has to authenticate.
+    #[arg(long, default_value_t = 10)]
+    handshake_timeout: u64,
+    /// Seconds a stream may stay silent mid-session.
+    #[arg(long, default_value_t = 300)]
+    idle_timeout: u64,
+    /// No per-session log lines.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn parse_size(s: &str) -> Result<u32, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("not a size: {s}"))?;
+    let m = match mult
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        _ => return Err(format!("unknown unit in {s}: use K or M")),
+    };
+    let v = n.checked_mul(m).ok_or("size too large")?;
+    if !v.is_power_of_two() || v < u64::from(caps::MIN_CHUNK) || v > u64::from(caps::MAX_CHUNK) {
+        return Err(format!(
+            "chunk size must be a power of two from 64K to 8M, not {s}"
+        ));
+    }
+    Ok(v as u32)
+}
+
+/// Where the copy goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Dest {
+    Remote {
+        host: String,
+        port: u16,
+        path: Vec<u8>,
+    },
+    Local(PathBuf),
+}
+
+fn parse_dest(p: &Path) -> Result<Dest> {
+    let b = p.as_os_str().as_bytes();
+    let Ok(s) = std::str::from_utf8(b) else {
+        return Ok(Dest::Local(p.to_path_buf()));
+    };
+    if s.starts_with('/') || s.starts_with("./") || s.starts_with("../") || !s.contains(':') {
+        return Ok(Dest::Local(p.to_path_buf()));
+    }
+    let (host, rest) = if let Some(r) = s.strip_prefix('[') {
+        let (h, rest) = r
+            .split_once("]:")
+            .ok_or_else(|| anyhow!("'{s}': expected [ADDR]:PORT:PATH"))?;
+        (h.to_string(), rest)
+    } else {
+        let (h, rest) = s
+            .split_once(':')
+            .ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH"))?;
+        (h.to_string(), rest)
+    };
+    let (port, path) = rest.split_once(':').ok_or_else(|| {
+        anyhow!("'{s}': expected HOST:PORT:PATH (prefix a local path containing ':' with ./)")
+    })?;
+    let port: u16 = port.parse().map_err(|_| {
+        anyhow!("'{s}': port '{port}' is not a number (prefix a local path containing ':' with ./)")
+    })?;
+    if host.is_empty() {
+        bail!("'{s}': empty host");
+    }
+    Ok(Dest::Remote {
+        host,
+        port,
+        path: path.as_bytes().to_vec(),
+    })
+}
+
+fn default_streams() -> u16 {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(2, 8) as u16
+}
+
+/// A local `linerate serve --once` child, listening on loopback, holding a fresh key.
+struct LocalServer {
+    child: Child,
+    addr: SocketAddr,
+}
+
+fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalServer> {
+    let exe = std::env::current_exe().context("finding the linerate executable")?;
+    let mut child = Command::new(exe)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--key-file",
+            "-",
+            "--once",
+            "--announce",
+            "--quiet",
+            "--root",
+        ])
+        .arg(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting the local server process")?;
+    // The key goes through the inherited pipe, never argv or the environment.
+    {
+        let mut stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| anyhow!("no pipe to the server"))?;
+        stdin
+            .write_all(format!("{}\n", secret.to_hex()).as_bytes())
+            .context("passing the key to the local server")?;
+    }
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow!("no pipe from the server"))?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .context("reading the local server's address")?;
+    let addr = line
+        .strip_prefix("LINERATE ")
+        .and_then(|r| r.split_once(" LISTEN "))
+        .and_then(|(_, a)| a.trim().parse().ok())
+        .ok_or_else(|| anyhow!("the local server did not start (it said {:?})", line.trim()))?;
+    Ok(LocalServer { child, addr })
+}
+
+/// Split a local destination into the server root and the path beneath it.
+fn local_root(dest: &Path) -> Result<(PathBuf, Vec<u8>)> {
+    if dest.is_dir() {
+        let root = dest
+            .canonicalize()
+            .with_context(|| format!("{}", dest.display()))?;
+        return Ok((root, Vec::new()));
+    }
+    let name = dest
+        .file_name()
+        .ok_or_else(|| anyhow!("{}: destination has no file name", dest.display()))?;
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let root = parent
+        .canonicalize()
+        .with_context(|| format!("destination directory {}", parent.display()))?;
+    Ok((root, name.as_bytes().to_vec()))
+}
+
+/// Run a copy; used by `cp` and `demo`. Returns the report and the exit code.
+pub fn copy_to(
+    sources: Vec<PathBuf>,
+    dest: &Path,
+    key_file: Option<&Path>,
+    mut cfg_fn: impl FnMut(&mut CopyConfig),
+    quiet: bool,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+    let usage = |e: anyhow::Error| (e, exit::USAGE);
+    for s in &sources {
+        if std::fs::symlink_metadata(s).is_err() {
+            return Err(usage(anyhow!("{}: no such file or directory", s.display())));
+        }
+    }
+    let (addr, secret, dest_path, mut local) = match parse_dest(dest).map_err(usage)? {
+        Dest::Remote { host, port, path } => {
+            let key = key_file.ok_or_else(|| {
+                usage(anyhow!(
+                    "a remote destination needs --key-file with the server's key"
+                ))
+            })?;
+            let secret = Secret::load(key).map_err(|e| usage(e.into()))?;
+            let addr = (host.as_str(), port)
+                .to_socket_addrs()
+                .with_context(|| format!("resolving {host}"))
+                .map_err(|e| (e, exit::SESSION))?
+                .next()
+                .ok_or_else(|| (anyhow!("{host}: no address"), exit::SESSION))?;
+            (addr, secret, path, None)
+        }
+        Dest::Local(p) => {
+            let (root, path) = local_root(&p).map_err(usage)?;
+            let secret = Secret::generate().map_err(|e| usage(e.into()))?;
+            let server = spawn_local_server(&root, &secret).map_err(|e| (e, exit::SESSION))?;
+            (server.addr, secret, path, Some(server))
+        }
+    };
+    let mut cfg = CopyConfig {
+        addr,
+        secret,
+        dest: dest_path,
+        sources,
+        streams: default_streams(),
+        chunk_size: caps::DEFAULT_CHUNK,
+        verify: false,
+        fsync: false,
+        suite: conn::preferred_suite(),
+        timeout: Duration::from_secs(15),
+    };
+    cfg_fn(&mut cfg);
+    let progress = Arc::new(Progress::default());
+    let bar = Bar::start(progress.clone(), quiet);
+    let handle = bar.handle();
+    let sink: send::ErrorSink =
+        Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
+    let result = send::copy(&cfg, progress, sink);
+    bar.finish();
+    if let Some(server) = local.as_mut() {
+        if result.is_err() {
+            let _ = server.child.kill();
+        }
+        let _ = server.child.wait();
+    }
+    match result {
+        Ok(r) => {
+            let code = if r.is_complete() {
+                exit::OK
+            } else {
+                exit::PARTIAL
+            };
+            Ok((r, code))
+        }
+        Err(e) => {
+            let code = match e {
+                EngineError::Usage(_) | EngineError::Secret(_) => exit::USAGE,
+                _ => exit::SESSION,
+            };
+            Err((anyhow::Error::new(e), code))
+        }
+    }
+}
+
+/// The `--json` summary.
+pub fn summary_json(r: &CopyReport) -> serde_json::Value {
+    serde_json::json!({
+        "bytes": r.bytes,
+        "files": r.files,
+        "dirs": r.dirs,
+        "links": r.links,
+        "seconds": r.seconds,
+        "gbit_per_s": r.gbit_per_s(),
+        "streams": r.streams,
+        "cipher": r.cipher,
+        "complete": r.is_complete(),
+        "errors": { "local": r.local_errors, "remote": r.server.errors },
+        "received": { "files": r.server.files, "bytes": r.server.bytes, "dirs": r.server.dirs, "links": r.server.links },
+        "cpu": {
+            "client": { "user_s": r.client_cpu.user_us as f64 / 1e6, "system_s": r.client_cpu.sys_us as f64 / 1e6 },
+            "server": { "user_s": r.server.cpu_user_us as f64 / 1e6, "system_s": r.server.cpu_sys_us as f64 / 1e6 },
+        },
+        "peak_rss_bytes": { "client": r.client_peak_rss, "server": r.server.peak_rss },
+    })
+}
+
+/// A one-line human summary.
+pub fn summary_line(r: &CopyReport) -> String {
+    format!(
+        "{} files, {:.1} MB in {:.2} s: {:.2} Gbit/s over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
+        r.files,
+        r.bytes as f64 / 1e6,
+        r.seconds,
+        r.gbit_per_s(),
+        r.streams,
+        r.cipher,
+        r.client_cpu.user_us as f64 / 1e6,
+        r.client_cpu.sys_us as f64 / 1e6,
+        r.server.cpu_user_us as f64 / 1e6,
+        r.server.cpu_sys_us as f64 / 1e6,
+    )
+}
+
+pub fn run_cp(a: CpArgs) -> u8 {
+    let mut paths = a.paths;
+    let Some(dest) = paths.pop() else {
+        return exit::USAGE;
+    };
+    let suite = match a.cipher.as_str() {
+        "aes-256-gcm" => Suite::Aes256Gcm,
+        "chacha20-poly1305" => Suite::ChaCha20Poly1305,
+        _ => conn::preferred_suite(),
+    };
+    let r = copy_to(
+        paths,
+        &dest,
+        a.key_file.as_deref(),
+        |c| {
+            if let Some(s) = a.streams {
+                c.streams = s.clamp(1, caps::MAX_STREAMS);
+            }
+            c.chunk_size = a.chunk_size;
+            c.verify = a.verify;
+            c.fsync = a.fsync;
+            c.suite = suite;
+            c.timeout = Duration::from_secs(a.timeout.max(1));
+        },
+        a.quiet || a.json,
+    );
+    match r {
+        Ok((report, code)) => {
+            if a.json {
+                println!("{}", summary_json(&report));
+            } else if !a.quiet {
+                eprintln!("{}", summary_line(&report));
+            }
+            if code != exit::OK {
+                eprintln!(
+                    "linerate: {} entries failed ({} here, {} on the receiver); see above",
+                    report.local_errors + report.server.errors,
+                    report.local_errors,
+                    report.server.errors
+                );
+            }
+            code
+        }
+        Err((e, code)) => {
+            eprintln!("linerate: {e:#}");
+            code
+        }
+    }
+}
+
+pub fn run_serve(a: ServeArgs) -> u8 {
+    let secret = if a.key_file.as_os_str() == "-" {
+        Secret::read_from(std::io::stdin().lock())
+    } else {
+        Secret::load(&a.key_file)
+    };
+    let secret = match secret {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("linerate serve: {e}");
+            return exit::USAGE;
+        }
+    };
+    let listen = match a.listen.to_socket_addrs().ok().and_then(|mut i| i.next()) {
+        Some(l) => l,
+        None => {
+            eprintln!("linerate serve: cannot parse listen address '{}'", a.listen);
+            return exit::USAGE;
+        }
+    };
+    let mut cfg = ServerConfig::new(listen, a.root, secret);
+    cfg.once = a.once;
+    cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(30));
+    cfg.max_sessions = a.max_sessions.max(1);
+    cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
+    cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
+    cfg.log = !a.quiet;
+    let server = match Server::bind(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("linerate serve: {e}");
+            return exit::USAGE;
+        }
+    };
+    if a.announce {
+        println!(
+            "LINERATE {} LISTEN {}",
+            linerate_proto::PROTOCOL_VERSION,
+            server.local_addr()
+        );
+        let _ = std::io::stdout().flush();
+    } else if !a.quiet {
+        eprintln!("linerate serve: listening on {}", server.local_addr());
+    }
+    match server.run() {
+        Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => exit::OK,
+        Ok(Some(recv::Outcome::Done(_))) => exit::PARTIAL,
+        Ok(Some(recv::Outcome::Aborted(_))) => exit::SESSION,
+        Ok(None) => exit::OK,
+        Err(e) => {
+            eprintln!("linerate serve: {e}");
+            exit::SESSION
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_remote_and_local_destinations() {
+        let r = |s: &str| parse_dest(Path::new(s)).unwrap();
+        assert_eq!(
+            r("host:7878:a/b"),
+            Dest::Remote {
+                host: "host".into(),
+                port: 7878,
+                path: b"a/b".to_vec()
+            }
+        );
+        assert_eq!(
+            r("[::1]:9:x"),
+            Dest::Remote {
+                host: "::1".into(),
+                port: 9,
+                path: b"x".to_vec()
+            }
+        );
+        assert_eq!(
+            r("h:1:"),
+            Dest::Remote {
+                host: "h".into(),
+                port: 1,
+                path: vec![]
+            }
+        );
+        assert_eq!(r("plain/dir"), Dest::Local("plain/dir".into()));
+        assert_eq!(r("./a:b:c"), Dest::Local("./a:b:c".into()));
+        assert_eq!(r("/abs:1:x"), Dest::Local("/abs:1:x".into()));
+        assert!(parse_dest(Path::new("host:notaport:x")).is_err());
+        assert!(parse_dest(Path::new("host:1")).is_err());
+        assert!(parse_dest(Path::new(":1:x")).is_err());
+    }
+
+    #[test]
+    fn parses_chunk_sizes() {
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
+        assert!(parse_size("3M").is_err());
+        assert!(parse_size("16M").is_err());
+        assert!(parse_size("32K").is_err());
+        assert!(parse_size("x").is_err());
+    }
+}

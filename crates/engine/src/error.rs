@@ -1,0 +1,71 @@
+//! Engine errors: what failed, where, and the protocol code it maps to.
+
+use linerate_proto::{ErrorCode, ProtoError};
+use std::io;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// An error that ends an operation (a session, a connection, a copy).
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// Network I/O failed.
+    #[error("{context}: {source}")]
+    Net {
+        /// What we were doing.
+        context: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A local file operation failed.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// Where.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The peer broke the protocol or failed authentication.
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+    /// The peer ended the session with a fatal error.
+    #[error("server aborted the session: {message} ({})", code.describe())]
+    Remote {
+        /// The peer's code.
+        code: ErrorCode,
+        /// The peer's message (control characters escaped).
+        message: String,
+    },
+    /// The server refused the connection before the handshake.
+    #[error("server refused the connection: {}", code.describe())]
+    Refused {
+        /// Why.
+        code: ErrorCode,
+    },
+    /// A secret could not be loaded.
+    #[error("{0}")]
+    Secret(String),
+    /// The request makes no sense (bad destination, bad option).
+    #[error("{0}")]
+    Usage(String),
+    /// Waiting for the peer took too long.
+    #[error("timed out: {0}")]
+    Timeout(String),
+}
+
+impl EngineError {
+    /// Wrap a network error with what we were doing.
+    pub fn net(context: impl Into<String>, source: io::Error) -> EngineError {
+        EngineError::Net {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// Wrap a file error with its path.
+    pub fn file(path: impl Into<PathBuf>, source: io::Error) -> EngineError {
+        EngineError::File {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Confined filesystem operations for the receiver.
+//!
+//! Every write happens relative to a directory handle that was itself opened beneath the
+//! destination one validated component at a time with `O_NOFOLLOW | O_DIRECTORY`, so no name a
+//! peer sends and no symlink planted in the tree can steer a write outside the destination.
+//! Files are written under a temporary name in their final directory and renamed into place
+//! only when complete.
+
+use linerate_proto::frame::Time;
+use linerate_proto::name;
+use linerate_proto::track::Tracker;
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, Timespec, Timestamps, UTIME_OMIT};
+use rustix::io::Errno;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+/// How many directory handles the receiver keeps open per session.
+const DIR_CACHE_CAP: usize = 256;
+
+fn ioe(e: Errno) -> io::Error {
+    io::Error::from(e)
+}
+
+/// Open an existing directory `name` beneath `parent`, refusing symlinks.
+pub fn open_dir(parent: &OwnedFd, name: &[u8]) -> io::Result<OwnedFd> {
+    rfs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::LOOP | Errno::NOTDIR => io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "exists and is not a directory (symlinks are never followed)",
+        ),
+        e => ioe(e),
+    })
+}
+
+/// Open a directory by path (for the server's root); the path itself is the operator's.
+pub fn open_root(path: &std::path::Path) -> io::Result<OwnedFd> {
+    rfs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(ioe)
+}
+
+/// Create directory `name` beneath `parent` (or open it if it already is a directory).
+pub fn make_dir(parent: &OwnedFd, name: &[u8]) -> io::Result<OwnedFd> {
+    match rfs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
+        Ok(()) | Err(Errno::EXIST) => open_dir(parent, name),
+        Err(e) => Err(ioe(e)),
+    }
+}
+
+/// The temporary name of file `id` of a session, in its final directory.
+pub fn temp_name(session_tag: &str, id: u64) -> Vec<u8> {
+    format!(".linerate-{session_tag}-{id}.part").into_bytes()
+}
+
+/// Create a fresh temporary file beneath `parent`, readable and writable by us only.
+pub fn create_temp(parent: &OwnedFd, tmp: &[u8]) -> io::Result<File> {
+    // A leftover from an earlier crashed session with the same name is ours to replace.
+    let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
+    let fd = rfs::openat(
+        parent,
+        tmp,
+        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(ioe)?;
+    Ok(File::from(fd))
+}
+
+fn timestamps(mtime: Time) -> Timestamps {
+    Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        },
+        last_modification: Timespec {
+            tv_sec: mtime.sec,
+            tv_nsec: mtime.nsec.into(),
+        },
+    }
+}
+
+/// The permission bits we apply: set-user-ID and set-group-ID are never taken from a peer.
+pub fn safe_mode(mode: u32) -> Mode {
+    Mode::from_raw_mode(mode & 0o1777)
+}
+
+/// Apply mode and modification time to an open file or directory.
+pub fn set_meta(fd: &impl std::os::fd::AsFd, mode: u32, mtime: Time) -> io::Result<()> {
+    rfs::fchmod(fd, safe_mode(mode)).map_err(ioe)?;
+    rfs::futimens(fd, &timestamps(mtime)).map_err(ioe)
+}
+
+/// Move `tmp` to `name` within `parent`, replacing a file or symlink there.
+pub fn rename_into_place(parent: &OwnedFd, tmp: &[u8], name: &[u8]) -> io::Result<()> {
+    rfs::renameat(parent, tmp, parent, name).map_err(|e| match e {
+        Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST => {
+            io::Error::new(io::ErrorKind::AlreadyExists, "a directory is in the way")
+        }
+        e => ioe(e),
+    })
+}
+
+/// Remove a temporary file, ignoring a missing one.
+pub fn remove(parent: &OwnedFd, tmp: &[u8]) {
+    let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
+}
+
+/// Create symlink `name -> target` beneath `parent` atomically (temp name + rename), with its mtime.
+pub fn make_symlink(
+    parent: &OwnedFd,
+    tmp: &[u8],
+    name: &[u8],
+    target: &[u8],
+    mtime: Time,
+) -> io::Result<()> {
+    let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
+    rfs::symlinkat(target, parent, tmp).map_err(ioe)?;
+    let r = rfs::utimensat(parent, tmp, &timestamps(mtime), AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(ioe)
+        .and_then(|()| rename_into_place(parent, tmp, name));
+    if r.is_err() {
+        remove(parent, tmp);
+    }
+    r
+}
+
+/// fsync a directory.
+pub fn sync_dir(fd: &OwnedFd) -> io::Result<()> {
+    rfs::fsync(fd).map_err(ioe)
+}
+
+/// Where a session's sources land.
+pub struct Destination {
+    /// The directory that is directory id 0 of the session.
+    pub dir: OwnedFd,
+    /// True when sources go into `dir` under their own names; false when the single source
+    /// becomes the last path component (which `dir` is the parent of).
+    pub into_dir: bool,
+}
+
+/// Resolve a destination path beneath `root` with `cp -r` semantics: an existing directory
+/// receives the sources under their names; otherwise its parent must exist and exactly one source
+/// takes the final name.
+pub fn resolve_destination(
+    root: &OwnedFd,
+    dest: &[u8],
+    sources: u32,
+) -> Result<Destination, String> {
+    let parts = name::split_dest(dest).map_err(|e| e.to_string())?;
+    let shown = name::escape(dest);
+    let Some((last, parents)) = parts.split_last() else {
+        let dir = rfs::openat(
+            root,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("opening the root: {}", ioe(e)))?;
+        return Ok(Destination {
+            dir,
+            into_dir: true,
+        });
+    };
+    let mut dir = rfs::openat(
+        root,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("opening the root: {}", ioe(e)))?;
+    for p in parents {
+        dir = open_dir(&dir, p)
+            .map_err(|e| format!("destination '{shown}': parent '{}': {e}", name::escape(p)))?;
+    }
+    match rfs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory => {
+            let d = open_dir(&dir, last).map_err(|e| format!("destination '{shown}': {e}"))?;
+            Ok(Destination {
+                dir: d,
+                into_dir: true,
+            })
+        }
+        Ok(_) | Err(Errno::NOENT) if sources == 1 => Ok(Destination {
+            dir,
+            into_dir: false,
+        }),
+        Ok(_) | Err(Errno::NOENT) => Err(format!(
+            "destination '{shown}' is not a directory, and {sources} sources need one"
+        )),
+        Err(e) => Err(format!("destination '{shown}': {}", ioe(e))),
+    }
+}
+
+/// Open directory handles of a session, by directory id, bounded in number. A handle that was
+/// dropped is reopened by walking down from the nearest open ancestor, component by component.
+pub struct DirCache {
+    root: Arc<OwnedFd>,
+    fds: HashMap<u64, Arc<OwnedFd>>,
+    failed: HashSet<u64>,
+}
+
+impl DirCache {
+    /// A cache whose directory 0 is `root`.
+    pub fn new(root: OwnedFd) -> DirCache {
+        DirCache {
+            root: Arc::new(root),
+            fds: HashMap::new(),
+            failed: HashSet::new(),
+        }
+    }
+
+    /// Remember a handle just created for `id`.
+    pub fn insert(&mut self, id: u64, fd: OwnedFd) -> Arc<OwnedFd> {
+        if self.fds.len() >= DIR_CACHE_CAP {
+            self.fds.clear();
+        }
+        let fd = Arc::new(fd);
+        self.fds.insert(id, fd.clone());
+        fd
+    }
+
+    /// Remember that directory `id` could not be created; everything beneath it fails.
+    pub fn mark_failed(&mut self, id: u64) {
+        self.failed.insert(id);
+    }
+
+    /// The handle of directory `id`, reopening it if needed.
+    pub fn get(&mut self, id: u64, tracker: &Tracker) -> io::Result<Arc<OwnedFd>> {
+        if id == 0 {
+            return Ok(self.root.clone());
+        }
+        if let Some(fd) = self.fds.get(&id) {
+            return Ok(fd.clone());
+        }
+        let mut chain = Vec::new();
+        let mut cur = id;
+        let mut base = loop {
+            if self.failed.contains(&cur) {
+                return Err(io::Error::other("a parent directory could not be created"));
+            }
+            if cur == 0 {
+                break self.root.clone();
+            }
+            if let Some(fd) = self.fds.get(&cur) {
+                break fd.clone();
+            }
+            let d = tracker
+                .dir_info(cur)
+                .ok_or_else(|| io::Error::other("undeclared directory"))?;
+            chain.push(cur);
+            cur = d.parent;
+        };
+        while let Some(next) = chain.pop() {
+            let d = tracker
+                .dir_info(next)
+                .ok_or_else(|| io::Error::other("undeclared directory"))?;
+            let fd = open_dir(&base, &d.name)?;
+            base = self.insert(next, fd);
+        }
+        Ok(base)
+    }
+}

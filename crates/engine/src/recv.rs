@@ -1,0 +1,719 @@
+//! The receiving side of a copy session. Each stream has its own thread; all of them feed one
+//! [`Tracker`] (the protocol's rules) under one lock, and do their file I/O outside it. A file is
+//! written to a temporary name beside its final one and renamed into place only when every chunk
+//! is written, its end has been declared and, with verification on, its BLAKE3 matches.
+
+use crate::conn::{RecvHalf, SendHalf};
+use crate::cpu::{self, CpuTimes};
+use crate::fsx::{self, Destination, DirCache};
+use linerate_proto::frame::{
+    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, Time,
+    FLAG_FSYNC, FLAG_VERIFY,
+};
+use linerate_proto::track::{Completion, Step, Tracker};
+use linerate_proto::{frame, name, ErrorCode, ProtoError};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a frame may wait for the declaration it refers to (sent on another stream).
+const WAIT_LIMIT: Duration = Duration::from_secs(120);
+
+/// Parameters of one session, from the client's `Begin` and the server's settings.
+#[derive(Debug, Clone)]
+pub struct SessionParams {
+    /// `FLAG_*` bits.
+    pub flags: u32,
+    /// Chunk size.
+    pub chunk_size: u32,
+    /// Number of data streams the client will open.
+    pub streams: u16,
+    /// Short tag used in temporary names.
+    pub tag: String,
+    /// How long a stream may stay silent.
+    pub idle_timeout: Duration,
+}
+
+struct OpenFile {
+    file: File,
+    parent: Arc<OwnedFd>,
+    path: Vec<u8>,
+    name: Box<[u8]>,
+    tmp: Vec<u8>,
+    mode: u32,
+    mtime: Time,
+}
+
+enum Slot {
+    Creating,
+    Ready(Arc<OpenFile>),
+}
+
+struct State {
+    tracker: Tracker,
+    dirs: DirCache,
+    open: HashMap<u64, Slot>,
+    attached: HashSet<u16>,
+    ended: u16,
+}
+
+#[derive(Default)]
+struct Counters {
+    files: AtomicU64,
+    bytes: AtomicU64,
+    dirs: AtomicU64,
+    links: AtomicU64,
+    errors: AtomicU64,
+    cpu_user: AtomicU64,
+    cpu_sys: AtomicU64,
+    temp_seq: AtomicU64,
+}
+
+/// Why a session ended early.
+#[derive(Debug, Clone)]
+pub struct Abort {
+    /// The code sent to the client.
+    pub code: ErrorCode,
+    /// The message sent to the client.
+    pub message: String,
+}
+
+impl From<ProtoError> for Abort {
+    fn from(e: ProtoError) -> Abort {
+        Abort {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// One copy session on the receiver.
+pub struct RecvSession {
+    p: SessionParams,
+    state: Mutex<State>,
+    changed: Condvar,
+    control: Mutex<SendHalf>,
+    sockets: Mutex<Vec<TcpStream>>,
+    aborted: AtomicBool,
+    abort_reason: Mutex<Option<Abort>>,
+    n: Counters,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The client got a summary.
+    Done(Summary),
+    /// The session was aborted.
+    Aborted(Abort),
+}
+
+impl RecvSession {
+    /// A session writing beneath `dest`, reporting on `control`.
+    pub fn new(p: SessionParams, dest: Destination, control: SendHalf) -> Arc<RecvSession> {
+        Arc::new(RecvSession {
+            state: Mutex::new(State {
+                tracker: Tracker::new(p.chunk_size),
+                dirs: DirCache::new(dest.dir),
+                open: HashMap::new(),
+                attached: HashSet::new(),
+                ended: 0,
+            }),
+            p,
+            changed: Condvar::new(),
+            control: Mutex::new(control),
+            sockets: Mutex::new(Vec::new()),
+            aborted: AtomicBool::new(false),
+            abort_reason: Mutex::new(None),
+            n: Counters::default(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admit data stream `stream`; each index once, within the count the client announced.
+    pub fn attach(&self, stream: u16, sock: Option<TcpStream>) -> bool {
+        if self.aborted.load(Relaxed) || stream == 0 || stream > self.p.streams {
+            return false;
+        }
+        let ok = self.lock().attached.insert(stream);
+        if ok {
+            if let Some(s) = sock {
+                self.sockets
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(s);
+            }
+        }
+        ok
+    }
+
+    /// Register the control socket so an abort can close it.
+    pub fn add_socket(&self, sock: TcpStream) {
+        self.sockets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(sock);
+    }
+
+    /// End the session: tell the client why, close every stream, remove temporary files.
+    pub fn abort(&self, a: Abort) {
+        if self.aborted.swap(true, Relaxed) {
+            return;
+        }
+        let msg = a.message.clone();
+        *self
+            .abort_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(a.clone());
+        let _ = self
+            .control
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send_frames(&[Frame::Fatal(frame::Fatal {
+                code: a.code as u16,
+                message: msg.as_bytes(),
+            })]);
+        for s in self
+            .sockets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let mut st = self.lock();
+        for (_, slot) in st.open.drain() {
+            if let Slot::Ready(of) = slot {
+                fsx::remove(&of.parent, &of.tmp);
+            }
+        }
+        drop(st);
+        self.changed.notify_all();
+    }
+
+    fn report(&self, code: ErrorCode, path: &[u8], msg: &str) {
+        self.n.errors.fetch_add(1, Relaxed);
+        let _ = self
+            .control
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send_frames(&[Frame::Error(frame::ErrorReport {
+                code: code as u16,
+                path,
+                message: msg.as_bytes(),
+            })]);
+    }
+
+    /// Wait (bounded) until `f` returns Some: frames may refer to entries declared on other streams.
+    fn until<T>(
+        &self,
+        mut f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>,
+    ) -> Result<T, Abort> {
+        let deadline = Instant::now() + WAIT_LIMIT;
+        let mut st = self.lock();
+        loop {
+            if self.aborted.load(Relaxed) {
+                return Err(Abort {
+                    code: ErrorCode::Protocol,
+                    message: "session aborted".into(),
+                });
+            }
+            if let Some(v) = f(&mut st)? {
+                return Ok(v);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ProtoError::Violation(
+                    "a frame refers to an entry that was never declared".into(),
+                )
+                .into());
+            }
+            st = self
+                .changed
+                .wait_timeout(st, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    fn entry_path(st: &State, parent: u64, name: &[u8]) -> Vec<u8> {
+        let mut p = st.tracker.dir_path(parent);
+        if !p.is_empty() {
+            p.push(b'/');
+        }
+        p.extend_from_slice(name);
+        p
+    }
+
+    /// Serve one data stream until its `End`, or abort the session on a protocol error.
+    pub fn run_data(self: &Arc<Self>, mut rx: RecvHalf) {
+        let cpu0 = cpu::thread();
+        rx.set_timeout(Some(self.p.idle_timeout));
+        let r = self.data_loop(&mut rx);
+        let used = cpu::thread().since(cpu0);
+        self.n.cpu_user.fetch_add(used.user_us, Relaxed);
+        self.n.cpu_sys.fetch_add(used.sys_us, Relaxed);
+        match r {
+            Ok(()) => {
+                self.lock().ended += 1;
+                self.changed.notify_all();
+            }
+            Err(a) => self.abort(a),
+        }
+    }
+
+    fn data_loop(&self, rx: &mut RecvHalf) -> Result<(), Abort> {
+        loop {
+            let plain = match rx.recv() {
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    return Err(Abort {
+                        code: ErrorCode::Protocol,
+                        message: "data stream closed before its end".into(),
+                    })
+                }
+                Err(crate::EngineError::Proto(e)) => return Err(e.into()),
+                Err(e) => {
+                    return Err(Abort {
+                        code: ErrorCode::Protocol,
+                        message: e.to_string(),
+                    })
+                }
+            };
+            for f in frame::frames(plain) {
+                match f? {
+                    Frame::Dir(d) => self.on_dir(&d)?,
+                    Frame::Link(l) => self.on_link(&l)?,
+                    Frame::FileStart(s) => self.on_file_start(&s)?,
+                    Frame::Chunk(c) => self.on_chunk(&c)?,
+                    Frame::FileEnd(e) => self.on_file_end(&e)?,
+                    Frame::FileAbort(a) => self.on_file_abort(&a)?,
+                    Frame::End => return Ok(()),
+                    other => {
+                        return Err(ProtoError::Violation(format!(
+                            "frame {other:?} is not allowed on a data stream"
+                        ))
+                        .into())
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_dir(&self, d: &DirEntry) -> Result<(), Abort> {
+        let failed = self.until(|st| {
+            Ok(match st.tracker.dir(d)? {
+                Step::Accepted => {
+                    let r = st
+                        .dirs
+                        .get(d.parent, &st.tracker)
+                        .and_then(|p| fsx::make_dir(&p, d.name));
+                    Some(match r {
+                        Ok(fd) => {
+                            st.dirs.insert(d.id, fd);
+                            None
+                        }
+                        Err(e) => {
+                            st.dirs.mark_failed(d.id);
+                            Some((Self::entry_path(st, d.parent, d.name), e))
+                        }
+                    })
+                }
+                _ => None,
+            })
+        })?;
+        self.changed.notify_all();
+        match failed {
+            None => {
+                self.n.dirs.fetch_add(1, Relaxed);
+            }
+            Some((path, e)) => self.report(
+                ErrorCode::Io,
+                &path,
+                &format!("cannot create directory: {e}"),
+            ),
+        }
+        Ok(())
+    }
+
+    fn on_link(&self, l: &LinkEntry) -> Result<(), Abort> {
+        let (parent, path) = self.until(|st| {
+            Ok(match st.tracker.link(l)? {
+                Step::Accepted => Some((
+                    st.dirs.get(l.parent, &st.tracker),
+                    Self::entry_path(st, l.parent, l.name),
+                )),
+                _ => None,
+            })
+        })?;
+        let tmp = fsx::temp_name(
+            &self.p.tag,
+            u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed),
+        );
+        match parent.and_then(|p| fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime)) {
+            Ok(()) => {
+                self.n.links.fetch_add(1, Relaxed);
+            }
+            Err(e) => self.report(ErrorCode::Io, &path, &format!("cannot create symlink: {e}")),
+        }
+        Ok(())
+    }
+
+    fn on_file_start(&self, s: &FileStart) -> Result<(), Abort> {
+        let (parent, path) = self.until(|st| {
+            Ok(match st.tracker.file_start(s)? {
+                Step::Accepted => {
+                    st.open.insert(s.id, Slot::Creating);
+                    Some((
+                        st.dirs.get(s.parent, &st.tracker),
+                        Self::entry_path(st, s.parent, s.name),
+                    ))
+                }
+                _ => None,
+            })
+        })?;
+        let tmp = fsx::temp_name(&self.p.tag, s.id);
+        let created = parent.and_then(|p| fsx::create_temp(&p, &tmp).map(|f| (p, f)));
+        let mut st = self.lock();
+        let still_wanted = matches!(st.open.get(&s.id), Some(Slot::Creating));
+        match created {
+            Ok((parent, file)) if still_wanted => {
+                let of = OpenFile {
+                    file,
+                    parent,
+                    path,
+                    name: s.name.into(),
+                    tmp,
+                    mode: s.mode,
+                    mtime: s.mtime,
+                };
+                st.open.insert(s.id, Slot::Ready(Arc::new(of)));
+            }
+            Ok((parent, _)) => fsx::remove(&parent, &tmp),
+            Err(e) => {
+                st.open.remove(&s.id);
+                st.tracker.abandon(s.id);
+                drop(st);
+                self.changed.notify_all();
+                self.report(ErrorCode::Io, &path, &format!("cannot create file: {e}"));
+                return Ok(());
+            }
+        }
+        drop(st);
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// Wait until file `id` is open (or gone); None if it was abandoned.
+    fn ready(&self, id: u64) -> Result<Option<Arc<OpenFile>>, Abort> {
+        self.until(|st| {
+            Ok(match st.open.get(&id) {
+                Some(Slot::Ready(of)) => Some(Some(of.clone())),
+                Some(Slot::Creating) => None,
+                None => Some(None),
+            })
+        })
+    }
+
+    fn on_chunk(&self, c: &Chunk) -> Result<(), Abort> {
+        let step = self.until(|st| {
+            Ok(match st.tracker.chunk(c.file, c.offset, c.data.len())? {
+                Step::NotYet => None,
+                s => Some(s),
+            })
+        })?;
+        if step != Step::Accepted {
+            return Ok(());
+        }
+        let Some(of) = self.ready(c.file)? else {
+            return Ok(());
+        };
+        if let Err(e) = of.file.write_all_at(c.data, c.offset) {
+            self.fail_file(c.file, ErrorCode::Io, &format!("write failed: {e}"));
+            return Ok(());
+        }
+        let step = self.lock().tracker.chunk_written(c.file);
+        if let Step::Complete(done) = step {
+            self.commit(done)?;
+        }
+        Ok(())
+    }
+
+    fn on_file_end(&self, e: &FileEnd) -> Result<(), Abort> {
+        if self.p.flags & FLAG_VERIFY != 0 && e.digest.is_none() {
+            return Err(ProtoError::Violation(
+                "file end without a digest in a verified session".into(),
+            )
+            .into());
+        }
+        let step = self.until(|st| {
+            Ok(match st.tracker.file_end(e)? {
+                Step::NotYet => None,
+                s => Some(s),
+            })
+        })?;
+        if let Step::Complete(done) = step {
+            self.commit(done)?;
+        }
+        Ok(())
+    }
+
+    fn on_file_abort(&self, a: &FileAbort) -> Result<(), Abort> {
+        let slot = self.until(|st| {
+            Ok(if st.tracker.abandon(a.file) {
+                Some(st.open.remove(&a.file))
+            } else {
+                None
+            })
+        })?;
+        if let Some(Slot::Ready(of)) = slot {
+            fsx::remove(&of.parent, &of.tmp);
+        }
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// Give up on a file after a local failure: remove its temporary file, tell the client.
+    fn fail_file(&self, id: u64, code: ErrorCode, msg: &str) {
+        let mut st = self.lock();
+        st.tracker.abandon(id);
+        let slot = st.open.remove(&id);
+        drop(st);
+        self.changed.notify_all();
+        if let Some(Slot::Ready(of)) = slot {
+            fsx::remove(&of.parent, &of.tmp);
+            self.report(code, &of.path, msg);
+        }
+    }
+
+    /// Every chunk is written and the end declared: verify, apply metadata, rename into place.
+    fn commit(&self, done: Completion) -> Result<(), Abort> {
+        let Some(of) = self.ready(done.file)? else {
+            return Ok(());
+        };
+        self.lock().open.remove(&done.file);
+        let r = (|| -> Result<(), (ErrorCode, String)> {
+            let io = |what: &str, e: std::io::Error| (ErrorCode::Io, format!("{what}: {e}"));
+            if self.p.flags & FLAG_VERIFY != 0 {
+                let mut h = blake3::Hasher::new();
+                h.update_reader(&of.file)
+                    .map_err(|e| io("re-reading for verification", e))?;
+                if Some(*h.finalize().as_bytes()) != done.digest {
+                    return Err((
+                        ErrorCode::Integrity,
+                        "BLAKE3 of the written file differs from the source".into(),
+                    ));
+                }
+            }
+            let len = of.file.metadata().map_err(|e| io("stat", e))?.len();
+            if len != done.size {
+                return Err((
+                    ErrorCode::Integrity,
+                    format!("written size {len} differs from declared {}", done.size),
+                ));
+            }
+            fsx::set_meta(&of.file, of.mode, of.mtime)
+                .map_err(|e| io("setting mode and time", e))?;
+            if self.p.flags & FLAG_FSYNC != 0 {
+                of.file.sync_all().map_err(|e| io("fsync", e))?;
+            }
+            fsx::rename_into_place(&of.parent, &of.tmp, &of.name)
+                .map_err(|e| io("renaming into place", e))?;
+            if self.p.flags & FLAG_FSYNC != 0 {
+                fsx::sync_dir(&of.parent).map_err(|e| io("fsync of directory", e))?;
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => {
+                self.n.files.fetch_add(1, Relaxed);
+                self.n.bytes.fetch_add(done.size, Relaxed);
+            }
+            Err((code, msg)) => {
+                fsx::remove(&of.parent, &of.tmp);
+                self.report(code, &of.path, &msg);
+            }
+        }
+        Ok(())
+    }
+
+    /// Serve the control stream: wait for `Finish`, for every data stream's `End`, then settle
+    /// directories and send the summary.
+    pub fn run_control(self: &Arc<Self>, mut rx: RecvHalf) -> Outcome {
+        let cpu0 = cpu::thread();
+        let fin = match self.wait_finish(&mut rx) {
+            Ok(f) => f,
+            Err(a) => {
+                self.abort(a);
+                return self.aborted_outcome();
+            }
+        };
+        // Every stream must end; Finish only comes after the client saw all its streams through.
+        let deadline = Instant::now() + WAIT_LIMIT;
+        let mut st = self.lock();
+        while st.ended < self.p.streams && !self.aborted.load(Relaxed) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                drop(st);
+                self.abort(Abort {
+                    code: ErrorCode::Protocol,
+                    message: "data streams did not end after Finish".into(),
+                });
+                return self.aborted_outcome();
+            }
+            st = self
+                .changed
+                .wait_timeout(st, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        if self.aborted.load(Relaxed) {
+            return self.aborted_outcome();
+        }
+        let leftovers: Vec<(u64, Option<Arc<OpenFile>>)> = st
+            .tracker
+            .open_file_ids()
+            .into_iter()
+            .map(|id| {
+                (
+                    id,
+                    match st.open.remove(&id) {
+                        Some(Slot::Ready(of)) => Some(of),
+                        _ => None,
+                    },
+                )
+            })
+            .collect();
+        for (id, _) in &leftovers {
+            st.tracker.abandon(*id);
+        }
+        let dir_meta: Vec<(u64, u32, Time)> = st
+            .tracker
+            .dirs_deepest_first()
+            .into_iter()
+            .filter_map(|id| st.tracker.dir_info(id).map(|d| (id, d.mode, d.mtime)))
+            .collect();
+        let mut meta_errors = Vec::new();
+        for (id, mode, mtime) in dir_meta {
+            let st = &mut *st;
+            // A directory that could not be created was reported then; skip it here.
+            if let Ok(fd) = st.dirs.get(id, &st.tracker) {
+                let r = fsx::set_meta(&*fd, mode, mtime).and_then(|()| {
+                    if self.p.flags & FLAG_FSYNC != 0 {
+                        fsx::sync_dir(&fd)
+                    } else {
+                        Ok(())
+                    }
+                });
+                if let Err(e) = r {
+                    meta_errors.push((st.tracker.dir_path(id), e.to_string()));
+                }
+            }
+        }
+        drop(st);
+        for (_, of) in leftovers {
+            if let Some(of) = of {
+                fsx::remove(&of.parent, &of.tmp);
+                self.report(
+                    ErrorCode::Integrity,
+                    &of.path,
+                    "incomplete: not every chunk arrived",
+                );
+            } else {
+                self.report(ErrorCode::Integrity, b"", "a declared file never completed");
+            }
+        }
+        for (path, e) in meta_errors {
+            self.report(
+                ErrorCode::Io,
+                &path,
+                &format!("setting directory mode and time: {e}"),
+            );
+        }
+        let files = self.n.files.load(Relaxed);
+        if files + self.n.errors.load(Relaxed) < fin.files {
+            self.report(
+                ErrorCode::Integrity,
+                b"",
+                &format!("client sent {} files, {files} arrived", fin.files),
+            );
+        }
+        let used = cpu::thread().since(cpu0);
+        let summary = Summary {
+            files,
+            bytes: self.n.bytes.load(Relaxed),
+            dirs: self.n.dirs.load(Relaxed),
+            links: self.n.links.load(Relaxed),
+            errors: self.n.errors.load(Relaxed),
+            cpu_user_us: self.n.cpu_user.load(Relaxed) + used.user_us,
+            cpu_sys_us: self.n.cpu_sys.load(Relaxed) + used.sys_us,
+            peak_rss: cpu::peak_rss(),
+        };
+        let _ = self
+            .control
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send_frames(&[Frame::Summary(summary)]);
+        Outcome::Done(summary)
+    }
+
+    fn wait_finish(&self, rx: &mut RecvHalf) -> Result<Finish, Abort> {
+        let plain = match rx.recv() {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                return Err(Abort {
+                    code: ErrorCode::Protocol,
+                    message: "client closed the control stream".into(),
+                })
+            }
+            Err(crate::EngineError::Proto(e)) => return Err(e.into()),
+            Err(e) => {
+                return Err(Abort {
+                    code: ErrorCode::Protocol,
+                    message: e.to_string(),
+                })
+            }
+        };
+        let (f, used) = frame::decode(plain)?;
+        match f {
+            Frame::Finish(fin) if used == plain.len() => Ok(fin),
+            other => Err(ProtoError::Violation(format!(
+                "frame {other:?} is not allowed on the control stream now"
+            ))
+            .into()),
+        }
+    }
+
+    fn aborted_outcome(&self) -> Outcome {
+        let a = self
+            .abort_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Outcome::Aborted(a.unwrap_or(Abort {
+            code: ErrorCode::Protocol,
+            message: "aborted".into(),
+        }))
+    }
+
+    /// CPU used by this session's threads so far.
+    pub fn cpu(&self) -> CpuTimes {
+        CpuTimes {
+            user_us: self.n.cpu_user.load(Relaxed),
+            sys_us: self.n.cpu_sys.load(Relaxed),
+        }
+    }
+}
+
+/// Escape a wire path for a log line.
+pub fn shown(path: &[u8]) -> String {
+    name::escape(path)
+}

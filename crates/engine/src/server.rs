@@ -1,0 +1,403 @@
+//! `linerate serve`: accepts sessions from many clients at once. Each connection gets a thread
+//! for its handshake, bounded in number and in time, so slow or unauthenticated peers cannot hold
+//! the server; each session then runs one thread per stream.
+
+use crate::conn::{self, Admit};
+use crate::fsx;
+use crate::recv::{Abort, Outcome, RecvSession, SessionParams};
+use crate::secret::Secret;
+use crate::EngineError;
+use linerate_proto::frame::{self, Frame};
+use linerate_proto::handshake::KEY_LEN;
+use linerate_proto::hello::{SessionId, StreamKind};
+use linerate_proto::{caps, name, ErrorCode, ProtoError};
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Settings of the server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Every write is confined beneath this directory.
+    pub root: PathBuf,
+    /// The shared secret clients must know.
+    pub secret: Secret,
+    /// Serve one session, then exit.
+    pub once: bool,
+    /// With `once`: give up if no session starts within this time.
+    pub first_connect_deadline: Option<Duration>,
+    /// Most sessions at once.
+    pub max_sessions: usize,
+    /// Most connections in their handshake at once.
+    pub max_handshakes: usize,
+    /// Time allowed from TCP accept to a finished handshake and `Begin`.
+    pub handshake_timeout: Duration,
+    /// How long a stream may stay silent mid-session.
+    pub idle_timeout: Duration,
+    /// Print one line per session on stderr.
+    pub log: bool,
+}
+
+impl ServerConfig {
+    /// Defaults for everything but address, root and secret.
+    pub fn new(listen: SocketAddr, root: PathBuf, secret: Secret) -> ServerConfig {
+        ServerConfig {
+            listen,
+            root,
+            secret,
+            once: false,
+            first_connect_deadline: None,
+            max_sessions: 64,
+            max_handshakes: 128,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            log: true,
+        }
+    }
+}
+
+/// A live session: its data-stream key and its state.
+type SessionEntry = ([u8; KEY_LEN], Arc<RecvSession>);
+
+struct Shared {
+    cfg: ServerConfig,
+    root: OwnedFd,
+    sessions: Mutex<HashMap<SessionId, SessionEntry>>,
+    active: AtomicUsize,
+    handshaking: AtomicUsize,
+    started: AtomicBool,
+    stop: AtomicBool,
+    addr: SocketAddr,
+    done: Mutex<Option<mpsc::Sender<Outcome>>>,
+}
+
+/// A bound server.
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    done_rx: mpsc::Receiver<Outcome>,
+}
+
+/// Handle to a server running on a background thread.
+pub struct ServerHandle {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<Result<Option<Outcome>, EngineError>>>,
+}
+
+impl ServerHandle {
+    /// Stop accepting and wait for the accept loop to end.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Relaxed);
+        let _ = TcpStream::connect_timeout(&self.shared.addr, Duration::from_secs(1));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Sessions currently running.
+    pub fn active_sessions(&self) -> usize {
+        self.shared.active.load(Relaxed)
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Server {
+    /// Open the root and bind the address.
+    pub fn bind(cfg: ServerConfig) -> Result<Server, EngineError> {
+        let root = fsx::open_root(&cfg.root).map_err(|e| EngineError::file(&cfg.root, e))?;
+        let listener = TcpListener::bind(cfg.listen)
+            .map_err(|e| EngineError::net(format!("listening on {}", cfg.listen), e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| EngineError::net("local address", e))?;
+        let (tx, done_rx) = mpsc::channel();
+        let shared = Arc::new(Shared {
+            cfg,
+            root,
+            sessions: Mutex::new(HashMap::new()),
+            active: AtomicUsize::new(0),
+            handshaking: AtomicUsize::new(0),
+            started: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            addr,
+            done: Mutex::new(Some(tx)),
+        });
+        Ok(Server {
+            listener,
+            shared,
+            done_rx,
+        })
+    }
+
+    /// The bound address (with the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// Run on a background thread.
+    pub fn spawn(self) -> ServerHandle {
+        let shared = self.shared.clone();
+        let addr = shared.addr;
+        let thread = std::thread::spawn(move || self.run());
+        ServerHandle {
+            addr,
+            shared,
+            thread: Some(thread),
+        }
+    }
+
+    /// Accept connections until stopped; with `once`, until the first session ends, returning how
+    /// it ended.
+    pub fn run(self) -> Result<Option<Outcome>, EngineError> {
+        let shared = self.shared;
+        if let (true, Some(d)) = (shared.cfg.once, shared.cfg.first_connect_deadline) {
+            let s = shared.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(d);
+                if !s.started.load(Relaxed) {
+                    s.stop.store(true, Relaxed);
+                    let _ = TcpStream::connect_timeout(&s.addr, Duration::from_secs(1));
+                }
+            });
+        }
+        if shared.cfg.once {
+            // The first session's end wakes the accept loop.
+            let s = shared.clone();
+            let rx = self.done_rx;
+            let (fwd_tx, fwd_rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                if let Ok(o) = rx.recv() {
+                    let _ = fwd_tx.send(o);
+                    s.stop.store(true, Relaxed);
+                    let _ = TcpStream::connect_timeout(&s.addr, Duration::from_secs(1));
+                }
+            });
+            accept_loop(&self.listener, &shared);
+            return match fwd_rx.try_recv() {
+                Ok(o) => Ok(Some(o)),
+                Err(_) => Err(EngineError::Timeout(
+                    "no client connected before the deadline".into(),
+                )),
+            };
+        }
+        accept_loop(&self.listener, &shared);
+        Ok(None)
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    for conn in listener.incoming() {
+        if shared.stop.load(Relaxed) {
+            break;
+        }
+        let Ok(sock) = conn else { continue };
+        if shared.handshaking.fetch_add(1, Relaxed) >= shared.cfg.max_handshakes {
+            shared.handshaking.fetch_sub(1, Relaxed);
+            drop(sock); // over the cap: close at once rather than queue
+            continue;
+        }
+        let shared = shared.clone();
+        std::thread::spawn(move || handle(shared, sock));
+    }
+}
+
+fn random_session() -> SessionId {
+    let mut id = [0u8; 16];
+    // SystemRandom failing leaves a zero id, which no data stream can ever match (it is refused
+    // as a control preamble's value), so the session simply cannot grow data streams.
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id);
+    id
+}
+
+fn handle(shared: Arc<Shared>, sock: TcpStream) {
+    let peer = sock.peer_addr().ok();
+    let deadline = Instant::now() + shared.cfg.handshake_timeout;
+    let sock_copy = sock.try_clone().ok();
+    let accepted = conn::accept(sock, deadline, |hello| match hello.kind {
+        StreamKind::Control => {
+            if shared.active.load(Relaxed) >= shared.cfg.max_sessions {
+                Admit::Refuse(ErrorCode::Busy)
+            } else {
+                Admit::Psk {
+                    psk: shared.cfg.secret.0,
+                    session: random_session(),
+                }
+            }
+        }
+        StreamKind::Data => match shared
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&hello.session)
+        {
+            Some((psk, _)) => Admit::Psk {
+                psk: *psk,
+                session: hello.session,
+            },
+            None => Admit::Refuse(ErrorCode::UnknownSession),
+        },
+    });
+    shared.handshaking.fetch_sub(1, Relaxed);
+    let (hello, sec) = match accepted {
+        Ok(x) => x,
+        Err(e) => {
+            if shared.cfg.log {
+                eprintln!(
+                    "linerate serve: {}: handshake failed: {e}",
+                    peer.map(|p| p.to_string()).unwrap_or_default()
+                );
+            }
+            return;
+        }
+    };
+    match hello.kind {
+        StreamKind::Data => {
+            let session = shared
+                .sessions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&sec.session)
+                .map(|(_, s)| s.clone());
+            match session {
+                Some(s) if s.attach(hello.stream, sock_copy) => s.run_data(sec.rx),
+                _ => sec.tx.shutdown(),
+            }
+        }
+        StreamKind::Control => {
+            shared.active.fetch_add(1, Relaxed);
+            shared.started.store(true, Relaxed);
+            let outcome = control(&shared, sec, sock_copy, deadline);
+            shared.active.fetch_sub(1, Relaxed);
+            if shared.cfg.log {
+                let who = peer.map(|p| p.to_string()).unwrap_or_default();
+                match &outcome {
+                    Outcome::Done(s) => eprintln!(
+                        "linerate serve: {who}: {} files, {} bytes, {} dirs, {} links, {} errors",
+                        s.files, s.bytes, s.dirs, s.links, s.errors
+                    ),
+                    Outcome::Aborted(a) => eprintln!(
+                        "linerate serve: {who}: session aborted: {} ({})",
+                        a.message,
+                        a.code.describe()
+                    ),
+                }
+            }
+            if let Some(tx) = shared
+                .done
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+            {
+                let _ = tx.send(outcome);
+            }
+        }
+    }
+}
+
+fn control(
+    shared: &Arc<Shared>,
+    mut sec: conn::Secured,
+    sock: Option<TcpStream>,
+    deadline: Instant,
+) -> Outcome {
+    let fatal = |tx: &mut conn::SendHalf, code: ErrorCode, msg: String| {
+        let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal {
+            code: code as u16,
+            message: msg.as_bytes(),
+        })]);
+        Outcome::Aborted(Abort { code, message: msg })
+    };
+    sec.rx.set_timeout(Some(
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1)),
+    ));
+    let begin = match sec.rx.recv() {
+        Ok(Some(plain)) => match frame::decode(plain) {
+            Ok((Frame::Begin(b), _)) => {
+                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
+            }
+            Ok((other, _)) => Err(ProtoError::Violation(format!(
+                "expected Begin, got {other:?}"
+            ))),
+            Err(e) => Err(e),
+        },
+        Ok(None) => Err(ProtoError::Truncated("session before Begin")),
+        Err(EngineError::Proto(e)) => Err(e),
+        Err(e) => Err(ProtoError::Violation(e.to_string())),
+    };
+    let (dest, sources, chunk_size, flags, streams) = match begin {
+        Ok(b) => b,
+        Err(e) => return fatal(&mut sec.tx, e.code(), e.to_string()),
+    };
+    if streams == 0 || streams > caps::MAX_STREAMS || sources == 0 {
+        return fatal(
+            &mut sec.tx,
+            ErrorCode::Limit,
+            format!(
+                "streams must be 1..={} and sources at least 1",
+                caps::MAX_STREAMS
+            ),
+        );
+    }
+    let d = match fsx::resolve_destination(&shared.root, &dest, sources) {
+        Ok(d) => d,
+        Err(msg) => return fatal(&mut sec.tx, ErrorCode::Destination, msg),
+    };
+    let into_dir = d.into_dir;
+    let tag: String = sec.session[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let params = SessionParams {
+        flags,
+        chunk_size,
+        streams,
+        tag,
+        idle_timeout: shared.cfg.idle_timeout,
+    };
+    let mut tx = sec.tx;
+    if let Err(e) = tx.send_frames(&[Frame::Target {
+        dest_is_dir: into_dir,
+    }]) {
+        return Outcome::Aborted(Abort {
+            code: ErrorCode::Protocol,
+            message: e.to_string(),
+        });
+    }
+    let session = RecvSession::new(params, d, tx);
+    if let Some(s) = sock {
+        session.add_socket(s);
+    }
+    shared
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(sec.session, (sec.stream_psk, session.clone()));
+    sec.rx.set_timeout(None);
+    let outcome = session.run_control(sec.rx);
+    shared
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&sec.session);
+    let _ = name::escape(b"");
+    outcome
+}
