@@ -112,11 +112,7 @@ fn parse_size(s: &str) -> Result<u32, String> {
         None => (s, ""),
     };
     let n: u64 = num.parse().map_err(|_| format!("not a size: {s}"))?;
-    let m = match mult
-        .to_ascii_uppercase()
-        .trim_end_matches("IB")
-        .trim_end_matches('B')
-    {
+    let m = match mult.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
         "" => 1,
         "K" => 1 << 10,
         "M" => 1 << 20,
@@ -124,9 +120,7 @@ fn parse_size(s: &str) -> Result<u32, String> {
     };
     let v = n.checked_mul(m).ok_or("size too large")?;
     if !v.is_power_of_two() || v < u64::from(caps::MIN_CHUNK) || v > u64::from(caps::MAX_CHUNK) {
-        return Err(format!(
-            "chunk size must be a power of two from 64K to 8M, not {s}"
-        ));
+        return Err(format!("chunk size must be a power of two from 64K to 8M, not {s}"));
     }
     Ok(v as u32)
 }
@@ -134,11 +128,7 @@ fn parse_size(s: &str) -> Result<u32, String> {
 /// Where the copy goes.
 #[derive(Debug, PartialEq, Eq)]
 enum Dest {
-    Remote {
-        host: String,
-        port: u16,
-        path: Vec<u8>,
-    },
+    Remote { host: String, port: u16, path: Vec<u8> },
     Local(PathBuf),
 }
 
@@ -151,36 +141,26 @@ fn parse_dest(p: &Path) -> Result<Dest> {
         return Ok(Dest::Local(p.to_path_buf()));
     }
     let (host, rest) = if let Some(r) = s.strip_prefix('[') {
-        let (h, rest) = r
-            .split_once("]:")
-            .ok_or_else(|| anyhow!("'{s}': expected [ADDR]:PORT:PATH"))?;
+        let (h, rest) = r.split_once("]:").ok_or_else(|| anyhow!("'{s}': expected [ADDR]:PORT:PATH"))?;
         (h.to_string(), rest)
     } else {
-        let (h, rest) = s
-            .split_once(':')
-            .ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH"))?;
+        let (h, rest) = s.split_once(':').ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH"))?;
         (h.to_string(), rest)
     };
-    let (port, path) = rest.split_once(':').ok_or_else(|| {
-        anyhow!("'{s}': expected HOST:PORT:PATH (prefix a local path containing ':' with ./)")
-    })?;
-    let port: u16 = port.parse().map_err(|_| {
-        anyhow!("'{s}': port '{port}' is not a number (prefix a local path containing ':' with ./)")
-    })?;
+    let (port, path) = rest
+        .split_once(':')
+        .ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH (prefix a local path containing ':' with ./)"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| anyhow!("'{s}': port '{port}' is not a number (prefix a local path containing ':' with ./)"))?;
     if host.is_empty() {
         bail!("'{s}': empty host");
     }
-    Ok(Dest::Remote {
-        host,
-        port,
-        path: path.as_bytes().to_vec(),
-    })
+    Ok(Dest::Remote { host, port, path: path.as_bytes().to_vec() })
 }
 
 fn default_streams() -> u16 {
-    std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(2, 8) as u16
+    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16
 }
 
 /// A local `linerate serve --once` child, listening on loopback, holding a fresh key.
@@ -192,17 +172,7 @@ struct LocalServer {
 fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalServer> {
     let exe = std::env::current_exe().context("finding the linerate executable")?;
     let mut child = Command::new(exe)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--key-file",
-            "-",
-            "--once",
-            "--announce",
-            "--quiet",
-            "--root",
-        ])
+        .args(["serve", "--listen", "127.0.0.1:0", "--key-file", "-", "--once", "--announce", "--quiet", "--root"])
         .arg(root)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -211,22 +181,12 @@ fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalServer> {
         .context("starting the local server process")?;
     // The key goes through the inherited pipe, never argv or the environment.
     {
-        let mut stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| anyhow!("no pipe to the server"))?;
-        stdin
-            .write_all(format!("{}\n", secret.to_hex()).as_bytes())
-            .context("passing the key to the local server")?;
+        let mut stdin = child.stdin.take().ok_or_else(|| anyhow!("no pipe to the server"))?;
+        stdin.write_all(format!("{}\n", secret.to_hex()).as_bytes()).context("passing the key to the local server")?;
     }
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow!("no pipe from the server"))?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow!("no pipe from the server"))?;
     let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .context("reading the local server's address")?;
+    BufReader::new(stdout).read_line(&mut line).context("reading the local server's address")?;
     let addr = line
         .strip_prefix("LINERATE ")
         .and_then(|r| r.split_once(" LISTEN "))
@@ -238,21 +198,15 @@ fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalServer> {
 /// Split a local destination into the server root and the path beneath it.
 fn local_root(dest: &Path) -> Result<(PathBuf, Vec<u8>)> {
     if dest.is_dir() {
-        let root = dest
-            .canonicalize()
-            .with_context(|| format!("{}", dest.display()))?;
+        let root = dest.canonicalize().with_context(|| format!("{}", dest.display()))?;
         return Ok((root, Vec::new()));
     }
-    let name = dest
-        .file_name()
-        .ok_or_else(|| anyhow!("{}: destination has no file name", dest.display()))?;
+    let name = dest.file_name().ok_or_else(|| anyhow!("{}: destination has no file name", dest.display()))?;
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let root = parent
-        .canonicalize()
-        .with_context(|| format!("destination directory {}", parent.display()))?;
+    let root = parent.canonicalize().with_context(|| format!("destination directory {}", parent.display()))?;
     Ok((root, name.as_bytes().to_vec()))
 }
 
@@ -272,11 +226,8 @@ pub fn copy_to(
     }
     let (addr, secret, dest_path, mut local) = match parse_dest(dest).map_err(usage)? {
         Dest::Remote { host, port, path } => {
-            let key = key_file.ok_or_else(|| {
-                usage(anyhow!(
-                    "a remote destination needs --key-file with the server's key"
-                ))
-            })?;
+            let key = key_file
+                .ok_or_else(|| usage(anyhow!("a remote destination needs --key-file with the server's key")))?;
             let secret = Secret::load(key).map_err(|e| usage(e.into()))?;
             let addr = (host.as_str(), port)
                 .to_socket_addrs()
@@ -309,8 +260,7 @@ pub fn copy_to(
     let progress = Arc::new(Progress::default());
     let bar = Bar::start(progress.clone(), quiet);
     let handle = bar.handle();
-    let sink: send::ErrorSink =
-        Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
+    let sink: send::ErrorSink = Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
     let result = send::copy(&cfg, progress, sink);
     bar.finish();
     if let Some(server) = local.as_mut() {
@@ -321,11 +271,7 @@ pub fn copy_to(
     }
     match result {
         Ok(r) => {
-            let code = if r.is_complete() {
-                exit::OK
-            } else {
-                exit::PARTIAL
-            };
+            let code = if r.is_complete() { exit::OK } else { exit::PARTIAL };
             Ok((r, code))
         }
         Err(e) => {
@@ -462,11 +408,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         }
     };
     if a.announce {
-        println!(
-            "LINERATE {} LISTEN {}",
-            linerate_proto::PROTOCOL_VERSION,
-            server.local_addr()
-        );
+        println!("LINERATE {} LISTEN {}", linerate_proto::PROTOCOL_VERSION, server.local_addr());
         let _ = std::io::stdout().flush();
     } else if !a.quiet {
         eprintln!("linerate serve: listening on {}", server.local_addr());
@@ -490,30 +432,9 @@ mod tests {
     #[test]
     fn parses_remote_and_local_destinations() {
         let r = |s: &str| parse_dest(Path::new(s)).unwrap();
-        assert_eq!(
-            r("host:7878:a/b"),
-            Dest::Remote {
-                host: "host".into(),
-                port: 7878,
-                path: b"a/b".to_vec()
-            }
-        );
-        assert_eq!(
-            r("[::1]:9:x"),
-            Dest::Remote {
-                host: "::1".into(),
-                port: 9,
-                path: b"x".to_vec()
-            }
-        );
-        assert_eq!(
-            r("h:1:"),
-            Dest::Remote {
-                host: "h".into(),
-                port: 1,
-                path: vec![]
-            }
-        );
+        assert_eq!(r("host:7878:a/b"), Dest::Remote { host: "host".into(), port: 7878, path: b"a/b".to_vec() });
+        assert_eq!(r("[::1]:9:x"), Dest::Remote { host: "::1".into(), port: 9, path: b"x".to_vec() });
+        assert_eq!(r("h:1:"), Dest::Remote { host: "h".into(), port: 1, path: vec![] });
         assert_eq!(r("plain/dir"), Dest::Local("plain/dir".into()));
         assert_eq!(r("./a:b:c"), Dest::Local("./a:b:c".into()));
         assert_eq!(r("/abs:1:x"), Dest::Local("/abs:1:x".into()));

@@ -61,20 +61,9 @@ pub struct MktreeArgs {
 pub fn run_mktree(a: MktreeArgs) -> u8 {
     let sizes = match (a.mean_size, a.min_size, a.max_size) {
         (_, Some(min), Some(max)) => Sizes::Uniform { min, max },
-        (m, _, _) => Sizes::LogNormal {
-            mean: m.unwrap_or(1_600_000),
-        },
+        (m, _, _) => Sizes::LogNormal { mean: m.unwrap_or(1_600_000) },
     };
-    match make_tree(
-        &a.dir,
-        TreeSpec {
-            files: a.files,
-            sizes,
-            per_dir: a.per_dir,
-            seed: a.seed,
-        },
-        |_, _| {},
-    ) {
+    match make_tree(&a.dir, TreeSpec { files: a.files, sizes, per_dir: a.per_dir, seed: a.seed }, |_, _| {}) {
         Ok((files, bytes)) => {
             eprintln!("{}: {files} files, {bytes} bytes", a.dir.display());
             exit::OK
@@ -87,9 +76,8 @@ pub fn run_mktree(a: MktreeArgs) -> u8 {
 }
 
 pub fn run_demo(a: DemoArgs) -> u8 {
-    let work = a.dir.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("linerate-demo-{}", std::process::id()))
-    });
+    let work =
+        a.dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("linerate-demo-{}", std::process::id())));
     let code = demo_in(&a, &work);
     if !a.keep {
         let _ = std::fs::remove_dir_all(&work);
@@ -106,25 +94,12 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
         eprintln!("making a sample tree in {} ...", src.display());
         let big = make_tree(
             &src.join("large"),
-            TreeSpec {
-                files: a.files,
-                sizes: Sizes::LogNormal { mean: a.mean_size },
-                per_dir: 100,
-                seed: 7,
-            },
+            TreeSpec { files: a.files, sizes: Sizes::LogNormal { mean: a.mean_size }, per_dir: 100, seed: 7 },
             |_, _| {},
         )?;
         let small = make_tree(
             &src.join("small"),
-            TreeSpec {
-                files: a.small_files,
-                sizes: Sizes::Uniform {
-                    min: 1024,
-                    max: 16384,
-                },
-                per_dir: 500,
-                seed: 8,
-            },
+            TreeSpec { files: a.small_files, sizes: Sizes::Uniform { min: 1024, max: 16384 }, per_dir: 500, seed: 8 },
             |_, _| {},
         )?;
         std::fs::create_dir(src.join("empty-dir"))?;
@@ -135,17 +110,11 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
     let (files, bytes) = match made {
         Ok(x) => x,
         Err(e) => {
-            eprintln!(
-                "linerate demo: making the sample tree in {}: {e}",
-                work.display()
-            );
+            eprintln!("linerate demo: making the sample tree in {}: {e}", work.display());
             return exit::USAGE;
         }
     };
-    eprintln!(
-        "copying {files} files, {:.1} MB, encrypted, through a local server ...",
-        bytes as f64 / 1e6
-    );
+    eprintln!("copying {files} files, {:.1} MB, encrypted, through a local server ...", bytes as f64 / 1e6);
     let report = match copy_to(
         vec![src.clone()],
         &dst,
@@ -177,10 +146,7 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
             exit::OK
         }
         Ok(c) => {
-            eprintln!(
-                "linerate demo: the copy differs from the source in {} places:",
-                c.count
-            );
+            eprintln!("linerate demo: the copy differs from the source in {} places:", c.count);
             for d in c.differences {
                 eprintln!("  {d}");
             }

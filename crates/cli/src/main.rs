@@ -21,11 +21,7 @@ pub mod exit {
 }
 
 #[derive(Parser)]
-#[command(
-    name = "linerate",
-    version,
-    about = "Move data at line rate, encrypted, over parallel streams"
-)]
+#[command(name = "linerate", version, about = "Move data at line rate, encrypted, over parallel streams")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -53,18 +49,16 @@ fn main() -> ExitCode {
     let code = match cli.cmd {
         Cmd::Cp(a) => cp::run_cp(a),
         Cmd::Serve(a) => cp::run_serve(a),
-        Cmd::Keygen { file } => {
-            match linerate_engine::secret::Secret::generate().and_then(|s| s.write_new(&file)) {
-                Ok(()) => {
-                    eprintln!("wrote a new key to {}", file.display());
-                    exit::OK
-                }
-                Err(e) => {
-                    eprintln!("linerate: {e}");
-                    exit::USAGE
-                }
+        Cmd::Keygen { file } => match linerate_engine::secret::Secret::generate().and_then(|s| s.write_new(&file)) {
+            Ok(()) => {
+                eprintln!("wrote a new key to {}", file.display());
+                exit::OK
             }
-        }
+            Err(e) => {
+                eprintln!("linerate: {e}");
+                exit::USAGE
+            }
+        },
         Cmd::Demo(a) => demo::run_demo(a),
         Cmd::Mktree(a) => demo::run_mktree(a),
     };

@@ -24,8 +24,10 @@ impl Bar {
         };
         let bar = ProgressBar::with_draw_target(Some(0), target);
         bar.set_style(
-            ProgressStyle::with_template("{bar:30.cyan/blue} {bytes:>10}/{total_bytes:<10} {binary_bytes_per_sec:>12} ETA {eta:>4} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{bar:30.cyan/blue} {bytes:>10}/{total_bytes:<10} {binary_bytes_per_sec:>12} ETA {eta:>4} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -37,19 +39,12 @@ impl Bar {
                     bar.set_position(p.bytes.load(Relaxed));
                     let files = p.files.load(Relaxed);
                     let found = p.found_files.load(Relaxed);
-                    bar.set_message(format!(
-                        "{files}/{found}{} files",
-                        if walking { "+" } else { "" }
-                    ));
+                    bar.set_message(format!("{files}/{found}{} files", if walking { "+" } else { "" }));
                     std::thread::sleep(Duration::from_millis(100));
                 }
             })
         };
-        Bar {
-            bar,
-            stop,
-            thread: Some(thread),
-        }
+        Bar { bar, stop, thread: Some(thread) }
     }
 
     /// Stop and erase the bar.

@@ -83,10 +83,7 @@ pub fn compare_trees(a: &Path, b: &Path, check_mtime: bool) -> io::Result<Compar
             continue;
         };
         let (ta, tb) = (ma.file_type(), mb.file_type());
-        if ta.is_dir() != tb.is_dir()
-            || ta.is_file() != tb.is_file()
-            || ta.is_symlink() != tb.is_symlink()
-        {
+        if ta.is_dir() != tb.is_dir() || ta.is_file() != tb.is_file() || ta.is_symlink() != tb.is_symlink() {
             c.differ(format!("{}: type differs", rel.display()));
             continue;
         }
@@ -100,12 +97,7 @@ pub fn compare_trees(a: &Path, b: &Path, check_mtime: bool) -> io::Result<Compar
             continue;
         }
         if ma.mode() & 0o1777 != mb.mode() & 0o1777 {
-            c.differ(format!(
-                "{}: mode {:o} vs {:o}",
-                rel.display(),
-                ma.mode() & 0o7777,
-                mb.mode() & 0o7777
-            ));
+            c.differ(format!("{}: mode {:o} vs {:o}", rel.display(), ma.mode() & 0o7777, mb.mode() & 0o7777));
         }
         if check_mtime && (ma.mtime(), ma.mtime_nsec()) != (mb.mtime(), mb.mtime_nsec()) {
             c.differ(format!("{}: mtime differs", rel.display()));
@@ -114,12 +106,7 @@ pub fn compare_trees(a: &Path, b: &Path, check_mtime: bool) -> io::Result<Compar
             c.files += 1;
             c.bytes += ma.len();
             if ma.len() != mb.len() {
-                c.differ(format!(
-                    "{}: size {} vs {}",
-                    rel.display(),
-                    ma.len(),
-                    mb.len()
-                ));
+                c.differ(format!("{}: size {} vs {}", rel.display(), ma.len(), mb.len()));
             } else if !same_bytes(&a.join(rel), &b.join(rel))? {
                 c.differ(format!("{}: contents differ", rel.display()));
             }

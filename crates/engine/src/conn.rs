@@ -53,9 +53,7 @@ impl SendHalf {
     /// Seal and send `buf` (which must start with [`HEADER_LEN`] reserved bytes).
     pub fn send_buf(&mut self, buf: &mut Vec<u8>) -> Result<(), EngineError> {
         self.sealer.seal(buf)?;
-        self.sock
-            .write_all(buf)
-            .map_err(|e| EngineError::net("sending a record", e))
+        self.sock.write_all(buf).map_err(|e| EngineError::net("sending a record", e))
     }
 
     /// Encode and send frames as one record.
@@ -127,34 +125,19 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// Read exactly `buf.len()` bytes before `deadline`, however slowly the peer dribbles them.
-fn read_by(
-    sock: &mut TcpStream,
-    buf: &mut [u8],
-    deadline: Instant,
-    what: &str,
-) -> Result<(), EngineError> {
+fn read_by(sock: &mut TcpStream, buf: &mut [u8], deadline: Instant, what: &str) -> Result<(), EngineError> {
     let mut n = 0;
     while n < buf.len() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(EngineError::Timeout(format!(
-                "{what}: handshake deadline passed"
-            )));
+            return Err(EngineError::Timeout(format!("{what}: handshake deadline passed")));
         }
-        sock.set_read_timeout(Some(left))
-            .map_err(|e| EngineError::net(what, e))?;
+        sock.set_read_timeout(Some(left)).map_err(|e| EngineError::net(what, e))?;
         match sock.read(&mut buf[n..]) {
             Ok(0) => return Err(EngineError::net(what, io::ErrorKind::UnexpectedEof.into())),
             Ok(k) => n += k,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(EngineError::Timeout(format!(
-                    "{what}: handshake deadline passed"
-                )))
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(EngineError::Timeout(format!("{what}: handshake deadline passed")))
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(EngineError::net(what, e)),
@@ -167,8 +150,7 @@ fn send_hs(sock: &mut TcpStream, msg: &[u8]) -> Result<(), EngineError> {
     let mut b = Vec::with_capacity(2 + msg.len());
     b.extend_from_slice(&(msg.len() as u16).to_be_bytes());
     b.extend_from_slice(msg);
-    sock.write_all(&b)
-        .map_err(|e| EngineError::net("sending a handshake message", e))
+    sock.write_all(&b).map_err(|e| EngineError::net("sending a handshake message", e))
 }
 
 fn recv_hs(sock: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>, EngineError> {
@@ -176,12 +158,9 @@ fn recv_hs(sock: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>, EngineErr
     read_by(sock, &mut len, deadline, "reading a handshake message")?;
     let len = u16::from_be_bytes(len) as usize;
     if len > MAX_HANDSHAKE_MSG {
-        return Err(ProtoError::TooLong {
-            what: "handshake message",
-            len: len as u64,
-            cap: MAX_HANDSHAKE_MSG as u64,
-        }
-        .into());
+        return Err(
+            ProtoError::TooLong { what: "handshake message", len: len as u64, cap: MAX_HANDSHAKE_MSG as u64 }.into()
+        );
     }
     let mut msg = vec![0u8; len];
     read_by(sock, &mut msg, deadline, "reading a handshake message")?;
@@ -211,39 +190,10 @@ fn halves(
             &keys.initiator_to_responder,
         ),
     };
-    let sealer = Sealer::new(
-        suite,
-        tx_key,
-        Binding {
-            session,
-            stream,
-            direction: tx_dir,
-        },
-    )?;
-    let opener = Opener::new(
-        suite,
-        rx_key,
-        Binding {
-            session,
-            stream,
-            direction: rx_dir,
-        },
-    )?;
-    let rsock = sock
-        .try_clone()
-        .map_err(|e| EngineError::net("cloning a socket", e))?;
-    Ok((
-        SendHalf {
-            sock,
-            sealer,
-            buf: Vec::new(),
-        },
-        RecvHalf {
-            sock: rsock,
-            opener,
-            buf: Vec::new(),
-        },
-    ))
+    let sealer = Sealer::new(suite, tx_key, Binding { session, stream, direction: tx_dir })?;
+    let opener = Opener::new(suite, rx_key, Binding { session, stream, direction: rx_dir })?;
+    let rsock = sock.try_clone().map_err(|e| EngineError::net("cloning a socket", e))?;
+    Ok((SendHalf { sock, sealer, buf: Vec::new() }, RecvHalf { sock: rsock, opener, buf: Vec::new() }))
 }
 
 /// Connect as a client. For a control connection pass `session = [0; 16]` and `stream = 0`; the
@@ -257,37 +207,19 @@ pub fn connect(
     stream: u16,
     timeout: Duration,
 ) -> Result<Secured, EngineError> {
-    let mut sock = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|e| EngineError::net(format!("connecting to {addr}"), e))?;
+    let mut sock =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| EngineError::net(format!("connecting to {addr}"), e))?;
     let deadline = Instant::now() + timeout;
-    let hello = ClientHello {
-        kind,
-        suite,
-        session,
-        stream,
-    }
-    .encode();
-    sock.write_all(&hello)
-        .map_err(|e| EngineError::net(format!("sending the preamble to {addr}"), e))?;
+    let hello = ClientHello { kind, suite, session, stream }.encode();
+    sock.write_all(&hello).map_err(|e| EngineError::net(format!("sending the preamble to {addr}"), e))?;
     let mut sh = [0u8; SERVER_HELLO_LEN];
-    read_by(
-        &mut sock,
-        &mut sh,
-        deadline,
-        "reading the server's preamble",
-    )?;
+    read_by(&mut sock, &mut sh, deadline, "reading the server's preamble")?;
     let server = ServerHello::decode(&sh)?;
     if server.version != PROTOCOL_VERSION {
-        return Err(ProtoError::Version {
-            ours: PROTOCOL_VERSION,
-            theirs: server.version,
-        }
-        .into());
+        return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: server.version }.into());
     }
     if server.status != 0 {
-        return Err(EngineError::Refused {
-            code: ErrorCode::from_u16(server.status.into()),
-        });
+        return Err(EngineError::Refused { code: ErrorCode::from_u16(server.status.into()) });
     }
     let mut prologue = hello.to_vec();
     prologue.extend_from_slice(&sh);
@@ -302,22 +234,12 @@ pub fn connect(
     let payload = hs.read(&reply)?;
     let keys = hs.finish()?;
     let session = match kind {
-        StreamKind::Control => payload
-            .as_slice()
-            .try_into()
-            .map_err(|_| ProtoError::Invalid("session id"))?,
+        StreamKind::Control => payload.as_slice().try_into().map_err(|_| ProtoError::Invalid("session id"))?,
         StreamKind::Data => session,
     };
-    sock.set_read_timeout(None)
-        .map_err(|e| EngineError::net("configuring a socket", e))?;
+    sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
     let (tx, rx) = halves(sock, &keys, suite, session, stream, Role::Initiator)?;
-    Ok(Secured {
-        tx,
-        rx,
-        session,
-        stream_psk: keys.stream_psk,
-        suite,
-    })
+    Ok(Secured { tx, rx, session, stream_psk: keys.stream_psk, suite })
 }
 
 /// What the server decided about a preamble.
@@ -341,50 +263,24 @@ pub fn accept(
     admit: impl FnOnce(&ClientHello) -> Admit,
 ) -> Result<(ClientHello, Secured), EngineError> {
     let mut ch = [0u8; CLIENT_HELLO_LEN];
-    read_by(
-        &mut sock,
-        &mut ch,
-        deadline,
-        "reading the client's preamble",
-    )?;
+    read_by(&mut sock, &mut ch, deadline, "reading the client's preamble")?;
     let hello = match ClientHello::decode(&ch) {
         Ok(h) => h,
         Err(e) => {
-            let status = if matches!(e, ProtoError::Version { .. }) {
-                ErrorCode::Version
-            } else {
-                ErrorCode::BadFrame
-            };
-            let _ = sock.write_all(
-                &ServerHello {
-                    version: PROTOCOL_VERSION,
-                    status: status as u8,
-                }
-                .encode(),
-            );
+            let status = if matches!(e, ProtoError::Version { .. }) { ErrorCode::Version } else { ErrorCode::BadFrame };
+            let _ = sock.write_all(&ServerHello { version: PROTOCOL_VERSION, status: status as u8 }.encode());
             return Err(e.into());
         }
     };
     let (psk, session) = match admit(&hello) {
         Admit::Psk { psk, session } => (psk, session),
         Admit::Refuse(code) => {
-            let _ = sock.write_all(
-                &ServerHello {
-                    version: PROTOCOL_VERSION,
-                    status: code as u8,
-                }
-                .encode(),
-            );
+            let _ = sock.write_all(&ServerHello { version: PROTOCOL_VERSION, status: code as u8 }.encode());
             return Err(EngineError::Refused { code });
         }
     };
-    let sh = ServerHello {
-        version: PROTOCOL_VERSION,
-        status: 0,
-    }
-    .encode();
-    sock.write_all(&sh)
-        .map_err(|e| EngineError::net("sending the preamble", e))?;
+    let sh = ServerHello { version: PROTOCOL_VERSION, status: 0 }.encode();
+    sock.write_all(&sh).map_err(|e| EngineError::net("sending the preamble", e))?;
     let mut prologue = ch.to_vec();
     prologue.extend_from_slice(&sh);
     let mut hs = Handshake::new(Role::Responder, hello.suite, &psk, &prologue)?;
@@ -395,26 +291,9 @@ pub fn accept(
     };
     send_hs(&mut sock, &hs.write(payload)?)?;
     let keys = hs.finish()?;
-    sock.set_read_timeout(None)
-        .map_err(|e| EngineError::net("configuring a socket", e))?;
-    let (tx, rx) = halves(
-        sock,
-        &keys,
-        hello.suite,
-        session,
-        hello.stream,
-        Role::Responder,
-    )?;
-    Ok((
-        hello,
-        Secured {
-            tx,
-            rx,
-            session,
-            stream_psk: keys.stream_psk,
-            suite: hello.suite,
-        },
-    ))
+    sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
+    let (tx, rx) = halves(sock, &keys, hello.suite, session, hello.stream, Role::Responder)?;
+    Ok((hello, Secured { tx, rx, session, stream_psk: keys.stream_psk, suite: hello.suite }))
 }
 
 /// Decode every frame of a record, failing on the first bad one.
@@ -426,18 +305,14 @@ pub fn decode_all(plain: &[u8]) -> Result<Vec<Frame<'_>>, ProtoError> {
 pub fn preferred_suite() -> Suite {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("aes")
-            && std::arch::is_x86_feature_detected!("pclmulqdq")
-        {
+        if std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq") {
             return Suite::Aes256Gcm;
         }
         Suite::ChaCha20Poly1305
     }
     #[cfg(target_arch = "aarch64")]
     {
-        if std::arch::is_aarch64_feature_detected!("aes")
-            && std::arch::is_aarch64_feature_detected!("pmull")
-        {
+        if std::arch::is_aarch64_feature_detected!("aes") && std::arch::is_aarch64_feature_detected!("pmull") {
             return Suite::Aes256Gcm;
         }
         Suite::ChaCha20Poly1305

@@ -29,28 +29,17 @@ fn parse_stat(text: &str) -> Option<CpuTimes> {
     let hz = rustix::param::clock_ticks_per_second().max(1);
     let user: u64 = f.get(11)?.parse().ok()?;
     let sys: u64 = f.get(12)?.parse().ok()?;
-    Some(CpuTimes {
-        user_us: user * 1_000_000 / hz,
-        sys_us: sys * 1_000_000 / hz,
-    })
+    Some(CpuTimes { user_us: user * 1_000_000 / hz, sys_us: sys * 1_000_000 / hz })
 }
 
 /// CPU time of the whole process so far.
 pub fn process() -> CpuTimes {
-    fs::read_to_string("/proc/self/stat")
-        .ok()
-        .as_deref()
-        .and_then(parse_stat)
-        .unwrap_or_default()
+    fs::read_to_string("/proc/self/stat").ok().as_deref().and_then(parse_stat).unwrap_or_default()
 }
 
 /// CPU time of the calling thread so far.
 pub fn thread() -> CpuTimes {
-    fs::read_to_string("/proc/thread-self/stat")
-        .ok()
-        .as_deref()
-        .and_then(parse_stat)
-        .unwrap_or_default()
+    fs::read_to_string("/proc/thread-self/stat").ok().as_deref().and_then(parse_stat).unwrap_or_default()
 }
 
 /// Peak resident set size of this process in bytes (VmHWM).

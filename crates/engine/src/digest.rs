@@ -32,16 +32,8 @@ pub fn merge(parts: &[Part], chunk_size: u64, file_size: u64) -> Option<[u8; 32]
         [Part::Root(h)] => Some(*h),
         [] => (file_size == 0).then(|| *blake3::hash(b"").as_bytes()),
         _ => {
-            let cvs: Vec<ChainingValue> = parts
-                .iter()
-                .map(|p| {
-                    if let Part::Cv(cv) = p {
-                        Some(*cv)
-                    } else {
-                        None
-                    }
-                })
-                .collect::<Option<_>>()?;
+            let cvs: Vec<ChainingValue> =
+                parts.iter().map(|p| if let Part::Cv(cv) = p { Some(*cv) } else { None }).collect::<Option<_>>()?;
             if (cvs.len() as u64) != file_size.div_ceil(chunk_size) {
                 return None;
             }
@@ -55,10 +47,7 @@ pub fn merge(parts: &[Part], chunk_size: u64, file_size: u64) -> Option<[u8; 32]
 fn split(cvs: &[ChainingValue], chunk_size: u64, len: u64) -> (ChainingValue, ChainingValue) {
     let left_len = hazmat::left_subtree_len(len);
     let n_left = (left_len / chunk_size) as usize;
-    (
-        reduce(&cvs[..n_left], chunk_size, left_len),
-        reduce(&cvs[n_left..], chunk_size, len - left_len),
-    )
+    (reduce(&cvs[..n_left], chunk_size, left_len), reduce(&cvs[n_left..], chunk_size, len - left_len))
 }
 
 fn reduce(cvs: &[ChainingValue], chunk_size: u64, len: u64) -> ChainingValue {
@@ -77,41 +66,18 @@ mod tests {
         let parts: Vec<Part> = if data.is_empty() {
             vec![]
         } else {
-            data.chunks(cs)
-                .enumerate()
-                .map(|(i, c)| hash_chunk(c, (i * cs) as u64, data.len() as u64))
-                .collect()
+            data.chunks(cs).enumerate().map(|(i, c)| hash_chunk(c, (i * cs) as u64, data.len() as u64)).collect()
         };
         merge(&parts, cs as u64, data.len() as u64).unwrap()
     }
 
     #[test]
     fn chunked_hash_equals_blake3_of_the_whole_file() {
-        let data: Vec<u8> = (0..300_000u32)
-            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
-            .collect();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
         for cs in [1024usize, 4096, 65536] {
-            for len in [
-                0,
-                1,
-                1023,
-                1024,
-                1025,
-                cs - 1,
-                cs,
-                cs + 1,
-                3 * cs,
-                3 * cs + 7,
-                5 * cs,
-                7 * cs + 1,
-                300_000,
-            ] {
+            for len in [0, 1, 1023, 1024, 1025, cs - 1, cs, cs + 1, 3 * cs, 3 * cs + 7, 5 * cs, 7 * cs + 1, 300_000] {
                 let len = len.min(data.len());
-                assert_eq!(
-                    by_chunks(&data[..len], cs),
-                    *blake3::hash(&data[..len]).as_bytes(),
-                    "cs {cs} len {len}"
-                );
+                assert_eq!(by_chunks(&data[..len], cs), *blake3::hash(&data[..len]).as_bytes(), "cs {cs} len {len}");
             }
         }
     }
@@ -119,11 +85,8 @@ mod tests {
     #[test]
     fn merge_refuses_missing_parts() {
         let data = vec![7u8; 4096 * 3];
-        let mut parts: Vec<Part> = data
-            .chunks(4096)
-            .enumerate()
-            .map(|(i, c)| hash_chunk(c, i as u64 * 4096, data.len() as u64))
-            .collect();
+        let mut parts: Vec<Part> =
+            data.chunks(4096).enumerate().map(|(i, c)| hash_chunk(c, i as u64 * 4096, data.len() as u64)).collect();
         parts.pop();
         assert_eq!(merge(&parts, 4096, data.len() as u64), None);
     }

@@ -55,17 +55,11 @@ pub enum EngineError {
 impl EngineError {
     /// Wrap a network error with what we were doing.
     pub fn net(context: impl Into<String>, source: io::Error) -> EngineError {
-        EngineError::Net {
-            context: context.into(),
-            source,
-        }
+        EngineError::Net { context: context.into(), source }
     }
 
     /// Wrap a file error with its path.
     pub fn file(path: impl Into<PathBuf>, source: io::Error) -> EngineError {
-        EngineError::File {
-            path: path.into(),
-            source,
-        }
+        EngineError::File { path: path.into(), source }
     }
 }

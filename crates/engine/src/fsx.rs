@@ -26,29 +26,19 @@ fn ioe(e: Errno) -> io::Error {
 
 /// Open an existing directory `name` beneath `parent`, refusing symlinks.
 pub fn open_dir(parent: &OwnedFd, name: &[u8]) -> io::Result<OwnedFd> {
-    rfs::openat(
-        parent,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| match e {
-        Errno::LOOP | Errno::NOTDIR => io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            "exists and is not a directory (symlinks are never followed)",
-        ),
-        e => ioe(e),
-    })
+    rfs::openat(parent, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| match e {
+            Errno::LOOP | Errno::NOTDIR => io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a directory (symlinks are never followed)",
+            ),
+            e => ioe(e),
+        })
 }
 
 /// Open a directory by path (for the server's root); the path itself is the operator's.
 pub fn open_root(path: &std::path::Path) -> io::Result<OwnedFd> {
-    rfs::open(
-        path,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(ioe)
+    rfs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(ioe)
 }
 
 /// Create directory `name` beneath `parent` (or open it if it already is a directory).
@@ -80,14 +70,8 @@ pub fn create_temp(parent: &OwnedFd, tmp: &[u8]) -> io::Result<File> {
 
 fn timestamps(mtime: Time) -> Timestamps {
     Timestamps {
-        last_access: Timespec {
-            tv_sec: 0,
-            tv_nsec: UTIME_OMIT,
-        },
-        last_modification: Timespec {
-            tv_sec: mtime.sec,
-            tv_nsec: mtime.nsec.into(),
-        },
+        last_access: Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT },
+        last_modification: Timespec { tv_sec: mtime.sec, tv_nsec: mtime.nsec.into() },
     }
 }
 
@@ -118,13 +102,7 @@ pub fn remove(parent: &OwnedFd, tmp: &[u8]) {
 }
 
 /// Create symlink `name -> target` beneath `parent` atomically (temp name + rename), with its mtime.
-pub fn make_symlink(
-    parent: &OwnedFd,
-    tmp: &[u8],
-    name: &[u8],
-    target: &[u8],
-    mtime: Time,
-) -> io::Result<()> {
+pub fn make_symlink(parent: &OwnedFd, tmp: &[u8], name: &[u8], target: &[u8], mtime: Time) -> io::Result<()> {
     let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
     rfs::symlinkat(target, parent, tmp).map_err(ioe)?;
     let r = rfs::utimensat(parent, tmp, &timestamps(mtime), AtFlags::SYMLINK_NOFOLLOW)
@@ -153,52 +131,28 @@ pub struct Destination {
 /// Resolve a destination path beneath `root` with `cp -r` semantics: an existing directory
 /// receives the sources under their names; otherwise its parent must exist and exactly one source
 /// takes the final name.
-pub fn resolve_destination(
-    root: &OwnedFd,
-    dest: &[u8],
-    sources: u32,
-) -> Result<Destination, String> {
+pub fn resolve_destination(root: &OwnedFd, dest: &[u8], sources: u32) -> Result<Destination, String> {
     let parts = name::split_dest(dest).map_err(|e| e.to_string())?;
     let shown = name::escape(dest);
     let Some((last, parents)) = parts.split_last() else {
-        let dir = rfs::openat(
-            root,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| format!("opening the root: {}", ioe(e)))?;
-        return Ok(Destination {
-            dir,
-            into_dir: true,
-        });
+        let dir = rfs::openat(root, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| format!("opening the root: {}", ioe(e)))?;
+        return Ok(Destination { dir, into_dir: true });
     };
-    let mut dir = rfs::openat(
-        root,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| format!("opening the root: {}", ioe(e)))?;
+    let mut dir = rfs::openat(root, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("opening the root: {}", ioe(e)))?;
     for p in parents {
-        dir = open_dir(&dir, p)
-            .map_err(|e| format!("destination '{shown}': parent '{}': {e}", name::escape(p)))?;
+        dir = open_dir(&dir, p).map_err(|e| format!("destination '{shown}': parent '{}': {e}", name::escape(p)))?;
     }
     match rfs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) if rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory => {
             let d = open_dir(&dir, last).map_err(|e| format!("destination '{shown}': {e}"))?;
-            Ok(Destination {
-                dir: d,
-                into_dir: true,
-            })
+            Ok(Destination { dir: d, into_dir: true })
         }
-        Ok(_) | Err(Errno::NOENT) if sources == 1 => Ok(Destination {
-            dir,
-            into_dir: false,
-        }),
-        Ok(_) | Err(Errno::NOENT) => Err(format!(
-            "destination '{shown}' is not a directory, and {sources} sources need one"
-        )),
+        Ok(_) | Err(Errno::NOENT) if sources == 1 => Ok(Destination { dir, into_dir: false }),
+        Ok(_) | Err(Errno::NOENT) => {
+            Err(format!("destination '{shown}' is not a directory, and {sources} sources need one"))
+        }
         Err(e) => Err(format!("destination '{shown}': {}", ioe(e))),
     }
 }
@@ -214,11 +168,7 @@ pub struct DirCache {
 impl DirCache {
     /// A cache whose directory 0 is `root`.
     pub fn new(root: OwnedFd) -> DirCache {
-        DirCache {
-            root: Arc::new(root),
-            fds: HashMap::new(),
-            failed: HashSet::new(),
-        }
+        DirCache { root: Arc::new(root), fds: HashMap::new(), failed: HashSet::new() }
     }
 
     /// Remember a handle just created for `id`.
@@ -256,16 +206,12 @@ impl DirCache {
             if let Some(fd) = self.fds.get(&cur) {
                 break fd.clone();
             }
-            let d = tracker
-                .dir_info(cur)
-                .ok_or_else(|| io::Error::other("undeclared directory"))?;
+            let d = tracker.dir_info(cur).ok_or_else(|| io::Error::other("undeclared directory"))?;
             chain.push(cur);
             cur = d.parent;
         };
         while let Some(next) = chain.pop() {
-            let d = tracker
-                .dir_info(next)
-                .ok_or_else(|| io::Error::other("undeclared directory"))?;
+            let d = tracker.dir_info(next).ok_or_else(|| io::Error::other("undeclared directory"))?;
             let fd = open_dir(&base, &d.name)?;
             base = self.insert(next, fd);
         }

@@ -7,8 +7,7 @@ use crate::conn::{RecvHalf, SendHalf};
 use crate::cpu::{self, CpuTimes};
 use crate::fsx::{self, Destination, DirCache};
 use linerate_proto::frame::{
-    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, Time,
-    FLAG_FSYNC, FLAG_VERIFY,
+    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, Time, FLAG_FSYNC, FLAG_VERIFY,
 };
 use linerate_proto::track::{Completion, Step, Tracker};
 use linerate_proto::{frame, name, ErrorCode, ProtoError};
@@ -85,10 +84,7 @@ pub struct Abort {
 
 impl From<ProtoError> for Abort {
     fn from(e: ProtoError) -> Abort {
-        Abort {
-            code: e.code(),
-            message: e.to_string(),
-        }
+        Abort { code: e.code(), message: e.to_string() }
     }
 }
 
@@ -146,10 +142,7 @@ impl RecvSession {
         let ok = self.lock().attached.insert(stream);
         if ok {
             if let Some(s) = sock {
-                self.sockets
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(s);
+                self.sockets.lock().unwrap_or_else(PoisonError::into_inner).push(s);
             }
         }
         ok
@@ -157,10 +150,7 @@ impl RecvSession {
 
     /// Register the control socket so an abort can close it.
     pub fn add_socket(&self, sock: TcpStream) {
-        self.sockets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(sock);
+        self.sockets.lock().unwrap_or_else(PoisonError::into_inner).push(sock);
     }
 
     /// End the session: tell the client why, close every stream, remove temporary files.
@@ -169,24 +159,13 @@ impl RecvSession {
             return;
         }
         let msg = a.message.clone();
-        *self
-            .abort_reason
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(a.clone());
+        *self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner) = Some(a.clone());
         let _ = self
             .control
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .send_frames(&[Frame::Fatal(frame::Fatal {
-                code: a.code as u16,
-                message: msg.as_bytes(),
-            })]);
-        for s in self
-            .sockets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
+            .send_frames(&[Frame::Fatal(frame::Fatal { code: a.code as u16, message: msg.as_bytes() })]);
+        for s in self.sockets.lock().unwrap_or_else(PoisonError::into_inner).iter() {
             let _ = s.shutdown(Shutdown::Both);
         }
         let mut st = self.lock();
@@ -199,48 +178,36 @@ impl RecvSession {
         self.changed.notify_all();
     }
 
+    /// Send frames on the control stream.
+    pub fn send_control(&self, frames: &[Frame<'_>]) -> Result<(), crate::EngineError> {
+        self.control.lock().unwrap_or_else(PoisonError::into_inner).send_frames(frames)
+    }
+
     fn report(&self, code: ErrorCode, path: &[u8], msg: &str) {
         self.n.errors.fetch_add(1, Relaxed);
         let _ = self
             .control
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .send_frames(&[Frame::Error(frame::ErrorReport {
-                code: code as u16,
-                path,
-                message: msg.as_bytes(),
-            })]);
+            .send_frames(&[Frame::Error(frame::ErrorReport { code: code as u16, path, message: msg.as_bytes() })]);
     }
 
     /// Wait (bounded) until `f` returns Some: frames may refer to entries declared on other streams.
-    fn until<T>(
-        &self,
-        mut f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>,
-    ) -> Result<T, Abort> {
+    fn until<T>(&self, mut f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>) -> Result<T, Abort> {
         let deadline = Instant::now() + WAIT_LIMIT;
         let mut st = self.lock();
         loop {
             if self.aborted.load(Relaxed) {
-                return Err(Abort {
-                    code: ErrorCode::Protocol,
-                    message: "session aborted".into(),
-                });
+                return Err(Abort { code: ErrorCode::Protocol, message: "session aborted".into() });
             }
             if let Some(v) = f(&mut st)? {
                 return Ok(v);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(ProtoError::Violation(
-                    "a frame refers to an entry that was never declared".into(),
-                )
-                .into());
+                return Err(ProtoError::Violation("a frame refers to an entry that was never declared".into()).into());
             }
-            st = self
-                .changed
-                .wait_timeout(st, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            st = self.changed.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
         }
     }
 
@@ -281,12 +248,7 @@ impl RecvSession {
                     })
                 }
                 Err(crate::EngineError::Proto(e)) => return Err(e.into()),
-                Err(e) => {
-                    return Err(Abort {
-                        code: ErrorCode::Protocol,
-                        message: e.to_string(),
-                    })
-                }
+                Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
             };
             for f in frame::frames(plain) {
                 match f? {
@@ -298,10 +260,9 @@ impl RecvSession {
                     Frame::FileAbort(a) => self.on_file_abort(&a)?,
                     Frame::End => return Ok(()),
                     other => {
-                        return Err(ProtoError::Violation(format!(
-                            "frame {other:?} is not allowed on a data stream"
-                        ))
-                        .into())
+                        return Err(
+                            ProtoError::Violation(format!("frame {other:?} is not allowed on a data stream")).into()
+                        )
                     }
                 }
             }
@@ -312,10 +273,7 @@ impl RecvSession {
         let failed = self.until(|st| {
             Ok(match st.tracker.dir(d)? {
                 Step::Accepted => {
-                    let r = st
-                        .dirs
-                        .get(d.parent, &st.tracker)
-                        .and_then(|p| fsx::make_dir(&p, d.name));
+                    let r = st.dirs.get(d.parent, &st.tracker).and_then(|p| fsx::make_dir(&p, d.name));
                     Some(match r {
                         Ok(fd) => {
                             st.dirs.insert(d.id, fd);
@@ -335,11 +293,7 @@ impl RecvSession {
             None => {
                 self.n.dirs.fetch_add(1, Relaxed);
             }
-            Some((path, e)) => self.report(
-                ErrorCode::Io,
-                &path,
-                &format!("cannot create directory: {e}"),
-            ),
+            Some((path, e)) => self.report(ErrorCode::Io, &path, &format!("cannot create directory: {e}")),
         }
         Ok(())
     }
@@ -347,17 +301,11 @@ impl RecvSession {
     fn on_link(&self, l: &LinkEntry) -> Result<(), Abort> {
         let (parent, path) = self.until(|st| {
             Ok(match st.tracker.link(l)? {
-                Step::Accepted => Some((
-                    st.dirs.get(l.parent, &st.tracker),
-                    Self::entry_path(st, l.parent, l.name),
-                )),
+                Step::Accepted => Some((st.dirs.get(l.parent, &st.tracker), Self::entry_path(st, l.parent, l.name))),
                 _ => None,
             })
         })?;
-        let tmp = fsx::temp_name(
-            &self.p.tag,
-            u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed),
-        );
+        let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
         match parent.and_then(|p| fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime)) {
             Ok(()) => {
                 self.n.links.fetch_add(1, Relaxed);
@@ -372,10 +320,7 @@ impl RecvSession {
             Ok(match st.tracker.file_start(s)? {
                 Step::Accepted => {
                     st.open.insert(s.id, Slot::Creating);
-                    Some((
-                        st.dirs.get(s.parent, &st.tracker),
-                        Self::entry_path(st, s.parent, s.name),
-                    ))
+                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name)))
                 }
                 _ => None,
             })
@@ -386,15 +331,7 @@ impl RecvSession {
         let still_wanted = matches!(st.open.get(&s.id), Some(Slot::Creating));
         match created {
             Ok((parent, file)) if still_wanted => {
-                let of = OpenFile {
-                    file,
-                    parent,
-                    path,
-                    name: s.name.into(),
-                    tmp,
-                    mode: s.mode,
-                    mtime: s.mtime,
-                };
+                let of = OpenFile { file, parent, path, name: s.name.into(), tmp, mode: s.mode, mtime: s.mtime };
                 st.open.insert(s.id, Slot::Ready(Arc::new(of)));
             }
             Ok((parent, _)) => fsx::remove(&parent, &tmp),
@@ -449,10 +386,7 @@ impl RecvSession {
 
     fn on_file_end(&self, e: &FileEnd) -> Result<(), Abort> {
         if self.p.flags & FLAG_VERIFY != 0 && e.digest.is_none() {
-            return Err(ProtoError::Violation(
-                "file end without a digest in a verified session".into(),
-            )
-            .into());
+            return Err(ProtoError::Violation("file end without a digest in a verified session".into()).into());
         }
         let step = self.until(|st| {
             Ok(match st.tracker.file_end(e)? {
@@ -467,13 +401,8 @@ impl RecvSession {
     }
 
     fn on_file_abort(&self, a: &FileAbort) -> Result<(), Abort> {
-        let slot = self.until(|st| {
-            Ok(if st.tracker.abandon(a.file) {
-                Some(st.open.remove(&a.file))
-            } else {
-                None
-            })
-        })?;
+        let slot =
+            self.until(|st| Ok(if st.tracker.abandon(a.file) { Some(st.open.remove(&a.file)) } else { None }))?;
         if let Some(Slot::Ready(of)) = slot {
             fsx::remove(&of.parent, &of.tmp);
         }
@@ -504,29 +433,20 @@ impl RecvSession {
             let io = |what: &str, e: std::io::Error| (ErrorCode::Io, format!("{what}: {e}"));
             if self.p.flags & FLAG_VERIFY != 0 {
                 let mut h = blake3::Hasher::new();
-                h.update_reader(&of.file)
-                    .map_err(|e| io("re-reading for verification", e))?;
+                h.update_reader(&of.file).map_err(|e| io("re-reading for verification", e))?;
                 if Some(*h.finalize().as_bytes()) != done.digest {
-                    return Err((
-                        ErrorCode::Integrity,
-                        "BLAKE3 of the written file differs from the source".into(),
-                    ));
+                    return Err((ErrorCode::Integrity, "BLAKE3 of the written file differs from the source".into()));
                 }
             }
             let len = of.file.metadata().map_err(|e| io("stat", e))?.len();
             if len != done.size {
-                return Err((
-                    ErrorCode::Integrity,
-                    format!("written size {len} differs from declared {}", done.size),
-                ));
+                return Err((ErrorCode::Integrity, format!("written size {len} differs from declared {}", done.size)));
             }
-            fsx::set_meta(&of.file, of.mode, of.mtime)
-                .map_err(|e| io("setting mode and time", e))?;
+            fsx::set_meta(&of.file, of.mode, of.mtime).map_err(|e| io("setting mode and time", e))?;
             if self.p.flags & FLAG_FSYNC != 0 {
                 of.file.sync_all().map_err(|e| io("fsync", e))?;
             }
-            fsx::rename_into_place(&of.parent, &of.tmp, &of.name)
-                .map_err(|e| io("renaming into place", e))?;
+            fsx::rename_into_place(&of.parent, &of.tmp, &of.name).map_err(|e| io("renaming into place", e))?;
             if self.p.flags & FLAG_FSYNC != 0 {
                 fsx::sync_dir(&of.parent).map_err(|e| io("fsync of directory", e))?;
             }
@@ -569,11 +489,7 @@ impl RecvSession {
                 });
                 return self.aborted_outcome();
             }
-            st = self
-                .changed
-                .wait_timeout(st, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            st = self.changed.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
         }
         if self.aborted.load(Relaxed) {
             return self.aborted_outcome();
@@ -622,29 +538,17 @@ impl RecvSession {
         for (_, of) in leftovers {
             if let Some(of) = of {
                 fsx::remove(&of.parent, &of.tmp);
-                self.report(
-                    ErrorCode::Integrity,
-                    &of.path,
-                    "incomplete: not every chunk arrived",
-                );
+                self.report(ErrorCode::Integrity, &of.path, "incomplete: not every chunk arrived");
             } else {
                 self.report(ErrorCode::Integrity, b"", "a declared file never completed");
             }
         }
         for (path, e) in meta_errors {
-            self.report(
-                ErrorCode::Io,
-                &path,
-                &format!("setting directory mode and time: {e}"),
-            );
+            self.report(ErrorCode::Io, &path, &format!("setting directory mode and time: {e}"));
         }
         let files = self.n.files.load(Relaxed);
         if files + self.n.errors.load(Relaxed) < fin.files {
-            self.report(
-                ErrorCode::Integrity,
-                b"",
-                &format!("client sent {} files, {files} arrived", fin.files),
-            );
+            self.report(ErrorCode::Integrity, b"", &format!("client sent {} files, {files} arrived", fin.files));
         }
         let used = cpu::thread().since(cpu0);
         let summary = Summary {
@@ -657,11 +561,7 @@ impl RecvSession {
             cpu_sys_us: self.n.cpu_sys.load(Relaxed) + used.sys_us,
             peak_rss: cpu::peak_rss(),
         };
-        let _ = self
-            .control
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .send_frames(&[Frame::Summary(summary)]);
+        let _ = self.control.lock().unwrap_or_else(PoisonError::into_inner).send_frames(&[Frame::Summary(summary)]);
         Outcome::Done(summary)
     }
 
@@ -669,47 +569,28 @@ impl RecvSession {
         let plain = match rx.recv() {
             Ok(Some(p)) => p,
             Ok(None) => {
-                return Err(Abort {
-                    code: ErrorCode::Protocol,
-                    message: "client closed the control stream".into(),
-                })
+                return Err(Abort { code: ErrorCode::Protocol, message: "client closed the control stream".into() })
             }
             Err(crate::EngineError::Proto(e)) => return Err(e.into()),
-            Err(e) => {
-                return Err(Abort {
-                    code: ErrorCode::Protocol,
-                    message: e.to_string(),
-                })
-            }
+            Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
         };
         let (f, used) = frame::decode(plain)?;
         match f {
             Frame::Finish(fin) if used == plain.len() => Ok(fin),
-            other => Err(ProtoError::Violation(format!(
-                "frame {other:?} is not allowed on the control stream now"
-            ))
-            .into()),
+            other => {
+                Err(ProtoError::Violation(format!("frame {other:?} is not allowed on the control stream now")).into())
+            }
         }
     }
 
     fn aborted_outcome(&self) -> Outcome {
-        let a = self
-            .abort_reason
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        Outcome::Aborted(a.unwrap_or(Abort {
-            code: ErrorCode::Protocol,
-            message: "aborted".into(),
-        }))
+        let a = self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        Outcome::Aborted(a.unwrap_or(Abort { code: ErrorCode::Protocol, message: "aborted".into() }))
     }
 
     /// CPU used by this session's threads so far.
     pub fn cpu(&self) -> CpuTimes {
-        CpuTimes {
-            user_us: self.n.cpu_user.load(Relaxed),
-            sys_us: self.n.cpu_sys.load(Relaxed),
-        }
+        CpuTimes { user_us: self.n.cpu_user.load(Relaxed), sys_us: self.n.cpu_sys.load(Relaxed) }
     }
 }
 

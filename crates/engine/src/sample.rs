@@ -68,8 +68,7 @@ fn draw(rng: &mut Rng, s: Sizes) -> u64 {
         Sizes::LogNormal { mean } => {
             let sigma = 1.0f64;
             let mu = (mean.max(1) as f64).ln() - sigma * sigma / 2.0;
-            let z = (-2.0 * (1.0 - rng.unit()).ln()).sqrt()
-                * (2.0 * std::f64::consts::PI * rng.unit()).cos();
+            let z = (-2.0 * (1.0 - rng.unit()).ln()).sqrt() * (2.0 * std::f64::consts::PI * rng.unit()).cos();
             (mu + sigma * z).exp().round() as u64
         }
         Sizes::Uniform { min, max } => min + rng.next_u64() % (max.saturating_sub(min) + 1),
@@ -77,11 +76,7 @@ fn draw(rng: &mut Rng, s: Sizes) -> u64 {
 }
 
 /// Create the tree under `root` (which must not exist yet). Returns (files, bytes).
-pub fn make_tree(
-    root: &Path,
-    spec: TreeSpec,
-    mut progress: impl FnMut(u64, u64),
-) -> io::Result<(u64, u64)> {
+pub fn make_tree(root: &Path, spec: TreeSpec, mut progress: impl FnMut(u64, u64)) -> io::Result<(u64, u64)> {
     fs::create_dir(root)?;
     let mut rng = Rng::new(spec.seed);
     let mut buf = vec![0u8; 1 << 20];
@@ -93,10 +88,7 @@ pub fn make_tree(
             fs::create_dir(&dir)?;
         }
         let size = draw(&mut rng, spec.sizes);
-        let mut f = io::BufWriter::with_capacity(
-            1 << 20,
-            fs::File::create(dir.join(format!("f{i:06}.bin")))?,
-        );
+        let mut f = io::BufWriter::with_capacity(1 << 20, fs::File::create(dir.join(format!("f{i:06}.bin")))?);
         let mut left = size;
         while left > 0 {
             let n = left.min(buf.len() as u64) as usize;

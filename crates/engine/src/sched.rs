@@ -113,11 +113,7 @@ impl<I, B: Chunked + Clone> Queue<I, B> {
         }
     }
 
-    fn take(
-        s: &mut State<I, B>,
-        is_big: &impl Fn(&I) -> bool,
-        changed: &Condvar,
-    ) -> Option<Work<I, B>> {
+    fn take(s: &mut State<I, B>, is_big: &impl Fn(&I) -> bool, changed: &Condvar) -> Option<Work<I, B>> {
         if s.aborted {
             return None;
         }
@@ -175,13 +171,9 @@ mod tests {
         q.push((1, 3));
         q.push((2, 1));
         q.walker_done();
-        let Some(Work::Item((1, 3))) = q.next(is_big) else {
-            panic!("expected the big file")
-        };
+        let Some(Work::Item((1, 3))) = q.next(is_big) else { panic!("expected the big file") };
         // Until it is published, its chunks are not claimable; the small file comes first.
-        let Some(Work::Item((2, 1))) = q.next(is_big) else {
-            panic!("expected the small file")
-        };
+        let Some(Work::Item((2, 1))) = q.next(is_big) else { panic!("expected the small file") };
         assert!(q.try_next(is_big).is_none());
         q.publish(Some(Big(1, 3)));
         let mut got = Vec::new();
@@ -199,9 +191,7 @@ mod tests {
         let q: Arc<Queue<(u64, u64), Big>> = Arc::new(Queue::new(8));
         q.push((1, 2));
         q.walker_done();
-        let Some(Work::Item(_)) = q.next(is_big) else {
-            panic!()
-        };
+        let Some(Work::Item(_)) = q.next(is_big) else { panic!() };
         let q2 = q.clone();
         let t = std::thread::spawn(move || q2.next(is_big).map(|w| matches!(w, Work::Chunk(_, 1))));
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -256,14 +246,9 @@ mod tests {
             })
             .collect();
         producer.join().unwrap();
-        let mut all: Vec<(u64, u64)> = workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap())
-            .collect();
+        let mut all: Vec<(u64, u64)> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
         all.sort();
-        let expect: Vec<(u64, u64)> = (0..200u64)
-            .flat_map(|id| (0..1 + id % 5).map(move |c| (id, c)))
-            .collect();
+        let expect: Vec<(u64, u64)> = (0..200u64).flat_map(|id| (0..1 + id % 5).map(move |c| (id, c))).collect();
         assert_eq!(all, expect);
     }
 }

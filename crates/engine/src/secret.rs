@@ -77,15 +77,11 @@ impl Secret {
             match r.read(&mut buf[n..]) {
                 Ok(0) => break,
                 Ok(k) => n += k,
-                Err(e) => {
-                    return Err(EngineError::Secret(format!(
-                        "reading the key from the pipe: {e}"
-                    )))
-                }
+                Err(e) => return Err(EngineError::Secret(format!("reading the key from the pipe: {e}"))),
             }
         }
-        let text = std::str::from_utf8(&buf[..n])
-            .map_err(|_| EngineError::Secret("key on the pipe is not text".into()))?;
+        let text =
+            std::str::from_utf8(&buf[..n]).map_err(|_| EngineError::Secret("key on the pipe is not text".into()))?;
         let s = Secret::from_hex(text);
         buf.fill(0);
         s
@@ -99,8 +95,7 @@ impl Secret {
             .mode(0o600)
             .open(path)
             .map_err(|e| EngineError::file(path, e))?;
-        f.write_all(format!("{}\n", self.to_hex()).as_bytes())
-            .map_err(|e| EngineError::file(path, e))
+        f.write_all(format!("{}\n", self.to_hex()).as_bytes()).map_err(|e| EngineError::file(path, e))
     }
 }
 

@@ -11,8 +11,7 @@ use crate::walk::{self, Item, Root, SrcFile};
 use crate::EngineError;
 use linerate_proto::caps::RECORD_OVERHEAD;
 use linerate_proto::frame::{
-    self, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_FSYNC,
-    FLAG_VERIFY,
+    self, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_FSYNC, FLAG_VERIFY,
 };
 use linerate_proto::hello::{SessionId, StreamKind, Suite};
 use linerate_proto::record::HEADER_LEN;
@@ -155,26 +154,14 @@ impl Ctx {
 
 /// Copy `cfg.sources` to the server. Per-entry failures are reported through `on_error` and
 /// counted in the report; a failure of the session itself is an error.
-pub fn copy(
-    cfg: &CopyConfig,
-    progress: Arc<Progress>,
-    on_error: ErrorSink,
-) -> Result<CopyReport, EngineError> {
+pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> Result<CopyReport, EngineError> {
     if cfg.sources.is_empty() {
         return Err(EngineError::Usage("no sources given".into()));
     }
     let streams = cfg.streams.clamp(1, linerate_proto::caps::MAX_STREAMS);
     let start = Instant::now();
     let cpu0 = cpu::process();
-    let mut control = conn::connect(
-        cfg.addr,
-        StreamKind::Control,
-        cfg.suite,
-        &cfg.secret.0,
-        [0; 16],
-        0,
-        cfg.timeout,
-    )?;
+    let mut control = conn::connect(cfg.addr, StreamKind::Control, cfg.suite, &cfg.secret.0, [0; 16], 0, cfg.timeout)?;
     let flags = if cfg.verify { FLAG_VERIFY } else { 0 } | if cfg.fsync { FLAG_FSYNC } else { 0 };
     control.tx.send_frames(&[Frame::Begin(frame::Begin {
         dest: &cfg.dest,
@@ -187,32 +174,18 @@ pub fn copy(
         Some(plain) => match conn::decode_all(plain)?.first() {
             Some(Frame::Target { dest_is_dir }) => *dest_is_dir,
             Some(Frame::Fatal(f)) => return Err(remote(f.code, f.message)),
-            _ => {
-                return Err(EngineError::Proto(linerate_proto::ProtoError::Violation(
-                    "expected Target".into(),
-                )))
-            }
+            _ => return Err(EngineError::Proto(linerate_proto::ProtoError::Violation("expected Target".into()))),
         },
         None => {
-            return Err(EngineError::net(
-                "waiting for the server's answer",
-                std::io::ErrorKind::UnexpectedEof.into(),
-            ))
+            return Err(EngineError::net("waiting for the server's answer", std::io::ErrorKind::UnexpectedEof.into()))
         }
     };
     let roots = roots(&cfg.sources, &cfg.dest, into_dir)?;
 
     let mut data = Vec::new();
     for i in 1..=streams {
-        let s = conn::connect(
-            cfg.addr,
-            StreamKind::Data,
-            cfg.suite,
-            &control.stream_psk,
-            control.session,
-            i,
-            cfg.timeout,
-        )?;
+        let s =
+            conn::connect(cfg.addr, StreamKind::Data, cfg.suite, &control.stream_psk, control.session, i, cfg.timeout)?;
         data.push(s);
     }
     let session: SessionId = control.session;
@@ -228,10 +201,7 @@ pub fn copy(
             let plain = match crx.recv() {
                 Ok(Some(p)) => p,
                 Ok(None) => {
-                    break Err(EngineError::net(
-                        "reading from the server",
-                        std::io::ErrorKind::UnexpectedEof.into(),
-                    ))
+                    break Err(EngineError::net("reading from the server", std::io::ErrorKind::UnexpectedEof.into()))
                 }
                 Err(e) => break Err(e),
             };
@@ -251,10 +221,9 @@ pub fn copy(
                     Frame::Summary(s) => out = Some(Ok(s)),
                     Frame::Fatal(f) => out = Some(Err(remote(f.code, f.message))),
                     _ => {
-                        out = Some(Err(linerate_proto::ProtoError::Violation(
-                            "unexpected frame on control".into(),
-                        )
-                        .into()))
+                        out = Some(Err(
+                            linerate_proto::ProtoError::Violation("unexpected frame on control".into()).into()
+                        ))
                     }
                 }
             }
@@ -341,9 +310,7 @@ pub fn copy(
         links: t.links.load(Relaxed),
     };
     control.tx.send_frames(&[Frame::Finish(fin)])?;
-    let summary = done_rx
-        .recv()
-        .map_err(|_| EngineError::Usage("control reader ended without a result".into()))?;
+    let summary = done_rx.recv().map_err(|_| EngineError::Usage("control reader ended without a result".into()))?;
     let _ = reader.join();
     let summary = summary?;
     Ok(CopyReport {
@@ -362,18 +329,12 @@ pub fn copy(
 }
 
 fn remote(code: u16, message: &[u8]) -> EngineError {
-    EngineError::Remote {
-        code: ErrorCode::from_u16(code),
-        message: name::escape(message),
-    }
+    EngineError::Remote { code: ErrorCode::from_u16(code), message: name::escape(message) }
 }
 
 /// Name each source at the destination, following `cp -r`.
 fn roots(sources: &[PathBuf], dest: &[u8], into_dir: bool) -> Result<Vec<Root>, EngineError> {
-    let last = name::split_dest(dest)
-        .map_err(|e| EngineError::Usage(e.to_string()))?
-        .last()
-        .map(|s| s.to_vec());
+    let last = name::split_dest(dest).map_err(|e| EngineError::Usage(e.to_string()))?.last().map(|s| s.to_vec());
     sources
         .iter()
         .map(|src| {
@@ -384,21 +345,14 @@ fn roots(sources: &[PathBuf], dest: &[u8], into_dir: bool) -> Result<Vec<Root>, 
                         .ok()
                         .and_then(|p| p.file_name().map(|n| n.as_bytes().to_vec()))
                         .ok_or_else(|| {
-                            EngineError::Usage(format!(
-                                "{}: cannot name this source at the destination",
-                                src.display()
-                            ))
+                            EngineError::Usage(format!("{}: cannot name this source at the destination", src.display()))
                         })?,
                 };
                 base
             } else {
-                last.clone()
-                    .ok_or_else(|| EngineError::Usage("destination has no name".into()))?
+                last.clone().ok_or_else(|| EngineError::Usage("destination has no name".into()))?
             };
-            Ok(Root {
-                path: src.clone(),
-                name,
-            })
+            Ok(Root { path: src.clone(), name })
         })
         .collect()
 }
@@ -432,36 +386,12 @@ fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
             }
         };
         match work {
-            Work::Item(Item::Dir {
-                id,
-                parent,
-                name,
-                mode,
-                mtime,
-            }) => {
-                Frame::Dir(DirEntry {
-                    id,
-                    parent,
-                    name: &name,
-                    mode,
-                    mtime,
-                })
-                .encode(&mut buf);
+            Work::Item(Item::Dir { id, parent, name, mode, mtime }) => {
+                Frame::Dir(DirEntry { id, parent, name: &name, mode, mtime }).encode(&mut buf);
                 ctx.totals.dirs.fetch_add(1, Relaxed);
             }
-            Work::Item(Item::Link {
-                parent,
-                name,
-                target,
-                mtime,
-            }) => {
-                Frame::Link(LinkEntry {
-                    parent,
-                    name: &name,
-                    target: &target,
-                    mtime,
-                })
-                .encode(&mut buf);
+            Work::Item(Item::Link { parent, name, target, mtime }) => {
+                Frame::Link(LinkEntry { parent, name: &name, target: &target, mtime }).encode(&mut buf);
                 ctx.totals.links.fetch_add(1, Relaxed);
             }
             Work::Item(Item::File(f)) if f.size > ctx.chunk => {
@@ -518,22 +448,14 @@ fn encode_start(f: &SrcFile, buf: &mut Vec<u8>) {
 }
 
 fn open_src(f: &SrcFile) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&f.path)
+    std::fs::OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32).open(&f.path)
 }
 
 /// Whether the file still looks as it did when walked.
 fn unchanged(f: &SrcFile, file: &File) -> Result<(), String> {
-    let m = file
-        .metadata()
-        .map_err(|e| format!("{}: {e}", f.path.display()))?;
+    let m = file.metadata().map_err(|e| format!("{}: {e}", f.path.display()))?;
     if m.len() != f.size || walk::mtime_of(&m) != f.mtime || !m.is_file() {
-        return Err(format!(
-            "{}: changed while being read; not copied",
-            f.path.display()
-        ));
+        return Err(format!("{}: changed while being read; not copied", f.path.display()));
     }
     let _ = m.ino();
     Ok(())
@@ -550,8 +472,7 @@ fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
             let at = buf.len() + frame::CHUNK_HEADER_LEN;
             frame::encode_chunk_header(buf, f.id, 0, f.size as usize);
             buf.resize(at + f.size as usize, 0);
-            read_exact_at(&file, &mut buf[at..], 0)
-                .map_err(|e| format!("{}: {e}", f.path.display()))?;
+            read_exact_at(&file, &mut buf[at..], 0).map_err(|e| format!("{}: {e}", f.path.display()))?;
             if ctx.verify {
                 digest = Some(*blake3::hash(&buf[at..]).as_bytes());
             }
@@ -559,12 +480,7 @@ fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
             digest = Some(*blake3::hash(b"").as_bytes());
         }
         unchanged(f, &file)?;
-        Frame::FileEnd(FileEnd {
-            file: f.id,
-            size: f.size,
-            digest,
-        })
-        .encode(buf);
+        Frame::FileEnd(FileEnd { file: f.id, size: f.size, digest }).encode(buf);
         Ok::<(), String>(())
     })();
     match result {
@@ -585,10 +501,7 @@ fn read_exact_at(file: &File, mut buf: &mut [u8], mut off: u64) -> std::io::Resu
     while !buf.is_empty() {
         match file.read_at(buf, off) {
             Ok(0) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "file shrank while being read",
-                ))
+                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "file shrank while being read"))
             }
             Ok(n) => {
                 buf = &mut buf[n..];
@@ -606,14 +519,7 @@ fn open_big(ctx: &Ctx, f: SrcFile) -> Result<Arc<BigFile>, String> {
     unchanged(&f, &file)?;
     let chunks = f.size.div_ceil(ctx.chunk);
     let parts = ctx.verify.then(|| Mutex::new(vec![None; chunks as usize]));
-    Ok(Arc::new(BigFile {
-        src: f,
-        file,
-        chunks,
-        remaining: AtomicU64::new(chunks),
-        failed: Mutex::new(None),
-        parts,
-    }))
+    Ok(Arc::new(BigFile { src: f, file, chunks, remaining: AtomicU64::new(chunks), failed: Mutex::new(None), parts }))
 }
 
 /// Read chunk `n` of a large file into the record; the stream that finishes the last chunk checks
@@ -644,50 +550,28 @@ fn send_chunk(ctx: &Ctx, big: &BigFile, n: u64, buf: &mut Vec<u8>) {
     if big.remaining.fetch_sub(1, Relaxed) != 1 {
         return;
     }
-    let mut failure = big
-        .failed
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
+    let mut failure = big.failed.lock().unwrap_or_else(PoisonError::into_inner).take();
     if failure.is_none() {
         failure = unchanged(&big.src, &big.file).err();
     }
     let digest = match (&big.parts, &failure) {
         (Some(parts), None) => {
-            let parts: Option<Vec<Part>> = parts
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .iter()
-                .copied()
-                .collect();
+            let parts: Option<Vec<Part>> =
+                parts.lock().unwrap_or_else(PoisonError::into_inner).iter().copied().collect();
             parts.and_then(|p| digest::merge(&p, ctx.chunk, big.src.size))
         }
         _ => None,
     };
     match failure {
         None => {
-            Frame::FileEnd(FileEnd {
-                file: big.src.id,
-                size: big.src.size,
-                digest,
-            })
-            .encode(buf);
+            Frame::FileEnd(FileEnd { file: big.src.id, size: big.src.size, digest }).encode(buf);
             ctx.totals.files.fetch_add(1, Relaxed);
             ctx.totals.bytes.fetch_add(big.src.size, Relaxed);
             ctx.progress.files.fetch_add(1, Relaxed);
         }
         Some(msg) => {
-            let code = if msg.contains("changed while") {
-                ErrorCode::SourceChanged
-            } else {
-                ErrorCode::SourceRead
-            };
-            Frame::FileAbort(FileAbort {
-                file: big.src.id,
-                code: code as u16,
-                message: msg.as_bytes(),
-            })
-            .encode(buf);
+            let code = if msg.contains("changed while") { ErrorCode::SourceChanged } else { ErrorCode::SourceRead };
+            Frame::FileAbort(FileAbort { file: big.src.id, code: code as u16, message: msg.as_bytes() }).encode(buf);
             ctx.fail(msg);
         }
     }

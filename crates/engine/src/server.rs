@@ -10,7 +10,7 @@ use crate::EngineError;
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::handshake::KEY_LEN;
 use linerate_proto::hello::{SessionId, StreamKind};
-use linerate_proto::{caps, name, ErrorCode, ProtoError};
+use linerate_proto::{caps, ErrorCode, ProtoError};
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
@@ -122,11 +122,9 @@ impl Server {
     /// Open the root and bind the address.
     pub fn bind(cfg: ServerConfig) -> Result<Server, EngineError> {
         let root = fsx::open_root(&cfg.root).map_err(|e| EngineError::file(&cfg.root, e))?;
-        let listener = TcpListener::bind(cfg.listen)
-            .map_err(|e| EngineError::net(format!("listening on {}", cfg.listen), e))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| EngineError::net("local address", e))?;
+        let listener =
+            TcpListener::bind(cfg.listen).map_err(|e| EngineError::net(format!("listening on {}", cfg.listen), e))?;
+        let addr = listener.local_addr().map_err(|e| EngineError::net("local address", e))?;
         let (tx, done_rx) = mpsc::channel();
         let shared = Arc::new(Shared {
             cfg,
@@ -139,11 +137,7 @@ impl Server {
             addr,
             done: Mutex::new(Some(tx)),
         });
-        Ok(Server {
-            listener,
-            shared,
-            done_rx,
-        })
+        Ok(Server { listener, shared, done_rx })
     }
 
     /// The bound address (with the real port when 0 was asked for).
@@ -156,11 +150,7 @@ impl Server {
         let shared = self.shared.clone();
         let addr = shared.addr;
         let thread = std::thread::spawn(move || self.run());
-        ServerHandle {
-            addr,
-            shared,
-            thread: Some(thread),
-        }
+        ServerHandle { addr, shared, thread: Some(thread) }
     }
 
     /// Accept connections until stopped; with `once`, until the first session ends, returning how
@@ -192,9 +182,7 @@ impl Server {
             accept_loop(&self.listener, &shared);
             return match fwd_rx.try_recv() {
                 Ok(o) => Ok(Some(o)),
-                Err(_) => Err(EngineError::Timeout(
-                    "no client connected before the deadline".into(),
-                )),
+                Err(_) => Err(EngineError::Timeout("no client connected before the deadline".into())),
             };
         }
         accept_loop(&self.listener, &shared);
@@ -235,22 +223,11 @@ fn handle(shared: Arc<Shared>, sock: TcpStream) {
             if shared.active.load(Relaxed) >= shared.cfg.max_sessions {
                 Admit::Refuse(ErrorCode::Busy)
             } else {
-                Admit::Psk {
-                    psk: shared.cfg.secret.0,
-                    session: random_session(),
-                }
+                Admit::Psk { psk: shared.cfg.secret.0, session: random_session() }
             }
         }
-        StreamKind::Data => match shared
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&hello.session)
-        {
-            Some((psk, _)) => Admit::Psk {
-                psk: *psk,
-                session: hello.session,
-            },
+        StreamKind::Data => match shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).get(&hello.session) {
+            Some((psk, _)) => Admit::Psk { psk: *psk, session: hello.session },
             None => Admit::Refuse(ErrorCode::UnknownSession),
         },
     });
@@ -259,10 +236,7 @@ fn handle(shared: Arc<Shared>, sock: TcpStream) {
         Ok(x) => x,
         Err(e) => {
             if shared.cfg.log {
-                eprintln!(
-                    "linerate serve: {}: handshake failed: {e}",
-                    peer.map(|p| p.to_string()).unwrap_or_default()
-                );
+                eprintln!("linerate serve: {}: handshake failed: {e}", peer.map(|p| p.to_string()).unwrap_or_default());
             }
             return;
         }
@@ -292,51 +266,28 @@ fn handle(shared: Arc<Shared>, sock: TcpStream) {
                         "linerate serve: {who}: {} files, {} bytes, {} dirs, {} links, {} errors",
                         s.files, s.bytes, s.dirs, s.links, s.errors
                     ),
-                    Outcome::Aborted(a) => eprintln!(
-                        "linerate serve: {who}: session aborted: {} ({})",
-                        a.message,
-                        a.code.describe()
-                    ),
+                    Outcome::Aborted(a) => {
+                        eprintln!("linerate serve: {who}: session aborted: {} ({})", a.message, a.code.describe())
+                    }
                 }
             }
-            if let Some(tx) = shared
-                .done
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_ref()
-            {
+            if let Some(tx) = shared.done.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
                 let _ = tx.send(outcome);
             }
         }
     }
 }
 
-fn control(
-    shared: &Arc<Shared>,
-    mut sec: conn::Secured,
-    sock: Option<TcpStream>,
-    deadline: Instant,
-) -> Outcome {
+fn control(shared: &Arc<Shared>, mut sec: conn::Secured, sock: Option<TcpStream>, deadline: Instant) -> Outcome {
     let fatal = |tx: &mut conn::SendHalf, code: ErrorCode, msg: String| {
-        let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal {
-            code: code as u16,
-            message: msg.as_bytes(),
-        })]);
+        let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
         Outcome::Aborted(Abort { code, message: msg })
     };
-    sec.rx.set_timeout(Some(
-        deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1)),
-    ));
+    sec.rx.set_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
     let begin = match sec.rx.recv() {
         Ok(Some(plain)) => match frame::decode(plain) {
-            Ok((Frame::Begin(b), _)) => {
-                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
-            }
-            Ok((other, _)) => Err(ProtoError::Violation(format!(
-                "expected Begin, got {other:?}"
-            ))),
+            Ok((Frame::Begin(b), _)) => Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams)),
+            Ok((other, _)) => Err(ProtoError::Violation(format!("expected Begin, got {other:?}"))),
             Err(e) => Err(e),
         },
         Ok(None) => Err(ProtoError::Truncated("session before Begin")),
@@ -351,10 +302,7 @@ fn control(
         return fatal(
             &mut sec.tx,
             ErrorCode::Limit,
-            format!(
-                "streams must be 1..={} and sources at least 1",
-                caps::MAX_STREAMS
-            ),
+            format!("streams must be 1..={} and sources at least 1", caps::MAX_STREAMS),
         );
     }
     let d = match fsx::resolve_destination(&shared.root, &dest, sources) {
@@ -362,42 +310,25 @@ fn control(
         Err(msg) => return fatal(&mut sec.tx, ErrorCode::Destination, msg),
     };
     let into_dir = d.into_dir;
-    let tag: String = sec.session[..6]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let params = SessionParams {
-        flags,
-        chunk_size,
-        streams,
-        tag,
-        idle_timeout: shared.cfg.idle_timeout,
-    };
-    let mut tx = sec.tx;
-    if let Err(e) = tx.send_frames(&[Frame::Target {
-        dest_is_dir: into_dir,
-    }]) {
-        return Outcome::Aborted(Abort {
-            code: ErrorCode::Protocol,
-            message: e.to_string(),
-        });
-    }
-    let session = RecvSession::new(params, d, tx);
+    let tag: String = sec.session[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let params = SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout };
+    let session = RecvSession::new(params, d, sec.tx);
     if let Some(s) = sock {
         session.add_socket(s);
     }
+    // Register before answering: the client opens its data streams as soon as it has the answer.
     shared
         .sessions
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(sec.session, (sec.stream_psk, session.clone()));
-    sec.rx.set_timeout(None);
-    let outcome = session.run_control(sec.rx);
-    shared
-        .sessions
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .remove(&sec.session);
-    let _ = name::escape(b"");
+    let outcome = match session.send_control(&[Frame::Target { dest_is_dir: into_dir }]) {
+        Ok(()) => {
+            sec.rx.set_timeout(None);
+            session.run_control(sec.rx)
+        }
+        Err(e) => Outcome::Aborted(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
+    };
+    shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
     outcome
 }

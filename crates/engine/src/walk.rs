@@ -68,10 +68,7 @@ pub struct Root {
 
 /// Mtime of metadata as a protocol time.
 pub fn mtime_of(m: &Metadata) -> Time {
-    Time {
-        sec: m.mtime(),
-        nsec: m.mtime_nsec().clamp(0, 999_999_999) as u32,
-    }
+    Time { sec: m.mtime(), nsec: m.mtime_nsec().clamp(0, 999_999_999) as u32 }
 }
 
 /// Walk every root, calling `emit` for each entry in send order and `error` for each entry that
@@ -88,17 +85,8 @@ pub fn walk(roots: &[Root], mut emit: impl FnMut(Item) -> bool, error: &dyn Fn(S
             }
         };
         let mut stack: Vec<(fs::ReadDir, u64, PathBuf)> = Vec::new();
-        if !entry(
-            &root.path,
-            root.name.clone(),
-            0,
-            &meta,
-            &mut next_dir,
-            &mut next_file,
-            &mut stack,
-            &mut emit,
-            error,
-        ) {
+        if !entry(&root.path, root.name.clone(), 0, &meta, &mut next_dir, &mut next_file, &mut stack, &mut emit, error)
+        {
             return;
         }
         while let Some((iter, dir_id, _)) = stack.last_mut() {
@@ -108,10 +96,7 @@ pub fn walk(roots: &[Root], mut emit: impl FnMut(Item) -> bool, error: &dyn Fn(S
                     stack.pop();
                 }
                 Some(Err(e)) => {
-                    let p = stack
-                        .last()
-                        .map(|s| s.2.display().to_string())
-                        .unwrap_or_default();
+                    let p = stack.last().map(|s| s.2.display().to_string()).unwrap_or_default();
                     error(format!("{p}: {e}"));
                     stack.pop();
                 }
@@ -168,21 +153,10 @@ fn entry(
         let id = *next_dir;
         *next_dir += 1;
         stack.push((rd, id, path.to_path_buf()));
-        emit(Item::Dir {
-            id,
-            parent,
-            name,
-            mode,
-            mtime,
-        })
+        emit(Item::Dir { id, parent, name, mode, mtime })
     } else if ft.is_symlink() {
         match fs::read_link(path) {
-            Ok(t) => emit(Item::Link {
-                parent,
-                name,
-                target: t.as_os_str().as_bytes().to_vec(),
-                mtime,
-            }),
+            Ok(t) => emit(Item::Link { parent, name, target: t.as_os_str().as_bytes().to_vec(), mtime }),
             Err(e) => {
                 error(format!("{}: {e}", path.display()));
                 true
@@ -191,20 +165,9 @@ fn entry(
     } else if ft.is_file() {
         let id = *next_file;
         *next_file += 1;
-        emit(Item::File(SrcFile {
-            id,
-            parent,
-            name,
-            path: path.to_path_buf(),
-            size: m.len(),
-            mode,
-            mtime,
-        }))
+        emit(Item::File(SrcFile { id, parent, name, path: path.to_path_buf(), size: m.len(), mode, mtime }))
     } else {
-        error(format!(
-            "{}: not a regular file, directory or symlink; skipped",
-            path.display()
-        ));
+        error(format!("{}: not a regular file, directory or symlink; skipped", path.display()));
         true
     }
 }

@@ -269,25 +269,13 @@ impl<'a> R<'a> {
         Ok(self.take(1)?[0])
     }
     fn u16(&mut self) -> Result<u16, ProtoError> {
-        Ok(u16::from_be_bytes(
-            self.take(2)?
-                .try_into()
-                .map_err(|_| ProtoError::Truncated(self.what))?,
-        ))
+        Ok(u16::from_be_bytes(self.take(2)?.try_into().map_err(|_| ProtoError::Truncated(self.what))?))
     }
     fn u32(&mut self) -> Result<u32, ProtoError> {
-        Ok(u32::from_be_bytes(
-            self.take(4)?
-                .try_into()
-                .map_err(|_| ProtoError::Truncated(self.what))?,
-        ))
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().map_err(|_| ProtoError::Truncated(self.what))?))
     }
     fn u64(&mut self) -> Result<u64, ProtoError> {
-        Ok(u64::from_be_bytes(
-            self.take(8)?
-                .try_into()
-                .map_err(|_| ProtoError::Truncated(self.what))?,
-        ))
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().map_err(|_| ProtoError::Truncated(self.what))?))
     }
     fn time(&mut self) -> Result<Time, ProtoError> {
         let sec = self.u64()? as i64;
@@ -300,11 +288,7 @@ impl<'a> R<'a> {
     fn bytes(&mut self, cap: usize, what: &'static str) -> Result<&'a [u8], ProtoError> {
         let len = self.u16()? as usize;
         if len > cap {
-            return Err(ProtoError::TooLong {
-                what,
-                len: len as u64,
-                cap: cap as u64,
-            });
+            return Err(ProtoError::TooLong { what, len: len as u64, cap: cap as u64 });
         }
         self.take(len)
     }
@@ -336,32 +320,16 @@ impl Frame<'_> {
         let mut w = W(buf);
         match self {
             Frame::Begin(b) => {
-                w.bytes(b.dest, MAX_PATH)
-                    .u32(b.sources)
-                    .u32(b.chunk_size)
-                    .u32(b.flags)
-                    .u16(b.streams);
+                w.bytes(b.dest, MAX_PATH).u32(b.sources).u32(b.chunk_size).u32(b.flags).u16(b.streams);
             }
             Frame::Dir(d) => {
-                w.u64(d.id)
-                    .u64(d.parent)
-                    .bytes(d.name, MAX_NAME)
-                    .u32(d.mode)
-                    .time(d.mtime);
+                w.u64(d.id).u64(d.parent).bytes(d.name, MAX_NAME).u32(d.mode).time(d.mtime);
             }
             Frame::Link(l) => {
-                w.u64(l.parent)
-                    .bytes(l.name, MAX_NAME)
-                    .bytes(l.target, MAX_PATH)
-                    .time(l.mtime);
+                w.u64(l.parent).bytes(l.name, MAX_NAME).bytes(l.target, MAX_PATH).time(l.mtime);
             }
             Frame::FileStart(f) => {
-                w.u64(f.id)
-                    .u64(f.parent)
-                    .bytes(f.name, MAX_NAME)
-                    .u64(f.size)
-                    .u32(f.mode)
-                    .time(f.mtime);
+                w.u64(f.id).u64(f.parent).bytes(f.name, MAX_NAME).u64(f.size).u32(f.mode).time(f.mtime);
             }
             Frame::Chunk(c) => {
                 w.u64(c.file).u64(c.offset);
@@ -390,16 +358,10 @@ impl Frame<'_> {
                 w.u8(*dest_is_dir as u8);
             }
             Frame::Error(e) => {
-                w.u16(e.code)
-                    .bytes(e.path, MAX_PATH)
-                    .bytes(e.message, MAX_MESSAGE);
+                w.u16(e.code).bytes(e.path, MAX_PATH).bytes(e.message, MAX_MESSAGE);
             }
             Frame::Summary(s) => {
-                w.u64(s.files)
-                    .u64(s.bytes)
-                    .u64(s.dirs)
-                    .u64(s.links)
-                    .u64(s.errors);
+                w.u64(s.files).u64(s.bytes).u64(s.dirs).u64(s.links).u64(s.errors);
                 w.u64(s.cpu_user_us).u64(s.cpu_sys_us).u64(s.peak_rss);
             }
             Frame::Fatal(f) => {
@@ -439,19 +401,11 @@ pub fn encode_chunk_header(buf: &mut Vec<u8>, file: u64, offset: u64, data_len: 
 
 /// Decode the first frame of `buf`; returns it and the number of bytes it used.
 pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
-    let mut head = R {
-        b: buf,
-        what: "frame header",
-    };
+    let mut head = R { b: buf, what: "frame header" };
     let t = head.u8()?;
     let len = head.u32()? as usize;
-    let body = head
-        .take(len)
-        .map_err(|_| ProtoError::Truncated("frame body"))?;
-    let mut r = R {
-        b: body,
-        what: "frame body",
-    };
+    let body = head.take(len).map_err(|_| ProtoError::Truncated("frame body"))?;
+    let mut r = R { b: body, what: "frame body" };
     let frame = match t {
         ty::BEGIN => {
             let dest = r.bytes(MAX_PATH, "destination path")?;
@@ -465,13 +419,7 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             if flags & !KNOWN_FLAGS != 0 {
                 return Err(ProtoError::Invalid("unknown flags"));
             }
-            Frame::Begin(Begin {
-                dest,
-                sources,
-                chunk_size,
-                flags,
-                streams,
-            })
+            Frame::Begin(Begin { dest, sources, chunk_size, flags, streams })
         }
         ty::DIR => Frame::Dir(DirEntry {
             id: r.u64()?,
@@ -505,27 +453,16 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             let size = r.u64()?;
             let digest = match r.u8()? {
                 0 => None,
-                1 => Some(
-                    r.take(32)?
-                        .try_into()
-                        .map_err(|_| ProtoError::Truncated("digest"))?,
-                ),
+                1 => Some(r.take(32)?.try_into().map_err(|_| ProtoError::Truncated("digest"))?),
                 _ => return Err(ProtoError::Invalid("digest flag")),
             };
             Frame::FileEnd(FileEnd { file, size, digest })
         }
-        ty::FILE_ABORT => Frame::FileAbort(FileAbort {
-            file: r.u64()?,
-            code: r.u16()?,
-            message: r.bytes(MAX_MESSAGE, "message")?,
-        }),
+        ty::FILE_ABORT => {
+            Frame::FileAbort(FileAbort { file: r.u64()?, code: r.u16()?, message: r.bytes(MAX_MESSAGE, "message")? })
+        }
         ty::END => Frame::End,
-        ty::FINISH => Frame::Finish(Finish {
-            files: r.u64()?,
-            bytes: r.u64()?,
-            dirs: r.u64()?,
-            links: r.u64()?,
-        }),
+        ty::FINISH => Frame::Finish(Finish { files: r.u64()?, bytes: r.u64()?, dirs: r.u64()?, links: r.u64()? }),
         ty::TARGET => Frame::Target {
             dest_is_dir: match r.u8()? {
                 0 => false,
@@ -548,10 +485,7 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             cpu_sys_us: r.u64()?,
             peak_rss: r.u64()?,
         }),
-        ty::FATAL => Frame::Fatal(Fatal {
-            code: r.u16()?,
-            message: r.bytes(MAX_MESSAGE, "message")?,
-        }),
+        ty::FATAL => Frame::Fatal(Fatal { code: r.u16()?, message: r.bytes(MAX_MESSAGE, "message")? }),
         other => return Err(ProtoError::UnknownFrame(other)),
     };
     r.done()?;
@@ -592,72 +526,20 @@ mod tests {
     use super::*;
 
     fn samples() -> Vec<Frame<'static>> {
-        let t = Time {
-            sec: -5,
-            nsec: 999_999_999,
-        };
+        let t = Time { sec: -5, nsec: 999_999_999 };
         vec![
-            Frame::Begin(Begin {
-                dest: b"a/b",
-                sources: 2,
-                chunk_size: 1 << 20,
-                flags: FLAG_VERIFY,
-                streams: 4,
-            }),
-            Frame::Dir(DirEntry {
-                id: 1,
-                parent: 0,
-                name: b"d",
-                mode: 0o755,
-                mtime: t,
-            }),
-            Frame::Link(LinkEntry {
-                parent: 1,
-                name: b"l",
-                target: b"../x",
-                mtime: t,
-            }),
-            Frame::FileStart(FileStart {
-                id: 7,
-                parent: 1,
-                name: b"f",
-                size: 3,
-                mode: 0o644,
-                mtime: t,
-            }),
-            Frame::Chunk(Chunk {
-                file: 7,
-                offset: 0,
-                data: b"abc",
-            }),
-            Frame::FileEnd(FileEnd {
-                file: 7,
-                size: 3,
-                digest: Some([5; 32]),
-            }),
-            Frame::FileEnd(FileEnd {
-                file: 7,
-                size: 3,
-                digest: None,
-            }),
-            Frame::FileAbort(FileAbort {
-                file: 7,
-                code: 5,
-                message: b"changed",
-            }),
+            Frame::Begin(Begin { dest: b"a/b", sources: 2, chunk_size: 1 << 20, flags: FLAG_VERIFY, streams: 4 }),
+            Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0o755, mtime: t }),
+            Frame::Link(LinkEntry { parent: 1, name: b"l", target: b"../x", mtime: t }),
+            Frame::FileStart(FileStart { id: 7, parent: 1, name: b"f", size: 3, mode: 0o644, mtime: t }),
+            Frame::Chunk(Chunk { file: 7, offset: 0, data: b"abc" }),
+            Frame::FileEnd(FileEnd { file: 7, size: 3, digest: Some([5; 32]) }),
+            Frame::FileEnd(FileEnd { file: 7, size: 3, digest: None }),
+            Frame::FileAbort(FileAbort { file: 7, code: 5, message: b"changed" }),
             Frame::End,
-            Frame::Finish(Finish {
-                files: 1,
-                bytes: 3,
-                dirs: 1,
-                links: 1,
-            }),
+            Frame::Finish(Finish { files: 1, bytes: 3, dirs: 1, links: 1 }),
             Frame::Target { dest_is_dir: true },
-            Frame::Error(ErrorReport {
-                code: 3,
-                path: b"d/f",
-                message: b"EACCES",
-            }),
+            Frame::Error(ErrorReport { code: 3, path: b"d/f", message: b"EACCES" }),
             Frame::Summary(Summary {
                 files: 1,
                 bytes: 3,
@@ -668,10 +550,7 @@ mod tests {
                 cpu_sys_us: 8,
                 peak_rss: 7,
             }),
-            Frame::Fatal(Fatal {
-                code: 9,
-                message: b"bye",
-            }),
+            Frame::Fatal(Fatal { code: 9, message: b"bye" }),
         ]
     }
 
@@ -691,12 +570,7 @@ mod tests {
     #[test]
     fn chunk_header_matches_full_encoding() {
         let mut a = Vec::new();
-        Frame::Chunk(Chunk {
-            file: 3,
-            offset: 1 << 20,
-            data: b"xyz",
-        })
-        .encode(&mut a);
+        Frame::Chunk(Chunk { file: 3, offset: 1 << 20, data: b"xyz" }).encode(&mut a);
         let mut b = Vec::new();
         encode_chunk_header(&mut b, 3, 1 << 20, 3);
         b.extend_from_slice(b"xyz");
@@ -716,22 +590,13 @@ mod tests {
 
     #[test]
     fn rejects_unknown_types_and_trailing_bytes() {
-        assert_eq!(
-            decode(&[0x7f, 0, 0, 0, 0]),
-            Err(ProtoError::UnknownFrame(0x7f))
-        );
-        assert!(matches!(
-            decode(&[ty::END, 0, 0, 0, 1, 0]),
-            Err(ProtoError::Invalid(_))
-        ));
+        assert_eq!(decode(&[0x7f, 0, 0, 0, 0]), Err(ProtoError::UnknownFrame(0x7f)));
+        assert!(matches!(decode(&[ty::END, 0, 0, 0, 1, 0]), Err(ProtoError::Invalid(_))));
     }
 
     #[test]
     fn rejects_a_frame_length_of_all_ones_without_allocating() {
-        assert!(matches!(
-            decode(&[ty::CHUNK, 0xff, 0xff, 0xff, 0xff, 1, 2]),
-            Err(ProtoError::Truncated(_))
-        ));
+        assert!(matches!(decode(&[ty::CHUNK, 0xff, 0xff, 0xff, 0xff, 1, 2]), Err(ProtoError::Truncated(_))));
     }
 
     #[test]
@@ -743,50 +608,19 @@ mod tests {
         buf.extend_from_slice(&[b'a'; 256]);
         W(&mut buf).u32(0).time(Time::default());
         end_frame(&mut buf, start);
-        assert!(matches!(
-            decode(&buf),
-            Err(ProtoError::TooLong {
-                what: "name",
-                len: 256,
-                cap: 255
-            })
-        ));
+        assert!(matches!(decode(&buf), Err(ProtoError::TooLong { what: "name", len: 256, cap: 255 })));
     }
 
     #[test]
     fn rejects_bad_chunk_sizes_flags_and_nanoseconds() {
-        for (cs, flags) in [
-            (1000, 0),
-            (MIN_CHUNK / 2, 0),
-            (MAX_CHUNK * 2, 0),
-            (MIN_CHUNK, 0x80),
-        ] {
+        for (cs, flags) in [(1000, 0), (MIN_CHUNK / 2, 0), (MAX_CHUNK * 2, 0), (MIN_CHUNK, 0x80)] {
             let mut buf = Vec::new();
-            Frame::Begin(Begin {
-                dest: b"",
-                sources: 1,
-                chunk_size: cs,
-                flags,
-                streams: 1,
-            })
-            .encode(&mut buf);
-            assert!(
-                matches!(decode(&buf), Err(ProtoError::Invalid(_))),
-                "{cs} {flags}"
-            );
+            Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: cs, flags, streams: 1 }).encode(&mut buf);
+            assert!(matches!(decode(&buf), Err(ProtoError::Invalid(_))), "{cs} {flags}");
         }
         let mut buf = Vec::new();
-        Frame::Dir(DirEntry {
-            id: 1,
-            parent: 0,
-            name: b"d",
-            mode: 0,
-            mtime: Time {
-                sec: 0,
-                nsec: 1_000_000_000,
-            },
-        })
-        .encode(&mut buf);
+        Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0, mtime: Time { sec: 0, nsec: 1_000_000_000 } })
+            .encode(&mut buf);
         assert_eq!(decode(&buf), Err(ProtoError::Invalid("nanoseconds")));
     }
 }

@@ -41,16 +41,8 @@ pub struct ConnKeys {
 
 impl Handshake {
     /// Start a handshake. `prologue` must be the exact preamble bytes both sides exchanged.
-    pub fn new(
-        role: Role,
-        suite: Suite,
-        psk: &[u8; KEY_LEN],
-        prologue: &[u8],
-    ) -> Result<Handshake, ProtoError> {
-        let params = suite
-            .noise_params()
-            .parse()
-            .map_err(|_| ProtoError::Invalid("noise params"))?;
+    pub fn new(role: Role, suite: Suite, psk: &[u8; KEY_LEN], prologue: &[u8]) -> Result<Handshake, ProtoError> {
+        let params = suite.noise_params().parse().map_err(|_| ProtoError::Invalid("noise params"))?;
         let builder = snow::Builder::new(params)
             .psk(0, psk)
             .and_then(|b| b.prologue(prologue))
@@ -66,10 +58,7 @@ impl Handshake {
     /// Produce the next handshake message, carrying `payload` (encrypted in both NNpsk0 messages).
     pub fn write(&mut self, payload: &[u8]) -> Result<Vec<u8>, ProtoError> {
         let mut out = vec![0u8; MAX_HANDSHAKE_MSG];
-        let n = self
-            .state
-            .write_message(payload, &mut out)
-            .map_err(|_| ProtoError::Invalid("handshake write"))?;
+        let n = self.state.write_message(payload, &mut out).map_err(|_| ProtoError::Invalid("handshake write"))?;
         out.truncate(n);
         Ok(out)
     }
@@ -85,10 +74,7 @@ impl Handshake {
             });
         }
         let mut out = vec![0u8; MAX_HANDSHAKE_MSG];
-        let n = self
-            .state
-            .read_message(msg, &mut out)
-            .map_err(|_| ProtoError::Auth)?;
+        let n = self.state.read_message(msg, &mut out).map_err(|_| ProtoError::Auth)?;
         out.truncate(n);
         Ok(out)
     }
@@ -171,18 +157,12 @@ mod tests {
 
     #[test]
     fn wrong_secret_fails_authentication() {
-        assert!(matches!(
-            run([1; 32], [2; 32], b"p", b"p"),
-            Err(ProtoError::Auth)
-        ));
+        assert!(matches!(run([1; 32], [2; 32], b"p", b"p"), Err(ProtoError::Auth)));
     }
 
     #[test]
     fn different_prologue_fails_authentication() {
-        assert!(matches!(
-            run([1; 32], [1; 32], b"stream 1", b"stream 2"),
-            Err(ProtoError::Auth)
-        ));
+        assert!(matches!(run([1; 32], [1; 32], b"stream 1", b"stream 2"), Err(ProtoError::Auth)));
     }
 
     #[test]
@@ -195,9 +175,6 @@ mod tests {
     #[test]
     fn oversize_handshake_message_is_refused_before_parsing() {
         let mut r = Handshake::new(Role::Responder, Suite::Aes256Gcm, &[0; 32], b"").unwrap();
-        assert!(matches!(
-            r.read(&vec![0; MAX_HANDSHAKE_MSG + 1]),
-            Err(ProtoError::TooLong { .. })
-        ));
+        assert!(matches!(r.read(&vec![0; MAX_HANDSHAKE_MSG + 1]), Err(ProtoError::TooLong { .. })));
     }
 }

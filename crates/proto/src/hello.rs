@@ -104,16 +104,11 @@ impl ClientHello {
             return Err(ProtoError::Invalid("reserved preamble bytes"));
         }
         match kind {
-            StreamKind::Control if stream != 0 || session != [0; 16] => Err(ProtoError::Invalid(
-                "control preamble with a session or stream",
-            )),
+            StreamKind::Control if stream != 0 || session != [0; 16] => {
+                Err(ProtoError::Invalid("control preamble with a session or stream"))
+            }
             StreamKind::Data if stream == 0 => Err(ProtoError::Invalid("data stream index 0")),
-            _ => Ok(ClientHello {
-                kind,
-                suite,
-                session,
-                stream,
-            }),
+            _ => Ok(ClientHello { kind, suite, session, stream }),
         }
     }
 }
@@ -142,10 +137,7 @@ impl ServerHello {
         if b[0..4] != MAGIC {
             return Err(ProtoError::BadMagic);
         }
-        Ok(ServerHello {
-            version: u16::from_be_bytes([b[4], b[5]]),
-            status: b[6],
-        })
+        Ok(ServerHello { version: u16::from_be_bytes([b[4], b[5]]), status: b[6] })
     }
 }
 
@@ -155,10 +147,7 @@ fn check_magic_version(b: &[u8]) -> Result<(), ProtoError> {
     }
     let theirs = u16::from_be_bytes([b[4], b[5]]);
     if theirs != PROTOCOL_VERSION {
-        return Err(ProtoError::Version {
-            ours: PROTOCOL_VERSION,
-            theirs,
-        });
+        return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs });
     }
     Ok(())
 }
@@ -169,44 +158,23 @@ mod tests {
 
     #[test]
     fn client_hello_round_trips() {
-        let h = ClientHello {
-            kind: StreamKind::Data,
-            suite: Suite::ChaCha20Poly1305,
-            session: [7; 16],
-            stream: 3,
-        };
+        let h = ClientHello { kind: StreamKind::Data, suite: Suite::ChaCha20Poly1305, session: [7; 16], stream: 3 };
         assert_eq!(ClientHello::decode(&h.encode()), Ok(h));
     }
 
     #[test]
     fn client_hello_names_both_versions_on_mismatch() {
-        let mut b = ClientHello {
-            kind: StreamKind::Control,
-            suite: Suite::Aes256Gcm,
-            session: [0; 16],
-            stream: 0,
-        }
-        .encode();
+        let mut b =
+            ClientHello { kind: StreamKind::Control, suite: Suite::Aes256Gcm, session: [0; 16], stream: 0 }.encode();
         b[4..6].copy_from_slice(&9u16.to_be_bytes());
-        assert_eq!(
-            ClientHello::decode(&b),
-            Err(ProtoError::Version {
-                ours: PROTOCOL_VERSION,
-                theirs: 9
-            })
-        );
+        assert_eq!(ClientHello::decode(&b), Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: 9 }));
         b[0] = b'X';
         assert_eq!(ClientHello::decode(&b), Err(ProtoError::BadMagic));
     }
 
     #[test]
     fn rejects_inconsistent_preambles() {
-        let ok = ClientHello {
-            kind: StreamKind::Control,
-            suite: Suite::Aes256Gcm,
-            session: [0; 16],
-            stream: 0,
-        };
+        let ok = ClientHello { kind: StreamKind::Control, suite: Suite::Aes256Gcm, session: [0; 16], stream: 0 };
         let mut b = ok.encode();
         b[24] = 1; // control with a stream index
         assert!(ClientHello::decode(&b).is_err());

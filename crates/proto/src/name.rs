@@ -45,9 +45,7 @@ pub fn validate_link_target(target: &[u8]) -> Result<(), ProtoError> {
 /// `..` anywhere is refused.
 pub fn split_dest(path: &[u8]) -> Result<Vec<&[u8]>, ProtoError> {
     if path.len() > MAX_PATH {
-        return Err(ProtoError::BadName(
-            "destination path longer than 4096 bytes",
-        ));
+        return Err(ProtoError::BadName("destination path longer than 4096 bytes"));
     }
     let mut parts = Vec::new();
     for part in path.split(|&b| b == b'/') {
@@ -91,14 +89,7 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_names() {
-        for n in [
-            &b"a"[..],
-            b"file.txt",
-            b"..hidden",
-            b"...",
-            "été".as_bytes(),
-            &[0xff, 0xfe],
-        ] {
+        for n in [&b"a"[..], b"file.txt", b"..hidden", b"...", "été".as_bytes(), &[0xff, 0xfe]] {
             assert_eq!(validate(n), Ok(()), "{n:?}");
         }
         assert_eq!(validate(&[b'x'; 255]), Ok(()));
@@ -106,25 +97,14 @@ mod tests {
 
     #[test]
     fn rejects_dotdot_dot_empty_slash_nul_and_long_names() {
-        for n in [
-            &b""[..],
-            b".",
-            b"..",
-            b"a/b",
-            b"/etc",
-            b"a\0b",
-            &[b'x'; 256],
-        ] {
+        for n in [&b""[..], b".", b"..", b"a/b", b"/etc", b"a\0b", &[b'x'; 256]] {
             assert!(matches!(validate(n), Err(ProtoError::BadName(_))), "{n:?}");
         }
     }
 
     #[test]
     fn splits_destination_paths_and_refuses_dotdot() {
-        assert_eq!(
-            split_dest(b"a//b/./c/").unwrap(),
-            vec![&b"a"[..], b"b", b"c"]
-        );
+        assert_eq!(split_dest(b"a//b/./c/").unwrap(), vec![&b"a"[..], b"b", b"c"]);
         assert!(split_dest(b"/").unwrap().is_empty());
         assert!(split_dest(b"").unwrap().is_empty());
         assert!(split_dest(b"a/../../x").is_err());

@@ -55,11 +55,7 @@ impl Cipher {
         aad[6..22].copy_from_slice(&b.session);
         aad[22..24].copy_from_slice(&b.stream.to_be_bytes());
         aad[24] = b.direction as u8;
-        Ok(Cipher {
-            key: LessSafeKey::new(key),
-            seq: 0,
-            aad,
-        })
+        Ok(Cipher { key: LessSafeKey::new(key), seq: 0, aad })
     }
 
     fn next(&mut self, len: u32) -> Result<(Nonce, [u8; AAD_LEN]), ProtoError> {
@@ -92,11 +88,7 @@ impl Sealer {
         }
         let ct_len = buf.len() - HEADER_LEN + TAG_LEN;
         if ct_len > MAX_RECORD {
-            return Err(ProtoError::TooLong {
-                what: "record",
-                len: ct_len as u64,
-                cap: MAX_RECORD as u64,
-            });
+            return Err(ProtoError::TooLong { what: "record", len: ct_len as u64, cap: MAX_RECORD as u64 });
         }
         let len = ct_len as u32;
         let (nonce, aad) = self.0.next(len)?;
@@ -125,11 +117,7 @@ impl Opener {
     pub fn record_len(header: [u8; HEADER_LEN]) -> Result<usize, ProtoError> {
         let len = u32::from_be_bytes(header) as usize;
         if len > MAX_RECORD {
-            return Err(ProtoError::TooLong {
-                what: "record",
-                len: len as u64,
-                cap: MAX_RECORD as u64,
-            });
+            return Err(ProtoError::TooLong { what: "record", len: len as u64, cap: MAX_RECORD as u64 });
         }
         if len < TAG_LEN {
             return Err(ProtoError::Truncated("record shorter than its tag"));
@@ -142,10 +130,7 @@ impl Opener {
     pub fn open<'a>(&mut self, ct: &'a mut [u8]) -> Result<&'a mut [u8], ProtoError> {
         let len = u32::try_from(ct.len()).map_err(|_| ProtoError::Invalid("record length"))?;
         let (nonce, aad) = self.0.next(len)?;
-        self.0
-            .key
-            .open_in_place(nonce, Aad::from(aad), ct)
-            .map_err(|_| ProtoError::RecordAuth)
+        self.0.key.open_in_place(nonce, Aad::from(aad), ct).map_err(|_| ProtoError::RecordAuth)
     }
 }
 
@@ -154,11 +139,7 @@ mod tests {
     use super::*;
 
     fn binding(stream: u16) -> Binding {
-        Binding {
-            session: [9; 16],
-            stream,
-            direction: Direction::ClientToServer,
-        }
+        Binding { session: [9; 16], stream, direction: Direction::ClientToServer }
     }
 
     fn sealed(s: &mut Sealer, msg: &[u8]) -> Vec<u8> {
@@ -201,10 +182,7 @@ mod tests {
     fn spliced_records_from_another_stream_fail() {
         let mut s = Sealer::new(Suite::Aes256Gcm, &[3; 32], binding(2)).unwrap();
         let mut o = Opener::new(Suite::Aes256Gcm, &[3; 32], binding(1)).unwrap();
-        assert_eq!(
-            open(&mut o, &sealed(&mut s, b"x")),
-            Err(ProtoError::RecordAuth)
-        );
+        assert_eq!(open(&mut o, &sealed(&mut s, b"x")), Err(ProtoError::RecordAuth));
     }
 
     #[test]
@@ -215,28 +193,15 @@ mod tests {
             let mut bad = rec.clone();
             bad[i] ^= 0x10;
             let mut o = Opener::new(Suite::Aes256Gcm, &[3; 32], binding(1)).unwrap();
-            assert_eq!(
-                open(&mut o, &bad),
-                Err(ProtoError::RecordAuth),
-                "offset {i}"
-            );
+            assert_eq!(open(&mut o, &bad), Err(ProtoError::RecordAuth), "offset {i}");
         }
     }
 
     #[test]
     fn record_length_caps_apply_before_reading() {
-        assert!(matches!(
-            Opener::record_len(u32::MAX.to_be_bytes()),
-            Err(ProtoError::TooLong { .. })
-        ));
-        assert!(matches!(
-            Opener::record_len(((MAX_RECORD + 1) as u32).to_be_bytes()),
-            Err(ProtoError::TooLong { .. })
-        ));
-        assert_eq!(
-            Opener::record_len((MAX_RECORD as u32).to_be_bytes()),
-            Ok(MAX_RECORD)
-        );
+        assert!(matches!(Opener::record_len(u32::MAX.to_be_bytes()), Err(ProtoError::TooLong { .. })));
+        assert!(matches!(Opener::record_len(((MAX_RECORD + 1) as u32).to_be_bytes()), Err(ProtoError::TooLong { .. })));
+        assert_eq!(Opener::record_len((MAX_RECORD as u32).to_be_bytes()), Ok(MAX_RECORD));
         assert!(Opener::record_len(0u32.to_be_bytes()).is_err());
         assert!(Opener::record_len(15u32.to_be_bytes()).is_err());
     }

@@ -111,52 +111,24 @@ impl Tracker {
     /// A tracker for a session with this chunk size; directory 0 is the destination root.
     pub fn new(chunk_size: u32) -> Tracker {
         let mut dirs = HashMap::new();
-        dirs.insert(
-            0,
-            DirInfo {
-                parent: 0,
-                name: Box::default(),
-                mode: 0,
-                mtime: Time::default(),
-                depth: 0,
-            },
-        );
-        Tracker {
-            chunk_size: u64::from(chunk_size.max(1)),
-            dirs,
-            files: HashMap::new(),
-            dead: HashSet::new(),
-        }
+        dirs.insert(0, DirInfo { parent: 0, name: Box::default(), mode: 0, mtime: Time::default(), depth: 0 });
+        Tracker { chunk_size: u64::from(chunk_size.max(1)), dirs, files: HashMap::new(), dead: HashSet::new() }
     }
 
     /// A directory declaration.
     pub fn dir(&mut self, d: &DirEntry) -> Result<Step, ProtoError> {
         name::validate(d.name)?;
         if self.dirs.contains_key(&d.id) {
-            return Err(ProtoError::Violation(format!(
-                "directory id {} declared twice",
-                d.id
-            )));
+            return Err(ProtoError::Violation(format!("directory id {} declared twice", d.id)));
         }
         let Some(parent) = self.dirs.get(&d.parent) else {
             return Ok(Step::NotYet);
         };
         let depth = parent.depth + 1;
         if depth > MAX_DEPTH {
-            return Err(ProtoError::Limit(format!(
-                "directory nesting deeper than {MAX_DEPTH}"
-            )));
+            return Err(ProtoError::Limit(format!("directory nesting deeper than {MAX_DEPTH}")));
         }
-        self.dirs.insert(
-            d.id,
-            DirInfo {
-                parent: d.parent,
-                name: d.name.into(),
-                mode: d.mode,
-                mtime: d.mtime,
-                depth,
-            },
-        );
+        self.dirs.insert(d.id, DirInfo { parent: d.parent, name: d.name.into(), mode: d.mode, mtime: d.mtime, depth });
         Ok(Step::Accepted)
     }
 
@@ -164,11 +136,7 @@ impl Tracker {
     pub fn link(&mut self, l: &LinkEntry) -> Result<Step, ProtoError> {
         name::validate(l.name)?;
         name::validate_link_target(l.target)?;
-        Ok(if self.dirs.contains_key(&l.parent) {
-            Step::Accepted
-        } else {
-            Step::NotYet
-        })
+        Ok(if self.dirs.contains_key(&l.parent) { Step::Accepted } else { Step::NotYet })
     }
 
     /// A file declaration.
@@ -178,30 +146,16 @@ impl Tracker {
             return Err(ProtoError::Invalid("file size"));
         }
         if self.files.contains_key(&f.id) || self.dead.contains(&f.id) {
-            return Err(ProtoError::Violation(format!(
-                "file id {} declared twice",
-                f.id
-            )));
+            return Err(ProtoError::Violation(format!("file id {} declared twice", f.id)));
         }
         if !self.dirs.contains_key(&f.parent) {
             return Ok(Step::NotYet);
         }
         if self.files.len() >= MAX_OPEN_FILES {
-            return Err(ProtoError::Limit(format!(
-                "more than {MAX_OPEN_FILES} files in flight"
-            )));
+            return Err(ProtoError::Limit(format!("more than {MAX_OPEN_FILES} files in flight")));
         }
         let chunks = f.size.div_ceil(self.chunk_size);
-        self.files.insert(
-            f.id,
-            FileInfo {
-                size: f.size,
-                chunks,
-                claimed: RangeSet::default(),
-                written: 0,
-                end: None,
-            },
-        );
+        self.files.insert(f.id, FileInfo { size: f.size, chunks, claimed: RangeSet::default(), written: 0, end: None });
         Ok(Step::Accepted)
     }
 
@@ -216,9 +170,7 @@ impl Tracker {
             return Ok(Step::NotYet);
         };
         if offset % cs != 0 || offset / cs >= f.chunks {
-            return Err(ProtoError::Violation(format!(
-                "chunk offset {offset} out of range for file {file}"
-            )));
+            return Err(ProtoError::Violation(format!("chunk offset {offset} out of range for file {file}")));
         }
         let expect = (f.size - offset).min(cs);
         if len as u64 != expect {
@@ -227,9 +179,7 @@ impl Tracker {
             )));
         }
         if !f.claimed.insert(offset / cs) {
-            return Err(ProtoError::Violation(format!(
-                "duplicate chunk at {offset} of file {file}"
-            )));
+            return Err(ProtoError::Violation(format!("duplicate chunk at {offset} of file {file}")));
         }
         Ok(Step::Accepted)
     }
@@ -254,10 +204,7 @@ impl Tracker {
             return Ok(Step::NotYet);
         };
         if f.end.is_some() {
-            return Err(ProtoError::Violation(format!(
-                "file {} ended twice",
-                e.file
-            )));
+            return Err(ProtoError::Violation(format!("file {} ended twice", e.file)));
         }
         if e.size != f.size {
             return Err(ProtoError::Violation(format!(
@@ -297,12 +244,8 @@ impl Tracker {
 
     /// Directory ids, deepest first: the order in which to apply their modes and times.
     pub fn dirs_deepest_first(&self) -> Vec<u64> {
-        let mut ids: Vec<(u32, u64)> = self
-            .dirs
-            .iter()
-            .filter(|(&id, _)| id != 0)
-            .map(|(&id, d)| (d.depth, id))
-            .collect();
+        let mut ids: Vec<(u32, u64)> =
+            self.dirs.iter().filter(|(&id, _)| id != 0).map(|(&id, d)| (d.depth, id)).collect();
         ids.sort_unstable_by(|a, b| b.cmp(a));
         ids.into_iter().map(|(_, id)| id).collect()
     }
@@ -320,17 +263,12 @@ impl Tracker {
     }
 
     fn complete_if_done(&mut self, file: u64) -> Step {
-        let done =
-            matches!(self.files.get(&file), Some(f) if f.end.is_some() && f.written == f.chunks);
+        let done = matches!(self.files.get(&file), Some(f) if f.end.is_some() && f.written == f.chunks);
         if !done {
             return Step::Accepted;
         }
         match self.files.remove(&file) {
-            Some(f) => Step::Complete(Completion {
-                file,
-                size: f.size,
-                digest: f.end.flatten(),
-            }),
+            Some(f) => Step::Complete(Completion { file, size: f.size, digest: f.end.flatten() }),
             None => Step::Accepted,
         }
     }
@@ -342,21 +280,10 @@ mod tests {
 
     const CS: u32 = 64 * 1024;
     fn fs(id: u64, parent: u64, name: &'static [u8], size: u64) -> FileStart<'static> {
-        FileStart {
-            id,
-            parent,
-            name,
-            size,
-            mode: 0o644,
-            mtime: Time::default(),
-        }
+        FileStart { id, parent, name, size, mode: 0o644, mtime: Time::default() }
     }
     fn end(file: u64, size: u64) -> FileEnd {
-        FileEnd {
-            file,
-            size,
-            digest: None,
-        }
+        FileEnd { file, size, digest: None }
     }
 
     #[test]
@@ -368,19 +295,9 @@ mod tests {
         assert_eq!(t.chunk_written(1), Step::Accepted);
         assert_eq!(t.file_end(&end(1, size)).unwrap(), Step::Accepted);
         assert_eq!(t.chunk(1, 0, CS as usize).unwrap(), Step::Accepted);
-        assert_eq!(
-            t.chunk(1, u64::from(CS), CS as usize).unwrap(),
-            Step::Accepted
-        );
+        assert_eq!(t.chunk(1, u64::from(CS), CS as usize).unwrap(), Step::Accepted);
         assert_eq!(t.chunk_written(1), Step::Accepted);
-        assert_eq!(
-            t.chunk_written(1),
-            Step::Complete(Completion {
-                file: 1,
-                size,
-                digest: None
-            })
-        );
+        assert_eq!(t.chunk_written(1), Step::Complete(Completion { file: 1, size, digest: None }));
         assert_eq!(t.open_files(), 0);
     }
 
@@ -389,14 +306,7 @@ mod tests {
         let mut t = Tracker::new(CS);
         t.file_start(&fs(1, 0, b"e", 0)).unwrap();
         assert!(t.chunk(1, 0, 0).is_err(), "an empty file has no chunks");
-        assert_eq!(
-            t.file_end(&end(1, 0)).unwrap(),
-            Step::Complete(Completion {
-                file: 1,
-                size: 0,
-                digest: None
-            })
-        );
+        assert_eq!(t.file_end(&end(1, 0)).unwrap(), Step::Complete(Completion { file: 1, size: 0, digest: None }));
     }
 
     #[test]
@@ -408,14 +318,8 @@ mod tests {
         assert!(t.chunk(1, 0, CS as usize).is_err(), "duplicate");
         assert!(t.chunk(1, 1, CS as usize).is_err(), "misaligned");
         assert!(t.chunk(1, 2 * u64::from(CS), 1).is_err(), "past the end");
-        assert!(
-            t.chunk(1, u64::from(CS), 2).is_err(),
-            "longer than declared"
-        );
-        assert!(
-            t.chunk(1, u64::from(CS), 0).is_err(),
-            "shorter than declared"
-        );
+        assert!(t.chunk(1, u64::from(CS), 2).is_err(), "longer than declared");
+        assert!(t.chunk(1, u64::from(CS), 0).is_err(), "shorter than declared");
     }
 
     #[test]
@@ -430,10 +334,7 @@ mod tests {
     #[test]
     fn rejects_size_of_two_to_the_sixty_third() {
         let mut t = Tracker::new(CS);
-        assert_eq!(
-            t.file_start(&fs(1, 0, b"f", 1 << 63)),
-            Err(ProtoError::Invalid("file size"))
-        );
+        assert_eq!(t.file_start(&fs(1, 0, b"f", 1 << 63)), Err(ProtoError::Invalid("file size")));
     }
 
     #[test]
@@ -442,13 +343,7 @@ mod tests {
         assert_eq!(t.file_start(&fs(1, 5, b"f", 1)).unwrap(), Step::NotYet);
         assert_eq!(t.chunk(9, 0, 1).unwrap(), Step::NotYet);
         assert_eq!(t.file_end(&end(9, 1)).unwrap(), Step::NotYet);
-        let d = DirEntry {
-            id: 5,
-            parent: 0,
-            name: b"d",
-            mode: 0o755,
-            mtime: Time::default(),
-        };
+        let d = DirEntry { id: 5, parent: 0, name: b"d", mode: 0o755, mtime: Time::default() };
         assert_eq!(t.dir(&d).unwrap(), Step::Accepted);
         assert_eq!(t.file_start(&fs(1, 5, b"f", 1)).unwrap(), Step::Accepted);
         assert_eq!(t.dir_path(5), b"d");
@@ -457,13 +352,7 @@ mod tests {
     #[test]
     fn rejects_redeclared_ids_and_the_root_id() {
         let mut t = Tracker::new(CS);
-        let d = DirEntry {
-            id: 0,
-            parent: 0,
-            name: b"d",
-            mode: 0,
-            mtime: Time::default(),
-        };
+        let d = DirEntry { id: 0, parent: 0, name: b"d", mode: 0, mtime: Time::default() };
         assert!(t.dir(&d).is_err());
         let d = DirEntry { id: 1, ..d };
         t.dir(&d).unwrap();
@@ -476,32 +365,10 @@ mod tests {
     fn rejects_bad_names_in_every_declaration() {
         let mut t = Tracker::new(CS);
         for n in [&b".."[..], b"", b"a/b", b"."] {
+            assert!(t.dir(&DirEntry { id: 1, parent: 0, name: n, mode: 0, mtime: Time::default() }).is_err());
+            assert!(t.link(&LinkEntry { parent: 0, name: n, target: b"x", mtime: Time::default() }).is_err());
             assert!(t
-                .dir(&DirEntry {
-                    id: 1,
-                    parent: 0,
-                    name: n,
-                    mode: 0,
-                    mtime: Time::default()
-                })
-                .is_err());
-            assert!(t
-                .link(&LinkEntry {
-                    parent: 0,
-                    name: n,
-                    target: b"x",
-                    mtime: Time::default()
-                })
-                .is_err());
-            assert!(t
-                .file_start(&FileStart {
-                    id: 1,
-                    parent: 0,
-                    name: n,
-                    size: 0,
-                    mode: 0,
-                    mtime: Time::default()
-                })
+                .file_start(&FileStart { id: 1, parent: 0, name: n, size: 0, mode: 0, mtime: Time::default() })
                 .is_err());
         }
     }
@@ -510,22 +377,9 @@ mod tests {
     fn caps_nesting_depth() {
         let mut t = Tracker::new(CS);
         for id in 1..=u64::from(MAX_DEPTH) {
-            t.dir(&DirEntry {
-                id,
-                parent: id - 1,
-                name: b"d",
-                mode: 0,
-                mtime: Time::default(),
-            })
-            .unwrap();
+            t.dir(&DirEntry { id, parent: id - 1, name: b"d", mode: 0, mtime: Time::default() }).unwrap();
         }
-        let deeper = DirEntry {
-            id: 5000,
-            parent: u64::from(MAX_DEPTH),
-            name: b"d",
-            mode: 0,
-            mtime: Time::default(),
-        };
+        let deeper = DirEntry { id: 5000, parent: u64::from(MAX_DEPTH), name: b"d", mode: 0, mtime: Time::default() };
         assert!(matches!(t.dir(&deeper), Err(ProtoError::Limit(_))));
         let order = t.dirs_deepest_first();
         assert_eq!(order.first(), Some(&u64::from(MAX_DEPTH)));
@@ -549,10 +403,7 @@ mod tests {
         for id in 0..MAX_OPEN_FILES as u64 {
             t.file_start(&fs(id, 0, b"f", 1)).unwrap();
         }
-        assert!(matches!(
-            t.file_start(&fs(u64::MAX, 0, b"f", 1)),
-            Err(ProtoError::Limit(_))
-        ));
+        assert!(matches!(t.file_start(&fs(u64::MAX, 0, b"f", 1)), Err(ProtoError::Limit(_))));
     }
 
     #[test]
