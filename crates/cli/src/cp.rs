@@ -33,7 +33,7 @@ DESTINATION:
 EXIT STATUS:
   0  everything was copied
   1  the session completed but some entries failed (each is reported on stderr)
-  2  bad usage or configuration (flags, key file, destination)
+  2  bad usage or configuration (flags, key file, a destination the server refused)
   3  the session failed: connection, authentication, protocol or a fatal server error";
 
 /// `linerate cp` flags.
@@ -276,7 +276,9 @@ pub fn copy_to(
         }
         Err(e) => {
             let code = match e {
-                EngineError::Usage(_) | EngineError::Secret(_) => exit::USAGE,
+                EngineError::Usage(_)
+                | EngineError::Secret(_)
+                | EngineError::Remote { code: linerate_proto::ErrorCode::Destination, .. } => exit::USAGE,
                 _ => exit::SESSION,
             };
             Err((anyhow::Error::new(e), code))

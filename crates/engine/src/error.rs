@@ -17,7 +17,7 @@ pub enum EngineError {
         source: io::Error,
     },
     /// A local file operation failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", crate::walk::shown(path))]
     File {
         /// Where.
         path: PathBuf,

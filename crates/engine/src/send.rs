@@ -7,7 +7,7 @@ use crate::cpu::{self, CpuTimes};
 use crate::digest::{self, Part};
 use crate::sched::{Chunked, Queue, Work};
 use crate::secret::Secret;
-use crate::walk::{self, Item, Root, SrcFile};
+use crate::walk::{self, shown, Item, Root, SrcFile};
 use crate::EngineError;
 use linerate_proto::caps::RECORD_OVERHEAD;
 use linerate_proto::frame::{
@@ -345,7 +345,7 @@ fn roots(sources: &[PathBuf], dest: &[u8], into_dir: bool) -> Result<Vec<Root>, 
                         .ok()
                         .and_then(|p| p.file_name().map(|n| n.as_bytes().to_vec()))
                         .ok_or_else(|| {
-                            EngineError::Usage(format!("{}: cannot name this source at the destination", src.display()))
+                            EngineError::Usage(format!("{}: cannot name this source at the destination", shown(src)))
                         })?,
                 };
                 base
@@ -453,9 +453,9 @@ fn open_src(f: &SrcFile) -> std::io::Result<File> {
 
 /// Whether the file still looks as it did when walked.
 fn unchanged(f: &SrcFile, file: &File) -> Result<(), String> {
-    let m = file.metadata().map_err(|e| format!("{}: {e}", f.path.display()))?;
+    let m = file.metadata().map_err(|e| format!("{}: {e}", shown(&f.path)))?;
     if m.len() != f.size || walk::mtime_of(&m) != f.mtime || !m.is_file() {
-        return Err(format!("{}: changed while being read; not copied", f.path.display()));
+        return Err(format!("{}: changed while being read; not copied", shown(&f.path)));
     }
     let _ = m.ino();
     Ok(())
@@ -465,14 +465,14 @@ fn unchanged(f: &SrcFile, file: &File) -> Result<(), String> {
 fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
     let mark = buf.len();
     let result = (|| {
-        let file = open_src(f).map_err(|e| format!("{}: {e}", f.path.display()))?;
+        let file = open_src(f).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
         encode_start(f, buf);
         let mut digest = None;
         if f.size > 0 {
             let at = buf.len() + frame::CHUNK_HEADER_LEN;
             frame::encode_chunk_header(buf, f.id, 0, f.size as usize);
             buf.resize(at + f.size as usize, 0);
-            read_exact_at(&file, &mut buf[at..], 0).map_err(|e| format!("{}: {e}", f.path.display()))?;
+            read_exact_at(&file, &mut buf[at..], 0).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
             if ctx.verify {
                 digest = Some(*blake3::hash(&buf[at..]).as_bytes());
             }
@@ -515,7 +515,7 @@ fn read_exact_at(file: &File, mut buf: &mut [u8], mut off: u64) -> std::io::Resu
 }
 
 fn open_big(ctx: &Ctx, f: SrcFile) -> Result<Arc<BigFile>, String> {
-    let file = open_src(&f).map_err(|e| format!("{}: {e}", f.path.display()))?;
+    let file = open_src(&f).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
     unchanged(&f, &file)?;
     let chunks = f.size.div_ceil(ctx.chunk);
     let parts = ctx.verify.then(|| Mutex::new(vec![None; chunks as usize]));
@@ -544,7 +544,7 @@ fn send_chunk(ctx: &Ctx, big: &BigFile, n: u64, buf: &mut Vec<u8>) {
             big.failed
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert(format!("{}: {e}", big.src.path.display()));
+                .get_or_insert(format!("{}: {e}", shown(&big.src.path)));
         }
     }
     if big.remaining.fetch_sub(1, Relaxed) != 1 {

@@ -5,7 +5,12 @@ use linerate_proto::frame::Time;
 use std::fs::{self, Metadata};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// A path for a message: control characters and invalid UTF-8 escaped (scp CVE-2019-6109).
+pub fn shown(p: &Path) -> String {
+    linerate_proto::name::escape(p.as_os_str().as_bytes())
+}
 
 /// A regular file to send.
 #[derive(Debug, Clone)]
@@ -80,7 +85,7 @@ pub fn walk(roots: &[Root], mut emit: impl FnMut(Item) -> bool, error: &dyn Fn(S
         let meta = match fs::symlink_metadata(&root.path) {
             Ok(m) => m,
             Err(e) => {
-                error(format!("{}: {e}", root.path.display()));
+                error(format!("{}: {e}", shown(&root.path)));
                 continue;
             }
         };
@@ -96,7 +101,7 @@ pub fn walk(roots: &[Root], mut emit: impl FnMut(Item) -> bool, error: &dyn Fn(S
                     stack.pop();
                 }
                 Some(Err(e)) => {
-                    let p = stack.last().map(|s| s.2.display().to_string()).unwrap_or_default();
+                    let p = stack.last().map(|s| shown(&s.2)).unwrap_or_default();
                     error(format!("{p}: {e}"));
                     stack.pop();
                 }
@@ -119,7 +124,7 @@ pub fn walk(roots: &[Root], mut emit: impl FnMut(Item) -> bool, error: &dyn Fn(S
                                 return;
                             }
                         }
-                        Err(e) => error(format!("{}: {e}", path.display())),
+                        Err(e) => error(format!("{}: {e}", shown(&path))),
                     }
                 }
             }
@@ -146,7 +151,7 @@ fn entry(
         let rd = match fs::read_dir(path) {
             Ok(rd) => rd,
             Err(e) => {
-                error(format!("{}: {e}", path.display()));
+                error(format!("{}: {e}", shown(path)));
                 return true;
             }
         };
@@ -158,7 +163,7 @@ fn entry(
         match fs::read_link(path) {
             Ok(t) => emit(Item::Link { parent, name, target: t.as_os_str().as_bytes().to_vec(), mtime }),
             Err(e) => {
-                error(format!("{}: {e}", path.display()));
+                error(format!("{}: {e}", shown(path)));
                 true
             }
         }
@@ -167,7 +172,7 @@ fn entry(
         *next_file += 1;
         emit(Item::File(SrcFile { id, parent, name, path: path.to_path_buf(), size: m.len(), mode, mtime }))
     } else {
-        error(format!("{}: not a regular file, directory or symlink; skipped", path.display()));
+        error(format!("{}: not a regular file, directory or symlink; skipped", shown(path)));
         true
     }
 }

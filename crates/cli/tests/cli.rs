@@ -1,0 +1,242 @@
+//! End-to-end tests of the `linerate` binary.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+}
+
+fn scratch() -> tempfile::TempDir {
+    if Path::new("/dev/shm").is_dir() {
+        if let Ok(t) = tempfile::Builder::new().prefix("linerate-cli-").tempdir_in("/dev/shm") {
+            return t;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+fn tree(root: &Path) {
+    fs::create_dir_all(root.join("sub/deeper")).unwrap();
+    fs::create_dir_all(root.join("empty")).unwrap();
+    fs::write(root.join("a.txt"), b"alpha").unwrap();
+    fs::write(root.join("sub/b.bin"), vec![7u8; 3 * 1024 * 1024 + 5]).unwrap();
+    fs::write(root.join("sub/deeper/c"), b"").unwrap();
+    std::os::unix::fs::symlink("sub/b.bin", root.join("link")).unwrap();
+}
+
+fn same(a: &Path, b: &Path) {
+    let c = linerate_engine::compare::compare_trees(a, b, true).unwrap();
+    assert_eq!(c.count, 0, "{:#?}", c.differences);
+    assert!(c.files >= 3);
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn local_copy_prints_a_json_summary_with_both_sides() {
+    let t = scratch();
+    let src = t.path().join("src");
+    tree(&src);
+    let out = bin().args(["cp", "--json", "-P", "3"]).arg(&src).arg(t.path().join("dst")).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    same(&src, &t.path().join("dst"));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["files"], 3);
+    assert_eq!(j["bytes"], 5 + 3 * 1024 * 1024 + 5);
+    assert_eq!(j["streams"], 3);
+    assert_eq!(j["complete"], true);
+    assert!(j["cipher"] == "aes-256-gcm" || j["cipher"] == "chacha20-poly1305");
+    assert!(j["seconds"].as_f64().unwrap() > 0.0);
+    assert!(j["gbit_per_s"].as_f64().unwrap() > 0.0);
+    for side in ["client", "server"] {
+        for k in ["user_s", "system_s"] {
+            assert!(j["cpu"][side][k].as_f64().is_some(), "cpu.{side}.{k} missing: {j}");
+        }
+        let rss = j["peak_rss_bytes"][side].as_u64().unwrap();
+        assert!(rss > 0 && rss < 256 << 20, "{side} peak RSS {rss}");
+    }
+}
+
+#[test]
+fn copies_into_an_existing_directory_under_the_source_name() {
+    let t = scratch();
+    let src = t.path().join("src");
+    tree(&src);
+    fs::write(t.path().join("single"), b"one file").unwrap();
+    fs::create_dir(t.path().join("into")).unwrap();
+    let out =
+        bin().args(["cp", "-q"]).arg(&src).arg(t.path().join("single")).arg(t.path().join("into")).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    same(&src, &t.path().join("into/src"));
+    assert_eq!(fs::read(t.path().join("into/single")).unwrap(), b"one file");
+    // Two sources and a destination that does not exist: refused as a usage error.
+    let out =
+        bin().args(["cp", "-q"]).arg(&src).arg(t.path().join("single")).arg(t.path().join("nope")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("not a directory"), "{}", text(&out));
+    assert!(!t.path().join("nope").exists());
+}
+
+struct Serve {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(root: &Path, key: &Path) -> Serve {
+    let mut child = bin()
+        .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--root"])
+        .arg(root)
+        .arg("--key-file")
+        .arg(key)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(line.starts_with("LINERATE 1 LISTEN 127.0.0.1:"), "{line}");
+    Serve { child, addr }
+}
+
+fn keygen(path: &Path) {
+    let out = bin().arg("keygen").arg(path).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(fs::metadata(path).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
+#[test]
+fn copies_to_a_running_server_with_a_key_file_and_refuses_a_wrong_key() {
+    let t = scratch();
+    let (src, root) = (t.path().join("src"), t.path().join("root"));
+    tree(&src);
+    fs::create_dir(&root).unwrap();
+    let (key, other) = (t.path().join("key"), t.path().join("other-key"));
+    keygen(&key);
+    keygen(&other);
+    let srv = serve(&root, &key);
+    let dest = format!("{}:copied", srv.addr);
+    let out = bin().args(["cp", "-q", "--verify", "--key-file"]).arg(&key).arg(&src).arg(&dest).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    same(&src, &root.join("copied"));
+
+    let out = bin()
+        .args(["cp", "-q", "--key-file"])
+        .arg(&other)
+        .arg(&src)
+        .arg(format!("{}:again", srv.addr))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("authentication failed"), "{}", text(&out));
+    assert!(!root.join("again").exists());
+
+    // A remote destination without a key is a usage error.
+    let out = bin().args(["cp", "-q"]).arg(&src).arg(format!("{}:x", srv.addr)).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
+fn refuses_a_key_file_others_can_read() {
+    let t = scratch();
+    let key = t.path().join("key");
+    keygen(&key);
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o644)).unwrap();
+    let out = bin()
+        .args(["serve", "--listen", "127.0.0.1:0", "--root"])
+        .arg(t.path())
+        .arg("--key-file")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("chmod 600"), "{}", text(&out));
+    // keygen never overwrites.
+    let out = bin().arg("keygen").arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+/// Run the copy as an unprivileged user when we are root (root reads any file).
+fn as_unprivileged(cmd: &mut Command) -> Command {
+    let prog = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    if rustix::process::geteuid().is_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(prog).args(args);
+        c
+    } else {
+        let mut c = Command::new(prog);
+        c.args(args);
+        c
+    }
+}
+
+#[test]
+fn an_unreadable_file_is_reported_skipped_and_the_rest_copied() {
+    let t = scratch();
+    fs::set_permissions(t.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let src = t.path().join("src");
+    tree(&src);
+    fs::write(src.join("locked"), b"no").unwrap();
+    fs::set_permissions(src.join("locked"), fs::Permissions::from_mode(0o000)).unwrap();
+    for p in ["", "sub", "sub/deeper", "empty"] {
+        fs::set_permissions(src.join(p), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let dst = t.path().join("dst");
+    let out = as_unprivileged(bin().args(["cp", "-q"]).arg(&src).arg(&dst)).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let msg = text(&out);
+    assert!(msg.contains("locked") && msg.contains("ermission denied"), "{msg}");
+    assert!(!dst.join("locked").exists());
+    assert_eq!(fs::read(dst.join("a.txt")).unwrap(), b"alpha");
+    assert_eq!(fs::read(dst.join("sub/b.bin")).unwrap().len(), 3 * 1024 * 1024 + 5);
+}
+
+#[test]
+fn names_with_terminal_escapes_are_escaped_in_messages() {
+    let t = scratch();
+    let src = t.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let evil = src.join("evil\x1b[2Jname");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        evil.as_path(),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let out = bin().args(["cp", "-q"]).arg(&src).arg(t.path().join("dst")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains('\x1b'), "raw escape printed: {err:?}");
+    assert!(err.contains("\\x1b[2Jname"), "{err:?}");
+}
+
+#[test]
+fn demo_copies_and_verifies_a_sample_tree() {
+    let t = scratch();
+    let work: PathBuf = t.path().join("demo");
+    let out = bin()
+        .args(["demo", "--files", "20", "--mean-size", "300000", "--small-files", "200", "--dir"])
+        .arg(&work)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("verified: 221 files"), "{}", text(&out));
+    assert!(text(&out).contains("Gbit/s"), "{}", text(&out));
+    assert!(!work.exists(), "demo must clean up");
+}
