@@ -2,8 +2,9 @@
 
 use thiserror::Error;
 
-/// Why a peer's input was refused. Every variant closes the session or, for per-entry
-/// problems, fails that entry only (see [`ErrorCode::is_fatal`]).
+/// Why a peer's input was refused. Every variant ends the session: a peer that breaks a rule is
+/// not trusted with the rest of it. (Per-entry failures on the receiver are I/O errors, reported
+/// with an `Error` frame while the session goes on.)
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ProtoError {
     /// The input ended inside a frame or field.
