@@ -54,18 +54,90 @@ pub fn temp_name(session_tag: &str, id: u64) -> Vec<u8> {
     format!(".linerate-{session_tag}-{id}.part").into_bytes()
 }
 
-/// Create a fresh temporary file beneath `parent`, readable and writable by us only.
-pub fn create_temp(parent: &OwnedFd, tmp: &[u8]) -> io::Result<File> {
-    // A leftover from an earlier crashed session with the same name is ours to replace.
-    let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
-    let fd = rfs::openat(
-        parent,
-        tmp,
-        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )
+/// The process umask, read once (reading it means setting it, so do it before threads write).
+fn umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        let old = rustix::process::umask(Mode::from_raw_mode(0o077));
+        rustix::process::umask(old);
+        old.as_raw_mode()
+    })
+}
+
+/// A file being received: unnamed (`O_TMPFILE`, linked in only when complete, and gone by
+/// itself if we crash) where the filesystem allows, else under a temporary name.
+pub struct Incoming {
+    /// The open file.
+    pub file: File,
+    /// The temporary name, when the file has one.
+    pub tmp: Option<Vec<u8>>,
+}
+
+fn proc_fd_available() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| std::path::Path::new("/proc/self/fd").is_dir())
+}
+
+/// Create the file that will become `parent/<name>`, already carrying its final permission bits
+/// where the umask allows (it is only ever written through the handle we hold). `tmp` is the
+/// temporary name to use if the filesystem has no unnamed files.
+pub fn create_incoming(parent: &OwnedFd, tmp: &[u8], mode: u32) -> io::Result<Incoming> {
+    let mode = safe_mode(mode);
+    if proc_fd_available() {
+        match rfs::openat(parent, ".", OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC, mode) {
+            Ok(fd) => return Ok(Incoming { file: File::from(fd), tmp: None }),
+            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOENT) => {}
+            Err(e) => return Err(ioe(e)),
+        }
+    }
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rfs::openat(parent, tmp, flags, mode) {
+        // A leftover from an earlier crashed session with the same name is ours to replace.
+        Err(Errno::EXIST) => {
+            let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
+            rfs::openat(parent, tmp, flags, mode)
+        }
+        r => r,
+    }
     .map_err(ioe)?;
-    Ok(File::from(fd))
+    Ok(Incoming { file: File::from(fd), tmp: Some(tmp.to_vec()) })
+}
+
+/// Give a complete file its final name, replacing a file or symlink there. An unnamed file is
+/// linked in directly when the name is free (one directory operation), else linked under
+/// `spare` and renamed over the old entry.
+pub fn commit_incoming(parent: &OwnedFd, inc: &Incoming, name: &[u8], spare: &[u8]) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let Some(tmp) = &inc.tmp else {
+        let me = format!("/proc/self/fd/{}", inc.file.as_raw_fd());
+        return match rfs::linkat(rfs::CWD, me.as_str(), parent, name, AtFlags::SYMLINK_FOLLOW) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => {
+                let _ = rfs::unlinkat(parent, spare, AtFlags::empty());
+                rfs::linkat(rfs::CWD, me.as_str(), parent, spare, AtFlags::SYMLINK_FOLLOW).map_err(ioe)?;
+                rename_into_place(parent, spare, name).inspect_err(|_| remove(parent, spare))
+            }
+            Err(e) => Err(ioe(e)),
+        };
+    };
+    rename_into_place(parent, tmp, name)
+}
+
+/// Remove what an unfinished incoming file left behind (nothing, for an unnamed one).
+pub fn discard_incoming(parent: &OwnedFd, inc: &Incoming) {
+    if let Some(tmp) = &inc.tmp {
+        remove(parent, tmp);
+    }
+}
+
+/// Whether a file created with `mode` already has exactly those bits (the umask removed none).
+pub fn created_with(mode: u32) -> bool {
+    safe_mode(mode).as_raw_mode() & umask() == 0
+}
+
+/// Apply the modification time only (for files created with their final mode).
+pub fn set_mtime(fd: &impl std::os::fd::AsFd, mtime: Time) -> io::Result<()> {
+    rfs::futimens(fd, &timestamps(mtime)).map_err(ioe)
 }
 
 fn timestamps(mtime: Time) -> Timestamps {

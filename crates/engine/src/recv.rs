@@ -12,11 +12,10 @@ use linerate_proto::frame::{
 use linerate_proto::track::{Completion, Step, Tracker};
 use linerate_proto::{frame, name, ErrorCode, ProtoError};
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -39,7 +38,7 @@ pub struct SessionParams {
 }
 
 struct OpenFile {
-    file: File,
+    inc: fsx::Incoming,
     parent: Arc<OwnedFd>,
     path: Vec<u8>,
     name: Box<[u8]>,
@@ -96,6 +95,8 @@ pub struct RecvSession {
     control: Mutex<SendHalf>,
     sockets: Mutex<Vec<TcpStream>>,
     aborted: AtomicBool,
+    /// Threads waiting on `changed`; waking nobody costs a futex syscall, so skip it.
+    waiters: AtomicUsize,
     abort_reason: Mutex<Option<Abort>>,
     n: Counters,
 }
@@ -125,9 +126,26 @@ impl RecvSession {
             control: Mutex::new(control),
             sockets: Mutex::new(Vec::new()),
             aborted: AtomicBool::new(false),
+            waiters: AtomicUsize::new(0),
             abort_reason: Mutex::new(None),
             n: Counters::default(),
         })
+    }
+
+    /// Wake waiters after a change made under the lock (the lock orders our change before any
+    /// waiter's count, so a waiter that missed the change is counted here).
+    fn wake(&self) {
+        if self.waiters.load(SeqCst) > 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Wait on `changed` for at most `left`, counted in `waiters`.
+    fn wait<'a>(&self, st: MutexGuard<'a, State>, left: Duration) -> MutexGuard<'a, State> {
+        self.waiters.fetch_add(1, SeqCst);
+        let st = self.changed.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+        self.waiters.fetch_sub(1, SeqCst);
+        st
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -171,7 +189,7 @@ impl RecvSession {
         let mut st = self.lock();
         for (_, slot) in st.open.drain() {
             if let Slot::Ready(of) = slot {
-                fsx::remove(&of.parent, &of.tmp);
+                fsx::discard_incoming(&of.parent, &of.inc);
             }
         }
         drop(st);
@@ -207,7 +225,7 @@ impl RecvSession {
             if left.is_zero() {
                 return Err(ProtoError::Violation("a frame refers to an entry that was never declared".into()).into());
             }
-            st = self.changed.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+            st = self.wait(st, left);
         }
     }
 
@@ -231,7 +249,7 @@ impl RecvSession {
         match r {
             Ok(()) => {
                 self.lock().ended += 1;
-                self.changed.notify_all();
+                self.wake();
             }
             Err(a) => self.abort(a),
         }
@@ -288,7 +306,7 @@ impl RecvSession {
                 _ => None,
             })
         })?;
-        self.changed.notify_all();
+        self.wake();
         match failed {
             None => {
                 self.n.dirs.fetch_add(1, Relaxed);
@@ -326,26 +344,26 @@ impl RecvSession {
             })
         })?;
         let tmp = fsx::temp_name(&self.p.tag, s.id);
-        let created = parent.and_then(|p| fsx::create_temp(&p, &tmp).map(|f| (p, f)));
+        let created = parent.and_then(|p| fsx::create_incoming(&p, &tmp, s.mode).map(|f| (p, f)));
         let mut st = self.lock();
         let still_wanted = matches!(st.open.get(&s.id), Some(Slot::Creating));
         match created {
-            Ok((parent, file)) if still_wanted => {
-                let of = OpenFile { file, parent, path, name: s.name.into(), tmp, mode: s.mode, mtime: s.mtime };
+            Ok((parent, inc)) if still_wanted => {
+                let of = OpenFile { inc, parent, path, name: s.name.into(), tmp, mode: s.mode, mtime: s.mtime };
                 st.open.insert(s.id, Slot::Ready(Arc::new(of)));
             }
-            Ok((parent, _)) => fsx::remove(&parent, &tmp),
+            Ok((parent, inc)) => fsx::discard_incoming(&parent, &inc),
             Err(e) => {
                 st.open.remove(&s.id);
                 st.tracker.abandon(s.id);
                 drop(st);
-                self.changed.notify_all();
+                self.wake();
                 self.report(ErrorCode::Io, &path, &format!("cannot create file: {e}"));
                 return Ok(());
             }
         }
         drop(st);
-        self.changed.notify_all();
+        self.wake();
         Ok(())
     }
 
@@ -373,7 +391,7 @@ impl RecvSession {
         let Some(of) = self.ready(c.file)? else {
             return Ok(());
         };
-        if let Err(e) = of.file.write_all_at(c.data, c.offset) {
+        if let Err(e) = of.inc.file.write_all_at(c.data, c.offset) {
             self.fail_file(c.file, ErrorCode::Io, &format!("write failed: {e}"));
             return Ok(());
         }
@@ -404,9 +422,9 @@ impl RecvSession {
         let slot =
             self.until(|st| Ok(if st.tracker.abandon(a.file) { Some(st.open.remove(&a.file)) } else { None }))?;
         if let Some(Slot::Ready(of)) = slot {
-            fsx::remove(&of.parent, &of.tmp);
+            fsx::discard_incoming(&of.parent, &of.inc);
         }
-        self.changed.notify_all();
+        self.wake();
         Ok(())
     }
 
@@ -416,9 +434,9 @@ impl RecvSession {
         st.tracker.abandon(id);
         let slot = st.open.remove(&id);
         drop(st);
-        self.changed.notify_all();
+        self.wake();
         if let Some(Slot::Ready(of)) = slot {
-            fsx::remove(&of.parent, &of.tmp);
+            fsx::discard_incoming(&of.parent, &of.inc);
             self.report(code, &of.path, msg);
         }
     }
@@ -433,20 +451,21 @@ impl RecvSession {
             let io = |what: &str, e: std::io::Error| (ErrorCode::Io, format!("{what}: {e}"));
             if self.p.flags & FLAG_VERIFY != 0 {
                 let mut h = blake3::Hasher::new();
-                h.update_reader(&of.file).map_err(|e| io("re-reading for verification", e))?;
+                h.update_reader(&of.inc.file).map_err(|e| io("re-reading for verification", e))?;
                 if Some(*h.finalize().as_bytes()) != done.digest {
                     return Err((ErrorCode::Integrity, "BLAKE3 of the written file differs from the source".into()));
                 }
             }
-            let len = of.file.metadata().map_err(|e| io("stat", e))?.len();
-            if len != done.size {
-                return Err((ErrorCode::Integrity, format!("written size {len} differs from declared {}", done.size)));
+            // Every chunk was checked for offset and exact length and written, so the size is right.
+            if fsx::created_with(of.mode) {
+                fsx::set_mtime(&of.inc.file, of.mtime).map_err(|e| io("setting the modification time", e))?;
+            } else {
+                fsx::set_meta(&of.inc.file, of.mode, of.mtime).map_err(|e| io("setting mode and time", e))?;
             }
-            fsx::set_meta(&of.file, of.mode, of.mtime).map_err(|e| io("setting mode and time", e))?;
             if self.p.flags & FLAG_FSYNC != 0 {
-                of.file.sync_all().map_err(|e| io("fsync", e))?;
+                of.inc.file.sync_all().map_err(|e| io("fsync", e))?;
             }
-            fsx::rename_into_place(&of.parent, &of.tmp, &of.name).map_err(|e| io("renaming into place", e))?;
+            fsx::commit_incoming(&of.parent, &of.inc, &of.name, &of.tmp).map_err(|e| io("renaming into place", e))?;
             if self.p.flags & FLAG_FSYNC != 0 {
                 fsx::sync_dir(&of.parent).map_err(|e| io("fsync of directory", e))?;
             }
@@ -458,7 +477,7 @@ impl RecvSession {
                 self.n.bytes.fetch_add(done.size, Relaxed);
             }
             Err((code, msg)) => {
-                fsx::remove(&of.parent, &of.tmp);
+                fsx::discard_incoming(&of.parent, &of.inc);
                 self.report(code, &of.path, &msg);
             }
         }
@@ -489,7 +508,7 @@ impl RecvSession {
                 });
                 return self.aborted_outcome();
             }
-            st = self.changed.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+            st = self.wait(st, left);
         }
         if self.aborted.load(Relaxed) {
             return self.aborted_outcome();
@@ -537,7 +556,7 @@ impl RecvSession {
         drop(st);
         for (_, of) in leftovers {
             if let Some(of) = of {
-                fsx::remove(&of.parent, &of.tmp);
+                fsx::discard_incoming(&of.parent, &of.inc);
                 self.report(ErrorCode::Integrity, &of.path, "incomplete: not every chunk arrived");
             } else {
                 self.report(ErrorCode::Integrity, b"", "a declared file never completed");

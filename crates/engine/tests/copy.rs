@@ -432,3 +432,58 @@ fn an_unreadable_source_is_reported_and_the_rest_still_arrives() {
     assert!(!root.join("out/fifo").exists());
     let _ = fs::metadata(root.join("out")).unwrap().mode();
 }
+
+#[test]
+fn a_source_that_changes_while_read_is_reported_and_not_committed() {
+    let base = scratch();
+    let (src, root) = (base.path().join("src"), base.path().join("root"));
+    fs::create_dir_all(&src).unwrap();
+    fs::create_dir(&root).unwrap();
+    let path = src.join("moving");
+    fs::File::create(&path).unwrap().set_len(1 << 30).unwrap(); // sparse, 1 GiB
+    fs::write(src.join("steady"), b"steady").unwrap();
+    let secret = Secret::generate().unwrap();
+    let srv = server(&root, &secret);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let toucher = {
+        let (done, path) = (done.clone(), path.clone());
+        std::thread::spawn(move || {
+            let mut t = 1_000_000_000u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                t += 1;
+                set_mtime(&path, t, 0);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let mut cfg = config(srv.addr, &secret, vec![src.clone()], "out");
+    cfg.chunk_size = 1 << 20;
+    let (r, errs) = run(&cfg);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    toucher.join().unwrap();
+    let r = r.unwrap();
+    assert!(!r.is_complete());
+    assert_eq!(r.local_errors, 1, "{errs:?}");
+    assert!(errs.iter().any(|e| e.contains("moving") && e.contains("changed while being read")), "{errs:?}");
+    assert!(!root.join("out/moving").exists(), "a changed file must not appear under its name");
+    assert_eq!(fs::read(root.join("out/steady")).unwrap(), b"steady");
+    assert!(no_temp_files(&root).is_empty());
+}
+
+#[test]
+fn a_server_of_another_version_is_named_with_both_versions() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut hello = [0u8; 28];
+        s.read_exact(&mut hello).unwrap();
+        s.write_all(b"LNRT\x00\x09\x0a\x00").unwrap(); // version 9, status Version
+    });
+    let secret = Secret::generate().unwrap();
+    let (r, _) = run(&config(addr, &secret, vec![PathBuf::from("/nonexistent")], "x"));
+    fake.join().unwrap();
+    let err = r.unwrap_err();
+    assert!(matches!(err, EngineError::Proto(ProtoError::Version { ours: 1, theirs: 9 })), "{err:?}");
+    assert!(err.to_string().contains("we speak 1, peer speaks 9"), "{err}");
+}
