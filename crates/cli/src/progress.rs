@@ -25,7 +25,7 @@ impl Bar {
         let bar = ProgressBar::with_draw_target(Some(0), target);
         bar.set_style(
             ProgressStyle::with_template(
-                "{bar:30.cyan/blue} {bytes:>10}/{total_bytes:<10} {binary_bytes_per_sec:>12} ETA {eta:>4} {msg}",
+                "{bar:30.cyan/blue} {decimal_bytes:>10}/{decimal_total_bytes:<10} {decimal_bytes_per_sec:>12} ETA {eta:>4} {msg}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
