@@ -10,7 +10,7 @@ use linerate_proto::frame::{
     Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, Time, FLAG_FSYNC, FLAG_VERIFY,
 };
 use linerate_proto::track::{Completion, Step, Tracker};
-use linerate_proto::{frame, name, ErrorCode, ProtoError};
+use linerate_proto::{frame, ErrorCode, ProtoError};
 use std::collections::{HashMap, HashSet};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::OwnedFd;
@@ -611,9 +611,4 @@ impl RecvSession {
     pub fn cpu(&self) -> CpuTimes {
         CpuTimes { user_us: self.n.cpu_user.load(Relaxed), sys_us: self.n.cpu_sys.load(Relaxed) }
     }
-}
-
-/// Escape a wire path for a log line.
-pub fn shown(path: &[u8]) -> String {
-    name::escape(path)
 }

@@ -13,13 +13,13 @@ use linerate_proto::caps::RECORD_OVERHEAD;
 use linerate_proto::frame::{
     self, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_FSYNC, FLAG_VERIFY,
 };
-use linerate_proto::hello::{SessionId, StreamKind, Suite};
+use linerate_proto::hello::{StreamKind, Suite};
 use linerate_proto::record::HEADER_LEN;
 use linerate_proto::{name, ErrorCode};
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
@@ -188,8 +188,6 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
             conn::connect(cfg.addr, StreamKind::Data, cfg.suite, &control.stream_psk, control.session, i, cfg.timeout)?;
         data.push(s);
     }
-    let session: SessionId = control.session;
-    let _ = session;
 
     // Control reader: per-entry errors as they come, then the summary or a fatal error.
     let (done_tx, done_rx) = mpsc::channel::<Result<Summary, EngineError>>();
@@ -457,7 +455,6 @@ fn unchanged(f: &SrcFile, file: &File) -> Result<(), String> {
     if m.len() != f.size || walk::mtime_of(&m) != f.mtime || !m.is_file() {
         return Err(format!("{}: changed while being read; not copied", shown(&f.path)));
     }
-    let _ = m.ino();
     Ok(())
 }
 
