@@ -255,6 +255,7 @@ pub fn copy_to(
         fsync: false,
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(15),
+        keepalive: send::KEEPALIVE,
     };
     cfg_fn(&mut cfg);
     let progress = Arc::new(Progress::default());

@@ -43,13 +43,6 @@ pub struct Secured {
 }
 
 impl SendHalf {
-    /// A buffer with the record header reserved, to append frames to.
-    pub fn buffer(&mut self) -> &mut Vec<u8> {
-        self.buf.clear();
-        self.buf.resize(HEADER_LEN, 0);
-        &mut self.buf
-    }
-
     /// Seal and send `buf` (which must start with [`HEADER_LEN`] reserved bytes).
     pub fn send_buf(&mut self, buf: &mut Vec<u8>) -> Result<(), EngineError> {
         self.sealer.seal(buf)?;
@@ -67,6 +60,11 @@ impl SendHalf {
         let r = self.send_buf(&mut buf);
         self.buf = buf;
         r
+    }
+
+    /// Send an empty record: proof of life on a stream with nothing to say.
+    pub fn keepalive(&mut self) -> Result<(), EngineError> {
+        self.send_frames(&[])
     }
 
     /// Close our sending direction.

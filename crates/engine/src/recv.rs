@@ -585,7 +585,14 @@ impl RecvSession {
     }
 
     fn wait_finish(&self, rx: &mut RecvHalf) -> Result<Finish, Abort> {
-        let plain = match rx.recv() {
+        rx.set_timeout(Some(self.p.idle_timeout));
+        let plain = loop {
+            match rx.recv() {
+                Ok(Some([])) => continue, // keepalive
+                other => break other,
+            }
+        };
+        let plain = match plain {
             Ok(Some(p)) => p,
             Ok(None) => {
                 return Err(Abort { code: ErrorCode::Protocol, message: "client closed the control stream".into() })

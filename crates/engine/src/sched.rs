@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Something split into chunks that streams claim one at a time.
 pub trait Chunked {
@@ -21,6 +22,17 @@ pub enum Work<I, B> {
     Item(I),
     /// Chunk `n` of a published large file.
     Chunk(B, u64),
+}
+
+/// What waiting for work gave.
+#[derive(Debug)]
+pub enum Waited<W> {
+    /// Something to do.
+    Work(W),
+    /// Nothing yet, within the time limit.
+    Idle,
+    /// Everything is done (or aborted).
+    Done,
 }
 
 struct State<I, B> {
@@ -98,18 +110,35 @@ impl<I, B: Chunked + Clone> Queue<I, B> {
 
     /// Take the next work item, waiting for one. None when everything is done (or aborted).
     pub fn next(&self, is_big: impl Fn(&I) -> bool) -> Option<Work<I, B>> {
+        loop {
+            match self.next_within(&is_big, Duration::from_secs(3600)) {
+                Waited::Work(w) => return Some(w),
+                Waited::Done => return None,
+                Waited::Idle => {}
+            }
+        }
+    }
+
+    /// Like [`Queue::next`], but gives up after `limit` with [`Waited::Idle`], so an idle stream
+    /// can send a keepalive.
+    pub fn next_within(&self, is_big: impl Fn(&I) -> bool, limit: Duration) -> Waited<Work<I, B>> {
+        let deadline = Instant::now() + limit;
         let mut s = self.lock();
         loop {
             if s.aborted {
-                return None;
+                return Waited::Done;
             }
             if let Some(w) = Self::take(&mut s, &is_big, &self.changed) {
-                return Some(w);
+                return Waited::Work(w);
             }
             if s.walker_done && s.opening == 0 {
-                return None;
+                return Waited::Done;
             }
-            s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Waited::Idle;
+            }
+            s = self.changed.wait_timeout(s, left).unwrap_or_else(PoisonError::into_inner).0;
         }
     }
 
@@ -198,6 +227,16 @@ mod tests {
         q.publish(Some(Big(1, 2)));
         assert_eq!(t.join().unwrap(), Some(true));
         assert!(q.next(is_big).is_none());
+    }
+
+    #[test]
+    fn an_idle_wait_ends_after_its_limit() {
+        let q: Queue<(u64, u64), Big> = Queue::new(1);
+        let t = std::time::Instant::now();
+        assert!(matches!(q.next_within(is_big, Duration::from_millis(50)), Waited::Idle));
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        q.walker_done();
+        assert!(matches!(q.next_within(is_big, Duration::from_millis(50)), Waited::Done));
     }
 
     #[test]

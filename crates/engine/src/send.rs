@@ -5,7 +5,7 @@
 use crate::conn::{self, SendHalf, BATCH_TARGET};
 use crate::cpu::{self, CpuTimes};
 use crate::digest::{self, Part};
-use crate::sched::{Chunked, Queue, Work};
+use crate::sched::{Chunked, Queue, Waited, Work};
 use crate::secret::Secret;
 use crate::walk::{self, shown, Item, Root, SrcFile};
 use crate::EngineError;
@@ -48,7 +48,12 @@ pub struct CopyConfig {
     pub suite: Suite,
     /// Connect and handshake timeout.
     pub timeout: Duration,
+    /// Send an empty record on any stream silent this long (the server drops silent streams).
+    pub keepalive: Duration,
 }
+
+/// Default keepalive interval, well inside the server's default idle timeout.
+pub const KEEPALIVE: Duration = Duration::from_secs(20);
 
 /// Live counters for a progress display.
 #[derive(Debug, Default)]
@@ -140,6 +145,7 @@ struct Ctx {
     queue: Queue<Item, Arc<BigFile>>,
     chunk: u64,
     verify: bool,
+    keepalive: Duration,
     totals: Totals,
     progress: Arc<Progress>,
     on_error: ErrorSink,
@@ -241,6 +247,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         queue: Queue::new(4096),
         chunk: u64::from(cfg.chunk_size),
         verify: cfg.verify,
+        keepalive: cfg.keepalive,
         totals: Totals::default(),
         progress: progress.clone(),
         on_error: on_error.clone(),
@@ -264,31 +271,44 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
             ctx.progress.walk_done.store(1, Relaxed);
         })
     };
+    let (fin_tx, fin_rx) = mpsc::channel::<Result<(), EngineError>>();
     let workers: Vec<_> = data
         .into_iter()
         .map(|s| {
-            let ctx = ctx.clone();
+            let (ctx, fin_tx) = (ctx.clone(), fin_tx.clone());
             let mut tx = s.tx;
             std::thread::spawn(move || {
                 let r = stream_loop(&ctx, &mut tx);
                 if r.is_err() {
                     ctx.queue.abort();
                 }
-                r
+                let _ = fin_tx.send(r);
             })
         })
         .collect();
+    drop(fin_tx);
+    // Wait for the streams, keeping the otherwise silent control stream alive.
     let mut first_err = None;
-    for w in workers {
-        match w.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                first_err.get_or_insert(e);
+    let mut finished = 0;
+    while finished < workers.len() {
+        match fin_rx.recv_timeout(cfg.keepalive) {
+            Ok(r) => {
+                finished += 1;
+                if let Err(e) = r {
+                    first_err.get_or_insert(e);
+                }
             }
-            Err(_) => {
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = control.tx.keepalive();
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
                 first_err.get_or_insert(EngineError::Usage("a sender thread panicked".into()));
+                break;
             }
         }
+    }
+    for w in workers {
+        let _ = w.join();
     }
     let _ = walker.join();
     if let Some(e) = first_err {
@@ -377,9 +397,13 @@ fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
                     tx.send_buf(&mut buf)?;
                     reset(&mut buf);
                 }
-                match ctx.queue.next(is_big(ctx.chunk)) {
-                    Some(w) => w,
-                    None => break,
+                match ctx.queue.next_within(is_big(ctx.chunk), ctx.keepalive) {
+                    Waited::Work(w) => w,
+                    Waited::Done => break,
+                    Waited::Idle => {
+                        tx.keepalive()?;
+                        continue;
+                    }
                 }
             }
         };

@@ -73,6 +73,7 @@ fn config(addr: SocketAddr, secret: &Secret, sources: Vec<PathBuf>, dest: &str) 
         fsync: false,
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(5),
+        keepalive: send::KEEPALIVE,
     }
 }
 
@@ -481,4 +482,37 @@ fn a_server_of_another_version_is_named_with_both_versions() {
     let err = r.unwrap_err();
     assert!(matches!(err, EngineError::Proto(ProtoError::Version { ours: 1, theirs: 9 })), "{err:?}");
     assert!(err.to_string().contains("we speak 1, peer speaks 9"), "{err}");
+}
+
+#[test]
+fn a_silent_authenticated_client_is_dropped_at_the_idle_timeout() {
+    let t = scratch();
+    let secret = Secret::generate().unwrap();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), t.path().to_path_buf(), secret.clone());
+    cfg.log = false;
+    cfg.idle_timeout = Duration::from_millis(800);
+    let srv = Server::bind(cfg).unwrap().spawn();
+    let suite = conn::preferred_suite();
+    let mut c =
+        conn::connect(srv.addr, StreamKind::Control, suite, &secret.0, [0; 16], 0, Duration::from_secs(5)).unwrap();
+    c.tx.send_frames(&[Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CHUNK, flags: 0, streams: 1 })])
+        .unwrap();
+    let started = std::time::Instant::now();
+    let _target = c.rx.recv().unwrap().unwrap().to_vec();
+    assert_eq!(srv.active_sessions(), 1);
+    // Keepalives hold the session open past the timeout ...
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(400));
+        c.tx.keepalive().unwrap();
+    }
+    assert_eq!(srv.active_sessions(), 1, "keepalives must keep the session");
+    // ... silence ends it, with a Fatal that says why.
+    let plain = c.rx.recv().unwrap().unwrap().to_vec();
+    match &conn::decode_all(&plain).unwrap()[0] {
+        Frame::Fatal(f) => assert_eq!(f.code, ErrorCode::Protocol as u16),
+        other => panic!("expected Fatal, got {other:?}"),
+    }
+    assert!(started.elapsed() >= Duration::from_millis(2400));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(srv.active_sessions(), 0, "the slot must be free again");
 }
