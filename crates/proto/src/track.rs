@@ -63,37 +63,27 @@ struct FileInfo {
     end: Option<Option<[u8; 32]>>,
 }
 
-/// Set of chunk indexes kept as disjoint ranges, so memory follows the number of gaps, not the
-/// file size.
+/// Set of u64 kept as disjoint inclusive ranges, so memory follows the number of gaps, not the
+/// number of members (chunk indexes of a file; ids of completed files, which the sender assigns
+/// densely).
 #[derive(Debug, Default)]
-struct RangeSet(BTreeMap<u64, u64>); // start -> end (exclusive)
+struct RangeSet(BTreeMap<u64, u64>); // start -> end (inclusive)
 
 impl RangeSet {
+    fn contains(&self, i: u64) -> bool {
+        matches!(self.0.range(..=i).next_back(), Some((_, &e)) if i <= e)
+    }
+
     /// Insert `i`; false if it was already present.
     fn insert(&mut self, i: u64) -> bool {
         let prev = self.0.range(..=i).next_back().map(|(&s, &e)| (s, e));
-        if let Some((_, e)) = prev {
-            if i < e {
-                return false;
-            }
+        if matches!(prev, Some((_, e)) if i <= e) {
+            return false;
         }
-        let next = self.0.get(&(i + 1)).copied();
-        match (prev, next) {
-            (Some((s, e)), Some(ne)) if e == i => {
-                self.0.remove(&(i + 1));
-                self.0.insert(s, ne);
-            }
-            (Some((s, e)), _) if e == i => {
-                self.0.insert(s, i + 1);
-            }
-            (_, Some(ne)) => {
-                self.0.remove(&(i + 1));
-                self.0.insert(i, ne);
-            }
-            _ => {
-                self.0.insert(i, i + 1);
-            }
-        }
+        let joins_prev = prev.filter(|&(_, e)| e + 1 == i).map(|(s, _)| s);
+        let next_end = i.checked_add(1).and_then(|n| self.0.remove(&n));
+        let start = joins_prev.unwrap_or(i);
+        self.0.insert(start, next_end.unwrap_or(i));
         true
     }
 }
@@ -104,7 +94,10 @@ pub struct Tracker {
     chunk_size: u64,
     dirs: HashMap<u64, DirInfo>,
     files: HashMap<u64, FileInfo>,
+    /// Files given up on: whatever still arrives for them is dropped.
     dead: HashSet<u64>,
+    /// Files completed: an id is never reused, and nothing more may arrive for it.
+    done: RangeSet,
 }
 
 impl Tracker {
@@ -112,7 +105,13 @@ impl Tracker {
     pub fn new(chunk_size: u32) -> Tracker {
         let mut dirs = HashMap::new();
         dirs.insert(0, DirInfo { parent: 0, name: Box::default(), mode: 0, mtime: Time::default(), depth: 0 });
-        Tracker { chunk_size: u64::from(chunk_size.max(1)), dirs, files: HashMap::new(), dead: HashSet::new() }
+        Tracker {
+            chunk_size: u64::from(chunk_size.max(1)),
+            dirs,
+            files: HashMap::new(),
+            dead: HashSet::new(),
+            done: RangeSet::default(),
+        }
     }
 
     /// A directory declaration.
@@ -145,7 +144,7 @@ impl Tracker {
         if f.size > MAX_FILE_SIZE {
             return Err(ProtoError::Invalid("file size"));
         }
-        if self.files.contains_key(&f.id) || self.dead.contains(&f.id) {
+        if self.files.contains_key(&f.id) || self.dead.contains(&f.id) || self.done.contains(f.id) {
             return Err(ProtoError::Violation(format!("file id {} declared twice", f.id)));
         }
         if !self.dirs.contains_key(&f.parent) {
@@ -164,6 +163,9 @@ impl Tracker {
     pub fn chunk(&mut self, file: u64, offset: u64, len: usize) -> Result<Step, ProtoError> {
         if self.dead.contains(&file) {
             return Ok(Step::Discard);
+        }
+        if self.done.contains(file) {
+            return Err(ProtoError::Violation(format!("chunk for file {file}, which is already complete")));
         }
         let cs = self.chunk_size;
         let Some(f) = self.files.get_mut(&file) else {
@@ -199,6 +201,9 @@ impl Tracker {
     pub fn file_end(&mut self, e: &FileEnd) -> Result<Step, ProtoError> {
         if self.dead.contains(&e.file) {
             return Ok(Step::Discard);
+        }
+        if self.done.contains(e.file) {
+            return Err(ProtoError::Violation(format!("file {} ended twice", e.file)));
         }
         let Some(f) = self.files.get_mut(&e.file) else {
             return Ok(Step::NotYet);
@@ -268,7 +273,10 @@ impl Tracker {
             return Step::Accepted;
         }
         match self.files.remove(&file) {
-            Some(f) => Step::Complete(Completion { file, size: f.size, digest: f.end.flatten() }),
+            Some(f) => {
+                self.done.insert(file);
+                Step::Complete(Completion { file, size: f.size, digest: f.end.flatten() })
+            }
             None => Step::Accepted,
         }
     }
@@ -414,9 +422,40 @@ mod tests {
         }
         for i in 0..=5 {
             assert!(!r.insert(i), "{i}");
+            assert!(r.contains(i));
         }
+        assert!(!r.contains(6));
         assert!(r.insert(6));
         assert_eq!(r.0.len(), 1);
-        assert_eq!(r.0.get(&0), Some(&8));
+        assert_eq!(r.0.get(&0), Some(&7));
+        assert!(!r.contains(8));
+    }
+
+    #[test]
+    fn range_set_handles_the_ends_of_u64() {
+        let mut r = RangeSet::default();
+        assert!(r.insert(u64::MAX));
+        assert!(r.insert(u64::MAX - 1));
+        assert!(!r.insert(u64::MAX));
+        assert!(r.contains(u64::MAX) && r.contains(u64::MAX - 1) && !r.contains(u64::MAX - 2));
+        assert_eq!(r.0.len(), 1);
+        assert!(r.insert(0) && !r.insert(0));
+    }
+
+    #[test]
+    fn rejects_a_file_id_declared_again_after_it_completed() {
+        // Found by the `tracker` fuzz target: FileStart 0, FileEnd 0, FileStart 0 was accepted.
+        let mut t = Tracker::new(CS);
+        t.file_start(&fs(0, 0, b"a", 0)).unwrap();
+        assert!(matches!(t.file_end(&end(0, 0)).unwrap(), Step::Complete(_)));
+        assert!(t.file_start(&fs(0, 0, b"b", 0)).is_err(), "a completed id must not be reused");
+        assert!(t.file_end(&end(0, 0)).is_err(), "nor ended again");
+        assert!(t.chunk(0, 0, 1).is_err(), "nor get more data");
+        // Completed ids cost memory per gap, not per file.
+        for id in 1..10_000 {
+            t.file_start(&fs(id, 0, b"f", 0)).unwrap();
+            t.file_end(&end(id, 0)).unwrap();
+        }
+        assert_eq!(t.done.0.len(), 1);
     }
 }
