@@ -196,7 +196,11 @@ fn an_unreadable_file_is_reported_skipped_and_the_rest_copied() {
         fs::set_permissions(src.join(p), fs::Permissions::from_mode(0o755)).unwrap();
     }
     let dst = t.path().join("dst");
-    let out = as_unprivileged(bin().args(["cp", "-q"]).arg(&src).arg(&dst)).output().unwrap();
+    // A copy of the binary the unprivileged user can surely reach, wherever the checkout lives.
+    let exe = t.path().join("linerate");
+    fs::copy(env!("CARGO_BIN_EXE_linerate"), &exe).unwrap();
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = as_unprivileged(Command::new(&exe).args(["cp", "-q"]).arg(&src).arg(&dst)).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let msg = text(&out);
     assert!(msg.contains("locked") && msg.contains("ermission denied"), "{msg}");
