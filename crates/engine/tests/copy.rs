@@ -127,16 +127,16 @@ fn assert_same(src: &Path, dst: &Path) {
     assert!(c.files >= 10, "compared only {} files", c.files);
 }
 
-fn no_temp_files(dir: &Path) -> Vec<PathBuf> {
+/// Every non-directory entry beneath `dir` for which `keep` holds.
+fn entries(dir: &Path, keep: impl Fn(&fs::DirEntry) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in fs::read_dir(&d).unwrap() {
             let e = e.unwrap();
-            let ft = e.file_type().unwrap();
-            if ft.is_dir() {
+            if e.file_type().unwrap().is_dir() {
                 stack.push(e.path());
-            } else if e.file_name().to_string_lossy().starts_with(".linerate-") {
+            } else if keep(&e) {
                 out.push(e.path());
             }
         }
@@ -144,21 +144,12 @@ fn no_temp_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+fn no_temp_files(dir: &Path) -> Vec<PathBuf> {
+    entries(dir, |e| e.file_name().to_string_lossy().starts_with(".linerate-"))
+}
+
 fn regular_files(dir: &Path) -> usize {
-    let mut n = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let ft = e.file_type().unwrap();
-            if ft.is_dir() {
-                stack.push(e.path());
-            } else if ft.is_file() {
-                n += 1;
-            }
-        }
-    }
-    n
+    entries(dir, |e| e.file_type().unwrap().is_file()).len()
 }
 
 #[test]
