@@ -1,6 +1,7 @@
 //! `linerate`: the command-line front end. Flags are parsed here and turned into engine
 //! configurations; all the work happens in `linerate-engine`.
 
+mod bench;
 mod cp;
 mod demo;
 mod progress;
@@ -31,8 +32,10 @@ struct Cli {
 enum Cmd {
     /// Copy files and directory trees, encrypted, over parallel streams.
     Cp(cp::CpArgs),
-    /// Run the receiving agent.
+    /// Run the agent: receives copies (with --root) and answers benchmarks.
     Serve(cp::ServeArgs),
+    /// Benchmark the network against a `linerate serve` (netperf/uperf/iperf3-class tests).
+    Bench(bench::BenchArgs),
     /// Write a new random 256-bit key to FILE (mode 0600).
     Keygen {
         /// Where to write the key; must not exist.
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
     let code = match cli.cmd {
         Cmd::Cp(a) => cp::run_cp(a),
         Cmd::Serve(a) => cp::run_serve(a),
+        Cmd::Bench(a) => bench::run(a),
         Cmd::Keygen { file } => match linerate_engine::secret::Secret::generate().and_then(|s| s.write_new(&file)) {
             Ok(()) => {
                 eprintln!("wrote a new key to {}", file.display());

@@ -5,6 +5,7 @@
 //! destination by directory handles; [`server`] is the `serve` daemon that accepts sessions from
 //! many clients at once. Protocol rules live in `linerate-proto`; this crate only performs I/O.
 
+pub mod bench;
 pub mod compare;
 pub mod conn;
 pub mod cpu;
@@ -17,6 +18,7 @@ pub mod sched;
 pub mod secret;
 pub mod send;
 pub mod server;
+pub mod sys;
 pub mod walk;
 
 pub use error::EngineError;
