@@ -18,8 +18,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WAKER: Token = Token(usize::MAX);
-/// Reads or writes per connection per turn before others get theirs (fairness).
+/// Reads or writes per connection per turn before others get theirs, when few connections
+/// share a worker. With many, every turn is one read or write, so a pass over all of them is
+/// short and no connection starves (see [`Worker::turn`]).
 const TURN: usize = 16;
+/// Connections per worker above which a turn is a single read or write.
+const MANY: usize = 32;
 
 /// Socket options applied to every benchmark connection.
 #[derive(Debug, Clone, Copy, Default)]
@@ -447,9 +451,18 @@ impl Worker {
         }
     }
 
+    /// Reads or writes in one turn of a bulk connection.
+    fn turn(&self) -> usize {
+        if self.conns.len() - self.free.len() > MANY {
+            1
+        } else {
+            TURN
+        }
+    }
+
     fn sink(&mut self, sock: Option<&mut TcpStream>, slot: usize) -> Drive {
         let Some(s) = sock else { return Drive::Close(None) };
-        for _ in 0..TURN {
+        for _ in 0..self.turn() {
             match s.read(&mut self.rbuf) {
                 Ok(0) => return Drive::Close(None),
                 Ok(n) => self.counters.add_rx(slot, n),
@@ -463,8 +476,9 @@ impl Worker {
 
     fn source(&mut self, c: &mut Conn, pace: Option<Pace>) -> Drive {
         let slot = c.slot as usize;
+        let turn = self.turn();
         let Some(s) = c.sock.as_mut() else { return Drive::Close(None) };
-        for _ in 0..TURN {
+        for _ in 0..turn {
             let mut n = self.wbuf.len();
             if let Some(p) = pace {
                 let elapsed = self.counters.since_start();

@@ -137,7 +137,7 @@ fn run_test(
 ) -> Result<(), EngineError> {
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
-    let listener = bind_data(local)?;
+    let listener = bind_data(local, io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay })?;
     let tcp_port = listener.local_addr().map_err(|e| EngineError::net("data port", e))?.port();
     let udp_sock = if spec.kind == TestKind::UdpStream {
         Some(
@@ -251,11 +251,14 @@ fn run_test(
     Ok(())
 }
 
-fn bind_data(ip: IpAddr) -> Result<TcpListener, EngineError> {
+/// The per-test listener; buffer sizes are set on it so accepted sockets inherit them before
+/// the handshake fixes the window scale.
+fn bind_data(ip: IpAddr, opts: io::SockOpts) -> Result<TcpListener, EngineError> {
     let addr = SocketAddr::new(ip, 0);
     let s =
         socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))
             .map_err(|e| EngineError::net("creating the data listener", e))?;
+    opts.apply(&socket2::SockRef::from(&s));
     let bind = s.bind(&addr.into()).and_then(|()| s.listen(4096)).and_then(|()| s.set_nonblocking(true));
     bind.map_err(|e| EngineError::net(format!("opening a data port on {ip}"), e))?;
     Ok(TcpListener::from_std(std::net::TcpListener::from(s)))
