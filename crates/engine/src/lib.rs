@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod digest;
 pub mod error;
 pub mod fsx;
+pub mod host;
 pub mod recv;
 pub mod sample;
 pub mod sched;
