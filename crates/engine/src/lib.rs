@@ -9,6 +9,7 @@ pub mod compare;
 pub mod conn;
 pub mod cpu;
 pub mod digest;
+pub mod doctor;
 pub mod error;
 pub mod fsx;
 pub mod host;

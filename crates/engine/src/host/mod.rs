@@ -5,7 +5,7 @@
 //! generic-netlink family for offloads ([`ethtool`]), `tc` for the qdisc ([`qdisc`]), and, for
 //! a peer, sockets ([`path`]). Readers never panic on odd file contents: a value that cannot be
 //! read or parsed is `None`. The judgement of what the facts mean lives in
-//! `linerate_engine::doctor`. Issue 8.
+//! [`crate::doctor`]. Issue 8.
 
 pub mod aead;
 pub mod cpu;
@@ -53,8 +53,8 @@ pub(crate) fn read(path: &Path) -> Option<String> {
     Some(s)
 }
 
-/// Read a file holding one value, trimmed.
-pub(crate) fn read_trim(path: &Path) -> Option<String> {
+/// Read a file holding one value, trimmed; `None` if missing or unreadable.
+pub fn read_trim(path: &Path) -> Option<String> {
     read(path).map(|s| s.trim().to_string())
 }
 
