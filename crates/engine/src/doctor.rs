@@ -400,7 +400,10 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             "link-speed-unknown",
             Severity::Info,
             name,
-            format!("no link speed reported (operstate {})", f.operstate.as_deref().unwrap_or("unknown")),
+            format!(
+                "no link speed reported (operstate {}; virtual NICs report none)",
+                f.operstate.as_deref().unwrap_or("unknown")
+            ),
             Some(format!("check the cable and `ip link show dev {name}`")),
         );
     }
@@ -484,7 +487,7 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             );
         }
     }
-    if let Some(off) = &n.offloads {
+    if let Some(off) = n.offloads.as_ref().filter(|_| physical) {
         let mut missing = Vec::new();
         for (on, flag, what) in [(off.tso, "tso", "TSO"), (off.gso, "gso", "GSO"), (off.gro, "gro", "GRO")] {
             if on == Some(false) {

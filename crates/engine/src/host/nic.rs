@@ -118,8 +118,19 @@ impl NicFacts {
         if let Ok(rd) = std::fs::read_dir(dev.join("msi_irqs")) {
             msi.extend(rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()));
         }
-        let irqs =
-            read(&roots.proc.join("interrupts")).map(|text| irqs_for(&text, name, &msi, roots)).unwrap_or_default();
+        // Drivers name their vectors after the interface (`eth0-TxRx-0`) or after the device
+        // (`virtio2-input.0`).
+        let dev_name = std::fs::read_link(&dev).ok().and_then(|p| p.file_name()?.to_str().map(str::to_string));
+        let irqs = read(&roots.proc.join("interrupts"))
+            .map(|text| {
+                let mut v = irqs_for(&text, name, &msi, roots);
+                if let Some(d) = dev_name.as_deref().filter(|d| *d != name) {
+                    let more = irqs_for(&text, d, &BTreeSet::new(), roots);
+                    v.extend(more.into_iter().filter(|i| !msi.contains(&i.irq)));
+                }
+                v
+            })
+            .unwrap_or_default();
         NicFacts {
             name: name.to_string(),
             mtu: read_num(&dir.join("mtu")),
@@ -139,9 +150,9 @@ impl NicFacts {
 /// True if an interrupt action name belongs to interface `name` (`eth0`, `eth0-TxRx-3`,
 /// `eth0-rx-1`, `eth0:lsc`...), not to a longer name with the same prefix (`eth01`).
 fn names_iface(action: &str, name: &str) -> bool {
-    action
-        .split(|c: char| c.is_whitespace() || c == ',')
-        .any(|tok| tok.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', ':', '@', '_'])))
+    action.split(|c: char| c.is_whitespace() || c == ',').any(|tok| {
+        tok.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', ':', '@', '_', '.']))
+    })
 }
 
 /// The lines of /proc/interrupts for the interface: IRQs in `msi` (the device's MSI vectors)
