@@ -466,6 +466,18 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             );
         }
     }
+    if physical && f.rx_queues > 1 {
+        o.add(
+            "rss",
+            Severity::Info,
+            name,
+            format!(
+                "receive-side scaling over {} RX queues: flows spread by hash, but one stream stays on one queue and one CPU",
+                f.rx_queues
+            ),
+            Some(format!("use at least {} streams to use every queue", f.rx_queues.min(cpu.logical_cpus))),
+        );
+    }
     if physical && f.rx_queues > 1 && f.irqs.len() > 1 && cpu.logical_cpus > 1 {
         let mut hit: Vec<u32> = f.irqs.iter().flat_map(|i| i.cpus_hit.iter().copied()).collect();
         hit.sort_unstable();
@@ -882,7 +894,7 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::path::PmtuFacts;
+    use crate::host::path::{MtuProbe, PmtuFacts};
     use std::fs;
     use std::path::Path;
 
@@ -1066,7 +1078,11 @@ mod tests {
         let fx = Fx::new();
         fx.nic("eth1", 10_000, 9000, 8, None);
         let mut facts = fx.facts("eth1");
-        let pmtu = |route_mtu| PmtuFacts { route_mtu, path_mtu: Some(1500), probes: vec![(9000, false), (1500, true)] };
+        let pmtu = |route_mtu| PmtuFacts {
+            route_mtu,
+            path_mtu: Some(1500),
+            probes: vec![MtuProbe { size: 9000, answered: false }, MtuProbe { size: 1500, answered: true }],
+        };
         facts.path = Some(PathReport {
             peer: "198.18.0.2:7878".into(),
             iface: Some("eth1".into()),
@@ -1082,8 +1098,11 @@ mod tests {
         facts.path.as_mut().unwrap().pmtu = Some(pmtu(1500));
         assert_eq!(finding(&analyze(facts.clone(), &cfg()), "path-mtu-mismatch").severity, Severity::Warn);
         // Same MTU end to end: nothing to say.
-        facts.path.as_mut().unwrap().pmtu =
-            Some(PmtuFacts { route_mtu: 9000, path_mtu: Some(9000), probes: vec![(9000, true)] });
+        facts.path.as_mut().unwrap().pmtu = Some(PmtuFacts {
+            route_mtu: 9000,
+            path_mtu: Some(9000),
+            probes: vec![MtuProbe { size: 9000, answered: true }],
+        });
         assert!(!ids(&analyze(facts, &cfg())).iter().any(|i| i.starts_with("path-mtu")));
     }
 

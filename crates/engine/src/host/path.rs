@@ -121,8 +121,17 @@ pub struct PmtuFacts {
     /// Largest IP packet (bytes, headers included) that reached the peer and came back with
     /// Don't Fragment set; `None` if no probe was answered.
     pub path_mtu: Option<u32>,
-    /// Each probe: (IP packet size, answered).
-    pub probes: Vec<(u32, bool)>,
+    /// Each probe, in the order sent.
+    pub probes: Vec<MtuProbe>,
+}
+
+/// One path-MTU probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MtuProbe {
+    /// IP packet size in bytes, headers included.
+    pub size: u32,
+    /// Whether the echo reply came back.
+    pub answered: bool,
 }
 
 fn checksum(b: &[u8]) -> u16 {
@@ -226,7 +235,7 @@ pub fn path_mtu(peer: IpAddr) -> Result<PmtuFacts, PathError> {
     for s in sizes {
         // Two tries each: one lost reply must not read as a smaller MTU.
         let answered = p.probe(s) || p.probe(s);
-        probes.push((s, answered));
+        probes.push(MtuProbe { size: s, answered });
         if answered {
             ok = Some(s);
             break;
@@ -240,7 +249,7 @@ pub fn path_mtu(peer: IpAddr) -> Result<PmtuFacts, PathError> {
             }
             let mid = lo + (hi - lo) / 2;
             let answered = p.probe(mid);
-            probes.push((mid, answered));
+            probes.push(MtuProbe { size: mid, answered });
             if answered {
                 lo = mid;
             } else {
