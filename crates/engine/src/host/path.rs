@@ -154,29 +154,36 @@ struct Prober {
 }
 
 impl Prober {
-    /// Send one echo request of `size` bytes of IP packet; true if its reply came back.
-    fn probe(&mut self, size: u32) -> bool {
-        let Some(payload) = (size as usize).checked_sub(28) else { return false };
-        self.seq = self.seq.wrapping_add(1);
-        let mut pkt = vec![0u8; 8 + payload];
-        pkt[0] = 8; // echo request
-        pkt[4..6].copy_from_slice(&self.id.to_be_bytes());
-        pkt[6..8].copy_from_slice(&self.seq.to_be_bytes());
-        for (i, b) in pkt[8..].iter_mut().enumerate() {
-            *b = i as u8;
-        }
-        let c = checksum(&pkt);
-        pkt[2..4].copy_from_slice(&c.to_be_bytes());
-        if net::send(&self.fd, &pkt, SendFlags::empty()).is_err() {
-            return false; // EMSGSIZE: the kernel already knows the path is smaller
+    /// Send one echo request per size (bytes of IP packet) at once, then wait up to `wait` for
+    /// the replies; returns which came back. Sizes the kernel refuses to send (EMSGSIZE: it
+    /// already knows the path is smaller) count as unanswered.
+    fn batch(&mut self, sizes: &[u32]) -> Vec<bool> {
+        let mut answered = vec![false; sizes.len()];
+        let mut pending: Vec<(u16, usize)> = Vec::new(); // (sequence number, index)
+        for (i, &size) in sizes.iter().enumerate() {
+            let Some(payload) = (size as usize).checked_sub(28) else { continue };
+            self.seq = self.seq.wrapping_add(1);
+            let mut pkt = vec![0u8; 8 + payload];
+            pkt[0] = 8; // echo request
+            pkt[4..6].copy_from_slice(&self.id.to_be_bytes());
+            pkt[6..8].copy_from_slice(&self.seq.to_be_bytes());
+            for (k, b) in pkt[8..].iter_mut().enumerate() {
+                *b = k as u8;
+            }
+            let c = checksum(&pkt);
+            pkt[2..4].copy_from_slice(&c.to_be_bytes());
+            if net::send(&self.fd, &pkt, SendFlags::empty()).is_ok() {
+                pending.push((self.seq, i));
+            }
         }
         let deadline = Instant::now() + self.wait;
         let mut buf = vec![0u8; 70_000];
-        while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+        while !pending.is_empty() {
+            let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else { break };
             if sockopt::set_socket_timeout(&self.fd, sockopt::Timeout::Recv, Some(left)).is_err() {
-                return false;
+                break;
             }
-            let Ok((n, _)) = net::recv(&self.fd, &mut buf[..], RecvFlags::empty()) else { return false };
+            let Ok((n, _)) = net::recv(&self.fd, &mut buf[..], RecvFlags::empty()) else { break };
             let got = &buf[..n.min(buf.len())];
             let icmp = if self.raw {
                 let ihl = usize::from(got.first().copied().unwrap_or(0) & 0x0f) * 4;
@@ -184,23 +191,26 @@ impl Prober {
             } else {
                 got
             };
-            if icmp.len() >= 8
-                && icmp[0] == 0
-                && icmp[6..8] == self.seq.to_be_bytes()
-                && (!self.raw || icmp[4..6] == self.id.to_be_bytes())
-            {
-                return true;
+            if icmp.len() < 8 || icmp[0] != 0 || (self.raw && icmp[4..6] != self.id.to_be_bytes()) {
+                continue;
+            }
+            let seq = u16::from_be_bytes([icmp[6], icmp[7]]);
+            if let Some(pos) = pending.iter().position(|(s, _)| *s == seq) {
+                answered[pending[pos].1] = true;
+                pending.swap_remove(pos);
             }
         }
-        false
+        answered
     }
 }
 
-/// Probe the path MTU to `peer` (IPv4): ICMP echo requests with Don't Fragment, from the route
-/// MTU down through common sizes, then a bounded binary search between the largest answered and
-/// the smallest unanswered size. Needs a raw ICMP socket (root / CAP_NET_RAW) or unprivileged
-/// ping sockets (`net.ipv4.ping_group_range`). Takes up to a few seconds when big probes are
-/// silently dropped.
+/// Probe the path MTU to `peer` (IPv4): ICMP echo requests with Don't Fragment, sent in
+/// batches: first the route MTU and common sizes (9000 down to 576; unanswered ones are sent
+/// once more, so one lost reply does not read as a smaller MTU), then up to four rounds of 15
+/// sizes spread between the largest answered and the smallest unanswered size. Needs a raw ICMP
+/// socket (root / CAP_NET_RAW) or unprivileged ping sockets (`net.ipv4.ping_group_range`).
+/// Takes about 0.3 s per round: under 2 s. A result up to 4 bytes above an answered standard
+/// size (1500, 9000...) is reported as that size: receivers tolerate a VLAN tag's worth.
 pub fn path_mtu(peer: IpAddr) -> Result<PmtuFacts, PathError> {
     let IpAddr::V4(v4) = peer else {
         return Err(PathError::Unsupported("the path-MTU probe supports IPv4 peers only"));
@@ -230,35 +240,42 @@ pub fn path_mtu(peer: IpAddr) -> Result<PmtuFacts, PathError> {
         .filter(|s| *s <= top && *s >= 68)
         .collect();
     sizes.dedup();
-    let mut ok: Option<u32> = None;
-    let mut failed_above: Option<u32> = None;
-    for s in sizes {
-        // Two tries each: one lost reply must not read as a smaller MTU.
-        let answered = p.probe(s) || p.probe(s);
-        probes.push(MtuProbe { size: s, answered });
-        if answered {
-            ok = Some(s);
+    let mut answered = p.batch(&sizes);
+    let retry: Vec<u32> = sizes.iter().zip(&answered).filter(|(_, a)| !**a).map(|(s, _)| *s).collect();
+    if !retry.is_empty() {
+        let again = p.batch(&retry);
+        for (s, a) in retry.iter().zip(again) {
+            if a {
+                if let Some(i) = sizes.iter().position(|x| x == s) {
+                    answered[i] = true;
+                }
+            }
+        }
+    }
+    probes.extend(sizes.iter().zip(&answered).map(|(s, a)| MtuProbe { size: *s, answered: *a }));
+    let bounds = |probes: &[MtuProbe]| {
+        let lo = probes.iter().filter(|p| p.answered).map(|p| p.size).max();
+        let hi = probes.iter().filter(|p| !p.answered && lo.is_none_or(|l| p.size > l)).map(|p| p.size).min();
+        (lo, hi)
+    };
+    for _ in 0..4 {
+        let (Some(lo), Some(hi)) = bounds(&probes) else { break };
+        if hi <= lo + 1 {
             break;
         }
-        failed_above = Some(s);
+        let step = ((hi - lo) / 16).max(1);
+        let round: Vec<u32> = (1..16).map(|k| lo + k * step).filter(|s| *s < hi).collect();
+        let got = p.batch(&round);
+        probes.extend(round.iter().zip(got).map(|(s, a)| MtuProbe { size: *s, answered: a }));
     }
-    if let (Some(mut lo), Some(mut hi)) = (ok, failed_above) {
-        for _ in 0..8 {
-            if hi - lo <= 4 {
-                break;
-            }
-            let mid = lo + (hi - lo) / 2;
-            let answered = p.probe(mid);
-            probes.push(MtuProbe { size: mid, answered });
-            if answered {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        ok = Some(lo);
-    }
-    Ok(PmtuFacts { route_mtu, path_mtu: ok, probes })
+    // Receivers commonly take up to 4 bytes over their MTU (room for a VLAN tag; veth does):
+    // a size that close above an answered standard size is that size.
+    let standard = sizes.iter().zip(&answered).filter(|(_, a)| **a).map(|(s, _)| *s).max();
+    let path_mtu = match (bounds(&probes).0, standard) {
+        (Some(m), Some(s)) if m >= s && m - s <= 4 => Some(s),
+        (m, _) => m,
+    };
+    Ok(PmtuFacts { route_mtu, path_mtu, probes })
 }
 
 #[cfg(test)]
