@@ -352,6 +352,34 @@ mod tests {
     }
 
     #[test]
+    fn text_report_shows_the_critical_finding_its_fix_and_the_verdict() {
+        use linerate_engine::doctor::{Facts, NicReport};
+        use linerate_engine::host::nic::{NicFacts, PcieLink};
+        let nic = NicFacts {
+            name: "eth\x1b0".into(),
+            mtu: Some(1500),
+            speed_mbps: Some(10_000),
+            driver: Some("ixgbe".into()),
+            pcie: Some(PcieLink { current_gts: 2.5, current_width: 4, max_gts: 5.0, max_width: 8 }),
+            rx_queues: 4,
+            tx_queues: 4,
+            ..NicFacts::default()
+        };
+        let facts = Facts {
+            nics: vec![NicReport { facts: nic, ..NicReport::default() }],
+            primary: Some("eth\x1b0".into()),
+            ..Facts::default()
+        };
+        let text = human(&doctor::analyze(facts, &AnalysisConfig::for_cores(4)));
+        assert!(!text.contains('\x1b'), "control characters must be escaped:\n{text}");
+        let crit = text.lines().find(|l| l.trim_start().starts_with("CRITICAL")).unwrap_or_else(|| panic!("{text}"));
+        assert!(crit.contains("PCIe gen1 x4 negotiated, card can do gen2 x8: ceiling 6.40 Gbit/s"), "{crit}");
+        assert!(text.contains("fix: move the card to a slot wired x8"), "{text}");
+        assert!(text.contains("first bottleneck: the PCIe slot, at 6.40 Gbit/s"), "{text}");
+        assert!(text.contains("gen1 x4 / gen2 x8"), "{text}");
+    }
+
+    #[test]
     fn cpu_ranges_are_compact() {
         assert_eq!(cpus(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
         assert_eq!(cpus(&[]), "-");

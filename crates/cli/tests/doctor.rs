@@ -44,6 +44,24 @@ fn is_root() -> bool {
 }
 
 #[test]
+fn doctor_reports_this_host_as_json_and_refuses_an_unknown_interface() {
+    let out = Command::new(bin()).args(["doctor", "--json", "--no-crypto-bench"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["schema"], "linerate.doctor/1");
+    assert!(j["facts"]["cpu"]["cores"].as_u64().unwrap() >= 1);
+    assert!(j["facts"]["nics"].as_array().unwrap().iter().all(|n| n["name"] != "lo"));
+    assert!(j["facts"]["aead"].is_null());
+    assert_eq!(j["verdict"]["rtt_source"], "assumed");
+    assert!((j["verdict"]["rtt_s"].as_f64().unwrap() - 0.001).abs() < 1e-12);
+    let out = Command::new(bin()).args(["doctor", "--iface", "nosuchif0", "--no-crypto-bench"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no interface \"nosuchif0\""));
+    let out = Command::new(bin()).args(["doctor", "--rtt", "soon"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn doctor_names_a_path_mtu_mismatch_across_namespaces() {
     if !is_root() {
         eprintln!("skipped: creating network namespaces needs root (CI runs as root)");
