@@ -612,7 +612,7 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             None,
         );
     }
-    if !cpu.flags.aes || !cpu.flags.pclmulqdq {
+    if cpu.flags.known && (!cpu.flags.aes || !cpu.flags.pclmulqdq) {
         o.add(
             "no-aes-ni",
             Severity::Warn,
@@ -866,7 +866,9 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
                 "crypto" => "encryption on the CPU",
                 _ => "TCP buffer limits for this RTT",
             };
-            format!("{what}, at {}", fmt_bps(c))
+            let unknown_link =
+                if line.is_none() { " (the link speed is unknown, so the link is not counted)" } else { "" };
+            format!("{what}, at {}{unknown_link}", fmt_bps(c))
         }
         _ => "unknown (no link speed, PCIe, crypto or buffer figures)".into(),
     };
@@ -1154,6 +1156,19 @@ mod tests {
         assert_eq!(r.verdict.single_stream.measured_bps, Some(1e9));
         let m = finding(&r, "measured-below-ceiling");
         assert!(m.message.starts_with("single-stream probe measured 1.00 Gbit/s"), "{m:?}");
+    }
+
+    #[test]
+    fn missing_aes_ni_is_reported_only_when_the_flags_are_known() {
+        let fx = Fx::new();
+        fx.nic("eth0", 10_000, 9000, 8, None);
+        assert!(!ids(&analyze(fx.facts("eth0"), &cfg())).contains(&"no-aes-ni"));
+        fx.write("proc/cpuinfo", "processor\t: 0\nflags\t\t: fpu sse2 avx2\n");
+        let f = fx.facts("eth0");
+        assert!(f.cpu.flags.known && !f.cpu.flags.aes && f.cpu.flags.avx2);
+        assert_eq!(finding(&analyze(f, &cfg()), "no-aes-ni").severity, Severity::Warn);
+        fx.write("proc/cpuinfo", "");
+        assert!(!ids(&analyze(fx.facts("eth0"), &cfg())).contains(&"no-aes-ni"));
     }
 
     #[test]

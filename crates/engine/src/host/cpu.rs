@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 /// Crypto-relevant CPU flags from /proc/cpuinfo.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuFlags {
+    /// A flags line was found in /proc/cpuinfo (all flags below are false otherwise).
+    pub known: bool,
     /// AES-NI (x86 `aes`, or arm64 `aes`).
     pub aes: bool,
     /// Vector AES (`vaes`): AES-GCM on 256/512-bit registers.
@@ -77,6 +79,7 @@ impl CpuFacts {
         let flags_line = field("flags").or_else(|| field("Features")).unwrap_or_default();
         let set: BTreeSet<&str> = flags_line.split_whitespace().collect();
         let flags = CpuFlags {
+            known: !flags_line.is_empty(),
             aes: set.contains("aes"),
             vaes: set.contains("vaes"),
             avx2: set.contains("avx2") || set.contains("asimd"),
