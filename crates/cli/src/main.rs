@@ -4,6 +4,7 @@
 mod bench;
 mod cp;
 mod demo;
+mod doctor;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -45,6 +46,8 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Generate a sample tree (for benchmarks): deterministic, incompressible contents.
     Mktree(demo::MktreeArgs),
+    /// Inspect this host and the path to a peer: find the bottleneck and predict the ceiling.
+    Doctor(doctor::DoctorArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         },
         Cmd::Demo(a) => demo::run_demo(a),
         Cmd::Mktree(a) => demo::run_mktree(a),
+        Cmd::Doctor(a) => doctor::run_doctor(a),
     };
     ExitCode::from(code)
 }
