@@ -43,6 +43,10 @@ pub struct DoctorArgs {
     /// Streams of the multi-stream estimate [default: the number of cores, 2 to 8, as cp].
     #[arg(long, short = 'P')]
     streams: Option<u32>,
+    /// Key file of the --peer agent: with it, doctor measures single- and multi-stream rates
+    /// with a 2 s `linerate bench` tcp-stream test each.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<std::path::PathBuf>,
     /// Skip the 0.3 s AEAD measurement (the crypto limit is then left out).
     #[arg(long)]
     no_crypto_bench: bool,
@@ -75,6 +79,32 @@ fn esc(s: &str) -> String {
     linerate_proto::name::escape(s.as_bytes())
 }
 
+/// Measures the rate to the peer with a `linerate bench` tcp-stream test.
+struct BenchProbe {
+    key: linerate_engine::secret::Secret,
+}
+
+impl doctor::RateProbe for BenchProbe {
+    fn probe(&self, peer: &str, streams: u32, secs: f64) -> Result<f64, String> {
+        use linerate_engine::bench::{BenchClient, BenchClientConfig};
+        use linerate_proto::bench::{TestKind, TestSpec};
+        use std::net::ToSocketAddrs;
+        let addr = peer.to_socket_addrs().map_err(|e| format!("{peer}: {e}"))?.next().ok_or("no address")?;
+        let cfg = BenchClientConfig {
+            addr,
+            secret: self.key.clone(),
+            suite: linerate_engine::conn::preferred_suite(),
+            timeout: Duration::from_secs(10),
+        };
+        let mut spec = TestSpec::new(TestKind::TcpStream);
+        spec.connections = streams.max(1);
+        spec.duration_ms = (secs * 1000.0) as u64;
+        spec.omit_ms = 200;
+        let r = BenchClient::connect(cfg).and_then(|mut c| c.run(&spec, &mut |_| {})).map_err(|e| e.to_string())?;
+        Ok(r.summary(None).throughput_bps)
+    }
+}
+
 /// Run `linerate doctor`.
 pub fn run_doctor(a: DoctorArgs) -> u8 {
     let cores = linerate_engine::host::cpu::CpuFacts::read(&Roots::default()).cores;
@@ -87,9 +117,16 @@ pub fn run_doctor(a: DoctorArgs) -> u8 {
         probe_streams: a.streams.unwrap_or(cores.clamp(2, 8)),
         probe_secs: 2.0,
     };
-    // The rate probe comes with `linerate bench` (issue 3); until then the probe is skipped
-    // and the report says so.
-    let facts = match doctor::collect(&Roots::default(), &ccfg, None) {
+    // The rate probe is a short `linerate bench` against the peer; it needs the peer's key.
+    let probe = match a.key_file.as_deref().map(linerate_engine::secret::Secret::load) {
+        Some(Ok(key)) => Some(BenchProbe { key }),
+        Some(Err(e)) => {
+            eprintln!("linerate doctor: {e}");
+            return exit::USAGE;
+        }
+        None => None,
+    };
+    let facts = match doctor::collect(&Roots::default(), &ccfg, probe.as_ref().map(|p| p as &dyn doctor::RateProbe)) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("linerate doctor: {e}");

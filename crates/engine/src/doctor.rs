@@ -30,9 +30,9 @@ pub const PCIE_EFFICIENCY: f64 = 0.80;
 /// `tcp_adv_win_scale`.
 pub const BUFFER_WINDOW_SHARE: f64 = 0.5;
 
-/// A source of a short measured rate to a peer: `linerate bench` implements it (issue 3).
+/// A source of a short measured rate to a peer: the CLI implements it with `linerate bench`.
 pub trait RateProbe {
-    /// Run a `streams`-stream encrypted TCP transfer to `peer` (`HOST:PORT` of a `linerate
+    /// Run a `streams`-connection TCP stream test to `peer` (`HOST:PORT` of a `linerate
     /// serve`) for about `secs` seconds; return the goodput in bits per second.
     fn probe(&self, peer: &str, streams: u32, secs: f64) -> Result<f64, String>;
 }

@@ -285,7 +285,11 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
     let (hello, sec) = match accepted {
         Ok(x) => x,
         Err(e) => {
-            if shared.cfg.log {
+            // A connection closed before its first byte is a probe (doctor's RTT, a port
+            // check), not a failed handshake worth a log line.
+            let silent_close = matches!(&e, EngineError::Net { source, context }
+                if source.kind() == std::io::ErrorKind::UnexpectedEof && context.contains("preamble"));
+            if shared.cfg.log && !silent_close {
                 eprintln!("linerate serve: {}: handshake failed: {e}", peer.map(|p| p.to_string()).unwrap_or_default());
             }
             return;

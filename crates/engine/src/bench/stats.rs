@@ -355,28 +355,24 @@ pub fn confident_enough(xs: &[f64], level: u32, width_pct: f64, min: usize) -> b
     xs.len() >= min.max(2) && confidence(xs, level).is_some_and(|c| 2.0 * c.width_pct <= width_pct)
 }
 
-/// Host description for reports: kernel, CPU, cores, congestion control.
+/// Host description for reports: kernel, CPU, cores, congestion control, and each interface's
+/// MTU, speed, qdisc and offloads ([`crate::host::metadata`]), plus the TCP buffer limits.
 pub fn host_metadata() -> serde_json::Value {
     let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
-    let uname = rustix::system::uname();
-    let cpu_model = read("/proc/cpuinfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|v| v.split(':').nth(1)).map(|v| v.trim().to_string()))
-        .unwrap_or_default();
-    serde_json::json!({
-        "hostname": uname.nodename().to_string_lossy(),
-        "kernel": uname.release().to_string_lossy(),
-        "arch": uname.machine().to_string_lossy(),
-        "cpu_model": cpu_model,
-        "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
-        "congestion_control": read("/proc/sys/net/ipv4/tcp_congestion_control"),
-        "tcp_timestamps": read("/proc/sys/net/ipv4/tcp_timestamps"),
-        "default_qdisc": read("/proc/sys/net/core/default_qdisc"),
-        "rmem_max": read("/proc/sys/net/core/rmem_max"),
-        "wmem_max": read("/proc/sys/net/core/wmem_max"),
-        "tcp_rmem": read("/proc/sys/net/ipv4/tcp_rmem"),
-        "tcp_wmem": read("/proc/sys/net/ipv4/tcp_wmem"),
-    })
+    let mut v = serde_json::to_value(crate::host::metadata()).unwrap_or(serde_json::Value::Null);
+    if let Some(m) = v.as_object_mut() {
+        for (k, p) in [
+            ("tcp_timestamps", "/proc/sys/net/ipv4/tcp_timestamps"),
+            ("default_qdisc", "/proc/sys/net/core/default_qdisc"),
+            ("rmem_max", "/proc/sys/net/core/rmem_max"),
+            ("wmem_max", "/proc/sys/net/core/wmem_max"),
+            ("tcp_rmem", "/proc/sys/net/ipv4/tcp_rmem"),
+            ("tcp_wmem", "/proc/sys/net/ipv4/tcp_wmem"),
+        ] {
+            m.insert(k.into(), serde_json::Value::String(read(p)));
+        }
+    }
+    v
 }
 
 #[cfg(test)]
