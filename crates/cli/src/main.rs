@@ -3,6 +3,7 @@
 
 mod cp;
 mod demo;
+mod lab;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -42,6 +43,8 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Generate a sample tree (for benchmarks): deterministic, incompressible contents.
     Mktree(demo::MktreeArgs),
+    /// Emulated hosts, links, switches and QoS in network namespaces; scenario runs (root).
+    Lab(lab::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         },
         Cmd::Demo(a) => demo::run_demo(a),
         Cmd::Mktree(a) => demo::run_mktree(a),
+        Cmd::Lab(a) => lab::run_lab(a),
     };
     ExitCode::from(code)
 }

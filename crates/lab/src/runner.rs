@@ -362,6 +362,7 @@ impl Env {
             return Ok(t.clone());
         }
         let dir = self.tmp.join(format!("tree-{files}x{size}-{parts}"));
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         for p in 0..parts {
             let d = dir.join(format!("part{p}"));
             let n = (files / u64::from(parts) + u64::from(u64::from(p) < files % u64::from(parts))).max(1);

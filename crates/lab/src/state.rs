@@ -156,6 +156,23 @@ impl RunState {
         alive(self.pid, self.pid_start)
     }
 
+    /// Asks a live owner (`lab up` in the foreground, `lab run`) to tear down: SIGTERM, then
+    /// waits up to `limit` for the state file to go. Returns whether it went.
+    pub fn ask_owner_to_stop(&self, limit: Duration) -> bool {
+        if !self.owner_alive() || self.pid == std::process::id() {
+            return false;
+        }
+        signal(self.pid, rustix::process::Signal::TERM);
+        let t = std::time::Instant::now();
+        while t.elapsed() < limit {
+            if !self.path().exists() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
     /// Stale: not detached and the owner is gone.
     pub fn is_stale(&self) -> bool {
         !self.detached && !self.owner_alive()
