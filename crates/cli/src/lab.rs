@@ -101,8 +101,11 @@ pub fn run_lab(a: LabArgs) -> u8 {
 
 fn print_hosts(plan: &Plan) {
     for (h, p) in &plan.hosts {
-        let addrs: Vec<String> =
-            p.ifaces.iter().map(|i| format!("{} {}/{}", i.name, linerate_lab::scenario::fmt_ip(i.addr), i.prefix)).collect();
+        let addrs: Vec<String> = p
+            .ifaces
+            .iter()
+            .map(|i| format!("{} {}/{}", i.name, linerate_lab::scenario::fmt_ip(i.addr), i.prefix))
+            .collect();
         println!("  {h:<12} netns {:<24} {}", p.ns, addrs.join(", "));
     }
 }
@@ -183,7 +186,13 @@ fn status(json: bool) -> Result<u8> {
             for (name, v) in h {
                 let addrs: Vec<String> = v["interfaces"]
                     .as_array()
-                    .map(|a| a.iter().map(|i| format!("{} {}", i["name"].as_str().unwrap_or(""), i["addr"].as_str().unwrap_or(""))).collect())
+                    .map(|a| {
+                        a.iter()
+                            .map(|i| {
+                                format!("{} {}", i["name"].as_str().unwrap_or(""), i["addr"].as_str().unwrap_or(""))
+                            })
+                            .collect()
+                    })
                     .unwrap_or_default();
                 println!("  {name:<12} {}", addrs.join(", "));
             }
@@ -194,7 +203,8 @@ fn status(json: bool) -> Result<u8> {
 
 fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<u8> {
     let s = RunState::find(run)?;
-    let ns = s.hosts.get(host).ok_or_else(|| anyhow!("lab {} has no host '{host}' (hosts: {:?})", s.run, s.hosts.keys()))?;
+    let ns =
+        s.hosts.get(host).ok_or_else(|| anyhow!("lab {} has no host '{host}' (hosts: {:?})", s.run, s.hosts.keys()))?;
     let st = std::process::Command::new("ip")
         .args(["netns", "exec", ns])
         .args(cmd)

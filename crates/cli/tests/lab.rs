@@ -104,7 +104,10 @@ fn lab_up_serves_exec_and_status_then_sigint_removes_everything() {
     let me = v.as_array().unwrap().iter().find(|r| r["run"] == id.as_str()).unwrap().clone();
     assert_eq!(me["owner_alive"], true);
     let b = me["lab"]["hosts"]["b"]["interfaces"][0]["addr"].as_str().unwrap().split('/').next().unwrap().to_string();
-    let ex = bin().args(["lab", "exec", "a", "--run", &id, "--", "ip", "-o", "-4", "addr", "show", "eth0"]).output().unwrap();
+    let ex = bin()
+        .args(["lab", "exec", "a", "--run", &id, "--", "ip", "-o", "-4", "addr", "show", "eth0"])
+        .output()
+        .unwrap();
     assert!(ex.status.success());
     assert!(String::from_utf8_lossy(&ex.stdout).contains("198.18."), "{}", String::from_utf8_lossy(&ex.stdout));
     let ping = bin().args(["lab", "exec", "a", "--run", &id, "--", "ping", "-c", "1", "-W", "2", &b]).output().unwrap();
@@ -179,7 +182,8 @@ fn lab_plan_needs_no_root_and_rejects_foreign_addresses() {
     let (d, f) = scenario();
     let out = bin().args(["lab", "plan"]).arg(&f).output().unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("tc -n lrPLAN-a qdisc add dev eth0 root handle 1: tbf rate 500000000bit"));
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("tc -n lrPLAN-a qdisc add dev eth0 root handle 1: tbf rate 500000000bit"));
     let bad = d.path().join("bad.toml");
     std::fs::write(&bad, SCENARIO.replace("rate = \"500mbit\"", "a_addr = \"10.0.0.1/24\"")).unwrap();
     let out = bin().args(["lab", "plan"]).arg(&bad).output().unwrap();

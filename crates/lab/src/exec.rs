@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 /// Runs one command given as argv and returns its standard output.
 pub trait Executor {
-    /// Runs `argv` (argv[0] is the program) to completion.
+    /// Runs `argv` (the first element is the program) to completion.
     fn run(&mut self, argv: &[String]) -> Result<String, LabError>;
 }
 

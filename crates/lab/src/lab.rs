@@ -35,7 +35,8 @@ pub fn signal_flag() -> Result<Arc<AtomicBool>, LabError> {
 pub fn new_run_id() -> String {
     use std::hash::BuildHasher;
     loop {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let h = std::collections::hash_map::RandomState::new().hash_one((std::process::id(), nanos));
         let id = format!("lr{:06x}", h & 0xff_ffff);
         let taken = crate::state::state_dir().join(format!("{id}.json")).exists()
@@ -127,7 +128,11 @@ impl Lab {
 
     /// The namespace of a host.
     pub fn ns(&self, host: &str) -> Result<&str, LabError> {
-        self.plan.hosts.get(host).map(|h| h.ns.as_str()).ok_or_else(|| LabError::Scenario(format!("unknown host '{host}'")))
+        self.plan
+            .hosts
+            .get(host)
+            .map(|h| h.ns.as_str())
+            .ok_or_else(|| LabError::Scenario(format!("unknown host '{host}'")))
     }
 
     /// Tears the lab down now; returns what could not be removed.

@@ -229,7 +229,10 @@ impl Plan {
                 let cand = net.network() + seg_next[seg];
                 seg_next[seg] += 1;
                 if !net.contains(cand) || cand == net.network() | !net.mask() {
-                    return Err(LabError::Scenario(format!("link '{name}': segment {} is full", fmt_ip(net.network()))));
+                    return Err(LabError::Scenario(format!(
+                        "link '{name}': segment {} is full",
+                        fmt_ip(net.network())
+                    )));
                 }
                 if used.insert(cand) {
                     return Ok(Net { addr: cand, prefix: net.prefix });
@@ -261,27 +264,32 @@ impl Plan {
         for (k, (name, a, b, l)) in links.iter().enumerate() {
             let seg = link_seg[k];
             let mtu = l.mtu.unwrap_or(1500);
-            let mut mk_end = |who: &str, want: &Option<String>, addr: &Option<String>| -> Result<(End, Option<Net>), LabError> {
-                if let Some(&si) = switch_idx.get(who) {
-                    let dev = format!("s{si}p{}", port_count[si]);
-                    port_count[si] += 1;
-                    check_ifname(&dev)?;
-                    return Ok((End { ns: swns.clone(), dev, host: None }, None));
-                }
-                let taken = ifnames.entry(who.to_string()).or_default();
-                let dev = match want {
-                    Some(n) => n.clone(),
-                    None => (0..).map(|i| format!("eth{i}")).find(|n| !taken.contains(n)).unwrap_or_default(),
+            let mut mk_end =
+                |who: &str, want: &Option<String>, addr: &Option<String>| -> Result<(End, Option<Net>), LabError> {
+                    if let Some(&si) = switch_idx.get(who) {
+                        let dev = format!("s{si}p{}", port_count[si]);
+                        port_count[si] += 1;
+                        check_ifname(&dev)?;
+                        return Ok((End { ns: swns.clone(), dev, host: None }, None));
+                    }
+                    let taken = ifnames.entry(who.to_string()).or_default();
+                    let dev = match want {
+                        Some(n) => n.clone(),
+                        None => (0..).map(|i| format!("eth{i}")).find(|n| !taken.contains(n)).unwrap_or_default(),
+                    };
+                    if !taken.insert(dev.clone()) {
+                        return Err(LabError::Scenario(format!(
+                            "link '{name}': host '{who}' already has an interface '{dev}'"
+                        )));
+                    }
+                    let net = alloc(seg, addr, name)?;
+                    Ok((End { ns: host_ns(run, who), dev, host: Some(who.to_string()) }, Some(net)))
                 };
-                if !taken.insert(dev.clone()) {
-                    return Err(LabError::Scenario(format!("link '{name}': host '{who}' already has an interface '{dev}'")));
-                }
-                let net = alloc(seg, addr, name)?;
-                Ok((End { ns: host_ns(run, who), dev, host: Some(who.to_string()) }, Some(net)))
-            };
             let (ea, na) = mk_end(a, &l.a_if, &l.a_addr)?;
             let (eb, nb) = mk_end(b, &l.b_if, &l.b_addr)?;
-            cmds.push(s(&["ip", "link", "add", &ea.dev, "netns", &ea.ns, "type", "veth", "peer", "name", &eb.dev, "netns", &eb.ns]));
+            cmds.push(s(&[
+                "ip", "link", "add", &ea.dev, "netns", &ea.ns, "type", "veth", "peer", "name", &eb.dev, "netns", &eb.ns,
+            ]));
             let mut addrs = Vec::new();
             for (e, n) in [(&ea, na), (&eb, nb)] {
                 cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "mtu", &mtu.to_string()]));
@@ -358,8 +366,9 @@ impl Plan {
                     cmds.push(s(&["ip", "-n", &end.ns, "link", "set", &ifb, "up"]));
                     cmds.push(s(&["tc", "-n", &end.ns, "qdisc", "add", "dev", &end.dev, "handle", "ffff:", "ingress"]));
                     cmds.push(s(&[
-                        "tc", "-n", &end.ns, "filter", "add", "dev", &end.dev, "parent", "ffff:", "protocol", "all", "prio",
-                        "1", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", &ifb,
+                        "tc", "-n", &end.ns, "filter", "add", "dev", &end.dev, "parent", "ffff:", "protocol", "all",
+                        "prio", "1", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev",
+                        &ifb,
                     ]));
                     htb_classes(&mut cmds, &end.ns, &ifb, total, q, None, &addrs)?;
                 }
@@ -392,7 +401,9 @@ impl Plan {
                 classes.push(json!({"name": c.name, "rate_bps": r, "ceil_bps": ceil, "src": c.src, "dst": c.dst,
                     "sport": c.sport, "dport": c.dport, "default": c.default, "hosts": hs}));
             }
-            qos_desc.push(json!({"link": q.link, "side": q.side, "ingress": q.ingress, "rate_bps": total, "classes": classes}));
+            qos_desc.push(
+                json!({"link": q.link, "side": q.side, "ingress": q.ingress, "rate_bps": total, "classes": classes}),
+            );
         }
 
         let description = json!({
@@ -422,9 +433,12 @@ impl Plan {
                 .find(|i| i.link == v)
                 .map(|i| i.segment)
                 .ok_or_else(|| LabError::Scenario(format!("link '{v}' has no host end")))?;
-            return s.ifaces.iter().find(|i| i.segment == seg).map(|i| i.addr).ok_or_else(|| {
-                LabError::Scenario(format!("host '{server}' is not on the segment of link '{v}'"))
-            });
+            return s
+                .ifaces
+                .iter()
+                .find(|i| i.segment == seg)
+                .map(|i| i.addr)
+                .ok_or_else(|| LabError::Scenario(format!("host '{server}' is not on the segment of link '{v}'")));
         }
         for ci in &c.ifaces {
             if let Some(si) = s.ifaces.iter().find(|i| i.segment == ci.segment) {
@@ -436,7 +450,14 @@ impl Plan {
 }
 
 /// Rate and/or netem on one device's egress.
-fn shape(cmds: &mut Vec<Vec<String>>, ns: &str, dev: &str, rate: Option<u64>, shaper: Shaper, netem: Option<&[String]>) {
+fn shape(
+    cmds: &mut Vec<Vec<String>>,
+    ns: &str,
+    dev: &str,
+    rate: Option<u64>,
+    shaper: Shaper,
+    netem: Option<&[String]>,
+) {
     let tc = |rest: &[&str]| -> Vec<String> {
         let mut v = s(&["tc", "-n", ns, "qdisc", "add", "dev", dev]);
         v.extend(rest.iter().map(|x| x.to_string()));
@@ -452,8 +473,8 @@ fn shape(cmds: &mut Vec<Vec<String>>, ns: &str, dev: &str, rate: Option<u64>, sh
             let (rb, b) = (format!("{r}bit"), burst(r).to_string());
             cmds.push(tc(&["root", "handle", "1:", "htb", "default", "1"]));
             cmds.push(s(&[
-                "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rb, "ceil",
-                &rb, "burst", &b, "cburst", &b,
+                "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rb,
+                "ceil", &rb, "burst", &b, "cburst", &b,
             ]));
             Some("1:1")
         }
@@ -483,7 +504,21 @@ fn htb_classes(
     let def_id = q.classes.iter().position(|c| c.default).map(|i| 10 + i).unwrap_or(10 + n);
     let tb = format!("{total}bit");
     let b = burst(total).to_string();
-    cmds.push(s(&["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", &def_id.to_string()]));
+    cmds.push(s(&[
+        "tc",
+        "-n",
+        ns,
+        "qdisc",
+        "add",
+        "dev",
+        dev,
+        "root",
+        "handle",
+        "1:",
+        "htb",
+        "default",
+        &def_id.to_string(),
+    ]));
     cmds.push(s(&[
         "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &tb, "ceil", &tb,
         "burst", &b, "cburst", &b,
@@ -509,11 +544,24 @@ fn htb_classes(
         let (cid, rb, cb) = (format!("1:{id}"), format!("{r}bit"), format!("{ceil}bit"));
         let bb = burst(*ceil).to_string();
         cmds.push(s(&[
-            "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:1", "classid", &cid, "htb", "rate", &rb, "ceil", &cb,
-            "burst", &bb, "cburst", &bb,
+            "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:1", "classid", &cid, "htb", "rate", &rb, "ceil",
+            &cb, "burst", &bb, "cburst", &bb,
         ]));
         if let Some(nm) = netem {
-            let mut v = s(&["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", &cid, "handle", &format!("{}:", id + 100), "netem"]);
+            let mut v = s(&[
+                "tc",
+                "-n",
+                ns,
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                &cid,
+                "handle",
+                &format!("{}:", id + 100),
+                "netem",
+            ]);
             v.extend(nm.iter().cloned());
             cmds.push(v);
         }
@@ -530,7 +578,9 @@ fn htb_classes(
         }
         for sn in &sv {
             for dn in &dv {
-                let mut f = s(&["tc", "-n", ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32"]);
+                let mut f = s(&[
+                    "tc", "-n", ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                ]);
                 if let Some(n) = sn {
                     f.extend(s(&["match", "ip", "src", &format!("{}/{}", fmt_ip(n.addr), n.prefix)]));
                 }
@@ -573,8 +623,13 @@ mod tests {
         assert!(c.contains(&"ip -n lr0001-a addr add 198.18.1.1/24 dev eth0".to_string()));
         assert!(c.contains(&"ip -n lr0001-b addr add 198.18.1.2/24 dev eth0".to_string()));
         assert!(c.contains(&"ip -n lr0001-b link set eth0 mtu 9000".to_string()));
-        assert!(c.contains(&"tc -n lr0001-a qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 latency 20ms".to_string()));
-        assert!(c.contains(&"tc -n lr0001-b qdisc add dev eth0 parent 1:1 handle 10: netem delay 5000us limit 100000".to_string()));
+        assert!(c.contains(
+            &"tc -n lr0001-a qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 latency 20ms"
+                .to_string()
+        ));
+        assert!(c.contains(
+            &"tc -n lr0001-b qdisc add dev eth0 parent 1:1 handle 10: netem delay 5000us limit 100000".to_string()
+        ));
         assert_eq!(p.server_addr("a", "b", None).unwrap(), 0xC612_0102);
     }
 
@@ -627,15 +682,23 @@ src = "g1"
         assert!(c.contains(&"ip -n lrab-srv addr add 198.19.0.4/24 dev eth0".to_string()));
         // Egress QoS on the switch's uplink port: gold guaranteed, the rest in an implicit class.
         assert!(c.contains(&"tc -n lrab.sw qdisc add dev s0p3 root handle 1: htb default 11".to_string()));
-        assert!(c.iter().any(|x| x.starts_with("tc -n lrab.sw class add dev s0p3 parent 1:1 classid 1:10 htb rate 2000000000bit ceil 10000000000bit")));
-        assert!(c.iter().any(|x| x.starts_with("tc -n lrab.sw class add dev s0p3 parent 1:1 classid 1:11 htb rate 8000000000bit")));
+        assert!(c.iter().any(|x| x.starts_with(
+            "tc -n lrab.sw class add dev s0p3 parent 1:1 classid 1:10 htb rate 2000000000bit ceil 10000000000bit"
+        )));
+        assert!(c
+            .iter()
+            .any(|x| x.starts_with("tc -n lrab.sw class add dev s0p3 parent 1:1 classid 1:11 htb rate 8000000000bit")));
         assert!(c.contains(&"tc -n lrab.sw filter add dev s0p3 parent 1: protocol ip prio 1 u32 match ip dst 198.19.0.1/32 flowid 1:10".to_string()));
         // Ingress QoS on the server through an ifb.
         assert!(c.contains(&"ip -n lrab-srv link add lrifb0 type ifb".to_string()));
-        assert!(c.iter().any(|x| x.contains("dev eth0 parent ffff: protocol all prio 1 u32 match u32 0 0 action mirred egress redirect dev lrifb0")));
+        assert!(c.iter().any(|x| x.contains(
+            "dev eth0 parent ffff: protocol all prio 1 u32 match u32 0 0 action mirred egress redirect dev lrifb0"
+        )));
         assert!(c.contains(&"tc -n lrab-srv filter add dev lrifb0 parent 1: protocol ip prio 1 u32 match ip src 198.19.0.1/32 flowid 1:10".to_string()));
         // The server end keeps its htb link shaper.
-        assert!(c.iter().any(|x| x.starts_with("tc -n lrab-srv class add dev eth0 parent 1: classid 1:1 htb rate 10000000000bit")));
+        assert!(c
+            .iter()
+            .any(|x| x.starts_with("tc -n lrab-srv class add dev eth0 parent 1: classid 1:1 htb rate 10000000000bit")));
         assert_eq!(p.guarantees.len(), 2);
         assert_eq!(p.guarantees[0].hosts, ["g1"]);
         assert_eq!(p.server_addr("g2", "srv", None).unwrap(), 0xC613_0004);

@@ -256,7 +256,10 @@ impl Env {
         let start = proc_start(pid).unwrap_or(0);
         self.servers.push((pid, start));
         if !wait_listening(pid, port, Duration::from_secs(15)) {
-            return Err(LabError::Run(what.into(), format!("did not listen on port {port}: {}", tail(&read_capped(&log)))));
+            return Err(LabError::Run(
+                what.into(),
+                format!("did not listen on port {port}: {}", tail(&read_capped(&log))),
+            ));
         }
         Ok((pid, start))
     }
@@ -288,7 +291,8 @@ impl Env {
         if let Some(s) = &self.ssh {
             return Ok(s.clone());
         }
-        let keygen = find_program(&["ssh-keygen"]).ok_or_else(|| LabError::State("ssh-keygen not found (install openssh-client)".into()))?;
+        let keygen = find_program(&["ssh-keygen"])
+            .ok_or_else(|| LabError::State("ssh-keygen not found (install openssh-client)".into()))?;
         let d = self.tmp.join("ssh");
         std::fs::create_dir_all(&d).map_err(io(format!("creating {}", d.display())))?;
         let (hk, uk) = (d.join("host_key"), d.join("user_key"));
@@ -326,7 +330,8 @@ impl Env {
             return Ok(());
         }
         let (_, _, cfg) = self.ssh_setup()?;
-        let sshd = find_program(&["sshd"]).ok_or_else(|| LabError::State("sshd not found (install openssh-server)".into()))?;
+        let sshd =
+            find_program(&["sshd"]).ok_or_else(|| LabError::State("sshd not found (install openssh-server)".into()))?;
         let args: Vec<String> = vec!["-D".into(), "-e".into(), "-f".into(), cfg.to_string_lossy().into()];
         let cmd = in_ns(lab.ns(host)?, &sshd, &args);
         let p = self.spawn_server(lab, cmd, &format!("sshd-{host}"), SSH_PORT)?;
@@ -419,7 +424,8 @@ fn start_instance(
     let mut st = Started { procs: vec![], extra: vec![], bytes: 0, dest: None, t0: Instant::now(), timeout: timed };
     match spec.tool {
         Tool::Iperf3 => {
-            let iperf = find_program(&["iperf3"]).ok_or_else(|| LabError::State("iperf3 not found (install iperf3)".into()))?;
+            let iperf =
+                find_program(&["iperf3"]).ok_or_else(|| LabError::State("iperf3 not found (install iperf3)".into()))?;
             let sargs: Vec<String> = vec!["-s".into(), "-p".into(), inst.port.to_string()];
             let sns = lab.ns(&inst.server)?.to_string();
             let cmd = in_ns(&sns, &iperf, &sargs);
@@ -471,7 +477,8 @@ fn start_instance(
             let dest = env.tmp.join(format!("dest-{tag}"));
             std::fs::create_dir_all(&dest).map_err(io(format!("creating {}", dest.display())))?;
             st.dest = Some(dest.clone());
-            let ssh = find_program(&["ssh"]).ok_or_else(|| LabError::State("ssh not found (install openssh-client)".into()))?;
+            let ssh = find_program(&["ssh"])
+                .ok_or_else(|| LabError::State("ssh not found (install openssh-client)".into()))?;
             let opts = env.ssh_opts();
             let target = format!("{}@{addr}", env.user);
             st.t0 = Instant::now();
@@ -489,7 +496,8 @@ fn start_instance(
                         st.procs.push(spawn(in_ns(&ns, &scp, &a), &env.tmp, &ptag)?);
                     }
                     Tool::Rsync => {
-                        let rsync = find_program(&["rsync"]).ok_or_else(|| LabError::State("rsync not found (install rsync)".into()))?;
+                        let rsync = find_program(&["rsync"])
+                            .ok_or_else(|| LabError::State("rsync not found (install rsync)".into()))?;
                         // rsync splits -e on spaces itself; every path here is ours and space-free.
                         let e = format!("{} -p {} {}", ssh.display(), inst.port, opts.join(" "));
                         let mut a = vec!["-a".into(), "-e".into(), e];
@@ -512,7 +520,14 @@ fn start_instance(
                         let pipe = feeder.stdout.take().ok_or_else(|| LabError::State("tar has no stdout".into()))?;
                         let mut a = vec!["-p".into(), inst.port.to_string()];
                         a.extend(opts.iter().cloned());
-                        a.extend([target.clone(), "tar".into(), "-C".into(), dpart.to_string_lossy().into(), "-xf".into(), "-".into()]);
+                        a.extend([
+                            target.clone(),
+                            "tar".into(),
+                            "-C".into(),
+                            dpart.to_string_lossy().into(),
+                            "-xf".into(),
+                            "-".into(),
+                        ]);
                         let mut cmd = in_ns(&ns, &ssh, &a);
                         cmd.stdin(Stdio::from(pipe));
                         st.procs.push(spawn(cmd, &env.tmp, &ptag)?);
@@ -590,7 +605,9 @@ fn intervals(v: &Value, iperf: bool) -> Vec<Value> {
         .filter_map(|i| {
             if iperf {
                 let s = i.get("sum")?;
-                Some(json!({"start_s": f(s, &["start"])?, "end_s": f(s, &["end"])?, "bps": f(s, &["bits_per_second"])?}))
+                Some(
+                    json!({"start_s": f(s, &["start"])?, "end_s": f(s, &["end"])?, "bps": f(s, &["bits_per_second"])?}),
+                )
             } else {
                 Some(json!({"start_s": f(i, &["start_s"])?, "end_s": f(i, &["end_s"])?, "bps": f(i, &["bps"])?}))
             }
@@ -638,7 +655,8 @@ fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Value, S
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(|c| f(c, &["bps"])).collect())
                 .unwrap_or_default();
-            let dur = v.get("intervals").and_then(Value::as_array).and_then(|a| a.last()).and_then(|i| f(i, &["end_s"]));
+            let dur =
+                v.get("intervals").and_then(Value::as_array).and_then(|a| a.last()).and_then(|i| f(i, &["end_s"]));
             Ok(json!({
                 "rate_bps": rate,
                 "duration_s": dur.unwrap_or(wall),
@@ -693,10 +711,14 @@ fn guarantee(lab: &Lab, host: &str, rec: &mut Value) {
 
 /// Runs every measurement of `sc` in `lab` and returns the results document.
 pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Result<Value, LabError> {
-    let tmp = tempfile::Builder::new().prefix(&format!("linerate-{}-", lab.plan.run)).tempdir().map_err(io("creating a temporary directory"))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("linerate-{}-", lab.plan.run))
+        .tempdir()
+        .map_err(io("creating a temporary directory"))?;
     let tmp_path = tmp.path().to_path_buf();
     lab.add_temp_dir(tmp_path.clone())?;
-    let user = if crate::is_root() { "root".to_string() } else { std::env::var("USER").unwrap_or_else(|_| "root".into()) };
+    let user =
+        if crate::is_root() { "root".to_string() } else { std::env::var("USER").unwrap_or_else(|_| "root".into()) };
     let mut env = Env {
         tmp: tmp_path,
         linerate: cfg.linerate.clone(),
@@ -708,7 +730,8 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
         servers: Vec::new(),
         user,
     };
-    let started_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let started_unix =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let result = run_groups(lab, sc, cfg, &mut env);
     for (pid, st) in env.servers.drain(..) {
         stop_process(pid, st, Duration::from_secs(2));
@@ -799,14 +822,29 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
             for r in &recs {
                 let rate = r.get("rate_bps").and_then(Value::as_f64);
                 let line = match rate {
-                    Some(b) => format!("{:<28} {:>7} {:>10.3} Gbit/s", r["name"].as_str().unwrap_or(""), r["tool"].as_str().unwrap_or(""), b / 1e9),
-                    None => format!("{:<28} failed: {}", r["name"].as_str().unwrap_or(""), r["error"].as_str().unwrap_or("")),
+                    Some(b) => format!(
+                        "{:<28} {:>7} {:>10.3} Gbit/s",
+                        r["name"].as_str().unwrap_or(""),
+                        r["tool"].as_str().unwrap_or(""),
+                        b / 1e9
+                    ),
+                    None => format!(
+                        "{:<28} failed: {}",
+                        r["name"].as_str().unwrap_or(""),
+                        r["error"].as_str().unwrap_or("")
+                    ),
                 };
                 (cfg.log)(&line);
             }
             if g.members.len() > 1 {
                 let total: f64 = rates.iter().sum();
-                (cfg.log)(&format!("{:<28} {:>7} {:>10.3} Gbit/s total, Jain {:.3}", g.name, "group", total / 1e9, jain(&rates).unwrap_or(1.0)));
+                (cfg.log)(&format!(
+                    "{:<28} {:>7} {:>10.3} Gbit/s total, Jain {:.3}",
+                    g.name,
+                    "group",
+                    total / 1e9,
+                    jain(&rates).unwrap_or(1.0)
+                ));
             }
             group_recs.push(json!({
                 "group": g.name, "repeat": rep, "members": recs.iter().map(|r| r["name"].clone()).collect::<Vec<_>>(),

@@ -281,9 +281,8 @@ pub fn parse_rate(s: &str) -> Result<u64, LabError> {
         .iter()
         .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
         .unwrap_or((t.clone(), 1.0));
-    let v: f64 = num
-        .parse()
-        .map_err(|_| LabError::Scenario(format!("rate '{s}': expected e.g. 10gbit, 500mbit, 64kbit")))?;
+    let v: f64 =
+        num.parse().map_err(|_| LabError::Scenario(format!("rate '{s}': expected e.g. 10gbit, 500mbit, 64kbit")))?;
     let bps = v * mult;
     if !(1e3..=1e12).contains(&bps) {
         return Err(LabError::Scenario(format!("rate '{s}': must be between 1kbit and 1000gbit")));
@@ -523,7 +522,11 @@ impl Scenario {
                 }
             }
             if r.sweep.iter().any(|&n| n == 0 || n > hosts_of_run.len()) {
-                return Err(LabError::Scenario(format!("run {}: sweep counts must be 1..={}", i + 1, hosts_of_run.len())));
+                return Err(LabError::Scenario(format!(
+                    "run {}: sweep counts must be 1..={}",
+                    i + 1,
+                    hosts_of_run.len()
+                )));
             }
             let streams = r.streams.unwrap_or(1);
             if !(1..=10_000).contains(&streams) {

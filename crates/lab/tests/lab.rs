@@ -111,7 +111,9 @@ fn mtu_is_applied() {
     if !can_run() {
         return;
     }
-    let lab = up("name = \"mtu\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nmtu = 1400\n");
+    let lab = up(
+        "name = \"mtu\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nmtu = 1400\n",
+    );
     let id = lab.plan.run.clone();
     let b = linerate_lab::scenario::fmt_ip(lab.plan.server_addr("a", "b", None).unwrap());
     // 1372 bytes of ICMP payload + 28 bytes of headers = 1400: fits; one more does not.
