@@ -71,34 +71,42 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
     for (i, r) in sc.runs.iter().enumerate() {
         let base = r.name.clone().unwrap_or_else(|| format!("{}-{}", tool_name(r.tool), i + 1));
         let hosts = sc.run_hosts(r)?;
-        let mut mk = |h: &str, many: bool| -> Result<Instance, LabError> {
-            let port = match (r.tool, r.port) {
-                (_, Some(p)) => p,
-                (Tool::Iperf3, None) => {
-                    next_port = next_port.wrapping_add(1);
-                    next_port - 1
-                }
-                (Tool::Bench | Tool::Cp, None) => SERVE_PORT,
-                _ => SSH_PORT,
-            };
-            Ok(Instance {
-                name: if many { format!("{base}@{h}") } else { base.clone() },
-                spec: i,
-                host: h.to_string(),
-                server: r.server.clone(),
-                addr: lab.plan.server_addr(h, &r.server, r.via.as_deref())?,
-                port,
-            })
-        };
-        let many = hosts.len() > 1;
+        let vias: Vec<Option<&str>> =
+            if r.vias.is_empty() { vec![r.via.as_deref()] } else { r.vias.iter().map(|v| Some(v.as_str())).collect() };
+        let mut all = Vec::new();
+        for h in &hosts {
+            for v in &vias {
+                let port = match (r.tool, r.port) {
+                    (_, Some(p)) => p,
+                    (Tool::Iperf3, None) => {
+                        next_port = next_port.wrapping_add(1);
+                        next_port - 1
+                    }
+                    (Tool::Bench | Tool::Cp, None) => SERVE_PORT,
+                    _ => SSH_PORT,
+                };
+                let name = match (hosts.len() > 1, vias.len() > 1) {
+                    (false, false) => base.clone(),
+                    (true, false) => format!("{base}@{h}"),
+                    (_, true) => format!("{base}@{h}/{}", v.unwrap_or("")),
+                };
+                all.push(Instance {
+                    name,
+                    spec: i,
+                    host: h.clone(),
+                    server: r.server.clone(),
+                    addr: lab.plan.server_addr(h, &r.server, *v)?,
+                    port,
+                });
+            }
+        }
         if !r.sweep.is_empty() {
             for &n in &r.sweep {
-                let members = hosts[..n].iter().map(|h| mk(h, true)).collect::<Result<Vec<_>, _>>()?;
-                out.push(Group { name: format!("{base}/{n}"), repeat: r.repeat.unwrap_or(1), members });
+                out.push(Group { name: format!("{base}/{n}"), repeat: r.repeat.unwrap_or(1), members: all[..n].to_vec() });
             }
             continue;
         }
-        let members = hosts.iter().map(|h| mk(h, many)).collect::<Result<Vec<_>, _>>()?;
+        let members = all;
         let gname = r.group.clone().unwrap_or(base);
         match out.iter_mut().find(|g| g.name == gname && r.group.is_some()) {
             Some(g) => {
@@ -393,6 +401,7 @@ struct Started {
     extra: Vec<Child>, // pipeline feeders (tar)
     bytes: u64,
     dest: Option<PathBuf>,
+    server: Option<(u32, u64)>, // a per-run server (iperf3), stopped when the run ends
     t0: Instant,
     timeout: Duration,
 }
@@ -421,7 +430,8 @@ fn start_instance(
     let timed = Duration::from_secs(spec.timeout.unwrap_or(u64::from(secs) + 60));
     let files = spec.files.unwrap_or(64);
     let size = spec.file_size.unwrap_or(1_600_000);
-    let mut st = Started { procs: vec![], extra: vec![], bytes: 0, dest: None, t0: Instant::now(), timeout: timed };
+    let mut st =
+        Started { procs: vec![], extra: vec![], bytes: 0, dest: None, server: None, t0: Instant::now(), timeout: timed };
     match spec.tool {
         Tool::Iperf3 => {
             let iperf =
@@ -429,7 +439,7 @@ fn start_instance(
             let sargs: Vec<String> = vec!["-s".into(), "-p".into(), inst.port.to_string()];
             let sns = lab.ns(&inst.server)?.to_string();
             let cmd = in_ns(&sns, &iperf, &sargs);
-            env.spawn_server(lab, cmd, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?;
+            st.server = Some(env.spawn_server(lab, cmd, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
             let mut a: Vec<String> = vec!["-c".into(), addr, "-p".into(), inst.port.to_string(), "-J".into()];
             a.extend(["-i".into(), "1".into(), "-t".into(), secs.to_string(), "-P".into(), streams.to_string()]);
             if spec.reverse {
@@ -816,6 +826,9 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 }
                 if let Some(d) = &s.dest {
                     let _ = std::fs::remove_dir_all(d);
+                }
+                if let Some((pid, start)) = s.server {
+                    stop_process(pid, start, Duration::from_secs(2));
                 }
             }
             let rates: Vec<f64> = recs.iter().filter_map(|r| r.get("rate_bps").and_then(Value::as_f64)).collect();

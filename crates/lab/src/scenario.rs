@@ -182,13 +182,16 @@ pub struct RunSpec {
     /// Several client hosts at once (ranges allowed), one flow set each.
     #[serde(default)]
     pub hosts: Vec<String>,
-    /// Run with the first N of `hosts`, for each N in turn (scaling sweeps).
+    /// Run with the first N instances (hosts × vias), for each N in turn (scaling sweeps).
     #[serde(default)]
     pub sweep: Vec<usize>,
     /// Server host.
     pub server: String,
     /// Reach the server through this link (default: the first segment they share).
     pub via: Option<String>,
+    /// One instance per link at once (several NICs driven together); exclusive with `via`.
+    #[serde(default)]
+    pub vias: Vec<String>,
     /// Parallel streams/connections (iperf3 -P, bench -P, cp -P, parallel scp/rsync/tar copies).
     pub streams: Option<u32>,
     /// Duration in seconds (iperf3, bench).
@@ -404,7 +407,13 @@ impl Scenario {
 
     /// Checks names, references, addresses, rates and times.
     pub fn validate(&self) -> Result<(), LabError> {
-        check_name("scenario", &self.name.to_ascii_lowercase().replace('_', "-"))?;
+        let n = &self.name;
+        if n.is_empty() || n.len() > 64 || !n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_') {
+            return Err(LabError::Scenario(format!(
+                "scenario name '{}': use 1-64 letters, digits, '-' or '_'",
+                n.escape_default()
+            )));
+        }
         let hosts = self.host_names()?;
         if hosts.is_empty() {
             return Err(LabError::Scenario("no [[host]]".into()));
@@ -516,17 +525,17 @@ impl Scenario {
                     return Err(LabError::Scenario(format!("run {}: unknown host '{h}'", i + 1)));
                 }
             }
-            if let Some(v) = &r.via {
+            if r.via.is_some() && !r.vias.is_empty() {
+                return Err(LabError::Scenario(format!("run {}: give `via` or `vias`, not both", i + 1)));
+            }
+            for v in r.via.iter().chain(&r.vias) {
                 if !link_names.contains(v) {
                     return Err(LabError::Scenario(format!("run {}: unknown link '{v}' in via", i + 1)));
                 }
             }
-            if r.sweep.iter().any(|&n| n == 0 || n > hosts_of_run.len()) {
-                return Err(LabError::Scenario(format!(
-                    "run {}: sweep counts must be 1..={}",
-                    i + 1,
-                    hosts_of_run.len()
-                )));
+            let instances = hosts_of_run.len() * r.vias.len().max(1);
+            if r.sweep.iter().any(|&n| n == 0 || n > instances) {
+                return Err(LabError::Scenario(format!("run {}: sweep counts must be 1..={instances}", i + 1)));
             }
             let streams = r.streams.unwrap_or(1);
             if !(1..=10_000).contains(&streams) {
@@ -539,7 +548,7 @@ impl Scenario {
             if r.seconds.is_some_and(|s| !(1..=3600).contains(&s)) {
                 return Err(LabError::Scenario(format!("run {}: seconds must be 1..3600", i + 1)));
             }
-            let per = if r.sweep.is_empty() { hosts_of_run.len() } else { r.sweep.iter().sum() };
+            let per = if r.sweep.is_empty() { instances } else { r.sweep.iter().sum() };
             count = count.saturating_add(per.saturating_mul(rep as usize));
             if let Some(n) = &r.name {
                 if names.insert(n.clone(), ()).is_some() {
