@@ -5,6 +5,7 @@ mod bench;
 mod cp;
 mod demo;
 mod doctor;
+mod lab;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -48,6 +49,8 @@ enum Cmd {
     Mktree(demo::MktreeArgs),
     /// Inspect this host and the path to a peer: find the bottleneck and predict the ceiling.
     Doctor(doctor::DoctorArgs),
+    /// Emulated hosts, links, switches and QoS in network namespaces; scenario runs (root).
+    Lab(lab::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => demo::run_demo(a),
         Cmd::Mktree(a) => demo::run_mktree(a),
         Cmd::Doctor(a) => doctor::run_doctor(a),
+        Cmd::Lab(a) => lab::run_lab(a),
     };
     ExitCode::from(code)
 }
