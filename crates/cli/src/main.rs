@@ -4,6 +4,7 @@
 mod cp;
 mod demo;
 mod progress;
+mod report;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -42,6 +43,8 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Generate a sample tree (for benchmarks): deterministic, incompressible contents.
     Mktree(demo::MktreeArgs),
+    /// Stored runs: list, show, export, compare, and charts as SVG or one HTML file.
+    Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         },
         Cmd::Demo(a) => demo::run_demo(a),
         Cmd::Mktree(a) => demo::run_mktree(a),
+        Cmd::Report(a) => report::run_report(a),
     };
     ExitCode::from(code)
 }

@@ -42,9 +42,11 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// A number rounded to 12 significant digits (so 15.299999999999999 prints as 15.3).
 fn num(x: f64) -> String {
     if x.is_finite() {
-        format!("{x}")
+        let rounded: f64 = format!("{x:.11e}").parse().unwrap_or(x);
+        format!("{rounded}")
     } else {
         String::new()
     }

@@ -206,15 +206,18 @@ fn x_title(s: &mut String, f: &Frame, title: &str) {
     let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, (f.left + f.right) / 2.0, HEIGHT - 8.0, esc(title));
 }
 
-/// A dashed horizontal reference line with its label at the right end.
-fn ref_line(s: &mut String, f: &Frame, y: f64, label: &str, color: &str) {
+/// A dashed horizontal reference line, labelled in the right margin (name, then value).
+fn ref_line(s: &mut String, f: &Frame, y: f64, label: &str, value: &str, color: &str) {
     let py = f.py(y);
     let _ = write!(
         s,
         r#"<line class="ref" x1="{:.1}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="6 4"/>"#,
         f.left, f.right
     );
-    let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="{color}">{}</text>"#, f.right - 4.0, py - 5.0, esc(label));
+    let name: String = label.chars().take(20).collect();
+    let x = f.right + 6.0;
+    let _ = write!(s, r#"<text x="{x:.1}" y="{:.1}" fill="{color}">{}</text>"#, py - 2.0, esc(&name));
+    let _ = write!(s, r#"<text x="{x:.1}" y="{:.1}" fill="{color}">{}</text>"#, py + 12.0, esc(value));
 }
 
 fn legend(s: &mut String, f: &Frame, names: &[(String, &str, bool)]) {
@@ -223,9 +226,21 @@ fn legend(s: &mut String, f: &Frame, names: &[(String, &str, bool)]) {
         let x = f.right + 12.0;
         let dash = if *dashed { r#" stroke-dasharray="6 4""# } else { "" };
         let _ = write!(s, r#"<line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{color}" stroke-width="3"{dash}/>"#, x + 18.0);
-        let label: String = name.chars().take(22).collect();
-        let _ = write!(s, r#"<text x="{:.1}" y="{:.1}">{}</text>"#, x + 24.0, y + 4.0, esc(&label));
+        let label: String = name.chars().take(24).collect();
+        let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#, x + 24.0, y + 4.0, esc(&label));
     }
+}
+
+/// A power of two as a tick label: `64`, `1024`; bytes as `64K`, `1M`.
+fn pow2_label(v: f64, unit: &str) -> String {
+    if unit == "B" {
+        for (scale, p) in [(1u64 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")] {
+            if v >= scale as f64 {
+                return format!("{}{p}", trim(v / scale as f64, 4));
+            }
+        }
+    }
+    trim(v, 6)
 }
 
 fn finite(x: f64) -> Option<f64> {
@@ -242,7 +257,7 @@ fn bars_svg(title: &str, kind: ChartKind, unit: &str, bars: &[Bar], refs: &[(Ref
     let (div, shown) = axis_scale(max, unit);
     let f = Frame {
         left: 70.0,
-        right: WIDTH - 20.0,
+        right: if refs.is_empty() { WIDTH - 20.0 } else { WIDTH - 140.0 },
         top: 40.0,
         bottom: HEIGHT - 60.0,
         x0: 0.0,
@@ -271,7 +286,7 @@ fn bars_svg(title: &str, kind: ChartKind, unit: &str, bars: &[Bar], refs: &[(Ref
         let _ = write!(s, r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, f.bottom + 16.0, esc(&label));
     }
     for (r, color) in refs {
-        ref_line(&mut s, &f, r.value, &format!("{} {}", r.label, crate::convert::si(r.value, unit)), color);
+        ref_line(&mut s, &f, r.value, &r.label, &crate::convert::si(r.value, unit), color);
     }
     s.push_str("</svg>\n");
     s
@@ -299,9 +314,14 @@ pub fn flow_chart(c: &FlowChart) -> String {
 }
 
 /// How the x axis is drawn.
+#[derive(Clone, Copy, PartialEq)]
 enum XScale {
     /// Linear, labelled with the axis unit.
     Linear,
+    /// Linear from zero (time).
+    FromZero,
+    /// Powers of two (connections, guests, message sizes spanning a wide range).
+    Log2,
     /// Percentiles on a "nines" axis: x = −log10(1 − p/100).
     Nines,
 }
@@ -319,8 +339,21 @@ fn lines_svg(
 ) -> String {
     let mut s = String::new();
     open(&mut s, title, kind);
+    // a positive x spanning 16× or more (1…64 connections, 64 B…1 MB messages) reads better in powers of two
+    let xs: Vec<f64> = lines.iter().flat_map(|l| l.points.iter().map(|p| p[0])).filter(|x| x.is_finite()).collect();
+    let xscale = match xscale {
+        XScale::Linear
+            if xs.len() >= 3
+                && xs.iter().all(|x| *x > 0.0)
+                && xs.iter().copied().fold(0.0, f64::max) / xs.iter().copied().fold(f64::INFINITY, f64::min) >= 16.0 =>
+        {
+            XScale::Log2
+        }
+        other => other,
+    };
     let tx = |v: f64| match xscale {
-        XScale::Linear => v,
+        XScale::Linear | XScale::FromZero => v,
+        XScale::Log2 => v.max(1e-300).log2(),
         XScale::Nines => -(1.0 - (v / 100.0).clamp(0.0, 0.999_999_9)).log10(),
     };
     let pts = || lines.iter().flat_map(|l| l.points.iter()).filter(|p| p[0].is_finite() && p[1].is_finite());
@@ -329,19 +362,30 @@ fn lines_svg(
     let ymin = pts().map(|p| p[1]).fold(0.0, f64::min);
     let yt = nice_ticks(ymin, if ymax > 0.0 { ymax * 1.05 } else { 1.0 }, 5);
     let (xt, xlabels): (Vec<f64>, Vec<String>) = match xscale {
-        XScale::Linear => {
+        XScale::Log2 => {
+            let (lo, hi) = (xmin.floor() as i32, xmax.ceil().max(xmin.floor() + 1.0) as i32);
+            let every = ((hi - lo) / 10 + 1).max(1) as usize;
+            let t: Vec<f64> = (lo..=hi).step_by(every).map(f64::from).collect();
+            let l = t.iter().map(|e| pow2_label(2f64.powf(*e), &x.unit)).collect();
+            (t, l)
+        }
+        XScale::Linear | XScale::FromZero => {
             let (lo, hi) = if xmin.is_finite() { (xmin, xmax) } else { (0.0, 1.0) };
+            let lo = if xscale == XScale::FromZero { lo.min(0.0) } else { lo };
             let t = nice_ticks(lo, hi, 6);
             let (div, _) = axis_scale(hi.abs().max(lo.abs()), &x.unit);
             let l = t.iter().map(|v| trim(v / div, 4)).collect();
             (t, l)
         }
         XScale::Nines => {
-            let top = xmax.ceil().clamp(1.0, 7.0) as i32;
-            let t: Vec<f64> = (0..=top).map(f64::from).collect();
-            let l = (0..=top)
+            // 99.9 maps to 3.0000000000000004: round before taking the ceiling
+            let top = (xmax - 1e-9).ceil().clamp(1.0, 7.0) as i32;
+            let mut t: Vec<f64> = (0..=top).map(f64::from).collect();
+            let mut l: Vec<String> = (0..=top)
                 .map(|n| if n == 0 { "0%".to_string() } else { format!("{}%", trim(100.0 - 100.0 * 10f64.powi(-n), 8)) })
                 .collect();
+            t.insert(1, 2f64.log10()); // the median
+            l.insert(1, "50%".into());
             (t, l)
         }
     };
@@ -350,7 +394,7 @@ fn lines_svg(
         let (d, yu) = axis_scale(ymax, &y.unit);
         (xu, d, yu)
     };
-    let right = if lines.len() > 1 || !refs.is_empty() { WIDTH - 170.0 } else { WIDTH - 24.0 };
+    let right = if lines.len() > 1 || !refs.is_empty() { WIDTH - 190.0 } else { WIDTH - 24.0 };
     let f = Frame {
         left: 70.0,
         right,
@@ -368,7 +412,8 @@ fn lines_svg(
         let _ = write!(s, r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, f.bottom + 16.0, esc(l));
     }
     let xtitle = match xscale {
-        XScale::Linear => axis_title(&x.label, &xdiv_unit),
+        XScale::Linear | XScale::FromZero => axis_title(&x.label, &xdiv_unit),
+        XScale::Log2 => axis_title(&x.label, &x.unit),
         XScale::Nines => "percentile".to_string(),
     };
     x_title(&mut s, &f, &xtitle);
@@ -391,14 +436,19 @@ fn lines_svg(
     }
     for r in refs {
         let py = f.py(r.value);
+        // a guarantee named after a line ("guest1 guarantee") takes that line's colour
+        let color = lines
+            .iter()
+            .position(|l| !l.name.is_empty() && r.label.starts_with(&format!("{} ", l.name)))
+            .map_or(CEILING, |i| PALETTE[i % PALETTE.len()]);
         let _ = write!(
             s,
-            r#"<line class="ref" x1="{:.1}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="{CEILING}" stroke-width="2" stroke-dasharray="6 4"><title>{}</title></line>"#,
+            r#"<line class="ref" x1="{:.1}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="6 4"><title>{}</title></line>"#,
             f.left,
             f.right,
             esc(&r.label)
         );
-        legend_items.push((format!("{} {}", r.label, crate::convert::si(r.value, &y.unit)), CEILING, true));
+        legend_items.push((format!("{} {}", r.label, crate::convert::si(r.value, &y.unit)), color, true));
     }
     if legend_items.len() > 1 || !refs.is_empty() {
         legend(&mut s, &f, &legend_items);
@@ -416,7 +466,7 @@ pub fn xy_chart(c: &XyChart) -> String {
 pub fn time_chart(c: &TimeChart) -> String {
     let x = Axis { label: "time".into(), unit: "s".into() };
     let y = Axis { label: "throughput".into(), unit: c.unit.clone() };
-    lines_svg(&c.title, ChartKind::Series, &x, &y, &c.lines, &c.guarantees, XScale::Linear, false)
+    lines_svg(&c.title, ChartKind::Series, &x, &y, &c.lines, &c.guarantees, XScale::FromZero, false)
 }
 
 /// Latency against percentile on a nines axis (50 %, 90 %, 99 %, 99.9 % equally spaced).
