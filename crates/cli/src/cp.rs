@@ -334,10 +334,11 @@ pub fn summary_line(r: &CopyReport) -> String {
 
 /// Keeps the run in the report store; a failure to save is a warning, not a failed copy.
 fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, quiet: bool) {
-    let saved = linerate_report::from_cp_json(&summary_json(report)).map_err(anyhow::Error::from).and_then(|mut run| {
-        run.params.insert("destination".into(), linerate_engine::walk::shown(dest).into());
-        crate::report::save_run(db, &run)
-    });
+    let saved =
+        linerate_report::from_cp_json(&summary_json(report)).map_err(anyhow::Error::from).and_then(|mut run| {
+            run.params.insert("destination".into(), linerate_engine::walk::shown(dest).into());
+            crate::report::save_run(db, &run)
+        });
     match saved {
         Ok(id) if !quiet => eprintln!("saved as run {id} (linerate report show {id})"),
         Ok(_) => {}

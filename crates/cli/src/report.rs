@@ -126,7 +126,9 @@ enum Fail {
 fn store_path(db: Option<&Path>) -> Result<PathBuf> {
     match db {
         Some(p) => Ok(p.to_path_buf()),
-        None => Store::default_path().context("no data directory is known for this user: give --db PATH or set LINERATE_DB"),
+        None => {
+            Store::default_path().context("no data directory is known for this user: give --db PATH or set LINERATE_DB")
+        }
     }
 }
 
@@ -146,14 +148,18 @@ pub fn save_run(db: Option<&Path>, report: &RunReport) -> Result<String> {
 
 fn lookup(store: &Store, id: &str) -> std::result::Result<RunReport, Fail> {
     store.get(id).map_err(|e| match e {
-        linerate_report::ReportError::NotFound(_) | linerate_report::ReportError::Ambiguous(..) => Fail::Usage(e.into()),
+        linerate_report::ReportError::NotFound(_) | linerate_report::ReportError::Ambiguous(..) => {
+            Fail::Usage(e.into())
+        }
         other => Fail::Store(anyhow::Error::new(other).context(format!("cannot read run {id} from {}", store.path()))),
     })
 }
 
 fn write_out(output: Option<&Path>, text: &str) -> Result<()> {
     match output {
-        Some(p) if p.as_os_str() != "-" => std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display())),
+        Some(p) if p.as_os_str() != "-" => {
+            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))
+        }
         _ => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write to stdout")
@@ -197,8 +203,16 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
                     });
                     text.push_str(&format!("{line}\n"));
                 } else {
-                    let head = r.headline.as_ref().map_or(String::new(), |m| linerate_report::convert::si(m.value, &m.unit));
-                    text.push_str(&format!("{}  {:<5}  {}  {:>14}  {}\n", r.id, r.kind, r.created, head, clean(&r.title)));
+                    let head =
+                        r.headline.as_ref().map_or(String::new(), |m| linerate_report::convert::si(m.value, &m.unit));
+                    text.push_str(&format!(
+                        "{}  {:<5}  {}  {:>14}  {}\n",
+                        r.id,
+                        r.kind,
+                        r.created,
+                        head,
+                        clean(&r.title)
+                    ));
                 }
             }
             if runs.is_empty() && !json {
@@ -233,7 +247,9 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
         }
         ReportCmd::Import { file } => {
             let v = read_doc(&file).map_err(Fail::Usage)?;
-            let r = linerate_report::from_json(v).with_context(|| format!("cannot import {}", file.display())).map_err(Fail::Usage)?;
+            let r = linerate_report::from_json(v)
+                .with_context(|| format!("cannot import {}", file.display()))
+                .map_err(Fail::Usage)?;
             let mut store = open(db)?;
             store.insert(&r).context("cannot save the run").map_err(Fail::Store)?;
             println!("{}", r.id);
@@ -249,7 +265,10 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
             write_out(None, &c.to_text()).map_err(Fail::Usage)?;
             if c.has_regression() {
                 let n = c.rows.iter().filter(|r| r.regression).count();
-                eprintln!("linerate report: {n} figure(s) regressed by more than {threshold}% from {} to {}", ra.id, rb.id);
+                eprintln!(
+                    "linerate report: {n} figure(s) regressed by more than {threshold}% from {} to {}",
+                    ra.id, rb.id
+                );
                 return Ok(EXIT_REGRESSION);
             }
             Ok(0)

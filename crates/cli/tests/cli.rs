@@ -45,8 +45,13 @@ fn local_copy_prints_a_json_summary_with_both_sides() {
     let src = t.path().join("src");
     tree(&src);
     let db = t.path().join("runs.sqlite");
-    let out =
-        bin().env("LINERATE_DB", &db).args(["cp", "--json", "-P", "3"]).arg(&src).arg(t.path().join("dst")).output().unwrap();
+    let out = bin()
+        .env("LINERATE_DB", &db)
+        .args(["cp", "--json", "-P", "3"])
+        .arg(&src)
+        .arg(t.path().join("dst"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     same(&src, &t.path().join("dst"));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -82,14 +87,24 @@ fn copies_into_an_existing_directory_under_the_source_name() {
     tree(&src);
     fs::write(t.path().join("single"), b"one file").unwrap();
     fs::create_dir(t.path().join("into")).unwrap();
-    let out =
-        bin().args(["cp", "--no-save", "-q"]).arg(&src).arg(t.path().join("single")).arg(t.path().join("into")).output().unwrap();
+    let out = bin()
+        .args(["cp", "--no-save", "-q"])
+        .arg(&src)
+        .arg(t.path().join("single"))
+        .arg(t.path().join("into"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     same(&src, &t.path().join("into/src"));
     assert_eq!(fs::read(t.path().join("into/single")).unwrap(), b"one file");
     // Two sources and a destination that does not exist: refused as a usage error.
-    let out =
-        bin().args(["cp", "--no-save", "-q"]).arg(&src).arg(t.path().join("single")).arg(t.path().join("nope")).output().unwrap();
+    let out = bin()
+        .args(["cp", "--no-save", "-q"])
+        .arg(&src)
+        .arg(t.path().join("single"))
+        .arg(t.path().join("nope"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("not a directory"), "{}", text(&out));
     assert!(!t.path().join("nope").exists());
@@ -140,7 +155,13 @@ fn copies_to_a_running_server_with_a_key_file_and_refuses_a_wrong_key() {
     keygen(&other);
     let srv = serve(&root, &key);
     let dest = format!("{}:copied", srv.addr);
-    let out = bin().args(["cp", "--no-save", "-q", "--verify", "--key-file"]).arg(&key).arg(&src).arg(&dest).output().unwrap();
+    let out = bin()
+        .args(["cp", "--no-save", "-q", "--verify", "--key-file"])
+        .arg(&key)
+        .arg(&src)
+        .arg(&dest)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     same(&src, &root.join("copied"));
 

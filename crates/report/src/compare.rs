@@ -63,7 +63,8 @@ impl Comparison {
             };
             out.push([r.name.clone(), v(r.a), v(r.b), change, flag]);
         }
-        let widths: Vec<usize> = (0..5).map(|i| out.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
+        let widths: Vec<usize> =
+            (0..5).map(|i| out.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
         let mut s = String::new();
         for row in &out {
             let line: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();

@@ -252,10 +252,13 @@ pub fn from_bench_json(v: &Value) -> Result<RunReport, ReportError> {
     let test = v.get("test").cloned().unwrap_or(Value::Null);
     let name = s_any(&test, &["test", "name", "kind"]).unwrap_or("bench");
     let target = s_any(&test, &["host", "target", "server"]);
-    let mut r = RunReport::new(RunKind::Bench, match target {
-        Some(t) => format!("bench {name} to {t}"),
-        None => format!("bench {name}"),
-    });
+    let mut r = RunReport::new(
+        RunKind::Bench,
+        match target {
+            Some(t) => format!("bench {name} to {t}"),
+            None => format!("bench {name}"),
+        },
+    );
     if let Some(o) = obj(&test) {
         r.params = o.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<BTreeMap<_, _>>();
     }
@@ -403,6 +406,9 @@ fn lab_cpu_pct(run: &Value) -> Option<f64> {
     (!parts.is_empty()).then(|| parts.iter().sum::<f64>() * 100.0)
 }
 
+/// One tool's rates, CPU percentages and Jain indexes over its repeats.
+type ToolRuns = (String, Vec<f64>, Vec<f64>, Vec<f64>);
+
 fn is_ceiling_tool(tool: &str) -> bool {
     let t = tool.to_ascii_lowercase();
     t == "iperf3" || t == "netperf" || t == "ceiling" || t.starts_with("iperf")
@@ -434,7 +440,7 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
     let runs: Vec<&Value> = v.get("runs").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
 
     // per tool: rates, cpu, jain, in first-seen order
-    let mut tools: Vec<(String, Vec<f64>, Vec<f64>, Vec<f64>)> = Vec::new();
+    let mut tools: Vec<ToolRuns> = Vec::new();
     let mut rows = Vec::new();
     let mut series = Vec::new();
     let mut flow_charts = Vec::new();
@@ -445,9 +451,11 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
         let host = s_any(run, &["host", "guest"]).unwrap_or("").to_string();
         let rep = run.get("repeat").or_else(|| run.get("repeat_index")).and_then(Value::as_u64);
         let raw = run.get("raw").unwrap_or(&Value::Null);
-        let rate = f_any(run, &["rate_bps", "bps", "throughput_bps", "rate"]).or_else(|| f(raw, &["summary", "throughput_bps"]));
+        let rate = f_any(run, &["rate_bps", "bps", "throughput_bps", "rate"])
+            .or_else(|| f(raw, &["summary", "throughput_bps"]));
         let dur = f_any(run, &["duration_s", "seconds", "duration"]);
-        let cpu = lab_cpu_pct(run).or_else(|| cpu_total(raw.get("summary").unwrap_or(&Value::Null), "local").map(|c| c * 100.0));
+        let cpu = lab_cpu_pct(run)
+            .or_else(|| cpu_total(raw.get("summary").unwrap_or(&Value::Null), "local").map(|c| c * 100.0));
         let jain = f(run, &["jain"]).or_else(|| f(raw, &["summary", "jain"]));
         let idx = match tools.iter().position(|t| t.0 == tool) {
             Some(p) => p,
@@ -471,7 +479,15 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
             (None, true) => format!("{tool} ({})", i + 1),
             (None, false) => format!("{tool}@{host}"),
         };
-        rows.push(vec![json!(tool), json!(host), rep.map_or(Value::Null, |k| json!(k)), num(rate), num(dur), num(cpu), num(jain)]);
+        rows.push(vec![
+            json!(tool),
+            json!(host),
+            rep.map_or(Value::Null, |k| json!(k)),
+            num(rate),
+            num(dur),
+            num(cpu),
+            num(jain),
+        ]);
         if let Some(l) = raw.get("intervals").and_then(|iv| intervals_line(&label, iv)) {
             series.push(l);
         }
@@ -480,9 +496,15 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
             seen.push(tool.clone());
             let flows = raw.get("connections").map(flows_of).unwrap_or_default();
             if flows.len() > 1 {
-                flow_charts.push(FlowChart { title: format!("Per-flow throughput: {label}"), unit: "bit/s".into(), flows, jain });
+                flow_charts.push(FlowChart {
+                    title: format!("Per-flow throughput: {label}"),
+                    unit: "bit/s".into(),
+                    flows,
+                    jain,
+                });
             }
-            if let Some(l) = raw.get("summary").and_then(|s| s.get("latency_us")).and_then(|l| latency_line(&label, l)) {
+            if let Some(l) = raw.get("summary").and_then(|s| s.get("latency_us")).and_then(|l| latency_line(&label, l))
+            {
                 latency_lines.push(l);
             }
         }
@@ -515,14 +537,20 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
         }
     }
     if !bars.is_empty() {
-        r.charts.bars.push(BarChart { title: "Throughput by tool (median of repeats)".into(), unit: "bit/s".into(), bars, ceiling });
+        r.charts.bars.push(BarChart {
+            title: "Throughput by tool (median of repeats)".into(),
+            unit: "bit/s".into(),
+            bars,
+            ceiling,
+        });
     }
     // throughput against the number of guests / connections, one line per tool
     let run_params: Vec<&Value> = runs.iter().map(|r| r.get("params").unwrap_or(r)).collect();
     if let Some(key) = varying_key(&run_params).filter(|k| SWEEP_KEYS.contains(&k.as_str())) {
         let mut lines: Vec<Line> = Vec::new();
         for (run, p) in runs.iter().zip(&run_params) {
-            let (Some(x), Some(y)) = (p.get(&key).and_then(Value::as_f64), f_any(run, &["rate_bps", "bps", "throughput_bps"]))
+            let (Some(x), Some(y)) =
+                (p.get(&key).and_then(Value::as_f64), f_any(run, &["rate_bps", "bps", "throughput_bps"]))
             else {
                 continue;
             };
@@ -564,7 +592,12 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
         guarantees.push(RefLine { label: "guarantee".into(), value: x });
     }
     if !series.is_empty() {
-        r.charts.series.push(TimeChart { title: "Throughput over time".into(), unit: "bit/s".into(), lines: series, guarantees });
+        r.charts.series.push(TimeChart {
+            title: "Throughput over time".into(),
+            unit: "bit/s".into(),
+            lines: series,
+            guarantees,
+        });
     }
     r.charts.flows = flow_charts;
     if !latency_lines.is_empty() {
@@ -663,7 +696,9 @@ mod tests {
 
     #[test]
     fn unknown_documents_are_refused_with_a_typed_error() {
-        assert!(matches!(from_json(json!({"schema": "linerate.bench/9"})), Err(ReportError::UnknownSchema(s)) if s == "linerate.bench/9"));
+        assert!(
+            matches!(from_json(json!({"schema": "linerate.bench/9"})), Err(ReportError::UnknownSchema(s)) if s == "linerate.bench/9")
+        );
         assert!(matches!(from_json(json!({"hello": 1})), Err(ReportError::UnknownSchema(_))));
         assert!(matches!(from_bench_json(&json!({"schema": "linerate.lab/1"})), Err(ReportError::UnknownSchema(_))));
         assert!(matches!(from_cp_json(&json!([1, 2])), Err(ReportError::Invalid(_))));

@@ -205,7 +205,12 @@ pub fn to_markdown(r: &RunReport) -> String {
         let _ = writeln!(s, "| {} |", heads.join(" | "));
         let _ = writeln!(s, "|{}", "---|".repeat(t.columns.len()));
         for cells in &t.rows {
-            let row: Vec<String> = t.columns.iter().enumerate().map(|(i, c)| cells.get(i).map_or(String::new(), |v| md_cell(v, c))).collect();
+            let row: Vec<String> = t
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| cells.get(i).map_or(String::new(), |v| md_cell(v, c)))
+                .collect();
             let _ = writeln!(s, "| {} |", row.join(" | "));
         }
     }

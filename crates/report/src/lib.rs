@@ -35,7 +35,9 @@ pub enum ReportError {
     #[error("run id '{0}' is ambiguous: it matches {1} runs; give more of the id")]
     Ambiguous(String, usize),
     /// The store was written by a newer linerate.
-    #[error("the store {path} has schema version {found}, newer than this linerate understands ({known}); upgrade linerate")]
+    #[error(
+        "the store {path} has schema version {found}, newer than this linerate understands ({known}); upgrade linerate"
+    )]
     StoreTooNew {
         /// Database file.
         path: String,

@@ -79,7 +79,8 @@ fn v1_to_v2(tx: &Transaction) -> rusqlite::Result<()> {
 }
 
 fn insert_metrics(tx: &Transaction, id: &str, metrics: &[Metric]) -> rusqlite::Result<()> {
-    let mut st = tx.prepare("INSERT OR REPLACE INTO metrics (run_id, name, value, unit, better) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut st =
+        tx.prepare("INSERT OR REPLACE INTO metrics (run_id, name, value, unit, better) VALUES (?1, ?2, ?3, ?4, ?5)")?;
     for m in metrics {
         let better = match m.better {
             crate::Better::Higher => "higher",
@@ -118,7 +119,8 @@ impl Store {
 
     /// An in-memory store (tests).
     pub fn open_in_memory() -> Result<Store, ReportError> {
-        let conn = Connection::open_in_memory().map_err(|source| ReportError::Sqlite { path: ":memory:".into(), source })?;
+        let conn =
+            Connection::open_in_memory().map_err(|source| ReportError::Sqlite { path: ":memory:".into(), source })?;
         let mut s = Store { conn, path: ":memory:".into() };
         s.prepare()?;
         Ok(s)
@@ -171,13 +173,17 @@ impl Store {
 
     /// The full id of the run whose id is `id` or starts with `id`.
     pub fn resolve(&self, id: &str) -> Result<String, ReportError> {
-        let exact: Option<String> =
-            self.conn.query_row("SELECT id FROM runs WHERE id = ?1", [id], |r| r.get(0)).optional().map_err(self.err())?;
+        let exact: Option<String> = self
+            .conn
+            .query_row("SELECT id FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(self.err())?;
         if let Some(x) = exact {
             return Ok(x);
         }
         let pattern = format!("{}%", id.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
-        let mut st = self.conn.prepare("SELECT id FROM runs WHERE id LIKE ?1 ESCAPE '\\' LIMIT 50").map_err(self.err())?;
+        let mut st =
+            self.conn.prepare("SELECT id FROM runs WHERE id LIKE ?1 ESCAPE '\\' LIMIT 50").map_err(self.err())?;
         let ids: Vec<String> =
             st.query_map([pattern], |r| r.get(0)).map_err(self.err())?.collect::<Result<_, _>>().map_err(self.err())?;
         match ids.len() {
@@ -190,7 +196,8 @@ impl Store {
     /// The run `id` (or the only run whose id starts with it).
     pub fn get(&self, id: &str) -> Result<RunReport, ReportError> {
         let full = self.resolve(id)?;
-        let doc: String = self.conn.query_row("SELECT doc FROM runs WHERE id = ?1", [&full], |r| r.get(0)).map_err(self.err())?;
+        let doc: String =
+            self.conn.query_row("SELECT doc FROM runs WHERE id = ?1", [&full], |r| r.get(0)).map_err(self.err())?;
         let v = serde_json::from_str(&doc).map_err(|e| ReportError::Invalid(format!("stored run {full}: {e}")))?;
         RunReport::from_json(v)
     }
@@ -217,7 +224,11 @@ impl Store {
                         name,
                         value: r.get(5)?,
                         unit: r.get(6)?,
-                        better: if r.get::<_, String>(7)? == "lower" { crate::Better::Lower } else { crate::Better::Higher },
+                        better: if r.get::<_, String>(7)? == "lower" {
+                            crate::Better::Lower
+                        } else {
+                            crate::Better::Higher
+                        },
                     }),
                     None => None,
                 };

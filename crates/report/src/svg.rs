@@ -34,7 +34,8 @@ pub enum ChartKind {
 
 impl ChartKind {
     /// Every kind, in report order.
-    pub const ALL: [ChartKind; 5] = [ChartKind::Bars, ChartKind::Xy, ChartKind::Flows, ChartKind::Series, ChartKind::Latency];
+    pub const ALL: [ChartKind; 5] =
+        [ChartKind::Bars, ChartKind::Xy, ChartKind::Flows, ChartKind::Series, ChartKind::Latency];
 
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
@@ -66,7 +67,8 @@ impl ChartKind {
 
 /// Chart `index` (0-based) of `kind` in `r`, as a standalone SVG document.
 pub fn render(r: &RunReport, kind: ChartKind, index: usize) -> Result<String, ReportError> {
-    let missing = || ReportError::NoChart { id: r.id.clone(), kind: kind.name().into(), index: index + 1, have: kind.count(r) };
+    let missing =
+        || ReportError::NoChart { id: r.id.clone(), kind: kind.name().into(), index: index + 1, have: kind.count(r) };
     Ok(match kind {
         ChartKind::Bars => bar_chart(r.charts.bars.get(index).ok_or_else(missing)?),
         ChartKind::Xy => xy_chart(r.charts.xy.get(index).ok_or_else(missing)?),
@@ -129,11 +131,16 @@ fn nice_step(raw: f64) -> f64 {
 /// last ticks enclose the range.
 pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
     let (lo, hi) = if lo.is_finite() && hi.is_finite() { (lo.min(hi), lo.max(hi)) } else { (0.0, 1.0) };
-    let (lo, hi) = if hi - lo < 1e-300 { (lo - 0.5 * lo.abs().max(1.0), hi + 0.5 * hi.abs().max(1.0)) } else { (lo, hi) };
+    let (lo, hi) =
+        if hi - lo < 1e-300 { (lo - 0.5 * lo.abs().max(1.0), hi + 0.5 * hi.abs().max(1.0)) } else { (lo, hi) };
     let step = nice_step((hi - lo) / target.max(1) as f64);
     let start = (lo / step).floor() as i64;
     let end = (hi / step).ceil() as i64;
-    (start..=end.max(start + 1)).take(100).map(|i| i as f64 * step).map(|t| if t.abs() < step * 1e-9 { 0.0 } else { t }).collect()
+    (start..=end.max(start + 1))
+        .take(100)
+        .map(|i| i as f64 * step)
+        .map(|t| if t.abs() < step * 1e-9 { 0.0 } else { t })
+        .collect()
 }
 
 /// How an axis in `unit` with values up to `max` is labelled: divisor and displayed unit.
@@ -186,24 +193,58 @@ fn open(s: &mut String, title: &str, kind: ChartKind) {
     );
     let _ = write!(s, "<title>{}</title>", esc(title));
     let _ = write!(s, r##"<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>"##);
-    let _ = write!(s, r#"<text x="{:.1}" y="20" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#, WIDTH / 2.0, esc(title));
+    let _ = write!(
+        s,
+        r#"<text x="{:.1}" y="20" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
+        WIDTH / 2.0,
+        esc(title)
+    );
 }
 
 /// Horizontal grid lines and labels of the y axis, plus its title.
 fn y_axis(s: &mut String, f: &Frame, ticks: &[f64], div: f64, title: &str) {
     for &t in ticks {
         let y = f.py(t);
-        let _ = write!(s, r##"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e0e0e0"/>"##, f.left, f.right);
-        let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#, f.left - 6.0, y + 4.0, esc(&trim(t / div, 4)));
+        let _ =
+            write!(s, r##"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e0e0e0"/>"##, f.left, f.right);
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            f.left - 6.0,
+            y + 4.0,
+            esc(&trim(t / div, 4))
+        );
     }
     let cy = (f.top + f.bottom) / 2.0;
-    let _ = write!(s, r#"<text x="16" y="{cy:.1}" text-anchor="middle" transform="rotate(-90 16 {cy:.1})">{}</text>"#, esc(title));
-    let _ = write!(s, r##"<line x1="{l:.1}" y1="{:.1}" x2="{l:.1}" y2="{:.1}" stroke="#333"/>"##, f.top, f.bottom, l = f.left);
-    let _ = write!(s, r##"<line x1="{:.1}" y1="{b:.1}" x2="{:.1}" y2="{b:.1}" stroke="#333"/>"##, f.left, f.right, b = f.bottom);
+    let _ = write!(
+        s,
+        r#"<text x="16" y="{cy:.1}" text-anchor="middle" transform="rotate(-90 16 {cy:.1})">{}</text>"#,
+        esc(title)
+    );
+    let _ = write!(
+        s,
+        r##"<line x1="{l:.1}" y1="{:.1}" x2="{l:.1}" y2="{:.1}" stroke="#333"/>"##,
+        f.top,
+        f.bottom,
+        l = f.left
+    );
+    let _ = write!(
+        s,
+        r##"<line x1="{:.1}" y1="{b:.1}" x2="{:.1}" y2="{b:.1}" stroke="#333"/>"##,
+        f.left,
+        f.right,
+        b = f.bottom
+    );
 }
 
 fn x_title(s: &mut String, f: &Frame, title: &str) {
-    let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, (f.left + f.right) / 2.0, HEIGHT - 8.0, esc(title));
+    let _ = write!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        (f.left + f.right) / 2.0,
+        HEIGHT - 8.0,
+        esc(title)
+    );
 }
 
 /// A dashed horizontal reference line, labelled in the right margin (name, then value).
@@ -225,7 +266,11 @@ fn legend(s: &mut String, f: &Frame, names: &[(String, &str, bool)]) {
         let y = f.top + 8.0 + i as f64 * 18.0;
         let x = f.right + 12.0;
         let dash = if *dashed { r#" stroke-dasharray="6 4""# } else { "" };
-        let _ = write!(s, r#"<line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{color}" stroke-width="3"{dash}/>"#, x + 18.0);
+        let _ = write!(
+            s,
+            r#"<line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{color}" stroke-width="3"{dash}/>"#,
+            x + 18.0
+        );
         let label: String = name.chars().take(24).collect();
         let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#, x + 24.0, y + 4.0, esc(&label));
     }
@@ -281,9 +326,15 @@ fn bars_svg(title: &str, kind: ChartKind, unit: &str, bars: &[Bar], refs: &[(Ref
             esc(&b.label),
             esc(&crate::convert::si(v, unit))
         );
-        let _ = write!(s, r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#, ya - 4.0, esc(&trim(v / div, 3)));
+        let _ = write!(
+            s,
+            r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#,
+            ya - 4.0,
+            esc(&trim(v / div, 3))
+        );
         let label: String = b.label.chars().take((slot / 7.0).max(4.0) as usize).collect();
-        let _ = write!(s, r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, f.bottom + 16.0, esc(&label));
+        let _ =
+            write!(s, r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, f.bottom + 16.0, esc(&label));
     }
     for (r, color) in refs {
         ref_line(&mut s, &f, r.value, &r.label, &crate::convert::si(r.value, unit), color);
@@ -345,7 +396,8 @@ fn lines_svg(
         XScale::Linear
             if xs.len() >= 3
                 && xs.iter().all(|x| *x > 0.0)
-                && xs.iter().copied().fold(0.0, f64::max) / xs.iter().copied().fold(f64::INFINITY, f64::min) >= 16.0 =>
+                && xs.iter().copied().fold(0.0, f64::max) / xs.iter().copied().fold(f64::INFINITY, f64::min)
+                    >= 16.0 =>
         {
             XScale::Log2
         }
@@ -382,7 +434,9 @@ fn lines_svg(
             let top = (xmax - 1e-9).ceil().clamp(1.0, 7.0) as i32;
             let mut t: Vec<f64> = (0..=top).map(f64::from).collect();
             let mut l: Vec<String> = (0..=top)
-                .map(|n| if n == 0 { "0%".to_string() } else { format!("{}%", trim(100.0 - 100.0 * 10f64.powi(-n), 8)) })
+                .map(
+                    |n| if n == 0 { "0%".to_string() } else { format!("{}%", trim(100.0 - 100.0 * 10f64.powi(-n), 8)) },
+                )
                 .collect();
             t.insert(1, 2f64.log10()); // the median
             l.insert(1, "50%".into());
@@ -408,7 +462,8 @@ fn lines_svg(
     y_axis(&mut s, &f, &yt, ydiv, &axis_title(&y.label, &yshown));
     for (t, l) in xt.iter().zip(&xlabels) {
         let px = f.px(*t);
-        let _ = write!(s, r##"<line x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="#f0f0f0"/>"##, f.top, f.bottom);
+        let _ =
+            write!(s, r##"<line x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="#f0f0f0"/>"##, f.top, f.bottom);
         let _ = write!(s, r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, f.bottom + 16.0, esc(l));
     }
     let xtitle = match xscale {
@@ -425,11 +480,16 @@ fn lines_svg(
             let _ = write!(d, "{}{:.1},{:.1}", if d.is_empty() { "M" } else { " L" }, f.px(tx(p[0])), f.py(p[1]));
         }
         if !d.is_empty() {
-            let _ = write!(s, r#"<path class="line" d="{d}" fill="none" stroke="{color}" stroke-width="2"><title>{}</title></path>"#, esc(&l.name));
+            let _ = write!(
+                s,
+                r#"<path class="line" d="{d}" fill="none" stroke="{color}" stroke-width="2"><title>{}</title></path>"#,
+                esc(&l.name)
+            );
         }
         if markers {
             for p in l.points.iter().filter(|p| p[0].is_finite() && p[1].is_finite()) {
-                let _ = write!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#, f.px(tx(p[0])), f.py(p[1]));
+                let _ =
+                    write!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#, f.px(tx(p[0])), f.py(p[1]));
             }
         }
         legend_items.push((l.name.clone(), color, false));
@@ -493,7 +553,12 @@ mod tests {
     #[test]
     fn escapes_markup_in_labels() {
         assert_eq!(esc("<a href='x'>&\u{1b}"), "&lt;a href=&#39;x&#39;&gt;&amp; ");
-        let c = BarChart { title: "<script>".into(), unit: "bit/s".into(), bars: vec![Bar { label: "a&b".into(), value: 1e9 }], ceiling: None };
+        let c = BarChart {
+            title: "<script>".into(),
+            unit: "bit/s".into(),
+            bars: vec![Bar { label: "a&b".into(), value: 1e9 }],
+            ceiling: None,
+        };
         let svg = bar_chart(&c);
         assert!(!svg.contains("<script>") && svg.contains("&lt;script&gt;") && svg.contains("a&amp;b"));
     }

@@ -209,7 +209,8 @@ fn a_store_from_a_newer_linerate_is_refused() {
 fn a_store_file_round_trips_every_kind() {
     let t = tempfile::tempdir().unwrap();
     let path = t.path().join("sub/dir/runs.sqlite");
-    let runs: Vec<RunReport> = ["cp.json", "bench.json", "lab.json"].iter().map(|n| from_json(fixture(n)).unwrap()).collect();
+    let runs: Vec<RunReport> =
+        ["cp.json", "bench.json", "lab.json"].iter().map(|n| from_json(fixture(n)).unwrap()).collect();
     {
         let mut s = Store::open(&path).unwrap();
         for r in &runs {
@@ -274,7 +275,10 @@ fn html_report_renders_in_headless_chromium() {
     let t = tempfile::tempdir().unwrap();
     let runs = [pinned("lab.json"), pinned("bench.json")];
     let html = html::report(&runs, 5.0);
-    assert!(!html.contains("http://") || html.matches("http://").count() == html.matches("http://www.w3.org/2000/svg").count());
+    assert!(
+        !html.contains("http://")
+            || html.matches("http://").count() == html.matches("http://www.w3.org/2000/svg").count()
+    );
     assert!(!html.contains("<script src") && !html.contains("<link"), "external resources");
     let page = t.path().join("report.html");
     std::fs::write(&page, &html).unwrap();
@@ -301,7 +305,10 @@ fn html_report_renders_in_headless_chromium() {
     }
 
     let shot = t.path().join("shot.png");
-    let out = run_bounded(headless(&t.path().join("p2")).arg(format!("--screenshot={}", shot.display())).arg(&url), Duration::from_secs(120));
+    let out = run_bounded(
+        headless(&t.path().join("p2")).arg(format!("--screenshot={}", shot.display())).arg(&url),
+        Duration::from_secs(120),
+    );
     assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
     let mut reader = decoder.read_info().unwrap();
