@@ -71,6 +71,12 @@ pub struct CpArgs {
     /// Seconds allowed to connect and authenticate.
     #[arg(long, default_value_t = 15)]
     timeout: u64,
+    /// Run store to save this run in [default: $LINERATE_DB, else the user's data directory].
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Do not save this run in the run store.
+    #[arg(long)]
+    no_save: bool,
 }
 
 /// `linerate serve` flags.
@@ -342,6 +348,20 @@ pub fn summary_line(r: &CopyReport) -> String {
     )
 }
 
+/// Keeps the run in the report store; a failure to save is a warning, not a failed copy.
+fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, quiet: bool) {
+    let saved =
+        linerate_report::from_cp_json(&summary_json(report)).map_err(anyhow::Error::from).and_then(|mut run| {
+            run.params.insert("destination".into(), linerate_engine::walk::shown(dest).into());
+            crate::report::save_run(db, &run)
+        });
+    match saved {
+        Ok(id) if !quiet => eprintln!("saved as run {id} (linerate report show {id})"),
+        Ok(_) => {}
+        Err(e) => eprintln!("linerate: warning: the run was not saved: {e:#}"),
+    }
+}
+
 pub fn run_cp(a: CpArgs) -> u8 {
     let mut paths = a.paths;
     let Some(dest) = paths.pop() else {
@@ -374,6 +394,9 @@ pub fn run_cp(a: CpArgs) -> u8 {
                 println!("{}", summary_json(&report));
             } else if !a.quiet {
                 eprintln!("{}", summary_line(&report));
+            }
+            if !a.no_save {
+                save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json);
             }
             if code != exit::OK {
                 eprintln!(

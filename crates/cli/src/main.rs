@@ -7,6 +7,7 @@ mod demo;
 mod doctor;
 mod lab;
 mod progress;
+mod report;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -51,6 +52,8 @@ enum Cmd {
     Doctor(doctor::DoctorArgs),
     /// Emulated hosts, links, switches and QoS in network namespaces; scenario runs (root).
     Lab(lab::LabArgs),
+    /// Stored runs: list, show, export, compare, and charts as SVG or one HTML file.
+    Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Cmd::Mktree(a) => demo::run_mktree(a),
         Cmd::Doctor(a) => doctor::run_doctor(a),
         Cmd::Lab(a) => lab::run_lab(a),
+        Cmd::Report(a) => report::run_report(a),
     };
     ExitCode::from(code)
 }

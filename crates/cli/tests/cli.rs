@@ -44,7 +44,14 @@ fn local_copy_prints_a_json_summary_with_both_sides() {
     let t = scratch();
     let src = t.path().join("src");
     tree(&src);
-    let out = bin().args(["cp", "--json", "-P", "3"]).arg(&src).arg(t.path().join("dst")).output().unwrap();
+    let db = t.path().join("runs.sqlite");
+    let out = bin()
+        .env("LINERATE_DB", &db)
+        .args(["cp", "--json", "-P", "3"])
+        .arg(&src)
+        .arg(t.path().join("dst"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     same(&src, &t.path().join("dst"));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -62,6 +69,15 @@ fn local_copy_prints_a_json_summary_with_both_sides() {
         let rss = j["peak_rss_bytes"][side].as_u64().unwrap();
         assert!(rss > 0 && rss < 256 << 20, "{side} peak RSS {rss}");
     }
+    // the run was saved in the store LINERATE_DB names, with the same throughput
+    let out = bin().env("LINERATE_DB", &db).args(["report", "list", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let runs: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["kind"], "cp");
+    let saved = runs[0]["headline"]["value"].as_f64().unwrap();
+    assert!((saved - j["gbit_per_s"].as_f64().unwrap() * 1e9).abs() < 1.0, "{saved} vs {j}");
 }
 
 #[test]
@@ -71,14 +87,24 @@ fn copies_into_an_existing_directory_under_the_source_name() {
     tree(&src);
     fs::write(t.path().join("single"), b"one file").unwrap();
     fs::create_dir(t.path().join("into")).unwrap();
-    let out =
-        bin().args(["cp", "-q"]).arg(&src).arg(t.path().join("single")).arg(t.path().join("into")).output().unwrap();
+    let out = bin()
+        .args(["cp", "--no-save", "-q"])
+        .arg(&src)
+        .arg(t.path().join("single"))
+        .arg(t.path().join("into"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     same(&src, &t.path().join("into/src"));
     assert_eq!(fs::read(t.path().join("into/single")).unwrap(), b"one file");
     // Two sources and a destination that does not exist: refused as a usage error.
-    let out =
-        bin().args(["cp", "-q"]).arg(&src).arg(t.path().join("single")).arg(t.path().join("nope")).output().unwrap();
+    let out = bin()
+        .args(["cp", "--no-save", "-q"])
+        .arg(&src)
+        .arg(t.path().join("single"))
+        .arg(t.path().join("nope"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("not a directory"), "{}", text(&out));
     assert!(!t.path().join("nope").exists());
@@ -129,12 +155,18 @@ fn copies_to_a_running_server_with_a_key_file_and_refuses_a_wrong_key() {
     keygen(&other);
     let srv = serve(&root, &key);
     let dest = format!("{}:copied", srv.addr);
-    let out = bin().args(["cp", "-q", "--verify", "--key-file"]).arg(&key).arg(&src).arg(&dest).output().unwrap();
+    let out = bin()
+        .args(["cp", "--no-save", "-q", "--verify", "--key-file"])
+        .arg(&key)
+        .arg(&src)
+        .arg(&dest)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     same(&src, &root.join("copied"));
 
     let out = bin()
-        .args(["cp", "-q", "--key-file"])
+        .args(["cp", "--no-save", "-q", "--key-file"])
         .arg(&other)
         .arg(&src)
         .arg(format!("{}:again", srv.addr))
@@ -145,7 +177,7 @@ fn copies_to_a_running_server_with_a_key_file_and_refuses_a_wrong_key() {
     assert!(!root.join("again").exists());
 
     // A remote destination without a key is a usage error.
-    let out = bin().args(["cp", "-q"]).arg(&src).arg(format!("{}:x", srv.addr)).output().unwrap();
+    let out = bin().args(["cp", "--no-save", "-q"]).arg(&src).arg(format!("{}:x", srv.addr)).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
 
@@ -200,7 +232,7 @@ fn an_unreadable_file_is_reported_skipped_and_the_rest_copied() {
     let exe = t.path().join("linerate");
     fs::copy(env!("CARGO_BIN_EXE_linerate"), &exe).unwrap();
     fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-    let out = as_unprivileged(Command::new(&exe).args(["cp", "-q"]).arg(&src).arg(&dst)).output().unwrap();
+    let out = as_unprivileged(Command::new(&exe).args(["cp", "--no-save", "-q"]).arg(&src).arg(&dst)).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let msg = text(&out);
     assert!(msg.contains("locked") && msg.contains("ermission denied"), "{msg}");
@@ -223,7 +255,7 @@ fn names_with_terminal_escapes_are_escaped_in_messages() {
         0,
     )
     .unwrap();
-    let out = bin().args(["cp", "-q"]).arg(&src).arg(t.path().join("dst")).output().unwrap();
+    let out = bin().args(["cp", "--no-save", "-q"]).arg(&src).arg(t.path().join("dst")).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains('\x1b'), "raw escape printed: {err:?}");

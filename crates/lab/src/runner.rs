@@ -102,7 +102,11 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
         }
         if !r.sweep.is_empty() {
             for &n in &r.sweep {
-                out.push(Group { name: format!("{base}/{n}"), repeat: r.repeat.unwrap_or(1), members: all[..n].to_vec() });
+                out.push(Group {
+                    name: format!("{base}/{n}"),
+                    repeat: r.repeat.unwrap_or(1),
+                    members: all[..n].to_vec(),
+                });
             }
             continue;
         }
@@ -430,8 +434,15 @@ fn start_instance(
     let timed = Duration::from_secs(spec.timeout.unwrap_or(u64::from(secs) + 60));
     let files = spec.files.unwrap_or(64);
     let size = spec.file_size.unwrap_or(1_600_000);
-    let mut st =
-        Started { procs: vec![], extra: vec![], bytes: 0, dest: None, server: None, t0: Instant::now(), timeout: timed };
+    let mut st = Started {
+        procs: vec![],
+        extra: vec![],
+        bytes: 0,
+        dest: None,
+        server: None,
+        t0: Instant::now(),
+        timeout: timed,
+    };
     match spec.tool {
         Tool::Iperf3 => {
             let iperf =
@@ -439,7 +450,8 @@ fn start_instance(
             let sargs: Vec<String> = vec!["-s".into(), "-p".into(), inst.port.to_string()];
             let sns = lab.ns(&inst.server)?.to_string();
             let cmd = in_ns(&sns, &iperf, &sargs);
-            st.server = Some(env.spawn_server(lab, cmd, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
+            st.server =
+                Some(env.spawn_server(lab, cmd, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
             let mut a: Vec<String> = vec!["-c".into(), addr, "-p".into(), inst.port.to_string(), "-J".into()];
             a.extend(["-i".into(), "1".into(), "-t".into(), secs.to_string(), "-P".into(), streams.to_string()]);
             if spec.reverse {

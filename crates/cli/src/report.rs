@@ -1,0 +1,321 @@
+//! `linerate report`: the run store on the command line (list, show, export, rm, import,
+//! compare) and the charts (html, svg). Also [`save_run`], which `cp`, `bench` and `lab` call
+//! to keep their result.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use linerate_report::export::{self, Format};
+use linerate_report::svg::ChartKind;
+use linerate_report::{RunReport, Store};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+const REPORT_AFTER_HELP: &str = "\
+STORE:
+  Runs are kept in an SQLite file: --db PATH, else $LINERATE_DB, else
+  $XDG_DATA_HOME/linerate/runs.sqlite (~/.local/share/linerate/runs.sqlite).
+  `cp` saves every run there unless given --no-save. An ID may be abbreviated to any
+  unique prefix.
+
+EXIT STATUS:
+  0  success (compare: no figure regressed beyond the threshold)
+  2  bad usage, an unknown or ambiguous run id, or an unreadable document
+  3  the store could not be opened, read or written
+  4  compare: at least one figure regressed beyond --threshold";
+
+/// Exit code of `report compare` when a figure regressed beyond the threshold.
+pub const EXIT_REGRESSION: u8 = 4;
+/// Exit code when the store itself fails.
+pub const EXIT_STORE: u8 = 3;
+
+/// `linerate report` flags.
+#[derive(Args, Debug)]
+#[command(after_help = REPORT_AFTER_HELP)]
+pub struct ReportArgs {
+    /// Run store (SQLite file) [default: $LINERATE_DB, else the user's data directory].
+    #[arg(long, global = true, value_name = "PATH")]
+    db: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: ReportCmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum ReportCmd {
+    /// List stored runs, oldest first.
+    List {
+        /// One JSON object per run on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run as Markdown.
+    Show {
+        /// Run id (or a unique prefix).
+        id: String,
+    },
+    /// Export one run.
+    Export {
+        /// Run id (or a unique prefix).
+        id: String,
+        /// Output format: the linerate.run/1 JSON document, long-format CSV, or Markdown.
+        #[arg(long, short, value_enum, default_value = "json")]
+        format: ExportFormat,
+        /// Write to FILE instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Delete one run.
+    Rm {
+        /// Run id (or a unique prefix).
+        id: String,
+    },
+    /// Store a document: `cp --json`, `bench --json`, `lab run --json` output or an exported run
+    /// (`-` reads standard input). Prints the new run id.
+    Import {
+        /// The JSON file.
+        file: PathBuf,
+    },
+    /// Every figure of two runs side by side; exit 4 if B regressed against A beyond the
+    /// threshold.
+    Compare {
+        /// Baseline run.
+        a: String,
+        /// New run.
+        b: String,
+        /// Allowed change in percent in each figure's bad direction.
+        #[arg(long, default_value_t = 5.0)]
+        threshold: f64,
+    },
+    /// One self-contained HTML file with every chart of the runs, side by side.
+    Html {
+        /// Run ids; the first is the baseline of the changes in the summary.
+        #[arg(required = true)]
+        ids: Vec<String>,
+        /// Output file.
+        #[arg(long, short, value_name = "FILE")]
+        output: PathBuf,
+        /// Changes beyond this percentage are coloured in the summary.
+        #[arg(long, default_value_t = 5.0)]
+        threshold: f64,
+    },
+    /// One chart as an SVG file.
+    Svg {
+        /// Run id (or a unique prefix).
+        id: String,
+        /// bars, xy, flows, series or latency, optionally `:N` for the N-th of that kind.
+        #[arg(long, value_name = "KIND[:N]")]
+        chart: String,
+        /// Output file (`-` for stdout).
+        #[arg(long, short, value_name = "FILE")]
+        output: PathBuf,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ExportFormat {
+    Json,
+    Csv,
+    Md,
+}
+
+/// Failure classes, mapped to exit codes.
+enum Fail {
+    Usage(anyhow::Error),
+    Store(anyhow::Error),
+}
+
+fn store_path(db: Option<&Path>) -> Result<PathBuf> {
+    match db {
+        Some(p) => Ok(p.to_path_buf()),
+        None => {
+            Store::default_path().context("no data directory is known for this user: give --db PATH or set LINERATE_DB")
+        }
+    }
+}
+
+fn open(db: Option<&Path>) -> std::result::Result<Store, Fail> {
+    let path = store_path(db).map_err(Fail::Usage)?;
+    Store::open(&path).with_context(|| format!("cannot open the run store {}", path.display())).map_err(Fail::Store)
+}
+
+/// Saves `report` in the store (`db`, else `$LINERATE_DB`, else the user's data directory) and
+/// returns its id. Prints nothing; callers report on stderr as they see fit.
+pub fn save_run(db: Option<&Path>, report: &RunReport) -> Result<String> {
+    let path = store_path(db)?;
+    let mut store = Store::open(&path).with_context(|| format!("cannot open the run store {}", path.display()))?;
+    store.insert(report).with_context(|| format!("cannot save run {} in {}", report.id, path.display()))?;
+    Ok(report.id.clone())
+}
+
+fn lookup(store: &Store, id: &str) -> std::result::Result<RunReport, Fail> {
+    store.get(id).map_err(|e| match e {
+        linerate_report::ReportError::NotFound(_) | linerate_report::ReportError::Ambiguous(..) => {
+            Fail::Usage(e.into())
+        }
+        other => Fail::Store(anyhow::Error::new(other).context(format!("cannot read run {id} from {}", store.path()))),
+    })
+}
+
+fn write_out(output: Option<&Path>, text: &str) -> Result<()> {
+    match output {
+        Some(p) if p.as_os_str() != "-" => {
+            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))
+        }
+        _ => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write to stdout")
+        }
+    }
+}
+
+/// Replaces control characters so an id or title from a file cannot drive the terminal.
+fn clean(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
+fn read_doc(file: &Path) -> Result<serde_json::Value> {
+    const MAX: u64 = 64 << 20;
+    let mut buf = Vec::new();
+    if file.as_os_str() == "-" {
+        std::io::stdin().lock().take(MAX + 1).read_to_end(&mut buf).context("cannot read standard input")?;
+    } else {
+        std::fs::File::open(file)
+            .and_then(|f| f.take(MAX + 1).read_to_end(&mut buf))
+            .with_context(|| format!("cannot read {}", file.display()))?;
+    }
+    if buf.len() as u64 > MAX {
+        bail!("{} is larger than 64 MiB; not a linerate document", file.display());
+    }
+    serde_json::from_slice(&buf).with_context(|| format!("{} is not JSON", file.display()))
+}
+
+fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
+    let db = a.db.as_deref();
+    match a.cmd {
+        ReportCmd::List { json } => {
+            let store = open(db)?;
+            let runs = store.list().context("cannot list runs").map_err(Fail::Store)?;
+            let mut text = String::new();
+            for r in &runs {
+                if json {
+                    let line = serde_json::json!({
+                        "id": r.id, "kind": r.kind, "created": r.created, "title": r.title,
+                        "headline": r.headline.as_ref().map(|m| serde_json::json!({"name": m.name, "value": m.value, "unit": m.unit})),
+                    });
+                    text.push_str(&format!("{line}\n"));
+                } else {
+                    let head =
+                        r.headline.as_ref().map_or(String::new(), |m| linerate_report::convert::si(m.value, &m.unit));
+                    text.push_str(&format!(
+                        "{}  {:<5}  {}  {:>14}  {}\n",
+                        r.id,
+                        r.kind,
+                        r.created,
+                        head,
+                        clean(&r.title)
+                    ));
+                }
+            }
+            if runs.is_empty() && !json {
+                eprintln!("no runs in {}", store.path());
+            }
+            write_out(None, &text).map_err(Fail::Usage)?;
+            Ok(0)
+        }
+        ReportCmd::Show { id } => {
+            let store = open(db)?;
+            let r = lookup(&store, &id)?;
+            write_out(None, &export::to_markdown(&r)).map_err(Fail::Usage)?;
+            Ok(0)
+        }
+        ReportCmd::Export { id, format, output } => {
+            let store = open(db)?;
+            let r = lookup(&store, &id)?;
+            let f = match format {
+                ExportFormat::Json => Format::Json,
+                ExportFormat::Csv => Format::Csv,
+                ExportFormat::Md => Format::Md,
+            };
+            write_out(output.as_deref(), &export::export(&r, f)).map_err(Fail::Usage)?;
+            Ok(0)
+        }
+        ReportCmd::Rm { id } => {
+            let mut store = open(db)?;
+            lookup(&store, &id)?;
+            let full = store.remove(&id).context("cannot delete the run").map_err(Fail::Store)?;
+            eprintln!("removed run {full}");
+            Ok(0)
+        }
+        ReportCmd::Import { file } => {
+            let v = read_doc(&file).map_err(Fail::Usage)?;
+            let r = linerate_report::from_json(v)
+                .with_context(|| format!("cannot import {}", file.display()))
+                .map_err(Fail::Usage)?;
+            let mut store = open(db)?;
+            store.insert(&r).context("cannot save the run").map_err(Fail::Store)?;
+            println!("{}", r.id);
+            Ok(0)
+        }
+        ReportCmd::Compare { a, b, threshold } => {
+            if !(threshold.is_finite() && threshold >= 0.0) {
+                return Err(Fail::Usage(anyhow::anyhow!("--threshold must be a percentage ≥ 0, not {threshold}")));
+            }
+            let store = open(db)?;
+            let (ra, rb) = (lookup(&store, &a)?, lookup(&store, &b)?);
+            let c = linerate_report::compare(&ra, &rb, threshold);
+            write_out(None, &c.to_text()).map_err(Fail::Usage)?;
+            if c.has_regression() {
+                let n = c.rows.iter().filter(|r| r.regression).count();
+                eprintln!(
+                    "linerate report: {n} figure(s) regressed by more than {threshold}% from {} to {}",
+                    ra.id, rb.id
+                );
+                return Ok(EXIT_REGRESSION);
+            }
+            Ok(0)
+        }
+        ReportCmd::Html { ids, output, threshold } => {
+            let store = open(db)?;
+            let runs = ids.iter().map(|id| lookup(&store, id)).collect::<std::result::Result<Vec<_>, _>>()?;
+            write_html(&runs, threshold, &output).map_err(Fail::Usage)?;
+            eprintln!("wrote {}", output.display());
+            Ok(0)
+        }
+        ReportCmd::Svg { id, chart, output } => {
+            let (kind, n) = match chart.split_once(':') {
+                Some((k, n)) => (k, n.parse::<usize>().ok().filter(|n| *n >= 1)),
+                None => (chart.as_str(), Some(1)),
+            };
+            let (Some(kind), Some(n)) = (ChartKind::parse(kind), n) else {
+                return Err(Fail::Usage(anyhow::anyhow!(
+                    "--chart {chart}: expected bars, xy, flows, series or latency, optionally with :N (N from 1)"
+                )));
+            };
+            let store = open(db)?;
+            let r = lookup(&store, &id)?;
+            let svg = linerate_report::svg::render(&r, kind, n - 1).map_err(|e| Fail::Usage(e.into()))?;
+            write_out(Some(&output), &svg).map_err(Fail::Usage)?;
+            Ok(0)
+        }
+    }
+}
+
+/// Writes the single-file HTML report of `runs` to `path`.
+pub fn write_html(runs: &[RunReport], threshold_pct: f64, path: &Path) -> Result<()> {
+    let html = linerate_report::html::report(runs, threshold_pct);
+    std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Runs `linerate report`; returns the exit code.
+pub fn run_report(a: ReportArgs) -> u8 {
+    match run(a) {
+        Ok(code) => code,
+        Err(Fail::Usage(e)) => {
+            eprintln!("linerate report: {e:#}");
+            crate::exit::USAGE
+        }
+        Err(Fail::Store(e)) => {
+            eprintln!("linerate report: {e:#}");
+            EXIT_STORE
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! End-to-end tests of `linerate report` through the real binary and a temporary store.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../report/tests/fixtures").join(name)
+}
+
+/// `linerate report ARGS` against the store `db`, named by LINERATE_DB.
+fn report(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linerate")).env("LINERATE_DB", db).arg("report").args(args).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn import(db: &Path, file: &Path) -> String {
+    let out = report(db, &["import", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn compare_exits_4_when_a_figure_regresses_beyond_the_threshold() {
+    let t = tempfile::tempdir().unwrap();
+    let db = t.path().join("runs.sqlite");
+    let a = import(&db, &fixture("bench.json"));
+    // the same run with 10 % less throughput and a better p99
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("bench.json")).unwrap()).unwrap();
+    doc["summary"]["throughput_bps"] = (9.32e9 * 0.9).into();
+    doc["summary"]["latency_us"]["p99"] = 100.0.into();
+    let slower = t.path().join("slower.json");
+    std::fs::write(&slower, doc.to_string()).unwrap();
+    let b = import(&db, &slower);
+
+    let out = report(&db, &["compare", &a, &b, "--threshold", "5"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let thr = table.lines().find(|l| l.starts_with("throughput")).unwrap();
+    assert!(
+        thr.contains("9.32 Gbit/s")
+            && thr.contains("8.39 Gbit/s")
+            && thr.contains("-10.0%")
+            && thr.contains("REGRESSION"),
+        "{thr}"
+    );
+    let p99 = table.lines().find(|l| l.starts_with("latency.p99 ")).unwrap();
+    assert!(p99.contains("-29.6%") && p99.contains("improved") && !p99.contains("REGRESSION"), "{p99}");
+
+    assert_eq!(report(&db, &["compare", &a, &b, "--threshold", "15"]).status.code(), Some(0));
+    assert_eq!(report(&db, &["compare", &a, &a]).status.code(), Some(0));
+    // swapped, the p99 latency worsens by 42 %: a regression in the other direction
+    let out = report(&db, &["compare", &b, &a, "--threshold", "5"]);
+    assert_eq!(out.status.code(), Some(4), "p99 got worse from b to a: {}", text(&out));
+    assert_eq!(report(&db, &["compare", &a, "nope"]).status.code(), Some(2));
+}
+
+#[test]
+fn import_list_show_export_svg_html_and_rm() {
+    let t = tempfile::tempdir().unwrap();
+    let db = t.path().join("deep/dir/runs.sqlite");
+    let lab = import(&db, &fixture("lab.json"));
+    let cp = import(&db, &fixture("cp.json"));
+    // --db wins over LINERATE_DB
+    let other = t.path().join("other.sqlite");
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .env("LINERATE_DB", &db)
+        .args(["report", "--db"])
+        .arg(&other)
+        .args(["list", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(out.stdout.is_empty() && other.exists());
+
+    let out = report(&db, &["list"]);
+    let list = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(list.contains(&lab) && list.contains("lab tools-vs-ceiling") && list.contains("9.41 Gbit/s"), "{list}");
+
+    let out = report(&db, &["show", &lab[..lab.len() - 2]]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("| *iperf3 ceiling* | 9.41 Gbit/s |"));
+
+    let json = t.path().join("lab.run.json");
+    let out = report(&db, &["export", &lab, "--format", "json", "-o", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!((doc["schema"].as_str(), doc["id"].as_str()), (Some("linerate.run/1"), Some(lab.as_str())));
+    let out = report(&db, &["export", &cp, "--format", "csv"]);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("section,chart,series,x,value,unit\nrun,,id,,"));
+
+    // an exported run imports into another store unchanged
+    let db2 = t.path().join("second.sqlite");
+    assert_eq!(import(&db2, &json), lab);
+    assert_eq!(report(&db2, &["export", &lab]).stdout, std::fs::read(&json).unwrap());
+
+    let svg = t.path().join("bars.svg");
+    let out = report(&db, &["svg", &lab, "--chart", "bars", "-o", svg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("iperf3 ceiling"));
+    assert_eq!(report(&db, &["svg", &lab, "--chart", "xy", "-o", "-"]).status.code(), Some(2));
+    assert_eq!(report(&db, &["svg", &lab, "--chart", "pie", "-o", "-"]).status.code(), Some(2));
+
+    let html = t.path().join("r.html");
+    let out = report(&db, &["html", &lab, &cp, "-o", html.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.matches("<svg ").count() >= 6);
+
+    let out = report(&db, &["rm", &cp]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(report(&db, &["show", &cp]).status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&report(&db, &["list"]).stdout).lines().count(), 1);
+}
+
+#[test]
+fn import_refuses_unknown_documents() {
+    let t = tempfile::tempdir().unwrap();
+    let db = t.path().join("runs.sqlite");
+    let bad = t.path().join("bad.json");
+    std::fs::write(&bad, r#"{"schema":"linerate.bench/7"}"#).unwrap();
+    let out = report(&db, &["import", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("unknown document schema 'linerate.bench/7'"), "{}", text(&out));
+    std::fs::write(&bad, "not json").unwrap();
+    assert_eq!(report(&db, &["import", bad.to_str().unwrap()]).status.code(), Some(2));
+}

@@ -1,0 +1,235 @@
+//! Exporters: the JSON document itself, a long-format CSV (one figure per row, for
+//! spreadsheets and scripts) and Markdown (for tickets and pull requests).
+
+use crate::convert::si;
+use crate::model::{Better, RunReport};
+use serde_json::Value;
+use std::fmt::Write;
+
+/// An export format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The "linerate.run/1" document, pretty-printed.
+    Json,
+    /// `section,chart,series,x,value,unit` rows.
+    Csv,
+    /// Markdown tables.
+    Md,
+}
+
+/// Renders `r` in `format`.
+pub fn export(r: &RunReport, format: Format) -> String {
+    match format {
+        Format::Json => to_json(r),
+        Format::Csv => to_csv(r),
+        Format::Md => to_markdown(r),
+    }
+}
+
+/// The document as pretty JSON with a final newline.
+pub fn to_json(r: &RunReport) -> String {
+    let mut s = serde_json::to_string_pretty(r).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// RFC 4180 quoting where needed.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// A number rounded to 12 significant digits (so 15.299999999999999 prints as 15.3).
+fn num(x: f64) -> String {
+    if x.is_finite() {
+        let rounded: f64 = format!("{x:.11e}").parse().unwrap_or(x);
+        format!("{rounded}")
+    } else {
+        String::new()
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Long-format CSV: every metric, bar, point, flow, sample, percentile and table cell is one row
+/// `section,chart,series,x,value,unit`, after a header and the run's `id`, `kind`, `created`
+/// and `title` rows (section `run`) and params (section `param`).
+pub fn to_csv(r: &RunReport) -> String {
+    let mut out = String::from("section,chart,series,x,value,unit\n");
+    let mut row = |cols: [&str; 6]| {
+        let line: Vec<String> = cols.iter().map(|c| csv_field(c)).collect();
+        out.push_str(&line.join(","));
+        out.push('\n');
+    };
+    row(["run", "", "id", "", &r.id, ""]);
+    row(["run", "", "kind", "", r.kind.as_str(), ""]);
+    row(["run", "", "created", "", &r.created, ""]);
+    row(["run", "", "title", "", &r.title, ""]);
+    row(["run", "", "tool_version", "", &r.tool_version, ""]);
+    for (k, v) in &r.params {
+        row(["param", "", k, "", &cell(v), ""]);
+    }
+    for m in &r.metrics {
+        row(["metric", "", &m.name, "", &num(m.value), &m.unit]);
+    }
+    for c in &r.charts.bars {
+        for b in &c.bars {
+            row(["bar", &c.title, &b.label, "", &num(b.value), &c.unit]);
+        }
+        if let Some(l) = &c.ceiling {
+            row(["ceiling", &c.title, &l.label, "", &num(l.value), &c.unit]);
+        }
+    }
+    for c in &r.charts.xy {
+        for l in &c.lines {
+            for p in &l.points {
+                row(["xy", &c.title, &l.name, &num(p[0]), &num(p[1]), &c.y.unit]);
+            }
+        }
+    }
+    for c in &r.charts.flows {
+        for b in &c.flows {
+            row(["flow", &c.title, &b.label, "", &num(b.value), &c.unit]);
+        }
+        if let Some(j) = c.jain_index() {
+            row(["jain", &c.title, "", "", &num(j), ""]);
+        }
+    }
+    for c in &r.charts.series {
+        for l in &c.lines {
+            for p in &l.points {
+                row(["series", &c.title, &l.name, &num(p[0]), &num(p[1]), &c.unit]);
+            }
+        }
+        for g in &c.guarantees {
+            row(["guarantee", &c.title, &g.label, "", &num(g.value), &c.unit]);
+        }
+    }
+    for c in &r.charts.latency {
+        for l in &c.lines {
+            for p in &l.points {
+                row(["latency", &c.title, &l.name, &num(p[0]), &num(p[1]), "us"]);
+            }
+        }
+    }
+    for t in &r.tables {
+        for (i, cells) in t.rows.iter().enumerate() {
+            for (col, v) in t.columns.iter().zip(cells) {
+                row(["table", &t.title, col, &i.to_string(), &cell(v), ""]);
+            }
+        }
+    }
+    out
+}
+
+/// Escapes text for a Markdown table cell.
+fn md(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+fn md_cell(v: &Value, column: &str) -> String {
+    match v {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            // a unit in the heading, "(bit/s)", means SI formatting helps reading
+            match column.rsplit_once('(').map(|(_, u)| u.trim_end_matches(')')) {
+                Some(u) if u == "bit/s" || u == "B" || u == "1/s" => si(x, u),
+                _ if x.fract() == 0.0 => format!("{x}"),
+                _ => crate::convert::trim(x, 4),
+            }
+        }
+        other => md(&cell(other)),
+    }
+}
+
+/// Markdown: title, run facts, parameters, metrics, bar and fairness figures, tables.
+pub fn to_markdown(r: &RunReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# {}\n", md(&r.title));
+    let _ = writeln!(s, "- id: `{}`", r.id);
+    let _ = writeln!(s, "- kind: {}", r.kind.as_str());
+    let _ = writeln!(s, "- created: {}", r.created);
+    let _ = writeln!(s, "- linerate: {}", md(&r.tool_version));
+    if !r.params.is_empty() {
+        let _ = writeln!(s, "\n## Parameters\n\n| parameter | value |\n|---|---|");
+        for (k, v) in &r.params {
+            let _ = writeln!(s, "| {} | {} |", md(k), md(&cell(v)));
+        }
+    }
+    if !r.metrics.is_empty() {
+        let _ = writeln!(s, "\n## Metrics\n\n| metric | value | better |\n|---|---:|---|");
+        for m in &r.metrics {
+            let better = if m.better == Better::Higher { "higher" } else { "lower" };
+            let _ = writeln!(s, "| {} | {} | {} |", md(&m.name), si(m.value, &m.unit), better);
+        }
+    }
+    for c in &r.charts.bars {
+        let _ = writeln!(s, "\n## {}\n\n| | {} |\n|---|---:|", md(&c.title), md(&c.unit));
+        for b in &c.bars {
+            let _ = writeln!(s, "| {} | {} |", md(&b.label), si(b.value, &c.unit));
+        }
+        if let Some(l) = &c.ceiling {
+            let _ = writeln!(s, "| *{}* | {} |", md(&l.label), si(l.value, &c.unit));
+        }
+    }
+    for c in &r.charts.flows {
+        let jain = c.jain_index().map_or_else(|| "–".into(), |j| format!("{j:.3}"));
+        let _ = writeln!(s, "\n## {} (Jain's index {jain})\n\n| flow | rate |\n|---|---:|", md(&c.title));
+        for b in &c.flows {
+            let _ = writeln!(s, "| {} | {} |", md(&b.label), si(b.value, &c.unit));
+        }
+    }
+    for c in &r.charts.latency {
+        let _ = writeln!(s, "\n## {}\n", md(&c.title));
+        for l in &c.lines {
+            let heads: Vec<String> = l.points.iter().map(|p| format!("p{}", crate::convert::trim(p[0], 6))).collect();
+            let _ = writeln!(s, "| {} | {} |", md(&l.name), heads.join(" | "));
+            let _ = writeln!(s, "|---|{}", "---:|".repeat(l.points.len()));
+            let vals: Vec<String> = l.points.iter().map(|p| si(p[1], "us")).collect();
+            let _ = writeln!(s, "| latency | {} |", vals.join(" | "));
+        }
+    }
+    for t in &r.tables {
+        let _ = writeln!(s, "\n## {}\n", md(&t.title));
+        let heads: Vec<String> = t.columns.iter().map(|c| md(c)).collect();
+        let _ = writeln!(s, "| {} |", heads.join(" | "));
+        let _ = writeln!(s, "|{}", "---|".repeat(t.columns.len()));
+        for cells in &t.rows {
+            let row: Vec<String> = t
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| cells.get(i).map_or(String::new(), |v| md_cell(v, c)))
+                .collect();
+            let _ = writeln!(s, "| {} |", row.join(" | "));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_commas_and_quotes() {
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("plain"), "plain");
+    }
+
+    #[test]
+    fn markdown_escapes_pipes_and_newlines() {
+        assert_eq!(md("a|b\nc"), "a\\|b c");
+    }
+}

@@ -1,0 +1,81 @@
+//! linerate-report: the versioned [`RunReport`] document every `cp`, `bench` and `lab` run is
+//! turned into, the SQLite [`Store`] that keeps runs, the exporters (JSON, CSV, Markdown), the
+//! comparison used by `linerate report compare`, and the SVG charts and single-file HTML report.
+//!
+//! It reads the tools' JSON output as plain `serde_json::Value`s, so it depends on neither the
+//! engine nor the lab.
+
+pub mod compare;
+pub mod convert;
+pub mod export;
+pub mod html;
+pub mod model;
+pub mod store;
+pub mod svg;
+mod time;
+
+pub use compare::{compare, Comparison, Row};
+pub use convert::{from_bench_json, from_cp_json, from_json, from_lab_json};
+pub use model::*;
+pub use store::{RunSummary, Store};
+
+/// What can go wrong reading, converting or storing a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The document's `schema` string is missing or not one this version reads.
+    #[error("unknown document schema '{0}': expected linerate.run/1, linerate.bench/1, linerate.lab/1 or a cp summary; upgrade linerate to read newer documents")]
+    UnknownSchema(String),
+    /// The document has the right schema string but the wrong shape.
+    #[error("invalid document: {0}")]
+    Invalid(String),
+    /// No run with this id (or id prefix) in the store.
+    #[error("no run '{0}' in the store; `linerate report list` shows the ids")]
+    NotFound(String),
+    /// An id prefix matches several runs.
+    #[error("run id '{0}' is ambiguous: it matches {1} runs; give more of the id")]
+    Ambiguous(String, usize),
+    /// The store was written by a newer linerate.
+    #[error(
+        "the store {path} has schema version {found}, newer than this linerate understands ({known}); upgrade linerate"
+    )]
+    StoreTooNew {
+        /// Database file.
+        path: String,
+        /// Its `PRAGMA user_version`.
+        found: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
+    /// SQLite failed.
+    #[error("database {path}: {source}")]
+    Sqlite {
+        /// Database file.
+        path: String,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A file could not be read or written.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A chart that the run does not have.
+    #[error("run {id} has no {kind} chart number {index} (it has {have})")]
+    NoChart {
+        /// Run id.
+        id: String,
+        /// Chart kind asked for.
+        kind: String,
+        /// 1-based index asked for.
+        index: usize,
+        /// How many charts of that kind the run has.
+        have: usize,
+    },
+}

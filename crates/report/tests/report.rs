@@ -1,0 +1,327 @@
+//! linerate-report end to end: converters on realistic documents, the JSON Schema, exporter and
+//! SVG snapshots, store migrations, and the HTML report rendered by headless Chromium.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use linerate_report::export::{self, Format};
+use linerate_report::store::STORE_VERSION;
+use linerate_report::svg::{self, ChartKind};
+use linerate_report::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fixture(name: &str) -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+/// A converted fixture with the id and time pinned, so snapshots are stable.
+fn pinned(name: &str) -> RunReport {
+    let mut r = from_json(fixture(name)).unwrap();
+    r.id = format!("20261122-054716-{}", &name[..name.len().min(6)].replace('.', "0"));
+    r.created = "2026-11-22T05:47:16Z".into();
+    r.tool_version = "0.1.0".into();
+    r
+}
+
+fn metric(r: &RunReport, name: &str) -> f64 {
+    r.find_metric(name).unwrap_or_else(|| panic!("no metric {name} in {:?}", r.metrics)).value
+}
+
+#[test]
+fn cp_summary_converts_to_throughput_and_cpu() {
+    let r = pinned("cp.json");
+    assert_eq!(r.kind, RunKind::Cp);
+    assert!((metric(&r, "throughput") - 8.38e9).abs() < 1.0);
+    assert_eq!(metric(&r, "seconds"), 2.05);
+    assert!((metric(&r, "cpu.client") - 2.03).abs() < 1e-9);
+    assert!((metric(&r, "cpu.server") - 2.62).abs() < 1e-9);
+    assert_eq!(metric(&r, "errors"), 0.0);
+    assert_eq!(r.find_metric("cpu.client").unwrap().better, Better::Lower);
+    assert_eq!(r.params["streams"], 4);
+    assert_eq!(r.charts.bars[0].bars.len(), 4);
+}
+
+#[test]
+fn bench_document_converts_sweep_intervals_flows_and_latency() {
+    let r = pinned("bench.json");
+    assert_eq!(r.kind, RunKind::Bench);
+    assert_eq!(r.title, "bench tcp-stream to 198.18.0.2:7878");
+    assert_eq!(metric(&r, "throughput"), 9.32e9);
+    assert_eq!(metric(&r, "latency.p99"), 142.0);
+    assert!((metric(&r, "cpu.local") - 15.3).abs() < 1e-9);
+    assert_eq!(r.hosts["remote"]["hostname"], "server-b");
+    // sweep → throughput and CPU against connections, plus the table
+    let thr = &r.charts.xy[0];
+    assert_eq!(thr.x.label, "connections");
+    assert_eq!(thr.lines[0].points.len(), 5);
+    assert_eq!(thr.lines[0].points[4], [64.0, 9.28e9]);
+    let cpu = r.charts.xy.iter().find(|c| c.y.unit == "%").unwrap();
+    assert_eq!(cpu.lines.len(), 2);
+    assert_eq!(r.tables[0].rows.len(), 5);
+    assert_eq!(r.params["sweep"], "connections");
+    // intervals, connections, latency
+    assert_eq!(r.charts.series[0].lines[0].points.len(), 10);
+    assert_eq!(r.charts.series[0].lines[0].points[0], [0.5, 9.18e9]);
+    assert_eq!(r.charts.flows[0].flows.len(), 4);
+    assert_eq!(r.charts.flows[0].jain, Some(0.9986));
+    let lat = &r.charts.latency[0].lines[0].points;
+    assert_eq!(lat.iter().map(|p| p[0]).collect::<Vec<_>>(), vec![50.0, 90.0, 99.0, 99.9]);
+}
+
+#[test]
+fn lab_document_converts_tools_against_the_iperf3_ceiling() {
+    let r = pinned("lab.json");
+    assert_eq!(r.kind, RunKind::Lab);
+    assert_eq!(r.title, "lab tools-vs-ceiling");
+    let bars = &r.charts.bars[0];
+    let labels: Vec<&str> = bars.bars.iter().map(|b| b.label.as_str()).collect();
+    assert_eq!(labels, ["iperf3", "linerate", "scp", "rsync"]);
+    assert_eq!(bars.ceiling.as_ref().unwrap().value, 9.41e9); // median of 3 repeats
+    assert_eq!(metric(&r, "rate.linerate"), 8.99e9);
+    assert_eq!(metric(&r, "rate.rsync"), (0.55e9 + 0.54e9) / 2.0); // the repeat without a rate is left out
+    assert!((metric(&r, "ratio.scp") - 0.50e9 / 9.41e9).abs() < 1e-12);
+    assert!((metric(&r, "cpu.iperf3") - 18.0).abs() < 1e-9);
+    assert!((metric(&r, "cpu.linerate") - 33.0).abs() < 1e-9);
+    assert_eq!(metric(&r, "jain.linerate"), 0.998);
+    // per-guest series with guarantees, plus the raw bench run's intervals
+    let s = &r.charts.series[0];
+    assert_eq!(s.lines.len(), 3, "{:?}", s.lines.iter().map(|l| &l.name).collect::<Vec<_>>());
+    assert_eq!(s.guarantees.len(), 3);
+    assert_eq!(r.charts.flows.len(), 1);
+    assert_eq!(r.charts.latency[0].lines.len(), 1);
+    assert_eq!(r.tables[0].rows.len(), 12);
+}
+
+#[test]
+fn exported_documents_validate_against_the_json_schema() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schema/run-v1.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    for name in ["cp.json", "bench.json", "lab.json"] {
+        let r = from_json(fixture(name)).unwrap();
+        let doc: Value = serde_json::from_str(&export::to_json(&r)).unwrap();
+        let errors: Vec<String> = v.iter_errors(&doc).map(|e| format!("{e} at {}", e.instance_path())).collect();
+        assert!(errors.is_empty(), "{name}: {errors:#?}");
+        // and it reads back unchanged
+        assert_eq!(RunReport::from_json(doc).unwrap(), r);
+    }
+    // the schema is not vacuous: a wrong kind, a missing field and a bad metric are refused
+    let mut doc: Value = serde_json::to_value(pinned("bench.json")).unwrap();
+    doc["kind"] = "iperf".into();
+    assert!(!v.is_valid(&doc));
+    let mut doc: Value = serde_json::to_value(pinned("bench.json")).unwrap();
+    doc.as_object_mut().unwrap().remove("created");
+    assert!(!v.is_valid(&doc));
+    let mut doc: Value = serde_json::to_value(pinned("bench.json")).unwrap();
+    doc["metrics"][0]["better"] = "more".into();
+    assert!(!v.is_valid(&doc));
+}
+
+#[test]
+fn export_snapshots() {
+    let bench = pinned("bench.json");
+    insta::assert_snapshot!("bench_csv", export::export(&bench, Format::Csv));
+    insta::assert_snapshot!("bench_md", export::export(&bench, Format::Md));
+    insta::assert_snapshot!("bench_json", export::export(&bench, Format::Json));
+    let lab = pinned("lab.json");
+    insta::assert_snapshot!("lab_md", export::export(&lab, Format::Md));
+    insta::assert_snapshot!("cp_csv", export::export(&pinned("cp.json"), Format::Csv));
+}
+
+#[test]
+fn svg_snapshots() {
+    let lab = pinned("lab.json");
+    insta::assert_snapshot!("lab_bars_svg", svg::render(&lab, ChartKind::Bars, 0).unwrap());
+    let bench = pinned("bench.json");
+    insta::assert_snapshot!("bench_latency_svg", svg::render(&bench, ChartKind::Latency, 0).unwrap());
+    assert!(matches!(svg::render(&bench, ChartKind::Bars, 0), Err(ReportError::NoChart { have: 0, .. })));
+}
+
+#[test]
+fn every_chart_is_well_formed_and_labelled() {
+    for name in ["cp.json", "bench.json", "lab.json"] {
+        let r = pinned(name);
+        for (kind, s) in svg::all(&r) {
+            assert!(s.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""), "{name} {kind:?}");
+            assert!(s.trim_end().ends_with("</svg>"), "{name} {kind:?}");
+            assert_eq!(s.matches("<svg").count(), s.matches("</svg>").count());
+            assert!(!s.contains("NaN") && !s.contains("inf"), "{name} {kind:?}");
+            if matches!(kind, ChartKind::Xy | ChartKind::Series | ChartKind::Latency) {
+                assert!(s.contains("<path class=\"line\""), "{name} {kind:?} has no line");
+            }
+        }
+    }
+    let bench = pinned("bench.json");
+    let thr = svg::render(&bench, ChartKind::Xy, 0).unwrap();
+    assert!(thr.contains("throughput (Gbit/s)") && thr.contains(">connections<"), "{thr}");
+    let flows = svg::render(&bench, ChartKind::Flows, 0).unwrap();
+    assert!(flows.contains("Jain&#39;s index 0.999"), "{flows}");
+    let lab = pinned("lab.json");
+    let series = svg::render(&lab, ChartKind::Series, 0).unwrap();
+    assert_eq!(series.matches("class=\"ref\"").count(), 3);
+}
+
+/// The version-1 layout, as a v1 build created it.
+const V1_DDL: &str = "CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, created TEXT NOT NULL,
+    title TEXT NOT NULL, doc TEXT NOT NULL); PRAGMA user_version = 1;";
+
+#[test]
+fn a_version_1_store_is_migrated_and_its_metrics_backfilled() {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("old.sqlite");
+    let r = pinned("bench.json");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(V1_DDL).unwrap();
+        c.execute(
+            "INSERT INTO runs VALUES (?1, 'bench', ?2, ?3, ?4)",
+            rusqlite::params![r.id, r.created, r.title, export::to_json(&r)],
+        )
+        .unwrap();
+        c.execute("INSERT INTO runs VALUES ('broken', 'bench', 'x', 'x', '{not json')", []).unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.version().unwrap(), STORE_VERSION);
+    assert_eq!(s.get(&r.id).unwrap(), r);
+    let l = s.list().unwrap();
+    assert_eq!(l.len(), 2);
+    let head = l.iter().find(|x| x.id == r.id).unwrap().headline.clone().unwrap();
+    assert_eq!((head.name.as_str(), head.value), ("throughput", 9.32e9));
+    drop(s);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let n: i64 = c.query_row("SELECT COUNT(*) FROM metrics WHERE run_id = ?1", [&r.id], |x| x.get(0)).unwrap();
+    assert_eq!(n as usize, r.metrics.len());
+    // opening again is a no-op
+    assert_eq!(Store::open(&path).unwrap().version().unwrap(), STORE_VERSION);
+}
+
+#[test]
+fn a_store_from_a_newer_linerate_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("new.sqlite");
+    rusqlite::Connection::open(&path).unwrap().execute_batch("PRAGMA user_version = 99;").unwrap();
+    assert!(matches!(Store::open(&path), Err(ReportError::StoreTooNew { found: 99, .. })));
+}
+
+#[test]
+fn a_store_file_round_trips_every_kind() {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("sub/dir/runs.sqlite");
+    let runs: Vec<RunReport> =
+        ["cp.json", "bench.json", "lab.json"].iter().map(|n| from_json(fixture(n)).unwrap()).collect();
+    {
+        let mut s = Store::open(&path).unwrap();
+        for r in &runs {
+            s.insert(r).unwrap();
+        }
+    }
+    let s = Store::open(&path).unwrap();
+    for r in &runs {
+        assert_eq!(&s.get(&r.id).unwrap(), r);
+    }
+    assert_eq!(s.list().unwrap().len(), 3);
+}
+
+/// Runs `cmd` for at most `limit`, killing it (by its pid) if it overstays.
+fn run_bounded(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("chromium did not finish in {limit:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn chromium() -> PathBuf {
+    for c in ["chromium", "chromium-browser", "google-chrome"] {
+        if let Some(p) = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join(c))
+            .find(|p| p.is_file())
+        {
+            return p;
+        }
+    }
+    panic!("chromium is not installed: `apt-get install chromium` (.ci/run installs it)");
+}
+
+fn headless(profile: &Path) -> Command {
+    let mut c = Command::new(chromium());
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--window-size=1200,2000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    c
+}
+
+#[test]
+fn html_report_renders_in_headless_chromium() {
+    let t = tempfile::tempdir().unwrap();
+    let runs = [pinned("lab.json"), pinned("bench.json")];
+    let html = html::report(&runs, 5.0);
+    assert!(
+        !html.contains("http://")
+            || html.matches("http://").count() == html.matches("http://www.w3.org/2000/svg").count()
+    );
+    assert!(!html.contains("<script src") && !html.contains("<link"), "external resources");
+    let page = t.path().join("report.html");
+    std::fs::write(&page, &html).unwrap();
+    let charts = html.matches("<svg ").count();
+    assert!(charts >= 9, "{charts} charts");
+    let url = format!("file://{}", page.display());
+
+    let out = run_bounded(headless(&t.path().join("p1")).arg("--dump-dom").arg(&url), Duration::from_secs(120));
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(dom.contains("data-rendered=\"yes\""), "the inline script did not run: {}", &dom[..dom.len().min(2000)]);
+    assert!(!dom.contains("data-errors=\""), "script errors on the page: {}", &dom[..dom.len().min(600)]);
+    let sizes = dom.split("data-chart-sizes=\"").nth(1).and_then(|s| s.split('"').next()).unwrap();
+    let sizes: Vec<(f64, f64)> = sizes
+        .split_whitespace()
+        .map(|s| {
+            let (w, h) = s.split_once('x').unwrap();
+            (w.parse().unwrap(), h.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(sizes.len(), charts, "{sizes:?}");
+    for (w, h) in &sizes {
+        assert!(*w >= 200.0 && *h >= 100.0, "a chart rendered at {w}x{h}: {sizes:?}");
+    }
+
+    let shot = t.path().join("shot.png");
+    let out = run_bounded(
+        headless(&t.path().join("p2")).arg(format!("--screenshot={}", shot.display())).arg(&url),
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (1200, 2000));
+    let px = info.color_type.samples();
+    let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
+    let mut colours: Vec<&[u8]> = pixels.iter().step_by(97).copied().collect();
+    colours.sort();
+    colours.dedup();
+    assert!(colours.len() > 20, "the screenshot is nearly blank: {} colours", colours.len());
+    // the bar colours of the chart palette are on screen
+    let blue = pixels.iter().filter(|p| p[0] == 0x4e && p[1] == 0x79 && p[2] == 0xa7).count();
+    assert!(blue > 1000, "{blue} pixels of bar blue");
+}
