@@ -1,6 +1,6 @@
 //! `linerate bench`: the client that runs tests against `linerate serve`, and the counting,
-//! sampling and summing that both sides share. [`io`] drives TCP connections, [`udp`] the UDP
-//! test, [`server`] the agent's side, [`scripts`] the client's request/response and profile
+//! sampling and summing that both sides share. `io` drives TCP connections, `udp` the UDP
+//! test, [`server`] the agent's side, `scripts` the client's request/response and profile
 //! workloads, [`stats`] turns two sides' counts into the figures people read.
 
 pub(crate) mod io;
