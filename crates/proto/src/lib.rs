@@ -5,7 +5,7 @@
 //! session ([`handshake`]), the AEAD record layer ([`record`]), the frames carried inside records
 //! ([`frame`]), entry-name validation ([`name`]), the receiver's bookkeeping of what a sender
 //! may and may not do ([`track`]) and the benchmark session: test parameters, their admission
-//! rules, data-connection preambles and results ([`bench`]). Nothing here touches a socket, a file or a clock, so every
+//! rules, data-connection preambles and results ([`mod@bench`]). Nothing here touches a socket, a file or a clock, so every
 //! rule can be driven and tested in memory. The format is specified in `docs/PROTOCOL.md`.
 #![forbid(unsafe_code)]
 
