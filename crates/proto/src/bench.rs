@@ -710,9 +710,11 @@ impl SideReport {
     }
 }
 
-/// Decode a JSON benchmark document of a frame.
+/// Decode a JSON benchmark document of a frame. The error quotes the peer's text (an unknown
+/// variant, a field name), so control characters in it are escaped before it reaches a log.
 pub fn decode_doc<'a, T: Deserialize<'a>>(doc: &'a [u8], what: &'static str) -> Result<T, ProtoError> {
-    serde_json::from_slice(doc).map_err(|e| ProtoError::Violation(format!("{what}: {e}")))
+    serde_json::from_slice(doc)
+        .map_err(|e| ProtoError::Violation(format!("{what}: {}", crate::name::escape(e.to_string().as_bytes()))))
 }
 
 /// Encode a benchmark document.
@@ -1121,5 +1123,14 @@ mod tests {
         assert!(p.validate().is_err());
         p.groups.clear();
         assert!(p.validate().is_err());
+    }
+
+    #[test]
+    fn decode_errors_escape_control_characters_from_the_peer() {
+        // serde quotes an unknown variant verbatim; the server logs this message.
+        let doc = br#"{"version":1,"kind":"\u001b[2J\nforged log line"}"#;
+        let err = decode_doc::<TestSpec>(doc, "test request").unwrap_err().to_string();
+        assert!(!err.contains('\x1b') && !err.contains('\n'), "{err:?}");
+        assert!(err.contains("\\x1b[2J\\x0aforged"), "{err}");
     }
 }

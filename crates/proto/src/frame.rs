@@ -85,8 +85,8 @@ pub struct FileStart<'a> {
     pub mtime: Time,
 }
 
-/// File data at a chunk-aligned offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// File data at a chunk-aligned offset. Its `Debug` shows the length of the data, not the data.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Chunk<'a> {
     /// File id.
     pub file: u64,
@@ -172,8 +172,9 @@ pub struct Fatal<'a> {
     pub message: &'a [u8],
 }
 
-/// Every frame of protocol version 1.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Every frame of protocol version 1. Its `Debug` is bounded (chunk data and benchmark documents
+/// appear as their length), so an error message that names a peer's frame stays short.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
     /// 0x01
     Begin(Begin<'a>),
@@ -216,6 +217,42 @@ pub enum Frame<'a> {
     BenchReady(&'a [u8]),
     /// 0x91: server → client: the server's measurements; JSON [`crate::bench::SideReport`].
     BenchResult(&'a [u8]),
+}
+
+impl std::fmt::Debug for Chunk<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunk")
+            .field("file", &self.file)
+            .field("offset", &self.offset)
+            .field("len", &self.data.len())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Frame<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let doc = |f: &mut std::fmt::Formatter<'_>, name: &str, d: &[u8]| write!(f, "{name}(<{} bytes>)", d.len());
+        match self {
+            Frame::Begin(b) => b.fmt(f),
+            Frame::Dir(d) => d.fmt(f),
+            Frame::Link(l) => l.fmt(f),
+            Frame::FileStart(s) => s.fmt(f),
+            Frame::Chunk(c) => c.fmt(f),
+            Frame::FileEnd(e) => e.fmt(f),
+            Frame::FileAbort(a) => a.fmt(f),
+            Frame::End => f.write_str("End"),
+            Frame::Finish(x) => x.fmt(f),
+            Frame::Target { dest_is_dir } => f.debug_struct("Target").field("dest_is_dir", dest_is_dir).finish(),
+            Frame::Error(e) => e.fmt(f),
+            Frame::Summary(s) => s.fmt(f),
+            Frame::Fatal(x) => x.fmt(f),
+            Frame::BenchRequest(d) => doc(f, "BenchRequest", d),
+            Frame::BenchGo => f.write_str("BenchGo"),
+            Frame::BenchStop => f.write_str("BenchStop"),
+            Frame::BenchReady(d) => doc(f, "BenchReady", d),
+            Frame::BenchResult(d) => doc(f, "BenchResult", d),
+        }
+    }
 }
 
 mod ty {
@@ -635,6 +672,25 @@ mod tests {
                 assert!(decode(&buf[..cut]).is_err(), "{f:?} cut at {cut}");
             }
         }
+    }
+
+    #[test]
+    fn debug_of_a_frame_is_bounded_whatever_its_data() {
+        // Error messages name the offending frame with `{:?}`; a full chunk or benchmark document
+        // must not turn into a multi-megabyte message or log line.
+        let big = vec![0x1b; 8 << 20];
+        for f in [
+            Frame::Chunk(Chunk { file: 1, offset: 0, data: &big }),
+            Frame::BenchRequest(&big),
+            Frame::BenchReady(&big),
+            Frame::BenchResult(&big),
+        ] {
+            let s = format!("{f:?}");
+            assert!(s.len() < 100 && s.contains("8388608"), "{s}");
+            assert!(!s.contains('\x1b'));
+        }
+        assert_eq!(format!("{:?}", Frame::End), "End");
+        assert!(format!("{:?}", samples()[1]).starts_with("DirEntry"));
     }
 
     #[test]
