@@ -71,6 +71,10 @@ pub struct CpArgs {
     /// Seconds allowed to connect and authenticate.
     #[arg(long, default_value_t = 15)]
     timeout: u64,
+    /// Seconds a stream may make no progress sending before the copy fails (a cut link, a
+    /// stalled server).
+    #[arg(long, default_value_t = 300)]
+    stall_timeout: u64,
     /// Run store to save this run in [default: $LINERATE_DB, else the user's data directory].
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
@@ -278,6 +282,7 @@ pub fn copy_to(
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(15),
         keepalive: send::KEEPALIVE,
+        stall_timeout: send::STALL_TIMEOUT,
     };
     cfg_fn(&mut cfg);
     let progress = Arc::new(Progress::default());
@@ -385,6 +390,7 @@ pub fn run_cp(a: CpArgs) -> u8 {
             c.fsync = a.fsync;
             c.suite = suite;
             c.timeout = Duration::from_secs(a.timeout.max(1));
+            c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
         },
         a.quiet || a.json,
     );

@@ -211,8 +211,11 @@ impl RecvSession {
     }
 
     /// Wait (bounded) until `f` returns Some: frames may refer to entries declared on other streams.
+    /// Only a data stream that has not ended can still declare something, so when the caller's
+    /// stream is the last one open the answer is final at once; otherwise the wait ends after
+    /// [`WAIT_LIMIT`] or the idle timeout, whichever is shorter.
     fn until<T>(&self, mut f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>) -> Result<T, Abort> {
-        let deadline = Instant::now() + WAIT_LIMIT;
+        let deadline = Instant::now() + WAIT_LIMIT.min(self.p.idle_timeout);
         let mut st = self.lock();
         loop {
             if self.aborted.load(Relaxed) {
@@ -222,7 +225,7 @@ impl RecvSession {
                 return Ok(v);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || st.ended.saturating_add(1) >= self.p.streams {
                 return Err(ProtoError::Violation("a frame refers to an entry that was never declared".into()).into());
             }
             st = self.wait(st, left);

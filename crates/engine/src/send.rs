@@ -15,13 +15,13 @@ use linerate_proto::frame::{
 };
 use linerate_proto::hello::{StreamKind, Suite};
 use linerate_proto::record::HEADER_LEN;
-use linerate_proto::{name, ErrorCode};
+use linerate_proto::{name, ErrorCode, ProtoError};
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -50,10 +50,20 @@ pub struct CopyConfig {
     pub timeout: Duration,
     /// Send an empty record on any stream silent this long (the server drops silent streams).
     pub keepalive: Duration,
+    /// Give up when a stream can send nothing for this long (a cut link, a stalled server).
+    pub stall_timeout: Duration,
 }
 
 /// Default keepalive interval, well inside the server's default idle timeout.
 pub const KEEPALIVE: Duration = Duration::from_secs(20);
+
+/// Default [`CopyConfig::stall_timeout`]: the server's default idle timeout, well beyond the two
+/// minutes a receiver may legitimately hold a stream while it waits for another one.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Longest wait for the server's summary after `Finish`: it waits at most two minutes for the
+/// data streams, then settles directory modes and times (with fsync, possibly many).
+pub const SUMMARY_WAIT: Duration = Duration::from_secs(600);
 
 /// Live counters for a progress display.
 #[derive(Debug, Default)]
@@ -176,16 +186,33 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         flags,
         streams,
     })])?;
-    let into_dir = match control.rx.recv()? {
-        Some(plain) => match conn::decode_all(plain)?.first() {
-            Some(Frame::Target { dest_is_dir }) => *dest_is_dir,
-            Some(Frame::Fatal(f)) => return Err(remote(f.code, f.message)),
-            _ => return Err(EngineError::Proto(linerate_proto::ProtoError::Violation("expected Target".into()))),
+    // The answer comes at once from a working server; a silent one must not hold us forever.
+    control.rx.set_timeout(Some(cfg.timeout));
+    let answer = match control.rx.recv() {
+        Err(EngineError::Net { source, .. })
+            if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+        {
+            return Err(EngineError::Timeout(format!(
+                "the server did not answer the copy request within {} s",
+                cfg.timeout.as_secs_f64()
+            )))
+        }
+        r => r?,
+    };
+    let into_dir = match answer {
+        Some(plain) => match conn::decode_all(plain)?.as_slice() {
+            [Frame::Target { dest_is_dir }] => *dest_is_dir,
+            [Frame::Fatal(f), ..] => return Err(remote(f.code, f.message)),
+            [other, ..] => {
+                return Err(ProtoError::Violation(format!("expected Target from the server, got {other:?}")).into())
+            }
+            [] => return Err(ProtoError::Violation("expected Target from the server, got an empty record".into()).into()),
         },
         None => {
             return Err(EngineError::net("waiting for the server's answer", std::io::ErrorKind::UnexpectedEof.into()))
         }
     };
+    control.rx.set_timeout(None);
     let roots = roots(&cfg.sources, &cfg.dest, into_dir)?;
 
     let mut data = Vec::new();
@@ -195,11 +222,21 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         data.push(s);
     }
 
+    // A send that makes no progress for this long fails (SO_SNDTIMEO) instead of waiting on a
+    // dead link for the kernel's retransmission limit.
+    for s in data.iter().chain(std::iter::once(&control)) {
+        if let Some(sock) = s.rx.socket() {
+            let _ = sock.set_write_timeout(Some(cfg.stall_timeout.max(Duration::from_millis(1))));
+        }
+    }
     // Control reader: per-entry errors as they come, then the summary or a fatal error.
     let (done_tx, done_rx) = mpsc::channel::<Result<Summary, EngineError>>();
     let data_socks: Vec<TcpStream> = data.iter().filter_map(|s| s.rx.socket()).collect();
     let mut crx = control.rx;
     let sink = on_error.clone();
+    // Set just before `Finish` goes out: a summary before it is the server breaking the protocol.
+    let finish_sent = Arc::new(AtomicBool::new(false));
+    let finish_sent_r = finish_sent.clone();
     let reader = std::thread::spawn(move || {
         let result = loop {
             let plain = match crx.recv() {
@@ -222,13 +259,23 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
                         name::escape(e.message),
                         ErrorCode::from_u16(e.code).describe()
                     )),
-                    Frame::Summary(s) => out = Some(Ok(s)),
-                    Frame::Fatal(f) => out = Some(Err(remote(f.code, f.message))),
-                    _ => {
-                        out = Some(Err(
-                            linerate_proto::ProtoError::Violation("unexpected frame on control".into()).into()
-                        ))
+                    Frame::Summary(s) if finish_sent_r.load(SeqCst) => out = Some(Ok(s)),
+                    Frame::Summary(_) => {
+                        out = Some(Err(ProtoError::Violation(
+                            "the server sent its summary before the client finished".into(),
+                        )
+                        .into()))
                     }
+                    Frame::Fatal(f) => out = Some(Err(remote(f.code, f.message))),
+                    other => {
+                        out = Some(Err(ProtoError::Violation(format!(
+                            "unexpected {other:?} from the server on the control stream"
+                        ))
+                        .into()))
+                    }
+                }
+                if out.is_some() {
+                    break;
                 }
             }
             if let Some(r) = out {
@@ -315,9 +362,17 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         // Prefer the server's own explanation if it sent one.
         let r = done_rx.recv_timeout(Duration::from_secs(5));
         control.tx.shutdown();
-        return Err(match r {
-            Ok(Err(remote @ EngineError::Remote { .. })) => remote,
-            _ => e,
+        return Err(match (r, e) {
+            (Ok(Err(why @ (EngineError::Remote { .. } | EngineError::Proto(_)))), _) => why,
+            (_, EngineError::Net { source, .. })
+                if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+            {
+                EngineError::Timeout(format!(
+                    "no progress sending to the server for {} s (link down, or the server stalled)",
+                    cfg.stall_timeout.as_secs_f64()
+                ))
+            }
+            (_, e) => e,
         });
     }
     let t = &ctx.totals;
@@ -327,10 +382,31 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         dirs: t.dirs.load(Relaxed),
         links: t.links.load(Relaxed),
     };
+    finish_sent.store(true, SeqCst);
     control.tx.send_frames(&[Frame::Finish(fin)])?;
-    let summary = done_rx.recv().map_err(|_| EngineError::Usage("control reader ended without a result".into()))?;
+    let summary = match done_rx.recv_timeout(SUMMARY_WAIT) {
+        Ok(s) => s,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            control.tx.shutdown();
+            let secs = SUMMARY_WAIT.as_secs();
+            return Err(EngineError::Timeout(format!("the server sent no summary within {secs} s of the end")));
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            return Err(EngineError::Usage("control reader ended without a result".into()))
+        }
+    };
     let _ = reader.join();
     let summary = summary?;
+    // The server commits only what it was sent; a summary claiming more is not from a working
+    // receiver, and must not make an incomplete copy look complete.
+    if summary.files > fin.files || summary.bytes > fin.bytes || summary.dirs > fin.dirs || summary.links > fin.links {
+        return Err(ProtoError::Violation(format!(
+            "the server's summary claims {} files, {} bytes, {} dirs, {} links; {} files, {} bytes, {} dirs, {} links \
+             were sent",
+            summary.files, summary.bytes, summary.dirs, summary.links, fin.files, fin.bytes, fin.dirs, fin.links
+        ))
+        .into());
+    }
     Ok(CopyReport {
         bytes: fin.bytes,
         files: fin.files,

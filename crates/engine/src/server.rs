@@ -290,7 +290,8 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
             let silent_close = matches!(&e, EngineError::Net { source, context }
                 if source.kind() == std::io::ErrorKind::UnexpectedEof && context.contains("preamble"));
             if shared.cfg.log && !silent_close {
-                eprintln!("linerate serve: {}: handshake failed: {e}", peer.map(|p| p.to_string()).unwrap_or_default());
+                let (who, why) = (peer.map(|p| p.to_string()).unwrap_or_default(), e.to_string());
+                eprintln!("linerate serve: {who}: handshake failed: {}", linerate_proto::name::escape(why.as_bytes()));
             }
             return;
         }
@@ -322,7 +323,8 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
                         s.files, s.bytes, s.dirs, s.links, s.errors
                     ),
                     Outcome::Aborted(a) => {
-                        eprintln!("linerate serve: {who}: session aborted: {} ({})", a.message, a.code.describe())
+                        let why = linerate_proto::name::escape(a.message.as_bytes());
+                        eprintln!("linerate serve: {who}: session aborted: {why} ({})", a.code.describe())
                     }
                 }
             }

@@ -74,6 +74,7 @@ fn config(addr: SocketAddr, secret: &Secret, sources: Vec<PathBuf>, dest: &str) 
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(5),
         keepalive: send::KEEPALIVE,
+        stall_timeout: send::STALL_TIMEOUT,
     }
 }
 

@@ -1,0 +1,640 @@
+//! Hostile peers (issue 6): a client that authenticates correctly and then sends what a malicious
+//! client would to a real `Server`, and a malicious server against a real `send::copy` client.
+//! Every case must end with a clear error, no panic, nothing created or changed outside the
+//! destination, no partial file under a final name, and bounded memory and time.
+//!
+//! Policy on symlinks, as these tests pin it down: the receiver recreates a link verbatim (any
+//! target, `..` included) and never follows one; every write goes through directory handles
+//! opened one component at a time with `O_NOFOLLOW`, so a link (sent or planted locally) where a
+//! directory is expected is an error for that entry, and a file sent under a link's name replaces
+//! the link itself.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+#[path = "support/peer.rs"]
+mod peer;
+
+use linerate_engine::conn::{self, Admit};
+use linerate_engine::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use linerate_engine::server::{Server, ServerConfig};
+use linerate_engine::EngineError;
+use linerate_proto::bench::{encode_doc, TestKind, TestSpec};
+use linerate_proto::caps::{MAX_BENCH_DOC, MAX_DEPTH, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_RECORD};
+use linerate_proto::frame::{
+    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_VERIFY,
+};
+use linerate_proto::hello::{ClientHello, StreamKind};
+use linerate_proto::ErrorCode;
+use peer::{raw_tcp, scratch, snapshot, temp_files, Client, Fx, Verdict, CS, T0};
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn dir(id: u64, parent: u64, name: &[u8]) -> Frame<'_> {
+    Frame::Dir(DirEntry { id, parent, name, mode: 0o755, mtime: T0 })
+}
+fn file(id: u64, parent: u64, name: &[u8], size: u64) -> Frame<'_> {
+    Frame::FileStart(FileStart { id, parent, name, size, mode: 0o644, mtime: T0 })
+}
+fn link<'a>(parent: u64, name: &'a [u8], target: &'a [u8]) -> Frame<'a> {
+    Frame::Link(LinkEntry { parent, name, target, mtime: T0 })
+}
+fn chunk(file: u64, offset: u64, data: &[u8]) -> Frame<'_> {
+    Frame::Chunk(Chunk { file, offset, data })
+}
+fn end(file: u64, size: u64) -> Frame<'static> {
+    Frame::FileEnd(FileEnd { file, size, digest: None })
+}
+fn code(c: ErrorCode) -> u16 {
+    c as u16
+}
+
+/// Run one session on data stream 1 with `frames` (each its own record), then End and Finish,
+/// and return the verdict with the time it took.
+fn one_session(fx: &Fx, frames: &[Frame<'_>]) -> (Verdict, Duration) {
+    let t = Instant::now();
+    let mut c = fx.session(b"", 1);
+    for f in frames {
+        c.send(1, std::slice::from_ref(f));
+    }
+    c.end_all(Finish::default());
+    let v = c.verdict();
+    (v, t.elapsed())
+}
+
+/// The session ends with a Fatal of `want` whose message contains `needle`, quickly.
+fn assert_fatal(fx: &Fx, frames: &[Frame<'_>], want: ErrorCode, needle: &str) {
+    let (v, took) = one_session(fx, frames);
+    let (c, msg) = v.fatal();
+    assert_eq!(c, code(want), "{msg}");
+    assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+fn summary(v: Verdict) -> (Summary, Vec<(u16, Vec<u8>, String)>) {
+    match v {
+        Verdict::Summary { summary, errors } => (summary, errors),
+        other => panic!("expected a summary, got {other:?}"),
+    }
+}
+
+#[test]
+fn refuses_entry_names_that_could_escape_or_confuse() {
+    let fx = Fx::new();
+    let bad: [&[u8]; 8] = [b"/etc/passwd", b"", b".", b"..", b"a/../../x", b"a/b", b"a\0b", b"../outside"];
+    for name in bad {
+        for kind in 0..3 {
+            let f = match kind {
+                0 => dir(1, 0, name),
+                1 => file(1, 0, name, 0),
+                _ => link(0, name, b"x"),
+            };
+            let (v, took) = one_session(&fx, &[f]);
+            let (c, msg) = v.fatal();
+            assert_eq!(c, code(ErrorCode::BadName), "{name:?}: {msg}");
+            assert!(msg.contains("refused entry name"), "{msg}");
+            assert!(took < Duration::from_secs(5));
+        }
+    }
+    // A name one byte over the cap is refused by the frame decoder before it is looked at.
+    let long = vec![b'x'; MAX_NAME + 1];
+    let mut plain = Vec::new();
+    dir(1, 0, b"x").encode(&mut plain);
+    let mut over = Vec::new();
+    over.push(0x02);
+    let body_len = 8 + 8 + 2 + long.len() + 4 + 12;
+    over.extend_from_slice(&(body_len as u32).to_be_bytes());
+    over.extend_from_slice(&1u64.to_be_bytes());
+    over.extend_from_slice(&0u64.to_be_bytes());
+    over.extend_from_slice(&(long.len() as u16).to_be_bytes());
+    over.extend_from_slice(&long);
+    over.extend_from_slice(&[0; 16]);
+    let mut c = fx.session(b"", 1);
+    c.send_plain(1, &over);
+    let v = c.verdict();
+    let (cd, msg) = v.fatal();
+    assert_eq!(cd, code(ErrorCode::Limit), "{msg}");
+    assert!(msg.contains("name length 256 exceeds the cap of 255"), "{msg}");
+    assert_eq!(fs::read_dir(&fx.root).unwrap().count(), 0, "nothing may be created");
+    fx.check_confined();
+}
+
+#[test]
+fn names_with_newlines_and_escapes_are_created_verbatim_and_escaped_when_reported() {
+    // Such names are legal on Linux; the danger is in printing them, so they arrive as sent and
+    // every message that names them escapes them.
+    let fx = Fx::new();
+    let evil: &[u8] = b"evil\n\x1b[2Jname";
+    let (v, _) = one_session(&fx, &[file(1, 0, evil, 2), chunk(1, 0, b"ok"), end(1, 2)]);
+    let (s, errors) = summary(v);
+    assert_eq!((s.files, s.errors), (1, 0), "{errors:?}");
+    let on_disk = fx.root.join(OsStr::from_bytes(evil));
+    assert_eq!(fs::read(&on_disk).unwrap(), b"ok");
+
+    // A real client copying a file of that name onto a directory of that name: the receiver's
+    // error report names it, and the client prints it escaped.
+    let src = fx.dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join(OsStr::from_bytes(evil)), b"data").unwrap();
+    fs::create_dir_all(fx.root.join("out").join(OsStr::from_bytes(evil))).unwrap();
+    fs::create_dir(fx.root.join("out/.keep")).unwrap();
+    let (r, msgs) = copy(&copy_config(fx.srv.addr, &fx.secret, vec![src.join(OsStr::from_bytes(evil))], "out"));
+    let r = r.unwrap();
+    assert_eq!(r.server.errors, 1, "{msgs:?}");
+    let m = msgs.join("\n");
+    assert!(!m.contains('\x1b') && !m.contains("\nname"), "raw control characters printed: {m:?}");
+    assert!(m.contains("evil\\x0a\\x1b[2Jname"), "{m}");
+    assert!(m.contains("a directory is in the way"), "{m}");
+    fs::remove_dir_all(&src).unwrap();
+    fx.check_confined();
+}
+
+#[test]
+fn a_symlink_entry_is_never_followed_by_later_writes() {
+    let fx = Fx::new();
+    let outside = fx.outside.as_os_str().as_encoded_bytes().to_vec();
+    let (v, took) = one_session(
+        &fx,
+        &[
+            link(0, b"etc", b"/etc"),
+            link(0, b"out", &outside),
+            link(0, b"rel", b"../outside"),
+            // Directories of the same names, and files "through" them.
+            dir(1, 0, b"etc"),
+            file(1, 1, b"passwd", 5),
+            chunk(1, 0, b"owned"),
+            end(1, 5),
+            dir(2, 0, b"out"),
+            file(2, 2, b"canary", 5),
+            chunk(2, 0, b"owned"),
+            end(2, 5),
+            dir(3, 0, b"rel"),
+            dir(4, 3, b"deeper"),
+            file(3, 4, b"x", 0),
+            end(3, 0),
+        ],
+    );
+    let (s, errors) = summary(v);
+    assert!(took < Duration::from_secs(5));
+    // Three directories refused, and every file beneath them.
+    assert!(s.errors >= 5, "{s:?} {errors:?}");
+    assert_eq!(s.files, 0, "{errors:?}");
+    assert!(errors.iter().any(|(_, p, m)| p == b"etc" && m.contains("symlinks are never followed")), "{errors:?}");
+    assert_eq!(fs::read_link(fx.root.join("etc")).unwrap(), Path::new("/etc"));
+    assert_eq!(fs::read_link(fx.root.join("rel")).unwrap(), Path::new("../outside"));
+    assert!(!fx.outside.join("deeper").exists());
+
+    // A file sent under a link's name replaces the link; it is not written through it.
+    let (v, _) = one_session(&fx, &[file(1, 0, b"out", 3), chunk(1, 0, b"new"), end(1, 3)]);
+    let (s, errors) = summary(v);
+    assert_eq!((s.files, s.errors), (1, 0), "{errors:?}");
+    let m = fs::symlink_metadata(fx.root.join("out")).unwrap();
+    assert!(m.file_type().is_file());
+    assert_eq!(fs::read(fx.root.join("out")).unwrap(), b"new");
+    fx.check_confined();
+}
+
+#[test]
+fn a_directory_sent_twice_merges_by_name_and_a_reused_id_is_refused() {
+    let fx = Fx::new();
+    let (v, _) =
+        one_session(&fx, &[dir(1, 0, b"d"), dir(2, 0, b"d"), file(1, 1, b"a", 1), chunk(1, 0, b"A"), end(1, 1)]);
+    let (s, errors) = summary(v);
+    assert_eq!((s.dirs, s.files, s.errors), (2, 1, 0), "{errors:?}");
+    assert_eq!(fs::read(fx.root.join("d/a")).unwrap(), b"A");
+    assert_fatal(&fx, &[dir(1, 0, b"x"), dir(1, 0, b"y")], ErrorCode::Protocol, "directory id 1 declared twice");
+    assert_fatal(&fx, &[file(5, 0, b"f", 0), file(5, 0, b"g", 0)], ErrorCode::Protocol, "file id 5 declared twice");
+    assert!(!fx.root.join("y").exists());
+    fx.check_confined();
+}
+
+#[test]
+fn a_directory_then_a_link_of_the_same_name_keeps_the_directory() {
+    let fx = Fx::new();
+    let outside = fx.outside.as_os_str().as_encoded_bytes().to_vec();
+    let (v, _) = one_session(
+        &fx,
+        &[
+            dir(1, 0, b"d"),
+            link(0, b"d", &outside),
+            file(1, 1, b"f", 2),
+            chunk(1, 0, b"ok"),
+            end(1, 2),
+            // and the other order
+            link(0, b"l", &outside),
+            dir(2, 0, b"l"),
+            file(2, 2, b"f", 2),
+            chunk(2, 0, b"no"),
+            end(2, 2),
+        ],
+    );
+    let (s, errors) = summary(v);
+    assert_eq!(s.files, 1, "{errors:?}");
+    assert!(errors.iter().any(|(_, p, m)| p == b"d" && m.contains("a directory is in the way")), "{errors:?}");
+    assert!(errors.iter().any(|(_, p, _)| p == b"l"), "{errors:?}");
+    assert!(fs::symlink_metadata(fx.root.join("d")).unwrap().is_dir());
+    assert_eq!(fs::read(fx.root.join("d/f")).unwrap(), b"ok");
+    assert!(fs::symlink_metadata(fx.root.join("l")).unwrap().file_type().is_symlink());
+    fx.check_confined();
+}
+
+#[test]
+fn link_targets_with_dotdot_are_stored_verbatim_and_never_followed() {
+    let fx = Fx::new();
+    let (v, _) = one_session(
+        &fx,
+        &[
+            dir(1, 0, b"a"),
+            link(1, b"up", b"../../../../../etc"),
+            link(1, b"mid", b"x/../../../outside/canary"),
+            dir(2, 1, b"up"),
+            file(1, 2, b"shadow", 0),
+            end(1, 0),
+        ],
+    );
+    let (s, errors) = summary(v);
+    assert_eq!((s.links, s.files), (2, 0), "{errors:?}");
+    assert_eq!(fs::read_link(fx.root.join("a/up")).unwrap(), Path::new("../../../../../etc"));
+    assert_eq!(fs::read_link(fx.root.join("a/mid")).unwrap(), Path::new("x/../../../outside/canary"));
+    fx.check_confined();
+}
+
+#[test]
+fn the_destination_root_keeps_its_mode_and_time_and_setuid_is_never_applied() {
+    let fx = Fx::new();
+    fs::set_permissions(&fx.root, fs::Permissions::from_mode(0o750)).unwrap();
+    let stamp = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_234_567_890);
+    fs::File::open(&fx.root).unwrap().set_modified(stamp).unwrap();
+    let before = fs::metadata(&fx.root).unwrap();
+    // Directory 0 is the destination: it cannot be declared again, nor reached by name.
+    let wide = Frame::Dir(DirEntry { id: 0, parent: 0, name: b"x", mode: 0o777, mtime: T0 });
+    assert_fatal(&fx, &[wide], ErrorCode::Protocol, "directory id 0 declared twice");
+    let dot = Frame::Dir(DirEntry { id: 1, parent: 0, name: b".", mode: 0o777, mtime: T0 });
+    assert_fatal(&fx, &[dot], ErrorCode::BadName, "'.' or '..'");
+    let after = fs::metadata(&fx.root).unwrap();
+    assert_eq!((after.mode(), after.mtime()), (before.mode(), before.mtime()));
+    // A legitimate entry changes the root's mtime (the kernel does) but never its mode, and
+    // set-user-ID / set-group-ID bits from a peer are dropped.
+    let suid = Frame::FileStart(FileStart { id: 1, parent: 0, name: b"suid", size: 1, mode: 0o6755, mtime: T0 });
+    let sdir = Frame::Dir(DirEntry { id: 1, parent: 0, name: b"sgid", mode: 0o2777, mtime: T0 });
+    let (v, _) = one_session(&fx, &[suid, chunk(1, 0, b"x"), end(1, 1), sdir]);
+    let (s, errors) = summary(v);
+    assert_eq!((s.files, s.dirs, s.errors), (1, 1, 0), "{errors:?}");
+    assert_eq!(fs::metadata(&fx.root).unwrap().mode(), before.mode());
+    assert_eq!(fs::metadata(fx.root.join("suid")).unwrap().mode() & 0o7777, 0o755);
+    assert_eq!(fs::metadata(fx.root.join("sgid")).unwrap().mode() & 0o7777, 0o777);
+    fx.check_confined();
+}
+
+#[test]
+fn a_frame_for_an_undeclared_entry_fails_at_once_when_no_stream_can_declare_it() {
+    // Regression: with one stream (or every other stream ended) nothing can ever declare the
+    // entry, yet the receiver used to wait two minutes for it.
+    let fx = Fx::with(|c| c.idle_timeout = Duration::from_secs(60));
+    for f in [chunk(999, 0, b"x"), end(999, 1), file(1, 77, b"f", 0), dir(1, 77, b"d"), link(77, b"l", b"t")] {
+        assert_fatal(&fx, &[f], ErrorCode::Protocol, "never declared");
+    }
+    // With a second stream still open the wait is bounded by the idle timeout.
+    let fx = Fx::with(|c| c.idle_timeout = Duration::from_secs(2));
+    let t = Instant::now();
+    let mut c = fx.session(b"", 2);
+    c.send(1, &[chunk(999, 0, b"x")]);
+    let v = c.verdict();
+    v.fatal();
+    assert!(t.elapsed() < Duration::from_secs(6), "took {:?}", t.elapsed());
+    fx.check_confined();
+}
+
+#[test]
+fn out_of_range_duplicate_short_and_long_chunks_are_refused() {
+    let fx = Fx::new();
+    let big = vec![7u8; CS as usize];
+    let two = 2 * u64::from(CS);
+    let start = file(1, 0, b"f", two);
+    let cases: Vec<(Vec<Frame<'_>>, &str)> = vec![
+        (vec![start.clone(), chunk(1, two, b"x")], "out of range"),
+        (vec![start.clone(), chunk(1, 1, &big)], "out of range"),
+        (vec![start.clone(), chunk(1, u64::MAX - u64::from(CS) + 1, &big)], "out of range"),
+        (vec![start.clone(), chunk(1, 0, &big), chunk(1, 0, &big)], "duplicate chunk"),
+        (vec![start.clone(), chunk(1, 0, &big[..100])], "holds 100 bytes, expected 65536"),
+        (vec![file(1, 0, b"f", 10), chunk(1, 0, &big[..11])], "holds 11 bytes, expected 10"),
+        (vec![start.clone(), end(1, two + 1)], "declared as"),
+        (vec![start.clone(), chunk(1, 0, &big), chunk(1, u64::from(CS), &big), end(1, two), end(1, two)], "ended twice"),
+        (vec![start.clone(), chunk(1, 0, &big), chunk(1, u64::from(CS), &big), end(1, two), chunk(1, 0, &big)], "already complete"),
+    ];
+    for (frames, needle) in cases {
+        assert_fatal(&fx, &frames, ErrorCode::Protocol, needle);
+    }
+    // A declared size of 2^63 is out of range for any file.
+    assert_fatal(&fx, &[file(1, 0, b"f", 1 << 63)], ErrorCode::BadFrame, "invalid file size");
+    // In a verified session every file end must carry a digest.
+    let mut c = fx.client();
+    c.begin(b"", 1, FLAG_VERIFY).unwrap();
+    c.open_streams();
+    c.send(1, &[file(1, 0, b"v", 0), end(1, 0)]);
+    let v = c.verdict();
+    assert!(v.fatal().1.contains("without a digest"));
+    // The one complete file above ("already complete" case) was committed; nothing else was.
+    let names: Vec<_> = fs::read_dir(&fx.root).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(names.len() <= 1, "{names:?}");
+    fx.check_confined();
+}
+
+#[test]
+fn a_missing_final_chunk_or_a_huge_sparse_size_commits_nothing() {
+    let fx = Fx::new();
+    let big = vec![1u8; CS as usize];
+    let (v, _) = one_session(&fx, &[file(1, 0, b"half", 2 * u64::from(CS)), chunk(1, 0, &big), end(1, 2 * u64::from(CS))]);
+    let (s, errors) = summary(v);
+    assert_eq!(s.files, 0);
+    assert!(errors.iter().any(|(c, p, m)| *c == code(ErrorCode::Integrity) && p == b"half" && m.contains("incomplete")));
+    assert!(!fx.root.join("half").exists());
+    // The largest size a peer may declare, and one chunk at its very end: the write fails for
+    // that file (the filesystem's limit), the session goes on, and nothing is committed.
+    let size = i64::MAX as u64;
+    let last = (size - 1) / u64::from(CS) * u64::from(CS);
+    let tail = vec![2u8; (size - last) as usize];
+    let (v, _) = one_session(&fx, &[file(1, 0, b"huge", size), chunk(1, last, &tail), end(1, size)]);
+    let (s, errors) = summary(v);
+    assert_eq!(s.files, 0, "{errors:?}");
+    assert!(s.errors >= 1, "{errors:?}");
+    assert!(!fx.root.join("huge").exists());
+    fx.check_confined();
+}
+
+#[test]
+fn records_spliced_from_another_stream_or_session_fail_authentication() {
+    let fx = Fx::new();
+    let mut a = fx.session(b"", 2);
+    let mut plain = Vec::new();
+    file(1, 0, b"f", 3).encode(&mut plain);
+    let record = a.seal_on(1, &plain);
+    // The same record on stream 2 of the same session.
+    a.raw(2, &record);
+    let v = a.verdict();
+    let (c, msg) = v.fatal();
+    assert_eq!(c, code(ErrorCode::Auth), "{msg}");
+    assert!(msg.contains("tampered, replayed, reordered or spliced"), "{msg}");
+    // A record of session A replayed into session B.
+    let mut a = fx.session(b"", 1);
+    let mut b = fx.session(b"", 1);
+    let record = a.seal_on(1, &plain);
+    b.raw(1, &record);
+    assert_eq!(b.verdict().fatal().0, code(ErrorCode::Auth));
+    // A well-formed chunk for a file of session A sent in session B names nothing there.
+    a.send(1, &[chunk(1, 0, b"abc")]);
+    let mut b = fx.session(b"", 1);
+    b.send(1, &[chunk(1, 0, b"abc")]);
+    assert!(b.verdict().fatal().1.contains("never declared"));
+    assert!(!fx.root.join("f").exists());
+    fx.check_confined();
+}
+
+#[test]
+fn length_prefixes_of_zero_all_ones_and_just_over_each_cap_are_refused() {
+    let fx = Fx::new();
+    // Record level, on a data stream and on control.
+    for (header, needle) in [
+        (0u32, "record shorter than its tag"),
+        (15, "record shorter than its tag"),
+        (u32::MAX, "record length 4294967295 exceeds the cap"),
+        ((MAX_RECORD + 1) as u32, "exceeds the cap"),
+    ] {
+        let t = Instant::now();
+        let mut c = fx.session(b"", 1);
+        c.raw(1, &header.to_be_bytes());
+        c.raw(1, &[0; 64]);
+        let v = c.verdict();
+        let (cd, msg) = v.fatal();
+        assert!(cd == code(ErrorCode::Limit) || cd == code(ErrorCode::BadFrame), "{msg}");
+        assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+        let mut c = fx.client();
+        c.raw(0, &header.to_be_bytes());
+        c.raw(0, &[0; 64]);
+        let v = c.verdict();
+        let (cd, msg) = v.fatal();
+        assert!(cd == code(ErrorCode::Limit) || cd == code(ErrorCode::BadFrame), "{msg}");
+    }
+    // Frame level, inside an authentic record.
+    let frame = |ty: u8, len: u32, body: &[u8]| {
+        let mut f = vec![ty];
+        f.extend_from_slice(&len.to_be_bytes());
+        f.extend_from_slice(body);
+        f
+    };
+    let with_len = |prefix: &[u8], len: usize, tail: &[u8]| {
+        let mut b = prefix.to_vec();
+        b.extend_from_slice(&(len as u16).to_be_bytes());
+        b.extend_from_slice(&vec![b'a'; len]);
+        b.extend_from_slice(tail);
+        b
+    };
+    let ids = [1u64.to_be_bytes(), 0u64.to_be_bytes()].concat();
+    let target = with_len(&with_len(&0u64.to_be_bytes(), 1, &[]), MAX_PATH + 1, &[0; 12]);
+    let message = with_len(&[1u64.to_be_bytes().as_slice(), &[0, 5]].concat(), MAX_MESSAGE + 1, &[]);
+    let name = with_len(&ids, MAX_NAME + 1, &[0; 16]);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (frame(0x02, 0, &[]), "truncated"),
+        (frame(0x02, u32::MAX, &[0; 40]), "truncated frame body"),
+        (frame(0x05, 0, &[]), "truncated"),
+        (frame(0x02, name.len() as u32, &name), "name length 256 exceeds the cap of 255"),
+        (frame(0x03, target.len() as u32, &target), "link target length 4097 exceeds the cap of 4096"),
+        (frame(0x07, message.len() as u32, &message), "message length 1025 exceeds the cap of 1024"),
+        (frame(0x7f, 0, &[]), "unknown frame type 0x7f"),
+    ];
+    for (plain, needle) in cases {
+        let mut c = fx.session(b"", 1);
+        c.send_plain(1, &plain);
+        let v = c.verdict();
+        let (_, msg) = v.fatal();
+        assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+    }
+    // Control: a destination path and a benchmark document one byte over their caps.
+    let dest = with_len(&[], MAX_PATH + 1, &[0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]);
+    let doc = vec![b' '; MAX_BENCH_DOC + 1];
+    for (plain, needle) in [(frame(0x01, dest.len() as u32, &dest), "destination path length 4097"), (frame(0x10, doc.len() as u32, &doc), "benchmark document length 4194305")] {
+        let mut c = fx.client();
+        let mut buf = vec![0u8; 4];
+        buf.extend_from_slice(&plain);
+        c.ctl.tx.send_buf(&mut buf).unwrap();
+        let v = c.verdict();
+        let (cd, msg) = v.fatal();
+        assert_eq!(cd, code(ErrorCode::Limit), "{msg}");
+        assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+    }
+    // Before authentication: a handshake message longer than its cap, or empty, closes the
+    // connection at once (the client learns nothing), and the server goes on serving.
+    for len in [1025u16, 0, u16::MAX] {
+        let t = Instant::now();
+        let mut s = raw_tcp(fx.srv.addr);
+        let hello = ClientHello {
+            kind: StreamKind::Control,
+            suite: conn::preferred_suite(),
+            session: [0; 16],
+            stream: 0,
+        };
+        s.write_all(&hello.encode()).unwrap();
+        s.write_all(&len.to_be_bytes()).unwrap();
+        let _ = s.write_all(&[0; 48]);
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut sh = [0u8; 8];
+        s.read_exact(&mut sh).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        assert!(rest.is_empty(), "the server answered an unauthenticated peer: {rest:?}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{len}: {:?}", t.elapsed());
+    }
+    let (v, _) = one_session(&fx, &[dir(1, 0, b"still-serving")]);
+    assert_eq!(summary(v).0.dirs, 1);
+    fx.check_confined();
+}
+
+#[test]
+fn nesting_deeper_than_max_depth_is_refused() {
+    let fx = Fx::new();
+    let mut c = fx.session(b"", 1);
+    let mut batch = Vec::new();
+    for id in 1..=u64::from(MAX_DEPTH) + 1 {
+        dir(id, id - 1, b"d").encode(&mut batch);
+        if batch.len() > 200_000 {
+            c.send_plain(1, &batch);
+            batch.clear();
+        }
+    }
+    c.send_plain(1, &batch);
+    c.end_all(Finish::default());
+    let v = c.verdict();
+    let (cd, msg) = v.fatal();
+    assert_eq!(cd, code(ErrorCode::Limit), "{msg}");
+    assert!(msg.contains("nesting deeper than 1024"), "{msg}");
+    // The levels that were allowed exist beneath the root, and nothing deeper.
+    let mut p = fx.root.clone();
+    for _ in 0..MAX_DEPTH {
+        p.push("d");
+    }
+    assert!(p.is_dir());
+    assert!(!p.join("d").exists());
+    fx.check_confined();
+}
+
+#[test]
+fn ten_flipped_bits_in_the_encrypted_stream_abort_and_commit_nothing() {
+    let fx = Fx::new();
+    let src = fx.dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let big: Vec<u8> = (0..5 * CS as usize).map(|i| (i * 7 + i / 251) as u8).collect();
+    fs::write(src.join("big"), &big).unwrap();
+    for i in 0..20 {
+        fs::write(src.join(format!("small-{i}")), format!("small file {i}")).unwrap();
+    }
+    // The first data connection: preamble (28) and handshake message (2 + 48) take 78 bytes;
+    // then records: the length header, the ciphertext, the tag, in every part of the stream.
+    let offsets = [78, 79, 81, 82, 90, 300, 4_000, 70_000, 150_000, 300_000];
+    for at in offsets {
+        let proxy = tampering_proxy(fx.srv.addr, 1, at);
+        let mut cfg = copy_config(proxy, &fx.secret, vec![src.clone()], &format!("flip-{at}"));
+        cfg.streams = 1;
+        let t = Instant::now();
+        let (r, _) = copy(&cfg);
+        let err = r.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("authentication failed") || text.contains("exceeds the cap") || text.contains("tampered"),
+            "offset {at}: {err:?}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(10), "offset {at}: took {:?}", t.elapsed());
+        let dest = fx.root.join(format!("flip-{at}"));
+        assert!(!dest.join("big").exists(), "offset {at}: the big file was renamed into place");
+        let committed: Vec<_> = snapshot(&dest, None).into_keys().filter(|p| p.is_file()).collect();
+        // Small files sealed in records before the flipped one may be complete and committed;
+        // each must then be byte for byte what was sent.
+        for p in committed {
+            let name = p.file_name().unwrap();
+            assert_eq!(fs::read(&p).unwrap(), fs::read(src.join(name)).unwrap(), "offset {at}: {p:?}");
+        }
+    }
+    fs::remove_dir_all(&src).unwrap();
+    fx.check_confined();
+}
+
+/// Forwards connections to `to`, flipping bit 2 of byte `at` of connection number `conn_no`
+/// (0 is the control connection), client to server.
+fn tampering_proxy(to: SocketAddr, conn_no: usize, at: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new().name(name.into()).spawn(f).unwrap();
+    };
+    spawn(
+        "proxy-accept",
+        Box::new(move || {
+            for (n, c) in l.incoming().enumerate().take(8) {
+                let Ok(mut client) = c else { return };
+                let Ok(mut server) = TcpStream::connect(to) else { return };
+                let (Ok(mut c2), Ok(mut s2)) = (client.try_clone(), server.try_clone()) else { return };
+                std::thread::Builder::new()
+                    .name("proxy-down".into())
+                    .spawn(move || {
+                        let _ = std::io::copy(&mut s2, &mut c2);
+                        let _ = c2.shutdown(std::net::Shutdown::Both);
+                    })
+                    .unwrap();
+                std::thread::Builder::new()
+                    .name("proxy-up".into())
+                    .spawn(move || {
+                        let mut buf = [0u8; 65536];
+                        let mut seen = 0usize;
+                        loop {
+                            let k = match client.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(k) => k,
+                            };
+                            if n == conn_no && seen <= at && at < seen + k {
+                                buf[at - seen] ^= 0x04;
+                            }
+                            seen += k;
+                            if server.write_all(&buf[..k]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = server.shutdown(std::net::Shutdown::Both);
+                    })
+                    .unwrap();
+            }
+        }),
+    );
+    addr
+}
+
+fn copy_config(addr: SocketAddr, secret: &linerate_engine::secret::Secret, sources: Vec<PathBuf>, dest: &str) -> CopyConfig {
+    CopyConfig {
+        addr,
+        secret: secret.clone(),
+        dest: dest.as_bytes().to_vec(),
+        sources,
+        streams: 2,
+        chunk_size: CS,
+        verify: false,
+        fsync: false,
+        suite: conn::preferred_suite(),
+        timeout: Duration::from_secs(5),
+        keepalive: send::KEEPALIVE,
+        stall_timeout: send::STALL_TIMEOUT,
+    }
+}
+
+fn copy(cfg: &CopyConfig) -> (Result<CopyReport, EngineError>, Vec<String>) {
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let e2 = errors.clone();
+    let sink: ErrorSink = Arc::new(move |m| e2.lock().unwrap().push(m));
+    let r = send::copy(cfg, Arc::new(Progress::default()), sink);
+    let errs = errors.lock().unwrap().clone();
+    (r, errs)
+}
