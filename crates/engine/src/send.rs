@@ -203,6 +203,9 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         Some(plain) => match conn::decode_all(plain)?.as_slice() {
             [Frame::Target { dest_is_dir }] => *dest_is_dir,
             [Frame::Fatal(f), ..] => return Err(remote(f.code, f.message)),
+            [Frame::Target { .. }, extra, ..] => {
+                return Err(ProtoError::Violation(format!("unexpected {extra:?} from the server after Target")).into())
+            }
             [other, ..] => {
                 return Err(ProtoError::Violation(format!("expected Target from the server, got {other:?}")).into())
             }

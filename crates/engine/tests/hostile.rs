@@ -638,3 +638,460 @@ fn copy(cfg: &CopyConfig) -> (Result<CopyReport, EngineError>, Vec<String>) {
     let errs = errors.lock().unwrap().clone();
     (r, errs)
 }
+
+/// A small tree for a legitimate client.
+fn small_tree(at: &Path) {
+    fs::create_dir_all(at.join("sub")).unwrap();
+    for i in 0..10 {
+        fs::write(at.join(format!("f{i}")), format!("file {i}").repeat(100)).unwrap();
+    }
+    fs::write(at.join("sub/big"), vec![9u8; 3 * CS as usize + 17]).unwrap();
+}
+
+/// A legitimate copy of `src` to `dest` works and arrives intact.
+fn legit_copy(fx: &Fx, src: &Path, dest: &str) {
+    let mut cfg = copy_config(fx.srv.addr, &fx.secret, vec![src.to_path_buf()], dest);
+    cfg.verify = true;
+    let (r, errs) = copy(&cfg);
+    let r = r.unwrap_or_else(|e| panic!("legitimate copy failed: {e}"));
+    assert!(r.is_complete(), "{errs:?}");
+    let c = linerate_engine::compare::compare_trees(src, &fx.root.join(dest), true).unwrap();
+    assert_eq!(c.count, 0, "{:?}", c.differences);
+}
+
+#[test]
+fn a_silent_or_dribbling_client_is_dropped_at_the_handshake_deadline_without_holding_a_slot() {
+    let fx = Fx::with(|c| {
+        c.handshake_timeout = Duration::from_secs(1);
+        c.max_handshakes = 4;
+        c.max_handshakes_per_source = 4;
+    });
+    let src = fx.dir.path().join("src");
+    small_tree(&src);
+    // Fill every handshake slot: two silent peers, two sending one byte of the preamble every
+    // 250 ms (28 bytes would take 7 s).
+    let peers: Vec<_> = (0..4)
+        .map(|i| {
+            let addr = fx.srv.addr;
+            std::thread::Builder::new()
+                .name(format!("slow-{i}"))
+                .spawn(move || {
+                    let t = Instant::now();
+                    let mut s = raw_tcp(addr);
+                    s.set_read_timeout(Some(Duration::from_millis(250))).unwrap();
+                    let hello = ClientHello {
+                        kind: StreamKind::Control,
+                        suite: conn::preferred_suite(),
+                        session: [0; 16],
+                        stream: 0,
+                    }
+                    .encode();
+                    let mut sent = 0;
+                    let mut b = [0u8; 16];
+                    while t.elapsed() < Duration::from_secs(8) {
+                        if i % 2 == 1 && sent < hello.len() && s.write_all(&hello[sent..sent + 1]).is_ok() {
+                            sent += 1;
+                        }
+                        match s.read(&mut b) {
+                            Ok(0) => return t.elapsed(),
+                            Ok(_) => panic!("the server answered a partial preamble"),
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                            Err(_) => return t.elapsed(),
+                        }
+                    }
+                    t.elapsed()
+                })
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // While they hold every slot a further connection is closed at once rather than queued.
+    let mut extra = raw_tcp(fx.srv.addr);
+    extra.set_read_timeout(Some(Duration::from_millis(900))).unwrap();
+    assert!(matches!(extra.read(&mut [0u8; 8]), Ok(0) | Err(_)));
+    for p in peers {
+        let held = p.join().unwrap();
+        assert!(held >= Duration::from_millis(800) && held < Duration::from_secs(3), "held a slot for {held:?}");
+    }
+    // An authenticated peer that never sends Begin is dropped at the same deadline.
+    let t = Instant::now();
+    let mut c = fx.client();
+    let v = c.verdict();
+    assert!(matches!(v, Verdict::Fatal { .. } | Verdict::Closed(_)), "{v:?}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // Every slot is free again.
+    legit_copy(&fx, &src, "after");
+    assert_eq!(fx.srv.active_sessions(), 0);
+    fs::remove_dir_all(&src).unwrap();
+    fx.check_confined();
+}
+
+/// A TCP connection to `to` from source address `from`.
+fn connect_from(from: [u8; 4], to: SocketAddr) -> Option<TcpStream> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    s.bind(&SocketAddr::from((from, 0)).into()).ok()?;
+    s.connect_timeout(&to.into(), Duration::from_secs(2)).ok()?;
+    Some(s.into())
+}
+
+#[test]
+fn a_thousand_unauthenticated_connections_do_not_stop_a_legitimate_client() {
+    // Room for 1000 sockets on our side and the server's.
+    if let Ok(lim) = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.ok_or(()) {
+        if lim < 4096 {
+            let max = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+            let want = max.map_or(4096, |m| m.min(4096));
+            let _ = rustix::process::setrlimit(
+                rustix::process::Resource::Nofile,
+                rustix::process::Rlimit { current: Some(want), maximum: max },
+            );
+        }
+    }
+    let fx = Fx::with(|c| c.handshake_timeout = Duration::from_secs(10));
+    let src = fx.dir.path().join("src");
+    small_tree(&src);
+    // 1000 connections from four other loopback addresses: a third silent, a third with half a
+    // preamble, a third with garbage. The server keeps at most 16 per address in handshake and
+    // closes the rest at once; the legitimate client (127.0.0.1) is served meanwhile.
+    let t = Instant::now();
+    let mut held = Vec::new();
+    for i in 0..1000u32 {
+        let from = [127, 0, 0, 2 + (i % 4) as u8];
+        if let Some(mut s) = connect_from(from, fx.srv.addr) {
+            match i % 3 {
+                0 => {}
+                1 => {
+                    let _ = s.write_all(b"LNRT\x00\x01\x00\x01\x00\x00");
+                }
+                _ => {
+                    let _ = s.write_all(&[0xa5; 64]);
+                }
+            }
+            held.push(s);
+        }
+    }
+    assert!(t.elapsed() < Duration::from_secs(60), "opening took {:?}", t.elapsed());
+    assert!(held.len() >= 500, "only {} connections were made", held.len());
+    let t = Instant::now();
+    legit_copy(&fx, &src, "served");
+    assert!(t.elapsed() < Duration::from_secs(10), "the legitimate copy took {:?}", t.elapsed());
+    drop(held);
+    legit_copy(&fx, &src, "after");
+    fs::remove_dir_all(&src).unwrap();
+    fx.check_confined();
+}
+
+#[test]
+fn benchmark_parameters_with_wrong_types_negative_or_huge_values_are_refused() {
+    let fx = Fx::new();
+    let base = serde_json::from_slice::<serde_json::Value>(&encode_doc(&TestSpec::new(TestKind::TcpStream))).unwrap();
+    let set = |k: &str, v: serde_json::Value| {
+        let mut d = base.clone();
+        d[k] = v;
+        serde_json::to_vec(&d).unwrap()
+    };
+    let num = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+    let mut no_kind = base.clone();
+    no_kind.as_object_mut().unwrap().remove("kind");
+    let huge_profile = {
+        let mut d = set("kind", "profile".into());
+        let group = serde_json::json!({"name": "g", "connections": 1, "transactions": []});
+        d = {
+            let mut v: serde_json::Value = serde_json::from_slice(&d).unwrap();
+            v["profile"] = serde_json::json!({"name": "p", "description": "", "groups": vec![group; 20_000]});
+            serde_json::to_vec(&v).unwrap()
+        };
+        d
+    };
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (set("connections", "many".into()), "invalid type"),
+        (set("connections", num("-1")), "invalid value"),
+        (set("connections", num("4294967296")), "invalid value"),
+        (set("connections", num("1e30")), "invalid type"),
+        (set("connections", num("0")), "connections 0: must be 1 to"),
+        (set("connections", num("4294967295")), "connections 4294967295: must be 1 to"),
+        (set("duration_ms", num("-5")), "invalid value"),
+        (set("duration_ms", num("18446744073709551615")), "the test must last"),
+        (set("duration_ms", num("18446744073709551616")), "test request"),
+        (set("omit_ms", num("18446744073709551615")), "the test must last"),
+        (set("interval_ms", num("0")), "interval 0 ms"),
+        (set("msg_size", num("0")), "message size 0"),
+        (set("msg_size", num("4294967295")), "message size 4294967295"),
+        (set("rate", num("0")), "rate 0"),
+        (set("sndbuf", num("-1")), "invalid value"),
+        (set("sndbuf", num("1")), "send buffer 1"),
+        (set("version", num("2")), "document version 2"),
+        (set("kind", "nope".into()), "unknown variant"),
+        (set("evil", true.into()), "unknown field"),
+        (serde_json::to_vec(&no_kind).unwrap(), "missing field"),
+        (b"not json".to_vec(), "expected"),
+        (b"null".to_vec(), "invalid type"),
+        (vec![b'['; 100_000], "invalid type: sequence"),
+        (huge_profile, "groups"),
+    ];
+    for (doc, needle) in cases {
+        let t = Instant::now();
+        let mut c = fx.client();
+        c.ctl.tx.send_frames(&[Frame::BenchRequest(&doc)]).unwrap();
+        let v = c.verdict();
+        let (cd, msg) = v.fatal();
+        assert_eq!(cd, code(ErrorCode::BadParams), "{needle}: {msg}");
+        assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{needle}: {:?}", t.elapsed());
+    }
+    fx.check_confined();
+}
+
+#[test]
+fn a_directory_swapped_for_a_symlink_during_a_transfer_never_leads_writes_outside() {
+    let fx = Fx::new();
+    let src = fx.dir.path().join("src");
+    for d in 0..16 {
+        let sub = src.join(format!("d{d:02}/inner"));
+        fs::create_dir_all(&sub).unwrap();
+        for f in 0..40 {
+            fs::write(sub.join(format!("f{f}")), vec![d as u8; 2048]).unwrap();
+            fs::write(src.join(format!("d{d:02}/g{f}")), vec![f as u8; 1024]).unwrap();
+        }
+    }
+    fs::write(src.join("d00/big"), vec![5u8; 8 * CS as usize]).unwrap();
+    let out = fx.root.join("out");
+    let done = Arc::new(AtomicBool::new(false));
+    let racer = {
+        let (done, out, outside) = (done.clone(), out.clone(), fx.outside.clone());
+        std::thread::Builder::new()
+            .name("racer".into())
+            .spawn(move || {
+                let mut swaps = 0u64;
+                let t = Instant::now();
+                while !done.load(Relaxed) && t.elapsed() < Duration::from_secs(30) {
+                    for d in 0..16 {
+                        for p in [out.join(format!("d{d:02}")), out.join(format!("d{d:02}/inner"))] {
+                            let moved = p.with_extension(format!("moved-{swaps}"));
+                            if fs::rename(&p, &moved).is_ok() {
+                                let _ = std::os::unix::fs::symlink(&outside, &p);
+                                swaps += 1;
+                                std::thread::sleep(Duration::from_micros(200));
+                                let _ = fs::remove_file(&p);
+                                let _ = fs::rename(&moved, &p);
+                            }
+                        }
+                    }
+                    std::thread::yield_now();
+                }
+                swaps
+            })
+            .unwrap()
+    };
+    let mut cfg = copy_config(fx.srv.addr, &fx.secret, vec![src.clone()], "out");
+    cfg.streams = 3;
+    let (r, errs) = copy(&cfg);
+    done.store(true, Relaxed);
+    let swaps = racer.join().unwrap();
+    assert!(swaps > 0, "the race never ran");
+    // The copy may succeed or report entries it could not place; either way every write landed
+    // beneath the root: the outside directory holds only its canary.
+    eprintln!("race: {swaps} swaps; copy {:?}; {} entry errors", r.as_ref().map(|r| r.server.files), errs.len());
+    let names: Vec<_> = fs::read_dir(&fx.outside).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("canary")]);
+    fs::remove_dir_all(&src).unwrap();
+    fx.check_confined();
+}
+
+/// What a malicious server does after a correct handshake and the client's `Begin`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Evil {
+    /// Entries instead of the answer to `Begin` (the client must not take them as files to write).
+    FilesInsteadOfTarget,
+    /// A correct answer, then entries on the control stream.
+    FilesAfterTarget,
+    /// A correct answer, then entries on every data stream (the client never reads them).
+    FilesOnDataStreams,
+    /// Two answers in one record.
+    TargetTwice,
+    /// An answer whose flag byte is neither 0 nor 1.
+    BadTargetFlag,
+    /// A summary right after the answer, before the client finished.
+    EarlySummary,
+    /// A summary after `Finish` that claims more than was sent.
+    InflatedSummary,
+    /// A fatal error and per-entry errors whose text holds terminal escape sequences.
+    EscapedFatal,
+    /// Per-entry errors with escapes, then an honest summary.
+    EscapedErrors,
+    /// Nothing at all after the handshake.
+    Silent,
+}
+
+const SESSION: [u8; 16] = [7; 16];
+
+/// A server that speaks the protocol correctly up to `Begin` and then behaves as `evil` says.
+fn evil_server(secret: &linerate_engine::secret::Secret, evil: Evil) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let psk = secret.0;
+    std::thread::Builder::new()
+        .name("evil-server".into())
+        .spawn(move || {
+            let Ok((sock, _)) = l.accept() else { return };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let Ok((_, mut sec)) = conn::accept(sock, deadline, |_| Admit::Psk { psk, session: SESSION }) else {
+                return;
+            };
+            let _begin = sec.rx.recv();
+            let stream_psk = sec.stream_psk;
+            // Data streams: authenticate them, then (maybe) push entries, and drain.
+            std::thread::Builder::new()
+                .name("evil-data".into())
+                .spawn(move || {
+                    for sock in l.incoming().take(16) {
+                        let Ok(sock) = sock else { return };
+                        let admit = |_: &ClientHello| Admit::Psk { psk: stream_psk, session: SESSION };
+                        let Ok((_, mut d)) = conn::accept(sock, Instant::now() + Duration::from_secs(5), admit) else {
+                            continue;
+                        };
+                        std::thread::Builder::new()
+                            .name("evil-drain".into())
+                            .spawn(move || {
+                                if evil == Evil::FilesOnDataStreams {
+                                    let _ = d.tx.send_frames(&[
+                                        dir(1, 0, b"pushed-dir"),
+                                        file(2, 0, b"pushed-file", 4),
+                                        chunk(2, 0, b"evil"),
+                                        end(2, 4),
+                                    ]);
+                                }
+                                while let Ok(Some(_)) = d.rx.recv() {}
+                            })
+                            .unwrap();
+                    }
+                })
+                .unwrap();
+            let wait_finish = |sec: &mut conn::Secured| -> Option<Finish> {
+                loop {
+                    let plain = sec.rx.recv().ok()??.to_vec();
+                    if let Some(Frame::Finish(f)) = conn::decode_all(&plain).ok()?.first() {
+                        return Some(*f);
+                    }
+                }
+            };
+            let honest = |f: Finish, errors: u64| Summary {
+                files: f.files,
+                bytes: f.bytes,
+                dirs: f.dirs,
+                links: f.links,
+                errors,
+                ..Summary::default()
+            };
+            let target = Frame::Target { dest_is_dir: true };
+            let escaped_error = Frame::Error(linerate_proto::frame::ErrorReport {
+                code: 3,
+                path: b"\x1b]0;owned\x07title",
+                message: b"\r\x1b[2Kforged line",
+            });
+            match evil {
+                Evil::FilesInsteadOfTarget => {
+                    let _ = sec.tx.send_frames(&[dir(1, 0, b"pushed"), file(2, 1, b"f", 4), chunk(2, 0, b"evil")]);
+                }
+                Evil::FilesAfterTarget => {
+                    let _ = sec.tx.send_frames(&[target]);
+                    let _ = sec.tx.send_frames(&[file(2, 0, b"pushed", 4), chunk(2, 0, b"evil")]);
+                }
+                Evil::FilesOnDataStreams => {
+                    let _ = sec.tx.send_frames(&[target]);
+                    if let Some(f) = wait_finish(&mut sec) {
+                        let _ = sec.tx.send_frames(&[Frame::Summary(honest(f, 0))]);
+                    }
+                }
+                Evil::TargetTwice => {
+                    let _ = sec.tx.send_frames(&[target.clone(), target]);
+                }
+                Evil::BadTargetFlag => {
+                    let mut buf = vec![0u8; 4];
+                    buf.extend_from_slice(&[0x81, 0, 0, 0, 1, 2]);
+                    let _ = sec.tx.send_buf(&mut buf);
+                }
+                Evil::EarlySummary => {
+                    let _ = sec.tx.send_frames(&[target]);
+                    let _ = sec.tx.send_frames(&[Frame::Summary(Summary { files: 1, ..Summary::default() })]);
+                }
+                Evil::InflatedSummary => {
+                    let _ = sec.tx.send_frames(&[target]);
+                    if let Some(f) = wait_finish(&mut sec) {
+                        let mut s = honest(f, 0);
+                        s.files += 5;
+                        let _ = sec.tx.send_frames(&[Frame::Summary(s)]);
+                    }
+                }
+                Evil::EscapedFatal => {
+                    let _ = sec.tx.send_frames(&[Frame::Fatal(linerate_proto::frame::Fatal {
+                        code: ErrorCode::Destination as u16,
+                        message: b"\x1b[2J\x1b[Hall good\nlinerate: copy complete",
+                    })]);
+                }
+                Evil::EscapedErrors => {
+                    let _ = sec.tx.send_frames(&[target]);
+                    let _ = sec.tx.send_frames(&[escaped_error]);
+                    if let Some(f) = wait_finish(&mut sec) {
+                        let _ = sec.tx.send_frames(&[Frame::Summary(honest(f, 1))]);
+                    }
+                }
+                Evil::Silent => {}
+            }
+            // Hold the connection open a while so the client must decide by itself.
+            std::thread::sleep(Duration::from_secs(6));
+        })
+        .unwrap();
+    addr
+}
+
+#[test]
+fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_nothing() {
+    peer::watch_panics();
+    let t = scratch();
+    let src = t.path().join("src");
+    small_tree(&src);
+    let secret = linerate_engine::secret::Secret::generate().unwrap();
+    let before = snapshot(t.path(), None);
+    let cases: [(Evil, Option<&str>); 10] = [
+        (Evil::FilesInsteadOfTarget, Some("expected Target from the server, got DirEntry")),
+        (Evil::FilesAfterTarget, Some("unexpected FileStart")),
+        (Evil::FilesOnDataStreams, None),
+        (Evil::TargetTwice, Some("after Target")),
+        (Evil::BadTargetFlag, Some("invalid target flag")),
+        (Evil::EarlySummary, Some("summary before the client finished")),
+        (Evil::InflatedSummary, Some("the server's summary claims 16 files")),
+        (Evil::EscapedFatal, Some("\\x1b[2J\\x1b[Hall good\\x0alinerate: copy complete")),
+        (Evil::EscapedErrors, None),
+        (Evil::Silent, Some("did not answer the copy request within 2 s")),
+    ];
+    for (evil, want) in cases {
+        let addr = evil_server(&secret, evil);
+        let mut cfg = copy_config(addr, &secret, vec![src.clone()], "dest");
+        cfg.timeout = Duration::from_secs(2);
+        let started = Instant::now();
+        let (r, msgs) = copy(&cfg);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "{evil:?} took {took:?}");
+        match (want, r) {
+            (Some(want), Err(e)) => {
+                let text = e.to_string();
+                assert!(text.contains(want), "{evil:?}: {want:?} not in {text:?}");
+                assert!(!text.contains('\x1b') && !text.contains('\r'), "{evil:?}: raw control characters: {text:?}");
+            }
+            (None, Ok(r)) => {
+                if evil == Evil::EscapedErrors {
+                    assert_eq!(r.server.errors, 1);
+                    let m = msgs.join("\n");
+                    assert!(m.contains("\\x1b]0;owned\\x07title") && m.contains("\\x0d\\x1b[2Kforged"), "{m}");
+                    assert!(!m.contains('\x1b') && !m.contains('\r') && !m.contains('\x07'), "{m:?}");
+                }
+            }
+            (want, r) => panic!("{evil:?}: expected {want:?}, got {r:?}"),
+        }
+        // The client only reads its sources: nothing beside them was created or changed.
+        assert_eq!(snapshot(t.path(), None), before, "{evil:?} changed the client's files");
+    }
+    assert!(!Path::new("dest").exists() && !Path::new("pushed").exists() && !Path::new("pushed-file").exists());
+    assert_eq!(peer::server_panics(), 0);
+}
