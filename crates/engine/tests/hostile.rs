@@ -20,7 +20,7 @@ use linerate_engine::EngineError;
 use linerate_proto::bench::{encode_doc, TestKind, TestSpec};
 use linerate_proto::caps::{MAX_BENCH_DOC, MAX_DEPTH, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_RECORD};
 use linerate_proto::frame::{
-    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_VERIFY,
+    Chunk, DirEntry, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_VERIFY,
 };
 use linerate_proto::hello::{ClientHello, StreamKind};
 use linerate_proto::ErrorCode;
@@ -1094,4 +1094,201 @@ fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_no
     }
     assert!(!Path::new("dest").exists() && !Path::new("pushed").exists() && !Path::new("pushed-file").exists());
     assert_eq!(peer::server_panics(), 0);
+}
+
+/// Set in a child run of this test binary: the root the child serves.
+const CHILD_ROOT: &str = "LINERATE_HOSTILE_CHILD_ROOT";
+
+/// When this test binary was started as a child server (see [`ChildServer`]): read the key from
+/// stdin, serve with logging on, print the address, and exit when stdin closes.
+fn serve_if_child() {
+    let Some(root) = std::env::var_os(CHILD_ROOT) else { return };
+    let mut key = String::new();
+    std::io::stdin().read_line(&mut key).unwrap();
+    let secret = linerate_engine::secret::Secret::from_hex(key.trim()).unwrap();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), PathBuf::from(root), secret);
+    cfg.handshake_timeout = Duration::from_secs(2);
+    cfg.idle_timeout = Duration::from_secs(3);
+    cfg.log = true;
+    let srv = Server::bind(cfg).unwrap().spawn();
+    println!("CHILD-LISTEN {}", srv.addr);
+    std::io::stdout().flush().unwrap();
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    std::process::exit(0);
+}
+
+/// A server in a process of its own (this test binary re-run as `test --exact`), so its peak
+/// memory (VmHWM) and its log are its own.
+struct ChildServer {
+    child: std::process::Child,
+    addr: SocketAddr,
+    secret: linerate_engine::secret::Secret,
+    log: Arc<Mutex<Vec<u8>>>,
+}
+
+impl ChildServer {
+    fn spawn(test: &str, root: &Path) -> ChildServer {
+        use std::io::BufRead;
+        let secret = linerate_engine::secret::Secret::generate().unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ROOT, root)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The key travels on stdin, never on a command line.
+        writeln!(child.stdin.as_mut().unwrap(), "{}", secret.to_hex()).unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let addr = loop {
+            let mut line = String::new();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the child server exited");
+            // libtest prints "test <name> ... " on the same line first.
+            if let Some((_, a)) = line.trim().split_once("CHILD-LISTEN ") {
+                break a.parse().unwrap();
+            }
+        };
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (l2, mut err) = (log.clone(), child.stderr.take().unwrap());
+        std::thread::Builder::new()
+            .name("child-log".into())
+            .spawn(move || {
+                let mut b = [0u8; 4096];
+                while let Ok(n @ 1..) = err.read(&mut b) {
+                    l2.lock().unwrap().extend_from_slice(&b[..n]);
+                }
+            })
+            .unwrap();
+        ChildServer { child, addr, secret, log }
+    }
+
+    /// The child's peak resident memory so far, bytes.
+    fn hwm(&self) -> u64 {
+        let s = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kb: u64 = s.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap().trim().trim_end_matches("kB").trim().parse().unwrap();
+        kb * 1024
+    }
+
+    fn session(&self, streams: u16) -> Client {
+        let mut c = Client::connect(self.addr, &self.secret);
+        c.begin(b"", streams, 0).unwrap();
+        c.open_streams();
+        c
+    }
+
+    /// Stop the child and return its log.
+    fn stop(mut self) -> String {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+        std::thread::sleep(Duration::from_millis(100));
+        let log = self.log.lock().unwrap().clone();
+        String::from_utf8_lossy(&log).into_owned()
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Send `n` directories beneath the root in large records, then end the session.
+fn send_dirs(c: &mut Client, first_id: u64, n: u64) -> Verdict {
+    let mut batch = Vec::new();
+    for id in first_id..first_id + n {
+        dir(id, 0, format!("d{id}").as_bytes()).encode(&mut batch);
+        if batch.len() > 256 * 1024 {
+            c.send_plain(1, &batch);
+            batch.clear();
+        }
+    }
+    c.send_plain(1, &batch);
+    c.end_all(Finish { dirs: n, ..Finish::default() });
+    c.verdict()
+}
+
+#[test]
+fn a_100k_directory_tree_costs_about_100_bytes_per_directory() {
+    serve_if_child();
+    let t = scratch();
+    let root = t.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let srv = ChildServer::spawn("a_100k_directory_tree_costs_about_100_bytes_per_directory", &root);
+    // Warm up (threads, allocator arenas, buffers), then measure one session of 100,000.
+    let (s, _) = summary(send_dirs(&mut srv.session(1), 1, 1000));
+    assert_eq!(s.dirs, 1000);
+    let base = srv.hwm();
+    let n = 100_000;
+    let (s, errors) = summary(send_dirs(&mut srv.session(1), 1_000_000, n));
+    assert_eq!((s.dirs, s.errors), (n, 0), "{errors:?}");
+    assert_eq!(fs::read_dir(&root).unwrap().count() as u64, n + 1000);
+    let peak = s.peak_rss.max(srv.hwm());
+    let per_dir = peak.saturating_sub(base) / n;
+    eprintln!("100k directories: base VmHWM {} KiB, peak {} KiB, {per_dir} bytes per directory", base >> 10, peak >> 10);
+    assert!(per_dir <= 200, "{per_dir} bytes per directory");
+    srv.stop();
+}
+
+#[test]
+fn hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped() {
+    serve_if_child();
+    let t = scratch();
+    let root = t.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let srv =
+        ChildServer::spawn("hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped", &root);
+    summary(send_dirs(&mut srv.session(1), 1, 10));
+    let base = srv.hwm();
+    // Four sessions of four streams, each stream sending one record of the largest size the
+    // record layer admits (garbage: it fails authentication only once it has all arrived).
+    let garbage: Arc<Vec<u8>> = Arc::new((0..MAX_RECORD).map(|i| (i * 31) as u8).collect());
+    let sessions: Vec<_> = (0..4)
+        .map(|i| {
+            let mut c = srv.session(4);
+            let g = garbage.clone();
+            std::thread::Builder::new()
+                .name(format!("flood-{i}"))
+                .spawn(move || {
+                    for s in 1..=4 {
+                        c.raw(s, &(MAX_RECORD as u32).to_be_bytes());
+                    }
+                    for s in 1..=4 {
+                        c.raw(s, &g);
+                    }
+                    c.verdict()
+                })
+                .unwrap()
+        })
+        .collect();
+    for s in sessions {
+        assert_eq!(s.join().unwrap().fatal().0, code(ErrorCode::Auth));
+    }
+    // As many files in flight as a session may have, and one more.
+    let mut c = srv.session(1);
+    let mut batch = Vec::new();
+    for id in 0..=linerate_proto::caps::MAX_OPEN_FILES as u64 {
+        file(id, 0, format!("f{id}").as_bytes(), 10).encode(&mut batch);
+    }
+    c.send_plain(1, &batch);
+    let v = c.verdict();
+    assert!(v.fatal().1.contains("more than 4096 files in flight"), "{v:?}");
+    // A benchmark request and a copy whose text tries to write on the operator's terminal.
+    let mut c = Client::connect(srv.addr, &srv.secret);
+    c.ctl.tx.send_frames(&[Frame::BenchRequest(br#"{"version":1,"kind":"\u001b[2J\nforged"}"#)]).unwrap();
+    assert_eq!(c.verdict().fatal().0, code(ErrorCode::BadParams));
+    let mut c = srv.session(1);
+    c.send(1, &[Frame::Finish(Finish::default())]);
+    c.verdict().fatal();
+    let peak = srv.hwm();
+    let log = srv.stop();
+    let grown = peak.saturating_sub(base);
+    eprintln!("hostile flood: base VmHWM {} KiB, peak {} KiB", base >> 10, peak >> 10);
+    // The caps: one record buffer per stream, plus slack for 4096 open files and the rest.
+    let cap = 16 * MAX_RECORD as u64 + (32 << 20);
+    assert!(grown <= cap, "the server grew by {grown} bytes (cap {cap})");
+    assert!(log.contains("\\x1b[2J\\x0aforged"), "{log}");
+    assert!(!log.contains('\x1b'), "raw escape in the server log: {log:?}");
+    assert_eq!(temp_files(&root), Vec::<PathBuf>::new());
 }

@@ -190,8 +190,8 @@ pub enum Verdict {
         /// Its message.
         message: String,
     },
-    /// The connection closed (or failed) without a verdict.
-    Closed(String),
+    /// The connection closed (or failed) without a verdict; why, as the client saw it.
+    Closed(#[allow(dead_code)] String),
 }
 
 impl Verdict {
@@ -227,6 +227,7 @@ impl Client {
             Duration::from_secs(5),
         )
         .unwrap();
+        bound_writes(&ctl);
         Client { ctl, data: Vec::new(), addr, streams: 0 }
     }
 
@@ -264,6 +265,7 @@ impl Client {
                 Duration::from_secs(5),
             )
             .unwrap();
+            bound_writes(&s);
             self.data.push(s);
         }
     }
@@ -331,6 +333,14 @@ impl Client {
                 }
             }
         }
+    }
+}
+
+/// A server that gave up may leave a full window behind (the kernel keeps an orphaned socket's
+/// unread data for a while); this hostile client does not wait on it for long.
+fn bound_writes(s: &Secured) {
+    if let Some(sock) = s.rx.socket() {
+        let _ = sock.set_write_timeout(Some(Duration::from_secs(3)));
     }
 }
 
