@@ -3,6 +3,7 @@
 //! seeds carry a fresh ephemeral key and so change on every run, the others are deterministic.
 
 use arbitrary::{Arbitrary, Unstructured};
+use linerate_fuzz::bench_model;
 use linerate_fuzz::tracker_model::{Harness, Ops};
 use linerate_fuzz::{handshake_prologue, handshake_suite, record_params, HANDSHAKE_PSK, RECORD_KEY};
 use linerate_proto::frame::*;
@@ -202,9 +203,39 @@ fn main() {
             out.write("tracker", &format!("search_{attempt}"), &bytes);
         }
     }
-    let _ = std::panic::take_hook();
     if failing > 0 {
         eprintln!("{failing} tracker search inputs failed the model check and were skipped");
+    }
+
+    // bench_machines: the same search over structured benchmark sessions.
+    let mut failing = 0usize;
+    let mut seen = 0u64;
+    let mut kept = 0;
+    for attempt in 0..50_000 {
+        if kept >= 12 {
+            break;
+        }
+        let len = 16 + (rng.next() % 480) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let Ok(bench_model::Ops(ops)) = bench_model::Ops::arbitrary_take_rest(Unstructured::new(&bytes)) else {
+            continue;
+        };
+        let Ok(features) = std::panic::catch_unwind(|| bench_model::Harness::run(&ops)) else {
+            if failing == 0 {
+                eprintln!("bench model check failed on a search input: {}", LAST_PANIC.with(|p| p.borrow().clone()));
+            }
+            failing += 1;
+            continue;
+        };
+        if features & !seen != 0 {
+            seen |= features;
+            kept += 1;
+            out.write("bench_machines", &format!("search_{attempt}"), &bytes);
+        }
+    }
+    let _ = std::panic::take_hook();
+    if failing > 0 {
+        eprintln!("{failing} bench_machines search inputs failed the model check and were skipped");
     }
 
     eprintln!("wrote seeds under {} ({} bytes in total)", out.root.display(), out.total);

@@ -41,4 +41,5 @@ pub fn handshake_prologue(suite: Suite) -> Vec<u8> {
     p
 }
 
+pub mod bench_model;
 pub mod tracker_model;
