@@ -209,7 +209,9 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
             [other, ..] => {
                 return Err(ProtoError::Violation(format!("expected Target from the server, got {other:?}")).into())
             }
-            [] => return Err(ProtoError::Violation("expected Target from the server, got an empty record".into()).into()),
+            [] => {
+                return Err(ProtoError::Violation("expected Target from the server, got an empty record".into()).into())
+            }
         },
         None => {
             return Err(EngineError::net("waiting for the server's answer", std::io::ErrorKind::UnexpectedEof.into()))

@@ -19,16 +19,14 @@ use linerate_engine::server::{Server, ServerConfig};
 use linerate_engine::EngineError;
 use linerate_proto::bench::{encode_doc, TestKind, TestSpec};
 use linerate_proto::caps::{MAX_BENCH_DOC, MAX_DEPTH, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_RECORD};
-use linerate_proto::frame::{
-    Chunk, DirEntry, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_VERIFY,
-};
+use linerate_proto::frame::{Chunk, DirEntry, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_VERIFY};
 use linerate_proto::hello::{ClientHello, StreamKind};
 use linerate_proto::ErrorCode;
 use peer::{raw_tcp, scratch, snapshot, temp_files, Client, Fx, Verdict, CS, T0};
+use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -325,8 +323,14 @@ fn out_of_range_duplicate_short_and_long_chunks_are_refused() {
         (vec![start.clone(), chunk(1, 0, &big[..100])], "holds 100 bytes, expected 65536"),
         (vec![file(1, 0, b"f", 10), chunk(1, 0, &big[..11])], "holds 11 bytes, expected 10"),
         (vec![start.clone(), end(1, two + 1)], "declared as"),
-        (vec![start.clone(), chunk(1, 0, &big), chunk(1, u64::from(CS), &big), end(1, two), end(1, two)], "ended twice"),
-        (vec![start.clone(), chunk(1, 0, &big), chunk(1, u64::from(CS), &big), end(1, two), chunk(1, 0, &big)], "already complete"),
+        (
+            vec![start.clone(), chunk(1, 0, &big), chunk(1, u64::from(CS), &big), end(1, two), end(1, two)],
+            "ended twice",
+        ),
+        (
+            vec![start.clone(), chunk(1, 0, &big), chunk(1, u64::from(CS), &big), end(1, two), chunk(1, 0, &big)],
+            "already complete",
+        ),
     ];
     for (frames, needle) in cases {
         assert_fatal(&fx, &frames, ErrorCode::Protocol, needle);
@@ -350,10 +354,13 @@ fn out_of_range_duplicate_short_and_long_chunks_are_refused() {
 fn a_missing_final_chunk_or_a_huge_sparse_size_commits_nothing() {
     let fx = Fx::new();
     let big = vec![1u8; CS as usize];
-    let (v, _) = one_session(&fx, &[file(1, 0, b"half", 2 * u64::from(CS)), chunk(1, 0, &big), end(1, 2 * u64::from(CS))]);
+    let (v, _) =
+        one_session(&fx, &[file(1, 0, b"half", 2 * u64::from(CS)), chunk(1, 0, &big), end(1, 2 * u64::from(CS))]);
     let (s, errors) = summary(v);
     assert_eq!(s.files, 0);
-    assert!(errors.iter().any(|(c, p, m)| *c == code(ErrorCode::Integrity) && p == b"half" && m.contains("incomplete")));
+    assert!(errors
+        .iter()
+        .any(|(c, p, m)| *c == code(ErrorCode::Integrity) && p == b"half" && m.contains("incomplete")));
     assert!(!fx.root.join("half").exists());
     // The largest size a peer may declare, and one chunk at its very end: the write fails for
     // that file (the filesystem's limit), the session goes on, and nothing is committed.
@@ -459,7 +466,10 @@ fn length_prefixes_of_zero_all_ones_and_just_over_each_cap_are_refused() {
     // Control: a destination path and a benchmark document one byte over their caps.
     let dest = with_len(&[], MAX_PATH + 1, &[0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]);
     let doc = vec![b' '; MAX_BENCH_DOC + 1];
-    for (plain, needle) in [(frame(0x01, dest.len() as u32, &dest), "destination path length 4097"), (frame(0x10, doc.len() as u32, &doc), "benchmark document length 4194305")] {
+    for (plain, needle) in [
+        (frame(0x01, dest.len() as u32, &dest), "destination path length 4097"),
+        (frame(0x10, doc.len() as u32, &doc), "benchmark document length 4194305"),
+    ] {
         let mut c = fx.client();
         let mut buf = vec![0u8; 4];
         buf.extend_from_slice(&plain);
@@ -474,12 +484,8 @@ fn length_prefixes_of_zero_all_ones_and_just_over_each_cap_are_refused() {
     for len in [1025u16, 0, u16::MAX] {
         let t = Instant::now();
         let mut s = raw_tcp(fx.srv.addr);
-        let hello = ClientHello {
-            kind: StreamKind::Control,
-            suite: conn::preferred_suite(),
-            session: [0; 16],
-            stream: 0,
-        };
+        let hello =
+            ClientHello { kind: StreamKind::Control, suite: conn::preferred_suite(), session: [0; 16], stream: 0 };
         s.write_all(&hello.encode()).unwrap();
         s.write_all(&len.to_be_bytes()).unwrap();
         let _ = s.write_all(&[0; 48]);
@@ -613,7 +619,12 @@ fn tampering_proxy(to: SocketAddr, conn_no: usize, at: usize) -> SocketAddr {
     addr
 }
 
-fn copy_config(addr: SocketAddr, secret: &linerate_engine::secret::Secret, sources: Vec<PathBuf>, dest: &str) -> CopyConfig {
+fn copy_config(
+    addr: SocketAddr,
+    secret: &linerate_engine::secret::Secret,
+    sources: Vec<PathBuf>,
+    dest: &str,
+) -> CopyConfig {
     CopyConfig {
         addr,
         secret: secret.clone(),
@@ -1166,7 +1177,15 @@ impl ChildServer {
     /// The child's peak resident memory so far, bytes.
     fn hwm(&self) -> u64 {
         let s = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let kb: u64 = s.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap().trim().trim_end_matches("kB").trim().parse().unwrap();
+        let kb: u64 = s
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .unwrap()
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .unwrap();
         kb * 1024
     }
 
@@ -1226,7 +1245,11 @@ fn a_100k_directory_tree_costs_about_100_bytes_per_directory() {
     assert_eq!(fs::read_dir(&root).unwrap().count() as u64, n + 1000);
     let peak = s.peak_rss.max(srv.hwm());
     let per_dir = peak.saturating_sub(base) / n;
-    eprintln!("100k directories: base VmHWM {} KiB, peak {} KiB, {per_dir} bytes per directory", base >> 10, peak >> 10);
+    eprintln!(
+        "100k directories: base VmHWM {} KiB, peak {} KiB, {per_dir} bytes per directory",
+        base >> 10,
+        peak >> 10
+    );
     assert!(per_dir <= 200, "{per_dir} bytes per directory");
     srv.stop();
 }
@@ -1237,8 +1260,7 @@ fn hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped() {
     let t = scratch();
     let root = t.path().join("root");
     fs::create_dir(&root).unwrap();
-    let srv =
-        ChildServer::spawn("hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped", &root);
+    let srv = ChildServer::spawn("hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped", &root);
     summary(send_dirs(&mut srv.session(1), 1, 10));
     let base = srv.hwm();
     // Four sessions of four streams, each stream sending one record of the largest size the

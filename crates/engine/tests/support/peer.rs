@@ -80,7 +80,10 @@ pub fn snapshot(dir: &Path, skip: Option<&Path>) -> Snapshot {
                 let hash = fs::read(&p).map(|b| blake3::hash(&b).to_hex().to_string()).unwrap_or_default();
                 format!("file {hash}")
             };
-            out.insert(p, format!("{what} size {} mode {:o} mtime {}.{}", m.len(), m.mode(), m.mtime(), m.mtime_nsec()));
+            out.insert(
+                p,
+                format!("{what} size {} mode {:o} mtime {}.{}", m.len(), m.mode(), m.mtime(), m.mtime_nsec()),
+            );
         }
     }
     out
@@ -234,10 +237,7 @@ impl Client {
     /// Send `Begin` and read the answer: whether the destination is a directory, or the fatal.
     pub fn begin(&mut self, dest: &[u8], streams: u16, flags: u32) -> Result<bool, Verdict> {
         self.streams = streams;
-        self.ctl
-            .tx
-            .send_frames(&[Frame::Begin(Begin { dest, sources: 1, chunk_size: CS, flags, streams })])
-            .unwrap();
+        self.ctl.tx.send_frames(&[Frame::Begin(Begin { dest, sources: 1, chunk_size: CS, flags, streams })]).unwrap();
         self.ctl.rx.set_timeout(Some(VERDICT_WAIT));
         let plain = match self.ctl.rx.recv() {
             Ok(Some(p)) => p.to_vec(),
