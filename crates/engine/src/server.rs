@@ -223,7 +223,17 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         if shared.stop.load(Relaxed) {
             break;
         }
-        let Ok(sock) = conn else { continue };
+        let sock = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors (or memory): the connection stays queued and accept fails
+                // again at once, so back off rather than spin on a core until a session ends.
+                if !matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::ConnectionAborted) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                continue;
+            }
+        };
         let Some(ip) = sock.peer_addr().ok().map(|a| a.ip()) else { continue };
         if shared.handshaking.fetch_add(1, Relaxed) >= shared.cfg.max_handshakes {
             shared.handshaking.fetch_sub(1, Relaxed);

@@ -1109,11 +1109,17 @@ fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_no
 
 /// Set in a child run of this test binary: the root the child serves.
 const CHILD_ROOT: &str = "LINERATE_HOSTILE_CHILD_ROOT";
+/// Set in a child run of this test binary: its limit on open files.
+const CHILD_NOFILE: &str = "LINERATE_HOSTILE_CHILD_NOFILE";
 
 /// When this test binary was started as a child server (see [`ChildServer`]): read the key from
 /// stdin, serve with logging on, print the address, and exit when stdin closes.
 fn serve_if_child() {
     let Some(root) = std::env::var_os(CHILD_ROOT) else { return };
+    if let Some(n) = std::env::var_os(CHILD_NOFILE).and_then(|v| v.to_str()?.parse().ok()) {
+        let lim = rustix::process::Rlimit { current: Some(n), maximum: Some(n) };
+        rustix::process::setrlimit(rustix::process::Resource::Nofile, lim).unwrap();
+    }
     let mut key = String::new();
     std::io::stdin().read_line(&mut key).unwrap();
     let secret = linerate_engine::secret::Secret::from_hex(key.trim()).unwrap();
@@ -1139,9 +1145,17 @@ struct ChildServer {
 
 impl ChildServer {
     fn spawn(test: &str, root: &Path) -> ChildServer {
+        ChildServer::spawn_with(test, root, None)
+    }
+
+    fn spawn_with(test: &str, root: &Path, nofile: Option<u64>) -> ChildServer {
         use std::io::BufRead;
         let secret = linerate_engine::secret::Secret::generate().unwrap();
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        if let Some(n) = nofile {
+            cmd.env(CHILD_NOFILE, n.to_string());
+        }
+        let mut child = cmd
             .args([test, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_ROOT, root)
             .stdin(std::process::Stdio::piped())
@@ -1313,4 +1327,46 @@ fn hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped() {
     assert!(log.contains("\\x1b[2J\\x0aforged"), "{log}");
     assert!(!log.contains('\x1b'), "raw escape in the server log: {log:?}");
     assert_eq!(temp_files(&root), Vec::<PathBuf>::new());
+}
+
+/// CPU time (user + system) of process `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces) end with ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers() {
+    // Regression: accept() failing with EMFILE was retried at once, forever, on a full core.
+    serve_if_child();
+    let t = scratch();
+    let root = t.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let srv = ChildServer::spawn_with(
+        "an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers",
+        &root,
+        Some(48),
+    );
+    // Connections in handshake from four addresses (16 each at most) take two descriptors each
+    // on the agent: more than it may open.
+    let mut held = Vec::new();
+    for i in 0..80u32 {
+        if let Some(s) = connect_from([127, 0, 0, 2 + (i % 4) as u8], srv.addr) {
+            held.push(s);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(srv.child.id());
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_ticks(srv.child.id()) - before;
+    assert!(used < 30, "the agent used {used} ticks of CPU in one second with nothing to do");
+    // Once the peers are gone (or cut off at the handshake deadline) the agent serves again.
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    let (s, _) = summary(send_dirs(&mut srv.session(1), 1, 10));
+    assert_eq!(s.dirs, 10);
+    srv.stop();
 }
