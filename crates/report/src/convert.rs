@@ -213,7 +213,11 @@ fn axis_label(key: &str) -> Axis {
     Axis { label: key.replace('_', " "), unit: unit.into() }
 }
 
-/// The numeric parameter that varies across `params` objects, if any.
+/// What a lab run can be swept over (not `rate`: that is the measured figure there).
+const LAB_SWEEP_KEYS: &[&str] = &["guests", "connections", "parallel", "msg_size", "message_size"];
+
+/// The numeric parameter that varies across `params` objects, if any: one of `SWEEP_KEYS`
+/// first, then any other.
 fn varying_key(params: &[&Value]) -> Option<String> {
     let mut keys: Vec<String> = Vec::new();
     for p in params {
@@ -546,7 +550,11 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
     }
     // throughput against the number of guests / connections, one line per tool
     let run_params: Vec<&Value> = runs.iter().map(|r| r.get("params").unwrap_or(r)).collect();
-    if let Some(key) = varying_key(&run_params).filter(|k| SWEEP_KEYS.contains(&k.as_str())) {
+    let key = LAB_SWEEP_KEYS.iter().find(|k| {
+        let vals: Vec<Option<f64>> = run_params.iter().map(|p| p.get(**k).and_then(Value::as_f64)).collect();
+        vals.iter().all(Option::is_some) && vals.windows(2).any(|w| w[0] != w[1])
+    });
+    if let Some(key) = key.map(|k| k.to_string()) {
         let mut lines: Vec<Line> = Vec::new();
         for (run, p) in runs.iter().zip(&run_params) {
             let (Some(x), Some(y)) =
@@ -702,6 +710,23 @@ mod tests {
         assert!(matches!(from_json(json!({"hello": 1})), Err(ReportError::UnknownSchema(_))));
         assert!(matches!(from_bench_json(&json!({"schema": "linerate.lab/1"})), Err(ReportError::UnknownSchema(_))));
         assert!(matches!(from_cp_json(&json!([1, 2])), Err(ReportError::Invalid(_))));
+    }
+
+    #[test]
+    fn lab_runs_over_a_guest_count_become_one_line_per_tool() {
+        let mut runs = Vec::new();
+        for g in [1, 2, 4, 8] {
+            runs.push(
+                json!({"tool": "linerate", "params": {"guests": g}, "rate_bps": 9e9 - f64::from(g) * 1e8, "rate": 1}),
+            );
+            runs.push(json!({"tool": "iperf3", "params": {"guests": g}, "rate_bps": 9.4e9}));
+        }
+        let r = from_lab_json(&json!({"schema": "linerate.lab/1", "name": "guests", "runs": runs})).unwrap();
+        let xy = &r.charts.xy[0];
+        assert_eq!(xy.x.label, "guests");
+        assert_eq!(xy.lines.len(), 2);
+        assert_eq!(xy.lines[0].name, "linerate");
+        assert_eq!(xy.lines[0].points, vec![[1.0, 8.9e9], [2.0, 8.8e9], [4.0, 8.6e9], [8.0, 8.2e9]]);
     }
 
     #[test]

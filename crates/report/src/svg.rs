@@ -271,7 +271,7 @@ fn legend(s: &mut String, f: &Frame, names: &[(String, &str, bool)]) {
             r#"<line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{color}" stroke-width="3"{dash}/>"#,
             x + 18.0
         );
-        let label: String = name.chars().take(24).collect();
+        let label: String = name.chars().take(28).collect();
         let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#, x + 24.0, y + 4.0, esc(&label));
     }
 }
@@ -448,7 +448,7 @@ fn lines_svg(
         let (d, yu) = axis_scale(ymax, &y.unit);
         (xu, d, yu)
     };
-    let right = if lines.len() > 1 || !refs.is_empty() { WIDTH - 190.0 } else { WIDTH - 24.0 };
+    let right = if lines.len() > 1 || !refs.is_empty() { WIDTH - 200.0 } else { WIDTH - 24.0 };
     let f = Frame {
         left: 70.0,
         right,
