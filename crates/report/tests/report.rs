@@ -107,6 +107,20 @@ fn exported_documents_validate_against_the_json_schema() {
         // and it reads back unchanged
         assert_eq!(RunReport::from_json(doc).unwrap(), r);
     }
+    // the schema admits fields added later in version 1, so check it names every field we write
+    let text = serde_json::to_string(&schema).unwrap();
+    for name in ["cp.json", "bench.json", "lab.json"] {
+        let doc = serde_json::to_value(from_json(fixture(name)).unwrap()).unwrap();
+        for key in keys(&doc) {
+            assert!(text.contains(&format!("\"{key}\":{{")), "{name}: field '{key}' is not in the JSON Schema");
+        }
+    }
+    // an unknown field is ignored by this reader too
+    let mut doc: Value = serde_json::to_value(pinned("bench.json")).unwrap();
+    doc["added_in_a_later_release"] = 1.into();
+    doc["metrics"][0]["stddev"] = 0.1.into();
+    assert!(v.is_valid(&doc));
+    assert_eq!(RunReport::from_json(doc).unwrap(), pinned("bench.json"));
     // the schema is not vacuous: a wrong kind, a missing field and a bad metric are refused
     let mut doc: Value = serde_json::to_value(pinned("bench.json")).unwrap();
     doc["kind"] = "iperf".into();
@@ -117,6 +131,26 @@ fn exported_documents_validate_against_the_json_schema() {
     let mut doc: Value = serde_json::to_value(pinned("bench.json")).unwrap();
     doc["metrics"][0]["better"] = "more".into();
     assert!(!v.is_valid(&doc));
+}
+
+/// Every object key in a document, except inside the free-form `params` and `hosts`.
+fn keys(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                out.push(k.clone());
+                if k != "params" && k != "hosts" {
+                    out.extend(keys(x));
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| out.extend(keys(x))),
+        _ => {}
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[test]
