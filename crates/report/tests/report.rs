@@ -300,7 +300,11 @@ fn headless(profile: &Path) -> Command {
         "--disable-dev-shm-usage",
         "--window-size=1200,2000",
     ])
-    .arg(format!("--user-data-dir={}", profile.display()));
+    .arg(format!("--user-data-dir={}", profile.display()))
+    // crash reports and caches go to the profile, not the user's home
+    .env("HOME", profile)
+    .env("XDG_CONFIG_HOME", profile.join("config"))
+    .env("XDG_CACHE_HOME", profile.join("cache"));
     c
 }
 
