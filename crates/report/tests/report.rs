@@ -311,7 +311,10 @@ fn headless(profile: &Path) -> Command {
 #[test]
 fn html_report_renders_in_headless_chromium() {
     let t = tempfile::tempdir().unwrap();
-    let runs = [pinned("lab.json"), pinned("bench.json")];
+    let mut second = pinned("bench.json");
+    second.id = "20261122-054716-second".into();
+    second.metrics[0].value *= 0.8;
+    let runs = [pinned("lab.json"), pinned("bench.json"), second];
     let html = html::report(&runs, 5.0);
     assert!(
         !html.contains("http://")
@@ -321,7 +324,8 @@ fn html_report_renders_in_headless_chromium() {
     let page = t.path().join("report.html");
     std::fs::write(&page, &html).unwrap();
     let charts = html.matches("<svg ").count();
-    assert!(charts >= 9, "{charts} charts");
+    assert!(charts >= 9 + 5, "{charts} charts");
+    assert!(html.contains("throughput by run"), "no side-by-side chart of the two bench runs");
     let url = format!("file://{}", page.display());
 
     let out = run_bounded(headless(&t.path().join("p1")).arg("--dump-dom").arg(&url), Duration::from_secs(120));
