@@ -111,6 +111,16 @@ pub fn from_cp_json(v: &Value) -> Result<RunReport, ReportError> {
     Ok(r)
 }
 
+/// Takes the run's start time and linerate version from the document when it has them.
+fn stamp(r: &mut RunReport, v: &Value, time_keys: &[&str]) {
+    if let Some(t) = time_keys.iter().find_map(|k| v.get(k).and_then(Value::as_u64)).filter(|t| *t > 0) {
+        r.created = crate::time::rfc3339(t);
+    }
+    if let Some(ver) = v.get("tool").and_then(|t| t.get("version")).and_then(Value::as_str) {
+        r.tool_version = ver.to_string();
+    }
+}
+
 /// Headline metrics of a bench `summary` object, with `prefix` before each name.
 fn bench_summary_metrics(r: &mut RunReport, s: &Value) {
     if let Some(x) = f(s, &["throughput_bps"]) {
@@ -127,9 +137,29 @@ fn bench_summary_metrics(r: &mut RunReport, s: &Value) {
     }
     if let Some(lat) = s.get("latency_us").and_then(obj) {
         for (k, val) in lat {
-            if let Some(x) = val.as_f64().filter(|x| x.is_finite()) {
+            // `count` is a sample count and `curve` the plot, not latencies
+            if let Some(x) = val.as_f64().filter(|x| x.is_finite() && k != "count") {
                 r.metric(&format!("latency.{k}"), x, "us", Better::Lower);
             }
+        }
+    }
+    for (key, name, unit, better) in [
+        ("packets_per_s", "packets", "1/s", Better::Higher),
+        ("jitter_us", "jitter", "us", Better::Lower),
+        ("rtt_us", "rtt", "us", Better::Lower),
+        ("retransmits", "retransmits", "", Better::Lower),
+    ] {
+        if let Some(x) = f(s, &[key]) {
+            r.metric(name, x, unit, better);
+        }
+    }
+    for side in ["local", "remote"] {
+        // netperf's service demand: CPU microseconds per KB moved, per transaction
+        if let Some(x) = f(s, &["service_demand_us_per_kb", side]) {
+            r.metric(&format!("service_demand.{side}"), x, "us/KB", Better::Lower);
+        }
+        if let Some(x) = f(s, &["service_demand_us_per_tran", side]) {
+            r.metric(&format!("service_demand_tran.{side}"), x, "us", Better::Lower);
         }
     }
     for side in ["local", "remote"] {
@@ -142,10 +172,10 @@ fn bench_summary_metrics(r: &mut RunReport, s: &Value) {
     }
 }
 
-/// user + system + softirq of one side, as a fraction of the machine.
+/// user + system + softirq + irq of one side, as a fraction of the machine.
 fn cpu_total(summary: &Value, side: &str) -> Option<f64> {
     let c = summary.get("cpu")?.get(side)?;
-    let parts: Vec<f64> = ["user", "system", "softirq"].iter().filter_map(|k| f(c, &[k])).collect();
+    let parts: Vec<f64> = ["user", "system", "softirq", "irq"].iter().filter_map(|k| f(c, &[k])).collect();
     (!parts.is_empty()).then(|| parts.iter().sum())
 }
 
@@ -162,11 +192,24 @@ fn percentile_of(key: &str) -> Option<f64> {
     (p > 0.0 && p < 100.0).then_some(p)
 }
 
+/// The latency distribution: bench's `curve` of `{percentile, us}` when present (the
+/// 100th percentile left out: it has no place on a nines axis), else the `pNN` keys.
 fn latency_line(name: &str, lat: &Value) -> Option<Line> {
-    let mut pts: Vec<[f64; 2]> = obj(lat)?
-        .iter()
-        .filter_map(|(k, v)| Some([percentile_of(k)?, v.as_f64().filter(|x| x.is_finite())?]))
-        .collect();
+    let curve: Vec<[f64; 2]> = lat
+        .get("curve")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| Some([f(p, &["percentile"])?, f(p, &["us"])?]))
+                .filter(|p| (0.0..100.0).contains(&p[0]))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut pts: Vec<[f64; 2]> = if curve.len() >= 2 {
+        curve
+    } else {
+        obj(lat)?.iter().filter_map(|(k, v)| Some([percentile_of(k)?, v.as_f64().filter(|x| x.is_finite())?])).collect()
+    };
     pts.sort_by(|a, b| a[0].total_cmp(&b[0]));
     (!pts.is_empty()).then(|| Line { name: name.to_string(), points: pts })
 }
@@ -201,11 +244,12 @@ fn flows_of(connections: &Value) -> Vec<Bar> {
 }
 
 /// Preferred x axes for sweeps, in order, then any other numeric parameter that varies.
-const SWEEP_KEYS: &[&str] = &["connections", "parallel", "guests", "msg_size", "message_size", "rate"];
+const SWEEP_KEYS: &[&str] =
+    &["connections", "parallel", "guests", "msg_size", "message_size", "sndbuf", "resp_size", "rate"];
 
 fn axis_label(key: &str) -> Axis {
     let unit = match key {
-        "msg_size" | "message_size" => "B",
+        "msg_size" | "message_size" | "sndbuf" | "rcvbuf" | "resp_size" => "B",
         "rate" | "rate_bps" => "bit/s",
         "duration" | "duration_s" => "s",
         _ => "",
@@ -245,6 +289,113 @@ fn num(x: Option<f64>) -> Value {
     x.map_or(Value::Null, |v| json!(v))
 }
 
+/// A point's numeric parameters: its test spec's, then its sweep labels' (which win).
+fn point_params(p: &Value) -> Value {
+    let mut m = Map::new();
+    for src in [p.get("test"), p.get("params")].into_iter().flatten() {
+        if let Some(o) = obj(src) {
+            m.extend(o.iter().filter(|(_, v)| v.is_number()).map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    Value::Object(m)
+}
+
+/// Adds a named point to the line of that name, creating it.
+fn push_point(lines: &mut Vec<Line>, name: &str, p: [f64; 2]) {
+    match lines.iter_mut().find(|l| l.name == name) {
+        Some(l) => l.points.push(p),
+        None => lines.push(Line { name: name.to_string(), points: vec![p] }),
+    }
+}
+
+/// Sweep points → throughput, transactions and CPU against the parameter that varies (one
+/// line per value of any other varied parameter), and a table with CPU.
+fn sweep_charts(r: &mut RunReport, name: &str, points: &[&Value]) {
+    let merged: Vec<Value> = points.iter().map(|p| point_params(p)).collect();
+    let refs: Vec<&Value> = merged.iter().collect();
+    let key = varying_key(&refs);
+    let x_of = |i: usize| -> f64 {
+        key.as_ref().and_then(|k| merged[i].get(k.as_str())).and_then(Value::as_f64).unwrap_or((i + 1) as f64)
+    };
+    // the other varied parameters that x does not already determine name the lines
+    let others: Vec<String> = obj(&merged[0])
+        .map(|o| o.keys().cloned().collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|k| Some(k) != key.as_ref())
+        .filter(|k| {
+            let vals: Vec<Option<f64>> = merged.iter().map(|m| m.get(k.as_str()).and_then(Value::as_f64)).collect();
+            let varies = vals.windows(2).any(|w| w[0] != w[1]);
+            let determined = (0..merged.len()).all(|i| (0..merged.len()).all(|j| x_of(i) != x_of(j) || vals[i] == vals[j]));
+            varies && !determined
+        })
+        .collect();
+    let series = |i: usize| -> String {
+        if others.is_empty() {
+            return name.to_string();
+        }
+        others
+            .iter()
+            .map(|k| format!("{k}={}", merged[i].get(k.as_str()).and_then(Value::as_f64).map_or("?".into(), |x| trim(x, 6))))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let x_axis = key.as_deref().map_or(Axis { label: "point".into(), unit: String::new() }, axis_label);
+    let (mut thr, mut tps, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rows = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        let s = p.get("summary").unwrap_or(&Value::Null);
+        let (x, line) = (x_of(i), series(i));
+        let b = f(s, &["throughput_bps"]);
+        let t = f(s, &["transactions_per_s"]);
+        let cl = cpu_total(s, "local").map(|c| c * 100.0);
+        let cr = cpu_total(s, "remote").map(|c| c * 100.0);
+        let suffix = if others.is_empty() { String::new() } else { format!(" {line}") };
+        if let Some(b) = b {
+            push_point(&mut thr, &line, [x, b]);
+        }
+        if let Some(t) = t {
+            push_point(&mut tps, &line, [x, t]);
+        }
+        if let Some(c) = cl {
+            push_point(&mut cpu, &format!("local CPU{suffix}"), [x, c]);
+        }
+        if let Some(c) = cr {
+            push_point(&mut cpu, &format!("remote CPU{suffix}"), [x, c]);
+        }
+        let mut row = vec![json!(x)];
+        row.extend(others.iter().map(|k| merged[i].get(k.as_str()).cloned().unwrap_or(Value::Null)));
+        row.extend([num(b), num(t), num(f(s, &["latency_us", "p99"])), num(cl), num(cr), num(f(s, &["jain"]))]);
+        rows.push(row);
+    }
+    let xl = x_axis.label.clone();
+    for (lines, title, y) in [
+        (thr, "Throughput", Axis { label: "throughput".into(), unit: "bit/s".into() }),
+        (tps, "Transactions", Axis { label: "transactions".into(), unit: "1/s".into() }),
+        (cpu, "CPU", Axis { label: "CPU".into(), unit: "%".into() }),
+    ] {
+        if !lines.is_empty() {
+            r.charts.xy.push(XyChart { title: format!("{title} against {xl}"), x: x_axis.clone(), y, lines });
+        }
+    }
+    let mut columns = vec![if x_axis.unit.is_empty() { xl.clone() } else { format!("{xl} ({})", x_axis.unit) }];
+    columns.extend(others.iter().map(|k| axis_label(k)).map(|a| {
+        if a.unit.is_empty() {
+            a.label
+        } else {
+            format!("{} ({})", a.label, a.unit)
+        }
+    }));
+    columns.extend(
+        ["throughput (bit/s)", "transactions (1/s)", "p99 latency (us)", "local CPU (%)", "remote CPU (%)", "Jain"]
+            .map(String::from),
+    );
+    r.tables.push(Table { title: format!("Sweep over {xl}"), columns, rows });
+    if let Some(k) = key {
+        r.params.insert("sweep".into(), json!(k));
+    }
+}
+
 /// `linerate bench --json` ("linerate.bench/1") → run. Sweep points become line charts
 /// (throughput and CPU against the varied parameter) and a table; intervals a time series;
 /// connections per-flow fairness bars; latency percentiles an HDR-style plot.
@@ -269,6 +420,7 @@ pub fn from_bench_json(v: &Value) -> Result<RunReport, ReportError> {
     if let Some(h) = v.get("hosts") {
         r.hosts = h.clone();
     }
+    stamp(&mut r, v, &["started_unix_s", "started_unix"]);
     let summary = v.get("summary").cloned().unwrap_or(Value::Null);
     bench_summary_metrics(&mut r, &summary);
     if let Some(c) = f(&summary, &["connections"]) {
@@ -293,97 +445,8 @@ pub fn from_bench_json(v: &Value) -> Result<RunReport, ReportError> {
     }
 
     let points: Vec<&Value> = v.get("points").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
-    if !points.is_empty() {
-        let params: Vec<&Value> = points.iter().map(|p| p.get("params").unwrap_or(&Value::Null)).collect();
-        let key = varying_key(&params);
-        let x_of = |i: usize| -> f64 {
-            key.as_ref().and_then(|k| params[i].get(k.as_str())).and_then(Value::as_f64).unwrap_or((i + 1) as f64)
-        };
-        let x_axis = key.as_deref().map_or(Axis { label: "point".into(), unit: String::new() }, axis_label);
-        let sum = |i: usize| points[i].get("summary").unwrap_or(&Value::Null);
-        let mut thr = Vec::new();
-        let mut tps = Vec::new();
-        let mut cpu_l = Vec::new();
-        let mut cpu_r = Vec::new();
-        let mut rows = Vec::new();
-        for i in 0..points.len() {
-            let s = sum(i);
-            let x = x_of(i);
-            let b = f(s, &["throughput_bps"]);
-            let t = f(s, &["transactions_per_s"]);
-            let cl = cpu_total(s, "local").map(|c| c * 100.0);
-            let cr = cpu_total(s, "remote").map(|c| c * 100.0);
-            if let Some(b) = b {
-                thr.push([x, b]);
-            }
-            if let Some(t) = t {
-                tps.push([x, t]);
-            }
-            if let Some(c) = cl {
-                cpu_l.push([x, c]);
-            }
-            if let Some(c) = cr {
-                cpu_r.push([x, c]);
-            }
-            rows.push(vec![
-                json!(x),
-                num(b),
-                num(t),
-                num(f(s, &["latency_us", "p99"])),
-                num(cl),
-                num(cr),
-                num(f(s, &["jain"])),
-            ]);
-        }
-        let xl = x_axis.label.clone();
-        if !thr.is_empty() {
-            r.charts.xy.push(XyChart {
-                title: format!("Throughput against {xl}"),
-                x: x_axis.clone(),
-                y: Axis { label: "throughput".into(), unit: "bit/s".into() },
-                lines: vec![Line { name: name.to_string(), points: thr }],
-            });
-        }
-        if !tps.is_empty() {
-            r.charts.xy.push(XyChart {
-                title: format!("Transactions against {xl}"),
-                x: x_axis.clone(),
-                y: Axis { label: "transactions".into(), unit: "1/s".into() },
-                lines: vec![Line { name: name.to_string(), points: tps }],
-            });
-        }
-        let mut cpu_lines = Vec::new();
-        if !cpu_l.is_empty() {
-            cpu_lines.push(Line { name: "local CPU".into(), points: cpu_l });
-        }
-        if !cpu_r.is_empty() {
-            cpu_lines.push(Line { name: "remote CPU".into(), points: cpu_r });
-        }
-        if !cpu_lines.is_empty() {
-            r.charts.xy.push(XyChart {
-                title: format!("CPU against {xl}"),
-                x: x_axis.clone(),
-                y: Axis { label: "CPU".into(), unit: "%".into() },
-                lines: cpu_lines,
-            });
-        }
-        let xcol = if x_axis.unit.is_empty() { xl.clone() } else { format!("{xl} ({})", x_axis.unit) };
-        r.tables.push(Table {
-            title: format!("Sweep over {xl}"),
-            columns: vec![
-                xcol,
-                "throughput (bit/s)".into(),
-                "transactions (1/s)".into(),
-                "p99 latency (us)".into(),
-                "local CPU (%)".into(),
-                "remote CPU (%)".into(),
-                "Jain".into(),
-            ],
-            rows,
-        });
-        if let Some(k) = &key {
-            r.params.insert("sweep".into(), json!(k));
-        }
+    if points.len() >= 2 {
+        sweep_charts(&mut r, name, &points);
     }
     Ok(r)
 }
