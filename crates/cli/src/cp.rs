@@ -85,9 +85,25 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "0.0.0.0:7878")]
     listen: String,
-    /// Directory every write is confined beneath.
+    /// Directory every copy is confined beneath. Without it the server answers benchmarks only.
     #[arg(long)]
-    root: PathBuf,
+    root: Option<PathBuf>,
+    /// Longest benchmark test, seconds (warm-up included).
+    #[arg(long, default_value_t = 3600)]
+    max_duration: u64,
+    /// Most connections in one benchmark test.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: u32,
+    /// Highest rate a benchmark test may ask for, bit/s (SI suffixes: 10G); tests must then
+    /// give --rate. Unlimited when absent.
+    #[arg(long, value_parser = crate::bench::parse_rate)]
+    max_rate: Option<u64>,
+    /// Most benchmark tests running at once, over all clients.
+    #[arg(long, default_value_t = 8)]
+    max_tests: usize,
+    /// Most connections from one address in their handshake at once.
+    #[arg(long, default_value_t = 16)]
+    max_handshakes_per_source: usize,
     /// Key file (64 hex digits, mode 0600); `-` reads the key from standard input.
     #[arg(long, value_name = "FILE")]
     key_file: PathBuf,
@@ -419,7 +435,14 @@ pub fn run_serve(a: ServeArgs) -> u8 {
             return exit::USAGE;
         }
     };
-    let mut cfg = ServerConfig::new(listen, a.root, secret);
+    let mut cfg = ServerConfig::bench_only(listen, secret);
+    cfg.root = a.root;
+    cfg.bench.limits.max_duration_ms = a.max_duration.saturating_mul(1000);
+    cfg.bench.limits.max_connections = a.max_connections;
+    cfg.bench.limits.max_rate_bps = a.max_rate.unwrap_or(u64::MAX);
+    cfg.bench.max_tests = a.max_tests.max(1);
+    cfg.bench.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
+    cfg.max_handshakes_per_source = a.max_handshakes_per_source.max(1);
     cfg.once = a.once;
     cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(30));
     cfg.max_sessions = a.max_sessions.max(1);

@@ -1,8 +1,11 @@
 //! `linerate`: the command-line front end. Flags are parsed here and turned into engine
 //! configurations; all the work happens in `linerate-engine`.
 
+mod bench;
 mod cp;
 mod demo;
+mod doctor;
+mod lab;
 mod progress;
 mod report;
 
@@ -32,8 +35,10 @@ struct Cli {
 enum Cmd {
     /// Copy files and directory trees, encrypted, over parallel streams.
     Cp(cp::CpArgs),
-    /// Run the receiving agent.
+    /// Run the agent: receives copies (with --root) and answers benchmarks.
     Serve(cp::ServeArgs),
+    /// Benchmark the network against a `linerate serve` (netperf/uperf/iperf3-class tests).
+    Bench(bench::BenchArgs),
     /// Write a new random 256-bit key to FILE (mode 0600).
     Keygen {
         /// Where to write the key; must not exist.
@@ -43,6 +48,10 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Generate a sample tree (for benchmarks): deterministic, incompressible contents.
     Mktree(demo::MktreeArgs),
+    /// Inspect this host and the path to a peer: find the bottleneck and predict the ceiling.
+    Doctor(doctor::DoctorArgs),
+    /// Emulated hosts, links, switches and QoS in network namespaces; scenario runs (root).
+    Lab(lab::LabArgs),
     /// Stored runs: list, show, export, compare, and charts as SVG or one HTML file.
     Report(report::ReportArgs),
 }
@@ -52,6 +61,7 @@ fn main() -> ExitCode {
     let code = match cli.cmd {
         Cmd::Cp(a) => cp::run_cp(a),
         Cmd::Serve(a) => cp::run_serve(a),
+        Cmd::Bench(a) => bench::run(a),
         Cmd::Keygen { file } => match linerate_engine::secret::Secret::generate().and_then(|s| s.write_new(&file)) {
             Ok(()) => {
                 eprintln!("wrote a new key to {}", file.display());
@@ -64,6 +74,8 @@ fn main() -> ExitCode {
         },
         Cmd::Demo(a) => demo::run_demo(a),
         Cmd::Mktree(a) => demo::run_mktree(a),
+        Cmd::Doctor(a) => doctor::run_doctor(a),
+        Cmd::Lab(a) => lab::run_lab(a),
         Cmd::Report(a) => report::run_report(a),
     };
     ExitCode::from(code)

@@ -276,3 +276,78 @@ fn demo_copies_and_verifies_a_sample_tree() {
     assert!(text(&out).contains("Gbit/s"), "{}", text(&out));
     assert!(!work.exists(), "demo must clean up");
 }
+
+fn serve_bench_only(key: &Path, extra: &[&str]) -> Serve {
+    let mut child = bin()
+        .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--key-file"])
+        .arg(key)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+    Serve { child, addr }
+}
+
+#[test]
+fn bench_prints_the_versioned_json_document_and_csv() {
+    let t = scratch();
+    let key = t.path().join("key");
+    keygen(&key);
+    let srv = serve_bench_only(&key, &[]);
+    let out = bin()
+        .args(["bench", &srv.addr, "--json", "-t", "0.5", "-i", "0.1", "-P", "3", "--link-rate", "10G", "--key-file"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "linerate.bench/1");
+    let s = &v["summary"];
+    assert!(s["throughput_bps"].as_f64().unwrap() > 1e6, "{s}");
+    assert_eq!(s["connections"], 3);
+    assert!(s["jain"].as_f64().unwrap() > 0.3);
+    for side in ["local", "remote"] {
+        let c = &s["cpu"][side];
+        let total: f64 = ["user", "system", "softirq", "irq", "idle"].iter().map(|k| c[k].as_f64().unwrap()).sum();
+        assert!((total - 1.0).abs() < 1e-6, "{side}: {c}");
+    }
+    assert!(s["efficiency"]["ceiling_bps"].as_f64().unwrap() > 9e9);
+    assert_eq!(v["connections"].as_array().unwrap().len(), 3);
+    assert!(v["intervals"].as_array().unwrap().len() >= 4);
+    assert!(v["hosts"]["remote"]["kernel"].is_string());
+    assert_eq!(v["points"].as_array().unwrap().len(), 1);
+
+    let out = bin()
+        .args(["bench", &srv.addr, "--csv", "--test", "tcp-rr", "-t", "0.2", "--sweep", "msg=1,1K", "--key-file"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), 3, "{csv}");
+    assert!(rows[1].starts_with("tcp-rr,send,1,1,") && rows[2].starts_with("tcp-rr,send,1,1024,"), "{csv}");
+}
+
+#[test]
+fn bench_refuses_bad_parameters_with_exit_code_2() {
+    let t = scratch();
+    let key = t.path().join("key");
+    keygen(&key);
+    let srv = serve_bench_only(&key, &["--max-connections", "10"]);
+    let out = bin().args(["bench", &srv.addr, "-P", "11", "-t", "1", "--key-file"]).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("connections 11"), "{}", text(&out));
+    let out = bin().args(["bench", &srv.addr, "-t", "-1", "--key-file"]).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // cp to a benchmark-only agent is refused, not silently accepted.
+    let src = t.path().join("f");
+    fs::write(&src, b"x").unwrap();
+    let out =
+        bin().args(["cp", "-q", "--key-file"]).arg(&key).arg(&src).arg(format!("{}:x", srv.addr)).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(text(&out).contains("benchmarks only"), "{}", text(&out));
+}

@@ -53,9 +53,95 @@ pub fn peak_rss() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Whole-machine CPU counters from the first line of /proc/stat, in clock ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MachineTimes {
+    /// user + nice.
+    pub user: u64,
+    /// system.
+    pub system: u64,
+    /// idle + iowait.
+    pub idle: u64,
+    /// hardware interrupts.
+    pub irq: u64,
+    /// software interrupts.
+    pub softirq: u64,
+    /// steal (time a hypervisor gave to others).
+    pub steal: u64,
+    /// Cores (cpuN lines).
+    pub cores: u32,
+}
+
+fn parse_proc_stat(text: &str) -> Option<MachineTimes> {
+    let mut lines = text.lines();
+    let first = lines.next()?;
+    let f: Vec<u64> = first.strip_prefix("cpu ")?.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    let cores =
+        text.lines().filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit)).count();
+    Some(MachineTimes {
+        user: at(0) + at(1),
+        system: at(2),
+        idle: at(3) + at(4),
+        irq: at(5),
+        softirq: at(6),
+        steal: at(7),
+        cores: cores as u32,
+    })
+}
+
+/// The machine's CPU counters now.
+pub fn machine() -> MachineTimes {
+    fs::read_to_string("/proc/stat").ok().as_deref().and_then(parse_proc_stat).unwrap_or_default()
+}
+
+impl MachineTimes {
+    /// Fractions of all cores spent in each state between `earlier` and `self`, plus this
+    /// process's own CPU seconds over the same span.
+    pub fn share_since(
+        &self,
+        earlier: &MachineTimes,
+        proc_now: CpuTimes,
+        proc_then: CpuTimes,
+    ) -> linerate_proto::bench::CpuShare {
+        let d = |a: u64, b: u64| a.saturating_sub(b) as f64;
+        let user = d(self.user, earlier.user);
+        let system = d(self.system, earlier.system);
+        let idle = d(self.idle, earlier.idle);
+        let irq = d(self.irq, earlier.irq);
+        let softirq = d(self.softirq, earlier.softirq);
+        let steal = d(self.steal, earlier.steal);
+        let total = (user + system + idle + irq + softirq + steal).max(1.0);
+        let p = proc_now.since(proc_then);
+        linerate_proto::bench::CpuShare {
+            user: user / total,
+            system: system / total,
+            softirq: softirq / total,
+            irq: irq / total,
+            idle: idle / total,
+            cores: self.cores,
+            process_user_s: p.user_us as f64 / 1e6,
+            process_system_s: p.sys_us as f64 / 1e6,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_stat_parses_into_shares_that_add_up() {
+        let a = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0\ncpu1 50 0 25 400 25 0 0 0\n";
+        let b = "cpu  200 0 100 1400 100 10 40 0 0 0\ncpu0 1\ncpu1 1\n";
+        let (a, b) = (parse_proc_stat(a).unwrap(), parse_proc_stat(b).unwrap());
+        assert_eq!(a.cores, 2);
+        let s = b.share_since(&a, CpuTimes::default(), CpuTimes::default());
+        // Deltas: user 100, system 50, idle 650, irq 10, softirq 40 of 850.
+        assert!((s.user - 100.0 / 850.0).abs() < 1e-9, "{s:?}");
+        assert!((s.softirq - 40.0 / 850.0).abs() < 1e-9);
+        assert!((s.user + s.system + s.idle + s.irq + s.softirq - 1.0).abs() < 1e-9);
+    }
 
     #[test]
     fn parses_names_with_spaces_and_parens() {

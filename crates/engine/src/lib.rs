@@ -5,18 +5,22 @@
 //! destination by directory handles; [`server`] is the `serve` daemon that accepts sessions from
 //! many clients at once. Protocol rules live in `linerate-proto`; this crate only performs I/O.
 
+pub mod bench;
 pub mod compare;
 pub mod conn;
 pub mod cpu;
 pub mod digest;
+pub mod doctor;
 pub mod error;
 pub mod fsx;
+pub mod host;
 pub mod recv;
 pub mod sample;
 pub mod sched;
 pub mod secret;
 pub mod send;
 pub mod server;
+pub mod sys;
 pub mod walk;
 
 pub use error::EngineError;

@@ -1,7 +1,10 @@
 //! `linerate serve`: accepts sessions from many clients at once. Each connection gets a thread
-//! for its handshake, bounded in number and in time, so slow or unauthenticated peers cannot hold
-//! the server; each session then runs one thread per stream.
+//! for its handshake, bounded in number (in all and per source address) and in time, so slow or
+//! unauthenticated peers cannot hold the server. The first frame of a session says what it is:
+//! `Begin` starts a copy (one thread per stream), `BenchRequest` a benchmark session
+//! ([`crate::bench::server`]).
 
+use crate::bench::server::{self as bench_server, BenchServerConfig};
 use crate::conn::{self, Admit};
 use crate::fsx;
 use crate::recv::{Abort, Outcome, RecvSession, SessionParams};
@@ -12,7 +15,7 @@ use linerate_proto::handshake::KEY_LEN;
 use linerate_proto::hello::{SessionId, StreamKind};
 use linerate_proto::{caps, ErrorCode, ProtoError};
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -24,8 +27,9 @@ use std::time::{Duration, Instant};
 pub struct ServerConfig {
     /// Address to listen on.
     pub listen: SocketAddr,
-    /// Every write is confined beneath this directory.
-    pub root: PathBuf,
+    /// Every write is confined beneath this directory; without one, copies are refused and
+    /// only benchmarks are served.
+    pub root: Option<PathBuf>,
     /// The shared secret clients must know.
     pub secret: Secret,
     /// Serve one session, then exit.
@@ -40,6 +44,10 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     /// How long a stream may stay silent mid-session.
     pub idle_timeout: Duration,
+    /// Most connections from one source address in their handshake at once.
+    pub max_handshakes_per_source: usize,
+    /// Benchmark admission caps.
+    pub bench: BenchServerConfig,
     /// Print one line per session on stderr.
     pub log: bool,
 }
@@ -47,9 +55,14 @@ pub struct ServerConfig {
 impl ServerConfig {
     /// Defaults for everything but address, root and secret.
     pub fn new(listen: SocketAddr, root: PathBuf, secret: Secret) -> ServerConfig {
+        ServerConfig::bench_only(listen, secret).with_root(root)
+    }
+
+    /// A server for benchmarks only (no `--root`).
+    pub fn bench_only(listen: SocketAddr, secret: Secret) -> ServerConfig {
         ServerConfig {
             listen,
-            root,
+            root: None,
             secret,
             once: false,
             first_connect_deadline: None,
@@ -57,8 +70,16 @@ impl ServerConfig {
             max_handshakes: 128,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
+            max_handshakes_per_source: 16,
+            bench: BenchServerConfig::default(),
             log: true,
         }
+    }
+
+    /// Serve copies beneath `root` too.
+    pub fn with_root(mut self, root: PathBuf) -> ServerConfig {
+        self.root = Some(root);
+        self
     }
 }
 
@@ -67,7 +88,9 @@ type SessionEntry = ([u8; KEY_LEN], Arc<RecvSession>);
 
 struct Shared {
     cfg: ServerConfig,
-    root: OwnedFd,
+    root: Option<OwnedFd>,
+    per_source: Mutex<HashMap<IpAddr, usize>>,
+    tests: AtomicUsize,
     sessions: Mutex<HashMap<SessionId, SessionEntry>>,
     active: AtomicUsize,
     handshaking: AtomicUsize,
@@ -121,7 +144,10 @@ impl Drop for ServerHandle {
 impl Server {
     /// Open the root and bind the address.
     pub fn bind(cfg: ServerConfig) -> Result<Server, EngineError> {
-        let root = fsx::open_root(&cfg.root).map_err(|e| EngineError::file(&cfg.root, e))?;
+        let root = match &cfg.root {
+            Some(r) => Some(fsx::open_root(r).map_err(|e| EngineError::file(r, e))?),
+            None => None,
+        };
         let listener =
             TcpListener::bind(cfg.listen).map_err(|e| EngineError::net(format!("listening on {}", cfg.listen), e))?;
         let addr = listener.local_addr().map_err(|e| EngineError::net("local address", e))?;
@@ -129,6 +155,8 @@ impl Server {
         let shared = Arc::new(Shared {
             cfg,
             root,
+            per_source: Mutex::new(HashMap::new()),
+            tests: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
             active: AtomicUsize::new(0),
             handshaking: AtomicUsize::new(0),
@@ -196,13 +224,25 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             break;
         }
         let Ok(sock) = conn else { continue };
+        let Some(ip) = sock.peer_addr().ok().map(|a| a.ip()) else { continue };
         if shared.handshaking.fetch_add(1, Relaxed) >= shared.cfg.max_handshakes {
             shared.handshaking.fetch_sub(1, Relaxed);
             drop(sock); // over the cap: close at once rather than queue
             continue;
         }
+        {
+            let mut per = shared.per_source.lock().unwrap_or_else(PoisonError::into_inner);
+            let n = per.entry(ip).or_insert(0);
+            if *n >= shared.cfg.max_handshakes_per_source {
+                drop(per);
+                shared.handshaking.fetch_sub(1, Relaxed);
+                drop(sock); // one source may not take every handshake slot
+                continue;
+            }
+            *n += 1;
+        }
         let shared = shared.clone();
-        std::thread::spawn(move || handle(shared, sock));
+        std::thread::spawn(move || handle(shared, sock, ip));
     }
 }
 
@@ -214,8 +254,9 @@ fn random_session() -> SessionId {
     id
 }
 
-fn handle(shared: Arc<Shared>, sock: TcpStream) {
+fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
     let peer = sock.peer_addr().ok();
+    let local = sock.local_addr().ok().map(|a| a.ip());
     let deadline = Instant::now() + shared.cfg.handshake_timeout;
     let sock_copy = sock.try_clone().ok();
     let accepted = conn::accept(sock, deadline, |hello| match hello.kind {
@@ -232,10 +273,23 @@ fn handle(shared: Arc<Shared>, sock: TcpStream) {
         },
     });
     shared.handshaking.fetch_sub(1, Relaxed);
+    {
+        let mut per = shared.per_source.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = per.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&ip);
+            }
+        }
+    }
     let (hello, sec) = match accepted {
         Ok(x) => x,
         Err(e) => {
-            if shared.cfg.log {
+            // A connection closed before its first byte is a probe (doctor's RTT, a port
+            // check), not a failed handshake worth a log line.
+            let silent_close = matches!(&e, EngineError::Net { source, context }
+                if source.kind() == std::io::ErrorKind::UnexpectedEof && context.contains("preamble"));
+            if shared.cfg.log && !silent_close {
                 eprintln!("linerate serve: {}: handshake failed: {e}", peer.map(|p| p.to_string()).unwrap_or_default());
             }
             return;
@@ -257,8 +311,9 @@ fn handle(shared: Arc<Shared>, sock: TcpStream) {
         StreamKind::Control => {
             shared.active.fetch_add(1, Relaxed);
             shared.started.store(true, Relaxed);
-            let outcome = control(&shared, sec, sock_copy, deadline);
+            let outcome = control(&shared, sec, sock_copy, deadline, local);
             shared.active.fetch_sub(1, Relaxed);
+            let Some(outcome) = outcome else { return };
             if shared.cfg.log {
                 let who = peer.map(|p| p.to_string()).unwrap_or_default();
                 match &outcome {
@@ -278,15 +333,35 @@ fn handle(shared: Arc<Shared>, sock: TcpStream) {
     }
 }
 
-fn control(shared: &Arc<Shared>, mut sec: conn::Secured, sock: Option<TcpStream>, deadline: Instant) -> Outcome {
-    let fatal = |tx: &mut conn::SendHalf, code: ErrorCode, msg: String| {
-        let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
-        Outcome::Aborted(Abort { code, message: msg })
-    };
+/// Run a session's control connection. `None` for a benchmark session (its outcome is logged
+/// here); a copy's outcome otherwise.
+fn control(
+    shared: &Arc<Shared>,
+    mut sec: conn::Secured,
+    sock: Option<TcpStream>,
+    deadline: Instant,
+    local: Option<IpAddr>,
+) -> Option<Outcome> {
     sec.rx.set_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
     let begin = match sec.rx.recv() {
         Ok(Some(plain)) => match frame::decode(plain) {
+            Ok((Frame::Begin(_), _)) if shared.root.is_none() => {
+                let msg = "this server has no --root: it serves benchmarks only".to_string();
+                return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, msg));
+            }
             Ok((Frame::Begin(b), _)) => Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams)),
+            Ok((Frame::BenchRequest(doc), _)) => {
+                let doc = doc.to_vec();
+                let ip = local.unwrap_or(IpAddr::from([127, 0, 0, 1]));
+                let r = bench_server::serve_session(&doc, sec.tx, sec.rx, ip, &shared.cfg.bench, &shared.tests);
+                if shared.cfg.log {
+                    match r {
+                        Ok(n) => eprintln!("linerate serve: benchmark session: {n} tests"),
+                        Err(e) => eprintln!("linerate serve: benchmark session ended: {e}"),
+                    }
+                }
+                return None;
+            }
             Ok((other, _)) => Err(ProtoError::Violation(format!("expected Begin, got {other:?}"))),
             Err(e) => Err(e),
         },
@@ -296,18 +371,21 @@ fn control(shared: &Arc<Shared>, mut sec: conn::Secured, sock: Option<TcpStream>
     };
     let (dest, sources, chunk_size, flags, streams) = match begin {
         Ok(b) => b,
-        Err(e) => return fatal(&mut sec.tx, e.code(), e.to_string()),
+        Err(e) => return Some(fatal(&mut sec.tx, e.code(), e.to_string())),
     };
     if streams == 0 || streams > caps::MAX_STREAMS || sources == 0 {
-        return fatal(
+        return Some(fatal(
             &mut sec.tx,
             ErrorCode::Limit,
             format!("streams must be 1..={} and sources at least 1", caps::MAX_STREAMS),
-        );
+        ));
     }
-    let d = match fsx::resolve_destination(&shared.root, &dest, sources) {
+    let Some(root) = shared.root.as_ref() else {
+        return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, "no --root".into()));
+    };
+    let d = match fsx::resolve_destination(root, &dest, sources) {
         Ok(d) => d,
-        Err(msg) => return fatal(&mut sec.tx, ErrorCode::Destination, msg),
+        Err(msg) => return Some(fatal(&mut sec.tx, ErrorCode::Destination, msg)),
     };
     let into_dir = d.into_dir;
     let tag: String = sec.session[..6].iter().map(|b| format!("{b:02x}")).collect();
@@ -330,5 +408,10 @@ fn control(shared: &Arc<Shared>, mut sec: conn::Secured, sock: Option<TcpStream>
         Err(e) => Outcome::Aborted(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
     };
     shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
-    outcome
+    Some(outcome)
+}
+
+fn fatal(tx: &mut conn::SendHalf, code: ErrorCode, msg: String) -> Outcome {
+    let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
+    Outcome::Aborted(Abort { code, message: msg })
 }

@@ -101,6 +101,10 @@ pub enum ErrorCode {
     UnknownSession = 12,
     /// The sender could not read a source entry.
     SourceRead = 13,
+    /// Benchmark parameters were refused (wrong type, out of range, over an admission cap).
+    BadParams = 14,
+    /// The server does not offer this service (for example cp without a `--root`).
+    Unsupported = 15,
 }
 
 impl ErrorCode {
@@ -120,6 +124,8 @@ impl ErrorCode {
             11 => Busy,
             12 => UnknownSession,
             13 => SourceRead,
+            14 => BadParams,
+            15 => Unsupported,
             _ => Protocol,
         }
     }
@@ -141,6 +147,8 @@ impl ErrorCode {
             Busy => "server busy",
             UnknownSession => "unknown session",
             SourceRead => "source unreadable",
+            BadParams => "bad benchmark parameters",
+            Unsupported => "not offered by this server",
         }
     }
 }

@@ -2,7 +2,7 @@
 //! `type: u8 | body_len: u32 BE | body`. Decoding borrows from the record buffer and never
 //! allocates; every length is checked against its cap and against the bytes actually present.
 
-use crate::caps::{MAX_CHUNK, MAX_MESSAGE, MAX_NAME, MAX_PATH, MIN_CHUNK};
+use crate::caps::{MAX_BENCH_DOC, MAX_CHUNK, MAX_MESSAGE, MAX_NAME, MAX_PATH, MIN_CHUNK};
 use crate::ProtoError;
 
 /// Bytes in front of every frame body.
@@ -204,6 +204,18 @@ pub enum Frame<'a> {
     Summary(Summary),
     /// 0x84
     Fatal(Fatal<'a>),
+    /// 0x10: client → server, first frame of a benchmark session or the next test in it: the
+    /// test as a JSON [`crate::bench::TestSpec`] (at most [`crate::caps::MAX_BENCH_DOC`] bytes).
+    BenchRequest(&'a [u8]),
+    /// 0x11: client → server: every data connection is up, start now. The server answers with
+    /// its own `BenchGo` once its side runs.
+    BenchGo,
+    /// 0x12: client → server: the test's time is over; stop and send the results.
+    BenchStop,
+    /// 0x90: server → client: the test is admitted; JSON [`crate::bench::Ready`].
+    BenchReady(&'a [u8]),
+    /// 0x91: server → client: the server's measurements; JSON [`crate::bench::SideReport`].
+    BenchResult(&'a [u8]),
 }
 
 mod ty {
@@ -220,6 +232,11 @@ mod ty {
     pub const ERROR: u8 = 0x82;
     pub const SUMMARY: u8 = 0x83;
     pub const FATAL: u8 = 0x84;
+    pub const BENCH_REQUEST: u8 = 0x10;
+    pub const BENCH_GO: u8 = 0x11;
+    pub const BENCH_STOP: u8 = 0x12;
+    pub const BENCH_READY: u8 = 0x90;
+    pub const BENCH_RESULT: u8 = 0x91;
 }
 
 struct W<'a>(&'a mut Vec<u8>);
@@ -367,6 +384,11 @@ impl Frame<'_> {
             Frame::Fatal(f) => {
                 w.u16(f.code).bytes(f.message, MAX_MESSAGE);
             }
+            Frame::BenchRequest(d) | Frame::BenchReady(d) | Frame::BenchResult(d) => {
+                // Only our own documents are encoded; an oversize one is a bug the peer refuses.
+                w.0.extend_from_slice(d);
+            }
+            Frame::BenchGo | Frame::BenchStop => {}
         }
         end_frame(buf, start);
     }
@@ -386,6 +408,11 @@ impl Frame<'_> {
             Frame::Error(_) => ty::ERROR,
             Frame::Summary(_) => ty::SUMMARY,
             Frame::Fatal(_) => ty::FATAL,
+            Frame::BenchRequest(_) => ty::BENCH_REQUEST,
+            Frame::BenchGo => ty::BENCH_GO,
+            Frame::BenchStop => ty::BENCH_STOP,
+            Frame::BenchReady(_) => ty::BENCH_READY,
+            Frame::BenchResult(_) => ty::BENCH_RESULT,
         }
     }
 }
@@ -486,6 +513,23 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             peak_rss: r.u64()?,
         }),
         ty::FATAL => Frame::Fatal(Fatal { code: r.u16()?, message: r.bytes(MAX_MESSAGE, "message")? }),
+        ty::BENCH_REQUEST | ty::BENCH_READY | ty::BENCH_RESULT => {
+            if len > MAX_BENCH_DOC {
+                return Err(ProtoError::TooLong {
+                    what: "benchmark document",
+                    len: len as u64,
+                    cap: MAX_BENCH_DOC as u64,
+                });
+            }
+            let doc = r.take(len)?;
+            match t {
+                ty::BENCH_REQUEST => Frame::BenchRequest(doc),
+                ty::BENCH_READY => Frame::BenchReady(doc),
+                _ => Frame::BenchResult(doc),
+            }
+        }
+        ty::BENCH_GO => Frame::BenchGo,
+        ty::BENCH_STOP => Frame::BenchStop,
         other => return Err(ProtoError::UnknownFrame(other)),
     };
     r.done()?;
@@ -551,6 +595,11 @@ mod tests {
                 peak_rss: 7,
             }),
             Frame::Fatal(Fatal { code: 9, message: b"bye" }),
+            Frame::BenchRequest(b"{\"kind\":\"tcp-stream\"}"),
+            Frame::BenchGo,
+            Frame::BenchStop,
+            Frame::BenchReady(b"{}"),
+            Frame::BenchResult(b""),
         ]
     }
 

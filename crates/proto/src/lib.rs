@@ -3,11 +3,13 @@
 //! This crate holds everything two linerate peers must agree on: the connection preamble and its
 //! version check ([`hello`]), the Noise handshake that authenticates every connection to a
 //! session ([`handshake`]), the AEAD record layer ([`record`]), the frames carried inside records
-//! ([`frame`]), entry-name validation ([`name`]) and the receiver's bookkeeping of what a sender
-//! may and may not do ([`track`]). Nothing here touches a socket, a file or a clock, so every
+//! ([`frame`]), entry-name validation ([`name`]), the receiver's bookkeeping of what a sender
+//! may and may not do ([`track`]) and the benchmark session: test parameters, their admission
+//! rules, data-connection preambles and results ([`mod@bench`]). Nothing here touches a socket, a file or a clock, so every
 //! rule can be driven and tested in memory. The format is specified in `docs/PROTOCOL.md`.
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod error;
 pub mod frame;
 pub mod handshake;
@@ -47,4 +49,6 @@ pub mod caps {
     pub const MAX_OPEN_FILES: usize = 4096;
     /// Deepest directory nesting accepted.
     pub const MAX_DEPTH: u32 = 1024;
+    /// Largest JSON document in a benchmark frame (a result for 10,000 connections fits).
+    pub const MAX_BENCH_DOC: usize = 4 * 1024 * 1024;
 }

@@ -1,0 +1,753 @@
+//! `linerate bench`: flags → test specs (with sweeps and repeats), live interval lines, and the
+//! final table, JSON document (schema `linerate.bench/1`) or CSV.
+
+use crate::exit;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use linerate_engine::bench::stats::{confidence, confident_enough, Summary};
+use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
+use linerate_engine::secret::Secret;
+use linerate_engine::{conn, EngineError};
+use linerate_proto::bench::{parse_bytes, Direction, IntervalCounts, Profile, TestKind, TestSpec};
+use serde_json::{json, Value};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const AFTER_HELP: &str = "\
+TESTS:
+  tcp-stream  bulk TCP (netperf TCP_STREAM, iperf3): -P connections, -l write size, -R, --bidir
+  udp-stream  paced UDP (--rate bit/s or --pps); loss, reordering and jitter at the receiver
+  tcp-rr      request/response on open connections (netperf TCP_RR): -l request, --response
+  tcp-crr     connect/request/response/close (netperf TCP_CRR)
+  --profile   a uperf-style TOML workload (see profiles/)
+  rr and crr run closed-loop, or open-loop with --rate transactions/s, latency timed from the
+  intended send (no coordinated omission).
+
+SWEEPS AND REPEATS:
+  --sweep msg=512,8K,64K --sweep buf=8K,64K --sweep conns=8,64,512  runs every combination.
+  --repeat 3,10 --confidence 99,5  repeats each point 3 to 10 times until the 99% confidence
+  interval is within 5% of the mean (netperf -i 10,3 -I 99,5).
+
+EXIT STATUS:
+  0  the test ran     2  bad usage or a test the server refused     3  connection or protocol failure";
+
+/// `linerate bench` flags.
+#[derive(Args, Debug)]
+#[command(after_help = AFTER_HELP)]
+pub struct BenchArgs {
+    /// The agent: HOST or HOST:PORT (default port 7878).
+    server: String,
+    /// Key file shared with the server.
+    #[arg(long, value_name = "FILE")]
+    key_file: PathBuf,
+    /// Test kind.
+    #[arg(long, default_value = "tcp-stream", value_parser = ["tcp-stream", "udp-stream", "tcp-rr", "tcp-crr"])]
+    test: String,
+    /// Parallel connections (1 to 10,000).
+    #[arg(short = 'P', long = "parallel", default_value_t = 1)]
+    connections: u32,
+    /// Seconds to measure.
+    #[arg(short = 't', long = "time", default_value_t = 10.0)]
+    time: f64,
+    /// Seconds of warm-up run first and not counted.
+    #[arg(long, default_value_t = 0.0)]
+    omit: f64,
+    /// Seconds between interval reports.
+    #[arg(short = 'i', long, default_value_t = 1.0)]
+    interval: f64,
+    /// The server sends, the client receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    reverse: bool,
+    /// Both directions at once on every connection.
+    #[arg(long)]
+    bidir: bool,
+    /// Bytes per write (stream), request (rr/crr) or datagram (udp); K/M suffixes are ×1024.
+    #[arg(short = 'l', long, value_parser = parse_size32)]
+    length: Option<u32>,
+    /// Bytes per response (rr/crr).
+    #[arg(long, value_parser = parse_size32)]
+    response: Option<u32>,
+    /// Socket buffers (SO_SNDBUF and SO_RCVBUF) on both sides.
+    #[arg(short = 'w', long, value_parser = parse_size32)]
+    window: Option<u32>,
+    /// SO_SNDBUF only.
+    #[arg(long, value_parser = parse_size32)]
+    sndbuf: Option<u32>,
+    /// SO_RCVBUF only.
+    #[arg(long, value_parser = parse_size32)]
+    rcvbuf: Option<u32>,
+    /// Target: bit/s for stream tests (SI: 2.5G), transactions/s for rr/crr (open loop).
+    #[arg(short = 'b', long, value_parser = parse_rate)]
+    rate: Option<u64>,
+    /// UDP packets per second (sets --rate from the datagram size).
+    #[arg(long)]
+    pps: Option<u64>,
+    /// Send with sendfile from a memory file (zero copy).
+    #[arg(short = 'Z', long)]
+    zerocopy: bool,
+    /// TCP_NODELAY.
+    #[arg(short = 'N', long)]
+    nodelay: bool,
+    /// Run a TOML workload profile.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
+    /// Sweep a parameter: msg=..., buf=..., conns=... (repeatable; every combination runs).
+    #[arg(long, value_name = "KEY=V1,V2,...")]
+    sweep: Vec<String>,
+    /// Runs per point: MIN,MAX (stops early once --confidence is met).
+    #[arg(long, default_value = "1,1")]
+    repeat: String,
+    /// Confidence rule for repeats: LEVEL,WIDTH% (95 or 99; the interval's width in % of the mean).
+    #[arg(long, default_value = "99,5")]
+    confidence: String,
+    /// Link rate for line-rate efficiency (bit/s, SI: 10G).
+    #[arg(long, value_parser = parse_rate)]
+    link_rate: Option<u64>,
+    /// MTU for line-rate efficiency.
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
+    /// Print one JSON document (schema linerate.bench/1) on stdout.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV (one row per sweep point) on stdout.
+    #[arg(long)]
+    csv: bool,
+    /// No interval lines.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Seconds allowed to connect, authenticate and open the data connections.
+    #[arg(long, default_value_t = 15)]
+    timeout: u64,
+}
+
+fn parse_size32(s: &str) -> Result<u32, String> {
+    let v = parse_bytes(s)?;
+    u32::try_from(v).map_err(|_| format!("{s}: too large"))
+}
+
+/// A rate with SI suffixes (k, M, G, T = 10^3..10^12), as iperf3's `-b`.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix("bit/s").or_else(|| t.strip_suffix("bps")).unwrap_or(t);
+    let (num, mult) = match t.chars().last() {
+        Some(c) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1e3,
+                'M' => 1e6,
+                'G' => 1e9,
+                'T' => 1e12,
+                _ => return Err(format!("rate {s:?}: unknown suffix (use k, M, G, T)")),
+            };
+            (&t[..t.len() - 1], m)
+        }
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("rate {s:?} is not a number"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("rate {s:?} must be positive"));
+    }
+    Ok((v * mult).round() as u64)
+}
+
+fn pair(s: &str, what: &str) -> Result<(f64, f64)> {
+    let (a, b) = s.split_once(',').with_context(|| format!("{what}: expected two numbers A,B, got {s:?}"))?;
+    Ok((
+        a.trim().parse().with_context(|| format!("{what}: {a:?}"))?,
+        b.trim().parse().with_context(|| format!("{what}: {b:?}"))?,
+    ))
+}
+
+fn secs_ms(v: f64, what: &str) -> Result<u64> {
+    if !(v.is_finite() && v >= 0.0) || v > 1e7 {
+        bail!("{what} {v}: must be a number of seconds, 0 or more");
+    }
+    Ok((v * 1000.0).round() as u64)
+}
+
+/// The base test from the flags.
+fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
+    let kind = match (a.profile.is_some(), a.test.as_str()) {
+        (true, _) => TestKind::Profile,
+        (_, "udp-stream") => TestKind::UdpStream,
+        (_, "tcp-rr") => TestKind::TcpRr,
+        (_, "tcp-crr") => TestKind::TcpCrr,
+        _ => TestKind::TcpStream,
+    };
+    let mut s = TestSpec::new(kind);
+    s.connections = a.connections;
+    s.duration_ms = secs_ms(a.time, "--time")?;
+    s.omit_ms = secs_ms(a.omit, "--omit")?;
+    s.interval_ms = secs_ms(a.interval, "--interval")?;
+    s.direction = if a.bidir {
+        Direction::Bidir
+    } else if a.reverse {
+        Direction::Receive
+    } else {
+        Direction::Send
+    };
+    if let Some(l) = a.length {
+        s.msg_size = l;
+        if a.response.is_none() && matches!(kind, TestKind::TcpRr | TestKind::TcpCrr) {
+            s.resp_size = l;
+        }
+    }
+    if let Some(r) = a.response {
+        s.resp_size = r;
+    }
+    s.sndbuf = a.sndbuf.or(a.window);
+    s.rcvbuf = a.rcvbuf.or(a.window);
+    s.rate = a.rate;
+    if let Some(pps) = a.pps {
+        if kind != TestKind::UdpStream {
+            bail!("--pps applies to udp-stream");
+        }
+        s.rate = Some(pps.saturating_mul(u64::from(s.msg_size)) * 8);
+    }
+    s.zerocopy = a.zerocopy;
+    s.nodelay = a.nodelay;
+    if let Some(p) = &a.profile {
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading profile {}", p.display()))?;
+        let prof: Profile = toml::from_str(&text).with_context(|| format!("profile {}", p.display()))?;
+        prof.validate().map_err(anyhow::Error::msg).with_context(|| format!("profile {}", p.display()))?;
+        s.profile = Some(prof);
+    }
+    Ok(s)
+}
+
+/// Every combination of the sweep's values, each as (label, spec).
+/// A sweep point: its (key, value) labels and its test.
+type SweepPoint = (Vec<(String, String)>, TestSpec);
+
+fn sweep_points(base: &TestSpec, sweeps: &[String]) -> Result<Vec<SweepPoint>> {
+    let mut points = vec![(Vec::new(), base.clone())];
+    for sw in sweeps {
+        let (key, vals) = sw.split_once('=').with_context(|| format!("--sweep {sw:?}: expected KEY=V1,V2"))?;
+        let mut next = Vec::new();
+        for (labels, spec) in &points {
+            for v in vals.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+                let mut s = spec.clone();
+                match key {
+                    "msg" | "length" => s.msg_size = parse_size32(v).map_err(anyhow::Error::msg)?,
+                    "buf" | "window" => {
+                        let b = parse_size32(v).map_err(anyhow::Error::msg)?;
+                        (s.sndbuf, s.rcvbuf) = (Some(b), Some(b));
+                    }
+                    "conns" | "parallel" => {
+                        s.connections = v.parse().with_context(|| format!("--sweep conns: {v:?}"))?
+                    }
+                    "response" => s.resp_size = parse_size32(v).map_err(anyhow::Error::msg)?,
+                    other => bail!("--sweep {other}: unknown key (msg, buf, conns, response)"),
+                }
+                let mut l = labels.clone();
+                l.push((key.to_string(), v.to_string()));
+                next.push((l, s));
+            }
+        }
+        points = next;
+    }
+    Ok(points)
+}
+
+fn resolve(server: &str) -> Result<SocketAddr> {
+    let with_port = if server.parse::<SocketAddr>().is_ok()
+        || server.rsplit_once(':').is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok())
+    {
+        server.to_string()
+    } else if server.contains(':') && !server.starts_with('[') {
+        format!("[{server}]:7878")
+    } else {
+        format!("{server}:7878")
+    };
+    with_port
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {server}"))?
+        .next()
+        .with_context(|| format!("{server}: no address"))
+}
+
+/// The figure a point is judged by for repeats: transactions/s for rr-like tests, else goodput.
+fn headline(spec: &TestSpec, s: &Summary) -> f64 {
+    match spec.kind {
+        TestKind::TcpRr | TestKind::TcpCrr => s.transactions_per_s.unwrap_or(0.0),
+        _ => s.throughput_bps,
+    }
+}
+
+pub fn run(a: BenchArgs) -> u8 {
+    match run_inner(&a) {
+        Ok(code) => code,
+        Err((e, code)) => {
+            eprintln!("linerate bench: {e:#}");
+            code
+        }
+    }
+}
+
+struct Point {
+    labels: Vec<(String, String)>,
+    result: TestResult,
+    summary: Summary,
+    runs: Vec<f64>,
+}
+
+fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
+    let usage = |e: anyhow::Error| (e, exit::USAGE);
+    let base = base_spec(a).map_err(usage)?;
+    let points = sweep_points(&base, &a.sweep).map_err(usage)?;
+    let (rmin, rmax) = pair(&a.repeat, "--repeat").map_err(usage)?;
+    let (level, width) = pair(&a.confidence, "--confidence").map_err(usage)?;
+    let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
+    let secret = Secret::load(&a.key_file).map_err(|e| usage(e.into()))?;
+    let addr = resolve(&a.server).map_err(usage)?;
+    let cfg = BenchClientConfig {
+        addr,
+        secret,
+        suite: conn::preferred_suite(),
+        timeout: Duration::from_secs(a.timeout.max(1)),
+    };
+    let mut client = BenchClient::connect(cfg).map_err(engine_err)?;
+    let live = !(a.quiet || a.json || a.csv);
+    let link = a.link_rate.map(|r| (r as f64, a.mtu));
+    let mut done = Vec::new();
+    for (labels, spec) in points {
+        if live {
+            eprintln!("{}", banner(&spec, &addr, &labels));
+        }
+        let mut runs = Vec::new();
+        let mut last = None;
+        for _ in 0..rmax {
+            let mut show = |iv: &IntervalCounts| {
+                if live {
+                    eprintln!("{}", interval_line(&spec, iv));
+                }
+            };
+            let r = client.run(&spec, &mut show).map_err(engine_err)?;
+            let s = r.summary(link);
+            runs.push(headline(&spec, &s));
+            last = Some((r, s));
+            if runs.len() >= rmin && (rmax == 1 || confident_enough(&runs, level as u32, width, rmin)) {
+                break;
+            }
+        }
+        let Some((result, summary)) = last else { continue };
+        if !(a.json || a.csv) {
+            eprintln!("{}", table(&result, &summary, &runs, level as u32));
+        }
+        done.push(Point { labels, result, summary, runs });
+    }
+    if a.json {
+        println!("{}", document(&done, &addr, level as u32, width));
+    } else if a.csv {
+        print!("{}", csv(&done));
+    } else if done.len() > 1 {
+        eprintln!("{}", sweep_table(&done));
+    }
+    Ok(exit::OK)
+}
+
+fn engine_err(e: EngineError) -> (anyhow::Error, u8) {
+    let code = match &e {
+        EngineError::Remote {
+            code:
+                linerate_proto::ErrorCode::BadParams | linerate_proto::ErrorCode::Busy | linerate_proto::ErrorCode::Limit,
+            ..
+        } => exit::USAGE,
+        EngineError::Usage(_) | EngineError::Secret(_) => exit::USAGE,
+        _ => exit::SESSION,
+    };
+    (anyhow::Error::new(e), code)
+}
+
+fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> String {
+    let dir = match s.direction {
+        Direction::Send => "client → server",
+        Direction::Receive => "server → client",
+        Direction::Bidir => "both ways",
+    };
+    let pt = if labels.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "))
+    };
+    format!(
+        "linerate bench {} to {addr}, {} connection{}, {dir}, {} s{}{pt}",
+        s.kind.name(),
+        s.initial_connections(),
+        if s.initial_connections() == 1 { "" } else { "s" },
+        s.duration_ms as f64 / 1000.0,
+        if s.omit_ms > 0 { format!(" after {} s warm-up", s.omit_ms as f64 / 1000.0) } else { String::new() }
+    )
+}
+
+/// SI rate: 9.49 Gbit/s.
+pub fn si_rate(bps: f64) -> String {
+    let (v, u) = if bps >= 1e9 {
+        (bps / 1e9, "Gbit/s")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbit/s")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "kbit/s")
+    } else {
+        (bps, "bit/s")
+    };
+    format!("{v:.2} {u}")
+}
+
+fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
+    let secs = (iv.end_s - iv.start_s).max(1e-9);
+    let mut line = format!("[{:6.2}-{:6.2} s]", iv.start_s, iv.end_s);
+    if iv.tx > 0 {
+        line += &format!("  sent {:>12}", si_rate(iv.tx as f64 * 8.0 / secs));
+    }
+    if iv.rx > 0 {
+        line += &format!("  received {:>12}", si_rate(iv.rx as f64 * 8.0 / secs));
+    }
+    if matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile) {
+        line += &format!("  {:>10.0} trans/s", iv.transactions as f64 / secs);
+    }
+    if iv.start_s * 1000.0 < spec.omit_ms as f64 {
+        line += "  (warm-up)";
+    }
+    line
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
+    let mut o = String::from("\n");
+    let row = |o: &mut String, k: &str, v: String| o.push_str(&format!("  {k:<18}{v}\n"));
+    row(
+        &mut o,
+        "goodput",
+        format!(
+            "{}  (client→server {}, server→client {}; counted at the receiver)",
+            si_rate(s.throughput_bps),
+            si_rate(s.send_bps),
+            si_rate(s.receive_bps)
+        ),
+    );
+    if let Some(t) = s.transactions_per_s {
+        row(&mut o, "transactions", format!("{t:.0}/s"));
+    }
+    if let Some(l) = &s.latency_us {
+        row(
+            &mut o,
+            "latency µs",
+            format!(
+                "min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  ({} samples)",
+                l.min, l.p50, l.p90, l.p99, l.p999, l.max, l.count
+            ),
+        );
+    }
+    if let (Some(loss), Some(pps)) = (s.loss_pct, s.packets_per_s) {
+        row(
+            &mut o,
+            "udp",
+            format!(
+                "loss {loss:.3}%  {pps:.0} packets/s received  jitter {:.1} µs  offered {}",
+                s.jitter_us.unwrap_or(0.0),
+                si_rate(s.sender_bps.unwrap_or(0.0))
+            ),
+        );
+    }
+    if let Some(f) = &s.fairness {
+        row(
+            &mut o,
+            "fairness",
+            format!(
+                "{} connections: Jain {:.3}, min {} mean {} max {}, CoV {:.3}{}",
+                s.connections,
+                f.jain,
+                si_rate(f.min_bps),
+                si_rate(f.mean_bps),
+                si_rate(f.max_bps),
+                f.cov,
+                if f.starved > 0 { format!(", {} starved", f.starved) } else { String::new() }
+            ),
+        );
+    }
+    for (k, c) in [("CPU client", &s.cpu.local), ("CPU server", &s.cpu.remote)] {
+        row(
+            &mut o,
+            k,
+            format!(
+                "user {} sys {} softirq {} of {} cores; process {:.2} s user {:.2} s sys",
+                pct(c.user),
+                pct(c.system),
+                pct(c.softirq),
+                c.cores,
+                c.process_user_s,
+                c.process_system_s
+            ),
+        );
+    }
+    row(
+        &mut o,
+        "service demand",
+        format!(
+            "client {:.3} µs/KB, server {:.3} µs/KB{}",
+            s.service_demand_us_per_kb.0,
+            s.service_demand_us_per_kb.1,
+            s.service_demand_us_per_tran
+                .map_or(String::new(), |(a, b)| format!("; {a:.1} / {b:.1} µs per transaction"))
+        ),
+    );
+    let buf = |b: Option<(u32, u32)>| b.map_or("-".to_string(), |(s, r)| format!("snd {} rcv {}", s, r));
+    row(
+        &mut o,
+        "tcp",
+        format!(
+            "retransmits {}, mean RTT {}, buffers client {} / server {}",
+            s.retransmits,
+            s.rtt_us.map_or("-".into(), |r| format!("{r:.0} µs")),
+            buf(s.buffers.0),
+            buf(s.buffers.1)
+        ),
+    );
+    if let Some(e) = &s.efficiency {
+        row(
+            &mut o,
+            "line rate",
+            format!(
+                "{:.1}% of the {} TCP payload ceiling of a {} link at MTU {}",
+                e.ratio * 100.0,
+                si_rate(e.ceiling_bps),
+                si_rate(e.link_bps),
+                e.mtu
+            ),
+        );
+    }
+    if runs.len() > 1 {
+        if let Some(c) = confidence(runs, level) {
+            row(
+                &mut o,
+                "repeats",
+                format!("{} runs, mean {:.4e} ± {:.2}% at {}% confidence", c.n, c.mean, c.width_pct, c.level),
+            );
+        }
+    }
+    for e in s.errors.iter().take(5) {
+        row(&mut o, "error", e.clone());
+    }
+    let _ = r;
+    o
+}
+
+fn cpu_json(c: &linerate_proto::bench::CpuShare) -> Value {
+    json!({"user": c.user, "system": c.system, "softirq": c.softirq, "irq": c.irq, "idle": c.idle, "cores": c.cores,
+           "process_user_s": c.process_user_s, "process_system_s": c.process_system_s})
+}
+
+fn summary_json(s: &Summary) -> Value {
+    let bufs = |b: Option<(u32, u32)>| b.map(|(s, r)| json!({"sndbuf": s, "rcvbuf": r}));
+    json!({
+        "throughput_bps": s.throughput_bps,
+        "send_bps": s.send_bps,
+        "receive_bps": s.receive_bps,
+        "connections": s.connections,
+        "seconds": s.seconds,
+        "jain": s.jain,
+        "fairness": s.fairness,
+        "transactions_per_s": s.transactions_per_s,
+        "latency_us": s.latency_us.as_ref().map(|l| json!({"min": l.min, "mean": l.mean, "p50": l.p50, "p90": l.p90, "p99": l.p99, "p999": l.p999, "max": l.max, "count": l.count,
+            "curve": l.curve.iter().map(|(p, v)| json!({"percentile": p, "us": v})).collect::<Vec<_>>()})),
+        "loss_pct": s.loss_pct,
+        "packets_per_s": s.packets_per_s,
+        "jitter_us": s.jitter_us,
+        "sender_bps": s.sender_bps,
+        "cpu": {"local": cpu_json(&s.cpu.local), "remote": cpu_json(&s.cpu.remote)},
+        "service_demand_us_per_kb": {"local": s.service_demand_us_per_kb.0, "remote": s.service_demand_us_per_kb.1},
+        "service_demand_us_per_tran": s.service_demand_us_per_tran.map(|(a, b)| json!({"local": a, "remote": b})),
+        "retransmits": s.retransmits,
+        "rtt_us": s.rtt_us,
+        "buffers": {"local": bufs(s.buffers.0), "remote": bufs(s.buffers.1)},
+        "efficiency": s.efficiency,
+        "errors": s.errors,
+    })
+}
+
+/// Intervals as the receiver of the bulk saw them (the client's for rr-like tests).
+fn intervals_json(r: &TestResult) -> Vec<Value> {
+    let side = match (r.spec.kind, r.spec.direction) {
+        (TestKind::TcpStream | TestKind::UdpStream, Direction::Send) => &r.remote,
+        _ => &r.local,
+    };
+    side.intervals
+        .iter()
+        .map(|iv| {
+            let secs = (iv.end_s - iv.start_s).max(1e-9);
+            let bytes = if r.spec.direction == Direction::Bidir { iv.rx + iv.tx } else { iv.rx.max(iv.tx) };
+            json!({"start_s": iv.start_s, "end_s": iv.end_s, "bps": bytes as f64 * 8.0 / secs,
+                   "transactions_per_s": iv.transactions as f64 / secs, "omitted": iv.start_s * 1000.0 < r.spec.omit_ms as f64})
+        })
+        .collect()
+}
+
+fn connections_json(r: &TestResult) -> Vec<Value> {
+    let recv_side = match r.spec.direction {
+        Direction::Receive => &r.local,
+        _ if matches!(r.spec.kind, TestKind::TcpStream | TestKind::UdpStream) => &r.remote,
+        _ => &r.local,
+    };
+    r.local
+        .conns
+        .iter()
+        .map(|c| {
+            let rc = recv_side.conns.get(c.id as usize);
+            let bytes = match r.spec.direction {
+                Direction::Bidir => c.rx + r.remote.conns.get(c.id as usize).map_or(0, |x| x.rx),
+                _ => rc.map_or(0, |x| x.rx + if std::ptr::eq(recv_side, &r.local) && !matches!(r.spec.kind, TestKind::TcpStream | TestKind::UdpStream) { x.tx } else { 0 }),
+            };
+            let secs = recv_side.seconds.max(1e-9);
+            json!({"id": c.id, "bytes": bytes, "bps": bytes as f64 * 8.0 / secs, "tcp": c.tcp, "server_tcp": r.remote.conns.get(c.id as usize).and_then(|x| x.tcp)})
+        })
+        .collect()
+}
+
+fn spec_json(s: &TestSpec, addr: &SocketAddr) -> Value {
+    let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
+    v["server"] = json!(addr.to_string());
+    v["test"] = json!(s.kind.name());
+    v
+}
+
+fn document(points: &[Point], addr: &SocketAddr, level: u32, width: f64) -> Value {
+    let started =
+        points.first().map_or(0, |p| p.result.started.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+    let pts: Vec<Value> = points
+        .iter()
+        .map(|p| {
+            let ci = confidence(&p.runs, level);
+            json!({
+                "params": p.labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                "test": spec_json(&p.result.spec, addr),
+                "summary": summary_json(&p.summary),
+                "intervals": intervals_json(&p.result),
+                "repeats": {"runs": p.runs, "confidence": ci, "target_width_pct": width,
+                            "met": p.runs.len() > 1 && confident_enough(&p.runs, level, width, 2)},
+            })
+        })
+        .collect();
+    let first = points.first();
+    json!({
+        "schema": "linerate.bench/1",
+        "tool": {"name": "linerate", "version": env!("CARGO_PKG_VERSION")},
+        "started_unix_s": started,
+        "test": first.map(|p| spec_json(&p.result.spec, addr)),
+        "hosts": {"local": first.map(|p| p.result.local.host.clone()), "remote": first.map(|p| p.result.remote.host.clone())},
+        "summary": first.map(|p| summary_json(&p.summary)),
+        "intervals": first.map(|p| intervals_json(&p.result)),
+        "connections": first.map(|p| connections_json(&p.result)),
+        "points": pts,
+    })
+}
+
+fn csv(points: &[Point]) -> String {
+    let mut o = String::from("test,direction,connections,msg_size,resp_size,sndbuf,rcvbuf,seconds,throughput_bps,send_bps,receive_bps,transactions_per_s,p50_us,p99_us,p999_us,loss_pct,jain,cpu_local_busy,cpu_remote_busy,sd_local_us_per_kb,sd_remote_us_per_kb,retransmits,runs\n");
+    for p in points {
+        let (s, sp) = (&p.summary, &p.result.spec);
+        let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
+        let dir = match sp.direction {
+            Direction::Send => "send",
+            Direction::Receive => "receive",
+            Direction::Bidir => "bidir",
+        };
+        o += &format!(
+            "{},{},{},{},{},{},{},{:.3},{:.0},{:.0},{:.0},{},{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{},{}\n",
+            sp.kind.name(),
+            dir,
+            s.connections,
+            sp.msg_size,
+            sp.resp_size,
+            sp.sndbuf.map_or(String::new(), |b| b.to_string()),
+            sp.rcvbuf.map_or(String::new(), |b| b.to_string()),
+            s.seconds,
+            s.throughput_bps,
+            s.send_bps,
+            s.receive_bps,
+            opt(s.transactions_per_s),
+            opt(s.latency_us.as_ref().map(|l| l.p50)),
+            opt(s.latency_us.as_ref().map(|l| l.p99)),
+            opt(s.latency_us.as_ref().map(|l| l.p999)),
+            opt(s.loss_pct),
+            opt(s.jain),
+            1.0 - s.cpu.local.idle,
+            1.0 - s.cpu.remote.idle,
+            s.service_demand_us_per_kb.0,
+            s.service_demand_us_per_kb.1,
+            s.retransmits,
+            p.runs.len()
+        );
+    }
+    o
+}
+
+fn sweep_table(points: &[Point]) -> String {
+    let mut o = format!(
+        "\n{:<28} {:>14} {:>12} {:>10} {:>8} {:>8} {:>7}\n",
+        "point", "goodput", "trans/s", "p99 µs", "CPU cl", "CPU sv", "Jain"
+    );
+    for p in points {
+        let s = &p.summary;
+        let label = p.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        o += &format!(
+            "{:<28} {:>14} {:>12} {:>10} {:>8} {:>8} {:>7}\n",
+            label,
+            si_rate(s.throughput_bps),
+            s.transactions_per_s.map_or("-".into(), |t| format!("{t:.0}")),
+            s.latency_us.as_ref().map_or("-".into(), |l| format!("{:.1}", l.p99)),
+            pct(1.0 - s.cpu.local.idle),
+            pct(1.0 - s.cpu.remote.idle),
+            s.jain.map_or("-".into(), |j| format!("{j:.3}")),
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_use_si_and_sizes_use_binary_suffixes() {
+        assert_eq!(parse_rate("10G"), Ok(10_000_000_000));
+        assert_eq!(parse_rate("2.5G"), Ok(2_500_000_000));
+        assert_eq!(parse_rate("100k"), Ok(100_000));
+        assert!(parse_rate("-1").is_err());
+        assert!(parse_rate("1X").is_err());
+        assert_eq!(parse_size32("64K"), Ok(65536));
+        assert!(parse_size32("8G").is_err());
+    }
+
+    #[test]
+    fn sweeps_run_every_combination() {
+        let base = TestSpec::new(TestKind::TcpStream);
+        let pts = sweep_points(&base, &["msg=512,64K".into(), "buf=8K,64K".into(), "conns=8,64,512".into()]).unwrap();
+        assert_eq!(pts.len(), 12);
+        assert_eq!(pts[0].1.msg_size, 512);
+        assert_eq!(pts[0].1.sndbuf, Some(8192));
+        assert_eq!(pts[11].1.connections, 512);
+        assert_eq!(pts[11].1.msg_size, 65536);
+        assert!(sweep_points(&base, &["bogus=1".into()]).is_err());
+        assert!(sweep_points(&base, &["conns=x".into()]).is_err());
+    }
+
+    #[test]
+    fn shipped_profiles_parse_and_validate() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../profiles");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let prof: Profile = toml::from_str(&std::fs::read_to_string(&p).unwrap())
+                    .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                prof.validate().unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 4, "profiles shipped: {n}");
+    }
+}

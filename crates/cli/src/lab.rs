@@ -1,0 +1,255 @@
+//! `linerate lab`: up, down, status, exec, run and plan — flags and printing only; the work is
+//! in `linerate-lab`.
+
+use crate::exit;
+use anyhow::{anyhow, Context, Result};
+use clap::{Args, Subcommand};
+use linerate_lab::runner::{run_all, RunnerConfig};
+use linerate_lab::state::RunState;
+use linerate_lab::{Lab, LabError, Plan, Scenario, SystemExecutor};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Exit code after SIGINT/SIGTERM (128 + SIGINT), once the lab is torn down.
+const INTERRUPTED: u8 = 130;
+
+#[derive(Args)]
+#[command(after_help = "Scenario format: docs/USER_GUIDE.md, section `linerate lab`; examples in scenarios/.
+Needs root and iproute2 (ip, tc); the runs also use iperf3, ssh/sshd, scp, rsync, tar.")]
+pub struct LabArgs {
+    #[command(subcommand)]
+    cmd: LabCmd,
+}
+
+#[derive(Subcommand)]
+enum LabCmd {
+    /// Build the lab of a scenario and keep it up until Ctrl-C (or `lab down`).
+    Up {
+        /// Scenario file (TOML).
+        file: PathBuf,
+        /// Leave the lab up and exit; remove it later with `linerate lab down RUN`.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Tear a lab down (the only one, or RUN).
+    Down {
+        /// Run id (see `lab status`).
+        run: Option<String>,
+        /// Every lab.
+        #[arg(long, conflicts_with = "run")]
+        all: bool,
+    },
+    /// List the labs that are up, their hosts and addresses.
+    Status {
+        /// One JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command inside a host of a lab: `linerate lab exec HOST -- CMD ARGS...`.
+    Exec {
+        /// Host name from the scenario.
+        host: String,
+        /// Run id, when several labs are up.
+        #[arg(long)]
+        run: Option<String>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Bring the lab up, perform every [[run]], tear it down, and write the results (JSON).
+    Run {
+        /// Scenario file (TOML).
+        file: PathBuf,
+        /// Results file [default: SCENARIO-RUNID.json in the current directory].
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Print the ip/tc commands a scenario would run, with addresses (no root needed).
+    Plan {
+        /// Scenario file (TOML).
+        file: PathBuf,
+    },
+}
+
+fn code_of(e: &LabError) -> u8 {
+    match e {
+        LabError::Scenario(_) | LabError::NotRoot | LabError::State(_) => exit::USAGE,
+        LabError::Interrupted => INTERRUPTED,
+        _ => exit::SESSION,
+    }
+}
+
+/// Entry point for `linerate lab`.
+pub fn run_lab(a: LabArgs) -> u8 {
+    let r = match a.cmd {
+        LabCmd::Up { file, detach } => up(file, detach),
+        LabCmd::Down { run, all } => down(run, all),
+        LabCmd::Status { json } => status(json),
+        LabCmd::Exec { host, run, cmd } => exec(&host, run.as_deref(), &cmd),
+        LabCmd::Run { file, output } => run(file, output),
+        LabCmd::Plan { file } => plan(file),
+    };
+    match r {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("linerate lab: {e:#}");
+            e.downcast_ref::<LabError>().map(code_of).unwrap_or(exit::SESSION)
+        }
+    }
+}
+
+fn print_hosts(plan: &Plan) {
+    for (h, p) in &plan.hosts {
+        let addrs: Vec<String> = p
+            .ifaces
+            .iter()
+            .map(|i| format!("{} {}/{}", i.name, linerate_lab::scenario::fmt_ip(i.addr), i.prefix))
+            .collect();
+        println!("  {h:<12} netns {:<24} {}", p.ns, addrs.join(", "));
+    }
+}
+
+fn up(file: PathBuf, detach: bool) -> Result<u8> {
+    let sc = Scenario::load(&file)?;
+    let stop = linerate_lab::lab::signal_flag()?;
+    let lab = Lab::up(&sc, &file, detach, &stop, &mut |id| eprintln!("linerate lab: cleaned stale run {id}"))?;
+    println!("lab {} up: scenario {} ({} namespaces)", lab.plan.run, sc.name, lab.plan.namespaces.len());
+    print_hosts(&lab.plan);
+    if detach {
+        let id = lab.plan.run.clone();
+        lab.detach()?;
+        println!("detached; `linerate lab exec HOST -- CMD` to use it, `linerate lab down {id}` to remove it");
+        return Ok(exit::OK);
+    }
+    println!("`linerate lab exec HOST -- CMD` from another terminal; Ctrl-C tears it down");
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let id = lab.plan.run.clone();
+    let problems = lab.down();
+    report_down(&id, &problems);
+    Ok(if problems.is_empty() { exit::OK } else { exit::SESSION })
+}
+
+fn report_down(id: &str, problems: &[String]) {
+    if problems.is_empty() {
+        eprintln!("lab {id} torn down");
+    } else {
+        for p in problems {
+            eprintln!("linerate lab: {id}: {p}");
+        }
+    }
+}
+
+fn down(run: Option<String>, all: bool) -> Result<u8> {
+    let runs = if all { RunState::list() } else { vec![RunState::find(run.as_deref())?] };
+    let mut code = exit::OK;
+    for s in runs {
+        if s.ask_owner_to_stop(Duration::from_secs(15)) {
+            eprintln!("lab {} torn down by its owner (pid {})", s.run, s.pid);
+            continue;
+        }
+        let problems = s.teardown(&mut SystemExecutor);
+        report_down(&s.run, &problems);
+        if !problems.is_empty() {
+            code = exit::SESSION;
+        }
+    }
+    Ok(code)
+}
+
+fn status(json: bool) -> Result<u8> {
+    let runs = RunState::list();
+    if json {
+        let v: Vec<_> = runs
+            .iter()
+            .map(|s| {
+                serde_json::json!({"run": s.run, "scenario": s.scenario, "file": s.file, "pid": s.pid,
+                "owner_alive": s.owner_alive(), "detached": s.detached, "stale": s.is_stale(), "lab": s.description})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(exit::OK);
+    }
+    if runs.is_empty() {
+        println!("no lab is up");
+    }
+    for s in &runs {
+        let how = match (s.detached, s.owner_alive()) {
+            (true, _) => "detached".to_string(),
+            (false, true) => format!("owned by pid {}", s.pid),
+            (false, false) => "stale (owner gone; the next `lab up` or `lab down` removes it)".to_string(),
+        };
+        println!("{}  {}  {}  {}", s.run, s.scenario, s.file, how);
+        if let Some(h) = s.description.get("hosts").and_then(|h| h.as_object()) {
+            for (name, v) in h {
+                let addrs: Vec<String> = v["interfaces"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|i| {
+                                format!("{} {}", i["name"].as_str().unwrap_or(""), i["addr"].as_str().unwrap_or(""))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                println!("  {name:<12} {}", addrs.join(", "));
+            }
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<u8> {
+    let s = RunState::find(run)?;
+    let ns =
+        s.hosts.get(host).ok_or_else(|| anyhow!("lab {} has no host '{host}' (hosts: {:?})", s.run, s.hosts.keys()))?;
+    let st = std::process::Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .status()
+        .with_context(|| format!("running ip netns exec {ns}"))?;
+    Ok(st.code().map(|c| c.clamp(0, 255) as u8).unwrap_or(exit::SESSION))
+}
+
+fn run(file: PathBuf, output: Option<PathBuf>) -> Result<u8> {
+    let sc = Scenario::load(&file)?;
+    if sc.runs.is_empty() {
+        return Err(anyhow!("{}: no [[run]] to perform (use `lab up` to just build it)", file.display()));
+    }
+    let me = std::env::current_exe().context("finding the linerate executable")?;
+    let stop = linerate_lab::lab::signal_flag()?;
+    let mut lab = Lab::up(&sc, &file, false, &stop, &mut |id| eprintln!("linerate lab: cleaned stale run {id}"))?;
+    eprintln!("lab {} up: scenario {}", lab.plan.run, sc.name);
+    let out = output.unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", sc.name, lab.plan.run)));
+    let mut log = |l: &str| eprintln!("{l}");
+    let mut cfg = RunnerConfig { linerate: me, stop: &stop, log: &mut log };
+    let result = run_all(&mut lab, &sc, &mut cfg);
+    let id = lab.plan.run.clone();
+    let problems = lab.down();
+    report_down(&id, &problems);
+    let doc = result?;
+    let text = serde_json::to_string_pretty(&doc)?;
+    std::fs::write(&out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
+    eprintln!("results: {}", out.display());
+    let all_ok = doc["runs"].as_array().is_some_and(|r| r.iter().all(|x| x["ok"] == serde_json::json!(true)));
+    Ok(if !problems.is_empty() {
+        exit::SESSION
+    } else if all_ok {
+        exit::OK
+    } else {
+        exit::PARTIAL
+    })
+}
+
+fn plan(file: PathBuf) -> Result<u8> {
+    let sc = Scenario::load(&file)?;
+    let p = Plan::new(&sc, "lrPLAN")?;
+    println!("# {} — run id shown as lrPLAN", sc.name);
+    print_hosts(&p);
+    for c in &p.commands {
+        println!("{}", c.join(" "));
+    }
+    Ok(exit::OK)
+}

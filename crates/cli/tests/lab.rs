@@ -1,0 +1,192 @@
+//! `linerate lab` end to end: up/status/exec/down, and nothing left behind after SIGINT to
+//! `lab up` or `lab run`, or after the owner is killed outright. Needs root, iproute2, iperf3.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+}
+
+fn can_run() -> bool {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: the lab tests need root");
+        return false;
+    }
+    true
+}
+
+const SCENARIO: &str = r#"
+name = "cli-lab"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+a = "a"
+b = "b"
+rate = "500mbit"
+[[run]]
+tool = "iperf3"
+host = "a"
+server = "b"
+seconds = 30
+"#;
+
+fn scenario() -> (tempfile::TempDir, std::path::PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("s.toml");
+    std::fs::write(&f, SCENARIO).unwrap();
+    (d, f)
+}
+
+fn state_file(id: &str) -> std::path::PathBuf {
+    Path::new("/run/linerate/lab").join(format!("{id}.json"))
+}
+
+fn assert_clean(id: &str) {
+    let left: Vec<String> = std::fs::read_dir("/run/netns")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(id))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    assert!(!state_file(id).exists(), "state file left behind");
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ps.stdout).contains(id), "a process of {id} is still running");
+}
+
+/// Starts `lab up FILE` and returns the child and the run id from its first line.
+fn start_up(f: &Path) -> (Child, String) {
+    let mut child = bin().args(["lab", "up"]).arg(f).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    // "lab lrXXXXXX up: ..."
+    let id = line.split_whitespace().nth(1).unwrap_or_default().to_string();
+    assert!(id.starts_with("lr") && line.contains(" up"), "unexpected first line: {line}");
+    (child, id)
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            panic!("linerate lab did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn sigint(child: &Child) {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+}
+
+#[test]
+fn lab_up_serves_exec_and_status_then_sigint_removes_everything() {
+    if !can_run() {
+        return;
+    }
+    let (_d, f) = scenario();
+    let (mut child, id) = start_up(&f);
+    assert!(state_file(&id).exists());
+    let st = bin().args(["lab", "status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let me = v.as_array().unwrap().iter().find(|r| r["run"] == id.as_str()).unwrap().clone();
+    assert_eq!(me["owner_alive"], true);
+    let b = me["lab"]["hosts"]["b"]["interfaces"][0]["addr"].as_str().unwrap().split('/').next().unwrap().to_string();
+    let ex = bin()
+        .args(["lab", "exec", "a", "--run", &id, "--", "ip", "-o", "-4", "addr", "show", "eth0"])
+        .output()
+        .unwrap();
+    assert!(ex.status.success());
+    assert!(String::from_utf8_lossy(&ex.stdout).contains("198.18."), "{}", String::from_utf8_lossy(&ex.stdout));
+    let ping = bin().args(["lab", "exec", "a", "--run", &id, "--", "ping", "-c", "1", "-W", "2", &b]).output().unwrap();
+    assert!(ping.status.success(), "a cannot reach b at {b}");
+    sigint(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    assert_clean(&id);
+}
+
+#[test]
+fn sigint_during_lab_run_tears_down_and_kills_the_servers() {
+    if !can_run() {
+        return;
+    }
+    let (d, f) = scenario();
+    let out = d.path().join("results.json");
+    let mut child = bin().args(["lab", "run"]).arg(&f).arg("-o").arg(&out).stderr(Stdio::piped()).spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let id = line.split_whitespace().nth(1).unwrap_or_default().to_string();
+    assert!(id.starts_with("lr"), "unexpected first line: {line}");
+    // Wait until the iperf3 server is recorded (the run is under way), then interrupt.
+    let t = Instant::now();
+    while !std::fs::read_to_string(state_file(&id)).unwrap_or_default().contains("iperf3") {
+        assert!(t.elapsed() < Duration::from_secs(20), "the run never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(state_file(&id)).unwrap()).unwrap();
+    let servers: Vec<u64> = state["processes"].as_array().unwrap().iter().map(|p| p["pid"].as_u64().unwrap()).collect();
+    assert!(!servers.is_empty());
+    sigint(&child);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "{status}");
+    assert!(!out.exists(), "no results after an interrupted run");
+    assert_clean(&id);
+    for pid in servers {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(!stat.contains("iperf3"), "iperf3 server {pid} still runs");
+    }
+}
+
+#[test]
+fn detach_then_down_and_a_killed_owner_is_cleaned_by_the_next_up() {
+    if !can_run() {
+        return;
+    }
+    let (_d, f) = scenario();
+    // Owner killed outright: the run is stale, and the next `up` removes it.
+    let (mut child, stale) = start_up(&f);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(state_file(&stale).exists());
+    let st = bin().args(["lab", "status"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&st.stdout).contains("stale"));
+    let up = bin().args(["lab", "up", "--detach"]).arg(&f).output().unwrap();
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    assert!(String::from_utf8_lossy(&up.stderr).contains(&format!("cleaned stale run {stale}")));
+    assert_clean(&stale);
+    let text = String::from_utf8_lossy(&up.stdout);
+    let id = text.split_whitespace().nth(1).unwrap().to_string();
+    assert!(state_file(&id).exists(), "a detached lab stays up");
+    let down = bin().args(["lab", "down", &id]).output().unwrap();
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    assert_clean(&id);
+}
+
+#[test]
+fn lab_plan_needs_no_root_and_rejects_foreign_addresses() {
+    let (d, f) = scenario();
+    let out = bin().args(["lab", "plan"]).arg(&f).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("tc -n lrPLAN-a qdisc add dev eth0 root handle 1: tbf rate 500000000bit"));
+    let bad = d.path().join("bad.toml");
+    std::fs::write(&bad, SCENARIO.replace("rate = \"500mbit\"", "a_addr = \"10.0.0.1/24\"")).unwrap();
+    let out = bin().args(["lab", "plan"]).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("198.18.0.0/15"));
+}

@@ -1,0 +1,893 @@
+//! The event loop that drives benchmark connections: a few worker threads (one per core at
+//! most), each with its own epoll set, so 10,000 connections cost 10,000 sockets and not 10,000
+//! threads. Every connection is a small state machine ([`Role`]) driven until its socket would
+//! block; timers wake the ones paced by a rate or an open-loop schedule.
+
+use super::Counters;
+use hdrhistogram::Histogram;
+use linerate_proto::bench::{DataHello, MsgHeader, DATA_ACK, DATA_HELLO_LEN, MSG_HEADER_LEN, REPLY_STREAM};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WAKER: Token = Token(usize::MAX);
+/// Reads or writes per connection per turn before others get theirs, when few connections
+/// share a worker. With many, every turn is one read or write, so a pass over all of them is
+/// short and no connection starves (see [`Worker::turn`]).
+const TURN: usize = 16;
+/// Connections per worker above which a turn is a single read or write.
+const MANY: usize = 32;
+
+/// Socket options applied to every benchmark connection.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SockOpts {
+    pub sndbuf: Option<u32>,
+    pub rcvbuf: Option<u32>,
+    pub nodelay: bool,
+}
+
+impl SockOpts {
+    pub(crate) fn apply(&self, s: &socket2::SockRef<'_>) {
+        if let Some(b) = self.sndbuf {
+            let _ = s.set_send_buffer_size(b as usize);
+        }
+        if let Some(b) = self.rcvbuf {
+            let _ = s.set_recv_buffer_size(b as usize);
+        }
+        if self.nodelay {
+            let _ = s.set_tcp_nodelay(true);
+        }
+    }
+}
+
+/// How a client opens new data connections from inside the loop (crr and profiles).
+#[derive(Clone)]
+pub(crate) struct Dialer {
+    pub addr: SocketAddr,
+    pub test: [u8; 16],
+    pub cookie: [u8; 32],
+    pub opts: SockOpts,
+}
+
+impl Dialer {
+    /// Start a non-blocking connect with the options set before the SYN (so the window scale
+    /// matches the buffer asked for).
+    pub(crate) fn dial(&self) -> io::Result<TcpStream> {
+        let domain = socket2::Domain::for_address(self.addr);
+        let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+        s.set_nonblocking(true)?;
+        self.opts.apply(&socket2::SockRef::from(&s));
+        match s.connect(&self.addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(TcpStream::from_std(std::net::TcpStream::from(s)))
+    }
+
+    fn hello(&self, conn: u32) -> [u8; DATA_HELLO_LEN] {
+        DataHello { test: self.test, conn, cookie: self.cookie }.encode()
+    }
+}
+
+/// A per-connection pace: bytes (or transactions) allowed by now at `rate` per second.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pace {
+    pub per_sec: f64,
+}
+
+/// What a connection does.
+#[derive(Debug)]
+pub(crate) enum Role {
+    /// Read and count.
+    Sink,
+    /// Write and count, optionally paced (bytes/s).
+    Source { pace: Option<Pace> },
+    /// Both at once.
+    Duplex { pace: Option<Pace> },
+    /// Server side of rr/crr: read a request of `req` bytes, answer `resp` bytes; with `once`,
+    /// one transaction and then wait for the client to close.
+    RrServer { req: u32, resp: u32, once: bool, need: u64, owe: u64, served: bool },
+    /// Server side of a profile: framed messages ([`MsgHeader`] + payload, answered by `reply`
+    /// bytes once the payload is in).
+    ProfServer { hdr: [u8; MSG_HEADER_LEN], got: usize, need: u64, pending: u64, owe: u64, stream: bool },
+    /// Client side of rr, crr and profiles: a script of steps.
+    Client(Box<ClientScript>),
+}
+
+/// One step of a client's script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Open a new connection (closing the old one); completes when the preamble is sent.
+    Connect,
+    /// Read and check the server's 4-byte acknowledgement of the preamble (pipelined behind the
+    /// first request, so a crr transaction costs the same round trips as netperf's).
+    Ack,
+    /// Send `n` bytes (with a profile header in front when `hdr` is set).
+    Send { n: u64, hdr: Option<MsgHeader> },
+    /// Receive `n` bytes.
+    Recv { n: u64 },
+    /// Receive without end until the transaction's deadline.
+    RecvStream,
+    /// Wait.
+    Think { d: Duration },
+    /// Close the connection.
+    Close,
+    /// One transaction (iteration) finished: record its latency.
+    Mark,
+}
+
+/// Produces the steps of a client connection: rr, crr, or a profile's transactions.
+pub(crate) trait Script: Send + std::fmt::Debug {
+    /// The steps of the next iteration, or `None` when the connection's work is done. `now` is
+    /// when the iteration may start; the script returns the intended start time (open loop).
+    fn next_iteration(&mut self, now: Instant, steps: &mut VecDeque<Step>) -> Option<Instant>;
+    /// Deadline of the current transaction, for streaming reads.
+    fn deadline(&self) -> Option<Instant>;
+}
+
+/// A client connection's progress through its script.
+#[derive(Debug)]
+pub(crate) struct ClientScript {
+    pub script: Box<dyn Script>,
+    pub steps: VecDeque<Step>,
+    /// Bytes left of the current step.
+    pub left: u64,
+    /// Header bytes still to send in front of the current `Send`.
+    pub hdr_left: usize,
+    pub hdr: [u8; MSG_HEADER_LEN],
+    /// When the current iteration was meant to start (latency is measured from here).
+    pub intended: Option<Instant>,
+    /// A connect in progress: waiting for writability, then for the 4-byte acknowledgement.
+    pub connecting: Option<Connecting>,
+    ack: [u8; 4],
+    ack_got: usize,
+    pub done: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Connecting {
+    sent_hello: usize,
+}
+
+impl ClientScript {
+    pub(crate) fn new(script: Box<dyn Script>) -> ClientScript {
+        ClientScript {
+            script,
+            steps: VecDeque::new(),
+            left: 0,
+            hdr_left: 0,
+            hdr: [0; MSG_HEADER_LEN],
+            intended: None,
+            connecting: None,
+            ack: [0; 4],
+            ack_got: 0,
+            done: false,
+        }
+    }
+}
+
+/// A connection in the loop.
+pub(crate) struct Conn {
+    pub sock: Option<TcpStream>,
+    pub slot: u32,
+    pub role: Role,
+    /// Bytes sent so far, for pacing.
+    pub sent: u64,
+    /// Set while the connection waits for a timer (rate or schedule), not for its socket.
+    pub parked: bool,
+}
+
+impl Conn {
+    pub(crate) fn new(sock: TcpStream, slot: u32, role: Role) -> Conn {
+        Conn { sock: Some(sock), slot, role, sent: 0, parked: false }
+    }
+}
+
+/// Everything one worker thread owns.
+pub(crate) struct Worker {
+    poll: Poll,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    again: VecDeque<usize>,
+    incoming: crossbeam_channel::Receiver<Conn>,
+    counters: Arc<Counters>,
+    rbuf: Vec<u8>,
+    wbuf: Arc<Vec<u8>>,
+    zerocopy: Option<Arc<OwnedFd>>,
+    dialer: Option<Dialer>,
+    /// Latency of completed iterations, nanoseconds.
+    pub hist: Histogram<u64>,
+    /// Final TCP statistics per slot, gathered as the worker ends.
+    pub tcp: Vec<(u32, linerate_proto::bench::TcpSample)>,
+    /// (SO_SNDBUF, SO_RCVBUF) as granted on one of the worker's sockets.
+    pub buffers: Option<(u32, u32)>,
+    /// Connections that failed, with a reason (capped).
+    pub errors: Vec<String>,
+}
+
+/// The sending end of a worker: hand it connections and wake it.
+#[derive(Clone)]
+pub(crate) struct WorkerHandle {
+    pub tx: crossbeam_channel::Sender<Conn>,
+    pub waker: Arc<Waker>,
+}
+
+impl WorkerHandle {
+    pub(crate) fn give(&self, c: Conn) {
+        if self.tx.send(c).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// Settings shared by all workers of one side of a test.
+#[derive(Clone)]
+pub(crate) struct WorkerConfig {
+    pub counters: Arc<Counters>,
+    pub write_size: usize,
+    pub zerocopy: Option<Arc<OwnedFd>>,
+    pub dialer: Option<Dialer>,
+}
+
+pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
+    let poll = Poll::new()?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let w = Worker {
+        poll,
+        conns: Vec::new(),
+        free: Vec::new(),
+        timers: BinaryHeap::new(),
+        again: VecDeque::new(),
+        incoming: rx,
+        counters: cfg.counters.clone(),
+        rbuf: vec![0u8; cfg.write_size.clamp(64 * 1024, 4 << 20)],
+        wbuf: Arc::new(pattern(cfg.write_size.max(1))),
+        zerocopy: cfg.zerocopy.clone(),
+        dialer: cfg.dialer.clone(),
+        hist: new_histogram(),
+        tcp: Vec::new(),
+        buffers: None,
+        errors: Vec::new(),
+    };
+    Ok((w, WorkerHandle { tx, waker }))
+}
+
+/// A latency histogram: 1 ns to 100 s at three significant digits.
+pub(crate) fn new_histogram() -> Histogram<u64> {
+    // The bounds are constants that hdrhistogram accepts; auto-resize covers anything larger.
+    let mut h = Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap_or_else(|_| unreachable_bounds());
+    h.auto(true);
+    h
+}
+
+#[allow(clippy::panic)]
+fn unreachable_bounds() -> Histogram<u64> {
+    panic!("hdrhistogram refused constant bounds 1..1e11 at 3 digits")
+}
+
+/// Incompressible-looking payload so that no link compression flatters the result.
+pub(crate) fn pattern(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+/// What driving a connection ended in.
+enum Drive {
+    /// Waiting for the socket.
+    Blocked,
+    /// More to do right away (turn used up).
+    Again,
+    /// Waiting for a timer.
+    Park(Instant),
+    /// Finished or failed: remove.
+    Close(Option<String>),
+}
+
+impl Worker {
+    /// Run until `counters.stop`; then gather TCP statistics and close everything.
+    pub(crate) fn run(mut self) -> Worker {
+        let mut events = Events::with_capacity(1024);
+        let mut was_started = false;
+        loop {
+            if self.counters.stop.load(Relaxed) {
+                break;
+            }
+            self.take_incoming();
+            if !was_started && self.counters.started.load(Relaxed) {
+                // Connections that waited for the start get their first turn now.
+                was_started = true;
+                self.again.extend(self.conns.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(i, _)| i));
+            }
+            let now = Instant::now();
+            while let Some(Reverse((t, i))) = self.timers.peek().copied() {
+                if t > now {
+                    break;
+                }
+                self.timers.pop();
+                if let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) {
+                    if c.parked {
+                        c.parked = false;
+                        self.again.push_back(i);
+                    }
+                }
+            }
+            let mut timeout = Duration::from_millis(50);
+            if !self.again.is_empty() {
+                timeout = Duration::ZERO;
+            } else if let Some(Reverse((t, _))) = self.timers.peek() {
+                timeout = timeout.min(t.saturating_duration_since(now));
+            }
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    self.errors.push(format!("poll: {e}"));
+                    break;
+                }
+            }
+            for ev in events.iter() {
+                if ev.token() == WAKER {
+                    continue;
+                }
+                self.step(ev.token().0);
+            }
+            for _ in 0..self.again.len() {
+                if let Some(i) = self.again.pop_front() {
+                    self.step(i);
+                }
+            }
+        }
+        self.finish();
+        self
+    }
+
+    fn take_incoming(&mut self) {
+        while let Ok(c) = self.incoming.try_recv() {
+            let i = self.insert(c);
+            self.again.push_back(i);
+        }
+    }
+
+    fn insert(&mut self, mut c: Conn) -> usize {
+        let i = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        if let Some(s) = c.sock.as_mut() {
+            if self.buffers.is_none() {
+                let r = socket2::SockRef::from(&*s);
+                if let (Ok(a), Ok(b)) = (r.send_buffer_size(), r.recv_buffer_size()) {
+                    self.buffers = Some((a as u32, b as u32));
+                }
+            }
+            if let Err(e) = self.poll.registry().register(s, Token(i), Interest::READABLE | Interest::WRITABLE) {
+                self.note_error(format!("connection {}: registering: {e}", c.slot));
+            }
+        }
+        self.conns[i] = Some(c);
+        i
+    }
+
+    fn note_error(&mut self, e: String) {
+        self.counters.failures.fetch_add(1, Relaxed);
+        if self.errors.len() < 16 {
+            self.errors.push(e);
+        }
+    }
+
+    fn step(&mut self, i: usize) {
+        let Some(mut c) = self.conns.get_mut(i).and_then(Option::take) else { return };
+        if c.parked {
+            self.conns[i] = Some(c);
+            return;
+        }
+        let r = self.drive(&mut c, i);
+        match r {
+            Drive::Blocked => {}
+            Drive::Again => self.again.push_back(i),
+            Drive::Park(t) => {
+                c.parked = true;
+                self.timers.push(Reverse((t, i)));
+            }
+            Drive::Close(err) => {
+                if let Some(e) = err {
+                    self.note_error(format!("connection {}: {e}", c.slot));
+                }
+                if let Some(mut s) = c.sock.take() {
+                    let _ = self.poll.registry().deregister(&mut s);
+                }
+                self.free.push(i);
+                return;
+            }
+        }
+        self.conns[i] = Some(c);
+    }
+
+    fn drive(&mut self, c: &mut Conn, i: usize) -> Drive {
+        let started = self.counters.started.load(Relaxed);
+        let slot = c.slot as usize;
+        match &mut c.role {
+            Role::Sink => self.sink(c.sock.as_mut(), slot),
+            Role::Source { pace } => {
+                if !started {
+                    return Drive::Blocked;
+                }
+                let pace = *pace;
+                self.source(c, pace)
+            }
+            Role::Duplex { pace } => {
+                let pace = *pace;
+                let r = self.sink(c.sock.as_mut(), slot);
+                if !started || matches!(r, Drive::Close(_)) {
+                    return r;
+                }
+                match (self.source(c, pace), r) {
+                    (Drive::Again, _) | (_, Drive::Again) => Drive::Again,
+                    (w, _) => w,
+                }
+            }
+            Role::RrServer { .. } => self.rr_server(c),
+            Role::ProfServer { .. } => self.prof_server(c),
+            Role::Client(_) => self.client(c, i),
+        }
+    }
+
+    /// Reads or writes in one turn of a bulk connection.
+    fn turn(&self) -> usize {
+        if self.conns.len() - self.free.len() > MANY {
+            1
+        } else {
+            TURN
+        }
+    }
+
+    fn sink(&mut self, sock: Option<&mut TcpStream>, slot: usize) -> Drive {
+        let Some(s) = sock else { return Drive::Close(None) };
+        for _ in 0..self.turn() {
+            match s.read(&mut self.rbuf) {
+                Ok(0) => return Drive::Close(None),
+                Ok(n) => self.counters.add_rx(slot, n),
+                Err(e) if would_block(&e) => return Drive::Blocked,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Drive::Close(closed_or(e)),
+            }
+        }
+        Drive::Again
+    }
+
+    fn source(&mut self, c: &mut Conn, pace: Option<Pace>) -> Drive {
+        let slot = c.slot as usize;
+        let turn = self.turn();
+        let Some(s) = c.sock.as_mut() else { return Drive::Close(None) };
+        for _ in 0..turn {
+            let mut n = self.wbuf.len();
+            if let Some(p) = pace {
+                let elapsed = self.counters.since_start();
+                let allowed = (p.per_sec * elapsed.as_secs_f64()) as u64;
+                if c.sent >= allowed {
+                    let wait = Duration::from_secs_f64(((c.sent + n as u64 - allowed) as f64 / p.per_sec).min(1.0));
+                    return Drive::Park(Instant::now() + wait.max(Duration::from_micros(200)));
+                }
+                n = n.min((allowed - c.sent).max(1) as usize);
+            }
+            let r = match &self.zerocopy {
+                Some(fd) => {
+                    let mut off = 0u64;
+                    rustix::fs::sendfile(&*s, fd.as_ref(), Some(&mut off), n).map_err(io::Error::from)
+                }
+                None => s.write(&self.wbuf[..n]),
+            };
+            match r {
+                Ok(0) => return Drive::Close(None),
+                Ok(k) => {
+                    c.sent += k as u64;
+                    self.counters.add_tx(slot, k);
+                }
+                Err(e) if would_block(&e) => return Drive::Blocked,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Drive::Close(closed_or(e)),
+            }
+        }
+        Drive::Again
+    }
+
+    fn rr_server(&mut self, c: &mut Conn) -> Drive {
+        let slot = c.slot as usize;
+        let Some(s) = c.sock.as_mut() else { return Drive::Close(None) };
+        let Role::RrServer { req, resp, once, need, owe, served } = &mut c.role else { return Drive::Close(None) };
+        for _ in 0..TURN * 4 {
+            if *owe > 0 {
+                let n = (*owe as usize).min(self.wbuf.len());
+                match s.write(&self.wbuf[..n]) {
+                    Ok(k) => {
+                        *owe -= k as u64;
+                        self.counters.add_tx(slot, k);
+                        if *owe == 0 {
+                            self.counters.transactions.fetch_add(1, Relaxed);
+                            *served = *once;
+                        }
+                    }
+                    Err(e) if would_block(&e) => return Drive::Blocked,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Drive::Close(closed_or(e)),
+                }
+                continue;
+            }
+            // After its one transaction a crr connection only waits for the client's close.
+            let want = if *served {
+                self.rbuf.len() as u64
+            } else if *need == 0 {
+                u64::from(*req)
+            } else {
+                *need
+            };
+            let n = (want as usize).min(self.rbuf.len());
+            match s.read(&mut self.rbuf[..n]) {
+                Ok(0) => return Drive::Close(None),
+                Ok(_) if *served => return Drive::Close(Some("data after the crr transaction".into())),
+                Ok(k) => {
+                    self.counters.add_rx(slot, k);
+                    *need = want - k as u64;
+                    if *need == 0 {
+                        *owe = u64::from(*resp);
+                    }
+                }
+                Err(e) if would_block(&e) => return Drive::Blocked,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Drive::Close(closed_or(e)),
+            }
+        }
+        Drive::Again
+    }
+
+    fn prof_server(&mut self, c: &mut Conn) -> Drive {
+        let slot = c.slot as usize;
+        let Some(s) = c.sock.as_mut() else { return Drive::Close(None) };
+        let Role::ProfServer { hdr, got, need, pending, owe, stream } = &mut c.role else { return Drive::Close(None) };
+        for _ in 0..TURN * 4 {
+            if *need > 0 {
+                let n = (*need as usize).min(self.rbuf.len());
+                match s.read(&mut self.rbuf[..n]) {
+                    Ok(0) => return Drive::Close(None),
+                    Ok(k) => {
+                        self.counters.add_rx(slot, k);
+                        *need -= k as u64;
+                        if *need == 0 {
+                            *owe = std::mem::take(pending);
+                            if *owe == 0 && !*stream {
+                                self.counters.transactions.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
+                    Err(e) if would_block(&e) => return Drive::Blocked,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Drive::Close(closed_or(e)),
+                }
+                continue;
+            }
+            if *owe > 0 || *stream {
+                let n = if *stream { self.wbuf.len() } else { (*owe as usize).min(self.wbuf.len()) };
+                match s.write(&self.wbuf[..n]) {
+                    Ok(k) => {
+                        self.counters.add_tx(slot, k);
+                        if !*stream {
+                            *owe -= k as u64;
+                            if *owe == 0 {
+                                self.counters.transactions.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
+                    Err(e) if would_block(&e) => return Drive::Blocked,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Drive::Close(closed_or(e)),
+                }
+                continue;
+            }
+            match s.read(&mut hdr[*got..]) {
+                Ok(0) => return Drive::Close(None),
+                Ok(k) => {
+                    *got += k;
+                    if *got < MSG_HEADER_LEN {
+                        continue;
+                    }
+                    *got = 0;
+                    let h = match MsgHeader::decode(hdr) {
+                        Ok(h) => h,
+                        Err(e) => return Drive::Close(Some(e.to_string())),
+                    };
+                    *need = u64::from(h.len);
+                    if h.reply == REPLY_STREAM {
+                        *stream = true;
+                    } else if *need == 0 {
+                        *owe = u64::from(h.reply);
+                        if *owe == 0 {
+                            self.counters.transactions.fetch_add(1, Relaxed);
+                        }
+                    } else {
+                        *pending = u64::from(h.reply);
+                    }
+                }
+                Err(e) if would_block(&e) => return Drive::Blocked,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Drive::Close(closed_or(e)),
+            }
+        }
+        Drive::Again
+    }
+
+    /// A client connection: run its script's steps.
+    fn client(&mut self, c: &mut Conn, i: usize) -> Drive {
+        if !self.counters.started.load(Relaxed) {
+            return Drive::Blocked;
+        }
+        let Conn { sock, slot, role, .. } = c;
+        let slot = *slot as usize;
+        let Role::Client(cs) = role else { return Drive::Close(None) };
+        for _ in 0..TURN * 4 {
+            if let Some(p) = cs.connecting {
+                match self.progress_connect(sock.as_mut(), slot as u32, p) {
+                    Ok(None) => {
+                        cs.connecting = None;
+                        continue;
+                    }
+                    Ok(Some(p)) => {
+                        cs.connecting = Some(p);
+                        return Drive::Blocked;
+                    }
+                    Err(e) => {
+                        // A failed connect is counted and the iteration goes on with a new one.
+                        self.note_error(format!("connection {slot}: connect: {e}"));
+                        if let Some(mut s) = sock.take() {
+                            let _ = self.poll.registry().deregister(&mut s);
+                        }
+                        cs.connecting = None;
+                        cs.steps.push_front(Step::Connect);
+                        return Drive::Park(Instant::now() + Duration::from_millis(10));
+                    }
+                }
+            }
+            let Some(step) = cs.steps.front().copied() else {
+                let now = Instant::now();
+                match cs.script.next_iteration(now, &mut cs.steps) {
+                    None => {
+                        cs.done = true;
+                        return Drive::Close(None);
+                    }
+                    Some(t) => {
+                        cs.intended = Some(t);
+                        if t > now + Duration::from_micros(50) {
+                            return Drive::Park(t);
+                        }
+                        continue;
+                    }
+                }
+            };
+            match step {
+                Step::Connect => {
+                    if let Some(mut s) = sock.take() {
+                        let _ = self.poll.registry().deregister(&mut s);
+                    }
+                    let Some(d) = &self.dialer else { return Drive::Close(Some("no dialer".into())) };
+                    match d.dial() {
+                        Ok(mut s) => {
+                            if let Err(e) =
+                                self.poll.registry().register(&mut s, Token(i), Interest::READABLE | Interest::WRITABLE)
+                            {
+                                return Drive::Close(Some(format!("registering: {e}")));
+                            }
+                            *sock = Some(s);
+                            cs.steps.pop_front();
+                            cs.connecting = Some(Connecting { sent_hello: 0 });
+                        }
+                        Err(e) => {
+                            self.counters.failures.fetch_add(1, Relaxed);
+                            if self.errors.len() < 16 {
+                                self.errors.push(format!("connection {slot}: connect: {e}"));
+                            }
+                            return Drive::Park(Instant::now() + Duration::from_millis(10));
+                        }
+                    }
+                }
+                Step::Close => {
+                    if let Some(mut s) = sock.take() {
+                        let _ = self.poll.registry().deregister(&mut s);
+                    }
+                    cs.steps.pop_front();
+                }
+                Step::Think { d } => {
+                    cs.steps.pop_front();
+                    return Drive::Park(Instant::now() + d);
+                }
+                Step::Mark => {
+                    cs.steps.pop_front();
+                    let now = Instant::now();
+                    if let Some(t) = cs.intended.take() {
+                        if self.counters.measuring(now) {
+                            let ns = now.saturating_duration_since(t).as_nanos().min(u128::from(u64::MAX)) as u64;
+                            let _ = self.hist.record(ns.max(1));
+                        }
+                    }
+                    self.counters.transactions.fetch_add(1, Relaxed);
+                }
+                Step::Ack => {
+                    let Some(s) = sock.as_mut() else { return Drive::Close(Some("no connection".into())) };
+                    let got = cs.ack_got;
+                    match s.read(&mut cs.ack[got..]) {
+                        Ok(0) => return Drive::Close(Some("the server refused the data connection".into())),
+                        Ok(k) => {
+                            cs.ack_got += k;
+                            if cs.ack_got == DATA_ACK.len() {
+                                cs.ack_got = 0;
+                                if cs.ack != DATA_ACK {
+                                    return Drive::Close(Some("bad acknowledgement from the server".into()));
+                                }
+                                cs.steps.pop_front();
+                            }
+                        }
+                        Err(e) if would_block(&e) => return Drive::Blocked,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Drive::Close(closed_or(e)),
+                    }
+                }
+                Step::Send { n, hdr } => {
+                    let Some(s) = sock.as_mut() else { return Drive::Close(Some("send without a connection".into())) };
+                    if cs.left == 0 && cs.hdr_left == 0 {
+                        cs.left = n;
+                        if let Some(h) = hdr {
+                            cs.hdr = h.encode();
+                            cs.hdr_left = MSG_HEADER_LEN;
+                        }
+                        if n == 0 && cs.hdr_left == 0 {
+                            cs.steps.pop_front();
+                            continue;
+                        }
+                    }
+                    // Header and payload leave in one write, so Nagle never holds the payload
+                    // back waiting for the header's acknowledgement.
+                    let k = (cs.left as usize).min(self.wbuf.len());
+                    let r = if cs.hdr_left > 0 {
+                        let hdr = &cs.hdr[MSG_HEADER_LEN - cs.hdr_left..];
+                        let hl = hdr.len();
+                        s.write_vectored(&[std::io::IoSlice::new(hdr), std::io::IoSlice::new(&self.wbuf[..k])]).map(
+                            |w| {
+                                let h = w.min(hl);
+                                cs.hdr_left -= h;
+                                w - h
+                            },
+                        )
+                    } else {
+                        s.write(&self.wbuf[..k])
+                    };
+                    match r {
+                        Ok(k) => {
+                            cs.left -= k as u64;
+                            self.counters.add_tx(slot, k);
+                            if cs.left == 0 && cs.hdr_left == 0 {
+                                cs.steps.pop_front();
+                            }
+                        }
+                        Err(e) if would_block(&e) => return Drive::Blocked,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Drive::Close(closed_or(e)),
+                    }
+                }
+                Step::Recv { n } => {
+                    let Some(s) = sock.as_mut() else {
+                        return Drive::Close(Some("receive without a connection".into()));
+                    };
+                    if cs.left == 0 {
+                        cs.left = n;
+                        if n == 0 {
+                            cs.steps.pop_front();
+                            continue;
+                        }
+                    }
+                    let k = (cs.left as usize).min(self.rbuf.len());
+                    match s.read(&mut self.rbuf[..k]) {
+                        Ok(0) => return Drive::Close(Some("server closed the connection mid-transaction".into())),
+                        Ok(k) => {
+                            cs.left -= k as u64;
+                            self.counters.add_rx(slot, k);
+                            if cs.left == 0 {
+                                cs.steps.pop_front();
+                            }
+                        }
+                        Err(e) if would_block(&e) => return Drive::Blocked,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Drive::Close(closed_or(e)),
+                    }
+                }
+                Step::RecvStream => {
+                    let Some(s) = sock.as_mut() else {
+                        return Drive::Close(Some("receive without a connection".into()));
+                    };
+                    if cs.script.deadline().is_some_and(|d| Instant::now() >= d) {
+                        cs.steps.pop_front();
+                        continue;
+                    }
+                    match s.read(&mut self.rbuf) {
+                        Ok(0) => return Drive::Close(Some("server closed the stream".into())),
+                        Ok(k) => self.counters.add_rx(slot, k),
+                        Err(e) if would_block(&e) => {
+                            // Wake at the deadline even if no more data comes.
+                            return match cs.script.deadline() {
+                                Some(d) => Drive::Park(d.min(Instant::now() + Duration::from_millis(20))),
+                                None => Drive::Blocked,
+                            };
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Drive::Close(closed_or(e)),
+                    }
+                }
+            }
+        }
+        Drive::Again
+    }
+
+    /// Advance a non-blocking connect: writable → send the preamble.
+    /// `Ok(None)`: done; `Ok(Some(p))`: blocked at `p`.
+    fn progress_connect(
+        &mut self,
+        sock: Option<&mut TcpStream>,
+        conn: u32,
+        mut p: Connecting,
+    ) -> io::Result<Option<Connecting>> {
+        let s = sock.ok_or_else(|| io::Error::other("no socket"))?;
+        let Some(d) = &self.dialer else { return Err(io::Error::other("no dialer")) };
+        let hello = d.hello(conn);
+        while p.sent_hello < DATA_HELLO_LEN {
+            if let Some(e) = s.take_error()? {
+                return Err(e);
+            }
+            match s.write(&hello[p.sent_hello..]) {
+                Ok(k) => p.sent_hello += k,
+                Err(e) if would_block(&e) || e.kind() == io::ErrorKind::NotConnected => return Ok(Some(p)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    fn finish(&mut self) {
+        for c in self.conns.iter_mut().flatten() {
+            if let Some(s) = c.sock.as_ref() {
+                if let Ok(t) = crate::sys::tcp_info(s) {
+                    self.tcp.push((c.slot, t));
+                }
+            }
+        }
+        for c in self.conns.iter_mut().flatten() {
+            if let Some(mut s) = c.sock.take() {
+                let _ = self.poll.registry().deregister(&mut s);
+            }
+        }
+        self.conns.clear();
+    }
+}
+
+fn closed_or(e: io::Error) -> Option<String> {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => None,
+        _ => Some(e.to_string()),
+    }
+}

@@ -1,0 +1,478 @@
+//! `linerate bench`: the client that runs tests against `linerate serve`, and the counting,
+//! sampling and summing that both sides share. `io` drives TCP connections, `udp` the UDP
+//! test, [`server`] the agent's side, `scripts` the client's request/response and profile
+//! workloads, [`stats`] turns two sides' counts into the figures people read.
+
+pub(crate) mod io;
+pub(crate) mod scripts;
+pub mod server;
+pub mod stats;
+pub(crate) mod udp;
+
+use crate::conn::{self, RecvHalf, SendHalf};
+use crate::cpu;
+use crate::secret::Secret;
+use crate::EngineError;
+use linerate_proto::bench::{
+    ClientEvent, ClientMachine, ConnCounts, IntervalCounts, Ready, SideReport, TestKind, TestSpec, BENCH_DOC_VERSION,
+};
+use linerate_proto::frame::{self, Frame};
+use linerate_proto::hello::{StreamKind, Suite};
+use linerate_proto::{ErrorCode, ProtoError};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+pub use stats::{Latency, TestResult};
+
+/// Per-connection byte counts and the test's clock, shared by one side's threads.
+pub(crate) struct Counters {
+    rx: Box<[AtomicU64]>,
+    tx: Box<[AtomicU64]>,
+    pub transactions: AtomicU64,
+    pub failures: AtomicU64,
+    pub stop: AtomicBool,
+    pub started: AtomicBool,
+    start: OnceLock<Instant>,
+    omit: Duration,
+}
+
+impl Counters {
+    pub(crate) fn new(slots: usize, omit: Duration) -> Arc<Counters> {
+        let mk = || (0..slots).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice();
+        Arc::new(Counters {
+            rx: mk(),
+            tx: mk(),
+            transactions: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            started: AtomicBool::new(false),
+            start: OnceLock::new(),
+            omit,
+        })
+    }
+
+    pub(crate) fn add_rx(&self, slot: usize, n: usize) {
+        if let Some(c) = self.rx.get(slot) {
+            c.fetch_add(n as u64, Relaxed);
+        }
+    }
+
+    pub(crate) fn add_tx(&self, slot: usize, n: usize) {
+        if let Some(c) = self.tx.get(slot) {
+            c.fetch_add(n as u64, Relaxed);
+        }
+    }
+
+    /// Start the clock (once) and let sources send.
+    pub(crate) fn start_now(&self) -> Instant {
+        let t = *self.start.get_or_init(Instant::now);
+        self.started.store(true, Relaxed);
+        t
+    }
+
+    pub(crate) fn since_start(&self) -> Duration {
+        self.start.get().map_or(Duration::ZERO, Instant::elapsed)
+    }
+
+    pub(crate) fn start_instant(&self) -> Option<Instant> {
+        self.start.get().copied()
+    }
+
+    /// Whether `now` is past the warm-up.
+    pub(crate) fn measuring(&self, now: Instant) -> bool {
+        self.start.get().is_some_and(|s| now >= *s + self.omit)
+    }
+
+    fn snapshot(&self) -> Vec<(u64, u64)> {
+        self.rx.iter().zip(self.tx.iter()).map(|(r, t)| (r.load(Relaxed), t.load(Relaxed))).collect()
+    }
+
+    fn totals(&self) -> (u64, u64) {
+        let rx = self.rx.iter().map(|r| r.load(Relaxed)).sum();
+        let tx = self.tx.iter().map(|t| t.load(Relaxed)).sum();
+        (rx, tx)
+    }
+}
+
+/// Interval samples and the state at the end of the warm-up, which the totals are counted from.
+pub(crate) struct Sampler {
+    counters: Arc<Counters>,
+    interval: Duration,
+    next: Instant,
+    last: (u64, u64, u64),
+    last_t: f64,
+    pub intervals: Vec<IntervalCounts>,
+    base: Option<Baseline>,
+}
+
+struct Baseline {
+    at: Instant,
+    conns: Vec<(u64, u64)>,
+    transactions: u64,
+    machine: cpu::MachineTimes,
+    process: cpu::CpuTimes,
+}
+
+impl Sampler {
+    pub(crate) fn new(counters: Arc<Counters>, interval: Duration, start: Instant) -> Sampler {
+        let mut s = Sampler {
+            counters,
+            interval,
+            next: start + interval,
+            last: (0, 0, 0),
+            last_t: 0.0,
+            intervals: Vec::new(),
+            base: None,
+        };
+        if s.counters.omit.is_zero() {
+            s.take_baseline(start);
+        }
+        s
+    }
+
+    fn take_baseline(&mut self, at: Instant) {
+        self.base = Some(Baseline {
+            at,
+            conns: self.counters.snapshot(),
+            transactions: self.counters.transactions.load(Relaxed),
+            machine: cpu::machine(),
+            process: cpu::process(),
+        });
+    }
+
+    /// Sleep until the next interval boundary (or `until`, or `stop`), sampling on the way.
+    /// Returns the interval just closed, if one was.
+    pub(crate) fn tick(&mut self, until: Option<Instant>, stop: &AtomicBool) -> Option<IntervalCounts> {
+        let start = self.counters.start_instant()?;
+        let omit_end = start + self.counters.omit;
+        loop {
+            let now = Instant::now();
+            if self.base.is_none() && now >= omit_end {
+                self.take_baseline(now);
+            }
+            let wake = [Some(self.next), until, (self.base.is_none()).then_some(omit_end)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(self.next);
+            if now >= self.next {
+                let t = self.next;
+                self.next += self.interval;
+                return Some(self.close_interval(start, t));
+            }
+            if until.is_some_and(|u| now >= u) || stop.load(Relaxed) {
+                return None;
+            }
+            std::thread::sleep(wake.saturating_duration_since(now).min(Duration::from_millis(20)));
+        }
+    }
+
+    fn close_interval(&mut self, start: Instant, t: Instant) -> IntervalCounts {
+        let (rx, tx) = self.counters.totals();
+        let tr = self.counters.transactions.load(Relaxed);
+        let end_s = t.duration_since(start).as_secs_f64();
+        let iv = IntervalCounts {
+            start_s: self.last_t,
+            end_s,
+            rx: rx.saturating_sub(self.last.0),
+            tx: tx.saturating_sub(self.last.1),
+            transactions: tr.saturating_sub(self.last.2),
+        };
+        self.last = (rx, tx, tr);
+        self.last_t = end_s;
+        self.intervals.push(iv);
+        iv
+    }
+
+    /// Close the run now: a last partial interval, and this side's report.
+    pub(crate) fn finish(mut self, now: Instant, buffers: Option<(u32, u32)>, errors: Vec<String>) -> SideReport {
+        if let Some(start) = self.counters.start_instant() {
+            if now.duration_since(start).as_secs_f64() > self.last_t + 0.005 {
+                self.close_interval(start, now);
+            }
+        }
+        if self.base.is_none() {
+            // Stopped before the warm-up ended: nothing counts.
+            self.take_baseline(now);
+        }
+        let base = self.base.take().unwrap_or_else(|| Baseline {
+            at: now,
+            conns: Vec::new(),
+            transactions: 0,
+            machine: cpu::machine(),
+            process: cpu::process(),
+        });
+        let snap = self.counters.snapshot();
+        let conns = snap
+            .iter()
+            .enumerate()
+            .map(|(i, (rx, tx))| {
+                let (brx, btx) = base.conns.get(i).copied().unwrap_or((0, 0));
+                ConnCounts { id: i as u32, rx: rx.saturating_sub(brx), tx: tx.saturating_sub(btx), tcp: None }
+            })
+            .collect();
+        SideReport {
+            version: BENCH_DOC_VERSION,
+            seconds: now.saturating_duration_since(base.at).as_secs_f64(),
+            conns,
+            intervals: self.intervals,
+            cpu: cpu::machine().share_since(&base.machine, cpu::process(), base.process),
+            transactions: self.counters.transactions.load(Relaxed).saturating_sub(base.transactions),
+            udp: None,
+            buffers,
+            host: serde_json::Value::Null,
+            errors,
+        }
+    }
+}
+
+/// Worker threads for a test: one per core, never more than connections.
+pub(crate) fn worker_count(conns: u64) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (conns as usize).clamp(1, cores.max(1))
+}
+
+/// Settings of the client's control connection.
+#[derive(Debug, Clone)]
+pub struct BenchClientConfig {
+    /// The agent.
+    pub addr: SocketAddr,
+    /// The shared key.
+    pub secret: Secret,
+    /// AEAD of the control connection.
+    pub suite: Suite,
+    /// Time to connect, authenticate and open data connections.
+    pub timeout: Duration,
+}
+
+/// An authenticated control connection to an agent, which runs tests one after another.
+pub struct BenchClient {
+    tx: SendHalf,
+    rx: RecvHalf,
+    machine: ClientMachine,
+    cfg: BenchClientConfig,
+}
+
+impl BenchClient {
+    /// Connect and authenticate.
+    pub fn connect(cfg: BenchClientConfig) -> Result<BenchClient, EngineError> {
+        let sec = conn::connect(cfg.addr, StreamKind::Control, cfg.suite, &cfg.secret.0, [0; 16], 0, cfg.timeout)?;
+        Ok(BenchClient { tx: sec.tx, rx: sec.rx, machine: ClientMachine::default(), cfg })
+    }
+
+    fn recv_event(&mut self, timeout: Duration) -> Result<ClientEvent, EngineError> {
+        self.rx.set_timeout(Some(timeout));
+        let plain = match self.rx.recv() {
+            Ok(Some(p)) => p,
+            Ok(None) => return Err(ProtoError::Truncated("the server closed the control connection").into()),
+            Err(EngineError::Net { source, .. })
+                if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+            {
+                return Err(EngineError::Timeout("waiting for the server on the control connection".into()))
+            }
+            Err(e) => return Err(e),
+        };
+        let (f, used) = frame::decode(plain)?;
+        if used != plain.len() {
+            return Err(ProtoError::Violation("more than one frame in a benchmark record".into()).into());
+        }
+        if let Frame::Fatal(f) = f {
+            return Err(EngineError::Remote {
+                code: ErrorCode::from_u16(f.code),
+                message: linerate_proto::name::escape(f.message),
+            });
+        }
+        Ok(self.machine.handle(&f)?)
+    }
+
+    /// Run one test. `progress` sees every interval as it closes (this side's counts).
+    pub fn run(
+        &mut self,
+        spec: &TestSpec,
+        progress: &mut dyn FnMut(&IntervalCounts),
+    ) -> Result<TestResult, EngineError> {
+        let wall = SystemTime::now();
+        let doc = self.machine.request(spec)?;
+        self.tx.send_frames(&[Frame::BenchRequest(&doc)])?;
+        let ready = match self.recv_event(self.cfg.timeout)? {
+            ClientEvent::Ready(r) => r,
+            _ => return Err(ProtoError::Violation("expected BenchReady".into()).into()),
+        };
+        let host = crate::bench::stats::host_metadata();
+        let outcome = if spec.kind == TestKind::UdpStream {
+            self.run_udp(spec, &ready, progress)
+        } else {
+            self.run_tcp(spec, &ready, progress)
+        };
+        let (mut local, latency) = match outcome {
+            Ok(x) => x,
+            Err(e) => {
+                // Tell the server to wind down; the session is unusable after a failed test.
+                let _ = self.tx.send_frames(&[Frame::BenchStop]);
+                return Err(e);
+            }
+        };
+        local.host = host;
+        let remote = match self.recv_event(self.cfg.timeout + Duration::from_secs(10))? {
+            ClientEvent::Result(r) => *r,
+            _ => return Err(ProtoError::Violation("expected BenchResult".into()).into()),
+        };
+        Ok(TestResult { spec: spec.clone(), started: wall, local, remote, latency })
+    }
+
+    /// Send Go and wait for the server's Go.
+    fn synchronise(&mut self) -> Result<(), EngineError> {
+        self.machine.go()?;
+        self.tx.send_frames(&[Frame::BenchGo])?;
+        match self.recv_event(self.cfg.timeout)? {
+            ClientEvent::Started => Ok(()),
+            _ => Err(ProtoError::Violation("expected BenchGo".into()).into()),
+        }
+    }
+
+    fn stop(&mut self) -> Result<(), EngineError> {
+        self.machine.stop()?;
+        self.tx.send_frames(&[Frame::BenchStop])
+    }
+
+    fn run_tcp(
+        &mut self,
+        spec: &TestSpec,
+        ready: &Ready,
+        progress: &mut dyn FnMut(&IntervalCounts),
+    ) -> Result<(SideReport, Option<Latency>), EngineError> {
+        let conns = spec.initial_connections();
+        let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
+        let dialer = io::Dialer {
+            addr: SocketAddr::new(self.cfg.addr.ip(), ready.tcp_port),
+            test: ready.test,
+            cookie: ready.cookie,
+            opts: io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay },
+        };
+        let zerocopy =
+            if spec.zerocopy { Some(Arc::new(server::zerocopy_file(spec.msg_size as usize)?)) } else { None };
+        let wcfg = io::WorkerConfig {
+            counters: counters.clone(),
+            write_size: scripts::write_size(spec),
+            zerocopy,
+            dialer: Some(dialer.clone()),
+        };
+        let n = worker_count(conns);
+        let mut handles = Vec::new();
+        let mut threads = Vec::new();
+        for _ in 0..n {
+            let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
+            handles.push(h);
+            threads.push(std::thread::spawn(move || w.run()));
+        }
+        let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_secs(5)) + Duration::from_millis(conns);
+        let setup = match spec.kind {
+            // Long-lived connections are opened before the clock starts.
+            TestKind::TcpStream | TestKind::TcpRr => scripts::open_all(&dialer, conns, deadline).map(|socks| {
+                for (i, s) in socks.into_iter().enumerate() {
+                    let role = scripts::client_role(spec, i as u32);
+                    handles[i % n].give(io::Conn::new(s, i as u32, role));
+                }
+            }),
+            // Connections that come and go are opened by their scripts once the clock runs.
+            TestKind::TcpCrr | TestKind::Profile => {
+                scripts::script_conns(spec, &counters)
+                    .into_iter()
+                    .enumerate()
+                    .for_each(|(i, c)| handles[i % n].give(c));
+                Ok(())
+            }
+            TestKind::UdpStream => Ok(()),
+        };
+        let result = setup.and_then(|()| self.synchronise());
+        if let Err(e) = result {
+            counters.stop.store(true, Relaxed);
+            for h in &handles {
+                let _ = h.waker.wake();
+            }
+            for t in threads {
+                let _ = t.join();
+            }
+            return Err(e);
+        }
+        let start = counters.start_now();
+        for h in &handles {
+            let _ = h.waker.wake();
+        }
+        let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
+        let no_stop = AtomicBool::new(false);
+        while let Some(iv) = sampler.tick(Some(end), &no_stop) {
+            progress(&iv);
+            if Instant::now() >= end {
+                break;
+            }
+        }
+        let now = Instant::now();
+        counters.stop.store(true, Relaxed);
+        self.stop()?;
+        for h in &handles {
+            let _ = h.waker.wake();
+        }
+        let mut hist = io::new_histogram();
+        let mut tcp = Vec::new();
+        let mut buffers = None;
+        let mut errors = Vec::new();
+        for t in threads {
+            let w = t.join().map_err(|_| EngineError::Usage("a benchmark worker thread panicked".into()))?;
+            let _ = hist.add(&w.hist);
+            tcp.extend(w.tcp);
+            buffers = buffers.or(w.buffers);
+            errors.extend(w.errors);
+        }
+        errors.truncate(16);
+        let failures = counters.failures.load(Relaxed);
+        if failures > errors.len() as u64 {
+            errors.push(format!("{failures} connection failures in all"));
+        }
+        let mut report = sampler.finish(now, buffers, errors);
+        for (slot, t) in tcp {
+            if let Some(c) = report.conns.get_mut(slot as usize) {
+                c.tcp = Some(t);
+            }
+        }
+        let latency = (!hist.is_empty()).then(|| Latency::from_histogram(&hist));
+        Ok((report, latency))
+    }
+
+    fn run_udp(
+        &mut self,
+        spec: &TestSpec,
+        ready: &Ready,
+        progress: &mut dyn FnMut(&IntervalCounts),
+    ) -> Result<(SideReport, Option<Latency>), EngineError> {
+        let port = ready.udp_port.ok_or_else(|| ProtoError::Violation("udp test without a UDP port".into()))?;
+        let target = SocketAddr::new(self.cfg.addr.ip(), port);
+        let counters = Counters::new(spec.connections as usize, Duration::from_millis(spec.omit_ms));
+        let side = udp::Client::open(spec, ready, target, counters.clone())?;
+        self.synchronise()?;
+        let start = counters.start_now();
+        let running = side.start(spec);
+        let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
+        let no_stop = AtomicBool::new(false);
+        while let Some(iv) = sampler.tick(Some(end), &no_stop) {
+            progress(&iv);
+            if Instant::now() >= end {
+                break;
+            }
+        }
+        let now = Instant::now();
+        counters.stop.store(true, Relaxed);
+        // Let the last datagrams land before the server stops counting.
+        std::thread::sleep(Duration::from_millis(100));
+        self.stop()?;
+        let (udp, buffers) = running.join(&counters);
+        let mut report = sampler.finish(now, buffers, Vec::new());
+        report.udp = Some(udp);
+        Ok((report, None))
+    }
+}

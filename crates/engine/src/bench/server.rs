@@ -1,0 +1,372 @@
+//! The agent's side of a benchmark session: admit a test against the server's caps, open a
+//! per-test data port, accept only connections that carry the test's cookie (each within the
+//! handshake deadline, with a cap on those not yet proven), run the mirror of the client's
+//! workload, and report what this side counted.
+
+use super::io::{self, Conn, WorkerHandle};
+use super::{scripts, udp, worker_count, Counters, Sampler};
+use crate::conn::{RecvHalf, SendHalf};
+use crate::EngineError;
+use linerate_proto::bench::{
+    encode_doc, DataHello, Limits, Ready, ServerEvent, ServerMachine, TestKind, TestSpec, BENCH_DOC_VERSION, DATA_ACK,
+    DATA_HELLO_LEN,
+};
+use linerate_proto::frame::{self, Frame};
+use linerate_proto::{ErrorCode, ProtoError};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most data connections waiting to show their preamble at once, per test.
+const MAX_PENDING: usize = 1024;
+
+/// The agent's admission caps for benchmarks.
+#[derive(Debug, Clone)]
+pub struct BenchServerConfig {
+    /// Caps on each test.
+    pub limits: Limits,
+    /// Most tests running at once (across all clients).
+    pub max_tests: usize,
+    /// Time a data connection has to send its preamble.
+    pub handshake_timeout: Duration,
+    /// Longest silence on the control connection between tests.
+    pub idle_timeout: Duration,
+}
+
+impl Default for BenchServerConfig {
+    fn default() -> Self {
+        BenchServerConfig {
+            limits: Limits::default(),
+            max_tests: 8,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A memory file holding `n` bytes of payload, for zero-copy `sendfile`.
+pub(crate) fn zerocopy_file(n: usize) -> Result<OwnedFd, EngineError> {
+    let fd = rustix::fs::memfd_create("linerate-bench", rustix::fs::MemfdFlags::CLOEXEC)
+        .map_err(|e| EngineError::net("creating a memory file for zero-copy send", e.into()))?;
+    let mut f = std::fs::File::from(fd);
+    f.write_all(&io::pattern(n)).map_err(|e| EngineError::net("filling the zero-copy memory file", e))?;
+    Ok(OwnedFd::from(f))
+}
+
+fn random<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    // A failed RNG leaves zeros; such a cookie still only admits this test's own connections,
+    // and SystemRandom does not fail on Linux with getrandom.
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+    b
+}
+
+/// Run a benchmark session whose first frame was `BenchRequest(first)`; returns the number of
+/// tests run. `local` is the address the control connection arrived on: data ports open there.
+pub fn serve_session(
+    first: &[u8],
+    mut tx: SendHalf,
+    mut rx: RecvHalf,
+    local: IpAddr,
+    cfg: &BenchServerConfig,
+    running: &AtomicUsize,
+) -> Result<u64, EngineError> {
+    let mut machine = ServerMachine::default();
+    let mut doc = first.to_vec();
+    let mut tests = 0;
+    loop {
+        let spec = match machine.handle(&Frame::BenchRequest(&doc)) {
+            Ok(ServerEvent::Request(s)) => s,
+            Ok(_) => return fatal(&mut tx, ErrorCode::Protocol, "expected a test request".into()),
+            Err(e) => return fatal(&mut tx, ErrorCode::BadParams, e.to_string()),
+        };
+        if let Err(msg) = spec.validate(&cfg.limits) {
+            return fatal(&mut tx, ErrorCode::BadParams, msg);
+        }
+        if running.fetch_add(1, Relaxed) >= cfg.max_tests {
+            running.fetch_sub(1, Relaxed);
+            return fatal(&mut tx, ErrorCode::Busy, format!("{} tests are running; try again later", cfg.max_tests));
+        }
+        let r = run_test(&spec, &mut machine, &mut tx, &mut rx, local, cfg);
+        running.fetch_sub(1, Relaxed);
+        r?;
+        tests += 1;
+        // Wait for the next test or the end of the session.
+        rx.set_timeout(Some(cfg.idle_timeout));
+        match rx.recv() {
+            Ok(None) => return Ok(tests),
+            Ok(Some(plain)) => match frame::decode(plain) {
+                Ok((Frame::BenchRequest(d), _)) => doc = d.to_vec(),
+                Ok((f, _)) => {
+                    let msg = format!("expected a test request, got {f:?}");
+                    return fatal(&mut tx, ErrorCode::Protocol, msg);
+                }
+                Err(e) => return fatal(&mut tx, e.code(), e.to_string()),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn fatal<T>(tx: &mut SendHalf, code: ErrorCode, msg: String) -> Result<T, EngineError> {
+    let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
+    Err(EngineError::Remote { code, message: msg })
+}
+
+/// Read the client's next control frame, and check it against the machine.
+fn next_event(rx: &mut RecvHalf, machine: &mut ServerMachine, timeout: Duration) -> Result<ServerEvent, EngineError> {
+    rx.set_timeout(Some(timeout));
+    let plain = rx.recv()?.ok_or(ProtoError::Truncated("control connection closed mid-test"))?;
+    let (f, _) = frame::decode(plain)?;
+    Ok(machine.handle(&f)?)
+}
+
+fn run_test(
+    spec: &TestSpec,
+    machine: &mut ServerMachine,
+    tx: &mut SendHalf,
+    rx: &mut RecvHalf,
+    local: IpAddr,
+    cfg: &BenchServerConfig,
+) -> Result<(), EngineError> {
+    let conns = spec.initial_connections();
+    let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
+    let listener = bind_data(local, io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay })?;
+    let tcp_port = listener.local_addr().map_err(|e| EngineError::net("data port", e))?.port();
+    let udp_sock = if spec.kind == TestKind::UdpStream {
+        Some(
+            std::net::UdpSocket::bind(SocketAddr::new(local, 0))
+                .map_err(|e| EngineError::net("binding a UDP port", e))?,
+        )
+    } else {
+        None
+    };
+    let ready = Ready {
+        version: BENCH_DOC_VERSION,
+        test: random(),
+        cookie: random(),
+        tcp_port,
+        udp_port: udp_sock.as_ref().and_then(|u| u.local_addr().ok()).map(|a| a.port()),
+    };
+    // Workers and the acceptor run from admission on; sources wait for the start.
+    let zerocopy = if spec.zerocopy { Some(Arc::new(zerocopy_file(spec.msg_size as usize)?)) } else { None };
+    let wcfg =
+        io::WorkerConfig { counters: counters.clone(), write_size: scripts::write_size(spec), zerocopy, dialer: None };
+    let mut handles = Vec::new();
+    let mut threads = Vec::new();
+    let udp_side = match udp_sock {
+        Some(u) => Some(udp::Server::open(u, spec, &ready, counters.clone())?),
+        None => {
+            for _ in 0..worker_count(conns) {
+                let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
+                handles.push(h);
+                threads.push(std::thread::spawn(move || w.run()));
+            }
+            None
+        }
+    };
+    let accept_stop = Arc::new(AtomicBool::new(false));
+    let acceptor = {
+        let (stop, handles, ready, spec) = (accept_stop.clone(), handles.clone(), ready.clone(), spec.clone());
+        let deadline = cfg.handshake_timeout;
+        std::thread::spawn(move || accept_data(listener, &ready, &spec, conns, &handles, &stop, deadline))
+    };
+    let wind_down = |handles: &[WorkerHandle]| {
+        counters.stop.store(true, Relaxed);
+        accept_stop.store(true, Relaxed);
+        for h in handles {
+            let _ = h.waker.wake();
+        }
+    };
+    let result = (|| -> Result<(Sampler, Instant, Option<udp::Running>), EngineError> {
+        tx.send_frames(&[Frame::BenchReady(&encode_doc(&ready))])?;
+        machine.admitted();
+        // The client opens its data connections, then says Go (or Stop if it gave up).
+        let setup = cfg.handshake_timeout + Duration::from_millis(conns) + Duration::from_secs(30);
+        match next_event(rx, machine, setup)? {
+            ServerEvent::Go => {}
+            _ => return Err(ProtoError::Violation("the client stopped before the test started".into()).into()),
+        }
+        let start = counters.start_now();
+        for h in &handles {
+            let _ = h.waker.wake();
+        }
+        let running = udp_side.map(|u| u.start(spec));
+        tx.send_frames(&[Frame::BenchGo])?;
+        let sampler_stop = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let (c, st, iv) = (counters.clone(), sampler_stop.clone(), Duration::from_millis(spec.interval_ms));
+            std::thread::spawn(move || {
+                let mut s = Sampler::new(c, iv, start);
+                while s.tick(None, &st).is_some() {}
+                s
+            })
+        };
+        let limit = Duration::from_millis(spec.duration_ms + spec.omit_ms) + Duration::from_secs(30);
+        let ev = next_event(rx, machine, limit);
+        let now = Instant::now();
+        sampler_stop.store(true, Relaxed);
+        let sampler = sampler.join().map_err(|_| EngineError::Usage("the sampler thread panicked".into()))?;
+        match ev? {
+            ServerEvent::Stop => Ok((sampler, now, running)),
+            _ => Err(ProtoError::Violation("expected BenchStop".into()).into()),
+        }
+    })();
+    wind_down(&handles);
+    let accepted = acceptor.join().unwrap_or_default();
+    let mut tcp = Vec::new();
+    let mut buffers = None;
+    let mut errors = accepted;
+    for t in threads {
+        if let Ok(w) = t.join() {
+            tcp.extend(w.tcp);
+            buffers = buffers.or(w.buffers);
+            errors.extend(w.errors);
+        }
+    }
+    let (sampler, now, running) = result?;
+    errors.truncate(32);
+    let mut udp_counts = None;
+    if let Some(r) = running {
+        let (u, b) = r.join(&counters);
+        udp_counts = Some(u);
+        buffers = b;
+    }
+    let mut report = sampler.finish(now, buffers, errors);
+    report.udp = udp_counts;
+    report.host = super::stats::host_metadata();
+    for (slot, t) in tcp {
+        if let Some(c) = report.conns.get_mut(slot as usize) {
+            c.tcp = Some(t);
+        }
+    }
+    tx.send_frames(&[Frame::BenchResult(&encode_doc(&report))])?;
+    machine.finished();
+    Ok(())
+}
+
+/// The per-test listener; buffer sizes are set on it so accepted sockets inherit them before
+/// the handshake fixes the window scale.
+fn bind_data(ip: IpAddr, opts: io::SockOpts) -> Result<TcpListener, EngineError> {
+    let addr = SocketAddr::new(ip, 0);
+    let s =
+        socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))
+            .map_err(|e| EngineError::net("creating the data listener", e))?;
+    opts.apply(&socket2::SockRef::from(&s));
+    let bind = s.bind(&addr.into()).and_then(|()| s.listen(4096)).and_then(|()| s.set_nonblocking(true));
+    bind.map_err(|e| EngineError::net(format!("opening a data port on {ip}"), e))?;
+    Ok(TcpListener::from_std(std::net::TcpListener::from(s)))
+}
+
+/// A data connection that has not shown its whole preamble yet: socket, bytes so far, count, deadline.
+type Pending = (TcpStream, [u8; DATA_HELLO_LEN], usize, Instant);
+
+/// Accept data connections until `stop`: each must send a valid preamble within `deadline`,
+/// and at most [`MAX_PENDING`] may be waiting at once. Returns error lines (capped).
+fn accept_data(
+    mut listener: TcpListener,
+    ready: &Ready,
+    spec: &TestSpec,
+    conns: u64,
+    workers: &[WorkerHandle],
+    stop: &AtomicBool,
+    deadline: Duration,
+) -> Vec<String> {
+    const LISTENER: Token = Token(usize::MAX - 1);
+    let mut errors = Vec::new();
+    let Ok(mut poll) = Poll::new() else { return vec!["cannot create a poll set".into()] };
+    if poll.registry().register(&mut listener, LISTENER, Interest::READABLE).is_err() {
+        return vec!["cannot watch the data listener".into()];
+    }
+    let mut events = Events::with_capacity(1024);
+    let mut pending: Vec<Option<Pending>> = Vec::new();
+    let mut next_worker = 0usize;
+    let mut refused = 0u64;
+    while !stop.load(Relaxed) {
+        if poll.poll(&mut events, Some(Duration::from_millis(50))).is_err() {
+            continue;
+        }
+        let now = Instant::now();
+        for ev in events.iter() {
+            if ev.token() == LISTENER {
+                loop {
+                    match listener.accept() {
+                        Ok((mut s, _)) => {
+                            let live = pending.iter().filter(|p| p.is_some()).count();
+                            if live >= MAX_PENDING || workers.is_empty() {
+                                refused += 1;
+                                continue; // dropped: closed at once
+                            }
+                            let slot = pending.iter().position(Option::is_none).unwrap_or_else(|| {
+                                pending.push(None);
+                                pending.len() - 1
+                            });
+                            if poll.registry().register(&mut s, Token(slot), Interest::READABLE).is_ok() {
+                                pending[slot] = Some((s, [0; DATA_HELLO_LEN], 0, now + deadline));
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(_) => break,
+                    }
+                }
+                continue;
+            }
+            let k = ev.token().0;
+            let Some((s, buf, got, _)) = pending.get_mut(k).and_then(Option::as_mut) else { continue };
+            let verdict = loop {
+                match s.read(&mut buf[*got..]) {
+                    Ok(0) => break Some(false),
+                    Ok(n) => {
+                        *got += n;
+                        if *got == DATA_HELLO_LEN {
+                            break Some(true);
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break None,
+                    Err(_) => break Some(false),
+                }
+            };
+            let Some(complete) = verdict else { continue };
+            let Some((mut s, buf, _, _)) = pending[k].take() else { continue };
+            let _ = poll.registry().deregister(&mut s);
+            let hello = if complete { DataHello::decode(&buf).ok() } else { None };
+            match hello {
+                Some(h) if h.admits(ready, conns) => {
+                    if s.write(&DATA_ACK).ok() != Some(DATA_ACK.len()) {
+                        continue;
+                    }
+                    io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay }
+                        .apply(&socket2::SockRef::from(&s));
+                    let w = &workers[next_worker % workers.len()];
+                    next_worker += 1;
+                    w.give(Conn::new(s, h.conn, scripts::server_role(spec)));
+                }
+                _ => {
+                    refused += 1;
+                    if errors.len() < 4 {
+                        errors.push("a data connection with a wrong preamble or cookie was refused".to_string());
+                    }
+                }
+            }
+        }
+        // Drop connections that missed the preamble deadline.
+        for p in pending.iter_mut() {
+            if p.as_ref().is_some_and(|(_, _, _, d)| now >= *d) {
+                if let Some((mut s, ..)) = p.take() {
+                    let _ = poll.registry().deregister(&mut s);
+                    refused += 1;
+                }
+            }
+        }
+    }
+    if refused > 0 {
+        errors.push(format!("{refused} data connections refused (bad preamble, deadline or over the cap)"));
+    }
+    errors
+}

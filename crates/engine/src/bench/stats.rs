@@ -1,0 +1,434 @@
+//! From two sides' counts to the figures of a benchmark: goodput at the receiver, fairness
+//! (Jain's index), service demand, latency percentiles merged from HDR histograms, line-rate
+//! efficiency, and the confidence-interval rule for repeats.
+
+use hdrhistogram::Histogram;
+use linerate_proto::bench::{CpuShare, Direction, SideReport, TestKind, TestSpec};
+use serde::Serialize;
+use std::time::SystemTime;
+
+/// One test's outcome: the spec, both sides' reports and the client's latency histogram.
+#[derive(Debug, Clone)]
+pub struct TestResult {
+    /// What was run.
+    pub spec: TestSpec,
+    /// Wall-clock start.
+    pub started: SystemTime,
+    /// What the client counted.
+    pub local: SideReport,
+    /// What the server counted.
+    pub remote: SideReport,
+    /// Transaction latency (rr, crr, profile), measured by the client.
+    pub latency: Option<Latency>,
+}
+
+/// Latency percentiles, microseconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Latency {
+    /// Transactions measured.
+    pub count: u64,
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th.
+    pub p99: f64,
+    /// 99.9th.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// (percentile, µs) pairs for plotting, from the merged histogram.
+    pub curve: Vec<(f64, f64)>,
+}
+
+impl Latency {
+    /// Percentiles of a histogram of nanoseconds.
+    pub fn from_histogram(h: &Histogram<u64>) -> Latency {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let curve = [0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0]
+            .iter()
+            .map(|&p| (p, us(h.value_at_quantile(p / 100.0))))
+            .collect();
+        Latency {
+            count: h.len(),
+            min: us(h.min()),
+            mean: h.mean() / 1000.0,
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+            curve,
+        }
+    }
+}
+
+/// Spread of per-connection rates.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Fairness {
+    /// Slowest connection, bit/s.
+    pub min_bps: f64,
+    /// Fastest.
+    pub max_bps: f64,
+    /// Mean.
+    pub mean_bps: f64,
+    /// Population standard deviation.
+    pub stddev_bps: f64,
+    /// stddev / mean.
+    pub cov: f64,
+    /// Jain's fairness index: (Σx)² / (n·Σx²); 1 is perfectly fair, 1/n is one connection
+    /// taking everything.
+    pub jain: f64,
+    /// Connections that moved no data at all.
+    pub starved: u64,
+}
+
+/// Fairness of a set of rates (empty → None).
+pub fn fairness(rates: &[f64]) -> Option<Fairness> {
+    if rates.is_empty() {
+        return None;
+    }
+    let n = rates.len() as f64;
+    let sum: f64 = rates.iter().sum();
+    let sq: f64 = rates.iter().map(|r| r * r).sum();
+    let mean = sum / n;
+    let var = (sq / n - mean * mean).max(0.0);
+    Some(Fairness {
+        min_bps: rates.iter().copied().fold(f64::INFINITY, f64::min),
+        max_bps: rates.iter().copied().fold(0.0, f64::max),
+        mean_bps: mean,
+        stddev_bps: var.sqrt(),
+        cov: if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
+        jain: if sq > 0.0 { sum * sum / (n * sq) } else { 0.0 },
+        starved: rates.iter().filter(|r| **r <= 0.0).count() as u64,
+    })
+}
+
+/// The TCP payload rate a link can carry: Ethernet framing (preamble 8, header 14, FCS 4,
+/// inter-frame gap 12 = 38 bytes per frame) around an MTU that holds IP (20, or 40 for IPv6)
+/// and TCP (20, plus 12 with timestamps) headers. 10 GbE at MTU 1500 without timestamps:
+/// 10 × 1460 / 1538 = 9.49 Gbit/s.
+pub fn tcp_payload_rate(link_bps: f64, mtu: u32, ipv6: bool, timestamps: bool) -> f64 {
+    let hdr = if ipv6 { 40.0 } else { 20.0 } + 20.0 + if timestamps { 12.0 } else { 0.0 };
+    let mtu = f64::from(mtu);
+    if mtu <= hdr {
+        return 0.0;
+    }
+    link_bps * (mtu - hdr) / (mtu + 38.0)
+}
+
+/// (SO_SNDBUF, SO_RCVBUF) as the kernel granted them.
+pub type Buffers = (u32, u32);
+
+/// Figures of one test, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Goodput counted at the receivers, both directions together, bit/s.
+    pub throughput_bps: f64,
+    /// Client → server goodput (counted by the server).
+    pub send_bps: f64,
+    /// Server → client goodput (counted by the client).
+    pub receive_bps: f64,
+    /// Connections.
+    pub connections: u64,
+    /// Seconds counted.
+    pub seconds: f64,
+    /// Per-connection goodput fairness.
+    pub fairness: Option<Fairness>,
+    /// Jain's index (repeated for the contract's flat field).
+    pub jain: Option<f64>,
+    /// Transactions per second (rr, crr, profile).
+    pub transactions_per_s: Option<f64>,
+    /// Latency in microseconds.
+    pub latency_us: Option<Latency>,
+    /// Datagram loss at the receiver, percent.
+    pub loss_pct: Option<f64>,
+    /// Datagrams per second received.
+    pub packets_per_s: Option<f64>,
+    /// Receiver's mean jitter, µs.
+    pub jitter_us: Option<f64>,
+    /// Sender's datagram rate, bit/s (UDP: what was offered, against what arrived).
+    pub sender_bps: Option<f64>,
+    /// Both hosts' CPU.
+    pub cpu: CpuPair,
+    /// CPU µs per KB moved (netperf's service demand), per host.
+    pub service_demand_us_per_kb: (f64, f64),
+    /// CPU µs per transaction, per host.
+    pub service_demand_us_per_tran: Option<(f64, f64)>,
+    /// Retransmitted segments across connections (both sides' senders).
+    pub retransmits: u64,
+    /// Mean smoothed RTT over connections, µs (client side).
+    pub rtt_us: Option<f64>,
+    /// SO_SNDBUF / SO_RCVBUF granted, client and server.
+    pub buffers: (Option<Buffers>, Option<Buffers>),
+    /// Goodput against the link's TCP payload rate, when a link rate was given.
+    pub efficiency: Option<Efficiency>,
+    /// Errors either side saw.
+    pub errors: Vec<String>,
+}
+
+/// CPU of both hosts.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CpuPair {
+    /// The client.
+    pub local: CpuShare,
+    /// The server.
+    pub remote: CpuShare,
+}
+
+/// Goodput against the theoretical payload rate of the link.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Efficiency {
+    /// Link rate, bit/s.
+    pub link_bps: f64,
+    /// MTU.
+    pub mtu: u32,
+    /// TCP payload ceiling, bit/s.
+    pub ceiling_bps: f64,
+    /// Goodput / ceiling.
+    pub ratio: f64,
+}
+
+fn busy_core_seconds(c: &CpuShare, seconds: f64) -> f64 {
+    (1.0 - c.idle).max(0.0) * f64::from(c.cores.max(1)) * seconds
+}
+
+impl TestResult {
+    /// Compute the summary; `link` is an optional (link rate bit/s, MTU) for efficiency.
+    pub fn summary(&self, link: Option<(f64, u32)>) -> Summary {
+        let (l, r) = (&self.local, &self.remote);
+        let rate = |bytes: u64, secs: f64| if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 };
+        let udp = self.spec.kind == TestKind::UdpStream;
+        let rx_l: u64 = l.conns.iter().map(|c| c.rx).sum();
+        let rx_r: u64 = r.conns.iter().map(|c| c.rx).sum();
+        let (send_bps, receive_bps) = (rate(rx_r, r.seconds), rate(rx_l, l.seconds));
+        let throughput = send_bps + receive_bps;
+        // Per-connection goodput where the bulk of it lands.
+        let per_conn: Vec<f64> = {
+            let (side, secs) = match (self.spec.kind, self.spec.direction) {
+                (TestKind::TcpStream | TestKind::UdpStream, Direction::Receive) => (l, l.seconds),
+                (TestKind::TcpStream | TestKind::UdpStream, _) => (r, r.seconds),
+                _ => (l, l.seconds),
+            };
+            let other = if std::ptr::eq(side, l) { r } else { l };
+            side.conns
+                .iter()
+                .map(|c| {
+                    let bidir = self.spec.direction == Direction::Bidir && self.spec.kind == TestKind::TcpStream;
+                    let extra = if bidir { other.conns.get(c.id as usize).map_or(0, |o| o.rx) } else { 0 };
+                    rate(c.rx + extra + if self.spec.kind == TestKind::TcpStream || udp { 0 } else { c.tx }, secs)
+                })
+                .collect()
+        };
+        let fair = fairness(&per_conn);
+        let trans = matches!(self.spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile);
+        let tps = (trans && l.seconds > 0.0)
+            .then(|| self.latency.as_ref().map_or(l.transactions, |x| x.count) as f64 / l.seconds);
+        let kb = (rx_l + rx_r).max(1) as f64 / 1000.0;
+        let (busy_l, busy_r) = (busy_core_seconds(&l.cpu, l.seconds), busy_core_seconds(&r.cpu, r.seconds));
+        let sd = (busy_l * 1e6 / kb, busy_r * 1e6 / kb);
+        let sd_tran = tps.filter(|t| *t > 0.0).map(|t| {
+            let n = t * l.seconds;
+            (busy_l * 1e6 / n, busy_r * 1e6 / n)
+        });
+        let (loss_pct, pps, jitter, sender_bps) = if udp {
+            let (snd, rcv, rcv_side) = match self.spec.direction {
+                Direction::Receive => (r, l, l),
+                _ => (l, r, r),
+            };
+            let sent = snd.udp.map_or(0, |u| u.sent);
+            let got = rcv.udp.map_or(0, |u| u.received);
+            let loss = if sent > 0 { 100.0 * (sent.saturating_sub(got)) as f64 / sent as f64 } else { 0.0 };
+            let tx: u64 = snd.conns.iter().map(|c| c.tx).sum();
+            (
+                Some(loss),
+                Some(if rcv_side.seconds > 0.0 { got as f64 / rcv_side.seconds } else { 0.0 }),
+                rcv.udp.map(|u| u.jitter_us),
+                Some(rate(tx, snd.seconds)),
+            )
+        } else {
+            (None, None, None, None)
+        };
+        let samples: Vec<_> = l.conns.iter().filter_map(|c| c.tcp).collect();
+        let retransmits = samples.iter().map(|t| u64::from(t.retrans)).sum::<u64>()
+            + r.conns.iter().filter_map(|c| c.tcp).map(|t| u64::from(t.retrans)).sum::<u64>();
+        let rtt = (!samples.is_empty())
+            .then(|| samples.iter().map(|t| f64::from(t.rtt_us)).sum::<f64>() / samples.len() as f64);
+        let efficiency = link.map(|(bps, mtu)| {
+            let ceiling = if udp {
+                bps * (f64::from(mtu) - 28.0) / (f64::from(mtu) + 38.0)
+            } else {
+                tcp_payload_rate(bps, mtu, false, timestamps_on())
+            };
+            let per_dir = if self.spec.direction == Direction::Bidir { throughput / 2.0 } else { throughput };
+            Efficiency {
+                link_bps: bps,
+                mtu,
+                ceiling_bps: ceiling,
+                ratio: if ceiling > 0.0 { per_dir / ceiling } else { 0.0 },
+            }
+        });
+        let mut errors = l.errors.clone();
+        errors.extend(r.errors.iter().map(|e| format!("server: {e}")));
+        Summary {
+            throughput_bps: throughput,
+            send_bps,
+            receive_bps,
+            connections: self.spec.initial_connections(),
+            seconds: l.seconds,
+            jain: fair.map(|f| f.jain),
+            fairness: fair,
+            transactions_per_s: tps,
+            latency_us: self.latency.clone(),
+            loss_pct,
+            packets_per_s: pps,
+            jitter_us: jitter,
+            sender_bps,
+            cpu: CpuPair { local: l.cpu, remote: r.cpu },
+            service_demand_us_per_kb: sd,
+            service_demand_us_per_tran: sd_tran,
+            retransmits,
+            rtt_us: rtt,
+            buffers: (l.buffers, r.buffers),
+            efficiency,
+            errors,
+        }
+    }
+}
+
+fn timestamps_on() -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_timestamps").map_or(true, |s| s.trim() != "0")
+}
+
+/// Two-sided Student t critical values for 95% and 99% confidence, by degrees of freedom 1..30.
+const T95: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+    2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+];
+const T99: [f64; 30] = [
+    63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977, 2.947, 2.921,
+    2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750,
+];
+
+/// Mean and confidence interval of repeated measurements.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Confidence {
+    /// Runs.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Half-width of the interval.
+    pub half_width: f64,
+    /// Level, percent (95 or 99).
+    pub level: u32,
+    /// Half-width as a percentage of the mean.
+    pub width_pct: f64,
+}
+
+/// The confidence interval of `xs` at `level` (95 or 99) percent; None for fewer than 2 values.
+pub fn confidence(xs: &[f64], level: u32) -> Option<Confidence> {
+    let n = xs.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let table = if level >= 99 { &T99 } else { &T95 };
+    let t = table[(n - 2).min(table.len() - 1)];
+    let hw = t * (var / n as f64).sqrt();
+    Some(Confidence {
+        n,
+        mean,
+        half_width: hw,
+        level: if level >= 99 { 99 } else { 95 },
+        width_pct: if mean != 0.0 { 100.0 * hw / mean.abs() } else { 0.0 },
+    })
+}
+
+/// netperf's stopping rule: stop once the interval's full width is within `width_pct` percent
+/// of the mean (netperf `-I 99,5`: ±2.5%), after at least `min` runs.
+pub fn confident_enough(xs: &[f64], level: u32, width_pct: f64, min: usize) -> bool {
+    xs.len() >= min.max(2) && confidence(xs, level).is_some_and(|c| 2.0 * c.width_pct <= width_pct)
+}
+
+/// Host description for reports: kernel, CPU, cores, congestion control, and each interface's
+/// MTU, speed, qdisc and offloads ([`crate::host::metadata`]), plus the TCP buffer limits.
+pub fn host_metadata() -> serde_json::Value {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
+    let mut v = serde_json::to_value(crate::host::metadata()).unwrap_or(serde_json::Value::Null);
+    if let Some(m) = v.as_object_mut() {
+        for (k, p) in [
+            ("tcp_timestamps", "/proc/sys/net/ipv4/tcp_timestamps"),
+            ("default_qdisc", "/proc/sys/net/core/default_qdisc"),
+            ("rmem_max", "/proc/sys/net/core/rmem_max"),
+            ("wmem_max", "/proc/sys/net/core/wmem_max"),
+            ("tcp_rmem", "/proc/sys/net/ipv4/tcp_rmem"),
+            ("tcp_wmem", "/proc/sys/net/ipv4/tcp_wmem"),
+        ] {
+            m.insert(k.into(), serde_json::Value::String(read(p)));
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_is_one_when_fair_and_one_over_n_when_one_takes_all() {
+        let f = fairness(&[5.0, 5.0, 5.0, 5.0]).unwrap();
+        assert!((f.jain - 1.0).abs() < 1e-12 && f.cov.abs() < 1e-12);
+        let f = fairness(&[8.0, 0.0, 0.0, 0.0]).unwrap();
+        assert!((f.jain - 0.25).abs() < 1e-12);
+        assert_eq!(f.starved, 3);
+        let f = fairness(&[1.0, 3.0]).unwrap();
+        assert!((f.jain - 0.8).abs() < 1e-12, "16 / (2 * 10)");
+        assert!((f.stddev_bps - 1.0).abs() < 1e-12);
+        assert!(fairness(&[]).is_none());
+    }
+
+    #[test]
+    fn ten_gbe_at_1500_carries_9_49_gbit_of_tcp_payload() {
+        let r = tcp_payload_rate(10e9, 1500, false, false);
+        assert!((r / 1e9 - 9.4928).abs() < 1e-3, "{r}");
+        let j = tcp_payload_rate(10e9, 9000, false, false);
+        assert!(j > 9.9e9 && j < 9.95e9, "{j}");
+        assert!(tcp_payload_rate(10e9, 1500, false, true) < r);
+        assert_eq!(tcp_payload_rate(10e9, 40, false, false), 0.0);
+    }
+
+    #[test]
+    fn confidence_interval_and_stopping_rule() {
+        let c = confidence(&[10.0, 12.0], 95).unwrap();
+        // mean 11, s = sqrt(2), hw = 12.706 * sqrt(2)/sqrt(2) = 12.706
+        assert!((c.mean - 11.0).abs() < 1e-12 && (c.half_width - 12.706).abs() < 1e-9);
+        assert!(!confident_enough(&[10.0, 12.0], 95, 5.0, 2));
+        let tight = [100.0, 100.5, 99.5, 100.2, 99.8];
+        assert!(confident_enough(&tight, 99, 5.0, 3));
+        assert!(!confident_enough(&tight, 99, 5.0, 6), "minimum runs not reached");
+        assert!(confidence(&[1.0], 95).is_none());
+    }
+
+    #[test]
+    fn latency_percentiles_come_from_the_merged_histogram() {
+        let mut a = crate::bench::io::new_histogram();
+        let mut b = crate::bench::io::new_histogram();
+        for i in 1..=900u64 {
+            a.record(i * 1000).unwrap(); // 1..900 µs
+        }
+        for i in 1..=100u64 {
+            b.record(1_000_000 + i * 1000).unwrap(); // 1001..1100 µs: the slow connection
+        }
+        a.add(&b).unwrap();
+        let l = Latency::from_histogram(&a);
+        assert_eq!(l.count, 1000);
+        assert!((l.p50 - 500.0).abs() < 1.0, "{}", l.p50);
+        assert!(l.p99 > 1000.0, "the slow connection's tail shows in p99: {}", l.p99);
+        assert!((l.max - 1100.0).abs() < 2.0);
+    }
+}

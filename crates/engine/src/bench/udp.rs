@@ -1,0 +1,377 @@
+//! udp-stream: paced datagrams with sequence numbers, counted at the receiver (loss, reordering,
+//! duplicates, jitter). Each client socket first registers its address with the server by a
+//! datagram carrying the test's tag, so the server knows which socket is which connection and,
+//! in reverse mode, where to send.
+
+use super::Counters;
+use crate::EngineError;
+use linerate_proto::bench::{Direction, Ready, TestSpec, UdpCounts, UdpHeader, UDP_HEADER_LEN};
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Sequence number of a registration datagram (its `sent_ns` carries the connection index).
+const REGISTER: u64 = u64::MAX;
+/// Width of the window that tells duplicates from late arrivals.
+const WINDOW: u64 = 4096;
+
+/// Per-connection receive bookkeeping.
+#[derive(Default, Clone)]
+struct RecvState {
+    next: u64,
+    seen: Vec<u64>,
+    received: u64,
+    bytes: u64,
+    ooo: u64,
+    dups: u64,
+    jitter_ns: f64,
+    last_transit: Option<i128>,
+}
+
+impl RecvState {
+    fn on_datagram(&mut self, h: &UdpHeader, len: usize, arrival_ns: u64) {
+        if self.seen.is_empty() {
+            self.seen = vec![0; (WINDOW / 64) as usize];
+        }
+        let seq = h.seq;
+        if seq + WINDOW < self.next {
+            self.ooo += 1; // too old to tell; counted as late
+            return;
+        }
+        let bit = |s: u64| ((s % WINDOW) / 64) as usize;
+        let mask = |s: u64| 1u64 << (s % 64);
+        if seq >= self.next {
+            // Clear the window slots we skip over.
+            let mut s = self.next;
+            while s <= seq && s < self.next + WINDOW {
+                self.seen[bit(s)] &= !mask(s);
+                s += 1;
+            }
+            if seq > self.next + WINDOW {
+                self.seen.iter_mut().for_each(|w| *w = 0);
+            }
+            self.next = seq + 1;
+        } else if self.seen[bit(seq)] & mask(seq) != 0 {
+            self.dups += 1;
+            return;
+        } else {
+            self.ooo += 1;
+        }
+        self.seen[bit(seq)] |= mask(seq);
+        self.received += 1;
+        self.bytes += len as u64;
+        let transit = i128::from(arrival_ns) - i128::from(h.sent_ns);
+        if let Some(prev) = self.last_transit {
+            let d = (transit - prev).abs() as f64;
+            self.jitter_ns += (d - self.jitter_ns) / 16.0;
+        }
+        self.last_transit = Some(transit);
+    }
+}
+
+fn merge(states: &[RecvState], sent: u64) -> UdpCounts {
+    let n = states.iter().filter(|s| s.received > 0).count().max(1) as f64;
+    UdpCounts {
+        sent,
+        received: states.iter().map(|s| s.received).sum(),
+        bytes: states.iter().map(|s| s.bytes).sum(),
+        out_of_order: states.iter().map(|s| s.ooo).sum(),
+        duplicates: states.iter().map(|s| s.dups).sum(),
+        expected: states.iter().map(|s| s.next).sum(),
+        jitter_us: states.iter().map(|s| s.jitter_ns).sum::<f64>() / n / 1000.0,
+    }
+}
+
+fn tag(ready: &Ready) -> [u8; 8] {
+    let mut t = [0u8; 8];
+    t.copy_from_slice(&ready.cookie[..8]);
+    t
+}
+
+/// Send paced datagrams on `socks` (slot, socket, destination) until `counters.stop`.
+fn send_loop(
+    socks: &[(u32, Arc<UdpSocket>, Option<SocketAddr>)],
+    spec: &TestSpec,
+    tag: [u8; 8],
+    counters: &Counters,
+    total_conns: u64,
+) -> u64 {
+    let size = spec.msg_size as usize;
+    let mut buf = super::io::pattern(size);
+    let pps = spec.rate.map(|r| r as f64 / 8.0 / size as f64 / total_conns.max(1) as f64);
+    let start = Instant::now();
+    let mut seqs = vec![0u64; socks.len()];
+    let mut sent = 0u64;
+    while !counters.stop.load(Relaxed) {
+        let elapsed = start.elapsed().as_secs_f64();
+        let mut idle = true;
+        for (k, (slot, s, to)) in socks.iter().enumerate() {
+            let due = pps.map_or(seqs[k] + 64, |p| (p * elapsed) as u64 + 1);
+            let mut burst = 0;
+            while seqs[k] < due && burst < 64 {
+                let now_ns = counters.since_start().as_nanos() as u64;
+                UdpHeader { tag, seq: seqs[k], sent_ns: now_ns }.write(&mut buf[..UDP_HEADER_LEN]);
+                let r = match to {
+                    Some(a) => s.send_to(&buf, a),
+                    None => s.send(&buf),
+                };
+                match r {
+                    Ok(n) => {
+                        counters.add_tx(*slot as usize, n);
+                        seqs[k] += 1;
+                        sent += 1;
+                        burst += 1;
+                        idle = false;
+                    }
+                    // A full socket buffer or an ICMP error from a closed port: try again later.
+                    Err(_) => break,
+                }
+            }
+        }
+        if idle {
+            let wait = pps.map_or(Duration::from_micros(50), |p| Duration::from_secs_f64((1.0 / p).min(0.005)));
+            std::thread::sleep(wait);
+        }
+    }
+    sent
+}
+
+/// A UDP test in progress on one side.
+pub(crate) struct Running {
+    senders: Vec<JoinHandle<u64>>,
+    receivers: Vec<JoinHandle<Vec<RecvState>>>,
+    buffers: Option<(u32, u32)>,
+}
+
+impl Running {
+    /// Wait for the threads (the caller set `counters.stop`) and merge the counts.
+    pub(crate) fn join(self, counters: &Counters) -> (UdpCounts, Option<(u32, u32)>) {
+        counters.stop.store(true, Relaxed);
+        let sent = self.senders.into_iter().filter_map(|t| t.join().ok()).sum();
+        let states: Vec<RecvState> = self.receivers.into_iter().filter_map(|t| t.join().ok()).flatten().collect();
+        (merge(&states, sent), self.buffers)
+    }
+}
+
+fn buffers_of(s: &UdpSocket) -> Option<(u32, u32)> {
+    let r = socket2::SockRef::from(s);
+    Some((r.send_buffer_size().ok()? as u32, r.recv_buffer_size().ok()? as u32))
+}
+
+fn apply_bufs(s: &UdpSocket, spec: &TestSpec) {
+    let r = socket2::SockRef::from(s);
+    if let Some(b) = spec.sndbuf {
+        let _ = r.set_send_buffer_size(b as usize);
+    }
+    if let Some(b) = spec.rcvbuf {
+        let _ = r.set_recv_buffer_size(b as usize);
+    }
+}
+
+/// The client's sockets.
+pub(crate) struct Client {
+    socks: Vec<Arc<UdpSocket>>,
+    tag: [u8; 8],
+    counters: Arc<Counters>,
+}
+
+impl Client {
+    pub(crate) fn open(
+        spec: &TestSpec,
+        ready: &Ready,
+        target: SocketAddr,
+        counters: Arc<Counters>,
+    ) -> Result<Client, EngineError> {
+        let bind: SocketAddr =
+            if target.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+        let mut socks = Vec::new();
+        for i in 0..spec.connections {
+            let s = UdpSocket::bind(bind).map_err(|e| EngineError::net("binding a UDP socket", e))?;
+            apply_bufs(&s, spec);
+            s.connect(target).map_err(|e| EngineError::net(format!("connecting UDP to {target}"), e))?;
+            s.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| EngineError::net("UDP timeout", e))?;
+            // Register (three times: this is UDP) so the server knows this socket's address.
+            let mut reg = [0u8; UDP_HEADER_LEN];
+            UdpHeader { tag: tag(ready), seq: REGISTER, sent_ns: u64::from(i) }.write(&mut reg);
+            for _ in 0..3 {
+                let _ = s.send(&reg);
+            }
+            socks.push(Arc::new(s));
+        }
+        // Give the registrations a moment to land before the start.
+        std::thread::sleep(Duration::from_millis(20));
+        Ok(Client { socks, tag: tag(ready), counters })
+    }
+
+    pub(crate) fn start(self, spec: &TestSpec) -> Running {
+        let buffers = self.socks.first().and_then(|s| buffers_of(s));
+        let mut run = Running { senders: Vec::new(), receivers: Vec::new(), buffers };
+        let total = self.socks.len() as u64;
+        match spec.direction {
+            Direction::Send | Direction::Bidir => {
+                let threads = super::worker_count(total);
+                for t in 0..threads {
+                    let mine: Vec<_> = self
+                        .socks
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| i % threads == t)
+                        .map(|(i, s)| (i as u32, s.clone(), None))
+                        .collect();
+                    let (spec, c, tag) = (spec.clone(), self.counters.clone(), self.tag);
+                    run.senders.push(std::thread::spawn(move || send_loop(&mine, &spec, tag, &c, total)));
+                }
+            }
+            Direction::Receive => {
+                for (i, s) in self.socks.iter().enumerate() {
+                    let (s, c, tag) = (s.clone(), self.counters.clone(), self.tag);
+                    run.receivers.push(std::thread::spawn(move || {
+                        let mut st = RecvState::default();
+                        let mut buf = vec![0u8; 65_536];
+                        while !c.stop.load(Relaxed) {
+                            if let Ok(n) = s.recv(&mut buf) {
+                                if let Some(h) =
+                                    UdpHeader::read(&buf[..n]).filter(|h| h.tag == tag && h.seq != REGISTER)
+                                {
+                                    c.add_rx(i, n);
+                                    st.on_datagram(&h, n, c.since_start().as_nanos() as u64);
+                                }
+                            }
+                        }
+                        vec![st]
+                    }));
+                }
+            }
+        }
+        run
+    }
+}
+
+/// The server's socket and the registered client addresses.
+pub(crate) struct Server {
+    sock: Arc<UdpSocket>,
+    tag: [u8; 8],
+    counters: Arc<Counters>,
+    conns: u64,
+    peers: Arc<Mutex<HashMap<SocketAddr, u32>>>,
+    registrar: Option<JoinHandle<()>>,
+    reg_stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Server {
+    pub(crate) fn open(
+        sock: UdpSocket,
+        spec: &TestSpec,
+        ready: &Ready,
+        counters: Arc<Counters>,
+    ) -> Result<Server, EngineError> {
+        apply_bufs(&sock, spec);
+        sock.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| EngineError::net("UDP timeout", e))?;
+        let sock = Arc::new(sock);
+        let peers = Arc::new(Mutex::new(HashMap::new()));
+        let reg_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Before the start, only registrations are read.
+        let registrar = {
+            let (s, p, stop, t, n) =
+                (sock.clone(), peers.clone(), reg_stop.clone(), tag(ready), u64::from(spec.connections));
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 2048];
+                while !stop.load(Relaxed) {
+                    if let Ok((len, from)) = s.recv_from(&mut buf) {
+                        register(&buf[..len], from, t, n, &p);
+                    }
+                }
+            })
+        };
+        Ok(Server {
+            sock,
+            tag: tag(ready),
+            counters,
+            conns: u64::from(spec.connections),
+            peers,
+            registrar: Some(registrar),
+            reg_stop,
+        })
+    }
+
+    pub(crate) fn start(mut self, spec: &TestSpec) -> Running {
+        self.reg_stop.store(true, Relaxed);
+        if let Some(r) = self.registrar.take() {
+            let _ = r.join();
+        }
+        let buffers = buffers_of(&self.sock);
+        let mut run = Running { senders: Vec::new(), receivers: Vec::new(), buffers };
+        let (s, c, t, n, p) = (self.sock.clone(), self.counters.clone(), self.tag, self.conns, self.peers.clone());
+        match spec.direction {
+            Direction::Send | Direction::Bidir => {
+                run.receivers.push(std::thread::spawn(move || {
+                    let mut states = vec![RecvState::default(); n as usize];
+                    let mut buf = vec![0u8; 65_536];
+                    while !c.stop.load(Relaxed) {
+                        let Ok((len, from)) = s.recv_from(&mut buf) else { continue };
+                        let Some(h) = UdpHeader::read(&buf[..len]).filter(|h| h.tag == t) else { continue };
+                        if h.seq == REGISTER {
+                            register(&buf[..len], from, t, n, &p);
+                            continue;
+                        }
+                        let slot = p.lock().ok().and_then(|m| m.get(&from).copied());
+                        if let Some(st) = slot.and_then(|i| states.get_mut(i as usize)) {
+                            c.add_rx(slot.unwrap_or(0) as usize, len);
+                            st.on_datagram(&h, len, c.since_start().as_nanos() as u64);
+                        }
+                    }
+                    states
+                }));
+            }
+            Direction::Receive => {
+                let spec = spec.clone();
+                run.senders.push(std::thread::spawn(move || {
+                    let peers: Vec<_> = p
+                        .lock()
+                        .map(|m| m.iter().map(|(a, i)| (*i, s.clone(), Some(*a))).collect())
+                        .unwrap_or_default();
+                    send_loop(&peers, &spec, t, &c, n)
+                }));
+            }
+        }
+        run
+    }
+}
+
+fn register(b: &[u8], from: SocketAddr, t: [u8; 8], conns: u64, peers: &Mutex<HashMap<SocketAddr, u32>>) {
+    if let Some(h) = UdpHeader::read(b).filter(|h| h.tag == t && h.seq == REGISTER && h.sent_ns < conns) {
+        if let Ok(mut m) = peers.lock() {
+            if m.len() < conns as usize || m.contains_key(&from) {
+                m.insert(from, h.sent_ns as u32);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(seq: u64) -> UdpHeader {
+        UdpHeader { tag: [0; 8], seq, sent_ns: seq * 1000 }
+    }
+
+    #[test]
+    fn loss_reordering_and_duplicates_are_told_apart() {
+        let mut st = RecvState::default();
+        for s in [0, 1, 3, 2, 2, 5, 6] {
+            st.on_datagram(&h(s), 100, s * 1000 + 50);
+        }
+        let c = merge(&[st], 8);
+        assert_eq!(c.received, 6, "{:?}", c.received);
+        assert_eq!(c.duplicates, 1);
+        assert_eq!(c.out_of_order, 1, "2 arrived after 3");
+        assert_eq!(c.expected, 7, "highest seq 6 + 1");
+        assert_eq!(c.sent - c.received, 2, "4 and 7 lost");
+        assert_eq!(c.bytes, 600);
+        assert!(c.jitter_us.abs() < 1e-9, "constant transit time means no jitter");
+    }
+}

@@ -1,0 +1,334 @@
+//! Integration tests: every benchmark test kind against a real agent on loopback, refusals of bad
+//! parameters, and clients that misbehave without blocking others.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
+use linerate_engine::conn;
+use linerate_engine::secret::Secret;
+use linerate_engine::server::{Server, ServerConfig, ServerHandle};
+use linerate_engine::EngineError;
+use linerate_proto::bench::{
+    decode_doc, encode_doc, DataHello, Direction, FlowOp, Group, Profile, Ready, Size, TestKind, TestSpec, Transaction,
+};
+use linerate_proto::frame::{self, Frame};
+use linerate_proto::hello::StreamKind;
+use linerate_proto::ErrorCode;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+fn agent(tune: impl FnOnce(&mut ServerConfig)) -> (ServerHandle, Secret) {
+    let secret = Secret::generate().unwrap();
+    let mut cfg = ServerConfig::bench_only("127.0.0.1:0".parse().unwrap(), secret.clone());
+    cfg.log = false;
+    cfg.handshake_timeout = Duration::from_secs(2);
+    cfg.bench.handshake_timeout = Duration::from_secs(2);
+    tune(&mut cfg);
+    (Server::bind(cfg).unwrap().spawn(), secret)
+}
+
+fn client(h: &ServerHandle, secret: &Secret) -> Result<BenchClient, EngineError> {
+    BenchClient::connect(BenchClientConfig {
+        addr: h.addr,
+        secret: secret.clone(),
+        suite: conn::preferred_suite(),
+        timeout: Duration::from_secs(10),
+    })
+}
+
+fn spec(kind: TestKind, conns: u32, ms: u64) -> TestSpec {
+    let mut s = TestSpec::new(kind);
+    s.connections = conns;
+    s.duration_ms = ms;
+    s.interval_ms = 100;
+    s
+}
+
+fn run(h: &ServerHandle, secret: &Secret, s: &TestSpec) -> TestResult {
+    let mut lines = 0;
+    let r = client(h, secret).unwrap().run(s, &mut |_| lines += 1).unwrap();
+    assert!(lines >= 1, "interval reports were produced");
+    r
+}
+
+#[test]
+fn tcp_stream_each_direction_counts_at_the_receiver() {
+    let (h, secret) = agent(|_| {});
+    for dir in [Direction::Send, Direction::Receive, Direction::Bidir] {
+        let mut s = spec(TestKind::TcpStream, 3, 400);
+        s.direction = dir;
+        let r = run(&h, &secret, &s);
+        let sum = r.summary(Some((10e9, 1500)));
+        let (rx_srv, rx_cli): (u64, u64) =
+            (r.remote.conns.iter().map(|c| c.rx).sum(), r.local.conns.iter().map(|c| c.rx).sum());
+        match dir {
+            Direction::Send => assert!(rx_srv > 1_000_000 && rx_cli == 0, "{dir:?}: {rx_srv} {rx_cli}"),
+            Direction::Receive => assert!(rx_cli > 1_000_000 && rx_srv == 0, "{dir:?}: {rx_srv} {rx_cli}"),
+            Direction::Bidir => assert!(rx_cli > 1_000_000 && rx_srv > 1_000_000, "{dir:?}: {rx_srv} {rx_cli}"),
+        }
+        // What the receiver counted cannot exceed what the sender wrote.
+        let tx_cli: u64 = r.local.conns.iter().map(|c| c.tx).sum();
+        assert!(rx_srv <= tx_cli + 1, "server got {rx_srv}, client sent {tx_cli}");
+        assert_eq!(r.remote.conns.len(), 3);
+        assert!(sum.throughput_bps > 1e6, "{}", sum.throughput_bps);
+        let f = sum.fairness.unwrap();
+        assert!(f.jain > 0.3 && f.jain <= 1.0 + 1e-9, "{f:?}");
+        assert!(sum.efficiency.unwrap().ceiling_bps > 9.0e9);
+        assert!(r.local.conns.iter().all(|c| c.tcp.is_some_and(|t| t.mss > 0)), "TCP_INFO on every connection");
+        assert!(r.remote.cpu.cores >= 1 && r.remote.cpu.idle < 1.0);
+        assert!(r.local.buffers.is_some_and(|(s, r)| s > 0 && r > 0));
+        assert!(r.remote.host["kernel"].is_string());
+    }
+}
+
+#[test]
+fn tcp_rr_closed_and_open_loop_measure_latency() {
+    let (h, secret) = agent(|_| {});
+    let mut s = spec(TestKind::TcpRr, 2, 300);
+    s.msg_size = 100;
+    s.resp_size = 2000;
+    let r = run(&h, &secret, &s);
+    let l = r.latency.clone().unwrap();
+    assert!(l.count > 100, "{l:?}");
+    assert!(l.min <= l.p50 && l.p50 <= l.p99 && l.p99 <= l.max);
+    // Every transaction moved exactly 100 bytes up and 2000 down.
+    let up: u64 = r.remote.conns.iter().map(|c| c.rx).sum();
+    assert_eq!(up % 100, 0);
+    assert!(r.remote.transactions > 0);
+    // Open loop at 400/s for 0.5 s: close to 200 transactions, not as many as the loop can do.
+    let mut s = spec(TestKind::TcpRr, 4, 500);
+    s.rate = Some(400);
+    let r = run(&h, &secret, &s);
+    let n = r.latency.unwrap().count;
+    assert!((150..=230).contains(&n), "open loop ran {n} transactions");
+}
+
+#[test]
+fn tcp_crr_opens_a_connection_per_transaction() {
+    let (h, secret) = agent(|_| {});
+    let r = run(&h, &secret, &spec(TestKind::TcpCrr, 2, 300));
+    let l = r.latency.unwrap();
+    assert!(l.count > 20, "{l:?}");
+    // The server answered one transaction per connection and counted them.
+    assert!(r.remote.transactions >= l.count.saturating_sub(2), "{} vs {}", r.remote.transactions, l.count);
+    assert!(r.local.errors.is_empty(), "{:?}", r.local.errors);
+}
+
+#[test]
+fn udp_stream_counts_loss_at_the_receiver_both_ways() {
+    let (h, secret) = agent(|_| {});
+    for dir in [Direction::Send, Direction::Receive] {
+        let mut s = spec(TestKind::UdpStream, 2, 400);
+        s.direction = dir;
+        s.msg_size = 64;
+        s.rate = Some(20_000_000); // 20 Mbit/s of 64-byte datagrams: ~39k packets/s
+        let r = run(&h, &secret, &s);
+        let sum = r.summary(None);
+        let (snd, rcv) = if dir == Direction::Send { (&r.local, &r.remote) } else { (&r.remote, &r.local) };
+        let (sent, got) = (snd.udp.unwrap().sent, rcv.udp.unwrap().received);
+        assert!(sent > 5_000, "{dir:?}: sent {sent}");
+        assert!(got > 0 && got <= sent, "{dir:?}: got {got} of {sent}");
+        let loss = sum.loss_pct.unwrap();
+        assert!((0.0..=100.0).contains(&loss));
+        assert!((loss - 100.0 * (sent - got) as f64 / sent as f64).abs() < 1e-9);
+        assert!(sum.packets_per_s.unwrap() > 1000.0);
+        // Paced: the offered rate is near the target, not the loop's maximum.
+        let offered = sum.sender_bps.unwrap();
+        assert!(offered < 30e6 && offered > 10e6, "{dir:?}: offered {offered}");
+    }
+}
+
+#[test]
+fn profile_runs_gets_with_reconnects_and_random_sizes() {
+    let (h, secret) = agent(|_| {});
+    let size = |a, b| Size { min: a, max: b };
+    let p = Profile {
+        name: "mix".into(),
+        description: String::new(),
+        groups: vec![
+            Group {
+                name: "get".into(),
+                connections: 3,
+                transactions: vec![Transaction {
+                    iterations: Some(5),
+                    duration_ms: None,
+                    rate: None,
+                    flowops: vec![
+                        FlowOp::Connect,
+                        FlowOp::Write { size: size(100, 100) },
+                        FlowOp::Read { size: size(50_000, 50_000) },
+                        FlowOp::Disconnect,
+                    ],
+                }],
+            },
+            Group {
+                name: "rr".into(),
+                connections: 2,
+                transactions: vec![Transaction {
+                    iterations: None,
+                    duration_ms: Some(200),
+                    rate: None,
+                    flowops: vec![FlowOp::Write { size: size(1, 1000) }, FlowOp::Read { size: size(1, 5000) }],
+                }],
+            },
+        ],
+    };
+    let mut s = spec(TestKind::Profile, 0, 400);
+    s.profile = Some(p);
+    let r = run(&h, &secret, &s);
+    // The GET group did exactly 5 × 50,000 bytes per connection.
+    for slot in 0..3 {
+        assert_eq!(r.local.conns[slot].rx, 250_000, "slot {slot}");
+        assert_eq!(r.local.conns[slot].tx, 500);
+    }
+    assert!(r.local.conns[3].rx > 0 && r.local.conns[4].rx > 0);
+    assert!(r.latency.unwrap().count >= 15);
+    assert!(r.local.errors.is_empty(), "{:?}", r.local.errors);
+}
+
+#[test]
+fn bad_parameters_are_refused_with_the_reason() {
+    let (h, secret) = agent(|c| {
+        c.bench.limits.max_connections = 50;
+        c.bench.limits.max_duration_ms = 5_000;
+    });
+    let cases: Vec<(TestSpec, &str)> = vec![
+        (spec(TestKind::TcpStream, 0, 100), "connections 0"),
+        (spec(TestKind::TcpStream, 51, 100), "connections 51"),
+        (spec(TestKind::TcpStream, 1, 6_000), "duration"),
+        (
+            {
+                let mut s = spec(TestKind::TcpStream, 1, 100);
+                s.msg_size = 64 << 20;
+                s
+            },
+            "message size",
+        ),
+    ];
+    for (s, want) in cases {
+        let mut c = client(&h, &secret).unwrap();
+        match c.run(&s, &mut |_| {}) {
+            Err(EngineError::Remote { code: ErrorCode::BadParams, message }) => {
+                assert!(message.contains(want), "{want:?} not in {message:?}")
+            }
+            other => panic!("{want}: expected a refusal, got {:?}", other.map(|_| ())),
+        }
+    }
+    // The agent still serves a good test afterwards.
+    run(&h, &secret, &spec(TestKind::TcpStream, 1, 100));
+}
+
+#[test]
+fn wrong_key_cannot_run_a_test() {
+    let (h, _) = agent(|_| {});
+    let other = Secret::generate().unwrap();
+    assert!(client(&h, &other).is_err());
+}
+
+#[test]
+fn data_connection_with_a_wrong_cookie_or_index_is_refused() {
+    let (h, secret) = agent(|_| {});
+    // Speak the control protocol by hand to learn the test's data port and cookie.
+    let mut sec = conn::connect(
+        h.addr,
+        StreamKind::Control,
+        conn::preferred_suite(),
+        &secret.0,
+        [0; 16],
+        0,
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let s = spec(TestKind::TcpStream, 2, 1000);
+    sec.tx.send_frames(&[Frame::BenchRequest(&encode_doc(&s))]).unwrap();
+    let plain = sec.rx.recv().unwrap().unwrap().to_vec();
+    let Frame::BenchReady(doc) = frame::decode(&plain).unwrap().0 else { panic!("expected BenchReady") };
+    let ready: Ready = decode_doc(doc, "ready").unwrap();
+    let data = std::net::SocketAddr::new(h.addr.ip(), ready.tcp_port);
+    let knock = |hello: DataHello| {
+        let mut sock = TcpStream::connect(data).unwrap();
+        sock.write_all(&hello.encode()).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 4];
+        let mut n = 0;
+        while n < 4 {
+            match sock.read(&mut b[n..]) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k,
+            }
+        }
+        b[..n] == *b"LNRb"
+    };
+    let good = DataHello { test: ready.test, conn: 0, cookie: ready.cookie };
+    let mut bad_cookie = good;
+    bad_cookie.cookie[0] ^= 1;
+    let mut bad_test = good;
+    bad_test.test[15] ^= 1;
+    let bad_index = DataHello { conn: 2, ..good };
+    assert!(!knock(bad_cookie), "wrong cookie acknowledged");
+    assert!(!knock(bad_test), "wrong test id acknowledged");
+    assert!(!knock(bad_index), "index beyond the test's connections acknowledged");
+    assert!(knock(good), "the right preamble is acknowledged");
+}
+
+#[test]
+fn silent_and_slow_clients_do_not_block_a_real_test() {
+    let (h, secret) = agent(|c| {
+        c.max_handshakes = 64;
+        c.max_handshakes_per_source = 8;
+    });
+    // 40 connections that say nothing, and one that dribbles a byte at a time.
+    let idle: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(h.addr).unwrap()).collect();
+    let mut slow = TcpStream::connect(h.addr).unwrap();
+    let _ = slow.write_all(b"L");
+    let t = Instant::now();
+    // The per-source cap sheds most of the idle ones; the test still gets a slot once the
+    // deadline (2 s) frees the rest.
+    let r = client(&h, &secret).and_then(|mut c| c.run(&spec(TestKind::TcpStream, 1, 200), &mut |_| {}));
+    let r = match r {
+        Ok(r) => r,
+        Err(_) => {
+            std::thread::sleep(Duration::from_millis(2500));
+            client(&h, &secret).unwrap().run(&spec(TestKind::TcpStream, 1, 200), &mut |_| {}).unwrap()
+        }
+    };
+    assert!(r.summary(None).throughput_bps > 0.0);
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    // The slow client was dropped at the deadline: its socket reads EOF or an error.
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 8];
+    assert!(matches!(slow.read(&mut b), Ok(0) | Err(_)), "slow-loris client still held");
+    drop(idle);
+}
+
+#[test]
+fn many_connections_are_all_served() {
+    let (h, secret) = agent(|_| {});
+    let r = run(&h, &secret, &spec(TestKind::TcpStream, 500, 1000));
+    let f = r.summary(None).fairness.unwrap();
+    assert_eq!(f.starved, 0, "{f:?}");
+    assert_eq!(r.remote.conns.len(), 500);
+}
+
+#[test]
+fn concurrent_clients_share_the_agent() {
+    let (h, secret) = agent(|_| {});
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let (addr, secret) = (h.addr, secret.clone());
+            std::thread::spawn(move || {
+                let cfg = BenchClientConfig {
+                    addr,
+                    secret,
+                    suite: conn::preferred_suite(),
+                    timeout: Duration::from_secs(10),
+                };
+                let mut c = BenchClient::connect(cfg).unwrap();
+                c.run(&spec(TestKind::TcpStream, 2, 400), &mut |_| {}).unwrap().summary(None).throughput_bps
+            })
+        })
+        .collect();
+    for t in threads {
+        assert!(t.join().unwrap() > 1e6);
+    }
+}

@@ -1,0 +1,196 @@
+//! A lab that is up: its plan, its state file and a guard that tears it down when dropped
+//! (error paths and panics included) unless it was detached on purpose.
+
+use crate::exec::{Executor, SystemExecutor};
+use crate::plan::Plan;
+use crate::scenario::Scenario;
+use crate::state::{clean_stale, proc_start, ProcRec, RunState};
+use crate::LabError;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A lab that is up. Dropping it tears it down.
+pub struct Lab {
+    /// The plan it was built from.
+    pub plan: Plan,
+    /// Its state (also on disk).
+    pub state: RunState,
+    ex: Box<dyn Executor>,
+    finished: bool,
+}
+
+/// Installs handlers for SIGINT, SIGTERM and SIGHUP that set the returned flag; the lab
+/// checks it between steps and tears down.
+pub fn signal_flag() -> Result<Arc<AtomicBool>, LabError> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(sig, Arc::clone(&flag))
+            .map_err(|e| LabError::Io("installing a signal handler".into(), e))?;
+    }
+    Ok(flag)
+}
+
+/// A fresh run id: `lr` and six hex digits, not used by any state file or namespace.
+pub fn new_run_id() -> String {
+    use std::hash::BuildHasher;
+    loop {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let h = std::collections::hash_map::RandomState::new().hash_one((std::process::id(), nanos));
+        let id = format!("lr{:06x}", h & 0xff_ffff);
+        let taken = crate::state::state_dir().join(format!("{id}.json")).exists()
+            || std::fs::read_dir("/run/netns")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(&id));
+        if !taken {
+            return id;
+        }
+    }
+}
+
+impl Lab {
+    /// Brings a scenario up with the system executor (needs root). Stale runs of dead owners
+    /// are cleaned first and reported through `on_stale`.
+    pub fn up(
+        sc: &Scenario,
+        file: &Path,
+        detached: bool,
+        stop: &AtomicBool,
+        on_stale: &mut dyn FnMut(&str),
+    ) -> Result<Lab, LabError> {
+        if !crate::is_root() {
+            return Err(LabError::NotRoot);
+        }
+        let mut ex = SystemExecutor;
+        for id in clean_stale(&mut ex) {
+            on_stale(&id);
+        }
+        Self::up_with(Box::new(SystemExecutor), sc, file, &new_run_id(), detached, stop)
+    }
+
+    /// Brings a scenario up through `ex` as run `run`. On any error (or `stop`) everything
+    /// created so far is removed before returning.
+    pub fn up_with(
+        ex: Box<dyn Executor>,
+        sc: &Scenario,
+        file: &Path,
+        run: &str,
+        detached: bool,
+        stop: &AtomicBool,
+    ) -> Result<Lab, LabError> {
+        let plan = Plan::new(sc, run)?;
+        let me = std::process::id();
+        let state = RunState {
+            run: run.to_string(),
+            scenario: sc.name.clone(),
+            file: file.display().to_string(),
+            pid: me,
+            pid_start: proc_start(me).unwrap_or(0),
+            detached,
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            namespaces: plan.namespaces.clone(),
+            hosts: plan.hosts.iter().map(|(h, p)| (h.clone(), p.ns.clone())).collect(),
+            processes: Vec::new(),
+            temp_dirs: Vec::new(),
+            description: plan.description.clone(),
+        };
+        // Recorded before anything exists, so a crash at any point leaves a cleanable record.
+        state.save()?;
+        let mut lab = Lab { plan, state, ex, finished: false };
+        let cmds = lab.plan.commands.clone();
+        for c in &cmds {
+            if stop.load(Ordering::SeqCst) {
+                return Err(LabError::Interrupted); // the guard tears down
+            }
+            lab.ex.run(c)?;
+        }
+        Ok(lab)
+    }
+
+    /// Records a process started inside the lab (stopped by pid at teardown).
+    pub fn add_process(&mut self, pid: u32, what: &str) -> Result<(), LabError> {
+        let start = proc_start(pid).unwrap_or(0);
+        self.state.processes.push(ProcRec { pid, start, what: what.to_string() });
+        self.state.save()
+    }
+
+    /// Records a temporary directory (removed at teardown).
+    pub fn add_temp_dir(&mut self, p: PathBuf) -> Result<(), LabError> {
+        self.state.temp_dirs.push(p);
+        self.state.save()
+    }
+
+    /// The namespace of a host.
+    pub fn ns(&self, host: &str) -> Result<&str, LabError> {
+        self.plan
+            .hosts
+            .get(host)
+            .map(|h| h.ns.as_str())
+            .ok_or_else(|| LabError::Scenario(format!("unknown host '{host}'")))
+    }
+
+    /// Tears the lab down now; returns what could not be removed.
+    pub fn down(mut self) -> Vec<String> {
+        self.finished = true;
+        self.state.teardown(self.ex.as_mut())
+    }
+
+    /// Leaves the lab up (for `up --detach`): the state file stays, marked detached.
+    pub fn detach(mut self) -> Result<(), LabError> {
+        self.state.detached = true;
+        self.state.save()?;
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            for p in self.state.teardown(self.ex.as_mut()) {
+                eprintln!("linerate lab: teardown: {p}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::RecordingExecutor;
+    use std::sync::Mutex;
+
+    /// Shares the recorded commands with the test after the lab took the executor.
+    struct Shared(Arc<Mutex<RecordingExecutor>>);
+    impl Executor for Shared {
+        fn run(&mut self, argv: &[String]) -> Result<String, LabError> {
+            self.0.lock().unwrap().run(argv)
+        }
+    }
+
+    const SC: &str = "name = \"t\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n";
+
+    #[test]
+    fn a_failed_command_leaves_no_state_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("LINERATE_LAB_DIR", dir.path());
+        let rec = Arc::new(Mutex::new(RecordingExecutor { fail_at: Some(3), ..Default::default() }));
+        let sc = Scenario::parse(SC).unwrap();
+        let stop = AtomicBool::new(false);
+        let r = Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("t.toml"), "lrtest1", false, &stop);
+        assert!(matches!(r, Err(LabError::Command { .. })));
+        assert_eq!(rec.lock().unwrap().commands.len(), 4, "stopped at the failing command");
+        assert!(!dir.path().join("lrtest1.json").exists(), "teardown removed the state file");
+        let stop = AtomicBool::new(true);
+        let r = Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("t.toml"), "lrtest2", false, &stop);
+        assert!(matches!(r, Err(LabError::Interrupted)));
+        assert!(!dir.path().join("lrtest2.json").exists());
+    }
+}

@@ -1,0 +1,730 @@
+//! Turns a validated scenario into a plan: namespace names, addresses, interface names, and
+//! the exact `ip`/`tc` argv lists that build the lab. Pure (no I/O), so it is unit-tested by
+//! comparing command lists.
+
+use crate::scenario::{
+    check_ifname, fmt_ip, parse_net, parse_rate, parse_time_us, Net, QosSpec, Scenario, Shaper, Side, LAB_RANGE,
+};
+use crate::LabError;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One interface of a host.
+#[derive(Debug, Clone)]
+pub struct IfacePlan {
+    /// Name inside the host's namespace.
+    pub name: String,
+    /// Address (host order).
+    pub addr: u32,
+    /// Prefix length.
+    pub prefix: u8,
+    /// The link it belongs to.
+    pub link: String,
+    /// Segment index (a switch or a point-to-point link); equal segments reach each other.
+    pub segment: usize,
+}
+
+/// A host: its namespace and interfaces.
+#[derive(Debug, Clone)]
+pub struct HostPlan {
+    /// Network namespace name.
+    pub ns: String,
+    /// Interfaces in link order.
+    pub ifaces: Vec<IfacePlan>,
+}
+
+/// A QoS class as applied, for the results (which host is guaranteed what).
+#[derive(Debug, Clone)]
+pub struct Guarantee {
+    /// Class name.
+    pub class: String,
+    /// Hosts named in its src/dst matches.
+    pub hosts: Vec<String>,
+    /// Guaranteed rate, bits/s.
+    pub rate_bps: u64,
+    /// Ceiling, bits/s.
+    pub ceil_bps: u64,
+    /// The link it shapes.
+    pub link: String,
+}
+
+/// Everything needed to build, describe and tear down one run of a scenario.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Run id.
+    pub run: String,
+    /// Every namespace the run creates (hosts, then the switch namespace if any).
+    pub namespaces: Vec<String>,
+    /// Hosts by name.
+    pub hosts: BTreeMap<String, HostPlan>,
+    /// The `ip`/`tc` commands, in order.
+    pub commands: Vec<Vec<String>>,
+    /// QoS classes with the hosts they concern.
+    pub guarantees: Vec<Guarantee>,
+    /// Description of the lab for the results document.
+    pub description: Value,
+}
+
+/// The namespace of `host` in run `run`.
+pub fn host_ns(run: &str, host: &str) -> String {
+    format!("{run}-{host}")
+}
+
+/// The namespace holding a run's switches (a `.` cannot occur in host names).
+pub fn switch_ns(run: &str) -> String {
+    format!("{run}.sw")
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+/// Where one end of a link lives.
+struct End {
+    ns: String,
+    dev: String,
+    host: Option<String>,
+}
+
+/// Bytes of burst for a shaper at `bps`: 2 ms worth, at least 64 KiB (a GSO packet).
+fn burst(bps: u64) -> u64 {
+    (bps / 8 / 500).clamp(64 * 1024, 64 << 20)
+}
+
+fn netem_args(delay: Option<u64>, jitter: Option<u64>, loss: Option<f64>, reorder: Option<f64>) -> Option<Vec<String>> {
+    let mut a = Vec::new();
+    if let Some(d) = delay {
+        a.extend([String::from("delay"), format!("{d}us")]);
+        if let Some(j) = jitter.filter(|&j| j > 0) {
+            a.extend([format!("{j}us"), "distribution".into(), "normal".into()]);
+        }
+    }
+    if let Some(l) = loss.filter(|&l| l > 0.0) {
+        a.extend(["loss".into(), format!("{l}%")]);
+    }
+    if let Some(r) = reorder.filter(|&r| r > 0.0) {
+        a.extend(["reorder".into(), format!("{r}%")]);
+    }
+    if a.is_empty() {
+        return None;
+    }
+    a.extend(["limit".into(), "100000".into()]);
+    Some(a)
+}
+
+/// Resolves a QoS match (host name or CIDR) into networks.
+fn match_nets(m: &str, addrs: &BTreeMap<String, Vec<u32>>) -> Result<Vec<Net>, LabError> {
+    match addrs.get(m) {
+        Some(v) => Ok(v.iter().map(|&a| Net { addr: a, prefix: 32 }).collect()),
+        None => Ok(vec![parse_net(m, 32)?]),
+    }
+}
+
+impl Plan {
+    /// Plans scenario `sc` for run id `run`.
+    pub fn new(sc: &Scenario, run: &str) -> Result<Plan, LabError> {
+        let hosts = sc.host_names()?;
+        let links = sc.expanded_links()?;
+        let switch_idx: BTreeMap<&str, usize> =
+            sc.switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+        let swns = switch_ns(run);
+
+        // Segments: one per switch, then one per host-to-host link.
+        let mut seg_subnet: Vec<Option<Net>> = Vec::new();
+        for sw in &sc.switches {
+            seg_subnet.push(sw.subnet.as_deref().map(|n| parse_net(n, 24)).transpose()?);
+        }
+        let mut link_seg = Vec::new();
+        for (name, a, b, l) in &links {
+            let sw = switch_idx.get(a.as_str()).or_else(|| switch_idx.get(b.as_str()));
+            match sw {
+                Some(&i) => {
+                    if l.subnet.is_some() {
+                        return Err(LabError::Scenario(format!("link '{name}': set the subnet on the switch")));
+                    }
+                    link_seg.push(i)
+                }
+                None => {
+                    seg_subnet.push(l.subnet.as_deref().map(|n| parse_net(n, 24)).transpose()?);
+                    link_seg.push(seg_subnet.len() - 1);
+                }
+            }
+        }
+        // A segment without a subnet takes the network of its first explicit address.
+        for (k, (_, _, _, l)) in links.iter().enumerate() {
+            let seg = link_seg[k];
+            if seg_subnet[seg].is_none() {
+                if let Some(a) = l.a_addr.as_ref().or(l.b_addr.as_ref()) {
+                    let n = parse_net(a, 24)?;
+                    seg_subnet[seg] = Some(Net { addr: n.network(), prefix: n.prefix });
+                }
+            }
+        }
+        // The rest get the next free /24.
+        let mut next = 1u32;
+        for i in 0..seg_subnet.len() {
+            if seg_subnet[i].is_some() {
+                continue;
+            }
+            loop {
+                if next >= 512 {
+                    return Err(LabError::Scenario("ran out of /24 subnets in 198.18.0.0/15".into()));
+                }
+                let cand = Net { addr: LAB_RANGE.addr + (next << 8), prefix: 24 };
+                next += 1;
+                let clash = seg_subnet.iter().flatten().any(|n| {
+                    let p = n.prefix.min(cand.prefix);
+                    let m = Net { addr: 0, prefix: p }.mask();
+                    n.addr & m == cand.addr & m
+                });
+                if !clash {
+                    seg_subnet[i] = Some(cand);
+                    break;
+                }
+            }
+        }
+        let seg_subnet: Vec<Net> = seg_subnet.into_iter().flatten().collect();
+        for (i, a) in seg_subnet.iter().enumerate() {
+            for b in &seg_subnet[i + 1..] {
+                let p = a.prefix.min(b.prefix);
+                let m = Net { addr: 0, prefix: p }.mask();
+                if a.addr & m == b.addr & m {
+                    return Err(LabError::Scenario(format!(
+                        "subnets {}/{} and {}/{} overlap",
+                        fmt_ip(a.network()),
+                        a.prefix,
+                        fmt_ip(b.network()),
+                        b.prefix
+                    )));
+                }
+            }
+        }
+
+        // Addresses: explicit ones first, then the next free host number of each segment.
+        let mut used: BTreeSet<u32> = BTreeSet::new();
+        for (name, _, _, l) in &links {
+            for a in [&l.a_addr, &l.b_addr].into_iter().flatten() {
+                let n = parse_net(a, 24)?;
+                if !used.insert(n.addr) {
+                    return Err(LabError::Scenario(format!("link '{name}': address {} used twice", fmt_ip(n.addr))));
+                }
+            }
+        }
+        let mut seg_next = vec![1u32; seg_subnet.len()];
+        let mut alloc = |seg: usize, explicit: &Option<String>, name: &str| -> Result<Net, LabError> {
+            let net = seg_subnet[seg];
+            if let Some(a) = explicit {
+                let n = parse_net(a, net.prefix)?;
+                if !net.contains(n.addr) || n.addr == net.network() || n.addr == net.network() | !net.mask() {
+                    return Err(LabError::Scenario(format!(
+                        "link '{name}': {} is not a host address of its segment {}/{}",
+                        fmt_ip(n.addr),
+                        fmt_ip(net.network()),
+                        net.prefix
+                    )));
+                }
+                return Ok(Net { addr: n.addr, prefix: net.prefix });
+            }
+            loop {
+                let cand = net.network() + seg_next[seg];
+                seg_next[seg] += 1;
+                if !net.contains(cand) || cand == net.network() | !net.mask() {
+                    return Err(LabError::Scenario(format!(
+                        "link '{name}': segment {} is full",
+                        fmt_ip(net.network())
+                    )));
+                }
+                if used.insert(cand) {
+                    return Ok(Net { addr: cand, prefix: net.prefix });
+                }
+            }
+        };
+
+        let mut hp: BTreeMap<String, HostPlan> =
+            hosts.iter().map(|h| (h.clone(), HostPlan { ns: host_ns(run, h), ifaces: Vec::new() })).collect();
+        let mut namespaces: Vec<String> = hosts.iter().map(|h| host_ns(run, h)).collect();
+        if !sc.switches.is_empty() {
+            namespaces.push(swns.clone());
+        }
+        let mut cmds: Vec<Vec<String>> = Vec::new();
+        for ns in &namespaces {
+            cmds.push(s(&["ip", "netns", "add", ns]));
+            cmds.push(s(&["ip", "-n", ns, "link", "set", "lo", "up"]));
+        }
+        for (i, _) in sc.switches.iter().enumerate() {
+            let br = format!("br{i}");
+            cmds.push(s(&["ip", "-n", &swns, "link", "add", &br, "type", "bridge"]));
+            cmds.push(s(&["ip", "-n", &swns, "link", "set", &br, "up"]));
+        }
+
+        let mut port_count = vec![0usize; sc.switches.len()];
+        let mut ifnames: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut ends: BTreeMap<(String, Side), End> = BTreeMap::new();
+        let mut link_desc = Vec::new();
+        for (k, (name, a, b, l)) in links.iter().enumerate() {
+            let seg = link_seg[k];
+            let mtu = l.mtu.unwrap_or(1500);
+            let mut mk_end =
+                |who: &str, want: &Option<String>, addr: &Option<String>| -> Result<(End, Option<Net>), LabError> {
+                    if let Some(&si) = switch_idx.get(who) {
+                        let dev = format!("s{si}p{}", port_count[si]);
+                        port_count[si] += 1;
+                        check_ifname(&dev)?;
+                        return Ok((End { ns: swns.clone(), dev, host: None }, None));
+                    }
+                    let taken = ifnames.entry(who.to_string()).or_default();
+                    let dev = match want {
+                        Some(n) => n.clone(),
+                        None => (0..).map(|i| format!("eth{i}")).find(|n| !taken.contains(n)).unwrap_or_default(),
+                    };
+                    if !taken.insert(dev.clone()) {
+                        return Err(LabError::Scenario(format!(
+                            "link '{name}': host '{who}' already has an interface '{dev}'"
+                        )));
+                    }
+                    let net = alloc(seg, addr, name)?;
+                    Ok((End { ns: host_ns(run, who), dev, host: Some(who.to_string()) }, Some(net)))
+                };
+            let (ea, na) = mk_end(a, &l.a_if, &l.a_addr)?;
+            let (eb, nb) = mk_end(b, &l.b_if, &l.b_addr)?;
+            cmds.push(s(&[
+                "ip", "link", "add", &ea.dev, "netns", &ea.ns, "type", "veth", "peer", "name", &eb.dev, "netns", &eb.ns,
+            ]));
+            let mut addrs = Vec::new();
+            for (e, n) in [(&ea, na), (&eb, nb)] {
+                cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "mtu", &mtu.to_string()]));
+                match (&e.host, n) {
+                    (Some(h), Some(n)) => {
+                        let cidr = format!("{}/{}", fmt_ip(n.addr), n.prefix);
+                        cmds.push(s(&["ip", "-n", &e.ns, "addr", "add", &cidr, "dev", &e.dev]));
+                        if let Some(hp) = hp.get_mut(h) {
+                            hp.ifaces.push(IfacePlan {
+                                name: e.dev.clone(),
+                                addr: n.addr,
+                                prefix: n.prefix,
+                                link: name.clone(),
+                                segment: seg,
+                            });
+                        }
+                        addrs.push(Value::String(cidr));
+                    }
+                    _ => {
+                        let br = format!("br{seg}");
+                        cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "master", &br]));
+                        addrs.push(Value::Null);
+                    }
+                }
+                cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "up"]));
+            }
+            let rate = l.rate.as_deref().map(parse_rate).transpose()?;
+            let delay = l.delay.as_deref().map(parse_time_us).transpose()?;
+            let jitter = l.jitter.as_deref().map(parse_time_us).transpose()?;
+            link_desc.push(json!({
+                "name": name, "a": a, "b": b, "a_if": ea.dev, "b_if": eb.dev, "addrs": addrs,
+                "rate_bps": rate, "shaper": l.shaper, "mtu": mtu, "delay_us": delay, "jitter_us": jitter,
+                "loss_pct": l.loss, "reorder_pct": l.reorder,
+                "subnet": format!("{}/{}", fmt_ip(seg_subnet[seg].network()), seg_subnet[seg].prefix),
+            }));
+            ends.insert((name.clone(), Side::A), ea);
+            ends.insert((name.clone(), Side::B), eb);
+        }
+
+        // Shaping: each end's egress carries the link's rate and netem, or its QoS classes.
+        let addrs: BTreeMap<String, Vec<u32>> =
+            hp.iter().map(|(h, p)| (h.clone(), p.ifaces.iter().map(|i| i.addr).collect())).collect();
+        let mut guarantees = Vec::new();
+        let mut qos_desc = Vec::new();
+        let mut ifb_count: BTreeMap<String, usize> = BTreeMap::new();
+        for (name, _, _, l) in &links {
+            let rate = l.rate.as_deref().map(parse_rate).transpose()?;
+            let netem = netem_args(
+                l.delay.as_deref().map(parse_time_us).transpose()?,
+                l.jitter.as_deref().map(parse_time_us).transpose()?,
+                l.loss,
+                l.reorder,
+            );
+            for side in [Side::A, Side::B] {
+                let Some(end) = ends.get(&(name.clone(), side)) else { continue };
+                let egress_qos = sc.qos.iter().find(|q| &q.link == name && q.side == side && !q.ingress);
+                match egress_qos {
+                    Some(q) => {
+                        let total = q.rate.as_deref().map(parse_rate).transpose()?.or(rate).ok_or_else(|| {
+                            LabError::Scenario(format!("qos on '{name}': give the qos or the link a rate"))
+                        })?;
+                        htb_classes(&mut cmds, &end.ns, &end.dev, total, q, netem.as_deref(), &addrs)?;
+                    }
+                    None => shape(&mut cmds, &end.ns, &end.dev, rate, l.shaper, netem.as_deref()),
+                }
+                for q in sc.qos.iter().filter(|q| &q.link == name && q.side == side && q.ingress) {
+                    let total = q.rate.as_deref().map(parse_rate).transpose()?.or(rate).ok_or_else(|| {
+                        LabError::Scenario(format!("qos on '{name}': give the qos or the link a rate"))
+                    })?;
+                    let n = ifb_count.entry(end.ns.clone()).or_default();
+                    let ifb = format!("lrifb{n}");
+                    *n += 1;
+                    cmds.push(s(&["ip", "-n", &end.ns, "link", "add", &ifb, "type", "ifb"]));
+                    cmds.push(s(&["ip", "-n", &end.ns, "link", "set", &ifb, "up"]));
+                    cmds.push(s(&["tc", "-n", &end.ns, "qdisc", "add", "dev", &end.dev, "handle", "ffff:", "ingress"]));
+                    cmds.push(s(&[
+                        "tc", "-n", &end.ns, "filter", "add", "dev", &end.dev, "parent", "ffff:", "protocol", "all",
+                        "prio", "1", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev",
+                        &ifb,
+                    ]));
+                    htb_classes(&mut cmds, &end.ns, &ifb, total, q, None, &addrs)?;
+                }
+            }
+        }
+        for q in &sc.qos {
+            let total = match q.rate.as_deref() {
+                Some(r) => parse_rate(r)?,
+                None => links
+                    .iter()
+                    .find(|(n, ..)| n == &q.link)
+                    .and_then(|(_, _, _, l)| l.rate.as_deref())
+                    .map(parse_rate)
+                    .transpose()?
+                    .unwrap_or(0),
+            };
+            let mut classes = Vec::new();
+            for c in &q.classes {
+                let r = parse_rate(&c.rate)?;
+                let ceil = c.ceil.as_deref().map(parse_rate).transpose()?.unwrap_or(total);
+                let hs: Vec<String> =
+                    [&c.src, &c.dst].into_iter().flatten().filter(|m| addrs.contains_key(*m)).cloned().collect();
+                guarantees.push(Guarantee {
+                    class: c.name.clone(),
+                    hosts: hs.clone(),
+                    rate_bps: r,
+                    ceil_bps: ceil,
+                    link: q.link.clone(),
+                });
+                classes.push(json!({"name": c.name, "rate_bps": r, "ceil_bps": ceil, "src": c.src, "dst": c.dst,
+                    "sport": c.sport, "dport": c.dport, "default": c.default, "hosts": hs}));
+            }
+            qos_desc.push(
+                json!({"link": q.link, "side": q.side, "ingress": q.ingress, "rate_bps": total, "classes": classes}),
+            );
+        }
+
+        let description = json!({
+            "hosts": hp.iter().map(|(h, p)| (h.clone(), json!({
+                "ns": p.ns,
+                "interfaces": p.ifaces.iter().map(|i| json!({"name": i.name, "addr": format!("{}/{}", fmt_ip(i.addr), i.prefix), "link": i.link})).collect::<Vec<_>>(),
+            }))).collect::<serde_json::Map<_, _>>(),
+            "switches": sc.switches.iter().enumerate().map(|(i, s)| json!({"name": s.name, "bridge": format!("br{i}"), "ns": swns,
+                "subnet": format!("{}/{}", fmt_ip(seg_subnet[i].network()), seg_subnet[i].prefix)})).collect::<Vec<_>>(),
+            "links": link_desc,
+            "qos": qos_desc,
+        });
+        Ok(Plan { run: run.to_string(), namespaces, hosts: hp, commands: cmds, guarantees, description })
+    }
+
+    /// The address a client on `client` uses to reach `server`: through link `via` if given,
+    /// else the first segment they share.
+    pub fn server_addr(&self, client: &str, server: &str, via: Option<&str>) -> Result<u32, LabError> {
+        let c = self.hosts.get(client).ok_or_else(|| LabError::Scenario(format!("unknown host '{client}'")))?;
+        let s = self.hosts.get(server).ok_or_else(|| LabError::Scenario(format!("unknown host '{server}'")))?;
+        if let Some(v) = via {
+            // The server's interface on that link, or on the segment that link joins.
+            let seg = self
+                .hosts
+                .values()
+                .flat_map(|h| &h.ifaces)
+                .find(|i| i.link == v)
+                .map(|i| i.segment)
+                .ok_or_else(|| LabError::Scenario(format!("link '{v}' has no host end")))?;
+            return s
+                .ifaces
+                .iter()
+                .find(|i| i.segment == seg)
+                .map(|i| i.addr)
+                .ok_or_else(|| LabError::Scenario(format!("host '{server}' is not on the segment of link '{v}'")));
+        }
+        for ci in &c.ifaces {
+            if let Some(si) = s.ifaces.iter().find(|i| i.segment == ci.segment) {
+                return Ok(si.addr);
+            }
+        }
+        Err(LabError::Scenario(format!("hosts '{client}' and '{server}' share no link or switch")))
+    }
+}
+
+/// Rate and/or netem on one device's egress.
+fn shape(
+    cmds: &mut Vec<Vec<String>>,
+    ns: &str,
+    dev: &str,
+    rate: Option<u64>,
+    shaper: Shaper,
+    netem: Option<&[String]>,
+) {
+    let tc = |rest: &[&str]| -> Vec<String> {
+        let mut v = s(&["tc", "-n", ns, "qdisc", "add", "dev", dev]);
+        v.extend(rest.iter().map(|x| x.to_string()));
+        v
+    };
+    let leaf_parent = match (rate, shaper) {
+        (Some(r), Shaper::Tbf) => {
+            let (rb, b) = (format!("{r}bit"), burst(r).to_string());
+            cmds.push(tc(&["root", "handle", "1:", "tbf", "rate", &rb, "burst", &b, "latency", "20ms"]));
+            Some("1:1")
+        }
+        (Some(r), Shaper::Htb) => {
+            let (rb, b) = (format!("{r}bit"), burst(r).to_string());
+            cmds.push(tc(&["root", "handle", "1:", "htb", "default", "1"]));
+            cmds.push(s(&[
+                "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rb,
+                "ceil", &rb, "burst", &b, "cburst", &b,
+            ]));
+            Some("1:1")
+        }
+        (None, _) => None,
+    };
+    if let Some(n) = netem {
+        let mut v = match leaf_parent {
+            Some(p) => tc(&["parent", p, "handle", "10:", "netem"]),
+            None => tc(&["root", "handle", "1:", "netem"]),
+        };
+        v.extend(n.iter().cloned());
+        cmds.push(v);
+    }
+}
+
+/// An htb tree: root class at `total`, one class per QoS class, u32 filters, netem leaves.
+fn htb_classes(
+    cmds: &mut Vec<Vec<String>>,
+    ns: &str,
+    dev: &str,
+    total: u64,
+    q: &QosSpec,
+    netem: Option<&[String]>,
+    addrs: &BTreeMap<String, Vec<u32>>,
+) -> Result<(), LabError> {
+    let n = q.classes.len();
+    let def_id = q.classes.iter().position(|c| c.default).map(|i| 10 + i).unwrap_or(10 + n);
+    let tb = format!("{total}bit");
+    let b = burst(total).to_string();
+    cmds.push(s(&[
+        "tc",
+        "-n",
+        ns,
+        "qdisc",
+        "add",
+        "dev",
+        dev,
+        "root",
+        "handle",
+        "1:",
+        "htb",
+        "default",
+        &def_id.to_string(),
+    ]));
+    cmds.push(s(&[
+        "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &tb, "ceil", &tb,
+        "burst", &b, "cburst", &b,
+    ]));
+    let mut classes: Vec<(usize, u64, u64)> = Vec::new();
+    let mut sum = 0u64;
+    for (i, c) in q.classes.iter().enumerate() {
+        let r = parse_rate(&c.rate)?;
+        let ceil = c.ceil.as_deref().map(parse_rate).transpose()?.unwrap_or(total).min(total);
+        sum = sum.saturating_add(r);
+        classes.push((10 + i, r, ceil.max(r)));
+    }
+    if sum > total {
+        return Err(LabError::Scenario(format!(
+            "qos on '{}': guaranteed rates add up to {sum} bit/s, more than the total {total}",
+            q.link
+        )));
+    }
+    if def_id == 10 + n {
+        classes.push((def_id, (total - sum).max(total / 100).max(1000), total));
+    }
+    for (id, r, ceil) in &classes {
+        let (cid, rb, cb) = (format!("1:{id}"), format!("{r}bit"), format!("{ceil}bit"));
+        let bb = burst(*ceil).to_string();
+        cmds.push(s(&[
+            "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:1", "classid", &cid, "htb", "rate", &rb, "ceil",
+            &cb, "burst", &bb, "cburst", &bb,
+        ]));
+        if let Some(nm) = netem {
+            let mut v = s(&[
+                "tc",
+                "-n",
+                ns,
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                &cid,
+                "handle",
+                &format!("{}:", id + 100),
+                "netem",
+            ]);
+            v.extend(nm.iter().cloned());
+            cmds.push(v);
+        }
+    }
+    for (i, c) in q.classes.iter().enumerate() {
+        let cid = format!("1:{}", 10 + i);
+        let srcs = c.src.as_deref().map(|m| match_nets(m, addrs)).transpose()?;
+        let dsts = c.dst.as_deref().map(|m| match_nets(m, addrs)).transpose()?;
+        let none = [None];
+        let sv: Vec<Option<Net>> = srcs.map(|v| v.into_iter().map(Some).collect()).unwrap_or_else(|| none.to_vec());
+        let dv: Vec<Option<Net>> = dsts.map(|v| v.into_iter().map(Some).collect()).unwrap_or_else(|| none.to_vec());
+        if sv == [None] && dv == [None] && c.sport.is_none() && c.dport.is_none() {
+            continue; // matches by `default` only
+        }
+        for sn in &sv {
+            for dn in &dv {
+                let mut f = s(&[
+                    "tc", "-n", ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                ]);
+                if let Some(n) = sn {
+                    f.extend(s(&["match", "ip", "src", &format!("{}/{}", fmt_ip(n.addr), n.prefix)]));
+                }
+                if let Some(n) = dn {
+                    f.extend(s(&["match", "ip", "dst", &format!("{}/{}", fmt_ip(n.addr), n.prefix)]));
+                }
+                if let Some(p) = c.sport {
+                    f.extend(s(&["match", "ip", "sport", &p.to_string(), "0xffff"]));
+                }
+                if let Some(p) = c.dport {
+                    f.extend(s(&["match", "ip", "dport", &p.to_string(), "0xffff"]));
+                }
+                f.extend(s(&["flowid", &cid]));
+                cmds.push(f);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn joined(p: &Plan) -> Vec<String> {
+        p.commands.iter().map(|c| c.join(" ")).collect()
+    }
+
+    #[test]
+    fn plans_two_hosts_with_tbf_and_netem() {
+        let sc = Scenario::parse(
+            "name = \"t\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"1gbit\"\nmtu = 9000\ndelay = \"5ms\"\n",
+        )
+        .unwrap();
+        let p = Plan::new(&sc, "lr0001").unwrap();
+        let c = joined(&p);
+        assert_eq!(p.namespaces, ["lr0001-a", "lr0001-b"]);
+        assert_eq!(c[0], "ip netns add lr0001-a");
+        assert!(c.contains(&"ip link add eth0 netns lr0001-a type veth peer name eth0 netns lr0001-b".to_string()));
+        assert!(c.contains(&"ip -n lr0001-a addr add 198.18.1.1/24 dev eth0".to_string()));
+        assert!(c.contains(&"ip -n lr0001-b addr add 198.18.1.2/24 dev eth0".to_string()));
+        assert!(c.contains(&"ip -n lr0001-b link set eth0 mtu 9000".to_string()));
+        assert!(c.contains(
+            &"tc -n lr0001-a qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 latency 20ms"
+                .to_string()
+        ));
+        assert!(c.contains(
+            &"tc -n lr0001-b qdisc add dev eth0 parent 1:1 handle 10: netem delay 5000us limit 100000".to_string()
+        ));
+        assert_eq!(p.server_addr("a", "b", None).unwrap(), 0xC612_0102);
+    }
+
+    #[test]
+    fn plans_a_switch_with_guests_and_qos() {
+        let sc = Scenario::parse(
+            r#"
+name = "sw"
+[[host]]
+name = "g[1..3]"
+[[host]]
+name = "srv"
+[[switch]]
+name = "sw0"
+subnet = "198.19.0.0/24"
+[[link]]
+a = "g[1..3]"
+b = "sw0"
+[[link]]
+name = "up"
+a = "sw0"
+b = "srv"
+rate = "10gbit"
+shaper = "htb"
+[[qos]]
+link = "up"
+side = "a"
+[[qos.class]]
+name = "gold"
+rate = "2gbit"
+dst = "g1"
+[[qos]]
+link = "up"
+side = "b"
+ingress = true
+[[qos.class]]
+name = "gold-in"
+rate = "2gbit"
+src = "g1"
+"#,
+        )
+        .unwrap();
+        let p = Plan::new(&sc, "lrab").unwrap();
+        let c = joined(&p);
+        assert_eq!(p.namespaces.last().unwrap(), "lrab.sw");
+        assert!(c.contains(&"ip -n lrab.sw link add br0 type bridge".to_string()));
+        assert!(c.contains(&"ip link add eth0 netns lrab-g2 type veth peer name s0p1 netns lrab.sw".to_string()));
+        assert!(c.contains(&"ip -n lrab.sw link set s0p1 master br0".to_string()));
+        assert!(c.contains(&"ip -n lrab-g3 addr add 198.19.0.3/24 dev eth0".to_string()));
+        assert!(c.contains(&"ip -n lrab-srv addr add 198.19.0.4/24 dev eth0".to_string()));
+        // Egress QoS on the switch's uplink port: gold guaranteed, the rest in an implicit class.
+        assert!(c.contains(&"tc -n lrab.sw qdisc add dev s0p3 root handle 1: htb default 11".to_string()));
+        assert!(c.iter().any(|x| x.starts_with(
+            "tc -n lrab.sw class add dev s0p3 parent 1:1 classid 1:10 htb rate 2000000000bit ceil 10000000000bit"
+        )));
+        assert!(c
+            .iter()
+            .any(|x| x.starts_with("tc -n lrab.sw class add dev s0p3 parent 1:1 classid 1:11 htb rate 8000000000bit")));
+        assert!(c.contains(&"tc -n lrab.sw filter add dev s0p3 parent 1: protocol ip prio 1 u32 match ip dst 198.19.0.1/32 flowid 1:10".to_string()));
+        // Ingress QoS on the server through an ifb.
+        assert!(c.contains(&"ip -n lrab-srv link add lrifb0 type ifb".to_string()));
+        assert!(c.iter().any(|x| x.contains(
+            "dev eth0 parent ffff: protocol all prio 1 u32 match u32 0 0 action mirred egress redirect dev lrifb0"
+        )));
+        assert!(c.contains(&"tc -n lrab-srv filter add dev lrifb0 parent 1: protocol ip prio 1 u32 match ip src 198.19.0.1/32 flowid 1:10".to_string()));
+        // The server end keeps its htb link shaper.
+        assert!(c
+            .iter()
+            .any(|x| x.starts_with("tc -n lrab-srv class add dev eth0 parent 1: classid 1:1 htb rate 10000000000bit")));
+        assert_eq!(p.guarantees.len(), 2);
+        assert_eq!(p.guarantees[0].hosts, ["g1"]);
+        assert_eq!(p.server_addr("g2", "srv", None).unwrap(), 0xC613_0004);
+    }
+
+    #[test]
+    fn several_nics_per_host_get_their_own_subnets_and_names() {
+        let sc = Scenario::parse(
+            "name = \"m\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\nname = \"l1\"\na = \"a\"\nb = \"b\"\n[[link]]\nname = \"l2\"\na = \"a\"\nb = \"b\"\na_if = \"eth7\"\n",
+        )
+        .unwrap();
+        let p = Plan::new(&sc, "lrx").unwrap();
+        let a = &p.hosts["a"];
+        assert_eq!(a.ifaces.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(), ["eth0", "eth7"]);
+        assert_eq!(fmt_ip(a.ifaces[1].addr), "198.18.2.1");
+        assert_eq!(fmt_ip(p.server_addr("a", "b", Some("l2")).unwrap()), "198.18.2.2");
+    }
+
+    #[test]
+    fn rejects_overcommitted_guarantees_and_clashing_subnets() {
+        let base = "name = \"q\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"1gbit\"\n";
+        let over = format!("{base}[[qos]]\nlink = \"a-b\"\n[[qos.class]]\nname = \"x\"\nrate = \"2gbit\"\n");
+        assert!(Plan::new(&Scenario::parse(&over).unwrap(), "r").unwrap_err().to_string().contains("add up"));
+        let clash = format!("{base}subnet = \"198.18.0.0/16\"\n[[link]]\nname = \"l2\"\na = \"a\"\nb = \"b\"\nsubnet = \"198.18.5.0/24\"\n");
+        assert!(Plan::new(&Scenario::parse(&clash).unwrap(), "r").unwrap_err().to_string().contains("overlap"));
+        let dup = format!("{base}a_addr = \"198.18.1.1\"\nb_addr = \"198.18.1.1\"\n");
+        assert!(Plan::new(&Scenario::parse(&dup).unwrap(), "r").is_err());
+    }
+}

@@ -1,0 +1,918 @@
+//! Runs a scenario's measurements inside a lab that is up: starts the servers they need
+//! (linerate serve, a throwaway sshd, iperf3 -s) in the server hosts, runs the clients (alone,
+//! or a group at once, repeated), parses what they print, and assembles the results document
+//! (schema `linerate.lab/1`). Servers are stopped by pid when the runner ends.
+
+use crate::lab::Lab;
+use crate::scenario::{fmt_ip, RunSpec, Scenario, Tool};
+use crate::state::{proc_start, stop_process};
+use crate::LabError;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Port of the lab's `linerate serve`.
+pub const SERVE_PORT: u16 = 7878;
+/// Port of the lab's sshd.
+pub const SSH_PORT: u16 = 2222;
+/// Largest tool output read back (bytes).
+const MAX_OUTPUT: u64 = 64 << 20;
+
+/// How to run.
+pub struct RunnerConfig<'a> {
+    /// The linerate binary for serve, bench, cp, keygen and mktree (the CLI passes its own).
+    pub linerate: PathBuf,
+    /// Set by the signal handler.
+    pub stop: &'a AtomicBool,
+    /// Progress lines go here.
+    pub log: &'a mut dyn FnMut(&str),
+}
+
+/// One client instance of a group.
+#[derive(Debug, Clone)]
+struct Instance {
+    name: String,
+    spec: usize,
+    host: String,
+    server: String,
+    addr: u32,
+    port: u16,
+}
+
+/// Runs that go at once, `repeat` times.
+#[derive(Debug)]
+struct Group {
+    name: String,
+    repeat: u32,
+    members: Vec<Instance>,
+}
+
+/// Jain's fairness index of some rates (1 = perfectly fair), None for fewer than two.
+pub fn jain(x: &[f64]) -> Option<f64> {
+    if x.len() < 2 {
+        return None;
+    }
+    let s: f64 = x.iter().sum();
+    let q: f64 = x.iter().map(|v| v * v).sum();
+    if q <= 0.0 {
+        return None;
+    }
+    Some(s * s / (x.len() as f64 * q))
+}
+
+fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
+    let mut out: Vec<Group> = Vec::new();
+    let mut next_port = 5201u16;
+    for (i, r) in sc.runs.iter().enumerate() {
+        let base = r.name.clone().unwrap_or_else(|| format!("{}-{}", tool_name(r.tool), i + 1));
+        let hosts = sc.run_hosts(r)?;
+        let vias: Vec<Option<&str>> =
+            if r.vias.is_empty() { vec![r.via.as_deref()] } else { r.vias.iter().map(|v| Some(v.as_str())).collect() };
+        let mut all = Vec::new();
+        for h in &hosts {
+            for v in &vias {
+                let port = match (r.tool, r.port) {
+                    (_, Some(p)) => p,
+                    (Tool::Iperf3, None) => {
+                        next_port = next_port.wrapping_add(1);
+                        next_port - 1
+                    }
+                    (Tool::Bench | Tool::Cp, None) => SERVE_PORT,
+                    _ => SSH_PORT,
+                };
+                let name = match (hosts.len() > 1, vias.len() > 1) {
+                    (false, false) => base.clone(),
+                    (true, false) => format!("{base}@{h}"),
+                    (_, true) => format!("{base}@{h}/{}", v.unwrap_or("")),
+                };
+                all.push(Instance {
+                    name,
+                    spec: i,
+                    host: h.clone(),
+                    server: r.server.clone(),
+                    addr: lab.plan.server_addr(h, &r.server, *v)?,
+                    port,
+                });
+            }
+        }
+        if !r.sweep.is_empty() {
+            for &n in &r.sweep {
+                out.push(Group {
+                    name: format!("{base}/{n}"),
+                    repeat: r.repeat.unwrap_or(1),
+                    members: all[..n].to_vec(),
+                });
+            }
+            continue;
+        }
+        let members = all;
+        let gname = r.group.clone().unwrap_or(base);
+        match out.iter_mut().find(|g| g.name == gname && r.group.is_some()) {
+            Some(g) => {
+                g.repeat = g.repeat.max(r.repeat.unwrap_or(1));
+                g.members.extend(members);
+            }
+            None => out.push(Group { name: gname, repeat: r.repeat.unwrap_or(1), members }),
+        }
+    }
+    Ok(out)
+}
+
+fn tool_name(t: Tool) -> &'static str {
+    match t {
+        Tool::Bench => "bench",
+        Tool::Cp => "cp",
+        Tool::Iperf3 => "iperf3",
+        Tool::Scp => "scp",
+        Tool::Rsync => "rsync",
+        Tool::Tar => "tar",
+    }
+}
+
+fn find_program(names: &[&str]) -> Option<PathBuf> {
+    for n in names {
+        let p = Path::new(n);
+        if p.is_absolute() && p.exists() {
+            return Some(p.to_path_buf());
+        }
+        for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin"] {
+            let c = Path::new(dir).join(n);
+            if c.exists() {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+/// A command that runs `prog args` inside namespace `ns`.
+fn in_ns(ns: &str, prog: &Path, args: &[String]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).arg(prog).args(args).stdin(Stdio::null());
+    c
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
+    let w = what.into();
+    move |e| LabError::Io(w, e)
+}
+
+/// Waits until process `pid` (in its own namespace) listens on TCP `port`.
+fn wait_listening(pid: u32, port: u16, limit: Duration) -> bool {
+    let t = Instant::now();
+    let want = format!(":{port:04X} ");
+    while t.elapsed() < limit {
+        for f in ["tcp", "tcp6"] {
+            if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/net/{f}")) {
+                if s.lines().skip(1).any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
+                }) {
+                    return true;
+                }
+            }
+        }
+        if proc_start(pid).is_none() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn read_capped(p: &Path) -> String {
+    let mut s = String::new();
+    if let Ok(f) = File::open(p) {
+        let _ = f.take(MAX_OUTPUT).read_to_string(&mut s);
+    }
+    s
+}
+
+fn tail(s: &str) -> String {
+    let t = s.trim();
+    let start = t.char_indices().rev().nth(400).map(|(i, _)| i).unwrap_or(0);
+    t[start..].chars().map(|c| if c.is_control() && c != '\n' { '?' } else { c }).collect()
+}
+
+/// Sum of the sizes of the regular files under `dir`.
+fn tree_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    total
+}
+
+/// The runner's long-lived things: servers, keys, trees.
+struct Env {
+    tmp: PathBuf,
+    linerate: PathBuf,
+    key: Option<PathBuf>,
+    ssh: Option<(PathBuf, PathBuf, PathBuf)>, // (user key, known_hosts, sshd config)
+    serve: BTreeMap<String, (u32, u64, PathBuf)>, // host -> (pid, start, root)
+    sshd: BTreeMap<String, (u32, u64)>,
+    trees: BTreeMap<(u64, u64, u32), (PathBuf, u64)>,
+    servers: Vec<(u32, u64)>,
+    user: String,
+}
+
+impl Env {
+    fn run_quiet(&self, prog: &Path, args: &[&str]) -> Result<(), LabError> {
+        let out = Command::new(prog)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(io(format!("running {}", prog.display())))?;
+        if !out.status.success() {
+            return Err(LabError::Command {
+                argv: format!("{} {}", prog.display(), args.join(" ")),
+                status: out.status.to_string(),
+                stderr: tail(&String::from_utf8_lossy(&out.stderr)),
+            });
+        }
+        Ok(())
+    }
+
+    fn key(&mut self) -> Result<PathBuf, LabError> {
+        if let Some(k) = &self.key {
+            return Ok(k.clone());
+        }
+        let k = self.tmp.join("lab.key");
+        let ks = k.to_string_lossy().into_owned();
+        self.run_quiet(&self.linerate.clone(), &["keygen", &ks])?;
+        self.key = Some(k.clone());
+        Ok(k)
+    }
+
+    fn spawn_server(&mut self, lab: &mut Lab, mut cmd: Command, what: &str, port: u16) -> Result<(u32, u64), LabError> {
+        let log = self.tmp.join(format!("{}.log", what.replace(['/', ' '], "_")));
+        let f = File::create(&log).map_err(io(format!("creating {}", log.display())))?;
+        cmd.stdout(f.try_clone().map_err(io("dup log"))?).stderr(f);
+        let child = cmd.spawn().map_err(io(format!("starting {what}")))?;
+        let pid = child.id();
+        // The child is reaped by stop_process's caller through /proc; dropping Child is fine.
+        drop(child);
+        lab.add_process(pid, what)?;
+        let start = proc_start(pid).unwrap_or(0);
+        self.servers.push((pid, start));
+        if !wait_listening(pid, port, Duration::from_secs(15)) {
+            return Err(LabError::Run(
+                what.into(),
+                format!("did not listen on port {port}: {}", tail(&read_capped(&log))),
+            ));
+        }
+        Ok((pid, start))
+    }
+
+    fn ensure_serve(&mut self, lab: &mut Lab, host: &str) -> Result<PathBuf, LabError> {
+        if let Some((_, _, root)) = self.serve.get(host) {
+            return Ok(root.clone());
+        }
+        let key = self.key()?;
+        let root = self.tmp.join(format!("serve-{host}"));
+        std::fs::create_dir_all(&root).map_err(io(format!("creating {}", root.display())))?;
+        let args: Vec<String> = vec![
+            "serve".into(),
+            "--listen".into(),
+            format!("0.0.0.0:{SERVE_PORT}"),
+            "--key-file".into(),
+            key.to_string_lossy().into(),
+            "--root".into(),
+            root.to_string_lossy().into(),
+            "--quiet".into(),
+        ];
+        let cmd = in_ns(lab.ns(host)?, &self.linerate, &args);
+        let (pid, st) = self.spawn_server(lab, cmd, &format!("serve-{host}"), SERVE_PORT)?;
+        self.serve.insert(host.into(), (pid, st, root.clone()));
+        Ok(root)
+    }
+
+    fn ssh_setup(&mut self) -> Result<(PathBuf, PathBuf, PathBuf), LabError> {
+        if let Some(s) = &self.ssh {
+            return Ok(s.clone());
+        }
+        let keygen = find_program(&["ssh-keygen"])
+            .ok_or_else(|| LabError::State("ssh-keygen not found (install openssh-client)".into()))?;
+        let d = self.tmp.join("ssh");
+        std::fs::create_dir_all(&d).map_err(io(format!("creating {}", d.display())))?;
+        let (hk, uk) = (d.join("host_key"), d.join("user_key"));
+        for k in [&hk, &uk] {
+            let ks = k.to_string_lossy().into_owned();
+            self.run_quiet(&keygen, &["-q", "-t", "ed25519", "-N", "", "-C", "linerate-lab", "-f", &ks])?;
+        }
+        let read = |p: PathBuf| std::fs::read_to_string(&p).map_err(io(format!("reading {}", p.display())));
+        let hpub = read(d.join("host_key.pub"))?;
+        let upub = read(d.join("user_key.pub"))?;
+        let (ak, kh, cfg) = (d.join("authorized_keys"), d.join("known_hosts"), d.join("sshd_config"));
+        let write = |p: &Path, s: String| std::fs::write(p, s).map_err(io(format!("writing {}", p.display())));
+        write(&ak, upub)?;
+        write(&kh, format!("linerate-lab {}", hpub.trim()) + "\n")?;
+        write(
+            &cfg,
+            format!(
+                "Port {SSH_PORT}\nListenAddress 0.0.0.0\nHostKey {}\nAuthorizedKeysFile {}\nPidFile none\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+                 PermitRootLogin prohibit-password\nStrictModes no\nSubsystem sftp internal-sftp\nLogLevel ERROR\n\
+                 MaxStartups 100\nMaxSessions 100\n",
+                hk.display(),
+                ak.display()
+            ),
+        )?;
+        // sshd insists on its privilege separation directory.
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let s = (uk, kh, cfg);
+        self.ssh = Some(s.clone());
+        Ok(s)
+    }
+
+    fn ensure_sshd(&mut self, lab: &mut Lab, host: &str) -> Result<(), LabError> {
+        if self.sshd.contains_key(host) {
+            return Ok(());
+        }
+        let (_, _, cfg) = self.ssh_setup()?;
+        let sshd =
+            find_program(&["sshd"]).ok_or_else(|| LabError::State("sshd not found (install openssh-server)".into()))?;
+        let args: Vec<String> = vec!["-D".into(), "-e".into(), "-f".into(), cfg.to_string_lossy().into()];
+        let cmd = in_ns(lab.ns(host)?, &sshd, &args);
+        let p = self.spawn_server(lab, cmd, &format!("sshd-{host}"), SSH_PORT)?;
+        self.sshd.insert(host.into(), p);
+        Ok(())
+    }
+
+    fn ssh_opts(&self) -> Vec<String> {
+        let (uk, kh, _) = self.ssh.clone().unwrap_or_default();
+        vec![
+            "-F".into(),
+            "/dev/null".into(),
+            "-i".into(),
+            uk.to_string_lossy().into(),
+            "-o".into(),
+            format!("UserKnownHostsFile={}", kh.display()),
+            "-o".into(),
+            "HostKeyAlias=linerate-lab".into(),
+            "-o".into(),
+            "StrictHostKeyChecking=yes".into(),
+            "-o".into(),
+            "BatchMode=yes".into(),
+            "-o".into(),
+            "IdentitiesOnly=yes".into(),
+            "-o".into(),
+            "LogLevel=ERROR".into(),
+        ]
+    }
+
+    /// A generated tree of `files` files averaging `size` bytes, split into `parts` parts.
+    fn tree(&mut self, files: u64, size: u64, parts: u32) -> Result<(PathBuf, u64), LabError> {
+        if let Some(t) = self.trees.get(&(files, size, parts)) {
+            return Ok(t.clone());
+        }
+        let dir = self.tmp.join(format!("tree-{files}x{size}-{parts}"));
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        for p in 0..parts {
+            let d = dir.join(format!("part{p}"));
+            let n = (files / u64::from(parts) + u64::from(u64::from(p) < files % u64::from(parts))).max(1);
+            let (ds, ns, ss) = (d.to_string_lossy().into_owned(), n.to_string(), size.to_string());
+            self.run_quiet(&self.linerate.clone(), &["mktree", &ds, "--files", &ns, "--mean-size", &ss])?;
+        }
+        let bytes = tree_bytes(&dir);
+        self.trees.insert((files, size, parts), (dir.clone(), bytes));
+        Ok((dir, bytes))
+    }
+}
+
+/// A client process being waited for.
+struct Proc {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+/// What one instance started and how to read it back.
+struct Started {
+    procs: Vec<Proc>,
+    extra: Vec<Child>, // pipeline feeders (tar)
+    bytes: u64,
+    dest: Option<PathBuf>,
+    server: Option<(u32, u64)>, // a per-run server (iperf3), stopped when the run ends
+    t0: Instant,
+    timeout: Duration,
+}
+
+fn spawn(mut cmd: Command, tmp: &Path, tag: &str) -> Result<Proc, LabError> {
+    let out = tmp.join(format!("{tag}.out"));
+    let err = tmp.join(format!("{tag}.err"));
+    cmd.stdout(File::create(&out).map_err(io(format!("creating {}", out.display())))?);
+    cmd.stderr(File::create(&err).map_err(io(format!("creating {}", err.display())))?);
+    let child = cmd.spawn().map_err(io(format!("starting {tag}")))?;
+    Ok(Proc { child, out, err })
+}
+
+fn start_instance(
+    env: &mut Env,
+    lab: &mut Lab,
+    spec: &RunSpec,
+    inst: &Instance,
+    tag: &str,
+) -> Result<Started, LabError> {
+    let ns = lab.ns(&inst.host)?.to_string();
+    let addr = fmt_ip(inst.addr);
+    let streams = spec.streams.unwrap_or(1);
+    let secs = spec.seconds.unwrap_or(10);
+    let transfer_timeout = Duration::from_secs(spec.timeout.unwrap_or(600));
+    let timed = Duration::from_secs(spec.timeout.unwrap_or(u64::from(secs) + 60));
+    let files = spec.files.unwrap_or(64);
+    let size = spec.file_size.unwrap_or(1_600_000);
+    let mut st = Started {
+        procs: vec![],
+        extra: vec![],
+        bytes: 0,
+        dest: None,
+        server: None,
+        t0: Instant::now(),
+        timeout: timed,
+    };
+    match spec.tool {
+        Tool::Iperf3 => {
+            let iperf =
+                find_program(&["iperf3"]).ok_or_else(|| LabError::State("iperf3 not found (install iperf3)".into()))?;
+            let sargs: Vec<String> = vec!["-s".into(), "-p".into(), inst.port.to_string()];
+            let sns = lab.ns(&inst.server)?.to_string();
+            let cmd = in_ns(&sns, &iperf, &sargs);
+            st.server =
+                Some(env.spawn_server(lab, cmd, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
+            let mut a: Vec<String> = vec!["-c".into(), addr, "-p".into(), inst.port.to_string(), "-J".into()];
+            a.extend(["-i".into(), "1".into(), "-t".into(), secs.to_string(), "-P".into(), streams.to_string()]);
+            if spec.reverse {
+                a.push("-R".into());
+            }
+            a.extend(spec.args.iter().cloned());
+            st.procs.push(spawn(in_ns(&ns, &iperf, &a), &env.tmp, tag)?);
+        }
+        Tool::Bench => {
+            env.ensure_serve(lab, &inst.server)?;
+            let key = env.key()?;
+            let mut a: Vec<String> = vec!["bench".into(), format!("{addr}:{}", inst.port), "--key-file".into()];
+            a.extend([key.to_string_lossy().into(), "--json".into(), "-q".into()]);
+            if let Some(s) = spec.seconds {
+                a.extend(["-t".into(), s.to_string()]);
+            }
+            if let Some(p) = spec.streams {
+                a.extend(["-P".into(), p.to_string()]);
+            }
+            if spec.reverse {
+                a.push("--reverse".into());
+            }
+            a.extend(spec.args.iter().cloned());
+            st.procs.push(spawn(in_ns(&ns, &env.linerate.clone(), &a), &env.tmp, tag)?);
+        }
+        Tool::Cp => {
+            let root = env.ensure_serve(lab, &inst.server)?;
+            let key = env.key()?;
+            let (src, bytes) = env.tree(files, size, 1)?;
+            st.bytes = bytes;
+            st.timeout = transfer_timeout;
+            st.dest = Some(root.join(tag));
+            let mut a: Vec<String> = vec!["cp".into(), src.join("part0").to_string_lossy().into()];
+            a.extend([format!("{addr}:{}:{tag}", inst.port), "--key-file".into(), key.to_string_lossy().into()]);
+            a.extend(["--json".into(), "-q".into(), "-P".into(), streams.to_string()]);
+            a.extend(spec.args.iter().cloned());
+            st.t0 = Instant::now();
+            st.procs.push(spawn(in_ns(&ns, &env.linerate.clone(), &a), &env.tmp, tag)?);
+        }
+        Tool::Scp | Tool::Rsync | Tool::Tar => {
+            env.ensure_sshd(lab, &inst.server)?;
+            let (src, bytes) = env.tree(files, size, streams)?;
+            st.bytes = bytes;
+            st.timeout = transfer_timeout;
+            let dest = env.tmp.join(format!("dest-{tag}"));
+            std::fs::create_dir_all(&dest).map_err(io(format!("creating {}", dest.display())))?;
+            st.dest = Some(dest.clone());
+            let ssh = find_program(&["ssh"])
+                .ok_or_else(|| LabError::State("ssh not found (install openssh-client)".into()))?;
+            let opts = env.ssh_opts();
+            let target = format!("{}@{addr}", env.user);
+            st.t0 = Instant::now();
+            for p in 0..streams {
+                let part = src.join(format!("part{p}"));
+                let dpart = dest.join(format!("part{p}"));
+                let ptag = format!("{tag}-{p}");
+                match spec.tool {
+                    Tool::Scp => {
+                        let scp = find_program(&["scp"]).ok_or_else(|| LabError::State("scp not found".into()))?;
+                        let mut a = vec!["-q".into(), "-r".into(), "-P".into(), inst.port.to_string()];
+                        a.extend(opts.iter().cloned());
+                        a.extend(spec.args.iter().cloned());
+                        a.extend([part.to_string_lossy().into(), format!("{target}:{}", dpart.display())]);
+                        st.procs.push(spawn(in_ns(&ns, &scp, &a), &env.tmp, &ptag)?);
+                    }
+                    Tool::Rsync => {
+                        let rsync = find_program(&["rsync"])
+                            .ok_or_else(|| LabError::State("rsync not found (install rsync)".into()))?;
+                        // rsync splits -e on spaces itself; every path here is ours and space-free.
+                        let e = format!("{} -p {} {}", ssh.display(), inst.port, opts.join(" "));
+                        let mut a = vec!["-a".into(), "-e".into(), e];
+                        a.extend(spec.args.iter().cloned());
+                        a.extend([format!("{}/", part.display()), format!("{target}:{}/", dpart.display())]);
+                        st.procs.push(spawn(in_ns(&ns, &rsync, &a), &env.tmp, &ptag)?);
+                    }
+                    _ => {
+                        std::fs::create_dir_all(&dpart).map_err(io(format!("creating {}", dpart.display())))?;
+                        let tar = find_program(&["tar"]).ok_or_else(|| LabError::State("tar not found".into()))?;
+                        let mut feeder = Command::new(&tar)
+                            .arg("-C")
+                            .arg(&part)
+                            .args(["-cf", "-", "."])
+                            .stdin(Stdio::null())
+                            .stdout(Stdio::piped())
+                            .stderr(Stdio::null())
+                            .spawn()
+                            .map_err(io("starting tar"))?;
+                        let pipe = feeder.stdout.take().ok_or_else(|| LabError::State("tar has no stdout".into()))?;
+                        let mut a = vec!["-p".into(), inst.port.to_string()];
+                        a.extend(opts.iter().cloned());
+                        a.extend([
+                            target.clone(),
+                            "tar".into(),
+                            "-C".into(),
+                            dpart.to_string_lossy().into(),
+                            "-xf".into(),
+                            "-".into(),
+                        ]);
+                        let mut cmd = in_ns(&ns, &ssh, &a);
+                        cmd.stdin(Stdio::from(pipe));
+                        st.procs.push(spawn(cmd, &env.tmp, &ptag)?);
+                        st.extra.push(feeder);
+                    }
+                }
+            }
+        }
+    }
+    Ok(st)
+}
+
+fn kill_child(c: &mut Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// Waits for every process of every instance; on the stop flag or a timeout, kills them.
+fn wait_all(started: &mut [Started], stop: &AtomicBool) -> Result<Vec<(f64, Option<String>)>, LabError> {
+    let n = started.len();
+    let mut done: Vec<Option<(f64, Option<String>)>> = vec![None; n];
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            for s in started.iter_mut() {
+                s.procs.iter_mut().for_each(|p| kill_child(&mut p.child));
+                s.extra.iter_mut().for_each(kill_child);
+            }
+            return Err(LabError::Interrupted);
+        }
+        for (i, s) in started.iter_mut().enumerate() {
+            if done[i].is_some() {
+                continue;
+            }
+            let mut all = true;
+            let mut failure = None;
+            for p in s.procs.iter_mut() {
+                match p.child.try_wait() {
+                    Ok(Some(status)) if !status.success() => {
+                        failure.get_or_insert(format!("exited with {status}: {}", tail(&read_capped(&p.err))));
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => all = false,
+                    Err(e) => failure = Some(format!("wait: {e}")),
+                }
+            }
+            if !all && s.t0.elapsed() > s.timeout {
+                s.procs.iter_mut().for_each(|p| kill_child(&mut p.child));
+                failure = Some(format!("timed out after {} s", s.timeout.as_secs()));
+                all = true;
+            }
+            if all {
+                s.extra.iter_mut().for_each(kill_child);
+                done[i] = Some((s.t0.elapsed().as_secs_f64(), failure));
+            }
+        }
+        if done.iter().all(Option::is_some) {
+            return Ok(done.into_iter().flatten().collect());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn f(v: &Value, path: &[&str]) -> Option<f64> {
+    let mut x = v;
+    for p in path {
+        x = x.get(p)?;
+    }
+    x.as_f64()
+}
+
+/// Per-second intervals `[{start_s, end_s, bps}]` from iperf3 or bench JSON.
+fn intervals(v: &Value, iperf: bool) -> Vec<Value> {
+    let arr = v.get("intervals").and_then(Value::as_array).cloned().unwrap_or_default();
+    arr.iter()
+        .filter_map(|i| {
+            if iperf {
+                let s = i.get("sum")?;
+                Some(
+                    json!({"start_s": f(s, &["start"])?, "end_s": f(s, &["end"])?, "bps": f(s, &["bits_per_second"])?}),
+                )
+            } else {
+                Some(json!({"start_s": f(i, &["start_s"])?, "end_s": f(i, &["end_s"])?, "bps": f(i, &["bps"])?}))
+            }
+        })
+        .collect()
+}
+
+/// Parses one finished instance into its result fields.
+fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Value, String> {
+    match tool {
+        Tool::Iperf3 => {
+            let v: Value = serde_json::from_str(out).map_err(|e| format!("iperf3 --json output: {e}"))?;
+            if let Some(e) = v.get("error").and_then(Value::as_str) {
+                return Err(format!("iperf3: {e}"));
+            }
+            let end = v.get("end").ok_or("iperf3 output has no 'end'")?;
+            let rate = f(end, &["sum_received", "bits_per_second"])
+                .or_else(|| f(end, &["sum", "bits_per_second"]))
+                .ok_or("iperf3 output has no end.sum_received.bits_per_second")?;
+            let streams: Vec<f64> = end
+                .get("streams")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|s| f(s, &["receiver", "bits_per_second"])).collect())
+                .unwrap_or_default();
+            let cpu = end.get("cpu_utilization_percent").map(|c| {
+                json!({"local": {"user": f(c, &["host_user"]).map(|x| x / 100.0), "system": f(c, &["host_system"]).map(|x| x / 100.0)},
+                       "remote": {"user": f(c, &["remote_user"]).map(|x| x / 100.0), "system": f(c, &["remote_system"]).map(|x| x / 100.0)}})
+            });
+            Ok(json!({
+                "rate_bps": rate,
+                "duration_s": f(end, &["sum_received", "seconds"]).unwrap_or(wall),
+                "bytes": f(end, &["sum_received", "bytes"]),
+                "cpu": cpu,
+                "fairness": jain(&streams),
+                "flows": streams.len(),
+                "intervals": intervals(&v, true),
+            }))
+        }
+        Tool::Bench => {
+            let v: Value = serde_json::from_str(out).map_err(|e| format!("linerate bench --json output: {e}"))?;
+            let s = v.get("summary").ok_or("bench output has no 'summary'")?;
+            let rate = f(s, &["throughput_bps"]).ok_or("bench output has no summary.throughput_bps")?;
+            let conns: Vec<f64> = v
+                .get("connections")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|c| f(c, &["bps"])).collect())
+                .unwrap_or_default();
+            let dur =
+                v.get("intervals").and_then(Value::as_array).and_then(|a| a.last()).and_then(|i| f(i, &["end_s"]));
+            Ok(json!({
+                "rate_bps": rate,
+                "duration_s": dur.unwrap_or(wall),
+                "bytes": null,
+                "cpu": s.get("cpu").cloned(),
+                "fairness": f(s, &["jain"]).or_else(|| jain(&conns)),
+                "flows": f(s, &["connections"]).unwrap_or(conns.len() as f64),
+                "intervals": intervals(&v, false),
+                "raw": v,
+            }))
+        }
+        Tool::Cp => {
+            let v: Value = serde_json::from_str(out).map_err(|e| format!("linerate cp --json output: {e}"))?;
+            if v.get("complete").and_then(Value::as_bool) == Some(false) {
+                return Err("linerate cp reported an incomplete copy".into());
+            }
+            let b = f(&v, &["bytes"]).unwrap_or(bytes as f64);
+            Ok(json!({
+                "rate_bps": b * 8.0 / wall.max(1e-9),
+                "duration_s": wall,
+                "bytes": b,
+                "cpu": v.get("cpu").cloned(),
+                "fairness": null,
+                "flows": f(&v, &["streams"]),
+                "raw": v,
+            }))
+        }
+        Tool::Scp | Tool::Rsync | Tool::Tar => Ok(json!({
+            "rate_bps": bytes as f64 * 8.0 / wall.max(1e-9),
+            "duration_s": wall,
+            "bytes": bytes,
+            "cpu": null,
+            "fairness": null,
+        })),
+    }
+}
+
+/// Adds the QoS guarantee of the run's host (if any) and how often it was met.
+fn guarantee(lab: &Lab, host: &str, rec: &mut Value) {
+    let Some(g) = lab.plan.guarantees.iter().find(|g| g.hosts.iter().any(|h| h == host)) else { return };
+    let iv: Vec<f64> = rec
+        .get("intervals")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().skip(1).filter_map(|i| f(i, &["bps"])).collect())
+        .unwrap_or_default();
+    let met = iv.iter().filter(|&&b| b >= 0.9 * g.rate_bps as f64).count();
+    rec["guarantee"] = json!({
+        "class": g.class, "link": g.link, "rate_bps": g.rate_bps, "ceil_bps": g.ceil_bps,
+        "intervals_met_pct": if iv.is_empty() { Value::Null } else { json!(100.0 * met as f64 / iv.len() as f64) },
+    });
+}
+
+/// Runs every measurement of `sc` in `lab` and returns the results document.
+pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Result<Value, LabError> {
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("linerate-{}-", lab.plan.run))
+        .tempdir()
+        .map_err(io("creating a temporary directory"))?;
+    let tmp_path = tmp.path().to_path_buf();
+    lab.add_temp_dir(tmp_path.clone())?;
+    let user =
+        if crate::is_root() { "root".to_string() } else { std::env::var("USER").unwrap_or_else(|_| "root".into()) };
+    let mut env = Env {
+        tmp: tmp_path,
+        linerate: cfg.linerate.clone(),
+        key: None,
+        ssh: None,
+        serve: BTreeMap::new(),
+        sshd: BTreeMap::new(),
+        trees: BTreeMap::new(),
+        servers: Vec::new(),
+        user,
+    };
+    let started_unix =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let result = run_groups(lab, sc, cfg, &mut env);
+    for (pid, st) in env.servers.drain(..) {
+        stop_process(pid, st, Duration::from_secs(2));
+    }
+    let (runs, group_recs) = result?;
+    Ok(json!({
+        "schema": "linerate.lab/1",
+        "scenario": {"name": sc.name, "description": sc.description, "file": lab.state.file},
+        "run_id": lab.plan.run,
+        "started_unix": started_unix,
+        "finished_unix": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        "machine": {
+            "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default(),
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        },
+        "lab": lab.plan.description,
+        "runs": runs,
+        "groups": group_recs,
+    }))
+}
+
+type Records = (Vec<Value>, Vec<Value>);
+
+fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mut Env) -> Result<Records, LabError> {
+    let gs = groups(sc, lab)?;
+    let mut runs = Vec::new();
+    let mut group_recs = Vec::new();
+    let mut counter = 0usize;
+    for g in &gs {
+        for rep in 0..g.repeat {
+            if cfg.stop.load(Ordering::SeqCst) {
+                return Err(LabError::Interrupted);
+            }
+            let mut started = Vec::new();
+            let mut recs: Vec<Value> = Vec::new();
+            for inst in &g.members {
+                counter += 1;
+                let spec = &sc.runs[inst.spec];
+                let tag = format!("r{counter}");
+                let mut rec = json!({
+                    "name": inst.name, "tool": spec.tool, "host": inst.host, "server": inst.server,
+                    "server_addr": fmt_ip(inst.addr), "group": g.name, "repeat": rep, "streams": spec.streams.unwrap_or(1),
+                    "reverse": spec.reverse, "args": spec.args,
+                });
+                match start_instance(env, lab, spec, inst, &tag) {
+                    Ok(s) => started.push(Some(s)),
+                    Err(e @ LabError::Interrupted) => return Err(e),
+                    Err(e) => {
+                        rec["ok"] = json!(false);
+                        rec["error"] = json!(e.to_string());
+                        started.push(None);
+                    }
+                }
+                recs.push(rec);
+            }
+            let idx: Vec<usize> = started.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(i, _)| i).collect();
+            let mut live: Vec<Started> = started.into_iter().flatten().collect();
+            let outcomes = wait_all(&mut live, cfg.stop)?;
+            for ((k, s), (wall, failure)) in idx.into_iter().zip(live.iter()).zip(outcomes) {
+                let inst = &g.members[k];
+                let spec = &sc.runs[inst.spec];
+                let rec = &mut recs[k];
+                let out = s.procs.first().map(|p| read_capped(&p.out)).unwrap_or_default();
+                let parsed = match failure {
+                    Some(e) => Err(e),
+                    None => parse_result(spec.tool, &out, s.bytes, wall),
+                };
+                match parsed {
+                    Ok(v) => {
+                        if let (Value::Object(r), Value::Object(p)) = (&mut *rec, v) {
+                            r.extend(p);
+                        }
+                        rec["ok"] = json!(true);
+                        rec["error"] = Value::Null;
+                        guarantee(lab, &inst.host, rec);
+                    }
+                    Err(e) => {
+                        rec["ok"] = json!(false);
+                        rec["error"] = json!(e);
+                        rec["rate_bps"] = Value::Null;
+                    }
+                }
+                if let Some(d) = &s.dest {
+                    let _ = std::fs::remove_dir_all(d);
+                }
+                if let Some((pid, start)) = s.server {
+                    stop_process(pid, start, Duration::from_secs(2));
+                }
+            }
+            let rates: Vec<f64> = recs.iter().filter_map(|r| r.get("rate_bps").and_then(Value::as_f64)).collect();
+            for r in &recs {
+                let rate = r.get("rate_bps").and_then(Value::as_f64);
+                let line = match rate {
+                    Some(b) => format!(
+                        "{:<28} {:>7} {:>10.3} Gbit/s",
+                        r["name"].as_str().unwrap_or(""),
+                        r["tool"].as_str().unwrap_or(""),
+                        b / 1e9
+                    ),
+                    None => format!(
+                        "{:<28} failed: {}",
+                        r["name"].as_str().unwrap_or(""),
+                        r["error"].as_str().unwrap_or("")
+                    ),
+                };
+                (cfg.log)(&line);
+            }
+            if g.members.len() > 1 {
+                let total: f64 = rates.iter().sum();
+                (cfg.log)(&format!(
+                    "{:<28} {:>7} {:>10.3} Gbit/s total, Jain {:.3}",
+                    g.name,
+                    "group",
+                    total / 1e9,
+                    jain(&rates).unwrap_or(1.0)
+                ));
+            }
+            group_recs.push(json!({
+                "group": g.name, "repeat": rep, "members": recs.iter().map(|r| r["name"].clone()).collect::<Vec<_>>(),
+                "rate_bps": rates.iter().sum::<f64>(), "fairness": jain(&rates), "ok": recs.iter().all(|r| r["ok"] == json!(true)),
+            }));
+            runs.extend(recs);
+        }
+    }
+    Ok((runs, group_recs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_index() {
+        assert_eq!(jain(&[1.0]), None);
+        assert!((jain(&[5.0, 5.0, 5.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((jain(&[1.0, 0.0]).unwrap() - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn parses_iperf3_and_bench_json() {
+        let iperf = r#"{"intervals":[{"sum":{"start":0,"end":1,"bits_per_second":9e8}}],
+            "end":{"sum_received":{"bits_per_second":9.5e8,"seconds":10,"bytes":1187500000},
+                   "streams":[{"receiver":{"bits_per_second":5e8}},{"receiver":{"bits_per_second":4.5e8}}],
+                   "cpu_utilization_percent":{"host_user":1.5,"host_system":20,"remote_user":1,"remote_system":30}}}"#;
+        let v = parse_result(Tool::Iperf3, iperf, 0, 10.0).unwrap();
+        assert_eq!(v["rate_bps"], 9.5e8);
+        assert_eq!(v["intervals"][0]["bps"], 9e8);
+        assert!((v["fairness"].as_f64().unwrap() - 0.9972).abs() < 1e-3);
+        assert_eq!(v["cpu"]["local"]["system"], 0.2);
+        assert!(parse_result(Tool::Iperf3, r#"{"error":"unable to connect"}"#, 0, 1.0).unwrap_err().contains("unable"));
+        let bench = r#"{"schema":"linerate.bench/1","summary":{"throughput_bps":3e9,"connections":2,"jain":0.99,
+            "cpu":{"local":{"user":0.1,"system":0.2,"softirq":0.0}}},"intervals":[{"start_s":0,"end_s":1,"bps":3e9}],
+            "connections":[{"id":0,"bytes":1,"bps":1.5e9},{"id":1,"bytes":1,"bps":1.5e9}]}"#;
+        let v = parse_result(Tool::Bench, bench, 0, 1.0).unwrap();
+        assert_eq!(v["rate_bps"], 3e9);
+        assert_eq!(v["fairness"], 0.99);
+        assert_eq!(v["raw"]["schema"], "linerate.bench/1");
+        assert!(parse_result(Tool::Bench, "{}", 0, 1.0).is_err());
+        let v = parse_result(Tool::Scp, "", 1_000_000_000, 8.0).unwrap();
+        assert_eq!(v["rate_bps"], 1e9);
+    }
+}

@@ -1,0 +1,682 @@
+//! The scenario file (TOML): hosts, switches, links, QoS classes and runs. Parsing is strict
+//! (unknown keys are errors) and validation happens here, before anything touches the kernel,
+//! so a bad file never leaves half a lab behind.
+
+use crate::LabError;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A whole scenario, as read from its file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, used in result file names.
+    pub name: String,
+    /// What the scenario mirrors.
+    #[serde(default)]
+    pub description: String,
+    /// Hosts: one network namespace each.
+    #[serde(default, rename = "host")]
+    pub hosts: Vec<HostSpec>,
+    /// Switches: Linux bridges in the run's switch namespace.
+    #[serde(default, rename = "switch")]
+    pub switches: Vec<SwitchSpec>,
+    /// Links: veth pairs between two hosts, or a host and a switch.
+    #[serde(default, rename = "link")]
+    pub links: Vec<LinkSpec>,
+    /// QoS: htb classes on one end of a link (egress, or ingress through an ifb).
+    #[serde(default, rename = "qos")]
+    pub qos: Vec<QosSpec>,
+    /// Measurements `linerate lab run` performs.
+    #[serde(default, rename = "run")]
+    pub runs: Vec<RunSpec>,
+}
+
+/// One host (`name` may be a range such as `g[1..16]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// Host name: lowercase letters, digits and `-`, at most 24 bytes.
+    pub name: String,
+}
+
+/// One switch.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    /// Switch name (same rules as hosts; must not clash with a host).
+    pub name: String,
+    /// The subnet of its segment, inside 198.18.0.0/15 (default: the next free /24).
+    pub subnet: Option<String>,
+}
+
+/// The queueing discipline that enforces a link's rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Shaper {
+    /// Token bucket filter.
+    #[default]
+    Tbf,
+    /// Hierarchical token bucket with one class.
+    Htb,
+}
+
+/// One link: a veth pair. Either end may be a range (`g[1..16]`), which makes one link each.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Name used by `[[qos]]` and `via` (default `A-B`).
+    pub name: Option<String>,
+    /// First end: a host or a switch.
+    pub a: String,
+    /// Second end: a host or a switch.
+    pub b: String,
+    /// Line rate, e.g. `10gbit`, `500mbit` (default: unshaped).
+    pub rate: Option<String>,
+    /// Which qdisc enforces `rate`.
+    #[serde(default)]
+    pub shaper: Shaper,
+    /// MTU of both ends (default 1500).
+    pub mtu: Option<u32>,
+    /// One-way delay added by netem at each end, e.g. `5ms`.
+    pub delay: Option<String>,
+    /// Delay jitter (needs `delay`).
+    pub jitter: Option<String>,
+    /// Packet loss in percent at each end.
+    pub loss: Option<f64>,
+    /// Reordering in percent (needs `delay`).
+    pub reorder: Option<f64>,
+    /// Subnet of a host-to-host link (default: the next free /24).
+    pub subnet: Option<String>,
+    /// Address of end a, `ADDR/PREFIX` or `ADDR`.
+    pub a_addr: Option<String>,
+    /// Address of end b.
+    pub b_addr: Option<String>,
+    /// Interface name at end a (hosts only; default `ethN`).
+    pub a_if: Option<String>,
+    /// Interface name at end b.
+    pub b_if: Option<String>,
+}
+
+/// Which end of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// The `a` end.
+    #[default]
+    A,
+    /// The `b` end.
+    B,
+}
+
+/// htb classes on one end of a link.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QosSpec {
+    /// The link's name.
+    pub link: String,
+    /// Which end's interface carries the classes.
+    #[serde(default)]
+    pub side: Side,
+    /// Shape what arrives at that end (through an ifb device) instead of what leaves it.
+    #[serde(default)]
+    pub ingress: bool,
+    /// Total rate shared by the classes (default: the link's rate).
+    pub rate: Option<String>,
+    /// The classes.
+    #[serde(rename = "class")]
+    pub classes: Vec<QosClass>,
+}
+
+/// One htb class: a guaranteed rate and a ceiling, and the packets that belong to it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QosClass {
+    /// Class name (shown in results).
+    pub name: String,
+    /// Guaranteed rate.
+    pub rate: String,
+    /// Ceiling (default: the total rate).
+    pub ceil: Option<String>,
+    /// Source: a host name (all its addresses) or a CIDR.
+    pub src: Option<String>,
+    /// Destination: a host name or a CIDR.
+    pub dst: Option<String>,
+    /// Source TCP/UDP port.
+    pub sport: Option<u16>,
+    /// Destination TCP/UDP port.
+    pub dport: Option<u16>,
+    /// Unclassified packets go here (otherwise to an implicit class with the rate left over).
+    #[serde(default)]
+    pub default: bool,
+}
+
+/// A measuring tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tool {
+    /// `linerate bench`.
+    Bench,
+    /// `linerate cp` of a generated tree.
+    Cp,
+    /// iperf3 (`--json`).
+    Iperf3,
+    /// scp over a throwaway sshd.
+    Scp,
+    /// rsync over ssh.
+    Rsync,
+    /// tar piped through ssh.
+    Tar,
+}
+
+/// One run (or, with `hosts`, one per host at once; with `sweep`, one group per count).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// Name in the results (default: tool and host).
+    pub name: Option<String>,
+    /// The tool.
+    pub tool: Tool,
+    /// Client host.
+    pub host: Option<String>,
+    /// Several client hosts at once (ranges allowed), one flow set each.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Run with the first N instances (hosts × vias), for each N in turn (scaling sweeps).
+    #[serde(default)]
+    pub sweep: Vec<usize>,
+    /// Server host.
+    pub server: String,
+    /// Reach the server through this link (default: the first segment they share).
+    pub via: Option<String>,
+    /// One instance per link at once (several NICs driven together); exclusive with `via`.
+    #[serde(default)]
+    pub vias: Vec<String>,
+    /// Parallel streams/connections (iperf3 -P, bench -P, cp -P, parallel scp/rsync/tar copies).
+    pub streams: Option<u32>,
+    /// Duration in seconds (iperf3, bench).
+    pub seconds: Option<u32>,
+    /// Server sends (iperf3 -R, bench --reverse).
+    #[serde(default)]
+    pub reverse: bool,
+    /// Extra arguments for iperf3 or `linerate bench`, passed through.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Server port (iperf3; default one per run from 5201).
+    pub port: Option<u16>,
+    /// Repetitions (default 1).
+    pub repeat: Option<u32>,
+    /// Runs with the same group run at once.
+    pub group: Option<String>,
+    /// Files in the generated tree (cp, scp, rsync, tar; default 64).
+    pub files: Option<u64>,
+    /// Mean file size in bytes (default 1.6 MB, the case study's average).
+    pub file_size: Option<u64>,
+    /// Kill the run after this many seconds (default: duration + 60, or 600 for transfers).
+    pub timeout: Option<u64>,
+}
+
+/// Largest host count a range may produce, and other caps on what a file can ask for.
+pub const MAX_HOSTS: usize = 256;
+/// Most links in a scenario.
+pub const MAX_LINKS: usize = 1024;
+/// Most run instances a scenario expands to.
+pub const MAX_RUNS: usize = 4096;
+
+/// An IPv4 network, as host-order address and prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Net {
+    /// Address (host order).
+    pub addr: u32,
+    /// Prefix length.
+    pub prefix: u8,
+}
+
+impl Net {
+    /// The network's mask.
+    pub fn mask(&self) -> u32 {
+        if self.prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix))
+        }
+    }
+    /// The network address.
+    pub fn network(&self) -> u32 {
+        self.addr & self.mask()
+    }
+    /// Whether `ip` lies in this network.
+    pub fn contains(&self, ip: u32) -> bool {
+        ip & self.mask() == self.network()
+    }
+}
+
+/// The benchmarking range every lab address must come from.
+pub const LAB_RANGE: Net = Net { addr: 0xC612_0000, prefix: 15 };
+
+/// Dotted-quad text of an address.
+pub fn fmt_ip(ip: u32) -> String {
+    std::net::Ipv4Addr::from(ip).to_string()
+}
+
+/// Parses `A.B.C.D` or `A.B.C.D/P`; `default_prefix` applies without `/P`.
+pub fn parse_net(s: &str, default_prefix: u8) -> Result<Net, LabError> {
+    let bad = |why: &str| LabError::Scenario(format!("address '{s}': {why}"));
+    let (a, p) = match s.split_once('/') {
+        Some((a, p)) => (a, p.parse::<u8>().map_err(|_| bad("bad prefix length"))?),
+        None => (s, default_prefix),
+    };
+    if p > 32 {
+        return Err(bad("prefix longer than 32"));
+    }
+    let ip: std::net::Ipv4Addr = a.trim().parse().map_err(|_| bad("not an IPv4 address"))?;
+    let net = Net { addr: u32::from(ip), prefix: p };
+    if !LAB_RANGE.contains(net.addr) || net.prefix < LAB_RANGE.prefix {
+        return Err(bad("outside 198.18.0.0/15, the only range the lab uses"));
+    }
+    Ok(net)
+}
+
+/// Parses a rate such as `10gbit`, `2.5gbit`, `500mbit`, `64kbit`, `1000000bit` into bits/s.
+pub fn parse_rate(s: &str) -> Result<u64, LabError> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
+        .iter()
+        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
+        .unwrap_or((t.clone(), 1.0));
+    let v: f64 =
+        num.parse().map_err(|_| LabError::Scenario(format!("rate '{s}': expected e.g. 10gbit, 500mbit, 64kbit")))?;
+    let bps = v * mult;
+    if !(1e3..=1e12).contains(&bps) {
+        return Err(LabError::Scenario(format!("rate '{s}': must be between 1kbit and 1000gbit")));
+    }
+    Ok(bps as u64)
+}
+
+/// Parses a duration such as `5ms`, `250us`, `0.5ms`, `1s` into microseconds.
+pub fn parse_time_us(s: &str) -> Result<u64, LabError> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = [("ms", 1e3), ("us", 1.0), ("s", 1e6)]
+        .iter()
+        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
+        .ok_or_else(|| LabError::Scenario(format!("time '{s}': expected e.g. 5ms, 250us, 1s")))?;
+    let v: f64 = num.parse().map_err(|_| LabError::Scenario(format!("time '{s}': not a number")))?;
+    let us = v * mult;
+    if !(0.0..=60e6).contains(&us) {
+        return Err(LabError::Scenario(format!("time '{s}': must be between 0 and 60s")));
+    }
+    Ok(us as u64)
+}
+
+/// Expands `prefix[A..B]` into `prefixA` .. `prefixB`; any other name stands for itself.
+pub fn expand(name: &str) -> Result<Vec<String>, LabError> {
+    let Some(open) = name.find('[') else { return Ok(vec![name.to_string()]) };
+    let bad = || LabError::Scenario(format!("'{name}': a range is written prefix[A..B], e.g. g[1..16]"));
+    let inner = name[open + 1..].strip_suffix(']').ok_or_else(bad)?;
+    let (a, b) = inner.split_once("..").ok_or_else(bad)?;
+    let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+    if a > b || b - a >= MAX_HOSTS {
+        return Err(LabError::Scenario(format!("'{name}': range must be ascending and at most {MAX_HOSTS} long")));
+    }
+    Ok((a..=b).map(|i| format!("{}{i}", &name[..open])).collect())
+}
+
+/// Host and switch names: short, lowercase, safe in namespace and file names.
+pub fn check_name(kind: &str, n: &str) -> Result<(), LabError> {
+    let ok = !n.is_empty()
+        && n.len() <= 24
+        && n.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && !n.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(LabError::Scenario(format!(
+            "{kind} name '{}': use 1-24 lowercase letters, digits or '-'",
+            n.escape_default()
+        )))
+    }
+}
+
+/// Interface names: at most 15 bytes (IFNAMSIZ - 1), no '/' or whitespace.
+pub fn check_ifname(n: &str) -> Result<(), LabError> {
+    let ok = !n.is_empty()
+        && n.len() <= 15
+        && n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(LabError::Scenario(format!("interface name '{}': 1-15 bytes of [A-Za-z0-9._-]", n.escape_default())))
+    }
+}
+
+impl Scenario {
+    /// Parses and validates a scenario.
+    pub fn parse(text: &str) -> Result<Self, LabError> {
+        if text.len() > 1 << 20 {
+            return Err(LabError::Scenario("scenario file larger than 1 MiB".into()));
+        }
+        let s: Scenario = toml::from_str(text).map_err(|e| LabError::Scenario(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Reads, parses and validates a scenario file.
+    pub fn load(path: &std::path::Path) -> Result<Self, LabError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LabError::Io(format!("reading {}", path.display()), e))?;
+        Self::parse(&text).map_err(|e| match e {
+            LabError::Scenario(m) => LabError::Scenario(format!("{}: {m}", path.display())),
+            e => e,
+        })
+    }
+
+    /// Every host name, ranges expanded, in declaration order.
+    pub fn host_names(&self) -> Result<Vec<String>, LabError> {
+        let mut v = Vec::new();
+        for h in &self.hosts {
+            v.extend(expand(&h.name)?);
+        }
+        Ok(v)
+    }
+
+    /// Links with ranges expanded: (name, a, b, spec).
+    pub fn expanded_links(&self) -> Result<Vec<(String, String, String, &LinkSpec)>, LabError> {
+        let mut out = Vec::new();
+        for l in &self.links {
+            let (a, b) = (expand(&l.a)?, expand(&l.b)?);
+            let pairs: Vec<(String, String)> = match (a.len(), b.len()) {
+                (1, _) => b.iter().map(|y| (a[0].clone(), y.clone())).collect(),
+                (_, 1) => a.iter().map(|x| (x.clone(), b[0].clone())).collect(),
+                (n, m) if n == m => a.into_iter().zip(b).collect(),
+                _ => return Err(LabError::Scenario(format!("link {}-{}: ranges of different lengths", l.a, l.b))),
+            };
+            let many = pairs.len() > 1;
+            for (x, y) in pairs {
+                let name = match (&l.name, many) {
+                    (Some(n), false) => n.clone(),
+                    (Some(n), true) => format!("{n}-{x}-{y}"),
+                    (None, _) => format!("{x}-{y}"),
+                };
+                out.push((name, x, y, l));
+            }
+        }
+        if out.len() > MAX_LINKS {
+            return Err(LabError::Scenario(format!("more than {MAX_LINKS} links")));
+        }
+        Ok(out)
+    }
+
+    /// Checks names, references, addresses, rates and times.
+    pub fn validate(&self) -> Result<(), LabError> {
+        let n = &self.name;
+        if n.is_empty() || n.len() > 64 || !n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_') {
+            return Err(LabError::Scenario(format!(
+                "scenario name '{}': use 1-64 letters, digits, '-' or '_'",
+                n.escape_default()
+            )));
+        }
+        let hosts = self.host_names()?;
+        if hosts.is_empty() {
+            return Err(LabError::Scenario("no [[host]]".into()));
+        }
+        if hosts.len() > MAX_HOSTS {
+            return Err(LabError::Scenario(format!("more than {MAX_HOSTS} hosts")));
+        }
+        let mut seen = BTreeSet::new();
+        for h in &hosts {
+            check_name("host", h)?;
+            if !seen.insert(h.clone()) {
+                return Err(LabError::Scenario(format!("host '{h}' declared twice")));
+            }
+        }
+        let mut switches = BTreeSet::new();
+        for s in &self.switches {
+            check_name("switch", &s.name)?;
+            if seen.contains(&s.name) || !switches.insert(s.name.clone()) {
+                return Err(LabError::Scenario(format!("switch '{}' clashes with another host or switch", s.name)));
+            }
+            if let Some(n) = &s.subnet {
+                parse_net(n, 24)?;
+            }
+        }
+        let mut link_names = BTreeSet::new();
+        for (name, a, b, l) in self.expanded_links()? {
+            for end in [&a, &b] {
+                if !seen.contains(end) && !switches.contains(end) {
+                    return Err(LabError::Scenario(format!("link '{name}': unknown host or switch '{end}'")));
+                }
+            }
+            if switches.contains(&a) && switches.contains(&b) {
+                return Err(LabError::Scenario(format!("link '{name}': a link between two switches is not supported")));
+            }
+            if a == b {
+                return Err(LabError::Scenario(format!("link '{name}': both ends are '{a}'")));
+            }
+            if !link_names.insert(name.clone()) {
+                return Err(LabError::Scenario(format!("link '{name}' declared twice (give it a `name`)")));
+            }
+            if let Some(r) = &l.rate {
+                parse_rate(r)?;
+            }
+            if let Some(m) = l.mtu {
+                if !(576..=65535).contains(&m) {
+                    return Err(LabError::Scenario(format!("link '{name}': mtu {m} outside 576..65535")));
+                }
+            }
+            for t in [&l.delay, &l.jitter].into_iter().flatten() {
+                parse_time_us(t)?;
+            }
+            if (l.jitter.is_some() || l.reorder.is_some()) && l.delay.is_none() {
+                return Err(LabError::Scenario(format!("link '{name}': jitter and reorder need a delay")));
+            }
+            for p in [l.loss, l.reorder].into_iter().flatten() {
+                if !(0.0..=100.0).contains(&p) {
+                    return Err(LabError::Scenario(format!("link '{name}': percentages must be within 0..100")));
+                }
+            }
+            for n in [&l.subnet].into_iter().flatten() {
+                parse_net(n, 24)?;
+            }
+            for n in [&l.a_addr, &l.b_addr].into_iter().flatten() {
+                parse_net(n, 24)?;
+            }
+            for n in [&l.a_if, &l.b_if].into_iter().flatten() {
+                check_ifname(n)?;
+            }
+        }
+        for q in &self.qos {
+            if !link_names.contains(&q.link) {
+                return Err(LabError::Scenario(format!("qos: unknown link '{}'", q.link)));
+            }
+            if q.classes.is_empty() {
+                return Err(LabError::Scenario(format!("qos on '{}': no [[qos.class]]", q.link)));
+            }
+            if let Some(r) = &q.rate {
+                parse_rate(r)?;
+            }
+            if q.classes.iter().filter(|c| c.default).count() > 1 {
+                return Err(LabError::Scenario(format!("qos on '{}': more than one default class", q.link)));
+            }
+            for c in &q.classes {
+                parse_rate(&c.rate)?;
+                if let Some(r) = &c.ceil {
+                    parse_rate(r)?;
+                }
+                for m in [&c.src, &c.dst].into_iter().flatten() {
+                    if !seen.contains(m) {
+                        parse_net(m, 32).map_err(|_| {
+                            LabError::Scenario(format!(
+                                "qos class '{}': '{m}' is neither a host nor a CIDR in 198.18.0.0/15",
+                                c.name
+                            ))
+                        })?;
+                    }
+                }
+            }
+        }
+        let mut count = 0usize;
+        let mut names = BTreeMap::new();
+        for (i, r) in self.runs.iter().enumerate() {
+            let hosts_of_run = self.run_hosts(r)?;
+            if hosts_of_run.is_empty() {
+                return Err(LabError::Scenario(format!("run {}: give `host` or `hosts`", i + 1)));
+            }
+            for h in hosts_of_run.iter().chain([&r.server]) {
+                if !seen.contains(h) {
+                    return Err(LabError::Scenario(format!("run {}: unknown host '{h}'", i + 1)));
+                }
+            }
+            if r.via.is_some() && !r.vias.is_empty() {
+                return Err(LabError::Scenario(format!("run {}: give `via` or `vias`, not both", i + 1)));
+            }
+            for v in r.via.iter().chain(&r.vias) {
+                if !link_names.contains(v) {
+                    return Err(LabError::Scenario(format!("run {}: unknown link '{v}' in via", i + 1)));
+                }
+            }
+            let instances = hosts_of_run.len() * r.vias.len().max(1);
+            if r.sweep.iter().any(|&n| n == 0 || n > instances) {
+                return Err(LabError::Scenario(format!("run {}: sweep counts must be 1..={instances}", i + 1)));
+            }
+            let streams = r.streams.unwrap_or(1);
+            if !(1..=10_000).contains(&streams) {
+                return Err(LabError::Scenario(format!("run {}: streams must be 1..10000", i + 1)));
+            }
+            let rep = r.repeat.unwrap_or(1);
+            if !(1..=100).contains(&rep) {
+                return Err(LabError::Scenario(format!("run {}: repeat must be 1..100", i + 1)));
+            }
+            if r.seconds.is_some_and(|s| !(1..=3600).contains(&s)) {
+                return Err(LabError::Scenario(format!("run {}: seconds must be 1..3600", i + 1)));
+            }
+            let per = if r.sweep.is_empty() { instances } else { r.sweep.iter().sum() };
+            count = count.saturating_add(per.saturating_mul(rep as usize));
+            if let Some(n) = &r.name {
+                if names.insert(n.clone(), ()).is_some() {
+                    return Err(LabError::Scenario(format!("run name '{n}' used twice")));
+                }
+            }
+        }
+        if count > MAX_RUNS {
+            return Err(LabError::Scenario(format!("the runs expand to more than {MAX_RUNS} instances")));
+        }
+        Ok(())
+    }
+
+    /// The client hosts of a run, ranges expanded.
+    pub fn run_hosts(&self, r: &RunSpec) -> Result<Vec<String>, LabError> {
+        let mut v: Vec<String> = r.host.iter().cloned().collect();
+        for h in &r.hosts {
+            v.extend(expand(h)?);
+        }
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO: &str = r#"
+name = "two"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+a = "a"
+b = "b"
+rate = "1gbit"
+"#;
+
+    #[test]
+    fn parses_a_two_host_lab() {
+        let s = Scenario::parse(TWO).unwrap();
+        assert_eq!(s.host_names().unwrap(), ["a", "b"]);
+        assert_eq!(s.expanded_links().unwrap()[0].0, "a-b");
+    }
+
+    #[test]
+    fn rejects_addresses_outside_the_benchmark_range() {
+        for bad in ["10.0.0.1/24", "192.168.1.1", "198.20.0.1/24", "198.18.0.0/8", "8.8.8.8/32"] {
+            let t = format!("{TWO}a_addr = \"{bad}\"\n");
+            let e = Scenario::parse(&t).unwrap_err().to_string();
+            assert!(e.contains("198.18.0.0/15") || e.contains("address"), "{bad}: {e}");
+        }
+        assert!(Scenario::parse(&format!("{TWO}a_addr = \"198.19.255.1/24\"\n")).is_ok());
+        assert!(Scenario::parse(&format!("{TWO}subnet = \"172.16.0.0/24\"\n")).is_err());
+    }
+
+    #[test]
+    fn rejects_duplicate_hosts_and_links() {
+        let t = format!("{TWO}[[host]]\nname = \"a\"\n");
+        assert!(Scenario::parse(&t).unwrap_err().to_string().contains("declared twice"));
+        let t = format!("{TWO}[[link]]\na = \"a\"\nb = \"b\"\n");
+        assert!(Scenario::parse(&t).unwrap_err().to_string().contains("declared twice"));
+        let t = format!("{TWO}[[switch]]\nname = \"b\"\n");
+        assert!(Scenario::parse(&t).unwrap_err().to_string().contains("clashes"));
+    }
+
+    #[test]
+    fn rejects_unknown_hosts_links_and_keys() {
+        let t = format!("{TWO}[[link]]\na = \"a\"\nb = \"c\"\n");
+        assert!(Scenario::parse(&t).unwrap_err().to_string().contains("unknown host or switch 'c'"));
+        let t = format!("{TWO}[[run]]\ntool = \"iperf3\"\nhost = \"a\"\nserver = \"zz\"\n");
+        assert!(Scenario::parse(&t).unwrap_err().to_string().contains("unknown host 'zz'"));
+        let t = format!("{TWO}[[qos]]\nlink = \"x-y\"\n[[qos.class]]\nname = \"c\"\nrate = \"1mbit\"\n");
+        assert!(Scenario::parse(&t).unwrap_err().to_string().contains("unknown link"));
+        assert!(Scenario::parse(&format!("{TWO}colour = \"red\"\n")).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_names_rates_and_times() {
+        assert!(Scenario::parse(&TWO.replace("name = \"a\"", "name = \"A/b\"")).is_err());
+        assert!(Scenario::parse(&TWO.replace("1gbit", "fast")).is_err());
+        assert!(Scenario::parse(&format!("{TWO}jitter = \"1ms\"\n")).is_err(), "jitter without delay");
+        assert!(Scenario::parse(&format!("{TWO}delay = \"1 fortnight\"\n")).is_err());
+        assert!(Scenario::parse(&format!("{TWO}a_if = \"averyveryverylongname\"\n")).is_err());
+        assert!(Scenario::parse(&format!("{TWO}loss = 101.0\n")).is_err());
+    }
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(parse_rate("10gbit").unwrap(), 10_000_000_000);
+        assert_eq!(parse_rate("2.5gbit").unwrap(), 2_500_000_000);
+        assert_eq!(parse_rate("500mbit").unwrap(), 500_000_000);
+        assert_eq!(parse_time_us("0.5ms").unwrap(), 500);
+        assert_eq!(parse_time_us("2s").unwrap(), 2_000_000);
+        assert_eq!(expand("g[1..3]").unwrap(), ["g1", "g2", "g3"]);
+        assert!(expand("g[3..1]").is_err());
+        assert!(expand("g[1..100000]").is_err());
+    }
+
+    #[test]
+    fn expands_ranges_in_links_and_runs() {
+        let t = r#"
+name = "sw"
+[[host]]
+name = "g[1..4]"
+[[host]]
+name = "srv"
+[[switch]]
+name = "sw0"
+[[link]]
+a = "g[1..4]"
+b = "sw0"
+[[link]]
+name = "up"
+a = "sw0"
+b = "srv"
+[[run]]
+tool = "iperf3"
+hosts = ["g[1..4]"]
+sweep = [1, 2, 4]
+server = "srv"
+"#;
+        let s = Scenario::parse(t).unwrap();
+        let l = s.expanded_links().unwrap();
+        assert_eq!(l.len(), 5);
+        assert_eq!(l[3].0, "g4-sw0");
+        assert_eq!(s.run_hosts(&s.runs[0]).unwrap().len(), 4);
+        assert!(Scenario::parse(&t.replace("[1, 2, 4]", "[5]")).is_err());
+    }
+}

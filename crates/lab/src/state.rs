@@ -1,0 +1,246 @@
+//! The state file of a run (`/run/linerate/lab/<run>.json`): who owns it, and every namespace,
+//! process and temporary directory it created, so that anything can be torn down later, by
+//! `down`, by a signal handler, or by the next `up` when the owner died.
+
+use crate::exec::Executor;
+use crate::LabError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A process the run started.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcRec {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot), so a reused pid is never signalled.
+    pub start: u64,
+    /// What it is (for status).
+    pub what: String,
+}
+
+/// Everything about one run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunState {
+    /// Run id.
+    pub run: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Scenario file.
+    pub file: String,
+    /// Owner process.
+    pub pid: u32,
+    /// Owner's start time (clock ticks since boot).
+    pub pid_start: u64,
+    /// Left up on purpose (`up --detach`): not stale when the owner exits.
+    pub detached: bool,
+    /// Seconds since the epoch.
+    pub created_unix: u64,
+    /// Namespaces, recorded before they are created.
+    pub namespaces: Vec<String>,
+    /// Host name to namespace.
+    pub hosts: BTreeMap<String, String>,
+    /// Processes started in the lab.
+    pub processes: Vec<ProcRec>,
+    /// Temporary directories (keys, trees, sshd config).
+    pub temp_dirs: Vec<PathBuf>,
+    /// The lab's description (as in the results document).
+    pub description: serde_json::Value,
+}
+
+/// Where state files live: `$LINERATE_LAB_DIR` or `/run/linerate/lab`.
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("LINERATE_LAB_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/linerate/lab"))
+}
+
+/// Start time of a process (field 22 of /proc/PID/stat), or None if it does not exist.
+pub fn proc_start(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    // After the comm: state is field 3, starttime field 22.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether `pid` is alive and is still the process that started at `start`.
+pub fn alive(pid: u32, start: u64) -> bool {
+    proc_start(pid) == Some(start) && !is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+/// Ends a process the lab started: SIGTERM, up to `grace`, then SIGKILL. Only if `start` matches.
+pub fn stop_process(pid: u32, start: u64, grace: Duration) {
+    if !alive(pid, start) {
+        return;
+    }
+    signal(pid, rustix::process::Signal::TERM);
+    let t = std::time::Instant::now();
+    while t.elapsed() < grace {
+        if !alive(pid, start) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(pid, rustix::process::Signal::KILL);
+}
+
+impl RunState {
+    /// The state file's path.
+    pub fn path(&self) -> PathBuf {
+        state_dir().join(format!("{}.json", self.run))
+    }
+
+    /// Writes the state file atomically (temp + rename).
+    pub fn save(&self) -> Result<(), LabError> {
+        let dir = state_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| LabError::Io(format!("creating {}", dir.display()), e))?;
+        let tmp = dir.join(format!(".{}.json.tmp", self.run));
+        let text = serde_json::to_vec_pretty(self).map_err(|e| LabError::State(format!("encoding state: {e}")))?;
+        std::fs::write(&tmp, text).map_err(|e| LabError::Io(format!("writing {}", tmp.display()), e))?;
+        std::fs::rename(&tmp, self.path()).map_err(|e| LabError::Io(format!("renaming {}", tmp.display()), e))
+    }
+
+    /// Reads one state file.
+    pub fn load(path: &Path) -> Result<RunState, LabError> {
+        let text = std::fs::read(path).map_err(|e| LabError::Io(format!("reading {}", path.display()), e))?;
+        if text.len() > 16 << 20 {
+            return Err(LabError::State(format!("{}: state file too large", path.display())));
+        }
+        serde_json::from_slice(&text).map_err(|e| LabError::State(format!("{}: {e}", path.display())))
+    }
+
+    /// Every run with a state file, oldest first.
+    pub fn list() -> Vec<RunState> {
+        let mut v: Vec<RunState> = std::fs::read_dir(state_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter_map(|p| RunState::load(&p).ok())
+            .collect();
+        v.sort_by_key(|s| s.created_unix);
+        v
+    }
+
+    /// Finds a run by id, or the only run when `id` is None.
+    pub fn find(id: Option<&str>) -> Result<RunState, LabError> {
+        let all = Self::list();
+        match id {
+            Some(id) => all
+                .into_iter()
+                .find(|s| s.run == id)
+                .ok_or_else(|| LabError::State(format!("no lab run '{id}' (see `linerate lab status`)"))),
+            None => match all.len() {
+                0 => Err(LabError::State("no lab is up".into())),
+                1 => Ok(all.into_iter().next().expect("one element")),
+                n => Err(LabError::State(format!("{n} labs are up; name one (see `linerate lab status`)"))),
+            },
+        }
+    }
+
+    /// Whether the owner process is alive.
+    pub fn owner_alive(&self) -> bool {
+        alive(self.pid, self.pid_start)
+    }
+
+    /// Asks a live owner (`lab up` in the foreground, `lab run`) to tear down: SIGTERM, then
+    /// waits up to `limit` for the state file to go. Returns whether it went.
+    pub fn ask_owner_to_stop(&self, limit: Duration) -> bool {
+        if !self.owner_alive() || self.pid == std::process::id() {
+            return false;
+        }
+        signal(self.pid, rustix::process::Signal::TERM);
+        let t = std::time::Instant::now();
+        while t.elapsed() < limit {
+            if !self.path().exists() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// Stale: not detached and the owner is gone.
+    pub fn is_stale(&self) -> bool {
+        !self.detached && !self.owner_alive()
+    }
+
+    /// Removes everything the run created: its processes (by recorded pid, then any process
+    /// left inside its namespaces), its namespaces (and with them every veth, bridge, ifb and
+    /// qdisc), its temporary directories, and finally the state file. Best effort: returns
+    /// what could not be removed.
+    pub fn teardown(&self, ex: &mut dyn Executor) -> Vec<String> {
+        let mut problems = Vec::new();
+        for p in &self.processes {
+            stop_process(p.pid, p.start, Duration::from_secs(2));
+        }
+        for ns in &self.namespaces {
+            if !Path::new("/run/netns").join(ns).exists() {
+                continue;
+            }
+            // Processes still inside the run's own namespaces (e.g. from `lab exec`).
+            if let Ok(out) = ex.run(&["ip".into(), "netns".into(), "pids".into(), ns.clone()]) {
+                for pid in out.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+                    if let Some(st) = proc_start(pid) {
+                        stop_process(pid, st, Duration::from_secs(1));
+                    }
+                }
+            }
+            if let Err(e) = ex.run(&["ip".into(), "netns".into(), "del".into(), ns.clone()]) {
+                problems.push(e.to_string());
+            }
+        }
+        for d in &self.temp_dirs {
+            if d.exists() {
+                if let Err(e) = std::fs::remove_dir_all(d) {
+                    problems.push(format!("removing {}: {e}", d.display()));
+                }
+            }
+        }
+        if problems.is_empty() {
+            let _ = std::fs::remove_file(self.path());
+        }
+        problems
+    }
+}
+
+/// Tears down every stale run (owner dead, not detached); returns their ids.
+pub fn clean_stale(ex: &mut dyn Executor) -> Vec<String> {
+    let mut cleaned = Vec::new();
+    for s in RunState::list() {
+        if s.is_stale() {
+            let problems = s.teardown(ex);
+            if problems.is_empty() {
+                cleaned.push(s.run.clone());
+            }
+        }
+    }
+    cleaned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_start_time_and_liveness() {
+        let me = std::process::id();
+        let st = proc_start(me).unwrap();
+        assert!(alive(me, st));
+        assert!(!alive(me, st + 1), "a different start time is a different process");
+        assert!(!alive(u32::MAX - 1, st));
+    }
+}

@@ -1,0 +1,1125 @@
+//! The benchmark session (`linerate bench` against `linerate serve`): what a test asks for, the
+//! server's admission rules, the preamble that binds a data connection to its test, the
+//! per-message header of profile workloads, and the results each side reports.
+//!
+//! The control connection is the same authenticated, encrypted session as `cp`; its first frame
+//! is a [`crate::frame::Frame::BenchRequest`] instead of `Begin`. Test data travels on plain TCP
+//! (or UDP) connections to a per-test port, each opened with a [`DataHello`] that carries the
+//! test's random cookie: benchmark payload is synthetic, so it is not encrypted, exactly as
+//! iperf3 and netperf measure the network and not a cipher. [`ClientMachine`] and
+//! [`ServerMachine`] enforce the order of frames on the control connection.
+
+use crate::frame::Frame;
+use crate::ProtoError;
+use serde::{Deserialize, Serialize};
+
+/// Version of the JSON documents in benchmark frames; bumped on incompatible change.
+pub const BENCH_DOC_VERSION: u32 = 1;
+/// Bytes of a [`DataHello`] on the wire.
+pub const DATA_HELLO_LEN: usize = 60;
+/// The server's acknowledgement of a valid [`DataHello`].
+pub const DATA_ACK: [u8; 4] = *b"LNRb";
+/// Magic of a data preamble.
+pub const DATA_MAGIC: [u8; 4] = *b"LNRB";
+/// Bytes of a profile message header ([`MsgHeader`]).
+pub const MSG_HEADER_LEN: usize = 8;
+/// [`MsgHeader::reply`] value asking the server to send without end until the connection closes.
+pub const REPLY_STREAM: u32 = u32::MAX;
+/// Bytes at the start of every UDP datagram: tag, sequence number, send time.
+pub const UDP_HEADER_LEN: usize = 24;
+/// Smallest UDP payload (it must hold the header).
+pub const MIN_UDP_PAYLOAD: u32 = UDP_HEADER_LEN as u32;
+/// Largest UDP payload over IPv4.
+pub const MAX_UDP_PAYLOAD: u32 = 65_507;
+/// Largest message (write/read size) of any TCP test.
+pub const MAX_MSG: u32 = 16 * 1024 * 1024;
+/// Largest single profile message (payload or reply).
+pub const MAX_PROFILE_MSG: u32 = 1 << 30;
+/// Most groups in a profile.
+pub const MAX_GROUPS: usize = 16;
+/// Most transactions in a group and flow operations in a transaction.
+pub const MAX_OPS: usize = 64;
+
+/// What a test measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TestKind {
+    /// Bulk TCP transfer (netperf TCP_STREAM / iperf3).
+    TcpStream,
+    /// UDP at a target rate, loss counted at the receiver.
+    UdpStream,
+    /// TCP request/response on long-lived connections (netperf TCP_RR).
+    TcpRr,
+    /// TCP connect, request, response, close (netperf TCP_CRR).
+    TcpCrr,
+    /// A uperf-style workload profile.
+    Profile,
+}
+
+impl TestKind {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            TestKind::TcpStream => "tcp-stream",
+            TestKind::UdpStream => "udp-stream",
+            TestKind::TcpRr => "tcp-rr",
+            TestKind::TcpCrr => "tcp-crr",
+            TestKind::Profile => "profile",
+        }
+    }
+}
+
+/// Which way bulk data flows, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Direction {
+    /// Client sends, server receives.
+    Send,
+    /// Server sends, client receives (iperf3 `-R`).
+    Receive,
+    /// Both at once on every connection.
+    Bidir,
+}
+
+/// One test, as the client asks for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestSpec {
+    /// [`BENCH_DOC_VERSION`].
+    pub version: u32,
+    /// What to measure.
+    pub kind: TestKind,
+    /// Which way data flows (stream tests).
+    pub direction: Direction,
+    /// Parallel connections (UDP: sockets).
+    pub connections: u32,
+    /// Length of the measured run, after the warm-up, in milliseconds.
+    pub duration_ms: u64,
+    /// Warm-up at the start that is run but not counted, in milliseconds.
+    pub omit_ms: u64,
+    /// Interval between reports, in milliseconds.
+    pub interval_ms: u64,
+    /// Bytes per write (stream), per request (rr/crr), per datagram (udp).
+    pub msg_size: u32,
+    /// Bytes per response (rr/crr).
+    pub resp_size: u32,
+    /// SO_SNDBUF to ask for, both sides (None: the kernel's autotuning).
+    pub sndbuf: Option<u32>,
+    /// SO_RCVBUF to ask for, both sides.
+    pub rcvbuf: Option<u32>,
+    /// Total target: bits/s for stream and udp tests, transactions/s for rr/crr (open loop).
+    pub rate: Option<u64>,
+    /// Send with zero copy (`sendfile` from a memory file).
+    pub zerocopy: bool,
+    /// TCP_NODELAY on every connection.
+    pub nodelay: bool,
+    /// The workload, for [`TestKind::Profile`].
+    pub profile: Option<Profile>,
+}
+
+impl TestSpec {
+    /// A test with defaults for everything but its kind.
+    pub fn new(kind: TestKind) -> TestSpec {
+        let (msg, resp) = match kind {
+            TestKind::TcpStream => (128 * 1024, 0),
+            TestKind::UdpStream => (1448, 0),
+            TestKind::TcpRr | TestKind::TcpCrr => (1, 1),
+            TestKind::Profile => (0, 0),
+        };
+        TestSpec {
+            version: BENCH_DOC_VERSION,
+            kind,
+            direction: Direction::Send,
+            connections: 1,
+            duration_ms: 10_000,
+            omit_ms: 0,
+            interval_ms: 1000,
+            msg_size: msg,
+            resp_size: resp,
+            sndbuf: None,
+            rcvbuf: None,
+            rate: None,
+            zerocopy: false,
+            nodelay: false,
+            profile: None,
+        }
+    }
+
+    /// Check the test against the rules of the protocol and the server's admission caps. The
+    /// message names the parameter, its value and the allowed range.
+    pub fn validate(&self, lim: &Limits) -> Result<(), String> {
+        if self.version != BENCH_DOC_VERSION {
+            return Err(format!(
+                "benchmark document version {} (this server speaks {BENCH_DOC_VERSION})",
+                self.version
+            ));
+        }
+        let conns = match (&self.kind, &self.profile) {
+            (TestKind::Profile, Some(p)) => {
+                p.validate()?;
+                p.connections()
+            }
+            (TestKind::Profile, None) => return Err("a profile test needs a profile".into()),
+            (_, Some(_)) => return Err("a profile was sent with a test that is not a profile test".into()),
+            _ => u64::from(self.connections),
+        };
+        if conns == 0 || conns > u64::from(lim.max_connections) {
+            return Err(format!("connections {conns}: must be 1 to {} on this server", lim.max_connections));
+        }
+        let total = self.duration_ms.saturating_add(self.omit_ms);
+        if self.duration_ms == 0 || total > lim.max_duration_ms {
+            return Err(format!(
+                "duration {} ms plus warm-up {} ms: the test must last 1 ms to {} s on this server",
+                self.duration_ms,
+                self.omit_ms,
+                lim.max_duration_ms / 1000
+            ));
+        }
+        if !(10..=60_000).contains(&self.interval_ms) {
+            return Err(format!("interval {} ms: must be 10 ms to 60 s", self.interval_ms));
+        }
+        match self.kind {
+            TestKind::TcpStream if !(1..=MAX_MSG).contains(&self.msg_size) => {
+                return Err(format!("message size {}: must be 1 to {MAX_MSG}", self.msg_size))
+            }
+            TestKind::UdpStream if !(MIN_UDP_PAYLOAD..=MAX_UDP_PAYLOAD).contains(&self.msg_size) => {
+                return Err(format!("datagram size {}: must be {MIN_UDP_PAYLOAD} to {MAX_UDP_PAYLOAD}", self.msg_size))
+            }
+            TestKind::UdpStream if self.direction == Direction::Bidir => {
+                return Err("udp-stream runs one way: send or receive".into())
+            }
+            TestKind::TcpRr | TestKind::TcpCrr => {
+                for (what, v) in [("request", self.msg_size), ("response", self.resp_size)] {
+                    if !(1..=MAX_MSG).contains(&v) {
+                        return Err(format!("{what} size {v}: must be 1 to {MAX_MSG}"));
+                    }
+                }
+            }
+            _ => {}
+        }
+        for (what, b) in [("send buffer", self.sndbuf), ("receive buffer", self.rcvbuf)] {
+            if let Some(b) = b {
+                if !(1024..=1 << 30).contains(&b) {
+                    return Err(format!("{what} {b}: must be 1 KiB to 1 GiB"));
+                }
+            }
+        }
+        if let Some(r) = self.rate {
+            if r == 0 {
+                return Err("rate 0: leave it out for an unlimited test".into());
+            }
+            let bits = matches!(self.kind, TestKind::TcpStream | TestKind::UdpStream);
+            if bits && r > lim.max_rate_bps {
+                return Err(format!("rate {r} bit/s is over this server's cap of {} bit/s", lim.max_rate_bps));
+            }
+            if !bits && r > 10_000_000 {
+                return Err(format!("rate {r} transactions/s: must be at most 10,000,000"));
+            }
+        } else if lim.max_rate_bps < u64::MAX && self.kind != TestKind::TcpRr && self.kind != TestKind::TcpCrr {
+            return Err(format!("this server caps the rate at {} bit/s: give --rate up to that", lim.max_rate_bps));
+        }
+        if self.zerocopy && !matches!(self.kind, TestKind::TcpStream) {
+            return Err("zero copy applies to tcp-stream only".into());
+        }
+        Ok(())
+    }
+
+    /// Connections the test opens at its start.
+    pub fn initial_connections(&self) -> u64 {
+        match &self.profile {
+            Some(p) => p.connections(),
+            None => u64::from(self.connections),
+        }
+    }
+}
+
+/// The server's admission caps for one test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest test including warm-up, milliseconds.
+    pub max_duration_ms: u64,
+    /// Most connections in one test.
+    pub max_connections: u32,
+    /// Highest bulk rate a test may ask for, bits/s (`u64::MAX`: unlimited).
+    pub max_rate_bps: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { max_duration_ms: 3_600_000, max_connections: 10_000, max_rate_bps: u64::MAX }
+    }
+}
+
+/// A uperf-style workload: groups of connections, each running its transactions in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name for reports.
+    pub name: String,
+    /// What the workload stands for.
+    #[serde(default)]
+    pub description: String,
+    /// The groups, run at the same time.
+    #[serde(rename = "group")]
+    pub groups: Vec<Group>,
+}
+
+/// Connections that run the same transactions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Group {
+    /// Name for reports.
+    pub name: String,
+    /// Connections (uperf threads), each running the transactions independently.
+    pub connections: u32,
+    /// Transactions, in order.
+    #[serde(rename = "transaction")]
+    pub transactions: Vec<Transaction>,
+}
+
+/// A sequence of flow operations repeated a number of times or for a duration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transaction {
+    /// Repeat this many times...
+    pub iterations: Option<u64>,
+    /// ...or for this long, in milliseconds (the test's duration when neither is given).
+    pub duration_ms: Option<u64>,
+    /// Iterations per second per connection, timed from the intended start (open loop).
+    pub rate: Option<f64>,
+    /// The operations of one iteration.
+    pub flowops: Vec<FlowOp>,
+}
+
+/// One operation of a transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum FlowOp {
+    /// Open a new data connection (closing the current one, if any).
+    Connect,
+    /// Send bytes.
+    Write {
+        /// Bytes to send.
+        size: Size,
+    },
+    /// Receive bytes the server sends in answer.
+    Read {
+        /// Bytes to receive.
+        size: Size,
+    },
+    /// Wait, without traffic.
+    Think {
+        /// Milliseconds.
+        ms: u64,
+    },
+    /// Close the data connection.
+    Disconnect,
+}
+
+/// A message size: fixed, or drawn uniformly from a range for every operation. Written as a
+/// number, a string with an SI or binary suffix (`"64K"` is 65,536 bytes), a range `"1K-64K"`,
+/// or `{ min, max }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "SizeRepr")]
+pub struct Size {
+    /// Smallest size.
+    pub min: u32,
+    /// Largest size (equal to `min` for a fixed size).
+    pub max: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeRepr {
+    Num(u64),
+    Text(String),
+    Range { min: u64, max: u64 },
+}
+
+impl TryFrom<SizeRepr> for Size {
+    type Error = String;
+    fn try_from(r: SizeRepr) -> Result<Size, String> {
+        let fit = |v: u64| u32::try_from(v).map_err(|_| format!("size {v} is over 4 GiB"));
+        let (min, max) = match r {
+            SizeRepr::Num(n) => (n, n),
+            SizeRepr::Range { min, max } => (min, max),
+            SizeRepr::Text(t) => match t.split_once('-') {
+                Some((a, b)) => (parse_bytes(a)?, parse_bytes(b)?),
+                None => {
+                    let v = parse_bytes(&t)?;
+                    (v, v)
+                }
+            },
+        };
+        Ok(Size { min: fit(min)?, max: fit(max)? })
+    }
+}
+
+/// Parse a byte count: digits with an optional `K`, `M`, `G` (binary: 1024-based, as iperf3's
+/// `-l`) and an optional trailing `B`.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix(['B', 'b']).unwrap_or(t);
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                _ => return Err(format!("size {s:?}: unknown suffix {c:?} (use K, M or G)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("size {s:?} is not a number"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+impl Profile {
+    /// Connections the profile opens at once.
+    pub fn connections(&self) -> u64 {
+        self.groups.iter().map(|g| u64::from(g.connections)).sum()
+    }
+
+    /// Structural rules: counts, sizes, and that a read always follows something to answer.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.groups.is_empty() || self.groups.len() > MAX_GROUPS {
+            return Err(format!("profile {:?}: needs 1 to {MAX_GROUPS} groups", self.name));
+        }
+        for g in &self.groups {
+            if g.connections == 0 {
+                return Err(format!("group {:?}: connections must be at least 1", g.name));
+            }
+            if g.transactions.is_empty() || g.transactions.len() > MAX_OPS {
+                return Err(format!("group {:?}: needs 1 to {MAX_OPS} transactions", g.name));
+            }
+            for (i, t) in g.transactions.iter().enumerate() {
+                let at = format!("group {:?} transaction {}", g.name, i + 1);
+                if t.flowops.is_empty() || t.flowops.len() > MAX_OPS {
+                    return Err(format!("{at}: needs 1 to {MAX_OPS} flowops"));
+                }
+                if t.iterations.is_some() && t.duration_ms.is_some() {
+                    return Err(format!("{at}: give iterations or duration, not both"));
+                }
+                if t.iterations == Some(0) || t.duration_ms == Some(0) {
+                    return Err(format!("{at}: iterations and duration must be positive"));
+                }
+                if let Some(r) = t.rate {
+                    if !(r.is_finite() && r > 0.0 && r <= 1e7) {
+                        return Err(format!("{at}: rate must be above 0 and at most 10,000,000 per second"));
+                    }
+                }
+                for op in &t.flowops {
+                    match op {
+                        FlowOp::Write { size } | FlowOp::Read { size }
+                            if size.min > size.max || size.max > MAX_PROFILE_MSG =>
+                        {
+                            return Err(format!(
+                                "{at}: size {}-{} must be ordered and at most {MAX_PROFILE_MSG}",
+                                size.min, size.max
+                            ));
+                        }
+                        FlowOp::Think { ms } if *ms > 60_000 => {
+                            return Err(format!("{at}: think time {ms} ms is over 60 s"));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Server → client: the test is admitted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ready {
+    /// [`BENCH_DOC_VERSION`].
+    pub version: u32,
+    /// The test's identifier, carried by every data preamble.
+    pub test: [u8; 16],
+    /// Secret that data preambles must carry.
+    pub cookie: [u8; 32],
+    /// TCP port of the test's data listener (same address as the control connection).
+    pub tcp_port: u16,
+    /// UDP port of the test's socket, for udp-stream.
+    pub udp_port: Option<u16>,
+}
+
+/// A data connection's preamble: which test and which connection it is, and the cookie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataHello {
+    /// Test identifier from [`Ready`].
+    pub test: [u8; 16],
+    /// Connection index, below the test's connection count.
+    pub conn: u32,
+    /// Secret from [`Ready`].
+    pub cookie: [u8; 32],
+}
+
+impl DataHello {
+    /// Encode to the fixed wire form.
+    pub fn encode(&self) -> [u8; DATA_HELLO_LEN] {
+        let mut b = [0u8; DATA_HELLO_LEN];
+        b[0..4].copy_from_slice(&DATA_MAGIC);
+        b[4..6].copy_from_slice(&crate::PROTOCOL_VERSION.to_be_bytes());
+        b[8..24].copy_from_slice(&self.test);
+        b[24..28].copy_from_slice(&self.conn.to_be_bytes());
+        b[28..60].copy_from_slice(&self.cookie);
+        b
+    }
+
+    /// Decode; checks magic, version and reserved bytes (not the cookie: see [`DataHello::admits`]).
+    pub fn decode(b: &[u8; DATA_HELLO_LEN]) -> Result<DataHello, ProtoError> {
+        if b[0..4] != DATA_MAGIC {
+            return Err(ProtoError::BadMagic);
+        }
+        let v = u16::from_be_bytes([b[4], b[5]]);
+        if v != crate::PROTOCOL_VERSION {
+            return Err(ProtoError::Version { ours: crate::PROTOCOL_VERSION, theirs: v });
+        }
+        if b[6..8] != [0, 0] {
+            return Err(ProtoError::Invalid("reserved preamble bytes"));
+        }
+        let mut test = [0u8; 16];
+        test.copy_from_slice(&b[8..24]);
+        let mut cookie = [0u8; 32];
+        cookie.copy_from_slice(&b[28..60]);
+        Ok(DataHello { test, conn: u32::from_be_bytes([b[24], b[25], b[26], b[27]]), cookie })
+    }
+
+    /// Whether this preamble belongs to the test with `ready`'s id and cookie, for a connection
+    /// index below `conns`. The cookie is compared in constant time.
+    pub fn admits(&self, ready: &Ready, conns: u64) -> bool {
+        // Every byte is compared whatever the first difference, so timing does not reveal a prefix.
+        let diff = self.cookie.iter().zip(&ready.cookie).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        let cookie_ok = std::hint::black_box(diff) == 0;
+        cookie_ok && self.test == ready.test && u64::from(self.conn) < conns
+    }
+}
+
+/// A profile message header: `len` payload bytes follow; the server answers with `reply` bytes
+/// ([`REPLY_STREAM`]: without end, until the connection closes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsgHeader {
+    /// Payload bytes after the header.
+    pub len: u32,
+    /// Bytes the server sends back once the payload is in.
+    pub reply: u32,
+}
+
+impl MsgHeader {
+    /// Encode.
+    pub fn encode(&self) -> [u8; MSG_HEADER_LEN] {
+        let mut b = [0u8; MSG_HEADER_LEN];
+        b[0..4].copy_from_slice(&self.len.to_be_bytes());
+        b[4..8].copy_from_slice(&self.reply.to_be_bytes());
+        b
+    }
+
+    /// Decode and check both sizes against [`MAX_PROFILE_MSG`].
+    pub fn decode(b: &[u8; MSG_HEADER_LEN]) -> Result<MsgHeader, ProtoError> {
+        let len = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        let reply = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+        if len > MAX_PROFILE_MSG {
+            return Err(ProtoError::TooLong { what: "profile message", len: len.into(), cap: MAX_PROFILE_MSG.into() });
+        }
+        if reply > MAX_PROFILE_MSG && reply != REPLY_STREAM {
+            return Err(ProtoError::TooLong { what: "profile reply", len: reply.into(), cap: MAX_PROFILE_MSG.into() });
+        }
+        Ok(MsgHeader { len, reply })
+    }
+}
+
+/// The head of every UDP datagram: which test, its sequence number and the sender's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpHeader {
+    /// The first 8 bytes of the test's cookie: datagrams of other tests are not counted.
+    pub tag: [u8; 8],
+    /// Per-socket sequence number from 0.
+    pub seq: u64,
+    /// Sender's monotonic time in nanoseconds since the test started.
+    pub sent_ns: u64,
+}
+
+impl UdpHeader {
+    /// Write into the first [`UDP_HEADER_LEN`] bytes of `b` (which must be that long).
+    pub fn write(&self, b: &mut [u8]) {
+        b[0..8].copy_from_slice(&self.tag);
+        b[8..16].copy_from_slice(&self.seq.to_be_bytes());
+        b[16..24].copy_from_slice(&self.sent_ns.to_be_bytes());
+    }
+
+    /// Read from a datagram; `None` when it is too short.
+    pub fn read(b: &[u8]) -> Option<UdpHeader> {
+        let h = b.get(..UDP_HEADER_LEN)?;
+        let mut tag = [0u8; 8];
+        tag.copy_from_slice(&h[0..8]);
+        let mut seq = [0u8; 8];
+        seq.copy_from_slice(&h[8..16]);
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&h[16..24]);
+        Some(UdpHeader { tag, seq: u64::from_be_bytes(seq), sent_ns: u64::from_be_bytes(t) })
+    }
+}
+
+/// Kernel TCP statistics of one connection at the end of a test.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpSample {
+    /// Congestion window, segments.
+    pub cwnd: u32,
+    /// Smoothed RTT, microseconds.
+    pub rtt_us: u32,
+    /// RTT variance, microseconds.
+    pub rttvar_us: u32,
+    /// Segments retransmitted over the connection's life.
+    pub retrans: u32,
+    /// Maximum segment size in use.
+    pub mss: u32,
+    /// Most recent delivery rate, bytes/s.
+    pub delivery_rate: u64,
+    /// Pacing rate, bytes/s.
+    pub pacing_rate: u64,
+}
+
+/// One connection's counts on one side.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnCounts {
+    /// Connection index.
+    pub id: u32,
+    /// Bytes received after the warm-up.
+    pub rx: u64,
+    /// Bytes sent after the warm-up.
+    pub tx: u64,
+    /// TCP statistics, when it is a TCP connection that was still open.
+    pub tcp: Option<TcpSample>,
+}
+
+/// Totals of one reporting interval on one side.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntervalCounts {
+    /// Start, seconds since the start of the test (warm-up included).
+    pub start_s: f64,
+    /// End.
+    pub end_s: f64,
+    /// Bytes received in the interval.
+    pub rx: u64,
+    /// Bytes sent in the interval.
+    pub tx: u64,
+    /// Transactions completed in the interval.
+    pub transactions: u64,
+}
+
+/// Whole-machine CPU use from /proc/stat over the measured run, as fractions of all cores.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuShare {
+    /// User (and nice) time.
+    pub user: f64,
+    /// System time.
+    pub system: f64,
+    /// Software-interrupt time (where the network stack's receive work lands).
+    pub softirq: f64,
+    /// Hardware-interrupt time.
+    pub irq: f64,
+    /// Idle and I/O wait.
+    pub idle: f64,
+    /// Cores counted.
+    pub cores: u32,
+    /// This process's own user time over the run, seconds.
+    pub process_user_s: f64,
+    /// This process's own system time over the run, seconds.
+    pub process_system_s: f64,
+}
+
+/// UDP receiver counts.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UdpCounts {
+    /// Datagrams sent.
+    pub sent: u64,
+    /// Datagrams received (first copies).
+    pub received: u64,
+    /// Payload bytes received.
+    pub bytes: u64,
+    /// Datagrams that arrived after a later one.
+    pub out_of_order: u64,
+    /// Datagrams received more than once.
+    pub duplicates: u64,
+    /// Highest sequence number seen plus one, summed over sockets: what the sender had sent by
+    /// the last datagram that arrived.
+    pub expected: u64,
+    /// Mean inter-arrival jitter (RFC 3550 style), microseconds.
+    pub jitter_us: f64,
+}
+
+/// What one side measured in one test; the server sends its own in `BenchResult`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SideReport {
+    /// [`BENCH_DOC_VERSION`].
+    pub version: u32,
+    /// Seconds counted (after the warm-up), on this side's clock.
+    pub seconds: f64,
+    /// Per-connection counts.
+    pub conns: Vec<ConnCounts>,
+    /// Per-interval totals.
+    pub intervals: Vec<IntervalCounts>,
+    /// CPU over the counted time.
+    pub cpu: CpuShare,
+    /// Transactions answered (rr, crr, profile).
+    pub transactions: u64,
+    /// UDP counts, for udp-stream.
+    pub udp: Option<UdpCounts>,
+    /// Socket buffer sizes the kernel granted (SO_SNDBUF, SO_RCVBUF) on this side's sockets.
+    pub buffers: Option<(u32, u32)>,
+    /// Host description: kernel, CPU, congestion control, interfaces.
+    pub host: serde_json::Value,
+    /// Connections refused or lost during the test, with the first reason.
+    pub errors: Vec<String>,
+}
+
+impl SideReport {
+    /// Check a peer's report against the test: bounded list lengths and finite numbers.
+    pub fn check(&self, spec: &TestSpec) -> Result<(), ProtoError> {
+        let bad = |w: &str| ProtoError::Violation(format!("benchmark result: {w}"));
+        if self.version != BENCH_DOC_VERSION {
+            return Err(bad("document version"));
+        }
+        if self.conns.len() as u64 > spec.initial_connections().max(1) {
+            return Err(bad("more connections than the test has"));
+        }
+        let max_intervals = (spec.duration_ms + spec.omit_ms) / spec.interval_ms.max(1) + 4;
+        if self.intervals.len() as u64 > max_intervals {
+            return Err(bad("more intervals than the test has"));
+        }
+        if self.errors.len() > 64 {
+            return Err(bad("too many error lines"));
+        }
+        let c = &self.cpu;
+        let fin = [self.seconds, c.user, c.system, c.softirq, c.irq, c.idle, c.process_user_s, c.process_system_s];
+        if fin.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return Err(bad("a figure is negative or not a number"));
+        }
+        Ok(())
+    }
+}
+
+/// Decode a JSON benchmark document of a frame.
+pub fn decode_doc<'a, T: Deserialize<'a>>(doc: &'a [u8], what: &'static str) -> Result<T, ProtoError> {
+    serde_json::from_slice(doc).map_err(|e| ProtoError::Violation(format!("{what}: {e}")))
+}
+
+/// Encode a benchmark document.
+pub fn encode_doc<T: Serialize>(v: &T) -> Vec<u8> {
+    // Serializing our own plain structs cannot fail (no maps with non-string keys).
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+/// Where a control connection is in a benchmark session, on either side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Between tests: the client may ask for the next one.
+    Idle,
+    /// A test was asked for; waiting for `BenchReady` (client) or for the answer to go out.
+    Requested,
+    /// Admitted; data connections are being opened.
+    Admitted,
+    /// `BenchGo` sent by the client.
+    Starting,
+    /// Running.
+    Running,
+    /// `BenchStop` sent; waiting for the result.
+    Stopping,
+}
+
+/// The server's rules for the client's frames.
+#[derive(Debug)]
+pub struct ServerMachine {
+    phase: Phase,
+}
+
+/// What the server must do next.
+#[derive(Debug, PartialEq)]
+pub enum ServerEvent {
+    /// Validate and admit this test, then call [`ServerMachine::admitted`].
+    Request(TestSpec),
+    /// Start the test and answer `BenchGo`.
+    Go,
+    /// Stop and send the result, then call [`ServerMachine::finished`].
+    Stop,
+}
+
+impl Default for ServerMachine {
+    fn default() -> Self {
+        ServerMachine { phase: Phase::Idle }
+    }
+}
+
+impl ServerMachine {
+    /// Where the session is.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Take one frame from the client.
+    pub fn handle(&mut self, f: &Frame<'_>) -> Result<ServerEvent, ProtoError> {
+        let out = match (self.phase, f) {
+            (Phase::Idle, Frame::BenchRequest(doc)) => {
+                self.phase = Phase::Requested;
+                ServerEvent::Request(decode_doc(doc, "test request")?)
+            }
+            (Phase::Admitted, Frame::BenchGo) => {
+                self.phase = Phase::Running;
+                ServerEvent::Go
+            }
+            (Phase::Admitted | Phase::Running, Frame::BenchStop) => {
+                self.phase = Phase::Stopping;
+                ServerEvent::Stop
+            }
+            (p, f) => return Err(ProtoError::Violation(format!("benchmark frame {f:?} in phase {p:?}"))),
+        };
+        Ok(out)
+    }
+
+    /// The test was admitted and `BenchReady` sent.
+    pub fn admitted(&mut self) {
+        if self.phase == Phase::Requested {
+            self.phase = Phase::Admitted;
+        }
+    }
+
+    /// The result was sent; the client may ask for another test.
+    pub fn finished(&mut self) {
+        self.phase = Phase::Idle;
+    }
+}
+
+/// The client's rules for the server's frames.
+#[derive(Debug)]
+pub struct ClientMachine {
+    phase: Phase,
+    spec: Option<TestSpec>,
+}
+
+/// What the server told the client.
+#[derive(Debug, PartialEq)]
+pub enum ClientEvent {
+    /// The test is admitted: open the data connections, then call [`ClientMachine::go`].
+    Ready(Ready),
+    /// The server runs: start the clock.
+    Started,
+    /// The server's measurements.
+    Result(Box<SideReport>),
+}
+
+impl Default for ClientMachine {
+    fn default() -> Self {
+        ClientMachine { phase: Phase::Idle, spec: None }
+    }
+}
+
+impl ClientMachine {
+    /// Where the session is.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Ask for a test; returns the frame body to send in `BenchRequest`.
+    pub fn request(&mut self, spec: &TestSpec) -> Result<Vec<u8>, ProtoError> {
+        if self.phase != Phase::Idle {
+            return Err(ProtoError::Violation(format!("new test in phase {:?}", self.phase)));
+        }
+        self.phase = Phase::Requested;
+        self.spec = Some(spec.clone());
+        Ok(encode_doc(spec))
+    }
+
+    /// The data connections are up; send `BenchGo`.
+    pub fn go(&mut self) -> Result<(), ProtoError> {
+        if self.phase != Phase::Admitted {
+            return Err(ProtoError::Violation(format!("start in phase {:?}", self.phase)));
+        }
+        self.phase = Phase::Starting;
+        Ok(())
+    }
+
+    /// The test's time is over (or it is abandoned); send `BenchStop`.
+    pub fn stop(&mut self) -> Result<(), ProtoError> {
+        if !matches!(self.phase, Phase::Admitted | Phase::Starting | Phase::Running) {
+            return Err(ProtoError::Violation(format!("stop in phase {:?}", self.phase)));
+        }
+        self.phase = Phase::Stopping;
+        Ok(())
+    }
+
+    /// Take one frame from the server. A `Fatal` frame is returned as an error by the caller
+    /// before it gets here.
+    pub fn handle(&mut self, f: &Frame<'_>) -> Result<ClientEvent, ProtoError> {
+        match (self.phase, f) {
+            (Phase::Requested, Frame::BenchReady(doc)) => {
+                let r: Ready = decode_doc(doc, "test admission")?;
+                if r.version != BENCH_DOC_VERSION {
+                    return Err(ProtoError::Violation("benchmark admission version".into()));
+                }
+                self.phase = Phase::Admitted;
+                Ok(ClientEvent::Ready(r))
+            }
+            (Phase::Starting, Frame::BenchGo) => {
+                self.phase = Phase::Running;
+                Ok(ClientEvent::Started)
+            }
+            (Phase::Stopping, Frame::BenchResult(doc)) => {
+                let r: SideReport = decode_doc(doc, "benchmark result")?;
+                if let Some(spec) = &self.spec {
+                    r.check(spec)?;
+                }
+                self.phase = Phase::Idle;
+                Ok(ClientEvent::Result(Box::new(r)))
+            }
+            (p, f) => Err(ProtoError::Violation(format!("benchmark frame {f:?} in phase {p:?}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{self, Frame};
+
+    fn ready() -> Ready {
+        Ready { version: BENCH_DOC_VERSION, test: [7; 16], cookie: [9; 32], tcp_port: 4000, udp_port: None }
+    }
+
+    /// Encode a frame and decode it again, as the wire would.
+    fn wire(f: Frame<'_>) -> Vec<u8> {
+        let mut b = Vec::new();
+        f.encode(&mut b);
+        b
+    }
+
+    #[test]
+    fn two_sessions_in_memory_run_a_test_and_then_another() {
+        let mut c = ClientMachine::default();
+        let mut s = ServerMachine::default();
+        for round in 0..2 {
+            let mut spec = TestSpec::new(TestKind::TcpStream);
+            spec.connections = 4 + round;
+            let req = wire(Frame::BenchRequest(&c.request(&spec).unwrap()));
+            let (f, _) = frame::decode(&req).unwrap();
+            let ServerEvent::Request(got) = s.handle(&f).unwrap() else { panic!("not a request") };
+            assert_eq!(got, spec);
+            got.validate(&Limits::default()).unwrap();
+            s.admitted();
+            let r = ready();
+            let rd = wire(Frame::BenchReady(&encode_doc(&r)));
+            assert_eq!(c.handle(&frame::decode(&rd).unwrap().0).unwrap(), ClientEvent::Ready(r));
+            c.go().unwrap();
+            assert_eq!(s.handle(&Frame::BenchGo).unwrap(), ServerEvent::Go);
+            assert_eq!(c.handle(&Frame::BenchGo).unwrap(), ClientEvent::Started);
+            c.stop().unwrap();
+            assert_eq!(s.handle(&Frame::BenchStop).unwrap(), ServerEvent::Stop);
+            let rep = SideReport {
+                version: BENCH_DOC_VERSION,
+                seconds: 1.0,
+                conns: vec![ConnCounts { id: 0, rx: 5, tx: 0, tcp: None }],
+                ..Default::default()
+            };
+            let res = wire(Frame::BenchResult(&encode_doc(&rep)));
+            match c.handle(&frame::decode(&res).unwrap().0).unwrap() {
+                ClientEvent::Result(got) => assert_eq!(*got, rep),
+                other => panic!("{other:?}"),
+            }
+            s.finished();
+            assert_eq!((c.phase(), s.phase()), (Phase::Idle, Phase::Idle));
+        }
+    }
+
+    #[test]
+    fn server_refuses_frames_out_of_order() {
+        let mut s = ServerMachine::default();
+        assert!(s.handle(&Frame::BenchGo).is_err());
+        let mut s = ServerMachine::default();
+        assert!(s.handle(&Frame::BenchStop).is_err());
+        let mut s = ServerMachine::default();
+        let doc = encode_doc(&TestSpec::new(TestKind::TcpRr));
+        s.handle(&Frame::BenchRequest(&doc)).unwrap();
+        // A second request before the first is admitted is a violation.
+        assert!(s.handle(&Frame::BenchRequest(&doc)).is_err());
+    }
+
+    #[test]
+    fn client_refuses_results_it_did_not_ask_for() {
+        let mut c = ClientMachine::default();
+        let rep = encode_doc(&SideReport { version: BENCH_DOC_VERSION, ..Default::default() });
+        assert!(c.handle(&Frame::BenchResult(&rep)).is_err());
+        assert!(c.handle(&Frame::BenchGo).is_err());
+        assert!(c.go().is_err());
+    }
+
+    #[test]
+    fn result_with_more_connections_than_the_test_is_refused() {
+        let mut c = ClientMachine::default();
+        c.request(&TestSpec::new(TestKind::TcpStream)).unwrap();
+        c.handle(&Frame::BenchReady(&encode_doc(&ready()))).unwrap();
+        c.stop().unwrap();
+        let rep = SideReport {
+            version: BENCH_DOC_VERSION,
+            conns: vec![ConnCounts::default(), ConnCounts::default()],
+            ..Default::default()
+        };
+        let err = c.handle(&Frame::BenchResult(&encode_doc(&rep))).unwrap_err();
+        assert!(err.to_string().contains("more connections"), "{err}");
+    }
+
+    #[test]
+    fn requests_with_wrong_types_or_unknown_fields_are_refused() {
+        let mut s = ServerMachine::default();
+        let err = s.handle(&Frame::BenchRequest(br#"{"kind":"tcp-stream","connections":-1}"#)).unwrap_err();
+        assert_eq!(err.code(), crate::ErrorCode::Protocol);
+        let mut spec = serde_json::to_value(TestSpec::new(TestKind::TcpStream)).unwrap();
+        spec["extra"] = serde_json::json!(1);
+        let mut s = ServerMachine::default();
+        assert!(s.handle(&Frame::BenchRequest(spec.to_string().as_bytes())).is_err());
+        let mut spec = serde_json::to_value(TestSpec::new(TestKind::TcpStream)).unwrap();
+        spec["duration_ms"] = serde_json::json!("ten");
+        let mut s = ServerMachine::default();
+        assert!(s.handle(&Frame::BenchRequest(spec.to_string().as_bytes())).is_err());
+    }
+
+    #[test]
+    fn validate_names_the_parameter_and_the_range() {
+        let lim = Limits { max_duration_ms: 60_000, max_connections: 100, max_rate_bps: u64::MAX };
+        let ok = TestSpec::new(TestKind::TcpStream);
+        ok.validate(&lim).unwrap();
+        type Case = (Box<dyn Fn(&mut TestSpec)>, &'static str);
+        let cases: Vec<Case> = vec![
+            (Box::new(|s| s.connections = 0), "connections 0"),
+            (Box::new(|s| s.connections = 101), "connections 101"),
+            (Box::new(|s| s.duration_ms = 0), "duration 0"),
+            (Box::new(|s| s.duration_ms = 61_000), "duration 61000"),
+            (Box::new(|s| s.omit_ms = u64::MAX), "warm-up"),
+            (Box::new(|s| s.msg_size = MAX_MSG + 1), "message size"),
+            (Box::new(|s| s.msg_size = 0), "message size 0"),
+            (Box::new(|s| s.interval_ms = 1), "interval 1"),
+            (Box::new(|s| s.sndbuf = Some(10)), "send buffer 10"),
+            (Box::new(|s| s.rate = Some(0)), "rate 0"),
+            (Box::new(|s| s.version = 9), "version 9"),
+            (Box::new(|s| s.kind = TestKind::Profile), "needs a profile"),
+        ];
+        for (mutate, want) in cases {
+            let mut s = ok.clone();
+            mutate(&mut s);
+            let err = s.validate(&lim).unwrap_err();
+            assert!(err.contains(want), "{want:?} not in {err:?}");
+        }
+        let mut udp = TestSpec::new(TestKind::UdpStream);
+        udp.msg_size = 10;
+        assert!(udp.validate(&lim).unwrap_err().contains("datagram size 10"));
+        udp.msg_size = 64;
+        udp.direction = Direction::Bidir;
+        assert!(udp.validate(&lim).is_err());
+    }
+
+    #[test]
+    fn a_rate_capped_server_demands_a_rate_within_its_cap() {
+        let lim = Limits { max_rate_bps: 1_000_000_000, ..Limits::default() };
+        let mut s = TestSpec::new(TestKind::TcpStream);
+        assert!(s.validate(&lim).unwrap_err().contains("caps the rate"));
+        s.rate = Some(2_000_000_000);
+        assert!(s.validate(&lim).unwrap_err().contains("over this server's cap"));
+        s.rate = Some(500_000_000);
+        s.validate(&lim).unwrap();
+    }
+
+    #[test]
+    fn data_hello_round_trips_and_checks_cookie_test_and_index() {
+        let r = ready();
+        let h = DataHello { test: r.test, conn: 3, cookie: r.cookie };
+        let d = DataHello::decode(&h.encode()).unwrap();
+        assert_eq!(d, h);
+        assert!(d.admits(&r, 4));
+        assert!(!d.admits(&r, 3), "index must be below the connection count");
+        let mut wrong = h;
+        wrong.cookie[31] ^= 1;
+        assert!(!wrong.admits(&r, 4));
+        let mut other = h;
+        other.test[0] ^= 1;
+        assert!(!other.admits(&r, 4));
+        let mut b = h.encode();
+        b[0] = b'X';
+        assert_eq!(DataHello::decode(&b), Err(ProtoError::BadMagic));
+        let mut b = h.encode();
+        b[5] = 9;
+        assert!(matches!(DataHello::decode(&b), Err(ProtoError::Version { theirs: 9, .. })));
+        let mut b = h.encode();
+        b[7] = 1;
+        assert!(DataHello::decode(&b).is_err());
+    }
+
+    #[test]
+    fn msg_header_caps_both_sizes() {
+        let h = MsgHeader { len: 100, reply: REPLY_STREAM };
+        assert_eq!(MsgHeader::decode(&h.encode()).unwrap(), h);
+        let big = MsgHeader { len: MAX_PROFILE_MSG + 1, reply: 0 }.encode();
+        assert!(matches!(MsgHeader::decode(&big), Err(ProtoError::TooLong { .. })));
+        let big = MsgHeader { len: 0, reply: MAX_PROFILE_MSG + 1 }.encode();
+        assert!(MsgHeader::decode(&big).is_err());
+    }
+
+    #[test]
+    fn udp_header_round_trips_and_short_datagrams_are_ignored() {
+        let h = UdpHeader { tag: [1; 8], seq: 77, sent_ns: 123_456 };
+        let mut b = [0u8; 64];
+        h.write(&mut b);
+        assert_eq!(UdpHeader::read(&b), Some(h));
+        assert_eq!(UdpHeader::read(&b[..UDP_HEADER_LEN - 1]), None);
+    }
+
+    #[test]
+    fn bench_document_over_the_cap_is_refused_before_use() {
+        let mut b = vec![0x10u8];
+        b.extend_from_slice(&((crate::caps::MAX_BENCH_DOC + 1) as u32).to_be_bytes());
+        b.resize(5 + crate::caps::MAX_BENCH_DOC + 1, b'x');
+        assert!(matches!(frame::decode(&b), Err(ProtoError::TooLong { .. })));
+    }
+
+    #[test]
+    fn sizes_parse_from_numbers_suffixes_and_ranges() {
+        let p = |j: &str| serde_json::from_str::<Size>(j);
+        assert_eq!(p("512").unwrap(), Size { min: 512, max: 512 });
+        assert_eq!(p(r#""64K""#).unwrap(), Size { min: 65536, max: 65536 });
+        assert_eq!(p(r#""1K-1M""#).unwrap(), Size { min: 1024, max: 1 << 20 });
+        assert_eq!(p(r#"{"min":1,"max":2}"#).unwrap(), Size { min: 1, max: 2 });
+        assert!(p(r#""12Q""#).is_err());
+        assert!(p(r#""8G""#).is_err(), "over u32");
+        assert!(p("-1").is_err());
+        assert_eq!(parse_bytes("2MB"), Ok(2 << 20));
+    }
+
+    #[test]
+    fn profile_rules() {
+        let op = |size: u32| FlowOp::Write { size: Size { min: size, max: size } };
+        let t = Transaction { iterations: Some(1), duration_ms: None, rate: None, flowops: vec![op(10)] };
+        let mut p = Profile {
+            name: "p".into(),
+            description: String::new(),
+            groups: vec![Group { name: "g".into(), connections: 2, transactions: vec![t.clone()] }],
+        };
+        p.validate().unwrap();
+        assert_eq!(p.connections(), 2);
+        p.groups[0].transactions[0].duration_ms = Some(5);
+        assert!(p.validate().unwrap_err().contains("not both"));
+        p.groups[0].transactions[0] = Transaction { flowops: vec![op(MAX_PROFILE_MSG + 1)], ..t.clone() };
+        assert!(p.validate().is_err());
+        p.groups[0].transactions[0] = Transaction { rate: Some(f64::NAN), ..t };
+        assert!(p.validate().is_err());
+        p.groups.clear();
+        assert!(p.validate().is_err());
+    }
+}
