@@ -326,12 +326,15 @@ fn bars_svg(title: &str, kind: ChartKind, unit: &str, bars: &[Bar], refs: &[(Ref
             esc(&b.label),
             esc(&crate::convert::si(v, unit))
         );
-        let _ = write!(
-            s,
-            r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#,
-            ya - 4.0,
-            esc(&trim(v / div, 3))
-        );
+        if slot >= 30.0 {
+            // value labels only where they fit; each bar's tooltip has its value anyway
+            let _ = write!(
+                s,
+                r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#,
+                ya - 4.0,
+                esc(&trim(v / div, 3))
+            );
+        }
         let label: String = b.label.chars().take((slot / 7.0).max(4.0) as usize).collect();
         let _ =
             write!(s, r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, f.bottom + 16.0, esc(&label));
