@@ -102,7 +102,11 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
         }
         if !r.sweep.is_empty() {
             for &n in &r.sweep {
-                out.push(Group { name: format!("{base}/{n}"), repeat: r.repeat.unwrap_or(1), members: all[..n].to_vec() });
+                out.push(Group {
+                    name: format!("{base}/{n}"),
+                    repeat: r.repeat.unwrap_or(1),
+                    members: all[..n].to_vec(),
+                });
             }
             continue;
         }
@@ -221,10 +225,16 @@ struct Env {
     sshd: BTreeMap<String, (u32, u64)>,
     trees: BTreeMap<(u64, u64, u32), (PathBuf, u64)>,
     servers: Vec<(u32, u64)>,
+    children: Vec<Child>, // the servers' handles, to reap them once stopped
     user: String,
 }
 
 impl Env {
+    /// Reaps servers that have exited.
+    fn reap(&mut self) {
+        self.children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+    }
+
     fn run_quiet(&self, prog: &Path, args: &[&str]) -> Result<(), LabError> {
         let out = Command::new(prog)
             .args(args)
@@ -258,8 +268,7 @@ impl Env {
         cmd.stdout(f.try_clone().map_err(io("dup log"))?).stderr(f);
         let child = cmd.spawn().map_err(io(format!("starting {what}")))?;
         let pid = child.id();
-        // The child is reaped by stop_process's caller through /proc; dropping Child is fine.
-        drop(child);
+        self.children.push(child);
         lab.add_process(pid, what)?;
         let start = proc_start(pid).unwrap_or(0);
         self.servers.push((pid, start));
@@ -430,8 +439,15 @@ fn start_instance(
     let timed = Duration::from_secs(spec.timeout.unwrap_or(u64::from(secs) + 60));
     let files = spec.files.unwrap_or(64);
     let size = spec.file_size.unwrap_or(1_600_000);
-    let mut st =
-        Started { procs: vec![], extra: vec![], bytes: 0, dest: None, server: None, t0: Instant::now(), timeout: timed };
+    let mut st = Started {
+        procs: vec![],
+        extra: vec![],
+        bytes: 0,
+        dest: None,
+        server: None,
+        t0: Instant::now(),
+        timeout: timed,
+    };
     match spec.tool {
         Tool::Iperf3 => {
             let iperf =
@@ -439,7 +455,8 @@ fn start_instance(
             let sargs: Vec<String> = vec!["-s".into(), "-p".into(), inst.port.to_string()];
             let sns = lab.ns(&inst.server)?.to_string();
             let cmd = in_ns(&sns, &iperf, &sargs);
-            st.server = Some(env.spawn_server(lab, cmd, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
+            st.server =
+                Some(env.spawn_server(lab, cmd, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
             let mut a: Vec<String> = vec!["-c".into(), addr, "-p".into(), inst.port.to_string(), "-J".into()];
             a.extend(["-i".into(), "1".into(), "-t".into(), secs.to_string(), "-P".into(), streams.to_string()]);
             if spec.reverse {
@@ -738,6 +755,7 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
         sshd: BTreeMap::new(),
         trees: BTreeMap::new(),
         servers: Vec::new(),
+        children: Vec::new(),
         user,
     };
     let started_unix =
@@ -746,6 +764,7 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
     for (pid, st) in env.servers.drain(..) {
         stop_process(pid, st, Duration::from_secs(2));
     }
+    env.reap();
     let (runs, group_recs) = result?;
     Ok(json!({
         "schema": "linerate.lab/1",
@@ -831,6 +850,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                     stop_process(pid, start, Duration::from_secs(2));
                 }
             }
+            env.reap();
             let rates: Vec<f64> = recs.iter().filter_map(|r| r.get("rate_bps").and_then(Value::as_f64)).collect();
             for r in &recs {
                 let rate = r.get("rate_bps").and_then(Value::as_f64);

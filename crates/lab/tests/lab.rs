@@ -135,7 +135,7 @@ fn has_netem() -> bool {
     let mut ex = SystemExecutor;
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     ex.run(&s(&["ip", "netns", "add", &ns])).unwrap();
-    let ok = ex.run(&s(&["ip", "-n", &ns, "link", "add", "d0", "type", "dummy"])).is_ok()
+    let ok = ex.run(&s(&["ip", "-n", &ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1"])).is_ok()
         && ex.run(&s(&["tc", "-n", &ns, "qdisc", "add", "dev", "d0", "root", "netem", "delay", "1ms"])).is_ok();
     ex.run(&s(&["ip", "netns", "del", &ns])).unwrap();
     ok
