@@ -228,3 +228,18 @@ fn lab_run_copies_with_cp_scp_rsync_and_tar_and_writes_results() {
     }
     assert_eq!(runs[0]["raw"]["complete"], true, "linerate cp's own JSON is kept");
 }
+
+#[test]
+fn lab_down_asks_a_foreground_owner_to_tear_down() {
+    if !can_run() {
+        return;
+    }
+    let (_d, f) = scenario();
+    let (mut child, id) = start_up(&f);
+    let down = bin().args(["lab", "down", &id]).output().unwrap();
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    assert!(String::from_utf8_lossy(&down.stderr).contains("torn down by its owner"));
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    assert_clean(&id);
+}
