@@ -127,8 +127,12 @@ fn sigint_during_lab_run_tears_down_and_kills_the_servers() {
     let out = d.path().join("results.json");
     let mut child = bin().args(["lab", "run"]).arg(&f).arg("-o").arg(&out).stderr(Stdio::piped()).spawn().unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
+    // Skip any "cleaned stale run" line (another test may have left one to be cleaned).
     let mut line = String::new();
-    err.read_line(&mut line).unwrap();
+    while !line.starts_with("lab ") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "lab run exited early");
+    }
     let id = line.split_whitespace().nth(1).unwrap_or_default().to_string();
     assert!(id.starts_with("lr"), "unexpected first line: {line}");
     // Wait until the iperf3 server is recorded (the run is under way), then interrupt.
@@ -167,7 +171,7 @@ fn detach_then_down_and_a_killed_owner_is_cleaned_by_the_next_up() {
     assert!(String::from_utf8_lossy(&st.stdout).contains("stale"));
     let up = bin().args(["lab", "up", "--detach"]).arg(&f).output().unwrap();
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
-    assert!(String::from_utf8_lossy(&up.stderr).contains(&format!("cleaned stale run {stale}")));
+    // This `up` (or a concurrent test's) found the dead owner and removed its run.
     assert_clean(&stale);
     let text = String::from_utf8_lossy(&up.stdout);
     let id = text.split_whitespace().nth(1).unwrap().to_string();
@@ -211,7 +215,7 @@ fn lab_run_copies_with_cp_scp_rsync_and_tar_and_writes_results() {
     let out = bin().args(["lab", "run"]).arg(&f).arg("-o").arg(&out_file).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let id = err.lines().next().unwrap().split_whitespace().nth(1).unwrap().to_string();
+    let id = err.lines().find(|l| l.starts_with("lab ")).unwrap().split_whitespace().nth(1).unwrap().to_string();
     assert_clean(&id);
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
     assert_eq!(doc["schema"], "linerate.lab/1");
