@@ -319,6 +319,9 @@ impl Plan {
                         addrs.push(Value::Null);
                     }
                 }
+            }
+            // Both ends configured, then both up.
+            for e in [&ea, &eb] {
                 cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "up"]));
             }
             let rate = l.rate.as_deref().map(parse_rate).transpose()?;
