@@ -44,9 +44,10 @@ pub struct BenchArgs {
     /// Test kind.
     #[arg(long, default_value = "tcp-stream", value_parser = ["tcp-stream", "udp-stream", "tcp-rr", "tcp-crr"])]
     test: String,
-    /// Parallel connections (1 to 10,000).
-    #[arg(short = 'P', long = "parallel", default_value_t = 1)]
-    connections: u32,
+    /// Parallel connections (1 to 10,000) [default: 1]. With a one-group --profile, the
+    /// group's connection count.
+    #[arg(short = 'P', long = "parallel")]
+    connections: Option<u32>,
     /// Seconds to measure.
     #[arg(short = 't', long = "time", default_value_t = 10.0)]
     time: f64,
@@ -175,7 +176,7 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
         _ => TestKind::TcpStream,
     };
     let mut s = TestSpec::new(kind);
-    s.connections = a.connections;
+    s.connections = a.connections.unwrap_or(1);
     s.duration_ms = secs_ms(a.time, "--time")?;
     s.omit_ms = secs_ms(a.omit, "--omit")?;
     s.interval_ms = secs_ms(a.interval, "--interval")?;
@@ -208,7 +209,13 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     s.nodelay = a.nodelay;
     if let Some(p) = &a.profile {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading profile {}", p.display()))?;
-        let prof: Profile = toml::from_str(&text).with_context(|| format!("profile {}", p.display()))?;
+        let mut prof: Profile = toml::from_str(&text).with_context(|| format!("profile {}", p.display()))?;
+        if let Some(n) = a.connections {
+            match prof.groups.as_mut_slice() {
+                [g] => g.connections = n,
+                _ => bail!("-P applies to a profile with one group; {} has {}", p.display(), prof.groups.len()),
+            }
+        }
         prof.validate().map_err(anyhow::Error::msg).with_context(|| format!("profile {}", p.display()))?;
         s.profile = Some(prof);
     }

@@ -203,8 +203,11 @@ fn status(json: bool) -> Result<u8> {
 
 fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<u8> {
     let s = RunState::find(run)?;
-    let ns =
-        s.hosts.get(host).ok_or_else(|| anyhow!("lab {} has no host '{host}' (hosts: {:?})", s.run, s.hosts.keys()))?;
+    let Some(ns) = s.hosts.get(host) else {
+        let hosts: Vec<&String> = s.hosts.keys().collect();
+        eprintln!("linerate lab: lab {} has no host '{}' (hosts: {hosts:?})", s.run, host.escape_default());
+        return Ok(exit::USAGE);
+    };
     let st = std::process::Command::new("ip")
         .args(["netns", "exec", ns])
         .args(cmd)

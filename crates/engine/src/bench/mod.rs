@@ -66,11 +66,15 @@ impl Counters {
         }
     }
 
-    /// Start the clock (once) and let sources send.
+    /// Start the clock (once); sources still wait for [`Counters::release`], so a baseline
+    /// taken in between sees nothing moved yet.
     pub(crate) fn start_now(&self) -> Instant {
-        let t = *self.start.get_or_init(Instant::now);
+        *self.start.get_or_init(Instant::now)
+    }
+
+    /// Let sources and scripts run.
+    pub(crate) fn release(&self) {
         self.started.store(true, Relaxed);
-        t
     }
 
     pub(crate) fn since_start(&self) -> Duration {
@@ -399,10 +403,11 @@ impl BenchClient {
             return Err(e);
         }
         let start = counters.start_now();
+        let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        counters.release();
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
         let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
         let no_stop = AtomicBool::new(false);
         while let Some(iv) = sampler.tick(Some(end), &no_stop) {
@@ -455,8 +460,9 @@ impl BenchClient {
         let side = udp::Client::open(spec, ready, target, counters.clone())?;
         self.synchronise()?;
         let start = counters.start_now();
-        let running = side.start(spec);
         let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        counters.release();
+        let running = side.start(spec);
         let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
         let no_stop = AtomicBool::new(false);
         while let Some(iv) = sampler.tick(Some(end), &no_stop) {
