@@ -667,17 +667,18 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
             }
         }
     }
-    let enough = |l: &Vec<Line>| l.iter().any(|l| l.points.len() >= 3);
+    // a declared sweep is worth a line from two steps; a naming pattern only from three
+    let enough = |l: &Vec<Line>, n: usize| l.iter().any(|l| l.points.len() >= n);
     let guests = Axis { label: "guests".into(), unit: String::new() };
     let conns = Axis { label: "connections".into(), unit: String::new() };
     let bps = Axis { label: "throughput".into(), unit: "bit/s".into() };
-    for (lines, title, x, y) in [
-        (thr, "Throughput against guests", guests.clone(), bps.clone()),
-        (fair, "Fairness (Jain) against guests", guests, Axis { label: "Jain's index".into(), unit: String::new() }),
-        (scale, "Throughput against connections", conns.clone(), bps),
-        (scale_cpu, "CPU against connections", conns, Axis { label: "CPU".into(), unit: "%".into() }),
+    for (lines, min, title, x, y) in [
+        (thr, 2, "Throughput against guests", guests.clone(), bps.clone()),
+        (fair, 2, "Fairness (Jain) against guests", guests, Axis { label: "Jain's index".into(), unit: String::new() }),
+        (scale, 3, "Throughput against connections", conns.clone(), bps),
+        (scale_cpu, 3, "CPU against connections", conns, Axis { label: "CPU".into(), unit: "%".into() }),
     ] {
-        if enough(&lines) {
+        if enough(&lines, min) {
             let mut lines = lines;
             lines.iter_mut().for_each(|l| l.points.sort_by(|a, b| a[0].total_cmp(&b[0])));
             r.charts.xy.push(XyChart { title: title.into(), x, y, lines });

@@ -13,8 +13,15 @@ use std::time::{Duration, Instant};
 
 /// Every sample document: cp, bench (contract sample, real sweep, real tcp-rr), lab (an older
 /// sketch of the shape, and the runner's shape).
-const FIXTURES: [&str; 6] =
-    ["cp.json", "bench.json", "bench-real-sweep.json", "bench-real-rr.json", "lab.json", "lab-runner.json"];
+const FIXTURES: [&str; 7] = [
+    "cp.json",
+    "bench.json",
+    "bench-real-sweep.json",
+    "bench-real-rr.json",
+    "lab.json",
+    "lab-runner.json",
+    "lab-real.json",
+];
 
 fn fixture(name: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
@@ -163,6 +170,26 @@ fn lab_runner_document_gives_groups_sweeps_scaling_and_guarantees() {
     assert!(r.charts.bars[0].ceiling.is_none(), "no group of iperf3 runs alone");
     let table = r.tables.iter().find(|t| t.title.starts_with("Runs")).unwrap();
     assert_eq!(table.rows.len(), 1 + 4 + 4);
+}
+
+#[test]
+fn real_lab_run_gives_tools_against_the_ceiling_fairness_and_guarantees() {
+    // `linerate lab run` of a 2-guest scenario: 1 Gbit/s htb uplink, g1 guaranteed 400 Mbit/s
+    let r = pinned("lab-real.json");
+    assert_eq!(r.title, "lab report-fixture");
+    let bars = &r.charts.bars[0];
+    assert_eq!(bars.bars.iter().map(|b| b.label.as_str()).collect::<Vec<_>>(), ["iperf3-1", "bench-1", "mix"]);
+    let ceiling = bars.ceiling.as_ref().unwrap();
+    assert_eq!(ceiling.label, "iperf3-1 ceiling");
+    assert!((0.9e9..1.0e9).contains(&ceiling.value), "{ceiling:?}");
+    assert!((0.9..1.1).contains(&metric(&r, "ratio.bench-1")));
+    let mix = r.charts.series.iter().find(|c| c.title.ends_with("mix")).unwrap();
+    assert_eq!(mix.lines.len(), 2);
+    assert_eq!(mix.guarantees, vec![RefLine { label: "mix@g1 guarantee".into(), value: 4e8 }]);
+    let thr = r.charts.xy.iter().find(|c| c.title == "Throughput against guests").unwrap();
+    assert_eq!(thr.lines[0].points.len(), 2);
+    assert_eq!(r.charts.flows.len(), 2, "mix and tx/2");
+    assert!(metric(&r, "jain.mix") > 0.5);
 }
 
 #[test]
