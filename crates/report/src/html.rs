@@ -13,7 +13,7 @@ use std::fmt::Write;
 const CSS: &str = "body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px;color:#222;background:#fafafa}\
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}\
 h3{font-size:15px;margin:12px 0 6px}\
-table{border-collapse:collapse;margin:8px 0;background:#fff}th,td{border:1px solid #ddd;padding:4px 8px;font-size:13px}\
+table{border-collapse:collapse;margin:8px 0;background:#fff;max-width:100%}td{overflow-wrap:anywhere}th,td{border:1px solid #ddd;padding:4px 8px;font-size:13px}\
 th{background:#f0f0f0;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}\
 td.bad{color:#b00020;font-weight:bold}td.good{color:#1b7a1b}\
 .grid{display:grid;gap:16px;align-items:start}.run{min-width:0}\

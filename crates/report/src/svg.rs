@@ -427,7 +427,11 @@ fn lines_svg(
         XScale::Linear | XScale::FromZero => {
             let (lo, hi) = if xmin.is_finite() { (xmin, xmax) } else { (0.0, 1.0) };
             let lo = if xscale == XScale::FromZero { lo.min(0.0) } else { lo };
-            let t = nice_ticks(lo, hi, 6);
+            let mut t = nice_ticks(lo, hi, 6);
+            // counts (guests, connections) get whole-number ticks only
+            if xs.iter().all(|x| x.fract() == 0.0) && t.iter().filter(|v| v.fract() == 0.0).count() >= 2 {
+                t.retain(|v| v.fract() == 0.0);
+            }
             let (div, _) = axis_scale(hi.abs().max(lo.abs()), &x.unit);
             let l = t.iter().map(|v| trim(v / div, 4)).collect();
             (t, l)
