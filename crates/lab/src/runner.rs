@@ -519,7 +519,8 @@ fn start_instance(
             st.dest = Some(root.join(tag));
             let mut a: Vec<String> = vec!["cp".into(), src.join("part0").to_string_lossy().into()];
             a.extend([format!("{addr}:{}:{tag}", inst.port), "--key-file".into(), key.to_string_lossy().into()]);
-            a.extend(["--json".into(), "-q".into(), "-P".into(), streams.to_string()]);
+            // the lab saves its own results; each copy inside it stays out of the user's run store
+            a.extend(["--json".into(), "-q".into(), "--no-save".into(), "-P".into(), streams.to_string()]);
             a.extend(spec.args.iter().cloned());
             st.pending.push(Launch::One(in_ns(&ns, &env.linerate.clone(), &a), tag.to_string()));
         }
