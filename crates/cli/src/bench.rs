@@ -120,6 +120,12 @@ pub struct BenchArgs {
     /// Seconds allowed to connect, authenticate and open the data connections.
     #[arg(long, default_value_t = 15)]
     timeout: u64,
+    /// Run store to save this run in [default: $LINERATE_DB, else the user's data directory].
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Do not save this run in the run store.
+    #[arg(long)]
+    no_save: bool,
 }
 
 fn parse_size32(s: &str) -> Result<u32, String> {
@@ -343,8 +349,19 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
         done.push(Point { labels, result, summary, runs });
     }
+    let doc = document(&done, &addr, level as u32, width);
+    if !a.no_save && !done.is_empty() {
+        let saved = linerate_report::from_bench_json(&doc)
+            .map_err(anyhow::Error::from)
+            .and_then(|run| crate::report::save_run(a.db.as_deref(), &run));
+        match saved {
+            Ok(id) if !(a.quiet || a.json || a.csv) => eprintln!("saved as run {id} (linerate report show {id})"),
+            Ok(_) => {}
+            Err(e) => eprintln!("linerate bench: warning: the run was not saved: {e:#}"),
+        }
+    }
     if a.json {
-        println!("{}", document(&done, &addr, level as u32, width));
+        println!("{doc}");
     } else if a.csv {
         print!("{}", csv(&done));
     } else if done.len() > 1 {

@@ -125,7 +125,8 @@ fn sigint_during_lab_run_tears_down_and_kills_the_servers() {
     }
     let (d, f) = scenario();
     let out = d.path().join("results.json");
-    let mut child = bin().args(["lab", "run"]).arg(&f).arg("-o").arg(&out).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        bin().args(["lab", "run", "--no-save"]).arg(&f).arg("-o").arg(&out).stderr(Stdio::piped()).spawn().unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
     // Skip any "cleaned stale run" line (another test may have left one to be cleaned).
     let mut line = String::new();
@@ -212,7 +213,7 @@ fn lab_run_copies_with_cp_scp_rsync_and_tar_and_writes_results() {
     }
     std::fs::write(&f, text).unwrap();
     let out_file = d.path().join("r.json");
-    let out = bin().args(["lab", "run"]).arg(&f).arg("-o").arg(&out_file).output().unwrap();
+    let out = bin().args(["lab", "run", "--no-save"]).arg(&f).arg("-o").arg(&out_file).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{err}");
     let id = err.lines().find(|l| l.starts_with("lab ")).unwrap().split_whitespace().nth(1).unwrap().to_string();
@@ -231,6 +232,9 @@ fn lab_run_copies_with_cp_scp_rsync_and_tar_and_writes_results() {
         assert!(bps > 1e6 && bps < 2.2e9, "{}: {bps} bit/s over a 2 Gbit/s link", r["name"]);
     }
     assert_eq!(runs[0]["raw"]["complete"], true, "linerate cp's own JSON is kept");
+    // The report is written beside the results, self-contained, with its charts inline.
+    let html = std::fs::read_to_string(out_file.with_extension("html")).unwrap();
+    assert!(html.contains("<svg") && !html.contains("src=\"http"), "{}", &html[..html.len().min(300)]);
 }
 
 #[test]

@@ -100,7 +100,7 @@ fn tcp_rr_closed_and_open_loop_measure_latency() {
     s.rate = Some(400);
     let r = run(&h, &secret, &s);
     let n = r.latency.unwrap().count;
-    assert!((150..=230).contains(&n), "open loop ran {n} transactions");
+    assert!((100..=240).contains(&n), "open loop ran {n} transactions");
 }
 
 #[test]

@@ -497,7 +497,7 @@ fn start_instance(
             env.ensure_serve(lab, &inst.server)?;
             let key = env.key()?;
             let mut a: Vec<String> = vec!["bench".into(), format!("{addr}:{}", inst.port), "--key-file".into()];
-            a.extend([key.to_string_lossy().into(), "--json".into(), "-q".into()]);
+            a.extend([key.to_string_lossy().into(), "--json".into(), "-q".into(), "--no-save".into()]);
             if let Some(s) = spec.seconds {
                 a.extend(["-t".into(), s.to_string()]);
             }

@@ -77,6 +77,11 @@ impl Counters {
         self.started.store(true, Relaxed);
     }
 
+    /// The warm-up in nanoseconds.
+    pub(crate) fn omit_ns(&self) -> u64 {
+        self.omit.as_nanos().min(u128::from(u64::MAX)) as u64
+    }
+
     pub(crate) fn since_start(&self) -> Duration {
         self.start.get().map_or(Duration::ZERO, Instant::elapsed)
     }
