@@ -115,6 +115,7 @@ pub(crate) struct Sampler {
     last_t: f64,
     pub intervals: Vec<IntervalCounts>,
     base: Option<Baseline>,
+    end: Option<Baseline>,
 }
 
 struct Baseline {
@@ -135,6 +136,7 @@ impl Sampler {
             last_t: 0.0,
             intervals: Vec::new(),
             base: None,
+            end: None,
         };
         if s.counters.omit.is_zero() {
             s.take_baseline(start);
@@ -196,8 +198,12 @@ impl Sampler {
         iv
     }
 
-    /// Close the run now: a last partial interval, and this side's report.
-    pub(crate) fn finish(mut self, now: Instant, buffers: Option<(u32, u32)>, errors: Vec<String>) -> SideReport {
+    /// The run is over at `now`: close the last partial interval and take the final counts, before
+    /// the workers wind down (what they move after this is not counted).
+    pub(crate) fn freeze(&mut self, now: Instant) {
+        if self.end.is_some() {
+            return;
+        }
         if let Some(start) = self.counters.start_instant() {
             if now.duration_since(start).as_secs_f64() > self.last_t + 0.005 {
                 self.close_interval(start, now);
@@ -207,6 +213,18 @@ impl Sampler {
             // Stopped before the warm-up ended: nothing counts.
             self.take_baseline(now);
         }
+        self.end = Some(Baseline {
+            at: now,
+            conns: self.counters.snapshot(),
+            transactions: self.counters.transactions.load(Relaxed),
+            machine: cpu::machine(),
+            process: cpu::process(),
+        });
+    }
+
+    /// This side's report, from the baseline to the frozen end.
+    pub(crate) fn finish(mut self, now: Instant, buffers: Option<(u32, u32)>, errors: Vec<String>) -> SideReport {
+        self.freeze(now);
         let base = self.base.take().unwrap_or_else(|| Baseline {
             at: now,
             conns: Vec::new(),
@@ -214,8 +232,15 @@ impl Sampler {
             machine: cpu::machine(),
             process: cpu::process(),
         });
-        let snap = self.counters.snapshot();
-        let conns = snap
+        let end = self.end.take().unwrap_or_else(|| Baseline {
+            at: now,
+            conns: self.counters.snapshot(),
+            transactions: self.counters.transactions.load(Relaxed),
+            machine: cpu::machine(),
+            process: cpu::process(),
+        });
+        let conns = end
+            .conns
             .iter()
             .enumerate()
             .map(|(i, (rx, tx))| {
@@ -225,11 +250,11 @@ impl Sampler {
             .collect();
         SideReport {
             version: BENCH_DOC_VERSION,
-            seconds: now.saturating_duration_since(base.at).as_secs_f64(),
+            seconds: end.at.saturating_duration_since(base.at).as_secs_f64(),
             conns,
             intervals: self.intervals,
-            cpu: cpu::machine().share_since(&base.machine, cpu::process(), base.process),
-            transactions: self.counters.transactions.load(Relaxed).saturating_sub(base.transactions),
+            cpu: end.machine.share_since(&base.machine, end.process, base.process),
+            transactions: end.transactions.saturating_sub(base.transactions),
             udp: None,
             buffers,
             host: serde_json::Value::Null,
@@ -422,6 +447,7 @@ impl BenchClient {
             }
         }
         let now = Instant::now();
+        sampler.freeze(now);
         counters.stop.store(true, Relaxed);
         self.stop()?;
         for h in &handles {
