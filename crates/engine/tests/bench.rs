@@ -69,7 +69,7 @@ fn tcp_stream_each_direction_counts_at_the_receiver() {
         // What the receiver counted cannot exceed what the sender wrote, plus what was still in
         // the sockets' buffers when the sender stopped counting (each side freezes at its stop).
         let tx_cli: u64 = r.local.conns.iter().map(|c| c.tx).sum();
-        let in_flight: u64 = 3 * 2 * 16 << 20;
+        let in_flight: u64 = 3 * 2 * (16 << 20);
         assert!(rx_srv <= tx_cli + in_flight, "server got {rx_srv}, client sent {tx_cli}");
         assert_eq!(r.remote.conns.len(), 3);
         assert!(sum.throughput_bps > 1e6, "{}", sum.throughput_bps);
