@@ -198,6 +198,18 @@ impl Sampler {
         iv
     }
 
+    /// Report every interval to `progress` until `end`; returns when the run ended.
+    pub(crate) fn run_until(&mut self, end: Instant, progress: &mut dyn FnMut(&IntervalCounts)) -> Instant {
+        let no_stop = AtomicBool::new(false);
+        while let Some(iv) = self.tick(Some(end), &no_stop) {
+            progress(&iv);
+            if Instant::now() >= end {
+                break;
+            }
+        }
+        Instant::now()
+    }
+
     /// The run is over at `now`: close the last partial interval and take the final counts, before
     /// the workers wind down (what they move after this is not counted).
     pub(crate) fn freeze(&mut self, now: Instant) {
@@ -438,15 +450,7 @@ impl BenchClient {
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
-        let no_stop = AtomicBool::new(false);
-        while let Some(iv) = sampler.tick(Some(end), &no_stop) {
-            progress(&iv);
-            if Instant::now() >= end {
-                break;
-            }
-        }
-        let now = Instant::now();
+        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), progress);
         sampler.freeze(now);
         counters.stop.store(true, Relaxed);
         self.stop()?;
@@ -494,15 +498,7 @@ impl BenchClient {
         let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
         counters.release();
         let running = side.start(spec);
-        let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
-        let no_stop = AtomicBool::new(false);
-        while let Some(iv) = sampler.tick(Some(end), &no_stop) {
-            progress(&iv);
-            if Instant::now() >= end {
-                break;
-            }
-        }
-        let now = Instant::now();
+        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), progress);
         counters.stop.store(true, Relaxed);
         // Let the last datagrams land before the server stops counting.
         std::thread::sleep(Duration::from_millis(100));
