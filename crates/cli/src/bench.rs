@@ -4,7 +4,7 @@
 use crate::exit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use linerate_engine::bench::stats::{confidence, confident_enough, Summary};
+use linerate_engine::bench::stats::{busy, confidence, confident_enough, Summary};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
 use linerate_engine::secret::Secret;
 use linerate_engine::{conn, EngineError};
@@ -561,7 +561,7 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
 }
 
 fn cpu_json(c: &linerate_proto::bench::CpuShare) -> Value {
-    json!({"user": c.user, "system": c.system, "softirq": c.softirq, "irq": c.irq, "idle": c.idle, "cores": c.cores,
+    json!({"user": c.user, "system": c.system, "softirq": c.softirq, "irq": c.irq, "idle": c.idle, "steal": c.steal, "cores": c.cores,
            "process_user_s": c.process_user_s, "process_system_s": c.process_system_s})
 }
 
@@ -698,8 +698,8 @@ fn csv(points: &[Point]) -> String {
             opt(s.latency_us.as_ref().map(|l| l.p999)),
             opt(s.loss_pct),
             opt(s.jain),
-            1.0 - s.cpu.local.idle,
-            1.0 - s.cpu.remote.idle,
+            busy(&s.cpu.local),
+            busy(&s.cpu.remote),
             s.service_demand_us_per_kb.0,
             s.service_demand_us_per_kb.1,
             s.retransmits,
@@ -723,8 +723,8 @@ fn sweep_table(points: &[Point]) -> String {
             si_rate(s.throughput_bps),
             s.transactions_per_s.map_or("-".into(), |t| format!("{t:.0}")),
             s.latency_us.as_ref().map_or("-".into(), |l| format!("{:.1}", l.p99)),
-            pct(1.0 - s.cpu.local.idle),
-            pct(1.0 - s.cpu.remote.idle),
+            pct(busy(&s.cpu.local)),
+            pct(busy(&s.cpu.remote)),
             s.jain.map_or("-".into(), |j| format!("{j:.3}")),
         );
     }

@@ -312,7 +312,8 @@ fn bench_prints_the_versioned_json_document_and_csv() {
     assert!(s["jain"].as_f64().unwrap() > 0.3);
     for side in ["local", "remote"] {
         let c = &s["cpu"][side];
-        let total: f64 = ["user", "system", "softirq", "irq", "idle"].iter().map(|k| c[k].as_f64().unwrap()).sum();
+        let total: f64 =
+            ["user", "system", "softirq", "irq", "idle", "steal"].iter().map(|k| c[k].as_f64().unwrap()).sum();
         assert!((total - 1.0).abs() < 1e-6, "{side}: {c}");
     }
     assert!(s["efficiency"]["ceiling_bps"].as_f64().unwrap() > 9e9);
