@@ -698,10 +698,21 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
         let members = g.members(first);
         let label = |run: &Value| s_any(run, &["name", "host", "tool"]).unwrap_or("run").to_string();
         if members.len() > 1 && largest(g) && r.charts.flows.len() < 8 {
-            let flows: Vec<Bar> = members
-                .iter()
-                .filter_map(|m| Some(Bar { label: s_any(m, &["host", "name"])?.to_string(), value: lab_rate(m)? }))
-                .collect();
+            // Label by guest; when one host runs several members (one per link), by the part of
+            // the run name after '@' ("sut/p1"), so the bars stay apart.
+            let hosts: Vec<&str> = members.iter().filter_map(|m| s_any(m, &["host"])).collect();
+            let unique = hosts.len() == members.len()
+                && hosts.iter().collect::<std::collections::BTreeSet<_>>().len() == hosts.len();
+            let bar_label = |m: &Value| -> Option<String> {
+                let name = s_any(m, &["name"]);
+                match (unique, s_any(m, &["host"]), name) {
+                    (true, Some(h), _) => Some(h.to_string()),
+                    (_, _, Some(n)) => Some(n.split_once('@').map_or(n, |(_, at)| at).to_string()),
+                    (_, h, None) => h.map(str::to_string),
+                }
+            };
+            let flows: Vec<Bar> =
+                members.iter().filter_map(|m| Some(Bar { label: bar_label(m)?, value: lab_rate(m)? })).collect();
             if flows.len() > 1 {
                 r.charts.flows.push(FlowChart {
                     title: format!("Per-guest throughput: {}", g.name),
@@ -940,6 +951,17 @@ mod tests {
         // fairness bars of the largest step only, the failed run left out
         assert_eq!(r.charts.flows.len(), 1);
         assert_eq!(r.charts.flows[0].flows.len(), 8);
+    }
+
+    #[test]
+    fn flows_of_one_host_over_several_links_are_labelled_by_link() {
+        let runs: Vec<Value> = (1..=4)
+            .map(|p| json!({"name": format!("tx-8@sut/p{p}"), "tool": "bench", "host": "sut", "group": "tx-8", "repeat": 0, "ok": true, "rate_bps": 1e9 * f64::from(p)}))
+            .collect();
+        let r =
+            from_lab_json(&json!({"schema": "linerate.lab/1", "scenario": {"name": "links"}, "runs": runs})).unwrap();
+        let labels: Vec<&str> = r.charts.flows[0].flows.iter().map(|b| b.label.as_str()).collect();
+        assert_eq!(labels, ["sut/p1", "sut/p2", "sut/p3", "sut/p4"]);
     }
 
     #[test]
