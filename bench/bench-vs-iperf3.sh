@@ -57,7 +57,7 @@ echo "== single stream, $RUNS runs of $TIME s each, alternating (same loopback, 
 for r in $(seq 1 "$RUNS"); do
   ic=$(measure "$work/i.json" iperf3 -c 127.0.0.1 -p "$IP" -t "$TIME" -J) || exit 1
   ig=$(python3 -c "import json;d=json.load(open('$work/i.json'));print(d['end']['sum_received']['bits_per_second'])")
-  lc=$(measure "$work/l.json" "$LR" bench "127.0.0.1:$LP" --key-file "$work/key" -t "$TIME" --json) || exit 1
+  lc=$(measure "$work/l.json" "$LR" bench "127.0.0.1:$LP" --key-file "$work/key" -t "$TIME" --json --no-save) || exit 1
   lg=$(python3 -c "import json;d=json.load(open('$work/l.json'));print(d['summary']['throughput_bps'])")
   echo "$ig $ic $lg $lc" >> "$work/rows"
   python3 - "$ig" "$ic" "$lg" "$lc" "$TIME" <<'PY'
@@ -80,7 +80,7 @@ print(f"median CPU (whole machine, both ends): iperf3 {icpu:.3f}, linerate {lcpu
 PY
 
 echo "== $CONNS connections held for $HOLD s"
-"$LR" bench "127.0.0.1:$LP" --key-file "$work/key" -P "$CONNS" -t "$HOLD" -i 5 --json > "$work/c.json" || exit 1
+"$LR" bench "127.0.0.1:$LP" --key-file "$work/key" -P "$CONNS" -t "$HOLD" -i 5 --json --no-save > "$work/c.json" || exit 1
 python3 - "$work/c.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

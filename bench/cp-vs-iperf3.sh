@@ -286,7 +286,7 @@ run_iperf() {
 }
 
 # ---------------------------------------------------------------- linerate cp
-CP_ARGS=(cp --json -q)
+CP_ARGS=(cp --json -q --no-save)
 if [ -n "$STREAMS" ]; then CP_ARGS+=(-P "$STREAMS"); fi
 
 # run_cp NAME SRC EXPECTED_FILES EXPECTED_BYTES -> sets CP_* variables

@@ -4,7 +4,7 @@
 use crate::exit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use linerate_engine::bench::stats::{confidence, confident_enough, Summary};
+use linerate_engine::bench::stats::{busy, confidence, confident_enough, Summary};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
 use linerate_engine::secret::Secret;
 use linerate_engine::{conn, EngineError};
@@ -44,9 +44,10 @@ pub struct BenchArgs {
     /// Test kind.
     #[arg(long, default_value = "tcp-stream", value_parser = ["tcp-stream", "udp-stream", "tcp-rr", "tcp-crr"])]
     test: String,
-    /// Parallel connections (1 to 10,000).
-    #[arg(short = 'P', long = "parallel", default_value_t = 1)]
-    connections: u32,
+    /// Parallel connections (1 to 10,000) [default: 1]. With a one-group --profile, the
+    /// group's connection count.
+    #[arg(short = 'P', long = "parallel")]
+    connections: Option<u32>,
     /// Seconds to measure.
     #[arg(short = 't', long = "time", default_value_t = 10.0)]
     time: f64,
@@ -119,6 +120,12 @@ pub struct BenchArgs {
     /// Seconds allowed to connect, authenticate and open the data connections.
     #[arg(long, default_value_t = 15)]
     timeout: u64,
+    /// Run store to save this run in [default: $LINERATE_DB, else the user's data directory].
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Do not save this run in the run store.
+    #[arg(long)]
+    no_save: bool,
 }
 
 fn parse_size32(s: &str) -> Result<u32, String> {
@@ -175,7 +182,7 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
         _ => TestKind::TcpStream,
     };
     let mut s = TestSpec::new(kind);
-    s.connections = a.connections;
+    s.connections = a.connections.unwrap_or(1);
     s.duration_ms = secs_ms(a.time, "--time")?;
     s.omit_ms = secs_ms(a.omit, "--omit")?;
     s.interval_ms = secs_ms(a.interval, "--interval")?;
@@ -208,7 +215,13 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     s.nodelay = a.nodelay;
     if let Some(p) = &a.profile {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading profile {}", p.display()))?;
-        let prof: Profile = toml::from_str(&text).with_context(|| format!("profile {}", p.display()))?;
+        let mut prof: Profile = toml::from_str(&text).with_context(|| format!("profile {}", p.display()))?;
+        if let Some(n) = a.connections {
+            match prof.groups.as_mut_slice() {
+                [g] => g.connections = n,
+                _ => bail!("-P applies to a profile with one group; {} has {}", p.display(), prof.groups.len()),
+            }
+        }
         prof.validate().map_err(anyhow::Error::msg).with_context(|| format!("profile {}", p.display()))?;
         s.profile = Some(prof);
     }
@@ -336,8 +349,19 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
         done.push(Point { labels, result, summary, runs });
     }
+    let doc = document(&done, &addr, level as u32, width);
+    if !a.no_save && !done.is_empty() {
+        let saved = linerate_report::from_bench_json(&doc)
+            .map_err(anyhow::Error::from)
+            .and_then(|run| crate::report::save_run(a.db.as_deref(), &run));
+        match saved {
+            Ok(id) if !(a.quiet || a.json || a.csv) => eprintln!("saved as run {id} (linerate report show {id})"),
+            Ok(_) => {}
+            Err(e) => eprintln!("linerate bench: warning: the run was not saved: {e:#}"),
+        }
+    }
     if a.json {
-        println!("{}", document(&done, &addr, level as u32, width));
+        println!("{doc}");
     } else if a.csv {
         print!("{}", csv(&done));
     } else if done.len() > 1 {
@@ -537,7 +561,7 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
 }
 
 fn cpu_json(c: &linerate_proto::bench::CpuShare) -> Value {
-    json!({"user": c.user, "system": c.system, "softirq": c.softirq, "irq": c.irq, "idle": c.idle, "cores": c.cores,
+    json!({"user": c.user, "system": c.system, "softirq": c.softirq, "irq": c.irq, "idle": c.idle, "steal": c.steal, "cores": c.cores,
            "process_user_s": c.process_user_s, "process_system_s": c.process_system_s})
 }
 
@@ -674,8 +698,8 @@ fn csv(points: &[Point]) -> String {
             opt(s.latency_us.as_ref().map(|l| l.p999)),
             opt(s.loss_pct),
             opt(s.jain),
-            1.0 - s.cpu.local.idle,
-            1.0 - s.cpu.remote.idle,
+            busy(&s.cpu.local),
+            busy(&s.cpu.remote),
             s.service_demand_us_per_kb.0,
             s.service_demand_us_per_kb.1,
             s.retransmits,
@@ -699,8 +723,8 @@ fn sweep_table(points: &[Point]) -> String {
             si_rate(s.throughput_bps),
             s.transactions_per_s.map_or("-".into(), |t| format!("{t:.0}")),
             s.latency_us.as_ref().map_or("-".into(), |l| format!("{:.1}", l.p99)),
-            pct(1.0 - s.cpu.local.idle),
-            pct(1.0 - s.cpu.remote.idle),
+            pct(busy(&s.cpu.local)),
+            pct(busy(&s.cpu.remote)),
             s.jain.map_or("-".into(), |j| format!("{j:.3}")),
         );
     }

@@ -61,9 +61,16 @@ enum LabCmd {
     Run {
         /// Scenario file (TOML).
         file: PathBuf,
-        /// Results file [default: SCENARIO-RUNID.json in the current directory].
+        /// Results file [default: SCENARIO-RUNID.json in the current directory]; the HTML
+        /// report is written beside it with the extension .html.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Run store to save the results in [default: $LINERATE_DB, else the user's data directory].
+        #[arg(long, value_name = "PATH")]
+        db: Option<PathBuf>,
+        /// Do not save the results in the run store.
+        #[arg(long)]
+        no_save: bool,
     },
     /// Print the ip/tc commands a scenario would run, with addresses (no root needed).
     Plan {
@@ -87,7 +94,7 @@ pub fn run_lab(a: LabArgs) -> u8 {
         LabCmd::Down { run, all } => down(run, all),
         LabCmd::Status { json } => status(json),
         LabCmd::Exec { host, run, cmd } => exec(&host, run.as_deref(), &cmd),
-        LabCmd::Run { file, output } => run(file, output),
+        LabCmd::Run { file, output, db, no_save } => run(file, output, db, no_save),
         LabCmd::Plan { file } => plan(file),
     };
     match r {
@@ -203,8 +210,11 @@ fn status(json: bool) -> Result<u8> {
 
 fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<u8> {
     let s = RunState::find(run)?;
-    let ns =
-        s.hosts.get(host).ok_or_else(|| anyhow!("lab {} has no host '{host}' (hosts: {:?})", s.run, s.hosts.keys()))?;
+    let Some(ns) = s.hosts.get(host) else {
+        let hosts: Vec<&String> = s.hosts.keys().collect();
+        eprintln!("linerate lab: lab {} has no host '{}' (hosts: {hosts:?})", s.run, host.escape_default());
+        return Ok(exit::USAGE);
+    };
     let st = std::process::Command::new("ip")
         .args(["netns", "exec", ns])
         .args(cmd)
@@ -213,7 +223,7 @@ fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<u8> {
     Ok(st.code().map(|c| c.clamp(0, 255) as u8).unwrap_or(exit::SESSION))
 }
 
-fn run(file: PathBuf, output: Option<PathBuf>) -> Result<u8> {
+fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: bool) -> Result<u8> {
     let sc = Scenario::load(&file)?;
     if sc.runs.is_empty() {
         return Err(anyhow!("{}: no [[run]] to perform (use `lab up` to just build it)", file.display()));
@@ -233,6 +243,23 @@ fn run(file: PathBuf, output: Option<PathBuf>) -> Result<u8> {
     let text = serde_json::to_string_pretty(&doc)?;
     std::fs::write(&out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
     eprintln!("results: {}", out.display());
+    // The run's report: an HTML page beside the results, and the run kept in the store.
+    match linerate_report::from_lab_json(&doc) {
+        Ok(rep) => {
+            let html = out.with_extension("html");
+            match crate::report::write_html(std::slice::from_ref(&rep), 5.0, &html) {
+                Ok(()) => eprintln!("report: {}", html.display()),
+                Err(e) => eprintln!("linerate lab: warning: no HTML report: {e:#}"),
+            }
+            if !no_save {
+                match crate::report::save_run(db.as_deref(), &rep) {
+                    Ok(id) => eprintln!("saved as run {id} (linerate report show {id})"),
+                    Err(e) => eprintln!("linerate lab: warning: the run was not saved: {e:#}"),
+                }
+            }
+        }
+        Err(e) => eprintln!("linerate lab: warning: no report from the results: {e}"),
+    }
     let all_ok = doc["runs"].as_array().is_some_and(|r| r.iter().all(|x| x["ok"] == serde_json::json!(true)));
     Ok(if !problems.is_empty() {
         exit::SESSION

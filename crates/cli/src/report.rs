@@ -142,8 +142,21 @@ fn open(db: Option<&Path>) -> std::result::Result<Store, Fail> {
 pub fn save_run(db: Option<&Path>, report: &RunReport) -> Result<String> {
     let path = store_path(db)?;
     let mut store = Store::open(&path).with_context(|| format!("cannot open the run store {}", path.display()))?;
-    store.insert(report).with_context(|| format!("cannot save run {} in {}", report.id, path.display()))?;
-    Ok(report.id.clone())
+    let mut fresh;
+    let mut run = report;
+    for _ in 0..3 {
+        match store.insert(run) {
+            Ok(()) => return Ok(run.id.clone()),
+            // two runs in the same second drew the same suffix: take another id
+            Err(linerate_report::ReportError::Duplicate(_)) => {
+                fresh = run.clone();
+                fresh.id = linerate_report::new_id();
+                run = &fresh;
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot save run {} in {}", run.id, path.display())),
+        }
+    }
+    bail!("cannot save run {} in {}: no free run id", report.id, path.display())
 }
 
 fn lookup(store: &Store, id: &str) -> std::result::Result<RunReport, Fail> {
@@ -251,7 +264,10 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
                 .with_context(|| format!("cannot import {}", file.display()))
                 .map_err(Fail::Usage)?;
             let mut store = open(db)?;
-            store.insert(&r).context("cannot save the run").map_err(Fail::Store)?;
+            store.insert(&r).map_err(|e| match e {
+                linerate_report::ReportError::Duplicate(_) => Fail::Usage(e.into()),
+                other => Fail::Store(anyhow::Error::new(other).context("cannot save the run")),
+            })?;
             println!("{}", r.id);
             Ok(0)
         }

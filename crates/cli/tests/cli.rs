@@ -300,6 +300,7 @@ fn bench_prints_the_versioned_json_document_and_csv() {
     let out = bin()
         .args(["bench", &srv.addr, "--json", "-t", "0.5", "-i", "0.1", "-P", "3", "--link-rate", "10G", "--key-file"])
         .arg(&key)
+        .env("LINERATE_DB", t.path().join("runs.sqlite"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -311,7 +312,8 @@ fn bench_prints_the_versioned_json_document_and_csv() {
     assert!(s["jain"].as_f64().unwrap() > 0.3);
     for side in ["local", "remote"] {
         let c = &s["cpu"][side];
-        let total: f64 = ["user", "system", "softirq", "irq", "idle"].iter().map(|k| c[k].as_f64().unwrap()).sum();
+        let total: f64 =
+            ["user", "system", "softirq", "irq", "idle", "steal"].iter().map(|k| c[k].as_f64().unwrap()).sum();
         assert!((total - 1.0).abs() < 1e-6, "{side}: {c}");
     }
     assert!(s["efficiency"]["ceiling_bps"].as_f64().unwrap() > 9e9);
@@ -319,9 +321,28 @@ fn bench_prints_the_versioned_json_document_and_csv() {
     assert!(v["intervals"].as_array().unwrap().len() >= 4);
     assert!(v["hosts"]["remote"]["kernel"].is_string());
     assert_eq!(v["points"].as_array().unwrap().len(), 1);
+    // The run was kept in the store named by LINERATE_DB.
+    let list = bin().args(["report", "list", "--json", "--db"]).arg(t.path().join("runs.sqlite")).output().unwrap();
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list));
+    let runs = String::from_utf8(list.stdout).unwrap();
+    let runs: Vec<serde_json::Value> = runs.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["kind"], "bench", "{runs:?}");
 
     let out = bin()
-        .args(["bench", &srv.addr, "--csv", "--test", "tcp-rr", "-t", "0.2", "--sweep", "msg=1,1K", "--key-file"])
+        .args([
+            "bench",
+            &srv.addr,
+            "--csv",
+            "--no-save",
+            "--test",
+            "tcp-rr",
+            "-t",
+            "0.2",
+            "--sweep",
+            "msg=1,1K",
+            "--key-file",
+        ])
         .arg(&key)
         .output()
         .unwrap();
@@ -338,10 +359,11 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     let key = t.path().join("key");
     keygen(&key);
     let srv = serve_bench_only(&key, &["--max-connections", "10"]);
-    let out = bin().args(["bench", &srv.addr, "-P", "11", "-t", "1", "--key-file"]).arg(&key).output().unwrap();
+    let out =
+        bin().args(["bench", &srv.addr, "--no-save", "-P", "11", "-t", "1", "--key-file"]).arg(&key).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("connections 11"), "{}", text(&out));
-    let out = bin().args(["bench", &srv.addr, "-t", "-1", "--key-file"]).arg(&key).output().unwrap();
+    let out = bin().args(["bench", &srv.addr, "--no-save", "-t", "-1", "--key-file"]).arg(&key).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     // cp to a benchmark-only agent is refused, not silently accepted.
     let src = t.path().join("f");

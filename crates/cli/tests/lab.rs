@@ -125,10 +125,15 @@ fn sigint_during_lab_run_tears_down_and_kills_the_servers() {
     }
     let (d, f) = scenario();
     let out = d.path().join("results.json");
-    let mut child = bin().args(["lab", "run"]).arg(&f).arg("-o").arg(&out).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        bin().args(["lab", "run", "--no-save"]).arg(&f).arg("-o").arg(&out).stderr(Stdio::piped()).spawn().unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
+    // Skip any "cleaned stale run" line (another test may have left one to be cleaned).
     let mut line = String::new();
-    err.read_line(&mut line).unwrap();
+    while !line.starts_with("lab ") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "lab run exited early");
+    }
     let id = line.split_whitespace().nth(1).unwrap_or_default().to_string();
     assert!(id.starts_with("lr"), "unexpected first line: {line}");
     // Wait until the iperf3 server is recorded (the run is under way), then interrupt.
@@ -167,7 +172,7 @@ fn detach_then_down_and_a_killed_owner_is_cleaned_by_the_next_up() {
     assert!(String::from_utf8_lossy(&st.stdout).contains("stale"));
     let up = bin().args(["lab", "up", "--detach"]).arg(&f).output().unwrap();
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
-    assert!(String::from_utf8_lossy(&up.stderr).contains(&format!("cleaned stale run {stale}")));
+    // This `up` (or a concurrent test's) found the dead owner and removed its run.
     assert_clean(&stale);
     let text = String::from_utf8_lossy(&up.stdout);
     let id = text.split_whitespace().nth(1).unwrap().to_string();
@@ -189,4 +194,60 @@ fn lab_plan_needs_no_root_and_rejects_foreign_addresses() {
     let out = bin().args(["lab", "plan"]).arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("198.18.0.0/15"));
+}
+
+#[test]
+fn lab_run_copies_with_cp_scp_rsync_and_tar_and_writes_results() {
+    if !can_run() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("copy.toml");
+    let mut text = String::from(
+        "name = \"copy\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"2gbit\"\n",
+    );
+    for (tool, streams) in [("cp", 2), ("scp", 1), ("rsync", 2), ("tar", 2)] {
+        text += &format!(
+            "[[run]]\nname = \"{tool}\"\ntool = \"{tool}\"\nhost = \"a\"\nserver = \"b\"\nfiles = 6\nfile_size = 200000\nstreams = {streams}\n"
+        );
+    }
+    std::fs::write(&f, text).unwrap();
+    let out_file = d.path().join("r.json");
+    let out = bin().args(["lab", "run", "--no-save"]).arg(&f).arg("-o").arg(&out_file).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let id = err.lines().find(|l| l.starts_with("lab ")).unwrap().split_whitespace().nth(1).unwrap().to_string();
+    assert_clean(&id);
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "linerate.lab/1");
+    assert_eq!(doc["run_id"], id.as_str());
+    assert_eq!(doc["lab"]["links"][0]["rate_bps"], 2_000_000_000u64);
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for r in runs {
+        assert_eq!(r["ok"], true, "{r}");
+        let bytes = r["bytes"].as_f64().unwrap();
+        assert!(bytes > 6.0 * 50_000.0, "{r}");
+        let bps = r["rate_bps"].as_f64().unwrap();
+        assert!(bps > 1e6 && bps < 2.2e9, "{}: {bps} bit/s over a 2 Gbit/s link", r["name"]);
+    }
+    assert_eq!(runs[0]["raw"]["complete"], true, "linerate cp's own JSON is kept");
+    // The report is written beside the results, self-contained, with its charts inline.
+    let html = std::fs::read_to_string(out_file.with_extension("html")).unwrap();
+    assert!(html.contains("<svg") && !html.contains("src=\"http"), "{}", &html[..html.len().min(300)]);
+}
+
+#[test]
+fn lab_down_asks_a_foreground_owner_to_tear_down() {
+    if !can_run() {
+        return;
+    }
+    let (_d, f) = scenario();
+    let (mut child, id) = start_up(&f);
+    let down = bin().args(["lab", "down", &id]).output().unwrap();
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    assert!(String::from_utf8_lossy(&down.stderr).contains("torn down by its owner"));
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    assert_clean(&id);
 }

@@ -97,6 +97,9 @@ fn import_list_show_export_svg_html_and_rm() {
     // an exported run imports into another store unchanged
     let db2 = t.path().join("second.sqlite");
     assert_eq!(import(&db2, &json), lab);
+    let out = report(&db2, &["import", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("already in the store"), "{}", text(&out));
     assert_eq!(report(&db2, &["export", &lab]).stdout, std::fs::read(&json).unwrap());
 
     let svg = t.path().join("bars.svg");

@@ -119,6 +119,7 @@ impl MachineTimes {
             softirq: softirq / total,
             irq: irq / total,
             idle: idle / total,
+            steal: steal / total,
             cores: self.cores,
             process_user_s: p.user_us as f64 / 1e6,
             process_system_s: p.sys_us as f64 / 1e6,
@@ -140,7 +141,7 @@ mod tests {
         // Deltas: user 100, system 50, idle 650, irq 10, softirq 40 of 850.
         assert!((s.user - 100.0 / 850.0).abs() < 1e-9, "{s:?}");
         assert!((s.softirq - 40.0 / 850.0).abs() < 1e-9);
-        assert!((s.user + s.system + s.idle + s.irq + s.softirq - 1.0).abs() < 1e-9);
+        assert!((s.user + s.system + s.idle + s.irq + s.softirq + s.steal - 1.0).abs() < 1e-9);
     }
 
     #[test]

@@ -86,6 +86,11 @@ struct End {
     host: Option<String>,
 }
 
+/// Bytes an Ethernet frame costs on the wire beyond what the qdisc sees (preamble and start
+/// delimiter 8, FCS 4, inter-frame gap 12), so that a `10gbit` link carries what a real 10 GbE
+/// link carries: at MTU 1500 at most 1448/1538 of it as TCP payload (9.41 Gbit/s).
+const WIRE_OVERHEAD: &str = "24";
+
 /// Bytes of burst for a shaper at `bps`: 2 ms worth, at least 64 KiB (a GSO packet).
 fn burst(bps: u64) -> u64 {
     (bps / 8 / 500).clamp(64 * 1024, 64 << 20)
@@ -314,6 +319,9 @@ impl Plan {
                         addrs.push(Value::Null);
                     }
                 }
+            }
+            // Both ends configured, then both up.
+            for e in [&ea, &eb] {
                 cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "up"]));
             }
             let rate = l.rate.as_deref().map(parse_rate).transpose()?;
@@ -466,15 +474,48 @@ fn shape(
     let leaf_parent = match (rate, shaper) {
         (Some(r), Shaper::Tbf) => {
             let (rb, b) = (format!("{r}bit"), burst(r).to_string());
-            cmds.push(tc(&["root", "handle", "1:", "tbf", "rate", &rb, "burst", &b, "latency", "20ms"]));
+            cmds.push(tc(&[
+                "root",
+                "handle",
+                "1:",
+                "tbf",
+                "rate",
+                &rb,
+                "burst",
+                &b,
+                "latency",
+                "20ms",
+                "overhead",
+                WIRE_OVERHEAD,
+            ]));
             Some("1:1")
         }
         (Some(r), Shaper::Htb) => {
             let (rb, b) = (format!("{r}bit"), burst(r).to_string());
             cmds.push(tc(&["root", "handle", "1:", "htb", "default", "1"]));
             cmds.push(s(&[
-                "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rb,
-                "ceil", &rb, "burst", &b, "cburst", &b,
+                "tc",
+                "-n",
+                ns,
+                "class",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:",
+                "classid",
+                "1:1",
+                "htb",
+                "rate",
+                &rb,
+                "ceil",
+                &rb,
+                "burst",
+                &b,
+                "cburst",
+                &b,
+                "overhead",
+                WIRE_OVERHEAD,
             ]));
             Some("1:1")
         }
@@ -520,8 +561,28 @@ fn htb_classes(
         &def_id.to_string(),
     ]));
     cmds.push(s(&[
-        "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &tb, "ceil", &tb,
-        "burst", &b, "cburst", &b,
+        "tc",
+        "-n",
+        ns,
+        "class",
+        "add",
+        "dev",
+        dev,
+        "parent",
+        "1:",
+        "classid",
+        "1:1",
+        "htb",
+        "rate",
+        &tb,
+        "ceil",
+        &tb,
+        "burst",
+        &b,
+        "cburst",
+        &b,
+        "overhead",
+        WIRE_OVERHEAD,
     ]));
     let mut classes: Vec<(usize, u64, u64)> = Vec::new();
     let mut sum = 0u64;
@@ -544,8 +605,28 @@ fn htb_classes(
         let (cid, rb, cb) = (format!("1:{id}"), format!("{r}bit"), format!("{ceil}bit"));
         let bb = burst(*ceil).to_string();
         cmds.push(s(&[
-            "tc", "-n", ns, "class", "add", "dev", dev, "parent", "1:1", "classid", &cid, "htb", "rate", &rb, "ceil",
-            &cb, "burst", &bb, "cburst", &bb,
+            "tc",
+            "-n",
+            ns,
+            "class",
+            "add",
+            "dev",
+            dev,
+            "parent",
+            "1:1",
+            "classid",
+            &cid,
+            "htb",
+            "rate",
+            &rb,
+            "ceil",
+            &cb,
+            "burst",
+            &bb,
+            "cburst",
+            &bb,
+            "overhead",
+            WIRE_OVERHEAD,
         ]));
         if let Some(nm) = netem {
             let mut v = s(&[
@@ -624,7 +705,7 @@ mod tests {
         assert!(c.contains(&"ip -n lr0001-b addr add 198.18.1.2/24 dev eth0".to_string()));
         assert!(c.contains(&"ip -n lr0001-b link set eth0 mtu 9000".to_string()));
         assert!(c.contains(
-            &"tc -n lr0001-a qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 latency 20ms"
+            &"tc -n lr0001-a qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 latency 20ms overhead 24"
                 .to_string()
         ));
         assert!(c.contains(

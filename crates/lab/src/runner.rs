@@ -225,10 +225,16 @@ struct Env {
     sshd: BTreeMap<String, (u32, u64)>,
     trees: BTreeMap<(u64, u64, u32), (PathBuf, u64)>,
     servers: Vec<(u32, u64)>,
+    children: Vec<Child>, // the servers' handles, to reap them once stopped
     user: String,
 }
 
 impl Env {
+    /// Reaps servers that have exited.
+    fn reap(&mut self) {
+        self.children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+    }
+
     fn run_quiet(&self, prog: &Path, args: &[&str]) -> Result<(), LabError> {
         let out = Command::new(prog)
             .args(args)
@@ -262,8 +268,7 @@ impl Env {
         cmd.stdout(f.try_clone().map_err(io("dup log"))?).stderr(f);
         let child = cmd.spawn().map_err(io(format!("starting {what}")))?;
         let pid = child.id();
-        // The child is reaped by stop_process's caller through /proc; dropping Child is fine.
-        drop(child);
+        self.children.push(child);
         lab.add_process(pid, what)?;
         let start = proc_start(pid).unwrap_or(0);
         self.servers.push((pid, start));
@@ -406,8 +411,35 @@ struct Started {
     bytes: u64,
     dest: Option<PathBuf>,
     server: Option<(u32, u64)>, // a per-run server (iperf3), stopped when the run ends
+    pending: Vec<Launch>,       // clients, started together once every instance is prepared
     t0: Instant,
     timeout: Duration,
+}
+
+/// A client command waiting to start: alone, or fed by a local pipeline stage (tar).
+enum Launch {
+    One(Command, String),
+    Piped(Command, Command, String),
+}
+
+impl Started {
+    /// Starts the prepared clients; the clock starts now.
+    fn launch(&mut self, tmp: &Path) -> Result<(), LabError> {
+        self.t0 = Instant::now();
+        for l in std::mem::take(&mut self.pending) {
+            match l {
+                Launch::One(cmd, tag) => self.procs.push(spawn(cmd, tmp, &tag)?),
+                Launch::Piped(mut feeder, mut cmd, tag) => {
+                    let mut f = feeder.stdout(Stdio::piped()).spawn().map_err(io("starting tar"))?;
+                    let pipe = f.stdout.take().ok_or_else(|| LabError::State("tar has no stdout".into()))?;
+                    self.extra.push(f);
+                    cmd.stdin(Stdio::from(pipe));
+                    self.procs.push(spawn(cmd, tmp, &tag)?);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 fn spawn(mut cmd: Command, tmp: &Path, tag: &str) -> Result<Proc, LabError> {
@@ -440,6 +472,7 @@ fn start_instance(
         bytes: 0,
         dest: None,
         server: None,
+        pending: vec![],
         t0: Instant::now(),
         timeout: timed,
     };
@@ -458,13 +491,13 @@ fn start_instance(
                 a.push("-R".into());
             }
             a.extend(spec.args.iter().cloned());
-            st.procs.push(spawn(in_ns(&ns, &iperf, &a), &env.tmp, tag)?);
+            st.pending.push(Launch::One(in_ns(&ns, &iperf, &a), tag.to_string()));
         }
         Tool::Bench => {
             env.ensure_serve(lab, &inst.server)?;
             let key = env.key()?;
             let mut a: Vec<String> = vec!["bench".into(), format!("{addr}:{}", inst.port), "--key-file".into()];
-            a.extend([key.to_string_lossy().into(), "--json".into(), "-q".into()]);
+            a.extend([key.to_string_lossy().into(), "--json".into(), "-q".into(), "--no-save".into()]);
             if let Some(s) = spec.seconds {
                 a.extend(["-t".into(), s.to_string()]);
             }
@@ -475,7 +508,7 @@ fn start_instance(
                 a.push("--reverse".into());
             }
             a.extend(spec.args.iter().cloned());
-            st.procs.push(spawn(in_ns(&ns, &env.linerate.clone(), &a), &env.tmp, tag)?);
+            st.pending.push(Launch::One(in_ns(&ns, &env.linerate.clone(), &a), tag.to_string()));
         }
         Tool::Cp => {
             let root = env.ensure_serve(lab, &inst.server)?;
@@ -486,10 +519,10 @@ fn start_instance(
             st.dest = Some(root.join(tag));
             let mut a: Vec<String> = vec!["cp".into(), src.join("part0").to_string_lossy().into()];
             a.extend([format!("{addr}:{}:{tag}", inst.port), "--key-file".into(), key.to_string_lossy().into()]);
-            a.extend(["--json".into(), "-q".into(), "-P".into(), streams.to_string()]);
+            // the lab saves its own results; each copy inside it stays out of the user's run store
+            a.extend(["--json".into(), "-q".into(), "--no-save".into(), "-P".into(), streams.to_string()]);
             a.extend(spec.args.iter().cloned());
-            st.t0 = Instant::now();
-            st.procs.push(spawn(in_ns(&ns, &env.linerate.clone(), &a), &env.tmp, tag)?);
+            st.pending.push(Launch::One(in_ns(&ns, &env.linerate.clone(), &a), tag.to_string()));
         }
         Tool::Scp | Tool::Rsync | Tool::Tar => {
             env.ensure_sshd(lab, &inst.server)?;
@@ -503,7 +536,6 @@ fn start_instance(
                 .ok_or_else(|| LabError::State("ssh not found (install openssh-client)".into()))?;
             let opts = env.ssh_opts();
             let target = format!("{}@{addr}", env.user);
-            st.t0 = Instant::now();
             for p in 0..streams {
                 let part = src.join(format!("part{p}"));
                 let dpart = dest.join(format!("part{p}"));
@@ -515,7 +547,7 @@ fn start_instance(
                         a.extend(opts.iter().cloned());
                         a.extend(spec.args.iter().cloned());
                         a.extend([part.to_string_lossy().into(), format!("{target}:{}", dpart.display())]);
-                        st.procs.push(spawn(in_ns(&ns, &scp, &a), &env.tmp, &ptag)?);
+                        st.pending.push(Launch::One(in_ns(&ns, &scp, &a), ptag.to_string()));
                     }
                     Tool::Rsync => {
                         let rsync = find_program(&["rsync"])
@@ -525,21 +557,13 @@ fn start_instance(
                         let mut a = vec!["-a".into(), "-e".into(), e];
                         a.extend(spec.args.iter().cloned());
                         a.extend([format!("{}/", part.display()), format!("{target}:{}/", dpart.display())]);
-                        st.procs.push(spawn(in_ns(&ns, &rsync, &a), &env.tmp, &ptag)?);
+                        st.pending.push(Launch::One(in_ns(&ns, &rsync, &a), ptag.to_string()));
                     }
                     _ => {
                         std::fs::create_dir_all(&dpart).map_err(io(format!("creating {}", dpart.display())))?;
                         let tar = find_program(&["tar"]).ok_or_else(|| LabError::State("tar not found".into()))?;
-                        let mut feeder = Command::new(&tar)
-                            .arg("-C")
-                            .arg(&part)
-                            .args(["-cf", "-", "."])
-                            .stdin(Stdio::null())
-                            .stdout(Stdio::piped())
-                            .stderr(Stdio::null())
-                            .spawn()
-                            .map_err(io("starting tar"))?;
-                        let pipe = feeder.stdout.take().ok_or_else(|| LabError::State("tar has no stdout".into()))?;
+                        let mut feeder = Command::new(&tar);
+                        feeder.arg("-C").arg(&part).args(["-cf", "-", "."]).stdin(Stdio::null()).stderr(Stdio::null());
                         let mut a = vec!["-p".into(), inst.port.to_string()];
                         a.extend(opts.iter().cloned());
                         a.extend([
@@ -550,10 +574,7 @@ fn start_instance(
                             "-xf".into(),
                             "-".into(),
                         ]);
-                        let mut cmd = in_ns(&ns, &ssh, &a);
-                        cmd.stdin(Stdio::from(pipe));
-                        st.procs.push(spawn(cmd, &env.tmp, &ptag)?);
-                        st.extra.push(feeder);
+                        st.pending.push(Launch::Piped(feeder, in_ns(&ns, &ssh, &a), ptag));
                     }
                 }
             }
@@ -750,6 +771,7 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
         sshd: BTreeMap::new(),
         trees: BTreeMap::new(),
         servers: Vec::new(),
+        children: Vec::new(),
         user,
     };
     let started_unix =
@@ -758,6 +780,7 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
     for (pid, st) in env.servers.drain(..) {
         stop_process(pid, st, Duration::from_secs(2));
     }
+    env.reap();
     let (runs, group_recs) = result?;
     Ok(json!({
         "schema": "linerate.lab/1",
@@ -809,6 +832,18 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 }
                 recs.push(rec);
             }
+            // Every server is up and every tree made: start all clients of the group together.
+            for (k, slot) in started.iter_mut().enumerate() {
+                if let Some(s) = slot {
+                    if let Err(e) = s.launch(&env.tmp) {
+                        s.procs.iter_mut().for_each(|p| kill_child(&mut p.child));
+                        s.extra.iter_mut().for_each(kill_child);
+                        recs[k]["ok"] = json!(false);
+                        recs[k]["error"] = json!(e.to_string());
+                        *slot = None;
+                    }
+                }
+            }
             let idx: Vec<usize> = started.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(i, _)| i).collect();
             let mut live: Vec<Started> = started.into_iter().flatten().collect();
             let outcomes = wait_all(&mut live, cfg.stop)?;
@@ -843,6 +878,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                     stop_process(pid, start, Duration::from_secs(2));
                 }
             }
+            env.reap();
             let rates: Vec<f64> = recs.iter().filter_map(|r| r.get("rate_bps").and_then(Value::as_f64)).collect();
             for r in &recs {
                 let rate = r.get("rate_bps").and_then(Value::as_f64);

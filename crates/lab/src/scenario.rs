@@ -678,5 +678,16 @@ server = "srv"
         assert_eq!(l[3].0, "g4-sw0");
         assert_eq!(s.run_hosts(&s.runs[0]).unwrap().len(), 4);
         assert!(Scenario::parse(&t.replace("[1, 2, 4]", "[5]")).is_err());
+        let vias = t.replace("sweep = [1, 2, 4]", "vias = [\"g1-sw0\", \"up\"]\nsweep = [8]");
+        assert!(Scenario::parse(&vias).is_ok(), "4 hosts x 2 links = 8 instances");
+        assert!(Scenario::parse(&vias.replace("[8]", "[9]")).is_err());
+        assert!(Scenario::parse(&vias.replace("\"up\"]", "\"nope\"]"))
+            .unwrap_err()
+            .to_string()
+            .contains("unknown link"));
+        assert!(Scenario::parse(&vias.replace("sweep = [8]", "via = \"up\""))
+            .unwrap_err()
+            .to_string()
+            .contains("not both"));
     }
 }

@@ -135,7 +135,7 @@ fn has_netem() -> bool {
     let mut ex = SystemExecutor;
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     ex.run(&s(&["ip", "netns", "add", &ns])).unwrap();
-    let ok = ex.run(&s(&["ip", "-n", &ns, "link", "add", "d0", "type", "dummy"])).is_ok()
+    let ok = ex.run(&s(&["ip", "-n", &ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1"])).is_ok()
         && ex.run(&s(&["tc", "-n", &ns, "qdisc", "add", "dev", "d0", "root", "netem", "delay", "1ms"])).is_ok();
     ex.run(&s(&["ip", "netns", "del", &ns])).unwrap();
     ok
@@ -227,7 +227,9 @@ args = ["-O", "1"]
     let rate = |n: &str| runs.iter().find(|r| r["name"] == n).unwrap()["rate_bps"].as_f64().unwrap();
     let (gold, bulk) = (rate("gold"), rate("bulk"));
     eprintln!("gold {gold:.3e} bulk {bulk:.3e}");
-    assert!(gold >= 0.9 * 600e6, "one guaranteed flow got {gold} bit/s against 8 others");
+    // htb counts frames with their headers (and 24 bytes of wire overhead per frame), so TCP
+    // goodput is ~93-96% of a class's rate; unguarded, one flow against eight would get ~1/9.
+    assert!(gold >= 0.85 * 600e6, "one guaranteed flow got {gold} bit/s against 8 others");
     assert!(gold + bulk <= 1.1e9, "the link's 1 Gbit/s held: {}", gold + bulk);
     assert_eq!(doc["groups"][0]["members"].as_array().unwrap().len(), 2);
     assert!(doc["groups"][0]["fairness"].as_f64().is_some());

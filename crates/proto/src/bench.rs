@@ -629,6 +629,9 @@ pub struct CpuShare {
     pub irq: f64,
     /// Idle and I/O wait.
     pub idle: f64,
+    /// Stolen by the hypervisor for other guests.
+    #[serde(default)]
+    pub steal: f64,
     /// Cores counted.
     pub cores: u32,
     /// This process's own user time over the run, seconds.
@@ -702,7 +705,8 @@ impl SideReport {
             return Err(bad("too many error lines"));
         }
         let c = &self.cpu;
-        let fin = [self.seconds, c.user, c.system, c.softirq, c.irq, c.idle, c.process_user_s, c.process_system_s];
+        let fin =
+            [self.seconds, c.user, c.system, c.softirq, c.irq, c.idle, c.steal, c.process_user_s, c.process_system_s];
         if fin.iter().any(|v| !v.is_finite() || *v < 0.0) {
             return Err(bad("a figure is negative or not a number"));
         }

@@ -31,6 +31,9 @@ pub enum ReportError {
     /// No run with this id (or id prefix) in the store.
     #[error("no run '{0}' in the store; `linerate report list` shows the ids")]
     NotFound(String),
+    /// A run with this id is already stored.
+    #[error("run {0} is already in the store")]
+    Duplicate(String),
     /// An id prefix matches several runs.
     #[error("run id '{0}' is ambiguous: it matches {1} runs; give more of the id")]
     Ambiguous(String, usize),

@@ -13,7 +13,6 @@ pub const SCHEMA: &str = "linerate.run/1";
 
 /// One stored run.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct RunReport {
     /// Always [`SCHEMA`] for this version.
     pub schema: String,
@@ -79,7 +78,6 @@ pub enum Better {
 
 /// One headline figure.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct Metric {
     /// Stable name, dotted (`throughput`, `latency.p99`, `cpu.local`).
     pub name: String,
@@ -93,7 +91,6 @@ pub struct Metric {
 
 /// All chart data of a run; every list may be empty.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-#[serde(deny_unknown_fields)]
 pub struct Charts {
     /// Bar charts (tools side by side against a ceiling).
     #[serde(default)]
@@ -114,7 +111,6 @@ pub struct Charts {
 
 /// A bar chart.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct BarChart {
     /// Chart title.
     pub title: String,
@@ -129,7 +125,6 @@ pub struct BarChart {
 
 /// One bar.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct Bar {
     /// Label under the bar.
     pub label: String,
@@ -139,7 +134,6 @@ pub struct Bar {
 
 /// A labelled horizontal reference line (ceiling, guarantee).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct RefLine {
     /// What the line is.
     pub label: String,
@@ -149,7 +143,6 @@ pub struct RefLine {
 
 /// An axis description.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct Axis {
     /// What is plotted (`connections`, `throughput`).
     pub label: String,
@@ -159,7 +152,6 @@ pub struct Axis {
 
 /// A named line of (x, y) points.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct Line {
     /// Legend entry.
     pub name: String,
@@ -169,7 +161,6 @@ pub struct Line {
 
 /// A line chart of y against x.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct XyChart {
     /// Chart title.
     pub title: String,
@@ -183,7 +174,6 @@ pub struct XyChart {
 
 /// Per-flow rates.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct FlowChart {
     /// Chart title.
     pub title: String,
@@ -205,7 +195,6 @@ impl FlowChart {
 
 /// Rates over time.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct TimeChart {
     /// Chart title.
     pub title: String,
@@ -220,7 +209,6 @@ pub struct TimeChart {
 
 /// Latency percentiles of one or more runs.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct LatencyChart {
     /// Chart title.
     pub title: String,
@@ -230,7 +218,6 @@ pub struct LatencyChart {
 
 /// A free table.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct Table {
     /// Table title.
     pub title: String,

@@ -166,7 +166,10 @@ impl Store {
             "INSERT INTO runs (id, kind, created, title, doc) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![r.id, r.kind.as_str(), r.created, r.title, doc],
         )
-        .map_err(e)?;
+        .map_err(|source| match source.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::ConstraintViolation) => ReportError::Duplicate(r.id.clone()),
+            _ => e(source),
+        })?;
         insert_metrics(&tx, &r.id, &r.metrics).map_err(e)?;
         tx.commit().map_err(e)
     }
@@ -283,7 +286,7 @@ mod tests {
         assert_eq!(l.iter().find(|x| x.id == a.id).unwrap().headline.as_ref().unwrap().value, 9.3e9);
         assert!(matches!(s.get("2"), Err(ReportError::Ambiguous(_, 2))));
         assert!(matches!(s.get("zzz"), Err(ReportError::NotFound(_))));
-        assert!(s.insert(&a).is_err(), "duplicate id accepted");
+        assert!(matches!(s.insert(&a), Err(ReportError::Duplicate(id)) if id == a.id));
         assert_eq!(s.remove(&a.id).unwrap(), a.id);
         assert!(matches!(s.get(&a.id), Err(ReportError::NotFound(_))));
         assert_eq!(s.list().unwrap().len(), 1);

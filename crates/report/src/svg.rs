@@ -271,7 +271,7 @@ fn legend(s: &mut String, f: &Frame, names: &[(String, &str, bool)]) {
             r#"<line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{color}" stroke-width="3"{dash}/>"#,
             x + 18.0
         );
-        let label: String = name.chars().take(24).collect();
+        let label: String = name.chars().take(28).collect();
         let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#, x + 24.0, y + 4.0, esc(&label));
     }
 }
@@ -326,12 +326,15 @@ fn bars_svg(title: &str, kind: ChartKind, unit: &str, bars: &[Bar], refs: &[(Ref
             esc(&b.label),
             esc(&crate::convert::si(v, unit))
         );
-        let _ = write!(
-            s,
-            r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#,
-            ya - 4.0,
-            esc(&trim(v / div, 3))
-        );
+        if slot >= 30.0 {
+            // value labels only where they fit; each bar's tooltip has its value anyway
+            let _ = write!(
+                s,
+                r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#,
+                ya - 4.0,
+                esc(&trim(v / div, 3))
+            );
+        }
         let label: String = b.label.chars().take((slot / 7.0).max(4.0) as usize).collect();
         let _ =
             write!(s, r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, f.bottom + 16.0, esc(&label));
@@ -424,7 +427,11 @@ fn lines_svg(
         XScale::Linear | XScale::FromZero => {
             let (lo, hi) = if xmin.is_finite() { (xmin, xmax) } else { (0.0, 1.0) };
             let lo = if xscale == XScale::FromZero { lo.min(0.0) } else { lo };
-            let t = nice_ticks(lo, hi, 6);
+            let mut t = nice_ticks(lo, hi, 6);
+            // counts (guests, connections) get whole-number ticks only
+            if xs.iter().all(|x| x.fract() == 0.0) && t.iter().filter(|v| v.fract() == 0.0).count() >= 2 {
+                t.retain(|v| v.fract() == 0.0);
+            }
             let (div, _) = axis_scale(hi.abs().max(lo.abs()), &x.unit);
             let l = t.iter().map(|v| trim(v / div, 4)).collect();
             (t, l)
@@ -448,7 +455,7 @@ fn lines_svg(
         let (d, yu) = axis_scale(ymax, &y.unit);
         (xu, d, yu)
     };
-    let right = if lines.len() > 1 || !refs.is_empty() { WIDTH - 190.0 } else { WIDTH - 24.0 };
+    let right = if lines.len() > 1 || !refs.is_empty() { WIDTH - 200.0 } else { WIDTH - 24.0 };
     let f = Frame {
         left: 70.0,
         right,

@@ -11,6 +11,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Every sample document: cp, bench (contract sample, real sweep, real tcp-rr), lab (an older
+/// sketch of the shape, and the runner's shape).
+const FIXTURES: [&str; 7] = [
+    "cp.json",
+    "bench.json",
+    "bench-real-sweep.json",
+    "bench-real-rr.json",
+    "lab.json",
+    "lab-runner.json",
+    "lab-real.json",
+];
+
 fn fixture(name: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
@@ -91,7 +103,93 @@ fn lab_document_converts_tools_against_the_iperf3_ceiling() {
     assert_eq!(s.guarantees.len(), 3);
     assert_eq!(r.charts.flows.len(), 1);
     assert_eq!(r.charts.latency[0].lines.len(), 1);
-    assert_eq!(r.tables[0].rows.len(), 12);
+    assert_eq!(r.tables[0].rows.len(), 4);
+    assert_eq!(r.tables[1].rows.len(), 12);
+}
+
+#[test]
+fn real_bench_sweep_gives_one_line_per_message_size() {
+    // `linerate bench 127.0.0.1:PORT -t 1 --sweep conns=1,2,4 --sweep msg=16K,128K --json`
+    let r = pinned("bench-real-sweep.json");
+    assert_eq!(r.title, "bench tcp-stream to 127.0.0.1:39779");
+    assert_eq!(r.params["sweep"], "connections");
+    let thr = &r.charts.xy[0];
+    assert_eq!(thr.x.label, "connections");
+    let names: Vec<&str> = thr.lines.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["msg_size=16384", "msg_size=131072"]);
+    assert!(thr.lines.iter().all(|l| l.points.iter().map(|p| p[0]).collect::<Vec<_>>() == [1.0, 2.0, 4.0]));
+    let cpu = r.charts.xy.iter().find(|c| c.y.unit == "%").unwrap();
+    assert_eq!(cpu.lines.len(), 4, "local and remote CPU per message size");
+    assert_eq!(r.tables[0].columns[..2], ["connections".to_string(), "msg size (B)".to_string()]);
+    assert_eq!(r.tables[0].rows.len(), 6);
+    // the document's own start time and version, not the import's
+    let doc = fixture("bench-real-sweep.json");
+    let fresh = from_json(doc.clone()).unwrap();
+    assert!(fresh.created.starts_with("2026-11-22T"), "{}", fresh.created);
+    assert!(r.find_metric("service_demand.local").is_some() && r.find_metric("latency.count").is_none());
+}
+
+#[test]
+fn real_bench_rr_plots_the_hdr_curve_without_the_100th_percentile() {
+    let r = pinned("bench-real-rr.json");
+    assert!(metric(&r, "transactions") > 1000.0);
+    let line = &r.charts.latency[0].lines[0];
+    assert_eq!(line.points.len(), 13, "{:?}", line.points);
+    assert_eq!(line.points.last().unwrap()[0], 99.999);
+    assert_eq!(metric(&r, "latency.p999"), 104.959);
+}
+
+#[test]
+fn lab_runner_document_gives_groups_sweeps_scaling_and_guarantees() {
+    let r = pinned("lab-runner.json");
+    assert_eq!(r.title, "lab consolidation-qos");
+    assert_eq!(r.created, "2026-11-22T05:47:16Z");
+    // the mixed group: its total, fairness between its members, a time series with two guarantees
+    assert!((metric(&r, "rate.mix") - (1.45e9 + 0.5e9 + 0.49e9 + 0.06e9) * 1.005).abs() < 1e3);
+    let mix = r.charts.series.iter().find(|c| c.title.ends_with("mix")).unwrap();
+    assert_eq!(mix.lines.len(), 4);
+    assert_eq!(
+        mix.guarantees.iter().map(|g| g.label.as_str()).collect::<Vec<_>>(),
+        ["mix@g1 guarantee", "mix@g2 guarantee"]
+    );
+    let fair = r.charts.flows.iter().find(|c| c.title.ends_with("mix")).unwrap();
+    assert_eq!(fair.flows.len(), 4);
+    assert!(fair.jain_index().unwrap() < 0.7);
+    // the sweep: throughput and fairness against guests; the failed run left out
+    let thr = r.charts.xy.iter().find(|c| c.title == "Throughput against guests").unwrap();
+    assert_eq!(thr.lines[0].points.iter().map(|p| p[0]).collect::<Vec<_>>(), vec![1.0, 2.0, 4.0, 8.0]);
+    assert!(r.charts.flows.iter().any(|c| c.title.ends_with("tx/8") && c.flows.len() == 7));
+    // tx-8 … tx-512: throughput and CPU against connections, from the raw bench documents
+    let scale = r.charts.xy.iter().find(|c| c.title == "Throughput against connections").unwrap();
+    assert_eq!(scale.lines[0].points.len(), 4);
+    let cpu = r.charts.xy.iter().find(|c| c.title == "CPU against connections").unwrap();
+    assert_eq!(cpu.lines.len(), 2);
+    assert_eq!(r.charts.latency[0].lines.len(), 4);
+    let bars: Vec<&str> = r.charts.bars[0].bars.iter().map(|b| b.label.as_str()).collect();
+    assert_eq!(bars, ["mix", "tx-8", "tx-32", "tx-128", "tx-512"]);
+    assert!(r.charts.bars[0].ceiling.is_none(), "no group of iperf3 runs alone");
+    let table = r.tables.iter().find(|t| t.title.starts_with("Runs")).unwrap();
+    assert_eq!(table.rows.len(), 1 + 4 + 4);
+}
+
+#[test]
+fn real_lab_run_gives_tools_against_the_ceiling_fairness_and_guarantees() {
+    // `linerate lab run` of a 2-guest scenario: 1 Gbit/s htb uplink, g1 guaranteed 400 Mbit/s
+    let r = pinned("lab-real.json");
+    assert_eq!(r.title, "lab report-fixture");
+    let bars = &r.charts.bars[0];
+    assert_eq!(bars.bars.iter().map(|b| b.label.as_str()).collect::<Vec<_>>(), ["iperf3-1", "bench-1", "mix"]);
+    let ceiling = bars.ceiling.as_ref().unwrap();
+    assert_eq!(ceiling.label, "iperf3-1 ceiling");
+    assert!((0.9e9..1.0e9).contains(&ceiling.value), "{ceiling:?}");
+    assert!((0.9..1.1).contains(&metric(&r, "ratio.bench-1")));
+    let mix = r.charts.series.iter().find(|c| c.title.ends_with("mix")).unwrap();
+    assert_eq!(mix.lines.len(), 2);
+    assert_eq!(mix.guarantees, vec![RefLine { label: "mix@g1 guarantee".into(), value: 4e8 }]);
+    let thr = r.charts.xy.iter().find(|c| c.title == "Throughput against guests").unwrap();
+    assert_eq!(thr.lines[0].points.len(), 2);
+    assert_eq!(r.charts.flows.len(), 2, "mix and tx/2");
+    assert!(metric(&r, "jain.mix") > 0.5);
 }
 
 #[test]
@@ -99,7 +197,7 @@ fn exported_documents_validate_against_the_json_schema() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schema/run-v1.schema.json");
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
-    for name in ["cp.json", "bench.json", "lab.json"] {
+    for name in FIXTURES {
         let r = from_json(fixture(name)).unwrap();
         let doc: Value = serde_json::from_str(&export::to_json(&r)).unwrap();
         let errors: Vec<String> = v.iter_errors(&doc).map(|e| format!("{e} at {}", e.instance_path())).collect();
@@ -107,6 +205,20 @@ fn exported_documents_validate_against_the_json_schema() {
         // and it reads back unchanged
         assert_eq!(RunReport::from_json(doc).unwrap(), r);
     }
+    // the schema admits fields added later in version 1, so check it names every field we write
+    let text = serde_json::to_string(&schema).unwrap();
+    for name in FIXTURES {
+        let doc = serde_json::to_value(from_json(fixture(name)).unwrap()).unwrap();
+        for key in keys(&doc) {
+            assert!(text.contains(&format!("\"{key}\":{{")), "{name}: field '{key}' is not in the JSON Schema");
+        }
+    }
+    // an unknown field is ignored by this reader too
+    let mut doc: Value = serde_json::to_value(pinned("bench.json")).unwrap();
+    doc["added_in_a_later_release"] = 1.into();
+    doc["metrics"][0]["stddev"] = 0.1.into();
+    assert!(v.is_valid(&doc));
+    assert_eq!(RunReport::from_json(doc).unwrap(), pinned("bench.json"));
     // the schema is not vacuous: a wrong kind, a missing field and a bad metric are refused
     let mut doc: Value = serde_json::to_value(pinned("bench.json")).unwrap();
     doc["kind"] = "iperf".into();
@@ -117,6 +229,26 @@ fn exported_documents_validate_against_the_json_schema() {
     let mut doc: Value = serde_json::to_value(pinned("bench.json")).unwrap();
     doc["metrics"][0]["better"] = "more".into();
     assert!(!v.is_valid(&doc));
+}
+
+/// Every object key in a document, except inside the free-form `params` and `hosts`.
+fn keys(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                out.push(k.clone());
+                if k != "params" && k != "hosts" {
+                    out.extend(keys(x));
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| out.extend(keys(x))),
+        _ => {}
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[test]
@@ -141,7 +273,7 @@ fn svg_snapshots() {
 
 #[test]
 fn every_chart_is_well_formed_and_labelled() {
-    for name in ["cp.json", "bench.json", "lab.json"] {
+    for name in FIXTURES {
         let r = pinned(name);
         for (kind, s) in svg::all(&r) {
             assert!(s.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""), "{name} {kind:?}");
@@ -224,21 +356,29 @@ fn a_store_file_round_trips_every_kind() {
     assert_eq!(s.list().unwrap().len(), 3);
 }
 
-/// Runs `cmd` for at most `limit`, killing it (by its pid) if it overstays.
-fn run_bounded(cmd: &mut Command, limit: Duration) -> std::process::Output {
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+/// Runs `cmd` for at most `limit`, killing it (by its pid) if it overstays. Output goes to
+/// files beside `out`, not pipes, so a large DOM dump cannot fill a pipe and stall the browser.
+fn run_bounded(cmd: &mut Command, limit: Duration, out: &Path) -> std::process::Output {
+    let (o, e) = (out.with_extension("stdout"), out.with_extension("stderr"));
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&o).unwrap())
+        .stderr(std::fs::File::create(&e).unwrap())
+        .spawn()
+        .unwrap();
     let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("chromium did not finish in {limit:?}: {}", String::from_utf8_lossy(&out.stderr));
+            let _ = child.wait();
+            panic!("chromium did not finish in {limit:?}: {}", std::fs::read_to_string(&e).unwrap_or_default());
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
+    };
+    std::process::Output { status, stdout: std::fs::read(&o).unwrap(), stderr: std::fs::read(&e).unwrap() }
 }
 
 fn chromium() -> PathBuf {
@@ -266,14 +406,21 @@ fn headless(profile: &Path) -> Command {
         "--disable-dev-shm-usage",
         "--window-size=1200,2000",
     ])
-    .arg(format!("--user-data-dir={}", profile.display()));
+    .arg(format!("--user-data-dir={}", profile.display()))
+    // crash reports and caches go to the profile, not the user's home
+    .env("HOME", profile)
+    .env("XDG_CONFIG_HOME", profile.join("config"))
+    .env("XDG_CACHE_HOME", profile.join("cache"));
     c
 }
 
 #[test]
 fn html_report_renders_in_headless_chromium() {
     let t = tempfile::tempdir().unwrap();
-    let runs = [pinned("lab.json"), pinned("bench.json")];
+    let mut second = pinned("bench.json");
+    second.id = "20261122-054716-second".into();
+    second.metrics[0].value *= 0.8;
+    let runs = [pinned("lab-runner.json"), pinned("bench.json"), second];
     let html = html::report(&runs, 5.0);
     assert!(
         !html.contains("http://")
@@ -283,10 +430,12 @@ fn html_report_renders_in_headless_chromium() {
     let page = t.path().join("report.html");
     std::fs::write(&page, &html).unwrap();
     let charts = html.matches("<svg ").count();
-    assert!(charts >= 9, "{charts} charts");
+    assert!(charts >= 9 + 5, "{charts} charts");
+    assert!(html.contains("throughput by run"), "no side-by-side chart of the two bench runs");
     let url = format!("file://{}", page.display());
 
-    let out = run_bounded(headless(&t.path().join("p1")).arg("--dump-dom").arg(&url), Duration::from_secs(120));
+    let dump = t.path().join("dom");
+    let out = run_bounded(headless(&t.path().join("p1")).arg("--dump-dom").arg(&url), Duration::from_secs(120), &dump);
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
     assert!(dom.contains("data-rendered=\"yes\""), "the inline script did not run: {}", &dom[..dom.len().min(2000)]);
@@ -308,6 +457,7 @@ fn html_report_renders_in_headless_chromium() {
     let out = run_bounded(
         headless(&t.path().join("p2")).arg(format!("--screenshot={}", shot.display())).arg(&url),
         Duration::from_secs(120),
+        &t.path().join("shot"),
     );
     assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));

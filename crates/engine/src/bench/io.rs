@@ -412,6 +412,13 @@ impl Worker {
                 if let Some(e) = err {
                     self.note_error(format!("connection {}: {e}", c.slot));
                 }
+                // A long-lived connection the peer closed first keeps its last TCP statistics
+                // (a crr connection's would cost a syscall per transaction, so it has none).
+                if !matches!(c.role, Role::Client(_)) {
+                    if let Some(t) = c.sock.as_ref().and_then(|s| crate::sys::tcp_info(s).ok()) {
+                        self.tcp.push((c.slot, t));
+                    }
+                }
                 if let Some(mut s) = c.sock.take() {
                     let _ = self.poll.registry().deregister(&mut s);
                 }

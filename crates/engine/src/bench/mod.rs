@@ -66,11 +66,20 @@ impl Counters {
         }
     }
 
-    /// Start the clock (once) and let sources send.
+    /// Start the clock (once); sources still wait for [`Counters::release`], so a baseline
+    /// taken in between sees nothing moved yet.
     pub(crate) fn start_now(&self) -> Instant {
-        let t = *self.start.get_or_init(Instant::now);
+        *self.start.get_or_init(Instant::now)
+    }
+
+    /// Let sources and scripts run.
+    pub(crate) fn release(&self) {
         self.started.store(true, Relaxed);
-        t
+    }
+
+    /// The warm-up in nanoseconds.
+    pub(crate) fn omit_ns(&self) -> u64 {
+        self.omit.as_nanos().min(u128::from(u64::MAX)) as u64
     }
 
     pub(crate) fn since_start(&self) -> Duration {
@@ -106,6 +115,7 @@ pub(crate) struct Sampler {
     last_t: f64,
     pub intervals: Vec<IntervalCounts>,
     base: Option<Baseline>,
+    end: Option<Baseline>,
 }
 
 struct Baseline {
@@ -126,6 +136,7 @@ impl Sampler {
             last_t: 0.0,
             intervals: Vec::new(),
             base: None,
+            end: None,
         };
         if s.counters.omit.is_zero() {
             s.take_baseline(start);
@@ -187,8 +198,24 @@ impl Sampler {
         iv
     }
 
-    /// Close the run now: a last partial interval, and this side's report.
-    pub(crate) fn finish(mut self, now: Instant, buffers: Option<(u32, u32)>, errors: Vec<String>) -> SideReport {
+    /// Report every interval to `progress` until `end`; returns when the run ended.
+    pub(crate) fn run_until(&mut self, end: Instant, progress: &mut dyn FnMut(&IntervalCounts)) -> Instant {
+        let no_stop = AtomicBool::new(false);
+        while let Some(iv) = self.tick(Some(end), &no_stop) {
+            progress(&iv);
+            if Instant::now() >= end {
+                break;
+            }
+        }
+        Instant::now()
+    }
+
+    /// The run is over at `now`: close the last partial interval and take the final counts, before
+    /// the workers wind down (what they move after this is not counted).
+    pub(crate) fn freeze(&mut self, now: Instant) {
+        if self.end.is_some() {
+            return;
+        }
         if let Some(start) = self.counters.start_instant() {
             if now.duration_since(start).as_secs_f64() > self.last_t + 0.005 {
                 self.close_interval(start, now);
@@ -198,6 +225,18 @@ impl Sampler {
             // Stopped before the warm-up ended: nothing counts.
             self.take_baseline(now);
         }
+        self.end = Some(Baseline {
+            at: now,
+            conns: self.counters.snapshot(),
+            transactions: self.counters.transactions.load(Relaxed),
+            machine: cpu::machine(),
+            process: cpu::process(),
+        });
+    }
+
+    /// This side's report, from the baseline to the frozen end.
+    pub(crate) fn finish(mut self, now: Instant, buffers: Option<(u32, u32)>, errors: Vec<String>) -> SideReport {
+        self.freeze(now);
         let base = self.base.take().unwrap_or_else(|| Baseline {
             at: now,
             conns: Vec::new(),
@@ -205,8 +244,15 @@ impl Sampler {
             machine: cpu::machine(),
             process: cpu::process(),
         });
-        let snap = self.counters.snapshot();
-        let conns = snap
+        let end = self.end.take().unwrap_or_else(|| Baseline {
+            at: now,
+            conns: self.counters.snapshot(),
+            transactions: self.counters.transactions.load(Relaxed),
+            machine: cpu::machine(),
+            process: cpu::process(),
+        });
+        let conns = end
+            .conns
             .iter()
             .enumerate()
             .map(|(i, (rx, tx))| {
@@ -216,11 +262,11 @@ impl Sampler {
             .collect();
         SideReport {
             version: BENCH_DOC_VERSION,
-            seconds: now.saturating_duration_since(base.at).as_secs_f64(),
+            seconds: end.at.saturating_duration_since(base.at).as_secs_f64(),
             conns,
             intervals: self.intervals,
-            cpu: cpu::machine().share_since(&base.machine, cpu::process(), base.process),
-            transactions: self.counters.transactions.load(Relaxed).saturating_sub(base.transactions),
+            cpu: end.machine.share_since(&base.machine, end.process, base.process),
+            transactions: end.transactions.saturating_sub(base.transactions),
             udp: None,
             buffers,
             host: serde_json::Value::Null,
@@ -399,19 +445,13 @@ impl BenchClient {
             return Err(e);
         }
         let start = counters.start_now();
+        let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        counters.release();
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
-        let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
-        let no_stop = AtomicBool::new(false);
-        while let Some(iv) = sampler.tick(Some(end), &no_stop) {
-            progress(&iv);
-            if Instant::now() >= end {
-                break;
-            }
-        }
-        let now = Instant::now();
+        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), progress);
+        sampler.freeze(now);
         counters.stop.store(true, Relaxed);
         self.stop()?;
         for h in &handles {
@@ -455,17 +495,10 @@ impl BenchClient {
         let side = udp::Client::open(spec, ready, target, counters.clone())?;
         self.synchronise()?;
         let start = counters.start_now();
-        let running = side.start(spec);
         let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
-        let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
-        let no_stop = AtomicBool::new(false);
-        while let Some(iv) = sampler.tick(Some(end), &no_stop) {
-            progress(&iv);
-            if Instant::now() >= end {
-                break;
-            }
-        }
-        let now = Instant::now();
+        counters.release();
+        let running = side.start(spec);
+        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), progress);
         counters.stop.store(true, Relaxed);
         // Let the last datagrams land before the server stops counting.
         std::thread::sleep(Duration::from_millis(100));

@@ -193,7 +193,10 @@ fn run_test(
             ServerEvent::Go => {}
             _ => return Err(ProtoError::Violation("the client stopped before the test started".into()).into()),
         }
+        // The baseline is taken before anything may move and before the client hears Go.
         let start = counters.start_now();
+        let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        counters.release();
         for h in &handles {
             let _ = h.waker.wake();
         }
@@ -201,18 +204,18 @@ fn run_test(
         tx.send_frames(&[Frame::BenchGo])?;
         let sampler_stop = Arc::new(AtomicBool::new(false));
         let sampler = {
-            let (c, st, iv) = (counters.clone(), sampler_stop.clone(), Duration::from_millis(spec.interval_ms));
+            let st = sampler_stop.clone();
             std::thread::spawn(move || {
-                let mut s = Sampler::new(c, iv, start);
-                while s.tick(None, &st).is_some() {}
-                s
+                while sampler.tick(None, &st).is_some() {}
+                sampler
             })
         };
         let limit = Duration::from_millis(spec.duration_ms + spec.omit_ms) + Duration::from_secs(30);
         let ev = next_event(rx, machine, limit);
         let now = Instant::now();
         sampler_stop.store(true, Relaxed);
-        let sampler = sampler.join().map_err(|_| EngineError::Usage("the sampler thread panicked".into()))?;
+        let mut sampler = sampler.join().map_err(|_| EngineError::Usage("the sampler thread panicked".into()))?;
+        sampler.freeze(now);
         match ev? {
             ServerEvent::Stop => Ok((sampler, now, running)),
             _ => Err(ProtoError::Violation("expected BenchStop".into()).into()),

@@ -193,8 +193,13 @@ pub struct Efficiency {
     pub ratio: f64,
 }
 
+/// Busy share of the machine: everything but idle and time stolen by the hypervisor.
+pub fn busy(c: &CpuShare) -> f64 {
+    c.user + c.system + c.irq + c.softirq
+}
+
 fn busy_core_seconds(c: &CpuShare, seconds: f64) -> f64 {
-    (1.0 - c.idle).max(0.0) * f64::from(c.cores.max(1)) * seconds
+    busy(c) * f64::from(c.cores.max(1)) * seconds
 }
 
 impl TestResult {

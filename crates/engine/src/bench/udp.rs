@@ -32,7 +32,9 @@ struct RecvState {
 }
 
 impl RecvState {
-    fn on_datagram(&mut self, h: &UdpHeader, len: usize, arrival_ns: u64) {
+    /// Count a datagram; those sent during the warm-up (`sent_ns < omit_ns`, on the sender's
+    /// clock) only move the window.
+    fn on_datagram(&mut self, h: &UdpHeader, len: usize, arrival_ns: u64, omit_ns: u64) {
         if self.seen.is_empty() {
             self.seen = vec![0; (WINDOW / 64) as usize];
         }
@@ -61,6 +63,9 @@ impl RecvState {
             self.ooo += 1;
         }
         self.seen[bit(seq)] |= mask(seq);
+        if h.sent_ns < omit_ns {
+            return;
+        }
         self.received += 1;
         self.bytes += len as u64;
         let transit = i128::from(arrival_ns) - i128::from(h.sent_ns);
@@ -103,6 +108,7 @@ fn send_loop(
     let mut buf = super::io::pattern(size);
     let pps = spec.rate.map(|r| r as f64 / 8.0 / size as f64 / total_conns.max(1) as f64);
     let start = Instant::now();
+    let omit_ns = counters.omit_ns();
     let mut seqs = vec![0u64; socks.len()];
     let mut sent = 0u64;
     while !counters.stop.load(Relaxed) {
@@ -122,7 +128,9 @@ fn send_loop(
                     Ok(n) => {
                         counters.add_tx(*slot as usize, n);
                         seqs[k] += 1;
-                        sent += 1;
+                        if now_ns >= omit_ns {
+                            sent += 1;
+                        }
                         burst += 1;
                         idle = false;
                     }
@@ -237,7 +245,7 @@ impl Client {
                                     UdpHeader::read(&buf[..n]).filter(|h| h.tag == tag && h.seq != REGISTER)
                                 {
                                     c.add_rx(i, n);
-                                    st.on_datagram(&h, n, c.since_start().as_nanos() as u64);
+                                    st.on_datagram(&h, n, c.since_start().as_nanos() as u64, c.omit_ns());
                                 }
                             }
                         }
@@ -320,7 +328,7 @@ impl Server {
                         let slot = p.lock().ok().and_then(|m| m.get(&from).copied());
                         if let Some(st) = slot.and_then(|i| states.get_mut(i as usize)) {
                             c.add_rx(slot.unwrap_or(0) as usize, len);
-                            st.on_datagram(&h, len, c.since_start().as_nanos() as u64);
+                            st.on_datagram(&h, len, c.since_start().as_nanos() as u64, c.omit_ns());
                         }
                     }
                     states
@@ -363,7 +371,7 @@ mod tests {
     fn loss_reordering_and_duplicates_are_told_apart() {
         let mut st = RecvState::default();
         for s in [0, 1, 3, 2, 2, 5, 6] {
-            st.on_datagram(&h(s), 100, s * 1000 + 50);
+            st.on_datagram(&h(s), 100, s * 1000 + 50, 0);
         }
         let c = merge(&[st], 8);
         assert_eq!(c.received, 6, "{:?}", c.received);
@@ -373,5 +381,16 @@ mod tests {
         assert_eq!(c.sent - c.received, 2, "4 and 7 lost");
         assert_eq!(c.bytes, 600);
         assert!(c.jitter_us.abs() < 1e-9, "constant transit time means no jitter");
+    }
+
+    #[test]
+    fn datagrams_sent_in_the_warm_up_are_not_counted() {
+        let mut st = RecvState::default();
+        for s in 0..10 {
+            st.on_datagram(&h(s), 100, s * 1000 + 50, 5000);
+        }
+        let c = merge(&[st], 5);
+        assert_eq!(c.received, 5, "seq 5..9 were sent at 5000 ns and later");
+        assert_eq!(c.expected, 10);
     }
 }
