@@ -697,7 +697,8 @@ impl SideReport {
         if self.conns.len() as u64 > spec.initial_connections().max(1) {
             return Err(bad("more connections than the test has"));
         }
-        let max_intervals = (spec.duration_ms + spec.omit_ms) / spec.interval_ms.max(1) + 4;
+        // The client's own test may hold any values (the server's caps are not checked here).
+        let max_intervals = (spec.duration_ms.saturating_add(spec.omit_ms) / spec.interval_ms.max(1)).saturating_add(4);
         if self.intervals.len() as u64 > max_intervals {
             return Err(bad("more intervals than the test has"));
         }
@@ -1136,5 +1137,17 @@ mod tests {
         let err = decode_doc::<TestSpec>(doc, "test request").unwrap_err().to_string();
         assert!(!err.contains('\x1b') && !err.contains('\n'), "{err:?}");
         assert!(err.contains("\\x1b[2J\\x0aforged"), "{err}");
+    }
+
+    #[test]
+    fn result_check_survives_a_test_whose_duration_overflows() {
+        // Found by the `bench_machines` fuzz target: duration + warm-up overflowed u64 (a panic in
+        // debug builds) when a client's test was never checked against a server's caps.
+        let mut spec = TestSpec::new(TestKind::TcpStream);
+        spec.duration_ms = u64::MAX;
+        spec.omit_ms = u64::MAX;
+        spec.interval_ms = 1;
+        let r = SideReport { version: BENCH_DOC_VERSION, ..Default::default() };
+        assert_eq!(r.check(&spec), Ok(()));
     }
 }
