@@ -377,6 +377,16 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
                     cfg.stall_timeout.as_secs_f64()
                 ))
             }
+            (_, EngineError::Net { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::BrokenPipe
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                EngineError::net("the server closed the connection mid-transfer (stopped or killed?)", source)
+            }
             (_, e) => e,
         });
     }
