@@ -270,20 +270,8 @@ pub fn copy_to(
             (server.addr, secret, path, Some(server))
         }
     };
-    let mut cfg = CopyConfig {
-        addr,
-        secret,
-        dest: dest_path,
-        sources,
-        streams: default_streams(),
-        chunk_size: caps::DEFAULT_CHUNK,
-        verify: false,
-        fsync: false,
-        suite: conn::preferred_suite(),
-        timeout: Duration::from_secs(15),
-        keepalive: send::KEEPALIVE,
-        stall_timeout: send::STALL_TIMEOUT,
-    };
+    let mut cfg = CopyConfig::new(addr, secret, sources, dest_path);
+    cfg.streams = default_streams();
     cfg_fn(&mut cfg);
     let progress = Arc::new(Progress::default());
     let bar = Bar::start(progress.clone(), quiet);

@@ -54,6 +54,26 @@ pub struct CopyConfig {
     pub stall_timeout: Duration,
 }
 
+impl CopyConfig {
+    /// A push of `sources` to `dest` beneath the server's root, with the defaults of `linerate cp`.
+    pub fn new(addr: SocketAddr, secret: Secret, sources: Vec<PathBuf>, dest: Vec<u8>) -> CopyConfig {
+        CopyConfig {
+            addr,
+            secret,
+            dest,
+            sources,
+            streams: 4,
+            chunk_size: linerate_proto::caps::DEFAULT_CHUNK,
+            verify: false,
+            fsync: false,
+            suite: conn::preferred_suite(),
+            timeout: Duration::from_secs(15),
+            keepalive: KEEPALIVE,
+            stall_timeout: STALL_TIMEOUT,
+        }
+    }
+}
+
 /// Default keepalive interval, well inside the server's default idle timeout.
 pub const KEEPALIVE: Duration = Duration::from_secs(20);
 

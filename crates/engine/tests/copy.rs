@@ -62,20 +62,11 @@ fn fixture(tree: bool) -> Fixture {
 }
 
 fn config(addr: SocketAddr, secret: &Secret, sources: Vec<PathBuf>, dest: &str) -> CopyConfig {
-    CopyConfig {
-        addr,
-        secret: secret.clone(),
-        dest: dest.as_bytes().to_vec(),
-        sources,
-        streams: 3,
-        chunk_size: CHUNK,
-        verify: false,
-        fsync: false,
-        suite: conn::preferred_suite(),
-        timeout: Duration::from_secs(5),
-        keepalive: send::KEEPALIVE,
-        stall_timeout: send::STALL_TIMEOUT,
-    }
+    let mut c = CopyConfig::new(addr, secret.clone(), sources, dest.as_bytes().to_vec());
+    c.streams = 3;
+    c.chunk_size = CHUNK;
+    c.timeout = Duration::from_secs(5);
+    c
 }
 
 fn run(cfg: &CopyConfig) -> (Result<CopyReport, EngineError>, Vec<String>) {

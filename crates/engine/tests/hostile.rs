@@ -625,20 +625,11 @@ fn copy_config(
     sources: Vec<PathBuf>,
     dest: &str,
 ) -> CopyConfig {
-    CopyConfig {
-        addr,
-        secret: secret.clone(),
-        dest: dest.as_bytes().to_vec(),
-        sources,
-        streams: 2,
-        chunk_size: CS,
-        verify: false,
-        fsync: false,
-        suite: conn::preferred_suite(),
-        timeout: Duration::from_secs(5),
-        keepalive: send::KEEPALIVE,
-        stall_timeout: send::STALL_TIMEOUT,
-    }
+    let mut c = CopyConfig::new(addr, secret.clone(), sources, dest.as_bytes().to_vec());
+    c.streams = 2;
+    c.chunk_size = CS;
+    c.timeout = Duration::from_secs(5);
+    c
 }
 
 fn copy(cfg: &CopyConfig) -> (Result<CopyReport, EngineError>, Vec<String>) {
