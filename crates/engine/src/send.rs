@@ -193,10 +193,11 @@ pub struct CopyReport {
 }
 
 impl CopyReport {
-    /// Goodput in Gbit/s (SI).
+    /// Goodput in Gbit/s (SI): file bytes transferred in this run (bytes a resume kept are not
+    /// counted).
     pub fn gbit_per_s(&self) -> f64 {
         if self.seconds > 0.0 {
-            self.bytes as f64 * 8.0 / self.seconds / 1e9
+            self.bytes.saturating_sub(self.resumed_bytes) as f64 * 8.0 / self.seconds / 1e9
         } else {
             0.0
         }
@@ -369,6 +370,8 @@ pub struct SendOpts {
     pub summary_wait: Duration,
     /// Where listings go.
     pub list: Option<ListSink>,
+    /// What to call the other side in messages ("server", "client").
+    pub peer: &'static str,
 }
 
 impl SendOpts {
@@ -381,6 +384,7 @@ impl SendOpts {
             stall_timeout: cfg.stall_timeout,
             summary_wait: SUMMARY_WAIT,
             list: cfg.list.clone(),
+            peer: "server",
         }
     }
     fn has(&self, flag: u32) -> bool {
@@ -630,8 +634,10 @@ pub fn run_sender(
                 if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
             {
                 EngineError::Timeout(format!(
-                    "no progress sending to the peer for {} s (link down, or the peer stalled)",
-                    o.stall_timeout.as_secs_f64()
+                    "no progress sending to the {} for {} s (link down, or the {} stalled)",
+                    o.peer,
+                    o.stall_timeout.as_secs_f64(),
+                    o.peer
                 ))
             }
             (_, EngineError::Net { source, .. })
@@ -642,7 +648,10 @@ pub fn run_sender(
                         | std::io::ErrorKind::UnexpectedEof
                 ) =>
             {
-                EngineError::net("the peer closed the connection mid-transfer (stopped or killed?)", source)
+                EngineError::net(
+                    format!("the {} closed the connection mid-transfer (stopped or killed?)", o.peer),
+                    source,
+                )
             }
             (Ok(Err(why)), EngineError::Usage(_)) => why,
             (_, e) => e,

@@ -535,6 +535,7 @@ fn serve_pull(
         stall_timeout: shared.cfg.idle_timeout,
         summary_wait: crate::send::SUMMARY_WAIT,
         list: None,
+        peer: "client",
     };
     let log = shared.cfg.log;
     let on_error: crate::send::ErrorSink = Arc::new(move |m: String| {
