@@ -2,7 +2,7 @@
 //! local destinations, and the final report.
 
 use crate::exit;
-use crate::progress::Bar;
+use crate::progress::{Bar, Show};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use linerate_engine::secret::Secret;
@@ -16,7 +16,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const CP_AFTER_HELP: &str = "\
@@ -62,6 +62,15 @@ pub struct CpArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Most bit/s over all streams: SI suffixes (500M, 1G), or bytes with B/s (50MB/s, 50MiB/s).
+    #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
+    bwlimit: Option<u64>,
+    /// List each file on stderr as it has been sent (names escaped).
+    #[arg(long, short)]
+    verbose: bool,
+    /// Show progress even when stderr is not a terminal: a plain line every second.
+    #[arg(long, conflicts_with = "quiet")]
+    progress: bool,
     /// Chunk size for large files (power of two, 64K to 8M).
     #[arg(long, default_value = "1M", value_parser = parse_size)]
     chunk_size: u32,
@@ -129,6 +138,14 @@ pub struct ServeArgs {
     /// No per-session log lines.
     #[arg(long, short)]
     quiet: bool,
+    /// Most bit/s of each copy session, both directions (SI suffixes, or B/s for bytes).
+    /// Benchmarks are not paced (see --max-rate).
+    #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
+    max_rate_per_client: Option<u64>,
+    /// Most bit/s of all copy sessions together; every active session gets an equal share
+    /// (within its own cap), and what one leaves unused goes to the others.
+    #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
+    max_rate_total: Option<u64>,
 }
 
 fn parse_size(s: &str) -> Result<u32, String> {
@@ -241,8 +258,19 @@ pub fn copy_to(
     sources: Vec<PathBuf>,
     dest: &Path,
     key_file: Option<&Path>,
-    mut cfg_fn: impl FnMut(&mut CopyConfig),
+    cfg_fn: impl FnMut(&mut CopyConfig),
     quiet: bool,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+    copy_showing(sources, dest, key_file, cfg_fn, Show { quiet, ..Show::default() })
+}
+
+/// [`copy_to`], showing progress as `show` says.
+pub fn copy_showing(
+    sources: Vec<PathBuf>,
+    dest: &Path,
+    key_file: Option<&Path>,
+    mut cfg_fn: impl FnMut(&mut CopyConfig),
+    show: Show,
 ) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
     let usage = |e: anyhow::Error| (e, exit::USAGE);
     for s in &sources {
@@ -273,8 +301,11 @@ pub fn copy_to(
     let mut cfg = CopyConfig::new(addr, secret, sources, dest_path);
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
-    let progress = Arc::new(Progress::default());
-    let bar = Bar::start(progress.clone(), quiet);
+    let current = Arc::new(Mutex::new(String::new()));
+    let bar = Bar::new(show);
+    let hook = Bar::hook(show, current.clone(), bar.clone());
+    let progress = Arc::new(Progress { on_file: hook, ..Progress::default() });
+    let bar = Bar::start(bar, progress.clone(), show, current);
     let handle = bar.handle();
     let sink: send::ErrorSink = Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
     let result = send::copy(&cfg, progress, sink);
@@ -365,7 +396,8 @@ pub fn run_cp(a: CpArgs) -> u8 {
         "chacha20-poly1305" => Suite::ChaCha20Poly1305,
         _ => conn::preferred_suite(),
     };
-    let r = copy_to(
+    let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose };
+    let r = copy_showing(
         paths,
         &dest,
         a.key_file.as_deref(),
@@ -379,8 +411,9 @@ pub fn run_cp(a: CpArgs) -> u8 {
             c.suite = suite;
             c.timeout = Duration::from_secs(a.timeout.max(1));
             c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
+            c.bwlimit = a.bwlimit;
         },
-        a.quiet || a.json,
+        show,
     );
     match r {
         Ok((report, code)) => {
@@ -443,6 +476,8 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
     cfg.log = !a.quiet;
+    cfg.rate_per_client = a.max_rate_per_client;
+    cfg.rate_total = a.max_rate_total;
     let server = match Server::bind(cfg) {
         Ok(s) => s,
         Err(e) => {
@@ -455,6 +490,14 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         let _ = std::io::stdout().flush();
     } else if !a.quiet {
         eprintln!("linerate serve: listening on {}", server.local_addr());
+    }
+    if !a.quiet && (a.max_rate_per_client.is_some() || a.max_rate_total.is_some()) {
+        let cap = |r: Option<u64>| r.map_or("none".to_string(), crate::limit::show);
+        eprintln!(
+            "linerate serve: copy sessions capped at {} each, {} in total (split fairly)",
+            cap(a.max_rate_per_client),
+            cap(a.max_rate_total)
+        );
     }
     match server.run() {
         Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => exit::OK,

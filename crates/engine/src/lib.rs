@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod error;
 pub mod fsx;
 pub mod host;
+pub mod rate;
 pub mod recv;
 pub mod sample;
 pub mod sched;

@@ -6,6 +6,7 @@
 use crate::conn::{RecvHalf, SendHalf};
 use crate::cpu::{self, CpuTimes};
 use crate::fsx::{self, Destination, DirCache};
+use crate::rate::SessionRate;
 use linerate_proto::frame::{
     Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, Time, FLAG_FSYNC, FLAG_VERIFY,
 };
@@ -16,7 +17,7 @@ use std::net::{Shutdown, TcpStream};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a frame may wait for the declaration it refers to (sent on another stream).
@@ -99,6 +100,8 @@ pub struct RecvSession {
     waiters: AtomicUsize,
     abort_reason: Mutex<Option<Abort>>,
     n: Counters,
+    /// Paces what the data streams receive (a server's cap or fair share, a pull's --bwlimit).
+    pace: OnceLock<SessionRate>,
 }
 
 /// How a session ended.
@@ -129,6 +132,7 @@ impl RecvSession {
             waiters: AtomicUsize::new(0),
             abort_reason: Mutex::new(None),
             n: Counters::default(),
+            pace: OnceLock::new(),
         })
     }
 
@@ -164,6 +168,12 @@ impl RecvSession {
             }
         }
         ok
+    }
+
+    /// Pace the data streams with `rate` (set once, before the first data stream attaches): each
+    /// stream waits for its share after every record, so TCP back-pressure slows the sender.
+    pub fn pace_with(&self, rate: SessionRate) {
+        let _ = self.pace.set(rate);
     }
 
     /// Register the control socket so an abort can close it.
@@ -271,6 +281,9 @@ impl RecvSession {
                 Err(crate::EngineError::Proto(e)) => return Err(e.into()),
                 Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
             };
+            if let Some(pace) = self.pace.get() {
+                pace.take(plain.len());
+            }
             for f in frame::frames(plain) {
                 match f? {
                     Frame::Dir(d) => self.on_dir(&d)?,
