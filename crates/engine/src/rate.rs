@@ -264,14 +264,15 @@ impl SessionRate {
             m.used = m.used.saturating_add(bytes);
             m.bucket.reserve(bytes, p.now_ns())
         };
-        let mut first = true;
         loop {
-            let wait = p.meter().bucket.wait(ticket, p.now_ns());
+            let wait = {
+                let mut m = p.meter();
+                let w = m.bucket.wait(ticket, p.now_ns());
+                // Marked on every round: a wait may span several reallocation periods.
+                m.waited |= w.is_some();
+                w
+            };
             let Some(wait) = wait else { break };
-            if first {
-                p.meter().waited = true;
-                first = false;
-            }
             std::thread::sleep(wait.min(MAX_SLEEP));
             if let Some(g) = p.governor.upgrade() {
                 g.maybe_reallocate();
