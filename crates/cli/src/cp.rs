@@ -302,7 +302,7 @@ pub fn copy_showing(
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
     let current = Arc::new(Mutex::new(String::new()));
-    let bar = Bar::new(show);
+    let bar = Bar::target(show);
     let hook = Bar::hook(show, current.clone(), bar.clone());
     let progress = Arc::new(Progress { on_file: hook, ..Progress::default() });
     let bar = Bar::start(bar, progress.clone(), show, current);

@@ -50,7 +50,7 @@ impl Bar {
     }
 
     /// A bar drawing nothing yet, so that a hook can print above it.
-    pub fn new(show: Show) -> ProgressBar {
+    pub fn target(show: Show) -> ProgressBar {
         let target = if !show.quiet && std::io::stderr().is_terminal() {
             ProgressDrawTarget::stderr_with_hz(10)
         } else {

@@ -114,7 +114,10 @@ pub struct Progress {
 /// large file starts and true once the whole file has been sent. Names are raw: escape them
 /// (`walk::shown`) before printing.
 #[derive(Clone, Default)]
-pub struct FileHook(Option<Arc<dyn Fn(&std::path::Path, u64, bool) + Send + Sync>>);
+pub struct FileHook(Option<Arc<FileFn>>);
+
+/// The function inside a [`FileHook`].
+pub type FileFn = dyn Fn(&std::path::Path, u64, bool) + Send + Sync;
 
 impl FileHook {
     /// A hook calling `f`.
