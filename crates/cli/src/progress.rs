@@ -34,11 +34,12 @@ pub struct Bar {
 
 impl Bar {
     /// The hook to put in [`Progress::on_file`] for `show`: it records the current file for the
-    /// bar and, with `verbose`, prints each finished one above it. Call before [`Bar::start`]
-    /// with the same `current`.
+    /// bar and, with `verbose`, prints each finished one above it; none when nothing is shown.
+    /// Call before [`Bar::start`] with the same `current`.
     pub fn hook(show: Show, current: Arc<Mutex<String>>, bar: ProgressBar) -> FileHook {
-        if show.quiet && !show.verbose {
-            return FileHook::default();
+        let drawn = !show.quiet && (show.force || !bar.is_hidden());
+        if !drawn && !show.verbose {
+            return FileHook::default(); // nobody looks: keep the per-file path free of it
         }
         FileHook::new(move |path, _size, done| {
             let name = shown(path);
