@@ -489,6 +489,42 @@ fn a_total_cap_is_split_fairly_between_three_clients() {
 }
 
 #[test]
+fn a_per_client_cap_paces_what_the_server_receives() {
+    let t = scratch();
+    let root = t.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let key = t.path().join("key");
+    keygen(&key);
+    let mut child = bin()
+        .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--max-rate-per-client", "8MB/s"])
+        .arg("--root")
+        .arg(&root)
+        .arg("--key-file")
+        .arg(&key)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let srv = Serve { child, addr: line.trim().rsplit(' ').next().unwrap().to_string() };
+    noise(&t.path().join("src"), 16_000_000);
+    let out = bin()
+        .args(["cp", "--no-save", "--json", "-P", "4", "--key-file"])
+        .arg(&key)
+        .arg(t.path().join("src"))
+        .arg(format!("{}:got", srv.addr))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 16 MB at 8 MB/s: 2 s, less one burst; the socket buffers do not help, the summary comes
+    // only once the server has read everything.
+    let took = j["seconds"].as_f64().unwrap();
+    assert!(took >= 0.8 * (16e6 - 262_144.0) / 8e6, "{took:.2} s: the server did not pace the session");
+    assert_eq!(fs::metadata(root.join("got")).unwrap().len(), 16_000_000);
+}
+
+#[test]
 fn cp_help_documents_every_exit_code() {
     let out = bin().args(["cp", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

@@ -529,6 +529,35 @@ mod tests {
     }
 
     #[test]
+    fn a_session_limited_elsewhere_leaves_its_share_to_the_others() {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        let g = Governor::new(Some(80_000_000), None); // 10 MB/s
+        let (busy, slow) = (g.admit(None), g.admit(None));
+        assert_eq!((busy.current_bps(), slow.current_bps()), (Some(40_000_000), Some(40_000_000)));
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Relaxed) {
+                    busy.take(65536);
+                }
+            });
+            // At most 1 MB/s: limited by something else than its share.
+            s.spawn(|| {
+                while !stop.load(Relaxed) {
+                    slow.take(10_000);
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+            std::thread::sleep(Duration::from_millis(1500));
+            stop.store(true, Relaxed);
+        });
+        let (b, w) = (busy.current_bps().unwrap(), slow.current_bps().unwrap());
+        assert!(b >= 60_000_000, "the busy session got {b} bit/s; the slow one uses ~8M of its {w}");
+        assert!(w >= 5_000_000, "the slow session keeps room to grow: {w}");
+        assert!(b + w <= 80_000_000, "{b} + {w} over the total");
+    }
+
+    #[test]
     fn take_paces_threads_sharing_one_rate() {
         // 8 Mbit/s = 1 MB/s; 4 threads take 0.6 MB beyond the first burst: at least 0.6 s.
         let r = SessionRate::fixed(Some(8_000_000));
