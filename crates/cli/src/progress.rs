@@ -80,7 +80,7 @@ impl Bar {
                 let mut last_bytes = 0;
                 while !stop.load(Relaxed) {
                     let c = counts(&p);
-                    bar.set_length(c.total);
+                    bar.set_length(c.total.max(c.bytes).max(1)); // not "100%" of nothing while walking
                     bar.set_position(c.bytes);
                     let name = tail(&current.lock().unwrap_or_else(PoisonError::into_inner), NAME_WIDTH);
                     bar.set_message(format!("{} {name}", c.files_text()));
