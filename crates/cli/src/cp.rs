@@ -2,7 +2,7 @@
 //! local destinations, and the final report.
 
 use crate::exit;
-use crate::progress::Bar;
+use crate::progress::{Bar, Show};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use linerate_engine::secret::Secret;
@@ -16,7 +16,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const CP_AFTER_HELP: &str = "\
@@ -68,6 +68,15 @@ pub struct CpArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Most bit/s over all streams: SI suffixes (500M, 1G), or bytes with B/s (50MB/s, 50MiB/s).
+    #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
+    bwlimit: Option<u64>,
+    /// List each file on stderr as it has been sent (names escaped).
+    #[arg(long, short)]
+    verbose: bool,
+    /// Show progress even when stderr is not a terminal: a plain line every second.
+    #[arg(long, conflicts_with = "quiet")]
+    progress: bool,
     /// Chunk size for large files (power of two, 64K to 8M).
     #[arg(long, default_value = "1M", value_parser = parse_size)]
     chunk_size: u32,
@@ -146,6 +155,14 @@ pub struct ServeArgs {
     /// No per-session log lines.
     #[arg(long, short)]
     quiet: bool,
+    /// Most bit/s of each copy session, both directions (SI suffixes, or B/s for bytes).
+    /// Benchmarks are not paced (see --max-rate).
+    #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
+    max_rate_per_client: Option<u64>,
+    /// Most bit/s of all copy sessions together; every active session gets an equal share
+    /// (within its own cap), and what one leaves unused goes to the others.
+    #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
+    max_rate_total: Option<u64>,
 }
 
 fn parse_size(s: &str) -> Result<u32, String> {
@@ -258,14 +275,25 @@ pub fn copy_to(
     sources: Vec<PathBuf>,
     dest: &Path,
     key_file: Option<&Path>,
-    mut cfg_fn: impl FnMut(&mut CopyConfig),
+    cfg_fn: impl FnMut(&mut CopyConfig),
     quiet: bool,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+    copy_showing(sources, dest, key_file, cfg_fn, Show { quiet, ..Show::default() })
+}
+
+/// [`copy_to`], showing progress as `show` says.
+pub fn copy_showing(
+    sources: Vec<PathBuf>,
+    dest: &Path,
+    key_file: Option<&Path>,
+    mut cfg_fn: impl FnMut(&mut CopyConfig),
+    show: Show,
 ) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
     let usage = |e: anyhow::Error| (e, exit::USAGE);
     // A pull: one remote source, a local destination.
     if let ([src], Dest::Local(into)) = (sources.as_slice(), parse_dest(dest).map_err(usage)?) {
         if let Ok(Dest::Remote { host, port, path }) = parse_dest(src) {
-            return pull_to(&host, port, &path, &into, key_file, cfg_fn, quiet);
+            return pull_to(&host, port, &path, &into, key_file, cfg_fn, show);
         }
     }
     for s in &sources {
@@ -306,7 +334,7 @@ pub fn copy_to(
     let mut cfg = CopyConfig::new(addr, secret, sources, dest_path);
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
-    run_engine(quiet, |progress, sink| send::copy(&cfg, progress, sink), local.as_mut())
+    run_engine(show, |progress, sink| send::copy(&cfg, progress, sink), local.as_mut())
 }
 
 /// Pull `path` from a running server into local `into`.
@@ -317,7 +345,7 @@ fn pull_to(
     into: &Path,
     key_file: Option<&Path>,
     mut cfg_fn: impl FnMut(&mut CopyConfig),
-    quiet: bool,
+    show: Show,
 ) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
     let usage = |e: anyhow::Error| (e, exit::USAGE);
     let key = key_file.ok_or_else(|| usage(anyhow!("a remote source needs --key-file with the server's key")))?;
@@ -326,7 +354,7 @@ fn pull_to(
     let mut cfg = CopyConfig::new(addr, secret, Vec::new(), Vec::new());
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
-    run_engine(quiet, |progress, sink| linerate_engine::pull::pull(&cfg, path, into, progress, sink), None)
+    run_engine(show, |progress, sink| linerate_engine::pull::pull(&cfg, path, into, progress, sink), None)
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, (anyhow::Error, u8)> {
@@ -340,12 +368,15 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, (anyhow::Error, u8)> {
 
 /// Run a copy or pull with a progress bar; map its result to a report and an exit code.
 fn run_engine(
-    quiet: bool,
+    show: Show,
     f: impl FnOnce(Arc<Progress>, send::ErrorSink) -> Result<CopyReport, EngineError>,
     local: Option<&mut LocalServer>,
 ) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
-    let progress = Arc::new(Progress::default());
-    let bar = Bar::start(progress.clone(), quiet);
+    let current = Arc::new(Mutex::new(String::new()));
+    let bar = Bar::target(show);
+    let hook = Bar::hook(show, current.clone(), bar.clone());
+    let progress = Arc::new(Progress { on_file: hook, ..Progress::default() });
+    let bar = Bar::start(bar, progress.clone(), show, current);
     let handle = bar.handle();
     let sink: send::ErrorSink = Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
     let result = f(progress, sink);
@@ -451,7 +482,8 @@ pub fn run_cp(a: CpArgs) -> u8 {
         "chacha20-poly1305" => Suite::ChaCha20Poly1305,
         _ => conn::preferred_suite(),
     };
-    let r = copy_to(
+    let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose };
+    let r = copy_showing(
         paths,
         &dest,
         a.key_file.as_deref(),
@@ -476,8 +508,9 @@ pub fn run_cp(a: CpArgs) -> u8 {
                     println!("{line}");
                 }
             })));
+            c.bwlimit = a.bwlimit;
         },
-        a.quiet || a.json,
+        show,
     );
     match r {
         Ok((report, code)) => {
@@ -540,6 +573,8 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
     cfg.log = !a.quiet;
+    cfg.rate_per_client = a.max_rate_per_client;
+    cfg.rate_total = a.max_rate_total;
     let server = match Server::bind(cfg) {
         Ok(s) => s,
         Err(e) => {
@@ -552,6 +587,14 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         let _ = std::io::stdout().flush();
     } else if !a.quiet {
         eprintln!("linerate serve: listening on {}", server.local_addr());
+    }
+    if !a.quiet && (a.max_rate_per_client.is_some() || a.max_rate_total.is_some()) {
+        let cap = |r: Option<u64>| r.map_or("none".to_string(), crate::limit::show);
+        eprintln!(
+            "linerate serve: copy sessions capped at {} each, {} in total (split fairly)",
+            cap(a.max_rate_per_client),
+            cap(a.max_rate_total)
+        );
     }
     match server.run() {
         Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => exit::OK,

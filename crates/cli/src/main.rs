@@ -6,6 +6,7 @@ mod cp;
 mod demo;
 mod doctor;
 mod lab;
+mod limit;
 mod progress;
 mod report;
 

@@ -1,11 +1,29 @@
-//! The live progress bar: bytes, files, rate and ETA on a terminal; nothing otherwise.
+//! The live progress display of `cp`, on stderr: one aggregate bar on a terminal (percent,
+//! bytes done of the total found so far, rate, ETA, files, the current file's escaped name);
+//! with `--progress` and no terminal, one plain line a second instead; nothing with `-q`.
+//! `-v` lists each file as it has been sent, above the bar.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use linerate_engine::send::Progress;
+use linerate_engine::send::{FileHook, Progress};
+use linerate_engine::walk::shown;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// What to show while copying.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Show {
+    /// Nothing at all (`-q`, `--json`).
+    pub quiet: bool,
+    /// Progress even when stderr is not a terminal (`--progress`).
+    pub force: bool,
+    /// List each file as it has been sent (`-v`).
+    pub verbose: bool,
+}
+
+/// Longest file name shown on the bar; longer names keep their end, like scp.
+const NAME_WIDTH: usize = 32;
 
 /// A bar updated from the engine's counters by a background thread.
 pub struct Bar {
@@ -15,36 +33,68 @@ pub struct Bar {
 }
 
 impl Bar {
-    /// Start drawing, unless `quiet` or stderr is not a terminal.
-    pub fn start(p: Arc<Progress>, quiet: bool) -> Bar {
-        let target = if quiet || !std::io::stderr().is_terminal() {
-            ProgressDrawTarget::hidden()
-        } else {
+    /// The hook to put in [`Progress::on_file`] for `show`: it records the current file for the
+    /// bar and, with `verbose`, prints each finished one above it; none when nothing is shown.
+    /// Call before [`Bar::start`] with the same `current`.
+    pub fn hook(show: Show, current: Arc<Mutex<String>>, bar: ProgressBar) -> FileHook {
+        let drawn = !show.quiet && (show.force || !bar.is_hidden());
+        if !drawn && !show.verbose {
+            return FileHook::default(); // nobody looks: keep the per-file path free of it
+        }
+        FileHook::new(move |path, _size, done| {
+            let name = shown(path);
+            if done && show.verbose {
+                Bar::println(&bar, &name);
+            }
+            *current.lock().unwrap_or_else(PoisonError::into_inner) = name;
+        })
+    }
+
+    /// A bar drawing nothing yet, so that a hook can print above it.
+    pub fn target(show: Show) -> ProgressBar {
+        let target = if !show.quiet && std::io::stderr().is_terminal() {
             ProgressDrawTarget::stderr_with_hz(10)
+        } else {
+            ProgressDrawTarget::hidden()
         };
-        let bar = ProgressBar::with_draw_target(Some(0), target);
+        ProgressBar::with_draw_target(Some(0), target)
+    }
+
+    /// Start drawing `bar` from the counters in `p`.
+    pub fn start(bar: ProgressBar, p: Arc<Progress>, show: Show, current: Arc<Mutex<String>>) -> Bar {
         bar.set_style(
             ProgressStyle::with_template(
-                "{bar:30.cyan/blue} {decimal_bytes:>10}/{decimal_total_bytes:<10} {decimal_bytes_per_sec:>12} ETA {eta:>4} {msg}",
+                "{percent:>3}% [{bar:24}] {decimal_bytes:>9}/{decimal_total_bytes:<9} {decimal_bytes_per_sec:>11} \
+                 ETA {eta:<4} {msg}",
             )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
         );
+        let plain = show.force && !show.quiet && bar.is_hidden();
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
+        let thread = (!bar.is_hidden() || plain).then(|| {
             let (bar, stop) = (bar.clone(), stop.clone());
             std::thread::spawn(move || {
+                let start = Instant::now();
+                let mut last_line = Instant::now();
+                let mut last_bytes = 0;
                 while !stop.load(Relaxed) {
-                    let walking = p.walk_done.load(Relaxed) == 0;
-                    bar.set_length(p.found_bytes.load(Relaxed));
-                    bar.set_position(p.bytes.load(Relaxed));
-                    let files = p.files.load(Relaxed);
-                    let found = p.found_files.load(Relaxed);
-                    bar.set_message(format!("{files}/{found}{} files", if walking { "+" } else { "" }));
+                    let c = counts(&p);
+                    bar.set_length(c.total.max(c.bytes).max(1)); // not "100%" of nothing while walking
+                    bar.set_position(c.bytes);
+                    let name = tail(&current.lock().unwrap_or_else(PoisonError::into_inner), NAME_WIDTH);
+                    bar.set_message(format!("{} {name}", c.files_text()));
+                    if plain && last_line.elapsed() >= Duration::from_secs(1) {
+                        let rate = (c.bytes - last_bytes.min(c.bytes)) as f64 / last_line.elapsed().as_secs_f64();
+                        eprintln!("{}", plain_line(&c, rate, start.elapsed()));
+                        last_line = Instant::now();
+                        last_bytes = c.bytes;
+                    }
                     std::thread::sleep(Duration::from_millis(100));
                 }
             })
-        };
-        Bar { bar, stop, thread: Some(thread) }
+        });
+        Bar { bar, stop, thread }
     }
 
     /// Stop and erase the bar.
@@ -68,5 +118,100 @@ impl Bar {
     /// The underlying bar, for printing above it.
     pub fn handle(&self) -> ProgressBar {
         self.bar.clone()
+    }
+}
+
+/// One reading of the counters.
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    bytes: u64,
+    total: u64,
+    files: u64,
+    found: u64,
+    walking: bool,
+}
+
+impl Counts {
+    fn files_text(&self) -> String {
+        format!("{}/{}{} files", self.files, self.found, if self.walking { "+" } else { "" })
+    }
+}
+
+fn counts(p: &Progress) -> Counts {
+    Counts {
+        bytes: p.bytes.load(Relaxed),
+        total: p.found_bytes.load(Relaxed),
+        files: p.files.load(Relaxed),
+        found: p.found_files.load(Relaxed),
+        walking: p.walk_done.load(Relaxed) == 0,
+    }
+}
+
+/// The end of `name`, at most `width` characters (an ellipsis marks a cut).
+fn tail(name: &str, width: usize) -> String {
+    let n = name.chars().count();
+    if n <= width {
+        return name.to_string();
+    }
+    let keep: String = name.chars().skip(n - (width - 1)).collect();
+    format!("…{keep}")
+}
+
+/// `1.23 GB` (SI, like the bar).
+fn si_bytes(b: f64) -> String {
+    match b {
+        b if b >= 1e12 => format!("{:.2} TB", b / 1e12),
+        b if b >= 1e9 => format!("{:.2} GB", b / 1e9),
+        b if b >= 1e6 => format!("{:.1} MB", b / 1e6),
+        b if b >= 1e3 => format!("{:.1} kB", b / 1e3),
+        b => format!("{b:.0} B"),
+    }
+}
+
+fn clock(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// The line printed each second when progress is forced without a terminal.
+fn plain_line(c: &Counts, rate: f64, elapsed: Duration) -> String {
+    let pct = if c.total > 0 { (c.bytes as f64 * 100.0 / c.total as f64).min(100.0) } else { 0.0 };
+    let avg = c.bytes as f64 / elapsed.as_secs_f64().max(1e-3);
+    let eta = if avg > 0.0 && !c.walking { clock((c.total - c.bytes.min(c.total)) as f64 / avg) } else { "-".into() };
+    format!(
+        "linerate: {pct:3.0}% {}/{} {}/s ({:.2} Gbit/s) elapsed {} ETA {eta} {}",
+        si_bytes(c.bytes as f64),
+        si_bytes(c.total as f64),
+        si_bytes(rate),
+        rate * 8.0 / 1e9,
+        clock(elapsed.as_secs_f64()),
+        c.files_text()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_progress_line_has_percent_bytes_rate_eta_and_files() {
+        let c = Counts { bytes: 500_000_000, total: 2_000_000_000, files: 12, found: 340, walking: false };
+        assert_eq!(
+            plain_line(&c, 100e6, Duration::from_secs(5)),
+            "linerate:  25% 500.0 MB/2.00 GB 100.0 MB/s (0.80 Gbit/s) elapsed 0:05 ETA 0:15 12/340 files"
+        );
+        let c = Counts { walking: true, ..c };
+        assert!(plain_line(&c, 0.0, Duration::from_secs(3700)).ends_with("elapsed 1:01:40 ETA - 12/340+ files"));
+    }
+
+    #[test]
+    fn long_names_keep_their_end() {
+        assert_eq!(tail("short", 10), "short");
+        assert_eq!(tail("a/very/long/path/name.bin", 10), "…/name.bin");
+        assert_eq!(tail("a/very/long/path/name.bin", 10).chars().count(), 10);
     }
 }

@@ -422,3 +422,191 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     assert_ne!(out.status.code(), Some(0));
     assert!(text(&out).contains("benchmarks only"), "{}", text(&out));
 }
+
+/// Random bytes, so nothing on the way can make them smaller.
+fn noise(path: &Path, len: usize) {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ len as u64;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    fs::write(path, data).unwrap();
+}
+
+#[test]
+fn bwlimit_paces_the_copy_and_progress_lists_escaped_names() {
+    let t = scratch();
+    let src = t.path().join("src");
+    fs::create_dir(&src).unwrap();
+    noise(&src.join("big"), 20_000_000);
+    fs::write(src.join("tab\there\x1b[1m"), b"small").unwrap();
+    // 64 Mbit/s = 8 MB/s: 20 MB take 2.5 s; the first burst (256 KiB) goes at once.
+    let start = std::time::Instant::now();
+    let out = bin()
+        .args(["cp", "--no-save", "--bwlimit", "64M", "--progress", "-v", "-P", "3"])
+        .arg(&src)
+        .arg(t.path().join("dst"))
+        .output()
+        .unwrap();
+    let took = start.elapsed().as_secs_f64();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(fs::read(t.path().join("dst/tab\there\x1b[1m")).unwrap(), b"small");
+    let expect = (20_000_005.0 - 262_144.0) / 8e6;
+    assert!(took >= 0.8 * expect, "{took:.2} s for 20 MB at 64 Mbit/s: not paced (expected about {expect:.2} s)");
+    assert!(took < 10.0 * expect, "{took:.2} s: far slower than the limit");
+    let err = String::from_utf8_lossy(&out.stderr);
+    // -v lists every file, escaped; --progress prints plain progress lines without a terminal.
+    assert!(err.lines().any(|l| l.ends_with("/src/big")), "{err}");
+    assert!(err.contains("/src/tab\\x09here\\x1b[1m"), "{err}");
+    assert!(!err.contains('\x1b'), "raw escape printed: {err:?}");
+    let line = err.lines().find(|l| l.starts_with("linerate: ") && l.contains("% ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("ETA") && line.contains("Gbit/s") && line.contains("files"), "{line}");
+    // A nonsense limit is a usage error.
+    let out = bin().args(["cp", "--no-save", "--bwlimit", "fast"]).arg(&src).arg(t.path().join("x")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--bwlimit"), "{}", text(&out));
+}
+
+#[test]
+fn a_total_cap_is_split_fairly_between_three_clients() {
+    let t = scratch();
+    let root = t.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let key = t.path().join("key");
+    keygen(&key);
+    let mut child = bin()
+        .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--max-rate-total", "160M", "--root"])
+        .arg(&root)
+        .arg("--key-file")
+        .arg(&key)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let srv = Serve { child, addr: line.trim().rsplit(' ').next().unwrap().to_string() };
+    // Three clients with 1, 2 and 4 streams: a cap shared per stream would give them 1/7, 2/7
+    // and 4/7; a fair one gives each a third.
+    let size = 20_000_000;
+    for p in [1, 2, 4] {
+        noise(&t.path().join(format!("src{p}")), size);
+    }
+    let clients: Vec<_> = [1, 2, 4]
+        .iter()
+        .map(|p| {
+            let src = t.path().join(format!("src{p}"));
+            bin()
+                .args(["cp", "--no-save", "--json", "-P", &p.to_string(), "--key-file"])
+                .arg(&key)
+                .arg(&src)
+                .arg(format!("{}:got{p}", srv.addr))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let rates: Vec<f64> = clients
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+            let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(j["bytes"], size);
+            j["bytes"].as_f64().unwrap() * 8.0 / j["seconds"].as_f64().unwrap()
+        })
+        .collect();
+    let share = 160e6 / 3.0;
+    eprintln!("client rates, Mbit/s: {:?}", rates.iter().map(|r| (r / 1e5).round() / 10.0).collect::<Vec<_>>());
+    for (r, p) in rates.iter().zip([1, 2, 4]) {
+        assert!(
+            (r / share - 1.0).abs() <= 0.25,
+            "client with {p} streams got {:.1} Mbit/s of a fair {:.1}: {rates:?}",
+            r / 1e6,
+            share / 1e6
+        );
+    }
+    let sum: f64 = rates.iter().sum();
+    assert!(sum <= 160e6 * 1.1, "together {:.1} Mbit/s over a 160 Mbit/s cap: {rates:?}", sum / 1e6);
+    for p in [1, 2, 4] {
+        assert_eq!(fs::metadata(root.join(format!("got{p}"))).unwrap().len(), size as u64);
+    }
+}
+
+#[test]
+fn a_per_client_cap_paces_what_the_server_receives() {
+    let t = scratch();
+    let root = t.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let key = t.path().join("key");
+    keygen(&key);
+    let mut child = bin()
+        .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--max-rate-per-client", "8MB/s"])
+        .arg("--root")
+        .arg(&root)
+        .arg("--key-file")
+        .arg(&key)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let srv = Serve { child, addr: line.trim().rsplit(' ').next().unwrap().to_string() };
+    noise(&t.path().join("src"), 16_000_000);
+    let out = bin()
+        .args(["cp", "--no-save", "--json", "-P", "4", "--key-file"])
+        .arg(&key)
+        .arg(t.path().join("src"))
+        .arg(format!("{}:got", srv.addr))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 16 MB at 8 MB/s: 2 s, less one burst; the socket buffers do not help, the summary comes
+    // only once the server has read everything.
+    let took = j["seconds"].as_f64().unwrap();
+    assert!(took >= 0.8 * (16e6 - 262_144.0) / 8e6, "{took:.2} s: the server did not pace the session");
+    assert_eq!(fs::metadata(root.join("got")).unwrap().len(), 16_000_000);
+}
+
+#[test]
+fn cp_help_documents_every_exit_code() {
+    let out = bin().args(["cp", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let help = String::from_utf8(out.stdout).unwrap();
+    let section = help.split("EXIT STATUS:").nth(1).unwrap_or_else(|| panic!("no EXIT STATUS section: {help}"));
+    for (code, words) in [
+        (0, "everything was copied"),
+        (1, "some entries failed"),
+        (2, "bad usage or configuration"),
+        (3, "the session failed"),
+    ] {
+        assert!(section.contains(&format!("\n  {code}  ")), "exit code {code} missing: {section}");
+        assert!(section.contains(words), "exit code {code}: {words:?} missing: {section}");
+    }
+    for flag in ["--bwlimit", "--progress", "--verbose"] {
+        assert!(help.contains(flag), "{flag} missing from cp --help");
+    }
+}
+
+#[test]
+fn cp_exit_code_3_when_nobody_listens() {
+    let t = scratch();
+    let key = t.path().join("key");
+    keygen(&key);
+    fs::write(t.path().join("f"), b"x").unwrap();
+    // A port that was just free: nothing listens there now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = bin()
+        .args(["cp", "--no-save", "-q", "--timeout", "3", "--key-file"])
+        .arg(&key)
+        .arg(t.path().join("f"))
+        .arg(format!("127.0.0.1:{port}:f"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+}

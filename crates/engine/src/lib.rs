@@ -16,6 +16,7 @@ pub mod fsx;
 pub mod host;
 pub mod journal;
 pub mod pull;
+pub mod rate;
 pub mod recv;
 pub mod sample;
 pub mod sched;

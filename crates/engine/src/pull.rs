@@ -6,6 +6,7 @@
 use crate::conn;
 use crate::cpu;
 use crate::fsx::{self, Destination};
+use crate::rate::SessionRate;
 use crate::recv::{Outcome, RecvSession, SessionParams};
 use crate::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
 use crate::EngineError;
@@ -76,6 +77,7 @@ pub fn pull(
         cfg.list.clone(),
         Some(on_error.clone()),
     );
+    session.pace_with(if cfg.pace.is_limited() { cfg.pace.clone() } else { SessionRate::fixed(cfg.bwlimit) });
     if let Some(s) = control.rx.socket() {
         session.add_socket(s);
     }

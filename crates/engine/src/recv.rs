@@ -7,6 +7,7 @@ use crate::conn::{RecvHalf, SendHalf};
 use crate::cpu::{self, CpuTimes};
 use crate::fsx::{self, Destination, DirCache};
 use crate::journal::{self, Journal};
+use crate::rate::SessionRate;
 use crate::send::{ListSink, Progress};
 use linerate_proto::frame::{
     Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, Keep, LinkEntry, Note, Offer, Ranges, Summary, Time,
@@ -20,7 +21,7 @@ use std::net::{Shutdown, TcpStream};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a frame may wait for the declaration it refers to (sent on another stream).
@@ -118,6 +119,8 @@ pub struct RecvSession {
     list: Option<ListSink>,
     /// Where per-entry errors are shown on this side (a pull), besides being sent to the peer.
     on_error: Option<crate::send::ErrorSink>,
+    /// Paces what the data streams receive (a server's cap or fair share, a pull's --bwlimit).
+    pace: OnceLock<SessionRate>,
 }
 
 /// The answer to an offer: verdict, chunk ranges held, and the file to write (none when nothing
@@ -183,6 +186,7 @@ impl RecvSession {
             progress,
             list,
             on_error,
+            pace: OnceLock::new(),
         })
     }
 
@@ -252,6 +256,12 @@ impl RecvSession {
             }
         }
         ok
+    }
+
+    /// Pace the data streams with `rate` (set once, before the first data stream attaches): each
+    /// stream waits for its share after every record, so TCP back-pressure slows the sender.
+    pub fn pace_with(&self, rate: SessionRate) {
+        let _ = self.pace.set(rate);
     }
 
     /// Register the control socket so an abort can close it.
@@ -388,6 +398,9 @@ impl RecvSession {
                 }
                 Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
             };
+            if let Some(pace) = self.pace.get() {
+                pace.take(plain.len());
+            }
             for f in frame::frames(plain) {
                 match f? {
                     Frame::Dir(d) => self.on_dir(&d)?,
@@ -639,6 +652,8 @@ impl RecvSession {
                 self.n.bytes.fetch_add(done.size, Relaxed);
                 if let Some(p) = &self.progress {
                     p.files.fetch_add(1, Relaxed);
+                    use std::os::unix::ffi::OsStrExt;
+                    p.on_file.call(std::path::Path::new(std::ffi::OsStr::from_bytes(&of.path)), done.size, true);
                 }
             }
             Err((code, msg)) => {

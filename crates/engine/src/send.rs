@@ -5,6 +5,7 @@
 use crate::conn::{self, SendHalf, BATCH_TARGET};
 use crate::cpu::{self, CpuTimes};
 use crate::digest::{self, Part};
+use crate::rate::SessionRate;
 use crate::sched::{Chunked, Queue, Waited, Work};
 use crate::secret::Secret;
 use crate::walk::{self, shown, Item, Root, SrcFile};
@@ -66,6 +67,11 @@ pub struct CopyConfig {
     pub dry_run: bool,
     /// Where lines for the user go: dry-run listings and deletions.
     pub list: Option<ListSink>,
+    /// Most bit/s of records over all streams together (`cp --bwlimit`); `None`: unlimited.
+    pub bwlimit: Option<u64>,
+    /// A pace set by the caller instead (a server sending in its session's fair share, from
+    /// [`crate::rate::Governor::admit`]); when limited, it replaces `bwlimit`.
+    pub pace: SessionRate,
 }
 
 /// Receives lines for the user (what was, or would be, sent or deleted).
@@ -107,6 +113,8 @@ impl CopyConfig {
             delete: false,
             dry_run: false,
             list: None,
+            bwlimit: None,
+            pace: SessionRate::unlimited(),
         }
     }
 
@@ -153,6 +161,37 @@ pub struct Progress {
     pub found_files: AtomicU64,
     /// 1 once the walk is complete.
     pub walk_done: AtomicU64,
+    /// Told of each file as it starts (large files) and as it has been sent completely.
+    pub on_file: FileHook,
+}
+
+/// A callback for [`Progress::on_file`]: `(local path, size, done)`, with `done` false when a
+/// large file starts and true once the whole file has been sent. Names are raw: escape them
+/// (`walk::shown`) before printing.
+#[derive(Clone, Default)]
+pub struct FileHook(Option<Arc<FileFn>>);
+
+/// The function inside a [`FileHook`].
+pub type FileFn = dyn Fn(&std::path::Path, u64, bool) + Send + Sync;
+
+impl FileHook {
+    /// A hook calling `f`.
+    pub fn new(f: impl Fn(&std::path::Path, u64, bool) + Send + Sync + 'static) -> FileHook {
+        FileHook(Some(Arc::new(f)))
+    }
+
+    /// Tell the hook, if any.
+    pub fn call(&self, path: &std::path::Path, size: u64, done: bool) {
+        if let Some(f) = &self.0 {
+            f(path, size, done);
+        }
+    }
+}
+
+impl std::fmt::Debug for FileHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "FileHook(set)" } else { "FileHook(none)" })
+    }
 }
 
 /// The outcome of a copy that ran to the end (possibly with per-file errors).
@@ -255,6 +294,8 @@ struct Ctx {
     totals: Totals,
     progress: Arc<Progress>,
     on_error: ErrorSink,
+    /// Paces every record before it goes (`--bwlimit`, or a server's share when it sends).
+    pace: SessionRate,
 }
 
 impl Ctx {
@@ -372,6 +413,8 @@ pub struct SendOpts {
     pub list: Option<ListSink>,
     /// What to call the other side in messages ("server", "client").
     pub peer: &'static str,
+    /// Paces what the data streams send.
+    pub pace: SessionRate,
 }
 
 impl SendOpts {
@@ -385,6 +428,7 @@ impl SendOpts {
             summary_wait: SUMMARY_WAIT,
             list: cfg.list.clone(),
             peer: "server",
+            pace: if cfg.pace.is_limited() { cfg.pace.clone() } else { SessionRate::fixed(cfg.bwlimit) },
         }
     }
     fn has(&self, flag: u32) -> bool {
@@ -450,6 +494,7 @@ pub fn run_sender(
         totals: Totals::default(),
         progress: progress.clone(),
         on_error: on_error.clone(),
+        pace: o.pace.clone(),
     });
     let offers = Arc::new(Offers::default());
     let ctl_tx = Arc::new(Mutex::new(control.tx));
@@ -917,6 +962,12 @@ fn reset(buf: &mut Vec<u8>) {
     buf.resize(HEADER_LEN, 0);
 }
 
+/// Send one record, paced.
+fn flush(ctx: &Ctx, tx: &mut SendHalf, buf: &mut Vec<u8>) -> Result<(), EngineError> {
+    ctx.pace.take(buf.len());
+    tx.send_buf(buf)
+}
+
 /// One stream: pull work, fill records, send. Flushes whenever the queue has nothing ready.
 fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
     let cap = ctx.chunk as usize + RECORD_OVERHEAD;
@@ -927,7 +978,7 @@ fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
             Some(w) => w,
             None => {
                 if buf.len() > HEADER_LEN {
-                    tx.send_buf(&mut buf)?;
+                    flush(ctx, tx, &mut buf)?;
                     reset(&mut buf);
                 }
                 match ctx.queue.next_within(is_big(ctx.chunk), ctx.keepalive) {
@@ -952,11 +1003,12 @@ fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
             Work::Item(Item::File(f)) if f.size > ctx.chunk => {
                 let id = f.id;
                 if buf.len() > HEADER_LEN && buf.len() + ctx.chunk as usize + 1024 > cap {
-                    tx.send_buf(&mut buf)?;
+                    flush(ctx, tx, &mut buf)?;
                     reset(&mut buf);
                 }
                 match open_big(ctx, f) {
                     Ok(big) => {
+                        ctx.progress.on_file.call(&big.src.path, big.src.size, false);
                         if !ctx.sync {
                             encode_start(&big.src, &mut buf);
                         }
@@ -981,14 +1033,14 @@ fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
             }
             Work::Item(Item::File(f)) => {
                 if buf.len() + f.size as usize + 1024 > cap {
-                    tx.send_buf(&mut buf)?;
+                    flush(ctx, tx, &mut buf)?;
                     reset(&mut buf);
                 }
                 send_small(ctx, &f, &mut buf);
             }
             Work::Chunk(big, n) => {
                 if buf.len() > HEADER_LEN && buf.len() + ctx.chunk as usize + 1024 > cap {
-                    tx.send_buf(&mut buf)?;
+                    flush(ctx, tx, &mut buf)?;
                     reset(&mut buf);
                 }
                 send_chunk(ctx, &big, n, &mut buf);
@@ -997,12 +1049,12 @@ fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
             Work::Item(Item::Listing { .. }) => {}
         }
         if buf.len() >= BATCH_TARGET {
-            tx.send_buf(&mut buf)?;
+            flush(ctx, tx, &mut buf)?;
             reset(&mut buf);
         }
     }
     Frame::End.encode(&mut buf);
-    tx.send_buf(&mut buf)
+    flush(ctx, tx, &mut buf)
 }
 
 fn encode_start(f: &SrcFile, buf: &mut Vec<u8>) {
@@ -1060,6 +1112,7 @@ fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
             ctx.totals.bytes.fetch_add(f.size, Relaxed);
             ctx.progress.files.fetch_add(1, Relaxed);
             ctx.progress.bytes.fetch_add(f.size, Relaxed);
+            ctx.progress.on_file.call(&f.path, f.size, true);
         }
         Err(msg) => {
             buf.truncate(mark);
@@ -1158,6 +1211,7 @@ fn send_chunk(ctx: &Ctx, big: &BigFile, n: u64, buf: &mut Vec<u8>) {
             ctx.totals.files.fetch_add(1, Relaxed);
             ctx.totals.bytes.fetch_add(big.src.size, Relaxed);
             ctx.progress.files.fetch_add(1, Relaxed);
+            ctx.progress.on_file.call(&big.src.path, big.src.size, true);
         }
         Some(msg) => {
             let code = if msg.contains("changed while") { ErrorCode::SourceChanged } else { ErrorCode::SourceRead };

@@ -7,6 +7,7 @@
 use crate::bench::server::{self as bench_server, BenchServerConfig};
 use crate::conn::{self, Admit};
 use crate::fsx;
+use crate::rate::{Governor, SessionRate};
 use crate::recv::{Abort, Outcome, RecvSession, SessionParams};
 use crate::secret::Secret;
 use crate::EngineError;
@@ -50,6 +51,10 @@ pub struct ServerConfig {
     pub bench: BenchServerConfig,
     /// Print one line per session on stderr.
     pub log: bool,
+    /// Most bit/s of one copy session (`serve --max-rate-per-client`); `None`: no cap.
+    pub rate_per_client: Option<u64>,
+    /// Most bit/s of all copy sessions together, split fairly (`serve --max-rate-total`).
+    pub rate_total: Option<u64>,
 }
 
 impl ServerConfig {
@@ -73,6 +78,8 @@ impl ServerConfig {
             max_handshakes_per_source: 16,
             bench: BenchServerConfig::default(),
             log: true,
+            rate_per_client: None,
+            rate_total: None,
         }
     }
 
@@ -114,6 +121,8 @@ struct Shared {
     stop: AtomicBool,
     addr: SocketAddr,
     done: Mutex<Option<mpsc::Sender<Outcome>>>,
+    /// Rate caps and the fair split of copy sessions.
+    rates: Arc<Governor>,
 }
 
 /// A bound server.
@@ -149,6 +158,11 @@ impl ServerHandle {
     pub fn active_sessions(&self) -> usize {
         self.shared.active.load(Relaxed)
     }
+
+    /// Copy sessions currently sharing `rate_total`.
+    pub fn paced_sessions(&self) -> usize {
+        self.shared.rates.sessions()
+    }
 }
 
 impl Drop for ServerHandle {
@@ -168,6 +182,7 @@ impl Server {
             TcpListener::bind(cfg.listen).map_err(|e| EngineError::net(format!("listening on {}", cfg.listen), e))?;
         let addr = listener.local_addr().map_err(|e| EngineError::net("local address", e))?;
         let (tx, done_rx) = mpsc::channel();
+        let rates = Governor::new(cfg.rate_total, cfg.rate_per_client);
         let shared = Arc::new(Shared {
             cfg,
             root,
@@ -180,6 +195,7 @@ impl Server {
             stop: AtomicBool::new(false),
             addr,
             done: Mutex::new(Some(tx)),
+            rates,
         });
         Ok(Server { listener, shared, done_rx })
     }
@@ -432,6 +448,7 @@ fn control(
     let tag: String = sec.session[..6].iter().map(|b| format!("{b:02x}")).collect();
     let params = SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout };
     let session = RecvSession::new(params, d, sec.tx);
+    session.pace_with(admit_rate(shared, None));
     if let Some(s) = sock {
         session.add_socket(s);
     }
@@ -450,6 +467,14 @@ fn control(
     };
     shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
     Some(outcome)
+}
+
+/// The pace of a copy session being admitted: its share of `rate_total`, within
+/// `rate_per_client` and `key_cap` (bit/s, the `rate=` of the client's key when keys carry one).
+/// Pace what the session receives with it ([`RecvSession::pace_with`]) or what it sends (the
+/// sender's pace); the share ends when the last clone is dropped.
+fn admit_rate(shared: &Shared, key_cap: Option<u64>) -> SessionRate {
+    shared.rates.admit(key_cap)
 }
 
 fn fatal(tx: &mut conn::SendHalf, code: ErrorCode, msg: String) -> Outcome {
@@ -536,6 +561,7 @@ fn serve_pull(
         summary_wait: crate::send::SUMMARY_WAIT,
         list: None,
         peer: "client",
+        pace: admit_rate(shared, None),
     };
     let log = shared.cfg.log;
     let on_error: crate::send::ErrorSink = Arc::new(move |m: String| {
