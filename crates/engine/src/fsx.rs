@@ -229,6 +229,51 @@ pub fn resolve_destination(root: &OwnedFd, dest: &[u8], sources: u32) -> Result<
     }
 }
 
+/// Resolve a destination the way scp does for the ssh user who started the server
+/// ([`crate::server::PathMode::AsUser`]): relative to `base` (the login directory), absolute paths
+/// allowed, symlinks and `..` in the path followed as the operating system allows; then the
+/// `cp -r` rules of [`resolve_destination`]. Entries of the tree are later created beneath the
+/// returned handle, confined as always.
+pub fn resolve_user_destination(base: &OwnedFd, dest: &[u8], sources: u32) -> Result<Destination, String> {
+    if dest.len() > linerate_proto::caps::MAX_PATH {
+        return Err("destination path longer than 4096 bytes".into());
+    }
+    if dest.contains(&0) {
+        return Err("destination path contains NUL".into());
+    }
+    let shown = name::escape(dest);
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let whole: &[u8] = if dest.is_empty() { b"." } else { dest };
+    match rfs::openat(base, whole, dir_flags, Mode::empty()) {
+        Ok(dir) => return Ok(Destination { dir, into_dir: true }),
+        Err(Errno::NOENT | Errno::NOTDIR) => {}
+        Err(e) => return Err(format!("destination '{shown}': {}", ioe(e))),
+    }
+    // Not a directory (or absent): its parent must be one, and a single source takes the name.
+    let trimmed = {
+        let mut t = dest;
+        while t.len() > 1 && t.ends_with(b"/") {
+            t = &t[..t.len() - 1];
+        }
+        t
+    };
+    let (parent, last): (&[u8], &[u8]) = match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/", &trimmed[1..]),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => (b".", trimmed),
+    };
+    name::validate(last).map_err(|e| format!("destination '{shown}': {e}"))?;
+    let dir = rfs::openat(base, parent, dir_flags, Mode::empty())
+        .map_err(|e| format!("destination '{shown}': parent '{}': {}", name::escape(parent), ioe(e)))?;
+    match rfs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(_) | Err(Errno::NOENT) if sources == 1 => Ok(Destination { dir, into_dir: false }),
+        Ok(_) | Err(Errno::NOENT) => {
+            Err(format!("destination '{shown}' is not a directory, and {sources} sources need one"))
+        }
+        Err(e) => Err(format!("destination '{shown}': {}", ioe(e))),
+    }
+}
+
 /// Open directory handles of a session, by directory id, bounded in number. A handle that was
 /// dropped is reopened by walking down from the nearest open ancestor, component by component.
 pub struct DirCache {
@@ -288,5 +333,47 @@ impl DirCache {
             base = self.insert(next, fd);
         }
         Ok(base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+
+    fn base(p: &std::path::Path) -> OwnedFd {
+        open_root(p).unwrap()
+    }
+
+    fn ino(fd: &OwnedFd) -> u64 {
+        rfs::fstat(fd).unwrap().st_ino
+    }
+
+    #[test]
+    fn user_destination_resolves_like_scp() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        std::fs::create_dir_all(home.join("sub")).unwrap();
+        std::fs::create_dir_all(t.path().join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("elsewhere"), home.join("link")).unwrap();
+        let b = base(&home);
+        let elsewhere = ino(&open_root(&t.path().join("elsewhere")).unwrap());
+        // Empty: the login directory itself.
+        let d = resolve_user_destination(&b, b"", 2).unwrap();
+        assert!(d.into_dir && ino(&d.dir) == ino(&b));
+        // Relative, through a symlink in the prefix, and with `..`.
+        let d = resolve_user_destination(&b, b"link", 1).unwrap();
+        assert!(d.into_dir && ino(&d.dir) == elsewhere);
+        let d = resolve_user_destination(&b, b"sub/../link/new", 1).unwrap();
+        assert!(!d.into_dir && ino(&d.dir) == elsewhere);
+        // Absolute.
+        let abs = t.path().join("elsewhere/x");
+        let d = resolve_user_destination(&b, abs.as_os_str().as_bytes(), 1).unwrap();
+        assert!(!d.into_dir && ino(&d.dir) == elsewhere);
+        // A new name takes exactly one source; a missing parent is an error.
+        assert!(resolve_user_destination(&b, b"newname", 2).err().unwrap().contains("2 sources"));
+        assert!(resolve_user_destination(&b, b"nope/x", 1).is_err());
+        assert!(resolve_user_destination(&b, b"a\0b", 1).is_err());
     }
 }

@@ -15,6 +15,7 @@ pub mod error;
 pub mod fsx;
 pub mod host;
 pub mod recv;
+pub mod remote;
 pub mod sample;
 pub mod sched;
 pub mod secret;

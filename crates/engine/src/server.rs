@@ -50,6 +50,23 @@ pub struct ServerConfig {
     pub bench: BenchServerConfig,
     /// Print one line per session on stderr.
     pub log: bool,
+    /// How the paths a client names (a push's destination) are resolved against `root`.
+    pub paths: PathMode,
+}
+
+/// How a server resolves the paths its clients name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PathMode {
+    /// A daemon's clients: beneath `root`, component by component, never following a symlink and
+    /// never leaving it (`..` refused).
+    #[default]
+    BeneathRoot,
+    /// A server started through ssh for its own user (`serve --once --ssh`), resolving paths the
+    /// way scp does: relative to `root` (the login directory), absolute paths allowed, symlinks and
+    /// `..` in the named path followed as the operating system allows that user. Only the named
+    /// path is resolved this way: entries inside the transferred tree stay confined beneath it
+    /// by directory handle, as in [`PathMode::BeneathRoot`].
+    AsUser,
 }
 
 impl ServerConfig {
@@ -73,7 +90,20 @@ impl ServerConfig {
             max_handshakes_per_source: 16,
             bench: BenchServerConfig::default(),
             log: true,
+            paths: PathMode::BeneathRoot,
         }
+    }
+
+    /// A one-session server started through ssh for the ssh user (`linerate serve --once --ssh`):
+    /// paths resolve as that user names them, relative to `home` ([`PathMode::AsUser`]); it gives
+    /// up when nobody connects within `deadline`, and logs nothing (the client reports).
+    pub fn ssh_user(listen: SocketAddr, secret: Secret, home: PathBuf, deadline: Duration) -> ServerConfig {
+        let mut cfg = ServerConfig::new(listen, home, secret);
+        cfg.paths = PathMode::AsUser;
+        cfg.once = true;
+        cfg.first_connect_deadline = Some(deadline);
+        cfg.log = false;
+        cfg
     }
 
     /// Serve copies beneath `root` too.
@@ -395,7 +425,11 @@ fn control(
     let Some(root) = shared.root.as_ref() else {
         return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, "no --root".into()));
     };
-    let d = match fsx::resolve_destination(root, &dest, sources) {
+    let resolved = match shared.cfg.paths {
+        PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources),
+        PathMode::AsUser => fsx::resolve_user_destination(root, &dest, sources),
+    };
+    let d = match resolved {
         Ok(d) => d,
         Err(msg) => return Some(fatal(&mut sec.tx, ErrorCode::Destination, msg)),
     };
