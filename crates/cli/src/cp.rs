@@ -81,6 +81,8 @@ pub struct CpArgs {
     /// Do not save this run in the run store.
     #[arg(long)]
     no_save: bool,
+    #[command(flatten)]
+    ssh: crate::ssh::SshArgs,
 }
 
 /// `linerate serve` flags.
@@ -109,8 +111,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 16)]
     max_handshakes_per_source: usize,
     /// Key file (64 hex digits, mode 0600); `-` reads the key from standard input.
-    #[arg(long, value_name = "FILE")]
-    key_file: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "ssh")]
+    key_file: Option<PathBuf>,
     /// Serve one session, then exit with its status.
     #[arg(long)]
     once: bool,
@@ -129,6 +131,8 @@ pub struct ServeArgs {
     /// No per-session log lines.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    ssh: crate::ssh::ServeSshArgs,
 }
 
 fn parse_size(s: &str) -> Result<u32, String> {
@@ -365,23 +369,28 @@ pub fn run_cp(a: CpArgs) -> u8 {
         "chacha20-poly1305" => Suite::ChaCha20Poly1305,
         _ => conn::preferred_suite(),
     };
-    let r = copy_to(
-        paths,
-        &dest,
-        a.key_file.as_deref(),
-        |c| {
-            if let Some(s) = a.streams {
-                c.streams = s.clamp(1, caps::MAX_STREAMS);
-            }
-            c.chunk_size = a.chunk_size;
-            c.verify = a.verify;
-            c.fsync = a.fsync;
-            c.suite = suite;
-            c.timeout = Duration::from_secs(a.timeout.max(1));
-            c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
-        },
-        a.quiet || a.json,
-    );
+    let job = match crate::ssh::classify(&paths, &dest) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("linerate: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    let apply = |c: &mut CopyConfig| {
+        if let Some(s) = a.streams {
+            c.streams = s.clamp(1, caps::MAX_STREAMS);
+        }
+        c.chunk_size = a.chunk_size;
+        c.verify = a.verify;
+        c.fsync = a.fsync;
+        c.suite = suite;
+        c.timeout = Duration::from_secs(a.timeout.max(1));
+        c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
+    };
+    let r = match job {
+        Some(job) => crate::ssh::copy(job, &a.ssh, apply, a.quiet || a.json),
+        None => copy_to(paths, &dest, a.key_file.as_deref(), apply, a.quiet || a.json),
+    };
     match r {
         Ok((report, code)) => {
             if a.json {
@@ -410,11 +419,16 @@ pub fn run_cp(a: CpArgs) -> u8 {
 }
 
 pub fn run_serve(a: ServeArgs) -> u8 {
-    let secret = if a.key_file.as_os_str() == "-" {
-        Secret::read_from(std::io::stdin().lock())
-    } else {
-        Secret::load(&a.key_file)
+    if a.ssh.ssh {
+        let (hs, idle) = (Duration::from_secs(a.handshake_timeout.max(1)), Duration::from_secs(a.idle_timeout.max(1)));
+        return crate::ssh::run_serve_ssh(&a.ssh, hs, idle);
+    }
+    let Some(key_file) = a.key_file else {
+        eprintln!("linerate serve: --key-file is required (or --ssh, when started by linerate cp)");
+        return exit::USAGE;
     };
+    let secret =
+        if key_file.as_os_str() == "-" { Secret::read_from(std::io::stdin().lock()) } else { Secret::load(&key_file) };
     let secret = match secret {
         Ok(s) => s,
         Err(e) => {
@@ -438,7 +452,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.bench.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.max_handshakes_per_source = a.max_handshakes_per_source.max(1);
     cfg.once = a.once;
-    cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(30));
+    cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(a.ssh.connect_deadline.max(1)));
     cfg.max_sessions = a.max_sessions.max(1);
     cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));

@@ -8,6 +8,7 @@ mod doctor;
 mod lab;
 mod progress;
 mod report;
+mod ssh;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -210,13 +210,29 @@ fn pipe(sock: TcpStream, mut stdin: impl Write + Send + 'static, mut stdout: imp
     let _ = sock.set_nodelay(true);
     let Ok(mut up) = sock.try_clone() else { return };
     let upward = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut up, &mut stdin);
+        let _ = shovel(&mut up, &mut stdin);
         // Dropping stdin tells the child (and through it the remote end) that we are done.
     });
     let mut down = &sock;
-    let _ = std::io::copy(&mut stdout, &mut down);
+    let _ = shovel(&mut stdout, &mut down);
     let _ = sock.shutdown(Shutdown::Both);
     let _ = upward.join();
+}
+
+/// Copy until end of input with plain reads and writes. `std::io::copy` splices between a socket
+/// and a pipe, and with the pipe's other end passed to an ssh mux master no data came through
+/// (OpenSSH 9.2: the copy's first connection timed out in the lab test).
+fn shovel(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 128 << 10];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+    }
 }
 
 #[cfg(test)]
