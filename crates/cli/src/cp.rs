@@ -21,11 +21,23 @@ use std::time::Duration;
 
 const CP_AFTER_HELP: &str = "\
 DESTINATION:
+  [user@]HOST:PATH over ssh: cp runs `linerate serve --once --ssh` on HOST through the
+                   system ssh (~/.ssh/config, agent, ProxyJump and keys apply; -e to
+                   replace ssh), which announces a port and a one-time key; the streams
+                   then connect to HOST directly (--via-ssh: through the ssh connection).
+                   PATH is relative to the remote home unless absolute, as for scp, and
+                   never passes through a remote shell. IPv6: [user@][ADDR]:PATH.
   HOST:PORT:PATH   a running `linerate serve`; PATH is relative to its --root.
                    IPv6: [ADDR]:PORT:PATH. Needs --key-file with the server's key.
   PATH             a local path: cp starts its own server process on loopback and hands
                    it a fresh one-time key through a pipe. Prefix a local path that
                    contains ':' with ./
+
+  An operand with a ':' before any '/' is remote: a numeric PORT between two colons (and
+  no user@) means a running daemon, anything else ssh.
+
+SOURCE:
+  [user@]HOST:PATH as the only SRC copies from HOST over ssh into the local DEST.
 
   As with cp -r: if DEST is an existing directory, each SRC is copied into it under its
   own name; otherwise the single SRC becomes DEST.

@@ -73,6 +73,47 @@ fn push_over_ssh_copies_the_tree() {
     let o = run_bounded(cmd, LIMIT);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("no/such"), "{}", text(&o));
+    wait_no_remote(&lab);
+}
+
+/// The remote linerates of the lab's server are all gone within a few seconds.
+fn wait_no_remote(lab: &SshLab) {
+    let t0 = Instant::now();
+    loop {
+        let left: Vec<u32> = lab.server_pids().into_iter().filter(|p| cmdline(*p).contains("serve --once")).collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(15), "remote linerate still running: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_remote_ends_when_the_client_is_killed_mid_transfer() {
+    let Some(lab) = SshLab::start() else { return };
+    let (src, dst) = (lab.dir.path().join("src"), lab.dir.path().join("dst"));
+    fs::create_dir_all(&src).unwrap();
+    fs::create_dir(&dst).unwrap();
+    for i in 0..16 {
+        // Sparse: cheap to make, still 64 MiB each to read, encrypt and send.
+        let f = fs::File::create(src.join(format!("f{i:02}"))).unwrap();
+        f.set_len(64 << 20).unwrap();
+    }
+    let mut cmd = lab.cp();
+    cmd.arg(&src).arg(remote(&dst)).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut client = cmd.spawn().unwrap();
+    // Wait until the session runs (the remote has made the destination directory).
+    let t0 = Instant::now();
+    while !dst.join("src").exists() && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(dst.join("src").exists(), "the copy never started");
+    assert!(lab.server_pids().iter().any(|p| cmdline(*p).contains("serve --once")));
+    client.kill().unwrap(); // SIGKILL: no chance to clean up
+    client.wait().unwrap();
+    // The remote's streams break (and ssh, then the remote, see their stdin close): it exits.
+    wait_no_remote(&lab);
 }
 
 #[test]
@@ -235,4 +276,29 @@ fn a_version_mismatch_and_a_silent_remote_are_named() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(out.contains("status 127") && out.contains("--remote-linerate"), "{out}");
+}
+
+#[test]
+fn the_remote_exits_when_the_ssh_connection_closes_before_anyone_connects() {
+    let Some(lab) = SshLab::start() else { return };
+    let bin = env!("CARGO_BIN_EXE_linerate");
+    let mut ssh = lab
+        .ssh()
+        .args(["-T", HOST, bin, "serve", "--once", "--ssh", "--connect-deadline", "120"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(ssh.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("LINERATE "), "{line}");
+    let t0 = Instant::now();
+    drop(ssh.stdin.take()); // what the client's death or a dropped ssh connection looks like
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut ssh.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(ssh.wait().unwrap().code(), Some(3), "{err}");
+    assert!(err.contains("the ssh connection closed"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "waited for the deadline instead: {:?}", t0.elapsed());
+    wait_no_remote(&lab);
 }
