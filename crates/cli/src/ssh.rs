@@ -380,6 +380,11 @@ fn remote_failed(f: AnnounceFailure, status: Option<ExitStatus>, target: &SshTar
             "ssh exited with status 127: '{}' was not found on {host}; install linerate there or name it with --remote-linerate PATH",
             escape(args.remote_linerate.as_bytes())
         ),
+        Some((Some(2), _)) => format!(
+            "ssh exited with status 2: the remote '{}' refused its command line (older than this linerate, \
+             without `serve --ssh`?)",
+            escape(args.remote_linerate.as_bytes())
+        ),
         Some((Some(c), _)) => format!("ssh exited with status {c}"),
         Some((None, s)) => format!("ssh ended: {s}"),
         None => "ssh did not end and was killed".into(),

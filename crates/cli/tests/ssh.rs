@@ -272,6 +272,11 @@ fn a_version_mismatch_and_a_silent_remote_are_named() {
     assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(out.contains("Welcome to the lab") && out.contains("ssh exited with status 7"), "{out}");
     assert!(out.contains("oops"), "ssh's stderr must pass through: {out}");
+    let older = script("older", "echo \"error: unexpected argument '--ssh' found\" >&2; exit 2");
+    let o = cp_with(&older);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains("unexpected argument") && out.contains("status 2") && out.contains("older"), "{out}");
     let o = cp_with(&lab.dir.path().join("not-installed"));
     let out = text(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
