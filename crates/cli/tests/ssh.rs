@@ -307,3 +307,52 @@ fn the_remote_exits_when_the_ssh_connection_closes_before_anyone_connects() {
     assert!(t0.elapsed() < Duration::from_secs(20), "waited for the deadline instead: {:?}", t0.elapsed());
     wait_no_remote(&lab);
 }
+
+/// Not a test: rates of a 1 GiB push over the lab's veth (no rate limit, so CPU bound) with
+/// `linerate cp` direct, `linerate cp --via-ssh` and `scp -r`, each checked for identical bytes.
+/// Run with `cargo test --test ssh measure -- --ignored --nocapture`; `LINERATE_BIN` names a
+/// release build to measure instead of this test's debug binary (for both ends).
+#[test]
+#[ignore]
+fn measure_push_rates() {
+    let Some(lab) = SshLab::start() else { return };
+    let bin = std::env::var("LINERATE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_linerate").into());
+    let shm = tempfile::Builder::new().prefix("linerate-sshbench-").tempdir_in("/dev/shm").unwrap();
+    let src = shm.path().join("src");
+    fs::create_dir(&src).unwrap();
+    for i in 0..4u8 {
+        let chunk: Vec<u8> = (0..1u32 << 20).map(|j| (j.wrapping_mul(2_654_435_761) >> 11) as u8 ^ i).collect();
+        let mut f = fs::File::create(src.join(format!("f{i}"))).unwrap();
+        for _ in 0..256 {
+            std::io::Write::write_all(&mut f, &chunk).unwrap();
+        }
+    }
+    let bytes = 4u64 << 28;
+    let mut run = |name: &str, mut cmd: std::process::Command, dst: &Path| {
+        fs::create_dir_all(dst).unwrap();
+        let t0 = Instant::now();
+        let o = run_bounded(std::mem::replace(&mut cmd, std::process::Command::new("true")), LIMIT * 5);
+        let s = t0.elapsed().as_secs_f64();
+        assert!(o.status.success(), "{name}: {}", text(&o));
+        same_tree(&src, &dst.join("src"));
+        eprintln!("{name:>24}: {:6.2} s  {:6.2} Gbit/s", s, bytes as f64 * 8.0 / s / 1e9);
+        fs::remove_dir_all(dst).unwrap();
+    };
+    let cp = |extra: &[&str]| {
+        let mut c = lab.in_client(&bin);
+        c.args(["cp", "--no-save", "-q", "--rsh", &lab.rsh(), "--remote-linerate", &bin]).args(extra).arg(&src);
+        c
+    };
+    let dst = shm.path().join("dst");
+    for _ in 0..2 {
+        let mut c = cp(&[]);
+        c.arg(remote(&dst));
+        run("linerate cp (ssh start)", c, &dst);
+        let mut c = cp(&["--via-ssh"]);
+        c.arg(remote(&dst));
+        run("linerate cp --via-ssh", c, &dst);
+        let mut c = lab.in_client("scp");
+        c.arg("-F").arg(&lab.ssh_config).args(["-q", "-r"]).arg(&src).arg(remote(&dst));
+        run("scp -r", c, &dst);
+    }
+}

@@ -231,9 +231,9 @@ pub fn resolve_destination(root: &OwnedFd, dest: &[u8], sources: u32) -> Result<
 
 /// Resolve a destination the way scp does for the ssh user who started the server
 /// ([`crate::server::PathMode::AsUser`]): relative to `base` (the login directory), absolute paths
-/// allowed, symlinks and `..` in the path followed as the operating system allows; then the
-/// `cp -r` rules of [`resolve_destination`]. Entries of the tree are later created beneath the
-/// returned handle, confined as always.
+/// allowed (`~/` is the login directory too), symlinks and `..` in the path followed as the
+/// operating system allows; then the `cp -r` rules of [`resolve_destination`]. Entries of the
+/// tree are later created beneath the returned handle, confined as always.
 pub fn resolve_user_destination(base: &OwnedFd, dest: &[u8], sources: u32) -> Result<Destination, String> {
     if dest.len() > linerate_proto::caps::MAX_PATH {
         return Err("destination path longer than 4096 bytes".into());
@@ -242,6 +242,8 @@ pub fn resolve_user_destination(base: &OwnedFd, dest: &[u8], sources: u32) -> Re
         return Err("destination path contains NUL".into());
     }
     let shown = name::escape(dest);
+    // `~` and `~/...` name the login directory, as scp (in SFTP mode) expands them.
+    let dest = if dest == b"~" { &b""[..] } else { dest.strip_prefix(b"~/").unwrap_or(dest) };
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let whole: &[u8] = if dest.is_empty() { b"." } else { dest };
     match rfs::openat(base, whole, dir_flags, Mode::empty()) {
@@ -365,6 +367,10 @@ mod tests {
         // Relative, through a symlink in the prefix, and with `..`.
         let d = resolve_user_destination(&b, b"link", 1).unwrap();
         assert!(d.into_dir && ino(&d.dir) == elsewhere);
+        let d = resolve_user_destination(&b, b"~/link", 1).unwrap();
+        assert!(d.into_dir && ino(&d.dir) == elsewhere);
+        let d = resolve_user_destination(&b, b"~", 1).unwrap();
+        assert!(d.into_dir && ino(&d.dir) == ino(&b));
         let d = resolve_user_destination(&b, b"sub/../link/new", 1).unwrap();
         assert!(!d.into_dir && ino(&d.dir) == elsewhere);
         // Absolute.

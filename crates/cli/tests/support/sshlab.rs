@@ -121,7 +121,7 @@ impl SshLab {
             format!(
                 "Port 22\nListenAddress {SERVER_IP}\nHostKey {}\nAuthorizedKeysFile {}\nPidFile none\n\
                  PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
-                 PermitRootLogin prohibit-password\nStrictModes no\nAllowTcpForwarding yes\nLogLevel ERROR\n\
+                 PermitRootLogin prohibit-password\nStrictModes no\nAllowTcpForwarding yes\nSubsystem sftp internal-sftp\nLogLevel ERROR\n\
                  MaxStartups 100\nMaxSessions 100\n",
                 hk.display(),
                 d.join("authorized_keys").display()
