@@ -36,8 +36,12 @@ DESTINATION:
   An operand with a ':' before any '/' is remote: a numeric PORT between two colons (and
   no user@) means a running daemon, anything else ssh.
 
-SOURCE:
-  [user@]HOST:PATH as the only SRC copies from HOST over ssh into the local DEST.
+  Pull: `linerate cp HOST:PORT:PATH LOCAL` copies PATH from a running server;
+  `linerate cp [user@]HOST:PATH LOCAL` copies it over ssh.
+
+  Files already at the destination with the same size and mtime are skipped
+  (--checksum: same BLAKE3); an interrupted large file resumes from its verified
+  chunks when the same command runs again.
 
   As with cp -r: if DEST is an existing directory, each SRC is copied into it under its
   own name; otherwise the single SRC becomes DEST.
@@ -95,6 +99,17 @@ pub struct CpArgs {
     no_save: bool,
     #[command(flatten)]
     ssh: crate::ssh::SshArgs,
+    /// A file is up to date when its BLAKE3 matches, not merely its size and modification time
+    /// (both sides read every file of the same size).
+    #[arg(long, short = 'c')]
+    checksum: bool,
+    /// Delete entries in the copied directories at the destination that the source does not have
+    /// (never anything outside them).
+    #[arg(long)]
+    delete: bool,
+    /// Change nothing: list what would be sent (and deleted), on standard output.
+    #[arg(long, short = 'n')]
+    dry_run: bool,
 }
 
 /// `linerate serve` flags.
@@ -261,6 +276,22 @@ pub fn copy_to(
     quiet: bool,
 ) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
     let usage = |e: anyhow::Error| (e, exit::USAGE);
+    // A pull: one remote source, a local destination.
+    if let ([src], Dest::Local(into)) = (sources.as_slice(), parse_dest(dest).map_err(usage)?) {
+        if let Ok(Dest::Remote { host, port, path }) = parse_dest(src) {
+            return pull_to(&host, port, &path, &into, key_file, cfg_fn, quiet);
+        }
+    }
+    for s in &sources {
+        if let Ok(Dest::Remote { .. }) = parse_dest(s) {
+            if std::fs::symlink_metadata(s).is_err() {
+                return Err(usage(anyhow!(
+                    "{}: a pull takes exactly one remote source and a local destination",
+                    s.display()
+                )));
+            }
+        }
+    }
     for s in &sources {
         if std::fs::symlink_metadata(s).is_err() {
             return Err(usage(anyhow!("{}: no such file or directory", s.display())));
@@ -289,13 +320,51 @@ pub fn copy_to(
     let mut cfg = CopyConfig::new(addr, secret, sources, dest_path);
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
+    run_engine(quiet, |progress, sink| send::copy(&cfg, progress, sink), local.as_mut())
+}
+
+/// Pull `path` from a running server into local `into`.
+fn pull_to(
+    host: &str,
+    port: u16,
+    path: &[u8],
+    into: &Path,
+    key_file: Option<&Path>,
+    mut cfg_fn: impl FnMut(&mut CopyConfig),
+    quiet: bool,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+    let usage = |e: anyhow::Error| (e, exit::USAGE);
+    let key = key_file.ok_or_else(|| usage(anyhow!("a remote source needs --key-file with the server's key")))?;
+    let secret = Secret::load(key).map_err(|e| usage(e.into()))?;
+    let addr = resolve(host, port)?;
+    let mut cfg = CopyConfig::new(addr, secret, Vec::new(), Vec::new());
+    cfg.streams = default_streams();
+    cfg_fn(&mut cfg);
+    run_engine(quiet, |progress, sink| linerate_engine::pull::pull(&cfg, path, into, progress, sink), None)
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, (anyhow::Error, u8)> {
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {host}"))
+        .map_err(|e| (e, exit::SESSION))?
+        .next()
+        .ok_or_else(|| (anyhow!("{host}: no address"), exit::SESSION))
+}
+
+/// Run a copy or pull with a progress bar; map its result to a report and an exit code.
+fn run_engine(
+    quiet: bool,
+    f: impl FnOnce(Arc<Progress>, send::ErrorSink) -> Result<CopyReport, EngineError>,
+    local: Option<&mut LocalServer>,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
     let progress = Arc::new(Progress::default());
     let bar = Bar::start(progress.clone(), quiet);
     let handle = bar.handle();
     let sink: send::ErrorSink = Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
-    let result = send::copy(&cfg, progress, sink);
+    let result = f(progress, sink);
     bar.finish();
-    if let Some(server) = local.as_mut() {
+    if let Some(server) = local {
         if result.is_err() {
             let _ = server.child.kill();
         }
@@ -337,12 +406,26 @@ pub fn summary_json(r: &CopyReport) -> serde_json::Value {
             "server": { "user_s": r.server.cpu_user_us as f64 / 1e6, "system_s": r.server.cpu_sys_us as f64 / 1e6 },
         },
         "peak_rss_bytes": { "client": r.client_peak_rss, "server": r.server.peak_rss },
+        "direction": if r.pulled { "pull" } else { "push" },
+        "skipped": { "files": r.skipped_files, "bytes": r.skipped_bytes },
+        "resumed_bytes": r.resumed_bytes,
+        "deleted": r.deleted,
     })
 }
 
 /// A one-line human summary.
 pub fn summary_line(r: &CopyReport) -> String {
-    format!(
+    let mut extra = String::new();
+    if r.skipped_files > 0 {
+        extra += &format!("; {} up to date ({:.1} MB)", r.skipped_files, r.skipped_bytes as f64 / 1e6);
+    }
+    if r.resumed_bytes > 0 {
+        extra += &format!("; resumed, {:.1} MB already there", r.resumed_bytes as f64 / 1e6);
+    }
+    if r.deleted > 0 {
+        extra += &format!("; {} deleted", r.deleted);
+    }
+    let line = format!(
         "{} files, {:.1} MB in {:.2} s: {:.2} Gbit/s over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
         r.files,
         r.bytes as f64 / 1e6,
@@ -354,7 +437,8 @@ pub fn summary_line(r: &CopyReport) -> String {
         r.client_cpu.sys_us as f64 / 1e6,
         r.server.cpu_user_us as f64 / 1e6,
         r.server.cpu_sys_us as f64 / 1e6,
-    )
+    );
+    line + &extra
 }
 
 /// Keeps the run in the report store; a failure to save is a warning, not a failed copy.
@@ -398,6 +482,17 @@ pub fn run_cp(a: CpArgs) -> u8 {
         c.suite = suite;
         c.timeout = Duration::from_secs(a.timeout.max(1));
         c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
+        c.checksum = a.checksum;
+        c.delete = a.delete;
+        c.dry_run = a.dry_run;
+        let to_stderr = a.json;
+        c.list = Some(send::ListSink(Arc::new(move |line: &str| {
+            if to_stderr {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
+        })));
     };
     let r = match job {
         Some(job) => crate::ssh::copy(job, &a.ssh, apply, a.quiet || a.json),

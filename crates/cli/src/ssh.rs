@@ -473,7 +473,7 @@ pub fn copy(
             cfg.dest = target.path;
             send::copy(&cfg, progress, sink)
         }
-        Job::Pull { target, into } => pull(&cfg, &target.path, &into, progress, sink),
+        Job::Pull { target, into } => linerate_engine::pull::pull(&cfg, &target.path, &into, progress, sink),
     };
     bar.finish();
     if let (Some(n), false) = (remote.forwarded(), quiet) {
@@ -496,16 +496,6 @@ pub fn copy(
             Err((anyhow::Error::new(e), code))
         }
     }
-}
-
-fn pull(
-    _cfg: &CopyConfig,
-    _from: &[u8],
-    _into: &Path,
-    _progress: Arc<Progress>,
-    _on_error: send::ErrorSink,
-) -> Result<CopyReport, EngineError> {
-    Err(EngineError::Usage("copying from a remote host is not available in this build yet".into()))
 }
 
 /// `linerate serve --once --ssh`: started by `linerate cp` through ssh.

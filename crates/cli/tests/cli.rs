@@ -182,6 +182,55 @@ fn copies_to_a_running_server_with_a_key_file_and_refuses_a_wrong_key() {
 }
 
 #[test]
+fn pulls_from_a_running_server_then_skips_what_is_there_and_lists_a_dry_run() {
+    let t = scratch();
+    let root = t.path().join("root");
+    tree(&root.join("tree"));
+    let key = t.path().join("key");
+    keygen(&key);
+    let srv = serve(&root, &key);
+    let local = t.path().join("local");
+    fs::create_dir(&local).unwrap();
+    let pull = |extra: &[&str]| {
+        bin()
+            .args(["cp", "--no-save", "-q", "--json"])
+            .args(extra)
+            .arg("--key-file")
+            .arg(&key)
+            .arg(format!("{}:tree", srv.addr))
+            .arg(&local)
+            .output()
+            .unwrap()
+    };
+    let out = pull(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    same(&root.join("tree"), &local.join("tree"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["direction"], "pull");
+    // The second run finds everything up to date.
+    let out = pull(&[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["files"], 0, "{v}");
+    assert!(v["skipped"]["files"].as_u64().unwrap() > 0, "{v}");
+    // A dry run with --delete names the extra local file and keeps it.
+    fs::write(local.join("tree/extra"), b"x").unwrap();
+    let out = pull(&["--dry-run", "--delete"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would delete tree/extra"), "{}", text(&out));
+    assert!(local.join("tree/extra").exists());
+    // Two remote sources are refused.
+    let out = bin()
+        .args(["cp", "--no-save", "-q", "--key-file"])
+        .arg(&key)
+        .arg(format!("{}:tree", srv.addr))
+        .arg(format!("{}:tree", srv.addr))
+        .arg(&local)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
 fn refuses_a_key_file_others_can_read() {
     let t = scratch();
     let key = t.path().join("key");

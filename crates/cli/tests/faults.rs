@@ -68,6 +68,9 @@ fn only_complete_files(src: &Path, dst: &Path) -> usize {
         for e in rd.flatten() {
             let ft = e.file_type().unwrap();
             let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".linerate-resume-") {
+                continue; // a resume journal's working file, kept for the next run
+            }
             assert!(!name.starts_with(".linerate-"), "temporary file left: {:?}", e.path());
             if ft.is_dir() {
                 stack.push(e.path());
@@ -136,8 +139,14 @@ impl Serve {
 
 /// Start `linerate cp SRC ADDR:dest` in the background: `dest` exists, so the copy lands in
 /// `dest/src` on every run (cp -r semantics).
-fn start_copy(mut cmd: Command, src: &Path, key: &Path, addr: &str) -> Child {
-    cmd.args(["cp", "--no-save", "-q", "--stall-timeout", "3", "-P", "4", "--key-file"])
+fn start_copy(cmd: Command, src: &Path, key: &Path, addr: &str) -> Child {
+    start_copy_with(cmd, &[], src, key, addr)
+}
+
+fn start_copy_with(mut cmd: Command, extra: &[&str], src: &Path, key: &Path, addr: &str) -> Child {
+    cmd.args(["cp", "--no-save", "-q", "--stall-timeout", "3", "-P", "4"])
+        .args(extra)
+        .arg("--key-file")
         .arg(key)
         .arg(src)
         .arg(format!("{addr}:dest"))
@@ -179,10 +188,35 @@ fn finish(mut child: Child, limit: Duration) -> (ExitStatus, String) {
     }
 }
 
-fn rerun_completes(cmd: Command, src: &Path, key: &Path, addr: &str, dst: &Path) {
-    let (st, out) = finish(start_copy(cmd, src, key, addr), Duration::from_secs(120));
+/// Wait until the receiver has journaled chunks of a large file beneath `dst` (the interrupted
+/// copy will leave something to resume).
+fn wait_for_journal(dst: &Path, copy: &mut Child) {
+    let t = Instant::now();
+    loop {
+        let journaled = [dst.to_path_buf(), dst.join("sub")].iter().any(|d| {
+            fs::read_dir(d).into_iter().flatten().flatten().any(|e| {
+                e.file_name().to_string_lossy().ends_with(".journal") && e.metadata().is_ok_and(|m| m.len() > 200)
+            })
+        });
+        if journaled {
+            return;
+        }
+        assert!(copy.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");
+        assert!(t.elapsed() < Duration::from_secs(60), "no chunk was ever journaled");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Run the same command again: it completes, skips the files that arrived, and resumes the
+/// interrupted ones from their verified chunks.
+fn rerun_completes(cmd: Command, src: &Path, key: &Path, addr: &str, dst: &Path, kept: usize) {
+    let (st, out) = finish(start_copy_with(cmd, &["--json"], src, key, addr), Duration::from_secs(120));
     assert_eq!(st.code(), Some(0), "{out}");
     same(src, dst);
+    let json = out.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no JSON summary: {out}"));
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert!(v["skipped"]["files"].as_u64().unwrap() >= kept as u64, "complete files were sent again: {json}");
+    assert!(v["resumed_bytes"].as_u64().unwrap() > 0, "nothing was resumed: {json}");
 }
 
 #[test]
@@ -195,6 +229,7 @@ fn sigkill_of_the_server_mid_transfer_fails_clearly_and_a_rerun_completes() {
     let mut srv = Serve::start(bin(), &root, &key, "127.0.0.1:0");
     let mut copy = start_copy(bin(), &src, &key, &srv.addr);
     wait_mid_transfer(&root.join("dest/src"), &mut copy);
+    wait_for_journal(&root.join("dest/src"), &mut copy);
     srv.child.kill().unwrap(); // SIGKILL
     srv.child.wait().unwrap();
     let (st, out) = finish(copy, Duration::from_secs(30));
@@ -204,7 +239,7 @@ fn sigkill_of_the_server_mid_transfer_fails_clearly_and_a_rerun_completes() {
     let kept = only_complete_files(&src, &root.join("dest/src"));
     assert!(kept < 17, "everything arrived before the kill");
     let srv = Serve::start(bin(), &root, &key, "127.0.0.1:0");
-    rerun_completes(bin(), &src, &key, &srv.addr, &root.join("dest/src"));
+    rerun_completes(bin(), &src, &key, &srv.addr, &root.join("dest/src"), kept);
 }
 
 #[test]
@@ -217,6 +252,7 @@ fn sigkill_of_the_client_mid_transfer_leaves_no_partial_file_and_a_rerun_complet
     let srv = Serve::start(bin(), &root, &key, "127.0.0.1:0");
     let mut copy = start_copy(bin(), &src, &key, &srv.addr);
     wait_mid_transfer(&root.join("dest/src"), &mut copy);
+    wait_for_journal(&root.join("dest/src"), &mut copy);
     copy.kill().unwrap(); // SIGKILL
     copy.wait().unwrap();
     // The server notices at once (the streams end mid-record), says so, and cleans up.
@@ -228,7 +264,7 @@ fn sigkill_of_the_client_mid_transfer_leaves_no_partial_file_and_a_rerun_complet
     assert!(log.contains("session aborted"), "{log}");
     let kept = only_complete_files(&src, &root.join("dest/src"));
     assert!(kept < 17, "everything arrived before the kill");
-    rerun_completes(bin(), &src, &key, &srv.addr, &root.join("dest/src"));
+    rerun_completes(bin(), &src, &key, &srv.addr, &root.join("dest/src"), kept);
 }
 
 /// Two network namespaces joined by a veth pair, removed on drop.
@@ -290,6 +326,7 @@ fn a_link_cut_mid_transfer_fails_clearly_and_a_rerun_completes() {
     let srv = Serve::start(Link::bin_in(&link.b), &root, &key, "198.18.66.2:0");
     let mut copy = start_copy(Link::bin_in(&link.a), &src, &key, &srv.addr);
     wait_mid_transfer(&root.join("dest/src"), &mut copy);
+    wait_for_journal(&root.join("dest/src"), &mut copy);
     let cut = Instant::now();
     assert!(ip(&["-n", &link.a, "link", "set", &link.dev, "down"]));
     let (st, out) = finish(copy, Duration::from_secs(30));
@@ -305,7 +342,7 @@ fn a_link_cut_mid_transfer_fails_clearly_and_a_rerun_completes() {
     let kept = only_complete_files(&src, &root.join("dest/src"));
     assert!(kept < 17, "everything arrived before the cut");
     assert!(ip(&["-n", &link.a, "link", "set", &link.dev, "up"]));
-    rerun_completes(Link::bin_in(&link.a), &src, &key, &srv.addr, &root.join("dest/src"));
+    rerun_completes(Link::bin_in(&link.a), &src, &key, &srv.addr, &root.join("dest/src"), kept);
     drop(srv);
     drop(link);
 }

@@ -117,6 +117,55 @@ fn the_remote_ends_when_the_client_is_killed_mid_transfer() {
 }
 
 #[test]
+fn pull_over_ssh_copies_the_tree() {
+    let Some(lab) = SshLab::start() else { return };
+    let (src, dst) = (lab.dir.path().join("src"), lab.dir.path().join("dst"));
+    tree(&src);
+    fs::create_dir(&dst).unwrap();
+    let mut cmd = lab.cp();
+    cmd.arg(remote(&src)).arg(&dst).arg("--json");
+    let o = run_bounded(cmd, LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    same_tree(&src, &dst.join("src"));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["direction"], "pull", "{j}");
+    // A file to a new local name; then the same pull again skips what is unchanged.
+    let mut cmd = lab.cp();
+    cmd.arg(remote(&src.join("a/b/big.bin"))).arg(dst.join("copy.bin"));
+    let o = run_bounded(cmd, LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(fs::read(dst.join("copy.bin")).unwrap(), fs::read(src.join("a/b/big.bin")).unwrap());
+    let mut cmd = lab.cp();
+    cmd.arg(remote(&src)).arg(&dst).arg("--json");
+    let o = run_bounded(cmd, LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["skipped"]["files"], 3, "{j}");
+    // A missing remote source is named, with exit status 2.
+    let mut cmd = lab.cp();
+    cmd.arg(remote(&src.join("nope"))).arg(&dst);
+    let o = run_bounded(cmd, LIMIT);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("nope"), "{}", text(&o));
+    wait_no_remote(&lab);
+}
+
+#[test]
+fn via_ssh_pulls_too() {
+    let Some(lab) = SshLab::start() else { return };
+    let (src, dst) = (lab.dir.path().join("src"), lab.dir.path().join("dst"));
+    tree(&src);
+    fs::create_dir(&dst).unwrap();
+    let mut cmd = lab.cp();
+    cmd.args(["--via-ssh", "-P", "2"]).arg(remote(&src)).arg(&dst);
+    let o = run_bounded(cmd, LIMIT);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    same_tree(&src, &dst.join("src"));
+    assert!(out.contains("--via-ssh: 3 connections carried through ssh"), "{out}");
+}
+
+#[test]
 fn a_relative_remote_path_is_under_the_remote_home_and_a_hostile_name_never_meets_a_shell() {
     let Some(lab) = SshLab::start() else { return };
     // The remote side's working directory, as scp resolves relative paths.

@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 /// How many directory handles the receiver keeps open per session.
@@ -338,6 +339,104 @@ impl DirCache {
     }
 }
 
+/// Every name in directory `dir` but `.` and `..`.
+pub fn list_dir(dir: &OwnedFd) -> io::Result<Vec<Vec<u8>>> {
+    let mut d = rfs::Dir::read_from(dir).map_err(ioe)?;
+    let mut out = Vec::new();
+    while let Some(e) = d.read() {
+        let e = e.map_err(ioe)?;
+        let n = e.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push(n.to_vec());
+        }
+    }
+    Ok(out)
+}
+
+/// Remove entry `name` of `parent`, with everything beneath it if it is a directory (never
+/// following a symlink: a link is removed, not its target).
+pub fn remove_tree(parent: &OwnedFd, name: &[u8]) -> io::Result<()> {
+    remove_tree_at(parent, name, 0)
+}
+
+fn remove_tree_at(parent: &OwnedFd, name: &[u8], depth: u32) -> io::Result<()> {
+    match rfs::unlinkat(parent, name, AtFlags::empty()) {
+        Ok(()) => return Ok(()),
+        Err(Errno::ISDIR | Errno::PERM) => {}
+        Err(e) => return Err(ioe(e)),
+    }
+    // Each level holds a directory handle open: stay well inside the descriptor limit.
+    if depth >= 256 {
+        return Err(io::Error::other("directory nesting too deep to delete"));
+    }
+    let dir = open_dir(parent, name)?;
+    for child in list_dir(&dir)? {
+        remove_tree_at(&dir, &child, depth + 1)?;
+    }
+    rfs::unlinkat(parent, name, AtFlags::REMOVEDIR).map_err(ioe)
+}
+
+/// Resolve the source of a pull beneath `root`, one component at a time with `O_NOFOLLOW`, so no
+/// symlink on the way can lead outside it. Returns the handle of the source's parent (keep it
+/// for the session) and a path to the source through that handle (`/proc/self/fd/N/name`), which
+/// cannot be redirected by renaming the directories above it. The source itself may be a file,
+/// a directory or a symlink (sent as a link).
+pub fn resolve_source(root: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std::path::PathBuf), String> {
+    use std::os::fd::AsRawFd;
+    let parts = name::split_dest(path).map_err(|e| e.to_string())?;
+    let shown = name::escape(path);
+    let Some((last, parents)) = parts.split_last() else {
+        return Err("name the file or directory to pull (the root itself has no name)".into());
+    };
+    let mut dir = rfs::openat(root, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("opening the root: {}", ioe(e)))?;
+    for p in parents {
+        dir = open_dir(&dir, p).map_err(|e| format!("source '{shown}': '{}': {e}", name::escape(p)))?;
+    }
+    rfs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| format!("source '{shown}': {}", ioe(e)))?;
+    if !proc_fd_available() {
+        return Err("pulling needs /proc on the server".into());
+    }
+    let mut p = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    p.push(std::ffi::OsStr::from_bytes(last));
+    Ok((dir, p))
+}
+
+/// Resolve the source of a pull for a server run by the ssh user
+/// ([`crate::server::PathMode::AsUser`]), as scp does: relative to `base` (the login directory,
+/// also `~/`), absolute paths allowed, symlinks and `..` in the directories above the source
+/// followed as the operating system allows. The source itself is not followed (a symlink is sent
+/// as a link), and what lies beneath it is walked as always. Returns what [`resolve_source`] does.
+pub fn resolve_user_source(base: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std::path::PathBuf), String> {
+    use std::os::fd::AsRawFd;
+    if path.len() > linerate_proto::caps::MAX_PATH || path.contains(&0) {
+        return Err("source path longer than 4096 bytes or containing NUL".into());
+    }
+    let shown = name::escape(path);
+    let path = path.strip_prefix(b"~/").unwrap_or(path);
+    let mut trimmed = path;
+    while trimmed.len() > 1 && trimmed.ends_with(b"/") {
+        trimmed = &trimmed[..trimmed.len() - 1];
+    }
+    let (parent, last): (&[u8], &[u8]) = match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/", &trimmed[1..]),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => (b".", trimmed),
+    };
+    if name::validate(last).is_err() || last == b"~" {
+        return Err(format!("source '{shown}': name the file or directory to pull (not '.', '..' or a home)"));
+    }
+    let dir = rfs::openat(base, parent, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("source '{shown}': '{}': {}", name::escape(parent), ioe(e)))?;
+    rfs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| format!("source '{shown}': {}", ioe(e)))?;
+    if !proc_fd_available() {
+        return Err("pulling needs /proc on the server".into());
+    }
+    let mut p = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    p.push(std::ffi::OsStr::from_bytes(last));
+    Ok((dir, p))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -381,5 +480,28 @@ mod tests {
         assert!(resolve_user_destination(&b, b"newname", 2).err().unwrap().contains("2 sources"));
         assert!(resolve_user_destination(&b, b"nope/x", 1).is_err());
         assert!(resolve_user_destination(&b, b"a\0b", 1).is_err());
+    }
+
+    #[test]
+    fn user_source_resolves_like_scp() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        std::fs::create_dir_all(home.join("sub")).unwrap();
+        std::fs::create_dir_all(t.path().join("elsewhere/d")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("elsewhere"), home.join("link")).unwrap();
+        let b = base(&home);
+        for p in [&b"link/d"[..], b"~/link/d/", b"sub/../link/d"] {
+            let (_holder, path) = resolve_user_source(&b, p).unwrap();
+            assert!(path.is_dir(), "{}", String::from_utf8_lossy(p));
+        }
+        let abs = t.path().join("elsewhere/d");
+        let (_holder, path) = resolve_user_source(&b, abs.as_os_str().as_bytes()).unwrap();
+        assert!(path.is_dir());
+        // The source itself is not followed: a symlink stays a symlink.
+        let (_holder, path) = resolve_user_source(&b, b"link").unwrap();
+        assert!(std::fs::symlink_metadata(path).unwrap().file_type().is_symlink());
+        for bad in [&b""[..], b"~", b"~/", b".", b"sub/..", b"missing", b"a\0b"] {
+            assert!(resolve_user_source(&b, bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
     }
 }

@@ -14,6 +14,8 @@ pub mod doctor;
 pub mod error;
 pub mod fsx;
 pub mod host;
+pub mod journal;
+pub mod pull;
 pub mod recv;
 pub mod remote;
 pub mod sample;

@@ -6,8 +6,12 @@
 use crate::conn::{RecvHalf, SendHalf};
 use crate::cpu::{self, CpuTimes};
 use crate::fsx::{self, Destination, DirCache};
+use crate::journal::{self, Journal};
+use crate::send::{ListSink, Progress};
 use linerate_proto::frame::{
-    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, Time, FLAG_FSYNC, FLAG_VERIFY,
+    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, Keep, LinkEntry, Note, Offer, Ranges, Summary, Time,
+    Want, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY, NOTE_DELETED,
+    NOTE_WOULD_DELETE, WANT_ALL, WANT_MISSING, WANT_NONE, WANT_REFUSED,
 };
 use linerate_proto::track::{Completion, Step, Tracker};
 use linerate_proto::{frame, ErrorCode, ProtoError};
@@ -39,6 +43,8 @@ pub struct SessionParams {
 
 struct OpenFile {
     inc: fsx::Incoming,
+    /// For a resumable (multi-chunk, sync) file: its journal.
+    journal: Option<Mutex<Journal>>,
     parent: Arc<OwnedFd>,
     path: Vec<u8>,
     name: Box<[u8]>,
@@ -58,6 +64,8 @@ struct State {
     open: HashMap<u64, Slot>,
     attached: HashSet<u16>,
     ended: u16,
+    /// `--delete`: names kept so far per directory (None once over the cap).
+    keeps: HashMap<u64, Option<HashSet<Box<[u8]>>>>,
 }
 
 #[derive(Default)]
@@ -70,6 +78,10 @@ struct Counters {
     cpu_user: AtomicU64,
     cpu_sys: AtomicU64,
     temp_seq: AtomicU64,
+    skipped_files: AtomicU64,
+    skipped_bytes: AtomicU64,
+    resumed_bytes: AtomicU64,
+    deleted: AtomicU64,
 }
 
 /// Why a session ended early.
@@ -99,6 +111,30 @@ pub struct RecvSession {
     waiters: AtomicUsize,
     abort_reason: Mutex<Option<Abort>>,
     n: Counters,
+    fin: Mutex<Finish>,
+    /// Live counters, when this side shows progress (a pull).
+    progress: Option<Arc<Progress>>,
+    /// Where listings go on this side (a pull); otherwise they travel to the peer as `Note`s.
+    list: Option<ListSink>,
+    /// Where per-entry errors are shown on this side (a pull), besides being sent to the peer.
+    on_error: Option<crate::send::ErrorSink>,
+}
+
+/// The answer to an offer: verdict, chunk ranges held, and the file to write (none when nothing
+/// will be written).
+type Decision = (u8, Vec<(u64, u64)>, Option<OpenFile>);
+
+/// What a pull's receiving side did beyond its summary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SyncCounts {
+    /// Files found up to date (in a dry run: every offered file).
+    pub skipped_files: u64,
+    /// Their bytes.
+    pub skipped_bytes: u64,
+    /// Bytes of partial files reused.
+    pub resumed_bytes: u64,
+    /// Entries deleted (or that would be).
+    pub deleted: u64,
 }
 
 /// How a session ended.
@@ -113,6 +149,19 @@ pub enum Outcome {
 impl RecvSession {
     /// A session writing beneath `dest`, reporting on `control`.
     pub fn new(p: SessionParams, dest: Destination, control: SendHalf) -> Arc<RecvSession> {
+        Self::with_display(p, dest, control, None, None, None)
+    }
+
+    /// A session that also updates `progress` and lists to `list` locally (the receiving side of a
+    /// pull, in the client).
+    pub fn with_display(
+        p: SessionParams,
+        dest: Destination,
+        control: SendHalf,
+        progress: Option<Arc<Progress>>,
+        list: Option<ListSink>,
+        on_error: Option<crate::send::ErrorSink>,
+    ) -> Arc<RecvSession> {
         Arc::new(RecvSession {
             state: Mutex::new(State {
                 tracker: Tracker::new(p.chunk_size),
@@ -120,6 +169,7 @@ impl RecvSession {
                 open: HashMap::new(),
                 attached: HashSet::new(),
                 ended: 0,
+                keeps: HashMap::new(),
             }),
             p,
             changed: Condvar::new(),
@@ -129,7 +179,45 @@ impl RecvSession {
             waiters: AtomicUsize::new(0),
             abort_reason: Mutex::new(None),
             n: Counters::default(),
+            fin: Mutex::new(Finish::default()),
+            progress,
+            list,
+            on_error,
         })
+    }
+
+    /// The sender's `Finish` totals (zero until it arrived).
+    pub fn finish_totals(&self) -> Finish {
+        *self.fin.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sync counters.
+    pub fn sync_counts(&self) -> SyncCounts {
+        SyncCounts {
+            skipped_files: self.n.skipped_files.load(Relaxed),
+            skipped_bytes: self.n.skipped_bytes.load(Relaxed),
+            resumed_bytes: self.n.resumed_bytes.load(Relaxed),
+            deleted: self.n.deleted.load(Relaxed),
+        }
+    }
+
+    fn has(&self, flag: u32) -> bool {
+        self.p.flags & flag != 0
+    }
+
+    /// Remove (or, for a resumable file when `keep` is set, preserve for the next run) what an
+    /// unfinished file left behind.
+    fn drop_file(of: &OpenFile, keep: bool) {
+        match &of.journal {
+            Some(j) if keep => {
+                let _ = j.lock().unwrap_or_else(PoisonError::into_inner).flush(&of.inc.file);
+            }
+            Some(j) => {
+                fsx::discard_incoming(&of.parent, &of.inc);
+                j.lock().unwrap_or_else(PoisonError::into_inner).remove(&of.parent);
+            }
+            None => fsx::discard_incoming(&of.parent, &of.inc),
+        }
     }
 
     /// Wake waiters after a change made under the lock (the lock orders our change before any
@@ -189,7 +277,7 @@ impl RecvSession {
         let mut st = self.lock();
         for (_, slot) in st.open.drain() {
             if let Slot::Ready(of) = slot {
-                fsx::discard_incoming(&of.parent, &of.inc);
+                Self::drop_file(&of, true);
             }
         }
         drop(st);
@@ -203,6 +291,14 @@ impl RecvSession {
 
     fn report(&self, code: ErrorCode, path: &[u8], msg: &str) {
         self.n.errors.fetch_add(1, Relaxed);
+        if let Some(sink) = &self.on_error {
+            sink(format!(
+                "{}: {} ({})",
+                linerate_proto::name::escape(path),
+                linerate_proto::name::escape(msg.as_bytes()),
+                code.describe()
+            ));
+        }
         let _ = self
             .control
             .lock()
@@ -214,8 +310,20 @@ impl RecvSession {
     /// Only a data stream that has not ended can still declare something, so when the caller's
     /// stream is the last one open the answer is final at once; otherwise the wait ends after
     /// [`WAIT_LIMIT`] or the idle timeout, whichever is shorter.
-    fn until<T>(&self, mut f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>) -> Result<T, Abort> {
-        let deadline = Instant::now() + WAIT_LIMIT.min(self.p.idle_timeout);
+    fn until<T>(&self, f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>) -> Result<T, Abort> {
+        self.until_from(false, f)
+    }
+
+    /// [`Self::until`] for a caller on the control stream (which cannot declare anything itself).
+    fn until_from<T>(
+        &self,
+        control: bool,
+        mut f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>,
+    ) -> Result<T, Abort> {
+        // The control stream waits a little longer than the data streams do, so that a data
+        // stream's own failure (it is what carries the declarations) is the one reported.
+        let extra = if control { Duration::from_secs(2) } else { Duration::ZERO };
+        let deadline = Instant::now() + WAIT_LIMIT.min(self.p.idle_timeout) + extra;
         let mut st = self.lock();
         loop {
             if self.aborted.load(Relaxed) {
@@ -225,7 +333,7 @@ impl RecvSession {
                 return Ok(v);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || st.ended.saturating_add(1) >= self.p.streams {
+            if left.is_zero() || st.ended.saturating_add(u16::from(!control)) >= self.p.streams {
                 return Err(ProtoError::Violation("a frame refers to an entry that was never declared".into()).into());
             }
             st = self.wait(st, left);
@@ -269,6 +377,15 @@ impl RecvSession {
                     })
                 }
                 Err(crate::EngineError::Proto(e)) => return Err(e.into()),
+                Err(crate::EngineError::Net { source, .. })
+                    if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                {
+                    let secs = self.p.idle_timeout.as_secs_f64();
+                    return Err(Abort {
+                        code: ErrorCode::Protocol,
+                        message: format!("a data stream was silent for {secs} s (the idle timeout)"),
+                    });
+                }
                 Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
             };
             for f in frame::frames(plain) {
@@ -294,7 +411,19 @@ impl RecvSession {
         let failed = self.until(|st| {
             Ok(match st.tracker.dir(d)? {
                 Step::Accepted => {
-                    let r = st.dirs.get(d.parent, &st.tracker).and_then(|p| fsx::make_dir(&p, d.name));
+                    let dry = self.has(FLAG_DRY_RUN);
+                    let r = st.dirs.get(d.parent, &st.tracker).and_then(|p| {
+                        if dry {
+                            fsx::open_dir(&p, d.name)
+                        } else {
+                            fsx::make_dir(&p, d.name)
+                        }
+                    });
+                    if dry && r.is_err() {
+                        // Would be created: everything beneath it is new.
+                        st.dirs.mark_failed(d.id);
+                        return Ok(Some(None));
+                    }
                     Some(match r {
                         Ok(fd) => {
                             st.dirs.insert(d.id, fd);
@@ -326,6 +455,9 @@ impl RecvSession {
                 _ => None,
             })
         })?;
+        if self.has(FLAG_DRY_RUN) {
+            return Ok(());
+        }
         let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
         match parent.and_then(|p| fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime)) {
             Ok(()) => {
@@ -352,7 +484,20 @@ impl RecvSession {
         let still_wanted = matches!(st.open.get(&s.id), Some(Slot::Creating));
         match created {
             Ok((parent, inc)) if still_wanted => {
-                let of = OpenFile { inc, parent, path, name: s.name.into(), tmp, mode: s.mode, mtime: s.mtime };
+                if let Some(p) = &self.progress {
+                    p.found_files.fetch_add(1, Relaxed);
+                    p.found_bytes.fetch_add(s.size, Relaxed);
+                }
+                let of = OpenFile {
+                    inc,
+                    journal: None,
+                    parent,
+                    path,
+                    name: s.name.into(),
+                    tmp,
+                    mode: s.mode,
+                    mtime: s.mtime,
+                };
                 st.open.insert(s.id, Slot::Ready(Arc::new(of)));
             }
             Ok((parent, inc)) => fsx::discard_incoming(&parent, &inc),
@@ -398,6 +543,17 @@ impl RecvSession {
             self.fail_file(c.file, ErrorCode::Io, &format!("write failed: {e}"));
             return Ok(());
         }
+        if let Some(j) = &of.journal {
+            let index = c.offset / u64::from(self.p.chunk_size.max(1));
+            let r = j.lock().unwrap_or_else(PoisonError::into_inner).record(&of.inc.file, index, c.data);
+            if let Err(e) = r {
+                self.fail_file(c.file, ErrorCode::Io, &format!("writing the resume journal: {e}"));
+                return Ok(());
+            }
+        }
+        if let Some(p) = &self.progress {
+            p.bytes.fetch_add(c.data.len() as u64, Relaxed);
+        }
         let step = self.lock().tracker.chunk_written(c.file);
         if let Step::Complete(done) = step {
             self.commit(done)?;
@@ -425,7 +581,7 @@ impl RecvSession {
         let slot =
             self.until(|st| Ok(if st.tracker.abandon(a.file) { Some(st.open.remove(&a.file)) } else { None }))?;
         if let Some(Slot::Ready(of)) = slot {
-            fsx::discard_incoming(&of.parent, &of.inc);
+            Self::drop_file(&of, false);
         }
         self.wake();
         Ok(())
@@ -439,7 +595,7 @@ impl RecvSession {
         drop(st);
         self.wake();
         if let Some(Slot::Ready(of)) = slot {
-            fsx::discard_incoming(&of.parent, &of.inc);
+            Self::drop_file(&of, false);
             self.report(code, &of.path, msg);
         }
     }
@@ -460,7 +616,7 @@ impl RecvSession {
                 }
             }
             // Every chunk was checked for offset and exact length and written, so the size is right.
-            if fsx::created_with(of.mode) {
+            if of.journal.is_none() && fsx::created_with(of.mode) {
                 fsx::set_mtime(&of.inc.file, of.mtime).map_err(|e| io("setting the modification time", e))?;
             } else {
                 fsx::set_meta(&of.inc.file, of.mode, of.mtime).map_err(|e| io("setting mode and time", e))?;
@@ -469,6 +625,9 @@ impl RecvSession {
                 of.inc.file.sync_all().map_err(|e| io("fsync", e))?;
             }
             fsx::commit_incoming(&of.parent, &of.inc, &of.name, &of.tmp).map_err(|e| io("renaming into place", e))?;
+            if let Some(j) = &of.journal {
+                j.lock().unwrap_or_else(PoisonError::into_inner).remove(&of.parent);
+            }
             if self.p.flags & FLAG_FSYNC != 0 {
                 fsx::sync_dir(&of.parent).map_err(|e| io("fsync of directory", e))?;
             }
@@ -478,9 +637,12 @@ impl RecvSession {
             Ok(()) => {
                 self.n.files.fetch_add(1, Relaxed);
                 self.n.bytes.fetch_add(done.size, Relaxed);
+                if let Some(p) = &self.progress {
+                    p.files.fetch_add(1, Relaxed);
+                }
             }
             Err((code, msg)) => {
-                fsx::discard_incoming(&of.parent, &of.inc);
+                Self::drop_file(&of, false);
                 self.report(code, &of.path, &msg);
             }
         }
@@ -556,7 +718,8 @@ impl RecvSession {
         drop(st);
         for (_, of) in leftovers {
             if let Some(of) = of {
-                fsx::discard_incoming(&of.parent, &of.inc);
+                // A resumable file keeps its verified chunks for the next run.
+                Self::drop_file(&of, true);
                 self.report(ErrorCode::Integrity, &of.path, "incomplete: not every chunk arrived");
             } else {
                 self.report(ErrorCode::Integrity, b"", "a declared file never completed");
@@ -584,29 +747,246 @@ impl RecvSession {
         Outcome::Done(summary)
     }
 
+    /// Read the control stream until `Finish`: offers (sync) and listings (`--delete`) come first.
     fn wait_finish(&self, rx: &mut RecvHalf) -> Result<Finish, Abort> {
         rx.set_timeout(Some(self.p.idle_timeout));
-        let plain = loop {
-            match rx.recv() {
+        let mut wants = Vec::new();
+        loop {
+            let plain = match rx.recv() {
                 Ok(Some([])) => continue, // keepalive
-                other => break other,
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    return Err(Abort { code: ErrorCode::Protocol, message: "peer closed the control stream".into() })
+                }
+                Err(crate::EngineError::Proto(e)) => return Err(e.into()),
+                Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
+            };
+            let mut fin = None;
+            for f in frame::frames(plain) {
+                if fin.is_some() {
+                    return Err(ProtoError::Violation("frames after Finish".into()).into());
+                }
+                match f? {
+                    Frame::Offer(o) if self.has(FLAG_SYNC) => self.on_offer(&o, &mut wants)?,
+                    Frame::Keep(k) if self.has(FLAG_DELETE) => self.on_keep(&k)?,
+                    Frame::Finish(x) => fin = Some(x),
+                    Frame::Fatal(f) => {
+                        // The sender gave up (a pull's server); say why, in its words.
+                        let message =
+                            format!("the sender ended the session: {}", linerate_proto::name::escape(f.message));
+                        return Err(Abort { code: ErrorCode::from_u16(f.code), message });
+                    }
+                    other => {
+                        return Err(ProtoError::Violation(format!(
+                            "frame {other:?} is not allowed on the control stream now"
+                        ))
+                        .into())
+                    }
+                }
             }
-        };
-        let plain = match plain {
-            Ok(Some(p)) => p,
-            Ok(None) => {
-                return Err(Abort { code: ErrorCode::Protocol, message: "client closed the control stream".into() })
+            if !wants.is_empty() {
+                let frames: Vec<Frame<'_>> = wants
+                    .iter()
+                    .map(|(file, verdict, have): &(u64, u8, Vec<u8>)| {
+                        Frame::Want(Want { file: *file, verdict: *verdict, have: Ranges::from_encoded(have) })
+                    })
+                    .collect();
+                self.send_control(&frames)
+                    .map_err(|e| Abort { code: ErrorCode::Protocol, message: format!("answering offers: {e}") })?;
+                wants.clear();
             }
-            Err(crate::EngineError::Proto(e)) => return Err(e.into()),
-            Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
-        };
-        let (f, used) = frame::decode(plain)?;
-        match f {
-            Frame::Finish(fin) if used == plain.len() => Ok(fin),
-            other => {
-                Err(ProtoError::Violation(format!("frame {other:?} is not allowed on the control stream now")).into())
+            if let Some(f) = fin {
+                *self.fin.lock().unwrap_or_else(PoisonError::into_inner) = f;
+                return Ok(f);
             }
         }
+    }
+
+    /// A file offered in a sync session: decide what of it to fetch, and get ready to receive it.
+    fn on_offer(&self, o: &Offer<'_>, wants: &mut Vec<(u64, u8, Vec<u8>)>) -> Result<(), Abort> {
+        let s = &o.file;
+        let (parent, path) = self.until_from(true, |st| {
+            Ok(match st.tracker.file_start(s)? {
+                Step::Accepted => {
+                    st.open.insert(s.id, Slot::Creating);
+                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name)))
+                }
+                _ => None,
+            })
+        })?;
+        let dry = self.has(FLAG_DRY_RUN);
+        let chunk = u64::from(self.p.chunk_size.max(1));
+        let decided = (|| -> Result<Decision, String> {
+            let parent = match parent {
+                Ok(p) => p,
+                Err(_) if dry => return Ok((WANT_ALL, Vec::new(), None)),
+                Err(e) => return Err(format!("cannot create file: {e}")),
+            };
+            if self.up_to_date(&parent, s, o.digest) {
+                return Ok((WANT_NONE, Vec::new(), None));
+            }
+            let src = journal::Source { name: s.name, size: s.size, mtime: s.mtime, chunk };
+            if dry {
+                let have = if s.size > chunk { journal::probe(&parent, &src) } else { Vec::new() };
+                return Ok((if have.is_empty() { WANT_ALL } else { WANT_MISSING }, have, None));
+            }
+            let tmp = fsx::temp_name(&self.p.tag, s.id);
+            let (inc, jr, have) = if s.size > chunk {
+                let p = journal::open(&parent, &src).map_err(|e| format!("cannot create partial file: {e}"))?;
+                (fsx::Incoming { file: p.file, tmp: Some(p.name) }, Some(Mutex::new(p.journal)), p.have)
+            } else {
+                let inc =
+                    fsx::create_incoming(&parent, &tmp, s.mode).map_err(|e| format!("cannot create file: {e}"))?;
+                (inc, None, Vec::new())
+            };
+            let of = OpenFile {
+                inc,
+                journal: jr,
+                parent,
+                path: path.clone(),
+                name: s.name.into(),
+                tmp,
+                mode: s.mode,
+                mtime: s.mtime,
+            };
+            Ok((if have.is_empty() { WANT_ALL } else { WANT_MISSING }, have, Some(of)))
+        })();
+        let (verdict, have, of) = match decided {
+            Ok(d) => d,
+            Err(msg) => {
+                let mut st = self.lock();
+                st.open.remove(&s.id);
+                st.tracker.abandon(s.id);
+                drop(st);
+                self.wake();
+                self.report(ErrorCode::Io, &path, &msg);
+                wants.push((s.id, WANT_REFUSED, Vec::new()));
+                return Ok(());
+            }
+        };
+        let held: u64 = have
+            .iter()
+            .flat_map(|&(first, count)| first..first.saturating_add(count))
+            .map(|i| s.size.saturating_sub(i.saturating_mul(chunk)).min(chunk))
+            .sum();
+        let mut st = self.lock();
+        match of {
+            Some(of) => {
+                st.tracker.prefill(s.id, have.iter().copied());
+                st.open.insert(s.id, Slot::Ready(Arc::new(of)));
+                self.n.resumed_bytes.fetch_add(held, Relaxed);
+                if let Some(p) = &self.progress {
+                    p.found_files.fetch_add(1, Relaxed);
+                    p.found_bytes.fetch_add(s.size - held, Relaxed);
+                }
+            }
+            None => {
+                st.open.remove(&s.id);
+                st.tracker.skip(s.id);
+                self.n.skipped_files.fetch_add(1, Relaxed);
+                self.n.skipped_bytes.fetch_add(s.size, Relaxed);
+                if dry {
+                    if let Some(l) = &self.list {
+                        let how = if held > 0 {
+                            format!(" (resume: {held} of {} bytes held)", s.size)
+                        } else {
+                            String::new()
+                        };
+                        (l.0)(&format!("would receive {}{how}", linerate_proto::name::escape(&path)));
+                    }
+                }
+            }
+        }
+        drop(st);
+        self.wake();
+        let mut enc = Vec::new();
+        let _ = Ranges::encode(&have, &mut enc);
+        wants.push((s.id, verdict, enc));
+        Ok(())
+    }
+
+    /// Whether the destination already holds offered file `s`: a regular file of the same size
+    /// and modification time, or, with `--checksum`, of the same size and BLAKE3.
+    fn up_to_date(&self, parent: &OwnedFd, s: &FileStart<'_>, digest: Option<[u8; 32]>) -> bool {
+        use rustix::fs::{self as rfs, AtFlags, FileType};
+        let Ok(st) = rfs::statat(parent, s.name, AtFlags::SYMLINK_NOFOLLOW) else { return false };
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_size as u64 != s.size {
+            return false;
+        }
+        if self.has(FLAG_CHECKSUM) {
+            let Some(want) = digest else { return false };
+            let flags = rfs::OFlags::RDONLY | rfs::OFlags::NOFOLLOW | rfs::OFlags::CLOEXEC;
+            let Ok(fd) = rfs::openat(parent, s.name, flags, rfs::Mode::empty()) else { return false };
+            let mut h = blake3::Hasher::new();
+            return h.update_reader(std::fs::File::from(fd)).is_ok() && *h.finalize().as_bytes() == want;
+        }
+        st.st_mtime == s.mtime.sec && i128::from(st.st_mtime_nsec) == i128::from(s.mtime.nsec)
+    }
+
+    /// `--delete`: the names source directory `k.dir` holds; after the last part, remove
+    /// everything else in it.
+    fn on_keep(&self, k: &Keep<'_>) -> Result<(), Abort> {
+        if k.dir == 0 {
+            return Err(ProtoError::Violation("Keep for the destination itself".into()).into());
+        }
+        let done = self.until_from(true, |st| {
+            if st.tracker.dir_info(k.dir).is_none() {
+                return Ok(None);
+            }
+            let entry = st.keeps.entry(k.dir).or_insert_with(|| Some(HashSet::new()));
+            if let Some(set) = entry {
+                if set.len() + k.names.len() > linerate_proto::caps::MAX_DIR_NAMES {
+                    *entry = None;
+                } else {
+                    set.extend(k.names.iter().map(Box::from));
+                }
+            }
+            if !k.last {
+                return Ok(Some(None));
+            }
+            let set = st.keeps.remove(&k.dir).flatten();
+            Ok(Some(Some((set, st.dirs.get(k.dir, &st.tracker), st.tracker.dir_path(k.dir)))))
+        })?;
+        let Some((set, dir, path)) = done else { return Ok(()) };
+        let Some(set) = set else {
+            self.report(ErrorCode::Limit, &path, "too many names to delete safely; nothing deleted here");
+            return Ok(());
+        };
+        // A directory that does not exist (dry run) or could not be made has nothing to delete.
+        let Ok(dir) = dir else { return Ok(()) };
+        let dry = self.has(FLAG_DRY_RUN);
+        let extra = match fsx::list_dir(&dir) {
+            Ok(names) => names.into_iter().filter(|n| !set.contains(n.as_slice()) && !journal::is_working_name(n)),
+            Err(e) => {
+                self.report(ErrorCode::Io, &path, &format!("listing for --delete: {e}"));
+                return Ok(());
+            }
+        };
+        for name in extra {
+            let mut shown = path.clone();
+            if !shown.is_empty() {
+                shown.push(b'/');
+            }
+            shown.extend_from_slice(&name);
+            if !dry {
+                if let Err(e) = fsx::remove_tree(&dir, &name) {
+                    self.report(ErrorCode::Io, &shown, &format!("cannot delete: {e}"));
+                    continue;
+                }
+            }
+            self.n.deleted.fetch_add(1, Relaxed);
+            let kind = if dry { NOTE_WOULD_DELETE } else { NOTE_DELETED };
+            match &self.list {
+                Some(l) => {
+                    let what = if dry { "would delete" } else { "deleted" };
+                    (l.0)(&format!("{what} {}", linerate_proto::name::escape(&shown)));
+                }
+                None => {
+                    let _ = self.send_control(&[Frame::Note(Note { kind, path: &shown })]);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn aborted_outcome(&self) -> Outcome {

@@ -84,6 +84,18 @@ impl<I, B: Chunked + Clone> Queue<I, B> {
         true
     }
 
+    /// Add an item that is ready now (a file the receiver asked for), without waiting for room:
+    /// its producer bounds how many it adds. False if the copy was aborted.
+    pub fn push_ready(&self, item: I) -> bool {
+        let mut s = self.lock();
+        if s.aborted {
+            return false;
+        }
+        s.items.push_back(item);
+        self.changed.notify_all();
+        true
+    }
+
     /// Walker: nothing more will be pushed.
     pub fn walker_done(&self) {
         self.lock().walker_done = true;

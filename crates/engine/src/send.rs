@@ -11,18 +11,21 @@ use crate::walk::{self, shown, Item, Root, SrcFile};
 use crate::EngineError;
 use linerate_proto::caps::RECORD_OVERHEAD;
 use linerate_proto::frame::{
-    self, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_FSYNC, FLAG_VERIFY,
+    self, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, Keep, LinkEntry, Names, Offer, Summary, Want,
+    FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY, NOTE_WOULD_DELETE, WANT_MISSING,
+    WANT_NONE, WANT_REFUSED,
 };
 use linerate_proto::hello::{StreamKind, Suite};
 use linerate_proto::record::HEADER_LEN;
 use linerate_proto::{name, ErrorCode, ProtoError};
+use std::collections::HashMap;
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::sync::{mpsc, Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Everything a copy needs.
@@ -52,6 +55,35 @@ pub struct CopyConfig {
     pub keepalive: Duration,
     /// Give up when a stream can send nothing for this long (a cut link, a stalled server).
     pub stall_timeout: Duration,
+    /// Offer every file first: skip those already up to date at the destination, resume partial
+    /// ones (`FLAG_SYNC`).
+    pub sync: bool,
+    /// With `sync`: up to date means the same BLAKE3, not the same size and modification time.
+    pub checksum: bool,
+    /// With `sync`: delete destination entries absent from the source directories.
+    pub delete: bool,
+    /// With `sync`: change nothing, list what would be sent and deleted.
+    pub dry_run: bool,
+    /// Where lines for the user go: dry-run listings and deletions.
+    pub list: Option<ListSink>,
+}
+
+/// Receives lines for the user (what was, or would be, sent or deleted).
+#[derive(Clone)]
+pub struct ListSink(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for ListSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ListSink")
+    }
+}
+
+impl ListSink {
+    fn say(this: &Option<ListSink>, line: &str) {
+        if let Some(l) = this {
+            (l.0)(line);
+        }
+    }
 }
 
 impl CopyConfig {
@@ -70,7 +102,30 @@ impl CopyConfig {
             timeout: Duration::from_secs(15),
             keepalive: KEEPALIVE,
             stall_timeout: STALL_TIMEOUT,
+            sync: true,
+            checksum: false,
+            delete: false,
+            dry_run: false,
+            list: None,
         }
+    }
+
+    /// The `Begin.flags` this configuration asks for.
+    pub fn flags(&self) -> u32 {
+        let mut f = 0;
+        for (on, bit) in [
+            (self.verify, FLAG_VERIFY),
+            (self.fsync, FLAG_FSYNC),
+            (self.sync, FLAG_SYNC),
+            (self.sync && self.checksum, FLAG_CHECKSUM),
+            (self.sync && self.delete, FLAG_DELETE),
+            (self.sync && self.dry_run, FLAG_DRY_RUN),
+        ] {
+            if on {
+                f |= bit;
+            }
+        }
+        f
     }
 }
 
@@ -125,13 +180,24 @@ pub struct CopyReport {
     pub client_cpu: CpuTimes,
     /// This process's peak resident memory.
     pub client_peak_rss: u64,
+    /// Files found up to date at the destination (or, in a dry run, every offered file).
+    pub skipped_files: u64,
+    /// Bytes in those files.
+    pub skipped_bytes: u64,
+    /// Bytes of partial files the receiver already held, verified, and that were not sent again.
+    pub resumed_bytes: u64,
+    /// Entries deleted (or, in a dry run, to be deleted) at the destination.
+    pub deleted: u64,
+    /// True for a pull (this side received).
+    pub pulled: bool,
 }
 
 impl CopyReport {
-    /// Goodput in Gbit/s (SI).
+    /// Goodput in Gbit/s (SI): file bytes transferred in this run (bytes a resume kept are not
+    /// counted).
     pub fn gbit_per_s(&self) -> f64 {
         if self.seconds > 0.0 {
-            self.bytes as f64 * 8.0 / self.seconds / 1e9
+            self.bytes.saturating_sub(self.resumed_bytes) as f64 * 8.0 / self.seconds / 1e9
         } else {
             0.0
         }
@@ -169,12 +235,22 @@ struct Totals {
     dirs: AtomicU64,
     links: AtomicU64,
     errors: AtomicU64,
+    skipped_files: AtomicU64,
+    skipped_bytes: AtomicU64,
+    resumed_bytes: AtomicU64,
+    deleted: AtomicU64,
 }
 
 struct Ctx {
     queue: Queue<Item, Arc<BigFile>>,
     chunk: u64,
     verify: bool,
+    /// Files were offered (declared) on the control stream: no `FileStart` on data streams.
+    sync: bool,
+    /// Longest wait for progress (here: for answers to offers).
+    stall_timeout: Duration,
+    /// Set when the receiver stopped answering offers.
+    stalled: AtomicBool,
     keepalive: Duration,
     totals: Totals,
     progress: Arc<Progress>,
@@ -198,23 +274,48 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     let start = Instant::now();
     let cpu0 = cpu::process();
     let mut control = conn::connect(cfg.addr, StreamKind::Control, cfg.suite, &cfg.secret.0, [0; 16], 0, cfg.timeout)?;
-    let flags = if cfg.verify { FLAG_VERIFY } else { 0 } | if cfg.fsync { FLAG_FSYNC } else { 0 };
     control.tx.send_frames(&[Frame::Begin(frame::Begin {
         dest: &cfg.dest,
         sources: cfg.sources.len() as u32,
         chunk_size: cfg.chunk_size,
-        flags,
+        flags: cfg.flags(),
         streams,
     })])?;
+    let into_dir = await_target(&mut control, cfg.timeout)?;
+    let roots = roots(&cfg.sources, &cfg.dest, into_dir)?;
+    let data = connect_data(cfg, &control, streams)?;
+    let sent = run_sender(control, data, roots, &SendOpts::of(cfg), progress, on_error)?;
+    Ok(CopyReport {
+        bytes: sent.fin.bytes,
+        files: sent.fin.files,
+        dirs: sent.fin.dirs,
+        links: sent.fin.links,
+        seconds: start.elapsed().as_secs_f64(),
+        streams,
+        cipher: cfg.suite.name(),
+        local_errors: sent.local_errors,
+        server: sent.summary,
+        client_cpu: cpu::process().since(cpu0),
+        client_peak_rss: cpu::peak_rss(),
+        skipped_files: sent.skipped_files,
+        skipped_bytes: sent.skipped_bytes,
+        resumed_bytes: sent.resumed_bytes,
+        deleted: sent.deleted,
+        pulled: false,
+    })
+}
+
+/// Wait for the server's answer to `Begin` (or `Begin` + `Pull`): one record holding one `Target`.
+pub(crate) fn await_target(control: &mut conn::Secured, timeout: Duration) -> Result<bool, EngineError> {
     // The answer comes at once from a working server; a silent one must not hold us forever.
-    control.rx.set_timeout(Some(cfg.timeout));
+    control.rx.set_timeout(Some(timeout));
     let answer = match control.rx.recv() {
         Err(EngineError::Net { source, .. })
             if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
         {
             return Err(EngineError::Timeout(format!(
                 "the server did not answer the copy request within {} s",
-                cfg.timeout.as_secs_f64()
+                timeout.as_secs_f64()
             )))
         }
         r => r?,
@@ -238,107 +339,235 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         }
     };
     control.rx.set_timeout(None);
-    let roots = roots(&cfg.sources, &cfg.dest, into_dir)?;
+    Ok(into_dir)
+}
 
-    let mut data = Vec::new();
-    for i in 1..=streams {
-        let s =
-            conn::connect(cfg.addr, StreamKind::Data, cfg.suite, &control.stream_psk, control.session, i, cfg.timeout)?;
-        data.push(s);
+/// Open the session's data streams.
+pub(crate) fn connect_data(
+    cfg: &CopyConfig,
+    control: &conn::Secured,
+    streams: u16,
+) -> Result<Vec<conn::Secured>, EngineError> {
+    (1..=streams)
+        .map(|i| {
+            conn::connect(cfg.addr, StreamKind::Data, cfg.suite, &control.stream_psk, control.session, i, cfg.timeout)
+        })
+        .collect()
+}
+
+/// How the sending side of a session behaves (the client's in a push, the server's in a pull).
+#[derive(Debug, Clone)]
+pub struct SendOpts {
+    /// Chunk size.
+    pub chunk: u64,
+    /// `FLAG_*` bits of the session.
+    pub flags: u32,
+    /// Keepalive interval for silent streams.
+    pub keepalive: Duration,
+    /// Give up on a stream that can send nothing for this long.
+    pub stall_timeout: Duration,
+    /// Longest wait for the receiver's summary after `Finish`.
+    pub summary_wait: Duration,
+    /// Where listings go.
+    pub list: Option<ListSink>,
+    /// What to call the other side in messages ("server", "client").
+    pub peer: &'static str,
+}
+
+impl SendOpts {
+    /// The options of a client's push.
+    pub fn of(cfg: &CopyConfig) -> SendOpts {
+        SendOpts {
+            chunk: u64::from(cfg.chunk_size),
+            flags: cfg.flags(),
+            keepalive: cfg.keepalive,
+            stall_timeout: cfg.stall_timeout,
+            summary_wait: SUMMARY_WAIT,
+            list: cfg.list.clone(),
+            peer: "server",
+        }
     }
+    fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+}
 
+/// What the sending side of a session did.
+#[derive(Debug, Clone, Default)]
+pub struct Sent {
+    /// The totals sent in `Finish`.
+    pub fin: Finish,
+    /// The receiver's summary.
+    pub summary: Summary,
+    /// Entries that failed on this side.
+    pub local_errors: u64,
+    /// Files the receiver already had.
+    pub skipped_files: u64,
+    /// Their bytes.
+    pub skipped_bytes: u64,
+    /// Bytes of resumed files not sent again.
+    pub resumed_bytes: u64,
+    /// Entries the receiver deleted (or would delete).
+    pub deleted: u64,
+}
+
+/// Most files offered and not yet answered: the receiver's tracker holds at most
+/// `MAX_OPEN_FILES` declared files, and the wanted ones wait in the queue beside these.
+const OFFER_WINDOW: usize = 1024;
+
+/// Offers awaiting their `Want`.
+#[derive(Default)]
+struct Offers {
+    files: Mutex<HashMap<u64, SrcFile>>,
+    changed: Condvar,
+}
+
+/// The sending side of a session: walk `roots`, send every entry over `data`, then `Finish` on
+/// `control` and wait for the receiver's summary. Used by the client's push and the server's pull.
+pub fn run_sender(
+    control: conn::Secured,
+    data: Vec<conn::Secured>,
+    roots: Vec<Root>,
+    o: &SendOpts,
+    progress: Arc<Progress>,
+    on_error: ErrorSink,
+) -> Result<Sent, EngineError> {
     // A send that makes no progress for this long fails (SO_SNDTIMEO) instead of waiting on a
     // dead link for the kernel's retransmission limit.
     for s in data.iter().chain(std::iter::once(&control)) {
         if let Some(sock) = s.rx.socket() {
-            let _ = sock.set_write_timeout(Some(cfg.stall_timeout.max(Duration::from_millis(1))));
+            let _ = sock.set_write_timeout(Some(o.stall_timeout.max(Duration::from_millis(1))));
         }
     }
-    // Control reader: per-entry errors as they come, then the summary or a fatal error.
-    let (done_tx, done_rx) = mpsc::channel::<Result<Summary, EngineError>>();
-    let data_socks: Vec<TcpStream> = data.iter().filter_map(|s| s.rx.socket()).collect();
-    let mut crx = control.rx;
-    let sink = on_error.clone();
-    // Set just before `Finish` goes out: a summary before it is the server breaking the protocol.
-    let finish_sent = Arc::new(AtomicBool::new(false));
-    let finish_sent_r = finish_sent.clone();
-    let reader = std::thread::spawn(move || {
-        let result = loop {
-            let plain = match crx.recv() {
-                Ok(Some(p)) => p,
-                Ok(None) => {
-                    break Err(EngineError::net("reading from the server", std::io::ErrorKind::UnexpectedEof.into()))
-                }
-                Err(e) => break Err(e),
-            };
-            let frames = match conn::decode_all(plain) {
-                Ok(f) => f,
-                Err(e) => break Err(e.into()),
-            };
-            let mut out = None;
-            for f in frames {
-                match f {
-                    Frame::Error(e) => sink(format!(
-                        "remote: {}: {} ({})",
-                        name::escape(e.path),
-                        name::escape(e.message),
-                        ErrorCode::from_u16(e.code).describe()
-                    )),
-                    Frame::Summary(s) if finish_sent_r.load(SeqCst) => out = Some(Ok(s)),
-                    Frame::Summary(_) => {
-                        out = Some(Err(ProtoError::Violation(
-                            "the server sent its summary before the client finished".into(),
-                        )
-                        .into()))
-                    }
-                    Frame::Fatal(f) => out = Some(Err(remote(f.code, f.message))),
-                    other => {
-                        out = Some(Err(ProtoError::Violation(format!(
-                            "unexpected {other:?} from the server on the control stream"
-                        ))
-                        .into()))
-                    }
-                }
-                if out.is_some() {
-                    break;
-                }
-            }
-            if let Some(r) = out {
-                break r;
-            }
-        };
-        if result.is_err() {
-            for s in &data_socks {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-        }
-        let _ = done_tx.send(result);
-    });
-
     let ctx = Arc::new(Ctx {
         queue: Queue::new(4096),
-        chunk: u64::from(cfg.chunk_size),
-        verify: cfg.verify,
-        keepalive: cfg.keepalive,
+        chunk: o.chunk,
+        verify: o.has(FLAG_VERIFY),
+        sync: o.has(FLAG_SYNC),
+        stall_timeout: o.stall_timeout,
+        stalled: AtomicBool::new(false),
+        keepalive: o.keepalive,
         totals: Totals::default(),
         progress: progress.clone(),
         on_error: on_error.clone(),
     });
+    let offers = Arc::new(Offers::default());
+    let ctl_tx = Arc::new(Mutex::new(control.tx));
+    // Control reader: wants, notes and per-entry errors as they come, then the summary or a
+    // fatal error.
+    let (done_tx, done_rx) = mpsc::channel::<Result<Summary, EngineError>>();
+    let data_socks: Vec<TcpStream> = data.iter().filter_map(|s| s.rx.socket()).collect();
+    let mut crx = control.rx;
+    // Set just before `Finish` goes out: a summary before it is the peer breaking the protocol.
+    let finish_sent = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (ctx, offers, finish_sent, list) = (ctx.clone(), offers.clone(), finish_sent.clone(), o.list.clone());
+        let dry = o.has(FLAG_DRY_RUN);
+        std::thread::spawn(move || {
+            let result = loop {
+                let plain = match crx.recv() {
+                    Ok(Some(p)) => p,
+                    Ok(None) => {
+                        break Err(EngineError::net("reading from the peer", std::io::ErrorKind::UnexpectedEof.into()))
+                    }
+                    Err(e) => break Err(e),
+                };
+                let mut out = None;
+                for f in frame::frames(plain) {
+                    let f = match f {
+                        Ok(f) => f,
+                        Err(e) => {
+                            out = Some(Err(e.into()));
+                            break;
+                        }
+                    };
+                    match f {
+                        Frame::Error(e) => (ctx.on_error)(format!(
+                            "remote: {}: {} ({})",
+                            name::escape(e.path),
+                            name::escape(e.message),
+                            ErrorCode::from_u16(e.code).describe()
+                        )),
+                        Frame::Want(w) => {
+                            if let Err(e) = on_want(&ctx, &offers, &w, dry, &list) {
+                                out = Some(Err(e.into()));
+                            }
+                        }
+                        Frame::Note(n) => {
+                            ctx.totals.deleted.fetch_add(1, Relaxed);
+                            let what = if n.kind == NOTE_WOULD_DELETE { "would delete" } else { "deleted" };
+                            ListSink::say(&list, &format!("{what} {}", name::escape(n.path)));
+                        }
+                        Frame::Summary(s) if finish_sent.load(SeqCst) => out = Some(Ok(s)),
+                        Frame::Summary(_) => {
+                            out = Some(Err(ProtoError::Violation(
+                                "the receiver sent its summary before the sender finished".into(),
+                            )
+                            .into()))
+                        }
+                        Frame::Fatal(f) => out = Some(Err(remote(f.code, f.message))),
+                        other => {
+                            out = Some(Err(ProtoError::Violation(format!(
+                                "unexpected {other:?} from the peer on the control stream"
+                            ))
+                            .into()))
+                        }
+                    }
+                    if out.is_some() {
+                        break;
+                    }
+                }
+                if let Some(r) = out {
+                    break r;
+                }
+            };
+            if result.is_err() {
+                ctx.queue.abort();
+                offers.changed.notify_all();
+                for s in &data_socks {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
+            }
+            let _ = done_tx.send(result);
+        })
+    };
+
     let walker = {
-        let ctx = ctx.clone();
+        let (ctx, offers, ctl_tx) = (ctx.clone(), offers.clone(), ctl_tx.clone());
+        let (listing, checksum) = (o.has(FLAG_DELETE), o.has(FLAG_CHECKSUM));
         std::thread::spawn(move || {
             let err = |m: String| ctx.fail(m);
-            walk::walk(
+            let mut out = Outbox::new(ctl_tx);
+            walk::walk_listing(
                 &roots,
+                listing && ctx.sync,
                 |item| {
                     if let Item::File(f) = &item {
                         ctx.progress.found_files.fetch_add(1, Relaxed);
                         ctx.progress.found_bytes.fetch_add(f.size, Relaxed);
                     }
-                    ctx.queue.push(item)
+                    match item {
+                        Item::File(f) if ctx.sync => offer(&ctx, &offers, &mut out, f, checksum),
+                        Item::Listing { dir, names } => {
+                            out.keep(dir, &names);
+                            true
+                        }
+                        item => ctx.queue.push(item),
+                    }
                 },
                 &err,
             );
+            // Every offer must be answered before the streams may finish.
+            out.flush(&ctx);
+            let mut pending = offers.files.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut last = (pending.len(), Instant::now());
+            while !pending.is_empty() && !ctx.queue.is_aborted() {
+                pending = offers.changed.wait_timeout(pending, WANT_POLL).unwrap_or_else(PoisonError::into_inner).0;
+                if stalled(&ctx, &mut last, pending.len()) {
+                    break;
+                }
+            }
+            drop(pending);
             ctx.queue.walker_done();
             ctx.progress.walk_done.store(1, Relaxed);
         })
@@ -363,7 +592,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     let mut first_err = None;
     let mut finished = 0;
     while finished < workers.len() {
-        match fin_rx.recv_timeout(cfg.keepalive) {
+        match fin_rx.recv_timeout(o.keepalive) {
             Ok(r) => {
                 finished += 1;
                 if let Err(e) = r {
@@ -371,7 +600,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = control.tx.keepalive();
+                let _ = ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).keepalive();
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 first_err.get_or_insert(EngineError::Usage("a sender thread panicked".into()));
@@ -382,19 +611,33 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     for w in workers {
         let _ = w.join();
     }
+    offers.changed.notify_all();
     let _ = walker.join();
+    let shutdown = || ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).shutdown();
+    if ctx.stalled.load(Relaxed) {
+        first_err.get_or_insert(EngineError::Timeout(format!(
+            "the receiver answered no offer for {} s (link down, or the receiver stalled)",
+            o.stall_timeout.as_secs_f64()
+        )));
+    }
+    if first_err.is_none() && ctx.queue.is_aborted() {
+        // The control reader ended the session (a fatal error, a broken protocol).
+        first_err = Some(EngineError::Usage("the session was aborted".into()));
+    }
     if let Some(e) = first_err {
-        // Prefer the server's own explanation if it sent one.
+        // Prefer the peer's own explanation if it sent one.
         let r = done_rx.recv_timeout(Duration::from_secs(5));
-        control.tx.shutdown();
+        shutdown();
         return Err(match (r, e) {
             (Ok(Err(why @ (EngineError::Remote { .. } | EngineError::Proto(_)))), _) => why,
             (_, EngineError::Net { source, .. })
                 if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
             {
                 EngineError::Timeout(format!(
-                    "no progress sending to the server for {} s (link down, or the server stalled)",
-                    cfg.stall_timeout.as_secs_f64()
+                    "no progress sending to the {} for {} s (link down, or the {} stalled)",
+                    o.peer,
+                    o.stall_timeout.as_secs_f64(),
+                    o.peer
                 ))
             }
             (_, EngineError::Net { source, .. })
@@ -405,8 +648,12 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
                         | std::io::ErrorKind::UnexpectedEof
                 ) =>
             {
-                EngineError::net("the server closed the connection mid-transfer (stopped or killed?)", source)
+                EngineError::net(
+                    format!("the {} closed the connection mid-transfer (stopped or killed?)", o.peer),
+                    source,
+                )
             }
+            (Ok(Err(why)), EngineError::Usage(_)) => why,
             (_, e) => e,
         });
     }
@@ -418,13 +665,13 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         links: t.links.load(Relaxed),
     };
     finish_sent.store(true, SeqCst);
-    control.tx.send_frames(&[Frame::Finish(fin)])?;
-    let summary = match done_rx.recv_timeout(SUMMARY_WAIT) {
+    ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).send_frames(&[Frame::Finish(fin)])?;
+    let summary = match done_rx.recv_timeout(o.summary_wait) {
         Ok(s) => s,
         Err(mpsc::RecvTimeoutError::Timeout) => {
-            control.tx.shutdown();
-            let secs = SUMMARY_WAIT.as_secs();
-            return Err(EngineError::Timeout(format!("the server sent no summary within {secs} s of the end")));
+            shutdown();
+            let secs = o.summary_wait.as_secs();
+            return Err(EngineError::Timeout(format!("the receiver sent no summary within {secs} s of the end")));
         }
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             return Err(EngineError::Usage("control reader ended without a result".into()))
@@ -432,32 +679,207 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     };
     let _ = reader.join();
     let summary = summary?;
-    // The server commits only what it was sent; a summary claiming more is not from a working
+    // The receiver commits only what it was sent; a summary claiming more is not from a working
     // receiver, and must not make an incomplete copy look complete.
     if summary.files > fin.files || summary.bytes > fin.bytes || summary.dirs > fin.dirs || summary.links > fin.links {
         return Err(ProtoError::Violation(format!(
-            "the server's summary claims {} files, {} bytes, {} dirs, {} links; {} files, {} bytes, {} dirs, {} links \
-             were sent",
+            "the receiver's summary claims {} files, {} bytes, {} dirs, {} links; {} files, {} bytes, {} dirs, {} \
+             links were sent",
             summary.files, summary.bytes, summary.dirs, summary.links, fin.files, fin.bytes, fin.dirs, fin.links
         ))
         .into());
     }
-    Ok(CopyReport {
-        bytes: fin.bytes,
-        files: fin.files,
-        dirs: fin.dirs,
-        links: fin.links,
-        seconds: start.elapsed().as_secs_f64(),
-        streams,
-        cipher: cfg.suite.name(),
+    Ok(Sent {
+        fin,
+        summary,
         local_errors: t.errors.load(Relaxed),
-        server: summary,
-        client_cpu: cpu::process().since(cpu0),
-        client_peak_rss: cpu::peak_rss(),
+        skipped_files: t.skipped_files.load(Relaxed),
+        skipped_bytes: t.skipped_bytes.load(Relaxed),
+        resumed_bytes: t.resumed_bytes.load(Relaxed),
+        deleted: t.deleted.load(Relaxed),
     })
 }
 
-fn remote(code: u16, message: &[u8]) -> EngineError {
+/// Frames for the control stream from the walker (offers, listings), batched into records.
+struct Outbox {
+    tx: Arc<Mutex<SendHalf>>,
+    buf: Vec<u8>,
+    since: Instant,
+}
+
+impl Outbox {
+    fn new(tx: Arc<Mutex<SendHalf>>) -> Outbox {
+        let mut buf = Vec::with_capacity(OUTBOX_FLUSH + 4096);
+        reset(&mut buf);
+        Outbox { tx, buf, since: Instant::now() }
+    }
+
+    fn maybe_flush(&mut self, ctx: &Ctx) {
+        if self.buf.len() >= OUTBOX_FLUSH || self.since.elapsed() >= Duration::from_millis(20) {
+            self.flush(ctx);
+        }
+    }
+
+    /// Send what is batched. A failure aborts the copy (the control reader reports why).
+    fn flush(&mut self, ctx: &Ctx) {
+        if self.buf.len() > HEADER_LEN {
+            let r = self.tx.lock().unwrap_or_else(PoisonError::into_inner).send_buf(&mut self.buf);
+            if r.is_err() {
+                ctx.queue.abort();
+            }
+            reset(&mut self.buf);
+        }
+        self.since = Instant::now();
+    }
+
+    /// List directory `dir` for `--delete`, in frames of at most `MAX_KEEP_NAMES` names.
+    fn keep(&mut self, dir: u64, names: &[Vec<u8>]) {
+        let mut scratch = Vec::new();
+        let mut parts = names.chunks(linerate_proto::caps::MAX_KEEP_NAMES / 4).peekable();
+        if parts.peek().is_none() {
+            Frame::Keep(Keep { dir, last: true, names: Names::encode::<&[u8]>(&[], &mut scratch) })
+                .encode(&mut self.buf);
+        }
+        while let Some(part) = parts.next() {
+            let last = parts.peek().is_none();
+            Frame::Keep(Keep { dir, last, names: Names::encode(part, &mut scratch) }).encode(&mut self.buf);
+            if self.buf.len() >= OUTBOX_FLUSH {
+                let mut b = std::mem::take(&mut self.buf);
+                let _ = self.tx.lock().unwrap_or_else(PoisonError::into_inner).send_buf(&mut b);
+                self.buf = b;
+                reset(&mut self.buf);
+            }
+        }
+    }
+}
+
+/// How often a walker waiting for answers to its offers checks for a stall.
+const WANT_POLL: Duration = Duration::from_millis(200);
+
+/// Whether the receiver has answered no offer for the stall timeout (`last` is the pending count
+/// and when it last changed); if so the copy is aborted.
+fn stalled(ctx: &Ctx, last: &mut (usize, Instant), pending: usize) -> bool {
+    if pending != last.0 {
+        *last = (pending, Instant::now());
+        return false;
+    }
+    if last.1.elapsed() < ctx.stall_timeout {
+        return false;
+    }
+    ctx.stalled.store(true, Relaxed);
+    ctx.queue.abort();
+    true
+}
+
+/// Batch size of the control outbox.
+const OUTBOX_FLUSH: usize = 256 * 1024;
+
+/// Offer a file (sync sessions), waiting while too many offers are unanswered.
+fn offer(ctx: &Ctx, offers: &Offers, out: &mut Outbox, f: SrcFile, checksum: bool) -> bool {
+    let digest = if checksum {
+        match hash_file(&f) {
+            Ok(d) => Some(d),
+            Err(msg) => {
+                ctx.fail(msg);
+                return true;
+            }
+        }
+    } else {
+        None
+    };
+    {
+        let mut pending = offers.files.lock().unwrap_or_else(PoisonError::into_inner);
+        if pending.len() >= OFFER_WINDOW {
+            drop(pending);
+            out.flush(ctx);
+            pending = offers.files.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut last = (pending.len(), Instant::now());
+            while pending.len() >= OFFER_WINDOW && !ctx.queue.is_aborted() {
+                pending = offers.changed.wait_timeout(pending, WANT_POLL).unwrap_or_else(PoisonError::into_inner).0;
+                if stalled(ctx, &mut last, pending.len()) {
+                    return false;
+                }
+            }
+        }
+        if ctx.queue.is_aborted() {
+            return false;
+        }
+        let start = FileStart { id: f.id, parent: f.parent, name: &f.name, size: f.size, mode: f.mode, mtime: f.mtime };
+        Frame::Offer(Offer { file: start, digest }).encode(&mut out.buf);
+        pending.insert(f.id, f);
+    }
+    out.maybe_flush(ctx);
+    true
+}
+
+fn hash_file(f: &SrcFile) -> Result<[u8; 32], String> {
+    let file = open_src(f).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
+    let mut h = blake3::Hasher::new();
+    h.update_reader(&file).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
+    unchanged(f, &file)?;
+    Ok(*h.finalize().as_bytes())
+}
+
+/// Wakes the walker when dropped (after the pending lock, declared before it, is released).
+struct Notify<'a>(&'a Condvar);
+
+impl Drop for Notify<'_> {
+    fn drop(&mut self) {
+        self.0.notify_all();
+    }
+}
+
+/// The receiver's answer to an offer: queue the file (or what is missing of it), or count it
+/// as up to date.
+fn on_want(ctx: &Ctx, offers: &Offers, w: &Want<'_>, dry: bool, list: &Option<ListSink>) -> Result<(), ProtoError> {
+    // Held until the file is queued: the walker finishes the queue once no offer is pending, so
+    // an answered offer must be in the queue before it stops counting as pending.
+    let mut pending = offers.files.lock().unwrap_or_else(PoisonError::into_inner);
+    let f = pending.remove(&w.file);
+    let _notify = Notify(&offers.changed);
+    let Some(mut f) = f else {
+        return Err(ProtoError::Violation(format!("Want for file {}, which has no open offer", w.file)));
+    };
+    let t = &ctx.totals;
+    let held: u64 = w
+        .have
+        .iter()
+        .map(|(first, count)| {
+            let end = first.saturating_add(count).min(f.size.div_ceil(ctx.chunk));
+            (first.min(end)..end).map(|i| (f.size - i * ctx.chunk).min(ctx.chunk)).sum::<u64>()
+        })
+        .sum();
+    let skip = |bytes: u64| {
+        ctx.progress.found_files.fetch_sub(1, Relaxed);
+        ctx.progress.found_bytes.fetch_sub(bytes, Relaxed);
+    };
+    match w.verdict {
+        WANT_NONE => {
+            t.skipped_files.fetch_add(1, Relaxed);
+            t.skipped_bytes.fetch_add(f.size, Relaxed);
+            skip(f.size);
+        }
+        WANT_REFUSED => skip(f.size),
+        _ if dry => {
+            t.skipped_files.fetch_add(1, Relaxed);
+            t.skipped_bytes.fetch_add(f.size, Relaxed);
+            skip(f.size);
+            let how = if held > 0 { format!(" (resume: {held} of {} bytes held)", f.size) } else { String::new() };
+            ListSink::say(list, &format!("would send {}{how}", shown(&f.path)));
+        }
+        verdict => {
+            if verdict == WANT_MISSING && held > 0 {
+                t.resumed_bytes.fetch_add(held, Relaxed);
+                ctx.progress.found_bytes.fetch_sub(held, Relaxed);
+                f.have = Some(w.have.iter().collect());
+            }
+            ctx.queue.push_ready(Item::File(f));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn remote(code: u16, message: &[u8]) -> EngineError {
     EngineError::Remote { code: ErrorCode::from_u16(code), message: name::escape(message) }
 }
 
@@ -528,18 +950,31 @@ fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
                 ctx.totals.links.fetch_add(1, Relaxed);
             }
             Work::Item(Item::File(f)) if f.size > ctx.chunk => {
+                let id = f.id;
                 if buf.len() > HEADER_LEN && buf.len() + ctx.chunk as usize + 1024 > cap {
                     tx.send_buf(&mut buf)?;
                     reset(&mut buf);
                 }
                 match open_big(ctx, f) {
                     Ok(big) => {
-                        encode_start(&big.src, &mut buf);
+                        if !ctx.sync {
+                            encode_start(&big.src, &mut buf);
+                        }
                         send_chunk(ctx, &big, 0, &mut buf);
                         ctx.queue.publish(Some(big));
                     }
                     Err(msg) => {
                         ctx.queue.publish(None);
+                        if ctx.sync {
+                            // The offer declared it: withdraw it.
+                            let code = if msg.contains("changed while") {
+                                ErrorCode::SourceChanged
+                            } else {
+                                ErrorCode::SourceRead
+                            };
+                            Frame::FileAbort(FileAbort { file: id, code: code as u16, message: msg.as_bytes() })
+                                .encode(&mut buf);
+                        }
                         ctx.fail(msg);
                     }
                 }
@@ -558,6 +993,8 @@ fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
                 }
                 send_chunk(ctx, &big, n, &mut buf);
             }
+            // Listings go to the control stream, never into the queue.
+            Work::Item(Item::Listing { .. }) => {}
         }
         if buf.len() >= BATCH_TARGET {
             tx.send_buf(&mut buf)?;
@@ -598,7 +1035,9 @@ fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
     let mark = buf.len();
     let result = (|| {
         let file = open_src(f).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
-        encode_start(f, buf);
+        if !ctx.sync {
+            encode_start(f, buf);
+        }
         let mut digest = None;
         if f.size > 0 {
             let at = buf.len() + frame::CHUNK_HEADER_LEN;
@@ -624,6 +1063,11 @@ fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
         }
         Err(msg) => {
             buf.truncate(mark);
+            if ctx.sync {
+                // The offer declared it: withdraw it.
+                let code = if msg.contains("changed while") { ErrorCode::SourceChanged } else { ErrorCode::SourceRead };
+                Frame::FileAbort(FileAbort { file: f.id, code: code as u16, message: msg.as_bytes() }).encode(buf);
+            }
             ctx.fail(msg);
         }
     }
@@ -660,23 +1104,37 @@ fn send_chunk(ctx: &Ctx, big: &BigFile, n: u64, buf: &mut Vec<u8>) {
     let off = n * ctx.chunk;
     let len = (big.src.size - off).min(ctx.chunk) as usize;
     let mark = buf.len();
-    frame::encode_chunk_header(buf, big.src.id, off, len);
+    let held = big.src.have.as_ref().is_some_and(|h| h.iter().any(|&(first, count)| n >= first && n - first < count));
+    if held && big.parts.is_none() {
+        // The receiver has it; nothing to read.
+    } else {
+        frame::encode_chunk_header(buf, big.src.id, off, len);
+    }
     let at = buf.len();
     buf.resize(at + len, 0);
-    match read_exact_at(&big.file, &mut buf[at..], off) {
-        Ok(()) => {
-            if let Some(parts) = &big.parts {
-                let p = digest::hash_chunk(&buf[at..], off, big.src.size);
-                parts.lock().unwrap_or_else(PoisonError::into_inner)[n as usize] = Some(p);
+    if held && big.parts.is_none() {
+        buf.truncate(mark);
+    } else {
+        match read_exact_at(&big.file, &mut buf[at..], off) {
+            Ok(()) => {
+                if let Some(parts) = &big.parts {
+                    let p = digest::hash_chunk(&buf[at..], off, big.src.size);
+                    parts.lock().unwrap_or_else(PoisonError::into_inner)[n as usize] = Some(p);
+                }
+                if held {
+                    // Read only for the whole-file digest; the receiver has these bytes.
+                    buf.truncate(mark);
+                } else {
+                    ctx.progress.bytes.fetch_add(len as u64, Relaxed);
+                }
             }
-            ctx.progress.bytes.fetch_add(len as u64, Relaxed);
-        }
-        Err(e) => {
-            buf.truncate(mark);
-            big.failed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert(format!("{}: {e}", shown(&big.src.path)));
+            Err(e) => {
+                buf.truncate(mark);
+                big.failed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get_or_insert(format!("{}: {e}", shown(&big.src.path)));
+            }
         }
     }
     if big.remaining.fetch_sub(1, Relaxed) != 1 {

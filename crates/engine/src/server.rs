@@ -50,7 +50,8 @@ pub struct ServerConfig {
     pub bench: BenchServerConfig,
     /// Print one line per session on stderr.
     pub log: bool,
-    /// How the paths a client names (a push's destination) are resolved against `root`.
+    /// How the paths a client names (a push's destination, a pull's source) are resolved against
+    /// `root`.
     pub paths: PathMode,
 }
 
@@ -114,7 +115,23 @@ impl ServerConfig {
 }
 
 /// A live session: its data-stream key and its state.
-type SessionEntry = ([u8; KEY_LEN], Arc<RecvSession>);
+type SessionEntry = ([u8; KEY_LEN], Sink);
+
+/// Where a session's data streams go.
+#[derive(Clone)]
+enum Sink {
+    /// A push: this server receives.
+    Recv(Arc<RecvSession>),
+    /// A pull: this server sends, once every stream is connected.
+    Send(Arc<Collect>),
+}
+
+/// The data streams of a pull, gathered as they connect.
+struct Collect {
+    streams: u16,
+    conns: Mutex<Vec<Option<conn::Secured>>>,
+    changed: std::sync::Condvar,
+}
 
 struct Shared {
     cfg: ServerConfig,
@@ -345,7 +362,8 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
                 .get(&sec.session)
                 .map(|(_, s)| s.clone());
             match session {
-                Some(s) if s.attach(hello.stream, sock_copy) => s.run_data(sec.rx),
+                Some(Sink::Recv(s)) if s.attach(hello.stream, sock_copy) => s.run_data(sec.rx),
+                Some(Sink::Send(c)) => c.attach(hello.stream, sec),
                 _ => sec.tx.shutdown(),
             }
         }
@@ -385,12 +403,21 @@ fn control(
     local: Option<IpAddr>,
 ) -> Option<Outcome> {
     sec.rx.set_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
+    let mut pull_from = None;
     let begin = match sec.rx.recv() {
         Ok(Some(plain)) => match frame::decode(plain) {
             Ok((Frame::Begin(_), _)) if shared.root.is_none() => {
                 let msg = "this server has no --root: it serves benchmarks only".to_string();
                 return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, msg));
             }
+            Ok((Frame::Begin(b), used)) if b.flags & frame::FLAG_PULL != 0 => match frame::decode(&plain[used..]) {
+                Ok((Frame::Pull(p), more)) if used + more == plain.len() => {
+                    pull_from = Some((p.path.to_vec(), p.name.to_vec()));
+                    Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
+                }
+                Ok(_) => Err(ProtoError::Violation("a pull's Begin must be followed by one Pull frame".into())),
+                Err(e) => Err(e),
+            },
             Ok((Frame::Begin(b), _)) => Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams)),
             Ok((Frame::BenchRequest(doc), _)) => {
                 let doc = doc.to_vec();
@@ -425,6 +452,9 @@ fn control(
     let Some(root) = shared.root.as_ref() else {
         return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, "no --root".into()));
     };
+    if let Some((path, name)) = pull_from {
+        return Some(serve_pull(shared, sec, sock, root, &path, name, chunk_size, flags, streams));
+    }
     let resolved = match shared.cfg.paths {
         PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources),
         PathMode::AsUser => fsx::resolve_user_destination(root, &dest, sources),
@@ -445,7 +475,7 @@ fn control(
         .sessions
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert(sec.session, (sec.stream_psk, session.clone()));
+        .insert(sec.session, (sec.stream_psk, Sink::Recv(session.clone())));
     let outcome = match session.send_control(&[Frame::Target { dest_is_dir: into_dir }]) {
         Ok(()) => {
             sec.rx.set_timeout(None);
@@ -460,4 +490,111 @@ fn control(
 fn fatal(tx: &mut conn::SendHalf, code: ErrorCode, msg: String) -> Outcome {
     let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
     Outcome::Aborted(Abort { code, message: msg })
+}
+
+impl Collect {
+    /// Keep data stream `index` (each once, within the count announced).
+    fn attach(&self, index: u16, sec: conn::Secured) {
+        let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
+        match conns.get_mut(usize::from(index).wrapping_sub(1)) {
+            Some(slot @ None) => *slot = Some(sec),
+            _ => sec.tx.shutdown(),
+        }
+        self.changed.notify_all();
+    }
+
+    /// Every stream, once all connected before `deadline`.
+    fn wait_all(&self, deadline: Instant) -> Option<Vec<conn::Secured>> {
+        let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
+        while conns.iter().any(Option::is_none) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            conns = self.changed.wait_timeout(conns, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        Some(conns.iter_mut().filter_map(Option::take).collect())
+    }
+}
+
+/// Serve a pull: resolve the source beneath the root, answer, gather the client's data streams,
+/// then send the tree over them as a client sends a push.
+#[allow(clippy::too_many_arguments)]
+fn serve_pull(
+    shared: &Arc<Shared>,
+    mut sec: conn::Secured,
+    sock: Option<TcpStream>,
+    root: &OwnedFd,
+    path: &[u8],
+    name: Vec<u8>,
+    chunk_size: u32,
+    flags: u32,
+    streams: u16,
+) -> Outcome {
+    let _ = sock;
+    if let Err(e) = linerate_proto::name::validate(&name) {
+        return fatal(&mut sec.tx, ErrorCode::BadName, format!("pull: the destination name: {e}"));
+    }
+    let resolved = match shared.cfg.paths {
+        PathMode::BeneathRoot => fsx::resolve_source(root, path),
+        PathMode::AsUser => fsx::resolve_user_source(root, path),
+    };
+    let (holder, src) = match resolved {
+        Ok(x) => x,
+        Err(msg) => return fatal(&mut sec.tx, ErrorCode::Destination, msg),
+    };
+    let collect = Arc::new(Collect {
+        streams,
+        conns: Mutex::new((0..streams).map(|_| None).collect()),
+        changed: std::sync::Condvar::new(),
+    });
+    shared
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(sec.session, (sec.stream_psk, Sink::Send(collect.clone())));
+    let unregister = || {
+        shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
+    };
+    if let Err(e) = sec.tx.send_frames(&[Frame::Target { dest_is_dir: false }]) {
+        unregister();
+        return Outcome::Aborted(Abort { code: ErrorCode::Protocol, message: e.to_string() });
+    }
+    let data = collect.wait_all(Instant::now() + shared.cfg.handshake_timeout * 2);
+    unregister();
+    let Some(data) = data else {
+        let msg = format!("not all {} data streams connected in time", collect.streams);
+        return fatal(&mut sec.tx, ErrorCode::Protocol, msg);
+    };
+    sec.rx.set_timeout(None);
+    let opts = crate::send::SendOpts {
+        chunk: u64::from(chunk_size),
+        flags,
+        keepalive: crate::send::KEEPALIVE,
+        stall_timeout: shared.cfg.idle_timeout,
+        summary_wait: crate::send::SUMMARY_WAIT,
+        list: None,
+        peer: "client",
+    };
+    let log = shared.cfg.log;
+    let on_error: crate::send::ErrorSink = Arc::new(move |m: String| {
+        if log {
+            eprintln!("linerate serve: pull: {}", linerate_proto::name::escape(m.as_bytes()));
+        }
+    });
+    let roots = vec![crate::walk::Root { path: src, name }];
+    let progress = Arc::new(crate::send::Progress::default());
+    let r = crate::send::run_sender(sec, data, roots, &opts, progress, on_error);
+    drop(holder);
+    match r {
+        Ok(sent) => Outcome::Done(sent.summary),
+        Err(e) => {
+            let code = match &e {
+                EngineError::Remote { code, .. } => *code,
+                EngineError::Proto(p) => p.code(),
+                _ => ErrorCode::Protocol,
+            };
+            Outcome::Aborted(Abort { code, message: e.to_string() })
+        }
+    }
 }

@@ -29,6 +29,8 @@ pub struct SrcFile {
     pub mode: u32,
     /// Modification time when walked.
     pub mtime: Time,
+    /// Sync: chunk ranges `(first, count)` the receiver already holds (not sent again).
+    pub have: Option<std::sync::Arc<[(u64, u64)]>>,
 }
 
 /// One entry of a source tree, in the order it must be sent.
@@ -60,6 +62,14 @@ pub enum Item {
     },
     /// A regular file.
     File(SrcFile),
+    /// Every name in directory `dir` (only with [`walk_listing`]), after its last entry; not sent
+    /// for a directory that could not be listed completely.
+    Listing {
+        /// Directory id.
+        dir: u64,
+        /// The names, in directory order.
+        names: Vec<Vec<u8>>,
+    },
 }
 
 /// A source root and the name it gets at the destination.
@@ -78,7 +88,13 @@ pub fn mtime_of(m: &Metadata) -> Time {
 
 /// Walk every root, calling `emit` for each entry in send order and `error` for each entry that
 /// cannot be read (which is then skipped). `emit` returning false stops the walk.
-pub fn walk(roots: &[Root], mut emit: impl FnMut(Item) -> bool, error: &dyn Fn(String)) {
+pub fn walk(roots: &[Root], emit: impl FnMut(Item) -> bool, error: &dyn Fn(String)) {
+    walk_listing(roots, false, emit, error);
+}
+
+/// [`walk`], also emitting an [`Item::Listing`] of each directory when `listing` is set (for
+/// `--delete`; memory then grows with the names of the directories being walked).
+pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) -> bool, error: &dyn Fn(String)) {
     let mut next_dir = 1u64;
     let mut next_file = 1u64;
     for root in roots {
@@ -90,22 +106,37 @@ pub fn walk(roots: &[Root], mut emit: impl FnMut(Item) -> bool, error: &dyn Fn(S
             }
         };
         let mut stack: Vec<(fs::ReadDir, u64, PathBuf)> = Vec::new();
+        // Names seen per directory on the stack (with `listing`); None after a listing error.
+        let mut names: Vec<Option<Vec<Vec<u8>>>> = Vec::new();
         if !entry(&root.path, root.name.clone(), 0, &meta, &mut next_dir, &mut next_file, &mut stack, &mut emit, error)
         {
             return;
         }
-        while let Some((iter, dir_id, _)) = stack.last_mut() {
+        loop {
+            while listing && names.len() < stack.len() {
+                names.push(Some(Vec::new()));
+            }
+            let Some((iter, dir_id, _)) = stack.last_mut() else { break };
             let dir_id = *dir_id;
             match iter.next() {
                 None => {
                     stack.pop();
+                    if let Some(Some(list)) = names.pop().filter(|_| listing) {
+                        if !emit(Item::Listing { dir: dir_id, names: list }) {
+                            return;
+                        }
+                    }
                 }
                 Some(Err(e)) => {
                     let p = stack.last().map(|s| shown(&s.2)).unwrap_or_default();
                     error(format!("{p}: {e}"));
                     stack.pop();
+                    names.pop();
                 }
                 Some(Ok(de)) => {
+                    if let Some(Some(list)) = names.last_mut() {
+                        list.push(de.file_name().as_bytes().to_vec());
+                    }
                     let path = de.path();
                     match de.metadata() {
                         Ok(m) => {
@@ -170,7 +201,7 @@ fn entry(
     } else if ft.is_file() {
         let id = *next_file;
         *next_file += 1;
-        emit(Item::File(SrcFile { id, parent, name, path: path.to_path_buf(), size: m.len(), mode, mtime }))
+        emit(Item::File(SrcFile { id, parent, name, path: path.to_path_buf(), size: m.len(), mode, mtime, have: None }))
     } else {
         error(format!("{}: not a regular file, directory or symlink; skipped", shown(path)));
         true

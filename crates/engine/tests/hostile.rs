@@ -552,13 +552,22 @@ fn ten_flipped_bits_in_the_encrypted_stream_abort_and_commit_nothing() {
         let err = r.unwrap_err();
         let text = err.to_string();
         assert!(
-            text.contains("authentication failed") || text.contains("exceeds the cap") || text.contains("tampered"),
+            text.contains("authentication failed")
+                || text.contains("exceeds the cap")
+                || text.contains("tampered")
+                // A longer record length: the receiver waits for bytes the sender (waiting for
+                // answers to its offers) never sends, until its idle timeout.
+                || text.contains("silent for"),
             "offset {at}: {err:?}"
         );
         assert!(t.elapsed() < Duration::from_secs(10), "offset {at}: took {:?}", t.elapsed());
         let dest = fx.root.join(format!("flip-{at}"));
         assert!(!dest.join("big").exists(), "offset {at}: the big file was renamed into place");
-        let committed: Vec<_> = snapshot(&dest, None).into_keys().filter(|p| p.is_file()).collect();
+        // (The big file's resume working files may stay for the next run.)
+        let committed: Vec<_> = snapshot(&dest, None)
+            .into_keys()
+            .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with(".linerate-resume-"))
+            .collect();
         // Small files sealed in records before the flipped one may be complete and committed;
         // each must then be byte for byte what was sent.
         for p in committed {
@@ -1066,8 +1075,8 @@ fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_no
         (Evil::FilesOnDataStreams, None),
         (Evil::TargetTwice, Some("after Target")),
         (Evil::BadTargetFlag, Some("invalid target flag")),
-        (Evil::EarlySummary, Some("summary before the client finished")),
-        (Evil::InflatedSummary, Some("the server's summary claims 16 files")),
+        (Evil::EarlySummary, Some("summary before the sender finished")),
+        (Evil::InflatedSummary, Some("the receiver's summary claims 16 files")),
         (Evil::EscapedFatal, Some("\\x1b[2J\\x1b[Hall good\\x0alinerate: copy complete")),
         (Evil::EscapedErrors, None),
         (Evil::Silent, Some("did not answer the copy request within 2 s")),
@@ -1076,6 +1085,8 @@ fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_no
         let addr = evil_server(&secret, evil);
         let mut cfg = copy_config(addr, &secret, vec![src.clone()], "dest");
         cfg.timeout = Duration::from_secs(2);
+        // These servers speak the plain (non-sync) dialect: they never answer offers.
+        cfg.sync = false;
         let started = Instant::now();
         let (r, msgs) = copy(&cfg);
         let took = started.elapsed();

@@ -2,7 +2,9 @@
 //! `type: u8 | body_len: u32 BE | body`. Decoding borrows from the record buffer and never
 //! allocates; every length is checked against its cap and against the bytes actually present.
 
-use crate::caps::{MAX_BENCH_DOC, MAX_CHUNK, MAX_MESSAGE, MAX_NAME, MAX_PATH, MIN_CHUNK};
+use crate::caps::{
+    MAX_BENCH_DOC, MAX_CHUNK, MAX_KEEP_NAMES, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_WANT_RANGES, MIN_CHUNK,
+};
 use crate::ProtoError;
 
 /// Bytes in front of every frame body.
@@ -14,7 +16,22 @@ pub const CHUNK_HEADER_LEN: usize = FRAME_HEADER_LEN + 16;
 pub const FLAG_VERIFY: u32 = 1;
 /// `Begin.flags`: fsync every file and directory before reporting success.
 pub const FLAG_FSYNC: u32 = 2;
-const KNOWN_FLAGS: u32 = FLAG_VERIFY | FLAG_FSYNC;
+/// `Begin.flags`: a pull: the server sends the tree named by the `Pull` frame that follows
+/// `Begin`, and the client receives it.
+pub const FLAG_PULL: u32 = 4;
+/// `Begin.flags`: sync: every regular file is offered (`Offer`) and the receiver answers which
+/// chunks it needs (`Want`): nothing for an up-to-date file, the missing chunks of a partial one.
+pub const FLAG_SYNC: u32 = 8;
+/// `Begin.flags` (with `FLAG_SYNC`): a file is up to date only when its BLAKE3 matches (offers
+/// carry the digest), not merely its size and modification time.
+pub const FLAG_CHECKSUM: u32 = 16;
+/// `Begin.flags` (with `FLAG_SYNC`): the sender lists each source directory (`Keep`); the
+/// receiver deletes what else is in it.
+pub const FLAG_DELETE: u32 = 32;
+/// `Begin.flags` (with `FLAG_SYNC`): change nothing; the receiver only answers offers and reports
+/// what it would delete.
+pub const FLAG_DRY_RUN: u32 = 64;
+const KNOWN_FLAGS: u32 = FLAG_VERIFY | FLAG_FSYNC | FLAG_PULL | FLAG_SYNC | FLAG_CHECKSUM | FLAG_DELETE | FLAG_DRY_RUN;
 
 /// A modification time: seconds since the epoch and nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -172,6 +189,159 @@ pub struct Fatal<'a> {
     pub message: &'a [u8],
 }
 
+/// Client → server, right after a `Begin` with `FLAG_PULL`: the tree to send, relative to the
+/// server's root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pull<'a> {
+    /// Source path on the server.
+    pub path: &'a [u8],
+    /// Name the source gets at the client's destination.
+    pub name: &'a [u8],
+}
+
+/// Sender → receiver on the control stream (sync sessions): a regular file, declared as by
+/// `FileStart`; no chunk of it is sent before the receiver's `Want`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer<'a> {
+    /// The file as `FileStart` would declare it.
+    pub file: FileStart<'a>,
+    /// BLAKE3 of the source, with `FLAG_CHECKSUM`.
+    pub digest: Option<[u8; 32]>,
+}
+
+/// Receiver → sender on the control stream: what to send of an offered file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Want<'a> {
+    /// File id of the offer.
+    pub file: u64,
+    /// One of the `WANT_*` verdicts.
+    pub verdict: u8,
+    /// With [`WANT_MISSING`]: chunk ranges the receiver already holds, verified.
+    pub have: Ranges<'a>,
+}
+
+/// `Want.verdict`: the destination is up to date; nothing is sent, the file is complete.
+pub const WANT_NONE: u8 = 0;
+/// `Want.verdict`: send every chunk.
+pub const WANT_ALL: u8 = 1;
+/// `Want.verdict`: send every chunk not in `have` (a resumed transfer).
+pub const WANT_MISSING: u8 = 2;
+/// `Want.verdict`: the receiver cannot take this file (reported in an `Error`); nothing is sent.
+pub const WANT_REFUSED: u8 = 3;
+
+/// Encoded `(first chunk, count)` ranges: `count: u16`, then 16 bytes per range.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ranges<'a>(&'a [u8]);
+
+impl<'a> Ranges<'a> {
+    /// Encode `ranges` (at most [`crate::caps::MAX_WANT_RANGES`] are kept) into `out`, which the
+    /// returned value borrows.
+    pub fn encode(ranges: &[(u64, u64)], out: &'a mut Vec<u8>) -> Ranges<'a> {
+        out.clear();
+        for (first, count) in ranges.iter().take(crate::caps::MAX_WANT_RANGES) {
+            out.extend_from_slice(&first.to_be_bytes());
+            out.extend_from_slice(&count.to_be_bytes());
+        }
+        Ranges(out)
+    }
+    /// Ranges already encoded by [`Ranges::encode`] (a whole number of 16-byte ranges).
+    pub fn from_encoded(b: &'a [u8]) -> Ranges<'a> {
+        Ranges(&b[..b.len() / 16 * 16])
+    }
+    /// The ranges, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + 'a {
+        self.0.chunks_exact(16).map(|c| {
+            let (a, b) = c.split_at(8);
+            (u64::from_be_bytes(a.try_into().unwrap_or_default()), u64::from_be_bytes(b.try_into().unwrap_or_default()))
+        })
+    }
+    /// Number of ranges.
+    pub fn len(&self) -> usize {
+        self.0.len() / 16
+    }
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Ranges<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} ranges>", self.len())
+    }
+}
+
+/// Sender → receiver on the control stream (`FLAG_DELETE`): names in source directory `dir`;
+/// after the frame with `last`, the receiver deletes every other entry of that directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keep<'a> {
+    /// Directory id.
+    pub dir: u64,
+    /// True on the directory's last `Keep`.
+    pub last: bool,
+    /// The names.
+    pub names: Names<'a>,
+}
+
+/// Encoded names: `count: u32`, then each as `len: u16 | bytes` (validated when decoded).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Names<'a>(&'a [u8]);
+
+impl<'a> Names<'a> {
+    /// Encode `names` into `out`, which the returned value borrows.
+    pub fn encode<N: AsRef<[u8]>>(names: &[N], out: &'a mut Vec<u8>) -> Names<'a> {
+        out.clear();
+        out.extend_from_slice(&(names.len() as u32).to_be_bytes());
+        for n in names {
+            let n = n.as_ref();
+            let n = &n[..n.len().min(MAX_NAME)];
+            out.extend_from_slice(&(n.len() as u16).to_be_bytes());
+            out.extend_from_slice(n);
+        }
+        Names(out)
+    }
+    /// The names, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let mut rest = self.0.get(4..).unwrap_or_default();
+        std::iter::from_fn(move || {
+            let (len, tail) = rest.split_first_chunk::<2>()?;
+            let len = u16::from_be_bytes(*len) as usize;
+            let name = tail.get(..len)?;
+            rest = &tail[len..];
+            Some(name)
+        })
+    }
+    /// Number of names.
+    pub fn len(&self) -> usize {
+        self.0.get(..4).map_or(0, |c| u32::from_be_bytes(c.try_into().unwrap_or_default()) as usize)
+    }
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Debug for Names<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} names>", self.len())
+    }
+}
+
+/// Receiver → sender on the control stream: something the receiver did or, in a dry run, would
+/// do, for the client to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note<'a> {
+    /// One of the `NOTE_*` kinds.
+    pub kind: u8,
+    /// Path relative to the destination.
+    pub path: &'a [u8],
+}
+
+/// `Note.kind`: deleted (`--delete`).
+pub const NOTE_DELETED: u8 = 1;
+/// `Note.kind`: would be deleted (`--delete --dry-run`).
+pub const NOTE_WOULD_DELETE: u8 = 2;
+
 /// Every frame of protocol version 1. Its `Debug` is bounded (chunk data and benchmark documents
 /// appear as their length), so an error message that names a peer's frame stays short.
 #[derive(Clone, PartialEq, Eq)]
@@ -205,6 +375,16 @@ pub enum Frame<'a> {
     Summary(Summary),
     /// 0x84
     Fatal(Fatal<'a>),
+    /// 0x0A: client → server after `Begin` with `FLAG_PULL`.
+    Pull(Pull<'a>),
+    /// 0x0B: sender → receiver, control stream, sync sessions.
+    Offer(Offer<'a>),
+    /// 0x0C: sender → receiver, control stream, `FLAG_DELETE`.
+    Keep(Keep<'a>),
+    /// 0x85: receiver → sender, control stream: the answer to an `Offer`.
+    Want(Want<'a>),
+    /// 0x86: receiver → sender, control stream.
+    Note(Note<'a>),
     /// 0x10: client → server, first frame of a benchmark session or the next test in it: the
     /// test as a JSON [`crate::bench::TestSpec`] (at most [`crate::caps::MAX_BENCH_DOC`] bytes).
     BenchRequest(&'a [u8]),
@@ -246,6 +426,11 @@ impl std::fmt::Debug for Frame<'_> {
             Frame::Error(e) => e.fmt(f),
             Frame::Summary(s) => s.fmt(f),
             Frame::Fatal(x) => x.fmt(f),
+            Frame::Pull(p) => p.fmt(f),
+            Frame::Offer(o) => o.fmt(f),
+            Frame::Keep(k) => k.fmt(f),
+            Frame::Want(w) => w.fmt(f),
+            Frame::Note(n) => n.fmt(f),
             Frame::BenchRequest(d) => doc(f, "BenchRequest", d),
             Frame::BenchGo => f.write_str("BenchGo"),
             Frame::BenchStop => f.write_str("BenchStop"),
@@ -269,6 +454,11 @@ mod ty {
     pub const ERROR: u8 = 0x82;
     pub const SUMMARY: u8 = 0x83;
     pub const FATAL: u8 = 0x84;
+    pub const PULL: u8 = 0x0A;
+    pub const OFFER: u8 = 0x0B;
+    pub const KEEP: u8 = 0x0C;
+    pub const WANT: u8 = 0x85;
+    pub const NOTE: u8 = 0x86;
     pub const BENCH_REQUEST: u8 = 0x10;
     pub const BENCH_GO: u8 = 0x11;
     pub const BENCH_STOP: u8 = 0x12;
@@ -421,6 +611,33 @@ impl Frame<'_> {
             Frame::Fatal(f) => {
                 w.u16(f.code).bytes(f.message, MAX_MESSAGE);
             }
+            Frame::Pull(p) => {
+                w.bytes(p.path, MAX_PATH).bytes(p.name, MAX_NAME);
+            }
+            Frame::Offer(o) => {
+                let f = &o.file;
+                w.u64(f.id).u64(f.parent).bytes(f.name, MAX_NAME).u64(f.size).u32(f.mode).time(f.mtime);
+                match o.digest {
+                    Some(d) => {
+                        w.u8(1);
+                        w.0.extend_from_slice(&d);
+                    }
+                    None => {
+                        w.u8(0);
+                    }
+                }
+            }
+            Frame::Keep(k) => {
+                w.u64(k.dir).u8(k.last as u8);
+                w.0.extend_from_slice(k.names.0);
+            }
+            Frame::Want(x) => {
+                w.u64(x.file).u8(x.verdict).u16(x.have.len() as u16);
+                w.0.extend_from_slice(x.have.0);
+            }
+            Frame::Note(n) => {
+                w.u8(n.kind).bytes(n.path, MAX_PATH);
+            }
             Frame::BenchRequest(d) | Frame::BenchReady(d) | Frame::BenchResult(d) => {
                 // Only our own documents are encoded; an oversize one is a bug the peer refuses.
                 w.0.extend_from_slice(d);
@@ -445,6 +662,11 @@ impl Frame<'_> {
             Frame::Error(_) => ty::ERROR,
             Frame::Summary(_) => ty::SUMMARY,
             Frame::Fatal(_) => ty::FATAL,
+            Frame::Pull(_) => ty::PULL,
+            Frame::Offer(_) => ty::OFFER,
+            Frame::Keep(_) => ty::KEEP,
+            Frame::Want(_) => ty::WANT,
+            Frame::Note(_) => ty::NOTE,
             Frame::BenchRequest(_) => ty::BENCH_REQUEST,
             Frame::BenchGo => ty::BENCH_GO,
             Frame::BenchStop => ty::BENCH_STOP,
@@ -565,6 +787,63 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
                 _ => Frame::BenchResult(doc),
             }
         }
+        ty::PULL => Frame::Pull(Pull { path: r.bytes(MAX_PATH, "pull path")?, name: r.bytes(MAX_NAME, "name")? }),
+        ty::OFFER => {
+            let file = FileStart {
+                id: r.u64()?,
+                parent: r.u64()?,
+                name: r.bytes(MAX_NAME, "name")?,
+                size: r.u64()?,
+                mode: r.u32()?,
+                mtime: r.time()?,
+            };
+            let digest = match r.u8()? {
+                0 => None,
+                1 => Some(r.take(32)?.try_into().map_err(|_| ProtoError::Truncated("digest"))?),
+                _ => return Err(ProtoError::Invalid("digest flag")),
+            };
+            Frame::Offer(Offer { file, digest })
+        }
+        ty::KEEP => {
+            let dir = r.u64()?;
+            let last = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(ProtoError::Invalid("last flag")),
+            };
+            let all = r.b;
+            let count = r.u32()? as usize;
+            if count > MAX_KEEP_NAMES {
+                return Err(ProtoError::TooLong {
+                    what: "names in Keep",
+                    len: count as u64,
+                    cap: MAX_KEEP_NAMES as u64,
+                });
+            }
+            for _ in 0..count {
+                r.bytes(MAX_NAME, "name")?;
+            }
+            let used = all.len() - r.b.len();
+            Frame::Keep(Keep { dir, last, names: Names(&all[..used]) })
+        }
+        ty::WANT => {
+            let file = r.u64()?;
+            let verdict = r.u8()?;
+            if verdict > WANT_REFUSED {
+                return Err(ProtoError::Invalid("want verdict"));
+            }
+            let count = r.u16()? as usize;
+            if count > MAX_WANT_RANGES {
+                return Err(ProtoError::TooLong {
+                    what: "ranges in Want",
+                    len: count as u64,
+                    cap: MAX_WANT_RANGES as u64,
+                });
+            }
+            let have = Ranges(r.take(count * 16)?);
+            Frame::Want(Want { file, verdict, have })
+        }
+        ty::NOTE => Frame::Note(Note { kind: r.u8()?, path: r.bytes(MAX_PATH, "path")? }),
         ty::BENCH_GO => Frame::BenchGo,
         ty::BENCH_STOP => Frame::BenchStop,
         other => return Err(ProtoError::UnknownFrame(other)),
@@ -632,6 +911,23 @@ mod tests {
                 peak_rss: 7,
             }),
             Frame::Fatal(Fatal { code: 9, message: b"bye" }),
+            Frame::Pull(Pull { path: b"src/tree", name: b"tree" }),
+            Frame::Offer(Offer {
+                file: FileStart { id: 8, parent: 1, name: b"g", size: 5 << 20, mode: 0o600, mtime: t },
+                digest: Some([7; 32]),
+            }),
+            Frame::Offer(Offer {
+                file: FileStart { id: 9, parent: 0, name: b"h", size: 0, mode: 0, mtime: t },
+                digest: None,
+            }),
+            Frame::Keep(Keep { dir: 1, last: true, names: Names(b"\0\0\0\x02\0\x01a\0\x02bc") }),
+            Frame::Want(Want {
+                file: 8,
+                verdict: WANT_MISSING,
+                have: Ranges(&[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2]),
+            }),
+            Frame::Want(Want { file: 9, verdict: WANT_NONE, have: Ranges(&[]) }),
+            Frame::Note(Note { kind: NOTE_DELETED, path: b"d/old" }),
             Frame::BenchRequest(b"{\"kind\":\"tcp-stream\"}"),
             Frame::BenchGo,
             Frame::BenchStop,
@@ -691,6 +987,47 @@ mod tests {
         }
         assert_eq!(format!("{:?}", Frame::End), "End");
         assert!(format!("{:?}", samples()[1]).starts_with("DirEntry"));
+    }
+
+    #[test]
+    fn names_and_ranges_encode_and_iterate() {
+        let mut out = Vec::new();
+        let n = Names::encode(&[b"a".as_slice(), b"bc"], &mut out);
+        assert_eq!(n.len(), 2);
+        assert_eq!(n.iter().collect::<Vec<_>>(), vec![b"a".as_slice(), b"bc"]);
+        let mut buf = Vec::new();
+        Frame::Keep(Keep { dir: 3, last: false, names: n }).encode(&mut buf);
+        let Ok((Frame::Keep(k), _)) = decode(&buf) else { panic!("keep") };
+        assert_eq!(k.names.iter().count(), 2);
+        let mut out = Vec::new();
+        let r = Ranges::encode(&[(0, 4), (9, 1)], &mut out);
+        assert_eq!(r.iter().collect::<Vec<_>>(), vec![(0, 4), (9, 1)]);
+    }
+
+    #[test]
+    fn rejects_keep_and_want_that_claim_more_than_they_hold() {
+        // A count larger than the names present, and a count over the cap.
+        let mut buf = Vec::new();
+        let start = begin_frame(&mut buf, ty::KEEP);
+        W(&mut buf).u64(1).u8(1).u32(3).u16(1);
+        buf.push(b'a');
+        end_frame(&mut buf, start);
+        assert!(decode(&buf).is_err());
+        let mut buf = Vec::new();
+        let start = begin_frame(&mut buf, ty::KEEP);
+        W(&mut buf).u64(1).u8(1).u32(MAX_KEEP_NAMES as u32 + 1);
+        end_frame(&mut buf, start);
+        assert!(matches!(decode(&buf), Err(ProtoError::TooLong { .. })));
+        let mut buf = Vec::new();
+        let start = begin_frame(&mut buf, ty::WANT);
+        W(&mut buf).u64(1).u8(WANT_MISSING).u16(2).u64(0).u64(1);
+        end_frame(&mut buf, start);
+        assert!(decode(&buf).is_err(), "two ranges announced, one present");
+        let mut buf = Vec::new();
+        let start = begin_frame(&mut buf, ty::WANT);
+        W(&mut buf).u64(1).u8(9).u16(0);
+        end_frame(&mut buf, start);
+        assert!(decode(&buf).is_err(), "unknown verdict");
     }
 
     #[test]

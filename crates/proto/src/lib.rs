@@ -49,6 +49,14 @@ pub mod caps {
     pub const MAX_OPEN_FILES: usize = 4096;
     /// Deepest directory nesting accepted.
     pub const MAX_DEPTH: u32 = 1024;
+    /// Most have-ranges in one `Want` (a receiver with a more fragmented partial file offers fewer
+    /// and has the rest sent again).
+    pub const MAX_WANT_RANGES: usize = 4096;
+    /// Most names in one `Keep` frame (a larger directory is listed in several).
+    pub const MAX_KEEP_NAMES: usize = 16384;
+    /// Most names a receiver collects for one directory under `--delete`; a larger directory is
+    /// left undeleted and reported.
+    pub const MAX_DIR_NAMES: usize = 1 << 20;
     /// Largest JSON document in a benchmark frame (a result for 10,000 connections fits).
     pub const MAX_BENCH_DOC: usize = 4 * 1024 * 1024;
 }

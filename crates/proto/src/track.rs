@@ -221,6 +221,35 @@ impl Tracker {
         Ok(self.complete_if_done(e.file))
     }
 
+    /// Sync: the receiver holds (verified) chunks `have` of declared file `file` already; they
+    /// count as received and written, and a later `Chunk` for one of them is a duplicate. Ranges
+    /// beyond the file, and chunks already claimed, are ignored. Returns the chunks counted.
+    pub fn prefill(&mut self, file: u64, have: impl Iterator<Item = (u64, u64)>) -> u64 {
+        let Some(f) = self.files.get_mut(&file) else { return 0 };
+        let mut n = 0;
+        for (first, count) in have {
+            let end = first.saturating_add(count).min(f.chunks);
+            for i in first..end {
+                if f.claimed.insert(i) {
+                    f.written += 1;
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Sync: declared file `file` needs nothing (the destination is up to date, or this is a dry
+    /// run): it is complete, and any later frame for it is a violation.
+    pub fn skip(&mut self, file: u64) -> bool {
+        if self.files.remove(&file).is_some() {
+            self.done.insert(file);
+            true
+        } else {
+            false
+        }
+    }
+
     /// The sender gave up on a file, or writing it failed here: forget it and drop whatever else
     /// arrives for it. Returns false if the file was never declared (the caller may retry).
     pub fn abandon(&mut self, file: u64) -> bool {
@@ -306,6 +335,29 @@ mod tests {
         assert_eq!(t.chunk(1, u64::from(CS), CS as usize).unwrap(), Step::Accepted);
         assert_eq!(t.chunk_written(1), Step::Accepted);
         assert_eq!(t.chunk_written(1), Step::Complete(Completion { file: 1, size, digest: None }));
+        assert_eq!(t.open_files(), 0);
+    }
+
+    #[test]
+    fn prefilled_chunks_count_and_cannot_be_sent_again() {
+        let mut t = Tracker::new(CS);
+        let size = 3 * u64::from(CS);
+        t.file_start(&fs(1, 0, b"f", size)).unwrap();
+        assert_eq!(t.prefill(1, [(0, 2), (1, 1), (7, 5)].into_iter()), 2, "overlaps and out-of-range ignored");
+        assert!(t.chunk(1, 0, CS as usize).is_err(), "a held chunk is a duplicate");
+        assert_eq!(t.chunk(1, 2 * u64::from(CS), CS as usize).unwrap(), Step::Accepted);
+        assert_eq!(t.chunk_written(1), Step::Accepted);
+        assert_eq!(t.file_end(&end(1, size)).unwrap(), Step::Complete(Completion { file: 1, size, digest: None }));
+    }
+
+    #[test]
+    fn a_skipped_file_is_complete() {
+        let mut t = Tracker::new(CS);
+        t.file_start(&fs(1, 0, b"f", 10)).unwrap();
+        assert!(t.skip(1));
+        assert!(!t.skip(1));
+        assert!(t.chunk(1, 0, 10).is_err());
+        assert!(t.file_end(&end(1, 10)).is_err());
         assert_eq!(t.open_files(), 0);
     }
 

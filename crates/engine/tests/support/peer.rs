@@ -93,7 +93,14 @@ pub fn snapshot(dir: &Path, skip: Option<&Path>) -> Snapshot {
 pub fn temp_files(dir: &Path) -> Vec<PathBuf> {
     snapshot(dir, None)
         .into_keys()
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".linerate-")))
+        // Temporary files, not the resume journal's working files, which an interrupted session
+        // keeps on purpose for the next run (see `journal`).
+        .filter(|p| {
+            p.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with(".linerate-") && !n.starts_with(".linerate-resume-")
+            })
+        })
         .collect()
 }
 

@@ -1,0 +1,126 @@
+//! The client side of a pull: ask the server for a tree and receive it here, through the same
+//! [`RecvSession`] that a server uses for a push, so everything the server sends is checked and
+//! written exactly as a push's receiver would (confined beneath the local destination, renamed
+//! into place only when complete, resumable).
+
+use crate::conn;
+use crate::cpu;
+use crate::fsx::{self, Destination};
+use crate::recv::{Outcome, RecvSession, SessionParams};
+use crate::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use crate::EngineError;
+use linerate_proto::frame::{self, Frame, Pull, FLAG_PULL};
+use linerate_proto::hello::StreamKind;
+use linerate_proto::name;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where a pulled tree lands, with `cp -r` semantics: an existing directory receives it under the
+/// remote entry's own name; otherwise the parent must exist and the tree takes the last name.
+pub fn local_destination(into: &Path, from: &[u8]) -> Result<(Destination, Vec<u8>), EngineError> {
+    let shown = crate::walk::shown(into);
+    if into.is_dir() {
+        let dir = fsx::open_root(into).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
+        let base = name::split_dest(from)
+            .map_err(|e| EngineError::Usage(format!("remote path: {e}")))?
+            .last()
+            .map(|n| n.to_vec())
+            .ok_or_else(|| EngineError::Usage("name the remote file or directory to pull".into()))?;
+        return Ok((Destination { dir, into_dir: true }, base));
+    }
+    let last = into
+        .file_name()
+        .ok_or_else(|| EngineError::Usage(format!("{shown}: destination has no file name")))?
+        .as_bytes()
+        .to_vec();
+    let parent = match into.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = fsx::open_root(parent)
+        .map_err(|e| EngineError::Usage(format!("destination directory {}: {e}", crate::walk::shown(parent))))?;
+    Ok((Destination { dir, into_dir: false }, last))
+}
+
+/// Pull `from` (a path beneath the server's root) into local `into`. `cfg.sources` and
+/// `cfg.dest` are not used; everything else is as for a push.
+pub fn pull(
+    cfg: &CopyConfig,
+    from: &[u8],
+    into: &Path,
+    progress: Arc<Progress>,
+    on_error: ErrorSink,
+) -> Result<CopyReport, EngineError> {
+    let streams = cfg.streams.clamp(1, linerate_proto::caps::MAX_STREAMS);
+    let (dest, root_name) = local_destination(into, from)?;
+    let start = Instant::now();
+    let cpu0 = cpu::process();
+    let mut control = conn::connect(cfg.addr, StreamKind::Control, cfg.suite, &cfg.secret.0, [0; 16], 0, cfg.timeout)?;
+    let flags = cfg.flags() | FLAG_PULL;
+    control.tx.send_frames(&[
+        Frame::Begin(frame::Begin { dest: b"", sources: 1, chunk_size: cfg.chunk_size, flags, streams }),
+        Frame::Pull(Pull { path: from, name: &root_name }),
+    ])?;
+    send::await_target(&mut control, cfg.timeout)?;
+    let data = send::connect_data(cfg, &control, streams)?;
+    let tag: String = control.session[..6].iter().map(|b| format!("{b:02x}")).collect();
+    // The server is the sender here: it is as untrusted as any client of a server.
+    let params = SessionParams { flags, chunk_size: cfg.chunk_size, streams, tag, idle_timeout: cfg.stall_timeout };
+    let session = RecvSession::with_display(
+        params,
+        dest,
+        control.tx,
+        Some(progress.clone()),
+        cfg.list.clone(),
+        Some(on_error.clone()),
+    );
+    if let Some(s) = control.rx.socket() {
+        session.add_socket(s);
+    }
+    let mut threads = Vec::new();
+    for (i, s) in data.into_iter().enumerate() {
+        if !session.attach(i as u16 + 1, s.rx.socket()) {
+            return Err(EngineError::Usage("data stream refused by the local session".into()));
+        }
+        let session = session.clone();
+        let rx = s.rx;
+        let tx = s.tx; // kept open until the stream ends: closing it would look like a reset
+        threads.push(std::thread::spawn(move || {
+            session.run_data(rx);
+            drop(tx);
+        }));
+    }
+    let outcome = session.run_control(control.rx);
+    for t in threads {
+        let _ = t.join();
+    }
+    progress.walk_done.store(1, std::sync::atomic::Ordering::Relaxed);
+    match outcome {
+        Outcome::Done(summary) => {
+            let fin = session.finish_totals();
+            let counts = session.sync_counts();
+            Ok(CopyReport {
+                bytes: fin.bytes,
+                files: fin.files,
+                dirs: fin.dirs,
+                links: fin.links,
+                seconds: start.elapsed().as_secs_f64(),
+                streams,
+                cipher: cfg.suite.name(),
+                local_errors: 0,
+                server: summary,
+                client_cpu: cpu::process().since(cpu0),
+                client_peak_rss: cpu::peak_rss(),
+                skipped_files: counts.skipped_files,
+                skipped_bytes: counts.skipped_bytes,
+                resumed_bytes: counts.resumed_bytes,
+                deleted: counts.deleted,
+                pulled: true,
+            })
+        }
+        Outcome::Aborted(a) => Err(EngineError::Remote { code: a.code, message: a.message }),
+        // (the message says whether the server or this side ended it)
+    }
+}
