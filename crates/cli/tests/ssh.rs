@@ -405,3 +405,43 @@ fn measure_push_rates() {
         run("scp -r", c, &dst);
     }
 }
+
+/// The link goes down as soon as the session has made the destination directory (early in the
+/// transfer); the client must fail on its stall timeout, and the same command, with the link
+/// back, must complete with identical bytes.
+#[test]
+fn a_link_cut_mid_push_fails_clearly_and_the_same_command_then_completes() {
+    let Some(lab) = SshLab::start() else { return };
+    let (src, dst) = (lab.dir.path().join("src"), lab.dir.path().join("dst"));
+    fs::create_dir_all(&src).unwrap();
+    fs::create_dir(&dst).unwrap();
+    for i in 0..16u8 {
+        let f = fs::File::create(src.join(format!("f{i:02}"))).unwrap();
+        f.set_len(64 << 20).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &[i; 4096], 33 << 20).unwrap();
+    }
+    let cmd = || {
+        let mut c = lab.cp();
+        c.args(["--stall-timeout", "3"]).arg(&src).arg(remote(&dst));
+        c
+    };
+    let mut client = cmd().stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let t0 = Instant::now();
+    while !dst.join("src").exists() && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(lab.set_link(false));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut err).unwrap();
+    let st = client.wait().unwrap();
+    if st.success() {
+        eprintln!("note: the copy finished before the cut; only the rerun is checked");
+    } else {
+        assert_eq!(st.code(), Some(3), "{err}");
+        assert!(err.contains("for 3 s"), "the stall timeout names the cut: {err}");
+    }
+    assert!(lab.set_link(true));
+    let o = run_bounded(cmd(), LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    same_tree(&src, &dst.join("src"));
+}

@@ -52,6 +52,8 @@ pub struct SshLab {
     pub dir: tempfile::TempDir,
     /// The client's ssh_config (`ssh -F` it).
     pub ssh_config: PathBuf,
+    /// The client's end of the veth pair (in `client_ns`).
+    pub client_dev: String,
     sshd: Option<Child>,
     sshd_log: PathBuf,
 }
@@ -72,7 +74,9 @@ impl SshLab {
         };
         let id = format!("{}{}", std::process::id() % 100_000, COUNTER.fetch_add(1, Ordering::Relaxed));
         let dir = tempfile::Builder::new().prefix("linerate-sshlab-").tempdir().unwrap();
+        let dev = format!("lrsv{id}");
         let mut lab = SshLab {
+            client_dev: dev.clone(),
             client_ns: format!("lrsc{id}"),
             server_ns: format!("lrss{id}"),
             ssh_config: dir.path().join("ssh_config"),
@@ -81,7 +85,6 @@ impl SshLab {
             sshd: None,
         };
         // From here on, Drop cleans up whatever was made.
-        let dev = format!("lrsv{id}");
         let peer = format!("{dev}p");
         assert!(ip(&["netns", "add", &lab.client_ns]) && ip(&["netns", "add", &lab.server_ns]));
         assert!(ip(&[
@@ -201,6 +204,12 @@ impl SshLab {
     pub fn server_pids(&self) -> Vec<u32> {
         let o = Command::new("ip").args(["netns", "pids", &self.server_ns]).output().unwrap();
         String::from_utf8_lossy(&o.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
+    }
+
+    /// Cut (`false`) or restore (`true`) the link between the hosts (both directions: the
+    /// client's end of the veth pair goes down or up).
+    pub fn set_link(&self, up: bool) -> bool {
+        ip(&["-n", &self.client_ns, "link", "set", &self.client_dev, if up { "up" } else { "down" }])
     }
 
     /// What sshd logged so far.
