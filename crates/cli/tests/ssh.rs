@@ -357,8 +357,9 @@ fn the_remote_exits_when_the_ssh_connection_closes_before_anyone_connects() {
     wait_no_remote(&lab);
 }
 
-/// Not a test: rates of a 1 GiB push over the lab's veth (no rate limit, so CPU bound) with
-/// `linerate cp` direct, `linerate cp --via-ssh` and `scp -r`, each checked for identical bytes.
+/// Not a test: rates of a 1 GiB push and pull over the lab's veth (no rate limit, so CPU bound) with
+/// `linerate cp` direct, `linerate cp --via-ssh` and `scp -r` (and pulls with linerate and scp), each
+/// checked for identical bytes.
 /// Run with `cargo test --test ssh measure -- --ignored --nocapture`; `LINERATE_BIN` names a
 /// release build to measure instead of this test's debug binary (for both ends).
 #[test]
@@ -403,6 +404,12 @@ fn measure_push_rates() {
         let mut c = lab.in_client("scp");
         c.arg("-F").arg(&lab.ssh_config).args(["-q", "-r"]).arg(&src).arg(remote(&dst));
         run("scp -r", c, &dst);
+        let mut c = lab.in_client(&bin);
+        c.args(["cp", "--no-save", "-q", "--rsh", &lab.rsh(), "--remote-linerate", &bin]).arg(remote(&src)).arg(&dst);
+        run("linerate cp (pull)", c, &dst);
+        let mut c = lab.in_client("scp");
+        c.arg("-F").arg(&lab.ssh_config).args(["-q", "-r"]).arg(remote(&src)).arg(&dst);
+        run("scp -r (pull)", c, &dst);
     }
 }
 
