@@ -21,13 +21,23 @@ use std::time::Duration;
 
 const CP_AFTER_HELP: &str = "\
 DESTINATION:
+  [user@]HOST:PATH over ssh: cp runs `linerate serve --once --ssh` on HOST through the
+                   system ssh (~/.ssh/config, agent, ProxyJump and keys apply; -e to
+                   replace ssh), which announces a port and a one-time key; the streams
+                   then connect to HOST directly (--via-ssh: through the ssh connection).
+                   PATH is relative to the remote home unless absolute, as for scp, and
+                   never passes through a remote shell. IPv6: [user@][ADDR]:PATH.
   HOST:PORT:PATH   a running `linerate serve`; PATH is relative to its --root.
                    IPv6: [ADDR]:PORT:PATH. Needs --key-file with the server's key.
   PATH             a local path: cp starts its own server process on loopback and hands
                    it a fresh one-time key through a pipe. Prefix a local path that
                    contains ':' with ./
 
-  Pull: `linerate cp HOST:PORT:PATH LOCAL` copies PATH from a running server.
+  An operand with a ':' before any '/' is remote: a numeric PORT between two colons (and
+  no user@) means a running daemon, anything else ssh.
+
+  Pull: `linerate cp HOST:PORT:PATH LOCAL` copies PATH from a running server;
+  `linerate cp [user@]HOST:PATH LOCAL` copies it over ssh.
 
   Files already at the destination with the same size and mtime are skipped
   (--checksum: same BLAKE3); an interrupted large file resumes from its verified
@@ -96,6 +106,8 @@ pub struct CpArgs {
     /// Do not save this run in the run store.
     #[arg(long)]
     no_save: bool,
+    #[command(flatten)]
+    ssh: crate::ssh::SshArgs,
     /// A file is up to date when its BLAKE3 matches, not merely its size and modification time
     /// (both sides read every file of the same size).
     #[arg(long, short = 'c')]
@@ -135,8 +147,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 16)]
     max_handshakes_per_source: usize,
     /// Key file (64 hex digits, mode 0600); `-` reads the key from standard input.
-    #[arg(long, value_name = "FILE")]
-    key_file: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "ssh")]
+    key_file: Option<PathBuf>,
     /// Serve one session, then exit with its status.
     #[arg(long)]
     once: bool,
@@ -163,6 +175,8 @@ pub struct ServeArgs {
     /// (within its own cap), and what one leaves unused goes to the others.
     #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
     max_rate_total: Option<u64>,
+    #[command(flatten)]
+    ssh: crate::ssh::ServeSshArgs,
 }
 
 fn parse_size(s: &str) -> Result<u32, String> {
@@ -224,7 +238,7 @@ fn default_streams() -> u16 {
 }
 
 /// A local `linerate serve --once` child, listening on loopback, holding a fresh key.
-struct LocalServer {
+pub(crate) struct LocalServer {
     child: Child,
     addr: SocketAddr,
 }
@@ -367,7 +381,7 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, (anyhow::Error, u8)> {
 }
 
 /// Run a copy or pull with a progress bar; map its result to a report and an exit code.
-fn run_engine(
+pub(crate) fn run_engine(
     show: Show,
     f: impl FnOnce(Arc<Progress>, send::ErrorSink) -> Result<CopyReport, EngineError>,
     local: Option<&mut LocalServer>,
@@ -483,35 +497,40 @@ pub fn run_cp(a: CpArgs) -> u8 {
         _ => conn::preferred_suite(),
     };
     let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose };
-    let r = copy_showing(
-        paths,
-        &dest,
-        a.key_file.as_deref(),
-        |c| {
-            if let Some(s) = a.streams {
-                c.streams = s.clamp(1, caps::MAX_STREAMS);
+    let job = match crate::ssh::classify(&paths, &dest) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("linerate: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    let apply = |c: &mut CopyConfig| {
+        if let Some(s) = a.streams {
+            c.streams = s.clamp(1, caps::MAX_STREAMS);
+        }
+        c.chunk_size = a.chunk_size;
+        c.verify = a.verify;
+        c.fsync = a.fsync;
+        c.suite = suite;
+        c.timeout = Duration::from_secs(a.timeout.max(1));
+        c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
+        c.checksum = a.checksum;
+        c.delete = a.delete;
+        c.dry_run = a.dry_run;
+        let to_stderr = a.json;
+        c.list = Some(send::ListSink(Arc::new(move |line: &str| {
+            if to_stderr {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
             }
-            c.chunk_size = a.chunk_size;
-            c.verify = a.verify;
-            c.fsync = a.fsync;
-            c.suite = suite;
-            c.timeout = Duration::from_secs(a.timeout.max(1));
-            c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
-            c.checksum = a.checksum;
-            c.delete = a.delete;
-            c.dry_run = a.dry_run;
-            let to_stderr = a.json;
-            c.list = Some(send::ListSink(Arc::new(move |line: &str| {
-                if to_stderr {
-                    eprintln!("{line}");
-                } else {
-                    println!("{line}");
-                }
-            })));
-            c.bwlimit = a.bwlimit;
-        },
-        show,
-    );
+        })));
+        c.bwlimit = a.bwlimit;
+    };
+    let r = match job {
+        Some(job) => crate::ssh::copy(job, &a.ssh, apply, show),
+        None => copy_showing(paths, &dest, a.key_file.as_deref(), apply, show),
+    };
     match r {
         Ok((report, code)) => {
             if a.json {
@@ -540,11 +559,16 @@ pub fn run_cp(a: CpArgs) -> u8 {
 }
 
 pub fn run_serve(a: ServeArgs) -> u8 {
-    let secret = if a.key_file.as_os_str() == "-" {
-        Secret::read_from(std::io::stdin().lock())
-    } else {
-        Secret::load(&a.key_file)
+    if a.ssh.ssh {
+        let (hs, idle) = (Duration::from_secs(a.handshake_timeout.max(1)), Duration::from_secs(a.idle_timeout.max(1)));
+        return crate::ssh::run_serve_ssh(&a.ssh, hs, idle);
+    }
+    let Some(key_file) = a.key_file else {
+        eprintln!("linerate serve: --key-file is required (or --ssh, when started by linerate cp)");
+        return exit::USAGE;
     };
+    let secret =
+        if key_file.as_os_str() == "-" { Secret::read_from(std::io::stdin().lock()) } else { Secret::load(&key_file) };
     let secret = match secret {
         Ok(s) => s,
         Err(e) => {
@@ -568,7 +592,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.bench.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.max_handshakes_per_source = a.max_handshakes_per_source.max(1);
     cfg.once = a.once;
-    cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(30));
+    cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(a.ssh.connect_deadline.max(1)));
     cfg.max_sessions = a.max_sessions.max(1);
     cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));

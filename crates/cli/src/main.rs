@@ -9,6 +9,7 @@ mod lab;
 mod limit;
 mod progress;
 mod report;
+mod ssh;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -230,6 +230,53 @@ pub fn resolve_destination(root: &OwnedFd, dest: &[u8], sources: u32) -> Result<
     }
 }
 
+/// Resolve a destination the way scp does for the ssh user who started the server
+/// ([`crate::server::PathMode::AsUser`]): relative to `base` (the login directory), absolute paths
+/// allowed (`~/` is the login directory too), symlinks and `..` in the path followed as the
+/// operating system allows; then the `cp -r` rules of [`resolve_destination`]. Entries of the
+/// tree are later created beneath the returned handle, confined as always.
+pub fn resolve_user_destination(base: &OwnedFd, dest: &[u8], sources: u32) -> Result<Destination, String> {
+    if dest.len() > linerate_proto::caps::MAX_PATH {
+        return Err("destination path longer than 4096 bytes".into());
+    }
+    if dest.contains(&0) {
+        return Err("destination path contains NUL".into());
+    }
+    let shown = name::escape(dest);
+    // `~` and `~/...` name the login directory, as scp (in SFTP mode) expands them.
+    let dest = if dest == b"~" { &b""[..] } else { dest.strip_prefix(b"~/").unwrap_or(dest) };
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let whole: &[u8] = if dest.is_empty() { b"." } else { dest };
+    match rfs::openat(base, whole, dir_flags, Mode::empty()) {
+        Ok(dir) => return Ok(Destination { dir, into_dir: true }),
+        Err(Errno::NOENT | Errno::NOTDIR) => {}
+        Err(e) => return Err(format!("destination '{shown}': {}", ioe(e))),
+    }
+    // Not a directory (or absent): its parent must be one, and a single source takes the name.
+    let trimmed = {
+        let mut t = dest;
+        while t.len() > 1 && t.ends_with(b"/") {
+            t = &t[..t.len() - 1];
+        }
+        t
+    };
+    let (parent, last): (&[u8], &[u8]) = match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/", &trimmed[1..]),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => (b".", trimmed),
+    };
+    name::validate(last).map_err(|e| format!("destination '{shown}': {e}"))?;
+    let dir = rfs::openat(base, parent, dir_flags, Mode::empty())
+        .map_err(|e| format!("destination '{shown}': parent '{}': {}", name::escape(parent), ioe(e)))?;
+    match rfs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(_) | Err(Errno::NOENT) if sources == 1 => Ok(Destination { dir, into_dir: false }),
+        Ok(_) | Err(Errno::NOENT) => {
+            Err(format!("destination '{shown}' is not a directory, and {sources} sources need one"))
+        }
+        Err(e) => Err(format!("destination '{shown}': {}", ioe(e))),
+    }
+}
+
 /// Open directory handles of a session, by directory id, bounded in number. A handle that was
 /// dropped is reopened by walking down from the nearest open ancestor, component by component.
 pub struct DirCache {
@@ -353,4 +400,108 @@ pub fn resolve_source(root: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std::path
     let mut p = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
     p.push(std::ffi::OsStr::from_bytes(last));
     Ok((dir, p))
+}
+
+/// Resolve the source of a pull for a server run by the ssh user
+/// ([`crate::server::PathMode::AsUser`]), as scp does: relative to `base` (the login directory,
+/// also `~/`), absolute paths allowed, symlinks and `..` in the directories above the source
+/// followed as the operating system allows. The source itself is not followed (a symlink is sent
+/// as a link), and what lies beneath it is walked as always. Returns what [`resolve_source`] does.
+pub fn resolve_user_source(base: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std::path::PathBuf), String> {
+    use std::os::fd::AsRawFd;
+    if path.len() > linerate_proto::caps::MAX_PATH || path.contains(&0) {
+        return Err("source path longer than 4096 bytes or containing NUL".into());
+    }
+    let shown = name::escape(path);
+    let path = path.strip_prefix(b"~/").unwrap_or(path);
+    let mut trimmed = path;
+    while trimmed.len() > 1 && trimmed.ends_with(b"/") {
+        trimmed = &trimmed[..trimmed.len() - 1];
+    }
+    let (parent, last): (&[u8], &[u8]) = match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/", &trimmed[1..]),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => (b".", trimmed),
+    };
+    if name::validate(last).is_err() || last == b"~" {
+        return Err(format!("source '{shown}': name the file or directory to pull (not '.', '..' or a home)"));
+    }
+    let dir = rfs::openat(base, parent, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("source '{shown}': '{}': {}", name::escape(parent), ioe(e)))?;
+    rfs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| format!("source '{shown}': {}", ioe(e)))?;
+    if !proc_fd_available() {
+        return Err("pulling needs /proc on the server".into());
+    }
+    let mut p = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    p.push(std::ffi::OsStr::from_bytes(last));
+    Ok((dir, p))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+
+    fn base(p: &std::path::Path) -> OwnedFd {
+        open_root(p).unwrap()
+    }
+
+    fn ino(fd: &OwnedFd) -> u64 {
+        rfs::fstat(fd).unwrap().st_ino
+    }
+
+    #[test]
+    fn user_destination_resolves_like_scp() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        std::fs::create_dir_all(home.join("sub")).unwrap();
+        std::fs::create_dir_all(t.path().join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("elsewhere"), home.join("link")).unwrap();
+        let b = base(&home);
+        let elsewhere = ino(&open_root(&t.path().join("elsewhere")).unwrap());
+        // Empty: the login directory itself.
+        let d = resolve_user_destination(&b, b"", 2).unwrap();
+        assert!(d.into_dir && ino(&d.dir) == ino(&b));
+        // Relative, through a symlink in the prefix, and with `..`.
+        let d = resolve_user_destination(&b, b"link", 1).unwrap();
+        assert!(d.into_dir && ino(&d.dir) == elsewhere);
+        let d = resolve_user_destination(&b, b"~/link", 1).unwrap();
+        assert!(d.into_dir && ino(&d.dir) == elsewhere);
+        let d = resolve_user_destination(&b, b"~", 1).unwrap();
+        assert!(d.into_dir && ino(&d.dir) == ino(&b));
+        let d = resolve_user_destination(&b, b"sub/../link/new", 1).unwrap();
+        assert!(!d.into_dir && ino(&d.dir) == elsewhere);
+        // Absolute.
+        let abs = t.path().join("elsewhere/x");
+        let d = resolve_user_destination(&b, abs.as_os_str().as_bytes(), 1).unwrap();
+        assert!(!d.into_dir && ino(&d.dir) == elsewhere);
+        // A new name takes exactly one source; a missing parent is an error.
+        assert!(resolve_user_destination(&b, b"newname", 2).err().unwrap().contains("2 sources"));
+        assert!(resolve_user_destination(&b, b"nope/x", 1).is_err());
+        assert!(resolve_user_destination(&b, b"a\0b", 1).is_err());
+    }
+
+    #[test]
+    fn user_source_resolves_like_scp() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        std::fs::create_dir_all(home.join("sub")).unwrap();
+        std::fs::create_dir_all(t.path().join("elsewhere/d")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("elsewhere"), home.join("link")).unwrap();
+        let b = base(&home);
+        for p in [&b"link/d"[..], b"~/link/d/", b"sub/../link/d"] {
+            let (_holder, path) = resolve_user_source(&b, p).unwrap();
+            assert!(path.is_dir(), "{}", String::from_utf8_lossy(p));
+        }
+        let abs = t.path().join("elsewhere/d");
+        let (_holder, path) = resolve_user_source(&b, abs.as_os_str().as_bytes()).unwrap();
+        assert!(path.is_dir());
+        // The source itself is not followed: a symlink stays a symlink.
+        let (_holder, path) = resolve_user_source(&b, b"link").unwrap();
+        assert!(std::fs::symlink_metadata(path).unwrap().file_type().is_symlink());
+        for bad in [&b""[..], b"~", b"~/", b".", b"sub/..", b"missing", b"a\0b"] {
+            assert!(resolve_user_source(&b, bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
 }

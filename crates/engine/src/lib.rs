@@ -18,6 +18,7 @@ pub mod journal;
 pub mod pull;
 pub mod rate;
 pub mod recv;
+pub mod remote;
 pub mod sample;
 pub mod sched;
 pub mod secret;

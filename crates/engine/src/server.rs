@@ -55,6 +55,24 @@ pub struct ServerConfig {
     pub rate_per_client: Option<u64>,
     /// Most bit/s of all copy sessions together, split fairly (`serve --max-rate-total`).
     pub rate_total: Option<u64>,
+    /// How the paths a client names (a push's destination, a pull's source) are resolved against
+    /// `root`.
+    pub paths: PathMode,
+}
+
+/// How a server resolves the paths its clients name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PathMode {
+    /// A daemon's clients: beneath `root`, component by component, never following a symlink and
+    /// never leaving it (`..` refused).
+    #[default]
+    BeneathRoot,
+    /// A server started through ssh for its own user (`serve --once --ssh`), resolving paths the
+    /// way scp does: relative to `root` (the login directory), absolute paths allowed, symlinks and
+    /// `..` in the named path followed as the operating system allows that user. Only the named
+    /// path is resolved this way: entries inside the transferred tree stay confined beneath it
+    /// by directory handle, as in [`PathMode::BeneathRoot`].
+    AsUser,
 }
 
 impl ServerConfig {
@@ -80,7 +98,20 @@ impl ServerConfig {
             log: true,
             rate_per_client: None,
             rate_total: None,
+            paths: PathMode::BeneathRoot,
         }
+    }
+
+    /// A one-session server started through ssh for the ssh user (`linerate serve --once --ssh`):
+    /// paths resolve as that user names them, relative to `home` ([`PathMode::AsUser`]); it gives
+    /// up when nobody connects within `deadline`, and logs nothing (the client reports).
+    pub fn ssh_user(listen: SocketAddr, secret: Secret, home: PathBuf, deadline: Duration) -> ServerConfig {
+        let mut cfg = ServerConfig::new(listen, home, secret);
+        cfg.paths = PathMode::AsUser;
+        cfg.once = true;
+        cfg.first_connect_deadline = Some(deadline);
+        cfg.log = false;
+        cfg
     }
 
     /// Serve copies beneath `root` too.
@@ -440,7 +471,11 @@ fn control(
     if let Some((path, name)) = pull_from {
         return Some(serve_pull(shared, sec, sock, root, &path, name, chunk_size, flags, streams));
     }
-    let d = match fsx::resolve_destination(root, &dest, sources) {
+    let resolved = match shared.cfg.paths {
+        PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources),
+        PathMode::AsUser => fsx::resolve_user_destination(root, &dest, sources),
+    };
+    let d = match resolved {
         Ok(d) => d,
         Err(msg) => return Some(fatal(&mut sec.tx, ErrorCode::Destination, msg)),
     };
@@ -525,7 +560,11 @@ fn serve_pull(
     if let Err(e) = linerate_proto::name::validate(&name) {
         return fatal(&mut sec.tx, ErrorCode::BadName, format!("pull: the destination name: {e}"));
     }
-    let (holder, src) = match fsx::resolve_source(root, path) {
+    let resolved = match shared.cfg.paths {
+        PathMode::BeneathRoot => fsx::resolve_source(root, path),
+        PathMode::AsUser => fsx::resolve_user_source(root, path),
+    };
+    let (holder, src) = match resolved {
         Ok(x) => x,
         Err(msg) => return fatal(&mut sec.tx, ErrorCode::Destination, msg),
     };

@@ -1,0 +1,610 @@
+//! `linerate cp` to and from `[user@]host:PATH` (issue 5): the remote side is started through the
+//! system `ssh` (so ~/.ssh/config, agents, ProxyJump and keys work as for scp) with a fixed
+//! command line, `linerate serve --once --ssh`, which announces a port and a one-time secret on
+//! its standard output; the copy then runs over direct parallel streams, or with `--via-ssh`
+//! through channels of the same ssh connection. Paths travel inside the protocol, never through
+//! the remote shell. Also the `serve --ssh` side.
+
+use crate::exit;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use linerate_engine::remote::{self, Announce, AnnounceError, Forwarder};
+use linerate_engine::secret::Secret;
+use linerate_engine::send::{self, CopyConfig, CopyReport};
+use linerate_engine::server::{Server, ServerConfig};
+use linerate_engine::{recv, EngineError};
+use linerate_proto::name::escape;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+
+use std::time::{Duration, Instant};
+
+/// `linerate cp` flags for `[user@]host:PATH` operands.
+#[derive(Args, Debug, Default, Clone)]
+pub struct SshArgs {
+    /// Program that starts the remote side instead of `ssh`, with its arguments (split on
+    /// whitespace, no shell), as rsync's -e: e.g. -e "ssh -p 2222 -F cfg".
+    #[arg(short = 'e', long = "rsh", value_name = "COMMAND")]
+    pub rsh: Option<String>,
+    /// The linerate program on the remote host (found in the remote PATH unless absolute).
+    #[arg(long, value_name = "PATH", default_value = "linerate")]
+    pub remote_linerate: String,
+    /// Carry the streams through the ssh connection (for a firewall that blocks the direct
+    /// connection to the remote's ephemeral port). Slower: one ssh connection, one core.
+    #[arg(long)]
+    pub via_ssh: bool,
+}
+
+/// `linerate serve` flags for being started by `linerate cp` through ssh.
+#[derive(Args, Debug, Clone)]
+pub struct ServeSshArgs {
+    /// Started through ssh by `linerate cp`: make a one-time key, listen on an ephemeral port of
+    /// every address, print `LINERATE <version> PORT <port> SECRET <key> [ADDR <ip>]` on stdout,
+    /// resolve the client's paths as this user (like scp, relative to the current directory),
+    /// exit when stdin closes. Needs --once.
+    #[arg(long, requires = "once", conflicts_with_all = ["key_file", "root", "listen", "announce"])]
+    pub ssh: bool,
+    /// With --ssh: listen on 127.0.0.1 only (cp --via-ssh reaches it through the ssh connection).
+    #[arg(long, requires = "ssh")]
+    pub ssh_loopback: bool,
+    /// With --once: seconds to wait for the client to connect before giving up.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub connect_deadline: u64,
+}
+
+/// An `[user@]host:PATH` operand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshTarget {
+    /// What ssh is given as its destination: `user@host` or `host`.
+    pub login: String,
+    /// The host alone (IPv6 without brackets).
+    pub host: String,
+    /// The remote path, as bytes: relative to the remote user's home unless absolute.
+    pub path: Vec<u8>,
+}
+
+/// What an ssh copy does.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Job {
+    /// Local sources to a remote destination.
+    Push { sources: Vec<PathBuf>, target: SshTarget },
+    /// One remote source to a local destination.
+    Pull { target: SshTarget, into: PathBuf },
+}
+
+/// Parse an operand in the ssh form, `[user@]host:PATH` or `[user@][v6addr]:PATH`. `None` for a
+/// local path (starts with `/`, `./` or `../`, no `:` or a `/` before the first `:`) and for the
+/// daemon form `HOST:PORT:PATH` (a numeric port between two colons, and no `user@`).
+pub fn parse_spec(p: &Path) -> Option<Result<SshTarget>> {
+    let b = p.as_os_str().as_bytes();
+    if b.starts_with(b"/") || b.starts_with(b"./") || b.starts_with(b"../") {
+        return None;
+    }
+    let colon = b.iter().position(|&c| c == b':')?;
+    // A '/' before the first ':' (outside brackets) makes it a local path, as for scp.
+    let bracketed = b.starts_with(b"[") || b.windows(2).position(|w| w == b"@[").is_some_and(|i| i < colon);
+    if !bracketed && b[..colon].contains(&b'/') {
+        return None;
+    }
+    let at = b[..colon].iter().position(|&c| c == b'@').filter(|&i| !b[..i].contains(&b'['));
+    let (user, rest) = match at {
+        Some(i) => (Some(&b[..i]), &b[i + 1..]),
+        None => (None, b),
+    };
+    let (host, path): (&[u8], &[u8]) = if let Some(r) = rest.strip_prefix(b"[") {
+        let Some(end) = r.windows(2).position(|w| w == b"]:") else {
+            return Some(Err(anyhow!("'{}': expected [user@][ADDR]:PATH", escape(b))));
+        };
+        (&r[..end], &r[end + 2..])
+    } else {
+        let c = rest.iter().position(|&c| c == b':')?;
+        (&rest[..c], &rest[c + 1..])
+    };
+    // The daemon form: a numeric port between two colons, no user.
+    if user.is_none() {
+        if let Some(c) = path.iter().position(|&c| c == b':') {
+            if c > 0 && path[..c].iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+        }
+    }
+    let ok = |s: &[u8]| {
+        !s.is_empty() && !s.starts_with(b"-") && s.iter().all(|&c| c.is_ascii_graphic() && c != b'@' && c != b'/')
+    };
+    if !ok(host) || user.is_some_and(|u| !ok(u)) {
+        return Some(Err(anyhow!("'{}': not a valid [user@]host:PATH", escape(b))));
+    }
+    let host = String::from_utf8_lossy(host).into_owned();
+    let login = match user {
+        Some(u) => format!("{}@{host}", String::from_utf8_lossy(u)),
+        None => host.clone(),
+    };
+    Some(Ok(SshTarget { login, host, path: path.to_vec() }))
+}
+
+/// A remote operand of either form (`host:...`): not `/`, `./` or `../`, and a `:` before any `/`.
+fn looks_remote(p: &Path) -> bool {
+    let b = p.as_os_str().as_bytes();
+    if b.starts_with(b"/") || b.starts_with(b"./") || b.starts_with(b"../") {
+        return false;
+    }
+    b.iter().position(|&c| c == b':').is_some_and(|c| !b[..c].contains(&b'/'))
+}
+
+/// Whether `cp SRC... DEST` is an ssh copy, and which way.
+pub fn classify(sources: &[PathBuf], dest: &Path) -> Result<Option<Job>> {
+    let mut remote_sources = Vec::new();
+    for s in sources {
+        if let Some(t) = parse_spec(s) {
+            remote_sources.push(t?);
+        }
+    }
+    match parse_spec(dest) {
+        Some(t) => {
+            if !remote_sources.is_empty() {
+                bail!("copying from one remote host to another is not supported: copy through this host");
+            }
+            Ok(Some(Job::Push { sources: sources.to_vec(), target: t? }))
+        }
+        None if remote_sources.is_empty() => Ok(None),
+        None => {
+            if sources.len() != 1 {
+                bail!("a copy from a remote host takes exactly one [user@]host:PATH source");
+            }
+            if looks_remote(dest) {
+                bail!("copying from one remote host to another is not supported: copy through this host");
+            }
+            let target = remote_sources.remove(0);
+            Ok(Some(Job::Pull { target, into: dest.to_path_buf() }))
+        }
+    }
+}
+
+/// Quote a word for the remote shell (ssh always hands the command line to one).
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric() || b"_./-+=:,@%".contains(&c)) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The command that starts ssh: `-e COMMAND` split on whitespace, or `ssh`.
+fn rsh_words(args: &SshArgs) -> Result<Vec<String>> {
+    let words: Vec<String> = args.rsh.as_deref().unwrap_or("ssh").split_ascii_whitespace().map(String::from).collect();
+    if words.is_empty() {
+        bail!("--rsh is empty");
+    }
+    Ok(words)
+}
+
+fn rsh_command(words: &[String]) -> Command {
+    let mut c = Command::new(&words[0]);
+    c.args(&words[1..]);
+    c
+}
+
+/// The host name ssh would connect to (`ssh -G`: HostName from ~/.ssh/config), else `host`.
+fn ssh_hostname(words: &[String], target: &SshTarget) -> String {
+    let out = rsh_command(words).args(["-G", "--", &target.login]).stdin(Stdio::null()).stderr(Stdio::null()).output();
+    if let Ok(o) = out {
+        if o.status.success() {
+            for line in String::from_utf8_lossy(&o.stdout).lines() {
+                if let Some(h) = line.strip_prefix("hostname ") {
+                    return h.trim().to_string();
+                }
+            }
+        }
+    }
+    target.host.clone()
+}
+
+/// The remote side of one copy: the ssh child (kept for the session), the secret and where to
+/// connect.
+pub struct Remote {
+    ssh: Option<Child>,
+    stdin: Option<ChildStdin>,
+    /// Where the copy connects (the remote's port, or the local forwarder).
+    pub addr: SocketAddr,
+    /// The session's one-time secret.
+    pub secret: Secret,
+    fwd: Option<Forwarder>,
+    ctl: Option<tempfile::TempDir>,
+}
+
+/// Most lines of other output (a login banner printed by a shell startup file) skipped while
+/// looking for the announce line.
+const MAX_PRELUDE_LINES: usize = 64;
+
+impl Remote {
+    /// Start `ssh ... -- [user@]host 'linerate' serve --once --ssh` and read its announce line.
+    pub fn start(target: &SshTarget, args: &SshArgs) -> Result<Remote, (anyhow::Error, u8)> {
+        let words = rsh_words(args).map_err(|e| (e, exit::USAGE))?;
+        let ctl = if args.via_ssh {
+            let d = tempfile::Builder::new()
+                .prefix("linerate-ssh-")
+                .tempdir()
+                .context("creating a private directory for the ssh control socket")
+                .map_err(|e| (e, exit::SESSION))?;
+            // Private, whatever the umask: the socket gives anyone who can reach it our ssh session.
+            std::fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .context("making the control socket's directory private")
+                .map_err(|e| (e, exit::SESSION))?;
+            Some(d)
+        } else {
+            None
+        };
+        let mut remote_cmd = format!("{} serve --once --ssh", shell_quote(&args.remote_linerate));
+        if args.via_ssh {
+            remote_cmd.push_str(" --ssh-loopback");
+        }
+        let mut cmd = rsh_command(&words);
+        cmd.arg("-T");
+        if let Some(d) = &ctl {
+            cmd.arg("-M").arg("-S").arg(d.path().join("ctl")).args(["-o", "ControlPersist=no"]);
+        }
+        cmd.args(["--", &target.login, &remote_cmd])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().with_context(|| format!("starting {}", words[0])).map_err(|e| (e, exit::USAGE))?;
+        let stdin = child.stdin.take();
+        let announce = match child.stdout.take() {
+            Some(out) => read_announce(out),
+            None => Err(AnnounceFailure::Eof(None)),
+        };
+        let mut remote = Remote {
+            ssh: Some(child),
+            stdin,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            secret: Secret([0; 32]),
+            fwd: None,
+            ctl,
+        };
+        let ann = match announce {
+            Ok(a) => a,
+            Err(e) => {
+                let status = remote.kill_ssh(Duration::from_secs(5));
+                return Err((remote_failed(e, status, target, args), exit::SESSION));
+            }
+        };
+        remote.secret = ann.secret.clone();
+        if let Some(d) = &remote.ctl {
+            let ctl_path = d.path().join("ctl");
+            let (words, login, port) = (words.clone(), target.login.clone(), ann.port);
+            let fwd = Forwarder::start(move || {
+                let mut c = rsh_command(&words);
+                c.arg("-S").arg(&ctl_path).args(["-o", "ControlMaster=no", "-W", &format!("127.0.0.1:{port}")]);
+                c.args(["--", &login]);
+                c
+            })
+            .context("starting the local forwarder for --via-ssh")
+            .map_err(|e| (e, exit::SESSION))?;
+            remote.addr = fwd.addr();
+            remote.fwd = Some(fwd);
+        } else {
+            remote.addr = pick_addr(&ann, target, &words).map_err(|e| (e, exit::SESSION))?;
+        }
+        Ok(remote)
+    }
+
+    /// Connections the `--via-ssh` forwarder carried.
+    pub fn forwarded(&self) -> Option<u64> {
+        self.fwd.as_ref().map(Forwarder::accepted)
+    }
+
+    /// Kill ssh by its process id and reap it, after `grace` for it to end by itself.
+    fn kill_ssh(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let mut child = self.ssh.take()?;
+        let until = Instant::now() + grace;
+        loop {
+            match child.try_wait() {
+                Ok(Some(s)) => {
+                    self.stdin = None;
+                    return Some(s);
+                }
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+                _ => break,
+            }
+        }
+        let _ = child.kill();
+        self.stdin = None;
+        child.wait().ok()
+    }
+
+    /// End the session: after a completed copy the remote exits by itself and ssh with it (given
+    /// a few seconds); otherwise ssh is killed at once. The control socket's directory goes too.
+    pub fn finish(mut self, ok: bool) {
+        let grace = if ok { Duration::from_secs(15) } else { Duration::ZERO };
+        if let Some(f) = self.fwd.take() {
+            f.stop(if ok { Duration::from_secs(5) } else { Duration::ZERO });
+        }
+        self.kill_ssh(grace);
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        if let Some(f) = self.fwd.take() {
+            f.stop(Duration::ZERO);
+        }
+        self.kill_ssh(Duration::ZERO);
+        // `ctl` (a TempDir) removes the control socket's directory when dropped after this.
+    }
+}
+
+/// What went wrong reading the announce line.
+enum AnnounceFailure {
+    /// Output ended (or a read failed) before a `LINERATE` line; the first other line seen.
+    Eof(Option<String>),
+    /// A line was found but is unusable.
+    Bad(AnnounceError),
+}
+
+fn read_announce(out: impl Read + Send + 'static) -> Result<Announce, AnnounceFailure> {
+    let mut r = BufReader::new(out);
+    let mut other = None;
+    for _ in 0..MAX_PRELUDE_LINES {
+        let mut line = Vec::new();
+        match (&mut r).take(4096).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return Err(AnnounceFailure::Eof(other)),
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        match Announce::parse(&text) {
+            Ok(a) => {
+                // Keep reading (and discarding) so the remote never blocks or fails on a full pipe.
+                std::thread::spawn(move || std::io::copy(&mut r, &mut std::io::sink()));
+                return Ok(a);
+            }
+            Err(AnnounceError::NotAnnounce) => {
+                if other.is_none() && !text.contains("SECRET") {
+                    let shown: String = escape(text.trim_end().as_bytes()).chars().take(100).collect();
+                    other = Some(shown);
+                }
+            }
+            Err(e) => return Err(AnnounceFailure::Bad(e)),
+        }
+    }
+    Err(AnnounceFailure::Eof(other))
+}
+
+fn remote_failed(f: AnnounceFailure, status: Option<ExitStatus>, target: &SshTarget, args: &SshArgs) -> anyhow::Error {
+    let host = escape(target.host.as_bytes());
+    let status = match status.map(|s| (s.code(), s)) {
+        Some((Some(255), _)) => "ssh exited with status 255: the ssh connection failed (see its message above)".into(),
+        Some((Some(127), _)) => format!(
+            "ssh exited with status 127: '{}' was not found on {host}; install linerate there or name it with --remote-linerate PATH",
+            escape(args.remote_linerate.as_bytes())
+        ),
+        Some((Some(2), _)) => format!(
+            "ssh exited with status 2: the remote '{}' refused its command line (older than this linerate, \
+             without `serve --ssh`?)",
+            escape(args.remote_linerate.as_bytes())
+        ),
+        Some((Some(c), _)) => format!("ssh exited with status {c}"),
+        Some((None, s)) => format!("ssh ended: {s}"),
+        None => "ssh did not end and was killed".into(),
+    };
+    match f {
+        AnnounceFailure::Bad(e @ AnnounceError::Version { .. }) => anyhow!(
+            "{e}: install the same linerate version on both hosts (or name the remote one with --remote-linerate PATH)"
+        ),
+        AnnounceFailure::Bad(e) => anyhow!("the remote linerate on {host} announced nothing usable: {e}; {status}"),
+        AnnounceFailure::Eof(Some(line)) => {
+            anyhow!("the remote side on {host} did not announce itself (its output began with \"{line}\"); {status}")
+        }
+        AnnounceFailure::Eof(None) => {
+            anyhow!("the remote side on {host} ended without announcing itself; {status}")
+        }
+    }
+}
+
+/// Where to reach the remote's port: the address the ssh connection reached (mosh's choice) if a
+/// connection gets through, else the host name as ssh resolves it (`ssh -G`).
+fn pick_addr(ann: &Announce, target: &SshTarget, words: &[String]) -> Result<SocketAddr> {
+    const PROBE: Duration = Duration::from_secs(3);
+    if let Some(ip) = ann.addr {
+        let a = SocketAddr::new(ip, ann.port);
+        // A connection closed before its first byte is a probe to the server: not a session.
+        if TcpStream::connect_timeout(&a, PROBE).is_ok() {
+            return Ok(a);
+        }
+    }
+    let name = ssh_hostname(words, target);
+    let addr = (name.as_str(), ann.port)
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {}", escape(name.as_bytes())))?
+        .next()
+        .ok_or_else(|| anyhow!("{}: no address", escape(name.as_bytes())))?;
+    if TcpStream::connect_timeout(&addr, PROBE).is_err() {
+        eprintln!(
+            "linerate: note: port {} on {} is not reachable directly; if a firewall blocks it, add --via-ssh",
+            ann.port,
+            escape(name.as_bytes())
+        );
+    }
+    Ok(addr)
+}
+
+fn default_streams() -> u16 {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16
+}
+
+/// Run an ssh copy; returns the report and the exit code, as `cp::copy_to` does.
+pub fn copy(
+    job: Job,
+    args: &SshArgs,
+    mut cfg_fn: impl FnMut(&mut CopyConfig),
+    show: crate::progress::Show,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+    let usage = |e: anyhow::Error| (e, exit::USAGE);
+    let target = match &job {
+        Job::Push { sources, target } => {
+            for s in sources {
+                if std::fs::symlink_metadata(s).is_err() {
+                    return Err(usage(anyhow!("{}: no such file or directory", s.display())));
+                }
+            }
+            target
+        }
+        Job::Pull { target, .. } => target,
+    };
+    if args.via_ssh {
+        eprintln!(
+            "linerate: warning: --via-ssh carries every stream through one ssh connection; expect it to be \
+             slower than a direct connection"
+        );
+    }
+    let remote = Remote::start(target, args)?;
+    let mut cfg = CopyConfig::new(remote.addr, remote.secret.clone(), Vec::new(), Vec::new());
+    cfg.streams = default_streams();
+    cfg_fn(&mut cfg);
+    let quiet = show.quiet;
+    let result = crate::cp::run_engine(
+        show,
+        |progress, sink| match job {
+            Job::Push { sources, target } => {
+                cfg.sources = sources;
+                cfg.dest = target.path;
+                send::copy(&cfg, progress, sink)
+            }
+            Job::Pull { target, into } => linerate_engine::pull::pull(&cfg, &target.path, &into, progress, sink),
+        },
+        None,
+    );
+    if let (Some(n), false) = (remote.forwarded(), quiet) {
+        eprintln!("linerate: --via-ssh: {n} connections carried through ssh");
+    }
+    remote.finish(result.is_ok());
+    result
+}
+
+/// `linerate serve --once --ssh`: started by `linerate cp` through ssh.
+pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout: Duration) -> u8 {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        eprintln!("linerate serve: {what}: {e}");
+        exit::SESSION
+    };
+    let secret = match Secret::generate() {
+        Ok(s) => s,
+        Err(e) => return fail("making the session key", &e),
+    };
+    let home = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => return fail("finding the current directory", &e),
+    };
+    let addr = std::env::var_os("SSH_CONNECTION").and_then(|v| remote::ssh_connection_addr(&v.to_string_lossy()));
+    let deadline = Duration::from_secs(a.connect_deadline.max(1));
+    let listens: Vec<SocketAddr> = if a.ssh_loopback {
+        vec![SocketAddr::from(([127, 0, 0, 1], 0))]
+    } else {
+        // Every address: dual-stack where IPv6 is enabled, else IPv4 alone.
+        vec![SocketAddr::from((IpAddr::from([0u16; 8]), 0)), SocketAddr::from(([0, 0, 0, 0], 0))]
+    };
+    let mut server = Err(EngineError::Usage("no address to listen on".into()));
+    for l in listens {
+        let mut cfg = ServerConfig::ssh_user(l, secret.clone(), home.clone(), deadline);
+        cfg.handshake_timeout = handshake_timeout;
+        cfg.idle_timeout = idle_timeout;
+        server = Server::bind(cfg);
+        if server.is_ok() {
+            break;
+        }
+    }
+    let server = match server {
+        Ok(s) => s,
+        Err(e) => return fail("listening", &e),
+    };
+    let announce = Announce {
+        version: linerate_proto::PROTOCOL_VERSION,
+        port: server.local_addr().port(),
+        secret,
+        addr: if a.ssh_loopback { None } else { addr },
+        software: Some(env!("CARGO_PKG_VERSION").to_string()),
+    };
+    // The only place the secret is written: the pipe ssh carries back to the client.
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{}", announce.line()).and_then(|()| out.flush()).is_err() {
+        return fail("writing the announce line", &"standard output is closed");
+    }
+    drop(out);
+    drop(announce);
+    // The client holds our stdin open for the session: its end means the client (or the ssh
+    // connection) is gone, and nobody will ever read what we would write.
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        eprintln!("linerate serve: the ssh connection closed; exiting");
+        std::process::exit(i32::from(exit::SESSION));
+    });
+    match server.run() {
+        Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => exit::OK,
+        Ok(Some(recv::Outcome::Done(_))) => exit::PARTIAL,
+        Ok(Some(recv::Outcome::Aborted(_))) => exit::SESSION,
+        Ok(None) => exit::OK,
+        Err(EngineError::Timeout(_)) => {
+            eprintln!("linerate serve: no client connected within {} s; exiting", deadline.as_secs());
+            exit::SESSION
+        }
+        Err(e) => fail("serving", &e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn spec(s: &str) -> Option<SshTarget> {
+        parse_spec(Path::new(s)).map(|r| r.unwrap())
+    }
+
+    fn t(login: &str, host: &str, path: &str) -> Option<SshTarget> {
+        Some(SshTarget { login: login.into(), host: host.into(), path: path.as_bytes().to_vec() })
+    }
+
+    #[test]
+    fn tells_ssh_operands_from_daemon_and_local_ones() {
+        assert_eq!(spec("host:dir/x"), t("host", "host", "dir/x"));
+        assert_eq!(spec("me@host:"), t("me@host", "host", ""));
+        assert_eq!(spec("me@host:/abs path"), t("me@host", "host", "/abs path"));
+        assert_eq!(spec("host:notaport:x"), t("host", "host", "notaport:x"));
+        assert_eq!(spec("host:1"), t("host", "host", "1"));
+        assert_eq!(spec("me@host:7878:x"), t("me@host", "host", "7878:x"));
+        assert_eq!(spec("[::1]:x"), t("::1", "::1", "x"));
+        assert_eq!(spec("me@[fe80::1]:x"), t("me@fe80::1", "fe80::1", "x"));
+        // The daemon form and local paths are not ssh operands.
+        assert_eq!(spec("host:7878:x"), None);
+        assert_eq!(spec("[::1]:7878:x"), None);
+        assert_eq!(spec("plain/dir"), None);
+        assert_eq!(spec("./a:b"), None);
+        assert_eq!(spec("/abs:x"), None);
+        assert_eq!(spec("dir/a:b"), None);
+        // Malformed.
+        assert!(parse_spec(Path::new(":x")).unwrap().is_err());
+        assert!(parse_spec(Path::new("-oProxyCommand=x:y")).unwrap().is_err());
+        assert!(parse_spec(Path::new("[::1:x")).unwrap().is_err());
+    }
+
+    #[test]
+    fn classifies_push_and_pull() {
+        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert!(matches!(classify(&p(&["a", "b"]), Path::new("h:x")).unwrap(), Some(Job::Push { .. })));
+        assert!(matches!(classify(&p(&["h:x"]), Path::new("d")).unwrap(), Some(Job::Pull { .. })));
+        assert_eq!(classify(&p(&["a"]), Path::new("d")).unwrap(), None);
+        assert_eq!(classify(&p(&["a"]), Path::new("h:7878:d")).unwrap(), None);
+        assert!(classify(&p(&["h:x", "h:y"]), Path::new("d")).is_err());
+        assert!(classify(&p(&["h:x"]), Path::new("g:y")).is_err());
+    }
+
+    #[test]
+    fn quotes_for_the_remote_shell() {
+        assert_eq!(shell_quote("linerate"), "linerate");
+        assert_eq!(shell_quote("/opt/lr/bin/linerate"), "/opt/lr/bin/linerate");
+        assert_eq!(shell_quote("a b'$(x)"), r"'a b'\''$(x)'");
+        assert_eq!(shell_quote(""), "''");
+    }
+}

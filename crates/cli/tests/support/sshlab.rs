@@ -1,0 +1,279 @@
+//! A two-host lab for `linerate cp` over ssh (issue 5): two network namespaces joined by a veth
+//! pair (198.18.67.1 the client, 198.18.67.2 the server), a real sshd in the server namespace with
+//! a throwaway host key and user key and its own config, and an ssh_config for the client that
+//! names the server `lab`. Everything (processes in both namespaces, the namespaces, the veth
+//! pair, the keys) is removed when the lab is dropped, even after a failed assertion.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The client's address.
+pub const CLIENT_IP: &str = "198.18.67.1";
+/// The server's address (sshd listens here, port 22).
+pub const SERVER_IP: &str = "198.18.67.2";
+/// The ssh host name of the server in the lab's ssh_config.
+pub const HOST: &str = "lab";
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip").args(args).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn find(names: &[&str]) -> Option<PathBuf> {
+    for n in names {
+        if n.contains('/') {
+            if Path::new(n).is_file() {
+                return Some(PathBuf::from(n));
+            }
+            continue;
+        }
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        for d in std::env::split_paths(&path).chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")]) {
+            if d.join(n).is_file() {
+                return Some(d.join(n));
+            }
+        }
+    }
+    None
+}
+
+/// The lab. Create with [`SshLab::start`].
+pub struct SshLab {
+    /// The client's namespace.
+    pub client_ns: String,
+    /// The server's namespace.
+    pub server_ns: String,
+    /// Scratch directory (keys, configs, and room for trees), removed on drop.
+    pub dir: tempfile::TempDir,
+    /// The client's ssh_config (`ssh -F` it).
+    pub ssh_config: PathBuf,
+    /// The client's end of the veth pair (in `client_ns`).
+    pub client_dev: String,
+    sshd: Option<Child>,
+    sshd_log: PathBuf,
+}
+
+impl SshLab {
+    /// Build the lab, or `None` with the reason printed when this host cannot (not root, no
+    /// ssh/sshd/ssh-keygen/ip). CI runs as root with all of them installed.
+    pub fn start() -> Option<SshLab> {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: needs root for network namespaces (CI runs as root)");
+            return None;
+        }
+        let (Some(sshd), Some(keygen), Some(_), Some(_)) =
+            (find(&["/usr/sbin/sshd", "sshd"]), find(&["ssh-keygen"]), find(&["ssh"]), find(&["ip"]))
+        else {
+            eprintln!("skipped: needs ssh, sshd, ssh-keygen and ip (openssh-client, openssh-server, iproute2)");
+            return None;
+        };
+        let id = format!("{}{}", std::process::id() % 100_000, COUNTER.fetch_add(1, Ordering::Relaxed));
+        let dir = tempfile::Builder::new().prefix("linerate-sshlab-").tempdir().unwrap();
+        let dev = format!("lrsv{id}");
+        let mut lab = SshLab {
+            client_dev: dev.clone(),
+            client_ns: format!("lrsc{id}"),
+            server_ns: format!("lrss{id}"),
+            ssh_config: dir.path().join("ssh_config"),
+            sshd_log: dir.path().join("sshd.log"),
+            dir,
+            sshd: None,
+        };
+        // From here on, Drop cleans up whatever was made.
+        let peer = format!("{dev}p");
+        assert!(ip(&["netns", "add", &lab.client_ns]) && ip(&["netns", "add", &lab.server_ns]));
+        assert!(ip(&[
+            "link",
+            "add",
+            &dev,
+            "netns",
+            &lab.client_ns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &peer,
+            "netns",
+            &lab.server_ns
+        ]));
+        assert!(ip(&["-n", &lab.client_ns, "addr", "add", &format!("{CLIENT_IP}/30"), "dev", &dev]));
+        assert!(ip(&["-n", &lab.server_ns, "addr", "add", &format!("{SERVER_IP}/30"), "dev", &peer]));
+        for (ns, d) in [(&lab.client_ns, &dev), (&lab.server_ns, &peer)] {
+            assert!(ip(&["-n", ns, "link", "set", "lo", "up"]) && ip(&["-n", ns, "link", "set", d, "up"]));
+        }
+        let d = lab.dir.path().to_path_buf();
+        let (hk, uk) = (d.join("host_key"), d.join("user_key"));
+        for k in [&hk, &uk] {
+            let st = Command::new(&keygen)
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", "linerate-sshlab", "-f"])
+                .arg(k)
+                .status()
+                .unwrap();
+            assert!(st.success(), "ssh-keygen failed");
+        }
+        let hpub = fs::read_to_string(d.join("host_key.pub")).unwrap();
+        fs::write(d.join("authorized_keys"), fs::read_to_string(d.join("user_key.pub")).unwrap()).unwrap();
+        fs::write(d.join("known_hosts"), format!("linerate-sshlab {}\n", hpub.trim())).unwrap();
+        fs::write(
+            d.join("sshd_config"),
+            format!(
+                "Port 22\nListenAddress {SERVER_IP}\nHostKey {}\nAuthorizedKeysFile {}\nPidFile none\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+                 PermitRootLogin prohibit-password\nStrictModes no\nAllowTcpForwarding yes\nSubsystem sftp internal-sftp\nLogLevel ERROR\n\
+                 MaxStartups 100\nMaxSessions 100\n",
+                hk.display(),
+                d.join("authorized_keys").display()
+            ),
+        )
+        .unwrap();
+        fs::write(
+            &lab.ssh_config,
+            format!(
+                "Host {HOST}\n  HostName {SERVER_IP}\n  User root\n  IdentityFile {}\n  IdentitiesOnly yes\n  \
+                 UserKnownHostsFile {}\n  HostKeyAlias linerate-sshlab\n  StrictHostKeyChecking yes\n  \
+                 BatchMode yes\n  LogLevel ERROR\n  ConnectTimeout 10\n",
+                uk.display(),
+                d.join("known_hosts").display()
+            ),
+        )
+        .unwrap();
+        // sshd insists on its privilege separation directory.
+        let _ = fs::create_dir_all("/run/sshd");
+        let log = fs::File::create(&lab.sshd_log).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &lab.server_ns])
+            .arg(&sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        lab.sshd = Some(child);
+        // Ready when a login works (bounded).
+        let t0 = Instant::now();
+        loop {
+            let o = lab.ssh().args([HOST, "true"]).stdin(Stdio::null()).output().unwrap();
+            if o.status.success() {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "sshd did not accept a login: {}\nsshd: {}",
+                String::from_utf8_lossy(&o.stderr),
+                lab.sshd_log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(lab)
+    }
+
+    /// A program run in the client's namespace.
+    pub fn in_client(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.client_ns]).arg(program);
+        c
+    }
+
+    /// `ssh -F <the lab's config>` in the client's namespace (add `lab` and a command).
+    pub fn ssh(&self) -> Command {
+        let mut c = self.in_client("ssh");
+        c.arg("-F").arg(&self.ssh_config);
+        c
+    }
+
+    /// The `--rsh` value for the lab's ssh.
+    pub fn rsh(&self) -> String {
+        format!("ssh -F {}", self.ssh_config.display())
+    }
+
+    /// `linerate cp --rsh "ssh -F cfg" --remote-linerate <this build>` in the client's namespace.
+    pub fn cp(&self) -> Command {
+        let mut c = self.in_client(env!("CARGO_BIN_EXE_linerate"));
+        c.args(["cp", "--no-save", "--rsh", &self.rsh(), "--remote-linerate", env!("CARGO_BIN_EXE_linerate")]);
+        c
+    }
+
+    /// Process ids in the server's namespace (sshd, its sessions, remote linerates).
+    pub fn server_pids(&self) -> Vec<u32> {
+        let o = Command::new("ip").args(["netns", "pids", &self.server_ns]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
+    }
+
+    /// Cut (`false`) or restore (`true`) the link between the hosts (both directions: the
+    /// client's end of the veth pair goes down or up).
+    pub fn set_link(&self, up: bool) -> bool {
+        ip(&["-n", &self.client_ns, "link", "set", &self.client_dev, if up { "up" } else { "down" }])
+    }
+
+    /// What sshd logged so far.
+    pub fn sshd_log(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = fs::File::open(&self.sshd_log) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+}
+
+impl Drop for SshLab {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.sshd.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Whatever the sshd started and left running in the lab's namespaces (sessions of a failed
+        // test, remote linerates) was started by this test: end it by pid.
+        for ns in [&self.server_ns, &self.client_ns] {
+            if let Ok(o) = Command::new("ip").args(["netns", "pids", ns]).output() {
+                for pid in String::from_utf8_lossy(&o.stdout).split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+                    if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                    }
+                }
+            }
+        }
+        // Deleting a namespace removes its end of the veth pair, and with it the other end.
+        let _ = ip(&["netns", "del", &self.client_ns]);
+        let _ = ip(&["netns", "del", &self.server_ns]);
+    }
+}
+
+/// stdout and stderr of a finished command, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Run a command to its end, killing it (by pid) after `limit`.
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let o = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let e = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output { status, stdout: o.join().unwrap(), stderr: e.join().unwrap() }
+}
