@@ -452,3 +452,149 @@ fn a_link_cut_mid_push_fails_clearly_and_the_same_command_then_completes() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     same_tree(&src, &dst.join("src"));
 }
+
+// ---- issue 5 transfers over ssh: resume after SIGKILL of either side and after a cut link,
+// ---- skip unchanged, --checksum, --delete and --dry-run.
+
+/// 16 sparse files of 64 MiB with a distinct pattern at several offsets.
+fn big_tree(src: &Path) {
+    fs::create_dir_all(src).unwrap();
+    for i in 0..16u8 {
+        let f = fs::File::create(src.join(format!("f{i:02}"))).unwrap();
+        f.set_len(64 << 20).unwrap();
+        for (k, off) in [0u64, 1 << 20, 33 << 20, (64 << 20) - 4096].into_iter().enumerate() {
+            let pat: Vec<u8> = (0..4096).map(|j| (j as u8) ^ i ^ (k as u8 * 37)).collect();
+            std::os::unix::fs::FileExt::write_all_at(&f, &pat, off).unwrap();
+        }
+    }
+}
+
+/// Wait until a resume journal with entries exists in `dir` (the receiver is mid-file).
+fn wait_for_journal(dir: &Path, child: &mut std::process::Child) {
+    let t0 = Instant::now();
+    loop {
+        let journaled = fs::read_dir(dir).into_iter().flatten().flatten().any(|e| {
+            e.file_name().to_string_lossy().ends_with(".journal") && e.metadata().is_ok_and(|m| m.len() > 200)
+        });
+        if journaled {
+            return;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");
+        assert!(t0.elapsed() < Duration::from_secs(60), "no chunk was ever journaled");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Run `cmd` with `--json` to its end: it must complete and resume something.
+fn rerun_resumes(mut cmd: std::process::Command, src: &Path, dst: &Path) -> serde_json::Value {
+    cmd.arg("--json");
+    let o = run_bounded(cmd, LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    same_tree(src, dst);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["resumed_bytes"].as_u64().unwrap() > 0, "nothing was resumed: {j}");
+    j
+}
+
+#[test]
+fn a_push_killed_on_either_side_resumes_when_run_again() {
+    let Some(lab) = SshLab::start() else { return };
+    let (src, dst) = (lab.dir.path().join("src"), lab.dir.path().join("dst"));
+    big_tree(&src);
+    fs::create_dir(&dst).unwrap();
+    let cmd = || {
+        let mut c = lab.cp();
+        c.args(["--stall-timeout", "5", "-P", "2"]).arg(&src).arg(remote(&dst));
+        c
+    };
+    // 1. SIGKILL of the client.
+    let mut client = cmd().stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    wait_for_journal(&dst.join("src"), &mut client);
+    client.kill().unwrap();
+    client.wait().unwrap();
+    wait_no_remote(&lab);
+    assert!(!dst.join("src").read_dir().unwrap().any(|e| {
+        let n = e.unwrap().file_name().to_string_lossy().into_owned();
+        n.starts_with(".linerate-") && !n.starts_with(".linerate-resume-")
+    }));
+    rerun_resumes(cmd(), &src, &dst.join("src"));
+    // 2. SIGKILL of the remote linerate (the receiver).
+    fs::remove_dir_all(dst.join("src")).unwrap();
+    fs::create_dir(dst.join("src")).unwrap();
+    let mut client = cmd().stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_for_journal(&dst.join("src"), &mut client);
+    for pid in lab.server_pids().into_iter().filter(|p| cmdline(*p).contains("serve --once")) {
+        let p = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        rustix::process::kill_process(p, rustix::process::Signal::KILL).unwrap();
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(client.wait().unwrap().code(), Some(3), "{err}");
+    assert!(err.contains("server"), "the failure names the server: {err}");
+    rerun_resumes(cmd(), &src, &dst.join("src"));
+}
+
+#[test]
+fn a_pull_cut_off_by_the_link_resumes_when_run_again() {
+    let Some(lab) = SshLab::start() else { return };
+    let (src, here) = (lab.dir.path().join("served"), lab.dir.path().join("here"));
+    big_tree(&src);
+    fs::create_dir(&here).unwrap();
+    let cmd = || {
+        let mut c = lab.cp();
+        c.args(["--stall-timeout", "3", "-P", "2"]).arg(remote(&src)).arg(&here);
+        c
+    };
+    let mut client = cmd().stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_for_journal(&here.join("served"), &mut client);
+    assert!(lab.set_link(false));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(client.wait().unwrap().code(), Some(3), "{err}");
+    assert!(err.contains("silent for 3 s"), "the idle timeout names the cut: {err}");
+    assert!(lab.set_link(true));
+    let j = rerun_resumes(cmd(), &src, &here.join("served"));
+    assert_eq!(j["direction"], "pull");
+}
+
+#[test]
+fn sync_over_ssh_skips_unchanged_finds_hidden_changes_with_checksum_and_deletes_extras() {
+    let Some(lab) = SshLab::start() else { return };
+    let (src, dst) = (lab.dir.path().join("src"), lab.dir.path().join("dst"));
+    tree(&src);
+    fs::create_dir(&dst).unwrap();
+    let run = |extra: &[&str]| {
+        let mut c = lab.cp();
+        c.arg("--json").args(extra).arg(&src).arg(remote(&dst));
+        let o = run_bounded(c, LIMIT);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        (
+            serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    run(&[]);
+    let (j, _) = run(&[]);
+    assert_eq!((j["files"].as_u64(), j["skipped"]["files"].as_u64()), (Some(0), Some(3)), "{j}");
+    // The same size and mtime, other bytes: only --checksum sees it.
+    let p = dst.join("src/top.txt");
+    let mtime = fs::metadata(&p).unwrap().modified().unwrap();
+    fs::write(&p, b"TOP LEVEL\n").unwrap();
+    fs::File::options().write(true).open(&p).unwrap().set_modified(mtime).unwrap();
+    assert_eq!(run(&[]).0["files"], 0);
+    assert_eq!(fs::read(&p).unwrap(), b"TOP LEVEL\n");
+    let (j, _) = run(&["--checksum"]);
+    assert_eq!(j["files"], 1, "{j}");
+    assert_eq!(fs::read(&p).unwrap(), b"top level\n");
+    // Extras at the destination: listed by a dry run, removed by --delete, nothing else touched.
+    fs::write(dst.join("src/a/extra"), b"x").unwrap();
+    fs::write(dst.join("beside"), b"not in the copied tree").unwrap();
+    let (j, err) = run(&["--delete", "--dry-run"]);
+    assert!(err.contains("would delete src/a/extra"), "{err}");
+    assert_eq!(j["deleted"], 1);
+    assert!(dst.join("src/a/extra").exists());
+    let (j, _) = run(&["--delete"]);
+    assert_eq!(j["deleted"], 1);
+    assert!(!dst.join("src/a/extra").exists() && dst.join("beside").exists());
+    same_tree(&src, &dst.join("src"));
+}

@@ -542,6 +542,9 @@ impl Collect {
     }
 }
 
+/// Keepalive interval of a pull's idle streams (an empty record costs a few dozen bytes).
+const PULL_KEEPALIVE: Duration = Duration::from_millis(500);
+
 /// Serve a pull: resolve the source beneath the root, answer, gather the client's data streams,
 /// then send the tree over them as a client sends a push.
 #[allow(clippy::too_many_arguments)]
@@ -595,7 +598,9 @@ fn serve_pull(
     let opts = crate::send::SendOpts {
         chunk: u64::from(chunk_size),
         flags,
-        keepalive: crate::send::KEEPALIVE,
+        // The client receives, and may give up on a stream silent for its stall timeout (as
+        // short as 1 s): keep idle streams audible well within it.
+        keepalive: PULL_KEEPALIVE,
         stall_timeout: shared.cfg.idle_timeout,
         summary_wait: crate::send::SUMMARY_WAIT,
         list: None,
