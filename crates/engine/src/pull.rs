@@ -24,11 +24,15 @@ pub fn local_destination(into: &Path, from: &[u8]) -> Result<(Destination, Vec<u
     let shown = crate::walk::shown(into);
     if into.is_dir() {
         let dir = fsx::open_root(into).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
-        let base = name::split_dest(from)
-            .map_err(|e| EngineError::Usage(format!("remote path: {e}")))?
-            .last()
-            .map(|n| n.to_vec())
-            .ok_or_else(|| EngineError::Usage("name the remote file or directory to pull".into()))?;
+        // Only the last component names the local copy; the server resolves the rest.
+        let trimmed = from.strip_suffix(b"/").unwrap_or(from);
+        let base = trimmed.rsplit(|&b| b == b'/').next().unwrap_or_default().to_vec();
+        if name::validate(&base).is_err() || base == b"~" {
+            return Err(EngineError::Usage(format!(
+                "remote path '{}': its last component cannot name a local copy; give the local name as DEST",
+                name::escape(from)
+            )));
+        }
         return Ok((Destination { dir, into_dir: true }, base));
     }
     let last = into
