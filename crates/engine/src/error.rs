@@ -35,6 +35,14 @@ pub enum EngineError {
         /// The peer's message (control characters escaped).
         message: String,
     },
+    /// This side ended the session (a pull's receiver: the server broke a rule, or went silent).
+    #[error("the session was aborted: {message} ({})", code.describe())]
+    Aborted {
+        /// The code sent to the peer.
+        code: ErrorCode,
+        /// Why (control characters escaped).
+        message: String,
+    },
     /// The server refused the connection before the handshake.
     #[error("server refused the connection: {}", code.describe())]
     Refused {

@@ -126,7 +126,9 @@ pub fn pull(
                 pulled: true,
             })
         }
-        Outcome::Aborted(a) => Err(EngineError::Remote { code: a.code, message: a.message }),
-        // (the message says whether the server or this side ended it)
+        Outcome::Aborted(a) => Err(match a.message.strip_prefix(crate::recv::SENDER_ENDED) {
+            Some(m) => EngineError::Remote { code: a.code, message: m.to_string() },
+            None => EngineError::Aborted { code: a.code, message: a.message },
+        }),
     }
 }

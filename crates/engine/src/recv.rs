@@ -24,6 +24,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, O
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+/// How an abort caused by the sender's `Fatal` begins (a pull shows it as the server's error).
+pub const SENDER_ENDED: &str = "the sender ended the session: ";
+
 /// How long a frame may wait for the declaration it refers to (sent on another stream).
 const WAIT_LIMIT: Duration = Duration::from_secs(120);
 
@@ -774,6 +777,15 @@ impl RecvSession {
                     return Err(Abort { code: ErrorCode::Protocol, message: "peer closed the control stream".into() })
                 }
                 Err(crate::EngineError::Proto(e)) => return Err(e.into()),
+                Err(crate::EngineError::Net { source, .. })
+                    if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                {
+                    let secs = self.p.idle_timeout.as_secs_f64();
+                    return Err(Abort {
+                        code: ErrorCode::Protocol,
+                        message: format!("the control stream was silent for {secs} s (the idle timeout)"),
+                    });
+                }
                 Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
             };
             let mut fin = None;
@@ -787,8 +799,7 @@ impl RecvSession {
                     Frame::Finish(x) => fin = Some(x),
                     Frame::Fatal(f) => {
                         // The sender gave up (a pull's server); say why, in its words.
-                        let message =
-                            format!("the sender ended the session: {}", linerate_proto::name::escape(f.message));
+                        let message = format!("{SENDER_ENDED}{}", linerate_proto::name::escape(f.message));
                         return Err(Abort { code: ErrorCode::from_u16(f.code), message });
                     }
                     other => {
