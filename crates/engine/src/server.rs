@@ -4,6 +4,7 @@
 //! `Begin` starts a copy (one thread per stream), `BenchRequest` a benchmark session
 //! ([`crate::bench::server`]).
 
+use crate::authorized::{Grant, KeyAuthConfig};
 use crate::bench::server::{self as bench_server, BenchServerConfig};
 use crate::conn::{self, Admit};
 use crate::fsx;
@@ -12,7 +13,7 @@ use crate::secret::Secret;
 use crate::EngineError;
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::handshake::KEY_LEN;
-use linerate_proto::hello::{SessionId, StreamKind};
+use linerate_proto::hello::{AuthMode, SessionId, StreamKind};
 use linerate_proto::{caps, ErrorCode, ProtoError};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -32,6 +33,11 @@ pub struct ServerConfig {
     pub root: Option<PathBuf>,
     /// The shared secret clients must know.
     pub secret: Secret,
+    /// Accept shared-secret sessions (`--key-file`). False for a key-only daemon, whose
+    /// `secret` is then a random one nobody knows.
+    pub accept_secret: bool,
+    /// Daemon mode: accept public-key sessions with this host key and authorized keys.
+    pub keys: Option<KeyAuthConfig>,
     /// Serve one session, then exit.
     pub once: bool,
     /// With `once`: give up if no session starts within this time.
@@ -64,6 +70,8 @@ impl ServerConfig {
             listen,
             root: None,
             secret,
+            accept_secret: true,
+            keys: None,
             once: false,
             first_connect_deadline: None,
             max_sessions: 64,
@@ -144,6 +152,13 @@ impl Drop for ServerHandle {
 impl Server {
     /// Open the root and bind the address.
     pub fn bind(cfg: ServerConfig) -> Result<Server, EngineError> {
+        if let Some(k) = &cfg.keys {
+            // Refuse a malformed file at startup, naming the line; sessions re-read it.
+            crate::authorized::AuthorizedKeys::load(&k.authorized_keys)?;
+        }
+        if !cfg.accept_secret && cfg.keys.is_none() {
+            return Err(EngineError::Usage("the server accepts neither a shared secret nor keys".into()));
+        }
         let root = match &cfg.root {
             Some(r) => Some(fsx::open_root(r).map_err(|e| EngineError::file(r, e))?),
             None => None,
@@ -274,7 +289,15 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
             if shared.active.load(Relaxed) >= shared.cfg.max_sessions {
                 Admit::Refuse(ErrorCode::Busy)
             } else {
-                Admit::Psk { psk: shared.cfg.secret.0, session: random_session() }
+                match (hello.auth, &shared.cfg.keys) {
+                    (AuthMode::Secret, _) if shared.cfg.accept_secret => {
+                        Admit::Psk { psk: shared.cfg.secret.0, session: random_session() }
+                    }
+                    (AuthMode::PublicKey, Some(k)) => {
+                        Admit::Key { host: k.host_key.clone(), session: random_session() }
+                    }
+                    _ => Admit::Refuse(ErrorCode::Unsupported),
+                }
             }
         }
         StreamKind::Data => match shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).get(&hello.session) {
@@ -292,7 +315,7 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
             }
         }
     }
-    let (hello, sec) = match accepted {
+    let (hello, mut sec) = match accepted {
         Ok(x) => x,
         Err(e) => {
             // A connection closed before its first byte is a probe (doctor's RTT, a port
@@ -322,7 +345,11 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
         StreamKind::Control => {
             shared.active.fetch_add(1, Relaxed);
             shared.started.store(true, Relaxed);
-            let outcome = control(&shared, sec, sock_copy, deadline, local);
+            let grant = grant(&shared, &mut sec, peer);
+            let outcome = match grant {
+                Ok(g) => control(&shared, sec, sock_copy, deadline, local, &g),
+                Err(o) => Some(o),
+            };
             shared.active.fetch_sub(1, Relaxed);
             let Some(outcome) = outcome else { return };
             if shared.cfg.log {
@@ -345,6 +372,24 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
     }
 }
 
+/// What an authenticated control connection may do: everything for the shared secret; for a
+/// key, what its line in the authorized keys (re-read now) grants, or a `Fatal` (Auth).
+fn grant(shared: &Shared, sec: &mut conn::Secured, peer: Option<SocketAddr>) -> Result<Grant, Outcome> {
+    let (Some(key), Some(k)) = (sec.peer_key, shared.cfg.keys.as_ref()) else {
+        return Ok(Grant::secret());
+    };
+    match k.admit(&key) {
+        Ok(g) => {
+            if shared.cfg.log {
+                let who = peer.map(|p| p.to_string()).unwrap_or_default();
+                eprintln!("linerate serve: {who}: {} authenticated", g.who());
+            }
+            Ok(g)
+        }
+        Err(msg) => Err(fatal(&mut sec.tx, ErrorCode::Auth, msg)),
+    }
+}
+
 /// Run a session's control connection. `None` for a benchmark session (its outcome is logged
 /// here); a copy's outcome otherwise.
 fn control(
@@ -353,11 +398,21 @@ fn control(
     sock: Option<TcpStream>,
     deadline: Instant,
     local: Option<IpAddr>,
+    grant: &Grant,
 ) -> Option<Outcome> {
+    // A key with `root=` is confined beneath its own directory instead of --root.
+    let key_root = match grant.root.as_ref().map(|r| fsx::open_root(r).map_err(|e| (r, e))).transpose() {
+        Ok(r) => r,
+        Err((r, e)) => {
+            let msg = format!("{}: this key's root {} cannot be opened: {e}", grant.who(), r.display());
+            return Some(fatal(&mut sec.tx, ErrorCode::Destination, msg));
+        }
+    };
+    let root = key_root.as_ref().or(shared.root.as_ref());
     sec.rx.set_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
     let begin = match sec.rx.recv() {
         Ok(Some(plain)) => match frame::decode(plain) {
-            Ok((Frame::Begin(_), _)) if shared.root.is_none() => {
+            Ok((Frame::Begin(_), _)) if root.is_none() => {
                 let msg = "this server has no --root: it serves benchmarks only".to_string();
                 return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, msg));
             }
@@ -385,6 +440,10 @@ fn control(
         Ok(b) => b,
         Err(e) => return Some(fatal(&mut sec.tx, e.code(), e.to_string())),
     };
+    if grant.read_only && !is_pull(flags) {
+        let msg = format!("{} is read-only on this server", grant.who());
+        return Some(fatal(&mut sec.tx, ErrorCode::Denied, msg));
+    }
     if streams == 0 || streams > caps::MAX_STREAMS || sources == 0 {
         return Some(fatal(
             &mut sec.tx,
@@ -392,7 +451,7 @@ fn control(
             format!("streams must be 1..={} and sources at least 1", caps::MAX_STREAMS),
         ));
     }
-    let Some(root) = shared.root.as_ref() else {
+    let Some(root) = root else {
         return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, "no --root".into()));
     };
     let d = match fsx::resolve_destination(root, &dest, sources) {
@@ -421,6 +480,12 @@ fn control(
     };
     shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
     Some(outcome)
+}
+
+/// Whether a `Begin` asks for a pull (the server reads) rather than a push (the server writes).
+/// `Begin.flags` bit 2 is the pull direction; everything else writes.
+fn is_pull(flags: u32) -> bool {
+    flags & (1 << 2) != 0
 }
 
 fn fatal(tx: &mut conn::SendHalf, code: ErrorCode, msg: String) -> Outcome {
