@@ -8,7 +8,7 @@ use linerate_fuzz::tracker_model::{Harness, Ops};
 use linerate_fuzz::{handshake_prologue, handshake_suite, record_params, HANDSHAKE_PSK, RECORD_KEY};
 use linerate_proto::frame::*;
 use linerate_proto::handshake::{Handshake, Role};
-use linerate_proto::hello::{ClientHello, ServerHello, StreamKind, Suite};
+use linerate_proto::hello::{AuthMode, ClientHello, ServerHello, StreamKind, Suite};
 use linerate_proto::record::{Sealer, HEADER_LEN};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -54,6 +54,8 @@ fn samples() -> Vec<(&'static str, Frame<'static>)> {
             }),
         ),
         ("fatal", Frame::Fatal(Fatal { code: 9, message: b"authentication failed" })),
+        ("client_auth", Frame::ClientAuth(KeyAuth { key: [0x5a; 32], signature: [0xc3; 64] })),
+        ("host_auth", Frame::HostAuth(KeyAuth { key: [0xa5; 32], signature: [0x3c; 64] })),
     ]
 }
 
@@ -143,9 +145,17 @@ fn main() {
         ("data_aes", StreamKind::Data, Suite::Aes256Gcm, [0x11; 16], 3),
     ];
     for (name, kind, suite, session, stream) in hellos {
-        let ch = ClientHello { kind, suite, session, stream };
+        let ch = ClientHello { kind, suite, session, stream, auth: AuthMode::Secret };
         out.write("hello", name, &ch.encode());
     }
+    let key = ClientHello {
+        kind: StreamKind::Control,
+        suite: Suite::Aes256Gcm,
+        session: [0; 16],
+        stream: 0,
+        auth: AuthMode::PublicKey,
+    };
+    out.write("hello", "control_public_key", &key.encode());
     out.write("hello", "server_busy", &ServerHello { version: linerate_proto::PROTOCOL_VERSION, status: 11 }.encode());
 
     // record_open: records sealed with the target's fixed key, for each suite and direction.

@@ -2,7 +2,7 @@
 //! the fixed keys the crypto targets use, and the operation language plus reference model of the
 //! `tracker` target.
 
-use linerate_proto::hello::{ClientHello, ServerHello, StreamKind, Suite};
+use linerate_proto::hello::{AuthMode, ClientHello, ServerHello, StreamKind, Suite};
 use linerate_proto::record::{Binding, Direction};
 use linerate_proto::PROTOCOL_VERSION;
 
@@ -36,7 +36,9 @@ pub fn handshake_suite(selector: u8) -> Suite {
 /// Fixed prologue of the `handshake_responder` target: a control-connection preamble pair, as
 /// the engine builds it.
 pub fn handshake_prologue(suite: Suite) -> Vec<u8> {
-    let mut p = ClientHello { kind: StreamKind::Control, suite, session: [0; 16], stream: 0 }.encode().to_vec();
+    let mut p = ClientHello { kind: StreamKind::Control, suite, session: [0; 16], stream: 0, auth: AuthMode::Secret }
+        .encode()
+        .to_vec();
     p.extend_from_slice(&ServerHello { version: PROTOCOL_VERSION, status: 0 }.encode());
     p
 }

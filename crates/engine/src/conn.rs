@@ -1,17 +1,21 @@
 //! Authenticated, encrypted connections: the preamble exchange and Noise handshake over TCP,
 //! then AEAD records in each direction. Each half can move to its own thread.
 
+use crate::keys::{Identity, KeyClient, PublicKey};
+use crate::secret::Secret;
 use crate::EngineError;
+use linerate_proto::auth::{self, Signer};
 use linerate_proto::caps::MAX_HANDSHAKE_MSG;
-use linerate_proto::frame::{self, Frame};
+use linerate_proto::frame::{self, Frame, KeyAuth};
 use linerate_proto::handshake::{ConnKeys, Handshake, Role, KEY_LEN};
 use linerate_proto::hello::{
-    ClientHello, ServerHello, SessionId, StreamKind, Suite, CLIENT_HELLO_LEN, SERVER_HELLO_LEN,
+    AuthMode, ClientHello, ServerHello, SessionId, StreamKind, Suite, CLIENT_HELLO_LEN, SERVER_HELLO_LEN,
 };
 use linerate_proto::record::{Binding, Direction, Opener, Sealer, HEADER_LEN};
 use linerate_proto::{caps, ErrorCode, ProtoError, PROTOCOL_VERSION};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Sends records.
@@ -40,6 +44,10 @@ pub struct Secured {
     pub stream_psk: [u8; KEY_LEN],
     /// The AEAD in use.
     pub suite: Suite,
+    /// On a public-key control connection accepted by a server: the client's key, whose
+    /// signature over this connection's handshake hash verified. Whether the key is authorized
+    /// is the server's decision ([`crate::authorized`]).
+    pub peer_key: Option<PublicKey>,
 }
 
 impl SendHalf {
@@ -208,7 +216,7 @@ pub fn connect(
     let mut sock =
         TcpStream::connect_timeout(&addr, timeout).map_err(|e| EngineError::net(format!("connecting to {addr}"), e))?;
     let deadline = Instant::now() + timeout;
-    let hello = ClientHello { kind, suite, session, stream }.encode();
+    let hello = ClientHello { kind, suite, session, stream, auth: AuthMode::Secret }.encode();
     sock.write_all(&hello).map_err(|e| EngineError::net(format!("sending the preamble to {addr}"), e))?;
     let mut sh = [0u8; SERVER_HELLO_LEN];
     read_by(&mut sock, &mut sh, deadline, "reading the server's preamble")?;
@@ -237,7 +245,116 @@ pub fn connect(
     };
     sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
     let (tx, rx) = halves(sock, &keys, suite, session, stream, Role::Initiator)?;
-    Ok(Secured { tx, rx, session, stream_psk: keys.stream_psk, suite })
+    Ok(Secured { tx, rx, session, stream_psk: keys.stream_psk, suite, peer_key: None })
+}
+
+/// Connect a session's control connection: with `key`, by public keys ([`connect_key`]);
+/// without, by the shared secret ([`connect`]).
+pub fn connect_control(
+    addr: SocketAddr,
+    suite: Suite,
+    secret: &Secret,
+    key: Option<&KeyClient>,
+    timeout: Duration,
+) -> Result<Secured, EngineError> {
+    match key {
+        Some(k) => connect_key(addr, suite, k, timeout),
+        None => connect(addr, StreamKind::Control, suite, &secret.0, [0; 16], 0, timeout),
+    }
+}
+
+/// Connect a control connection authenticated by public keys: Noise `NN`, then the server's
+/// `HostAuth` is verified and checked against known_hosts, then our `ClientAuth` goes out. The
+/// server's verdict on our key comes as its answer to the first request (a `Fatal` with code
+/// `Auth` when the key is not authorized).
+pub fn connect_key(
+    addr: SocketAddr,
+    suite: Suite,
+    client: &KeyClient,
+    timeout: Duration,
+) -> Result<Secured, EngineError> {
+    let deadline = Instant::now() + timeout;
+    let (mut sec, hash) = connect_nn(addr, suite, timeout)?;
+    let a = recv_key_auth(&mut sec.rx, deadline, true)?;
+    auth::verify(Signer::Host, &a.key, &a.signature, &hash).map_err(|_| {
+        EngineError::HostKey(format!("the server's host key signature does not verify ({})", PublicKey(a.key)))
+    })?;
+    client.check_host(&PublicKey(a.key))?;
+    sec.tx.send_frames(&[Frame::ClientAuth(client.identity.sign(Signer::Client, &hash))])?;
+    Ok(sec)
+}
+
+/// The first half of [`connect_key`], public for tests that misbehave after it: preambles with
+/// [`AuthMode::PublicKey`] and the `NN` handshake. Returns the connection, not yet
+/// authenticated by anyone, and its handshake hash.
+pub fn connect_nn(addr: SocketAddr, suite: Suite, timeout: Duration) -> Result<(Secured, [u8; KEY_LEN]), EngineError> {
+    let mut sock =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| EngineError::net(format!("connecting to {addr}"), e))?;
+    let deadline = Instant::now() + timeout;
+    let hello =
+        ClientHello { kind: StreamKind::Control, suite, session: [0; 16], stream: 0, auth: AuthMode::PublicKey }
+            .encode();
+    sock.write_all(&hello).map_err(|e| EngineError::net(format!("sending the preamble to {addr}"), e))?;
+    let mut sh = [0u8; SERVER_HELLO_LEN];
+    read_by(&mut sock, &mut sh, deadline, "reading the server's preamble")?;
+    let server = ServerHello::decode(&sh)?;
+    if server.version != PROTOCOL_VERSION {
+        return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: server.version }.into());
+    }
+    match ErrorCode::from_u16(server.status.into()) {
+        _ if server.status == 0 => {}
+        ErrorCode::Unsupported => {
+            return Err(EngineError::Usage(format!(
+                "{addr} does not accept key authentication (it has no --authorized-keys); use --key-file"
+            )))
+        }
+        code => return Err(EngineError::Refused { code }),
+    }
+    let mut prologue = hello.to_vec();
+    prologue.extend_from_slice(&sh);
+    let mut hs = Handshake::new_nn(Role::Initiator, suite, &prologue)?;
+    send_hs(&mut sock, &hs.write(b"")?)?;
+    let reply = match recv_hs(&mut sock, deadline) {
+        Ok(m) => m,
+        Err(EngineError::Net { .. }) => return Err(ProtoError::Auth.into()),
+        Err(e) => return Err(e),
+    };
+    let payload = hs.read(&reply)?;
+    let hash = hs.hash()?;
+    let keys = hs.finish()?;
+    let session: SessionId = payload.as_slice().try_into().map_err(|_| ProtoError::Invalid("session id"))?;
+    sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
+    let (tx, rx) = halves(sock, &keys, suite, session, 0, Role::Initiator)?;
+    Ok((Secured { tx, rx, session, stream_psk: keys.stream_psk, suite, peer_key: None }, hash))
+}
+
+/// Read the one record holding the peer's `HostAuth` (`from_host`) or `ClientAuth` before
+/// `deadline`. A `Fatal` becomes [`EngineError::Remote`]; anything else is a violation.
+fn recv_key_auth(rx: &mut RecvHalf, deadline: Instant, from_host: bool) -> Result<KeyAuth, EngineError> {
+    let what = if from_host { "the server's HostAuth" } else { "the client's ClientAuth" };
+    rx.set_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
+    let plain = match rx.recv() {
+        Ok(Some(p)) => p,
+        Ok(None) => return Err(EngineError::net(format!("waiting for {what}"), io::ErrorKind::UnexpectedEof.into())),
+        Err(EngineError::Net { source, .. })
+            if matches!(source.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+        {
+            return Err(EngineError::Timeout(format!("waiting for {what}")))
+        }
+        Err(e) => return Err(e),
+    };
+    let got = match decode_all(plain)?.as_slice() {
+        [Frame::HostAuth(a)] if from_host => Ok(*a),
+        [Frame::ClientAuth(a)] if !from_host => Ok(*a),
+        [Frame::Fatal(f), ..] => Err(EngineError::Remote {
+            code: ErrorCode::from_u16(f.code),
+            message: linerate_proto::name::escape(f.message),
+        }),
+        [other, ..] => Err(ProtoError::Violation(format!("expected {what} alone in a record, got {other:?}")).into()),
+        [] => Err(ProtoError::Violation(format!("expected {what}, got an empty record")).into()),
+    };
+    rx.set_timeout(None);
+    got
 }
 
 /// What the server decided about a preamble.
@@ -246,6 +363,14 @@ pub enum Admit {
     Psk {
         /// The key.
         psk: [u8; KEY_LEN],
+        /// The session.
+        session: SessionId,
+    },
+    /// A public-key control connection: run `NN`, sign with this host key, and verify the
+    /// client's signature; `session` is the fresh session id.
+    Key {
+        /// The server's host key.
+        host: Arc<Identity>,
         /// The session.
         session: SessionId,
     },
@@ -270,8 +395,15 @@ pub fn accept(
             return Err(e.into());
         }
     };
-    let (psk, session) = match admit(&hello) {
-        Admit::Psk { psk, session } => (psk, session),
+    let (psk, session, host) = match admit(&hello) {
+        Admit::Psk { psk, session } if hello.auth == AuthMode::Secret => (psk, session, None),
+        Admit::Key { host, session } if hello.auth == AuthMode::PublicKey => ([0; KEY_LEN], session, Some(host)),
+        Admit::Psk { .. } | Admit::Key { .. } => {
+            // The admission does not fit the mode the client asked for: never fall back.
+            let code = ErrorCode::Unsupported;
+            let _ = sock.write_all(&ServerHello { version: PROTOCOL_VERSION, status: code as u8 }.encode());
+            return Err(EngineError::Refused { code });
+        }
         Admit::Refuse(code) => {
             let _ = sock.write_all(&ServerHello { version: PROTOCOL_VERSION, status: code as u8 }.encode());
             return Err(EngineError::Refused { code });
@@ -281,17 +413,54 @@ pub fn accept(
     sock.write_all(&sh).map_err(|e| EngineError::net("sending the preamble", e))?;
     let mut prologue = ch.to_vec();
     prologue.extend_from_slice(&sh);
-    let mut hs = Handshake::new(Role::Responder, hello.suite, &psk, &prologue)?;
+    let mut hs = match host {
+        Some(_) => Handshake::new_nn(Role::Responder, hello.suite, &prologue)?,
+        None => Handshake::new(Role::Responder, hello.suite, &psk, &prologue)?,
+    };
     hs.read(&recv_hs(&mut sock, deadline)?)?;
     let payload: &[u8] = match hello.kind {
         StreamKind::Control => &session,
         StreamKind::Data => b"",
     };
     send_hs(&mut sock, &hs.write(payload)?)?;
+    let hash = if host.is_some() { Some(hs.hash()?) } else { None };
     let keys = hs.finish()?;
     sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
     let (tx, rx) = halves(sock, &keys, hello.suite, session, hello.stream, Role::Responder)?;
-    Ok((hello, Secured { tx, rx, session, stream_psk: keys.stream_psk, suite: hello.suite }))
+    let mut sec = Secured { tx, rx, session, stream_psk: keys.stream_psk, suite: hello.suite, peer_key: None };
+    if let (Some(host), Some(hash)) = (host, hash) {
+        sec.peer_key = Some(server_key_auth(&mut sec, &host, &hash, deadline)?);
+    }
+    Ok((hello, sec))
+}
+
+/// The server's half of public-key authentication: send `HostAuth`, then read the client's
+/// `ClientAuth` and verify its signature before `deadline`. A bad signature gets `Fatal` (Auth).
+fn server_key_auth(
+    sec: &mut Secured,
+    host: &Identity,
+    hash: &[u8; KEY_LEN],
+    deadline: Instant,
+) -> Result<PublicKey, EngineError> {
+    sec.tx.send_frames(&[Frame::HostAuth(host.sign(Signer::Host, hash))])?;
+    let a = match recv_key_auth(&mut sec.rx, deadline, false) {
+        Ok(a) => a,
+        Err(EngineError::Proto(e)) => {
+            let msg = e.to_string();
+            let _ =
+                sec.tx.send_frames(&[Frame::Fatal(frame::Fatal { code: e.code() as u16, message: msg.as_bytes() })]);
+            return Err(e.into());
+        }
+        Err(e) => return Err(e),
+    };
+    let key = PublicKey(a.key);
+    if auth::verify(Signer::Client, &a.key, &a.signature, hash).is_err() {
+        let msg = format!("the signature of key {} does not verify", key.fingerprint());
+        let fatal = frame::Fatal { code: ErrorCode::Auth as u16, message: msg.as_bytes() };
+        let _ = sec.tx.send_frames(&[Frame::Fatal(fatal)]);
+        return Err(ProtoError::Violation(msg).into());
+    }
+    Ok(key)
 }
 
 /// Decode every frame of a record, failing on the first bad one.

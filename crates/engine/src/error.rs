@@ -55,6 +55,9 @@ pub enum EngineError {
     /// The request makes no sense (bad destination, bad option).
     #[error("{0}")]
     Usage(String),
+    /// The server's host key is not the one known for it (or unknown in strict mode).
+    #[error("{0}")]
+    HostKey(String),
     /// Waiting for the peer took too long.
     #[error("timed out: {0}")]
     Timeout(String),

@@ -3,8 +3,10 @@
 //! [`conn`] runs the protocol's handshake and record layer over TCP; [`send`] walks source trees
 //! and pushes them over parallel streams; [`recv`] writes what arrives, confined beneath the
 //! destination by directory handles; [`server`] is the `serve` daemon that accepts sessions from
-//! many clients at once. Protocol rules live in `linerate-proto`; this crate only performs I/O.
+//! many clients at once; [`keys`] and [`authorized`] hold daemon mode's ed25519 keys, known
+//! hosts and authorized keys. Protocol rules live in `linerate-proto`; this crate only performs I/O.
 
+pub mod authorized;
 pub mod bench;
 pub mod compare;
 pub mod conn;
@@ -15,6 +17,7 @@ pub mod error;
 pub mod fsx;
 pub mod host;
 pub mod journal;
+pub mod keys;
 pub mod pull;
 pub mod rate;
 pub mod recv;

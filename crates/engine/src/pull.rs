@@ -11,7 +11,6 @@ use crate::recv::{Outcome, RecvSession, SessionParams};
 use crate::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
 use crate::EngineError;
 use linerate_proto::frame::{self, Frame, Pull, FLAG_PULL};
-use linerate_proto::hello::StreamKind;
 use linerate_proto::name;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -62,7 +61,7 @@ pub fn pull(
     let (dest, root_name) = local_destination(into, from)?;
     let start = Instant::now();
     let cpu0 = cpu::process();
-    let mut control = conn::connect(cfg.addr, StreamKind::Control, cfg.suite, &cfg.secret.0, [0; 16], 0, cfg.timeout)?;
+    let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
     let flags = cfg.flags() | FLAG_PULL;
     control.tx.send_frames(&[
         Frame::Begin(frame::Begin { dest: b"", sources: 1, chunk_size: cfg.chunk_size, flags, streams }),

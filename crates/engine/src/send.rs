@@ -5,6 +5,7 @@
 use crate::conn::{self, SendHalf, BATCH_TARGET};
 use crate::cpu::{self, CpuTimes};
 use crate::digest::{self, Part};
+use crate::keys::KeyClient;
 use crate::rate::SessionRate;
 use crate::sched::{Chunked, Queue, Waited, Work};
 use crate::secret::Secret;
@@ -34,8 +35,11 @@ use std::time::{Duration, Instant};
 pub struct CopyConfig {
     /// The server.
     pub addr: SocketAddr,
-    /// Shared secret of the server.
+    /// Shared secret of the server (unused when `key_auth` is set).
     pub secret: Secret,
+    /// Daemon mode: authenticate the control connection with this ed25519 identity and check
+    /// the server's host key, instead of the shared secret.
+    pub key_auth: Option<KeyClient>,
     /// Destination path relative to the server's root.
     pub dest: Vec<u8>,
     /// Local sources.
@@ -98,6 +102,7 @@ impl CopyConfig {
         CopyConfig {
             addr,
             secret,
+            key_auth: None,
             dest,
             sources,
             streams: 4,
@@ -314,7 +319,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     let streams = cfg.streams.clamp(1, linerate_proto::caps::MAX_STREAMS);
     let start = Instant::now();
     let cpu0 = cpu::process();
-    let mut control = conn::connect(cfg.addr, StreamKind::Control, cfg.suite, &cfg.secret.0, [0; 16], 0, cfg.timeout)?;
+    let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
     control.tx.send_frames(&[Frame::Begin(frame::Begin {
         dest: &cfg.dest,
         sources: cfg.sources.len() as u32,

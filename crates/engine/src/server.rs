@@ -4,6 +4,7 @@
 //! `Begin` starts a copy (one thread per stream), `BenchRequest` a benchmark session
 //! ([`crate::bench::server`]).
 
+use crate::authorized::{Grant, KeyAuthConfig};
 use crate::bench::server::{self as bench_server, BenchServerConfig};
 use crate::conn::{self, Admit};
 use crate::fsx;
@@ -13,7 +14,7 @@ use crate::secret::Secret;
 use crate::EngineError;
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::handshake::KEY_LEN;
-use linerate_proto::hello::{SessionId, StreamKind};
+use linerate_proto::hello::{AuthMode, SessionId, StreamKind};
 use linerate_proto::{caps, ErrorCode, ProtoError};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -33,6 +34,11 @@ pub struct ServerConfig {
     pub root: Option<PathBuf>,
     /// The shared secret clients must know.
     pub secret: Secret,
+    /// Accept shared-secret sessions (`--key-file`). False for a key-only daemon, whose
+    /// `secret` is then a random one nobody knows.
+    pub accept_secret: bool,
+    /// Daemon mode: accept public-key sessions with this host key and authorized keys.
+    pub keys: Option<KeyAuthConfig>,
     /// Serve one session, then exit.
     pub once: bool,
     /// With `once`: give up if no session starts within this time.
@@ -87,6 +93,8 @@ impl ServerConfig {
             listen,
             root: None,
             secret,
+            accept_secret: true,
+            keys: None,
             once: false,
             first_connect_deadline: None,
             max_sessions: 64,
@@ -205,6 +213,13 @@ impl Drop for ServerHandle {
 impl Server {
     /// Open the root and bind the address.
     pub fn bind(cfg: ServerConfig) -> Result<Server, EngineError> {
+        if let Some(k) = &cfg.keys {
+            // Refuse a malformed file at startup, naming the line; sessions re-read it.
+            crate::authorized::AuthorizedKeys::load(&k.authorized_keys)?;
+        }
+        if !cfg.accept_secret && cfg.keys.is_none() {
+            return Err(EngineError::Usage("the server accepts neither a shared secret nor keys".into()));
+        }
         let root = match &cfg.root {
             Some(r) => Some(fsx::open_root(r).map_err(|e| EngineError::file(r, e))?),
             None => None,
@@ -337,7 +352,15 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
             if shared.active.load(Relaxed) >= shared.cfg.max_sessions {
                 Admit::Refuse(ErrorCode::Busy)
             } else {
-                Admit::Psk { psk: shared.cfg.secret.0, session: random_session() }
+                match (hello.auth, &shared.cfg.keys) {
+                    (AuthMode::Secret, _) if shared.cfg.accept_secret => {
+                        Admit::Psk { psk: shared.cfg.secret.0, session: random_session() }
+                    }
+                    (AuthMode::PublicKey, Some(k)) => {
+                        Admit::Key { host: k.host_key.clone(), session: random_session() }
+                    }
+                    _ => Admit::Refuse(ErrorCode::Unsupported),
+                }
             }
         }
         StreamKind::Data => match shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).get(&hello.session) {
@@ -355,7 +378,7 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
             }
         }
     }
-    let (hello, sec) = match accepted {
+    let (hello, mut sec) = match accepted {
         Ok(x) => x,
         Err(e) => {
             // A connection closed before its first byte is a probe (doctor's RTT, a port
@@ -386,7 +409,11 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
         StreamKind::Control => {
             shared.active.fetch_add(1, Relaxed);
             shared.started.store(true, Relaxed);
-            let outcome = control(&shared, sec, sock_copy, deadline, local);
+            let grant = grant(&shared, &mut sec, peer);
+            let outcome = match grant {
+                Ok(g) => control(&shared, sec, sock_copy, deadline, local, &g),
+                Err(o) => Some(o),
+            };
             shared.active.fetch_sub(1, Relaxed);
             let Some(outcome) = outcome else { return };
             if shared.cfg.log {
@@ -409,6 +436,24 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
     }
 }
 
+/// What an authenticated control connection may do: everything for the shared secret; for a
+/// key, what its line in the authorized keys (re-read now) grants, or a `Fatal` (Auth).
+fn grant(shared: &Shared, sec: &mut conn::Secured, peer: Option<SocketAddr>) -> Result<Grant, Outcome> {
+    let (Some(key), Some(k)) = (sec.peer_key, shared.cfg.keys.as_ref()) else {
+        return Ok(Grant::secret());
+    };
+    match k.admit(&key) {
+        Ok(g) => {
+            if shared.cfg.log {
+                let who = peer.map(|p| p.to_string()).unwrap_or_default();
+                eprintln!("linerate serve: {who}: {} authenticated", g.who());
+            }
+            Ok(g)
+        }
+        Err(msg) => Err(fatal(&mut sec.tx, ErrorCode::Auth, msg)),
+    }
+}
+
 /// Run a session's control connection. `None` for a benchmark session (its outcome is logged
 /// here); a copy's outcome otherwise.
 fn control(
@@ -417,12 +462,22 @@ fn control(
     sock: Option<TcpStream>,
     deadline: Instant,
     local: Option<IpAddr>,
+    grant: &Grant,
 ) -> Option<Outcome> {
+    // A key with `root=` is confined beneath its own directory instead of --root.
+    let key_root = match grant.root.as_ref().map(|r| fsx::open_root(r).map_err(|e| (r, e))).transpose() {
+        Ok(r) => r,
+        Err((r, e)) => {
+            let msg = format!("{}: this key's root {} cannot be opened: {e}", grant.who(), r.display());
+            return Some(fatal(&mut sec.tx, ErrorCode::Destination, msg));
+        }
+    };
+    let root = key_root.as_ref().or(shared.root.as_ref());
     sec.rx.set_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
     let mut pull_from = None;
     let begin = match sec.rx.recv() {
         Ok(Some(plain)) => match frame::decode(plain) {
-            Ok((Frame::Begin(_), _)) if shared.root.is_none() => {
+            Ok((Frame::Begin(_), _)) if root.is_none() => {
                 let msg = "this server has no --root: it serves benchmarks only".to_string();
                 return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, msg));
             }
@@ -458,6 +513,10 @@ fn control(
         Ok(b) => b,
         Err(e) => return Some(fatal(&mut sec.tx, e.code(), e.to_string())),
     };
+    if grant.read_only && flags & frame::FLAG_PULL == 0 {
+        let msg = format!("{} is read-only on this server", grant.who());
+        return Some(fatal(&mut sec.tx, ErrorCode::Denied, msg));
+    }
     if streams == 0 || streams > caps::MAX_STREAMS || sources == 0 {
         return Some(fatal(
             &mut sec.tx,
@@ -465,11 +524,12 @@ fn control(
             format!("streams must be 1..={} and sources at least 1", caps::MAX_STREAMS),
         ));
     }
-    let Some(root) = shared.root.as_ref() else {
+    let Some(root) = root else {
         return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, "no --root".into()));
     };
     if let Some((path, name)) = pull_from {
-        return Some(serve_pull(shared, sec, sock, root, &path, name, chunk_size, flags, streams));
+        let pace = admit_rate(shared, grant.rate);
+        return Some(serve_pull(shared, sec, sock, root, &path, name, chunk_size, flags, streams, pace));
     }
     let resolved = match shared.cfg.paths {
         PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources),
@@ -483,7 +543,7 @@ fn control(
     let tag: String = sec.session[..6].iter().map(|b| format!("{b:02x}")).collect();
     let params = SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout };
     let session = RecvSession::new(params, d, sec.tx);
-    session.pace_with(admit_rate(shared, None));
+    session.pace_with(admit_rate(shared, grant.rate));
     if let Some(s) = sock {
         session.add_socket(s);
     }
@@ -558,6 +618,7 @@ fn serve_pull(
     chunk_size: u32,
     flags: u32,
     streams: u16,
+    pace: SessionRate,
 ) -> Outcome {
     let _ = sock;
     if let Err(e) = linerate_proto::name::validate(&name) {
@@ -605,7 +666,7 @@ fn serve_pull(
         summary_wait: crate::send::SUMMARY_WAIT,
         list: None,
         peer: "client",
-        pace: admit_rate(shared, None),
+        pace,
     };
     let log = shared.cfg.log;
     let on_error: crate::send::ErrorSink = Arc::new(move |m: String| {

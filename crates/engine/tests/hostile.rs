@@ -20,7 +20,7 @@ use linerate_engine::EngineError;
 use linerate_proto::bench::{encode_doc, TestKind, TestSpec};
 use linerate_proto::caps::{MAX_BENCH_DOC, MAX_DEPTH, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_RECORD};
 use linerate_proto::frame::{Chunk, DirEntry, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_VERIFY};
-use linerate_proto::hello::{ClientHello, StreamKind};
+use linerate_proto::hello::{AuthMode, ClientHello, StreamKind};
 use linerate_proto::ErrorCode;
 use peer::{raw_tcp, scratch, snapshot, temp_files, Client, Fx, Verdict, CS, T0};
 use std::ffi::OsStr;
@@ -484,8 +484,13 @@ fn length_prefixes_of_zero_all_ones_and_just_over_each_cap_are_refused() {
     for len in [1025u16, 0, u16::MAX] {
         let t = Instant::now();
         let mut s = raw_tcp(fx.srv.addr);
-        let hello =
-            ClientHello { kind: StreamKind::Control, suite: conn::preferred_suite(), session: [0; 16], stream: 0 };
+        let hello = ClientHello {
+            kind: StreamKind::Control,
+            suite: conn::preferred_suite(),
+            session: [0; 16],
+            stream: 0,
+            auth: AuthMode::Secret,
+        };
         s.write_all(&hello.encode()).unwrap();
         s.write_all(&len.to_be_bytes()).unwrap();
         let _ = s.write_all(&[0; 48]);
@@ -695,6 +700,7 @@ fn a_silent_or_dribbling_client_is_dropped_at_the_handshake_deadline_without_hol
                         suite: conn::preferred_suite(),
                         session: [0; 16],
                         stream: 0,
+                        auth: AuthMode::Secret,
                     }
                     .encode();
                     let mut sent = 0;

@@ -105,6 +105,8 @@ pub enum ErrorCode {
     BadParams = 14,
     /// The server does not offer this service (for example cp without a `--root`).
     Unsupported = 15,
+    /// The authenticated key may not do this (a read-only key pushing).
+    Denied = 16,
 }
 
 impl ErrorCode {
@@ -126,6 +128,7 @@ impl ErrorCode {
             13 => SourceRead,
             14 => BadParams,
             15 => Unsupported,
+            16 => Denied,
             _ => Protocol,
         }
     }
@@ -149,6 +152,7 @@ impl ErrorCode {
             SourceRead => "source unreadable",
             BadParams => "bad benchmark parameters",
             Unsupported => "not offered by this server",
+            Denied => "not permitted for this key",
         }
     }
 }

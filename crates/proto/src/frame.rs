@@ -2,6 +2,7 @@
 //! `type: u8 | body_len: u32 BE | body`. Decoding borrows from the record buffer and never
 //! allocates; every length is checked against its cap and against the bytes actually present.
 
+use crate::auth::{PUBLIC_KEY_LEN, SIGNATURE_LEN};
 use crate::caps::{
     MAX_BENCH_DOC, MAX_CHUNK, MAX_KEEP_NAMES, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_WANT_RANGES, MIN_CHUNK,
 };
@@ -342,6 +343,27 @@ pub const NOTE_DELETED: u8 = 1;
 /// `Note.kind`: would be deleted (`--delete --dry-run`).
 pub const NOTE_WOULD_DELETE: u8 = 2;
 
+/// An ed25519 public key and its signature over the connection's handshake hash
+/// ([`crate::auth`]): the body of `HostAuth` and `ClientAuth`. Its `Debug` shows the start of the
+/// key, not 100 bytes of numbers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KeyAuth {
+    /// The signer's ed25519 public key.
+    pub key: [u8; PUBLIC_KEY_LEN],
+    /// The signature over [`crate::auth::signed_message`].
+    pub signature: [u8; SIGNATURE_LEN],
+}
+
+/// The only key algorithm of `HostAuth` and `ClientAuth` today.
+pub const KEY_ALG_ED25519: u8 = 1;
+
+impl std::fmt::Debug for KeyAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let head: String = self.key[..4].iter().map(|b| format!("{b:02x}")).collect();
+        write!(f, "KeyAuth {{ key: {head}.., signature: <64 bytes> }}")
+    }
+}
+
 /// Every frame of protocol version 1. Its `Debug` is bounded (chunk data and benchmark documents
 /// appear as their length), so an error message that names a peer's frame stays short.
 #[derive(Clone, PartialEq, Eq)]
@@ -393,6 +415,12 @@ pub enum Frame<'a> {
     BenchGo,
     /// 0x12: client → server: the test's time is over; stop and send the results.
     BenchStop,
+    /// 0x13: client → server on a public-key control connection, right after `HostAuth`
+    /// checked out: the client's key and its signature. `Begin` (or `BenchRequest`) follows.
+    ClientAuth(KeyAuth),
+    /// 0x87: server → client, first record of a public-key control connection: the host key and
+    /// its signature.
+    HostAuth(KeyAuth),
     /// 0x90: server → client: the test is admitted; JSON [`crate::bench::Ready`].
     BenchReady(&'a [u8]),
     /// 0x91: server → client: the server's measurements; JSON [`crate::bench::SideReport`].
@@ -436,6 +464,8 @@ impl std::fmt::Debug for Frame<'_> {
             Frame::BenchStop => f.write_str("BenchStop"),
             Frame::BenchReady(d) => doc(f, "BenchReady", d),
             Frame::BenchResult(d) => doc(f, "BenchResult", d),
+            Frame::ClientAuth(a) => write!(f, "ClientAuth({a:?})"),
+            Frame::HostAuth(a) => write!(f, "HostAuth({a:?})"),
         }
     }
 }
@@ -464,6 +494,8 @@ mod ty {
     pub const BENCH_STOP: u8 = 0x12;
     pub const BENCH_READY: u8 = 0x90;
     pub const BENCH_RESULT: u8 = 0x91;
+    pub const CLIENT_AUTH: u8 = 0x13;
+    pub const HOST_AUTH: u8 = 0x87;
 }
 
 struct W<'a>(&'a mut Vec<u8>);
@@ -643,6 +675,11 @@ impl Frame<'_> {
                 w.0.extend_from_slice(d);
             }
             Frame::BenchGo | Frame::BenchStop => {}
+            Frame::ClientAuth(a) | Frame::HostAuth(a) => {
+                w.u8(KEY_ALG_ED25519);
+                w.0.extend_from_slice(&a.key);
+                w.0.extend_from_slice(&a.signature);
+            }
         }
         end_frame(buf, start);
     }
@@ -672,6 +709,8 @@ impl Frame<'_> {
             Frame::BenchStop => ty::BENCH_STOP,
             Frame::BenchReady(_) => ty::BENCH_READY,
             Frame::BenchResult(_) => ty::BENCH_RESULT,
+            Frame::ClientAuth(_) => ty::CLIENT_AUTH,
+            Frame::HostAuth(_) => ty::HOST_AUTH,
         }
     }
 }
@@ -846,6 +885,21 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
         ty::NOTE => Frame::Note(Note { kind: r.u8()?, path: r.bytes(MAX_PATH, "path")? }),
         ty::BENCH_GO => Frame::BenchGo,
         ty::BENCH_STOP => Frame::BenchStop,
+        ty::CLIENT_AUTH | ty::HOST_AUTH => {
+            // Fixed size: algorithm, key and signature of exactly their lengths; anything else
+            // is truncated or has trailing bytes.
+            if r.u8()? != KEY_ALG_ED25519 {
+                return Err(ProtoError::Invalid("key algorithm"));
+            }
+            let key = r.take(PUBLIC_KEY_LEN)?.try_into().map_err(|_| ProtoError::Truncated("public key"))?;
+            let signature = r.take(SIGNATURE_LEN)?.try_into().map_err(|_| ProtoError::Truncated("signature"))?;
+            let a = KeyAuth { key, signature };
+            if t == ty::CLIENT_AUTH {
+                Frame::ClientAuth(a)
+            } else {
+                Frame::HostAuth(a)
+            }
+        }
         other => return Err(ProtoError::UnknownFrame(other)),
     };
     r.done()?;
@@ -933,6 +987,8 @@ mod tests {
             Frame::BenchStop,
             Frame::BenchReady(b"{}"),
             Frame::BenchResult(b""),
+            Frame::ClientAuth(KeyAuth { key: [1; 32], signature: [2; 64] }),
+            Frame::HostAuth(KeyAuth { key: [3; 32], signature: [4; 64] }),
         ]
     }
 
@@ -1039,6 +1095,29 @@ mod tests {
     #[test]
     fn rejects_a_frame_length_of_all_ones_without_allocating() {
         assert!(matches!(decode(&[ty::CHUNK, 0xff, 0xff, 0xff, 0xff, 1, 2]), Err(ProtoError::Truncated(_))));
+    }
+
+    #[test]
+    fn key_auth_frames_have_exact_lengths_and_a_known_algorithm() {
+        for t in [ty::CLIENT_AUTH, ty::HOST_AUTH] {
+            let body = |alg: u8, key: usize, sig: usize| {
+                let mut buf = Vec::new();
+                let start = begin_frame(&mut buf, t);
+                buf.push(alg);
+                buf.extend(std::iter::repeat_n(9u8, key + sig));
+                end_frame(&mut buf, start);
+                decode(&buf).map(|(f, _)| format!("{f:?}"))
+            };
+            assert!(body(1, 32, 64).unwrap().starts_with(if t == ty::HOST_AUTH { "HostAuth" } else { "ClientAuth" }));
+            assert_eq!(body(2, 32, 64), Err(ProtoError::Invalid("key algorithm")));
+            assert_eq!(body(0, 32, 64), Err(ProtoError::Invalid("key algorithm")));
+            assert!(matches!(body(1, 32, 63), Err(ProtoError::Truncated(_))));
+            assert!(matches!(body(1, 31, 0), Err(ProtoError::Truncated(_))));
+            assert_eq!(body(1, 32, 65), Err(ProtoError::Invalid("trailing bytes in frame")));
+            assert_eq!(body(1, 4096, 64), Err(ProtoError::Invalid("trailing bytes in frame")));
+        }
+        let s = format!("{:?}", Frame::HostAuth(KeyAuth { key: [0xab; 32], signature: [0; 64] }));
+        assert_eq!(s, "HostAuth(KeyAuth { key: abababab.., signature: <64 bytes> })");
     }
 
     #[test]

@@ -55,6 +55,32 @@ impl Handshake {
         Ok(Handshake { state, role })
     }
 
+    /// Start an ephemeral-only handshake (Noise `NN`) for a public-key control connection
+    /// ([`crate::hello::AuthMode::PublicKey`]). It authenticates nobody by itself: both sides
+    /// then sign [`Handshake::hash`] with their ed25519 keys ([`crate::auth`]), as TLS 1.3
+    /// signs its transcript, before anything else is trusted.
+    pub fn new_nn(role: Role, suite: Suite, prologue: &[u8]) -> Result<Handshake, ProtoError> {
+        let params = suite.noise_params_nn().parse().map_err(|_| ProtoError::Invalid("noise params"))?;
+        let builder =
+            snow::Builder::new(params).prologue(prologue).map_err(|_| ProtoError::Invalid("noise builder"))?;
+        let state = match role {
+            Role::Initiator => builder.build_initiator(),
+            Role::Responder => builder.build_responder(),
+        }
+        .map_err(|_| ProtoError::Invalid("noise state"))?;
+        Ok(Handshake { state, role })
+    }
+
+    /// The Noise handshake hash: a digest of the prologue (both preambles) and every handshake
+    /// message, unique to this connection. Meaningful once [`Handshake::is_finished`]; read it
+    /// before [`Handshake::finish`].
+    pub fn hash(&self) -> Result<[u8; KEY_LEN], ProtoError> {
+        if !self.state.is_handshake_finished() {
+            return Err(ProtoError::Violation("handshake not finished".into()));
+        }
+        self.state.get_handshake_hash().try_into().map_err(|_| ProtoError::Invalid("handshake hash length"))
+    }
+
     /// Produce the next handshake message, carrying `payload` (encrypted in both NNpsk0 messages).
     pub fn write(&mut self, payload: &[u8]) -> Result<Vec<u8>, ProtoError> {
         let mut out = vec![0u8; MAX_HANDSHAKE_MSG];
@@ -170,6 +196,33 @@ mod tests {
         let (a, _, _) = run([1; 32], [1; 32], b"p", b"p").unwrap();
         let (b, _, _) = run([1; 32], [1; 32], b"p", b"p").unwrap();
         assert_ne!(a.initiator_to_responder, b.initiator_to_responder);
+    }
+
+    fn run_nn(pro_i: &[u8], pro_r: &[u8]) -> Result<([u8; 32], [u8; 32], ConnKeys, ConnKeys), ProtoError> {
+        let mut i = Handshake::new_nn(Role::Initiator, Suite::ChaCha20Poly1305, pro_i)?;
+        let mut r = Handshake::new_nn(Role::Responder, Suite::ChaCha20Poly1305, pro_r)?;
+        assert!(i.hash().is_err(), "no hash before the end");
+        r.read(&i.write(b"")?)?;
+        let m2 = r.write(b"session-id")?;
+        assert_eq!(i.read(&m2)?, b"session-id");
+        let (hi, hr) = (i.hash()?, r.hash()?);
+        Ok((hi, hr, i.finish()?, r.finish()?))
+    }
+
+    #[test]
+    fn nn_handshake_agrees_on_hash_and_keys_and_each_is_fresh() {
+        let (hi, hr, ki, kr) = run_nn(b"p", b"p").unwrap();
+        assert_eq!(hi, hr);
+        assert_eq!(ki.initiator_to_responder, kr.initiator_to_responder);
+        assert_eq!(ki.stream_psk, kr.stream_psk);
+        let (h2, _, _, _) = run_nn(b"p", b"p").unwrap();
+        assert_ne!(hi, h2, "a signature over one session's hash must not fit another");
+    }
+
+    #[test]
+    fn nn_handshake_binds_the_prologue() {
+        // The auth-mode byte is in the preamble: a peer who flips it breaks the handshake.
+        assert!(matches!(run_nn(b"mode 1", b"mode 0"), Err(ProtoError::Auth)));
     }
 
     #[test]

@@ -17,12 +17,24 @@ pub type SessionId = [u8; 16];
 /// What a connection carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamKind {
-    /// The first connection of a session: authenticated by the shared secret; carries the
-    /// session's control frames and data.
+    /// The first connection of a session: authenticated by the shared secret or by public keys
+    /// ([`AuthMode`]); carries the session's control frames.
     Control = 0,
     /// A further connection joining an existing session: authenticated by a key derived from
     /// the control connection's handshake.
     Data = 1,
+}
+
+/// How a control connection authenticates (preamble byte 26). Data connections always use the
+/// session's stream key, so their byte is 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// The shared 32-byte secret is the Noise pre-shared key (`NNpsk0`).
+    Secret = 0,
+    /// Ephemeral-only Noise (`NN`), then ed25519 signatures over the handshake hash by the
+    /// server's host key and the client's key, in records (`HostAuth`, `ClientAuth`); see
+    /// [`crate::auth`].
+    PublicKey = 1,
 }
 
 /// The AEAD used for the handshake and records.
@@ -53,6 +65,15 @@ impl Suite {
         }
     }
 
+    /// The Noise protocol name of a public-key control connection ([`AuthMode::PublicKey`]):
+    /// the same suite without a pre-shared key; the signatures that follow authenticate it.
+    pub fn noise_params_nn(self) -> &'static str {
+        match self {
+            Suite::Aes256Gcm => "Noise_NN_25519_AESGCM_SHA256",
+            Suite::ChaCha20Poly1305 => "Noise_NN_25519_ChaChaPoly_SHA256",
+        }
+    }
+
     /// Name for reports (`--json` `cipher`).
     pub fn name(self) -> &'static str {
         match self {
@@ -73,6 +94,8 @@ pub struct ClientHello {
     pub session: SessionId,
     /// 0 for control; 1.. for data streams.
     pub stream: u16,
+    /// How a control connection authenticates; always [`AuthMode::Secret`] on a data connection.
+    pub auth: AuthMode,
 }
 
 impl ClientHello {
@@ -85,6 +108,7 @@ impl ClientHello {
         b[7] = self.suite as u8;
         b[8..24].copy_from_slice(&self.session);
         b[24..26].copy_from_slice(&self.stream.to_be_bytes());
+        b[26] = self.auth as u8;
         b
     }
 
@@ -100,15 +124,21 @@ impl ClientHello {
         let mut session = [0u8; 16];
         session.copy_from_slice(&b[8..24]);
         let stream = u16::from_be_bytes([b[24], b[25]]);
-        if b[26..28] != [0, 0] {
-            return Err(ProtoError::Invalid("reserved preamble bytes"));
+        let auth = match b[26] {
+            0 => AuthMode::Secret,
+            1 => AuthMode::PublicKey,
+            _ => return Err(ProtoError::Invalid("auth mode")),
+        };
+        if b[27] != 0 {
+            return Err(ProtoError::Invalid("reserved preamble byte"));
         }
         match kind {
             StreamKind::Control if stream != 0 || session != [0; 16] => {
                 Err(ProtoError::Invalid("control preamble with a session or stream"))
             }
             StreamKind::Data if stream == 0 => Err(ProtoError::Invalid("data stream index 0")),
-            _ => Ok(ClientHello { kind, suite, session, stream }),
+            StreamKind::Data if auth != AuthMode::Secret => Err(ProtoError::Invalid("auth mode on a data stream")),
+            _ => Ok(ClientHello { kind, suite, session, stream, auth }),
         }
     }
 }
@@ -158,14 +188,26 @@ mod tests {
 
     #[test]
     fn client_hello_round_trips() {
-        let h = ClientHello { kind: StreamKind::Data, suite: Suite::ChaCha20Poly1305, session: [7; 16], stream: 3 };
+        let h = ClientHello {
+            kind: StreamKind::Data,
+            suite: Suite::ChaCha20Poly1305,
+            session: [7; 16],
+            stream: 3,
+            auth: AuthMode::Secret,
+        };
         assert_eq!(ClientHello::decode(&h.encode()), Ok(h));
     }
 
     #[test]
     fn client_hello_names_both_versions_on_mismatch() {
-        let mut b =
-            ClientHello { kind: StreamKind::Control, suite: Suite::Aes256Gcm, session: [0; 16], stream: 0 }.encode();
+        let mut b = ClientHello {
+            kind: StreamKind::Control,
+            suite: Suite::Aes256Gcm,
+            session: [0; 16],
+            stream: 0,
+            auth: AuthMode::Secret,
+        }
+        .encode();
         b[4..6].copy_from_slice(&9u16.to_be_bytes());
         assert_eq!(ClientHello::decode(&b), Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: 9 }));
         b[0] = b'X';
@@ -174,7 +216,13 @@ mod tests {
 
     #[test]
     fn rejects_inconsistent_preambles() {
-        let ok = ClientHello { kind: StreamKind::Control, suite: Suite::Aes256Gcm, session: [0; 16], stream: 0 };
+        let ok = ClientHello {
+            kind: StreamKind::Control,
+            suite: Suite::Aes256Gcm,
+            session: [0; 16],
+            stream: 0,
+            auth: AuthMode::Secret,
+        };
         let mut b = ok.encode();
         b[24] = 1; // control with a stream index
         assert!(ClientHello::decode(&b).is_err());
@@ -187,5 +235,27 @@ mod tests {
         let mut b = ok.encode();
         b[27] = 1;
         assert!(ClientHello::decode(&b).is_err());
+    }
+
+    #[test]
+    fn auth_mode_byte_round_trips_and_unknown_modes_are_refused() {
+        let key = ClientHello {
+            kind: StreamKind::Control,
+            suite: Suite::Aes256Gcm,
+            session: [0; 16],
+            stream: 0,
+            auth: AuthMode::PublicKey,
+        };
+        let b = key.encode();
+        assert_eq!(b[26], 1);
+        assert_eq!(ClientHello::decode(&b), Ok(key));
+        for mode in 2..=255u8 {
+            let mut b = key.encode();
+            b[26] = mode;
+            assert_eq!(ClientHello::decode(&b), Err(ProtoError::Invalid("auth mode")), "mode {mode}");
+        }
+        // A data stream is keyed by its session; it has no auth mode of its own.
+        let data = ClientHello { kind: StreamKind::Data, session: [1; 16], stream: 1, ..key };
+        assert_eq!(ClientHello::decode(&data.encode()), Err(ProtoError::Invalid("auth mode on a data stream")));
     }
 }
