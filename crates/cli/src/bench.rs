@@ -6,7 +6,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use linerate_engine::bench::stats::{busy, confidence, confident_enough, Summary};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
-use linerate_engine::secret::Secret;
 use linerate_engine::{conn, EngineError};
 use linerate_proto::bench::{parse_bytes, Direction, IntervalCounts, Profile, TestKind, TestSpec};
 use serde_json::{json, Value};
@@ -38,9 +37,8 @@ EXIT STATUS:
 pub struct BenchArgs {
     /// The agent: HOST or HOST:PORT (default port 7878).
     server: String,
-    /// Key file shared with the server.
-    #[arg(long, value_name = "FILE")]
-    key_file: PathBuf,
+    #[command(flatten)]
+    keys: crate::keys::ClientKeyArgs,
     /// Test kind.
     #[arg(long, default_value = "tcp-stream", value_parser = ["tcp-stream", "udp-stream", "tcp-rr", "tcp-crr"])]
     test: String,
@@ -262,6 +260,17 @@ fn sweep_points(base: &TestSpec, sweeps: &[String]) -> Result<Vec<SweepPoint>> {
     Ok(points)
 }
 
+/// The host part of `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, as written.
+fn host_of(server: &str) -> &str {
+    if let Some(rest) = server.strip_prefix('[') {
+        return rest.split_once(']').map_or(rest, |(h, _)| h);
+    }
+    match server.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.parse::<u16>().is_ok() => h,
+        _ => server,
+    }
+}
+
 fn resolve(server: &str) -> Result<SocketAddr> {
     let with_port = if server.parse::<SocketAddr>().is_ok()
         || server.rsplit_once(':').is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok())
@@ -311,11 +320,12 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     let (rmin, rmax) = pair(&a.repeat, "--repeat").map_err(usage)?;
     let (level, width) = pair(&a.confidence, "--confidence").map_err(usage)?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
-    let secret = Secret::load(&a.key_file).map_err(|e| usage(e.into()))?;
     let addr = resolve(&a.server).map_err(usage)?;
+    let (secret, key_auth) = a.keys.resolve(host_of(&a.server), addr.port(), "the server").map_err(usage)?;
     let cfg = BenchClientConfig {
         addr,
         secret,
+        key_auth,
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(a.timeout.max(1)),
     };

@@ -28,7 +28,11 @@ DESTINATION:
                    PATH is relative to the remote home unless absolute, as for scp, and
                    never passes through a remote shell. IPv6: [user@][ADDR]:PATH.
   HOST:PORT:PATH   a running `linerate serve`; PATH is relative to its --root.
-                   IPv6: [ADDR]:PORT:PATH. Needs --key-file with the server's key.
+                   IPv6: [ADDR]:PORT:PATH. Needs --key-file with the server's shared
+                   key, or for a daemon with --authorized-keys an ed25519 identity
+                   (--identity FILE, default ~/.config/linerate/id_ed25519 from
+                   `linerate keygen --type ed25519`); the server's host key is added to
+                   ~/.config/linerate/known_hosts on first contact and checked after.
   PATH             a local path: cp starts its own server process on loopback and hands
                    it a fresh one-time key through a pipe. Prefix a local path that
                    contains ':' with ./
@@ -62,9 +66,8 @@ pub struct CpArgs {
     /// Parallel TCP streams [default: the number of CPU cores, 2 to 8].
     #[arg(long, short = 'P')]
     streams: Option<u16>,
-    /// Key file shared with the server (64 hex digits, mode 0600).
-    #[arg(long, value_name = "FILE")]
-    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    keys: crate::keys::ClientKeyArgs,
     /// Hash every file with BLAKE3 while reading; the receiver checks the written file before
     /// renaming it into place.
     #[arg(long)]
@@ -79,7 +82,7 @@ pub struct CpArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Most bit/s over all streams: SI suffixes (500M, 1G), or bytes with B/s (50MB/s, 50MiB/s).
-    #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
+    #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
     bwlimit: Option<u64>,
     /// List each file on stderr as it has been sent (names escaped).
     #[arg(long, short)]
@@ -146,9 +149,12 @@ pub struct ServeArgs {
     /// Most connections from one address in their handshake at once.
     #[arg(long, default_value_t = 16)]
     max_handshakes_per_source: usize,
-    /// Key file (64 hex digits, mode 0600); `-` reads the key from standard input.
-    #[arg(long, value_name = "FILE", required_unless_present = "ssh")]
+    /// Key file shared with clients (64 hex digits, mode 0600); `-` reads the key from standard
+    /// input. Optional with --authorized-keys (then only keys are admitted unless it is given).
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["ssh", "authorized_keys"])]
     key_file: Option<PathBuf>,
+    #[command(flatten)]
+    keys: crate::keys::ServeKeyArgs,
     /// Serve one session, then exit with its status.
     #[arg(long)]
     once: bool,
@@ -169,11 +175,11 @@ pub struct ServeArgs {
     quiet: bool,
     /// Most bit/s of each copy session, both directions (SI suffixes, or B/s for bytes).
     /// Benchmarks are not paced (see --max-rate).
-    #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
+    #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
     max_rate_per_client: Option<u64>,
     /// Most bit/s of all copy sessions together; every active session gets an equal share
     /// (within its own cap), and what one leaves unused goes to the others.
-    #[arg(long, value_name = "RATE", value_parser = crate::limit::parse_limit)]
+    #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
     max_rate_total: Option<u64>,
     #[command(flatten)]
     ssh: crate::ssh::ServeSshArgs,
@@ -292,14 +298,16 @@ pub fn copy_to(
     cfg_fn: impl FnMut(&mut CopyConfig),
     quiet: bool,
 ) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
-    copy_showing(sources, dest, key_file, cfg_fn, Show { quiet, ..Show::default() })
+    let keys = crate::keys::ClientKeyArgs { key_file: key_file.map(Path::to_path_buf), ..Default::default() };
+    copy_showing(sources, dest, &keys, cfg_fn, Show { quiet, ..Show::default() })
 }
 
-/// [`copy_to`], showing progress as `show` says.
+/// [`copy_to`], authenticating to a running server with `keys` and showing progress as `show`
+/// says.
 pub fn copy_showing(
     sources: Vec<PathBuf>,
     dest: &Path,
-    key_file: Option<&Path>,
+    keys: &crate::keys::ClientKeyArgs,
     mut cfg_fn: impl FnMut(&mut CopyConfig),
     show: Show,
 ) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
@@ -307,7 +315,7 @@ pub fn copy_showing(
     // A pull: one remote source, a local destination.
     if let ([src], Dest::Local(into)) = (sources.as_slice(), parse_dest(dest).map_err(usage)?) {
         if let Ok(Dest::Remote { host, port, path }) = parse_dest(src) {
-            return pull_to(&host, port, &path, &into, key_file, cfg_fn, show);
+            return pull_to(&host, port, &path, &into, keys, cfg_fn, show);
         }
     }
     for s in &sources {
@@ -325,29 +333,22 @@ pub fn copy_showing(
             return Err(usage(anyhow!("{}: no such file or directory", s.display())));
         }
     }
-    let (addr, secret, dest_path, mut local) = match parse_dest(dest).map_err(usage)? {
+    let (addr, secret, key_auth, dest_path, mut local) = match parse_dest(dest).map_err(usage)? {
         Dest::Remote { host, port, path } => {
-            let key = key_file
-                .ok_or_else(|| usage(anyhow!("a remote destination needs --key-file with the server's key")))?;
-            let secret = Secret::load(key).map_err(|e| usage(e.into()))?;
-            let addr = (host.as_str(), port)
-                .to_socket_addrs()
-                .with_context(|| format!("resolving {host}"))
-                .map_err(|e| (e, exit::SESSION))?
-                .next()
-                .ok_or_else(|| (anyhow!("{host}: no address"), exit::SESSION))?;
-            (addr, secret, path, None)
+            let (secret, key_auth) = keys.resolve(&host, port, "a remote destination").map_err(usage)?;
+            (resolve(&host, port)?, secret, key_auth, path, None)
         }
         Dest::Local(p) => {
             let (root, path) = local_root(&p).map_err(usage)?;
             let secret = Secret::generate().map_err(|e| usage(e.into()))?;
             let server = spawn_local_server(&root, &secret).map_err(|e| (e, exit::SESSION))?;
-            (server.addr, secret, path, Some(server))
+            (server.addr, secret, None, path, Some(server))
         }
     };
     let mut cfg = CopyConfig::new(addr, secret, sources, dest_path);
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
+    cfg.key_auth = key_auth;
     run_engine(show, |progress, sink| send::copy(&cfg, progress, sink), local.as_mut())
 }
 
@@ -357,17 +358,16 @@ fn pull_to(
     port: u16,
     path: &[u8],
     into: &Path,
-    key_file: Option<&Path>,
+    keys: &crate::keys::ClientKeyArgs,
     mut cfg_fn: impl FnMut(&mut CopyConfig),
     show: Show,
 ) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
-    let usage = |e: anyhow::Error| (e, exit::USAGE);
-    let key = key_file.ok_or_else(|| usage(anyhow!("a remote source needs --key-file with the server's key")))?;
-    let secret = Secret::load(key).map_err(|e| usage(e.into()))?;
+    let (secret, key_auth) = keys.resolve(host, port, "a remote source").map_err(|e| (e, exit::USAGE))?;
     let addr = resolve(host, port)?;
     let mut cfg = CopyConfig::new(addr, secret, Vec::new(), Vec::new());
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
+    cfg.key_auth = key_auth;
     run_engine(show, |progress, sink| linerate_engine::pull::pull(&cfg, path, into, progress, sink), None)
 }
 
@@ -529,7 +529,7 @@ pub fn run_cp(a: CpArgs) -> u8 {
     };
     let r = match job {
         Some(job) => crate::ssh::copy(job, &a.ssh, apply, show),
-        None => copy_showing(paths, &dest, a.key_file.as_deref(), apply, show),
+        None => copy_showing(paths, &dest, &a.keys, apply, show),
     };
     match r {
         Ok((report, code)) => {
@@ -563,12 +563,25 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         let (hs, idle) = (Duration::from_secs(a.handshake_timeout.max(1)), Duration::from_secs(a.idle_timeout.max(1)));
         return crate::ssh::run_serve_ssh(&a.ssh, hs, idle);
     }
-    let Some(key_file) = a.key_file else {
-        eprintln!("linerate serve: --key-file is required (or --ssh, when started by linerate cp)");
-        return exit::USAGE;
+    let keys = match a.keys.config() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("linerate serve: {e:#}");
+            return exit::USAGE;
+        }
     };
-    let secret =
-        if key_file.as_os_str() == "-" { Secret::read_from(std::io::stdin().lock()) } else { Secret::load(&key_file) };
+    let secret = match (&a.key_file, &keys) {
+        (Some(f), _) if f.as_os_str() == "-" => Secret::read_from(std::io::stdin().lock()),
+        (Some(f), _) => Secret::load(f),
+        // Keys only: a secret nobody holds, and the server refuses the secret mode outright.
+        (None, Some(_)) => Secret::generate(),
+        (None, None) => {
+            eprintln!(
+                "linerate serve: --key-file or --authorized-keys is required (or --ssh, when started by linerate cp)"
+            );
+            return exit::USAGE;
+        }
+    };
     let secret = match secret {
         Ok(s) => s,
         Err(e) => {
@@ -599,6 +612,9 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.log = !a.quiet;
     cfg.rate_per_client = a.max_rate_per_client;
     cfg.rate_total = a.max_rate_total;
+    cfg.accept_secret = a.key_file.is_some();
+    let key_note = keys.as_ref().zip(a.keys.authorized_keys.as_deref()).map(|(k, f)| crate::keys::host_key_note(k, f));
+    cfg.keys = keys;
     let server = match Server::bind(cfg) {
         Ok(s) => s,
         Err(e) => {
@@ -612,8 +628,12 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     } else if !a.quiet {
         eprintln!("linerate serve: listening on {}", server.local_addr());
     }
+    if let Some(note) = key_note {
+        // Printed even with --quiet: clients compare this fingerprint on first contact.
+        eprintln!("{note}");
+    }
     if !a.quiet && (a.max_rate_per_client.is_some() || a.max_rate_total.is_some()) {
-        let cap = |r: Option<u64>| r.map_or("none".to_string(), crate::limit::show);
+        let cap = |r: Option<u64>| r.map_or("none".to_string(), linerate_engine::limit::show);
         eprintln!(
             "linerate serve: copy sessions capped at {} each, {} in total (split fairly)",
             cap(a.max_rate_per_client),

@@ -93,6 +93,7 @@ impl doctor::RateProbe for BenchProbe {
         let cfg = BenchClientConfig {
             addr,
             secret: self.key.clone(),
+            key_auth: None,
             suite: linerate_engine::conn::preferred_suite(),
             timeout: Duration::from_secs(10),
         };

@@ -5,8 +5,8 @@ mod bench;
 mod cp;
 mod demo;
 mod doctor;
+mod keys;
 mod lab;
-mod limit;
 mod progress;
 mod report;
 mod ssh;
@@ -41,11 +41,8 @@ enum Cmd {
     Serve(cp::ServeArgs),
     /// Benchmark the network against a `linerate serve` (netperf/uperf/iperf3-class tests).
     Bench(bench::BenchArgs),
-    /// Write a new random 256-bit key to FILE (mode 0600).
-    Keygen {
-        /// Where to write the key; must not exist.
-        file: std::path::PathBuf,
-    },
+    /// Write a new key: a shared 256-bit key (default) or an ed25519 key pair for daemon mode.
+    Keygen(keys::KeygenArgs),
     /// Make a sample tree, copy it encrypted through a local server, verify it, print the rate.
     Demo(demo::DemoArgs),
     /// Generate a sample tree (for benchmarks): deterministic, incompressible contents.
@@ -64,16 +61,7 @@ fn main() -> ExitCode {
         Cmd::Cp(a) => cp::run_cp(a),
         Cmd::Serve(a) => cp::run_serve(a),
         Cmd::Bench(a) => bench::run(a),
-        Cmd::Keygen { file } => match linerate_engine::secret::Secret::generate().and_then(|s| s.write_new(&file)) {
-            Ok(()) => {
-                eprintln!("wrote a new key to {}", file.display());
-                exit::OK
-            }
-            Err(e) => {
-                eprintln!("linerate: {e}");
-                exit::USAGE
-            }
-        },
+        Cmd::Keygen(a) => keys::run_keygen(a),
         Cmd::Demo(a) => demo::run_demo(a),
         Cmd::Mktree(a) => demo::run_mktree(a),
         Cmd::Doctor(a) => doctor::run_doctor(a),

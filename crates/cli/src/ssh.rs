@@ -46,7 +46,7 @@ pub struct ServeSshArgs {
     /// every address, print `LINERATE <version> PORT <port> SECRET <key> [ADDR <ip>]` on stdout,
     /// resolve the client's paths as this user (like scp, relative to the current directory),
     /// exit when stdin closes. Needs --once.
-    #[arg(long, requires = "once", conflicts_with_all = ["key_file", "root", "listen", "announce"])]
+    #[arg(long, requires = "once", conflicts_with_all = ["key_file", "authorized_keys", "root", "listen", "announce"])]
     pub ssh: bool,
     /// With --ssh: listen on 127.0.0.1 only (cp --via-ssh reaches it through the ssh connection).
     #[arg(long, requires = "ssh")]

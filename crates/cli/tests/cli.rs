@@ -7,6 +7,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+mod support;
+use support::noise;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
 }
@@ -424,19 +427,6 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
 }
 
 /// Random bytes, so nothing on the way can make them smaller.
-fn noise(path: &Path, len: usize) {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ len as u64;
-    let data: Vec<u8> = (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    fs::write(path, data).unwrap();
-}
-
 #[test]
 fn bwlimit_paces_the_copy_and_progress_lists_escaped_names() {
     let t = scratch();
@@ -469,72 +459,6 @@ fn bwlimit_paces_the_copy_and_progress_lists_escaped_names() {
     let out = bin().args(["cp", "--no-save", "--bwlimit", "fast"]).arg(&src).arg(t.path().join("x")).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("--bwlimit"), "{}", text(&out));
-}
-
-#[test]
-fn a_total_cap_is_split_fairly_between_three_clients() {
-    let t = scratch();
-    let root = t.path().join("root");
-    fs::create_dir(&root).unwrap();
-    let key = t.path().join("key");
-    keygen(&key);
-    let mut child = bin()
-        .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--max-rate-total", "160M", "--root"])
-        .arg(&root)
-        .arg("--key-file")
-        .arg(&key)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let srv = Serve { child, addr: line.trim().rsplit(' ').next().unwrap().to_string() };
-    // Three clients with 1, 2 and 4 streams: a cap shared per stream would give them 1/7, 2/7
-    // and 4/7; a fair one gives each a third.
-    let size = 20_000_000;
-    for p in [1, 2, 4] {
-        noise(&t.path().join(format!("src{p}")), size);
-    }
-    let clients: Vec<_> = [1, 2, 4]
-        .iter()
-        .map(|p| {
-            let src = t.path().join(format!("src{p}"));
-            bin()
-                .args(["cp", "--no-save", "--json", "-P", &p.to_string(), "--key-file"])
-                .arg(&key)
-                .arg(&src)
-                .arg(format!("{}:got{p}", srv.addr))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let rates: Vec<f64> = clients
-        .into_iter()
-        .map(|c| {
-            let out = c.wait_with_output().unwrap();
-            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-            let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            assert_eq!(j["bytes"], size);
-            j["bytes"].as_f64().unwrap() * 8.0 / j["seconds"].as_f64().unwrap()
-        })
-        .collect();
-    let share = 160e6 / 3.0;
-    eprintln!("client rates, Mbit/s: {:?}", rates.iter().map(|r| (r / 1e5).round() / 10.0).collect::<Vec<_>>());
-    for (r, p) in rates.iter().zip([1, 2, 4]) {
-        assert!(
-            (r / share - 1.0).abs() <= 0.25,
-            "client with {p} streams got {:.1} Mbit/s of a fair {:.1}: {rates:?}",
-            r / 1e6,
-            share / 1e6
-        );
-    }
-    let sum: f64 = rates.iter().sum();
-    assert!(sum <= 160e6 * 1.1, "together {:.1} Mbit/s over a 160 Mbit/s cap: {rates:?}", sum / 1e6);
-    for p in [1, 2, 4] {
-        assert_eq!(fs::metadata(root.join(format!("got{p}"))).unwrap().len(), size as u64);
-    }
 }
 
 #[test]

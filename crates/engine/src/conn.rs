@@ -336,7 +336,7 @@ fn recv_key_auth(rx: &mut RecvHalf, deadline: Instant, from_host: bool) -> Resul
     let plain = match rx.recv() {
         Ok(Some(p)) => p,
         Ok(None) => return Err(EngineError::net(format!("waiting for {what}"), io::ErrorKind::UnexpectedEof.into())),
-        Err(EngineError::Net { source, .. })
+        Err(EngineError::Net { io: source, .. })
             if matches!(source.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
         {
             return Err(EngineError::Timeout(format!("waiting for {what}")))

@@ -9,20 +9,21 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum EngineError {
     /// Network I/O failed.
-    #[error("{context}: {source}")]
+    #[error("{context}: {io}")]
     Net {
         /// What we were doing.
         context: String,
-        /// The OS error.
-        source: io::Error,
+        /// The OS error (shown in the message, so not also a `source()`: printing the chain
+        /// would repeat it).
+        io: io::Error,
     },
     /// A local file operation failed.
-    #[error("{}: {source}", crate::walk::shown(path))]
+    #[error("{}: {io}", crate::walk::shown(path))]
     File {
         /// Where.
         path: PathBuf,
-        /// The OS error.
-        source: io::Error,
+        /// The OS error (in the message, as for `Net`).
+        io: io::Error,
     },
     /// The peer broke the protocol or failed authentication.
     #[error(transparent)]
@@ -66,11 +67,11 @@ pub enum EngineError {
 impl EngineError {
     /// Wrap a network error with what we were doing.
     pub fn net(context: impl Into<String>, source: io::Error) -> EngineError {
-        EngineError::Net { context: context.into(), source }
+        EngineError::Net { context: context.into(), io: source }
     }
 
     /// Wrap a file error with its path.
     pub fn file(path: impl Into<PathBuf>, source: io::Error) -> EngineError {
-        EngineError::File { path: path.into(), source }
+        EngineError::File { path: path.into(), io: source }
     }
 }

@@ -280,7 +280,7 @@ pub enum HostCheck {
 pub fn check_known_host(path: &Path, host: &str, key: &PublicKey, strict: bool) -> Result<HostCheck, EngineError> {
     let text = match read_capped(path, MAX_KNOWN_HOSTS) {
         Ok(t) => t,
-        Err(EngineError::File { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(EngineError::File { io: source, .. }) if source.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e),
     };
     let mut mismatch = None;

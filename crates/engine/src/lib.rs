@@ -18,6 +18,7 @@ pub mod fsx;
 pub mod host;
 pub mod journal;
 pub mod keys;
+pub mod limit;
 pub mod pull;
 pub mod rate;
 pub mod recv;

@@ -390,7 +390,7 @@ impl RecvSession {
                     })
                 }
                 Err(crate::EngineError::Proto(e)) => return Err(e.into()),
-                Err(crate::EngineError::Net { source, .. })
+                Err(crate::EngineError::Net { io: source, .. })
                     if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
                 {
                     let secs = self.p.idle_timeout.as_secs_f64();
@@ -777,7 +777,7 @@ impl RecvSession {
                     return Err(Abort { code: ErrorCode::Protocol, message: "peer closed the control stream".into() })
                 }
                 Err(crate::EngineError::Proto(e)) => return Err(e.into()),
-                Err(crate::EngineError::Net { source, .. })
+                Err(crate::EngineError::Net { io: source, .. })
                     if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
                 {
                     let secs = self.p.idle_timeout.as_secs_f64();

@@ -356,7 +356,7 @@ pub(crate) fn await_target(control: &mut conn::Secured, timeout: Duration) -> Re
     // The answer comes at once from a working server; a silent one must not hold us forever.
     control.rx.set_timeout(Some(timeout));
     let answer = match control.rx.recv() {
-        Err(EngineError::Net { source, .. })
+        Err(EngineError::Net { io: source, .. })
             if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
         {
             return Err(EngineError::Timeout(format!(
@@ -680,7 +680,7 @@ pub fn run_sender(
         shutdown();
         return Err(match (r, e) {
             (Ok(Err(why @ (EngineError::Remote { .. } | EngineError::Proto(_)))), _) => why,
-            (_, EngineError::Net { source, .. })
+            (_, EngineError::Net { io: source, .. })
                 if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
             {
                 EngineError::Timeout(format!(
@@ -690,7 +690,7 @@ pub fn run_sender(
                     o.peer
                 ))
             }
-            (_, EngineError::Net { source, .. })
+            (_, EngineError::Net { io: source, .. })
                 if matches!(
                     source.kind(),
                     std::io::ErrorKind::BrokenPipe

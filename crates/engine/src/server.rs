@@ -383,7 +383,7 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
         Err(e) => {
             // A connection closed before its first byte is a probe (doctor's RTT, a port
             // check), not a failed handshake worth a log line.
-            let silent_close = matches!(&e, EngineError::Net { source, context }
+            let silent_close = matches!(&e, EngineError::Net { io: source, context }
                 if source.kind() == std::io::ErrorKind::UnexpectedEof && context.contains("preamble"));
             if shared.cfg.log && !silent_close {
                 let (who, why) = (peer.map(|p| p.to_string()).unwrap_or_default(), e.to_string());

@@ -31,6 +31,7 @@ fn client(h: &ServerHandle, secret: &Secret) -> Result<BenchClient, EngineError>
     BenchClient::connect(BenchClientConfig {
         addr: h.addr,
         secret: secret.clone(),
+        key_auth: None,
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(10),
     })
@@ -322,6 +323,7 @@ fn concurrent_clients_share_the_agent() {
                 let cfg = BenchClientConfig {
                     addr,
                     secret,
+                    key_auth: None,
                     suite: conn::preferred_suite(),
                     timeout: Duration::from_secs(10),
                 };

@@ -181,6 +181,13 @@ impl SshLab {
         c
     }
 
+    /// A program run in the server's namespace.
+    pub fn in_server(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.server_ns]).arg(program);
+        c
+    }
+
     /// `ssh -F <the lab's config>` in the client's namespace (add `lab` and a command).
     pub fn ssh(&self) -> Command {
         let mut c = self.in_client("ssh");

@@ -17,7 +17,7 @@ use linerate_proto::bench::{
     ClientEvent, ClientMachine, ConnCounts, IntervalCounts, Ready, SideReport, TestKind, TestSpec, BENCH_DOC_VERSION,
 };
 use linerate_proto::frame::{self, Frame};
-use linerate_proto::hello::{StreamKind, Suite};
+use linerate_proto::hello::Suite;
 use linerate_proto::{ErrorCode, ProtoError};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -286,8 +286,10 @@ pub(crate) fn worker_count(conns: u64) -> usize {
 pub struct BenchClientConfig {
     /// The agent.
     pub addr: SocketAddr,
-    /// The shared key.
+    /// The shared key (unused when `key_auth` is set).
     pub secret: Secret,
+    /// Authenticate with an ed25519 identity instead (a server in daemon mode).
+    pub key_auth: Option<crate::keys::KeyClient>,
     /// AEAD of the control connection.
     pub suite: Suite,
     /// Time to connect, authenticate and open data connections.
@@ -305,7 +307,7 @@ pub struct BenchClient {
 impl BenchClient {
     /// Connect and authenticate.
     pub fn connect(cfg: BenchClientConfig) -> Result<BenchClient, EngineError> {
-        let sec = conn::connect(cfg.addr, StreamKind::Control, cfg.suite, &cfg.secret.0, [0; 16], 0, cfg.timeout)?;
+        let sec = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
         Ok(BenchClient { tx: sec.tx, rx: sec.rx, machine: ClientMachine::default(), cfg })
     }
 
@@ -314,7 +316,7 @@ impl BenchClient {
         let plain = match self.rx.recv() {
             Ok(Some(p)) => p,
             Ok(None) => return Err(ProtoError::Truncated("the server closed the control connection").into()),
-            Err(EngineError::Net { source, .. })
+            Err(EngineError::Net { io: source, .. })
                 if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
             {
                 return Err(EngineError::Timeout("waiting for the server on the control connection".into()))

@@ -1,7 +1,8 @@
-//! Rate limits on the command line: `cp --bwlimit` and `serve --max-rate-per-client` /
-//! `--max-rate-total`. Rates are bit/s with SI suffixes, as everywhere in linerate (`500M`,
-//! `1G`, `2.5Gbit/s`); a rate that ends in a capital `B/s` or `B` counts bytes instead, the way
-//! rsync users write it (`50MB/s` = 400 Mbit/s, `50MiB/s` = 419.43 Mbit/s).
+//! Rate limits as people write them: `cp --bwlimit`, `serve --max-rate-per-client` and
+//! `--max-rate-total`, and the `rate=` of an authorized key. Rates are bit/s with SI suffixes, as
+//! everywhere in linerate (`500M`, `1G`, `2.5Gbit/s`); a rate that ends in a capital `B/s` or `B`
+//! counts bytes instead, the way rsync users write it (`50MB/s` = 400 Mbit/s, `50MiB/s` =
+//! 419.43 Mbit/s).
 
 /// Slowest rate accepted: below this a 1 MiB record would take longer than the server's idle
 /// timeout to go through.

@@ -1,0 +1,153 @@
+//! Keys on the command line: `linerate keygen`, how `cp` and `bench` authenticate to a running
+//! server (a shared key file, or an ed25519 identity whose server is checked against
+//! known_hosts), and `serve`'s daemon-mode flags (host key, authorized keys).
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use linerate_engine::authorized::{AuthorizedKeys, KeyAuthConfig};
+use linerate_engine::keys::{self, Identity, KeyClient};
+use linerate_engine::secret::Secret;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How a client proves itself to a running `linerate serve`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ClientKeyArgs {
+    /// Key file shared with the server (64 hex digits, mode 0600).
+    #[arg(long, value_name = "FILE", conflicts_with = "identity")]
+    pub key_file: Option<PathBuf>,
+    /// ed25519 identity for a server in daemon mode (`serve --authorized-keys`)
+    /// [default without --key-file: id_ed25519 in the config directory, ~/.config/linerate].
+    #[arg(long, value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// With an identity: refuse a server whose host key is not yet in known_hosts, instead of
+    /// adding it on first contact.
+    #[arg(long)]
+    pub strict_host_key: bool,
+}
+
+impl ClientKeyArgs {
+    /// The credentials for server `host:port` (as the user wrote the host): the shared secret,
+    /// or an identity (`Some`) with a throwaway secret that is never sent. `what` names the
+    /// operand in the error when there are none.
+    pub fn resolve(&self, host: &str, port: u16, what: &str) -> Result<(Secret, Option<KeyClient>)> {
+        if let Some(file) = &self.key_file {
+            return Ok((Secret::load(file)?, None));
+        }
+        let default = keys::default_identity();
+        let path = match (&self.identity, &default) {
+            (Some(p), _) => p.clone(),
+            (None, Some(d)) if d.exists() => d.clone(),
+            _ => {
+                let shown = default.map_or("the config directory's id_ed25519".into(), |d| d.display().to_string());
+                return Err(anyhow!(
+                    "{what} needs the server's shared key (--key-file FILE) or an ed25519 identity \
+                     (--identity FILE, default {shown}; make one with `linerate keygen --type ed25519`)"
+                ));
+            }
+        };
+        let identity = Identity::load(&path)?;
+        let known_hosts = keys::default_known_hosts()
+            .ok_or_else(|| anyhow!("no config directory for known_hosts: set HOME or XDG_CONFIG_HOME"))?;
+        let mut client = KeyClient::new(Arc::new(identity), known_hosts, keys::host_name(host, port));
+        client.strict = self.strict_host_key;
+        Ok((Secret::generate()?, Some(client)))
+    }
+}
+
+/// `linerate serve` flags for daemon mode with keys.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ServeKeyArgs {
+    /// Daemon mode: admit clients whose ed25519 keys are listed in FILE, one per line as
+    /// `[options] linerate-ed25519 <base64> [comment]`; options root=DIR, ro, rw, rate=RATE.
+    /// Re-read for every session. Needs --host-key.
+    #[arg(long, value_name = "FILE", requires = "host_key")]
+    pub authorized_keys: Option<PathBuf>,
+    /// The server's ed25519 identity (`linerate keygen --type ed25519 FILE`); clients remember
+    /// it in their known_hosts.
+    #[arg(long, value_name = "FILE", requires = "authorized_keys")]
+    pub host_key: Option<PathBuf>,
+}
+
+impl ServeKeyArgs {
+    /// The daemon's key configuration, checked now (the host key loads, the authorized keys
+    /// parse); `None` without --authorized-keys.
+    pub fn config(&self) -> Result<Option<KeyAuthConfig>> {
+        let (Some(authorized), Some(host)) = (&self.authorized_keys, &self.host_key) else {
+            return Ok(None);
+        };
+        let host_key = Identity::load(host).with_context(|| "the host key (--host-key)".to_string())?;
+        AuthorizedKeys::load(authorized).context("the authorized keys (--authorized-keys)")?;
+        Ok(Some(KeyAuthConfig { host_key: Arc::new(host_key), authorized_keys: authorized.clone() }))
+    }
+}
+
+/// `linerate keygen` flags.
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Where to write the key; never replaced. An ed25519 key's public half goes to FILE.pub
+    /// [default with --type ed25519: id_ed25519 in the config directory, ~/.config/linerate].
+    file: Option<PathBuf>,
+    /// secret: a random 256-bit key shared by client and server (64 hex digits, mode 0600).
+    /// ed25519: a key pair for daemon mode (private key PKCS#8 PEM, mode 0600).
+    #[arg(long = "type", short = 't', default_value = "secret", value_parser = ["secret", "ed25519"])]
+    kind: String,
+    /// Comment on the public key line [default: user@host].
+    #[arg(long, short = 'C')]
+    comment: Option<String>,
+}
+
+/// Run `linerate keygen`.
+pub fn run_keygen(a: KeygenArgs) -> u8 {
+    match keygen(&a) {
+        Ok(()) => crate::exit::OK,
+        Err(e) => {
+            eprintln!("linerate keygen: {e:#}");
+            crate::exit::USAGE
+        }
+    }
+}
+
+fn keygen(a: &KeygenArgs) -> Result<()> {
+    if a.kind == "secret" {
+        let file = a.file.as_ref().ok_or_else(|| anyhow!("a shared key needs FILE: linerate keygen FILE"))?;
+        if a.comment.is_some() {
+            return Err(anyhow!("--comment is for ed25519 keys (--type ed25519)"));
+        }
+        Secret::generate()?.write_new(file)?;
+        eprintln!("wrote a new key to {}", file.display());
+        return Ok(());
+    }
+    let file = match &a.file {
+        Some(f) => f.clone(),
+        None => {
+            let f = keys::default_identity()
+                .ok_or_else(|| anyhow!("no config directory: give FILE, or set HOME or XDG_CONFIG_HOME"))?;
+            if let Some(dir) = f.parent() {
+                keys::make_private_dir(dir)?;
+            }
+            f
+        }
+    };
+    let comment = a.comment.clone().unwrap_or_else(keys::default_comment);
+    let id = Identity::write_new(&file, &comment)?;
+    let public = keys::pub_path(&file);
+    eprintln!(
+        "wrote a new ed25519 key to {} and its public key to {}\nfingerprint {}",
+        file.display(),
+        public.display(),
+        id.public().fingerprint()
+    );
+    // The public line on stdout, ready for a server's authorized keys file.
+    println!("{}", id.public().to_line(&comment));
+    Ok(())
+}
+
+/// The fingerprint line `serve` prints at start, for clients to compare on first contact.
+pub fn host_key_note(cfg: &KeyAuthConfig, authorized: &Path) -> String {
+    format!(
+        "linerate serve: host key {}; admitting the keys listed in {}",
+        cfg.host_key.public().fingerprint(),
+        authorized.display()
+    )
+}
