@@ -527,6 +527,13 @@ pub fn run_cp(a: CpArgs) -> u8 {
         })));
         c.bwlimit = a.bwlimit;
     };
+    if job.is_some() && (a.keys.key_file.is_some() || a.keys.identity.is_some() || a.keys.strict_host_key) {
+        eprintln!(
+            "linerate: --key-file, --identity and --strict-host-key are for a running server (HOST:PORT:PATH); \
+             over ssh ([user@]host:PATH), ssh authenticates and the remote side makes a one-time key"
+        );
+        return exit::USAGE;
+    }
     let r = match job {
         Some(job) => crate::ssh::copy(job, &a.ssh, apply, show),
         None => copy_showing(paths, &dest, &a.keys, apply, show),

@@ -328,3 +328,16 @@ fn a_daemon_shares_a_total_cap_fairly_between_three_key_clients_and_refuses_the_
         assert_eq!(fs::metadata(root.join(format!("got{p}"))).unwrap().len(), size as u64);
     }
 }
+
+#[test]
+fn key_flags_with_an_ssh_operand_are_refused_not_ignored() {
+    let h = Home::new();
+    let src = h.path().join("f");
+    fs::write(&src, b"x").unwrap();
+    // No ssh runs: the operand is classified first (and `nohost.invalid` resolves nowhere).
+    for flags in [&["--identity", "id"][..], &["--key-file", "k"], &["--strict-host-key"]] {
+        let out = h.cmd().args(["cp", "-q"]).args(flags).arg(&src).arg("me@nohost.invalid:dst").output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", text(&out));
+        assert!(text(&out).contains("for a running server (HOST:PORT:PATH)"), "{}", text(&out));
+    }
+}
