@@ -92,7 +92,7 @@ pub struct KeygenArgs {
     /// ed25519: a key pair for daemon mode (private key PKCS#8 PEM, mode 0600).
     #[arg(long = "type", short = 't', default_value = "secret", value_parser = ["secret", "ed25519"])]
     kind: String,
-    /// Comment on the public key line [default: user@host].
+    /// Comment on the public key line (default: user@host).
     #[arg(long, short = 'C')]
     comment: Option<String>,
 }
