@@ -402,6 +402,53 @@ pub fn resolve_source(root: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std::path
     Ok((dir, p))
 }
 
+/// The directory a pull's source was resolved in, which confines the server's walk of it. Paths
+/// beneath its prefix (`/proc/self/fd/N`, see [`Anchor::path`]) are opened relative to the directory handle
+/// with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`, so a symlink
+/// anywhere on the way (a directory swapped for one while the walk runs) is refused, never
+/// followed.
+#[derive(Debug)]
+pub struct Anchor {
+    dir: OwnedFd,
+    prefix: std::path::PathBuf,
+}
+
+impl Anchor {
+    /// Anchor at `dir` (kept open for as long as the anchor lives).
+    pub fn new(dir: OwnedFd) -> Anchor {
+        use std::os::fd::AsRawFd;
+        let prefix = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        Anchor { dir, prefix }
+    }
+
+    /// The path that names `name` in the anchored directory.
+    pub fn path(&self, name: &[u8]) -> std::path::PathBuf {
+        self.prefix.join(std::ffi::OsStr::from_bytes(name))
+    }
+
+    /// Open `path` (beneath [`Anchor::path`]) with `flags`, following no symlink on the way. A
+    /// path not beneath the prefix, or a symlink met on the way, is an error.
+    pub fn open(&self, path: &std::path::Path, flags: OFlags) -> io::Result<OwnedFd> {
+        use rustix::fs::ResolveFlags;
+        let rel = path
+            .strip_prefix(&self.prefix)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "not beneath the pulled directory"))?;
+        let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        rfs::openat2(&self.dir, rel, flags | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty(), how).map_err(
+            |e| match e {
+                Errno::LOOP | Errno::XDEV => io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "a symlink on the way (changed while walking?); not followed",
+                ),
+                Errno::NOSYS => {
+                    io::Error::new(io::ErrorKind::Unsupported, "pulling needs openat2 (Linux 5.6 or later)")
+                }
+                e => ioe(e),
+            },
+        )
+    }
+}
+
 /// Resolve the source of a pull for a server run by the ssh user
 /// ([`crate::server::PathMode::AsUser`]), as scp does: relative to `base` (the login directory,
 /// also `~/`), absolute paths allowed, symlinks and `..` in the directories above the source

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Condvar, Mutex, PoisonError};
@@ -953,7 +953,7 @@ fn roots(sources: &[PathBuf], dest: &[u8], into_dir: bool) -> Result<Vec<Root>, 
             } else {
                 last.clone().ok_or_else(|| EngineError::Usage("destination has no name".into()))?
             };
-            Ok(Root { path: src.clone(), name })
+            Ok(Root { path: src.clone(), name, beneath: None })
         })
         .collect()
 }
@@ -1075,7 +1075,7 @@ fn encode_start(f: &SrcFile, buf: &mut Vec<u8>) {
 }
 
 fn open_src(f: &SrcFile) -> std::io::Result<File> {
-    std::fs::OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32).open(&f.path)
+    f.open()
 }
 
 /// Whether the file still looks as it did when walked.

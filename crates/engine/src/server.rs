@@ -628,7 +628,7 @@ fn serve_pull(
         PathMode::BeneathRoot => fsx::resolve_source(root, path),
         PathMode::AsUser => fsx::resolve_user_source(root, path),
     };
-    let (holder, src) = match resolved {
+    let (dir, src) = match resolved {
         Ok(x) => x,
         Err(msg) => return fatal(&mut sec.tx, ErrorCode::Destination, msg),
     };
@@ -674,10 +674,11 @@ fn serve_pull(
             eprintln!("linerate serve: pull: {}", linerate_proto::name::escape(m.as_bytes()));
         }
     });
-    let roots = vec![crate::walk::Root { path: src, name }];
+    // The walk stays beneath the directory the source was resolved in, following no symlink.
+    let anchor = Arc::new(fsx::Anchor::new(dir));
+    let roots = vec![crate::walk::Root { path: src, name, beneath: Some(anchor) }];
     let progress = Arc::new(crate::send::Progress::default());
     let r = crate::send::run_sender(sec, data, roots, &opts, progress, on_error);
-    drop(holder);
     match r {
         Ok(sent) => Outcome::Done(sent.summary),
         Err(e) => {

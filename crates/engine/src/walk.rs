@@ -1,11 +1,13 @@
 //! Walking source trees: a depth-first walk that never follows symlinks and emits each directory
 //! before anything inside it, so the receiver can always create a parent before its children.
 
+use crate::fsx::Anchor;
 use linerate_proto::frame::Time;
 use std::fs::{self, Metadata};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A path for a message: control characters and invalid UTF-8 escaped (scp CVE-2019-6109).
 pub fn shown(p: &Path) -> String {
@@ -31,6 +33,22 @@ pub struct SrcFile {
     pub mtime: Time,
     /// Sync: chunk ranges `(first, count)` the receiver already holds (not sent again).
     pub have: Option<std::sync::Arc<[(u64, u64)]>>,
+    /// Open `path` only beneath this directory, following no symlink (a server's pull).
+    pub beneath: Option<Arc<Anchor>>,
+}
+
+impl SrcFile {
+    /// Open the file for reading, never following a symlink (beneath its anchor, none on the way).
+    pub fn open(&self) -> std::io::Result<fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        match &self.beneath {
+            Some(a) => a.open(&self.path, rustix::fs::OFlags::RDONLY).map(fs::File::from),
+            None => fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&self.path),
+        }
+    }
 }
 
 /// One entry of a source tree, in the order it must be sent.
@@ -79,6 +97,34 @@ pub struct Root {
     pub path: PathBuf,
     /// Name under the destination directory.
     pub name: Vec<u8>,
+    /// Walk and open only beneath this directory, following no symlink on the way (a server
+    /// serving a pull: `path` is then [`Anchor::path`] of the source's name).
+    pub beneath: Option<Arc<Anchor>>,
+}
+
+/// List directory `path`; beneath an anchor, only if no symlink lies on the way.
+fn read_dir(path: &Path, beneath: Option<&Arc<Anchor>>) -> std::io::Result<fs::ReadDir> {
+    use std::os::fd::AsRawFd;
+    match beneath {
+        // The magic link names the directory just opened, whatever happens to its path.
+        Some(a) => {
+            let fd = a.open(path, rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY)?;
+            fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        }
+        None => fs::read_dir(path),
+    }
+}
+
+/// The target of symlink `path`; beneath an anchor, only if no symlink lies on the way to it.
+fn read_link(path: &Path, beneath: Option<&Arc<Anchor>>) -> std::io::Result<Vec<u8>> {
+    match beneath {
+        Some(a) => {
+            let fd = a.open(path, rustix::fs::OFlags::PATH)?;
+            let t = rustix::fs::readlinkat(&fd, "", Vec::new()).map_err(std::io::Error::from)?;
+            Ok(t.into_bytes())
+        }
+        None => Ok(fs::read_link(path)?.into_os_string().into_vec()),
+    }
 }
 
 /// Mtime of metadata as a protocol time.
@@ -108,8 +154,18 @@ pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) ->
         let mut stack: Vec<(fs::ReadDir, u64, PathBuf)> = Vec::new();
         // Names seen per directory on the stack (with `listing`); None after a listing error.
         let mut names: Vec<Option<Vec<Vec<u8>>>> = Vec::new();
-        if !entry(&root.path, root.name.clone(), 0, &meta, &mut next_dir, &mut next_file, &mut stack, &mut emit, error)
-        {
+        let beneath = root.beneath.as_ref();
+        if !entry(
+            &root.path,
+            root.name.clone(),
+            0,
+            &meta,
+            beneath,
+            (&mut next_dir, &mut next_file),
+            &mut stack,
+            &mut emit,
+            error,
+        ) {
             return;
         }
         loop {
@@ -137,7 +193,8 @@ pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) ->
                     if let Some(Some(list)) = names.last_mut() {
                         list.push(de.file_name().as_bytes().to_vec());
                     }
-                    let path = de.path();
+                    // From the directory's own path (the listing may come through a magic link).
+                    let path = stack.last().map(|s| s.2.join(de.file_name())).unwrap_or_else(|| de.path());
                     match de.metadata() {
                         Ok(m) => {
                             let name = de.file_name().as_bytes().to_vec();
@@ -146,8 +203,8 @@ pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) ->
                                 name,
                                 dir_id,
                                 &m,
-                                &mut next_dir,
-                                &mut next_file,
+                                beneath,
+                                (&mut next_dir, &mut next_file),
                                 &mut stack,
                                 &mut emit,
                                 error,
@@ -169,8 +226,8 @@ fn entry(
     name: Vec<u8>,
     parent: u64,
     m: &Metadata,
-    next_dir: &mut u64,
-    next_file: &mut u64,
+    beneath: Option<&Arc<Anchor>>,
+    (next_dir, next_file): (&mut u64, &mut u64),
     stack: &mut Vec<(fs::ReadDir, u64, PathBuf)>,
     emit: &mut impl FnMut(Item) -> bool,
     error: &dyn Fn(String),
@@ -179,7 +236,7 @@ fn entry(
     let mtime = mtime_of(m);
     let mode = m.permissions().mode() & 0o7777;
     if ft.is_dir() {
-        let rd = match fs::read_dir(path) {
+        let rd = match read_dir(path, beneath) {
             Ok(rd) => rd,
             Err(e) => {
                 error(format!("{}: {e}", shown(path)));
@@ -191,8 +248,8 @@ fn entry(
         stack.push((rd, id, path.to_path_buf()));
         emit(Item::Dir { id, parent, name, mode, mtime })
     } else if ft.is_symlink() {
-        match fs::read_link(path) {
-            Ok(t) => emit(Item::Link { parent, name, target: t.as_os_str().as_bytes().to_vec(), mtime }),
+        match read_link(path, beneath) {
+            Ok(target) => emit(Item::Link { parent, name, target, mtime }),
             Err(e) => {
                 error(format!("{}: {e}", shown(path)));
                 true
@@ -201,9 +258,103 @@ fn entry(
     } else if ft.is_file() {
         let id = *next_file;
         *next_file += 1;
-        emit(Item::File(SrcFile { id, parent, name, path: path.to_path_buf(), size: m.len(), mode, mtime, have: None }))
+        let path = path.to_path_buf();
+        let beneath = beneath.cloned();
+        emit(Item::File(SrcFile { id, parent, name, path, size: m.len(), mode, mtime, have: None, beneath }))
     } else {
         error(format!("{}: not a regular file, directory or symlink; skipped", shown(path)));
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::cell::Cell;
+
+    /// `root/pulled/a/b/f` beneath an anchor at `root`, and `outside/b/secret` next to it.
+    fn fixture() -> (tempfile::TempDir, Arc<Anchor>, Root) {
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir_all(t.path().join("root/pulled/a/b")).unwrap();
+        fs::write(t.path().join("root/pulled/a/b/f"), b"inside").unwrap();
+        fs::create_dir_all(t.path().join("outside/b")).unwrap();
+        fs::write(t.path().join("outside/b/secret"), b"outside").unwrap();
+        let anchor = Arc::new(Anchor::new(crate::fsx::open_root(&t.path().join("root")).unwrap()));
+        let root = Root { path: anchor.path(b"pulled"), name: b"pulled".to_vec(), beneath: Some(anchor.clone()) };
+        (t, anchor, root)
+    }
+
+    /// Walk `root`, calling `swap` once when directory `a` has been listed (as a local user
+    /// racing the walk would), and collect the files and errors.
+    fn walk_swapping(root: &Root, swap: impl Fn()) -> (Vec<SrcFile>, Vec<String>) {
+        let files = std::cell::RefCell::new(Vec::new());
+        let errors = std::cell::RefCell::new(Vec::new());
+        let swapped = Cell::new(false);
+        walk(
+            std::slice::from_ref(root),
+            |item| {
+                match item {
+                    Item::Dir { name, .. } if name == b"a" && !swapped.get() => {
+                        swap();
+                        swapped.set(true);
+                    }
+                    Item::File(f) => files.borrow_mut().push(f),
+                    _ => {}
+                }
+                true
+            },
+            &|e| errors.borrow_mut().push(e),
+        );
+        (files.into_inner(), errors.into_inner())
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symlink_mid_walk_is_not_followed_beneath_an_anchor() {
+        let (t, _anchor, root) = fixture();
+        let pulled = t.path().join("root/pulled");
+        // `a` has been opened and listed; now it becomes a symlink to a tree outside the root,
+        // whose `b` the walk would enter next by path.
+        let (files, errors) = walk_swapping(&root, || {
+            fs::rename(pulled.join("a"), pulled.join("a.moved")).unwrap();
+            std::os::unix::fs::symlink(t.path().join("outside"), pulled.join("a")).unwrap();
+        });
+        assert!(files.iter().all(|f| !f.path.ends_with("secret")), "followed the swapped symlink: {files:?}");
+        assert!(files.is_empty(), "{files:?}");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("symlink on the way"), "{errors:?}");
+    }
+
+    #[test]
+    fn a_file_whose_directory_was_swapped_after_the_walk_is_not_opened_beneath_an_anchor() {
+        let (t, _anchor, root) = fixture();
+        let pulled = t.path().join("root/pulled");
+        let (files, errors) = walk_swapping(&root, || {});
+        assert!(errors.is_empty(), "{errors:?}");
+        let [f] = files.as_slice() else { panic!("{files:?}") };
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut f.open().unwrap(), &mut s).unwrap();
+        assert_eq!(s, "inside");
+        // Between the walk and the read, `a/b` becomes a symlink to `outside/b` holding a file
+        // of the same name: the open is refused, not redirected.
+        fs::rename(pulled.join("a/b"), pulled.join("a/b.moved")).unwrap();
+        fs::rename(t.path().join("outside/b/secret"), t.path().join("outside/b/f")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("outside/b"), pulled.join("a/b")).unwrap();
+        let e = f.open().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    }
+
+    #[test]
+    fn without_an_anchor_the_walk_is_as_before() {
+        // The control for the tests above: a push's walk of the user's own tree follows the
+        // swapped path, which is why pulls are anchored.
+        let (t, _anchor, _) = fixture();
+        let pulled = t.path().join("root/pulled");
+        let root = Root { path: pulled.clone(), name: b"pulled".to_vec(), beneath: None };
+        let (files, _) = walk_swapping(&root, || {
+            fs::rename(pulled.join("a"), pulled.join("a.moved")).unwrap();
+            std::os::unix::fs::symlink(t.path().join("outside"), pulled.join("a")).unwrap();
+        });
+        assert!(files.iter().any(|f| f.path.ends_with("secret")), "{files:?}");
     }
 }
