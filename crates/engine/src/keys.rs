@@ -188,8 +188,11 @@ impl Identity {
                 path.display()
             )));
         }
-        let text = read_capped(path, MAX_KEY_FILE)?;
-        let body: String = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("-----")).collect();
+        // The key's text is wiped when dropped, as the decoded key is below.
+        let text = zeroize::Zeroizing::new(read_capped(path, MAX_KEY_FILE)?);
+        let body = zeroize::Zeroizing::new(
+            text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("-----")).collect::<String>(),
+        );
         if !text.contains("-----BEGIN PRIVATE KEY-----") {
             return Err(EngineError::Secret(format!(
                 "{}: not a linerate ed25519 private key (make one with `linerate keygen --type ed25519`)",
@@ -200,7 +203,7 @@ impl Identity {
             .decode(body.as_bytes())
             .map_err(|_| EngineError::Secret(format!("{}: the private key is not valid base64", path.display())))?;
         let id = Identity::from_pkcs8(&der).map_err(|e| EngineError::Secret(format!("{}: {e}", path.display())));
-        der.fill(0);
+        zeroize::Zeroize::zeroize(&mut der);
         id
     }
 }

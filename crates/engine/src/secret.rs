@@ -20,7 +20,7 @@ impl fmt::Debug for Secret {
 
 impl Drop for Secret {
     fn drop(&mut self) {
-        self.0.fill(0);
+        zeroize::Zeroize::zeroize(&mut self.0);
     }
 }
 
@@ -83,7 +83,7 @@ impl Secret {
         let text =
             std::str::from_utf8(&buf[..n]).map_err(|_| EngineError::Secret("key on the pipe is not text".into()))?;
         let s = Secret::from_hex(text);
-        buf.fill(0);
+        zeroize::Zeroize::zeroize(&mut buf);
         s
     }
 

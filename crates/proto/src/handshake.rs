@@ -39,6 +39,15 @@ pub struct ConnKeys {
     pub stream_psk: [u8; KEY_LEN],
 }
 
+impl Drop for ConnKeys {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.initiator_to_responder.zeroize();
+        self.responder_to_initiator.zeroize();
+        self.stream_psk.zeroize();
+    }
+}
+
 impl Handshake {
     /// Start a handshake. `prologue` must be the exact preamble bytes both sides exchanged.
     pub fn new(role: Role, suite: Suite, psk: &[u8; KEY_LEN], prologue: &[u8]) -> Result<Handshake, ProtoError> {
