@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 /// `linerate cp` flags for `[user@]host:PATH` operands.
 #[derive(Args, Debug, Default, Clone)]
 pub struct SshArgs {
-    /// Program that starts the remote side instead of `ssh`, with its arguments (split on
-    /// whitespace, no shell), as rsync's -e: e.g. -e "ssh -p 2222 -F cfg".
+    /// Program that starts the remote side instead of `ssh`, with its arguments, split as rsync
+    /// splits -e (spaces separate, quotes keep spaces, no shell): -e "ssh -p 2222 -i 'my key'".
     #[arg(short = 'e', long = "rsh", value_name = "COMMAND")]
     pub rsh: Option<String>,
     /// The linerate program on the remote host (found in the remote PATH unless absolute).
@@ -172,12 +172,47 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The command that starts ssh: `-e COMMAND` split on whitespace, or `ssh`.
+/// The command that starts ssh: `-e COMMAND` split as rsync splits it, or `ssh`.
 fn rsh_words(args: &SshArgs) -> Result<Vec<String>> {
-    let words: Vec<String> = args.rsh.as_deref().unwrap_or("ssh").split_ascii_whitespace().map(String::from).collect();
+    let words = split_rsh(args.rsh.as_deref().unwrap_or("ssh"))?;
     if words.is_empty() {
         bail!("--rsh is empty");
     }
+    Ok(words)
+}
+
+/// Split `-e COMMAND` into words by rsync's rule (no shell runs): spaces separate words; single
+/// or double quotes keep spaces inside a word; a doubled quote inside quotes of its kind is one
+/// literal quote; backslashes are ordinary characters.
+fn split_rsh(s: &str) -> Result<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' => {
+                if let Some(w) = word.take() {
+                    words.push(w);
+                }
+            }
+            '\'' | '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some(q) if q == c && chars.peek() == Some(&c) => {
+                            chars.next();
+                            w.push(c);
+                        }
+                        Some(q) if q == c => break,
+                        Some(other) => w.push(other),
+                        None => bail!("--rsh: unterminated {c} quote in {s:?}"),
+                    }
+                }
+            }
+            other => word.get_or_insert_with(String::new).push(other),
+        }
+    }
+    words.extend(word);
     Ok(words)
 }
 
@@ -557,6 +592,22 @@ pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn rsh_is_split_as_rsync_splits_it() {
+        let w = |s: &str| split_rsh(s).unwrap();
+        assert_eq!(w("ssh"), ["ssh"]);
+        assert_eq!(w("  ssh -p 2222   -F cfg "), ["ssh", "-p", "2222", "-F", "cfg"]);
+        assert_eq!(w("ssh -i '/keys/my key'"), ["ssh", "-i", "/keys/my key"]);
+        assert_eq!(w(r#"ssh -o "ProxyCommand=nc %h %p""#), ["ssh", "-o", "ProxyCommand=nc %h %p"]);
+        assert_eq!(w("ssh -o'User=a b'c"), ["ssh", "-oUser=a bc"]);
+        assert_eq!(w("ssh 'it''s'"), ["ssh", "it's"]);
+        assert_eq!(w(r#"ssh "say ""hi""""#), ["ssh", r#"say "hi""#]);
+        assert_eq!(w(r"ssh -i C:\k"), ["ssh", "-i", r"C:\k"]);
+        assert_eq!(w("ssh ''"), ["ssh", ""]);
+        assert!(w("").is_empty());
+        assert!(split_rsh("ssh 'open").is_err());
+    }
 
     fn spec(s: &str) -> Option<SshTarget> {
         parse_spec(Path::new(s)).map(|r| r.unwrap())
