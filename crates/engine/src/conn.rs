@@ -41,7 +41,7 @@ pub struct Secured {
     /// The session this connection belongs to.
     pub session: SessionId,
     /// Key for the session's data streams (meaningful on control connections).
-    pub stream_psk: [u8; KEY_LEN],
+    pub stream_psk: zeroize::Zeroizing<[u8; KEY_LEN]>,
     /// The AEAD in use.
     pub suite: Suite,
     /// On a public-key control connection accepted by a server: the client's key, whose
@@ -245,7 +245,7 @@ pub fn connect(
     };
     sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
     let (tx, rx) = halves(sock, &keys, suite, session, stream, Role::Initiator)?;
-    Ok(Secured { tx, rx, session, stream_psk: keys.stream_psk, suite, peer_key: None })
+    Ok(Secured { tx, rx, session, stream_psk: zeroize::Zeroizing::new(keys.stream_psk), suite, peer_key: None })
 }
 
 /// Connect a session's control connection: with `key`, by public keys ([`connect_key`]);
@@ -325,7 +325,7 @@ pub fn connect_nn(addr: SocketAddr, suite: Suite, timeout: Duration) -> Result<(
     let session: SessionId = payload.as_slice().try_into().map_err(|_| ProtoError::Invalid("session id"))?;
     sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
     let (tx, rx) = halves(sock, &keys, suite, session, 0, Role::Initiator)?;
-    Ok((Secured { tx, rx, session, stream_psk: keys.stream_psk, suite, peer_key: None }, hash))
+    Ok((Secured { tx, rx, session, stream_psk: zeroize::Zeroizing::new(keys.stream_psk), suite, peer_key: None }, hash))
 }
 
 /// Read the one record holding the peer's `HostAuth` (`from_host`) or `ClientAuth` before
@@ -427,7 +427,14 @@ pub fn accept(
     let keys = hs.finish()?;
     sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
     let (tx, rx) = halves(sock, &keys, hello.suite, session, hello.stream, Role::Responder)?;
-    let mut sec = Secured { tx, rx, session, stream_psk: keys.stream_psk, suite: hello.suite, peer_key: None };
+    let mut sec = Secured {
+        tx,
+        rx,
+        session,
+        stream_psk: zeroize::Zeroizing::new(keys.stream_psk),
+        suite: hello.suite,
+        peer_key: None,
+    };
     if let (Some(host), Some(hash)) = (host, hash) {
         sec.peer_key = Some(server_key_auth(&mut sec, &host, &hash, deadline)?);
     }

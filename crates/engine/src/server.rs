@@ -130,7 +130,7 @@ impl ServerConfig {
 }
 
 /// A live session: its data-stream key and its state.
-type SessionEntry = ([u8; KEY_LEN], Sink);
+type SessionEntry = (zeroize::Zeroizing<[u8; KEY_LEN]>, Sink);
 
 /// Where a session's data streams go.
 #[derive(Clone)]
@@ -364,7 +364,7 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
             }
         }
         StreamKind::Data => match shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).get(&hello.session) {
-            Some((psk, _)) => Admit::Psk { psk: *psk, session: hello.session },
+            Some((psk, _)) => Admit::Psk { psk: **psk, session: hello.session },
             None => Admit::Refuse(ErrorCode::UnknownSession),
         },
     });
@@ -552,7 +552,7 @@ fn control(
         .sessions
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert(sec.session, (sec.stream_psk, Sink::Recv(session.clone())));
+        .insert(sec.session, (sec.stream_psk.clone(), Sink::Recv(session.clone())));
     let outcome = match session.send_control(&[Frame::Target { dest_is_dir: into_dir }]) {
         Ok(()) => {
             sec.rx.set_timeout(None);
@@ -641,7 +641,7 @@ fn serve_pull(
         .sessions
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert(sec.session, (sec.stream_psk, Sink::Send(collect.clone())));
+        .insert(sec.session, (sec.stream_psk.clone(), Sink::Send(collect.clone())));
     let unregister = || {
         shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
     };

@@ -961,7 +961,7 @@ fn evil_server(secret: &linerate_engine::secret::Secret, evil: Evil) -> SocketAd
                 return;
             };
             let _begin = sec.rx.recv();
-            let stream_psk = sec.stream_psk;
+            let stream_psk = *sec.stream_psk;
             // Data streams: authenticate them, then (maybe) push entries, and drain.
             std::thread::Builder::new()
                 .name("evil-data".into())
