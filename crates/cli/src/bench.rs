@@ -261,7 +261,7 @@ fn sweep_points(base: &TestSpec, sweeps: &[String]) -> Result<Vec<SweepPoint>> {
 }
 
 /// The host part of `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, as written.
-fn host_of(server: &str) -> &str {
+pub(crate) fn host_of(server: &str) -> &str {
     if let Some(rest) = server.strip_prefix('[') {
         return rest.split_once(']').map_or(rest, |(h, _)| h);
     }
@@ -271,7 +271,7 @@ fn host_of(server: &str) -> &str {
     }
 }
 
-fn resolve(server: &str) -> Result<SocketAddr> {
+pub(crate) fn resolve(server: &str) -> Result<SocketAddr> {
     let with_port = if server.parse::<SocketAddr>().is_ok()
         || server.rsplit_once(':').is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok())
     {

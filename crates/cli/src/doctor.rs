@@ -45,8 +45,12 @@ pub struct DoctorArgs {
     streams: Option<u32>,
     /// Key file of the --peer agent: with it, doctor measures single- and multi-stream rates
     /// with a 2 s `linerate bench` tcp-stream test each.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "identity")]
     key_file: Option<std::path::PathBuf>,
+    /// ed25519 identity for a --peer in daemon mode (`serve --authorized-keys`): with it, doctor
+    /// measures the rates as with --key-file.
+    #[arg(long, value_name = "FILE")]
+    identity: Option<std::path::PathBuf>,
     /// Skip the 0.3 s AEAD measurement (the crypto limit is then left out).
     #[arg(long)]
     no_crypto_bench: bool,
@@ -82,6 +86,7 @@ fn esc(s: &str) -> String {
 /// Measures the rate to the peer with a `linerate bench` tcp-stream test.
 struct BenchProbe {
     key: linerate_engine::secret::Secret,
+    key_auth: Option<linerate_engine::keys::KeyClient>,
 }
 
 impl doctor::RateProbe for BenchProbe {
@@ -93,7 +98,7 @@ impl doctor::RateProbe for BenchProbe {
         let cfg = BenchClientConfig {
             addr,
             secret: self.key.clone(),
-            key_auth: None,
+            key_auth: self.key_auth.clone(),
             suite: linerate_engine::conn::preferred_suite(),
             timeout: Duration::from_secs(10),
         };
@@ -104,6 +109,21 @@ impl doctor::RateProbe for BenchProbe {
         let r = BenchClient::connect(cfg).and_then(|mut c| c.run(&spec, &mut |_| {})).map_err(|e| e.to_string())?;
         Ok(r.summary(None).throughput_bps)
     }
+}
+
+/// The rate probe, when --key-file or --identity is given (and there is a --peer).
+fn probe_for(a: &DoctorArgs) -> anyhow::Result<Option<BenchProbe>> {
+    let (Some(peer), true) = (&a.peer, a.key_file.is_some() || a.identity.is_some()) else {
+        return Ok(None);
+    };
+    let keys = crate::keys::ClientKeyArgs {
+        key_file: a.key_file.clone(),
+        identity: a.identity.clone(),
+        strict_host_key: false,
+    };
+    let port = crate::bench::resolve(peer)?.port();
+    let (key, key_auth) = keys.resolve(crate::bench::host_of(peer), port, "the rate probe")?;
+    Ok(Some(BenchProbe { key, key_auth }))
 }
 
 /// Run `linerate doctor`.
@@ -119,13 +139,12 @@ pub fn run_doctor(a: DoctorArgs) -> u8 {
         probe_secs: 2.0,
     };
     // The rate probe is a short `linerate bench` against the peer; it needs the peer's key.
-    let probe = match a.key_file.as_deref().map(linerate_engine::secret::Secret::load) {
-        Some(Ok(key)) => Some(BenchProbe { key }),
-        Some(Err(e)) => {
-            eprintln!("linerate doctor: {e}");
+    let probe = match probe_for(&a) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("linerate doctor: {e:#}");
             return exit::USAGE;
         }
-        None => None,
     };
     let facts = match doctor::collect(&Roots::default(), &ccfg, probe.as_ref().map(|p| p as &dyn doctor::RateProbe)) {
         Ok(f) => f,

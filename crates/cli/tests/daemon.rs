@@ -206,6 +206,12 @@ fn a_daemon_admits_listed_keys_refuses_others_and_read_only_keys_only_read() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(j.to_string().contains("throughput"), "{j}");
+    // So does doctor's rate probe, here with the read-only key (benchmarks only read).
+    let out = ro(&["doctor", "--peer", &srv.addr, "--json", "--no-crypto-bench", "--include-lo"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let probe = &j["facts"]["path"]["probe"];
+    assert!(probe["single_bps"].as_f64().is_some_and(|b| b > 0.0), "{}", j["facts"]["path"]);
 }
 
 #[test]
