@@ -42,6 +42,21 @@ pub mod caps {
     pub const RECORD_OVERHEAD: usize = 64 * 1024;
     /// Largest record ciphertext (including the tag) either side accepts.
     pub const MAX_RECORD: usize = MAX_CHUNK as usize + RECORD_OVERHEAD;
+    /// Records of small frames (entries, small files) are sent once they reach this size.
+    pub const MAX_BATCH: usize = 256 * 1024;
+    const _: () = assert!(MAX_BATCH < MAX_RECORD);
+
+    /// Largest record ciphertext accepted on a data stream of a session with this chunk size:
+    /// a full chunk or a full batch, with room for frame headers beside it.
+    pub const fn data_record_cap(chunk_size: u32) -> usize {
+        let body = if (chunk_size as usize) > MAX_BATCH { chunk_size as usize } else { MAX_BATCH };
+        let cap = body + RECORD_OVERHEAD;
+        if cap > MAX_RECORD {
+            MAX_RECORD
+        } else {
+            cap
+        }
+    }
     /// Largest Noise handshake message we send or accept.
     pub const MAX_HANDSHAKE_MSG: usize = 1024;
     /// Most data streams one session may open.

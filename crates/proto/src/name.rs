@@ -25,6 +25,21 @@ pub fn validate(name: &[u8]) -> Result<(), ProtoError> {
     Ok(())
 }
 
+/// Names beginning with this are the receiver's own working files (partial files, resume
+/// journals); a peer may not declare them.
+pub const RESERVED_PREFIX: &[u8] = b".linerate-";
+
+/// Accept the name of an entry a peer declares in the tree: [`validate`], and not one of the
+/// receiver's working files ([`RESERVED_PREFIX`]), which a peer could otherwise plant (a forged
+/// resume journal) or collide with.
+pub fn validate_entry(name: &[u8]) -> Result<(), ProtoError> {
+    validate(name)?;
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err(ProtoError::BadName("names beginning with '.linerate-' are reserved for the receiver"));
+    }
+    Ok(())
+}
+
 /// Accept a symlink target: non-empty, at most [`MAX_PATH`] bytes, no NUL. The target is stored
 /// verbatim and never followed by the receiver.
 pub fn validate_link_target(target: &[u8]) -> Result<(), ProtoError> {

@@ -56,6 +56,8 @@ pub struct DirInfo {
 
 #[derive(Debug)]
 struct FileInfo {
+    /// Where it goes: no two files in flight may share it.
+    place: (u64, Box<[u8]>),
     size: u64,
     chunks: u64,
     claimed: RangeSet,
@@ -94,10 +96,18 @@ pub struct Tracker {
     chunk_size: u64,
     dirs: HashMap<u64, DirInfo>,
     files: HashMap<u64, FileInfo>,
-    /// Files given up on: whatever still arrives for them is dropped.
-    dead: HashSet<u64>,
+    /// Files given up on: whatever still arrives for them is dropped (ranges, as for `done`).
+    dead: RangeSet,
     /// Files completed: an id is never reused, and nothing more may arrive for it.
     done: RangeSet,
+    /// Files in flight by (parent, name): two files may never be written to one name at once.
+    in_flight: HashSet<(u64, Box<[u8]>)>,
+    /// Names of files declared in the target (directory 0) this session: each at most once, so
+    /// two sources of one name can never be mixed into one file (`cp`'s "will not overwrite
+    /// just-created").
+    top_files: HashSet<Box<[u8]>>,
+    /// A pull: the one name the target may receive, and whether it has.
+    only: Option<(Box<[u8]>, bool)>,
 }
 
 impl Tracker {
@@ -109,14 +119,47 @@ impl Tracker {
             chunk_size: u64::from(chunk_size.max(1)),
             dirs,
             files: HashMap::new(),
-            dead: HashSet::new(),
+            dead: RangeSet::default(),
             done: RangeSet::default(),
+            in_flight: HashSet::new(),
+            top_files: HashSet::new(),
+            only: None,
         }
+    }
+
+    /// A tracker for the receiving side of a pull that asked for `name`: the target may receive
+    /// that one entry, once, and everything else must descend from it. Whatever a server sends
+    /// outside the tree the client asked for (a file beside it, a mode for the target's other
+    /// entries, a link, a `Keep` for a directory that is not in it) is a violation, refused before
+    /// anything is touched (scp's CVE-2019-6111).
+    pub fn for_pull(chunk_size: u32, name: &[u8]) -> Tracker {
+        let mut t = Tracker::new(chunk_size);
+        t.only = Some((name.into(), false));
+        t
+    }
+
+    /// Check an entry declared in the target (directory 0) against a pull's request.
+    fn top_entry(&mut self, parent: u64, name: &[u8]) -> Result<(), ProtoError> {
+        let Some((only, seen)) = self.only.as_mut().filter(|_| parent == 0) else { return Ok(()) };
+        if **only != *name {
+            return Err(ProtoError::Violation(format!(
+                "the sender declared '{}' beside the requested '{}': only the requested tree may be sent",
+                name::escape(name),
+                name::escape(only)
+            )));
+        }
+        if std::mem::replace(seen, true) {
+            return Err(ProtoError::Violation(format!(
+                "the sender declared the requested '{}' twice",
+                name::escape(name)
+            )));
+        }
+        Ok(())
     }
 
     /// A directory declaration.
     pub fn dir(&mut self, d: &DirEntry) -> Result<Step, ProtoError> {
-        name::validate(d.name)?;
+        name::validate_entry(d.name)?;
         if self.dirs.contains_key(&d.id) {
             return Err(ProtoError::Violation(format!("directory id {} declared twice", d.id)));
         }
@@ -127,24 +170,29 @@ impl Tracker {
         if depth > MAX_DEPTH {
             return Err(ProtoError::Limit(format!("directory nesting deeper than {MAX_DEPTH}")));
         }
+        self.top_entry(d.parent, d.name)?;
         self.dirs.insert(d.id, DirInfo { parent: d.parent, name: d.name.into(), mode: d.mode, mtime: d.mtime, depth });
         Ok(Step::Accepted)
     }
 
     /// A symlink declaration.
     pub fn link(&mut self, l: &LinkEntry) -> Result<Step, ProtoError> {
-        name::validate(l.name)?;
+        name::validate_entry(l.name)?;
         name::validate_link_target(l.target)?;
-        Ok(if self.dirs.contains_key(&l.parent) { Step::Accepted } else { Step::NotYet })
+        if !self.dirs.contains_key(&l.parent) {
+            return Ok(Step::NotYet);
+        }
+        self.top_entry(l.parent, l.name)?;
+        Ok(Step::Accepted)
     }
 
-    /// A file declaration.
+    /// A file declaration (a `FileStart`, or a sync session's `Offer`).
     pub fn file_start(&mut self, f: &FileStart) -> Result<Step, ProtoError> {
-        name::validate(f.name)?;
+        name::validate_entry(f.name)?;
         if f.size > MAX_FILE_SIZE {
             return Err(ProtoError::Invalid("file size"));
         }
-        if self.files.contains_key(&f.id) || self.dead.contains(&f.id) || self.done.contains(f.id) {
+        if self.files.contains_key(&f.id) || self.dead.contains(f.id) || self.done.contains(f.id) {
             return Err(ProtoError::Violation(format!("file id {} declared twice", f.id)));
         }
         if !self.dirs.contains_key(&f.parent) {
@@ -153,15 +201,47 @@ impl Tracker {
         if self.files.len() >= MAX_OPEN_FILES {
             return Err(ProtoError::Limit(format!("more than {MAX_OPEN_FILES} files in flight")));
         }
+        let place: (u64, Box<[u8]>) = (f.parent, f.name.into());
+        if self.in_flight.contains(&place) || (f.parent == 0 && self.top_files.contains(f.name)) {
+            return Err(ProtoError::Violation(format!(
+                "two files named '{}' in one session: the second would overwrite or mix into the first",
+                name::escape(&self.entry_path(f.parent, f.name))
+            )));
+        }
+        self.top_entry(f.parent, f.name)?;
+        if f.parent == 0 {
+            self.top_files.insert(f.name.into());
+        }
+        self.in_flight.insert(place.clone());
         let chunks = f.size.div_ceil(self.chunk_size);
-        self.files.insert(f.id, FileInfo { size: f.size, chunks, claimed: RangeSet::default(), written: 0, end: None });
+        self.files.insert(
+            f.id,
+            FileInfo { place, size: f.size, chunks, claimed: RangeSet::default(), written: 0, end: None },
+        );
         Ok(Step::Accepted)
+    }
+
+    /// The path of entry `name` in directory `parent`, relative to the target.
+    fn entry_path(&self, parent: u64, name: &[u8]) -> Vec<u8> {
+        let mut p = self.dir_path(parent);
+        if !p.is_empty() {
+            p.push(b'/');
+        }
+        p.extend_from_slice(name);
+        p
+    }
+
+    /// Forget file `id` (complete, skipped or abandoned): its name is free again.
+    fn close(&mut self, id: u64) -> Option<FileInfo> {
+        let f = self.files.remove(&id)?;
+        self.in_flight.remove(&f.place);
+        Some(f)
     }
 
     /// A chunk of `len` bytes at `offset`. On `Accepted` the caller writes it and then calls
     /// [`Tracker::chunk_written`].
     pub fn chunk(&mut self, file: u64, offset: u64, len: usize) -> Result<Step, ProtoError> {
-        if self.dead.contains(&file) {
+        if self.dead.contains(file) {
             return Ok(Step::Discard);
         }
         if self.done.contains(file) {
@@ -199,7 +279,7 @@ impl Tracker {
 
     /// The sender's end-of-file declaration.
     pub fn file_end(&mut self, e: &FileEnd) -> Result<Step, ProtoError> {
-        if self.dead.contains(&e.file) {
+        if self.dead.contains(e.file) {
             return Ok(Step::Discard);
         }
         if self.done.contains(e.file) {
@@ -242,7 +322,7 @@ impl Tracker {
     /// Sync: declared file `file` needs nothing (the destination is up to date, or this is a dry
     /// run): it is complete, and any later frame for it is a violation.
     pub fn skip(&mut self, file: u64) -> bool {
-        if self.files.remove(&file).is_some() {
+        if self.close(file).is_some() {
             self.done.insert(file);
             true
         } else {
@@ -253,11 +333,11 @@ impl Tracker {
     /// The sender gave up on a file, or writing it failed here: forget it and drop whatever else
     /// arrives for it. Returns false if the file was never declared (the caller may retry).
     pub fn abandon(&mut self, file: u64) -> bool {
-        if self.files.remove(&file).is_some() {
+        if self.close(file).is_some() {
             self.dead.insert(file);
             true
         } else {
-            self.dead.contains(&file)
+            self.dead.contains(file)
         }
     }
 
@@ -301,7 +381,7 @@ impl Tracker {
         if !done {
             return Step::Accepted;
         }
-        match self.files.remove(&file) {
+        match self.close(file) {
             Some(f) => {
                 self.done.insert(file);
                 Step::Complete(Completion { file, size: f.size, digest: f.end.flatten() })
