@@ -26,11 +26,34 @@ pub struct SendHalf {
 }
 
 /// Receives records.
+///
+/// Two rules keep a hostile peer from holding memory or time it has not paid for: a record's
+/// buffer grows only as its bytes arrive (in steps of [`GROW_STEP`]), never to the length its
+/// header claims, and a record longer than the current cap ([`RecvHalf::set_record_cap`]) is
+/// refused before anything is read. A timeout ([`RecvHalf::set_timeout`]) bounds a whole record,
+/// not each read: a peer dribbling one byte at a time is cut off when the record is late.
 pub struct RecvHalf {
     sock: TcpStream,
     opener: Opener,
     buf: Vec<u8>,
+    /// Longest record (ciphertext with tag) accepted now.
+    cap: usize,
+    /// How long one whole record may take (None: forever).
+    timeout: Option<Duration>,
+    /// The socket's SO_RCVTIMEO as last set (None: none).
+    armed: Option<Duration>,
 }
+
+/// A record buffer grows by at most this much beyond the bytes already received.
+pub const GROW_STEP: usize = 64 * 1024;
+
+/// The largest record a server accepts before the client has authenticated (public-key mode:
+/// the one `ClientAuth`, 102 bytes of frame plus the tag, with room to spare).
+pub const PREAUTH_RECORD: usize = 256;
+
+/// The largest record a server accepts as a session's first request (`Begin` + `Pull`, or a
+/// `BenchRequest`), and on a benchmark session's control connection.
+pub const REQUEST_RECORD: usize = 1024 * 1024 + caps::RECORD_OVERHEAD;
 
 /// A finished handshake: both halves plus what the handshake established.
 pub struct Secured {
@@ -82,32 +105,63 @@ impl SendHalf {
 }
 
 impl RecvHalf {
-    /// Receive and open the next record; returns its plaintext. `Ok(None)` on a clean EOF at a
-    /// record boundary.
+    /// Receive and open the next record within the timeout ([`RecvHalf::set_timeout`]), counted
+    /// from this call to the record's last byte; returns its plaintext. `Ok(None)` on a clean EOF
+    /// at a record boundary. A late record is a `Net` error of kind `TimedOut`.
     pub fn recv(&mut self) -> Result<Option<&[u8]>, EngineError> {
-        let mut header = [0u8; HEADER_LEN];
-        match read_full(&mut self.sock, &mut header) {
-            Ok(0) => return Ok(None),
-            Ok(n) if n < HEADER_LEN => return Err(ProtoError::Truncated("record header").into()),
-            Ok(_) => {}
-            Err(e) => return Err(EngineError::net("receiving a record", e)),
-        }
-        let len = Opener::record_len(header)?;
-        if self.buf.len() < len {
-            self.buf.resize(len, 0);
-        }
-        let ct = &mut self.buf[..len];
-        match read_full(&mut self.sock, ct) {
-            Ok(n) if n == len => {}
-            Ok(_) => return Err(ProtoError::Truncated("record body").into()),
-            Err(e) => return Err(EngineError::net("receiving a record", e)),
-        }
-        Ok(Some(self.opener.open(ct)?))
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        self.recv_until(deadline)
     }
 
-    /// Set a timeout on reads (None: wait forever).
-    pub fn set_timeout(&self, t: Option<Duration>) {
-        let _ = self.sock.set_read_timeout(t);
+    /// [`RecvHalf::recv`], with the whole record due by `deadline` (a phase's absolute deadline,
+    /// such as the handshake's).
+    pub fn recv_by(&mut self, deadline: Instant) -> Result<Option<&[u8]>, EngineError> {
+        self.recv_until(Some(deadline))
+    }
+
+    fn recv_until(&mut self, deadline: Option<Instant>) -> Result<Option<&[u8]>, EngineError> {
+        let mut header = [0u8; HEADER_LEN];
+        let mut n = 0;
+        while n < HEADER_LEN {
+            match read_until(&mut self.sock, &mut self.armed, &mut header[n..], deadline)? {
+                0 if n == 0 => return Ok(None),
+                0 => return Err(ProtoError::Truncated("record header").into()),
+                k => n += k,
+            }
+        }
+        let len = Opener::record_len(header)?;
+        if len > self.cap {
+            return Err(ProtoError::TooLong { what: "record", len: len as u64, cap: self.cap as u64 }.into());
+        }
+        let mut got = 0;
+        while got < len {
+            // Grow only as far as the bytes received so far justify.
+            if self.buf.len() <= got {
+                self.buf.resize((got + GROW_STEP).min(len), 0);
+            }
+            let end = self.buf.len().min(len);
+            match read_until(&mut self.sock, &mut self.armed, &mut self.buf[got..end], deadline)? {
+                0 => return Err(ProtoError::Truncated("record body").into()),
+                k => got += k,
+            }
+        }
+        Ok(Some(self.opener.open(&mut self.buf[..len])?))
+    }
+
+    /// Set the timeout of one whole record (None: wait forever).
+    pub fn set_timeout(&mut self, t: Option<Duration>) {
+        self.timeout = t;
+    }
+
+    /// Refuse records longer than `cap` bytes of ciphertext (at most [`caps::MAX_RECORD`]) from
+    /// now on.
+    pub fn set_record_cap(&mut self, cap: usize) {
+        self.cap = cap.min(caps::MAX_RECORD);
+    }
+
+    /// Release a buffer grown for a large record (a phase that needs only small ones follows).
+    pub fn shrink(&mut self) {
+        self.buf = Vec::new();
     }
 
     /// A clone of the socket, to shut it down from another thread.
@@ -116,18 +170,45 @@ impl RecvHalf {
     }
 }
 
-/// Read until `buf` is full or EOF; returns bytes read.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
+/// One read of at most `buf.len()` bytes (0 at EOF), due by `deadline`. The socket's timeout is
+/// re-armed only when the one set would let a read overshoot the deadline by more than a little,
+/// so a fast stream costs no extra system call per read.
+fn read_until(
+    sock: &mut TcpStream,
+    armed: &mut Option<Duration>,
+    buf: &mut [u8],
+    deadline: Option<Instant>,
+) -> Result<usize, EngineError> {
+    let late = || EngineError::net("receiving a record", io::ErrorKind::TimedOut.into());
+    loop {
+        match deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(late());
+                }
+                let slack = (left / 8).min(Duration::from_secs(1));
+                if armed.is_none_or(|a| a > left + slack) {
+                    sock.set_read_timeout(Some(left)).map_err(|e| EngineError::net("configuring a socket", e))?;
+                    *armed = Some(left);
+                }
+            }
+            None if armed.is_some() => {
+                sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
+                *armed = None;
+            }
+            None => {}
+        }
+        match sock.read(buf) {
+            Ok(k) => return Ok(k),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            // The armed timeout ran out: late if the deadline has passed, else re-arm.
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                *armed = Some(Duration::MAX)
+            }
+            Err(e) => return Err(EngineError::net("receiving a record", e)),
         }
     }
-    Ok(n)
 }
 
 /// Read exactly `buf.len()` bytes before `deadline`, however slowly the peer dribbles them.
@@ -199,7 +280,8 @@ fn halves(
     let sealer = Sealer::new(suite, tx_key, Binding { session, stream, direction: tx_dir })?;
     let opener = Opener::new(suite, rx_key, Binding { session, stream, direction: rx_dir })?;
     let rsock = sock.try_clone().map_err(|e| EngineError::net("cloning a socket", e))?;
-    Ok((SendHalf { sock, sealer, buf: Vec::new() }, RecvHalf { sock: rsock, opener, buf: Vec::new() }))
+    let rx = RecvHalf { sock: rsock, opener, buf: Vec::new(), cap: caps::MAX_RECORD, timeout: None, armed: None };
+    Ok((SendHalf { sock, sealer, buf: Vec::new() }, rx))
 }
 
 /// Connect as a client. For a control connection pass `session = [0; 16]` and `stream = 0`; the
@@ -332,8 +414,7 @@ pub fn connect_nn(addr: SocketAddr, suite: Suite, timeout: Duration) -> Result<(
 /// `deadline`. A `Fatal` becomes [`EngineError::Remote`]; anything else is a violation.
 fn recv_key_auth(rx: &mut RecvHalf, deadline: Instant, from_host: bool) -> Result<KeyAuth, EngineError> {
     let what = if from_host { "the server's HostAuth" } else { "the client's ClientAuth" };
-    rx.set_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
-    let plain = match rx.recv() {
+    let plain = match rx.recv_by(deadline) {
         Ok(Some(p)) => p,
         Ok(None) => return Err(EngineError::net(format!("waiting for {what}"), io::ErrorKind::UnexpectedEof.into())),
         Err(EngineError::Net { io: source, .. })
@@ -343,7 +424,7 @@ fn recv_key_auth(rx: &mut RecvHalf, deadline: Instant, from_host: bool) -> Resul
         }
         Err(e) => return Err(e),
     };
-    let got = match decode_all(plain)?.as_slice() {
+    match decode_all(plain)?.as_slice() {
         [Frame::HostAuth(a)] if from_host => Ok(*a),
         [Frame::ClientAuth(a)] if !from_host => Ok(*a),
         [Frame::Fatal(f), ..] => Err(EngineError::Remote {
@@ -352,9 +433,7 @@ fn recv_key_auth(rx: &mut RecvHalf, deadline: Instant, from_host: bool) -> Resul
         }),
         [other, ..] => Err(ProtoError::Violation(format!("expected {what} alone in a record, got {other:?}")).into()),
         [] => Err(ProtoError::Violation(format!("expected {what}, got an empty record")).into()),
-    };
-    rx.set_timeout(None);
-    got
+    }
 }
 
 /// What the server decided about a preamble.
@@ -426,7 +505,13 @@ pub fn accept(
     let hash = if host.is_some() { Some(hs.hash()?) } else { None };
     let keys = hs.finish()?;
     sock.set_read_timeout(None).map_err(|e| EngineError::net("configuring a socket", e))?;
-    let (tx, rx) = halves(sock, &keys, hello.suite, session, hello.stream, Role::Responder)?;
+    let (tx, mut rx) = halves(sock, &keys, hello.suite, session, hello.stream, Role::Responder)?;
+    // Until the session says what it is, a record may be no longer than its first request (on a
+    // data stream: nothing is read until the session attaches it, which sets its own cap).
+    rx.set_record_cap(match hello.kind {
+        StreamKind::Control => REQUEST_RECORD,
+        StreamKind::Data => PREAUTH_RECORD,
+    });
     let mut sec = Secured {
         tx,
         rx,
@@ -450,6 +535,8 @@ fn server_key_auth(
     deadline: Instant,
 ) -> Result<PublicKey, EngineError> {
     sec.tx.send_frames(&[Frame::HostAuth(host.sign(Signer::Host, hash))])?;
+    // Nobody is authenticated yet: a record may hold the one ClientAuth and no more.
+    sec.rx.set_record_cap(PREAUTH_RECORD);
     let a = match recv_key_auth(&mut sec.rx, deadline, false) {
         Ok(a) => a,
         Err(EngineError::Proto(e)) => {
@@ -467,6 +554,7 @@ fn server_key_auth(
         let _ = sec.tx.send_frames(&[Frame::Fatal(fatal)]);
         return Err(ProtoError::Violation(msg).into());
     }
+    sec.rx.set_record_cap(REQUEST_RECORD);
     Ok(key)
 }
 
@@ -498,5 +586,4 @@ pub fn preferred_suite() -> Suite {
 }
 
 /// The record size we aim for when batching small frames.
-pub const BATCH_TARGET: usize = 256 * 1024;
-const _: () = assert!(BATCH_TARGET < caps::MAX_RECORD);
+pub const BATCH_TARGET: usize = caps::MAX_BATCH;

@@ -113,9 +113,15 @@ fn create(parent: &OwnedFd, name: &[u8]) -> io::Result<File> {
     }
 }
 
-/// Chunks of the partial file that verify against the journal, as sorted indexes. `None` when
-/// there is no usable journal for `src`.
-fn verified(parent: &OwnedFd, src: &Source<'_>) -> Option<(File, File, Vec<u64>)> {
+/// Most journal entries read (1 Mi entries, 40 MiB of journal: 1 TiB of 1 MiB chunks). A longer
+/// journal is read that far; the chunks it names beyond are simply sent again.
+pub const MAX_ENTRIES: u64 = 1 << 20;
+
+/// Chunks of the partial file that verify against the journal, as sorted `(index, BLAKE3)`.
+/// `None` when there is no usable journal for `src`. Linear in the journal's size: the entries
+/// are read in one pass (the last entry of an index wins), then each distinct chunk is read and
+/// hashed once.
+fn verified(parent: &OwnedFd, src: &Source<'_>) -> Option<(File, File, Vec<(u64, [u8; 32])>)> {
     let (pname, jname) = names(src.name);
     let journal = open_rw(parent, &jname).ok()?;
     let part = open_rw(parent, &pname).ok()?;
@@ -126,34 +132,34 @@ fn verified(parent: &OwnedFd, src: &Source<'_>) -> Option<(File, File, Vec<u64>)
         return None;
     }
     let len = journal.metadata().ok()?.len();
-    let entries = ((len - header.len() as u64) / ENTRY as u64).min(src.chunks().saturating_mul(2));
-    let mut ok = std::collections::BTreeSet::new();
+    let entries = ((len - header.len() as u64) / ENTRY as u64).min(src.chunks()).min(MAX_ENTRIES);
+    let mut claimed = std::collections::BTreeMap::new();
+    let mut r = io::BufReader::with_capacity(1 << 16, &journal);
+    io::Seek::seek(&mut r, io::SeekFrom::Start(header.len() as u64)).ok()?;
     let mut entry = [0u8; ENTRY];
-    let mut data = vec![0u8; src.chunk as usize];
-    for e in 0..entries {
-        if journal.read_exact_at(&mut entry, header.len() as u64 + e * ENTRY as u64).is_err() {
+    for _ in 0..entries {
+        if io::Read::read_exact(&mut r, &mut entry).is_err() {
             break;
         }
         let i = u64::from_be_bytes(entry[..8].try_into().unwrap_or_default());
-        if i >= src.chunks() {
-            continue;
-        }
-        let n = src.chunk_len(i);
-        if part.read_exact_at(&mut data[..n], i * src.chunk).is_err() {
-            continue;
-        }
-        if blake3::hash(&data[..n]).as_bytes() == &entry[8..] {
-            ok.insert(i);
-        } else {
-            ok.remove(&i);
+        if i < src.chunks() {
+            claimed.insert(i, <[u8; 32]>::try_from(&entry[8..]).unwrap_or_default());
         }
     }
-    Some((part, journal, ok.into_iter().collect()))
+    let mut ok = Vec::with_capacity(claimed.len());
+    let mut data = vec![0u8; src.chunk as usize];
+    for (i, hash) in claimed {
+        let n = src.chunk_len(i);
+        if part.read_exact_at(&mut data[..n], i * src.chunk).is_ok() && *blake3::hash(&data[..n]).as_bytes() == hash {
+            ok.push((i, hash));
+        }
+    }
+    Some((part, journal, ok))
 }
 
-fn ranges(idx: &[u64]) -> Vec<(u64, u64)> {
+fn ranges(idx: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::new();
-    for &i in idx {
+    for i in idx {
         match out.last_mut() {
             Some((first, count)) if *first + *count == i => *count += 1,
             _ => out.push((i, 1)),
@@ -165,7 +171,7 @@ fn ranges(idx: &[u64]) -> Vec<(u64, u64)> {
 
 /// What a dry run would reuse: the verified ranges, without changing anything.
 pub fn probe(parent: &OwnedFd, src: &Source<'_>) -> Vec<(u64, u64)> {
-    verified(parent, src).map(|(_, _, idx)| ranges(&idx)).unwrap_or_default()
+    verified(parent, src).map(|(_, _, ok)| ranges(ok.iter().map(|e| e.0))).unwrap_or_default()
 }
 
 /// Open the partial file for `src` in `parent`, reusing every chunk that verifies, or start
@@ -173,18 +179,14 @@ pub fn probe(parent: &OwnedFd, src: &Source<'_>) -> Vec<(u64, u64)> {
 pub fn open(parent: &OwnedFd, src: &Source<'_>) -> io::Result<Partial> {
     let (pname, jname) = names(src.name);
     let header = src.header();
-    if let Some((file, journal, idx)) = verified(parent, src) {
-        let have = ranges(&idx);
+    if let Some((file, journal, ok)) = verified(parent, src) {
+        let have = ranges(ok.iter().map(|e| e.0));
         // Keep exactly the entries that verified (and fit in the ranges offered).
+        let end = have.last().map_or(0, |&(first, count)| first + count);
         let mut body = header.clone();
-        let mut data = vec![0u8; src.chunk as usize];
-        for &(first, count) in &have {
-            for i in first..first + count {
-                let n = src.chunk_len(i);
-                file.read_exact_at(&mut data[..n], i * src.chunk)?;
-                body.extend_from_slice(&i.to_be_bytes());
-                body.extend_from_slice(blake3::hash(&data[..n]).as_bytes());
-            }
+        for (i, hash) in ok.iter().take_while(|e| e.0 < end) {
+            body.extend_from_slice(&i.to_be_bytes());
+            body.extend_from_slice(hash);
         }
         journal.set_len(0)?;
         journal.write_all_at(&body, 0)?;

@@ -71,7 +71,15 @@ pub fn pull(
     let data = send::connect_data(cfg, &control, streams)?;
     let tag: String = control.session[..6].iter().map(|b| format!("{b:02x}")).collect();
     // The server is the sender here: it is as untrusted as any client of a server.
-    let params = SessionParams { flags, chunk_size: cfg.chunk_size, streams, tag, idle_timeout: cfg.stall_timeout };
+    // Only the one tree asked for may arrive: its name in the target, everything else beneath it.
+    let params = SessionParams {
+        flags,
+        chunk_size: cfg.chunk_size,
+        streams,
+        tag,
+        idle_timeout: cfg.stall_timeout,
+        pull_of: Some(root_name.clone()),
+    };
     let session = RecvSession::with_display(
         params,
         dest,
@@ -84,11 +92,15 @@ pub fn pull(
     if let Some(s) = control.rx.socket() {
         session.add_socket(s);
     }
-    let mut threads = Vec::new();
-    for (i, s) in data.into_iter().enumerate() {
+    // Every stream is attached before any runs: one that fails the session at once must not make
+    // a later attach look like a local fault.
+    for (i, s) in data.iter().enumerate() {
         if !session.attach(i as u16 + 1, s.rx.socket()) {
             return Err(EngineError::Usage("data stream refused by the local session".into()));
         }
+    }
+    let mut threads = Vec::new();
+    for s in data {
         let session = session.clone();
         let rx = s.rx;
         let tx = s.tx; // kept open until the stream ends: closing it would look like a reset

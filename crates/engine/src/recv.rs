@@ -41,8 +41,12 @@ pub struct SessionParams {
     pub streams: u16,
     /// Short tag used in temporary names.
     pub tag: String,
-    /// How long a stream may stay silent.
+    /// How long a stream may stay silent, and how long the whole session may go without a
+    /// record that carries frames (keepalives alone are not progress).
     pub idle_timeout: Duration,
+    /// A pull: the name the client asked for, the one entry the target may receive
+    /// ([`Tracker::for_pull`]).
+    pub pull_of: Option<Vec<u8>>,
 }
 
 struct OpenFile {
@@ -124,6 +128,13 @@ pub struct RecvSession {
     on_error: Option<crate::send::ErrorSink>,
     /// Paces what the data streams receive (a server's cap or fair share, a pull's --bwlimit).
     pace: OnceLock<SessionRate>,
+    /// When the session started; `progress_ms` counts from it.
+    started: Instant,
+    /// When a record with frames last arrived, or this side last finished its own work on one.
+    progress_ms: AtomicU64,
+    /// The control stream is working on a record (hashing for `--checksum`, opening journals):
+    /// the sender's silence then is this side's doing.
+    working: AtomicBool,
 }
 
 /// The answer to an offer: verdict, chunk ranges held, and the file to write (none when nothing
@@ -170,7 +181,10 @@ impl RecvSession {
     ) -> Arc<RecvSession> {
         Arc::new(RecvSession {
             state: Mutex::new(State {
-                tracker: Tracker::new(p.chunk_size),
+                tracker: match &p.pull_of {
+                    Some(name) => Tracker::for_pull(p.chunk_size, name),
+                    None => Tracker::new(p.chunk_size),
+                },
                 dirs: DirCache::new(dest.dir),
                 open: HashMap::new(),
                 attached: HashSet::new(),
@@ -190,6 +204,33 @@ impl RecvSession {
             list,
             on_error,
             pace: OnceLock::new(),
+            started: Instant::now(),
+            progress_ms: AtomicU64::new(0),
+            working: AtomicBool::new(false),
+        })
+    }
+
+    /// A record with frames arrived, or this side finished its work on one: the session moves.
+    fn progressed(&self) {
+        self.progress_ms.store(self.started.elapsed().as_millis() as u64, Relaxed);
+    }
+
+    /// A keepalive arrived: fine while the session moves, but keepalives alone for the idle
+    /// timeout end it (a sender that only proves it is alive would hold it forever).
+    fn keepalive(&self) -> Result<(), Abort> {
+        if self.working.load(Relaxed) {
+            return Ok(());
+        }
+        let idle = self.started.elapsed().saturating_sub(Duration::from_millis(self.progress_ms.load(Relaxed)));
+        if idle < self.p.idle_timeout {
+            return Ok(());
+        }
+        Err(Abort {
+            code: ErrorCode::Protocol,
+            message: format!(
+                "the sender sent nothing but keepalives for {:.0} s (the idle timeout): no progress",
+                idle.as_secs_f64()
+            ),
         })
     }
 
@@ -245,6 +286,12 @@ impl RecvSession {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether data stream `stream` would be admitted (asked before its handshake, so that a
+    /// stream beyond the announced count costs the server nothing).
+    pub fn can_attach(&self, stream: u16) -> bool {
+        !self.aborted.load(Relaxed) && (1..=self.p.streams).contains(&stream) && !self.lock().attached.contains(&stream)
     }
 
     /// Admit data stream `stream`; each index once, within the count the client announced.
@@ -366,6 +413,7 @@ impl RecvSession {
     pub fn run_data(self: &Arc<Self>, mut rx: RecvHalf) {
         let cpu0 = cpu::thread();
         rx.set_timeout(Some(self.p.idle_timeout));
+        rx.set_record_cap(linerate_proto::caps::data_record_cap(self.p.chunk_size));
         let r = self.data_loop(&mut rx);
         let used = cpu::thread().since(cpu0);
         self.n.cpu_user.fetch_add(used.user_us, Relaxed);
@@ -401,6 +449,11 @@ impl RecvSession {
                 }
                 Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
             };
+            if plain.is_empty() {
+                self.keepalive()?;
+                continue;
+            }
+            self.progressed();
             if let Some(pace) = self.pace.get() {
                 pace.take(plain.len());
             }
@@ -771,7 +824,10 @@ impl RecvSession {
         let mut wants = Vec::new();
         loop {
             let plain = match rx.recv() {
-                Ok(Some([])) => continue, // keepalive
+                Ok(Some([])) => {
+                    self.keepalive()?;
+                    continue;
+                }
                 Ok(Some(p)) => p,
                 Ok(None) => {
                     return Err(Abort { code: ErrorCode::Protocol, message: "peer closed the control stream".into() })
@@ -788,28 +844,12 @@ impl RecvSession {
                 }
                 Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
             };
-            let mut fin = None;
-            for f in frame::frames(plain) {
-                if fin.is_some() {
-                    return Err(ProtoError::Violation("frames after Finish".into()).into());
-                }
-                match f? {
-                    Frame::Offer(o) if self.has(FLAG_SYNC) => self.on_offer(&o, &mut wants)?,
-                    Frame::Keep(k) if self.has(FLAG_DELETE) => self.on_keep(&k)?,
-                    Frame::Finish(x) => fin = Some(x),
-                    Frame::Fatal(f) => {
-                        // The sender gave up (a pull's server); say why, in its words.
-                        let message = format!("{SENDER_ENDED}{}", linerate_proto::name::escape(f.message));
-                        return Err(Abort { code: ErrorCode::from_u16(f.code), message });
-                    }
-                    other => {
-                        return Err(ProtoError::Violation(format!(
-                            "frame {other:?} is not allowed on the control stream now"
-                        ))
-                        .into())
-                    }
-                }
-            }
+            self.progressed();
+            self.working.store(true, Relaxed);
+            let fin = self.control_record(plain, &mut wants);
+            self.working.store(false, Relaxed);
+            self.progressed();
+            let fin = fin?;
             if !wants.is_empty() {
                 let frames: Vec<Frame<'_>> = wants
                     .iter()
@@ -826,6 +866,34 @@ impl RecvSession {
                 return Ok(f);
             }
         }
+    }
+
+    /// One record of the control stream before `Finish`: offers and listings; the `Finish`, if
+    /// it holds one (as its last frame).
+    fn control_record(&self, plain: &[u8], wants: &mut Vec<(u64, u8, Vec<u8>)>) -> Result<Option<Finish>, Abort> {
+        let mut fin = None;
+        for f in frame::frames(plain) {
+            if fin.is_some() {
+                return Err(ProtoError::Violation("frames after Finish".into()).into());
+            }
+            match f? {
+                Frame::Offer(o) if self.has(FLAG_SYNC) => self.on_offer(&o, wants)?,
+                Frame::Keep(k) if self.has(FLAG_DELETE) => self.on_keep(&k)?,
+                Frame::Finish(x) => fin = Some(x),
+                Frame::Fatal(f) => {
+                    // The sender gave up (a pull's server); say why, in its words.
+                    let message = format!("{SENDER_ENDED}{}", linerate_proto::name::escape(f.message));
+                    return Err(Abort { code: ErrorCode::from_u16(f.code), message });
+                }
+                other => {
+                    return Err(ProtoError::Violation(format!(
+                        "frame {other:?} is not allowed on the control stream now"
+                    ))
+                    .into())
+                }
+            }
+        }
+        Ok(fin)
     }
 
     /// A file offered in a sync session: decide what of it to fetch, and get ready to receive it.

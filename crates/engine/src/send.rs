@@ -14,8 +14,8 @@ use crate::EngineError;
 use linerate_proto::caps::RECORD_OVERHEAD;
 use linerate_proto::frame::{
     self, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, Keep, LinkEntry, Names, Offer, Summary, Want,
-    FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY, NOTE_WOULD_DELETE, WANT_MISSING,
-    WANT_NONE, WANT_REFUSED,
+    FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY, NOTE_DELETED, NOTE_WOULD_DELETE,
+    WANT_MISSING, WANT_NONE, WANT_REFUSED,
 };
 use linerate_proto::hello::{StreamKind, Suite};
 use linerate_proto::record::HEADER_LEN;
@@ -512,7 +512,7 @@ pub fn run_sender(
     let finish_sent = Arc::new(AtomicBool::new(false));
     let reader = {
         let (ctx, offers, finish_sent, list) = (ctx.clone(), offers.clone(), finish_sent.clone(), o.list.clone());
-        let dry = o.has(FLAG_DRY_RUN);
+        let (dry, deleting) = (o.has(FLAG_DRY_RUN), o.has(FLAG_DELETE));
         std::thread::spawn(move || {
             let result = loop {
                 let plain = match crx.recv() {
@@ -542,6 +542,14 @@ pub fn run_sender(
                             if let Err(e) = on_want(&ctx, &offers, &w, dry, &list) {
                                 out = Some(Err(e.into()));
                             }
+                        }
+                        // A deletion report only answers `--delete`, of the kind the request asked for.
+                        Frame::Note(n) if !deleting || n.kind != if dry { NOTE_WOULD_DELETE } else { NOTE_DELETED } => {
+                            out = Some(Err(ProtoError::Violation(format!(
+                                "a deletion report (kind {}) the request did not ask for",
+                                n.kind
+                            ))
+                            .into()))
                         }
                         Frame::Note(n) => {
                             ctx.totals.deleted.fetch_add(1, Relaxed);
@@ -891,12 +899,13 @@ fn on_want(ctx: &Ctx, offers: &Offers, w: &Want<'_>, dry: bool, list: &Option<Li
         return Err(ProtoError::Violation(format!("Want for file {}, which has no open offer", w.file)));
     };
     let t = &ctx.totals;
-    let held: u64 = w
-        .have
+    let have = held_ranges(w, f.size.div_ceil(ctx.chunk))?;
+    let held: u64 = have
         .iter()
-        .map(|(first, count)| {
-            let end = first.saturating_add(count).min(f.size.div_ceil(ctx.chunk));
-            (first.min(end)..end).map(|i| (f.size - i * ctx.chunk).min(ctx.chunk)).sum::<u64>()
+        .map(|&(first, count)| {
+            // The last chunk may be short; every other one is whole.
+            let last = first + count - 1;
+            count * ctx.chunk - (last * ctx.chunk + ctx.chunk).saturating_sub(f.size)
         })
         .sum();
     let skip = |bytes: u64| {
@@ -921,12 +930,38 @@ fn on_want(ctx: &Ctx, offers: &Offers, w: &Want<'_>, dry: bool, list: &Option<Li
             if verdict == WANT_MISSING && held > 0 {
                 t.resumed_bytes.fetch_add(held, Relaxed);
                 ctx.progress.found_bytes.fetch_sub(held, Relaxed);
-                f.have = Some(w.have.iter().collect());
+                f.have = Some(have.into());
             }
             ctx.queue.push_ready(Item::File(f));
         }
     }
     Ok(())
+}
+
+/// The chunk ranges a `Want` says the receiver holds of a file of `chunks` chunks: only with
+/// verdict "missing", each range non-empty, within the file, in order and apart from the others,
+/// so that every byte counts once (a receiver claiming overlapping ranges would inflate what is
+/// reported as resumed).
+fn held_ranges(w: &Want<'_>, chunks: u64) -> Result<Vec<(u64, u64)>, ProtoError> {
+    if w.verdict != WANT_MISSING {
+        return if w.have.is_empty() {
+            Ok(Vec::new())
+        } else {
+            Err(ProtoError::Violation(format!("Want for file {} lists held chunks with verdict {}", w.file, w.verdict)))
+        };
+    }
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(w.have.len());
+    for (first, count) in w.have.iter() {
+        let in_order = out.last().is_none_or(|&(f, c)| first >= f + c);
+        if count == 0 || first.checked_add(count).is_none_or(|end| end > chunks) || !in_order {
+            return Err(ProtoError::Violation(format!(
+                "Want for file {} holds chunks {first}+{count}: empty, beyond the file's {chunks} chunks, or out of order",
+                w.file
+            )));
+        }
+        out.push((first, count));
+    }
+    Ok(out)
 }
 
 pub(crate) fn remote(code: u16, message: &[u8]) -> EngineError {
@@ -955,7 +990,25 @@ fn roots(sources: &[PathBuf], dest: &[u8], into_dir: bool) -> Result<Vec<Root>, 
             };
             Ok(Root { path: src.clone(), name, beneath: None })
         })
-        .collect()
+        .collect::<Result<Vec<Root>, EngineError>>()
+        .and_then(distinct_names)
+}
+
+/// Refuse two sources that would land under one name (`cp a/x b/x DEST`), before a byte is
+/// sent: copying both would leave one file made of the other or, interleaved, of both.
+fn distinct_names(roots: Vec<Root>) -> Result<Vec<Root>, EngineError> {
+    let mut seen: HashMap<&[u8], &Root> = HashMap::new();
+    for r in &roots {
+        if let Some(first) = seen.insert(&r.name, r) {
+            return Err(EngineError::Usage(format!(
+                "{} and {} would both be copied to '{}': copy them one at a time or to different names",
+                shown(&first.path),
+                shown(&r.path),
+                name::escape(&r.name)
+            )));
+        }
+    }
+    Ok(roots)
 }
 
 fn is_big(chunk: u64) -> impl Fn(&Item) -> bool {

@@ -64,7 +64,16 @@ pub struct ServerConfig {
     /// How the paths a client names (a push's destination, a pull's source) are resolved against
     /// `root`.
     pub paths: PathMode,
+    /// Most bytes of record buffers all copy sessions together may hold (`serve
+    /// --max-buffer-memory`). Each push reserves what its streams can need when it starts
+    /// (streams × the data record cap of its chunk size, plus its control stream's) and is
+    /// refused as busy when that is not free; buffers grow only as record bytes arrive.
+    pub max_buffer_memory: usize,
 }
+
+/// Most bytes of record buffers one copy session may reserve; a push that would need more
+/// (streams × chunk size) is refused with a message naming both.
+pub const MAX_SESSION_BUFFERS: usize = 256 << 20;
 
 /// How a server resolves the paths its clients name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,6 +116,7 @@ impl ServerConfig {
             rate_per_client: None,
             rate_total: None,
             paths: PathMode::BeneathRoot,
+            max_buffer_memory: 1 << 30,
         }
     }
 
@@ -162,6 +172,31 @@ struct Shared {
     done: Mutex<Option<mpsc::Sender<Outcome>>>,
     /// Rate caps and the fair split of copy sessions.
     rates: Arc<Governor>,
+    /// Bytes of record buffers reserved by running copy sessions.
+    buffers: AtomicUsize,
+}
+
+/// Record-buffer bytes reserved for one session, given back when it ends.
+struct Reservation<'a> {
+    shared: &'a Shared,
+    bytes: usize,
+}
+
+impl Shared {
+    /// Reserve `bytes` of record buffers, or None when the server's budget has no room.
+    fn reserve(&self, bytes: usize) -> Option<Reservation<'_>> {
+        let limit = self.cfg.max_buffer_memory;
+        self.buffers
+            .fetch_update(Relaxed, Relaxed, |used| used.checked_add(bytes).filter(|&n| n <= limit))
+            .ok()
+            .map(|_| Reservation { shared: self, bytes })
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.shared.buffers.fetch_sub(self.bytes, Relaxed);
+    }
 }
 
 /// A bound server.
@@ -242,6 +277,7 @@ impl Server {
             addr,
             done: Mutex::new(Some(tx)),
             rates,
+            buffers: AtomicUsize::new(0),
         });
         Ok(Server { listener, shared, done_rx })
     }
@@ -364,6 +400,9 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
             }
         }
         StreamKind::Data => match shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).get(&hello.session) {
+            // A stream the session did not announce, or has already, is refused before its
+            // handshake: it costs the server nothing.
+            Some((_, sink)) if !sink.can_attach(hello.stream) => Admit::Refuse(ErrorCode::Limit),
             Some((psk, _)) => Admit::Psk { psk: **psk, session: hello.session },
             None => Admit::Refuse(ErrorCode::UnknownSession),
         },
@@ -473,24 +512,23 @@ fn control(
         }
     };
     let root = key_root.as_ref().or(shared.root.as_ref());
-    sec.rx.set_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
+    // The deadline covers everything up to the first request, however slowly its bytes come.
     let mut pull_from = None;
-    let begin = match sec.rx.recv() {
-        Ok(Some(plain)) => match frame::decode(plain) {
-            Ok((Frame::Begin(_), _)) if root.is_none() => {
+    let begin = match sec.rx.recv_by(deadline) {
+        Ok(Some(plain)) => match conn::decode_all(plain).as_deref() {
+            Ok([Frame::Begin(_), ..]) if root.is_none() => {
                 let msg = "this server has no --root: it serves benchmarks only".to_string();
                 return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, msg));
             }
-            Ok((Frame::Begin(b), used)) if b.flags & frame::FLAG_PULL != 0 => match frame::decode(&plain[used..]) {
-                Ok((Frame::Pull(p), more)) if used + more == plain.len() => {
-                    pull_from = Some((p.path.to_vec(), p.name.to_vec()));
-                    Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
-                }
-                Ok(_) => Err(ProtoError::Violation("a pull's Begin must be followed by one Pull frame".into())),
-                Err(e) => Err(e),
-            },
-            Ok((Frame::Begin(b), _)) => Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams)),
-            Ok((Frame::BenchRequest(doc), _)) => {
+            Ok([Frame::Begin(b), Frame::Pull(p)]) if b.flags & frame::FLAG_PULL != 0 => {
+                pull_from = Some((p.path.to_vec(), p.name.to_vec()));
+                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
+            }
+            Ok([Frame::Begin(b), ..]) if b.flags & frame::FLAG_PULL != 0 => {
+                Err(ProtoError::Violation("a pull's Begin must be followed by one Pull frame, alone".into()))
+            }
+            Ok([Frame::Begin(b)]) => Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams)),
+            Ok([Frame::BenchRequest(doc)]) => {
                 let doc = doc.to_vec();
                 let ip = local.unwrap_or(IpAddr::from([127, 0, 0, 1]));
                 let r = bench_server::serve_session(&doc, sec.tx, sec.rx, ip, &shared.cfg.bench, &shared.tests);
@@ -502,11 +540,18 @@ fn control(
                 }
                 return None;
             }
-            Ok((other, _)) => Err(ProtoError::Violation(format!("expected Begin, got {other:?}"))),
-            Err(e) => Err(e),
+            Ok([first @ (Frame::Begin(_) | Frame::BenchRequest(_)), other, ..]) => Err(ProtoError::Violation(format!(
+                "the first request must be alone in its record: {other:?} after {first:?}"
+            ))),
+            Ok([other, ..]) => Err(ProtoError::Violation(format!("expected Begin, got {other:?}"))),
+            Ok([]) => Err(ProtoError::Violation("expected Begin, got an empty record".into())),
+            Err(e) => Err(e.clone()),
         },
         Ok(None) => Err(ProtoError::Truncated("session before Begin")),
         Err(EngineError::Proto(e)) => Err(e),
+        Err(EngineError::Net { io, .. }) if io.kind() == std::io::ErrorKind::TimedOut => {
+            Err(ProtoError::Violation("no request before the handshake deadline".into()))
+        }
         Err(e) => Err(ProtoError::Violation(e.to_string())),
     };
     let (dest, sources, chunk_size, flags, streams) = match begin {
@@ -527,6 +572,29 @@ fn control(
     let Some(root) = root else {
         return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, "no --root".into()));
     };
+    // What this session's record buffers may grow to, reserved before anything is allocated: a
+    // pull's server reads only its control stream (answers, small); a push's every data stream
+    // up to one record of its chunk size, and a control stream of offers and listings.
+    let need = match pull_from {
+        Some(_) => conn::REQUEST_RECORD,
+        None => usize::from(streams) * caps::data_record_cap(chunk_size) + caps::MAX_RECORD,
+    };
+    if need > MAX_SESSION_BUFFERS {
+        let msg = format!(
+            "{streams} streams of {} KiB chunks need {} MiB of receive buffers; this server allows {} MiB per session: use fewer streams or smaller chunks",
+            chunk_size >> 10,
+            need >> 20,
+            MAX_SESSION_BUFFERS >> 20
+        );
+        return Some(fatal(&mut sec.tx, ErrorCode::Limit, msg));
+    }
+    let Some(_reserved) = shared.reserve(need) else {
+        let msg = format!(
+            "the server's receive buffers (--max-buffer-memory {} MiB) are taken by other sessions; try again later",
+            shared.cfg.max_buffer_memory >> 20
+        );
+        return Some(fatal(&mut sec.tx, ErrorCode::Busy, msg));
+    };
     if let Some((path, name)) = pull_from {
         let pace = admit_rate(shared, grant.rate);
         return Some(serve_pull(shared, sec, sock, root, &path, name, chunk_size, flags, streams, pace));
@@ -541,7 +609,8 @@ fn control(
     };
     let into_dir = d.into_dir;
     let tag: String = sec.session[..6].iter().map(|b| format!("{b:02x}")).collect();
-    let params = SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout };
+    let params =
+        SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout, pull_of: None };
     let session = RecvSession::new(params, d, sec.tx);
     session.pace_with(admit_rate(shared, grant.rate));
     if let Some(s) = sock {
@@ -556,6 +625,7 @@ fn control(
     let outcome = match session.send_control(&[Frame::Target { dest_is_dir: into_dir }]) {
         Ok(()) => {
             sec.rx.set_timeout(None);
+            sec.rx.set_record_cap(caps::MAX_RECORD);
             session.run_control(sec.rx)
         }
         Err(e) => Outcome::Aborted(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
@@ -575,6 +645,19 @@ fn admit_rate(shared: &Shared, key_cap: Option<u64>) -> SessionRate {
 fn fatal(tx: &mut conn::SendHalf, code: ErrorCode, msg: String) -> Outcome {
     let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
     Outcome::Aborted(Abort { code, message: msg })
+}
+
+impl Sink {
+    /// Whether data stream `index` would be admitted.
+    fn can_attach(&self, index: u16) -> bool {
+        match self {
+            Sink::Recv(s) => s.can_attach(index),
+            Sink::Send(c) => matches!(
+                c.conns.lock().unwrap_or_else(PoisonError::into_inner).get(usize::from(index).wrapping_sub(1)),
+                Some(None)
+            ),
+        }
+    }
 }
 
 impl Collect {

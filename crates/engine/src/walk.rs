@@ -189,6 +189,11 @@ pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) ->
                     stack.pop();
                     names.pop();
                 }
+                Some(Ok(de)) if de.file_name().as_bytes().starts_with(linerate_proto::name::RESERVED_PREFIX) => {
+                    // A receiver refuses these names (its own working files): say so, send the rest.
+                    let path = stack.last().map(|s| s.2.join(de.file_name())).unwrap_or_else(|| de.path());
+                    error(format!("{}: not sent: names beginning with .linerate- are reserved", shown(&path)));
+                }
                 Some(Ok(de)) => {
                     if let Some(Some(list)) = names.last_mut() {
                         list.push(de.file_name().as_bytes().to_vec());

@@ -475,26 +475,57 @@ fn a_silent_authenticated_client_is_dropped_at_the_idle_timeout() {
     cfg.idle_timeout = Duration::from_millis(800);
     let srv = Server::bind(cfg).unwrap().spawn();
     let suite = conn::preferred_suite();
+    let begin = |c: &mut conn::Secured| {
+        c.tx.send_frames(&[Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CHUNK, flags: 0, streams: 1 })])
+            .unwrap();
+        let _target = c.rx.recv().unwrap().unwrap().to_vec();
+    };
+    let fatal = |c: &mut conn::Secured| {
+        let plain = c.rx.recv().unwrap().unwrap().to_vec();
+        match &conn::decode_all(&plain).unwrap()[0] {
+            Frame::Fatal(f) => {
+                assert_eq!(f.code, ErrorCode::Protocol as u16);
+                String::from_utf8_lossy(f.message).into_owned()
+            }
+            other => panic!("expected Fatal, got {other:?}"),
+        }
+    };
+    // Silence ends a session, with a Fatal that says why.
     let mut c =
         conn::connect(srv.addr, StreamKind::Control, suite, &secret.0, [0; 16], 0, Duration::from_secs(5)).unwrap();
-    c.tx.send_frames(&[Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CHUNK, flags: 0, streams: 1 })])
-        .unwrap();
-    let started = std::time::Instant::now();
-    let _target = c.rx.recv().unwrap().unwrap().to_vec();
+    begin(&mut c);
     assert_eq!(srv.active_sessions(), 1);
-    // Keepalives hold the session open past the timeout ...
-    for _ in 0..4 {
-        std::thread::sleep(Duration::from_millis(400));
-        c.tx.keepalive().unwrap();
-    }
-    assert_eq!(srv.active_sessions(), 1, "keepalives must keep the session");
-    // ... silence ends it, with a Fatal that says why.
+    let started = std::time::Instant::now();
+    let msg = fatal(&mut c);
+    assert!(msg.contains("silent"), "{msg}");
+    assert!(started.elapsed() >= Duration::from_millis(700), "{:?}", started.elapsed());
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(srv.active_sessions(), 0, "the slot must be free again");
+    // Keepalives prove the client alive but are not progress: alone, they end it just the same.
+    let mut c =
+        conn::connect(srv.addr, StreamKind::Control, suite, &secret.0, [0; 16], 0, Duration::from_secs(5)).unwrap();
+    begin(&mut c);
+    let started = std::time::Instant::now();
+    let mut tx = c.tx;
+    let pinger = std::thread::spawn(move || {
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(200));
+            if tx.keepalive().is_err() {
+                break;
+            }
+        }
+    });
     let plain = c.rx.recv().unwrap().unwrap().to_vec();
+    let took = started.elapsed();
     match &conn::decode_all(&plain).unwrap()[0] {
-        Frame::Fatal(f) => assert_eq!(f.code, ErrorCode::Protocol as u16),
+        Frame::Fatal(f) => {
+            let msg = String::from_utf8_lossy(f.message);
+            assert!(msg.contains("nothing but keepalives"), "{msg}");
+        }
         other => panic!("expected Fatal, got {other:?}"),
     }
-    assert!(started.elapsed() >= Duration::from_millis(2400));
+    assert!(took >= Duration::from_millis(700) && took < Duration::from_secs(2), "{took:?}");
+    pinger.join().unwrap();
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(srv.active_sessions(), 0, "the slot must be free again");
 }

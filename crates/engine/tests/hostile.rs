@@ -19,7 +19,10 @@ use linerate_engine::server::{Server, ServerConfig};
 use linerate_engine::EngineError;
 use linerate_proto::bench::{encode_doc, TestKind, TestSpec};
 use linerate_proto::caps::{MAX_BENCH_DOC, MAX_DEPTH, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_RECORD};
-use linerate_proto::frame::{Chunk, DirEntry, FileEnd, FileStart, Finish, Frame, LinkEntry, Summary, FLAG_VERIFY};
+use linerate_proto::frame::{
+    Begin, Chunk, DirEntry, FileEnd, FileStart, Finish, Frame, Keep, LinkEntry, Names, Note, Offer, Ranges, Summary,
+    Want, FLAG_VERIFY,
+};
 use linerate_proto::hello::{AuthMode, ClientHello, StreamKind};
 use linerate_proto::ErrorCode;
 use peer::{raw_tcp, scratch, snapshot, temp_files, Client, Fx, Verdict, CS, T0};
@@ -463,17 +466,25 @@ fn length_prefixes_of_zero_all_ones_and_just_over_each_cap_are_refused() {
         let (_, msg) = v.fatal();
         assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
     }
-    // Control: a destination path and a benchmark document one byte over their caps.
+    // Control: a destination path one byte over its cap, and a first request record longer than
+    // a request may be (a benchmark document over its cap is refused before its record is read).
     let dest = with_len(&[], MAX_PATH + 1, &[0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]);
     let doc = vec![b' '; MAX_BENCH_DOC + 1];
+    let over_request = format!("exceeds the cap of {}", conn::REQUEST_RECORD);
     for (plain, needle) in [
         (frame(0x01, dest.len() as u32, &dest), "destination path length 4097"),
-        (frame(0x10, doc.len() as u32, &doc), "benchmark document length 4194305"),
+        (frame(0x10, doc.len() as u32, &doc), over_request.as_str()),
     ] {
         let mut c = fx.client();
         let mut buf = vec![0u8; 4];
         buf.extend_from_slice(&plain);
-        c.ctl.tx.send_buf(&mut buf).unwrap();
+        if plain.len() > conn::REQUEST_RECORD {
+            // Refused at its header: send only that, so the server's answer is not lost to a reset.
+            let ct_len = (plain.len() + linerate_proto::record::TAG_LEN) as u32;
+            c.raw(0, &ct_len.to_be_bytes());
+        } else {
+            c.ctl.tx.send_buf(&mut buf).unwrap();
+        }
         let v = c.verdict();
         let (cd, msg) = v.fatal();
         assert_eq!(cd, code(ErrorCode::Limit), "{msg}");
@@ -972,6 +983,9 @@ fn evil_server(secret: &linerate_engine::secret::Secret, evil: Evil) -> SocketAd
                         let Ok((_, mut d)) = conn::accept(sock, Instant::now() + Duration::from_secs(5), admit) else {
                             continue;
                         };
+                        // This server reads what the client sends (a real one attaches the stream
+                        // to its session, which sets the cap): whole records of any size.
+                        d.rx.set_record_cap(MAX_RECORD);
                         std::thread::Builder::new()
                             .name("evil-drain".into())
                             .spawn(move || {
@@ -1096,6 +1110,7 @@ fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_no
         let started = Instant::now();
         let (r, msgs) = copy(&cfg);
         let took = started.elapsed();
+        eprintln!("{evil:?}: {took:?}");
         assert!(took < Duration::from_secs(5), "{evil:?} took {took:?}");
         match (want, r) {
             (Some(want), Err(e)) => {
@@ -1290,9 +1305,10 @@ fn hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped() {
     let srv = ChildServer::spawn("hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped", &root);
     summary(send_dirs(&mut srv.session(1), 1, 10));
     let base = srv.hwm();
-    // Four sessions of four streams, each stream sending one record of the largest size the
-    // record layer admits (garbage: it fails authentication only once it has all arrived).
-    let garbage: Arc<Vec<u8>> = Arc::new((0..MAX_RECORD).map(|i| (i * 31) as u8).collect());
+    // Four sessions of four streams, each stream sending one record of the largest size its
+    // data stream admits (garbage: it fails authentication only once it has all arrived).
+    let data_cap = linerate_proto::caps::data_record_cap(CS);
+    let garbage: Arc<Vec<u8>> = Arc::new((0..data_cap).map(|i| (i * 31) as u8).collect());
     let sessions: Vec<_> = (0..4)
         .map(|i| {
             let mut c = srv.session(4);
@@ -1301,7 +1317,7 @@ fn hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped() {
                 .name(format!("flood-{i}"))
                 .spawn(move || {
                     for s in 1..=4 {
-                        c.raw(s, &(MAX_RECORD as u32).to_be_bytes());
+                        c.raw(s, &(data_cap as u32).to_be_bytes());
                     }
                     for s in 1..=4 {
                         c.raw(s, &g);
@@ -1335,7 +1351,7 @@ fn hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped() {
     let grown = peak.saturating_sub(base);
     eprintln!("hostile flood: base VmHWM {} KiB, peak {} KiB", base >> 10, peak >> 10);
     // The caps: one record buffer per stream, plus slack for 4096 open files and the rest.
-    let cap = 16 * MAX_RECORD as u64 + (32 << 20);
+    let cap = 16 * data_cap as u64 + (32 << 20);
     assert!(grown <= cap, "the server grew by {grown} bytes (cap {cap})");
     assert!(log.contains("\\x1b[2J\\x0aforged"), "{log}");
     assert!(!log.contains('\x1b'), "raw escape in the server log: {log:?}");
@@ -1382,4 +1398,420 @@ fn an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers()
     let (s, _) = summary(send_dirs(&mut srv.session(1), 1, 10));
     assert_eq!(s.dirs, 10);
     srv.stop();
+}
+
+// ---- Issue 19: a malicious server against a pull, and peers that hold memory or time. ----
+
+/// What a malicious server does in a pull, after `Target`, beside (or instead of) the requested
+/// tree `tree`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum EvilPull {
+    /// A file beside the tree (`DEST/victim.txt`), declared on a data stream.
+    FileBeside,
+    /// The same file offered on control (sync), large enough to be resumable (a partial file
+    /// and a journal would appear beside the tree).
+    OfferBeside,
+    /// A directory beside the tree with mode 0777 (`DEST/victimdir`, merged into the user's).
+    DirModeBeside,
+    /// `--delete`: a directory beside the tree and its listing, naming nothing (everything in
+    /// `DEST/victimdir` would be deleted).
+    DeleteBeside,
+    /// A symlink beside the tree (`DEST/planted-link -> /etc/shadow`).
+    LinkBeside,
+    /// The requested name twice (a second tree merged or mixed into the first).
+    TreeTwice,
+    /// The tree, then only keepalives on every stream.
+    OnlyKeepalives,
+    /// The tree, then a record whose bytes come one every 300 ms.
+    Dribble,
+}
+
+/// A server that answers a pull of `tree` correctly up to `Target` and its `streams` data
+/// connections, and then behaves as `evil` says.
+fn evil_pull_server(secret: &linerate_engine::secret::Secret, evil: EvilPull, streams: u16) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let psk = secret.0;
+    std::thread::Builder::new()
+        .name("evil-pull".into())
+        .spawn(move || {
+            let Ok((sock, _)) = l.accept() else { return };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let Ok((_, mut sec)) = conn::accept(sock, deadline, |_| Admit::Psk { psk, session: SESSION }) else {
+                return;
+            };
+            let _request = sec.rx.recv();
+            let _ = sec.tx.send_frames(&[Frame::Target { dest_is_dir: false }]);
+            let stream_psk = *sec.stream_psk;
+            let mut data = Vec::new();
+            for sock in l.incoming().take(usize::from(streams)) {
+                let admit = |_: &ClientHello| Admit::Psk { psk: stream_psk, session: SESSION };
+                let Ok(sock) = sock else { return };
+                let Ok((_, d)) = conn::accept(sock, Instant::now() + Duration::from_secs(5), admit) else { return };
+                data.push(d);
+            }
+            let tree = dir(1, 0, b"tree");
+            let d = &mut data[0].tx;
+            match evil {
+                EvilPull::FileBeside => {
+                    let _ = d.send_frames(&[tree, file(1, 0, b"victim.txt", 4), chunk(1, 0, b"evil"), end(1, 4)]);
+                }
+                EvilPull::OfferBeside => {
+                    let _ = d.send_frames(&[tree]);
+                    let big = FileStart {
+                        id: 1,
+                        parent: 0,
+                        name: b"victim.txt",
+                        size: 2 * u64::from(CS) + 1,
+                        mode: 0o666,
+                        mtime: T0,
+                    };
+                    let _ = sec.tx.send_frames(&[Frame::Offer(Offer { file: big, digest: None })]);
+                }
+                EvilPull::DirModeBeside => {
+                    let evil_dir =
+                        Frame::Dir(DirEntry { id: 2, parent: 0, name: b"victimdir", mode: 0o777, mtime: T0 });
+                    let _ = d.send_frames(&[tree, evil_dir]);
+                }
+                EvilPull::DeleteBeside => {
+                    let _ = d.send_frames(&[tree, dir(2, 0, b"victimdir")]);
+                    let mut scratch = Vec::new();
+                    let names = Names::encode::<&[u8]>(&[], &mut scratch);
+                    let _ = sec.tx.send_frames(&[Frame::Keep(Keep { dir: 2, last: true, names })]);
+                }
+                EvilPull::LinkBeside => {
+                    let _ = d.send_frames(&[tree, link(0, b"planted-link", b"/etc/shadow")]);
+                }
+                EvilPull::TreeTwice => {
+                    let _ = d.send_frames(&[tree, dir(2, 0, b"tree")]);
+                }
+                EvilPull::OnlyKeepalives => {
+                    let _ = d.send_frames(&[tree]);
+                    for _ in 0..60 {
+                        std::thread::sleep(Duration::from_millis(250));
+                        let _ = sec.tx.keepalive();
+                        for s in data.iter_mut() {
+                            let _ = s.tx.keepalive();
+                        }
+                    }
+                }
+                EvilPull::Dribble => {
+                    let _ = d.send_frames(&[tree]);
+                    let sock = data[0].rx.socket().unwrap();
+                    for b in 1000u32.to_be_bytes().into_iter().chain(std::iter::repeat_n(0u8, 40)) {
+                        if (&sock).write_all(&[b]).is_err() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                }
+            }
+            // Hold the connections open a while: the client must decide by itself.
+            std::thread::sleep(Duration::from_secs(8));
+            drop(data);
+        })
+        .unwrap();
+    addr
+}
+
+/// A pull's destination holding what a malicious server would like to change: a file, a
+/// private directory with a file in it.
+fn victim_dest(at: &Path) -> PathBuf {
+    let dest = at.join("dest");
+    fs::create_dir_all(dest.join("victimdir")).unwrap();
+    fs::write(dest.join("victim.txt"), b"mine").unwrap();
+    fs::write(dest.join("victimdir/important.txt"), b"keep me").unwrap();
+    fs::set_permissions(dest.join("victimdir"), fs::Permissions::from_mode(0o700)).unwrap();
+    dest
+}
+
+fn pull_from(
+    addr: SocketAddr,
+    secret: &linerate_engine::secret::Secret,
+    dest: &Path,
+    stall: Duration,
+) -> Result<CopyReport, EngineError> {
+    let mut cfg = copy_config(addr, secret, Vec::new(), "");
+    cfg.delete = true;
+    cfg.stall_timeout = stall;
+    let sink: ErrorSink = Arc::new(|_| {});
+    linerate_engine::pull::pull(&cfg, b"tree", dest, Arc::new(Progress::default()), sink)
+}
+
+#[test]
+fn a_pull_takes_only_the_requested_tree_from_a_malicious_server() {
+    peer::watch_panics();
+    let t = scratch();
+    let secret = linerate_engine::secret::Secret::generate().unwrap();
+    for evil in [
+        EvilPull::FileBeside,
+        EvilPull::OfferBeside,
+        EvilPull::DirModeBeside,
+        EvilPull::DeleteBeside,
+        EvilPull::LinkBeside,
+        EvilPull::TreeTwice,
+    ] {
+        let case = t.path().join(format!("{evil:?}"));
+        let dest = victim_dest(&case);
+        // What is beside the tree (the destination's own time changes as the tree is made).
+        let before = snapshot(&dest, Some(&dest.join("tree")));
+        let addr = evil_pull_server(&secret, evil, 2);
+        let started = Instant::now();
+        let r = pull_from(addr, &secret, &dest, Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(5), "{evil:?} took {:?}", started.elapsed());
+        let want = if evil == EvilPull::TreeTwice { "requested 'tree' twice" } else { "beside the requested 'tree'" };
+        match r {
+            Err(EngineError::Aborted { code, message }) => {
+                assert_eq!(code, ErrorCode::Protocol, "{evil:?}: {message}");
+                assert!(message.contains(want), "{evil:?}: {want:?} not in {message:?}");
+            }
+            other => panic!("{evil:?}: expected the client to abort, got {other:?}"),
+        }
+        // Nothing beside the requested tree changed: the victim's file, its directory's mode and
+        // contents, no planted link, no partial file or journal.
+        let session_ended = Instant::now() + Duration::from_secs(2);
+        while snapshot(&dest, Some(&dest.join("tree"))) != before && Instant::now() < session_ended {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(snapshot(&dest, Some(&dest.join("tree"))), before, "{evil:?} changed the destination");
+    }
+    assert_eq!(peer::server_panics(), 0);
+}
+
+#[test]
+fn a_pull_fed_only_keepalives_or_a_dribbled_record_ends_at_the_stall_timeout() {
+    let t = scratch();
+    let secret = linerate_engine::secret::Secret::generate().unwrap();
+    for (evil, want) in [(EvilPull::OnlyKeepalives, "nothing but keepalives"), (EvilPull::Dribble, "silent for 3 s")] {
+        let dest = victim_dest(&t.path().join(format!("{evil:?}")));
+        let addr = evil_pull_server(&secret, evil, 2);
+        let started = Instant::now();
+        let r = pull_from(addr, &secret, &dest, Duration::from_secs(3));
+        let took = started.elapsed();
+        match r {
+            Err(EngineError::Aborted { message, .. }) => {
+                assert!(message.contains(want), "{evil:?}: {want:?} not in {message:?}")
+            }
+            other => panic!("{evil:?}: expected the client to abort, got {other:?}"),
+        }
+        assert!(took >= Duration::from_millis(2900) && took < Duration::from_secs(6), "{evil:?}: took {took:?}");
+    }
+}
+
+#[test]
+fn two_files_of_one_name_in_one_session_are_refused_before_either_lands() {
+    let fx = Fx::new();
+    let big = 2 * u64::from(CS) + 1;
+    // In the target: the second is refused even after the first is complete.
+    assert_fatal(
+        &fx,
+        &[file(1, 0, b"x", 1), chunk(1, 0, b"a"), end(1, 1), file(2, 0, b"x", 1)],
+        ErrorCode::Protocol,
+        "two files named 'x'",
+    );
+    // Deeper, while the first is in flight.
+    assert_fatal(
+        &fx,
+        &[dir(1, 0, b"d"), file(1, 1, b"x", big), file(2, 1, b"x", big)],
+        ErrorCode::Protocol,
+        "two files named 'd/x'",
+    );
+    // Two offers (sync) of one resumable name: the partial file would be shared.
+    let mut c = fx.client();
+    c.begin(b"", 1, linerate_proto::frame::FLAG_SYNC).unwrap();
+    c.open_streams();
+    let offer = |id| {
+        Frame::Offer(Offer {
+            file: FileStart { id, parent: 0, name: b"y", size: big, mode: 0o644, mtime: T0 },
+            digest: None,
+        })
+    };
+    c.ctl.tx.send_frames(&[offer(7), offer(8)]).unwrap();
+    let v = c.verdict();
+    let (code_, msg) = v.fatal();
+    assert_eq!(code_, code(ErrorCode::Protocol), "{msg}");
+    assert!(msg.contains("two files named 'y'"), "{msg}");
+    assert!(!fx.root.join("y").exists());
+    // The first 'x' landed whole, before its namesake was refused.
+    assert_eq!(fs::read(fx.root.join("x")).unwrap(), b"a");
+    fx.check_confined();
+}
+
+#[test]
+fn two_sources_of_one_name_are_refused_before_a_byte_is_sent() {
+    let fx = Fx::new();
+    let t = scratch();
+    for d in ["a", "b"] {
+        fs::create_dir(t.path().join(d)).unwrap();
+        fs::write(t.path().join(d).join("x"), d.repeat(4 << 20)).unwrap();
+    }
+    fs::create_dir(fx.root.join("dest")).unwrap();
+    let cfg = copy_config(fx.srv.addr, &fx.secret, vec![t.path().join("a/x"), t.path().join("b/x")], "dest");
+    let (r, _) = copy(&cfg);
+    match r {
+        Err(EngineError::Usage(m)) => assert!(m.contains("would both be copied to 'x'"), "{m}"),
+        other => panic!("expected a usage error, got {other:?}"),
+    }
+    assert_eq!(fs::read_dir(fx.root.join("dest")).unwrap().count(), 0, "something was written");
+    fx.check_confined();
+}
+
+#[test]
+fn the_first_request_must_decode_whole_and_alone() {
+    let fx = Fx::new();
+    let begin = Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: 0, streams: 1 });
+    let mut record = Vec::new();
+    begin.encode(&mut record);
+    // Begin, then three bytes of garbage.
+    let mut garbage = record.clone();
+    garbage.extend_from_slice(&[1, 2, 3]);
+    // Begin, then an entry (which belongs on a data stream, after Target).
+    let mut with_dir = record.clone();
+    dir(1, 0, b"d").encode(&mut with_dir);
+    for (plain, want) in [(garbage, ErrorCode::BadFrame), (with_dir, ErrorCode::Protocol)] {
+        let mut c = fx.client();
+        let mut buf = vec![0u8; linerate_proto::record::HEADER_LEN];
+        buf.extend_from_slice(&plain);
+        c.ctl.tx.send_buf(&mut buf).unwrap();
+        let v = c.verdict();
+        assert_eq!(v.fatal().0, code(want), "{v:?}");
+    }
+    assert!(!fx.root.join("d").exists());
+    fx.check_confined();
+}
+
+#[test]
+fn reserved_working_file_names_are_refused() {
+    let fx = Fx::new();
+    for name in [&b".linerate-resume-0123456789abcdef.journal"[..], b".linerate-x.part"] {
+        assert_fatal(&fx, &[file(1, 0, name, 1), chunk(1, 0, b"j"), end(1, 1)], ErrorCode::BadName, "reserved");
+        assert_fatal(&fx, &[dir(1, 0, name)], ErrorCode::BadName, "reserved");
+    }
+    assert_eq!(fs::read_dir(&fx.root).unwrap().count(), 0);
+    fx.check_confined();
+}
+
+#[test]
+fn an_authenticated_client_that_never_sends_begin_or_dribbles_a_record_is_cut_off() {
+    let fx = Fx::new(); // handshake deadline 2 s, idle timeout 3 s
+    let closed_within = |sock: &TcpStream, dribble: bool, limit: Duration| {
+        let started = Instant::now();
+        let mut s = sock.try_clone().unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        // A record header claiming 1000 bytes, then one byte at a time.
+        let mut bytes = 1000u32.to_be_bytes().to_vec();
+        bytes.resize(1004, 0);
+        let mut sent = 0;
+        let mut b = [0u8; 4096];
+        while started.elapsed() < limit + Duration::from_secs(3) {
+            if dribble && sent < bytes.len() && (&*sock).write_all(&bytes[sent..sent + 1]).is_ok() {
+                sent += 1;
+            }
+            match s.read(&mut b) {
+                Ok(0) => return started.elapsed(),
+                Ok(_) => {} // the Fatal saying why
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(_) => return started.elapsed(),
+            }
+        }
+        panic!("still open after {:?}", started.elapsed());
+    };
+    // Before Begin: the handshake deadline holds, however slowly bytes come.
+    let c = fx.client();
+    let took = closed_within(&c.ctl.rx.socket().unwrap(), true, Duration::from_secs(2));
+    assert!(took < Duration::from_secs(3), "a client dribbling before Begin held on for {took:?}");
+    // In a session: a dribbled record ends it at the idle timeout, not per byte.
+    let c = fx.session(b"", 1);
+    let took = closed_within(&c.data[0].rx.socket().unwrap(), true, Duration::from_secs(3));
+    assert!(took < Duration::from_secs(4), "a dribbling data stream held on for {took:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(fx.srv.active_sessions(), 0);
+    fx.check_confined();
+}
+
+#[test]
+fn a_push_client_refuses_unasked_notes_and_inflated_wants() {
+    peer::watch_panics();
+    let t = scratch();
+    let src = t.path().join("src");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("f"), vec![5u8; 76_800]).unwrap();
+    let secret = linerate_engine::secret::Secret::generate().unwrap();
+    let before = snapshot(t.path(), None);
+    for (evil, want) in [(EvilPush::UnaskedNote, "did not ask for"), (EvilPush::OverlappingWant, "out of order")] {
+        let addr = evil_push_server(&secret, evil);
+        let cfg = copy_config(addr, &secret, vec![src.clone()], "dest");
+        let (r, _) = copy(&cfg);
+        match r {
+            Err(e) => assert!(e.to_string().contains(want), "{evil:?}: {want:?} not in {e}"),
+            Ok(r) => panic!("{evil:?}: accepted, resumed {} bytes, deleted {}", r.resumed_bytes, r.deleted),
+        }
+        assert_eq!(snapshot(t.path(), None), before);
+    }
+    assert_eq!(peer::server_panics(), 0);
+}
+
+/// What a malicious server does to a push (sync, without `--delete`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum EvilPush {
+    /// Reports a deletion the client did not ask for.
+    UnaskedNote,
+    /// Answers the offer with 4,096 overlapping held ranges of a one-chunk... file.
+    OverlappingWant,
+}
+
+fn evil_push_server(secret: &linerate_engine::secret::Secret, evil: EvilPush) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let psk = secret.0;
+    std::thread::Builder::new()
+        .name("evil-push".into())
+        .spawn(move || {
+            let Ok((sock, _)) = l.accept() else { return };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let Ok((_, mut sec)) = conn::accept(sock, deadline, |_| Admit::Psk { psk, session: SESSION }) else {
+                return;
+            };
+            let _begin = sec.rx.recv();
+            let stream_psk = *sec.stream_psk;
+            let _ = sec.tx.send_frames(&[Frame::Target { dest_is_dir: false }]);
+            let mut data = Vec::new();
+            for sock in l.incoming().take(2) {
+                let admit = |_: &ClientHello| Admit::Psk { psk: stream_psk, session: SESSION };
+                let Ok(sock) = sock else { return };
+                let Ok((_, d)) = conn::accept(sock, Instant::now() + Duration::from_secs(5), admit) else { return };
+                data.push(d);
+            }
+            match evil {
+                EvilPush::UnaskedNote => {
+                    let _ = sec.tx.send_frames(&[Frame::Note(Note {
+                        kind: linerate_proto::frame::NOTE_DELETED,
+                        path: b"precious",
+                    })]);
+                }
+                EvilPush::OverlappingWant => {
+                    // Wait for the offer of the one file, then claim chunk 0 4,096 times over.
+                    let mut id = None;
+                    while id.is_none() {
+                        let Ok(Some(plain)) = sec.rx.recv() else { return };
+                        let plain = plain.to_vec();
+                        for f in conn::decode_all(&plain).unwrap_or_default() {
+                            if let Frame::Offer(o) = f {
+                                id = Some(o.file.id);
+                            }
+                        }
+                    }
+                    let ranges = vec![(0u64, 1u64); linerate_proto::caps::MAX_WANT_RANGES];
+                    let mut enc = Vec::new();
+                    let have = Ranges::encode(&ranges, &mut enc);
+                    let want =
+                        Want { file: id.unwrap_or_default(), verdict: linerate_proto::frame::WANT_MISSING, have };
+                    let _ = sec.tx.send_frames(&[Frame::Want(want)]);
+                }
+            }
+            std::thread::sleep(Duration::from_secs(6));
+            drop(data);
+        })
+        .unwrap();
+    addr
 }
