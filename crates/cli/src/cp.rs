@@ -164,9 +164,14 @@ pub struct ServeArgs {
     /// Most sessions at once.
     #[arg(long, default_value_t = 64)]
     max_sessions: usize,
-    /// Seconds a client has to authenticate.
+    /// Seconds a client has from connecting to its first request, however slowly it sends.
     #[arg(long, default_value_t = 10)]
     handshake_timeout: u64,
+    /// MiB of receive buffers all copy sessions together may reserve; a push reserves
+    /// streams × its chunk size (at most 256 MiB) when it starts, and is refused as busy when
+    /// that is not free.
+    #[arg(long, value_name = "MIB", default_value_t = 1024)]
+    max_buffer_memory: usize,
     /// Seconds a stream may stay silent mid-session.
     #[arg(long, default_value_t = 300)]
     idle_timeout: u64,
@@ -614,6 +619,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.once = a.once;
     cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(a.ssh.connect_deadline.max(1)));
     cfg.max_sessions = a.max_sessions.max(1);
+    cfg.max_buffer_memory = a.max_buffer_memory.max(1).saturating_mul(1 << 20);
     cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
     cfg.log = !a.quiet;

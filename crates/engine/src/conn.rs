@@ -370,8 +370,19 @@ pub fn connect_key(
 /// [`AuthMode::PublicKey`] and the `NN` handshake. Returns the connection, not yet
 /// authenticated by anyone, and its handshake hash.
 pub fn connect_nn(addr: SocketAddr, suite: Suite, timeout: Duration) -> Result<(Secured, [u8; KEY_LEN]), EngineError> {
-    let mut sock =
+    let sock =
         TcpStream::connect_timeout(&addr, timeout).map_err(|e| EngineError::net(format!("connecting to {addr}"), e))?;
+    connect_nn_on(sock, suite, timeout)
+}
+
+/// [`connect_nn`] over a connection made by the caller (from a chosen source address, in tests
+/// that play many peers).
+pub fn connect_nn_on(
+    mut sock: TcpStream,
+    suite: Suite,
+    timeout: Duration,
+) -> Result<(Secured, [u8; KEY_LEN]), EngineError> {
+    let addr = sock.peer_addr().map_err(|e| EngineError::net("peer address", e))?;
     let deadline = Instant::now() + timeout;
     let hello =
         ClientHello { kind: StreamKind::Control, suite, session: [0; 16], stream: 0, auth: AuthMode::PublicKey }

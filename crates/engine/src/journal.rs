@@ -117,11 +117,14 @@ fn create(parent: &OwnedFd, name: &[u8]) -> io::Result<File> {
 /// journal is read that far; the chunks it names beyond are simply sent again.
 pub const MAX_ENTRIES: u64 = 1 << 20;
 
+/// A journal entry: chunk index and the BLAKE3 of its bytes.
+type Entry = (u64, [u8; 32]);
+
 /// Chunks of the partial file that verify against the journal, as sorted `(index, BLAKE3)`.
 /// `None` when there is no usable journal for `src`. Linear in the journal's size: the entries
 /// are read in one pass (the last entry of an index wins), then each distinct chunk is read and
 /// hashed once.
-fn verified(parent: &OwnedFd, src: &Source<'_>) -> Option<(File, File, Vec<(u64, [u8; 32])>)> {
+fn verified(parent: &OwnedFd, src: &Source<'_>) -> Option<(File, File, Vec<Entry>)> {
     let (pname, jname) = names(src.name);
     let journal = open_rw(parent, &jname).ok()?;
     let part = open_rw(parent, &pname).ok()?;
@@ -285,6 +288,42 @@ mod tests {
         // The rewritten journal holds exactly those: a second open agrees.
         drop(p);
         assert_eq!(open(&fd, &s).unwrap().have, vec![(0, 1), (3, 1)]);
+    }
+
+    #[test]
+    fn a_journal_is_read_once_with_the_last_entry_of_a_chunk_winning_and_no_more_entries_than_chunks() {
+        let (d, fd) = dir();
+        let s = src(3 * CS);
+        let mut p = open(&fd, &s).unwrap();
+        let data = vec![3u8; CS as usize];
+        p.file.write_all_at(&data, 0).unwrap();
+        // A forged journal: chunk 0 claimed 4,000 times with a wrong hash, then once rightly.
+        for _ in 0..4000 {
+            p.journal.record(&p.file, 0, b"not these bytes").unwrap();
+        }
+        p.journal.record(&p.file, 0, &data).unwrap();
+        p.journal.flush(&p.file).unwrap();
+        drop(p);
+        let (_, jname) = names(b"big.bin");
+        let jpath = d.path().join(std::str::from_utf8(&jname).unwrap());
+        // Only as many entries as the file has chunks are read: the right one is beyond them.
+        assert!(probe(&fd, &s).is_empty());
+        // Within them, the last entry of a chunk wins, and the rewritten journal holds it once.
+        let len = std::fs::metadata(&jpath).unwrap().len();
+        let header = s.header().len() as u64;
+        let f = std::fs::OpenOptions::new().write(true).open(&jpath).unwrap();
+        let mut right = [0u8; ENTRY];
+        right[8..].copy_from_slice(blake3::hash(&data).as_bytes());
+        let mut wrong = [0u8; ENTRY];
+        wrong[8..].copy_from_slice(blake3::hash(b"x").as_bytes());
+        f.set_len(header).unwrap();
+        f.write_all_at(&[wrong, right, wrong].concat(), header).unwrap();
+        assert!(len > header + 4000 * ENTRY as u64);
+        // wrong, right, wrong: the last (wrong) wins.
+        assert!(probe(&fd, &s).is_empty());
+        f.write_all_at(&[wrong, wrong, right].concat(), header).unwrap();
+        assert_eq!(open(&fd, &s).unwrap().have, vec![(0, 1)]);
+        assert_eq!(std::fs::metadata(&jpath).unwrap().len(), header + ENTRY as u64);
     }
 
     #[test]

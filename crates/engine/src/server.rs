@@ -165,7 +165,9 @@ struct Shared {
     tests: AtomicUsize,
     sessions: Mutex<HashMap<SessionId, SessionEntry>>,
     active: AtomicUsize,
-    handshaking: AtomicUsize,
+    /// Connections in their handshake, oldest first: when every slot is taken, a new connection
+    /// takes the oldest one's (which is closed), so peers that never finish cannot lock others out.
+    pending: Mutex<Pending>,
     started: AtomicBool,
     stop: AtomicBool,
     addr: SocketAddr,
@@ -176,6 +178,38 @@ struct Shared {
     buffers: AtomicUsize,
 }
 
+/// Connections in their handshake, by arrival.
+#[derive(Default)]
+struct Pending {
+    next: u64,
+    conns: std::collections::BTreeMap<u64, TcpStream>,
+}
+
+impl Pending {
+    /// Take a handshake slot for `sock`, closing the longest-waiting connection when all `max`
+    /// are taken. None if the socket cannot be registered.
+    fn admit(&mut self, sock: &TcpStream, max: usize) -> Option<u64> {
+        let copy = sock.try_clone().ok()?;
+        while self.conns.len() >= max.max(1) {
+            match self.conns.pop_first() {
+                Some((_, oldest)) => {
+                    let _ = oldest.shutdown(std::net::Shutdown::Both);
+                }
+                None => break,
+            }
+        }
+        let slot = self.next;
+        self.next += 1;
+        self.conns.insert(slot, copy);
+        Some(slot)
+    }
+
+    /// The handshake of `slot` is over (done, failed, or closed for a newer connection).
+    fn leave(&mut self, slot: u64) {
+        self.conns.remove(&slot);
+    }
+}
+
 /// Record-buffer bytes reserved for one session, given back when it ends.
 struct Reservation<'a> {
     shared: &'a Shared,
@@ -183,6 +217,17 @@ struct Reservation<'a> {
 }
 
 impl Shared {
+    /// A connection from `ip` left its handshake.
+    fn leave_source(&self, ip: IpAddr) {
+        let mut per = self.per_source.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = per.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&ip);
+            }
+        }
+    }
+
     /// Reserve `bytes` of record buffers, or None when the server's budget has no room.
     fn reserve(&self, bytes: usize) -> Option<Reservation<'_>> {
         let limit = self.cfg.max_buffer_memory;
@@ -271,7 +316,7 @@ impl Server {
             tests: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
             active: AtomicUsize::new(0),
-            handshaking: AtomicUsize::new(0),
+            pending: Mutex::new(Pending::default()),
             started: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             addr,
@@ -349,24 +394,24 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             }
         };
         let Some(ip) = sock.peer_addr().ok().map(|a| a.ip()) else { continue };
-        if shared.handshaking.fetch_add(1, Relaxed) >= shared.cfg.max_handshakes {
-            shared.handshaking.fetch_sub(1, Relaxed);
-            drop(sock); // over the cap: close at once rather than queue
-            continue;
-        }
         {
             let mut per = shared.per_source.lock().unwrap_or_else(PoisonError::into_inner);
             let n = per.entry(ip).or_insert(0);
             if *n >= shared.cfg.max_handshakes_per_source {
                 drop(per);
-                shared.handshaking.fetch_sub(1, Relaxed);
-                drop(sock); // one source may not take every handshake slot
+                drop(sock); // one source may not take more than its share of the handshake slots
                 continue;
             }
             *n += 1;
         }
+        let Some(slot) =
+            shared.pending.lock().unwrap_or_else(PoisonError::into_inner).admit(&sock, shared.cfg.max_handshakes)
+        else {
+            shared.leave_source(ip);
+            continue;
+        };
         let shared = shared.clone();
-        std::thread::spawn(move || handle(shared, sock, ip));
+        std::thread::spawn(move || handle(shared, sock, ip, slot));
     }
 }
 
@@ -378,7 +423,7 @@ fn random_session() -> SessionId {
     id
 }
 
-fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
+fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
     let peer = sock.peer_addr().ok();
     let local = sock.local_addr().ok().map(|a| a.ip());
     let deadline = Instant::now() + shared.cfg.handshake_timeout;
@@ -407,16 +452,8 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr) {
             None => Admit::Refuse(ErrorCode::UnknownSession),
         },
     });
-    shared.handshaking.fetch_sub(1, Relaxed);
-    {
-        let mut per = shared.per_source.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = per.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                per.remove(&ip);
-            }
-        }
-    }
+    shared.pending.lock().unwrap_or_else(PoisonError::into_inner).leave(slot);
+    shared.leave_source(ip);
     let (hello, mut sec) = match accepted {
         Ok(x) => x,
         Err(e) => {

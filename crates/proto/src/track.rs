@@ -396,7 +396,7 @@ mod tests {
     use super::*;
 
     const CS: u32 = 64 * 1024;
-    fn fs(id: u64, parent: u64, name: &'static [u8], size: u64) -> FileStart<'static> {
+    fn fs(id: u64, parent: u64, name: &[u8], size: u64) -> FileStart<'_> {
         FileStart { id, parent, name, size, mode: 0o644, mtime: Time::default() }
     }
     fn end(file: u64, size: u64) -> FileEnd {
@@ -541,9 +541,9 @@ mod tests {
     fn caps_files_in_flight() {
         let mut t = Tracker::new(CS);
         for id in 0..MAX_OPEN_FILES as u64 {
-            t.file_start(&fs(id, 0, b"f", 1)).unwrap();
+            t.file_start(&fs(id, 0, format!("f{id}").as_bytes(), 1)).unwrap();
         }
-        assert!(matches!(t.file_start(&fs(u64::MAX, 0, b"f", 1)), Err(ProtoError::Limit(_))));
+        assert!(matches!(t.file_start(&fs(u64::MAX, 0, b"g", 1)), Err(ProtoError::Limit(_))));
     }
 
     #[test]
@@ -584,10 +584,86 @@ mod tests {
         assert!(t.file_end(&end(0, 0)).is_err(), "nor ended again");
         assert!(t.chunk(0, 0, 1).is_err(), "nor get more data");
         // Completed ids cost memory per gap, not per file.
+        t.dir(&DirEntry { id: 1, parent: 0, name: b"d", mode: 0o755, mtime: Time::default() }).unwrap();
         for id in 1..10_000 {
-            t.file_start(&fs(id, 0, b"f", 0)).unwrap();
+            t.file_start(&fs(id, 1, b"f", 0)).unwrap();
             t.file_end(&end(id, 0)).unwrap();
         }
         assert_eq!(t.done.0.len(), 1);
+        // So do abandoned ones.
+        for id in 10_000..20_000 {
+            t.file_start(&fs(id, 1, b"f", 5)).unwrap();
+            assert!(t.abandon(id));
+        }
+        assert_eq!(t.dead.0.len(), 1);
+    }
+
+    fn d(id: u64, parent: u64, name: &[u8]) -> DirEntry<'_> {
+        DirEntry { id, parent, name, mode: 0o777, mtime: Time::default() }
+    }
+
+    #[test]
+    fn refuses_a_second_file_of_one_name_in_flight_or_in_the_target() {
+        let mut t = Tracker::new(CS);
+        t.dir(&d(1, 0, b"d")).unwrap();
+        let big = 3 * u64::from(CS);
+        assert_eq!(t.file_start(&fs(1, 1, b"x", big)).unwrap(), Step::Accepted);
+        let e = t.file_start(&fs(2, 1, b"x", big)).unwrap_err();
+        assert!(e.to_string().contains("two files named 'd/x'"), "{e}");
+        // Once the first is gone (abandoned, skipped or complete), the name is free in a directory.
+        t.abandon(1);
+        assert_eq!(t.file_start(&fs(3, 1, b"x", big)).unwrap(), Step::Accepted);
+        assert!(t.skip(3));
+        assert_eq!(t.file_start(&fs(4, 1, b"x", 0)).unwrap(), Step::Accepted);
+        // In the target, never twice.
+        t.file_start(&fs(5, 0, b"top", 0)).unwrap();
+        assert!(matches!(t.file_end(&end(5, 0)).unwrap(), Step::Complete(_)));
+        assert!(matches!(t.file_start(&fs(6, 0, b"top", 0)), Err(ProtoError::Violation(_))));
+    }
+
+    #[test]
+    fn refuses_the_receivers_working_file_names() {
+        let mut t = Tracker::new(CS);
+        let j = b".linerate-resume-0011223344556677.journal";
+        assert!(matches!(t.file_start(&fs(1, 0, j, 1)), Err(ProtoError::BadName(_))));
+        assert!(matches!(t.dir(&d(1, 0, b".linerate-x")), Err(ProtoError::BadName(_))));
+        let l = LinkEntry { parent: 0, name: b".linerate-l", target: b"t", mtime: Time::default() };
+        assert!(matches!(t.link(&l), Err(ProtoError::BadName(_))));
+        assert_eq!(t.file_start(&fs(2, 0, b"linerate-ok", 1)).unwrap(), Step::Accepted);
+    }
+
+    #[test]
+    fn a_pull_accepts_only_the_requested_tree() {
+        let big = 3 * u64::from(CS);
+        let link = |parent, name| LinkEntry { parent, name, target: b"/etc/shadow", mtime: Time::default() };
+        // Everything beside the requested name is refused, whatever its kind.
+        type Declare = fn(&mut Tracker) -> Result<Step, ProtoError>;
+        let beside: [Declare; 3] = [
+            |t| t.file_start(&fs(9, 0, b"victim.txt", 3 * u64::from(CS))),
+            |t| t.dir(&d(9, 0, b"victimdir")),
+            |t| t.link(&LinkEntry { parent: 0, name: b"planted-link", target: b"/etc/shadow", mtime: Time::default() }),
+        ];
+        for (i, f) in beside.iter().enumerate() {
+            let mut t = Tracker::for_pull(CS, b"tree");
+            assert_eq!(t.dir(&d(1, 0, b"tree")).unwrap(), Step::Accepted);
+            let e = f(&mut t).unwrap_err();
+            assert!(e.to_string().contains("beside the requested 'tree'"), "{i}: {e}");
+            // Before the tree, too.
+            let mut t = Tracker::for_pull(CS, b"tree");
+            assert!(matches!(f(&mut t), Err(ProtoError::Violation(_))), "{i}");
+        }
+        // The requested name once, of any kind; beneath it, anything.
+        let mut t = Tracker::for_pull(CS, b"tree");
+        t.dir(&d(1, 0, b"tree")).unwrap();
+        t.dir(&d(2, 1, b"victimdir")).unwrap();
+        t.file_start(&fs(1, 2, b"victim.txt", 1)).unwrap();
+        t.link(&link(1, b"planted-link")).unwrap();
+        assert!(t.dir(&d(3, 0, b"tree")).unwrap_err().to_string().contains("twice"));
+        let mut t = Tracker::for_pull(CS, b"tree");
+        assert_eq!(t.file_start(&fs(1, 0, b"tree", big)).unwrap(), Step::Accepted);
+        assert!(t.link(&link(0, b"tree")).is_err());
+        // A frame waiting for its parent is not judged before it has one.
+        let mut t = Tracker::for_pull(CS, b"tree");
+        assert_eq!(t.file_start(&fs(1, 7, b"victim.txt", 1)).unwrap(), Step::NotYet);
     }
 }
