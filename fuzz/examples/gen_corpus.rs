@@ -4,6 +4,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use linerate_fuzz::bench_model;
+use linerate_fuzz::pull_receiver::Receiver;
 use linerate_fuzz::tracker_model::{Harness, Ops};
 use linerate_fuzz::{handshake_prologue, handshake_suite, record_params, HANDSHAKE_PSK, RECORD_KEY};
 use linerate_proto::frame::*;
@@ -83,6 +84,135 @@ fn session() -> Vec<u8> {
     ])
 }
 
+/// Chunk data of the `pull_receiver` seeds: the tail of a 70,000-byte file (65,536 + 4,464).
+static TAIL: [u8; 4464] = [0x5a; 4464];
+
+/// Seeds of the `pull_receiver` target: what a server of a pull of `tree` might send, honest and
+/// not, on one stream.
+fn pull_sessions() -> Vec<(&'static str, Vec<Frame<'static>>)> {
+    let t = Time { sec: 1_700_000_000, nsec: 0 };
+    let dir =
+        |id: u64, parent: u64, name: &'static [u8]| Frame::Dir(DirEntry { id, parent, name, mode: 0o755, mtime: t });
+    let file = |id: u64, parent: u64, name: &'static [u8], size: u64| {
+        Frame::FileStart(FileStart { id, parent, name, size, mode: 0o644, mtime: t })
+    };
+    // The receiver's decision on an offer follows `mtime.nsec % 4`: all, skip, hold chunk 0,
+    // hold chunks 1 and 2.
+    let offer = |id: u64, parent: u64, name: &'static [u8], size: u64, nsec: u32| {
+        Frame::Offer(Offer {
+            file: FileStart { id, parent, name, size, mode: 0o644, mtime: Time { sec: t.sec, nsec } },
+            digest: None,
+        })
+    };
+    let link = |parent: u64, name: &'static [u8], target: &'static [u8]| {
+        Frame::Link(LinkEntry { parent, name, target, mtime: t })
+    };
+    let chunk = |file: u64, offset: u64, data: &'static [u8]| Frame::Chunk(Chunk { file, offset, data });
+    let end = |file: u64, size: u64| Frame::FileEnd(FileEnd { file, size, digest: None });
+    let keep = |dir: u64, last: bool, names: &[&[u8]]| {
+        let buf: &'static mut Vec<u8> = Box::leak(Box::default());
+        Frame::Keep(Keep { dir, last, names: Names::encode(names, buf) })
+    };
+    let mut deep = vec![dir(1, 0, b"tree")];
+    deep.extend((1..24).map(|i| dir(i + 1, i, b"d")));
+    deep.extend([file(100, 24, b"f", 1), chunk(100, 0, b"x"), end(100, 1), Frame::End]);
+    vec![
+        (
+            "tree_dir",
+            vec![
+                dir(1, 0, b"tree"),
+                dir(2, 1, b"sub"),
+                file(3, 2, b"f.txt", 3),
+                chunk(3, 0, b"abc"),
+                Frame::FileEnd(FileEnd { file: 3, size: 3, digest: Some([0xab; 32]) }),
+                link(1, b"l", b"../x"),
+                file(4, 1, b"empty", 0),
+                end(4, 0),
+                Frame::End,
+            ],
+        ),
+        ("tree_file", vec![file(1, 0, b"tree", 5), chunk(1, 0, b"hello"), end(1, 5), Frame::End]),
+        ("tree_link", vec![link(0, b"tree", b"target"), Frame::End]),
+        (
+            "beside_the_tree",
+            vec![
+                dir(1, 0, b"tree"),
+                file(2, 0, b"evil", 3),
+                chunk(2, 0, b"abc"),
+                link(0, b".bashrc", b"/tmp/x"),
+                dir(3, 0, b"tree"),
+                dir(4, 0, b"other"),
+                file(5, 1, b"ok", 0),
+                end(5, 0),
+                Frame::End,
+            ],
+        ),
+        (
+            "out_of_order",
+            vec![
+                chunk(3, 0, b"abc"),
+                end(3, 3),
+                file(3, 2, b"f", 3),
+                Frame::FileAbort(FileAbort { file: 6, code: 5, message: b"changed while read" }),
+                file(6, 2, b"g", 1),
+                dir(2, 1, b"sub"),
+                dir(1, 0, b"tree"),
+                Frame::End,
+            ],
+        ),
+        (
+            "sync_offers_and_keeps",
+            vec![
+                dir(1, 0, b"tree"),
+                offer(5, 1, b"big", 70_000, 2),
+                chunk(5, 65_536, &TAIL[..]),
+                end(5, 70_000),
+                offer(6, 1, b"same", 10, 1),
+                chunk(6, 0, b"0123456789"),
+                offer(7, 1, b"new", 3, 0),
+                chunk(7, 0, b"abc"),
+                end(7, 3),
+                offer(8, 1, b"resumed", 200_000, 3),
+                keep(1, false, &[b"big", b"same"]),
+                keep(1, true, &[b"new", b"resumed"]),
+                keep(0, true, &[b"tree"]),
+                keep(9, true, &[b"x"]),
+                dir(9, 1, b"later"),
+                Frame::Finish(Finish { files: 3, bytes: 70_013, dirs: 2, links: 0 }),
+            ],
+        ),
+        (
+            "reserved_names",
+            vec![
+                dir(1, 0, b"tree"),
+                file(2, 1, b".linerate-journal", 3),
+                dir(3, 1, b".linerate-x"),
+                link(1, b".linerate-l", b"x"),
+                file(4, 1, b".linerate", 0),
+                end(4, 0),
+                Frame::End,
+            ],
+        ),
+        (
+            "one_name_in_flight",
+            vec![
+                dir(1, 0, b"tree"),
+                file(2, 1, b"a", 3),
+                file(3, 1, b"a", 3),
+                Frame::FileAbort(FileAbort { file: 2, code: 5, message: b"gone" }),
+                file(4, 1, b"a", 3),
+                chunk(4, 0, b"xyz"),
+                end(4, 3),
+                file(5, 1, b"a", 0),
+                end(5, 0),
+                Frame::End,
+            ],
+        ),
+        ("tree_twice", vec![file(1, 0, b"tree", 0), end(1, 0), file(2, 0, b"tree", 0), dir(3, 0, b"tree")]),
+        ("deep", deep),
+    ]
+}
+
 thread_local! {
     static LAST_PANIC: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
@@ -137,6 +267,13 @@ fn main() {
         out.write("frame_decode", name, &encode(&[&f]));
     }
     out.write("frame_decode", "session", &session());
+
+    // pull_receiver: server frame streams of a pull of `tree`; each must pass the target's checks.
+    for (name, frames) in pull_sessions() {
+        let bytes = encode(&frames.iter().collect::<Vec<_>>());
+        Receiver::run(&bytes);
+        out.write("pull_receiver", name, &bytes);
+    }
 
     // hello: each valid client preamble followed by a server answer.
     let hellos = [

@@ -1,6 +1,6 @@
 //! Helpers shared by the fuzz targets and the seed-corpus generator (`examples/gen_corpus.rs`):
-//! the fixed keys the crypto targets use, and the operation language plus reference model of the
-//! `tracker` target.
+//! the fixed keys the crypto targets use, the operation language plus reference model of the
+//! `tracker` target, and the pull receiver the `pull_receiver` target drives with that model.
 
 use linerate_proto::hello::{AuthMode, ClientHello, ServerHello, StreamKind, Suite};
 use linerate_proto::record::{Binding, Direction};
@@ -44,4 +44,5 @@ pub fn handshake_prologue(suite: Suite) -> Vec<u8> {
 }
 
 pub mod bench_model;
+pub mod pull_receiver;
 pub mod tracker_model;

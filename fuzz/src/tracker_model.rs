@@ -1,8 +1,15 @@
 //! The `tracker` target: a sequence of [`Op`]s (derived with `arbitrary`) is applied to a
 //! `Tracker::new(65536)` and, side by side, to a small reference model of what the receiver has
 //! been told. Every answer of the tracker is checked against the model, so besides panics the
-//! target catches accepted frames that should have been refused, refusals with no reason, files
-//! that complete early, late or twice, and drift of `open_files()`.
+//! target catches accepted frames that should have been refused, refusals with no reason or for
+//! the wrong reason, files that complete early, late or twice, and drift of `open_files()`.
+//!
+//! For a declaration (`dir`, `link`, `file_start`) the model predicts the exact answer, with the
+//! checks in the tracker's order: the name (`.linerate-` names are reserved), a file's size, the
+//! id, the parent (`NotYet`), depth or files in flight (`Limit`), the name in use (a file open at
+//! the same place, or any file declared in directory 0 this session), and for a pull
+//! ([`Harness::for_pull`], used by the `pull_receiver` target) the one entry directory 0 may
+//! receive.
 //!
 //! The model relies on the caller contract of `Tracker::chunk_written` (called once per chunk
 //! that `Tracker::chunk` accepted); the target never calls it for a chunk it was not given.
@@ -11,6 +18,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use linerate_proto::caps::{MAX_DEPTH, MAX_NAME, MAX_OPEN_FILES, MAX_PATH};
 use linerate_proto::frame::{DirEntry, FileEnd, FileStart, LinkEntry, Time};
 use linerate_proto::track::{Completion, Step, Tracker};
+use linerate_proto::ProtoError;
 use std::collections::{HashMap, HashSet};
 
 /// Chunk size of the tracked session.
@@ -59,10 +67,11 @@ impl Parent {
     }
 }
 
-/// An entry name: a valid short one, or arbitrary bytes (empty, `.`, `..`, `/`, NUL, too long).
+/// An entry name: a valid short one, a reserved one, or arbitrary bytes (empty, `.`, `..`, `/`,
+/// NUL, too long).
 #[derive(Arbitrary, Debug, Clone)]
 pub enum Name {
-    /// `n0` .. `n15`
+    /// `n0` .. `n15` (`v % 16`); from 240 up, the reserved `.linerate-0` .. `.linerate-15`.
     Short(u8),
     /// Any bytes.
     Raw(Vec<u8>),
@@ -71,6 +80,7 @@ pub enum Name {
 impl Name {
     fn bytes(&self) -> Vec<u8> {
         match self {
+            Name::Short(v @ 240..) => format!(".linerate-{}", v % 16).into_bytes(),
             Name::Short(v) => format!("n{}", v % 16).into_bytes(),
             Name::Raw(b) => b.clone(),
         }
@@ -159,7 +169,8 @@ pub enum Op {
         size: Size,
     },
     /// `Tracker::file_start` `count % 16` times in the root, one-byte files with consecutive
-    /// ids; `count == 255` declares as many as it takes to pass `MAX_OPEN_FILES` by two.
+    /// ids, each named `m<id>` (a name may be used once in the root); `count == 255` declares as
+    /// many as it takes to pass `MAX_OPEN_FILES` by two.
     FileStartMany {
         /// Id of the first file.
         first: u64,
@@ -233,6 +244,8 @@ struct MDir {
 
 #[derive(Debug)]
 struct MFile {
+    /// (parent, name): no second file may be declared there while this one is open.
+    place: (u64, Vec<u8>),
     size: u64,
     chunks: u64,
     claimed: HashSet<u64>,
@@ -246,6 +259,43 @@ struct MFile {
 /// new bits).
 pub type Features = u64;
 
+/// The class of an answer to a declaration (`dir`, `link`, `file_start`): what the model
+/// predicts, compared with what the tracker said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// `Ok(Step::NotYet)`: the parent is not declared yet.
+    NotYet,
+    /// `Ok(Step::Accepted)`.
+    Accepted,
+    /// Any other `Ok` step (never right for a declaration).
+    OtherStep,
+    /// `Err(ProtoError::BadName)`: a bad or reserved name, or a bad link target.
+    BadName,
+    /// `Err(ProtoError::Invalid)`: a file size beyond `MAX_FILE_SIZE`.
+    Invalid,
+    /// `Err(ProtoError::Violation)`: an id declared twice, a name in use, or (a pull) an entry
+    /// beside the requested one.
+    Violation,
+    /// `Err(ProtoError::Limit)`: too deep, or too many files in flight.
+    Limit,
+    /// Any other error.
+    OtherError,
+}
+
+/// The class of a tracker answer.
+pub fn class_of(r: &Result<Step, ProtoError>) -> Class {
+    match r {
+        Ok(Step::NotYet) => Class::NotYet,
+        Ok(Step::Accepted) => Class::Accepted,
+        Ok(_) => Class::OtherStep,
+        Err(ProtoError::BadName(_)) => Class::BadName,
+        Err(ProtoError::Invalid(_)) => Class::Invalid,
+        Err(ProtoError::Violation(_)) => Class::Violation,
+        Err(ProtoError::Limit(_)) => Class::Limit,
+        Err(_) => Class::OtherError,
+    }
+}
+
 /// The tracker under test and the model it is checked against.
 pub struct Harness {
     t: Tracker,
@@ -253,6 +303,12 @@ pub struct Harness {
     files: HashMap<u64, MFile>,
     dead: HashSet<u64>,
     completed: HashSet<u64>,
+    /// (parent, name) of every open file.
+    in_flight: HashSet<(u64, Vec<u8>)>,
+    /// Names of the files ever accepted in directory 0.
+    top_files: HashSet<Vec<u8>>,
+    /// A pull: the one name directory 0 may receive, and whether it has.
+    only: Option<(Vec<u8>, bool)>,
     /// Whether the one full-size bulk operation of this input has been used.
     big_used: bool,
     /// Operations applied so far, for [`Op::Replay`].
@@ -261,11 +317,23 @@ pub struct Harness {
     pub features: Features,
 }
 
-fn name_ok(n: &[u8]) -> bool {
-    !n.is_empty() && n.len() <= MAX_NAME && n != b"." && n != b".." && !n.contains(&b'/') && !n.contains(&0)
+/// Prefix of the receiver's own working files, which a peer may never declare.
+const RESERVED_PREFIX: &[u8] = b".linerate-";
+
+/// Whether a peer may declare an entry of this name: one path component (not empty, at most
+/// `MAX_NAME` bytes, not `.` or `..`, no `/` or NUL) that is not reserved for the receiver.
+pub fn name_ok(n: &[u8]) -> bool {
+    !n.is_empty()
+        && n.len() <= MAX_NAME
+        && n != b"."
+        && n != b".."
+        && !n.contains(&b'/')
+        && !n.contains(&0)
+        && !n.starts_with(RESERVED_PREFIX)
 }
 
-fn target_ok(t: &[u8]) -> bool {
+/// Whether a symlink target is acceptable: not empty, at most `MAX_PATH` bytes, no NUL.
+pub fn target_ok(t: &[u8]) -> bool {
     !t.is_empty() && t.len() <= MAX_PATH && !t.contains(&0)
 }
 
@@ -287,18 +355,36 @@ impl Default for Harness {
 impl Harness {
     /// A fresh `Tracker::new(65536)` and an empty model (only the root directory 0).
     pub fn new() -> Harness {
+        Self::with(Tracker::new(CHUNK_SIZE), None)
+    }
+
+    /// A fresh `Tracker::for_pull(65536, name)` and an empty model that lets directory 0 receive
+    /// one entry, named `name`.
+    pub fn for_pull(name: &[u8]) -> Harness {
+        Self::with(Tracker::for_pull(CHUNK_SIZE, name), Some((name.to_vec(), false)))
+    }
+
+    fn with(t: Tracker, only: Option<(Vec<u8>, bool)>) -> Harness {
         let mut dirs = HashMap::new();
         dirs.insert(0, MDir { parent: 0, name: Vec::new(), depth: 0 });
         Harness {
-            t: Tracker::new(CHUNK_SIZE),
+            t,
             dirs,
             files: HashMap::new(),
             dead: HashSet::new(),
             completed: HashSet::new(),
+            in_flight: HashSet::new(),
+            top_files: HashSet::new(),
+            only,
             big_used: false,
             history: Vec::new(),
             features: 0,
         }
+    }
+
+    /// The tracker under test.
+    pub fn tracker(&self) -> &Tracker {
+        &self.t
     }
 
     fn seen<E>(&mut self, op: u32, r: &Result<Step, E>) {
@@ -344,21 +430,25 @@ impl Harness {
 
     fn apply_one(&mut self, op: &Op) {
         match op {
-            Op::Dir { id, parent, name, mode } => self.dir(id.get(), parent.get(), &name.bytes(), *mode),
+            Op::Dir { id, parent, name, mode } => {
+                let _ = self.dir(id.get(), parent.get(), &name.bytes(), *mode);
+            }
             Op::DirChain { first, parent, count } => {
                 let n = if self.big(*count) { u64::from(MAX_DEPTH) + 2 } else { u64::from(*count % 16) };
                 let mut p = parent.get();
                 for i in 0..n {
                     let id = first.wrapping_add(i);
-                    self.dir(id, p, b"c", 0o755);
+                    let _ = self.dir(id, p, b"c", 0o755);
                     p = id;
                 }
             }
-            Op::Link { parent, name, target } => self.link(parent.get(), &name.bytes(), target),
+            Op::Link { parent, name, target } => {
+                let _ = self.link(parent.get(), &name.bytes(), target);
+            }
             Op::FileStart { id, parent, name, size } => {
                 let id = id.get();
                 let size = self.size(id, *size);
-                self.file_start(id, parent.get(), &name.bytes(), size);
+                let _ = self.file_start(id, parent.get(), &name.bytes(), size);
             }
             Op::FileStartMany { first, count } => {
                 let n = if self.big(*count) {
@@ -367,7 +457,9 @@ impl Harness {
                     u64::from(*count % 16)
                 };
                 for i in 0..n {
-                    self.file_start(first.wrapping_add(i), 0, b"m", 1);
+                    // Named after the id: a name is used once in the root, and ids are unique.
+                    let id = first.wrapping_add(i);
+                    let _ = self.file_start(id, 0, format!("m{id}").as_bytes(), 1);
                 }
             }
             Op::Chunk { file, offset, len } => {
@@ -383,20 +475,21 @@ impl Harness {
                     },
                     Len::Raw(v) => v as usize,
                 };
-                self.chunk(file, offset, len);
+                let _ = self.chunk(file, offset, len);
             }
-            Op::ChunkWritten { file } => self.chunk_written(file.get()),
+            Op::ChunkWritten { file } => {
+                self.chunk_written(file.get());
+            }
             Op::FileEnd { file, size, digest } => {
                 let file = file.get();
                 let size = self.size(file, *size);
-                self.file_end(file, size, digest.map(|v| [v; 32]));
+                let _ = self.file_end(file, size, digest.map(|v| [v; 32]));
             }
-            Op::Abandon { file } => self.abandon(file.get()),
+            Op::Abandon { file } => {
+                self.abandon(file.get());
+            }
             Op::Replay { .. } => unreachable!("replays are resolved in apply"),
         }
-        let open = self.t.open_files();
-        assert_eq!(open, self.files.len(), "open_files() disagrees with the files declared and not finished");
-        assert!(open <= MAX_OPEN_FILES, "open_files() = {open} exceeds MAX_OPEN_FILES");
     }
 
     fn size(&self, file: u64, s: Size) -> u64 {
@@ -407,93 +500,150 @@ impl Harness {
         }
     }
 
-    fn dir(&mut self, id: u64, parent: u64, name: &[u8], mode: u32) {
+    fn check_open(&self) {
+        let open = self.t.open_files();
+        assert_eq!(open, self.files.len(), "open_files() disagrees with the files declared and not finished");
+        assert!(open <= MAX_OPEN_FILES, "open_files() = {open} exceeds MAX_OPEN_FILES");
+    }
+
+    /// Whether a pull refuses an entry declared as `name` in `parent`: in directory 0 only the
+    /// requested name, once.
+    fn beside_request(&self, parent: u64, name: &[u8]) -> bool {
+        match &self.only {
+            Some((only, seen)) if parent == 0 => only[..] != *name || *seen,
+            _ => false,
+        }
+    }
+
+    /// An entry was accepted in `parent`: a pull's one entry in directory 0 is used up.
+    fn accepted_in(&mut self, parent: u64) {
+        if let Some((_, seen)) = self.only.as_mut().filter(|_| parent == 0) {
+            *seen = true;
+        }
+    }
+
+    /// What `Tracker::dir` must answer, checks in the tracker's order: name, id, parent, depth,
+    /// a pull's request.
+    fn expect_dir(&self, id: u64, parent: u64, name: &[u8]) -> Class {
+        if !name_ok(name) {
+            Class::BadName
+        } else if self.dirs.contains_key(&id) {
+            Class::Violation
+        } else if let Some(p) = self.dirs.get(&parent) {
+            if p.depth + 1 > MAX_DEPTH {
+                Class::Limit
+            } else if self.beside_request(parent, name) {
+                Class::Violation
+            } else {
+                Class::Accepted
+            }
+        } else {
+            Class::NotYet
+        }
+    }
+
+    /// What `Tracker::link` must answer: name, target, parent, a pull's request.
+    fn expect_link(&self, parent: u64, name: &[u8], target: &[u8]) -> Class {
+        if !name_ok(name) || !target_ok(target) {
+            Class::BadName
+        } else if !self.dirs.contains_key(&parent) {
+            Class::NotYet
+        } else if self.beside_request(parent, name) {
+            Class::Violation
+        } else {
+            Class::Accepted
+        }
+    }
+
+    /// What `Tracker::file_start` must answer: name, size, id (open, abandoned or completed),
+    /// parent, files in flight, the name in use (by an open file there, or by any file declared
+    /// in directory 0 this session), a pull's request.
+    fn expect_file_start(&self, id: u64, parent: u64, name: &[u8], size: u64) -> Class {
+        if !name_ok(name) {
+            Class::BadName
+        } else if size > MAX_FILE_SIZE {
+            Class::Invalid
+        } else if self.files.contains_key(&id) || self.dead.contains(&id) || self.completed.contains(&id) {
+            // File ids are unique in a session (frame.rs: "File id, unique in the session"),
+            // completed ones included: a second declaration would commit a second file.
+            Class::Violation
+        } else if !self.dirs.contains_key(&parent) {
+            Class::NotYet
+        } else if self.files.len() >= MAX_OPEN_FILES {
+            Class::Limit
+        } else if self.in_flight.contains(&(parent, name.to_vec()))
+            || (parent == 0 && self.top_files.contains(name))
+            || self.beside_request(parent, name)
+        {
+            Class::Violation
+        } else {
+            Class::Accepted
+        }
+    }
+
+    /// `Tracker::dir`, checked against the model; returns the tracker's answer.
+    pub fn dir(&mut self, id: u64, parent: u64, name: &[u8], mode: u32) -> Result<Step, ProtoError> {
+        let want = self.expect_dir(id, parent, name);
         let r = self.t.dir(&DirEntry { id, parent, name, mode, mtime: Time::default() });
         self.seen(0, &r);
-        let parent_depth = self.dirs.get(&parent).map(|d| d.depth);
-        match r {
-            Ok(Step::Accepted) => {
-                assert!(name_ok(name), "dir {id} accepted with bad name {name:?}");
-                assert!(!self.dirs.contains_key(&id), "dir {id} accepted a second time");
-                let depth =
-                    parent_depth.unwrap_or_else(|| panic!("dir {id} accepted under undeclared parent {parent}")) + 1;
-                assert!(depth <= MAX_DEPTH, "dir {id} accepted at depth {depth}");
-                self.dirs.insert(id, MDir { parent, name: name.to_vec(), depth });
-            }
-            Ok(Step::NotYet) => {
-                assert!(parent_depth.is_none(), "dir {id}: NotYet although parent {parent} is declared")
-            }
-            Ok(s) => panic!("dir {id}: unexpected {s:?}"),
-            Err(e) => assert!(
-                !name_ok(name) || self.dirs.contains_key(&id) || parent_depth.is_some_and(|d| d + 1 > MAX_DEPTH),
-                "dir {id} under {parent} named {name:?} refused for no reason: {e}"
-            ),
+        assert_eq!(class_of(&r), want, "dir {id} under {parent} named {name:?}: {r:?}");
+        if want == Class::Accepted {
+            let depth = self.dirs[&parent].depth + 1;
+            self.dirs.insert(id, MDir { parent, name: name.to_vec(), depth });
+            self.accepted_in(parent);
         }
+        self.check_open();
+        r
     }
 
-    fn link(&mut self, parent: u64, name: &[u8], target: &[u8]) {
+    /// `Tracker::link`, checked against the model; returns the tracker's answer.
+    pub fn link(&mut self, parent: u64, name: &[u8], target: &[u8]) -> Result<Step, ProtoError> {
+        let want = self.expect_link(parent, name, target);
         let r = self.t.link(&LinkEntry { parent, name, target, mtime: Time::default() });
         self.seen(1, &r);
-        let valid = name_ok(name) && target_ok(target);
-        let expect = if !valid {
-            None
-        } else if self.dirs.contains_key(&parent) {
-            Some(Step::Accepted)
-        } else {
-            Some(Step::NotYet)
-        };
-        assert_eq!(r.ok(), expect, "link {name:?} -> {target:?} under {parent}");
+        assert_eq!(class_of(&r), want, "link {name:?} -> {target:?} under {parent}: {r:?}");
+        if want == Class::Accepted {
+            self.accepted_in(parent);
+        }
+        self.check_open();
+        r
     }
 
-    fn file_start(&mut self, id: u64, parent: u64, name: &[u8], size: u64) {
+    /// `Tracker::file_start`, checked against the model; returns the tracker's answer.
+    pub fn file_start(&mut self, id: u64, parent: u64, name: &[u8], size: u64) -> Result<Step, ProtoError> {
+        let want = self.expect_file_start(id, parent, name, size);
         let r = self.t.file_start(&FileStart { id, parent, name, size, mode: 0o644, mtime: Time::default() });
         self.seen(2, &r);
-        let parent_known = self.dirs.contains_key(&parent);
-        match r {
-            Ok(Step::Accepted) => {
-                assert!(name_ok(name), "file {id} accepted with bad name {name:?}");
-                assert!(size <= MAX_FILE_SIZE, "file {id} accepted with size {size}");
-                assert!(
-                    !self.files.contains_key(&id) && !self.dead.contains(&id),
-                    "file {id} declared twice and accepted"
-                );
-                assert!(parent_known, "file {id} accepted under undeclared {parent}");
-                assert!(self.files.len() < MAX_OPEN_FILES, "file {id} accepted beyond MAX_OPEN_FILES");
-                // File ids are unique in a session (frame.rs: "File id, unique in the session"),
-                // completed ones included: a second declaration would commit a second file.
-                assert!(!self.completed.contains(&id), "file {id} declared again after it completed, and accepted");
-                self.files.insert(
-                    id,
-                    MFile {
-                        size,
-                        chunks: size.div_ceil(CS),
-                        claimed: HashSet::new(),
-                        pending: 0,
-                        written: 0,
-                        end: None,
-                    },
-                );
+        assert_eq!(class_of(&r), want, "file {id} under {parent} named {name:?}, {size} bytes: {r:?}");
+        if want == Class::Accepted {
+            let place = (parent, name.to_vec());
+            self.in_flight.insert(place.clone());
+            if parent == 0 {
+                self.top_files.insert(name.to_vec());
             }
-            Ok(Step::NotYet) => {
-                assert!(!parent_known, "file {id}: NotYet although parent {parent} is declared")
-            }
-            Ok(s) => panic!("file_start {id}: unexpected {s:?}"),
-            Err(e) => assert!(
-                !name_ok(name)
-                    || size > MAX_FILE_SIZE
-                    || self.files.contains_key(&id)
-                    || self.dead.contains(&id)
-                    || self.completed.contains(&id)
-                    || (parent_known && self.files.len() >= MAX_OPEN_FILES),
-                "file {id} refused for no reason: {e}"
-            ),
+            self.accepted_in(parent);
+            self.files.insert(
+                id,
+                MFile {
+                    place,
+                    size,
+                    chunks: size.div_ceil(CS),
+                    claimed: HashSet::new(),
+                    pending: 0,
+                    written: 0,
+                    end: None,
+                },
+            );
         }
+        self.check_open();
+        r
     }
 
-    fn chunk(&mut self, file: u64, offset: u64, len: usize) {
+    /// `Tracker::chunk`, checked against the model; returns the tracker's answer.
+    pub fn chunk(&mut self, file: u64, offset: u64, len: usize) -> Result<Step, ProtoError> {
         let r = self.t.chunk(file, offset, len);
         self.seen(3, &r);
-        match r {
+        match &r {
             Ok(Step::Discard) => {
                 assert!(self.dead.contains(&file), "chunk of file {file} discarded but the file was not abandoned")
             }
@@ -528,12 +678,17 @@ impl Harness {
                 );
             }
         }
+        self.check_open();
+        r
     }
 
-    fn chunk_written(&mut self, file: u64) {
+    /// `Tracker::chunk_written`, for a chunk accepted earlier, checked against the model; `None`
+    /// (and no call) when the file has no accepted chunk outstanding, which would break the
+    /// caller contract.
+    pub fn chunk_written(&mut self, file: u64) -> Option<Step> {
         let expect = match self.files.get_mut(&file) {
             // Calling it for a chunk that was never accepted breaks the caller contract.
-            Some(f) if f.pending == 0 => return,
+            Some(f) if f.pending == 0 => return None,
             Some(f) => {
                 f.pending -= 1;
                 f.written += 1;
@@ -546,16 +701,19 @@ impl Harness {
         if !self.files.contains_key(&file) {
             assert_eq!(s, Step::Discard, "chunk_written for a file that is not open");
         } else if expect {
-            self.expect_complete(file, s);
+            self.expect_complete(file, s.clone());
         } else {
             assert_eq!(s, Step::Accepted, "chunk_written of file {file}");
         }
+        self.check_open();
+        Some(s)
     }
 
-    fn file_end(&mut self, file: u64, size: u64, digest: Option<[u8; 32]>) {
+    /// `Tracker::file_end`, checked against the model; returns the tracker's answer.
+    pub fn file_end(&mut self, file: u64, size: u64, digest: Option<[u8; 32]>) -> Result<Step, ProtoError> {
         let r = self.t.file_end(&FileEnd { file, size, digest });
         self.seen(5, &r);
-        match r {
+        match &r {
             Ok(Step::Discard) => {
                 assert!(self.dead.contains(&file), "file_end of {file} discarded but the file was not abandoned")
             }
@@ -572,9 +730,9 @@ impl Harness {
                 assert_eq!(size, f.size, "file_end of {file} with the wrong size accepted");
                 f.end = Some(digest);
                 if f.written == f.chunks {
-                    self.expect_complete(file, s);
+                    self.expect_complete(file, s.clone());
                 } else {
-                    assert_eq!(s, Step::Accepted, "file {file} completed with chunks missing");
+                    assert_eq!(*s, Step::Accepted, "file {file} completed with chunks missing");
                 }
             }
             Err(_) if self.completed.contains(&file) => {}
@@ -584,10 +742,19 @@ impl Harness {
                 assert!(f.end.is_some() || size != f.size, "good file_end of {file} refused: {e}");
             }
         }
+        self.check_open();
+        r
+    }
+
+    /// Forget open file `file`: its name is free again.
+    fn close(&mut self, file: u64) -> Option<MFile> {
+        let f = self.files.remove(&file)?;
+        self.in_flight.remove(&f.place);
+        Some(f)
     }
 
     fn expect_complete(&mut self, file: u64, s: Step) {
-        let f = self.files.remove(&file).expect("model file");
+        let f = self.close(file).expect("model file");
         assert_eq!(
             s,
             Step::Complete(Completion { file, size: f.size, digest: f.end.flatten() }),
@@ -599,14 +766,51 @@ impl Harness {
         );
     }
 
-    fn abandon(&mut self, file: u64) {
+    /// `Tracker::abandon`, checked against the model; returns the tracker's answer.
+    pub fn abandon(&mut self, file: u64) -> bool {
         let expect = self.files.contains_key(&file) || self.dead.contains(&file);
         let got = self.t.abandon(file);
         self.features |= 1 << (6 * 5 + u32::from(got));
         assert_eq!(got, expect, "abandon({file})");
-        if self.files.remove(&file).is_some() {
+        if self.close(file).is_some() {
             self.dead.insert(file);
         }
+        self.check_open();
+        got
+    }
+
+    /// `Tracker::skip` (a sync offer that needs nothing), checked against the model.
+    pub fn skip(&mut self, file: u64) -> bool {
+        let expect = self.files.contains_key(&file);
+        let got = self.t.skip(file);
+        self.features |= 1 << (6 * 5 + 2 + u32::from(got));
+        assert_eq!(got, expect, "skip({file})");
+        if self.close(file).is_some() {
+            self.completed.insert(file);
+        }
+        self.check_open();
+        got
+    }
+
+    /// `Tracker::prefill` (chunks a sync receiver holds already), checked against the model.
+    /// Ranges are walked chunk by chunk, as the tracker does, so keep them short.
+    pub fn prefill(&mut self, file: u64, have: &[(u64, u64)]) -> u64 {
+        let mut expect = 0;
+        if let Some(f) = self.files.get_mut(&file) {
+            for &(first, count) in have {
+                for i in first..first.saturating_add(count).min(f.chunks) {
+                    if f.claimed.insert(i) {
+                        f.written += 1;
+                        expect += 1;
+                    }
+                }
+            }
+        }
+        let got = self.t.prefill(file, have.iter().copied());
+        self.features |= 1 << (6 * 5 + 4 + u32::from(got > 0));
+        assert_eq!(got, expect, "prefill({file}, {have:?})");
+        self.check_open();
+        got
     }
 
     /// Check the queries a receiver uses at the end of a session.
@@ -694,5 +898,145 @@ mod tests {
 
         let deep = [Op::DirChain { first: 5000, parent: Parent::Root, count: 255 }];
         Harness::run(&deep);
+    }
+
+    fn class(r: Result<Step, ProtoError>) -> Class {
+        class_of(&r)
+    }
+
+    #[test]
+    fn model_reserves_the_receivers_working_names() {
+        assert_eq!(RESERVED_PREFIX, linerate_proto::name::RESERVED_PREFIX);
+        assert!(!name_ok(b".linerate-") && !name_ok(b".linerate-journal") && !name_ok(b".linerate-0"));
+        assert!(name_ok(b".linerate") && name_ok(b"x.linerate-") && name_ok(b"..linerate-"));
+        let mut h = Harness::new();
+        // The name is checked first: BadName even under an undeclared parent or for a reused id.
+        assert_eq!(class(h.dir(1, 9, b".linerate-d", 0o755)), Class::BadName);
+        assert_eq!(class(h.link(0, b".linerate-l", b"x")), Class::BadName);
+        assert_eq!(class(h.file_start(1, 0, b".linerate-journal", 1 << 63)), Class::BadName);
+        assert_eq!(class(h.file_start(1, 0, b"f", 0)), Class::Accepted);
+        assert_eq!(class(h.file_start(1, 0, b".linerate-f", 0)), Class::BadName);
+        assert_eq!(Name::Short(241).bytes(), b".linerate-1");
+        assert_eq!(Name::Short(239).bytes(), b"n15");
+    }
+
+    #[test]
+    fn model_refuses_a_second_file_of_one_name_while_the_first_is_open() {
+        let mut h = Harness::new();
+        assert_eq!(class(h.dir(1, 0, b"d", 0o755)), Class::Accepted);
+        assert_eq!(class(h.file_start(10, 1, b"a", 3)), Class::Accepted);
+        assert_eq!(class(h.file_start(11, 1, b"a", 3)), Class::Violation);
+        assert_eq!(class(h.file_start(11, 1, b"b", 3)), Class::Accepted, "the refused id is still free");
+        // Another directory, or a directory or link of that name, is no conflict for the tracker.
+        assert_eq!(class(h.dir(2, 0, b"e", 0o755)), Class::Accepted);
+        assert_eq!(class(h.file_start(12, 2, b"a", 3)), Class::Accepted);
+        assert_eq!(class(h.link(1, b"a", b"t")), Class::Accepted);
+        // Abandoned: the name is free again.
+        assert!(h.abandon(10));
+        assert_eq!(class(h.file_start(13, 1, b"a", 3)), Class::Accepted);
+        // Completed: free again too.
+        assert_eq!(class(h.chunk(13, 0, 3)), Class::Accepted);
+        assert_eq!(h.chunk_written(13), Some(Step::Accepted));
+        assert!(matches!(h.file_end(13, 3, None), Ok(Step::Complete(_))));
+        assert_eq!(class(h.file_start(14, 1, b"a", 0)), Class::Accepted);
+        // Skipped (sync): free again.
+        assert!(h.skip(14));
+        assert_eq!(class(h.file_start(15, 1, b"a", 0)), Class::Accepted);
+        h.check_final();
+    }
+
+    #[test]
+    fn model_refuses_a_top_level_file_name_twice_in_a_session() {
+        let mut h = Harness::new();
+        assert_eq!(class(h.file_start(1, 0, b"a", 0)), Class::Accepted);
+        assert!(matches!(h.file_end(1, 0, None), Ok(Step::Complete(_))));
+        assert_eq!(class(h.file_start(2, 0, b"a", 0)), Class::Violation, "completed, but still refused");
+        assert_eq!(class(h.file_start(3, 0, b"b", 0)), Class::Accepted);
+        assert!(h.abandon(3));
+        assert_eq!(class(h.file_start(4, 0, b"b", 0)), Class::Violation, "abandoned, but still refused");
+        // Only files count: a directory or link of that name in the root is the tracker's
+        // business no more than it was.
+        assert_eq!(class(h.dir(5, 0, b"c", 0o755)), Class::Accepted);
+        assert_eq!(class(h.file_start(6, 0, b"c", 0)), Class::Accepted);
+        assert_eq!(class(h.link(0, b"c", b"t")), Class::Accepted);
+    }
+
+    #[test]
+    fn model_checks_in_the_trackers_order() {
+        let mut h = Harness::new();
+        // A reused id is refused before its parent is looked up.
+        assert_eq!(class(h.file_start(1, 0, b"a", 0)), Class::Accepted);
+        assert_eq!(class(h.file_start(1, 77, b"z", 0)), Class::Violation);
+        assert_eq!(class(h.dir(5, 0, b"d", 0o755)), Class::Accepted);
+        assert_eq!(class(h.dir(5, 77, b"d", 0o755)), Class::Violation);
+        // The size before the id.
+        assert_eq!(class(h.file_start(1, 0, b"a", u64::MAX)), Class::Invalid);
+        // A name in use only counts once the parent is known: NotYet first.
+        assert_eq!(class(h.file_start(2, 9, b"a", 0)), Class::NotYet);
+        // The cap on files in flight before the name in use.
+        let mut h = Harness::new();
+        for id in 0..MAX_OPEN_FILES as u64 {
+            assert_eq!(class(h.file_start(id, 0, format!("m{id}").as_bytes(), 1)), Class::Accepted);
+        }
+        assert_eq!(class(h.file_start(u64::MAX, 0, b"m0", 1)), Class::Limit);
+        assert!(h.abandon(0));
+        assert_eq!(class(h.file_start(u64::MAX, 0, b"m1", 1)), Class::Violation);
+        assert_eq!(class(h.file_start(u64::MAX, 0, b"m0", 1)), Class::Violation, "declared in the root before");
+    }
+
+    #[test]
+    fn model_lets_a_pull_receive_the_requested_tree_only() {
+        let mut h = Harness::for_pull(b"tree");
+        // NotYet, bad names, reused ids come first; a refused entry does not use up the slot.
+        assert_eq!(class(h.dir(1, 7, b"x", 0o755)), Class::NotYet);
+        assert_eq!(class(h.dir(1, 0, b".linerate-x", 0o755)), Class::BadName);
+        assert_eq!(class(h.dir(1, 0, b"other", 0o755)), Class::Violation);
+        assert_eq!(class(h.link(0, b"tree2", b"/etc")), Class::Violation);
+        assert_eq!(class(h.file_start(5, 0, b"evil", 3)), Class::Violation);
+        assert_eq!(class(h.dir(1, 0, b"tree", 0o755)), Class::Accepted);
+        assert_eq!(class(h.dir(1, 0, b"tree", 0o755)), Class::Violation);
+        assert_eq!(class(h.dir(2, 0, b"tree", 0o755)), Class::Violation, "the requested name twice");
+        assert_eq!(class(h.link(0, b"tree", b"x")), Class::Violation);
+        assert_eq!(class(h.file_start(6, 0, b"tree", 0)), Class::Violation);
+        // Beneath it, anything goes.
+        assert_eq!(class(h.dir(2, 1, b"tree", 0o755)), Class::Accepted);
+        assert_eq!(class(h.file_start(6, 2, b"f", 0)), Class::Accepted);
+        assert_eq!(class(h.link(1, b"l", b"/etc/passwd")), Class::Accepted);
+        assert_eq!(class(h.dir(1, 7, b"x", 0o755)), Class::Violation, "reused id, even under an unknown parent");
+        assert_eq!(h.tracker().dir_path(2), b"tree/tree");
+        h.check_final();
+
+        // A single file, then the same name again.
+        let mut h = Harness::for_pull(b"tree");
+        assert_eq!(class(h.file_start(1, 0, b"tree", 2)), Class::Accepted);
+        assert_eq!(class(h.file_start(2, 0, b"tree", 2)), Class::Violation);
+        assert!(h.abandon(1));
+        assert_eq!(class(h.file_start(3, 0, b"tree", 2)), Class::Violation);
+        assert_eq!(class(h.dir(4, 0, b"tree", 0o755)), Class::Violation);
+
+        // A single link.
+        let mut h = Harness::for_pull(b"tree");
+        assert_eq!(class(h.link(0, b"tree", b"elsewhere")), Class::Accepted);
+        assert_eq!(class(h.link(0, b"tree", b"elsewhere")), Class::Violation);
+        assert_eq!(class(h.dir(1, 0, b"tree", 0o755)), Class::Violation);
+    }
+
+    #[test]
+    fn model_follows_skip_and_prefill() {
+        let mut h = Harness::new();
+        let size = 3 * CS + 7;
+        assert_eq!(class(h.file_start(1, 0, b"f", size)), Class::Accepted);
+        assert_eq!(h.prefill(1, &[(0, 2), (1, 1), (9, 4)]), 2);
+        assert_eq!(class(h.chunk(1, 0, CS as usize)), Class::Violation);
+        assert_eq!(class(h.chunk(1, 3 * CS, 7)), Class::Accepted);
+        assert_eq!(h.chunk_written(1), Some(Step::Accepted));
+        assert_eq!(h.prefill(1, &[(2, 1)]), 1);
+        assert!(matches!(h.file_end(1, size, None), Ok(Step::Complete(_))));
+        assert_eq!(h.prefill(1, &[(0, 1)]), 0);
+        assert_eq!(class(h.file_start(2, 0, b"g", 1)), Class::Accepted);
+        assert!(h.skip(2));
+        assert!(!h.skip(2));
+        assert!(h.chunk(2, 0, 1).is_err());
+        h.check_final();
     }
 }
