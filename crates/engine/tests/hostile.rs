@@ -734,9 +734,18 @@ fn a_silent_or_dribbling_client_is_dropped_at_the_handshake_deadline_without_hol
         })
         .collect();
     std::thread::sleep(Duration::from_millis(200));
+    // A fifth from the same address is over that address's share: closed at once.
+    let mut same = raw_tcp(fx.srv.addr);
+    same.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let r = same.read(&mut [0u8; 8]);
+    assert!(
+        matches!(&r, Ok(0)) || matches!(&r, Err(e) if e.kind() != std::io::ErrorKind::WouldBlock),
+        "a fifth connection from one address was admitted: {r:?}"
+    );
     // While they hold every slot, a further connection takes the slot of the one that has waited
-    // longest (closed at once), so peers that never finish cannot lock anyone out.
-    let mut extra = raw_tcp(fx.srv.addr);
+    // longest (closed at once), so peers that never finish cannot lock anyone out. (From another
+    // address: this one has its four.)
+    let mut extra = connect_from([127, 0, 0, 2], fx.srv.addr).unwrap();
     extra.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
     let r = extra.read(&mut [0u8; 8]);
     assert!(matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock), "the newcomer was not admitted: {r:?}");
