@@ -2,6 +2,8 @@
 //! from two network namespaces and a veth pair, must be named as a path-MTU mismatch.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -39,10 +41,6 @@ impl Drop for Lab {
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
 #[test]
 fn doctor_reports_this_host_as_json_and_refuses_an_unknown_interface() {
     let out = Command::new(bin()).args(["doctor", "--json", "--no-crypto-bench"]).output().unwrap();
@@ -63,8 +61,7 @@ fn doctor_reports_this_host_as_json_and_refuses_an_unknown_interface() {
 
 #[test]
 fn doctor_names_a_path_mtu_mismatch_across_namespaces() {
-    if !is_root() {
-        eprintln!("skipped: creating network namespaces needs root (CI runs as root)");
+    if !support::needs_root("creating network namespaces") {
         return;
     }
     let id = format!("{}{}", std::process::id() % 100_000, COUNTER.fetch_add(1, Ordering::SeqCst));

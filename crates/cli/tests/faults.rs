@@ -8,6 +8,8 @@
 //! linerate anyway; what linerate itself must handle is a connection that dies or stalls.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod support;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -313,8 +315,7 @@ impl Drop for Link {
 
 #[test]
 fn a_link_cut_mid_transfer_fails_clearly_and_a_rerun_completes() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs root for network namespaces (CI runs as root)");
+    if !support::needs_root("a link cut between network namespaces") {
         return;
     }
     let t = scratch();

@@ -2,6 +2,8 @@
 //! `lab up` or `lab run`, or after the owner is killed outright. Needs root, iproute2, iperf3.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -12,11 +14,7 @@ fn bin() -> Command {
 }
 
 fn can_run() -> bool {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: the lab tests need root");
-        return false;
-    }
-    true
+    support::needs_root("the lab tests")
 }
 
 const SCENARIO: &str = r#"

@@ -3,6 +3,23 @@
 
 pub mod sshlab;
 
+/// Variable that lets a run without root skip the tests that need it, knowingly.
+pub const SKIP_ROOT: &str = "LINERATE_SKIP_ROOT_TESTS";
+
+/// Whether a test that needs root (network namespaces, veth, tc) can run: true as root. Without
+/// root it fails loudly, so that a run which tested nothing of those parts never reports ok,
+/// unless `LINERATE_SKIP_ROOT_TESTS=1` says to skip them (then it prints that it did).
+pub fn needs_root(what: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    if std::env::var_os(SKIP_ROOT).is_some_and(|v| v == "1") {
+        eprintln!("SKIPPED, not run: {what} needs root ({SKIP_ROOT}=1)");
+        return false;
+    }
+    panic!("{what} needs root: run the tests as root (CI does), or set {SKIP_ROOT}=1 to skip them knowingly");
+}
+
 /// Write `len` bytes of incompressible, deterministic data to `path`.
 pub fn noise(path: &std::path::Path, len: usize) {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ len as u64;

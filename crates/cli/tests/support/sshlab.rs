@@ -59,18 +59,17 @@ pub struct SshLab {
 }
 
 impl SshLab {
-    /// Build the lab, or `None` with the reason printed when this host cannot (not root, no
-    /// ssh/sshd/ssh-keygen/ip). CI runs as root with all of them installed.
+    /// Build the lab, or `None` when not root and told to skip ([`super::needs_root`]); without
+    /// root otherwise, or without ssh/sshd/ssh-keygen/ip, the test fails saying why. CI runs as
+    /// root with all of them installed.
     pub fn start() -> Option<SshLab> {
-        if !rustix::process::geteuid().is_root() {
-            eprintln!("skipped: needs root for network namespaces (CI runs as root)");
+        if !super::needs_root("the ssh lab (two network namespaces and an sshd)") {
             return None;
         }
         let (Some(sshd), Some(keygen), Some(_), Some(_)) =
             (find(&["/usr/sbin/sshd", "sshd"]), find(&["ssh-keygen"]), find(&["ssh"]), find(&["ip"]))
         else {
-            eprintln!("skipped: needs ssh, sshd, ssh-keygen and ip (openssh-client, openssh-server, iproute2)");
-            return None;
+            panic!("the ssh lab needs ssh, sshd, ssh-keygen and ip: install openssh-client, openssh-server and iproute2 (.ci/run does)");
         };
         let id = format!("{}{}", std::process::id() % 100_000, COUNTER.fetch_add(1, Ordering::Relaxed));
         let dir = tempfile::Builder::new().prefix("linerate-sshlab-").tempdir().unwrap();
