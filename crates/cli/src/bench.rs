@@ -381,15 +381,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
 }
 
 fn engine_err(e: EngineError) -> (anyhow::Error, u8) {
-    let code = match &e {
-        EngineError::Remote {
-            code:
-                linerate_proto::ErrorCode::BadParams | linerate_proto::ErrorCode::Busy | linerate_proto::ErrorCode::Limit,
-            ..
-        } => exit::USAGE,
-        EngineError::Usage(_) | EngineError::Secret(_) => exit::USAGE,
-        _ => exit::SESSION,
-    };
+    let code = exit::of(&e);
     (anyhow::Error::new(e), code)
 }
 

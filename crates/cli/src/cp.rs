@@ -412,12 +412,7 @@ pub(crate) fn run_engine(
             Ok((r, code))
         }
         Err(e) => {
-            let code = match e {
-                EngineError::Usage(_)
-                | EngineError::Secret(_)
-                | EngineError::Remote { code: linerate_proto::ErrorCode::Destination, .. } => exit::USAGE,
-                _ => exit::SESSION,
-            };
+            let code = exit::of(&e);
             Err((anyhow::Error::new(e), code))
         }
     }

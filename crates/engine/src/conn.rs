@@ -428,11 +428,7 @@ fn recv_key_auth(rx: &mut RecvHalf, deadline: Instant, from_host: bool) -> Resul
     let plain = match rx.recv_by(deadline) {
         Ok(Some(p)) => p,
         Ok(None) => return Err(EngineError::net(format!("waiting for {what}"), io::ErrorKind::UnexpectedEof.into())),
-        Err(EngineError::Net { io: source, .. })
-            if matches!(source.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
-        {
-            return Err(EngineError::Timeout(format!("waiting for {what}")))
-        }
+        Err(e) if e.is_timeout() => return Err(EngineError::Timeout(format!("waiting for {what}"))),
         Err(e) => return Err(e),
     };
     match decode_all(plain)?.as_slice() {

@@ -62,12 +62,28 @@ pub enum EngineError {
     /// Waiting for the peer took too long.
     #[error("timed out: {0}")]
     Timeout(String),
+    /// Something failed inside linerate that is neither the user's nor the peer's doing (a
+    /// worker thread panicked, a session ended without a result); a bug to report.
+    #[error("internal error: {0} (please report this)")]
+    Internal(String),
 }
 
 impl EngineError {
     /// Wrap a network error with what we were doing.
     pub fn net(context: impl Into<String>, source: io::Error) -> EngineError {
         EngineError::Net { context: context.into(), io: source }
+    }
+
+    /// Whether this is a wait that ran out: [`EngineError::Timeout`], or a network read or write
+    /// whose timeout expired (`TimedOut`, or `WouldBlock` from a socket timeout).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            EngineError::Timeout(_) => true,
+            EngineError::Net { io, .. } => {
+                matches!(io.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+            }
+            _ => false,
+        }
     }
 
     /// Wrap a file error with its path.

@@ -96,7 +96,7 @@ pub fn pull(
     // a later attach look like a local fault.
     for (i, s) in data.iter().enumerate() {
         if !session.attach(i as u16 + 1, s.rx.socket()) {
-            return Err(EngineError::Usage("data stream refused by the local session".into()));
+            return Err(EngineError::Internal("a data stream was refused by the local session".into()));
         }
     }
     let mut threads = Vec::new();

@@ -438,9 +438,7 @@ impl RecvSession {
                     })
                 }
                 Err(crate::EngineError::Proto(e)) => return Err(e.into()),
-                Err(crate::EngineError::Net { io: source, .. })
-                    if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
-                {
+                Err(e) if e.is_timeout() => {
                     let secs = self.p.idle_timeout.as_secs_f64();
                     return Err(Abort {
                         code: ErrorCode::Protocol,
@@ -833,9 +831,7 @@ impl RecvSession {
                     return Err(Abort { code: ErrorCode::Protocol, message: "peer closed the control stream".into() })
                 }
                 Err(crate::EngineError::Proto(e)) => return Err(e.into()),
-                Err(crate::EngineError::Net { io: source, .. })
-                    if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
-                {
+                Err(e) if e.is_timeout() => {
                     let secs = self.p.idle_timeout.as_secs_f64();
                     return Err(Abort {
                         code: ErrorCode::Protocol,

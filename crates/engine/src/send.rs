@@ -356,9 +356,7 @@ pub(crate) fn await_target(control: &mut conn::Secured, timeout: Duration) -> Re
     // The answer comes at once from a working server; a silent one must not hold us forever.
     control.rx.set_timeout(Some(timeout));
     let answer = match control.rx.recv() {
-        Err(EngineError::Net { io: source, .. })
-            if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
-        {
+        Err(e) if e.is_timeout() => {
             return Err(EngineError::Timeout(format!(
                 "the server did not answer the copy request within {} s",
                 timeout.as_secs_f64()
@@ -661,7 +659,7 @@ pub fn run_sender(
                 let _ = ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).keepalive();
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                first_err.get_or_insert(EngineError::Usage("a sender thread panicked".into()));
+                first_err.get_or_insert(EngineError::Internal("a sender thread panicked".into()));
                 break;
             }
         }
@@ -680,7 +678,10 @@ pub fn run_sender(
     }
     if first_err.is_none() && ctx.queue.is_aborted() {
         // The control reader ended the session (a fatal error, a broken protocol).
-        first_err = Some(EngineError::Usage("the session was aborted".into()));
+        first_err = Some(EngineError::Aborted {
+            code: ErrorCode::Protocol,
+            message: "the session was aborted (the control stream ended it)".into(),
+        });
     }
     if let Some(e) = first_err {
         // Prefer the peer's own explanation if it sent one.
@@ -688,16 +689,12 @@ pub fn run_sender(
         shutdown();
         return Err(match (r, e) {
             (Ok(Err(why @ (EngineError::Remote { .. } | EngineError::Proto(_)))), _) => why,
-            (_, EngineError::Net { io: source, .. })
-                if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
-            {
-                EngineError::Timeout(format!(
-                    "no progress sending to the {} for {} s (link down, or the {} stalled)",
-                    o.peer,
-                    o.stall_timeout.as_secs_f64(),
-                    o.peer
-                ))
-            }
+            (_, e @ EngineError::Net { .. }) if e.is_timeout() => EngineError::Timeout(format!(
+                "no progress sending to the {} for {} s (link down, or the {} stalled)",
+                o.peer,
+                o.stall_timeout.as_secs_f64(),
+                o.peer
+            )),
             (_, EngineError::Net { io: source, .. })
                 if matches!(
                     source.kind(),
@@ -711,7 +708,7 @@ pub fn run_sender(
                     source,
                 )
             }
-            (Ok(Err(why)), EngineError::Usage(_)) => why,
+            (Ok(Err(why)), EngineError::Aborted { .. }) => why,
             (_, e) => e,
         });
     }
@@ -732,7 +729,7 @@ pub fn run_sender(
             return Err(EngineError::Timeout(format!("the receiver sent no summary within {secs} s of the end")));
         }
         Err(mpsc::RecvTimeoutError::Disconnected) => {
-            return Err(EngineError::Usage("control reader ended without a result".into()))
+            return Err(EngineError::Internal("the control reader ended without a result".into()))
         }
     };
     let _ = reader.join();

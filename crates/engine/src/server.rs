@@ -586,9 +586,7 @@ fn control(
         },
         Ok(None) => Err(ProtoError::Truncated("session before Begin")),
         Err(EngineError::Proto(e)) => Err(e),
-        Err(EngineError::Net { io, .. }) if io.kind() == std::io::ErrorKind::TimedOut => {
-            Err(ProtoError::Violation("no request before the handshake deadline".into()))
-        }
+        Err(e) if e.is_timeout() => Err(ProtoError::Violation("no request before the handshake deadline".into())),
         Err(e) => Err(ProtoError::Violation(e.to_string())),
     };
     let (dest, sources, chunk_size, flags, streams) = match begin {

@@ -316,9 +316,7 @@ impl BenchClient {
         let plain = match self.rx.recv() {
             Ok(Some(p)) => p,
             Ok(None) => return Err(ProtoError::Truncated("the server closed the control connection").into()),
-            Err(EngineError::Net { io: source, .. })
-                if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
-            {
+            Err(e) if e.is_timeout() => {
                 return Err(EngineError::Timeout("waiting for the server on the control connection".into()))
             }
             Err(e) => return Err(e),
@@ -464,7 +462,7 @@ impl BenchClient {
         let mut buffers = None;
         let mut errors = Vec::new();
         for t in threads {
-            let w = t.join().map_err(|_| EngineError::Usage("a benchmark worker thread panicked".into()))?;
+            let w = t.join().map_err(|_| EngineError::Internal("a benchmark worker thread panicked".into()))?;
             let _ = hist.add(&w.hist);
             tcp.extend(w.tcp);
             buffers = buffers.or(w.buffers);

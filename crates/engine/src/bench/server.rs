@@ -214,7 +214,7 @@ fn run_test(
         let ev = next_event(rx, machine, limit);
         let now = Instant::now();
         sampler_stop.store(true, Relaxed);
-        let mut sampler = sampler.join().map_err(|_| EngineError::Usage("the sampler thread panicked".into()))?;
+        let mut sampler = sampler.join().map_err(|_| EngineError::Internal("the sampler thread panicked".into()))?;
         sampler.freeze(now);
         match ev? {
             ServerEvent::Stop => Ok((sampler, now, running)),
