@@ -172,6 +172,11 @@ pub struct ServeArgs {
     /// that is not free.
     #[arg(long, value_name = "MIB", default_value_t = 1024)]
     max_buffer_memory: usize,
+    /// On SIGTERM or SIGINT: stop accepting, let running sessions finish for this many
+    /// seconds, then abort the rest cleanly (unfinished files removed, resumable ones kept) and
+    /// exit 0. A second signal aborts them at once.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    shutdown_grace: u64,
     /// Seconds a stream may stay silent mid-session.
     #[arg(long, default_value_t = 300)]
     idle_timeout: u64,
@@ -615,6 +620,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(a.ssh.connect_deadline.max(1)));
     cfg.max_sessions = a.max_sessions.max(1);
     cfg.max_buffer_memory = a.max_buffer_memory.max(1).saturating_mul(1 << 20);
+    cfg.shutdown_grace = Duration::from_secs(a.shutdown_grace);
     cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
     cfg.log = !a.quiet;
@@ -648,6 +654,10 @@ pub fn run_serve(a: ServeArgs) -> u8 {
             cap(a.max_rate_total)
         );
     }
+    if let Err(e) = stop_on_signals(server.stopper(), a.shutdown_grace, a.quiet) {
+        eprintln!("linerate serve: installing signal handlers: {e}");
+        return exit::SESSION;
+    }
     match server.run() {
         Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => exit::OK,
         Ok(Some(recv::Outcome::Done(_))) => exit::PARTIAL,
@@ -658,6 +668,35 @@ pub fn run_serve(a: ServeArgs) -> u8 {
             exit::SESSION
         }
     }
+}
+
+/// SIGTERM and SIGINT stop the server: the first lets running sessions finish within the grace,
+/// a second aborts them now. A watcher thread turns the handlers' flag into [`Stopper::stop`].
+fn stop_on_signals(stopper: linerate_engine::server::Stopper, grace: u64, quiet: bool) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+    std::thread::spawn(move || {
+        let mut signals = 0;
+        loop {
+            std::thread::sleep(Duration::from_millis(50));
+            if !flag.swap(false, SeqCst) {
+                continue;
+            }
+            signals += 1;
+            if !quiet {
+                if signals == 1 {
+                    eprintln!("linerate serve: stopping: no new sessions; running ones have {grace} s to finish (signal again to abort them now)");
+                } else {
+                    eprintln!("linerate serve: aborting the running sessions");
+                }
+            }
+            stopper.stop();
+        }
+    });
+    Ok(())
 }
 
 #[cfg(test)]

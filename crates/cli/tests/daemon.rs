@@ -347,3 +347,79 @@ fn key_flags_with_an_ssh_operand_are_refused_not_ignored() {
         assert!(text(&out).contains("for a running server (HOST:PORT:PATH)"), "{}", text(&out));
     }
 }
+
+/// `serve` on SIGTERM mid-copy: it stops accepting and lets the running copy finish within
+/// `--shutdown-grace`, then exits 0; with a grace too short for the copy, it aborts the copy
+/// cleanly (the client is told why and exits 3, nothing unfinished appears under its final name,
+/// the verified part is kept) and still exits 0, and the same copy run again resumes.
+#[test]
+fn serve_on_sigterm_finishes_running_copies_within_the_grace_then_aborts_them_cleanly() {
+    let h = Home::new();
+    let (root, src) = (h.path().join("root"), h.path().join("src"));
+    fs::create_dir_all(&root).unwrap();
+    fs::create_dir_all(&src).unwrap();
+    // 8 MB at 16 Mbit/s (2 MB/s): about 4 s.
+    noise(&src.join("big.bin"), 8 << 20);
+    let key = h.path().join("id");
+    let line = h.keygen(&key, "client");
+    let sigterm = |child: &Child| {
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    };
+    let wait = |child: &mut Child, limit: std::time::Duration| -> (Option<i32>, std::time::Duration) {
+        let t = std::time::Instant::now();
+        while t.elapsed() < limit {
+            if let Some(st) = child.try_wait().unwrap() {
+                return (st.code(), t.elapsed());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("still running after {limit:?}");
+    };
+    for (grace, finishes) in [("20", true), ("1", false)] {
+        // An existing directory, so that the run and its rerun both copy `src` into it.
+        let dest = format!("dest-{grace}");
+        fs::create_dir(root.join(&dest)).unwrap();
+        let mut srv =
+            serve(&h, &root, &format!("{line}\n"), &["--max-rate-per-client", "16M", "--shutdown-grace", grace]);
+        let copy = |h: &Home, addr: &str| {
+            let mut c = h.cmd();
+            c.args(["cp", "-q", "--identity"]).arg(&key).arg(&src).arg(format!("{addr}:{dest}"));
+            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        };
+        let client = copy(&h, &srv.addr);
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        sigterm(&srv.child);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // No new session starts once it is stopping.
+        let late =
+            h.cmd().args(["cp", "-q", "--identity"]).arg(&key).arg(&src).arg(format!("{}:late", srv.addr)).output();
+        assert_ne!(late.unwrap().status.code(), Some(0), "a copy started after SIGTERM");
+        let out = client.wait_with_output().unwrap();
+        let (code, _) = wait(&mut srv.child, std::time::Duration::from_secs(30));
+        assert_eq!(code, Some(0), "serve did not exit 0 after SIGTERM (grace {grace})");
+        let landed = root.join(&dest).join("src/big.bin");
+        if finishes {
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+            assert_eq!(fs::read(&landed).unwrap(), fs::read(src.join("big.bin")).unwrap());
+        } else {
+            assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+            assert!(text(&out).contains("shutting down"), "{}", text(&out));
+            assert!(!landed.exists(), "an unfinished file appeared under its final name");
+            // Run again against a new server: the copy completes, resuming what had arrived.
+            let srv = serve(&h, &root, &format!("{line}\n"), &[]);
+            let out = h
+                .cmd()
+                .args(["cp", "--json", "--identity"])
+                .arg(&key)
+                .arg(&src)
+                .arg(format!("{}:{dest}", srv.addr))
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+            assert_eq!(fs::read(&landed).unwrap(), fs::read(src.join("big.bin")).unwrap());
+            let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(j["resumed_bytes"].as_u64().unwrap_or(0) > 0, "nothing was resumed: {j}");
+        }
+    }
+}

@@ -69,6 +69,9 @@ pub struct ServerConfig {
     /// (streams × the data record cap of its chunk size, plus its control stream's) and is
     /// refused as busy when that is not free; buffers grow only as record bytes arrive.
     pub max_buffer_memory: usize,
+    /// On shutdown ([`Stopper::stop`], `serve` on SIGTERM/SIGINT): how long running sessions
+    /// may go on to finish before they are aborted (`serve --shutdown-grace`).
+    pub shutdown_grace: Duration,
 }
 
 /// Most bytes of record buffers one copy session may reserve; a push that would need more
@@ -117,6 +120,7 @@ impl ServerConfig {
             rate_total: None,
             paths: PathMode::BeneathRoot,
             max_buffer_memory: 1 << 30,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 
@@ -176,6 +180,30 @@ struct Shared {
     rates: Arc<Governor>,
     /// Bytes of record buffers reserved by running copy sessions.
     buffers: AtomicUsize,
+    /// Sessions running, to end them at shutdown: their control socket and, for a push, the
+    /// receiving session.
+    running: Mutex<HashMap<u64, Running>>,
+    next_running: std::sync::atomic::AtomicU64,
+    /// Set by a second stop: abort running sessions now rather than at the end of the grace.
+    hurry: AtomicBool,
+}
+
+/// A running session, as shutdown sees it.
+struct Running {
+    control: Option<TcpStream>,
+    recv: Option<Arc<RecvSession>>,
+}
+
+/// Removes a session from [`Shared::running`] when it ends.
+struct RunningGuard<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.id);
+    }
 }
 
 /// Connections in their handshake, by arrival.
@@ -217,6 +245,69 @@ struct Reservation<'a> {
 }
 
 impl Shared {
+    /// Register a running session (its control socket) until the guard drops.
+    fn run_session(&self, control: Option<TcpStream>) -> RunningGuard<'_> {
+        let id = self.next_running.fetch_add(1, Relaxed);
+        self.running.lock().unwrap_or_else(PoisonError::into_inner).insert(id, Running { control, recv: None });
+        RunningGuard { shared: self, id }
+    }
+
+    /// Stop accepting: the accept loop ends at its next connection, which this makes.
+    fn stop_accepting(&self) {
+        if !self.stop.swap(true, Relaxed) {
+            let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        }
+    }
+
+    /// After the accept loop ended on a stop: let running sessions finish within the grace, then
+    /// abort the rest cleanly (a push's receiver removes its unfinished files and keeps resumable
+    /// partial files; nothing unfinished is ever under a final name), and wait for them to end.
+    fn drain(&self) {
+        let grace = Instant::now() + self.cfg.shutdown_grace;
+        let idle =
+            || self.active.load(Relaxed) == 0 && self.running.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
+        while !idle() && Instant::now() < grace && !self.hurry.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if idle() {
+            return;
+        }
+        let running: Vec<(Option<TcpStream>, Option<Arc<RecvSession>>)> = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|r| (r.control.as_ref().and_then(|s| s.try_clone().ok()), r.recv.clone()))
+            .collect();
+        if self.cfg.log {
+            eprintln!("linerate serve: shutting down: aborting {} session(s) still running", running.len());
+        }
+        for (control, recv) in running {
+            match recv {
+                Some(session) => session.abort(Abort {
+                    code: ErrorCode::Busy,
+                    message: "the server is shutting down; run the copy again to resume it".into(),
+                }),
+                None => {
+                    if let Some(s) = control {
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+            }
+        }
+        let end = Instant::now() + Duration::from_secs(10);
+        while !idle() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Let shutdown abort running session `id` through its receiver (a push).
+    fn track_recv(&self, id: u64, session: &Arc<RecvSession>) {
+        if let Some(r) = self.running.lock().unwrap_or_else(PoisonError::into_inner).get_mut(&id) {
+            r.recv = Some(session.clone());
+        }
+    }
+
     /// A connection from `ip` left its handshake.
     fn leave_source(&self, ip: IpAddr) {
         let mut per = self.per_source.lock().unwrap_or_else(PoisonError::into_inner);
@@ -244,6 +335,21 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// Stops a server from another thread (a signal handler's watcher): the first [`Stopper::stop`]
+/// ends accepting and lets running sessions finish within the grace; a second aborts them now.
+#[derive(Clone)]
+pub struct Stopper(Arc<Shared>);
+
+impl Stopper {
+    /// Stop accepting; on a second call, abort running sessions without waiting for the grace.
+    pub fn stop(&self) {
+        if self.0.stop.load(Relaxed) {
+            self.0.hurry.store(true, Relaxed);
+        }
+        self.0.stop_accepting();
+    }
+}
+
 /// A bound server.
 pub struct Server {
     listener: TcpListener,
@@ -266,8 +372,7 @@ impl ServerHandle {
     }
 
     fn shutdown(&mut self) {
-        self.shared.stop.store(true, Relaxed);
-        let _ = TcpStream::connect_timeout(&self.shared.addr, Duration::from_secs(1));
+        self.shared.stop_accepting();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -323,6 +428,9 @@ impl Server {
             done: Mutex::new(Some(tx)),
             rates,
             buffers: AtomicUsize::new(0),
+            running: Mutex::new(HashMap::new()),
+            next_running: std::sync::atomic::AtomicU64::new(0),
+            hurry: AtomicBool::new(false),
         });
         Ok(Server { listener, shared, done_rx })
     }
@@ -330,6 +438,11 @@ impl Server {
     /// The bound address (with the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.addr
+    }
+
+    /// A handle that stops this server from another thread.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(self.shared.clone())
     }
 
     /// Run on a background thread.
@@ -373,6 +486,9 @@ impl Server {
             };
         }
         accept_loop(&self.listener, &shared);
+        // New connections are refused from here on, not left waiting in the listen queue.
+        drop(self.listener);
+        shared.drain();
         Ok(None)
     }
 }
@@ -485,9 +601,16 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
         StreamKind::Control => {
             shared.active.fetch_add(1, Relaxed);
             shared.started.store(true, Relaxed);
+            let _running = shared.run_session(sock_copy.as_ref().and_then(|s| s.try_clone().ok()));
+            if shared.stop.load(Relaxed) && !shared.cfg.once {
+                // Shutting down: a session whose handshake was under way does not start.
+                let _ = fatal(&mut sec.tx, ErrorCode::Busy, "the server is shutting down".into());
+                shared.active.fetch_sub(1, Relaxed);
+                return;
+            }
             let grant = grant(&shared, &mut sec, peer);
             let outcome = match grant {
-                Ok(g) => control(&shared, sec, sock_copy, deadline, local, &g),
+                Ok(g) => control(&shared, sec, sock_copy, deadline, local, &g, _running.id),
                 Err(o) => Some(o),
             };
             shared.active.fetch_sub(1, Relaxed);
@@ -539,6 +662,7 @@ fn control(
     deadline: Instant,
     local: Option<IpAddr>,
     grant: &Grant,
+    running: u64,
 ) -> Option<Outcome> {
     // A key with `root=` is confined beneath its own directory instead of --root.
     let key_root = match grant.root.as_ref().map(|r| fsx::open_root(r).map_err(|e| (r, e))).transpose() {
@@ -648,6 +772,7 @@ fn control(
         SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout, pull_of: None };
     let session = RecvSession::new(params, d, sec.tx);
     session.pace_with(admit_rate(shared, grant.rate));
+    shared.track_recv(running, &session);
     if let Some(s) = sock {
         session.add_socket(s);
     }
