@@ -9,10 +9,11 @@ use crate::fsx::{self, Destination, DirCache};
 use crate::journal::{self, Journal};
 use crate::rate::SessionRate;
 use crate::send::{ListSink, Progress};
+use linerate_proto::copy::{ReceiverControl, ReceiverEvent};
 use linerate_proto::frame::{
     Chunk, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, Keep, LinkEntry, Note, Offer, Ranges, Summary, Time,
-    Want, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY, NOTE_DELETED,
-    NOTE_WOULD_DELETE, WANT_ALL, WANT_MISSING, WANT_NONE, WANT_REFUSED,
+    Want, FLAG_CHECKSUM, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_VERIFY, NOTE_DELETED, NOTE_WOULD_DELETE, WANT_ALL,
+    WANT_MISSING, WANT_NONE, WANT_REFUSED,
 };
 use linerate_proto::track::{Completion, Step, Tracker};
 use linerate_proto::{frame, ErrorCode, ProtoError};
@@ -27,8 +28,9 @@ use std::time::{Duration, Instant};
 /// How an abort caused by the sender's `Fatal` begins (a pull shows it as the server's error).
 pub const SENDER_ENDED: &str = "the sender ended the session: ";
 
-/// How long a frame may wait for the declaration it refers to (sent on another stream).
-const WAIT_LIMIT: Duration = Duration::from_secs(120);
+/// How long a frame may wait for the declaration it refers to (sent on another stream), and the
+/// streams may take to end after `Finish`.
+const WAIT_LIMIT: Duration = linerate_proto::copy::END_WAIT;
 
 /// Parameters of one session, from the client's `Begin` and the server's settings.
 #[derive(Debug, Clone)]
@@ -70,8 +72,9 @@ struct State {
     tracker: Tracker,
     dirs: DirCache,
     open: HashMap<u64, Slot>,
-    attached: HashSet<u16>,
-    ended: u16,
+    /// The session-level rules: attached and ended streams, progress, `Finish` (crates/proto
+    /// `copy`).
+    ctl: ReceiverControl,
     /// `--delete`: names kept so far per directory (None once over the cap).
     keeps: HashMap<u64, Option<HashSet<Box<[u8]>>>>,
 }
@@ -128,13 +131,6 @@ pub struct RecvSession {
     on_error: Option<crate::send::ErrorSink>,
     /// Paces what the data streams receive (a server's cap or fair share, a pull's --bwlimit).
     pace: OnceLock<SessionRate>,
-    /// When the session started; `progress_ms` counts from it.
-    started: Instant,
-    /// When a record with frames last arrived, or this side last finished its own work on one.
-    progress_ms: AtomicU64,
-    /// The control stream is working on a record (hashing for `--checksum`, opening journals):
-    /// the sender's silence then is this side's doing.
-    working: AtomicBool,
 }
 
 /// The answer to an offer: verdict, chunk ranges held, and the file to write (none when nothing
@@ -187,8 +183,7 @@ impl RecvSession {
                 },
                 dirs: DirCache::new(dest.dir),
                 open: HashMap::new(),
-                attached: HashSet::new(),
-                ended: 0,
+                ctl: ReceiverControl::new(p.flags, p.streams, p.idle_timeout, Instant::now()),
                 keeps: HashMap::new(),
             }),
             p,
@@ -204,34 +199,13 @@ impl RecvSession {
             list,
             on_error,
             pace: OnceLock::new(),
-            started: Instant::now(),
-            progress_ms: AtomicU64::new(0),
-            working: AtomicBool::new(false),
         })
     }
 
-    /// A record with frames arrived, or this side finished its work on one: the session moves.
-    fn progressed(&self) {
-        self.progress_ms.store(self.started.elapsed().as_millis() as u64, Relaxed);
-    }
-
-    /// A keepalive arrived: fine while the session moves, but keepalives alone for the idle
-    /// timeout end it (a sender that only proves it is alive would hold it forever).
-    fn keepalive(&self) -> Result<(), Abort> {
-        if self.working.load(Relaxed) {
-            return Ok(());
-        }
-        let idle = self.started.elapsed().saturating_sub(Duration::from_millis(self.progress_ms.load(Relaxed)));
-        if idle < self.p.idle_timeout {
-            return Ok(());
-        }
-        Err(Abort {
-            code: ErrorCode::Protocol,
-            message: format!(
-                "the sender sent nothing but keepalives for {:.0} s (the idle timeout): no progress",
-                idle.as_secs_f64()
-            ),
-        })
+    /// A record arrived: with frames it is progress; a keepalive ends the session once nothing
+    /// else came for the idle timeout ([`ReceiverControl::handle_record`]).
+    fn record(&self, empty: bool) -> Result<(), Abort> {
+        self.lock().ctl.handle_record(empty, Instant::now()).map_err(Abort::from)
     }
 
     /// The sender's `Finish` totals (zero until it arrived).
@@ -291,7 +265,7 @@ impl RecvSession {
     /// Whether data stream `stream` would be admitted (asked before its handshake, so that a
     /// stream beyond the announced count costs the server nothing).
     pub fn can_attach(&self, stream: u16) -> bool {
-        !self.aborted.load(Relaxed) && (1..=self.p.streams).contains(&stream) && !self.lock().attached.contains(&stream)
+        !self.aborted.load(Relaxed) && self.lock().ctl.can_attach(stream)
     }
 
     /// Admit data stream `stream`; each index once, within the count the client announced.
@@ -299,7 +273,7 @@ impl RecvSession {
         if self.aborted.load(Relaxed) || stream == 0 || stream > self.p.streams {
             return false;
         }
-        let ok = self.lock().attached.insert(stream);
+        let ok = self.lock().ctl.attach(stream);
         if ok {
             if let Some(s) = sock {
                 self.sockets.lock().unwrap_or_else(PoisonError::into_inner).push(s);
@@ -393,7 +367,7 @@ impl RecvSession {
                 return Ok(v);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || st.ended.saturating_add(u16::from(!control)) >= self.p.streams {
+            if left.is_zero() || st.ctl.ended().saturating_add(u16::from(!control)) >= self.p.streams {
                 return Err(ProtoError::Violation("a frame refers to an entry that was never declared".into()).into());
             }
             st = self.wait(st, left);
@@ -420,7 +394,7 @@ impl RecvSession {
         self.n.cpu_sys.fetch_add(used.sys_us, Relaxed);
         match r {
             Ok(()) => {
-                self.lock().ended += 1;
+                self.lock().ctl.stream_ended();
                 self.wake();
             }
             Err(a) => self.abort(a),
@@ -447,11 +421,10 @@ impl RecvSession {
                 }
                 Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
             };
+            self.record(plain.is_empty())?;
             if plain.is_empty() {
-                self.keepalive()?;
                 continue;
             }
-            self.progressed();
             if let Some(pace) = self.pace.get() {
                 pace.take(plain.len());
             }
@@ -730,19 +703,16 @@ impl RecvSession {
             }
         };
         // Every stream must end; Finish only comes after the client saw all its streams through.
-        let deadline = Instant::now() + WAIT_LIMIT;
         let mut st = self.lock();
-        while st.ended < self.p.streams && !self.aborted.load(Relaxed) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+        while !st.ctl.all_ended() && !self.aborted.load(Relaxed) {
+            let now = Instant::now();
+            if let Err(e) = st.ctl.handle_timeout(now) {
                 drop(st);
-                self.abort(Abort {
-                    code: ErrorCode::Protocol,
-                    message: "data streams did not end after Finish".into(),
-                });
+                self.abort(e.into());
                 return self.aborted_outcome();
             }
-            st = self.wait(st, left);
+            let left = st.ctl.poll_timeout().map_or(WAIT_LIMIT, |d| d.saturating_duration_since(now));
+            st = self.wait(st, left.max(Duration::from_millis(1)));
         }
         if self.aborted.load(Relaxed) {
             return self.aborted_outcome();
@@ -823,7 +793,7 @@ impl RecvSession {
         loop {
             let plain = match rx.recv() {
                 Ok(Some([])) => {
-                    self.keepalive()?;
+                    self.record(true)?;
                     continue;
                 }
                 Ok(Some(p)) => p,
@@ -840,11 +810,10 @@ impl RecvSession {
                 }
                 Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
             };
-            self.progressed();
-            self.working.store(true, Relaxed);
+            self.record(false)?;
+            self.lock().ctl.working(true, Instant::now());
             let fin = self.control_record(plain, &mut wants);
-            self.working.store(false, Relaxed);
-            self.progressed();
+            self.lock().ctl.working(false, Instant::now());
             let fin = fin?;
             if !wants.is_empty() {
                 let frames: Vec<Frame<'_>> = wants
@@ -869,23 +838,15 @@ impl RecvSession {
     fn control_record(&self, plain: &[u8], wants: &mut Vec<(u64, u8, Vec<u8>)>) -> Result<Option<Finish>, Abort> {
         let mut fin = None;
         for f in frame::frames(plain) {
-            if fin.is_some() {
-                return Err(ProtoError::Violation("frames after Finish".into()).into());
-            }
-            match f? {
-                Frame::Offer(o) if self.has(FLAG_SYNC) => self.on_offer(&o, wants)?,
-                Frame::Keep(k) if self.has(FLAG_DELETE) => self.on_keep(&k)?,
-                Frame::Finish(x) => fin = Some(x),
-                Frame::Fatal(f) => {
+            let event = self.lock().ctl.handle_control_frame(f?, Instant::now())?;
+            match event {
+                ReceiverEvent::Offer(o) => self.on_offer(&o, wants)?,
+                ReceiverEvent::Keep(k) => self.on_keep(&k)?,
+                ReceiverEvent::Finish(x) => fin = Some(x),
+                ReceiverEvent::Fatal(f) => {
                     // The sender gave up (a pull's server); say why, in its words.
                     let message = format!("{SENDER_ENDED}{}", linerate_proto::name::escape(f.message));
                     return Err(Abort { code: ErrorCode::from_u16(f.code), message });
-                }
-                other => {
-                    return Err(ProtoError::Violation(format!(
-                        "frame {other:?} is not allowed on the control stream now"
-                    ))
-                    .into())
                 }
             }
         }
@@ -1016,9 +977,6 @@ impl RecvSession {
     /// `--delete`: the names source directory `k.dir` holds; after the last part, remove
     /// everything else in it.
     fn on_keep(&self, k: &Keep<'_>) -> Result<(), Abort> {
-        if k.dir == 0 {
-            return Err(ProtoError::Violation("Keep for the destination itself".into()).into());
-        }
         let done = self.until_from(true, |st| {
             if st.tracker.dir_info(k.dir).is_none() {
                 return Ok(None);

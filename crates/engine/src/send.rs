@@ -12,10 +12,11 @@ use crate::secret::Secret;
 use crate::walk::{self, shown, Item, Root, SrcFile};
 use crate::EngineError;
 use linerate_proto::caps::RECORD_OVERHEAD;
+use linerate_proto::copy::{SenderControl, SenderEvent, SenderTimeouts};
 use linerate_proto::frame::{
-    self, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, Keep, LinkEntry, Names, Offer, Summary, Want,
-    FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY, NOTE_DELETED, NOTE_WOULD_DELETE,
-    WANT_MISSING, WANT_NONE, WANT_REFUSED,
+    self, DirEntry, FileAbort, FileEnd, FileStart, Finish, Frame, Keep, LinkEntry, Names, Offer, Summary,
+    FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY, NOTE_WOULD_DELETE, WANT_MISSING,
+    WANT_NONE, WANT_REFUSED,
 };
 use linerate_proto::hello::{StreamKind, Suite};
 use linerate_proto::record::HEADER_LEN;
@@ -26,7 +27,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -291,8 +292,6 @@ struct Ctx {
     verify: bool,
     /// Files were offered (declared) on the control stream: no `FileStart` on data streams.
     sync: bool,
-    /// Longest wait for progress (here: for answers to offers).
-    stall_timeout: Duration,
     /// Set when the receiver stopped answering offers.
     stalled: AtomicBool,
     keepalive: Duration,
@@ -462,11 +461,24 @@ pub struct Sent {
 /// `MAX_OPEN_FILES` declared files, and the wanted ones wait in the queue beside these.
 const OFFER_WINDOW: usize = 1024;
 
-/// Offers awaiting their `Want`.
-#[derive(Default)]
+/// The control stream's state: offers awaiting their `Want` and the protocol's rules for what
+/// the receiver may answer and when ([`SenderControl`]), under one lock.
 struct Offers {
-    files: Mutex<HashMap<u64, SrcFile>>,
+    state: Mutex<OfferState>,
     changed: Condvar,
+}
+
+struct OfferState {
+    /// Offered files by id, to queue when their `Want` comes.
+    files: HashMap<u64, SrcFile>,
+    /// What the receiver may send and every deadline of the wait for it.
+    ctl: SenderControl,
+}
+
+impl Offers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OfferState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// The sending side of a session: walk `roots`, send every entry over `data`, then `Finish` on
@@ -491,7 +503,6 @@ pub fn run_sender(
         chunk: o.chunk,
         verify: o.has(FLAG_VERIFY),
         sync: o.has(FLAG_SYNC),
-        stall_timeout: o.stall_timeout,
         stalled: AtomicBool::new(false),
         keepalive: o.keepalive,
         totals: Totals::default(),
@@ -499,18 +510,23 @@ pub fn run_sender(
         on_error: on_error.clone(),
         pace: o.pace.clone(),
     });
-    let offers = Arc::new(Offers::default());
+    let timeouts = SenderTimeouts { stall: o.stall_timeout, summary: o.summary_wait };
+    let offers = Arc::new(Offers {
+        state: Mutex::new(OfferState {
+            files: HashMap::new(),
+            ctl: SenderControl::new(o.flags, o.chunk as u32, timeouts, Instant::now()),
+        }),
+        changed: Condvar::new(),
+    });
     let ctl_tx = Arc::new(Mutex::new(control.tx));
     // Control reader: wants, notes and per-entry errors as they come, then the summary or a
     // fatal error.
     let (done_tx, done_rx) = mpsc::channel::<Result<Summary, EngineError>>();
     let data_socks: Vec<TcpStream> = data.iter().filter_map(|s| s.rx.socket()).collect();
     let mut crx = control.rx;
-    // Set just before `Finish` goes out: a summary before it is the peer breaking the protocol.
-    let finish_sent = Arc::new(AtomicBool::new(false));
     let reader = {
-        let (ctx, offers, finish_sent, list) = (ctx.clone(), offers.clone(), finish_sent.clone(), o.list.clone());
-        let (dry, deleting) = (o.has(FLAG_DRY_RUN), o.has(FLAG_DELETE));
+        let (ctx, offers, list) = (ctx.clone(), offers.clone(), o.list.clone());
+        let dry = o.has(FLAG_DRY_RUN);
         std::thread::spawn(move || {
             let result = loop {
                 let plain = match crx.recv() {
@@ -529,44 +545,31 @@ pub fn run_sender(
                             break;
                         }
                     };
-                    match f {
-                        Frame::Error(e) => (ctx.on_error)(format!(
-                            "remote: {}: {} ({})",
-                            name::escape(e.path),
-                            name::escape(e.message),
-                            ErrorCode::from_u16(e.code).describe()
-                        )),
-                        Frame::Want(w) => {
-                            if let Err(e) = on_want(&ctx, &offers, &w, dry, &list) {
-                                out = Some(Err(e.into()));
+                    // The protocol's rules decide what this frame may be (crates/proto `copy`).
+                    let mut st = offers.lock();
+                    match st.ctl.handle_frame(f, Instant::now()) {
+                        Err(e) => out = Some(Err(e.into())),
+                        Ok(SenderEvent::Want { file, verdict, held }) => {
+                            on_want(&ctx, &offers, st, file, verdict, held, dry, &list);
+                        }
+                        Ok(event) => {
+                            drop(st);
+                            match event {
+                                SenderEvent::Error(e) => (ctx.on_error)(format!(
+                                    "remote: {}: {} ({})",
+                                    name::escape(e.path),
+                                    name::escape(e.message),
+                                    ErrorCode::from_u16(e.code).describe()
+                                )),
+                                SenderEvent::Note(n) => {
+                                    ctx.totals.deleted.fetch_add(1, Relaxed);
+                                    let what = if n.kind == NOTE_WOULD_DELETE { "would delete" } else { "deleted" };
+                                    ListSink::say(&list, &format!("{what} {}", name::escape(n.path)));
+                                }
+                                SenderEvent::Summary(s) => out = Some(Ok(s)),
+                                SenderEvent::Fatal(f) => out = Some(Err(remote(f.code, f.message))),
+                                SenderEvent::Want { .. } => {}
                             }
-                        }
-                        // A deletion report only answers `--delete`, of the kind the request asked for.
-                        Frame::Note(n) if !deleting || n.kind != if dry { NOTE_WOULD_DELETE } else { NOTE_DELETED } => {
-                            out = Some(Err(ProtoError::Violation(format!(
-                                "a deletion report (kind {}) the request did not ask for",
-                                n.kind
-                            ))
-                            .into()))
-                        }
-                        Frame::Note(n) => {
-                            ctx.totals.deleted.fetch_add(1, Relaxed);
-                            let what = if n.kind == NOTE_WOULD_DELETE { "would delete" } else { "deleted" };
-                            ListSink::say(&list, &format!("{what} {}", name::escape(n.path)));
-                        }
-                        Frame::Summary(s) if finish_sent.load(SeqCst) => out = Some(Ok(s)),
-                        Frame::Summary(_) => {
-                            out = Some(Err(ProtoError::Violation(
-                                "the receiver sent its summary before the sender finished".into(),
-                            )
-                            .into()))
-                        }
-                        Frame::Fatal(f) => out = Some(Err(remote(f.code, f.message))),
-                        other => {
-                            out = Some(Err(ProtoError::Violation(format!(
-                                "unexpected {other:?} from the peer on the control stream"
-                            ))
-                            .into()))
                         }
                     }
                     if out.is_some() {
@@ -615,15 +618,14 @@ pub fn run_sender(
             );
             // Every offer must be answered before the streams may finish.
             out.flush(&ctx);
-            let mut pending = offers.files.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut last = (pending.len(), Instant::now());
-            while !pending.is_empty() && !ctx.queue.is_aborted() {
-                pending = offers.changed.wait_timeout(pending, WANT_POLL).unwrap_or_else(PoisonError::into_inner).0;
-                if stalled(&ctx, &mut last, pending.len()) {
+            let mut st = offers.lock();
+            while !st.files.is_empty() && !ctx.queue.is_aborted() {
+                st = offers.changed.wait_timeout(st, WANT_POLL).unwrap_or_else(PoisonError::into_inner).0;
+                if stalled(&ctx, &mut st) {
                     break;
                 }
             }
-            drop(pending);
+            drop(st);
             ctx.queue.walker_done();
             ctx.progress.walk_done.store(1, Relaxed);
         })
@@ -719,14 +721,23 @@ pub fn run_sender(
         dirs: t.dirs.load(Relaxed),
         links: t.links.load(Relaxed),
     };
-    finish_sent.store(true, SeqCst);
+    // From here the summary is due, within the limit (crates/proto `copy`), and may claim no
+    // more than these totals: a receiver commits only what it was sent, and a summary claiming
+    // more must not make an incomplete copy look complete.
+    let due = {
+        let mut st = offers.lock();
+        st.ctl.finish(fin, Instant::now());
+        st.ctl.poll_timeout()
+    };
     ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).send_frames(&[Frame::Finish(fin)])?;
-    let summary = match done_rx.recv_timeout(o.summary_wait) {
+    let wait = due.map_or(o.summary_wait, |d| d.saturating_duration_since(Instant::now()));
+    let summary = match done_rx.recv_timeout(wait) {
         Ok(s) => s,
         Err(mpsc::RecvTimeoutError::Timeout) => {
             shutdown();
-            let secs = o.summary_wait.as_secs();
-            return Err(EngineError::Timeout(format!("the receiver sent no summary within {secs} s of the end")));
+            let expired = offers.lock().ctl.handle_timeout(Instant::now() + wait).err();
+            let why = expired.map_or_else(|| "no summary from the receiver".into(), |e| e.to_string());
+            return Err(EngineError::Timeout(why));
         }
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             return Err(EngineError::Internal("the control reader ended without a result".into()))
@@ -734,16 +745,6 @@ pub fn run_sender(
     };
     let _ = reader.join();
     let summary = summary?;
-    // The receiver commits only what it was sent; a summary claiming more is not from a working
-    // receiver, and must not make an incomplete copy look complete.
-    if summary.files > fin.files || summary.bytes > fin.bytes || summary.dirs > fin.dirs || summary.links > fin.links {
-        return Err(ProtoError::Violation(format!(
-            "the receiver's summary claims {} files, {} bytes, {} dirs, {} links; {} files, {} bytes, {} dirs, {} \
-             links were sent",
-            summary.files, summary.bytes, summary.dirs, summary.links, fin.files, fin.bytes, fin.dirs, fin.links
-        ))
-        .into());
-    }
     Ok(Sent {
         fin,
         summary,
@@ -813,12 +814,8 @@ const WANT_POLL: Duration = Duration::from_millis(200);
 
 /// Whether the receiver has answered no offer for the stall timeout (`last` is the pending count
 /// and when it last changed); if so the copy is aborted.
-fn stalled(ctx: &Ctx, last: &mut (usize, Instant), pending: usize) -> bool {
-    if pending != last.0 {
-        *last = (pending, Instant::now());
-        return false;
-    }
-    if last.1.elapsed() < ctx.stall_timeout {
+fn stalled(ctx: &Ctx, st: &mut OfferState) -> bool {
+    if st.ctl.handle_timeout(Instant::now()).is_ok() {
         return false;
     }
     ctx.stalled.store(true, Relaxed);
@@ -843,15 +840,14 @@ fn offer(ctx: &Ctx, offers: &Offers, out: &mut Outbox, f: SrcFile, checksum: boo
         None
     };
     {
-        let mut pending = offers.files.lock().unwrap_or_else(PoisonError::into_inner);
-        if pending.len() >= OFFER_WINDOW {
-            drop(pending);
+        let mut st = offers.lock();
+        if st.files.len() >= OFFER_WINDOW {
+            drop(st);
             out.flush(ctx);
-            pending = offers.files.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut last = (pending.len(), Instant::now());
-            while pending.len() >= OFFER_WINDOW && !ctx.queue.is_aborted() {
-                pending = offers.changed.wait_timeout(pending, WANT_POLL).unwrap_or_else(PoisonError::into_inner).0;
-                if stalled(ctx, &mut last, pending.len()) {
+            st = offers.lock();
+            while st.files.len() >= OFFER_WINDOW && !ctx.queue.is_aborted() {
+                st = offers.changed.wait_timeout(st, WANT_POLL).unwrap_or_else(PoisonError::into_inner).0;
+                if stalled(ctx, &mut st) {
                     return false;
                 }
             }
@@ -861,7 +857,8 @@ fn offer(ctx: &Ctx, offers: &Offers, out: &mut Outbox, f: SrcFile, checksum: boo
         }
         let start = FileStart { id: f.id, parent: f.parent, name: &f.name, size: f.size, mode: f.mode, mtime: f.mtime };
         Frame::Offer(Offer { file: start, digest }).encode(&mut out.buf);
-        pending.insert(f.id, f);
+        st.ctl.offered(f.id, f.size, Instant::now());
+        st.files.insert(f.id, f);
     }
     out.maybe_flush(ctx);
     true
@@ -884,20 +881,25 @@ impl Drop for Notify<'_> {
     }
 }
 
-/// The receiver's answer to an offer: queue the file (or what is missing of it), or count it
-/// as up to date.
-fn on_want(ctx: &Ctx, offers: &Offers, w: &Want<'_>, dry: bool, list: &Option<ListSink>) -> Result<(), ProtoError> {
-    // Held until the file is queued: the walker finishes the queue once no offer is pending, so
-    // an answered offer must be in the queue before it stops counting as pending.
-    let mut pending = offers.files.lock().unwrap_or_else(PoisonError::into_inner);
-    let f = pending.remove(&w.file);
+/// The receiver's answer to an offer (checked by [`SenderControl`]): queue the file (or what
+/// is missing of it), or count it as up to date. Called with the offers' lock, held until the
+/// file is queued: the walker finishes the queue once no offer is pending, so an answered offer
+/// must be in the queue before it stops counting as pending.
+#[allow(clippy::too_many_arguments)]
+fn on_want(
+    ctx: &Ctx,
+    offers: &Offers,
+    mut st: std::sync::MutexGuard<'_, OfferState>,
+    file: u64,
+    verdict: u8,
+    held_ranges: Vec<(u64, u64)>,
+    dry: bool,
+    list: &Option<ListSink>,
+) {
     let _notify = Notify(&offers.changed);
-    let Some(mut f) = f else {
-        return Err(ProtoError::Violation(format!("Want for file {}, which has no open offer", w.file)));
-    };
+    let Some(mut f) = st.files.remove(&file) else { return };
     let t = &ctx.totals;
-    let have = held_ranges(w, f.size.div_ceil(ctx.chunk))?;
-    let held: u64 = have
+    let held: u64 = held_ranges
         .iter()
         .map(|&(first, count)| {
             // The last chunk may be short; every other one is whole.
@@ -909,7 +911,7 @@ fn on_want(ctx: &Ctx, offers: &Offers, w: &Want<'_>, dry: bool, list: &Option<Li
         ctx.progress.found_files.fetch_sub(1, Relaxed);
         ctx.progress.found_bytes.fetch_sub(bytes, Relaxed);
     };
-    match w.verdict {
+    match verdict {
         WANT_NONE => {
             t.skipped_files.fetch_add(1, Relaxed);
             t.skipped_bytes.fetch_add(f.size, Relaxed);
@@ -927,38 +929,12 @@ fn on_want(ctx: &Ctx, offers: &Offers, w: &Want<'_>, dry: bool, list: &Option<Li
             if verdict == WANT_MISSING && held > 0 {
                 t.resumed_bytes.fetch_add(held, Relaxed);
                 ctx.progress.found_bytes.fetch_sub(held, Relaxed);
-                f.have = Some(have.into());
+                f.have = Some(held_ranges.into());
             }
             ctx.queue.push_ready(Item::File(f));
         }
     }
-    Ok(())
-}
-
-/// The chunk ranges a `Want` says the receiver holds of a file of `chunks` chunks: only with
-/// verdict "missing", each range non-empty, within the file, in order and apart from the others,
-/// so that every byte counts once (a receiver claiming overlapping ranges would inflate what is
-/// reported as resumed).
-fn held_ranges(w: &Want<'_>, chunks: u64) -> Result<Vec<(u64, u64)>, ProtoError> {
-    if w.verdict != WANT_MISSING {
-        return if w.have.is_empty() {
-            Ok(Vec::new())
-        } else {
-            Err(ProtoError::Violation(format!("Want for file {} lists held chunks with verdict {}", w.file, w.verdict)))
-        };
-    }
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(w.have.len());
-    for (first, count) in w.have.iter() {
-        let in_order = out.last().is_none_or(|&(f, c)| first >= f + c);
-        if count == 0 || first.checked_add(count).is_none_or(|end| end > chunks) || !in_order {
-            return Err(ProtoError::Violation(format!(
-                "Want for file {} holds chunks {first}+{count}: empty, beyond the file's {chunks} chunks, or out of order",
-                w.file
-            )));
-        }
-        out.push((first, count));
-    }
-    Ok(out)
+    drop(st);
 }
 
 pub(crate) fn remote(code: u16, message: &[u8]) -> EngineError {
