@@ -8,11 +8,10 @@
 //! opened one component at a time with `O_NOFOLLOW`, so a link (sent or planted locally) where a
 //! directory is expected is an error for that entry, and a file sent under a link's name replaces
 //! the link itself.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-#[path = "support/peer.rs"]
-mod peer;
+use crate::peer;
 
+use crate::peer::{raw_tcp, scratch, snapshot, temp_files, Client, Fx, Verdict, CS, T0};
 use linerate_engine::authorized::KeyAuthConfig;
 use linerate_engine::conn::{self, Admit};
 use linerate_engine::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
@@ -26,7 +25,6 @@ use linerate_proto::frame::{
 };
 use linerate_proto::hello::{AuthMode, ClientHello, StreamKind};
 use linerate_proto::ErrorCode;
-use peer::{raw_tcp, scratch, snapshot, temp_files, Client, Fx, Verdict, CS, T0};
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write};
@@ -1303,7 +1301,7 @@ fn a_100k_directory_tree_costs_about_100_bytes_per_directory() {
     let t = scratch();
     let root = t.path().join("root");
     fs::create_dir(&root).unwrap();
-    let srv = ChildServer::spawn("a_100k_directory_tree_costs_about_100_bytes_per_directory", &root);
+    let srv = ChildServer::spawn("hostile::a_100k_directory_tree_costs_about_100_bytes_per_directory", &root);
     // Warm up (threads, allocator arenas, buffers), then measure one session of 100,000.
     let (s, _) = summary(send_dirs(&mut srv.session(1), 1, 1000));
     assert_eq!(s.dirs, 1000);
@@ -1329,7 +1327,8 @@ fn hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped() {
     let t = scratch();
     let root = t.path().join("root");
     fs::create_dir(&root).unwrap();
-    let srv = ChildServer::spawn("hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped", &root);
+    let srv =
+        ChildServer::spawn("hostile::hostile_input_keeps_the_server_within_its_memory_caps_and_its_log_escaped", &root);
     summary(send_dirs(&mut srv.session(1), 1, 10));
     let base = srv.hwm();
     // Four sessions of four streams, each stream sending one record of the largest size its
@@ -1402,7 +1401,7 @@ fn an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers()
     let root = t.path().join("root");
     fs::create_dir(&root).unwrap();
     let srv = ChildServer::spawn_with(
-        "an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers",
+        "hostile::an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers",
         &root,
         Some(48),
         None,
@@ -1879,7 +1878,7 @@ fn floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bo
     let (_host, client) = (ident("host_key"), ident("client"));
     fs::write(keys.join("authorized_keys"), client.public().to_line("client") + "\n").unwrap();
     fs::set_permissions(keys.join("authorized_keys"), fs::Permissions::from_mode(0o600)).unwrap();
-    let test = "floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bounds";
+    let test = "hostile::floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bounds";
     let srv = ChildServer::spawn_with(test, &root, Some(8192), Some(&keys));
     let addr = srv.addr;
     let known_hosts = t.path().join("known_hosts");

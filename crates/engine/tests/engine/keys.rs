@@ -1,6 +1,5 @@
 //! Daemon mode with ed25519 keys, against a real server on loopback: who is admitted, what each
 //! key may do, host-key checking on the client, and the signatures' binding to one connection.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use linerate_engine::authorized::KeyAuthConfig;
 use linerate_engine::conn;

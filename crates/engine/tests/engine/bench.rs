@@ -1,6 +1,5 @@
 //! Integration tests: every benchmark test kind against a real agent on loopback, refusals of bad
 //! parameters, and clients that misbehave without blocking others.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
 use linerate_engine::conn;

@@ -1,5 +1,4 @@
 //! Integration tests: real trees through a real server on loopback.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use linerate_engine::compare::compare_trees;
 use linerate_engine::conn;

@@ -1,6 +1,5 @@
 //! Integration tests of pull, sync (skip unchanged, --checksum, --dry-run, --delete) and resume,
 //! through a real server on loopback.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use linerate_engine::compare::compare_trees;
 use linerate_engine::secret::Secret;

@@ -1,0 +1,10 @@
+//! The engine's integration tests, in one binary (one link instead of five): real servers and
+//! clients on loopback. `peer` is the shared hostile-peer harness.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod bench;
+mod copy;
+mod hostile;
+mod keys;
+mod peer;
+mod sync;
