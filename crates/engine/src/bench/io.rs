@@ -292,6 +292,13 @@ fn would_block(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock
 }
 
+/// After a client step: go on with the next step, or stop turning this connection with how the
+/// loop should treat it.
+enum Flow {
+    Go,
+    Stop(Drive),
+}
+
 /// What driving a connection ended in.
 enum Drive {
     /// Waiting for the socket.
@@ -641,7 +648,8 @@ impl Worker {
         Drive::Again
     }
 
-    /// A client connection: run its script's steps.
+    /// A client connection: run its script's steps, one method per kind of step, each saying
+    /// whether to go on with the next step or how the loop should treat this connection.
     fn client(&mut self, c: &mut Conn, i: usize) -> Drive {
         if !self.counters.started.load(Relaxed) {
             return Drive::Blocked;
@@ -651,203 +659,264 @@ impl Worker {
         let Role::Client(cs) = role else { return Drive::Close(None) };
         for _ in 0..TURN * 4 {
             if let Some(p) = cs.connecting {
-                match self.progress_connect(sock.as_mut(), slot as u32, p) {
-                    Ok(None) => {
-                        cs.connecting = None;
-                        continue;
-                    }
-                    Ok(Some(p)) => {
-                        cs.connecting = Some(p);
-                        return Drive::Blocked;
-                    }
-                    Err(e) => {
-                        // A failed connect is counted and the iteration goes on with a new one.
-                        self.note_error(format!("connection {slot}: connect: {e}"));
-                        if let Some(mut s) = sock.take() {
-                            let _ = self.poll.registry().deregister(&mut s);
-                        }
-                        cs.connecting = None;
-                        cs.steps.push_front(Step::Connect);
-                        return Drive::Park(Instant::now() + Duration::from_millis(10));
-                    }
+                if let Flow::Stop(d) = self.step_connecting(sock, cs, slot, p) {
+                    return d;
                 }
+                continue;
             }
             let Some(step) = cs.steps.front().copied() else {
-                let now = Instant::now();
-                match cs.script.next_iteration(now, &mut cs.steps) {
-                    None => {
-                        cs.done = true;
-                        return Drive::Close(None);
-                    }
-                    Some(t) => {
-                        cs.intended = Some(t);
-                        if t > now + Duration::from_micros(50) {
-                            return Drive::Park(t);
-                        }
-                        continue;
-                    }
+                match Self::next_iteration(cs) {
+                    Flow::Go => continue,
+                    Flow::Stop(d) => return d,
                 }
             };
-            match step {
-                Step::Connect => {
-                    if let Some(mut s) = sock.take() {
-                        let _ = self.poll.registry().deregister(&mut s);
-                    }
-                    let Some(d) = &self.dialer else { return Drive::Close(Some("no dialer".into())) };
-                    match d.dial() {
-                        Ok(mut s) => {
-                            if let Err(e) =
-                                self.poll.registry().register(&mut s, Token(i), Interest::READABLE | Interest::WRITABLE)
-                            {
-                                return Drive::Close(Some(format!("registering: {e}")));
-                            }
-                            *sock = Some(s);
-                            cs.steps.pop_front();
-                            cs.connecting = Some(Connecting { sent_hello: 0 });
-                        }
-                        Err(e) => {
-                            self.counters.failures.fetch_add(1, Relaxed);
-                            if self.errors.len() < 16 {
-                                self.errors.push(format!("connection {slot}: connect: {e}"));
-                            }
-                            return Drive::Park(Instant::now() + Duration::from_millis(10));
-                        }
-                    }
-                }
+            let flow = match step {
+                Step::Connect => self.step_connect(sock, cs, slot, i),
                 Step::Close => {
                     if let Some(mut s) = sock.take() {
                         let _ = self.poll.registry().deregister(&mut s);
                     }
                     cs.steps.pop_front();
+                    Flow::Go
                 }
                 Step::Think { d } => {
                     cs.steps.pop_front();
-                    return Drive::Park(Instant::now() + d);
+                    Flow::Stop(Drive::Park(Instant::now() + d))
                 }
                 Step::Mark => {
-                    cs.steps.pop_front();
-                    let now = Instant::now();
-                    if let Some(t) = cs.intended.take() {
-                        if self.counters.measuring(now) {
-                            let ns = now.saturating_duration_since(t).as_nanos().min(u128::from(u64::MAX)) as u64;
-                            let _ = self.hist.record(ns.max(1));
-                        }
-                    }
-                    self.counters.transactions.fetch_add(1, Relaxed);
+                    self.step_mark(cs);
+                    Flow::Go
                 }
-                Step::Ack => {
-                    let Some(s) = sock.as_mut() else { return Drive::Close(Some("no connection".into())) };
-                    let got = cs.ack_got;
-                    match s.read(&mut cs.ack[got..]) {
-                        Ok(0) => return Drive::Close(Some("the server refused the data connection".into())),
-                        Ok(k) => {
-                            cs.ack_got += k;
-                            if cs.ack_got == DATA_ACK.len() {
-                                cs.ack_got = 0;
-                                if cs.ack != DATA_ACK {
-                                    return Drive::Close(Some("bad acknowledgement from the server".into()));
-                                }
-                                cs.steps.pop_front();
-                            }
-                        }
-                        Err(e) if would_block(&e) => return Drive::Blocked,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Drive::Close(closed_or(e)),
-                    }
-                }
-                Step::Send { n, hdr } => {
-                    let Some(s) = sock.as_mut() else { return Drive::Close(Some("send without a connection".into())) };
-                    if cs.left == 0 && cs.hdr_left == 0 {
-                        cs.left = n;
-                        if let Some(h) = hdr {
-                            cs.hdr = h.encode();
-                            cs.hdr_left = MSG_HEADER_LEN;
-                        }
-                        if n == 0 && cs.hdr_left == 0 {
-                            cs.steps.pop_front();
-                            continue;
-                        }
-                    }
-                    // Header and payload leave in one write, so Nagle never holds the payload
-                    // back waiting for the header's acknowledgement.
-                    let k = (cs.left as usize).min(self.wbuf.len());
-                    let r = if cs.hdr_left > 0 {
-                        let hdr = &cs.hdr[MSG_HEADER_LEN - cs.hdr_left..];
-                        let hl = hdr.len();
-                        s.write_vectored(&[std::io::IoSlice::new(hdr), std::io::IoSlice::new(&self.wbuf[..k])]).map(
-                            |w| {
-                                let h = w.min(hl);
-                                cs.hdr_left -= h;
-                                w - h
-                            },
-                        )
-                    } else {
-                        s.write(&self.wbuf[..k])
-                    };
-                    match r {
-                        Ok(k) => {
-                            cs.left -= k as u64;
-                            self.counters.add_tx(slot, k);
-                            if cs.left == 0 && cs.hdr_left == 0 {
-                                cs.steps.pop_front();
-                            }
-                        }
-                        Err(e) if would_block(&e) => return Drive::Blocked,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Drive::Close(closed_or(e)),
-                    }
-                }
-                Step::Recv { n } => {
-                    let Some(s) = sock.as_mut() else {
-                        return Drive::Close(Some("receive without a connection".into()));
-                    };
-                    if cs.left == 0 {
-                        cs.left = n;
-                        if n == 0 {
-                            cs.steps.pop_front();
-                            continue;
-                        }
-                    }
-                    let k = (cs.left as usize).min(self.rbuf.len());
-                    match s.read(&mut self.rbuf[..k]) {
-                        Ok(0) => return Drive::Close(Some("server closed the connection mid-transaction".into())),
-                        Ok(k) => {
-                            cs.left -= k as u64;
-                            self.counters.add_rx(slot, k);
-                            if cs.left == 0 {
-                                cs.steps.pop_front();
-                            }
-                        }
-                        Err(e) if would_block(&e) => return Drive::Blocked,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Drive::Close(closed_or(e)),
-                    }
-                }
-                Step::RecvStream => {
-                    let Some(s) = sock.as_mut() else {
-                        return Drive::Close(Some("receive without a connection".into()));
-                    };
-                    if cs.script.deadline().is_some_and(|d| Instant::now() >= d) {
-                        cs.steps.pop_front();
-                        continue;
-                    }
-                    match s.read(&mut self.rbuf) {
-                        Ok(0) => return Drive::Close(Some("server closed the stream".into())),
-                        Ok(k) => self.counters.add_rx(slot, k),
-                        Err(e) if would_block(&e) => {
-                            // Wake at the deadline even if no more data comes.
-                            return match cs.script.deadline() {
-                                Some(d) => Drive::Park(d.min(Instant::now() + Duration::from_millis(20))),
-                                None => Drive::Blocked,
-                            };
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Drive::Close(closed_or(e)),
-                    }
-                }
+                Step::Ack => Self::step_ack(sock, cs),
+                Step::Send { n, hdr } => self.step_send(sock, cs, slot, n, hdr),
+                Step::Recv { n } => self.step_recv(sock, cs, slot, n),
+                Step::RecvStream => self.step_recv_stream(sock, cs, slot),
+            };
+            if let Flow::Stop(d) = flow {
+                return d;
             }
         }
         Drive::Again
+    }
+
+    /// A connect under way: finish it (send the preamble), or, when it failed, count it and
+    /// try again shortly with a new one.
+    fn step_connecting(
+        &mut self,
+        sock: &mut Option<TcpStream>,
+        cs: &mut ClientScript,
+        slot: usize,
+        p: Connecting,
+    ) -> Flow {
+        match self.progress_connect(sock.as_mut(), slot as u32, p) {
+            Ok(None) => {
+                cs.connecting = None;
+                Flow::Go
+            }
+            Ok(Some(p)) => {
+                cs.connecting = Some(p);
+                Flow::Stop(Drive::Blocked)
+            }
+            Err(e) => {
+                // A failed connect is counted and the iteration goes on with a new one.
+                self.note_error(format!("connection {slot}: connect: {e}"));
+                if let Some(mut s) = sock.take() {
+                    let _ = self.poll.registry().deregister(&mut s);
+                }
+                cs.connecting = None;
+                cs.steps.push_front(Step::Connect);
+                Flow::Stop(Drive::Park(Instant::now() + Duration::from_millis(10)))
+            }
+        }
+    }
+
+    /// The script's steps are done: plan its next iteration, parked until it is due.
+    fn next_iteration(cs: &mut ClientScript) -> Flow {
+        let now = Instant::now();
+        match cs.script.next_iteration(now, &mut cs.steps) {
+            None => {
+                cs.done = true;
+                Flow::Stop(Drive::Close(None))
+            }
+            Some(t) => {
+                cs.intended = Some(t);
+                if t > now + Duration::from_micros(50) {
+                    return Flow::Stop(Drive::Park(t));
+                }
+                Flow::Go
+            }
+        }
+    }
+
+    /// Open a new data connection (closing the old one).
+    fn step_connect(&mut self, sock: &mut Option<TcpStream>, cs: &mut ClientScript, slot: usize, i: usize) -> Flow {
+        if let Some(mut s) = sock.take() {
+            let _ = self.poll.registry().deregister(&mut s);
+        }
+        let Some(d) = &self.dialer else { return Flow::Stop(Drive::Close(Some("no dialer".into()))) };
+        match d.dial() {
+            Ok(mut s) => {
+                if let Err(e) = self.poll.registry().register(&mut s, Token(i), Interest::READABLE | Interest::WRITABLE)
+                {
+                    return Flow::Stop(Drive::Close(Some(format!("registering: {e}"))));
+                }
+                *sock = Some(s);
+                cs.steps.pop_front();
+                cs.connecting = Some(Connecting { sent_hello: 0 });
+                Flow::Go
+            }
+            Err(e) => {
+                self.counters.failures.fetch_add(1, Relaxed);
+                if self.errors.len() < 16 {
+                    self.errors.push(format!("connection {slot}: connect: {e}"));
+                }
+                Flow::Stop(Drive::Park(Instant::now() + Duration::from_millis(10)))
+            }
+        }
+    }
+
+    /// A transaction ended: record its latency from when it was due (open loop) and count it.
+    fn step_mark(&mut self, cs: &mut ClientScript) {
+        cs.steps.pop_front();
+        let now = Instant::now();
+        if let Some(t) = cs.intended.take() {
+            if self.counters.measuring(now) {
+                let ns = now.saturating_duration_since(t).as_nanos().min(u128::from(u64::MAX)) as u64;
+                let _ = self.hist.record(ns.max(1));
+            }
+        }
+        self.counters.transactions.fetch_add(1, Relaxed);
+    }
+
+    /// Read the server's acknowledgement of the connection preamble.
+    fn step_ack(sock: &mut Option<TcpStream>, cs: &mut ClientScript) -> Flow {
+        let Some(s) = sock.as_mut() else { return Flow::Stop(Drive::Close(Some("no connection".into()))) };
+        let got = cs.ack_got;
+        match s.read(&mut cs.ack[got..]) {
+            Ok(0) => Flow::Stop(Drive::Close(Some("the server refused the data connection".into()))),
+            Ok(k) => {
+                cs.ack_got += k;
+                if cs.ack_got == DATA_ACK.len() {
+                    cs.ack_got = 0;
+                    if cs.ack != DATA_ACK {
+                        return Flow::Stop(Drive::Close(Some("bad acknowledgement from the server".into())));
+                    }
+                    cs.steps.pop_front();
+                }
+                Flow::Go
+            }
+            Err(e) => Self::io_flow(e),
+        }
+    }
+
+    /// Send `n` bytes, after a message header when the step has one.
+    fn step_send(
+        &mut self,
+        sock: &mut Option<TcpStream>,
+        cs: &mut ClientScript,
+        slot: usize,
+        n: u64,
+        hdr: Option<MsgHeader>,
+    ) -> Flow {
+        let Some(s) = sock.as_mut() else { return Flow::Stop(Drive::Close(Some("send without a connection".into()))) };
+        if cs.left == 0 && cs.hdr_left == 0 {
+            cs.left = n;
+            if let Some(h) = hdr {
+                cs.hdr = h.encode();
+                cs.hdr_left = MSG_HEADER_LEN;
+            }
+            if n == 0 && cs.hdr_left == 0 {
+                cs.steps.pop_front();
+                return Flow::Go;
+            }
+        }
+        // Header and payload leave in one write, so Nagle never holds the payload back waiting
+        // for the header's acknowledgement.
+        let k = (cs.left as usize).min(self.wbuf.len());
+        let r = if cs.hdr_left > 0 {
+            let hdr = &cs.hdr[MSG_HEADER_LEN - cs.hdr_left..];
+            let hl = hdr.len();
+            s.write_vectored(&[std::io::IoSlice::new(hdr), std::io::IoSlice::new(&self.wbuf[..k])]).map(|w| {
+                let h = w.min(hl);
+                cs.hdr_left -= h;
+                w - h
+            })
+        } else {
+            s.write(&self.wbuf[..k])
+        };
+        match r {
+            Ok(k) => {
+                cs.left -= k as u64;
+                self.counters.add_tx(slot, k);
+                if cs.left == 0 && cs.hdr_left == 0 {
+                    cs.steps.pop_front();
+                }
+                Flow::Go
+            }
+            Err(e) => Self::io_flow(e),
+        }
+    }
+
+    /// Receive `n` bytes of a response.
+    fn step_recv(&mut self, sock: &mut Option<TcpStream>, cs: &mut ClientScript, slot: usize, n: u64) -> Flow {
+        let Some(s) = sock.as_mut() else {
+            return Flow::Stop(Drive::Close(Some("receive without a connection".into())));
+        };
+        if cs.left == 0 {
+            cs.left = n;
+            if n == 0 {
+                cs.steps.pop_front();
+                return Flow::Go;
+            }
+        }
+        let k = (cs.left as usize).min(self.rbuf.len());
+        match s.read(&mut self.rbuf[..k]) {
+            Ok(0) => Flow::Stop(Drive::Close(Some("server closed the connection mid-transaction".into()))),
+            Ok(k) => {
+                cs.left -= k as u64;
+                self.counters.add_rx(slot, k);
+                if cs.left == 0 {
+                    cs.steps.pop_front();
+                }
+                Flow::Go
+            }
+            Err(e) => Self::io_flow(e),
+        }
+    }
+
+    /// Receive a stream until the script's deadline.
+    fn step_recv_stream(&mut self, sock: &mut Option<TcpStream>, cs: &mut ClientScript, slot: usize) -> Flow {
+        let Some(s) = sock.as_mut() else {
+            return Flow::Stop(Drive::Close(Some("receive without a connection".into())));
+        };
+        if cs.script.deadline().is_some_and(|d| Instant::now() >= d) {
+            cs.steps.pop_front();
+            return Flow::Go;
+        }
+        match s.read(&mut self.rbuf) {
+            Ok(0) => Flow::Stop(Drive::Close(Some("server closed the stream".into()))),
+            Ok(k) => {
+                self.counters.add_rx(slot, k);
+                Flow::Go
+            }
+            // Wake at the deadline even if no more data comes.
+            Err(e) if would_block(&e) => Flow::Stop(match cs.script.deadline() {
+                Some(d) => Drive::Park(d.min(Instant::now() + Duration::from_millis(20))),
+                None => Drive::Blocked,
+            }),
+            Err(e) => Self::io_flow(e),
+        }
+    }
+
+    /// What a socket error means to a step: wait for readiness, retry, or close.
+    fn io_flow(e: io::Error) -> Flow {
+        if would_block(&e) {
+            Flow::Stop(Drive::Blocked)
+        } else if e.kind() == io::ErrorKind::Interrupted {
+            Flow::Go
+        } else {
+            Flow::Stop(Drive::Close(closed_or(e)))
+        }
     }
 
     /// Advance a non-blocking connect: writable → send the preamble.
