@@ -1,0 +1,377 @@
+//! The control stream of a receiving session: offers and their answers (sync, resume),
+//! `--delete` listings, `Finish`, and the end of the session with its summary.
+
+use super::*;
+use crate::conn::RecvHalf;
+use crate::cpu::{self};
+use crate::fsx::{self};
+use crate::journal::{self};
+use linerate_proto::copy::ReceiverEvent;
+use linerate_proto::frame::{
+    FileStart, Finish, Frame, Keep, Note, Offer, Ranges, Summary, Want, FLAG_CHECKSUM, FLAG_DRY_RUN, FLAG_FSYNC,
+    NOTE_DELETED, NOTE_WOULD_DELETE, WANT_ALL, WANT_MISSING, WANT_NONE, WANT_REFUSED,
+};
+use linerate_proto::track::Step;
+use linerate_proto::{frame, ErrorCode};
+use std::collections::HashSet;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+impl RecvSession {
+    /// Serve the control stream: wait for `Finish`, for every data stream's `End`, then settle
+    /// directories and send the summary.
+    pub fn run_control(self: &Arc<Self>, mut rx: RecvHalf) -> Outcome {
+        let cpu0 = cpu::thread();
+        let fin = match self.wait_finish(&mut rx) {
+            Ok(f) => f,
+            Err(a) => {
+                self.abort(a);
+                return self.aborted_outcome();
+            }
+        };
+        // Every stream must end; Finish only comes after the client saw all its streams through.
+        let mut st = self.lock();
+        while !st.ctl.all_ended() && !self.aborted.load(Relaxed) {
+            let now = Instant::now();
+            if let Err(e) = st.ctl.handle_timeout(now) {
+                drop(st);
+                self.abort(e.into());
+                return self.aborted_outcome();
+            }
+            let left = st.ctl.poll_timeout().map_or(WAIT_LIMIT, |d| d.saturating_duration_since(now));
+            st = self.wait(st, left.max(Duration::from_millis(1)));
+        }
+        if self.aborted.load(Relaxed) {
+            return self.aborted_outcome();
+        }
+        let leftovers: Vec<(u64, Option<Arc<OpenFile>>)> = st
+            .tracker
+            .open_file_ids()
+            .into_iter()
+            .map(|id| {
+                (
+                    id,
+                    match st.open.remove(&id) {
+                        Some(Slot::Ready(of)) => Some(of),
+                        _ => None,
+                    },
+                )
+            })
+            .collect();
+        for (id, _) in &leftovers {
+            st.tracker.abandon(*id);
+        }
+        // Looked up one by one rather than collected: a copy of every directory's metadata would
+        // add a third to the receiver's peak memory for a tree of many directories.
+        let mut meta_errors = Vec::new();
+        for id in st.tracker.dirs_deepest_first() {
+            let st = &mut *st;
+            let Some((mode, mtime)) = st.tracker.dir_info(id).map(|d| (d.mode, d.mtime)) else { continue };
+            // A directory that could not be created was reported then; skip it here.
+            if let Ok(fd) = st.dirs.get(id, &st.tracker) {
+                let r = fsx::set_meta(&*fd, mode, mtime).and_then(|()| {
+                    if self.p.flags & FLAG_FSYNC != 0 {
+                        fsx::sync_dir(&fd)
+                    } else {
+                        Ok(())
+                    }
+                });
+                if let Err(e) = r {
+                    meta_errors.push((st.tracker.dir_path(id), e.to_string()));
+                }
+            }
+        }
+        drop(st);
+        for (_, of) in leftovers {
+            if let Some(of) = of {
+                // A resumable file keeps its verified chunks for the next run.
+                Self::drop_file(&of, true);
+                self.report(ErrorCode::Integrity, &of.path, "incomplete: not every chunk arrived");
+            } else {
+                self.report(ErrorCode::Integrity, b"", "a declared file never completed");
+            }
+        }
+        for (path, e) in meta_errors {
+            self.report(ErrorCode::Io, &path, &format!("setting directory mode and time: {e}"));
+        }
+        let files = self.n.files.load(Relaxed);
+        if files + self.n.errors.load(Relaxed) < fin.files {
+            self.report(ErrorCode::Integrity, b"", &format!("client sent {} files, {files} arrived", fin.files));
+        }
+        let used = cpu::thread().since(cpu0);
+        let summary = Summary {
+            files,
+            bytes: self.n.bytes.load(Relaxed),
+            dirs: self.n.dirs.load(Relaxed),
+            links: self.n.links.load(Relaxed),
+            errors: self.n.errors.load(Relaxed),
+            cpu_user_us: self.n.cpu_user.load(Relaxed) + used.user_us,
+            cpu_sys_us: self.n.cpu_sys.load(Relaxed) + used.sys_us,
+            peak_rss: cpu::peak_rss(),
+        };
+        let _ = self.control.lock().unwrap_or_else(PoisonError::into_inner).send_frames(&[Frame::Summary(summary)]);
+        Outcome::Done(summary)
+    }
+
+    /// Read the control stream until `Finish`: offers (sync) and listings (`--delete`) come first.
+    pub(super) fn wait_finish(&self, rx: &mut RecvHalf) -> Result<Finish, Abort> {
+        rx.set_timeout(Some(self.p.idle_timeout));
+        let mut wants = Vec::new();
+        loop {
+            let plain = match rx.recv() {
+                Ok(Some([])) => {
+                    self.record(true)?;
+                    continue;
+                }
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    return Err(Abort { code: ErrorCode::Protocol, message: "peer closed the control stream".into() })
+                }
+                Err(crate::EngineError::Proto(e)) => return Err(e.into()),
+                Err(e) if e.is_timeout() => {
+                    let secs = self.p.idle_timeout.as_secs_f64();
+                    return Err(Abort {
+                        code: ErrorCode::Protocol,
+                        message: format!("the control stream was silent for {secs} s (the idle timeout)"),
+                    });
+                }
+                Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
+            };
+            self.record(false)?;
+            self.lock().ctl.working(true, Instant::now());
+            let fin = self.control_record(plain, &mut wants);
+            self.lock().ctl.working(false, Instant::now());
+            let fin = fin?;
+            if !wants.is_empty() {
+                let frames: Vec<Frame<'_>> = wants
+                    .iter()
+                    .map(|(file, verdict, have): &(u64, u8, Vec<u8>)| {
+                        Frame::Want(Want { file: *file, verdict: *verdict, have: Ranges::from_encoded(have) })
+                    })
+                    .collect();
+                self.send_control(&frames)
+                    .map_err(|e| Abort { code: ErrorCode::Protocol, message: format!("answering offers: {e}") })?;
+                wants.clear();
+            }
+            if let Some(f) = fin {
+                *self.fin.lock().unwrap_or_else(PoisonError::into_inner) = f;
+                return Ok(f);
+            }
+        }
+    }
+
+    /// One record of the control stream before `Finish`: offers and listings; the `Finish`, if
+    /// it holds one (as its last frame).
+    pub(super) fn control_record(
+        &self,
+        plain: &[u8],
+        wants: &mut Vec<(u64, u8, Vec<u8>)>,
+    ) -> Result<Option<Finish>, Abort> {
+        let mut fin = None;
+        for f in frame::frames(plain) {
+            let event = self.lock().ctl.handle_control_frame(f?, Instant::now())?;
+            match event {
+                ReceiverEvent::Offer(o) => self.on_offer(&o, wants)?,
+                ReceiverEvent::Keep(k) => self.on_keep(&k)?,
+                ReceiverEvent::Finish(x) => fin = Some(x),
+                ReceiverEvent::Fatal(f) => {
+                    // The sender gave up (a pull's server); say why, in its words.
+                    let message = format!("{SENDER_ENDED}{}", linerate_proto::name::escape(f.message));
+                    return Err(Abort { code: ErrorCode::from_u16(f.code), message });
+                }
+            }
+        }
+        Ok(fin)
+    }
+
+    /// A file offered in a sync session: decide what of it to fetch, and get ready to receive it.
+    pub(super) fn on_offer(&self, o: &Offer<'_>, wants: &mut Vec<(u64, u8, Vec<u8>)>) -> Result<(), Abort> {
+        let s = &o.file;
+        let (parent, path) = self.until_from(true, |st| {
+            Ok(match st.tracker.file_start(s)? {
+                Step::Accepted => {
+                    st.open.insert(s.id, Slot::Creating);
+                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name)))
+                }
+                _ => None,
+            })
+        })?;
+        let dry = self.has(FLAG_DRY_RUN);
+        let chunk = u64::from(self.p.chunk_size.max(1));
+        let decided = (|| -> Result<Decision, String> {
+            let parent = match parent {
+                Ok(p) => p,
+                Err(_) if dry => return Ok((WANT_ALL, Vec::new(), None)),
+                Err(e) => return Err(format!("cannot create file: {e}")),
+            };
+            if self.up_to_date(&parent, s, o.digest) {
+                return Ok((WANT_NONE, Vec::new(), None));
+            }
+            let src = journal::Source { name: s.name, size: s.size, mtime: s.mtime, chunk };
+            if dry {
+                let have = if s.size > chunk { journal::probe(&parent, &src) } else { Vec::new() };
+                return Ok((if have.is_empty() { WANT_ALL } else { WANT_MISSING }, have, None));
+            }
+            let tmp = fsx::temp_name(&self.p.tag, s.id);
+            let (inc, jr, have) = if s.size > chunk {
+                let p = journal::open(&parent, &src).map_err(|e| format!("cannot create partial file: {e}"))?;
+                (fsx::Incoming { file: p.file, tmp: Some(p.name) }, Some(Mutex::new(p.journal)), p.have)
+            } else {
+                let inc =
+                    fsx::create_incoming(&parent, &tmp, s.mode).map_err(|e| format!("cannot create file: {e}"))?;
+                (inc, None, Vec::new())
+            };
+            let of = OpenFile {
+                inc,
+                journal: jr,
+                parent,
+                path: path.clone(),
+                name: s.name.into(),
+                tmp,
+                mode: s.mode,
+                mtime: s.mtime,
+            };
+            Ok((if have.is_empty() { WANT_ALL } else { WANT_MISSING }, have, Some(of)))
+        })();
+        let (verdict, have, of) = match decided {
+            Ok(d) => d,
+            Err(msg) => {
+                let mut st = self.lock();
+                st.open.remove(&s.id);
+                st.tracker.abandon(s.id);
+                drop(st);
+                self.wake();
+                self.report(ErrorCode::Io, &path, &msg);
+                wants.push((s.id, WANT_REFUSED, Vec::new()));
+                return Ok(());
+            }
+        };
+        let held: u64 = have
+            .iter()
+            .flat_map(|&(first, count)| first..first.saturating_add(count))
+            .map(|i| s.size.saturating_sub(i.saturating_mul(chunk)).min(chunk))
+            .sum();
+        let mut st = self.lock();
+        match of {
+            Some(of) => {
+                st.tracker.prefill(s.id, have.iter().copied());
+                st.open.insert(s.id, Slot::Ready(Arc::new(of)));
+                self.n.resumed_bytes.fetch_add(held, Relaxed);
+                if let Some(p) = &self.progress {
+                    p.found_files.fetch_add(1, Relaxed);
+                    p.found_bytes.fetch_add(s.size - held, Relaxed);
+                }
+            }
+            None => {
+                st.open.remove(&s.id);
+                st.tracker.skip(s.id);
+                self.n.skipped_files.fetch_add(1, Relaxed);
+                self.n.skipped_bytes.fetch_add(s.size, Relaxed);
+                if dry {
+                    if let Some(l) = &self.list {
+                        let how = if held > 0 {
+                            format!(" (resume: {held} of {} bytes held)", s.size)
+                        } else {
+                            String::new()
+                        };
+                        (l.0)(&format!("would receive {}{how}", linerate_proto::name::escape(&path)));
+                    }
+                }
+            }
+        }
+        drop(st);
+        self.wake();
+        let mut enc = Vec::new();
+        let _ = Ranges::encode(&have, &mut enc);
+        wants.push((s.id, verdict, enc));
+        Ok(())
+    }
+
+    /// Whether the destination already holds offered file `s`: a regular file of the same size
+    /// and modification time, or, with `--checksum`, of the same size and BLAKE3.
+    pub(super) fn up_to_date(&self, parent: &OwnedFd, s: &FileStart<'_>, digest: Option<[u8; 32]>) -> bool {
+        use rustix::fs::{self as rfs, AtFlags, FileType};
+        let Ok(st) = rfs::statat(parent, s.name, AtFlags::SYMLINK_NOFOLLOW) else { return false };
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_size as u64 != s.size {
+            return false;
+        }
+        if self.has(FLAG_CHECKSUM) {
+            let Some(want) = digest else { return false };
+            let flags = rfs::OFlags::RDONLY | rfs::OFlags::NOFOLLOW | rfs::OFlags::CLOEXEC;
+            let Ok(fd) = rfs::openat(parent, s.name, flags, rfs::Mode::empty()) else { return false };
+            let mut h = blake3::Hasher::new();
+            return h.update_reader(std::fs::File::from(fd)).is_ok() && *h.finalize().as_bytes() == want;
+        }
+        st.st_mtime == s.mtime.sec && i128::from(st.st_mtime_nsec) == i128::from(s.mtime.nsec)
+    }
+
+    /// `--delete`: the names source directory `k.dir` holds; after the last part, remove
+    /// everything else in it.
+    pub(super) fn on_keep(&self, k: &Keep<'_>) -> Result<(), Abort> {
+        let done = self.until_from(true, |st| {
+            if st.tracker.dir_info(k.dir).is_none() {
+                return Ok(None);
+            }
+            let entry = st.keeps.entry(k.dir).or_insert_with(|| Some(HashSet::new()));
+            if let Some(set) = entry {
+                if set.len() + k.names.len() > linerate_proto::caps::MAX_DIR_NAMES {
+                    *entry = None;
+                } else {
+                    set.extend(k.names.iter().map(Box::from));
+                }
+            }
+            if !k.last {
+                return Ok(Some(None));
+            }
+            let set = st.keeps.remove(&k.dir).flatten();
+            Ok(Some(Some((set, st.dirs.get(k.dir, &st.tracker), st.tracker.dir_path(k.dir)))))
+        })?;
+        let Some((set, dir, path)) = done else { return Ok(()) };
+        let Some(set) = set else {
+            self.report(ErrorCode::Limit, &path, "too many names to delete safely; nothing deleted here");
+            return Ok(());
+        };
+        // A directory that does not exist (dry run) or could not be made has nothing to delete.
+        let Ok(dir) = dir else { return Ok(()) };
+        let dry = self.has(FLAG_DRY_RUN);
+        let extra = match fsx::list_dir(&dir) {
+            Ok(names) => names.into_iter().filter(|n| !set.contains(n.as_slice()) && !journal::is_working_name(n)),
+            Err(e) => {
+                self.report(ErrorCode::Io, &path, &format!("listing for --delete: {e}"));
+                return Ok(());
+            }
+        };
+        for name in extra {
+            let mut shown = path.clone();
+            if !shown.is_empty() {
+                shown.push(b'/');
+            }
+            shown.extend_from_slice(&name);
+            if !dry {
+                if let Err(e) = fsx::remove_tree(&dir, &name) {
+                    self.report(ErrorCode::Io, &shown, &format!("cannot delete: {e}"));
+                    continue;
+                }
+            }
+            self.n.deleted.fetch_add(1, Relaxed);
+            let kind = if dry { NOTE_WOULD_DELETE } else { NOTE_DELETED };
+            match &self.list {
+                Some(l) => {
+                    let what = if dry { "would delete" } else { "deleted" };
+                    (l.0)(&format!("{what} {}", linerate_proto::name::escape(&shown)));
+                }
+                None => {
+                    let _ = self.send_control(&[Frame::Note(Note { kind, path: &shown })]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn aborted_outcome(&self) -> Outcome {
+        let a = self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        Outcome::Aborted(a.unwrap_or(Abort { code: ErrorCode::Protocol, message: "aborted".into() }))
+    }
+}

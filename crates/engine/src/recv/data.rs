@@ -1,0 +1,325 @@
+//! The data streams of a receiving session: every frame checked by the tracker before the
+//! filesystem is touched, files written through directory handles, committed only when complete.
+
+use super::*;
+use crate::conn::RecvHalf;
+use crate::cpu::{self};
+use crate::fsx::{self};
+use linerate_proto::frame::{
+    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_VERIFY,
+};
+use linerate_proto::track::{Completion, Step};
+use linerate_proto::{frame, ErrorCode, ProtoError};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, PoisonError};
+
+impl RecvSession {
+    /// Serve one data stream until its `End`, or abort the session on a protocol error.
+    pub fn run_data(self: &Arc<Self>, mut rx: RecvHalf) {
+        let cpu0 = cpu::thread();
+        rx.set_timeout(Some(self.p.idle_timeout));
+        rx.set_record_cap(linerate_proto::caps::data_record_cap(self.p.chunk_size));
+        let r = self.data_loop(&mut rx);
+        let used = cpu::thread().since(cpu0);
+        self.n.cpu_user.fetch_add(used.user_us, Relaxed);
+        self.n.cpu_sys.fetch_add(used.sys_us, Relaxed);
+        match r {
+            Ok(()) => {
+                self.lock().ctl.stream_ended();
+                self.wake();
+            }
+            Err(a) => self.abort(a),
+        }
+    }
+
+    pub(super) fn data_loop(&self, rx: &mut RecvHalf) -> Result<(), Abort> {
+        loop {
+            let plain = match rx.recv() {
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    return Err(Abort {
+                        code: ErrorCode::Protocol,
+                        message: "data stream closed before its end".into(),
+                    })
+                }
+                Err(crate::EngineError::Proto(e)) => return Err(e.into()),
+                Err(e) if e.is_timeout() => {
+                    let secs = self.p.idle_timeout.as_secs_f64();
+                    return Err(Abort {
+                        code: ErrorCode::Protocol,
+                        message: format!("a data stream was silent for {secs} s (the idle timeout)"),
+                    });
+                }
+                Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
+            };
+            self.record(plain.is_empty())?;
+            if plain.is_empty() {
+                continue;
+            }
+            if let Some(pace) = self.pace.get() {
+                pace.take(plain.len());
+            }
+            for f in frame::frames(plain) {
+                match f? {
+                    Frame::Dir(d) => self.on_dir(&d)?,
+                    Frame::Link(l) => self.on_link(&l)?,
+                    Frame::FileStart(s) => self.on_file_start(&s)?,
+                    Frame::Chunk(c) => self.on_chunk(&c)?,
+                    Frame::FileEnd(e) => self.on_file_end(&e)?,
+                    Frame::FileAbort(a) => self.on_file_abort(&a)?,
+                    Frame::End => return Ok(()),
+                    other => {
+                        return Err(
+                            ProtoError::Violation(format!("frame {other:?} is not allowed on a data stream")).into()
+                        )
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_dir(&self, d: &DirEntry) -> Result<(), Abort> {
+        let failed = self.until(|st| {
+            Ok(match st.tracker.dir(d)? {
+                Step::Accepted => {
+                    let dry = self.has(FLAG_DRY_RUN);
+                    let r = st.dirs.get(d.parent, &st.tracker).and_then(|p| {
+                        if dry {
+                            fsx::open_dir(&p, d.name)
+                        } else {
+                            fsx::make_dir(&p, d.name)
+                        }
+                    });
+                    if dry && r.is_err() {
+                        // Would be created: everything beneath it is new.
+                        st.dirs.mark_failed(d.id);
+                        return Ok(Some(None));
+                    }
+                    Some(match r {
+                        Ok(fd) => {
+                            st.dirs.insert(d.id, fd);
+                            None
+                        }
+                        Err(e) => {
+                            st.dirs.mark_failed(d.id);
+                            Some((Self::entry_path(st, d.parent, d.name), e))
+                        }
+                    })
+                }
+                _ => None,
+            })
+        })?;
+        self.wake();
+        match failed {
+            None => {
+                self.n.dirs.fetch_add(1, Relaxed);
+            }
+            Some((path, e)) => self.report(ErrorCode::Io, &path, &format!("cannot create directory: {e}")),
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_link(&self, l: &LinkEntry) -> Result<(), Abort> {
+        let (parent, path) = self.until(|st| {
+            Ok(match st.tracker.link(l)? {
+                Step::Accepted => Some((st.dirs.get(l.parent, &st.tracker), Self::entry_path(st, l.parent, l.name))),
+                _ => None,
+            })
+        })?;
+        if self.has(FLAG_DRY_RUN) {
+            return Ok(());
+        }
+        let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
+        match parent.and_then(|p| fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime)) {
+            Ok(()) => {
+                self.n.links.fetch_add(1, Relaxed);
+            }
+            Err(e) => self.report(ErrorCode::Io, &path, &format!("cannot create symlink: {e}")),
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_file_start(&self, s: &FileStart) -> Result<(), Abort> {
+        let (parent, path) = self.until(|st| {
+            Ok(match st.tracker.file_start(s)? {
+                Step::Accepted => {
+                    st.open.insert(s.id, Slot::Creating);
+                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name)))
+                }
+                _ => None,
+            })
+        })?;
+        let tmp = fsx::temp_name(&self.p.tag, s.id);
+        let created = parent.and_then(|p| fsx::create_incoming(&p, &tmp, s.mode).map(|f| (p, f)));
+        let mut st = self.lock();
+        let still_wanted = matches!(st.open.get(&s.id), Some(Slot::Creating));
+        match created {
+            Ok((parent, inc)) if still_wanted => {
+                if let Some(p) = &self.progress {
+                    p.found_files.fetch_add(1, Relaxed);
+                    p.found_bytes.fetch_add(s.size, Relaxed);
+                }
+                let of = OpenFile {
+                    inc,
+                    journal: None,
+                    parent,
+                    path,
+                    name: s.name.into(),
+                    tmp,
+                    mode: s.mode,
+                    mtime: s.mtime,
+                };
+                st.open.insert(s.id, Slot::Ready(Arc::new(of)));
+            }
+            Ok((parent, inc)) => fsx::discard_incoming(&parent, &inc),
+            Err(e) => {
+                st.open.remove(&s.id);
+                st.tracker.abandon(s.id);
+                drop(st);
+                self.wake();
+                self.report(ErrorCode::Io, &path, &format!("cannot create file: {e}"));
+                return Ok(());
+            }
+        }
+        drop(st);
+        self.wake();
+        Ok(())
+    }
+
+    /// Wait until file `id` is open (or gone); None if it was abandoned.
+    pub(super) fn ready(&self, id: u64) -> Result<Option<Arc<OpenFile>>, Abort> {
+        self.until(|st| {
+            Ok(match st.open.get(&id) {
+                Some(Slot::Ready(of)) => Some(Some(of.clone())),
+                Some(Slot::Creating) => None,
+                None => Some(None),
+            })
+        })
+    }
+
+    pub(super) fn on_chunk(&self, c: &Chunk) -> Result<(), Abort> {
+        let step = self.until(|st| {
+            Ok(match st.tracker.chunk(c.file, c.offset, c.data.len())? {
+                Step::NotYet => None,
+                s => Some(s),
+            })
+        })?;
+        if step != Step::Accepted {
+            return Ok(());
+        }
+        let Some(of) = self.ready(c.file)? else {
+            return Ok(());
+        };
+        if let Err(e) = of.inc.file.write_all_at(c.data, c.offset) {
+            self.fail_file(c.file, ErrorCode::Io, &format!("write failed: {e}"));
+            return Ok(());
+        }
+        if let Some(j) = &of.journal {
+            let index = c.offset / u64::from(self.p.chunk_size.max(1));
+            let r = j.lock().unwrap_or_else(PoisonError::into_inner).record(&of.inc.file, index, c.data);
+            if let Err(e) = r {
+                self.fail_file(c.file, ErrorCode::Io, &format!("writing the resume journal: {e}"));
+                return Ok(());
+            }
+        }
+        if let Some(p) = &self.progress {
+            p.bytes.fetch_add(c.data.len() as u64, Relaxed);
+        }
+        let step = self.lock().tracker.chunk_written(c.file);
+        if let Step::Complete(done) = step {
+            self.commit(done)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_file_end(&self, e: &FileEnd) -> Result<(), Abort> {
+        if self.p.flags & FLAG_VERIFY != 0 && e.digest.is_none() {
+            return Err(ProtoError::Violation("file end without a digest in a verified session".into()).into());
+        }
+        let step = self.until(|st| {
+            Ok(match st.tracker.file_end(e)? {
+                Step::NotYet => None,
+                s => Some(s),
+            })
+        })?;
+        if let Step::Complete(done) = step {
+            self.commit(done)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_file_abort(&self, a: &FileAbort) -> Result<(), Abort> {
+        let slot =
+            self.until(|st| Ok(if st.tracker.abandon(a.file) { Some(st.open.remove(&a.file)) } else { None }))?;
+        if let Some(Slot::Ready(of)) = slot {
+            Self::drop_file(&of, false);
+        }
+        self.wake();
+        Ok(())
+    }
+
+    /// Give up on a file after a local failure: remove its temporary file, tell the client.
+    pub(super) fn fail_file(&self, id: u64, code: ErrorCode, msg: &str) {
+        let mut st = self.lock();
+        st.tracker.abandon(id);
+        let slot = st.open.remove(&id);
+        drop(st);
+        self.wake();
+        if let Some(Slot::Ready(of)) = slot {
+            Self::drop_file(&of, false);
+            self.report(code, &of.path, msg);
+        }
+    }
+
+    /// Every chunk is written and the end declared: verify, apply metadata, rename into place.
+    pub(super) fn commit(&self, done: Completion) -> Result<(), Abort> {
+        let Some(of) = self.ready(done.file)? else {
+            return Ok(());
+        };
+        self.lock().open.remove(&done.file);
+        let r = (|| -> Result<(), (ErrorCode, String)> {
+            let io = |what: &str, e: std::io::Error| (ErrorCode::Io, format!("{what}: {e}"));
+            if self.p.flags & FLAG_VERIFY != 0 {
+                let mut h = blake3::Hasher::new();
+                h.update_reader(&of.inc.file).map_err(|e| io("re-reading for verification", e))?;
+                if Some(*h.finalize().as_bytes()) != done.digest {
+                    return Err((ErrorCode::Integrity, "BLAKE3 of the written file differs from the source".into()));
+                }
+            }
+            // Every chunk was checked for offset and exact length and written, so the size is right.
+            if of.journal.is_none() && fsx::created_with(of.mode) {
+                fsx::set_mtime(&of.inc.file, of.mtime).map_err(|e| io("setting the modification time", e))?;
+            } else {
+                fsx::set_meta(&of.inc.file, of.mode, of.mtime).map_err(|e| io("setting mode and time", e))?;
+            }
+            if self.p.flags & FLAG_FSYNC != 0 {
+                of.inc.file.sync_all().map_err(|e| io("fsync", e))?;
+            }
+            fsx::commit_incoming(&of.parent, &of.inc, &of.name, &of.tmp).map_err(|e| io("renaming into place", e))?;
+            if let Some(j) = &of.journal {
+                j.lock().unwrap_or_else(PoisonError::into_inner).remove(&of.parent);
+            }
+            if self.p.flags & FLAG_FSYNC != 0 {
+                fsx::sync_dir(&of.parent).map_err(|e| io("fsync of directory", e))?;
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => {
+                self.n.files.fetch_add(1, Relaxed);
+                self.n.bytes.fetch_add(done.size, Relaxed);
+                if let Some(p) = &self.progress {
+                    p.files.fetch_add(1, Relaxed);
+                    use std::os::unix::ffi::OsStrExt;
+                    p.on_file.call(std::path::Path::new(std::ffi::OsStr::from_bytes(&of.path)), done.size, true);
+                }
+            }
+            Err((code, msg)) => {
+                Self::drop_file(&of, false);
+                self.report(code, &of.path, &msg);
+            }
+        }
+        Ok(())
+    }
+}

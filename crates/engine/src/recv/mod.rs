@@ -1,0 +1,388 @@
+//! The receiving side of a copy session. Each stream has its own thread; all of them feed one
+//! [`Tracker`] (the protocol's rules) under one lock, and do their file I/O outside it. A file is
+//! written to a temporary name beside its final one and renamed into place only when every chunk
+//! is written, its end has been declared and, with verification on, its BLAKE3 matches.
+
+use crate::conn::SendHalf;
+use crate::cpu::CpuTimes;
+use crate::fsx::{self, Destination, DirCache};
+use crate::journal::Journal;
+use crate::rate::SessionRate;
+use crate::send::{ListSink, Progress};
+use linerate_proto::copy::ReceiverControl;
+use linerate_proto::frame::{Finish, Frame, Summary, Time};
+use linerate_proto::track::Tracker;
+use linerate_proto::{frame, ErrorCode, ProtoError};
+use std::collections::{HashMap, HashSet};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+mod control;
+mod data;
+
+/// How an abort caused by the sender's `Fatal` begins (a pull shows it as the server's error).
+pub const SENDER_ENDED: &str = "the sender ended the session: ";
+
+/// How long a frame may wait for the declaration it refers to (sent on another stream), and the
+/// streams may take to end after `Finish`.
+const WAIT_LIMIT: Duration = linerate_proto::copy::END_WAIT;
+
+/// Parameters of one session, from the client's `Begin` and the server's settings.
+#[derive(Debug, Clone)]
+pub struct SessionParams {
+    /// `FLAG_*` bits.
+    pub flags: u32,
+    /// Chunk size.
+    pub chunk_size: u32,
+    /// Number of data streams the client will open.
+    pub streams: u16,
+    /// Short tag used in temporary names.
+    pub tag: String,
+    /// How long a stream may stay silent, and how long the whole session may go without a
+    /// record that carries frames (keepalives alone are not progress).
+    pub idle_timeout: Duration,
+    /// A pull: the name the client asked for, the one entry the target may receive
+    /// ([`Tracker::for_pull`]).
+    pub pull_of: Option<Vec<u8>>,
+}
+
+struct OpenFile {
+    inc: fsx::Incoming,
+    /// For a resumable (multi-chunk, sync) file: its journal.
+    journal: Option<Mutex<Journal>>,
+    parent: Arc<OwnedFd>,
+    path: Vec<u8>,
+    name: Box<[u8]>,
+    tmp: Vec<u8>,
+    mode: u32,
+    mtime: Time,
+}
+
+enum Slot {
+    Creating,
+    Ready(Arc<OpenFile>),
+}
+
+struct State {
+    tracker: Tracker,
+    dirs: DirCache,
+    open: HashMap<u64, Slot>,
+    /// The session-level rules: attached and ended streams, progress, `Finish` (crates/proto
+    /// `copy`).
+    ctl: ReceiverControl,
+    /// `--delete`: names kept so far per directory (None once over the cap).
+    keeps: HashMap<u64, Option<HashSet<Box<[u8]>>>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    files: AtomicU64,
+    bytes: AtomicU64,
+    dirs: AtomicU64,
+    links: AtomicU64,
+    errors: AtomicU64,
+    cpu_user: AtomicU64,
+    cpu_sys: AtomicU64,
+    temp_seq: AtomicU64,
+    skipped_files: AtomicU64,
+    skipped_bytes: AtomicU64,
+    resumed_bytes: AtomicU64,
+    deleted: AtomicU64,
+}
+
+/// Why a session ended early.
+#[derive(Debug, Clone)]
+pub struct Abort {
+    /// The code sent to the client.
+    pub code: ErrorCode,
+    /// The message sent to the client.
+    pub message: String,
+}
+
+impl From<ProtoError> for Abort {
+    fn from(e: ProtoError) -> Abort {
+        Abort { code: e.code(), message: e.to_string() }
+    }
+}
+
+/// One copy session on the receiver.
+pub struct RecvSession {
+    p: SessionParams,
+    state: Mutex<State>,
+    changed: Condvar,
+    control: Mutex<SendHalf>,
+    sockets: Mutex<Vec<TcpStream>>,
+    aborted: AtomicBool,
+    /// Threads waiting on `changed`; waking nobody costs a futex syscall, so skip it.
+    waiters: AtomicUsize,
+    abort_reason: Mutex<Option<Abort>>,
+    n: Counters,
+    fin: Mutex<Finish>,
+    /// Live counters, when this side shows progress (a pull).
+    progress: Option<Arc<Progress>>,
+    /// Where listings go on this side (a pull); otherwise they travel to the peer as `Note`s.
+    list: Option<ListSink>,
+    /// Where per-entry errors are shown on this side (a pull), besides being sent to the peer.
+    on_error: Option<crate::send::ErrorSink>,
+    /// Paces what the data streams receive (a server's cap or fair share, a pull's --bwlimit).
+    pace: OnceLock<SessionRate>,
+}
+
+/// The answer to an offer: verdict, chunk ranges held, and the file to write (none when nothing
+/// will be written).
+type Decision = (u8, Vec<(u64, u64)>, Option<OpenFile>);
+
+/// What a pull's receiving side did beyond its summary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SyncCounts {
+    /// Files found up to date (in a dry run: every offered file).
+    pub skipped_files: u64,
+    /// Their bytes.
+    pub skipped_bytes: u64,
+    /// Bytes of partial files reused.
+    pub resumed_bytes: u64,
+    /// Entries deleted (or that would be).
+    pub deleted: u64,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The client got a summary.
+    Done(Summary),
+    /// The session was aborted.
+    Aborted(Abort),
+}
+
+impl RecvSession {
+    /// A session writing beneath `dest`, reporting on `control`.
+    pub fn new(p: SessionParams, dest: Destination, control: SendHalf) -> Arc<RecvSession> {
+        Self::with_display(p, dest, control, None, None, None)
+    }
+
+    /// A session that also updates `progress` and lists to `list` locally (the receiving side of a
+    /// pull, in the client).
+    pub fn with_display(
+        p: SessionParams,
+        dest: Destination,
+        control: SendHalf,
+        progress: Option<Arc<Progress>>,
+        list: Option<ListSink>,
+        on_error: Option<crate::send::ErrorSink>,
+    ) -> Arc<RecvSession> {
+        Arc::new(RecvSession {
+            state: Mutex::new(State {
+                tracker: match &p.pull_of {
+                    Some(name) => Tracker::for_pull(p.chunk_size, name),
+                    None => Tracker::new(p.chunk_size),
+                },
+                dirs: DirCache::new(dest.dir),
+                open: HashMap::new(),
+                ctl: ReceiverControl::new(p.flags, p.streams, p.idle_timeout, Instant::now()),
+                keeps: HashMap::new(),
+            }),
+            p,
+            changed: Condvar::new(),
+            control: Mutex::new(control),
+            sockets: Mutex::new(Vec::new()),
+            aborted: AtomicBool::new(false),
+            waiters: AtomicUsize::new(0),
+            abort_reason: Mutex::new(None),
+            n: Counters::default(),
+            fin: Mutex::new(Finish::default()),
+            progress,
+            list,
+            on_error,
+            pace: OnceLock::new(),
+        })
+    }
+
+    /// A record arrived: with frames it is progress; a keepalive ends the session once nothing
+    /// else came for the idle timeout ([`ReceiverControl::handle_record`]).
+    fn record(&self, empty: bool) -> Result<(), Abort> {
+        self.lock().ctl.handle_record(empty, Instant::now()).map_err(Abort::from)
+    }
+
+    /// The sender's `Finish` totals (zero until it arrived).
+    pub fn finish_totals(&self) -> Finish {
+        *self.fin.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sync counters.
+    pub fn sync_counts(&self) -> SyncCounts {
+        SyncCounts {
+            skipped_files: self.n.skipped_files.load(Relaxed),
+            skipped_bytes: self.n.skipped_bytes.load(Relaxed),
+            resumed_bytes: self.n.resumed_bytes.load(Relaxed),
+            deleted: self.n.deleted.load(Relaxed),
+        }
+    }
+
+    fn has(&self, flag: u32) -> bool {
+        self.p.flags & flag != 0
+    }
+
+    /// Remove (or, for a resumable file when `keep` is set, preserve for the next run) what an
+    /// unfinished file left behind.
+    fn drop_file(of: &OpenFile, keep: bool) {
+        match &of.journal {
+            Some(j) if keep => {
+                let _ = j.lock().unwrap_or_else(PoisonError::into_inner).flush(&of.inc.file);
+            }
+            Some(j) => {
+                fsx::discard_incoming(&of.parent, &of.inc);
+                j.lock().unwrap_or_else(PoisonError::into_inner).remove(&of.parent);
+            }
+            None => fsx::discard_incoming(&of.parent, &of.inc),
+        }
+    }
+
+    /// Wake waiters after a change made under the lock (the lock orders our change before any
+    /// waiter's count, so a waiter that missed the change is counted here).
+    fn wake(&self) {
+        if self.waiters.load(SeqCst) > 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Wait on `changed` for at most `left`, counted in `waiters`.
+    fn wait<'a>(&self, st: MutexGuard<'a, State>, left: Duration) -> MutexGuard<'a, State> {
+        self.waiters.fetch_add(1, SeqCst);
+        let st = self.changed.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+        self.waiters.fetch_sub(1, SeqCst);
+        st
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether data stream `stream` would be admitted (asked before its handshake, so that a
+    /// stream beyond the announced count costs the server nothing).
+    pub fn can_attach(&self, stream: u16) -> bool {
+        !self.aborted.load(Relaxed) && self.lock().ctl.can_attach(stream)
+    }
+
+    /// Admit data stream `stream`; each index once, within the count the client announced.
+    pub fn attach(&self, stream: u16, sock: Option<TcpStream>) -> bool {
+        if self.aborted.load(Relaxed) || stream == 0 || stream > self.p.streams {
+            return false;
+        }
+        let ok = self.lock().ctl.attach(stream);
+        if ok {
+            if let Some(s) = sock {
+                self.sockets.lock().unwrap_or_else(PoisonError::into_inner).push(s);
+            }
+        }
+        ok
+    }
+
+    /// Pace the data streams with `rate` (set once, before the first data stream attaches): each
+    /// stream waits for its share after every record, so TCP back-pressure slows the sender.
+    pub fn pace_with(&self, rate: SessionRate) {
+        let _ = self.pace.set(rate);
+    }
+
+    /// Register the control socket so an abort can close it.
+    pub fn add_socket(&self, sock: TcpStream) {
+        self.sockets.lock().unwrap_or_else(PoisonError::into_inner).push(sock);
+    }
+
+    /// End the session: tell the client why, close every stream, remove temporary files.
+    pub fn abort(&self, a: Abort) {
+        if self.aborted.swap(true, Relaxed) {
+            return;
+        }
+        let msg = a.message.clone();
+        *self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner) = Some(a.clone());
+        let _ = self
+            .control
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send_frames(&[Frame::Fatal(frame::Fatal { code: a.code as u16, message: msg.as_bytes() })]);
+        for s in self.sockets.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let mut st = self.lock();
+        for (_, slot) in st.open.drain() {
+            if let Slot::Ready(of) = slot {
+                Self::drop_file(&of, true);
+            }
+        }
+        drop(st);
+        self.changed.notify_all();
+    }
+
+    /// Send frames on the control stream.
+    pub fn send_control(&self, frames: &[Frame<'_>]) -> Result<(), crate::EngineError> {
+        self.control.lock().unwrap_or_else(PoisonError::into_inner).send_frames(frames)
+    }
+
+    fn report(&self, code: ErrorCode, path: &[u8], msg: &str) {
+        self.n.errors.fetch_add(1, Relaxed);
+        if let Some(sink) = &self.on_error {
+            sink(format!(
+                "{}: {} ({})",
+                linerate_proto::name::escape(path),
+                linerate_proto::name::escape(msg.as_bytes()),
+                code.describe()
+            ));
+        }
+        let _ = self
+            .control
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send_frames(&[Frame::Error(frame::ErrorReport { code: code as u16, path, message: msg.as_bytes() })]);
+    }
+
+    /// Wait (bounded) until `f` returns Some: frames may refer to entries declared on other streams.
+    /// Only a data stream that has not ended can still declare something, so when the caller's
+    /// stream is the last one open the answer is final at once; otherwise the wait ends after
+    /// [`WAIT_LIMIT`] or the idle timeout, whichever is shorter.
+    fn until<T>(&self, f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>) -> Result<T, Abort> {
+        self.until_from(false, f)
+    }
+
+    /// [`Self::until`] for a caller on the control stream (which cannot declare anything itself).
+    fn until_from<T>(
+        &self,
+        control: bool,
+        mut f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>,
+    ) -> Result<T, Abort> {
+        // The control stream waits a little longer than the data streams do, so that a data
+        // stream's own failure (it is what carries the declarations) is the one reported.
+        let extra = if control { Duration::from_secs(2) } else { Duration::ZERO };
+        let deadline = Instant::now() + WAIT_LIMIT.min(self.p.idle_timeout) + extra;
+        let mut st = self.lock();
+        loop {
+            if self.aborted.load(Relaxed) {
+                return Err(Abort { code: ErrorCode::Protocol, message: "session aborted".into() });
+            }
+            if let Some(v) = f(&mut st)? {
+                return Ok(v);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || st.ctl.ended().saturating_add(u16::from(!control)) >= self.p.streams {
+                return Err(ProtoError::Violation("a frame refers to an entry that was never declared".into()).into());
+            }
+            st = self.wait(st, left);
+        }
+    }
+
+    fn entry_path(st: &State, parent: u64, name: &[u8]) -> Vec<u8> {
+        let mut p = st.tracker.dir_path(parent);
+        if !p.is_empty() {
+            p.push(b'/');
+        }
+        p.extend_from_slice(name);
+        p
+    }
+
+    /// CPU used by this session's threads so far.
+    pub fn cpu(&self) -> CpuTimes {
+        CpuTimes { user_us: self.n.cpu_user.load(Relaxed), sys_us: self.n.cpu_sys.load(Relaxed) }
+    }
+}

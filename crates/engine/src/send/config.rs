@@ -1,0 +1,302 @@
+//! What a copy is asked to do and what it reports: the client's configuration, the sending
+//! side's options, live progress and the final report.
+
+use crate::conn::{self};
+use crate::cpu::CpuTimes;
+use crate::keys::KeyClient;
+use crate::rate::SessionRate;
+use crate::secret::Secret;
+use linerate_proto::frame::{
+    Finish, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY,
+};
+use linerate_proto::hello::Suite;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything a copy needs.
+#[derive(Debug, Clone)]
+pub struct CopyConfig {
+    /// The server.
+    pub addr: SocketAddr,
+    /// Shared secret of the server (unused when `key_auth` is set).
+    pub secret: Secret,
+    /// Daemon mode: authenticate the control connection with this ed25519 identity and check
+    /// the server's host key, instead of the shared secret.
+    pub key_auth: Option<KeyClient>,
+    /// Destination path relative to the server's root.
+    pub dest: Vec<u8>,
+    /// Local sources.
+    pub sources: Vec<PathBuf>,
+    /// Number of parallel data streams.
+    pub streams: u16,
+    /// Chunk size for large files (power of two).
+    pub chunk_size: u32,
+    /// Hash with BLAKE3 and check on the receiver before rename.
+    pub verify: bool,
+    /// fsync files and directories on the receiver.
+    pub fsync: bool,
+    /// The AEAD to use.
+    pub suite: Suite,
+    /// Connect and handshake timeout.
+    pub timeout: Duration,
+    /// Send an empty record on any stream silent this long (the server drops silent streams).
+    pub keepalive: Duration,
+    /// Give up when a stream can send nothing for this long (a cut link, a stalled server).
+    pub stall_timeout: Duration,
+    /// Offer every file first: skip those already up to date at the destination, resume partial
+    /// ones (`FLAG_SYNC`).
+    pub sync: bool,
+    /// With `sync`: up to date means the same BLAKE3, not the same size and modification time.
+    pub checksum: bool,
+    /// With `sync`: delete destination entries absent from the source directories.
+    pub delete: bool,
+    /// With `sync`: change nothing, list what would be sent and deleted.
+    pub dry_run: bool,
+    /// Where lines for the user go: dry-run listings and deletions.
+    pub list: Option<ListSink>,
+    /// Most bit/s of records over all streams together (`cp --bwlimit`); `None`: unlimited.
+    pub bwlimit: Option<u64>,
+    /// A pace set by the caller instead (a server sending in its session's fair share, from
+    /// [`crate::rate::Governor::admit`]); when limited, it replaces `bwlimit`.
+    pub pace: SessionRate,
+}
+
+/// Receives lines for the user (what was, or would be, sent or deleted).
+#[derive(Clone)]
+pub struct ListSink(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for ListSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ListSink")
+    }
+}
+
+impl ListSink {
+    pub(super) fn say(this: &Option<ListSink>, line: &str) {
+        if let Some(l) = this {
+            (l.0)(line);
+        }
+    }
+}
+
+impl CopyConfig {
+    /// A push of `sources` to `dest` beneath the server's root, with the defaults of `linerate cp`.
+    pub fn new(addr: SocketAddr, secret: Secret, sources: Vec<PathBuf>, dest: Vec<u8>) -> CopyConfig {
+        CopyConfig {
+            addr,
+            secret,
+            key_auth: None,
+            dest,
+            sources,
+            streams: 4,
+            chunk_size: linerate_proto::caps::DEFAULT_CHUNK,
+            verify: false,
+            fsync: false,
+            suite: conn::preferred_suite(),
+            timeout: Duration::from_secs(15),
+            keepalive: KEEPALIVE,
+            stall_timeout: STALL_TIMEOUT,
+            sync: true,
+            checksum: false,
+            delete: false,
+            dry_run: false,
+            list: None,
+            bwlimit: None,
+            pace: SessionRate::unlimited(),
+        }
+    }
+
+    /// The `Begin.flags` this configuration asks for.
+    pub fn flags(&self) -> u32 {
+        let mut f = 0;
+        for (on, bit) in [
+            (self.verify, FLAG_VERIFY),
+            (self.fsync, FLAG_FSYNC),
+            (self.sync, FLAG_SYNC),
+            (self.sync && self.checksum, FLAG_CHECKSUM),
+            (self.sync && self.delete, FLAG_DELETE),
+            (self.sync && self.dry_run, FLAG_DRY_RUN),
+        ] {
+            if on {
+                f |= bit;
+            }
+        }
+        f
+    }
+}
+
+/// Default keepalive interval, well inside the server's default idle timeout.
+pub const KEEPALIVE: Duration = Duration::from_secs(20);
+
+/// Default [`CopyConfig::stall_timeout`]: the server's default idle timeout, well beyond the two
+/// minutes a receiver may legitimately hold a stream while it waits for another one.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Longest wait for the server's summary after `Finish`: it waits at most two minutes for the
+/// data streams, then settles directory modes and times (with fsync, possibly many).
+pub const SUMMARY_WAIT: Duration = Duration::from_secs(600);
+
+/// Live counters for a progress display.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// File bytes sent.
+    pub bytes: AtomicU64,
+    /// Files sent completely.
+    pub files: AtomicU64,
+    /// Bytes found by the walker so far.
+    pub found_bytes: AtomicU64,
+    /// Files found by the walker so far.
+    pub found_files: AtomicU64,
+    /// 1 once the walk is complete.
+    pub walk_done: AtomicU64,
+    /// Told of each file as it starts (large files) and as it has been sent completely.
+    pub on_file: FileHook,
+}
+
+/// A callback for [`Progress::on_file`]: `(local path, size, done)`, with `done` false when a
+/// large file starts and true once the whole file has been sent. Names are raw: escape them
+/// (`walk::shown`) before printing.
+#[derive(Clone, Default)]
+pub struct FileHook(Option<Arc<FileFn>>);
+
+/// The function inside a [`FileHook`].
+pub type FileFn = dyn Fn(&std::path::Path, u64, bool) + Send + Sync;
+
+impl FileHook {
+    /// A hook calling `f`.
+    pub fn new(f: impl Fn(&std::path::Path, u64, bool) + Send + Sync + 'static) -> FileHook {
+        FileHook(Some(Arc::new(f)))
+    }
+
+    /// Tell the hook, if any.
+    pub fn call(&self, path: &std::path::Path, size: u64, done: bool) {
+        if let Some(f) = &self.0 {
+            f(path, size, done);
+        }
+    }
+}
+
+impl std::fmt::Debug for FileHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "FileHook(set)" } else { "FileHook(none)" })
+    }
+}
+
+/// The outcome of a copy that ran to the end (possibly with per-file errors).
+#[derive(Debug, Clone)]
+pub struct CopyReport {
+    /// File bytes sent.
+    pub bytes: u64,
+    /// Files sent.
+    pub files: u64,
+    /// Directories sent.
+    pub dirs: u64,
+    /// Symlinks sent.
+    pub links: u64,
+    /// Wall-clock seconds from first connect to the server's summary.
+    pub seconds: f64,
+    /// Data streams used.
+    pub streams: u16,
+    /// The AEAD used.
+    pub cipher: &'static str,
+    /// Entries that failed on this side (unreadable, changed while read).
+    pub local_errors: u64,
+    /// What the receiver committed, and its CPU and memory.
+    pub server: Summary,
+    /// This process's CPU time during the copy.
+    pub client_cpu: CpuTimes,
+    /// This process's peak resident memory.
+    pub client_peak_rss: u64,
+    /// Files found up to date at the destination (or, in a dry run, every offered file).
+    pub skipped_files: u64,
+    /// Bytes in those files.
+    pub skipped_bytes: u64,
+    /// Bytes of partial files the receiver already held, verified, and that were not sent again.
+    pub resumed_bytes: u64,
+    /// Entries deleted (or, in a dry run, to be deleted) at the destination.
+    pub deleted: u64,
+    /// True for a pull (this side received).
+    pub pulled: bool,
+}
+
+impl CopyReport {
+    /// Goodput in Gbit/s (SI): file bytes transferred in this run (bytes a resume kept are not
+    /// counted).
+    pub fn gbit_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes.saturating_sub(self.resumed_bytes) as f64 * 8.0 / self.seconds / 1e9
+        } else {
+            0.0
+        }
+    }
+
+    /// True when every entry arrived.
+    pub fn is_complete(&self) -> bool {
+        self.local_errors == 0 && self.server.errors == 0 && self.server.files == self.files
+    }
+}
+
+/// Where per-entry problems are reported as they happen.
+pub type ErrorSink = Arc<dyn Fn(String) + Send + Sync>;
+
+/// How the sending side of a session behaves (the client's in a push, the server's in a pull).
+#[derive(Debug, Clone)]
+pub struct SendOpts {
+    /// Chunk size.
+    pub chunk: u64,
+    /// `FLAG_*` bits of the session.
+    pub flags: u32,
+    /// Keepalive interval for silent streams.
+    pub keepalive: Duration,
+    /// Give up on a stream that can send nothing for this long.
+    pub stall_timeout: Duration,
+    /// Longest wait for the receiver's summary after `Finish`.
+    pub summary_wait: Duration,
+    /// Where listings go.
+    pub list: Option<ListSink>,
+    /// What to call the other side in messages ("server", "client").
+    pub peer: &'static str,
+    /// Paces what the data streams send.
+    pub pace: SessionRate,
+}
+
+impl SendOpts {
+    /// The options of a client's push.
+    pub fn of(cfg: &CopyConfig) -> SendOpts {
+        SendOpts {
+            chunk: u64::from(cfg.chunk_size),
+            flags: cfg.flags(),
+            keepalive: cfg.keepalive,
+            stall_timeout: cfg.stall_timeout,
+            summary_wait: SUMMARY_WAIT,
+            list: cfg.list.clone(),
+            peer: "server",
+            pace: if cfg.pace.is_limited() { cfg.pace.clone() } else { SessionRate::fixed(cfg.bwlimit) },
+        }
+    }
+    pub(super) fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+/// What the sending side of a session did.
+#[derive(Debug, Clone, Default)]
+pub struct Sent {
+    /// The totals sent in `Finish`.
+    pub fin: Finish,
+    /// The receiver's summary.
+    pub summary: Summary,
+    /// Entries that failed on this side.
+    pub local_errors: u64,
+    /// Files the receiver already had.
+    pub skipped_files: u64,
+    /// Their bytes.
+    pub skipped_bytes: u64,
+    /// Bytes of resumed files not sent again.
+    pub resumed_bytes: u64,
+    /// Entries the receiver deleted (or would delete).
+    pub deleted: u64,
+}
