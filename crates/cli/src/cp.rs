@@ -5,10 +5,12 @@ use crate::exit;
 use crate::progress::{Bar, Show};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use linerate_engine::secret::Secret;
-use linerate_engine::send::{self, CopyConfig, CopyReport, Progress};
+use linerate_engine::auth::secret::Secret;
+use linerate_engine::copy::recv;
+use linerate_engine::copy::send::{self, CopyConfig, CopyReport, Progress};
+use linerate_engine::net::conn;
 use linerate_engine::server::{Server, ServerConfig};
-use linerate_engine::{conn, recv, EngineError};
+use linerate_engine::EngineError;
 use linerate_proto::caps;
 use linerate_proto::hello::Suite;
 use std::io::{BufRead, BufReader, Write};
@@ -378,7 +380,7 @@ fn pull_to(
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
     cfg.key_auth = key_auth;
-    run_engine(show, |progress, sink| linerate_engine::pull::pull(&cfg, path, into, progress, sink), None)
+    run_engine(show, |progress, sink| linerate_engine::copy::pull::pull(&cfg, path, into, progress, sink), None)
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, (anyhow::Error, u8)> {
@@ -481,7 +483,7 @@ pub fn summary_line(r: &CopyReport) -> String {
 fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, quiet: bool) {
     let saved =
         linerate_report::from_cp_json(&summary_json(report)).map_err(anyhow::Error::from).and_then(|mut run| {
-            run.params.insert("destination".into(), linerate_engine::walk::shown(dest).into());
+            run.params.insert("destination".into(), linerate_engine::copy::walk::shown(dest).into());
             crate::report::save_run(db, &run)
         });
     match saved {
@@ -671,7 +673,8 @@ pub fn run_serve(a: ServeArgs) -> u8 {
 }
 
 /// SIGTERM and SIGINT stop the server: the first lets running sessions finish within the grace,
-/// a second aborts them now. A watcher thread turns the handlers' flag into [`Stopper::stop`].
+/// a second aborts them now. A watcher thread turns the handlers' flag into
+/// [`linerate_engine::server::Stopper::stop`].
 fn stop_on_signals(stopper: linerate_engine::server::Stopper, grace: u64, quiet: bool) -> std::io::Result<()> {
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     let flag = Arc::new(AtomicBool::new(false));

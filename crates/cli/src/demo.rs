@@ -3,8 +3,8 @@
 use crate::cp::{copy_to, summary_json, summary_line};
 use crate::exit;
 use clap::Args;
-use linerate_engine::compare::compare_trees;
-use linerate_engine::sample::{make_tree, Sizes, TreeSpec};
+use linerate_engine::copy::diff::compare_trees;
+use linerate_engine::copy::sample::{make_tree, Sizes, TreeSpec};
 use std::path::PathBuf;
 
 /// `linerate demo` flags.

@@ -85,8 +85,8 @@ fn esc(s: &str) -> String {
 
 /// Measures the rate to the peer with a `linerate bench` tcp-stream test.
 struct BenchProbe {
-    key: linerate_engine::secret::Secret,
-    key_auth: Option<linerate_engine::keys::KeyClient>,
+    key: linerate_engine::auth::secret::Secret,
+    key_auth: Option<linerate_engine::auth::keys::KeyClient>,
 }
 
 impl doctor::RateProbe for BenchProbe {
@@ -99,7 +99,7 @@ impl doctor::RateProbe for BenchProbe {
             addr,
             secret: self.key.clone(),
             key_auth: self.key_auth.clone(),
-            suite: linerate_engine::conn::preferred_suite(),
+            suite: linerate_engine::net::conn::preferred_suite(),
             timeout: Duration::from_secs(10),
         };
         let mut spec = TestSpec::new(TestKind::TcpStream);

@@ -4,8 +4,8 @@
 //! `-v` lists each file as it has been sent, above the bar.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use linerate_engine::send::{FileHook, Progress};
-use linerate_engine::walk::shown;
+use linerate_engine::copy::send::{FileHook, Progress};
+use linerate_engine::copy::walk::shown;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -9,11 +9,12 @@ use crate::exit;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use linerate_engine::remote::{self, Announce, AnnounceError, Forwarder};
-use linerate_engine::secret::Secret;
-use linerate_engine::send::{self, CopyConfig, CopyReport};
+use linerate_engine::auth::secret::Secret;
+use linerate_engine::copy::recv;
+use linerate_engine::copy::send::{self, CopyConfig, CopyReport};
 use linerate_engine::server::{Server, ServerConfig};
-use linerate_engine::{recv, EngineError};
+use linerate_engine::ssh::{self, Announce, AnnounceError, Forwarder};
+use linerate_engine::EngineError;
 use linerate_proto::name::escape;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -507,7 +508,7 @@ pub fn copy(
                 cfg.dest = target.path;
                 send::copy(&cfg, progress, sink)
             }
-            Job::Pull { target, into } => linerate_engine::pull::pull(&cfg, &target.path, &into, progress, sink),
+            Job::Pull { target, into } => linerate_engine::copy::pull::pull(&cfg, &target.path, &into, progress, sink),
         },
         None,
     );
@@ -532,7 +533,7 @@ pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout
         Ok(d) => d,
         Err(e) => return fail("finding the current directory", &e),
     };
-    let addr = std::env::var_os("SSH_CONNECTION").and_then(|v| remote::ssh_connection_addr(&v.to_string_lossy()));
+    let addr = std::env::var_os("SSH_CONNECTION").and_then(|v| ssh::ssh_connection_addr(&v.to_string_lossy()));
     let deadline = Duration::from_secs(a.connect_deadline.max(1));
     let listens: Vec<SocketAddr> = if a.ssh_loopback {
         vec![SocketAddr::from(([127, 0, 0, 1], 0))]

@@ -18,7 +18,7 @@ pub enum EngineError {
         io: io::Error,
     },
     /// A local file operation failed.
-    #[error("{}: {io}", crate::walk::shown(path))]
+    #[error("{}: {io}", crate::copy::walk::shown(path))]
     File {
         /// Where.
         path: PathBuf,

@@ -1,34 +1,30 @@
-//! The linerate engine: everything that touches sockets and files.
+//! The linerate engine: everything that touches sockets and files, in folders by subsystem.
 //!
-//! [`conn`] runs the protocol's handshake and record layer over TCP; [`send`] walks source trees
-//! and pushes them over parallel streams; [`recv`] writes what arrives, confined beneath the
-//! destination by directory handles; [`server`] is the `serve` daemon that accepts sessions from
-//! many clients at once; [`keys`] and [`authorized`] hold daemon mode's ed25519 keys, known
-//! hosts and authorized keys. Protocol rules live in `linerate-proto`; this crate only performs I/O.
+//! | module | what |
+//! |---|---|
+//! | [`net`] | the handshake and AEAD record layer over TCP, socket options |
+//! | [`auth`] | shared secrets, ed25519 identities, known hosts, authorized keys |
+//! | [`copy`] | sending and receiving trees (`copy::send`, `copy::recv`, `copy::pull`) and what they share |
+//! | [`server`] | the `serve` daemon: many sessions at once, caps, deadlines, shutdown |
+//! | [`ssh`] | starting a copy's remote side through ssh |
+//! | [`rate`], [`limit`] | pacing, per-client and total caps with a fair share |
+//! | [`mod@bench`] | the benchmark client, agent and traffic generators |
+//! | [`doctor`], [`host`] | host inspection and bottleneck analysis |
+//! | [`usage`] | CPU time and peak memory of this process, for reports |
+//!
+//! Protocol rules live in `linerate-proto` (no I/O); this crate drives them and performs the I/O.
 
-pub mod authorized;
+pub mod auth;
 pub mod bench;
-pub mod compare;
-pub mod conn;
-pub mod cpu;
-pub mod digest;
+pub mod copy;
 pub mod doctor;
 pub mod error;
-pub mod fsx;
 pub mod host;
-pub mod journal;
-pub mod keys;
 pub mod limit;
-pub mod pull;
+pub mod net;
 pub mod rate;
-pub mod recv;
-pub mod remote;
-pub mod sample;
-pub mod sched;
-pub mod secret;
-pub mod send;
 pub mod server;
-pub mod sys;
-pub mod walk;
+pub mod ssh;
+pub mod usage;
 
 pub use error::EngineError;

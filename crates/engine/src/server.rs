@@ -4,13 +4,13 @@
 //! `Begin` starts a copy (one thread per stream), `BenchRequest` a benchmark session
 //! ([`crate::bench::server`]).
 
-use crate::authorized::{Grant, KeyAuthConfig};
+use crate::auth::authorized::{Grant, KeyAuthConfig};
+use crate::auth::secret::Secret;
 use crate::bench::server::{self as bench_server, BenchServerConfig};
-use crate::conn::{self, Admit};
-use crate::fsx;
+use crate::copy::fsx;
+use crate::copy::recv::{Abort, Outcome, RecvSession, SessionParams};
+use crate::net::conn::{self, Admit};
 use crate::rate::{Governor, SessionRate};
-use crate::recv::{Abort, Outcome, RecvSession, SessionParams};
-use crate::secret::Secret;
 use crate::EngineError;
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::handshake::KEY_LEN;
@@ -400,7 +400,7 @@ impl Server {
     pub fn bind(cfg: ServerConfig) -> Result<Server, EngineError> {
         if let Some(k) = &cfg.keys {
             // Refuse a malformed file at startup, naming the line; sessions re-read it.
-            crate::authorized::AuthorizedKeys::load(&k.authorized_keys)?;
+            crate::auth::authorized::AuthorizedKeys::load(&k.authorized_keys)?;
         }
         if !cfg.accept_secret && cfg.keys.is_none() {
             return Err(EngineError::Usage("the server accepts neither a shared secret nor keys".into()));
@@ -899,29 +899,29 @@ fn serve_pull(
         return fatal(&mut sec.tx, ErrorCode::Protocol, msg);
     };
     sec.rx.set_timeout(None);
-    let opts = crate::send::SendOpts {
+    let opts = crate::copy::send::SendOpts {
         chunk: u64::from(chunk_size),
         flags,
         // The client receives, and may give up on a stream silent for its stall timeout (as
         // short as 1 s): keep idle streams audible well within it.
         keepalive: PULL_KEEPALIVE,
         stall_timeout: shared.cfg.idle_timeout,
-        summary_wait: crate::send::SUMMARY_WAIT,
+        summary_wait: crate::copy::send::SUMMARY_WAIT,
         list: None,
         peer: "client",
         pace,
     };
     let log = shared.cfg.log;
-    let on_error: crate::send::ErrorSink = Arc::new(move |m: String| {
+    let on_error: crate::copy::send::ErrorSink = Arc::new(move |m: String| {
         if log {
             eprintln!("linerate serve: pull: {}", linerate_proto::name::escape(m.as_bytes()));
         }
     });
     // The walk stays beneath the directory the source was resolved in, following no symlink.
     let anchor = Arc::new(fsx::Anchor::new(dir));
-    let roots = vec![crate::walk::Root { path: src, name, beneath: Some(anchor) }];
-    let progress = Arc::new(crate::send::Progress::default());
-    let r = crate::send::run_sender(sec, data, roots, &opts, progress, on_error);
+    let roots = vec![crate::copy::walk::Root { path: src, name, beneath: Some(anchor) }];
+    let progress = Arc::new(crate::copy::send::Progress::default());
+    let r = crate::copy::send::run_sender(sec, data, roots, &opts, progress, on_error);
     match r {
         Ok(sent) => Outcome::Done(sent.summary),
         Err(e) => {

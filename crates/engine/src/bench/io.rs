@@ -422,7 +422,7 @@ impl Worker {
                 // A long-lived connection the peer closed first keeps its last TCP statistics
                 // (a crr connection's would cost a syscall per transaction, so it has none).
                 if !matches!(c.role, Role::Client(_)) {
-                    if let Some(t) = c.sock.as_ref().and_then(|s| crate::sys::tcp_info(s).ok()) {
+                    if let Some(t) = c.sock.as_ref().and_then(|s| crate::net::sys::tcp_info(s).ok()) {
                         self.tcp.push((c.slot, t));
                     }
                 }
@@ -947,7 +947,7 @@ impl Worker {
     fn finish(&mut self) {
         for c in self.conns.iter_mut().flatten() {
             if let Some(s) = c.sock.as_ref() {
-                if let Ok(t) = crate::sys::tcp_info(s) {
+                if let Ok(t) = crate::net::sys::tcp_info(s) {
                     self.tcp.push((c.slot, t));
                 }
             }

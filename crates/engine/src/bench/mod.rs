@@ -9,9 +9,9 @@ pub mod server;
 pub mod stats;
 pub(crate) mod udp;
 
-use crate::conn::{self, RecvHalf, SendHalf};
-use crate::cpu;
-use crate::secret::Secret;
+use crate::auth::secret::Secret;
+use crate::net::conn::{self, RecvHalf, SendHalf};
+use crate::usage;
 use crate::EngineError;
 use linerate_proto::bench::{
     ClientEvent, ClientMachine, ConnCounts, IntervalCounts, Ready, SideReport, TestKind, TestSpec, BENCH_DOC_VERSION,
@@ -122,8 +122,8 @@ struct Baseline {
     at: Instant,
     conns: Vec<(u64, u64)>,
     transactions: u64,
-    machine: cpu::MachineTimes,
-    process: cpu::CpuTimes,
+    machine: usage::MachineTimes,
+    process: usage::CpuTimes,
 }
 
 impl Sampler {
@@ -149,8 +149,8 @@ impl Sampler {
             at,
             conns: self.counters.snapshot(),
             transactions: self.counters.transactions.load(Relaxed),
-            machine: cpu::machine(),
-            process: cpu::process(),
+            machine: usage::machine(),
+            process: usage::process(),
         });
     }
 
@@ -229,8 +229,8 @@ impl Sampler {
             at: now,
             conns: self.counters.snapshot(),
             transactions: self.counters.transactions.load(Relaxed),
-            machine: cpu::machine(),
-            process: cpu::process(),
+            machine: usage::machine(),
+            process: usage::process(),
         });
     }
 
@@ -241,15 +241,15 @@ impl Sampler {
             at: now,
             conns: Vec::new(),
             transactions: 0,
-            machine: cpu::machine(),
-            process: cpu::process(),
+            machine: usage::machine(),
+            process: usage::process(),
         });
         let end = self.end.take().unwrap_or_else(|| Baseline {
             at: now,
             conns: self.counters.snapshot(),
             transactions: self.counters.transactions.load(Relaxed),
-            machine: cpu::machine(),
-            process: cpu::process(),
+            machine: usage::machine(),
+            process: usage::process(),
         });
         let conns = end
             .conns
@@ -289,7 +289,7 @@ pub struct BenchClientConfig {
     /// The shared key (unused when `key_auth` is set).
     pub secret: Secret,
     /// Authenticate with an ed25519 identity instead (a server in daemon mode).
-    pub key_auth: Option<crate::keys::KeyClient>,
+    pub key_auth: Option<crate::auth::keys::KeyClient>,
     /// AEAD of the control connection.
     pub suite: Suite,
     /// Time to connect, authenticate and open data connections.

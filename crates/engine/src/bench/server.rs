@@ -5,7 +5,7 @@
 
 use super::io::{self, Conn, WorkerHandle};
 use super::{scripts, udp, worker_count, Counters, Sampler};
-use crate::conn::{RecvHalf, SendHalf};
+use crate::net::conn::{RecvHalf, SendHalf};
 use crate::EngineError;
 use linerate_proto::bench::{
     encode_doc, DataHello, Limits, Ready, ServerEvent, ServerMachine, TestKind, TestSpec, BENCH_DOC_VERSION, DATA_ACK,

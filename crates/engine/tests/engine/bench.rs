@@ -1,9 +1,9 @@
 //! Integration tests: every benchmark test kind against a real agent on loopback, refusals of bad
 //! parameters, and clients that misbehave without blocking others.
 
+use linerate_engine::auth::secret::Secret;
 use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
-use linerate_engine::conn;
-use linerate_engine::secret::Secret;
+use linerate_engine::net::conn;
 use linerate_engine::server::{Server, ServerConfig, ServerHandle};
 use linerate_engine::EngineError;
 use linerate_proto::bench::{

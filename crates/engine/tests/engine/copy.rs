@@ -1,9 +1,9 @@
 //! Integration tests: real trees through a real server on loopback.
 
-use linerate_engine::compare::compare_trees;
-use linerate_engine::conn;
-use linerate_engine::secret::Secret;
-use linerate_engine::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use linerate_engine::auth::secret::Secret;
+use linerate_engine::copy::diff::compare_trees;
+use linerate_engine::copy::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use linerate_engine::net::conn;
 use linerate_engine::server::{Server, ServerConfig, ServerHandle};
 use linerate_engine::EngineError;
 use linerate_proto::frame::{Begin, Frame};

@@ -12,9 +12,9 @@
 use crate::peer;
 
 use crate::peer::{raw_tcp, scratch, snapshot, temp_files, Client, Fx, Verdict, CS, T0};
-use linerate_engine::authorized::KeyAuthConfig;
-use linerate_engine::conn::{self, Admit};
-use linerate_engine::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use linerate_engine::auth::authorized::KeyAuthConfig;
+use linerate_engine::copy::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use linerate_engine::net::conn::{self, Admit};
 use linerate_engine::server::{Server, ServerConfig};
 use linerate_engine::EngineError;
 use linerate_proto::bench::{encode_doc, TestKind, TestSpec};
@@ -645,7 +645,7 @@ fn tampering_proxy(to: SocketAddr, conn_no: usize, at: usize) -> SocketAddr {
 
 fn copy_config(
     addr: SocketAddr,
-    secret: &linerate_engine::secret::Secret,
+    secret: &linerate_engine::auth::secret::Secret,
     sources: Vec<PathBuf>,
     dest: &str,
 ) -> CopyConfig {
@@ -681,7 +681,7 @@ fn legit_copy(fx: &Fx, src: &Path, dest: &str) {
     let (r, errs) = copy(&cfg);
     let r = r.unwrap_or_else(|e| panic!("legitimate copy failed: {e}"));
     assert!(r.is_complete(), "{errs:?}");
-    let c = linerate_engine::compare::compare_trees(src, &fx.root.join(dest), true).unwrap();
+    let c = linerate_engine::copy::diff::compare_trees(src, &fx.root.join(dest), true).unwrap();
     assert_eq!(c.count, 0, "{:?}", c.differences);
 }
 
@@ -972,7 +972,7 @@ enum Evil {
 const SESSION: [u8; 16] = [7; 16];
 
 /// A server that speaks the protocol correctly up to `Begin` and then behaves as `evil` says.
-fn evil_server(secret: &linerate_engine::secret::Secret, evil: Evil) -> SocketAddr {
+fn evil_server(secret: &linerate_engine::auth::secret::Secret, evil: Evil) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let psk = secret.0;
@@ -1100,7 +1100,7 @@ fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_no
     let t = scratch();
     let src = t.path().join("src");
     small_tree(&src);
-    let secret = linerate_engine::secret::Secret::generate().unwrap();
+    let secret = linerate_engine::auth::secret::Secret::generate().unwrap();
     let before = snapshot(t.path(), None);
     let cases: [(Evil, Option<&str>); 10] = [
         (Evil::FilesInsteadOfTarget, Some("expected Target from the server, got DirEntry")),
@@ -1166,13 +1166,13 @@ fn serve_if_child() {
     }
     let mut key = String::new();
     std::io::stdin().read_line(&mut key).unwrap();
-    let secret = linerate_engine::secret::Secret::from_hex(key.trim()).unwrap();
+    let secret = linerate_engine::auth::secret::Secret::from_hex(key.trim()).unwrap();
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), PathBuf::from(root), secret);
     cfg.handshake_timeout = Duration::from_secs(2);
     cfg.idle_timeout = Duration::from_secs(3);
     cfg.log = true;
     if let Some(dir) = std::env::var_os(CHILD_KEYS).map(PathBuf::from) {
-        let host = Arc::new(linerate_engine::keys::Identity::load(&dir.join("host_key")).unwrap());
+        let host = Arc::new(linerate_engine::auth::keys::Identity::load(&dir.join("host_key")).unwrap());
         cfg.keys = Some(KeyAuthConfig { host_key: host, authorized_keys: dir.join("authorized_keys") });
         // Floods are logged per connection; keep the log to what a test reads.
         cfg.log = false;
@@ -1189,7 +1189,7 @@ fn serve_if_child() {
 struct ChildServer {
     child: std::process::Child,
     addr: SocketAddr,
-    secret: linerate_engine::secret::Secret,
+    secret: linerate_engine::auth::secret::Secret,
     log: Arc<Mutex<Vec<u8>>>,
 }
 
@@ -1200,7 +1200,7 @@ impl ChildServer {
 
     fn spawn_with(test: &str, root: &Path, nofile: Option<u64>, keys: Option<&Path>) -> ChildServer {
         use std::io::BufRead;
-        let secret = linerate_engine::secret::Secret::generate().unwrap();
+        let secret = linerate_engine::auth::secret::Secret::generate().unwrap();
         let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
         if let Some(n) = nofile {
             cmd.env(CHILD_NOFILE, n.to_string());
@@ -1455,7 +1455,7 @@ enum EvilPull {
 
 /// A server that answers a pull of `tree` correctly up to `Target` and its `streams` data
 /// connections, and then behaves as `evil` says.
-fn evil_pull_server(secret: &linerate_engine::secret::Secret, evil: EvilPull, streams: u16) -> SocketAddr {
+fn evil_pull_server(secret: &linerate_engine::auth::secret::Secret, evil: EvilPull, streams: u16) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let psk = secret.0;
@@ -1554,7 +1554,7 @@ fn victim_dest(at: &Path) -> PathBuf {
 
 fn pull_from(
     addr: SocketAddr,
-    secret: &linerate_engine::secret::Secret,
+    secret: &linerate_engine::auth::secret::Secret,
     dest: &Path,
     stall: Duration,
 ) -> Result<CopyReport, EngineError> {
@@ -1562,14 +1562,14 @@ fn pull_from(
     cfg.delete = true;
     cfg.stall_timeout = stall;
     let sink: ErrorSink = Arc::new(|_| {});
-    linerate_engine::pull::pull(&cfg, b"tree", dest, Arc::new(Progress::default()), sink)
+    linerate_engine::copy::pull::pull(&cfg, b"tree", dest, Arc::new(Progress::default()), sink)
 }
 
 #[test]
 fn a_pull_takes_only_the_requested_tree_from_a_malicious_server() {
     peer::watch_panics();
     let t = scratch();
-    let secret = linerate_engine::secret::Secret::generate().unwrap();
+    let secret = linerate_engine::auth::secret::Secret::generate().unwrap();
     for evil in [
         EvilPull::FileBeside,
         EvilPull::OfferBeside,
@@ -1608,7 +1608,7 @@ fn a_pull_takes_only_the_requested_tree_from_a_malicious_server() {
 #[test]
 fn a_pull_fed_only_keepalives_or_a_dribbled_record_ends_at_the_stall_timeout() {
     let t = scratch();
-    let secret = linerate_engine::secret::Secret::generate().unwrap();
+    let secret = linerate_engine::auth::secret::Secret::generate().unwrap();
     for (evil, want) in [(EvilPull::OnlyKeepalives, "nothing but keepalives"), (EvilPull::Dribble, "silent for 3 s")] {
         let dest = victim_dest(&t.path().join(format!("{evil:?}")));
         let addr = evil_pull_server(&secret, evil, 2);
@@ -1769,7 +1769,7 @@ fn a_push_client_refuses_unasked_notes_and_inflated_wants() {
     let src = t.path().join("src");
     fs::create_dir(&src).unwrap();
     fs::write(src.join("f"), vec![5u8; 76_800]).unwrap();
-    let secret = linerate_engine::secret::Secret::generate().unwrap();
+    let secret = linerate_engine::auth::secret::Secret::generate().unwrap();
     let before = snapshot(t.path(), None);
     for (evil, want) in [(EvilPush::UnaskedNote, "did not ask for"), (EvilPush::OverlappingWant, "out of order")] {
         let addr = evil_push_server(&secret, evil);
@@ -1793,7 +1793,7 @@ enum EvilPush {
     OverlappingWant,
 }
 
-fn evil_push_server(secret: &linerate_engine::secret::Secret, evil: EvilPush) -> SocketAddr {
+fn evil_push_server(secret: &linerate_engine::auth::secret::Secret, evil: EvilPush) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let psk = secret.0;
@@ -1874,7 +1874,7 @@ fn floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bo
     fs::create_dir_all(&root).unwrap();
     fs::create_dir_all(&keys).unwrap();
     small_tree(&src);
-    let ident = |n: &str| Arc::new(linerate_engine::keys::Identity::write_new(&keys.join(n), n).unwrap());
+    let ident = |n: &str| Arc::new(linerate_engine::auth::keys::Identity::write_new(&keys.join(n), n).unwrap());
     let (_host, client) = (ident("host_key"), ident("client"));
     fs::write(keys.join("authorized_keys"), client.public().to_line("client") + "\n").unwrap();
     fs::set_permissions(keys.join("authorized_keys"), fs::Permissions::from_mode(0o600)).unwrap();
@@ -1884,8 +1884,8 @@ fn floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bo
     let known_hosts = t.path().join("known_hosts");
     let legit = |dest: &str| -> Duration {
         let mut cfg = copy_config(addr, &srv.secret, vec![src.clone()], dest);
-        let host = linerate_engine::keys::host_name("127.0.0.1", addr.port());
-        cfg.key_auth = Some(linerate_engine::keys::KeyClient::new(client.clone(), known_hosts.clone(), host));
+        let host = linerate_engine::auth::keys::host_name("127.0.0.1", addr.port());
+        cfg.key_auth = Some(linerate_engine::auth::keys::KeyClient::new(client.clone(), known_hosts.clone(), host));
         let started = Instant::now();
         let (r, errs) = copy(&cfg);
         let took = started.elapsed();

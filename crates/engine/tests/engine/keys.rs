@@ -1,11 +1,11 @@
 //! Daemon mode with ed25519 keys, against a real server on loopback: who is admitted, what each
 //! key may do, host-key checking on the client, and the signatures' binding to one connection.
 
-use linerate_engine::authorized::KeyAuthConfig;
-use linerate_engine::conn;
-use linerate_engine::keys::{check_known_host, HostCheck, Identity, KeyClient, PublicKey};
-use linerate_engine::secret::Secret;
-use linerate_engine::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use linerate_engine::auth::authorized::KeyAuthConfig;
+use linerate_engine::auth::keys::{check_known_host, HostCheck, Identity, KeyClient, PublicKey};
+use linerate_engine::auth::secret::Secret;
+use linerate_engine::copy::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use linerate_engine::net::conn;
 use linerate_engine::server::{Server, ServerConfig, ServerHandle};
 use linerate_engine::EngineError;
 use linerate_proto::auth::Signer;
@@ -340,7 +340,7 @@ impl Fx {
         c.streams = 2;
         c.timeout = Duration::from_secs(5);
         let sink: ErrorSink = Arc::new(|m| panic!("unexpected entry error: {m}"));
-        linerate_engine::pull::pull(&c, from.as_bytes(), into, Arc::new(Progress::default()), sink)
+        linerate_engine::copy::pull::pull(&c, from.as_bytes(), into, Arc::new(Progress::default()), sink)
     }
 }
 

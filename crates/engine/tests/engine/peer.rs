@@ -1,10 +1,10 @@
 //! A hostile peer for the hostile-peer suite: it completes a correct handshake with
-//! `linerate_engine::conn` and then sends whatever a malicious client would (frames out of order,
+//! `linerate_engine::net::conn` and then sends whatever a malicious client would (frames out of order,
 //! bad names, raw records, lengths beyond every cap), and a scratch layout that proves nothing
 //! was created or changed outside the server's root.
 
-use linerate_engine::conn::{self, Secured};
-use linerate_engine::secret::Secret;
+use linerate_engine::auth::secret::Secret;
+use linerate_engine::net::conn::{self, Secured};
 use linerate_engine::server::{Server, ServerConfig, ServerHandle};
 use linerate_proto::frame::{Begin, Finish, Frame, Summary, Time};
 use linerate_proto::hello::StreamKind;

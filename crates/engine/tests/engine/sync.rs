@@ -1,11 +1,12 @@
 //! Integration tests of pull, sync (skip unchanged, --checksum, --dry-run, --delete) and resume,
 //! through a real server on loopback.
 
-use linerate_engine::compare::compare_trees;
-use linerate_engine::secret::Secret;
-use linerate_engine::send::{self, CopyConfig, CopyReport, ErrorSink, ListSink, Progress};
+use linerate_engine::auth::secret::Secret;
+use linerate_engine::copy::diff::compare_trees;
+use linerate_engine::copy::pull;
+use linerate_engine::copy::send::{self, CopyConfig, CopyReport, ErrorSink, ListSink, Progress};
 use linerate_engine::server::{Server, ServerConfig, ServerHandle};
-use linerate_engine::{pull, EngineError};
+use linerate_engine::EngineError;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -342,7 +342,7 @@ pub fn check_known_host(path: &Path, host: &str, key: &PublicKey, strict: bool) 
 /// Where notes for the user go (a first-contact host key).
 pub type NoteSink = Arc<dyn Fn(String) + Send + Sync>;
 
-/// How a client authenticates with its key and checks the server's ([`crate::conn::connect_key`]).
+/// How a client authenticates with its key and checks the server's ([`crate::net::conn::connect_key`]).
 #[derive(Clone)]
 pub struct KeyClient {
     /// The client's key.

@@ -3,12 +3,12 @@
 //! written exactly as a push's receiver would (confined beneath the local destination, renamed
 //! into place only when complete, resumable).
 
-use crate::conn;
-use crate::cpu;
-use crate::fsx::{self, Destination};
+use crate::copy::fsx::{self, Destination};
+use crate::copy::recv::{Outcome, RecvSession, SessionParams};
+use crate::copy::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use crate::net::conn;
 use crate::rate::SessionRate;
-use crate::recv::{Outcome, RecvSession, SessionParams};
-use crate::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
+use crate::usage;
 use crate::EngineError;
 use linerate_proto::frame::{self, Frame, Pull, FLAG_PULL};
 use linerate_proto::name;
@@ -20,7 +20,7 @@ use std::time::Instant;
 /// Where a pulled tree lands, with `cp -r` semantics: an existing directory receives it under the
 /// remote entry's own name; otherwise the parent must exist and the tree takes the last name.
 pub fn local_destination(into: &Path, from: &[u8]) -> Result<(Destination, Vec<u8>), EngineError> {
-    let shown = crate::walk::shown(into);
+    let shown = crate::copy::walk::shown(into);
     if into.is_dir() {
         let dir = fsx::open_root(into).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
         // Only the last component names the local copy; the server resolves the rest.
@@ -44,7 +44,7 @@ pub fn local_destination(into: &Path, from: &[u8]) -> Result<(Destination, Vec<u
         _ => Path::new("."),
     };
     let dir = fsx::open_root(parent)
-        .map_err(|e| EngineError::Usage(format!("destination directory {}: {e}", crate::walk::shown(parent))))?;
+        .map_err(|e| EngineError::Usage(format!("destination directory {}: {e}", crate::copy::walk::shown(parent))))?;
     Ok((Destination { dir, into_dir: false }, last))
 }
 
@@ -60,7 +60,7 @@ pub fn pull(
     let streams = cfg.streams.clamp(1, linerate_proto::caps::MAX_STREAMS);
     let (dest, root_name) = local_destination(into, from)?;
     let start = Instant::now();
-    let cpu0 = cpu::process();
+    let cpu0 = usage::process();
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
     let flags = cfg.flags() | FLAG_PULL;
     control.tx.send_frames(&[
@@ -128,8 +128,8 @@ pub fn pull(
                 cipher: cfg.suite.name(),
                 local_errors: 0,
                 server: summary,
-                client_cpu: cpu::process().since(cpu0),
-                client_peak_rss: cpu::peak_rss(),
+                client_cpu: usage::process().since(cpu0),
+                client_peak_rss: usage::peak_rss(),
                 skipped_files: counts.skipped_files,
                 skipped_bytes: counts.skipped_bytes,
                 resumed_bytes: counts.resumed_bytes,
@@ -137,7 +137,7 @@ pub fn pull(
                 pulled: true,
             })
         }
-        Outcome::Aborted(a) => Err(match a.message.strip_prefix(crate::recv::SENDER_ENDED) {
+        Outcome::Aborted(a) => Err(match a.message.strip_prefix(crate::copy::recv::SENDER_ENDED) {
             Some(m) => EngineError::Remote { code: a.code, message: m.to_string() },
             None => EngineError::Aborted { code: a.code, message: a.message },
         }),

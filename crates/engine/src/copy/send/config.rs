@@ -1,11 +1,11 @@
 //! What a copy is asked to do and what it reports: the client's configuration, the sending
 //! side's options, live progress and the final report.
 
-use crate::conn::{self};
-use crate::cpu::CpuTimes;
-use crate::keys::KeyClient;
+use crate::auth::keys::KeyClient;
+use crate::auth::secret::Secret;
+use crate::net::conn::{self};
 use crate::rate::SessionRate;
-use crate::secret::Secret;
+use crate::usage::CpuTimes;
 use linerate_proto::frame::{
     Finish, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY,
 };

@@ -2,10 +2,10 @@
 //! batching small files into large records and spreading big files' chunks over every stream.
 
 use super::*;
-use crate::conn::{SendHalf, BATCH_TARGET};
-use crate::digest::{self, Part};
-use crate::sched::{Chunked, Waited, Work};
-use crate::walk::{self, shown, Item, SrcFile};
+use crate::copy::digest::{self, Part};
+use crate::copy::sched::{Chunked, Waited, Work};
+use crate::copy::walk::{self, shown, Item, SrcFile};
+use crate::net::conn::{SendHalf, BATCH_TARGET};
 use crate::EngineError;
 use linerate_proto::caps::RECORD_OVERHEAD;
 use linerate_proto::frame::{self, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry};

@@ -2,9 +2,9 @@
 //! filesystem is touched, files written through directory handles, committed only when complete.
 
 use super::*;
-use crate::conn::RecvHalf;
-use crate::cpu::{self};
-use crate::fsx::{self};
+use crate::copy::fsx::{self};
+use crate::net::conn::RecvHalf;
+use crate::usage::{self};
 use linerate_proto::frame::{
     Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_VERIFY,
 };
@@ -17,11 +17,11 @@ use std::sync::{Arc, PoisonError};
 impl RecvSession {
     /// Serve one data stream until its `End`, or abort the session on a protocol error.
     pub fn run_data(self: &Arc<Self>, mut rx: RecvHalf) {
-        let cpu0 = cpu::thread();
+        let cpu0 = usage::thread();
         rx.set_timeout(Some(self.p.idle_timeout));
         rx.set_record_cap(linerate_proto::caps::data_record_cap(self.p.chunk_size));
         let r = self.data_loop(&mut rx);
-        let used = cpu::thread().since(cpu0);
+        let used = usage::thread().since(cpu0);
         self.n.cpu_user.fetch_add(used.user_us, Relaxed);
         self.n.cpu_sys.fetch_add(used.sys_us, Relaxed);
         match r {

@@ -2,10 +2,10 @@
 //! `--delete` listings, `Finish`, and the end of the session with its summary.
 
 use super::*;
-use crate::conn::RecvHalf;
-use crate::cpu::{self};
-use crate::fsx::{self};
-use crate::journal::{self};
+use crate::copy::fsx::{self};
+use crate::copy::journal::{self};
+use crate::net::conn::RecvHalf;
+use crate::usage::{self};
 use linerate_proto::copy::ReceiverEvent;
 use linerate_proto::frame::{
     FileStart, Finish, Frame, Keep, Note, Offer, Ranges, Summary, Want, FLAG_CHECKSUM, FLAG_DRY_RUN, FLAG_FSYNC,
@@ -23,7 +23,7 @@ impl RecvSession {
     /// Serve the control stream: wait for `Finish`, for every data stream's `End`, then settle
     /// directories and send the summary.
     pub fn run_control(self: &Arc<Self>, mut rx: RecvHalf) -> Outcome {
-        let cpu0 = cpu::thread();
+        let cpu0 = usage::thread();
         let fin = match self.wait_finish(&mut rx) {
             Ok(f) => f,
             Err(a) => {
@@ -100,7 +100,7 @@ impl RecvSession {
         if files + self.n.errors.load(Relaxed) < fin.files {
             self.report(ErrorCode::Integrity, b"", &format!("client sent {} files, {files} arrived", fin.files));
         }
-        let used = cpu::thread().since(cpu0);
+        let used = usage::thread().since(cpu0);
         let summary = Summary {
             files,
             bytes: self.n.bytes.load(Relaxed),
@@ -109,7 +109,7 @@ impl RecvSession {
             errors: self.n.errors.load(Relaxed),
             cpu_user_us: self.n.cpu_user.load(Relaxed) + used.user_us,
             cpu_sys_us: self.n.cpu_sys.load(Relaxed) + used.sys_us,
-            peak_rss: cpu::peak_rss(),
+            peak_rss: usage::peak_rss(),
         };
         let _ = self.control.lock().unwrap_or_else(PoisonError::into_inner).send_frames(&[Frame::Summary(summary)]);
         Outcome::Done(summary)

@@ -5,7 +5,7 @@
 //! `cp --via-ssh` runs a local [`Forwarder`] instead: every connection it accepts on loopback is
 //! piped through one `ssh -W` channel of an ssh master connection.
 
-use crate::secret::Secret;
+use crate::auth::secret::Secret;
 use crate::EngineError;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};

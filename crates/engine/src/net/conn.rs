@@ -1,8 +1,8 @@
 //! Authenticated, encrypted connections: the preamble exchange and Noise handshake over TCP,
 //! then AEAD records in each direction. Each half can move to its own thread.
 
-use crate::keys::{Identity, KeyClient, PublicKey};
-use crate::secret::Secret;
+use crate::auth::keys::{Identity, KeyClient, PublicKey};
+use crate::auth::secret::Secret;
 use crate::EngineError;
 use linerate_proto::auth::{self, Signer};
 use linerate_proto::caps::MAX_HANDSHAKE_MSG;
@@ -69,7 +69,7 @@ pub struct Secured {
     pub suite: Suite,
     /// On a public-key control connection accepted by a server: the client's key, whose
     /// signature over this connection's handshake hash verified. Whether the key is authorized
-    /// is the server's decision ([`crate::authorized`]).
+    /// is the server's decision ([`crate::auth::authorized`]).
     pub peer_key: Option<PublicKey>,
 }
 

@@ -3,8 +3,8 @@
 //! `--delete` listings.
 
 use super::*;
-use crate::conn::SendHalf;
-use crate::walk::{shown, Item, SrcFile};
+use crate::copy::walk::{shown, Item, SrcFile};
+use crate::net::conn::SendHalf;
 use linerate_proto::copy::SenderControl;
 use linerate_proto::frame::{FileStart, Frame, Keep, Names, Offer, WANT_MISSING, WANT_NONE, WANT_REFUSED};
 use linerate_proto::record::HEADER_LEN;

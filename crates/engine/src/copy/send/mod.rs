@@ -13,11 +13,11 @@ pub use config::{
 use offers::*;
 use stream::*;
 
-use crate::conn::{self};
-use crate::cpu::{self};
+use crate::copy::sched::Queue;
+use crate::copy::walk::{self, shown, Item, Root};
+use crate::net::conn::{self};
 use crate::rate::SessionRate;
-use crate::sched::Queue;
-use crate::walk::{self, shown, Item, Root};
+use crate::usage::{self};
 use crate::EngineError;
 use linerate_proto::copy::{SenderControl, SenderEvent, SenderTimeouts};
 use linerate_proto::frame::{
@@ -77,7 +77,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     }
     let streams = cfg.streams.clamp(1, linerate_proto::caps::MAX_STREAMS);
     let start = Instant::now();
-    let cpu0 = cpu::process();
+    let cpu0 = usage::process();
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
     control.tx.send_frames(&[Frame::Begin(frame::Begin {
         dest: &cfg.dest,
@@ -100,8 +100,8 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         cipher: cfg.suite.name(),
         local_errors: sent.local_errors,
         server: sent.summary,
-        client_cpu: cpu::process().since(cpu0),
-        client_peak_rss: cpu::peak_rss(),
+        client_cpu: usage::process().since(cpu0),
+        client_peak_rss: usage::peak_rss(),
         skipped_files: sent.skipped_files,
         skipped_bytes: sent.skipped_bytes,
         resumed_bytes: sent.resumed_bytes,

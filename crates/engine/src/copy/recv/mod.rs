@@ -3,12 +3,12 @@
 //! written to a temporary name beside its final one and renamed into place only when every chunk
 //! is written, its end has been declared and, with verification on, its BLAKE3 matches.
 
-use crate::conn::SendHalf;
-use crate::cpu::CpuTimes;
-use crate::fsx::{self, Destination, DirCache};
-use crate::journal::Journal;
+use crate::copy::fsx::{self, Destination, DirCache};
+use crate::copy::journal::Journal;
+use crate::copy::send::{ListSink, Progress};
+use crate::net::conn::SendHalf;
 use crate::rate::SessionRate;
-use crate::send::{ListSink, Progress};
+use crate::usage::CpuTimes;
 use linerate_proto::copy::ReceiverControl;
 use linerate_proto::frame::{Finish, Frame, Summary, Time};
 use linerate_proto::track::Tracker;
@@ -126,7 +126,7 @@ pub struct RecvSession {
     /// Where listings go on this side (a pull); otherwise they travel to the peer as `Note`s.
     list: Option<ListSink>,
     /// Where per-entry errors are shown on this side (a pull), besides being sent to the peer.
-    on_error: Option<crate::send::ErrorSink>,
+    on_error: Option<crate::copy::send::ErrorSink>,
     /// Paces what the data streams receive (a server's cap or fair share, a pull's --bwlimit).
     pace: OnceLock<SessionRate>,
 }
@@ -171,7 +171,7 @@ impl RecvSession {
         control: SendHalf,
         progress: Option<Arc<Progress>>,
         list: Option<ListSink>,
-        on_error: Option<crate::send::ErrorSink>,
+        on_error: Option<crate::copy::send::ErrorSink>,
     ) -> Arc<RecvSession> {
         Arc::new(RecvSession {
             state: Mutex::new(State {

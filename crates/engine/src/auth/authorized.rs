@@ -4,7 +4,7 @@
 //! malformed is refused with its line number, never skipped. The server re-reads the file for
 //! every new session (as sshd does), so edits apply without a restart.
 
-use crate::keys::{read_capped, Identity, PublicKey, KEY_TYPE};
+use crate::auth::keys::{read_capped, Identity, PublicKey, KEY_TYPE};
 use crate::EngineError;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

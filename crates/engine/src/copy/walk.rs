@@ -1,7 +1,7 @@
 //! Walking source trees: a depth-first walk that never follows symlinks and emits each directory
 //! before anything inside it, so the receiver can always create a parent before its children.
 
-use crate::fsx::Anchor;
+use crate::copy::fsx::Anchor;
 use linerate_proto::frame::Time;
 use std::fs::{self, Metadata};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -285,7 +285,7 @@ mod tests {
         fs::write(t.path().join("root/pulled/a/b/f"), b"inside").unwrap();
         fs::create_dir_all(t.path().join("outside/b")).unwrap();
         fs::write(t.path().join("outside/b/secret"), b"outside").unwrap();
-        let anchor = Arc::new(Anchor::new(crate::fsx::open_root(&t.path().join("root")).unwrap()));
+        let anchor = Arc::new(Anchor::new(crate::copy::fsx::open_root(&t.path().join("root")).unwrap()));
         let root = Root { path: anchor.path(b"pulled"), name: b"pulled".to_vec(), beneath: Some(anchor.clone()) };
         (t, anchor, root)
     }
