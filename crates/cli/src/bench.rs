@@ -8,8 +8,10 @@ use linerate_engine::bench::stats::{busy, confidence, confident_enough, Summary}
 use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
 use linerate_engine::net::conn;
 use linerate_engine::EngineError;
+use linerate_model::doc::bench as doc;
+use linerate_model::doc::ToolInfo;
 use linerate_proto::bench::{parse_bytes, Direction, IntervalCounts, Profile, TestKind, TestSpec};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -362,7 +364,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     }
     let doc = document(&done, &addr, level as u32, width);
     if !a.no_save && !done.is_empty() {
-        let saved = linerate_report::from_bench_json(&doc)
+        let saved = linerate_report::from_bench(&doc)
             .map_err(anyhow::Error::from)
             .and_then(|run| crate::report::save_run(a.db.as_deref(), &run));
         match saved {
@@ -372,7 +374,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
     }
     if a.json {
-        println!("{doc}");
+        println!("{}", serde_json::to_string(&doc).map_err(|e| (e.into(), exit::SESSION))?);
     } else if a.csv {
         print!("{}", csv(&done));
     } else if done.len() > 1 {
@@ -485,9 +487,9 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             &mut o,
             "fairness",
             format!(
-                "{} connections: Jain {:.3}, min {} mean {} max {}, CoV {:.3}{}",
+                "{} connections: Jain {}, min {} mean {} max {}, CoV {:.3}{}",
                 s.connections,
-                f.jain,
+                f.jain.map_or("-".into(), |j| format!("{j:.3}")),
                 si_rate(f.min_bps),
                 si_rate(f.mean_bps),
                 si_rate(f.max_bps),
@@ -563,41 +565,50 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
     o
 }
 
-fn cpu_json(c: &linerate_proto::bench::CpuShare) -> Value {
-    json!({"user": c.user, "system": c.system, "softirq": c.softirq, "irq": c.irq, "idle": c.idle, "steal": c.steal, "cores": c.cores,
-           "process_user_s": c.process_user_s, "process_system_s": c.process_system_s})
+fn cpu_doc(c: &linerate_proto::bench::CpuShare) -> doc::CpuShare {
+    doc::CpuShare {
+        user: c.user,
+        system: c.system,
+        softirq: c.softirq,
+        irq: c.irq,
+        idle: c.idle,
+        steal: c.steal,
+        cores: c.cores,
+        process_user_s: c.process_user_s,
+        process_system_s: c.process_system_s,
+    }
 }
 
-fn summary_json(s: &Summary) -> Value {
-    let bufs = |b: Option<(u32, u32)>| b.map(|(s, r)| json!({"sndbuf": s, "rcvbuf": r}));
-    json!({
-        "throughput_bps": s.throughput_bps,
-        "send_bps": s.send_bps,
-        "receive_bps": s.receive_bps,
-        "connections": s.connections,
-        "seconds": s.seconds,
-        "jain": s.jain,
-        "fairness": s.fairness,
-        "transactions_per_s": s.transactions_per_s,
-        "latency_us": s.latency_us.as_ref().map(|l| json!({"min": l.min, "mean": l.mean, "p50": l.p50, "p90": l.p90, "p99": l.p99, "p999": l.p999, "max": l.max, "count": l.count,
-            "curve": l.curve.iter().map(|(p, v)| json!({"percentile": p, "us": v})).collect::<Vec<_>>()})),
-        "loss_pct": s.loss_pct,
-        "packets_per_s": s.packets_per_s,
-        "jitter_us": s.jitter_us,
-        "sender_bps": s.sender_bps,
-        "cpu": {"local": cpu_json(&s.cpu.local), "remote": cpu_json(&s.cpu.remote)},
-        "service_demand_us_per_kb": {"local": s.service_demand_us_per_kb.0, "remote": s.service_demand_us_per_kb.1},
-        "service_demand_us_per_tran": s.service_demand_us_per_tran.map(|(a, b)| json!({"local": a, "remote": b})),
-        "retransmits": s.retransmits,
-        "rtt_us": s.rtt_us,
-        "buffers": {"local": bufs(s.buffers.0), "remote": bufs(s.buffers.1)},
-        "efficiency": s.efficiency,
-        "errors": s.errors,
-    })
+fn summary_doc(s: &Summary) -> doc::BenchSummary {
+    let bufs = |b: Option<(u32, u32)>| b.map(|(sndbuf, rcvbuf)| doc::Buffers { sndbuf, rcvbuf });
+    let pair = |(local, remote): (f64, f64)| doc::SidePair { local, remote };
+    doc::BenchSummary {
+        throughput_bps: s.throughput_bps,
+        send_bps: s.send_bps,
+        receive_bps: s.receive_bps,
+        connections: s.connections,
+        seconds: s.seconds,
+        jain: s.jain,
+        fairness: s.fairness,
+        transactions_per_s: s.transactions_per_s,
+        latency_us: s.latency_us.clone(),
+        loss_pct: s.loss_pct,
+        packets_per_s: s.packets_per_s,
+        jitter_us: s.jitter_us,
+        sender_bps: s.sender_bps,
+        cpu: doc::CpuPair { local: cpu_doc(&s.cpu.local), remote: cpu_doc(&s.cpu.remote) },
+        service_demand_us_per_kb: pair(s.service_demand_us_per_kb),
+        service_demand_us_per_tran: s.service_demand_us_per_tran.map(pair),
+        retransmits: s.retransmits,
+        rtt_us: s.rtt_us,
+        buffers: doc::BufferPair { local: bufs(s.buffers.0), remote: bufs(s.buffers.1) },
+        efficiency: s.efficiency,
+        errors: s.errors.clone(),
+    }
 }
 
 /// Intervals as the receiver of the bulk saw them (the client's for rr-like tests).
-fn intervals_json(r: &TestResult) -> Vec<Value> {
+fn intervals_doc(r: &TestResult) -> Vec<doc::BenchInterval> {
     let side = match (r.spec.kind, r.spec.direction) {
         (TestKind::TcpStream | TestKind::UdpStream, Direction::Send) => &r.remote,
         _ => &r.local,
@@ -607,13 +618,30 @@ fn intervals_json(r: &TestResult) -> Vec<Value> {
         .map(|iv| {
             let secs = (iv.end_s - iv.start_s).max(1e-9);
             let bytes = if r.spec.direction == Direction::Bidir { iv.rx + iv.tx } else { iv.rx.max(iv.tx) };
-            json!({"start_s": iv.start_s, "end_s": iv.end_s, "bps": bytes as f64 * 8.0 / secs,
-                   "transactions_per_s": iv.transactions as f64 / secs, "omitted": iv.start_s * 1000.0 < r.spec.omit_ms as f64})
+            doc::BenchInterval {
+                start_s: iv.start_s,
+                end_s: iv.end_s,
+                bps: bytes as f64 * 8.0 / secs,
+                transactions_per_s: iv.transactions as f64 / secs,
+                omitted: iv.start_s * 1000.0 < r.spec.omit_ms as f64,
+            }
         })
         .collect()
 }
 
-fn connections_json(r: &TestResult) -> Vec<Value> {
+fn tcp_doc(t: linerate_proto::bench::TcpSample) -> doc::TcpStats {
+    doc::TcpStats {
+        cwnd: t.cwnd,
+        rtt_us: t.rtt_us,
+        rttvar_us: t.rttvar_us,
+        retrans: t.retrans,
+        mss: t.mss,
+        delivery_rate: t.delivery_rate,
+        pacing_rate: t.pacing_rate,
+    }
+}
+
+fn connections_doc(r: &TestResult) -> Vec<doc::BenchConnection> {
     let recv_side = match r.spec.direction {
         Direction::Receive => &r.local,
         _ if matches!(r.spec.kind, TestKind::TcpStream | TestKind::UdpStream) => &r.remote,
@@ -626,50 +654,100 @@ fn connections_json(r: &TestResult) -> Vec<Value> {
             let rc = recv_side.conns.get(c.id as usize);
             let bytes = match r.spec.direction {
                 Direction::Bidir => c.rx + r.remote.conns.get(c.id as usize).map_or(0, |x| x.rx),
-                _ => rc.map_or(0, |x| x.rx + if std::ptr::eq(recv_side, &r.local) && !matches!(r.spec.kind, TestKind::TcpStream | TestKind::UdpStream) { x.tx } else { 0 }),
+                _ => rc.map_or(0, |x| {
+                    x.rx + if std::ptr::eq(recv_side, &r.local)
+                        && !matches!(r.spec.kind, TestKind::TcpStream | TestKind::UdpStream)
+                    {
+                        x.tx
+                    } else {
+                        0
+                    }
+                }),
             };
             let secs = recv_side.seconds.max(1e-9);
-            json!({"id": c.id, "bytes": bytes, "bps": bytes as f64 * 8.0 / secs, "tcp": c.tcp, "server_tcp": r.remote.conns.get(c.id as usize).and_then(|x| x.tcp)})
+            doc::BenchConnection {
+                id: c.id,
+                bytes,
+                bps: bytes as f64 * 8.0 / secs,
+                tcp: c.tcp.map(tcp_doc),
+                server_tcp: r.remote.conns.get(c.id as usize).and_then(|x| x.tcp).map(tcp_doc),
+            }
         })
         .collect()
 }
 
-fn spec_json(s: &TestSpec, addr: &SocketAddr) -> Value {
-    let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
-    v["server"] = json!(addr.to_string());
-    v["test"] = json!(s.kind.name());
-    v
+fn test_doc(s: &TestSpec, addr: &SocketAddr) -> doc::BenchTest {
+    let direction = match s.direction {
+        Direction::Send => "send",
+        Direction::Receive => "receive",
+        Direction::Bidir => "bidir",
+    };
+    doc::BenchTest {
+        version: s.version,
+        kind: s.kind.name().into(),
+        direction: direction.into(),
+        connections: s.connections,
+        duration_ms: s.duration_ms,
+        omit_ms: s.omit_ms,
+        interval_ms: s.interval_ms,
+        msg_size: s.msg_size,
+        resp_size: s.resp_size,
+        sndbuf: s.sndbuf,
+        rcvbuf: s.rcvbuf,
+        rate: s.rate,
+        zerocopy: s.zerocopy,
+        nodelay: s.nodelay,
+        profile: s.profile.as_ref().and_then(|p| serde_json::to_value(p).ok()),
+        server: addr.to_string(),
+        test: s.kind.name().into(),
+    }
 }
 
-fn document(points: &[Point], addr: &SocketAddr, level: u32, width: f64) -> Value {
+/// The test parameter a `--sweep` key sets (the keys `sweep_points` accepts).
+fn swept(key: &str) -> Option<doc::SweepParam> {
+    Some(match key {
+        "msg" | "length" => doc::SweepParam::MsgSize,
+        "buf" | "window" => doc::SweepParam::Sndbuf,
+        "conns" | "parallel" => doc::SweepParam::Connections,
+        "response" => doc::SweepParam::RespSize,
+        _ => return None,
+    })
+}
+
+fn document(points: &[Point], addr: &SocketAddr, level: u32, width: f64) -> doc::BenchDocument {
     let started =
         points.first().map_or(0, |p| p.result.started.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
-    let pts: Vec<Value> = points
+    let pts = points
         .iter()
-        .map(|p| {
-            let ci = confidence(&p.runs, level);
-            json!({
-                "params": p.labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-                "test": spec_json(&p.result.spec, addr),
-                "summary": summary_json(&p.summary),
-                "intervals": intervals_json(&p.result),
-                "repeats": {"runs": p.runs, "confidence": ci, "target_width_pct": width,
-                            "met": p.runs.len() > 1 && confident_enough(&p.runs, level, width, 2)},
-            })
+        .map(|p| doc::BenchPoint {
+            params: p.labels.iter().cloned().collect(),
+            test: test_doc(&p.result.spec, addr),
+            summary: summary_doc(&p.summary),
+            intervals: intervals_doc(&p.result),
+            repeats: doc::Repeats {
+                runs: p.runs.clone(),
+                confidence: confidence(&p.runs, level),
+                target_width_pct: width,
+                met: p.runs.len() > 1 && confident_enough(&p.runs, level, width, 2),
+            },
         })
         .collect();
     let first = points.first();
-    json!({
-        "schema": "linerate.bench/1",
-        "tool": {"name": "linerate", "version": env!("CARGO_PKG_VERSION")},
-        "started_unix_s": started,
-        "test": first.map(|p| spec_json(&p.result.spec, addr)),
-        "hosts": {"local": first.map(|p| p.result.local.host.clone()), "remote": first.map(|p| p.result.remote.host.clone())},
-        "summary": first.map(|p| summary_json(&p.summary)),
-        "intervals": first.map(|p| intervals_json(&p.result)),
-        "connections": first.map(|p| connections_json(&p.result)),
-        "points": pts,
-    })
+    doc::BenchDocument {
+        schema: doc::BENCH_SCHEMA.into(),
+        tool: ToolInfo::linerate(env!("CARGO_PKG_VERSION")),
+        started_unix_s: started,
+        sweep: Some(first.map(|p| p.labels.iter().filter_map(|(k, _)| swept(k)).collect()).unwrap_or_default()),
+        test: first.map(|p| test_doc(&p.result.spec, addr)),
+        hosts: doc::BenchHosts {
+            local: first.map_or(Value::Null, |p| p.result.local.host.clone()),
+            remote: first.map_or(Value::Null, |p| p.result.remote.host.clone()),
+        },
+        summary: first.map(|p| summary_doc(&p.summary)),
+        intervals: first.map(|p| intervals_doc(&p.result)),
+        connections: first.map(|p| connections_doc(&p.result)),
+        points: pts,
+    }
 }
 
 fn csv(points: &[Point]) -> String {

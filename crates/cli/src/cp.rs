@@ -11,6 +11,7 @@ use linerate_engine::copy::send::{self, CopyConfig, CopyReport, Progress};
 use linerate_engine::net::conn;
 use linerate_engine::server::{Server, ServerConfig};
 use linerate_engine::EngineError;
+use linerate_model::doc::cp::{CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpuSeconds};
 use linerate_proto::caps;
 use linerate_proto::hello::Suite;
 use std::io::{BufRead, BufReader, Write};
@@ -425,30 +426,36 @@ pub(crate) fn run_engine(
     }
 }
 
-/// The `--json` summary.
-pub fn summary_json(r: &CopyReport) -> serde_json::Value {
-    serde_json::json!({
-        "bytes": r.bytes,
-        "files": r.files,
-        "dirs": r.dirs,
-        "links": r.links,
-        "seconds": r.seconds,
-        "gbit_per_s": r.gbit_per_s(),
-        "streams": r.streams,
-        "cipher": r.cipher,
-        "complete": r.is_complete(),
-        "errors": { "local": r.local_errors, "remote": r.server.errors },
-        "received": { "files": r.server.files, "bytes": r.server.bytes, "dirs": r.server.dirs, "links": r.server.links },
-        "cpu": {
-            "client": { "user_s": r.client_cpu.user_us as f64 / 1e6, "system_s": r.client_cpu.sys_us as f64 / 1e6 },
-            "server": { "user_s": r.server.cpu_user_us as f64 / 1e6, "system_s": r.server.cpu_sys_us as f64 / 1e6 },
+/// The `--json` summary, as printed.
+pub fn summary_json(r: &CopyReport) -> String {
+    serde_json::to_string(&summary_doc(r)).expect("a cp summary has only numbers, strings and booleans")
+}
+
+/// The `--json` summary (the typed document `linerate-report` reads).
+pub fn summary_doc(r: &CopyReport) -> CpSummary {
+    let secs = |us: u64| us as f64 / 1e6;
+    CpSummary {
+        bytes: r.bytes,
+        files: r.files,
+        dirs: r.dirs,
+        links: r.links,
+        seconds: r.seconds,
+        gbit_per_s: r.gbit_per_s(),
+        streams: u32::from(r.streams),
+        cipher: r.cipher.to_string(),
+        complete: r.is_complete(),
+        errors: CpErrors { local: r.local_errors, remote: r.server.errors },
+        received: CpCounts { files: r.server.files, bytes: r.server.bytes, dirs: r.server.dirs, links: r.server.links },
+        cpu: CpCpu {
+            client: CpuSeconds { user_s: secs(r.client_cpu.user_us), system_s: secs(r.client_cpu.sys_us) },
+            server: CpuSeconds { user_s: secs(r.server.cpu_user_us), system_s: secs(r.server.cpu_sys_us) },
         },
-        "peak_rss_bytes": { "client": r.client_peak_rss, "server": r.server.peak_rss },
-        "direction": if r.pulled { "pull" } else { "push" },
-        "skipped": { "files": r.skipped_files, "bytes": r.skipped_bytes },
-        "resumed_bytes": r.resumed_bytes,
-        "deleted": r.deleted,
-    })
+        peak_rss_bytes: CpPeakRss { client: r.client_peak_rss, server: r.server.peak_rss },
+        direction: if r.pulled { CpDirection::Pull } else { CpDirection::Push },
+        skipped: CpSkipped { files: r.skipped_files, bytes: r.skipped_bytes },
+        resumed_bytes: r.resumed_bytes,
+        deleted: r.deleted,
+    }
 }
 
 /// A one-line human summary.
@@ -481,11 +488,9 @@ pub fn summary_line(r: &CopyReport) -> String {
 
 /// Keeps the run in the report store; a failure to save is a warning, not a failed copy.
 fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, quiet: bool) {
-    let saved =
-        linerate_report::from_cp_json(&summary_json(report)).map_err(anyhow::Error::from).and_then(|mut run| {
-            run.params.insert("destination".into(), linerate_engine::copy::walk::shown(dest).into());
-            crate::report::save_run(db, &run)
-        });
+    let mut run = linerate_report::from_cp(&summary_doc(report));
+    run.params.insert("destination".into(), linerate_engine::copy::walk::shown(dest).into());
+    let saved = crate::report::save_run(db, &run);
     match saved {
         Ok(id) if !quiet => eprintln!("saved as run {id} (linerate report show {id})"),
         Ok(_) => {}

@@ -189,20 +189,9 @@ fn status(json: bool) -> Result<u8> {
             (false, false) => "stale (owner gone; the next `lab up` or `lab down` removes it)".to_string(),
         };
         println!("{}  {}  {}  {}", s.run, s.scenario, s.file, how);
-        if let Some(h) = s.description.get("hosts").and_then(|h| h.as_object()) {
-            for (name, v) in h {
-                let addrs: Vec<String> = v["interfaces"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .map(|i| {
-                                format!("{} {}", i["name"].as_str().unwrap_or(""), i["addr"].as_str().unwrap_or(""))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                println!("  {name:<12} {}", addrs.join(", "));
-            }
+        for (name, h) in &s.description.hosts {
+            let addrs: Vec<String> = h.interfaces.iter().map(|i| format!("{} {}", i.name, i.addr)).collect();
+            println!("  {name:<12} {}", addrs.join(", "));
         }
     }
     Ok(exit::OK)
@@ -244,7 +233,7 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     std::fs::write(&out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
     eprintln!("results: {}", out.display());
     // The run's report: an HTML page beside the results, and the run kept in the store.
-    match linerate_report::from_lab_json(&doc) {
+    match linerate_report::from_lab(&doc) {
         Ok(rep) => {
             let html = out.with_extension("html");
             match crate::report::write_html(std::slice::from_ref(&rep), 5.0, &html) {
@@ -260,7 +249,7 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
         }
         Err(e) => eprintln!("linerate lab: warning: no report from the results: {e}"),
     }
-    let all_ok = doc["runs"].as_array().is_some_and(|r| r.iter().all(|x| x["ok"] == serde_json::json!(true)));
+    let all_ok = doc.runs.iter().all(|r| r.ok);
     Ok(if !problems.is_empty() {
         exit::SESSION
     } else if all_ok {

@@ -6,7 +6,7 @@ use crate::scenario::{
     check_ifname, fmt_ip, parse_net, parse_rate, parse_time_us, Net, QosSpec, Scenario, Shaper, Side, LAB_RANGE,
 };
 use crate::LabError;
-use serde_json::{json, Value};
+use linerate_model::doc::lab::{LabClass, LabDescription, LabHost, LabInterface, LabLink, LabQos, LabSwitch};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One interface of a host.
@@ -62,7 +62,7 @@ pub struct Plan {
     /// QoS classes with the hosts they concern.
     pub guarantees: Vec<Guarantee>,
     /// Description of the lab for the results document.
-    pub description: Value,
+    pub description: LabDescription,
 }
 
 /// The namespace of `host` in run `run`.
@@ -311,12 +311,12 @@ impl Plan {
                                 segment: seg,
                             });
                         }
-                        addrs.push(Value::String(cidr));
+                        addrs.push(Some(cidr));
                     }
                     _ => {
                         let br = format!("br{seg}");
                         cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "master", &br]));
-                        addrs.push(Value::Null);
+                        addrs.push(None);
                     }
                 }
             }
@@ -327,12 +327,22 @@ impl Plan {
             let rate = l.rate.as_deref().map(parse_rate).transpose()?;
             let delay = l.delay.as_deref().map(parse_time_us).transpose()?;
             let jitter = l.jitter.as_deref().map(parse_time_us).transpose()?;
-            link_desc.push(json!({
-                "name": name, "a": a, "b": b, "a_if": ea.dev, "b_if": eb.dev, "addrs": addrs,
-                "rate_bps": rate, "shaper": l.shaper, "mtu": mtu, "delay_us": delay, "jitter_us": jitter,
-                "loss_pct": l.loss, "reorder_pct": l.reorder,
-                "subnet": format!("{}/{}", fmt_ip(seg_subnet[seg].network()), seg_subnet[seg].prefix),
-            }));
+            link_desc.push(LabLink {
+                name: name.clone(),
+                a: a.to_string(),
+                b: b.to_string(),
+                a_if: ea.dev.clone(),
+                b_if: eb.dev.clone(),
+                addrs,
+                rate_bps: rate,
+                shaper: l.shaper,
+                mtu,
+                delay_us: delay,
+                jitter_us: jitter,
+                loss_pct: l.loss,
+                reorder_pct: l.reorder,
+                subnet: format!("{}/{}", fmt_ip(seg_subnet[seg].network()), seg_subnet[seg].prefix),
+            });
             ends.insert((name.clone(), Side::A), ea);
             ends.insert((name.clone(), Side::B), eb);
         }
@@ -406,24 +416,51 @@ impl Plan {
                     ceil_bps: ceil,
                     link: q.link.clone(),
                 });
-                classes.push(json!({"name": c.name, "rate_bps": r, "ceil_bps": ceil, "src": c.src, "dst": c.dst,
-                    "sport": c.sport, "dport": c.dport, "default": c.default, "hosts": hs}));
+                classes.push(LabClass {
+                    name: c.name.clone(),
+                    rate_bps: r,
+                    ceil_bps: ceil,
+                    src: c.src.clone(),
+                    dst: c.dst.clone(),
+                    sport: c.sport,
+                    dport: c.dport,
+                    default: c.default,
+                    hosts: hs,
+                });
             }
-            qos_desc.push(
-                json!({"link": q.link, "side": q.side, "ingress": q.ingress, "rate_bps": total, "classes": classes}),
-            );
+            qos_desc.push(LabQos { link: q.link.clone(), side: q.side, ingress: q.ingress, rate_bps: total, classes });
         }
 
-        let description = json!({
-            "hosts": hp.iter().map(|(h, p)| (h.clone(), json!({
-                "ns": p.ns,
-                "interfaces": p.ifaces.iter().map(|i| json!({"name": i.name, "addr": format!("{}/{}", fmt_ip(i.addr), i.prefix), "link": i.link})).collect::<Vec<_>>(),
-            }))).collect::<serde_json::Map<_, _>>(),
-            "switches": sc.switches.iter().enumerate().map(|(i, s)| json!({"name": s.name, "bridge": format!("br{i}"), "ns": swns,
-                "subnet": format!("{}/{}", fmt_ip(seg_subnet[i].network()), seg_subnet[i].prefix)})).collect::<Vec<_>>(),
-            "links": link_desc,
-            "qos": qos_desc,
-        });
+        let description = LabDescription {
+            hosts: hp
+                .iter()
+                .map(|(h, p)| {
+                    let interfaces = p
+                        .ifaces
+                        .iter()
+                        .map(|i| LabInterface {
+                            name: i.name.clone(),
+                            addr: format!("{}/{}", fmt_ip(i.addr), i.prefix),
+                            link: i.link.clone(),
+                        })
+                        .collect();
+                    (h.clone(), LabHost { ns: p.ns.clone(), interfaces })
+                })
+                .collect(),
+            switches: sc
+                .switches
+                .iter()
+                .enumerate()
+                .map(|(i, s)| LabSwitch {
+                    name: s.name.clone(),
+                    bridge: format!("br{i}"),
+                    ns: swns.clone(),
+                    subnet: format!("{}/{}", fmt_ip(seg_subnet[i].network()), seg_subnet[i].prefix),
+                })
+                .collect(),
+            links: link_desc,
+            qos: qos_desc,
+        };
         Ok(Plan { run: run.to_string(), namespaces, hosts: hp, commands: cmds, guarantees, description })
     }
 

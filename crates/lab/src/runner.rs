@@ -7,7 +7,15 @@ use crate::lab::Lab;
 use crate::scenario::{fmt_ip, RunSpec, Scenario, Tool};
 use crate::state::{proc_start, stop_process};
 use crate::LabError;
-use serde_json::{json, Value};
+use linerate_model::doc::bench::{BenchDocument, CpuShare};
+use linerate_model::doc::cp::CpSummary;
+use linerate_model::doc::lab::{
+    CpuBusy, GroupRecord, Guarantee, Interval, LabDocument, LabRun, LabScenario, Machine, RawDoc, RunCpu, SweepStep,
+    LAB_SCHEMA,
+};
+use linerate_model::doc::ToolInfo;
+use linerate_model::stats::jain;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
@@ -39,6 +47,7 @@ struct Instance {
     name: String,
     spec: usize,
     host: String,
+    via: Option<String>,
     server: String,
     addr: u32,
     port: u16,
@@ -48,28 +57,16 @@ struct Instance {
 #[derive(Debug)]
 struct Group {
     name: String,
+    sweep: Option<SweepStep>,
     repeat: u32,
     members: Vec<Instance>,
-}
-
-/// Jain's fairness index of some rates (1 = perfectly fair), None for fewer than two.
-pub fn jain(x: &[f64]) -> Option<f64> {
-    if x.len() < 2 {
-        return None;
-    }
-    let s: f64 = x.iter().sum();
-    let q: f64 = x.iter().map(|v| v * v).sum();
-    if q <= 0.0 {
-        return None;
-    }
-    Some(s * s / (x.len() as f64 * q))
 }
 
 fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
     let mut out: Vec<Group> = Vec::new();
     let mut next_port = 5201u16;
     for (i, r) in sc.runs.iter().enumerate() {
-        let base = r.name.clone().unwrap_or_else(|| format!("{}-{}", tool_name(r.tool), i + 1));
+        let base = r.name.clone().unwrap_or_else(|| format!("{}-{}", r.tool.name(), i + 1));
         let hosts = sc.run_hosts(r)?;
         let vias: Vec<Option<&str>> =
             if r.vias.is_empty() { vec![r.via.as_deref()] } else { r.vias.iter().map(|v| Some(v.as_str())).collect() };
@@ -94,6 +91,7 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
                     name,
                     spec: i,
                     host: h.clone(),
+                    via: v.map(str::to_string),
                     server: r.server.clone(),
                     addr: lab.plan.server_addr(h, &r.server, *v)?,
                     port,
@@ -104,6 +102,7 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
             for &n in &r.sweep {
                 out.push(Group {
                     name: format!("{base}/{n}"),
+                    sweep: Some(SweepStep { base: base.clone(), instances: n as u32 }),
                     repeat: r.repeat.unwrap_or(1),
                     members: all[..n].to_vec(),
                 });
@@ -117,21 +116,10 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
                 g.repeat = g.repeat.max(r.repeat.unwrap_or(1));
                 g.members.extend(members);
             }
-            None => out.push(Group { name: gname, repeat: r.repeat.unwrap_or(1), members }),
+            None => out.push(Group { name: gname, sweep: None, repeat: r.repeat.unwrap_or(1), members }),
         }
     }
     Ok(out)
-}
-
-fn tool_name(t: Tool) -> &'static str {
-    match t {
-        Tool::Bench => "bench",
-        Tool::Cp => "cp",
-        Tool::Iperf3 => "iperf3",
-        Tool::Scp => "scp",
-        Tool::Rsync => "rsync",
-        Tool::Tar => "tar",
-    }
 }
 
 fn find_program(names: &[&str]) -> Option<PathBuf> {
@@ -641,27 +629,48 @@ fn f(v: &Value, path: &[&str]) -> Option<f64> {
     x.as_f64()
 }
 
-/// Per-second intervals `[{start_s, end_s, bps}]` from iperf3 or bench JSON.
-fn intervals(v: &Value, iperf: bool) -> Vec<Value> {
-    let arr = v.get("intervals").and_then(Value::as_array).cloned().unwrap_or_default();
-    arr.iter()
-        .filter_map(|i| {
-            if iperf {
-                let s = i.get("sum")?;
-                Some(
-                    json!({"start_s": f(s, &["start"])?, "end_s": f(s, &["end"])?, "bps": f(s, &["bits_per_second"])?}),
-                )
-            } else {
-                Some(json!({"start_s": f(i, &["start_s"])?, "end_s": f(i, &["end_s"])?, "bps": f(i, &["bps"])?}))
-            }
-        })
-        .collect()
+/// What a finished instance's output says.
+struct Measured {
+    rate_bps: f64,
+    duration_s: f64,
+    bytes: Option<u64>,
+    cpu: Option<RunCpu>,
+    fairness: Option<f64>,
+    flows: Option<u64>,
+    intervals: Vec<Interval>,
+    raw: Option<RawDoc>,
 }
 
-/// Parses one finished instance into its result fields.
-fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Value, String> {
+impl Measured {
+    /// A transfer timed by the runner: `bytes` in `wall` seconds.
+    fn transfer(bytes: u64, wall: f64) -> Measured {
+        Measured {
+            rate_bps: bytes as f64 * 8.0 / wall.max(1e-9),
+            duration_s: wall,
+            bytes: Some(bytes),
+            cpu: None,
+            fairness: None,
+            flows: None,
+            intervals: Vec::new(),
+            raw: None,
+        }
+    }
+}
+
+/// A share of the machine from iperf3's percentages (user and system only).
+fn iperf3_cpu(c: &Value, user: &str, system: &str) -> Option<CpuBusy> {
+    Some(CpuBusy { user: f(c, &[user])? / 100.0, system: f(c, &[system])? / 100.0, softirq: 0.0, irq: 0.0 })
+}
+
+fn busy(c: &CpuShare) -> CpuBusy {
+    CpuBusy { user: c.user, system: c.system, softirq: c.softirq, irq: c.irq }
+}
+
+/// Parses one finished instance's output.
+fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Measured, String> {
     match tool {
         Tool::Iperf3 => {
+            // iperf3's own JSON: read as it is, the fields it has had for years
             let v: Value = serde_json::from_str(out).map_err(|e| format!("iperf3 --json output: {e}"))?;
             if let Some(e) = v.get("error").and_then(Value::as_str) {
                 return Err(format!("iperf3: {e}"));
@@ -675,85 +684,118 @@ fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Value, S
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(|s| f(s, &["receiver", "bits_per_second"])).collect())
                 .unwrap_or_default();
-            let cpu = end.get("cpu_utilization_percent").map(|c| {
-                json!({"local": {"user": f(c, &["host_user"]).map(|x| x / 100.0), "system": f(c, &["host_system"]).map(|x| x / 100.0)},
-                       "remote": {"user": f(c, &["remote_user"]).map(|x| x / 100.0), "system": f(c, &["remote_system"]).map(|x| x / 100.0)}})
+            let cpu = end.get("cpu_utilization_percent").map(|c| RunCpu {
+                local: iperf3_cpu(c, "host_user", "host_system"),
+                remote: iperf3_cpu(c, "remote_user", "remote_system"),
             });
-            Ok(json!({
-                "rate_bps": rate,
-                "duration_s": f(end, &["sum_received", "seconds"]).unwrap_or(wall),
-                "bytes": f(end, &["sum_received", "bytes"]),
-                "cpu": cpu,
-                "fairness": jain(&streams),
-                "flows": streams.len(),
-                "intervals": intervals(&v, true),
-            }))
+            let intervals = v
+                .get("intervals")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|i| {
+                            let s = i.get("sum")?;
+                            Some(Interval {
+                                start_s: f(s, &["start"])?,
+                                end_s: f(s, &["end"])?,
+                                bps: f(s, &["bits_per_second"])?,
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok(Measured {
+                rate_bps: rate,
+                duration_s: f(end, &["sum_received", "seconds"]).unwrap_or(wall),
+                bytes: f(end, &["sum_received", "bytes"]).map(|b| b as u64),
+                cpu,
+                fairness: jain(&streams),
+                flows: Some(streams.len() as u64),
+                intervals,
+                raw: None,
+            })
         }
         Tool::Bench => {
-            let v: Value = serde_json::from_str(out).map_err(|e| format!("linerate bench --json output: {e}"))?;
-            let s = v.get("summary").ok_or("bench output has no 'summary'")?;
-            let rate = f(s, &["throughput_bps"]).ok_or("bench output has no summary.throughput_bps")?;
-            let conns: Vec<f64> = v
-                .get("connections")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|c| f(c, &["bps"])).collect())
-                .unwrap_or_default();
-            let dur =
-                v.get("intervals").and_then(Value::as_array).and_then(|a| a.last()).and_then(|i| f(i, &["end_s"]));
-            Ok(json!({
-                "rate_bps": rate,
-                "duration_s": dur.unwrap_or(wall),
-                "bytes": null,
-                "cpu": s.get("cpu").cloned(),
-                "fairness": f(s, &["jain"]).or_else(|| jain(&conns)),
-                "flows": f(s, &["connections"]).unwrap_or(conns.len() as f64),
-                "intervals": intervals(&v, false),
-                "raw": v,
-            }))
+            let doc: BenchDocument =
+                serde_json::from_str(out).map_err(|e| format!("linerate bench --json output: {e}"))?;
+            let s = doc.summary.as_ref().ok_or("bench output has no summary (no test ran)")?;
+            let intervals: Vec<Interval> = doc
+                .intervals
+                .iter()
+                .flatten()
+                .map(|i| Interval { start_s: i.start_s, end_s: i.end_s, bps: i.bps })
+                .collect();
+            Ok(Measured {
+                rate_bps: s.throughput_bps,
+                duration_s: intervals.last().map_or(wall, |i| i.end_s),
+                bytes: None,
+                cpu: Some(RunCpu { local: Some(busy(&s.cpu.local)), remote: Some(busy(&s.cpu.remote)) }),
+                fairness: s.jain,
+                flows: Some(s.connections),
+                intervals,
+                raw: Some(RawDoc::Bench(Box::new(doc.clone()))),
+            })
         }
         Tool::Cp => {
-            let v: Value = serde_json::from_str(out).map_err(|e| format!("linerate cp --json output: {e}"))?;
-            if v.get("complete").and_then(Value::as_bool) == Some(false) {
+            let doc: CpSummary = serde_json::from_str(out).map_err(|e| format!("linerate cp --json output: {e}"))?;
+            if !doc.complete {
                 return Err("linerate cp reported an incomplete copy".into());
             }
-            let b = f(&v, &["bytes"]).unwrap_or(bytes as f64);
-            Ok(json!({
-                "rate_bps": b * 8.0 / wall.max(1e-9),
-                "duration_s": wall,
-                "bytes": b,
-                "cpu": v.get("cpu").cloned(),
-                "fairness": null,
-                "flows": f(&v, &["streams"]),
-                "raw": v,
-            }))
+            Ok(Measured {
+                flows: Some(u64::from(doc.streams)),
+                raw: Some(RawDoc::Cp(Box::new(doc.clone()))),
+                ..Measured::transfer(doc.bytes, wall)
+            })
         }
-        Tool::Scp | Tool::Rsync | Tool::Tar => Ok(json!({
-            "rate_bps": bytes as f64 * 8.0 / wall.max(1e-9),
-            "duration_s": wall,
-            "bytes": bytes,
-            "cpu": null,
-            "fairness": null,
-        })),
+        Tool::Scp | Tool::Rsync | Tool::Tar => Ok(Measured::transfer(bytes, wall)),
     }
 }
 
-/// Adds the QoS guarantee of the run's host (if any) and how often it was met.
-fn guarantee(lab: &Lab, host: &str, rec: &mut Value) {
-    let Some(g) = lab.plan.guarantees.iter().find(|g| g.hosts.iter().any(|h| h == host)) else { return };
-    let iv: Vec<f64> = rec
-        .get("intervals")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().skip(1).filter_map(|i| f(i, &["bps"])).collect())
-        .unwrap_or_default();
+/// The QoS guarantee of the run's host (if any) and how often its intervals met it.
+fn guarantee(lab: &Lab, host: &str, intervals: &[Interval]) -> Option<Guarantee> {
+    let g = lab.plan.guarantees.iter().find(|g| g.hosts.iter().any(|h| h == host))?;
+    let iv: Vec<f64> = intervals.iter().skip(1).map(|i| i.bps).collect();
     let met = iv.iter().filter(|&&b| b >= 0.9 * g.rate_bps as f64).count();
-    rec["guarantee"] = json!({
-        "class": g.class, "link": g.link, "rate_bps": g.rate_bps, "ceil_bps": g.ceil_bps,
-        "intervals_met_pct": if iv.is_empty() { Value::Null } else { json!(100.0 * met as f64 / iv.len() as f64) },
-    });
+    Some(Guarantee {
+        class: g.class.clone(),
+        link: g.link.clone(),
+        rate_bps: g.rate_bps,
+        ceil_bps: g.ceil_bps,
+        intervals_met_pct: (!iv.is_empty()).then(|| 100.0 * met as f64 / iv.len() as f64),
+    })
+}
+
+/// A measurement's record before it ran: what, where, in which group.
+fn record(g: &Group, inst: &Instance, spec: &RunSpec, repeat: u32) -> LabRun {
+    LabRun {
+        name: inst.name.clone(),
+        tool: spec.tool,
+        host: inst.host.clone(),
+        server: inst.server.clone(),
+        server_addr: fmt_ip(inst.addr),
+        via: inst.via.clone(),
+        group: g.name.clone(),
+        sweep: g.sweep.clone(),
+        repeat,
+        streams: spec.streams.unwrap_or(1),
+        reverse: spec.reverse,
+        args: spec.args.clone(),
+        ok: false,
+        error: None,
+        rate_bps: None,
+        duration_s: None,
+        bytes: None,
+        cpu: None,
+        fairness: None,
+        flows: None,
+        intervals: Vec::new(),
+        guarantee: None,
+        raw: None,
+    }
 }
 
 /// Runs every measurement of `sc` in `lab` and returns the results document.
-pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Result<Value, LabError> {
+pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Result<LabDocument, LabError> {
     let tmp = tempfile::Builder::new()
         .prefix(&format!("linerate-{}-", lab.plan.run))
         .tempdir()
@@ -782,23 +824,31 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
     }
     env.reap();
     let (runs, group_recs) = result?;
-    Ok(json!({
-        "schema": "linerate.lab/1",
-        "scenario": {"name": sc.name, "description": sc.description, "file": lab.state.file},
-        "run_id": lab.plan.run,
-        "started_unix": started_unix,
-        "finished_unix": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        "machine": {
-            "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default(),
-            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    Ok(LabDocument {
+        schema: LAB_SCHEMA.into(),
+        tool: ToolInfo::linerate(env!("CARGO_PKG_VERSION")),
+        scenario: LabScenario {
+            name: sc.name.clone(),
+            description: sc.description.clone(),
+            file: lab.state.file.clone(),
         },
-        "lab": lab.plan.description,
-        "runs": runs,
-        "groups": group_recs,
-    }))
+        run_id: lab.plan.run.clone(),
+        started_unix,
+        finished_unix: now(),
+        machine: Machine {
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        },
+        lab: lab.plan.description.clone(),
+        runs,
+        groups: group_recs,
+    })
 }
 
-type Records = (Vec<Value>, Vec<Value>);
+type Records = (Vec<LabRun>, Vec<GroupRecord>);
 
 fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mut Env) -> Result<Records, LabError> {
     let gs = groups(sc, lab)?;
@@ -811,22 +861,17 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 return Err(LabError::Interrupted);
             }
             let mut started = Vec::new();
-            let mut recs: Vec<Value> = Vec::new();
+            let mut recs: Vec<LabRun> = Vec::new();
             for inst in &g.members {
                 counter += 1;
                 let spec = &sc.runs[inst.spec];
                 let tag = format!("r{counter}");
-                let mut rec = json!({
-                    "name": inst.name, "tool": spec.tool, "host": inst.host, "server": inst.server,
-                    "server_addr": fmt_ip(inst.addr), "group": g.name, "repeat": rep, "streams": spec.streams.unwrap_or(1),
-                    "reverse": spec.reverse, "args": spec.args,
-                });
+                let mut rec = record(g, inst, spec, rep);
                 match start_instance(env, lab, spec, inst, &tag) {
                     Ok(s) => started.push(Some(s)),
                     Err(e @ LabError::Interrupted) => return Err(e),
                     Err(e) => {
-                        rec["ok"] = json!(false);
-                        rec["error"] = json!(e.to_string());
+                        rec.error = Some(e.to_string());
                         started.push(None);
                     }
                 }
@@ -838,8 +883,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                     if let Err(e) = s.launch(&env.tmp) {
                         s.procs.iter_mut().for_each(|p| kill_child(&mut p.child));
                         s.extra.iter_mut().for_each(kill_child);
-                        recs[k]["ok"] = json!(false);
-                        recs[k]["error"] = json!(e.to_string());
+                        recs[k].error = Some(e.to_string());
                         *slot = None;
                     }
                 }
@@ -857,19 +901,19 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                     None => parse_result(spec.tool, &out, s.bytes, wall),
                 };
                 match parsed {
-                    Ok(v) => {
-                        if let (Value::Object(r), Value::Object(p)) = (&mut *rec, v) {
-                            r.extend(p);
-                        }
-                        rec["ok"] = json!(true);
-                        rec["error"] = Value::Null;
-                        guarantee(lab, &inst.host, rec);
+                    Ok(m) => {
+                        rec.guarantee = guarantee(lab, &inst.host, &m.intervals);
+                        rec.ok = true;
+                        rec.rate_bps = Some(m.rate_bps);
+                        rec.duration_s = Some(m.duration_s);
+                        rec.bytes = m.bytes;
+                        rec.cpu = m.cpu;
+                        rec.fairness = m.fairness;
+                        rec.flows = m.flows;
+                        rec.intervals = m.intervals;
+                        rec.raw = m.raw;
                     }
-                    Err(e) => {
-                        rec["ok"] = json!(false);
-                        rec["error"] = json!(e);
-                        rec["rate_bps"] = Value::Null;
-                    }
+                    Err(e) => rec.error = Some(e),
                 }
                 if let Some(d) = &s.dest {
                     let _ = std::fs::remove_dir_all(d);
@@ -879,21 +923,11 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 }
             }
             env.reap();
-            let rates: Vec<f64> = recs.iter().filter_map(|r| r.get("rate_bps").and_then(Value::as_f64)).collect();
+            let rates: Vec<f64> = recs.iter().filter_map(|r| r.rate_bps).collect();
             for r in &recs {
-                let rate = r.get("rate_bps").and_then(Value::as_f64);
-                let line = match rate {
-                    Some(b) => format!(
-                        "{:<28} {:>7} {:>10.3} Gbit/s",
-                        r["name"].as_str().unwrap_or(""),
-                        r["tool"].as_str().unwrap_or(""),
-                        b / 1e9
-                    ),
-                    None => format!(
-                        "{:<28} failed: {}",
-                        r["name"].as_str().unwrap_or(""),
-                        r["error"].as_str().unwrap_or("")
-                    ),
+                let line = match r.rate_bps {
+                    Some(b) => format!("{:<28} {:>7} {:>10.3} Gbit/s", r.name, r.tool.name(), b / 1e9),
+                    None => format!("{:<28} failed: {}", r.name, r.error.as_deref().unwrap_or("")),
                 };
                 (cfg.log)(&line);
             }
@@ -907,10 +941,14 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                     jain(&rates).unwrap_or(1.0)
                 ));
             }
-            group_recs.push(json!({
-                "group": g.name, "repeat": rep, "members": recs.iter().map(|r| r["name"].clone()).collect::<Vec<_>>(),
-                "rate_bps": rates.iter().sum::<f64>(), "fairness": jain(&rates), "ok": recs.iter().all(|r| r["ok"] == json!(true)),
-            }));
+            group_recs.push(GroupRecord {
+                group: g.name.clone(),
+                repeat: rep,
+                members: recs.iter().map(|r| r.name.clone()).collect(),
+                rate_bps: rates.iter().sum(),
+                fairness: jain(&rates),
+                ok: recs.iter().all(|r| r.ok),
+            });
             runs.extend(recs);
         }
     }
@@ -922,33 +960,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jain_index() {
-        assert_eq!(jain(&[1.0]), None);
-        assert!((jain(&[5.0, 5.0, 5.0]).unwrap() - 1.0).abs() < 1e-12);
-        assert!((jain(&[1.0, 0.0]).unwrap() - 0.5).abs() < 1e-12);
-    }
-
-    #[test]
-    fn parses_iperf3_and_bench_json() {
+    fn parses_iperf3_bench_and_cp_output() {
         let iperf = r#"{"intervals":[{"sum":{"start":0,"end":1,"bits_per_second":9e8}}],
             "end":{"sum_received":{"bits_per_second":9.5e8,"seconds":10,"bytes":1187500000},
                    "streams":[{"receiver":{"bits_per_second":5e8}},{"receiver":{"bits_per_second":4.5e8}}],
                    "cpu_utilization_percent":{"host_user":1.5,"host_system":20,"remote_user":1,"remote_system":30}}}"#;
-        let v = parse_result(Tool::Iperf3, iperf, 0, 10.0).unwrap();
-        assert_eq!(v["rate_bps"], 9.5e8);
-        assert_eq!(v["intervals"][0]["bps"], 9e8);
-        assert!((v["fairness"].as_f64().unwrap() - 0.9972).abs() < 1e-3);
-        assert_eq!(v["cpu"]["local"]["system"], 0.2);
-        assert!(parse_result(Tool::Iperf3, r#"{"error":"unable to connect"}"#, 0, 1.0).unwrap_err().contains("unable"));
-        let bench = r#"{"schema":"linerate.bench/1","summary":{"throughput_bps":3e9,"connections":2,"jain":0.99,
-            "cpu":{"local":{"user":0.1,"system":0.2,"softirq":0.0}}},"intervals":[{"start_s":0,"end_s":1,"bps":3e9}],
-            "connections":[{"id":0,"bytes":1,"bps":1.5e9},{"id":1,"bytes":1,"bps":1.5e9}]}"#;
-        let v = parse_result(Tool::Bench, bench, 0, 1.0).unwrap();
-        assert_eq!(v["rate_bps"], 3e9);
-        assert_eq!(v["fairness"], 0.99);
-        assert_eq!(v["raw"]["schema"], "linerate.bench/1");
-        assert!(parse_result(Tool::Bench, "{}", 0, 1.0).is_err());
-        let v = parse_result(Tool::Scp, "", 1_000_000_000, 8.0).unwrap();
-        assert_eq!(v["rate_bps"], 1e9);
+        let m = parse_result(Tool::Iperf3, iperf, 0, 10.0).unwrap();
+        assert_eq!(m.rate_bps, 9.5e8);
+        assert_eq!(m.bytes, Some(1_187_500_000));
+        assert_eq!(m.intervals, [Interval { start_s: 0.0, end_s: 1.0, bps: 9e8 }]);
+        assert!((m.fairness.unwrap() - 0.9972).abs() < 1e-3);
+        assert_eq!(m.cpu.unwrap().local.unwrap().system, 0.2);
+        assert!(parse_result(Tool::Iperf3, r#"{"error":"unable to connect"}"#, 0, 1.0)
+            .err()
+            .unwrap()
+            .contains("unable"));
+
+        let doc = linerate_model::doc::example::bench();
+        let m = parse_result(Tool::Bench, &serde_json::to_string(&doc).unwrap(), 0, 1.0).unwrap();
+        let s = doc.summary.as_ref().unwrap();
+        assert_eq!(m.rate_bps, s.throughput_bps);
+        assert_eq!(m.fairness, s.jain);
+        assert_eq!(m.flows, Some(s.connections));
+        assert_eq!(m.cpu.unwrap().remote.unwrap().busy(), s.cpu.remote.busy());
+        assert_eq!(m.intervals.len(), doc.intervals.as_ref().unwrap().len());
+        assert_eq!(m.raw.as_ref().and_then(RawDoc::bench), Some(&doc));
+        let e = parse_result(Tool::Bench, r#"{"schema":"linerate.bench/1","summary":{"throughput_bps":3e9}}"#, 0, 1.0);
+        assert!(e.err().unwrap().contains("missing field"), "an incomplete document is refused, not half read");
+
+        let cp = linerate_model::doc::example::cp();
+        let m = parse_result(Tool::Cp, &serde_json::to_string(&cp).unwrap(), 0, 2.0).unwrap();
+        assert_eq!(m.bytes, Some(cp.bytes));
+        assert_eq!(m.rate_bps, cp.bytes as f64 * 8.0 / 2.0);
+        let incomplete = serde_json::to_string(&CpSummary { complete: false, ..cp }).unwrap();
+        assert!(parse_result(Tool::Cp, &incomplete, 0, 2.0).is_err());
+
+        let m = parse_result(Tool::Scp, "", 1_000_000_000, 8.0).unwrap();
+        assert_eq!(m.rate_bps, 1e9);
     }
 }

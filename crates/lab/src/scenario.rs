@@ -3,6 +3,8 @@
 //! so a bad file never leaves half a lab behind.
 
 use crate::LabError;
+/// The tool, shaper and link-end names a scenario uses are the results document's own.
+pub use linerate_model::doc::lab::{Shaper, Side, Tool};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,17 +52,6 @@ pub struct SwitchSpec {
     pub subnet: Option<String>,
 }
 
-/// The queueing discipline that enforces a link's rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Shaper {
-    /// Token bucket filter.
-    #[default]
-    Tbf,
-    /// Hierarchical token bucket with one class.
-    Htb,
-}
-
 /// One link: a veth pair. Either end may be a range (`g[1..16]`), which makes one link each.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,17 +87,6 @@ pub struct LinkSpec {
     pub a_if: Option<String>,
     /// Interface name at end b.
     pub b_if: Option<String>,
-}
-
-/// Which end of a link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Side {
-    /// The `a` end.
-    #[default]
-    A,
-    /// The `b` end.
-    B,
 }
 
 /// htb classes on one end of a link.
@@ -149,24 +129,6 @@ pub struct QosClass {
     /// Unclassified packets go here (otherwise to an implicit class with the rate left over).
     #[serde(default)]
     pub default: bool,
-}
-
-/// A measuring tool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Tool {
-    /// `linerate bench`.
-    Bench,
-    /// `linerate cp` of a generated tree.
-    Cp,
-    /// iperf3 (`--json`).
-    Iperf3,
-    /// scp over a throwaway sshd.
-    Scp,
-    /// rsync over ssh.
-    Rsync,
-    /// tar piped through ssh.
-    Tar,
 }
 
 /// One run (or, with `hosts`, one per host at once; with `sweep`, one group per count).

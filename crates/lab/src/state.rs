@@ -46,7 +46,7 @@ pub struct RunState {
     /// Temporary directories (keys, trees, sshd config).
     pub temp_dirs: Vec<PathBuf>,
     /// The lab's description (as in the results document).
-    pub description: serde_json::Value,
+    pub description: linerate_model::doc::lab::LabDescription,
 }
 
 /// Where state files live: `$LINERATE_LAB_DIR` or `/run/linerate/lab`.

@@ -64,7 +64,7 @@ fn run(lab: &mut Lab, text: &str) -> Value {
     let mut log = |l: &str| eprintln!("{l}");
     // iperf3 runs need no linerate binary.
     let mut cfg = RunnerConfig { linerate: "/nonexistent/linerate".into(), stop: &stop, log: &mut log };
-    run_all(lab, &sc, &mut cfg).unwrap()
+    serde_json::to_value(run_all(lab, &sc, &mut cfg).unwrap()).unwrap()
 }
 
 fn ns_cmd(lab: &Lab, host: &str, args: &[&str]) -> std::process::Output {

@@ -2,8 +2,8 @@
 //! turned into, the SQLite [`Store`] that keeps runs, the exporters (JSON, CSV, Markdown), the
 //! comparison used by `linerate report compare`, and the SVG charts and single-file HTML report.
 //!
-//! It reads the tools' JSON output as plain `serde_json::Value`s, so it depends on neither the
-//! engine nor the lab.
+//! It reads the tools' JSON output into the typed documents of `linerate-model`, so it depends
+//! on neither the engine nor the lab.
 
 pub mod compare;
 pub mod convert;
@@ -15,7 +15,7 @@ pub mod svg;
 mod time;
 
 pub use compare::{compare, Comparison, Row};
-pub use convert::{from_bench_json, from_cp_json, from_json, from_lab_json};
+pub use convert::{from_bench, from_bench_json, from_cp, from_cp_json, from_json, from_lab, from_lab_json};
 pub use model::*;
 pub use store::{RunSummary, Store};
 

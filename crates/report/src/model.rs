@@ -187,9 +187,9 @@ pub struct FlowChart {
 }
 
 impl FlowChart {
-    /// Jain's index as given, or computed from the flows.
+    /// Jain's index as given, or computed from the flows ([`linerate_model::stats::jain`]).
     pub fn jain_index(&self) -> Option<f64> {
-        self.jain.or_else(|| jain(self.flows.iter().map(|f| f.value)))
+        self.jain.or_else(|| linerate_model::stats::jain(&self.flows.iter().map(|f| f.value).collect::<Vec<_>>()))
     }
 }
 
@@ -225,17 +225,6 @@ pub struct Table {
     pub columns: Vec<String>,
     /// Rows of cells (numbers, strings or null), each as long as `columns`.
     pub rows: Vec<Vec<Value>>,
-}
-
-/// Jain's fairness index of a set of rates: (Σx)² / (n·Σx²); `None` when empty or all zero.
-pub fn jain(values: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let (mut n, mut s, mut s2) = (0usize, 0.0, 0.0);
-    for v in values {
-        n += 1;
-        s += v;
-        s2 += v * v;
-    }
-    (n > 0 && s2 > 0.0).then(|| s * s / (n as f64 * s2))
 }
 
 impl RunReport {
@@ -300,14 +289,6 @@ pub fn new_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jain_of_equal_flows_is_one_and_of_one_hog_is_one_over_n() {
-        assert!((jain([5.0, 5.0, 5.0, 5.0]).unwrap() - 1.0).abs() < 1e-12);
-        assert!((jain([8.0, 0.0, 0.0, 0.0]).unwrap() - 0.25).abs() < 1e-12);
-        assert_eq!(jain([]), None);
-        assert_eq!(jain([0.0, 0.0]), None);
-    }
 
     #[test]
     fn ids_are_distinct_and_shaped() {

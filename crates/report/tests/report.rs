@@ -192,6 +192,107 @@ fn real_lab_run_gives_tools_against_the_ceiling_fairness_and_guarantees() {
     assert!(metric(&r, "jain.mix") > 0.5);
 }
 
+/// Producer → JSON → report, for every figure a typed document carries. How this guards the
+/// boundary between the tools and the report: the producers (`cli/src/cp.rs`,
+/// `cli/src/bench.rs`, `lab/src/runner.rs`) fill these same `linerate_model::doc` structs, so
+/// * renaming a field in Rust breaks the build of the producer, the converter and this test;
+/// * renaming it in JSON (`#[serde(rename)]`) changes the documents pinned in
+///   `crates/model/tests/golden/` and stops the documents earlier versions wrote
+///   (`bench-real-*.json`, `lab-real.json`) from reading, which fails
+///   `documents_earlier_versions_wrote_read_strictly` below;
+/// * a converter that stops reading a field loses a metric or chart asserted here.
+#[test]
+fn every_figure_of_the_typed_documents_reaches_the_report() {
+    use linerate_model::doc::example;
+    let cp = example::cp();
+    let r = from_json(serde_json::to_value(&cp).unwrap()).unwrap();
+    assert_eq!(metric(&r, "throughput"), cp.gbit_per_s * 1e9);
+    assert_eq!(metric(&r, "seconds"), cp.seconds);
+    assert_eq!(metric(&r, "cpu.client"), cp.cpu.client.total());
+    assert_eq!(metric(&r, "cpu.server"), cp.cpu.server.total());
+    assert_eq!(metric(&r, "peak_rss.client"), cp.peak_rss_bytes.client as f64);
+    assert_eq!(metric(&r, "peak_rss.server"), cp.peak_rss_bytes.server as f64);
+    assert_eq!(metric(&r, "errors"), (cp.errors.local + cp.errors.remote) as f64);
+    assert_eq!((r.params["files"].as_u64(), r.params["streams"].as_u64()), (Some(cp.files), Some(4)));
+    assert_eq!(r.params["cipher"], cp.cipher.as_str());
+
+    let bench = example::bench();
+    let r = from_json(serde_json::to_value(&bench).unwrap()).unwrap();
+    let s = bench.summary.as_ref().unwrap();
+    let test = bench.test.as_ref().unwrap();
+    assert_eq!(r.title, format!("bench {} to {}", test.test, test.server));
+    assert_eq!(r.created, "2026-11-22T05:47:16Z");
+    assert_eq!(r.tool_version, bench.tool.version);
+    assert_eq!(r.params["msg_size"], test.msg_size);
+    assert_eq!(r.hosts["remote"], bench.hosts.remote);
+    for (name, want) in [
+        ("throughput", s.throughput_bps),
+        ("transactions", s.transactions_per_s.unwrap()),
+        ("jain", s.jain.unwrap()),
+        ("loss", s.loss_pct.unwrap()),
+        ("packets", s.packets_per_s.unwrap()),
+        ("jitter", s.jitter_us.unwrap()),
+        ("rtt", s.rtt_us.unwrap()),
+        ("retransmits", s.retransmits as f64),
+        ("service_demand.local", s.service_demand_us_per_kb.local),
+        ("service_demand.remote", s.service_demand_us_per_kb.remote),
+        ("service_demand_tran.local", s.service_demand_us_per_tran.unwrap().local),
+        ("service_demand_tran.remote", s.service_demand_us_per_tran.unwrap().remote),
+        ("cpu.local", s.cpu.local.busy() * 100.0),
+        ("cpu.remote", s.cpu.remote.busy() * 100.0),
+    ] {
+        assert_eq!(metric(&r, name), want, "{name}");
+    }
+    for (k, x) in s.latency_us.as_ref().unwrap().figures() {
+        assert_eq!(metric(&r, &format!("latency.{k}")), x);
+    }
+    let iv = bench.intervals.as_ref().unwrap();
+    assert_eq!(r.charts.series[0].lines[0].points.len(), iv.len());
+    assert_eq!(r.charts.flows[0].flows.len(), bench.connections.as_ref().unwrap().len());
+    assert_eq!(r.charts.latency[0].lines[0].points.len(), 5, "the curve without its 100th percentile");
+    // the sweep: connections on x (the first swept), one line per message size
+    assert_eq!(r.params["sweep"], "connections");
+    let thr = &r.charts.xy[0];
+    assert_eq!(thr.lines.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(), ["msg_size=1024", "msg_size=65536"]);
+    assert_eq!(r.tables[0].rows.len(), bench.points.len());
+
+    let lab = example::lab();
+    let r = from_json(serde_json::to_value(&lab).unwrap()).unwrap();
+    assert_eq!(r.title, "lab example");
+    assert_eq!(r.tool_version, lab.tool.version);
+    assert_eq!(r.params["run_id"], "lr4242");
+    assert_eq!(r.hosts["machine"]["cpus"], 2);
+    assert_eq!(metric(&r, "rate.bench-2"), 9.2e8);
+    assert_eq!(metric(&r, "jain.bench-2"), 0.99);
+    assert!((metric(&r, "cpu.bench-2") - 17.0).abs() < 1e-9);
+    assert!((metric(&r, "ratio.cp-3") - 8.1e8 / 9.4e8).abs() < 1e-12);
+    assert_eq!(r.charts.bars[0].ceiling.as_ref().unwrap().label, "iperf3-1 ceiling");
+    let mix = r.charts.series.iter().find(|c| c.title.ends_with("mix")).unwrap();
+    assert_eq!(mix.guarantees.len(), 2);
+    assert!(r.charts.xy.iter().any(|c| c.title == "Throughput against guests"));
+    assert_eq!(r.charts.latency[0].lines[0].name, "bench-2", "latency from the bench run's own document");
+    let every = r.tables.iter().find(|t| t.title == "Every measurement").unwrap();
+    assert_eq!(every.rows.len(), lab.runs.len());
+    assert_eq!(every.rows.last().unwrap()[8], "timed out after 60 s");
+}
+
+/// The bench documents `linerate bench` wrote before the typed documents read into them
+/// strictly: same field names, same shapes.
+#[test]
+fn documents_earlier_versions_wrote_read_strictly() {
+    use linerate_model::doc::bench::BenchDocument;
+    for name in ["bench-real-sweep.json", "bench-real-rr.json"] {
+        let doc: BenchDocument = serde_json::from_value(fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(doc.sweep.is_none() && !doc.points.is_empty(), "{name}");
+    }
+    let lab = fixture("lab-real.json");
+    for run in lab["runs"].as_array().unwrap() {
+        if run["tool"] == "bench" {
+            let _: BenchDocument = serde_json::from_value(run["raw"].clone()).unwrap();
+        }
+    }
+}
+
 #[test]
 fn exported_documents_validate_against_the_json_schema() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schema/run-v1.schema.json");

@@ -479,7 +479,7 @@ impl BenchClient {
                 c.tcp = Some(t);
             }
         }
-        let latency = (!hist.is_empty()).then(|| Latency::from_histogram(&hist));
+        let latency = (!hist.is_empty()).then(|| stats::latency_from_histogram(&hist));
         Ok((report, latency))
     }
 

@@ -4,7 +4,6 @@
 
 use hdrhistogram::Histogram;
 use linerate_proto::bench::{CpuShare, Direction, SideReport, TestKind, TestSpec};
-use serde::Serialize;
 use std::time::SystemTime;
 
 /// One test's outcome: the spec, both sides' reports and the client's latency histogram.
@@ -22,72 +21,30 @@ pub struct TestResult {
     pub latency: Option<Latency>,
 }
 
-/// Latency percentiles, microseconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Latency {
-    /// Transactions measured.
-    pub count: u64,
-    /// Smallest.
-    pub min: f64,
-    /// Mean.
-    pub mean: f64,
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th.
-    pub p99: f64,
-    /// 99.9th.
-    pub p999: f64,
-    /// Largest.
-    pub max: f64,
-    /// (percentile, µs) pairs for plotting, from the merged histogram.
-    pub curve: Vec<(f64, f64)>,
-}
+use linerate_model::doc::bench::CurvePoint;
+pub use linerate_model::doc::bench::{Confidence, Efficiency, Fairness, Latency};
 
-impl Latency {
-    /// Percentiles of a histogram of nanoseconds.
-    pub fn from_histogram(h: &Histogram<u64>) -> Latency {
-        let us = |ns: u64| ns as f64 / 1000.0;
-        let curve = [0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0]
-            .iter()
-            .map(|&p| (p, us(h.value_at_quantile(p / 100.0))))
-            .collect();
-        Latency {
-            count: h.len(),
-            min: us(h.min()),
-            mean: h.mean() / 1000.0,
-            p50: us(h.value_at_quantile(0.50)),
-            p90: us(h.value_at_quantile(0.90)),
-            p99: us(h.value_at_quantile(0.99)),
-            p999: us(h.value_at_quantile(0.999)),
-            max: us(h.max()),
-            curve,
-        }
+/// Latency percentiles, in microseconds, of a histogram of nanoseconds.
+pub fn latency_from_histogram(h: &Histogram<u64>) -> Latency {
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let curve = [0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0]
+        .iter()
+        .map(|&p| CurvePoint { percentile: p, us: us(h.value_at_quantile(p / 100.0)) })
+        .collect();
+    Latency {
+        count: h.len(),
+        min: us(h.min()),
+        mean: h.mean() / 1000.0,
+        p50: us(h.value_at_quantile(0.50)),
+        p90: us(h.value_at_quantile(0.90)),
+        p99: us(h.value_at_quantile(0.99)),
+        p999: us(h.value_at_quantile(0.999)),
+        max: us(h.max()),
+        curve,
     }
 }
 
-/// Spread of per-connection rates.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Fairness {
-    /// Slowest connection, bit/s.
-    pub min_bps: f64,
-    /// Fastest.
-    pub max_bps: f64,
-    /// Mean.
-    pub mean_bps: f64,
-    /// Population standard deviation.
-    pub stddev_bps: f64,
-    /// stddev / mean.
-    pub cov: f64,
-    /// Jain's fairness index: (Σx)² / (n·Σx²); 1 is perfectly fair, 1/n is one connection
-    /// taking everything.
-    pub jain: f64,
-    /// Connections that moved no data at all.
-    pub starved: u64,
-}
-
-/// Fairness of a set of rates (empty → None).
+/// Spread of a set of rates (empty → None); its Jain's index is [`linerate_model::stats::jain`].
 pub fn fairness(rates: &[f64]) -> Option<Fairness> {
     if rates.is_empty() {
         return None;
@@ -103,7 +60,7 @@ pub fn fairness(rates: &[f64]) -> Option<Fairness> {
         mean_bps: mean,
         stddev_bps: var.sqrt(),
         cov: if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
-        jain: if sq > 0.0 { sum * sum / (n * sq) } else { 0.0 },
+        jain: linerate_model::stats::jain(rates),
         starved: rates.iter().filter(|r| **r <= 0.0).count() as u64,
     })
 }
@@ -125,7 +82,7 @@ pub fn tcp_payload_rate(link_bps: f64, mtu: u32, ipv6: bool, timestamps: bool) -
 pub type Buffers = (u32, u32);
 
 /// Figures of one test, as reported.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Summary {
     /// Goodput counted at the receivers, both directions together, bit/s.
     pub throughput_bps: f64,
@@ -172,25 +129,12 @@ pub struct Summary {
 }
 
 /// CPU of both hosts.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy)]
 pub struct CpuPair {
     /// The client.
     pub local: CpuShare,
     /// The server.
     pub remote: CpuShare,
-}
-
-/// Goodput against the theoretical payload rate of the link.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Efficiency {
-    /// Link rate, bit/s.
-    pub link_bps: f64,
-    /// MTU.
-    pub mtu: u32,
-    /// TCP payload ceiling, bit/s.
-    pub ceiling_bps: f64,
-    /// Goodput / ceiling.
-    pub ratio: f64,
 }
 
 /// Busy share of the machine: everything but idle and time stolen by the hypervisor.
@@ -285,7 +229,7 @@ impl TestResult {
             receive_bps,
             connections: self.spec.initial_connections(),
             seconds: l.seconds,
-            jain: fair.map(|f| f.jain),
+            jain: fair.and_then(|f| f.jain),
             fairness: fair,
             transactions_per_s: tps,
             latency_us: self.latency.clone(),
@@ -318,21 +262,6 @@ const T99: [f64; 30] = [
     63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977, 2.947, 2.921,
     2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750,
 ];
-
-/// Mean and confidence interval of repeated measurements.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Confidence {
-    /// Runs.
-    pub n: usize,
-    /// Mean.
-    pub mean: f64,
-    /// Half-width of the interval.
-    pub half_width: f64,
-    /// Level, percent (95 or 99).
-    pub level: u32,
-    /// Half-width as a percentage of the mean.
-    pub width_pct: f64,
-}
 
 /// The confidence interval of `xs` at `level` (95 or 99) percent; None for fewer than 2 values.
 pub fn confidence(xs: &[f64], level: u32) -> Option<Confidence> {
@@ -387,12 +316,13 @@ mod tests {
     #[test]
     fn jain_is_one_when_fair_and_one_over_n_when_one_takes_all() {
         let f = fairness(&[5.0, 5.0, 5.0, 5.0]).unwrap();
-        assert!((f.jain - 1.0).abs() < 1e-12 && f.cov.abs() < 1e-12);
+        assert!((f.jain.unwrap() - 1.0).abs() < 1e-12 && f.cov.abs() < 1e-12);
         let f = fairness(&[8.0, 0.0, 0.0, 0.0]).unwrap();
-        assert!((f.jain - 0.25).abs() < 1e-12);
+        assert!((f.jain.unwrap() - 0.25).abs() < 1e-12);
         assert_eq!(f.starved, 3);
         let f = fairness(&[1.0, 3.0]).unwrap();
-        assert!((f.jain - 0.8).abs() < 1e-12, "16 / (2 * 10)");
+        assert!((f.jain.unwrap() - 0.8).abs() < 1e-12, "16 / (2 * 10)");
+        assert_eq!(fairness(&[0.0, 0.0]).unwrap().jain, None, "nothing moved: no index");
         assert!((f.stddev_bps - 1.0).abs() < 1e-12);
         assert!(fairness(&[]).is_none());
     }
@@ -430,7 +360,7 @@ mod tests {
             b.record(1_000_000 + i * 1000).unwrap(); // 1001..1100 µs: the slow connection
         }
         a.add(&b).unwrap();
-        let l = Latency::from_histogram(&a);
+        let l = latency_from_histogram(&a);
         assert_eq!(l.count, 1000);
         assert!((l.p50 - 500.0).abs() < 1.0, "{}", l.p50);
         assert!(l.p99 > 1000.0, "the slow connection's tail shows in p99: {}", l.p99);

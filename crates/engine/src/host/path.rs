@@ -106,9 +106,7 @@ pub fn rtt(addr: SocketAddr, samples: u32, timeout: Duration) -> Result<RttFacts
         v.push(t.elapsed().as_secs_f64() * 1e6);
         drop(s);
     }
-    let mut sorted = v.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median_us = sorted[sorted.len() / 2];
+    let median_us = linerate_model::stats::median(&v).unwrap_or(0.0);
     Ok(RttFacts { addr: addr.to_string(), samples_us: v, median_us })
 }
 

@@ -1,0 +1,449 @@
+//! The `linerate bench --json` document, schema [`BENCH_SCHEMA`]: the first point's test,
+//! hosts, summary, intervals and connections at the top, and every sweep point below. Written by
+//! `cli/src/bench.rs`, kept as `raw` in lab runs of `bench`, read by `linerate-report`.
+
+use super::ToolInfo;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The schema string of a bench document.
+pub const BENCH_SCHEMA: &str = "linerate.bench/1";
+
+/// One `linerate bench` invocation: one or more points (a sweep), each measured one or more
+/// times. The top-level `test`, `summary`, `intervals` and `connections` are the first point's;
+/// they are `null` when no point ran.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BenchDocument {
+    /// Always [`BENCH_SCHEMA`].
+    pub schema: String,
+    /// The program that wrote it.
+    pub tool: ToolInfo,
+    /// When the first point started, seconds since the Unix epoch (0 when no point ran).
+    pub started_unix_s: u64,
+    /// The test parameters a sweep varies, in the order of the `--sweep` flags: the first is
+    /// the x axis of sweep charts, the others name their lines. Empty without a sweep.
+    /// Absent (`None`) only in documents written before it was added; readers then take the
+    /// fields whose values differ between points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<Vec<SweepParam>>,
+    /// The first point's test.
+    #[serde(deserialize_with = "super::required")]
+    pub test: Option<BenchTest>,
+    /// Both hosts' metadata (kernel, CPU, interfaces, TCP settings), free-form.
+    pub hosts: BenchHosts,
+    /// The first point's figures.
+    #[serde(deserialize_with = "super::required")]
+    pub summary: Option<BenchSummary>,
+    /// The first point's per-interval rates.
+    #[serde(deserialize_with = "super::required")]
+    pub intervals: Option<Vec<BenchInterval>>,
+    /// The first point's per-connection rates.
+    #[serde(deserialize_with = "super::required")]
+    pub connections: Option<Vec<BenchConnection>>,
+    /// Every point, in the order they ran.
+    pub points: Vec<BenchPoint>,
+}
+
+/// A test as the client asked for it: the protocol's test spec (`linerate_proto::bench::TestSpec`)
+/// with the server it ran against and the test's name.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BenchTest {
+    /// Version of the protocol's benchmark documents.
+    pub version: u32,
+    /// What was measured: `tcp-stream`, `udp-stream`, `tcp-rr`, `tcp-crr` or `profile`.
+    pub kind: String,
+    /// Which way bulk data flowed: `send`, `receive` or `bidir`.
+    pub direction: String,
+    /// Parallel connections (UDP: sockets).
+    pub connections: u32,
+    /// Measured time after the warm-up, milliseconds.
+    pub duration_ms: u64,
+    /// Warm-up, milliseconds.
+    pub omit_ms: u64,
+    /// Interval between reports, milliseconds.
+    pub interval_ms: u64,
+    /// Bytes per write (stream), request (rr/crr) or datagram (udp).
+    pub msg_size: u32,
+    /// Bytes per response (rr/crr).
+    pub resp_size: u32,
+    /// SO_SNDBUF asked for (None: autotuning).
+    #[serde(deserialize_with = "super::required")]
+    pub sndbuf: Option<u32>,
+    /// SO_RCVBUF asked for.
+    #[serde(deserialize_with = "super::required")]
+    pub rcvbuf: Option<u32>,
+    /// Target: bit/s for stream tests, transactions/s for rr/crr.
+    #[serde(deserialize_with = "super::required")]
+    pub rate: Option<u64>,
+    /// Sent with zero copy.
+    pub zerocopy: bool,
+    /// TCP_NODELAY.
+    pub nodelay: bool,
+    /// The workload of a `profile` test, in the protocol's own form (see profiles/).
+    #[serde(deserialize_with = "super::required")]
+    pub profile: Option<Value>,
+    /// The agent's address, `IP:PORT`.
+    pub server: String,
+    /// The test's name (the same as `kind`).
+    pub test: String,
+}
+
+/// A test parameter a sweep varies, named as the [`BenchTest`] field it sets.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepParam {
+    /// `--sweep conns=`.
+    Connections,
+    /// `--sweep msg=`.
+    MsgSize,
+    /// `--sweep buf=`: SO_SNDBUF and SO_RCVBUF together.
+    Sndbuf,
+    /// `--sweep response=`.
+    RespSize,
+}
+
+impl SweepParam {
+    /// Every parameter, in the order a reader without `sweep` prefers them as the x axis.
+    pub const ALL: [SweepParam; 4] =
+        [SweepParam::Connections, SweepParam::MsgSize, SweepParam::Sndbuf, SweepParam::RespSize];
+
+    /// The field's name in [`BenchTest`].
+    pub fn name(self) -> &'static str {
+        match self {
+            SweepParam::Connections => "connections",
+            SweepParam::MsgSize => "msg_size",
+            SweepParam::Sndbuf => "sndbuf",
+            SweepParam::RespSize => "resp_size",
+        }
+    }
+
+    /// Its unit: `B` for sizes, empty for a count.
+    pub fn unit(self) -> &'static str {
+        match self {
+            SweepParam::Connections => "",
+            _ => "B",
+        }
+    }
+
+    /// Its value in `test` (None for autotuned buffers).
+    pub fn value(self, test: &BenchTest) -> Option<f64> {
+        match self {
+            SweepParam::Connections => Some(f64::from(test.connections)),
+            SweepParam::MsgSize => Some(f64::from(test.msg_size)),
+            SweepParam::Sndbuf => test.sndbuf.map(f64::from),
+            SweepParam::RespSize => Some(f64::from(test.resp_size)),
+        }
+    }
+}
+
+/// Metadata of both hosts, free-form (`null` when no point ran).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BenchHosts {
+    /// The client.
+    pub local: Value,
+    /// The agent.
+    pub remote: Value,
+}
+
+/// The figures of one test.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BenchSummary {
+    /// Goodput counted at the receivers, both directions together, bit/s.
+    pub throughput_bps: f64,
+    /// Client → server goodput, bit/s.
+    pub send_bps: f64,
+    /// Server → client goodput, bit/s.
+    pub receive_bps: f64,
+    /// Connections.
+    pub connections: u64,
+    /// Seconds counted.
+    pub seconds: f64,
+    /// Jain's index of the per-connection goodput (`null` when nothing moved).
+    #[serde(deserialize_with = "super::required")]
+    pub jain: Option<f64>,
+    /// Spread of the per-connection goodput.
+    #[serde(deserialize_with = "super::required")]
+    pub fairness: Option<Fairness>,
+    /// Transactions per second (rr, crr, profile).
+    #[serde(deserialize_with = "super::required")]
+    pub transactions_per_s: Option<f64>,
+    /// Transaction latency, microseconds.
+    #[serde(deserialize_with = "super::required")]
+    pub latency_us: Option<Latency>,
+    /// Datagram loss at the receiver, percent (udp).
+    #[serde(deserialize_with = "super::required")]
+    pub loss_pct: Option<f64>,
+    /// Datagrams per second received (udp).
+    #[serde(deserialize_with = "super::required")]
+    pub packets_per_s: Option<f64>,
+    /// Receiver's mean jitter, µs (udp).
+    #[serde(deserialize_with = "super::required")]
+    pub jitter_us: Option<f64>,
+    /// What the sender offered, bit/s (udp).
+    #[serde(deserialize_with = "super::required")]
+    pub sender_bps: Option<f64>,
+    /// Both hosts' CPU over the measured time.
+    pub cpu: CpuPair,
+    /// CPU µs per KB moved (netperf's service demand), per host.
+    pub service_demand_us_per_kb: SidePair,
+    /// CPU µs per transaction, per host.
+    #[serde(deserialize_with = "super::required")]
+    pub service_demand_us_per_tran: Option<SidePair>,
+    /// Retransmitted segments, both sides' senders.
+    pub retransmits: u64,
+    /// Mean smoothed RTT over the client's connections, µs.
+    #[serde(deserialize_with = "super::required")]
+    pub rtt_us: Option<f64>,
+    /// Socket buffers the kernel granted.
+    pub buffers: BufferPair,
+    /// Goodput against the link's payload rate, when a link rate was given.
+    #[serde(deserialize_with = "super::required")]
+    pub efficiency: Option<Efficiency>,
+    /// Errors either side saw (the agent's prefixed `server: `).
+    pub errors: Vec<String>,
+}
+
+/// A figure of each host.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct SidePair {
+    /// The client.
+    pub local: f64,
+    /// The agent.
+    pub remote: f64,
+}
+
+/// Spread of per-connection rates.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Fairness {
+    /// Slowest connection, bit/s.
+    pub min_bps: f64,
+    /// Fastest.
+    pub max_bps: f64,
+    /// Mean.
+    pub mean_bps: f64,
+    /// Population standard deviation.
+    pub stddev_bps: f64,
+    /// stddev / mean (0 when the mean is 0).
+    pub cov: f64,
+    /// Jain's index ([`crate::stats::jain`]); `null` when nothing moved.
+    #[serde(deserialize_with = "super::required")]
+    pub jain: Option<f64>,
+    /// Connections that moved nothing.
+    pub starved: u64,
+}
+
+/// Latency percentiles of transactions, microseconds, from the merged HDR histogram.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Latency {
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th.
+    pub p99: f64,
+    /// 99.9th.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Transactions measured.
+    pub count: u64,
+    /// The distribution for plotting: 0th to 100th percentile.
+    pub curve: Vec<CurvePoint>,
+}
+
+impl Latency {
+    /// The named figures, as `latency.NAME` metrics are called, in name order.
+    pub fn figures(&self) -> [(&'static str, f64); 7] {
+        [
+            ("max", self.max),
+            ("mean", self.mean),
+            ("min", self.min),
+            ("p50", self.p50),
+            ("p90", self.p90),
+            ("p99", self.p99),
+            ("p999", self.p999),
+        ]
+    }
+}
+
+/// One point of a latency distribution.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct CurvePoint {
+    /// Percentile, 0 to 100.
+    pub percentile: f64,
+    /// Latency at it, µs.
+    pub us: f64,
+}
+
+/// Both hosts' CPU.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct CpuPair {
+    /// The client.
+    pub local: CpuShare,
+    /// The agent.
+    pub remote: CpuShare,
+}
+
+/// Whole-machine CPU use over the measured time, as fractions of all cores.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct CpuShare {
+    /// User (and nice) time.
+    pub user: f64,
+    /// System time.
+    pub system: f64,
+    /// Software-interrupt time.
+    pub softirq: f64,
+    /// Hardware-interrupt time.
+    pub irq: f64,
+    /// Idle and I/O wait.
+    pub idle: f64,
+    /// Stolen by the hypervisor. Absent in documents written before it was counted: 0.
+    #[serde(default)]
+    pub steal: f64,
+    /// Cores counted.
+    pub cores: u32,
+    /// The measuring process's own user time, seconds.
+    pub process_user_s: f64,
+    /// Its system time, seconds.
+    pub process_system_s: f64,
+}
+
+impl CpuShare {
+    /// Busy share of the machine: user + system + softirq + irq.
+    pub fn busy(&self) -> f64 {
+        self.user + self.system + self.softirq + self.irq
+    }
+}
+
+/// Socket buffers granted on each host.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct BufferPair {
+    /// The client's (`null` when no socket reported them).
+    #[serde(deserialize_with = "super::required")]
+    pub local: Option<Buffers>,
+    /// The agent's.
+    #[serde(deserialize_with = "super::required")]
+    pub remote: Option<Buffers>,
+}
+
+/// SO_SNDBUF and SO_RCVBUF as the kernel granted them, bytes.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buffers {
+    /// SO_SNDBUF.
+    pub sndbuf: u32,
+    /// SO_RCVBUF.
+    pub rcvbuf: u32,
+}
+
+/// Goodput against the theoretical payload rate of the link.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Efficiency {
+    /// Link rate, bit/s.
+    pub link_bps: f64,
+    /// MTU.
+    pub mtu: u32,
+    /// Payload ceiling, bit/s.
+    pub ceiling_bps: f64,
+    /// Goodput / ceiling.
+    pub ratio: f64,
+}
+
+/// One reporting interval, as the receiver of the bulk saw it.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct BenchInterval {
+    /// Start, seconds since the test began (warm-up included).
+    pub start_s: f64,
+    /// End.
+    pub end_s: f64,
+    /// Goodput, bit/s.
+    pub bps: f64,
+    /// Transactions per second.
+    pub transactions_per_s: f64,
+    /// Inside the warm-up (not counted).
+    pub omitted: bool,
+}
+
+/// One connection's goodput.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BenchConnection {
+    /// Connection index.
+    pub id: u32,
+    /// Bytes received after the warm-up.
+    pub bytes: u64,
+    /// Goodput, bit/s.
+    pub bps: f64,
+    /// The client's kernel TCP statistics of it.
+    #[serde(deserialize_with = "super::required")]
+    pub tcp: Option<TcpStats>,
+    /// The agent's.
+    #[serde(deserialize_with = "super::required")]
+    pub server_tcp: Option<TcpStats>,
+}
+
+/// Kernel TCP statistics of one connection at the end of a test.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpStats {
+    /// Congestion window, segments.
+    pub cwnd: u32,
+    /// Smoothed RTT, µs.
+    pub rtt_us: u32,
+    /// RTT variance, µs.
+    pub rttvar_us: u32,
+    /// Segments retransmitted.
+    pub retrans: u32,
+    /// Maximum segment size.
+    pub mss: u32,
+    /// Most recent delivery rate, bytes/s.
+    pub delivery_rate: u64,
+    /// Pacing rate, bytes/s.
+    pub pacing_rate: u64,
+}
+
+/// One point of a sweep (or the only point), with its last run's figures.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BenchPoint {
+    /// The `--sweep` keys and values that made it, as typed (`{"conns": "8", "msg": "64K"}`).
+    pub params: BTreeMap<String, String>,
+    /// Its test.
+    pub test: BenchTest,
+    /// Figures of its last run.
+    pub summary: BenchSummary,
+    /// Intervals of its last run.
+    pub intervals: Vec<BenchInterval>,
+    /// The repeats.
+    pub repeats: Repeats,
+}
+
+/// Repeated runs of one point.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Repeats {
+    /// The headline figure of every run (goodput, or transactions/s for rr-like tests).
+    pub runs: Vec<f64>,
+    /// Their confidence interval (two runs or more).
+    #[serde(deserialize_with = "super::required")]
+    pub confidence: Option<Confidence>,
+    /// The interval width asked for, percent of the mean.
+    pub target_width_pct: f64,
+    /// Whether the runs met it.
+    pub met: bool,
+}
+
+/// Mean and confidence interval of repeated measurements.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Confidence {
+    /// Runs.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Half-width of the interval.
+    pub half_width: f64,
+    /// Level, percent (95 or 99).
+    pub level: u32,
+    /// Half-width as a percentage of the mean.
+    pub width_pct: f64,
+}

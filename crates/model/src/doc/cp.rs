@@ -1,0 +1,124 @@
+//! The `linerate cp --json` summary: one JSON object per copy, with no schema string (it is
+//! recognised by its `bytes` and `gbit_per_s` fields). Written by `cli/src/cp.rs`, kept as
+//! `raw` in lab runs of `cp`, read by `linerate-report`.
+
+use serde::{Deserialize, Serialize};
+
+/// What one copy moved, how fast, and what it cost.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CpSummary {
+    /// File bytes sent.
+    pub bytes: u64,
+    /// Files sent.
+    pub files: u64,
+    /// Directories sent.
+    pub dirs: u64,
+    /// Symlinks sent.
+    pub links: u64,
+    /// Wall-clock seconds from first connect to the receiver's summary.
+    pub seconds: f64,
+    /// Goodput, Gbit/s (SI), of the bytes moved in this run.
+    pub gbit_per_s: f64,
+    /// Data streams used.
+    pub streams: u32,
+    /// The AEAD used (`aes-256-gcm`, `chacha20-poly1305`).
+    pub cipher: String,
+    /// Every entry arrived.
+    pub complete: bool,
+    /// Entries that failed on each side.
+    pub errors: CpErrors,
+    /// What the receiver committed.
+    pub received: CpCounts,
+    /// CPU time of both processes.
+    pub cpu: CpCpu,
+    /// Peak resident memory of both processes.
+    pub peak_rss_bytes: CpPeakRss,
+    /// Which way the data went. Absent in summaries written before pulls existed: push.
+    #[serde(default)]
+    pub direction: CpDirection,
+    /// Files found up to date and not sent. Absent in older summaries: none.
+    #[serde(default)]
+    pub skipped: CpSkipped,
+    /// Bytes of partial files the receiver already held and kept. Absent in older summaries: 0.
+    #[serde(default)]
+    pub resumed_bytes: u64,
+    /// Entries deleted at the destination. Absent in older summaries: 0.
+    #[serde(default)]
+    pub deleted: u64,
+}
+
+/// Failed entries of a copy.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpErrors {
+    /// On the sending side (unreadable, changed while read).
+    pub local: u64,
+    /// At the receiver.
+    pub remote: u64,
+}
+
+/// Entries the receiver committed under their final names.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpCounts {
+    /// Files.
+    pub files: u64,
+    /// Bytes in those files.
+    pub bytes: u64,
+    /// Directories created or merged.
+    pub dirs: u64,
+    /// Symlinks.
+    pub links: u64,
+}
+
+/// CPU seconds of the two processes of a copy.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct CpCpu {
+    /// The `linerate cp` process.
+    pub client: CpuSeconds,
+    /// The receiving (or, for a pull, sending) agent.
+    pub server: CpuSeconds,
+}
+
+/// A process's CPU time.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct CpuSeconds {
+    /// User mode, seconds.
+    pub user_s: f64,
+    /// Kernel mode, seconds.
+    pub system_s: f64,
+}
+
+impl CpuSeconds {
+    /// User plus system.
+    pub fn total(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+}
+
+/// Peak resident memory, bytes.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpPeakRss {
+    /// The `linerate cp` process.
+    pub client: u64,
+    /// The agent.
+    pub server: u64,
+}
+
+/// Which way a copy went.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CpDirection {
+    /// This side sent.
+    #[default]
+    Push,
+    /// This side received.
+    Pull,
+}
+
+/// Files not sent because the destination already had them.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpSkipped {
+    /// Files.
+    pub files: u64,
+    /// Bytes in those files.
+    pub bytes: u64,
+}

@@ -1,0 +1,411 @@
+//! The `linerate lab run` results document (results.json, and what `--json` prints), schema
+//! [`LAB_SCHEMA`]: the scenario, the lab as built, and one record per measurement. Written by
+//! `lab/src/runner.rs` (the lab's description by `lab/src/plan.rs`), read by `linerate-report`.
+
+use super::bench::BenchDocument;
+use super::cp::CpSummary;
+use super::ToolInfo;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The schema string of a lab results document.
+pub const LAB_SCHEMA: &str = "linerate.lab/1";
+
+/// One `linerate lab run`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LabDocument {
+    /// Always [`LAB_SCHEMA`].
+    pub schema: String,
+    /// The program that wrote it. Documents written before the typed documents have no `tool`;
+    /// readers take that as the older, untyped form.
+    pub tool: ToolInfo,
+    /// The scenario file.
+    pub scenario: LabScenario,
+    /// The lab's run id (`lr` and hex digits), which names its namespaces.
+    pub run_id: String,
+    /// Start, seconds since the Unix epoch.
+    pub started_unix: u64,
+    /// End, seconds since the Unix epoch.
+    pub finished_unix: u64,
+    /// The machine the lab ran on.
+    pub machine: Machine,
+    /// The lab as built: hosts and their addresses, switches, links, QoS.
+    pub lab: LabDescription,
+    /// One record per measurement (instance × repeat), in the order they ran.
+    pub runs: Vec<LabRun>,
+    /// One record per group and repeat: the runs that went at once.
+    pub groups: Vec<GroupRecord>,
+}
+
+/// The scenario a lab ran.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct LabScenario {
+    /// Its `name`.
+    pub name: String,
+    /// Its `description`.
+    pub description: String,
+    /// The file it came from.
+    pub file: String,
+}
+
+/// The machine a lab ran on.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Machine {
+    /// Kernel release.
+    pub kernel: String,
+    /// CPUs available.
+    pub cpus: usize,
+}
+
+/// A measuring tool of a lab run.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Tool {
+    /// `linerate bench`.
+    Bench,
+    /// `linerate cp` of a generated tree.
+    Cp,
+    /// iperf3 (`--json`).
+    Iperf3,
+    /// scp over a throwaway sshd.
+    Scp,
+    /// rsync over ssh.
+    Rsync,
+    /// tar piped through ssh.
+    Tar,
+}
+
+impl Tool {
+    /// The lowercase name used in scenarios and documents.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Bench => "bench",
+            Tool::Cp => "cp",
+            Tool::Iperf3 => "iperf3",
+            Tool::Scp => "scp",
+            Tool::Rsync => "rsync",
+            Tool::Tar => "tar",
+        }
+    }
+
+    /// A reference tool whose best group is the ceiling other tools are compared with.
+    pub fn is_ceiling(self) -> bool {
+        self == Tool::Iperf3
+    }
+}
+
+/// One measurement: one client instance in one repeat of its group.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LabRun {
+    /// Unique among the instances: the run's name, with `@HOST` (and `/LINK`) when it runs on
+    /// several hosts (or links) at once.
+    pub name: String,
+    /// The tool.
+    pub tool: Tool,
+    /// The client host.
+    pub host: String,
+    /// The server host.
+    pub server: String,
+    /// The address the client reached the server at.
+    pub server_addr: String,
+    /// The link the instance was sent through, when the scenario named one (`via`, `vias`).
+    #[serde(deserialize_with = "super::required")]
+    pub via: Option<String>,
+    /// The group it ran in: the runs measured at the same time.
+    pub group: String,
+    /// Set when the group is one step of a scaling sweep (`sweep = [1, 2, 4]`).
+    #[serde(deserialize_with = "super::required")]
+    pub sweep: Option<SweepStep>,
+    /// Repeat index, from 0.
+    pub repeat: u32,
+    /// Parallel streams (connections, or parallel scp/rsync/tar copies) of this instance.
+    pub streams: u32,
+    /// The server sent.
+    pub reverse: bool,
+    /// Extra arguments passed to the tool.
+    pub args: Vec<String>,
+    /// The tool ran and its output was read.
+    pub ok: bool,
+    /// Why not, when `ok` is false.
+    #[serde(deserialize_with = "super::required")]
+    pub error: Option<String>,
+    /// Measured rate, bit/s (`null` when the run failed).
+    #[serde(deserialize_with = "super::required")]
+    pub rate_bps: Option<f64>,
+    /// Seconds measured.
+    #[serde(deserialize_with = "super::required")]
+    pub duration_s: Option<f64>,
+    /// Bytes moved, where the tool says (iperf3, transfers).
+    #[serde(deserialize_with = "super::required")]
+    pub bytes: Option<u64>,
+    /// CPU use, where the tool measures it as a share of the machine (bench, iperf3).
+    #[serde(deserialize_with = "super::required")]
+    pub cpu: Option<RunCpu>,
+    /// Jain's index between the instance's own flows ([`crate::stats::jain`]).
+    #[serde(deserialize_with = "super::required")]
+    pub fairness: Option<f64>,
+    /// Flows (connections) the tool reported.
+    #[serde(deserialize_with = "super::required")]
+    pub flows: Option<u64>,
+    /// Per-second rates.
+    pub intervals: Vec<Interval>,
+    /// The QoS class guaranteed to the client host, and how often the run met it.
+    #[serde(deserialize_with = "super::required")]
+    pub guarantee: Option<Guarantee>,
+    /// The tool's own document, for `linerate bench` and `linerate cp`.
+    #[serde(deserialize_with = "super::required")]
+    pub raw: Option<RawDoc>,
+}
+
+/// A step of a scaling sweep: the first `instances` instances of run `base`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SweepStep {
+    /// The swept run's name; its steps are groups `BASE/N`.
+    pub base: String,
+    /// Instances measured together in this step.
+    pub instances: u32,
+}
+
+/// CPU of one measurement, each side as a share of its machine.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct RunCpu {
+    /// The client host (`null` when the tool did not say).
+    #[serde(deserialize_with = "super::required")]
+    pub local: Option<CpuBusy>,
+    /// The server host.
+    #[serde(deserialize_with = "super::required")]
+    pub remote: Option<CpuBusy>,
+}
+
+/// Busy CPU time as fractions of a machine (1.0 = every core busy).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct CpuBusy {
+    /// User time.
+    pub user: f64,
+    /// System time.
+    pub system: f64,
+    /// Software-interrupt time (0 where the tool does not separate it: iperf3).
+    pub softirq: f64,
+    /// Hardware-interrupt time (0 where the tool does not separate it: iperf3).
+    pub irq: f64,
+}
+
+impl CpuBusy {
+    /// The busy share: user + system + softirq + irq.
+    pub fn busy(&self) -> f64 {
+        self.user + self.system + self.softirq + self.irq
+    }
+}
+
+/// Per-second rate.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    /// Start, seconds since the run began.
+    pub start_s: f64,
+    /// End.
+    pub end_s: f64,
+    /// Rate, bit/s.
+    pub bps: f64,
+}
+
+/// A QoS guarantee of a run's client host.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Guarantee {
+    /// The htb class.
+    pub class: String,
+    /// The link it shapes.
+    pub link: String,
+    /// Guaranteed rate, bit/s.
+    pub rate_bps: u64,
+    /// Ceiling, bit/s.
+    pub ceil_bps: u64,
+    /// Share of the intervals (after the first) with at least 90% of the guarantee.
+    #[serde(deserialize_with = "super::required")]
+    pub intervals_met_pct: Option<f64>,
+}
+
+/// A tool's own JSON, kept whole.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub enum RawDoc {
+    /// `linerate bench --json`.
+    Bench(Box<BenchDocument>),
+    /// `linerate cp --json`.
+    Cp(Box<CpSummary>),
+}
+
+impl RawDoc {
+    /// The bench document, if it is one.
+    pub fn bench(&self) -> Option<&BenchDocument> {
+        match self {
+            RawDoc::Bench(b) => Some(b),
+            RawDoc::Cp(_) => None,
+        }
+    }
+}
+
+/// One repeat of one group.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct GroupRecord {
+    /// The group's name.
+    pub group: String,
+    /// Repeat index.
+    pub repeat: u32,
+    /// Its runs' names.
+    pub members: Vec<String>,
+    /// Sum of the members' rates, bit/s.
+    pub rate_bps: f64,
+    /// Jain's index between the members' rates.
+    #[serde(deserialize_with = "super::required")]
+    pub fairness: Option<f64>,
+    /// Every member ran.
+    pub ok: bool,
+}
+
+/// The lab as built.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct LabDescription {
+    /// Hosts by name.
+    pub hosts: BTreeMap<String, LabHost>,
+    /// Switches (bridges).
+    pub switches: Vec<LabSwitch>,
+    /// Links (veth pairs).
+    pub links: Vec<LabLink>,
+    /// htb QoS on link ends.
+    pub qos: Vec<LabQos>,
+}
+
+/// A host of a lab.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LabHost {
+    /// Its network namespace.
+    pub ns: String,
+    /// Its addressed interfaces.
+    pub interfaces: Vec<LabInterface>,
+}
+
+/// An addressed interface.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LabInterface {
+    /// Device name.
+    pub name: String,
+    /// Address and prefix, `198.18.0.1/24`.
+    pub addr: String,
+    /// The link it ends.
+    pub link: String,
+}
+
+/// A switch: a bridge in the lab's switch namespace.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LabSwitch {
+    /// Its name in the scenario.
+    pub name: String,
+    /// The bridge device.
+    pub bridge: String,
+    /// The namespace holding it.
+    pub ns: String,
+    /// The segment's subnet.
+    pub subnet: String,
+}
+
+/// A link as built.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LabLink {
+    /// Its name.
+    pub name: String,
+    /// The `a` end (host or switch).
+    pub a: String,
+    /// The `b` end.
+    pub b: String,
+    /// The `a` end's device.
+    pub a_if: String,
+    /// The `b` end's device.
+    pub b_if: String,
+    /// Each end's address (`null` for a switch port).
+    pub addrs: Vec<Option<String>>,
+    /// Shaped rate, bit/s.
+    #[serde(deserialize_with = "super::required")]
+    pub rate_bps: Option<u64>,
+    /// The shaping qdisc.
+    pub shaper: Shaper,
+    /// MTU.
+    pub mtu: u32,
+    /// netem delay, µs.
+    #[serde(deserialize_with = "super::required")]
+    pub delay_us: Option<u64>,
+    /// netem jitter, µs.
+    #[serde(deserialize_with = "super::required")]
+    pub jitter_us: Option<u64>,
+    /// netem loss, percent.
+    #[serde(deserialize_with = "super::required")]
+    pub loss_pct: Option<f64>,
+    /// netem reordering, percent.
+    #[serde(deserialize_with = "super::required")]
+    pub reorder_pct: Option<f64>,
+    /// The segment's subnet.
+    pub subnet: String,
+}
+
+/// The queueing discipline that enforces a link's rate.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Shaper {
+    /// Token bucket filter.
+    #[default]
+    Tbf,
+    /// Hierarchical token bucket with one class.
+    Htb,
+}
+
+/// Which end of a link.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// The `a` end.
+    #[default]
+    A,
+    /// The `b` end.
+    B,
+}
+
+/// htb classes on one end of a link.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LabQos {
+    /// The link.
+    pub link: String,
+    /// Which end.
+    pub side: Side,
+    /// Shapes what arrives (through an ifb) rather than what leaves.
+    pub ingress: bool,
+    /// Total rate, bit/s.
+    pub rate_bps: u64,
+    /// The classes.
+    pub classes: Vec<LabClass>,
+}
+
+/// One htb class.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LabClass {
+    /// Its name.
+    pub name: String,
+    /// Guaranteed rate, bit/s.
+    pub rate_bps: u64,
+    /// Ceiling, bit/s.
+    pub ceil_bps: u64,
+    /// Source host matched.
+    #[serde(deserialize_with = "super::required")]
+    pub src: Option<String>,
+    /// Destination host matched.
+    #[serde(deserialize_with = "super::required")]
+    pub dst: Option<String>,
+    /// Source port matched.
+    #[serde(deserialize_with = "super::required")]
+    pub sport: Option<u16>,
+    /// Destination port matched.
+    #[serde(deserialize_with = "super::required")]
+    pub dport: Option<u16>,
+    /// Unmatched traffic goes here.
+    pub default: bool,
+    /// The lab hosts among `src` and `dst`.
+    pub hosts: Vec<String>,
+}

@@ -1,0 +1,95 @@
+//! The statistics every report uses, each implemented once with one documented behaviour at the
+//! edges, so a figure computed by the engine, the lab and the report agrees (issue 14: Jain's
+//! index used to exist three times, with three answers for the same input).
+//!
+//! Common rule: a value that is not finite (NaN, ±∞) makes the input meaningless, and the answer
+//! is `None`; these functions never panic and never return NaN.
+
+/// Jain's fairness index of a set of rates: (Σx)² / (n·Σx²). 1 is perfectly fair; 1/n is one
+/// rate taking everything.
+///
+/// * one value: `Some(1.0)` when it is positive (one flow is trivially fair to itself);
+/// * empty, all zero (nothing moved: fairness is undefined, not perfect and not zero), any
+///   negative value (not a rate) or any value that is not finite: `None`.
+pub fn jain(rates: &[f64]) -> Option<f64> {
+    if rates.iter().any(|x| !x.is_finite() || *x < 0.0) {
+        return None;
+    }
+    let sum: f64 = rates.iter().sum();
+    let squares: f64 = rates.iter().map(|x| x * x).sum();
+    (squares > 0.0).then(|| sum * sum / (rates.len() as f64 * squares))
+}
+
+/// The median: the middle value, or the mean of the two middle values of an even count.
+///
+/// * empty, or any value that is not finite: `None`;
+/// * one value: that value.
+pub fn median(values: &[f64]) -> Option<f64> {
+    percentile(values, 50.0)
+}
+
+/// The `p`-th percentile (0 ≤ p ≤ 100) by linear interpolation between the closest ranks (the
+/// "R-7" rule of R, NumPy's default): p = 0 is the smallest value, 100 the largest, 50 the
+/// [`median`].
+///
+/// * empty, any value that is not finite, or `p` outside 0..=100 (or NaN): `None`;
+/// * one value: that value, for every `p`.
+pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
+    if values.is_empty() || values.iter().any(|x| !x.is_finite()) || !(0.0..=100.0).contains(&p) {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = p / 100.0 * (v.len() - 1) as f64;
+    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+    Some(v[lo] + (v[hi] - v[lo]) * (rank - lo as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_of_equal_rates_is_one_and_of_one_hog_is_one_over_n() {
+        assert!((jain(&[5.0, 5.0, 5.0, 5.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((jain(&[8.0, 0.0, 0.0, 0.0]).unwrap() - 0.25).abs() < 1e-12);
+        assert!((jain(&[1.0, 3.0]).unwrap() - 0.8).abs() < 1e-12, "16 / (2 * 10)");
+    }
+
+    #[test]
+    fn jain_edge_cases_are_the_documented_ones() {
+        assert_eq!(jain(&[]), None, "empty");
+        assert_eq!(jain(&[7.0]), Some(1.0), "one value");
+        assert_eq!(jain(&[0.0]), None, "one zero");
+        assert_eq!(jain(&[0.0, 0.0]), None, "all zero");
+        assert_eq!(jain(&[1.0, f64::NAN]), None, "NaN");
+        assert_eq!(jain(&[1.0, f64::INFINITY]), None, "infinite");
+        assert_eq!(jain(&[2.0, -1.0]), None, "negative");
+    }
+
+    #[test]
+    fn median_takes_the_middle_or_the_mean_of_the_two_middles() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[9.0]), Some(9.0));
+        assert_eq!(median(&[0.0, 0.0]), Some(0.0));
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[1.0, f64::NAN, 3.0]), None);
+    }
+
+    #[test]
+    fn percentiles_interpolate_between_ranks() {
+        let v = [10.0, 20.0, 30.0, 40.0, 50.0];
+        assert_eq!(percentile(&v, 0.0), Some(10.0));
+        assert_eq!(percentile(&v, 100.0), Some(50.0));
+        assert_eq!(percentile(&v, 25.0), Some(20.0));
+        assert_eq!(percentile(&v, 90.0), Some(46.0));
+        assert_eq!(percentile(&[5.0, 1.0], 50.0), Some(3.0), "unsorted input");
+        assert_eq!(percentile(&[7.0], 99.9), Some(7.0));
+        assert_eq!(percentile(&v, 100.5), None);
+        assert_eq!(percentile(&v, -1.0), None);
+        assert_eq!(percentile(&v, f64::NAN), None);
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(percentile(&[1.0, f64::NEG_INFINITY], 50.0), None);
+    }
+}

@@ -1,0 +1,60 @@
+//! The typed documents against golden JSON: every field name, nesting and number format that
+//! `cp --json`, `bench --json` and `lab run` write is pinned in `tests/golden/`. A field renamed
+//! (in Rust or with `#[serde(rename)]`), dropped or moved changes the JSON and fails here, and
+//! documents already written by earlier versions keep reading back unchanged.
+//! `UPDATE_GOLDEN=1 cargo test -p linerate-model` rewrites the files after a deliberate change.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use linerate_model::doc::example;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::Path;
+
+fn golden<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(name: &str, doc: &T) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let made = serde_json::to_value(doc).unwrap();
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(&made).unwrap() + "\n").unwrap();
+    }
+    let want: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(made, want, "{name}: the document's JSON changed; see the comment at the top of this file");
+    let back: T = serde_json::from_value(want).unwrap();
+    assert_eq!(&back, doc, "{name} does not read back into the same document");
+}
+
+#[test]
+fn cp_summary_json_is_pinned() {
+    golden("cp.json", &example::cp());
+}
+
+#[test]
+fn bench_document_json_is_pinned() {
+    golden("bench.json", &example::bench());
+}
+
+#[test]
+fn lab_document_json_is_pinned() {
+    golden("lab.json", &example::lab());
+}
+
+#[test]
+fn a_missing_field_is_an_error_not_a_silent_default() {
+    let mut v = serde_json::to_value(example::bench()).unwrap();
+    v["summary"].as_object_mut().unwrap().remove("throughput_bps");
+    let e = serde_json::from_value::<linerate_model::doc::bench::BenchDocument>(v).unwrap_err();
+    assert!(e.to_string().contains("throughput_bps"), "{e}");
+    let mut v = serde_json::to_value(example::lab()).unwrap();
+    v["runs"][0].as_object_mut().unwrap().remove("group");
+    let e = serde_json::from_value::<linerate_model::doc::lab::LabDocument>(v).unwrap_err();
+    assert!(e.to_string().contains("group"), "{e}");
+    // an Option field too: `null` is "no value", a missing key is an error
+    let mut v = serde_json::to_value(example::lab()).unwrap();
+    v["runs"][0].as_object_mut().unwrap().remove("rate_bps");
+    let e = serde_json::from_value::<linerate_model::doc::lab::LabDocument>(v).unwrap_err();
+    assert!(e.to_string().contains("rate_bps"), "{e}");
+    let mut v = serde_json::to_value(example::bench()).unwrap();
+    v["summary"].as_object_mut().unwrap().remove("latency_us");
+    let e = serde_json::from_value::<linerate_model::doc::bench::BenchDocument>(v).unwrap_err();
+    assert!(e.to_string().contains("latency_us"), "{e}");
+}

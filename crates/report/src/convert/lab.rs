@@ -1,0 +1,424 @@
+//! `linerate.lab/1` → run. Runs measured together form a group (their explicit `group`);
+//! groups become bars (median over repeats) against the best group of iperf3 runs as ceiling;
+//! sweep steps (their explicit `sweep`) become throughput and fairness against guests; single
+//! runs of one tool at several stream counts become throughput and CPU against connections;
+//! groups of several runs give fairness bars and time series with their guarantees.
+
+use super::bench::{flows_of, intervals_line, latency_points};
+use super::{num, push_point, stamp};
+use crate::model::*;
+use crate::ReportError;
+use linerate_model::doc::lab::{LabDocument, LabRun, LAB_SCHEMA};
+use linerate_model::stats::{jain, median};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+/// A run's measured rate, if it succeeded.
+fn rate(run: &LabRun) -> Option<f64> {
+    run.rate_bps.filter(|_| run.ok)
+}
+
+/// A run's CPU on one side, percent of the machine.
+fn cpu_pct(run: &LabRun, remote: bool) -> Option<f64> {
+    let c = run.cpu?;
+    Some(if remote { c.remote? } else { c.local? }.busy() * 100.0)
+}
+
+/// Runs measured together (a lab `group`) over their repeats.
+struct Group<'a> {
+    name: &'a str,
+    runs: Vec<&'a LabRun>,
+}
+
+impl Group<'_> {
+    fn repeats(&self) -> Vec<u32> {
+        let set: BTreeSet<u32> = self.runs.iter().map(|r| r.repeat).collect();
+        set.into_iter().collect()
+    }
+    fn members(&self, repeat: u32) -> Vec<&LabRun> {
+        self.runs.iter().copied().filter(|r| r.repeat == repeat).collect()
+    }
+    /// Total rate of each repeat in which some member measured one.
+    fn totals(&self) -> Vec<f64> {
+        self.repeats()
+            .into_iter()
+            .filter_map(|k| {
+                let rates: Vec<f64> = self.members(k).into_iter().filter_map(rate).collect();
+                (!rates.is_empty()).then(|| rates.iter().sum())
+            })
+            .collect()
+    }
+    fn size(&self) -> usize {
+        self.repeats().into_iter().map(|k| self.members(k).len()).max().unwrap_or(0)
+    }
+    /// Fairness per repeat: between members, or the one member's own flows.
+    fn fairness(&self) -> Vec<f64> {
+        self.repeats()
+            .into_iter()
+            .filter_map(|k| {
+                let m = self.members(k);
+                if m.len() > 1 {
+                    jain(&m.into_iter().filter_map(rate).collect::<Vec<_>>())
+                } else {
+                    m.first().and_then(|r| r.fairness)
+                }
+            })
+            .collect()
+    }
+    fn cpu(&self, remote: bool) -> Vec<f64> {
+        self.runs.iter().filter_map(|r| cpu_pct(r, remote)).collect()
+    }
+    /// Every run is of a reference tool (iperf3).
+    fn all_ceiling(&self) -> bool {
+        self.runs.iter().all(|r| r.tool.is_ceiling())
+    }
+    /// A sweep step: the swept run's name and the instances measured together.
+    fn sweep(&self) -> Option<(&str, f64)> {
+        let s = self.runs.first()?.sweep.as_ref()?;
+        Some((s.base.as_str(), f64::from(s.instances)))
+    }
+    fn streams(&self) -> Option<f64> {
+        self.runs.first().map(|r| f64::from(r.streams))
+    }
+}
+
+fn metric_key(s: &str) -> String {
+    s.chars().map(|c| if c.is_whitespace() { '_' } else { c }).collect()
+}
+
+/// `linerate lab run` → run.
+pub fn from_lab(doc: &LabDocument) -> Result<RunReport, ReportError> {
+    if doc.schema != LAB_SCHEMA {
+        return Err(ReportError::UnknownSchema(doc.schema.clone()));
+    }
+    let mut r = RunReport::new(RunKind::Lab, format!("lab {}", doc.scenario.name));
+    for (k, v) in [
+        ("scenario", serde_json::to_value(&doc.scenario)),
+        ("run_id", Ok(json!(doc.run_id))),
+        ("started_unix", Ok(json!(doc.started_unix))),
+        ("finished_unix", Ok(json!(doc.finished_unix))),
+        ("lab", serde_json::to_value(&doc.lab)),
+    ] {
+        r.params.insert(k.into(), v.map_err(|e| ReportError::Invalid(e.to_string()))?);
+    }
+    r.hosts = json!({ "machine": doc.machine });
+    stamp(&mut r, doc.started_unix, &doc.tool.version);
+    lab_charts(&mut r, &doc.runs);
+    Ok(r)
+}
+
+/// Metrics, charts and tables of a lab's runs.
+pub(crate) fn lab_charts(r: &mut RunReport, runs: &[LabRun]) {
+    let mut groups: Vec<Group> = Vec::new();
+    for run in runs {
+        match groups.iter_mut().find(|g| g.name == run.group) {
+            Some(g) => g.runs.push(run),
+            None => groups.push(Group { name: &run.group, runs: vec![run] }),
+        }
+    }
+
+    // headline figures and bars of the groups that are not sweep steps
+    let mut bars = Vec::new();
+    let mut ceiling: Option<RefLine> = None;
+    for g in &groups {
+        let key = metric_key(g.name);
+        let Some(m) = median(&g.totals()) else { continue };
+        r.metric(&format!("rate.{key}"), m, "bit/s", Better::Higher);
+        if let Some(j) = median(&g.fairness()) {
+            r.metric(&format!("jain.{key}"), j, "", Better::Higher);
+        }
+        if let Some(c) = median(&g.cpu(false)) {
+            r.metric(&format!("cpu.{key}"), c, "%", Better::Lower);
+        }
+        if g.sweep().is_none() {
+            bars.push(Bar { label: g.name.to_string(), value: m });
+            if g.all_ceiling() && ceiling.as_ref().is_none_or(|c| m > c.value) {
+                ceiling = Some(RefLine { label: format!("{} ceiling", g.name), value: m });
+            }
+        }
+    }
+    if let Some(c) = ceiling.as_ref().filter(|c| c.value > 0.0) {
+        for g in groups.iter().filter(|g| g.sweep().is_none() && !g.all_ceiling()) {
+            if let Some(b) = bars.iter().find(|b| b.label == g.name) {
+                r.metric(&format!("ratio.{}", metric_key(g.name)), b.value / c.value, "", Better::Higher);
+            }
+        }
+    }
+    if bars.len() > 1 || (bars.len() == 1 && ceiling.is_none()) {
+        r.charts.bars.push(BarChart {
+            title: "Throughput by run (median of repeats)".into(),
+            unit: "bit/s".into(),
+            bars,
+            ceiling,
+        });
+    }
+
+    // sweeps: throughput and fairness against the number of guests, one line per swept run
+    let (mut thr, mut fair): (Vec<Line>, Vec<Line>) = (Vec::new(), Vec::new());
+    for g in &groups {
+        if let Some((base, n)) = g.sweep() {
+            if let Some(m) = median(&g.totals()) {
+                push_point(&mut thr, base, [n, m]);
+            }
+            if let Some(j) = median(&g.fairness()) {
+                push_point(&mut fair, base, [n, j]);
+            }
+        }
+    }
+    // single runs of one tool (same hosts and arguments) at several stream counts: throughput
+    // and CPU against connections, one line per tool
+    let (mut scale, mut scale_cpu): (Vec<Line>, Vec<Line>) = (Vec::new(), Vec::new());
+    for g in groups.iter().filter(|g| g.sweep().is_none() && g.size() == 1) {
+        let (Some(run), Some(n)) = (g.runs.first(), g.streams()) else { continue };
+        let shared = groups
+            .iter()
+            .filter(|o| o.sweep().is_none() && o.size() == 1)
+            .any(|o| o.runs.first().is_some_and(|x| x.tool == run.tool && (x.host != run.host || x.args != run.args)));
+        let line = if shared {
+            format!("{} {}→{} {}", run.tool.name(), run.host, run.server, run.args.join(" ")).trim_end().to_string()
+        } else {
+            run.tool.name().to_string()
+        };
+        if let Some(m) = median(&g.totals()) {
+            push_point(&mut scale, &line, [n, m]);
+        }
+        for (side, remote) in [("local", false), ("remote", true)] {
+            if let Some(c) = median(&g.cpu(remote)) {
+                push_point(&mut scale_cpu, &format!("{line} {side} CPU"), [n, c]);
+            }
+        }
+    }
+    // a declared sweep is worth a line from two steps; stream counts from three
+    let enough = |l: &Vec<Line>, n: usize| l.iter().any(|l| l.points.len() >= n);
+    let guests = Axis { label: "guests".into(), unit: String::new() };
+    let conns = Axis { label: "connections".into(), unit: String::new() };
+    let bps = Axis { label: "throughput".into(), unit: "bit/s".into() };
+    for (lines, min, title, x, y) in [
+        (thr, 2, "Throughput against guests", guests.clone(), bps.clone()),
+        (fair, 2, "Fairness (Jain) against guests", guests, Axis { label: "Jain's index".into(), unit: String::new() }),
+        (scale, 3, "Throughput against connections", conns.clone(), bps),
+        (scale_cpu, 3, "CPU against connections", conns, Axis { label: "CPU".into(), unit: "%".into() }),
+    ] {
+        if enough(&lines, min) {
+            let mut lines = lines;
+            lines.iter_mut().for_each(|l| l.points.sort_by(|a, b| a[0].total_cmp(&b[0])));
+            r.charts.xy.push(XyChart { title: title.into(), x, y, lines });
+        }
+    }
+
+    // groups of several runs: fairness bars and time series with guarantees (first repeat;
+    // of a sweep, only its largest step)
+    let largest = |g: &Group| match g.sweep() {
+        None => true,
+        Some((base, n)) => !groups.iter().any(|o| o.sweep().is_some_and(|(b, m)| b == base && m > n)),
+    };
+    let mut singles = Vec::new();
+    let mut latency_lines = Vec::new();
+    for g in &groups {
+        let Some(first) = g.repeats().first().copied() else { continue };
+        let members = g.members(first);
+        if members.len() > 1 && largest(g) && r.charts.flows.len() < 8 {
+            // by guest; when one host runs several members (one per link), by host and link
+            let hosts: BTreeSet<&str> = members.iter().map(|m| m.host.as_str()).collect();
+            let unique = hosts.len() == members.len();
+            let bar_label = |m: &LabRun| match (&m.via, unique) {
+                (_, true) => m.host.clone(),
+                (Some(via), false) => format!("{}/{via}", m.host),
+                (None, false) => m.name.clone(),
+            };
+            let flows: Vec<Bar> =
+                members.iter().filter_map(|m| Some(Bar { label: bar_label(m), value: rate(m)? })).collect();
+            if flows.len() > 1 {
+                r.charts.flows.push(FlowChart {
+                    title: format!("Per-guest throughput: {}", g.name),
+                    unit: "bit/s".into(),
+                    flows,
+                    jain: None,
+                });
+            }
+        }
+        let line_of =
+            |m: &LabRun, name: &str| intervals_line(name, m.intervals.iter().map(|i| (i.start_s, i.end_s, i.bps)));
+        if members.len() > 1 && g.sweep().is_none() {
+            let lines: Vec<Line> = members.iter().filter_map(|m| line_of(m, &m.name)).collect();
+            let guarantees: Vec<RefLine> = members
+                .iter()
+                .filter_map(|m| {
+                    let value = m.guarantee.as_ref()?.rate_bps as f64;
+                    Some(RefLine { label: format!("{} guarantee", m.name), value })
+                })
+                .collect();
+            if !lines.is_empty() {
+                r.charts.series.push(TimeChart {
+                    title: format!("Throughput over time: {}", g.name),
+                    unit: "bit/s".into(),
+                    lines,
+                    guarantees,
+                });
+            }
+        }
+        if members.len() == 1 && g.sweep().is_none() {
+            if let Some(l) = line_of(members[0], g.name) {
+                singles.push(l);
+            }
+            let bench = members[0].raw.as_ref().and_then(|d| d.bench());
+            if r.charts.flows.len() < 8 {
+                let flows = bench.and_then(|b| b.connections.as_deref()).map(flows_of).unwrap_or_default();
+                if flows.len() > 1 {
+                    r.charts.flows.push(FlowChart {
+                        title: format!("Per-flow throughput: {}", g.name),
+                        unit: "bit/s".into(),
+                        flows,
+                        jain: members[0].fairness,
+                    });
+                }
+            }
+        }
+        if g.sweep().is_none() && latency_lines.len() < 8 {
+            let first = members.first().and_then(|m| m.raw.as_ref()).and_then(|d| d.bench());
+            if let Some(l) = first.and_then(|b| b.summary.as_ref()?.latency_us.as_ref()) {
+                let mut points = latency_points(l);
+                points.sort_by(|a, b| a[0].total_cmp(&b[0]));
+                latency_lines.push(Line { name: g.name.to_string(), points });
+            }
+        }
+    }
+    if !singles.is_empty() {
+        singles.truncate(8);
+        r.charts.series.push(TimeChart {
+            title: "Throughput over time (first repeat)".into(),
+            unit: "bit/s".into(),
+            lines: singles,
+            guarantees: Vec::new(),
+        });
+    }
+    if !latency_lines.is_empty() {
+        r.charts.latency.push(LatencyChart { title: "Latency percentiles".into(), lines: latency_lines });
+    }
+
+    if !groups.is_empty() {
+        let rows = groups
+            .iter()
+            .map(|g| {
+                vec![
+                    json!(g.name),
+                    json!(g.size()),
+                    num(g.streams()),
+                    json!(g.repeats().len()),
+                    num(median(&g.totals())),
+                    num(median(&g.fairness())),
+                    num(median(&g.cpu(false))),
+                    num(median(&g.cpu(true))),
+                ]
+            })
+            .collect();
+        let columns = ["run", "members", "streams", "repeats", "rate (bit/s)", "Jain", "CPU (%)", "remote CPU (%)"];
+        r.tables.push(Table {
+            title: "Runs (median of repeats)".into(),
+            columns: columns.map(String::from).to_vec(),
+            rows,
+        });
+    }
+    if !runs.is_empty() {
+        let text = |s: &str| if s.is_empty() { Value::Null } else { json!(s) };
+        let rows = runs
+            .iter()
+            .map(|run| {
+                vec![
+                    text(&run.name),
+                    json!(run.tool.name()),
+                    text(&run.host),
+                    json!(run.repeat),
+                    num(rate(run)),
+                    num(run.duration_s),
+                    num(cpu_pct(run, false)),
+                    num(run.fairness),
+                    run.error.as_deref().map_or(Value::Null, |e| json!(e)),
+                ]
+            })
+            .collect();
+        let columns = ["name", "tool", "host", "repeat", "rate (bit/s)", "duration (s)", "CPU (%)", "Jain", "error"];
+        r.tables.push(Table { title: "Every measurement".into(), columns: columns.map(String::from).to_vec(), rows });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_model::doc::example;
+    use linerate_model::doc::lab::{SweepStep, Tool};
+
+    fn run(name: &str, host: &str, group: &str, rate: f64) -> LabRun {
+        let mut r = example::lab().runs[0].clone();
+        (r.name, r.host, r.group, r.rate_bps, r.tool, r.sweep) =
+            (name.into(), host.into(), group.into(), Some(rate), Tool::Bench, None);
+        r
+    }
+
+    fn lab_of(runs: Vec<LabRun>) -> LabDocument {
+        LabDocument { runs, ..example::lab() }
+    }
+
+    #[test]
+    fn sweep_steps_become_throughput_and_fairness_against_guests() {
+        let mut runs = Vec::new();
+        for n in [1u32, 2, 4, 8] {
+            for g in 1..=n {
+                let rate = 9.2e9 / f64::from(n) * if g == 1 { 1.1 } else { 1.0 };
+                let mut r = run(&format!("tx@g{g}"), &format!("g{g}"), &format!("tx/{n}"), rate);
+                r.sweep = Some(SweepStep { base: "tx".into(), instances: n });
+                runs.push(r);
+            }
+        }
+        let mut failed = run("tx@g9", "g9", "tx/8", 0.0);
+        (failed.ok, failed.rate_bps, failed.sweep) = (false, None, Some(SweepStep { base: "tx".into(), instances: 8 }));
+        runs.push(failed);
+        let r = from_lab(&lab_of(runs)).unwrap();
+        assert_eq!(r.title, "lab example");
+        let xy = &r.charts.xy[0];
+        assert_eq!((xy.title.as_str(), xy.x.label.as_str()), ("Throughput against guests", "guests"));
+        assert_eq!(xy.lines.len(), 1);
+        assert_eq!(xy.lines[0].name, "tx");
+        assert_eq!(xy.lines[0].points.iter().map(|p| p[0]).collect::<Vec<_>>(), vec![1.0, 2.0, 4.0, 8.0]);
+        assert!((xy.lines[0].points[3][1] - 9.2e9 * (1.0 + 0.1 / 8.0)).abs() < 1.0);
+        assert_eq!(r.charts.xy[1].y.label, "Jain's index");
+        assert!(r.charts.bars.is_empty(), "sweep steps are not bars");
+        // fairness bars of the largest step only, the failed run left out
+        assert_eq!(r.charts.flows.len(), 1);
+        assert_eq!(r.charts.flows[0].flows.len(), 8);
+    }
+
+    #[test]
+    fn a_group_named_like_a_sweep_step_is_not_one() {
+        // the explicit `sweep` decides, not the name
+        let runs = (1..=3).map(|g| run(&format!("a/{g}"), &format!("g{g}"), &format!("a/{g}"), 1e9)).collect();
+        let r = from_lab(&lab_of(runs)).unwrap();
+        assert!(r.charts.xy.iter().all(|c| c.x.label != "guests"));
+        assert_eq!(r.charts.bars[0].bars.len(), 3);
+    }
+
+    #[test]
+    fn flows_of_one_host_over_several_links_are_labelled_by_link() {
+        let runs: Vec<LabRun> = (1..=4)
+            .map(|p| LabRun {
+                via: Some(format!("p{p}")),
+                ..run(&format!("tx-8@sut/p{p}"), "sut", "tx-8", 1e9 * f64::from(p))
+            })
+            .collect();
+        let r = from_lab(&lab_of(runs)).unwrap();
+        let labels: Vec<&str> = r.charts.flows[0].flows.iter().map(|b| b.label.as_str()).collect();
+        assert_eq!(labels, ["sut/p1", "sut/p2", "sut/p3", "sut/p4"]);
+    }
+
+    #[test]
+    fn single_runs_of_one_tool_at_several_stream_counts_scale() {
+        let runs = [8u32, 32, 128]
+            .into_iter()
+            .map(|n| LabRun { streams: n, ..run(&format!("any-name-{n}x"), "sut", &format!("r{n}"), 1e9) })
+            .collect();
+        let r = from_lab(&lab_of(runs)).unwrap();
+        let scale = r.charts.xy.iter().find(|c| c.title == "Throughput against connections").unwrap();
+        assert_eq!(scale.lines[0].name, "bench");
+        assert_eq!(scale.lines[0].points.iter().map(|p| p[0]).collect::<Vec<_>>(), vec![8.0, 32.0, 128.0]);
+    }
+}

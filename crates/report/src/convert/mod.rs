@@ -1,0 +1,225 @@
+//! Conversions from the tools' typed result documents ([`linerate_model::doc`]: the `cp --json`
+//! summary, the `linerate.bench/1` and `linerate.lab/1` documents) to a [`RunReport`]. JSON is
+//! first deserialized into those types, so a missing or renamed field is an error that names
+//! it, not a figure silently left out. Documents written before the typed documents are read by
+//! the explicit upgrades of [`legacy`].
+
+use crate::model::*;
+use crate::ReportError;
+use linerate_model::doc::bench::BENCH_SCHEMA;
+use linerate_model::doc::cp::CpSummary;
+use linerate_model::doc::lab::LAB_SCHEMA;
+use serde_json::{json, Value};
+
+mod bench;
+mod lab;
+pub mod legacy;
+
+pub use bench::from_bench;
+pub use lab::from_lab;
+
+/// Any document this crate knows: a stored run ("linerate.run/1"), a bench or lab document,
+/// or a cp summary (which has no schema string: recognised by its `bytes` and `gbit_per_s`).
+pub fn from_json(v: Value) -> Result<RunReport, ReportError> {
+    match v.get("schema").and_then(Value::as_str) {
+        Some(SCHEMA) => RunReport::from_json(v),
+        Some(BENCH_SCHEMA) => from_bench_json(&v),
+        Some(LAB_SCHEMA) => from_lab_json(&v),
+        Some(other) => Err(ReportError::UnknownSchema(other.to_string())),
+        None if v.get("gbit_per_s").is_some() && v.get("bytes").is_some() => from_cp_json(&v),
+        None => Err(ReportError::UnknownSchema(String::new())),
+    }
+}
+
+/// Deserializes a document into its typed form; a mismatch names the field.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(v: &Value, what: &str) -> Result<T, ReportError> {
+    T::deserialize(v).map_err(|e| ReportError::Invalid(format!("{what}: {e}")))
+}
+
+/// The schema check every typed document gets.
+fn check_schema(v: &Value, want: &str) -> Result<(), ReportError> {
+    match v.get("schema").and_then(Value::as_str) {
+        Some(s) if s == want => Ok(()),
+        other => Err(ReportError::UnknownSchema(other.unwrap_or("").to_string())),
+    }
+}
+
+/// `linerate cp --json` summary (JSON) → run.
+pub fn from_cp_json(v: &Value) -> Result<RunReport, ReportError> {
+    if !v.is_object() || (v.get("bytes").is_none() && v.get("gbit_per_s").is_none()) {
+        return Err(ReportError::Invalid("not a cp summary: it has neither 'bytes' nor 'gbit_per_s'".into()));
+    }
+    Ok(from_cp(&parse(v, "cp summary")?))
+}
+
+/// `linerate.bench/1` (JSON) → run. A document without `tool` is the contract sample that
+/// preceded the typed documents, read by [`legacy::bench_sample`].
+pub fn from_bench_json(v: &Value) -> Result<RunReport, ReportError> {
+    check_schema(v, BENCH_SCHEMA)?;
+    if v.get("tool").is_none() {
+        return legacy::bench_sample(v);
+    }
+    from_bench(&parse(v, BENCH_SCHEMA)?)
+}
+
+/// `linerate.lab/1` (JSON) → run. A document without `tool` was written before the typed
+/// documents and is read by [`legacy::lab`].
+pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
+    check_schema(v, LAB_SCHEMA)?;
+    if v.get("tool").is_none() {
+        return legacy::lab(v);
+    }
+    from_lab(&parse(v, LAB_SCHEMA)?)
+}
+
+/// A `cp` summary → run: throughput, time, CPU seconds of both sides (and per gigabit moved),
+/// peak memory, errors; bars of CPU time and of the throughput.
+pub fn from_cp(c: &CpSummary) -> RunReport {
+    let bps = c.gbit_per_s * 1e9;
+    let mut r = RunReport::new(
+        RunKind::Cp,
+        format!("cp: {} files, {} in {}", c.files, si(c.bytes as f64, "B"), si(c.seconds, "s")),
+    );
+    for (k, x) in [
+        ("bytes", json!(c.bytes)),
+        ("files", json!(c.files)),
+        ("dirs", json!(c.dirs)),
+        ("links", json!(c.links)),
+        ("streams", json!(c.streams)),
+        ("cipher", json!(c.cipher)),
+        ("complete", json!(c.complete)),
+    ] {
+        r.params.insert(k.to_string(), x);
+    }
+    r.metric("throughput", bps, "bit/s", Better::Higher);
+    r.metric("seconds", c.seconds, "s", Better::Lower);
+    let mut cpu_bars = Vec::new();
+    for (side, cpu, rss) in
+        [("client", c.cpu.client, c.peak_rss_bytes.client), ("server", c.cpu.server, c.peak_rss_bytes.server)]
+    {
+        r.metric(&format!("cpu.{side}"), cpu.total(), "s", Better::Lower);
+        if bps > 0.0 {
+            // CPU seconds per gigabit moved: the cost figure the studies compare
+            r.metric(&format!("cpu.{side}.per_gbit"), cpu.total() / (bps * c.seconds / 1e9), "s", Better::Lower);
+        }
+        cpu_bars.push(Bar { label: format!("{side} user"), value: cpu.user_s });
+        cpu_bars.push(Bar { label: format!("{side} system"), value: cpu.system_s });
+        r.metric(&format!("peak_rss.{side}"), rss as f64, "B", Better::Lower);
+    }
+    r.metric("errors", (c.errors.local + c.errors.remote) as f64, "", Better::Lower);
+    r.charts.bars.push(BarChart { title: "CPU time".into(), unit: "s".into(), bars: cpu_bars, ceiling: None });
+    r.charts.bars.push(BarChart {
+        title: "Copy throughput".into(),
+        unit: "bit/s".into(),
+        bars: vec![Bar { label: "linerate cp".into(), value: bps }],
+        ceiling: None,
+    });
+    r
+}
+
+/// Takes the run's start time and linerate version from the document.
+fn stamp(r: &mut RunReport, started_unix: u64, version: &str) {
+    if started_unix > 0 {
+        r.created = crate::time::rfc3339(started_unix);
+    }
+    r.tool_version = version.to_string();
+}
+
+/// A number cell, or null.
+fn num(x: Option<f64>) -> Value {
+    x.map_or(Value::Null, |v| json!(v))
+}
+
+/// Adds a named point to the line of that name, creating it.
+fn push_point(lines: &mut Vec<Line>, name: &str, p: [f64; 2]) {
+    match lines.iter_mut().find(|l| l.name == name) {
+        Some(l) => l.points.push(p),
+        None => lines.push(Line { name: name.to_string(), points: vec![p] }),
+    }
+}
+
+/// A value with an SI prefix and its unit: `9.31 Gbit/s`, `512 kB`, `120 us`.
+pub fn si(x: f64, unit: &str) -> String {
+    if !x.is_finite() {
+        return "–".into();
+    }
+    if unit == "%" {
+        return format!("{}%", trim(x, 3));
+    }
+    if unit == "us" || unit == "s" || unit.is_empty() {
+        let (v, u) = match unit {
+            "us" if x.abs() >= 1e6 => (x / 1e6, "s"),
+            "us" if x.abs() >= 1e3 => (x / 1e3, "ms"),
+            "s" if x != 0.0 && x.abs() < 1e-3 => (x * 1e6, "us"),
+            "s" if x != 0.0 && x.abs() < 1.0 => (x * 1e3, "ms"),
+            _ => (x, unit),
+        };
+        return if u.is_empty() { trim(v, 3) } else { format!("{} {u}", trim(v, 3)) };
+    }
+    let (v, p) = si_split(x);
+    format!("{} {p}{unit}", trim(v, 3))
+}
+
+/// Splits `x` into a mantissa below 1000 and an SI prefix.
+pub(crate) fn si_split(x: f64) -> (f64, &'static str) {
+    let a = x.abs();
+    for (scale, p) in [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")] {
+        if a >= scale * 0.9995 {
+            return (x / scale, p);
+        }
+    }
+    (x, "")
+}
+
+/// `x` with `sig` significant digits and no trailing zeros.
+pub(crate) fn trim(x: f64, sig: i32) -> String {
+    if x == 0.0 {
+        return "0".into();
+    }
+    let mag = x.abs().log10().floor() as i32;
+    let decimals = (sig - 1 - mag).clamp(0, 9) as usize;
+    let s = format!("{x:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn si_formatting() {
+        assert_eq!(si(9.31e9, "bit/s"), "9.31 Gbit/s");
+        assert_eq!(si(512_000.0, "B"), "512 kB");
+        assert_eq!(si(999.9, "bit/s"), "1 kbit/s");
+        assert_eq!(si(0.0, "bit/s"), "0 bit/s");
+        assert_eq!(si(1500.0, "us"), "1.5 ms");
+        assert_eq!(si(0.25, "s"), "250 ms");
+        assert_eq!(si(0.987_65, ""), "0.988");
+    }
+
+    #[test]
+    fn unknown_documents_are_refused_with_a_typed_error() {
+        assert!(
+            matches!(from_json(json!({"schema": "linerate.bench/9"})), Err(ReportError::UnknownSchema(s)) if s == "linerate.bench/9")
+        );
+        assert!(matches!(from_json(json!({"hello": 1})), Err(ReportError::UnknownSchema(_))));
+        assert!(matches!(from_bench_json(&json!({"schema": "linerate.lab/1"})), Err(ReportError::UnknownSchema(_))));
+        assert!(matches!(from_cp_json(&json!([1, 2])), Err(ReportError::Invalid(_))));
+    }
+
+    #[test]
+    fn a_typed_document_missing_a_field_is_refused_naming_it() {
+        let mut v = serde_json::to_value(linerate_model::doc::example::cp()).unwrap_or_default();
+        v.as_object_mut().map(|o| o.remove("seconds"));
+        let e = from_cp_json(&v).unwrap_err();
+        assert!(matches!(&e, ReportError::Invalid(m) if m.contains("seconds")), "{e}");
+        let mut v = serde_json::to_value(linerate_model::doc::example::lab()).unwrap_or_default();
+        v["runs"][1].as_object_mut().map(|o| o.remove("rate_bps"));
+        let e = from_lab_json(&v).unwrap_err();
+        assert!(matches!(&e, ReportError::Invalid(m) if m.contains("rate_bps")), "{e}");
+    }
+}
