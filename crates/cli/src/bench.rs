@@ -7,7 +7,8 @@ use clap::Args;
 use linerate_engine::bench::stats::{busy, confidence, confident_enough, Summary};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
 use linerate_engine::{conn, EngineError};
-use linerate_proto::bench::{parse_bytes, Direction, IntervalCounts, Profile, TestKind, TestSpec};
+use linerate_model::units;
+use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -61,23 +62,24 @@ pub struct BenchArgs {
     /// Both directions at once on every connection.
     #[arg(long)]
     bidir: bool,
-    /// Bytes per write (stream), request (rr/crr) or datagram (udp); K/M suffixes are ×1024.
-    #[arg(short = 'l', long, value_parser = parse_size32)]
+    /// Bytes per write (stream), request (rr/crr) or datagram (udp): a size (64K = 64KiB).
+    #[arg(short = 'l', long, value_name = "SIZE", value_parser = parse_size32)]
     length: Option<u32>,
     /// Bytes per response (rr/crr).
-    #[arg(long, value_parser = parse_size32)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size32)]
     response: Option<u32>,
     /// Socket buffers (SO_SNDBUF and SO_RCVBUF) on both sides.
-    #[arg(short = 'w', long, value_parser = parse_size32)]
+    #[arg(short = 'w', long, value_name = "SIZE", value_parser = parse_size32)]
     window: Option<u32>,
     /// SO_SNDBUF only.
-    #[arg(long, value_parser = parse_size32)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size32)]
     sndbuf: Option<u32>,
     /// SO_RCVBUF only.
-    #[arg(long, value_parser = parse_size32)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size32)]
     rcvbuf: Option<u32>,
-    /// Target: bit/s for stream tests (SI: 2.5G), transactions/s for rr/crr (open loop).
-    #[arg(short = 'b', long, value_parser = parse_rate)]
+    /// Target: a rate for stream tests (2.5G, 1gbit, 50MB/s), transactions/s for rr/crr (open
+    /// loop).
+    #[arg(short = 'b', long, value_name = "RATE", value_parser = units::parse_rate)]
     rate: Option<u64>,
     /// UDP packets per second (sets --rate from the datagram size).
     #[arg(long)]
@@ -100,8 +102,8 @@ pub struct BenchArgs {
     /// Confidence rule for repeats: LEVEL,WIDTH% (95 or 99; the interval's width in % of the mean).
     #[arg(long, default_value = "99,5")]
     confidence: String,
-    /// Link rate for line-rate efficiency (bit/s, SI: 10G).
-    #[arg(long, value_parser = parse_rate)]
+    /// Link rate for line-rate efficiency (10G, 10gbit).
+    #[arg(long, value_name = "RATE", value_parser = units::parse_rate)]
     link_rate: Option<u64>,
     /// MTU for line-rate efficiency.
     #[arg(long, default_value_t = 1500)]
@@ -126,33 +128,10 @@ pub struct BenchArgs {
     no_save: bool,
 }
 
+/// A size in the one grammar that fits the protocol's 32 bits.
 fn parse_size32(s: &str) -> Result<u32, String> {
-    let v = parse_bytes(s)?;
-    u32::try_from(v).map_err(|_| format!("{s}: too large"))
-}
-
-/// A rate with SI suffixes (k, M, G, T = 10^3..10^12), as iperf3's `-b`.
-pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let t = t.strip_suffix("bit/s").or_else(|| t.strip_suffix("bps")).unwrap_or(t);
-    let (num, mult) = match t.chars().last() {
-        Some(c) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1e3,
-                'M' => 1e6,
-                'G' => 1e9,
-                'T' => 1e12,
-                _ => return Err(format!("rate {s:?}: unknown suffix (use k, M, G, T)")),
-            };
-            (&t[..t.len() - 1], m)
-        }
-        _ => (t, 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("rate {s:?} is not a number"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("rate {s:?} must be positive"));
-    }
-    Ok((v * mult).round() as u64)
+    let v = units::parse_size(s).map_err(|e| e.to_string())?;
+    u32::try_from(v).map_err(|_| format!("size {s:?} is over 4 GiB"))
 }
 
 fn pair(s: &str, what: &str) -> Result<(f64, f64)> {
@@ -746,14 +725,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rates_use_si_and_sizes_use_binary_suffixes() {
-        assert_eq!(parse_rate("10G"), Ok(10_000_000_000));
-        assert_eq!(parse_rate("2.5G"), Ok(2_500_000_000));
-        assert_eq!(parse_rate("100k"), Ok(100_000));
-        assert!(parse_rate("-1").is_err());
-        assert!(parse_rate("1X").is_err());
+    fn sizes_fit_32_bits() {
         assert_eq!(parse_size32("64K"), Ok(65536));
+        assert_eq!(parse_size32("64KiB"), Ok(65536));
+        assert_eq!(parse_size32("64kB"), Ok(64000));
         assert!(parse_size32("8G").is_err());
+        assert!(parse_size32("1.5").is_err());
     }
 
     #[test]
