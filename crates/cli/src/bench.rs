@@ -7,7 +7,7 @@ use clap::Args;
 use linerate_engine::bench::stats::{busy, confidence, confident_enough, Summary};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
 use linerate_engine::{conn, EngineError};
-use linerate_model::units;
+use linerate_model::units::{self, format_rate, format_size_iec};
 use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -393,28 +393,14 @@ fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> Strin
     )
 }
 
-/// SI rate: 9.49 Gbit/s.
-pub fn si_rate(bps: f64) -> String {
-    let (v, u) = if bps >= 1e9 {
-        (bps / 1e9, "Gbit/s")
-    } else if bps >= 1e6 {
-        (bps / 1e6, "Mbit/s")
-    } else if bps >= 1e3 {
-        (bps / 1e3, "kbit/s")
-    } else {
-        (bps, "bit/s")
-    };
-    format!("{v:.2} {u}")
-}
-
 fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     let mut line = format!("[{:6.2}-{:6.2} s]", iv.start_s, iv.end_s);
     if iv.tx > 0 {
-        line += &format!("  sent {:>12}", si_rate(iv.tx as f64 * 8.0 / secs));
+        line += &format!("  sent {:>12}", format_rate(iv.tx as f64 * 8.0 / secs));
     }
     if iv.rx > 0 {
-        line += &format!("  received {:>12}", si_rate(iv.rx as f64 * 8.0 / secs));
+        line += &format!("  received {:>12}", format_rate(iv.rx as f64 * 8.0 / secs));
     }
     if matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile) {
         line += &format!("  {:>10.0} trans/s", iv.transactions as f64 / secs);
@@ -437,9 +423,9 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
         "goodput",
         format!(
             "{}  (client→server {}, server→client {}; counted at the receiver)",
-            si_rate(s.throughput_bps),
-            si_rate(s.send_bps),
-            si_rate(s.receive_bps)
+            format_rate(s.throughput_bps),
+            format_rate(s.send_bps),
+            format_rate(s.receive_bps)
         ),
     );
     if let Some(t) = s.transactions_per_s {
@@ -462,7 +448,7 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             format!(
                 "loss {loss:.3}%  {pps:.0} packets/s received  jitter {:.1} µs  offered {}",
                 s.jitter_us.unwrap_or(0.0),
-                si_rate(s.sender_bps.unwrap_or(0.0))
+                format_rate(s.sender_bps.unwrap_or(0.0))
             ),
         );
     }
@@ -474,9 +460,9 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
                 "{} connections: Jain {:.3}, min {} mean {} max {}, CoV {:.3}{}",
                 s.connections,
                 f.jain,
-                si_rate(f.min_bps),
-                si_rate(f.mean_bps),
-                si_rate(f.max_bps),
+                format_rate(f.min_bps),
+                format_rate(f.mean_bps),
+                format_rate(f.max_bps),
                 f.cov,
                 if f.starved > 0 { format!(", {} starved", f.starved) } else { String::new() }
             ),
@@ -508,7 +494,11 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
                 .map_or(String::new(), |(a, b)| format!("; {a:.1} / {b:.1} µs per transaction"))
         ),
     );
-    let buf = |b: Option<(u32, u32)>| b.map_or("-".to_string(), |(s, r)| format!("snd {} rcv {}", s, r));
+    let buf = |b: Option<(u32, u32)>| {
+        b.map_or("-".to_string(), |(s, r)| {
+            format!("snd {} rcv {}", format_size_iec(f64::from(s)), format_size_iec(f64::from(r)))
+        })
+    };
     row(
         &mut o,
         "tcp",
@@ -527,8 +517,8 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             format!(
                 "{:.1}% of the {} TCP payload ceiling of a {} link at MTU {}",
                 e.ratio * 100.0,
-                si_rate(e.ceiling_bps),
-                si_rate(e.link_bps),
+                format_rate(e.ceiling_bps),
+                format_rate(e.link_bps),
                 e.mtu
             ),
         );
@@ -709,7 +699,7 @@ fn sweep_table(points: &[Point]) -> String {
         o += &format!(
             "{:<28} {:>14} {:>12} {:>10} {:>8} {:>8} {:>7}\n",
             label,
-            si_rate(s.throughput_bps),
+            format_rate(s.throughput_bps),
             s.transactions_per_s.map_or("-".into(), |t| format!("{t:.0}")),
             s.latency_us.as_ref().map_or("-".into(), |l| format!("{:.1}", l.p99)),
             pct(busy(&s.cpu.local)),

@@ -9,7 +9,7 @@ use linerate_engine::secret::Secret;
 use linerate_engine::send::{self, CopyConfig, CopyReport, Progress};
 use linerate_engine::server::{Server, ServerConfig};
 use linerate_engine::{conn, recv, EngineError};
-use linerate_model::units::format_rate;
+use linerate_model::units::{format_rate, format_size};
 use linerate_proto::caps;
 use linerate_proto::hello::Suite;
 use std::io::{BufRead, BufReader, Write};
@@ -455,20 +455,20 @@ pub fn summary_json(r: &CopyReport) -> serde_json::Value {
 pub fn summary_line(r: &CopyReport) -> String {
     let mut extra = String::new();
     if r.skipped_files > 0 {
-        extra += &format!("; {} up to date ({:.1} MB)", r.skipped_files, r.skipped_bytes as f64 / 1e6);
+        extra += &format!("; {} up to date ({})", r.skipped_files, format_size(r.skipped_bytes as f64));
     }
     if r.resumed_bytes > 0 {
-        extra += &format!("; resumed, {:.1} MB already there", r.resumed_bytes as f64 / 1e6);
+        extra += &format!("; resumed, {} already there", format_size(r.resumed_bytes as f64));
     }
     if r.deleted > 0 {
         extra += &format!("; {} deleted", r.deleted);
     }
     let line = format!(
-        "{} files, {:.1} MB in {:.2} s: {:.2} Gbit/s over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
+        "{} files, {} in {:.2} s: {} over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
         r.files,
-        r.bytes as f64 / 1e6,
+        format_size(r.bytes as f64),
         r.seconds,
-        r.gbit_per_s(),
+        format_rate(r.gbit_per_s() * 1e9),
         r.streams,
         r.cipher,
         r.client_cpu.user_us as f64 / 1e6,

@@ -5,7 +5,7 @@ use crate::exit;
 use clap::Args;
 use linerate_engine::compare::compare_trees;
 use linerate_engine::sample::{make_tree, Sizes, TreeSpec};
-use linerate_model::units::parse_size;
+use linerate_model::units::{format_size, parse_size};
 use std::path::PathBuf;
 
 /// `linerate demo` flags.
@@ -115,7 +115,7 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
             return exit::USAGE;
         }
     };
-    eprintln!("copying {files} files, {:.1} MB, encrypted, through a local server ...", bytes as f64 / 1e6);
+    eprintln!("copying {files} files, {}, encrypted, through a local server ...", format_size(bytes as f64));
     let report = match copy_to(
         vec![src.clone()],
         &dst,
@@ -140,9 +140,9 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
     match compare_trees(&src, &dst, true) {
         Ok(c) if c.count == 0 && c.files == files => {
             eprintln!(
-                "verified: {} files and {:.1} MB identical, with modes, mtimes and symlinks",
+                "verified: {} files and {} identical, with modes, mtimes and symlinks",
                 c.files,
-                c.bytes as f64 / 1e6
+                format_size(c.bytes as f64)
             );
             exit::OK
         }

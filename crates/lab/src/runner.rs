@@ -7,6 +7,7 @@ use crate::lab::Lab;
 use crate::scenario::{fmt_ip, RunSpec, Scenario, Tool};
 use crate::state::{proc_start, stop_process};
 use crate::LabError;
+use linerate_model::units::format_rate;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -884,10 +885,10 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 let rate = r.get("rate_bps").and_then(Value::as_f64);
                 let line = match rate {
                     Some(b) => format!(
-                        "{:<28} {:>7} {:>10.3} Gbit/s",
+                        "{:<28} {:>7} {:>14}",
                         r["name"].as_str().unwrap_or(""),
                         r["tool"].as_str().unwrap_or(""),
-                        b / 1e9
+                        format_rate(b)
                     ),
                     None => format!(
                         "{:<28} failed: {}",
@@ -900,10 +901,10 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
             if g.members.len() > 1 {
                 let total: f64 = rates.iter().sum();
                 (cfg.log)(&format!(
-                    "{:<28} {:>7} {:>10.3} Gbit/s total, Jain {:.3}",
+                    "{:<28} {:>7} {:>14} total, Jain {:.3}",
                     g.name,
                     "group",
-                    total / 1e9,
+                    format_rate(total),
                     jain(&rates).unwrap_or(1.0)
                 ));
             }
