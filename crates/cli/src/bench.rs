@@ -10,7 +10,8 @@ use linerate_engine::net::conn;
 use linerate_engine::EngineError;
 use linerate_model::doc::bench as doc;
 use linerate_model::doc::ToolInfo;
-use linerate_proto::bench::{parse_bytes, Direction, IntervalCounts, Profile, TestKind, TestSpec};
+use linerate_model::units::{self, format_rate, format_size_iec};
+use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
 use serde_json::Value;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -64,23 +65,24 @@ pub struct BenchArgs {
     /// Both directions at once on every connection.
     #[arg(long)]
     bidir: bool,
-    /// Bytes per write (stream), request (rr/crr) or datagram (udp); K/M suffixes are ×1024.
-    #[arg(short = 'l', long, value_parser = parse_size32)]
+    /// Bytes per write (stream), request (rr/crr) or datagram (udp): a size (64K = 64KiB).
+    #[arg(short = 'l', long, value_name = "SIZE", value_parser = parse_size32)]
     length: Option<u32>,
     /// Bytes per response (rr/crr).
-    #[arg(long, value_parser = parse_size32)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size32)]
     response: Option<u32>,
     /// Socket buffers (SO_SNDBUF and SO_RCVBUF) on both sides.
-    #[arg(short = 'w', long, value_parser = parse_size32)]
+    #[arg(short = 'w', long, value_name = "SIZE", value_parser = parse_size32)]
     window: Option<u32>,
     /// SO_SNDBUF only.
-    #[arg(long, value_parser = parse_size32)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size32)]
     sndbuf: Option<u32>,
     /// SO_RCVBUF only.
-    #[arg(long, value_parser = parse_size32)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size32)]
     rcvbuf: Option<u32>,
-    /// Target: bit/s for stream tests (SI: 2.5G), transactions/s for rr/crr (open loop).
-    #[arg(short = 'b', long, value_parser = parse_rate)]
+    /// Target: a rate for stream tests (2.5G, 1gbit, 50MB/s), transactions/s for rr/crr (open
+    /// loop).
+    #[arg(short = 'b', long, value_name = "RATE", value_parser = units::parse_rate)]
     rate: Option<u64>,
     /// UDP packets per second (sets --rate from the datagram size).
     #[arg(long)]
@@ -103,8 +105,8 @@ pub struct BenchArgs {
     /// Confidence rule for repeats: LEVEL,WIDTH% (95 or 99; the interval's width in % of the mean).
     #[arg(long, default_value = "99,5")]
     confidence: String,
-    /// Link rate for line-rate efficiency (bit/s, SI: 10G).
-    #[arg(long, value_parser = parse_rate)]
+    /// Link rate for line-rate efficiency (10G, 10gbit).
+    #[arg(long, value_name = "RATE", value_parser = units::parse_rate)]
     link_rate: Option<u64>,
     /// MTU for line-rate efficiency.
     #[arg(long, default_value_t = 1500)]
@@ -129,33 +131,10 @@ pub struct BenchArgs {
     no_save: bool,
 }
 
+/// A size in the one grammar that fits the protocol's 32 bits.
 fn parse_size32(s: &str) -> Result<u32, String> {
-    let v = parse_bytes(s)?;
-    u32::try_from(v).map_err(|_| format!("{s}: too large"))
-}
-
-/// A rate with SI suffixes (k, M, G, T = 10^3..10^12), as iperf3's `-b`.
-pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let t = t.strip_suffix("bit/s").or_else(|| t.strip_suffix("bps")).unwrap_or(t);
-    let (num, mult) = match t.chars().last() {
-        Some(c) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1e3,
-                'M' => 1e6,
-                'G' => 1e9,
-                'T' => 1e12,
-                _ => return Err(format!("rate {s:?}: unknown suffix (use k, M, G, T)")),
-            };
-            (&t[..t.len() - 1], m)
-        }
-        _ => (t, 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("rate {s:?} is not a number"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("rate {s:?} must be positive"));
-    }
-    Ok((v * mult).round() as u64)
+    let v = units::parse_size(s).map_err(|e| e.to_string())?;
+    u32::try_from(v).map_err(|_| format!("size {s:?} is over 4 GiB"))
 }
 
 fn pair(s: &str, what: &str) -> Result<(f64, f64)> {
@@ -409,28 +388,14 @@ fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> Strin
     )
 }
 
-/// SI rate: 9.49 Gbit/s.
-pub fn si_rate(bps: f64) -> String {
-    let (v, u) = if bps >= 1e9 {
-        (bps / 1e9, "Gbit/s")
-    } else if bps >= 1e6 {
-        (bps / 1e6, "Mbit/s")
-    } else if bps >= 1e3 {
-        (bps / 1e3, "kbit/s")
-    } else {
-        (bps, "bit/s")
-    };
-    format!("{v:.2} {u}")
-}
-
 fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     let mut line = format!("[{:6.2}-{:6.2} s]", iv.start_s, iv.end_s);
     if iv.tx > 0 {
-        line += &format!("  sent {:>12}", si_rate(iv.tx as f64 * 8.0 / secs));
+        line += &format!("  sent {:>12}", format_rate(iv.tx as f64 * 8.0 / secs));
     }
     if iv.rx > 0 {
-        line += &format!("  received {:>12}", si_rate(iv.rx as f64 * 8.0 / secs));
+        line += &format!("  received {:>12}", format_rate(iv.rx as f64 * 8.0 / secs));
     }
     if matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile) {
         line += &format!("  {:>10.0} trans/s", iv.transactions as f64 / secs);
@@ -453,9 +418,9 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
         "goodput",
         format!(
             "{}  (client→server {}, server→client {}; counted at the receiver)",
-            si_rate(s.throughput_bps),
-            si_rate(s.send_bps),
-            si_rate(s.receive_bps)
+            format_rate(s.throughput_bps),
+            format_rate(s.send_bps),
+            format_rate(s.receive_bps)
         ),
     );
     if let Some(t) = s.transactions_per_s {
@@ -478,7 +443,7 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             format!(
                 "loss {loss:.3}%  {pps:.0} packets/s received  jitter {:.1} µs  offered {}",
                 s.jitter_us.unwrap_or(0.0),
-                si_rate(s.sender_bps.unwrap_or(0.0))
+                format_rate(s.sender_bps.unwrap_or(0.0))
             ),
         );
     }
@@ -490,9 +455,9 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
                 "{} connections: Jain {}, min {} mean {} max {}, CoV {:.3}{}",
                 s.connections,
                 f.jain.map_or("-".into(), |j| format!("{j:.3}")),
-                si_rate(f.min_bps),
-                si_rate(f.mean_bps),
-                si_rate(f.max_bps),
+                format_rate(f.min_bps),
+                format_rate(f.mean_bps),
+                format_rate(f.max_bps),
                 f.cov,
                 if f.starved > 0 { format!(", {} starved", f.starved) } else { String::new() }
             ),
@@ -524,7 +489,11 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
                 .map_or(String::new(), |(a, b)| format!("; {a:.1} / {b:.1} µs per transaction"))
         ),
     );
-    let buf = |b: Option<(u32, u32)>| b.map_or("-".to_string(), |(s, r)| format!("snd {} rcv {}", s, r));
+    let buf = |b: Option<(u32, u32)>| {
+        b.map_or("-".to_string(), |(s, r)| {
+            format!("snd {} rcv {}", format_size_iec(f64::from(s)), format_size_iec(f64::from(r)))
+        })
+    };
     row(
         &mut o,
         "tcp",
@@ -543,8 +512,8 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             format!(
                 "{:.1}% of the {} TCP payload ceiling of a {} link at MTU {}",
                 e.ratio * 100.0,
-                si_rate(e.ceiling_bps),
-                si_rate(e.link_bps),
+                format_rate(e.ceiling_bps),
+                format_rate(e.link_bps),
                 e.mtu
             ),
         );
@@ -801,7 +770,7 @@ fn sweep_table(points: &[Point]) -> String {
         o += &format!(
             "{:<28} {:>14} {:>12} {:>10} {:>8} {:>8} {:>7}\n",
             label,
-            si_rate(s.throughput_bps),
+            format_rate(s.throughput_bps),
             s.transactions_per_s.map_or("-".into(), |t| format!("{t:.0}")),
             s.latency_us.as_ref().map_or("-".into(), |l| format!("{:.1}", l.p99)),
             pct(busy(&s.cpu.local)),
@@ -817,14 +786,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rates_use_si_and_sizes_use_binary_suffixes() {
-        assert_eq!(parse_rate("10G"), Ok(10_000_000_000));
-        assert_eq!(parse_rate("2.5G"), Ok(2_500_000_000));
-        assert_eq!(parse_rate("100k"), Ok(100_000));
-        assert!(parse_rate("-1").is_err());
-        assert!(parse_rate("1X").is_err());
+    fn sizes_fit_32_bits() {
         assert_eq!(parse_size32("64K"), Ok(65536));
+        assert_eq!(parse_size32("64KiB"), Ok(65536));
+        assert_eq!(parse_size32("64kB"), Ok(64000));
         assert!(parse_size32("8G").is_err());
+        assert!(parse_size32("1.5").is_err());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use linerate_engine::net::conn;
 use linerate_engine::server::{Server, ServerConfig};
 use linerate_engine::EngineError;
 use linerate_model::doc::cp::{CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpuSeconds};
+use linerate_model::units::{format_rate, format_size};
 use linerate_proto::caps;
 use linerate_proto::hello::Suite;
 use std::io::{BufRead, BufReader, Write};
@@ -84,7 +85,7 @@ pub struct CpArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
-    /// Most bit/s over all streams: SI suffixes (500M, 1G), or bytes with B/s (50MB/s, 50MiB/s).
+    /// Most bit/s over all streams: a rate (500M, 1gbit, 50MB/s, 50MiB/s), at least 100k.
     #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
     bwlimit: Option<u64>,
     /// List each file on stderr as it has been sent (names escaped).
@@ -93,8 +94,8 @@ pub struct CpArgs {
     /// Show progress even when stderr is not a terminal: a plain line every second.
     #[arg(long, conflicts_with = "quiet")]
     progress: bool,
-    /// Chunk size for large files (power of two, 64K to 8M).
-    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    /// Chunk size for large files: a size, a power of two from 64K to 8M (K, M: ×1024).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_chunk_size)]
     chunk_size: u32,
     /// AEAD: auto picks AES-256-GCM where the CPU accelerates AES, else ChaCha20-Poly1305.
     #[arg(long, default_value = "auto", value_parser = ["auto", "aes-256-gcm", "chacha20-poly1305"])]
@@ -142,9 +143,9 @@ pub struct ServeArgs {
     /// Most connections in one benchmark test.
     #[arg(long, default_value_t = 10_000)]
     max_connections: u32,
-    /// Highest rate a benchmark test may ask for, bit/s (SI suffixes: 10G); tests must then
+    /// Highest rate a benchmark test may ask for (10G, 10gbit, 1.25GB/s); tests must then
     /// give --rate. Unlimited when absent.
-    #[arg(long, value_parser = crate::bench::parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = linerate_model::units::parse_rate)]
     max_rate: Option<u64>,
     /// Most benchmark tests running at once, over all clients.
     #[arg(long, default_value_t = 8)]
@@ -170,11 +171,11 @@ pub struct ServeArgs {
     /// Seconds a client has from connecting to its first request, however slowly it sends.
     #[arg(long, default_value_t = 10)]
     handshake_timeout: u64,
-    /// MiB of receive buffers all copy sessions together may reserve; a push reserves
-    /// streams × its chunk size (at most 256 MiB) when it starts, and is refused as busy when
-    /// that is not free.
-    #[arg(long, value_name = "MIB", default_value_t = 1024)]
-    max_buffer_memory: usize,
+    /// Receive buffers all copy sessions together may reserve: a size (2GiB), or a bare number
+    /// of MiB; a push reserves streams × its chunk size (at most 256 MiB) when it starts, and is
+    /// refused as busy when that is not free.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_buffer_memory)]
+    max_buffer_memory: u64,
     /// On SIGTERM or SIGINT: stop accepting, let running sessions finish for this many
     /// seconds, then abort the rest cleanly (unfinished files removed, resumable ones kept) and
     /// exit 0. A second signal aborts them at once.
@@ -186,7 +187,7 @@ pub struct ServeArgs {
     /// No per-session log lines.
     #[arg(long, short)]
     quiet: bool,
-    /// Most bit/s of each copy session, both directions (SI suffixes, or B/s for bytes).
+    /// Most bit/s of each copy session, both directions (a rate, as cp --bwlimit).
     /// Benchmarks are not paced (see --max-rate).
     #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
     max_rate_per_client: Option<u64>,
@@ -198,24 +199,25 @@ pub struct ServeArgs {
     ssh: crate::ssh::ServeSshArgs,
 }
 
-fn parse_size(s: &str) -> Result<u32, String> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => (&s[..i], &s[i..]),
-        None => (s, ""),
-    };
-    let n: u64 = num.parse().map_err(|_| format!("not a size: {s}"))?;
-    let m = match mult.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
-        "" => 1,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        _ => return Err(format!("unknown unit in {s}: use K or M")),
-    };
-    let v = n.checked_mul(m).ok_or("size too large")?;
-    if !v.is_power_of_two() || v < u64::from(caps::MIN_CHUNK) || v > u64::from(caps::MAX_CHUNK) {
-        return Err(format!("chunk size must be a power of two from 64K to 8M, not {s}"));
+/// `--chunk-size`: a size in the one grammar, then the protocol's rule (a power of two from 64K
+/// to 8M).
+fn parse_chunk_size(s: &str) -> Result<u32, String> {
+    let v = linerate_model::units::parse_size(s).map_err(|e| e.to_string())?;
+    match u32::try_from(v) {
+        Ok(v) if v.is_power_of_two() && (caps::MIN_CHUNK..=caps::MAX_CHUNK).contains(&v) => Ok(v),
+        _ => Err(format!("chunk size must be a power of two from 64K to 8M (64KiB to 8MiB), not {s} ({v} bytes)")),
     }
-    Ok(v as u32)
+}
+
+/// `--max-buffer-memory`: a size in the one grammar, in bytes; a bare number counts MiB, as the
+/// flag always did.
+fn parse_buffer_memory(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        let mib: u64 = t.parse().map_err(|_| format!("{t} MiB is too large"))?;
+        return mib.checked_mul(1 << 20).ok_or_else(|| format!("{t} MiB is too large"));
+    }
+    linerate_model::units::parse_size(t).map_err(|e| e.to_string())
 }
 
 /// Where the copy goes.
@@ -462,20 +464,20 @@ pub fn summary_doc(r: &CopyReport) -> CpSummary {
 pub fn summary_line(r: &CopyReport) -> String {
     let mut extra = String::new();
     if r.skipped_files > 0 {
-        extra += &format!("; {} up to date ({:.1} MB)", r.skipped_files, r.skipped_bytes as f64 / 1e6);
+        extra += &format!("; {} up to date ({})", r.skipped_files, format_size(r.skipped_bytes as f64));
     }
     if r.resumed_bytes > 0 {
-        extra += &format!("; resumed, {:.1} MB already there", r.resumed_bytes as f64 / 1e6);
+        extra += &format!("; resumed, {} already there", format_size(r.resumed_bytes as f64));
     }
     if r.deleted > 0 {
         extra += &format!("; {} deleted", r.deleted);
     }
     let line = format!(
-        "{} files, {:.1} MB in {:.2} s: {:.2} Gbit/s over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
+        "{} files, {} in {:.2} s: {} over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
         r.files,
-        r.bytes as f64 / 1e6,
+        format_size(r.bytes as f64),
         r.seconds,
-        r.gbit_per_s(),
+        format_rate(r.gbit_per_s() * 1e9),
         r.streams,
         r.cipher,
         r.client_cpu.user_us as f64 / 1e6,
@@ -626,7 +628,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.once = a.once;
     cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(a.ssh.connect_deadline.max(1)));
     cfg.max_sessions = a.max_sessions.max(1);
-    cfg.max_buffer_memory = a.max_buffer_memory.max(1).saturating_mul(1 << 20);
+    cfg.max_buffer_memory = usize::try_from(a.max_buffer_memory).unwrap_or(usize::MAX).max(1 << 20);
     cfg.shutdown_grace = Duration::from_secs(a.shutdown_grace);
     cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
@@ -654,7 +656,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         eprintln!("{note}");
     }
     if !a.quiet && (a.max_rate_per_client.is_some() || a.max_rate_total.is_some()) {
-        let cap = |r: Option<u64>| r.map_or("none".to_string(), linerate_engine::limit::show);
+        let cap = |r: Option<u64>| r.map_or("none".to_string(), |r| format_rate(r as f64));
         eprintln!(
             "linerate serve: copy sessions capped at {} each, {} in total (split fairly)",
             cap(a.max_rate_per_client),
@@ -727,12 +729,27 @@ mod tests {
 
     #[test]
     fn parses_chunk_sizes() {
-        assert_eq!(parse_size("1M"), Ok(1 << 20));
-        assert_eq!(parse_size("64K"), Ok(64 << 10));
-        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
-        assert!(parse_size("3M").is_err());
-        assert!(parse_size("16M").is_err());
-        assert!(parse_size("32K").is_err());
-        assert!(parse_size("x").is_err());
+        assert_eq!(parse_chunk_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_chunk_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_chunk_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_chunk_size("1048576"), Ok(1 << 20));
+        assert!(parse_chunk_size("3M").is_err());
+        assert!(parse_chunk_size("16M").is_err());
+        assert!(parse_chunk_size("32K").is_err());
+        assert!(parse_chunk_size("x").is_err());
+        assert!(parse_chunk_size("8G").is_err());
+        let e = parse_chunk_size("1MB").unwrap_err();
+        assert!(e.contains("power of two") && e.contains("1000000 bytes"), "{e}");
+    }
+
+    #[test]
+    fn buffer_memory_is_a_size_or_a_number_of_mib() {
+        assert_eq!(parse_buffer_memory("1024"), Ok(1 << 30));
+        assert_eq!(parse_buffer_memory("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_buffer_memory("512M"), Ok(512 << 20));
+        assert_eq!(parse_buffer_memory("2GB"), Ok(2_000_000_000));
+        assert!(parse_buffer_memory("99999999999999999999").is_err());
+        assert!(parse_buffer_memory("-1").is_err());
+        assert!(parse_buffer_memory("lots").is_err());
     }
 }

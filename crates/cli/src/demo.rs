@@ -5,6 +5,7 @@ use crate::exit;
 use clap::Args;
 use linerate_engine::copy::diff::compare_trees;
 use linerate_engine::copy::sample::{make_tree, Sizes, TreeSpec};
+use linerate_model::units::{format_size, parse_size};
 use std::path::PathBuf;
 
 /// `linerate demo` flags.
@@ -13,8 +14,8 @@ pub struct DemoArgs {
     /// Large files in the sample tree (log-normal sizes).
     #[arg(long, default_value_t = 200)]
     files: u64,
-    /// Mean size of the large files, in bytes.
-    #[arg(long, default_value_t = 1_600_000)]
+    /// Mean size of the large files: a size (1.6MB, 2MiB, 1600000).
+    #[arg(long, value_name = "SIZE", default_value = "1.6MB", value_parser = parse_size)]
     mean_size: u64,
     /// Small files (1 to 16 KiB) in the sample tree.
     #[arg(long, default_value_t = 2000)]
@@ -41,14 +42,14 @@ pub struct MktreeArgs {
     /// Number of files.
     #[arg(long, default_value_t = 640)]
     files: u64,
-    /// Log-normal sizes with this mean (bytes).
-    #[arg(long, conflicts_with_all = ["min_size", "max_size"])]
+    /// Log-normal sizes with this mean: a size (1.6MB, 2MiB, 1600000).
+    #[arg(long, value_name = "SIZE", conflicts_with_all = ["min_size", "max_size"], value_parser = parse_size)]
     mean_size: Option<u64>,
-    /// Uniform sizes: smallest (bytes).
-    #[arg(long, requires = "max_size")]
+    /// Uniform sizes: smallest (a size).
+    #[arg(long, value_name = "SIZE", requires = "max_size", value_parser = parse_size)]
     min_size: Option<u64>,
-    /// Uniform sizes: largest (bytes).
-    #[arg(long, requires = "min_size")]
+    /// Uniform sizes: largest (a size).
+    #[arg(long, value_name = "SIZE", requires = "min_size", value_parser = parse_size)]
     max_size: Option<u64>,
     /// Files per subdirectory.
     #[arg(long, default_value_t = 1000)]
@@ -114,7 +115,7 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
             return exit::USAGE;
         }
     };
-    eprintln!("copying {files} files, {:.1} MB, encrypted, through a local server ...", bytes as f64 / 1e6);
+    eprintln!("copying {files} files, {}, encrypted, through a local server ...", format_size(bytes as f64));
     let report = match copy_to(
         vec![src.clone()],
         &dst,
@@ -139,9 +140,9 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
     match compare_trees(&src, &dst, true) {
         Ok(c) if c.count == 0 && c.files == files => {
             eprintln!(
-                "verified: {} files and {:.1} MB identical, with modes, mtimes and symlinks",
+                "verified: {} files and {} identical, with modes, mtimes and symlinks",
                 c.files,
-                c.bytes as f64 / 1e6
+                format_size(c.bytes as f64)
             );
             exit::OK
         }

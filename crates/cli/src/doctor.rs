@@ -4,8 +4,9 @@
 
 use crate::exit;
 use clap::Args;
-use linerate_engine::doctor::{self, fmt_bps, AnalysisConfig, CollectConfig, Estimate, Report, Severity};
+use linerate_engine::doctor::{self, AnalysisConfig, CollectConfig, Estimate, Report, Severity};
 use linerate_engine::host::Roots;
+use linerate_model::units::{format_rate, format_size_iec};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -188,10 +189,6 @@ fn yes(b: bool) -> &'static str {
     }
 }
 
-fn mib(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
-}
-
 fn cpus(v: &[u32]) -> String {
     if v.is_empty() {
         return "-".into();
@@ -210,14 +207,14 @@ fn cpus(v: &[u32]) -> String {
 }
 
 fn estimate(out: &mut String, label: &str, e: &Estimate) {
-    let ceiling = e.ceiling_bps.map(fmt_bps).unwrap_or_else(|| "unknown".into());
+    let ceiling = e.ceiling_bps.map(format_rate).unwrap_or_else(|| "unknown".into());
     let by = e.limited_by.as_deref().map(|b| format!(", limited by {b}")).unwrap_or_default();
     let _ = writeln!(out, "  {label:<22} {ceiling}{by}");
     for l in &e.limits {
-        let _ = writeln!(out, "    {:<12} {:>14}   {}", l.name, fmt_bps(l.bps), esc(&l.formula));
+        let _ = writeln!(out, "    {:<12} {:>14}   {}", l.name, format_rate(l.bps), esc(&l.formula));
     }
     if let Some(m) = e.measured_bps {
-        let _ = writeln!(out, "    {:<12} {:>14}", "measured", fmt_bps(m));
+        let _ = writeln!(out, "    {:<12} {:>14}", "measured", format_rate(m));
     }
 }
 
@@ -249,20 +246,21 @@ pub fn human(r: &Report) -> String {
         let _ = writeln!(
             o,
             "AEAD  per core: AES-256-GCM {} · ChaCha20-Poly1305 {}",
-            fmt_bps(a.aes_256_gcm_bps),
-            fmt_bps(a.chacha20_poly1305_bps)
+            format_rate(a.aes_256_gcm_bps),
+            format_rate(a.chacha20_poly1305_bps)
         );
     }
     let t = &f.tcp;
+    let iec = |b: u64| format_size_iec(b as f64);
     let _ = writeln!(
         o,
         "TCP   {} (available: {}) · tcp_rmem max {} · tcp_wmem max {} · rmem_max {} · wmem_max {}",
         t.congestion_control.as_deref().map(esc).unwrap_or_else(|| "?".into()),
         esc(&t.available_congestion_control.join(" ")),
-        t.tcp_rmem.map(|v| mib(v[2])).unwrap_or_else(|| "?".into()),
-        t.tcp_wmem.map(|v| mib(v[2])).unwrap_or_else(|| "?".into()),
-        t.rmem_max.map(mib).unwrap_or_else(|| "?".into()),
-        t.wmem_max.map(mib).unwrap_or_else(|| "?".into()),
+        t.tcp_rmem.map(|v| iec(v[2])).unwrap_or_else(|| "?".into()),
+        t.tcp_wmem.map(|v| iec(v[2])).unwrap_or_else(|| "?".into()),
+        t.rmem_max.map(iec).unwrap_or_else(|| "?".into()),
+        t.wmem_max.map(iec).unwrap_or_else(|| "?".into()),
     );
     let _ = writeln!(o, "\nInterfaces");
     let _ = writeln!(
@@ -311,7 +309,7 @@ pub fn human(r: &Report) -> String {
             o,
             " {primary}{:<12} {:>11} {:>6}  {:<10} {:<19} {:>7}  {:<9} {:<9} {:<5} {}",
             esc(&x.name),
-            x.speed_mbps.map(|m| fmt_bps(m as f64 * 1e6)).unwrap_or_else(|| "-".into()),
+            x.speed_mbps.map(|m| format_rate(m as f64 * 1e6)).unwrap_or_else(|| "-".into()),
             x.mtu.map(|m| m.to_string()).unwrap_or_else(|| "?".into()),
             x.driver.as_deref().map(esc).unwrap_or_else(|| "(virtual)".into()),
             pcie,
@@ -430,9 +428,9 @@ mod tests {
         let text = human(&doctor::analyze(facts, &AnalysisConfig::for_cores(4)));
         assert!(!text.contains('\x1b'), "control characters must be escaped:\n{text}");
         let crit = text.lines().find(|l| l.trim_start().starts_with("CRITICAL")).unwrap_or_else(|| panic!("{text}"));
-        assert!(crit.contains("PCIe gen1 x4 negotiated, card can do gen2 x8: ceiling 6.40 Gbit/s"), "{crit}");
+        assert!(crit.contains("PCIe gen1 x4 negotiated, card can do gen2 x8: ceiling 6.4 Gbit/s"), "{crit}");
         assert!(text.contains("fix: move the card to a slot wired x8"), "{text}");
-        assert!(text.contains("first bottleneck: the PCIe slot, at 6.40 Gbit/s"), "{text}");
+        assert!(text.contains("first bottleneck: the PCIe slot, at 6.4 Gbit/s"), "{text}");
         assert!(text.contains("gen1 x4 / gen2 x8"), "{text}");
     }
 

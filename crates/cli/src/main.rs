@@ -5,6 +5,8 @@ mod bench;
 mod cp;
 mod demo;
 mod doctor;
+#[cfg(test)]
+mod flag_units;
 mod keys;
 mod lab;
 mod progress;

@@ -3,9 +3,11 @@
 //! with `--progress` and no terminal, one plain line a second instead; nothing with `-q`.
 //! `-v` lists each file as it has been sent, above the bar.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use linerate_engine::copy::send::{FileHook, Progress};
 use linerate_engine::copy::walk::shown;
+use linerate_model::units::{format_rate, format_size};
+use std::fmt::Write as FmtWrite;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -64,10 +66,18 @@ impl Bar {
     pub fn start(bar: ProgressBar, p: Arc<Progress>, show: Show, current: Arc<Mutex<String>>) -> Bar {
         bar.set_style(
             ProgressStyle::with_template(
-                "{percent:>3}% [{bar:24}] {decimal_bytes:>9}/{decimal_total_bytes:<9} {decimal_bytes_per_sec:>11} \
-                 ETA {eta:<4} {msg}",
+                "{percent:>3}% [{bar:24}] {done:>9}/{total:<9} {speed:>11} ETA {eta:<4} {msg}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .with_key("done", |s: &ProgressState, w: &mut dyn FmtWrite| {
+                let _ = w.write_str(&format_size(s.pos() as f64));
+            })
+            .with_key("total", |s: &ProgressState, w: &mut dyn FmtWrite| {
+                let _ = w.write_str(&format_size(s.len().unwrap_or(0) as f64));
+            })
+            .with_key("speed", |s: &ProgressState, w: &mut dyn FmtWrite| {
+                let _ = write!(w, "{}/s", format_size(s.per_sec()));
+            })
             .progress_chars("=> "),
         );
         let plain = show.force && !show.quiet && bar.is_hidden();
@@ -157,17 +167,6 @@ fn tail(name: &str, width: usize) -> String {
     format!("…{keep}")
 }
 
-/// `1.23 GB` (SI, like the bar).
-fn si_bytes(b: f64) -> String {
-    match b {
-        b if b >= 1e12 => format!("{:.2} TB", b / 1e12),
-        b if b >= 1e9 => format!("{:.2} GB", b / 1e9),
-        b if b >= 1e6 => format!("{:.1} MB", b / 1e6),
-        b if b >= 1e3 => format!("{:.1} kB", b / 1e3),
-        b => format!("{b:.0} B"),
-    }
-}
-
 fn clock(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
     if s >= 3600 {
@@ -183,11 +182,11 @@ fn plain_line(c: &Counts, rate: f64, elapsed: Duration) -> String {
     let avg = c.bytes as f64 / elapsed.as_secs_f64().max(1e-3);
     let eta = if avg > 0.0 && !c.walking { clock((c.total - c.bytes.min(c.total)) as f64 / avg) } else { "-".into() };
     format!(
-        "linerate: {pct:3.0}% {}/{} {}/s ({:.2} Gbit/s) elapsed {} ETA {eta} {}",
-        si_bytes(c.bytes as f64),
-        si_bytes(c.total as f64),
-        si_bytes(rate),
-        rate * 8.0 / 1e9,
+        "linerate: {pct:3.0}% {}/{} {}/s ({}) elapsed {} ETA {eta} {}",
+        format_size(c.bytes as f64),
+        format_size(c.total as f64),
+        format_size(rate),
+        format_rate(rate * 8.0),
         clock(elapsed.as_secs_f64()),
         c.files_text()
     )
@@ -202,7 +201,7 @@ mod tests {
         let c = Counts { bytes: 500_000_000, total: 2_000_000_000, files: 12, found: 340, walking: false };
         assert_eq!(
             plain_line(&c, 100e6, Duration::from_secs(5)),
-            "linerate:  25% 500.0 MB/2.00 GB 100.0 MB/s (0.80 Gbit/s) elapsed 0:05 ETA 0:15 12/340 files"
+            "linerate:  25% 500 MB/2 GB 100 MB/s (800 Mbit/s) elapsed 0:05 ETA 0:15 12/340 files"
         );
         let c = Counts { walking: true, ..c };
         assert!(plain_line(&c, 0.0, Duration::from_secs(3700)).ends_with("elapsed 1:01:40 ETA - 12/340+ files"));

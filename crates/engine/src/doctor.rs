@@ -12,6 +12,7 @@ use crate::host::path::{self, PmtuFacts, RttFacts};
 use crate::host::qdisc::{self, QdiscFacts};
 use crate::host::tcp::TcpFacts;
 use crate::host::{read_trim, Roots};
+use linerate_model::units::{format_rate, format_size_iec};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -244,23 +245,6 @@ pub fn pcie_ceiling_bps(gts: f64, width: u32) -> f64 {
     pcie_lane_gbps(gts) * f64::from(width) * 1e9 * PCIE_EFFICIENCY
 }
 
-/// Format bits per second for people (SI).
-pub fn fmt_bps(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2} Gbit/s", bps / 1e9)
-    } else {
-        format!("{:.0} Mbit/s", bps / 1e6)
-    }
-}
-
-fn fmt_bytes(b: f64) -> String {
-    if b >= 1024.0 * 1024.0 {
-        format!("{:.1} MiB", b / (1024.0 * 1024.0))
-    } else {
-        format!("{:.0} KiB", b / 1024.0)
-    }
-}
-
 /// Why collection failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DoctorError {
@@ -416,7 +400,7 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             p.current_width,
             pcie_gen(p.max_gts),
             p.max_width,
-            fmt_bps(cur)
+            format_rate(cur)
         );
         let downgraded = p.current_width < p.max_width || p.current_gts < p.max_gts;
         let fix = if p.current_width < p.max_width {
@@ -433,7 +417,7 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
                 "pcie-limits-line-rate",
                 Severity::Critical,
                 name,
-                format!("{desc}, below the {} link", fmt_bps(l)),
+                format!("{desc}, below the {} link", format_rate(l)),
                 Some(fix),
             ),
             _ if downgraded && max > cur => {
@@ -546,7 +530,7 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
                 "standard-mtu",
                 Severity::Info,
                 name,
-                format!("MTU {mtu} on a {} link: jumbo frames cut per-packet CPU cost", fmt_bps(l)),
+                format!("MTU {mtu} on a {} link: jumbo frames cut per-packet CPU cost", format_rate(l)),
                 Some(format!("ip link set dev {name} mtu 9000   # only if every hop and the peer take 9000")),
             );
         }
@@ -648,12 +632,12 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
                 "tcp",
                 format!(
                     "bandwidth-delay product {} ({} × {:.2} ms) needs {} of buffer, tcp_rmem/tcp_wmem max allow {}: one stream tops out at {}",
-                    fmt_bytes(bdp),
-                    fmt_bps(l),
+                    format_size_iec(bdp),
+                    format_rate(l),
                     rtt_s * 1e3,
-                    fmt_bytes(need as f64),
-                    fmt_bytes(w / BUFFER_WINDOW_SHARE),
-                    fmt_bps(limit)
+                    format_size_iec(need as f64),
+                    format_size_iec(w / BUFFER_WINDOW_SHARE),
+                    format_rate(limit)
                 ),
                 Some(format!(
                     "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 {need}\" net.ipv4.tcp_wmem=\"4096 16384 {need}\" net.core.rmem_max={need} net.core.wmem_max={need}"
@@ -666,9 +650,9 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
                 "tcp",
                 format!(
                     "net.core.rmem_max/wmem_max ({}/{}) are below the BDP {}: tools that set SO_RCVBUF/SO_SNDBUF (iperf3 -w) are capped; autotuning is not",
-                    fmt_bytes(tcp.rmem_max.unwrap_or(0) as f64),
-                    fmt_bytes(tcp.wmem_max.unwrap_or(0) as f64),
-                    fmt_bytes(bdp)
+                    format_size_iec(tcp.rmem_max.unwrap_or(0) as f64),
+                    format_size_iec(tcp.wmem_max.unwrap_or(0) as f64),
+                    format_size_iec(bdp)
                 ),
                 Some(format!("sysctl -w net.core.rmem_max={need} net.core.wmem_max={need}")),
             );
@@ -778,11 +762,11 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
     let mut single = common.clone();
     let mut multi = common;
     if let Some((r, name)) = best {
-        single.push(Limit { name: "crypto".into(), bps: r, formula: format!("{name} {} on one core", fmt_bps(r)) });
+        single.push(Limit { name: "crypto".into(), bps: r, formula: format!("{name} {} on one core", format_rate(r)) });
         multi.push(Limit {
             name: "crypto".into(),
             bps: r * f64::from(crypto_cores),
-            formula: format!("{name} {} per core × {crypto_cores} cores", fmt_bps(r)),
+            formula: format!("{name} {} per core × {crypto_cores} cores", format_rate(r)),
         });
         if let Some(l) = line {
             if r * f64::from(cpu.cores.max(1)) < l {
@@ -793,8 +777,8 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
                     format!(
                         "encryption on all {} cores together reaches {}, below the {} link",
                         cpu.cores,
-                        fmt_bps(r * f64::from(cpu.cores.max(1))),
-                        fmt_bps(l)
+                        format_rate(r * f64::from(cpu.cores.max(1))),
+                        format_rate(l)
                     ),
                     Some("more or faster cores (AES-NI/VAES), or `linerate cp` with -P equal to the cores".into()),
                 );
@@ -806,8 +790,8 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
                     "host",
                     format!(
                         "one stream's encryption tops out at {} (one core), below the {} link",
-                        fmt_bps(r),
-                        fmt_bps(l)
+                        format_rate(r),
+                        format_rate(l)
                     ),
                     Some(format!("use at least {need} streams: linerate cp -P {}", need.max(2))),
                 );
@@ -820,12 +804,12 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
         single.push(Limit {
             name: "tcp buffers".into(),
             bps: one,
-            formula: format!("{} usable window / {ms:.3} ms RTT", fmt_bytes(w)),
+            formula: format!("{} usable window / {ms:.3} ms RTT", format_size_iec(w)),
         });
         multi.push(Limit {
             name: "tcp buffers".into(),
             bps: one * f64::from(streams),
-            formula: format!("{} usable window / {ms:.3} ms RTT × {streams} streams", fmt_bytes(w)),
+            formula: format!("{} usable window / {ms:.3} ms RTT × {streams} streams", format_size_iec(w)),
         });
     }
     let probe = facts.path.as_ref().and_then(|p| p.probe.as_ref());
@@ -850,8 +834,8 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
                     "path",
                     format!(
                         "{what} probe measured {}, under half the expected {}: the limit is elsewhere (peer, path, CPU spent in the stack)",
-                        fmt_bps(m),
-                        fmt_bps(c)
+                        format_rate(m),
+                        format_rate(c)
                     ),
                     Some("run `linerate doctor` on the peer too, and `linerate bench` with --json for CPU use".into()),
                 );
@@ -868,7 +852,7 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             };
             let unknown_link =
                 if line.is_none() { " (the link speed is unknown, so the link is not counted)" } else { "" };
-            format!("{what}, at {}{unknown_link}", fmt_bps(c))
+            format!("{what}, at {}{unknown_link}", format_rate(c))
         }
         _ => "unknown (no link speed, PCIe, crypto or buffer figures)".into(),
     };
@@ -1155,7 +1139,7 @@ mod tests {
         assert_eq!(r.verdict.multi_stream.limited_by.as_deref(), Some("crypto"));
         assert_eq!(r.verdict.single_stream.measured_bps, Some(1e9));
         let m = finding(&r, "measured-below-ceiling");
-        assert!(m.message.starts_with("single-stream probe measured 1.00 Gbit/s"), "{m:?}");
+        assert!(m.message.starts_with("single-stream probe measured 1 Gbit/s"), "{m:?}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::copy::recv::{Abort, Outcome, RecvSession, SessionParams};
 use crate::net::conn::{self, Admit};
 use crate::rate::{Governor, SessionRate};
 use crate::EngineError;
+use linerate_model::units::format_size_iec;
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::handshake::KEY_LEN;
 use linerate_proto::hello::{AuthMode, SessionId, StreamKind};
@@ -740,17 +741,17 @@ fn control(
     };
     if need > MAX_SESSION_BUFFERS {
         let msg = format!(
-            "{streams} streams of {} KiB chunks need {} MiB of receive buffers; this server allows {} MiB per session: use fewer streams or smaller chunks",
-            chunk_size >> 10,
-            need >> 20,
-            MAX_SESSION_BUFFERS >> 20
+            "{streams} streams of {} chunks need {} of receive buffers; this server allows {} per session: use fewer streams or smaller chunks",
+            format_size_iec(f64::from(chunk_size)),
+            format_size_iec(need as f64),
+            format_size_iec(MAX_SESSION_BUFFERS as f64)
         );
         return Some(fatal(&mut sec.tx, ErrorCode::Limit, msg));
     }
     let Some(_reserved) = shared.reserve(need) else {
         let msg = format!(
-            "the server's receive buffers (--max-buffer-memory {} MiB) are taken by other sessions; try again later",
-            shared.cfg.max_buffer_memory >> 20
+            "the server's receive buffers (--max-buffer-memory {}) are taken by other sessions; try again later",
+            format_size_iec(shared.cfg.max_buffer_memory as f64)
         );
         return Some(fatal(&mut sec.tx, ErrorCode::Busy, msg));
     };

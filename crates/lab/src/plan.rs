@@ -3,7 +3,7 @@
 //! comparing command lists.
 
 use crate::scenario::{
-    check_ifname, fmt_ip, parse_net, parse_rate, parse_time_us, Net, QosSpec, Scenario, Shaper, Side, LAB_RANGE,
+    check_ifname, fmt_ip, parse_net, parse_time_us, shaper_rate, Net, QosSpec, Scenario, Shaper, Side, LAB_RANGE,
 };
 use crate::LabError;
 use linerate_model::doc::lab::{LabClass, LabDescription, LabHost, LabInterface, LabLink, LabQos, LabSwitch};
@@ -324,7 +324,7 @@ impl Plan {
             for e in [&ea, &eb] {
                 cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "up"]));
             }
-            let rate = l.rate.as_deref().map(parse_rate).transpose()?;
+            let rate = l.rate.as_deref().map(shaper_rate).transpose()?;
             let delay = l.delay.as_deref().map(parse_time_us).transpose()?;
             let jitter = l.jitter.as_deref().map(parse_time_us).transpose()?;
             link_desc.push(LabLink {
@@ -354,7 +354,7 @@ impl Plan {
         let mut qos_desc = Vec::new();
         let mut ifb_count: BTreeMap<String, usize> = BTreeMap::new();
         for (name, _, _, l) in &links {
-            let rate = l.rate.as_deref().map(parse_rate).transpose()?;
+            let rate = l.rate.as_deref().map(shaper_rate).transpose()?;
             let netem = netem_args(
                 l.delay.as_deref().map(parse_time_us).transpose()?,
                 l.jitter.as_deref().map(parse_time_us).transpose()?,
@@ -366,7 +366,7 @@ impl Plan {
                 let egress_qos = sc.qos.iter().find(|q| &q.link == name && q.side == side && !q.ingress);
                 match egress_qos {
                     Some(q) => {
-                        let total = q.rate.as_deref().map(parse_rate).transpose()?.or(rate).ok_or_else(|| {
+                        let total = q.rate.as_deref().map(shaper_rate).transpose()?.or(rate).ok_or_else(|| {
                             LabError::Scenario(format!("qos on '{name}': give the qos or the link a rate"))
                         })?;
                         htb_classes(&mut cmds, &end.ns, &end.dev, total, q, netem.as_deref(), &addrs)?;
@@ -374,7 +374,7 @@ impl Plan {
                     None => shape(&mut cmds, &end.ns, &end.dev, rate, l.shaper, netem.as_deref()),
                 }
                 for q in sc.qos.iter().filter(|q| &q.link == name && q.side == side && q.ingress) {
-                    let total = q.rate.as_deref().map(parse_rate).transpose()?.or(rate).ok_or_else(|| {
+                    let total = q.rate.as_deref().map(shaper_rate).transpose()?.or(rate).ok_or_else(|| {
                         LabError::Scenario(format!("qos on '{name}': give the qos or the link a rate"))
                     })?;
                     let n = ifb_count.entry(end.ns.clone()).or_default();
@@ -394,19 +394,19 @@ impl Plan {
         }
         for q in &sc.qos {
             let total = match q.rate.as_deref() {
-                Some(r) => parse_rate(r)?,
+                Some(r) => shaper_rate(r)?,
                 None => links
                     .iter()
                     .find(|(n, ..)| n == &q.link)
                     .and_then(|(_, _, _, l)| l.rate.as_deref())
-                    .map(parse_rate)
+                    .map(shaper_rate)
                     .transpose()?
                     .unwrap_or(0),
             };
             let mut classes = Vec::new();
             for c in &q.classes {
-                let r = parse_rate(&c.rate)?;
-                let ceil = c.ceil.as_deref().map(parse_rate).transpose()?.unwrap_or(total);
+                let r = shaper_rate(&c.rate)?;
+                let ceil = c.ceil.as_deref().map(shaper_rate).transpose()?.unwrap_or(total);
                 let hs: Vec<String> =
                     [&c.src, &c.dst].into_iter().flatten().filter(|m| addrs.contains_key(*m)).cloned().collect();
                 guarantees.push(Guarantee {
@@ -624,8 +624,8 @@ fn htb_classes(
     let mut classes: Vec<(usize, u64, u64)> = Vec::new();
     let mut sum = 0u64;
     for (i, c) in q.classes.iter().enumerate() {
-        let r = parse_rate(&c.rate)?;
-        let ceil = c.ceil.as_deref().map(parse_rate).transpose()?.unwrap_or(total).min(total);
+        let r = shaper_rate(&c.rate)?;
+        let ceil = c.ceil.as_deref().map(shaper_rate).transpose()?.unwrap_or(total).min(total);
         sum = sum.saturating_add(r);
         classes.push((10 + i, r, ceil.max(r)));
     }

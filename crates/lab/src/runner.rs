@@ -15,6 +15,7 @@ use linerate_model::doc::lab::{
 };
 use linerate_model::doc::ToolInfo;
 use linerate_model::stats::jain;
+use linerate_model::units::format_rate;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -926,7 +927,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
             let rates: Vec<f64> = recs.iter().filter_map(|r| r.rate_bps).collect();
             for r in &recs {
                 let line = match r.rate_bps {
-                    Some(b) => format!("{:<28} {:>7} {:>10.3} Gbit/s", r.name, r.tool.name(), b / 1e9),
+                    Some(b) => format!("{:<28} {:>7} {:>14}", r.name, r.tool.name(), format_rate(b)),
                     None => format!("{:<28} failed: {}", r.name, r.error.as_deref().unwrap_or("")),
                 };
                 (cfg.log)(&line);
@@ -934,10 +935,10 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
             if g.members.len() > 1 {
                 let total: f64 = rates.iter().sum();
                 (cfg.log)(&format!(
-                    "{:<28} {:>7} {:>10.3} Gbit/s total, Jain {:.3}",
+                    "{:<28} {:>7} {:>14} total, Jain {:.3}",
                     g.name,
                     "group",
-                    total / 1e9,
+                    format_rate(total),
                     jain(&rates).unwrap_or(1.0)
                 ));
             }

@@ -5,6 +5,7 @@
 use crate::LabError;
 /// The tool, shaper and link-end names a scenario uses are the results document's own.
 pub use linerate_model::doc::lab::{Shaper, Side, Tool};
+use linerate_model::units;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,7 +63,7 @@ pub struct LinkSpec {
     pub a: String,
     /// Second end: a host or a switch.
     pub b: String,
-    /// Line rate, e.g. `10gbit`, `500mbit` (default: unshaped).
+    /// Line rate, e.g. `10gbit`, `500mbit`, `10G` (default: unshaped).
     pub rate: Option<String>,
     /// Which qdisc enforces `rate`.
     #[serde(default)]
@@ -172,7 +173,9 @@ pub struct RunSpec {
     pub group: Option<String>,
     /// Files in the generated tree (cp, scp, rsync, tar; default 64).
     pub files: Option<u64>,
-    /// Mean file size in bytes (default 1.6 MB, the case study's average).
+    /// Mean file size: bytes, or a size string such as `"1.6MB"` (default 1.6 MB, the case
+    /// study's average).
+    #[serde(default, deserialize_with = "units::serde_size::option")]
     pub file_size: Option<u64>,
     /// Kill the run after this many seconds (default: duration + 60, or 600 for transfers).
     pub timeout: Option<u64>,
@@ -239,20 +242,15 @@ pub fn parse_net(s: &str, default_prefix: u8) -> Result<Net, LabError> {
     Ok(net)
 }
 
-/// Parses a rate such as `10gbit`, `2.5gbit`, `500mbit`, `64kbit`, `1000000bit` into bits/s.
-pub fn parse_rate(s: &str) -> Result<u64, LabError> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
-        .iter()
-        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
-        .unwrap_or((t.clone(), 1.0));
-    let v: f64 =
-        num.parse().map_err(|_| LabError::Scenario(format!("rate '{s}': expected e.g. 10gbit, 500mbit, 64kbit")))?;
-    let bps = v * mult;
-    if !(1e3..=1e12).contains(&bps) {
+/// Reads a shaped rate (a link's, a QoS total, class or ceiling) in linerate's one rate grammar
+/// (`10gbit`, `2.5gbit`, `500mbit`, `10G`, `1.25GB/s`) and checks it is one tc can shape:
+/// 1 kbit/s to 1000 Gbit/s.
+pub fn shaper_rate(s: &str) -> Result<u64, LabError> {
+    let bps = units::parse_rate(s).map_err(|e| LabError::Scenario(e.to_string()))?;
+    if !(1_000..=1_000_000_000_000).contains(&bps) {
         return Err(LabError::Scenario(format!("rate '{s}': must be between 1kbit and 1000gbit")));
     }
-    Ok(bps as u64)
+    Ok(bps)
 }
 
 /// Parses a duration such as `5ms`, `250us`, `0.5ms`, `1s` into microseconds.
@@ -417,7 +415,7 @@ impl Scenario {
                 return Err(LabError::Scenario(format!("link '{name}' declared twice (give it a `name`)")));
             }
             if let Some(r) = &l.rate {
-                parse_rate(r)?;
+                shaper_rate(r)?;
             }
             if let Some(m) = l.mtu {
                 if !(576..=65535).contains(&m) {
@@ -453,15 +451,15 @@ impl Scenario {
                 return Err(LabError::Scenario(format!("qos on '{}': no [[qos.class]]", q.link)));
             }
             if let Some(r) = &q.rate {
-                parse_rate(r)?;
+                shaper_rate(r)?;
             }
             if q.classes.iter().filter(|c| c.default).count() > 1 {
                 return Err(LabError::Scenario(format!("qos on '{}': more than one default class", q.link)));
             }
             for c in &q.classes {
-                parse_rate(&c.rate)?;
+                shaper_rate(&c.rate)?;
                 if let Some(r) = &c.ceil {
-                    parse_rate(r)?;
+                    shaper_rate(r)?;
                 }
                 for m in [&c.src, &c.dst].into_iter().flatten() {
                     if !seen.contains(m) {
@@ -601,9 +599,24 @@ rate = "1gbit"
 
     #[test]
     fn parses_units() {
-        assert_eq!(parse_rate("10gbit").unwrap(), 10_000_000_000);
-        assert_eq!(parse_rate("2.5gbit").unwrap(), 2_500_000_000);
-        assert_eq!(parse_rate("500mbit").unwrap(), 500_000_000);
+        assert_eq!(shaper_rate("10gbit").unwrap(), 10_000_000_000);
+        assert_eq!(shaper_rate("2.5gbit").unwrap(), 2_500_000_000);
+        assert_eq!(shaper_rate("500mbit").unwrap(), 500_000_000);
+        assert_eq!(shaper_rate("1Gbit/s").unwrap(), 1_000_000_000);
+        assert_eq!(shaper_rate("10G").unwrap(), 10_000_000_000);
+        assert_eq!(shaper_rate("125MB/s").unwrap(), 1_000_000_000);
+        assert_eq!(shaper_rate("1000000bit").unwrap(), 1_000_000);
+        assert!(shaper_rate("999bit").is_err());
+        assert!(shaper_rate("1001gbit").is_err());
+        assert!(shaper_rate("10 gigabit").is_err());
+        let run = |size: &str| {
+            Scenario::parse(&format!("{TWO}[[run]]\ntool = \"cp\"\nhost = \"a\"\nserver = \"b\"\nfile_size = {size}\n"))
+        };
+        assert_eq!(run("4096").unwrap().runs[0].file_size, Some(4096));
+        assert_eq!(run("\"1.6MB\"").unwrap().runs[0].file_size, Some(1_600_000));
+        assert_eq!(run("\"2GiB\"").unwrap().runs[0].file_size, Some(2 << 30));
+        assert!(run("\"1.5\"").unwrap_err().to_string().contains("whole number of bytes"));
+        assert!(run("-1").is_err());
         assert_eq!(parse_time_us("0.5ms").unwrap(), 500);
         assert_eq!(parse_time_us("2s").unwrap(), 2_000_000);
         assert_eq!(expand("g[1..3]").unwrap(), ["g1", "g2", "g3"]);

@@ -317,8 +317,8 @@ pub enum FlowOp {
 }
 
 /// A message size: fixed, or drawn uniformly from a range for every operation. Written as a
-/// number, a string with an SI or binary suffix (`"64K"` is 65,536 bytes), a range `"1K-64K"`,
-/// or `{ min, max }`.
+/// number, a string in linerate's size grammar ([`linerate_model::units::parse_size`]: `"64K"`
+/// and `"64KiB"` are 65,536 bytes, `"64kB"` 64,000), a range `"1K-64K"`, or `{ min, max }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "SizeRepr")]
 pub struct Size {
@@ -344,9 +344,9 @@ impl TryFrom<SizeRepr> for Size {
             SizeRepr::Num(n) => (n, n),
             SizeRepr::Range { min, max } => (min, max),
             SizeRepr::Text(t) => match t.split_once('-') {
-                Some((a, b)) => (parse_bytes(a)?, parse_bytes(b)?),
+                Some((a, b)) => (parse_size(a)?, parse_size(b)?),
                 None => {
-                    let v = parse_bytes(&t)?;
+                    let v = parse_size(&t)?;
                     (v, v)
                 }
             },
@@ -355,25 +355,9 @@ impl TryFrom<SizeRepr> for Size {
     }
 }
 
-/// Parse a byte count: digits with an optional `K`, `M`, `G` (binary: 1024-based, as iperf3's
-/// `-l`) and an optional trailing `B`.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let t = t.strip_suffix(['B', 'b']).unwrap_or(t);
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: u64 = match c.to_ascii_uppercase() {
-                'K' => 1 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                _ => return Err(format!("size {s:?}: unknown suffix {c:?} (use K, M or G)")),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    let n: u64 = num.trim().parse().map_err(|_| format!("size {s:?} is not a number"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
+/// A size in the one grammar, with the error as text for serde.
+fn parse_size(s: &str) -> Result<u64, String> {
+    linerate_model::units::parse_size(s).map_err(|e| e.to_string())
 }
 
 impl Profile {
@@ -1106,7 +1090,9 @@ mod tests {
         assert!(p(r#""12Q""#).is_err());
         assert!(p(r#""8G""#).is_err(), "over u32");
         assert!(p("-1").is_err());
-        assert_eq!(parse_bytes("2MB"), Ok(2 << 20));
+        assert_eq!(p(r#""64KiB-1MB""#).unwrap(), Size { min: 65536, max: 1_000_000 });
+        assert!(p(r#""1.5""#).is_err(), "fractional bytes");
+        assert!(p(r#""-1K""#).is_err());
     }
 
     #[test]

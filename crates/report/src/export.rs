@@ -3,6 +3,7 @@
 
 use crate::convert::si;
 use crate::model::{Better, RunReport};
+use linerate_model::units::significant;
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -145,7 +146,7 @@ fn md_cell(v: &Value, column: &str) -> String {
             match column.rsplit_once('(').map(|(_, u)| u.trim_end_matches(')')) {
                 Some(u) if u == "bit/s" || u == "B" || u == "1/s" => si(x, u),
                 _ if x.fract() == 0.0 => format!("{x}"),
-                _ => crate::convert::trim(x, 4),
+                _ => significant(x, 4),
             }
         }
         other => md(&cell(other)),
@@ -192,7 +193,7 @@ pub fn to_markdown(r: &RunReport) -> String {
     for c in &r.charts.latency {
         let _ = writeln!(s, "\n## {}\n", md(&c.title));
         for l in &c.lines {
-            let heads: Vec<String> = l.points.iter().map(|p| format!("p{}", crate::convert::trim(p[0], 6))).collect();
+            let heads: Vec<String> = l.points.iter().map(|p| format!("p{}", significant(p[0], 6))).collect();
             let _ = writeln!(s, "| {} | {} |", md(&l.name), heads.join(" | "));
             let _ = writeln!(s, "|---|{}", "---:|".repeat(l.points.len()));
             let vals: Vec<String> = l.points.iter().map(|p| si(p[1], "us")).collect();

@@ -7,6 +7,7 @@ use crate::compare::compare;
 use crate::convert::si;
 use crate::model::{RunReport, Table};
 use crate::svg::{self, esc};
+use linerate_model::units::significant;
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -37,7 +38,7 @@ fn cell(v: &Value) -> String {
             if x.fract() == 0.0 && x.abs() < 1e15 {
                 format!("{x}")
             } else {
-                crate::convert::trim(x, 4)
+                significant(x, 4)
             }
         }
         other => esc(&other.to_string()),

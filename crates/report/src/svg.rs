@@ -4,9 +4,9 @@
 //! deterministic text (no scripts, no external references) so it can be inlined in HTML and
 //! snapshot-tested.
 
-use crate::convert::{si_split, trim};
 use crate::model::*;
 use crate::ReportError;
+use linerate_model::units::{si_prefix, significant};
 use std::fmt::Write;
 
 /// Width of every chart in pixels.
@@ -147,7 +147,7 @@ pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
 fn axis_scale(max: f64, unit: &str) -> (f64, String) {
     match unit {
         "bit/s" | "B" | "1/s" | "bit" | "B/s" => {
-            let (v, p) = si_split(max);
+            let (v, p) = si_prefix(max);
             let div = if v == 0.0 || max == 0.0 { 1.0 } else { max / v };
             (div, format!("{p}{unit}"))
         }
@@ -212,7 +212,7 @@ fn y_axis(s: &mut String, f: &Frame, ticks: &[f64], div: f64, title: &str) {
             r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
             f.left - 6.0,
             y + 4.0,
-            esc(&trim(t / div, 4))
+            esc(&significant(t / div, 4))
         );
     }
     let cy = (f.top + f.bottom) / 2.0;
@@ -281,11 +281,11 @@ fn pow2_label(v: f64, unit: &str) -> String {
     if unit == "B" {
         for (scale, p) in [(1u64 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")] {
             if v >= scale as f64 {
-                return format!("{}{p}", trim(v / scale as f64, 4));
+                return format!("{}{p}", significant(v / scale as f64, 4));
             }
         }
     }
-    trim(v, 6)
+    significant(v, 6)
 }
 
 fn finite(x: f64) -> Option<f64> {
@@ -332,7 +332,7 @@ fn bars_svg(title: &str, kind: ChartKind, unit: &str, bars: &[Bar], refs: &[(Ref
                 s,
                 r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#,
                 ya - 4.0,
-                esc(&trim(v / div, 3))
+                esc(&significant(v / div, 3))
             );
         }
         let label: String = b.label.chars().take((slot / 7.0).max(4.0) as usize).collect();
@@ -433,7 +433,7 @@ fn lines_svg(
                 t.retain(|v| v.fract() == 0.0);
             }
             let (div, _) = axis_scale(hi.abs().max(lo.abs()), &x.unit);
-            let l = t.iter().map(|v| trim(v / div, 4)).collect();
+            let l = t.iter().map(|v| significant(v / div, 4)).collect();
             (t, l)
         }
         XScale::Nines => {
@@ -441,9 +441,13 @@ fn lines_svg(
             let top = (xmax - 1e-9).ceil().clamp(1.0, 7.0) as i32;
             let mut t: Vec<f64> = (0..=top).map(f64::from).collect();
             let mut l: Vec<String> = (0..=top)
-                .map(
-                    |n| if n == 0 { "0%".to_string() } else { format!("{}%", trim(100.0 - 100.0 * 10f64.powi(-n), 8)) },
-                )
+                .map(|n| {
+                    if n == 0 {
+                        "0%".to_string()
+                    } else {
+                        format!("{}%", significant(100.0 - 100.0 * 10f64.powi(-n), 8))
+                    }
+                })
                 .collect();
             t.insert(1, 2f64.log10()); // the median
             l.insert(1, "50%".into());

@@ -128,7 +128,7 @@ fn parse_line(line: &str, n: usize) -> Result<AuthorizedKey, String> {
             }
             ("rate", Some(r)) => {
                 once(&mut seen_rate)?;
-                entry.rate = Some(crate::limit::parse_limit(r)?);
+                entry.rate = Some(crate::limit::parse_limit(r).map_err(|e| e.to_string())?);
             }
             ("ro" | "rw", Some(_)) => return Err(format!("option {name:?} takes no value")),
             ("root" | "rate", None) => return Err(format!("option {name:?} needs a value ({name}=...)")),
@@ -231,6 +231,10 @@ mod tests {
         assert!(a.find(&PublicKey([5; 32])).is_none());
         assert_eq!(Grant::from_entry(e(4)).rate, Some(500_000_000));
         assert!(Grant::from_entry(e(4)).read_only);
+        // The one rate grammar: tc's form and bytes per second too.
+        let a = AuthorizedKeys::parse(&format!("rate=1gbit {}\nrate=50MB/s {}\n", k(1), k(2))).unwrap();
+        assert_eq!(a.find(&PublicKey([1; 32])).unwrap().rate, Some(1_000_000_000));
+        assert_eq!(a.find(&PublicKey([2; 32])).unwrap().rate, Some(400_000_000));
     }
 
     #[test]
@@ -243,7 +247,7 @@ mod tests {
             (format!("root {good}"), "needs a value"),
             (format!("ro=1 {good}"), "takes no value"),
             (format!("rate=fast {good}"), "rate \"fast\""),
-            (format!("rate=0 {good}"), "must be positive"),
+            (format!("rate=0 {good}"), "below the smallest limit"),
             (format!("rate=50k {good}"), "below the smallest limit"),
             (format!("rate=1G,rate=2G {good}"), "twice"),
             ("linerate-ed25519 AAAA".into(), "32 bytes"),

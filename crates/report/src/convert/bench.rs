@@ -2,12 +2,13 @@
 //! intervals, per-connection fairness bars, the latency distribution, and for a sweep line
 //! charts of throughput, transactions and CPU against the swept parameter with a table.
 
-use super::{num, push_point, stamp, trim};
+use super::{num, push_point, stamp};
 use crate::model::*;
 use crate::ReportError;
 use linerate_model::doc::bench::{
     BenchConnection, BenchDocument, BenchInterval, BenchSummary, BenchTest, Latency, SweepParam, BENCH_SCHEMA,
 };
+use linerate_model::units::significant;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -236,7 +237,7 @@ fn sweep_charts(r: &mut RunReport, name: &str, sweep: &[SweepParam], points: &[(
         }
         others
             .iter()
-            .map(|k| format!("{}={}", k.name(), k.value(&points[i].0).map_or("?".into(), |x| trim(x, 6))))
+            .map(|k| format!("{}={}", k.name(), k.value(&points[i].0).map_or("?".into(), |x| significant(x, 6))))
             .collect::<Vec<_>>()
             .join(" ")
     };

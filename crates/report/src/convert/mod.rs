@@ -9,6 +9,7 @@ use crate::ReportError;
 use linerate_model::doc::bench::BENCH_SCHEMA;
 use linerate_model::doc::cp::CpSummary;
 use linerate_model::doc::lab::LAB_SCHEMA;
+use linerate_model::units::{format_si, significant};
 use serde_json::{json, Value};
 
 mod bench;
@@ -144,7 +145,7 @@ pub fn si(x: f64, unit: &str) -> String {
         return "–".into();
     }
     if unit == "%" {
-        return format!("{}%", trim(x, 3));
+        return format!("{}%", significant(x, 3));
     }
     if unit == "us" || unit == "s" || unit.is_empty() {
         let (v, u) = match unit {
@@ -154,36 +155,9 @@ pub fn si(x: f64, unit: &str) -> String {
             "s" if x != 0.0 && x.abs() < 1.0 => (x * 1e3, "ms"),
             _ => (x, unit),
         };
-        return if u.is_empty() { trim(v, 3) } else { format!("{} {u}", trim(v, 3)) };
+        return if u.is_empty() { significant(v, 3) } else { format!("{} {u}", significant(v, 3)) };
     }
-    let (v, p) = si_split(x);
-    format!("{} {p}{unit}", trim(v, 3))
-}
-
-/// Splits `x` into a mantissa below 1000 and an SI prefix.
-pub(crate) fn si_split(x: f64) -> (f64, &'static str) {
-    let a = x.abs();
-    for (scale, p) in [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")] {
-        if a >= scale * 0.9995 {
-            return (x / scale, p);
-        }
-    }
-    (x, "")
-}
-
-/// `x` with `sig` significant digits and no trailing zeros.
-pub(crate) fn trim(x: f64, sig: i32) -> String {
-    if x == 0.0 {
-        return "0".into();
-    }
-    let mag = x.abs().log10().floor() as i32;
-    let decimals = (sig - 1 - mag).clamp(0, 9) as usize;
-    let s = format!("{x:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
+    format_si(x, unit)
 }
 
 #[cfg(test)]

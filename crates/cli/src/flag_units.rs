@@ -1,0 +1,169 @@
+//! Issue 14: every flag that takes a rate or a size reads the same grammar
+//! (`linerate_model::units`). One table of flags, one list of forms: each flag is parsed by clap
+//! exactly as the binary parses it, and must give each form's value, or refuse it when the
+//! flag's own range check (a chunk size's power of two, a limit's floor, 32 bits) rules it out.
+
+use super::{Cli, Cmd};
+use clap::Parser;
+
+/// The parsed arguments of a command line, as their `Debug` text, or clap's error.
+fn parsed(args: &[String]) -> Result<String, String> {
+    let cli = Cli::try_parse_from(std::iter::once("linerate".to_string()).chain(args.iter().cloned()))
+        .map_err(|e| e.to_string())?;
+    Ok(match cli.cmd {
+        Cmd::Cp(a) => format!("{a:?}"),
+        Cmd::Serve(a) => format!("{a:?}"),
+        Cmd::Bench(a) => format!("{a:?}"),
+        Cmd::Demo(a) => format!("{a:?}"),
+        Cmd::Mktree(a) => format!("{a:?}"),
+        _ => panic!("not a command with rate or size flags"),
+    })
+}
+
+/// Whether a flag reads a rate (bit/s) or a size (bytes).
+#[derive(Clone, Copy)]
+enum Kind {
+    Rate,
+    Size,
+}
+
+/// What a grammar value becomes under a flag's own range check, or `None` when it refuses it.
+type Check = fn(&str, u64) -> Option<u64>;
+
+fn any(_: &str, v: u64) -> Option<u64> {
+    Some(v)
+}
+fn limit(_: &str, v: u64) -> Option<u64> {
+    (v >= 100_000).then_some(v)
+}
+fn u32_size(_: &str, v: u64) -> Option<u64> {
+    u32::try_from(v).is_ok().then_some(v)
+}
+fn chunk(_: &str, v: u64) -> Option<u64> {
+    (v.is_power_of_two() && (64 << 10..=8 << 20).contains(&v)).then_some(v)
+}
+fn mib_when_bare(form: &str, v: u64) -> Option<u64> {
+    Some(if form.bytes().all(|b| b.is_ascii_digit()) { v << 20 } else { v })
+}
+
+/// Every flag that takes a rate or a size: the command line around it, the flag (its field is
+/// its name with `_` for `-`), what it reads and its range check.
+const FLAGS: &[(&[&str], &str, Kind, Check)] = &[
+    (&["cp", "a", "b"], "--bwlimit", Kind::Rate, limit),
+    (&["cp", "a", "b"], "--chunk-size", Kind::Size, chunk),
+    (&["serve", "--key-file", "k"], "--max-rate", Kind::Rate, any),
+    (&["serve", "--key-file", "k"], "--max-rate-per-client", Kind::Rate, limit),
+    (&["serve", "--key-file", "k"], "--max-rate-total", Kind::Rate, limit),
+    (&["serve", "--key-file", "k"], "--max-buffer-memory", Kind::Size, mib_when_bare),
+    (&["bench", "h"], "--rate", Kind::Rate, any),
+    (&["bench", "h"], "--link-rate", Kind::Rate, any),
+    (&["bench", "h"], "--length", Kind::Size, u32_size),
+    (&["bench", "h"], "--response", Kind::Size, u32_size),
+    (&["bench", "h"], "--window", Kind::Size, u32_size),
+    (&["bench", "h"], "--sndbuf", Kind::Size, u32_size),
+    (&["bench", "h"], "--rcvbuf", Kind::Size, u32_size),
+    (&["demo"], "--mean-size", Kind::Size, any),
+    (&["mktree", "d"], "--mean-size", Kind::Size, any),
+    (&["mktree", "d", "--max-size", "1"], "--min-size", Kind::Size, any),
+    (&["mktree", "d", "--min-size", "1"], "--max-size", Kind::Size, any),
+];
+
+/// Rates every rate flag reads, in bit/s.
+const RATES: &[(&str, u64)] = &[
+    ("50MB/s", 400_000_000),
+    ("50MiB/s", 419_430_400),
+    ("400M", 400_000_000),
+    ("400m", 400_000_000),
+    ("1gbit", 1_000_000_000),
+    ("100mbit", 100_000_000),
+    ("8kbit", 8_000),
+    ("2.5Gbit/s", 2_500_000_000),
+    ("1.5G", 1_500_000_000),
+    ("10G", 10_000_000_000),
+    ("800kbps", 800_000),
+    ("10Gbps", 10_000_000_000),
+    ("100Mb/s", 100_000_000),
+    ("1 Gbit/s", 1_000_000_000),
+    ("125000B/s", 1_000_000),
+    ("250000000", 250_000_000),
+];
+
+/// Sizes every size flag reads, in bytes.
+const SIZES: &[(&str, u64)] = &[
+    ("64KiB", 65_536),
+    ("64K", 65_536),
+    ("64k", 65_536),
+    ("64Ki", 65_536),
+    ("65536", 65_536),
+    ("64kB", 64_000),
+    ("1MiB", 1 << 20),
+    ("1M", 1 << 20),
+    ("1MB", 1_000_000),
+    ("1.5M", 1_572_864),
+    ("8 MiB", 8 << 20),
+    ("2GiB", 2 << 30),
+    ("8G", 8 << 30),
+    ("1000", 1000),
+];
+
+/// Refused by every rate flag.
+const BAD_RATES: &[&str] = &["", "fast", "-1M", "0", "10X", "1e9", "1.2.3G", "1Gbps/s", "50iB/s"];
+
+/// Refused by every size flag.
+const BAD_SIZES: &[&str] = &["", "big", "-64K", "1.5", "0.1K", "64Kb", "64kb", "50MB/s", "1P", "1e6"];
+
+fn line(cmd: &[&str], flag: &str, value: &str) -> Vec<String> {
+    cmd.iter().map(|s| s.to_string()).chain([format!("{flag}={value}")]).collect()
+}
+
+#[test]
+fn every_rate_and_size_flag_reads_the_one_grammar() {
+    let mut checked = 0;
+    for &(cmd, flag, kind, check) in FLAGS {
+        let field = flag.trim_start_matches('-').replace('-', "_");
+        let (forms, bad, hint) = match kind {
+            Kind::Rate => (RATES, BAD_RATES, "50MB/s"),
+            Kind::Size => (SIZES, BAD_SIZES, "64KiB"),
+        };
+        for &(form, value) in forms {
+            let got = parsed(&line(cmd, flag, form));
+            match check(form, value) {
+                Some(want) => {
+                    let text = got.unwrap_or_else(|e| panic!("{flag} {form:?} refused: {e}"));
+                    let found = [format!(" {field}: Some({want})"), format!(" {field}: {want},")];
+                    assert!(found.iter().any(|f| text.contains(f)), "{flag} {form:?}: want {want} in {text}");
+                }
+                None => {
+                    let e = got.expect_err(&format!("{flag} {form:?} accepted, outside its range"));
+                    assert!(e.contains(flag), "{flag} {form:?}: {e}");
+                }
+            }
+            checked += 1;
+        }
+        for form in bad {
+            let e = parsed(&line(cmd, flag, form)).expect_err(&format!("{flag} {form:?} accepted"));
+            assert!(e.contains(flag), "{flag} {form:?}: {e}");
+            let why = [hint, "smallest limit", "below 1 bit/s", "whole number of bytes", "power of two", "4 GiB"];
+            assert!(why.iter().any(|w| e.contains(w)), "{flag} {form:?}: the error should say why: {e}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6 * (RATES.len() + BAD_RATES.len()) + 11 * (SIZES.len() + BAD_SIZES.len()));
+}
+
+#[test]
+fn short_flags_read_the_grammar_too() {
+    let t = parsed(&["bench", "h", "-l", "64KiB", "-w", "1MB", "-b", "50MB/s"].map(String::from)).unwrap();
+    assert!(t.contains(" length: Some(65536)") && t.contains(" window: Some(1000000)"), "{t}");
+    assert!(t.contains(" rate: Some(400000000)"), "{t}");
+}
+
+#[test]
+fn defaults_read_as_documented() {
+    let t = parsed(&["cp", "a", "b"].map(String::from)).unwrap();
+    assert!(t.contains(" chunk_size: 1048576,"), "{t}");
+    let t = parsed(&["serve", "--key-file", "k"].map(String::from)).unwrap();
+    assert!(t.contains(" max_buffer_memory: 1073741824,"), "{t}");
+    let t = parsed(&["demo"].map(String::from)).unwrap();
+    assert!(t.contains(" mean_size: 1600000,"), "{t}");
+}
