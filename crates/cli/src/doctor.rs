@@ -4,8 +4,8 @@
 
 use crate::exit;
 use clap::Args;
-use linerate_engine::doctor::{self, AnalysisConfig, CollectConfig, Estimate, Report, Severity};
-use linerate_engine::host::Roots;
+use linerate_doctor::host::Roots;
+use linerate_doctor::{self as doctor, AnalysisConfig, CollectConfig, Estimate, Report, Severity};
 use linerate_model::units::{format_rate, format_size_iec};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -129,7 +129,7 @@ fn probe_for(a: &DoctorArgs) -> anyhow::Result<Option<BenchProbe>> {
 
 /// Run `linerate doctor`.
 pub fn run_doctor(a: DoctorArgs) -> u8 {
-    let cores = linerate_engine::host::cpu::CpuFacts::read(&Roots::default()).cores;
+    let cores = linerate_doctor::host::cpu::CpuFacts::read(&Roots::default()).cores;
     let ccfg = CollectConfig {
         iface: a.iface.clone(),
         include_lo: a.include_lo,
@@ -408,8 +408,8 @@ mod tests {
 
     #[test]
     fn text_report_shows_the_critical_finding_its_fix_and_the_verdict() {
-        use linerate_engine::doctor::{Facts, NicReport};
-        use linerate_engine::host::nic::{NicFacts, PcieLink};
+        use linerate_doctor::host::nic::{NicFacts, PcieLink};
+        use linerate_doctor::{Facts, NicReport};
         let nic = NicFacts {
             name: "eth\x1b0".into(),
             mtu: Some(1500),

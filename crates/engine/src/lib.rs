@@ -9,7 +9,6 @@
 //! | [`ssh`] | starting a copy's remote side through ssh |
 //! | [`rate`], [`limit`] | pacing, per-client and total caps with a fair share |
 //! | [`mod@bench`] | the benchmark client, agent and traffic generators |
-//! | [`doctor`], [`host`] | host inspection and bottleneck analysis |
 //! | [`usage`] | CPU time and peak memory of this process, for reports |
 //!
 //! Protocol rules live in `linerate-proto` (no I/O); this crate drives them and performs the I/O.
@@ -17,9 +16,7 @@
 pub mod auth;
 pub mod bench;
 pub mod copy;
-pub mod doctor;
 pub mod error;
-pub mod host;
 pub mod limit;
 pub mod net;
 pub mod rate;

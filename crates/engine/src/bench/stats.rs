@@ -290,10 +290,10 @@ pub fn confident_enough(xs: &[f64], level: u32, width_pct: f64, min: usize) -> b
 }
 
 /// Host description for reports: kernel, CPU, cores, congestion control, and each interface's
-/// MTU, speed, qdisc and offloads ([`crate::host::metadata`]), plus the TCP buffer limits.
+/// MTU, speed, qdisc and offloads ([`linerate_doctor::host::metadata`]), plus the TCP buffer limits.
 pub fn host_metadata() -> serde_json::Value {
     let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
-    let mut v = serde_json::to_value(crate::host::metadata()).unwrap_or(serde_json::Value::Null);
+    let mut v = serde_json::to_value(linerate_doctor::host::metadata()).unwrap_or(serde_json::Value::Null);
     if let Some(m) = v.as_object_mut() {
         for (k, p) in [
             ("tcp_timestamps", "/proc/sys/net/ipv4/tcp_timestamps"),

@@ -5,7 +5,7 @@
 //! generic-netlink family for offloads ([`ethtool`]), `tc` for the qdisc ([`qdisc`]), and, for
 //! a peer, sockets ([`path`]). Readers never panic on odd file contents: a value that cannot be
 //! read or parsed is `None`. The judgement of what the facts mean lives in
-//! [`crate::doctor`]. Issue 8.
+//! [`mod@crate::analyze`]. Issue 8.
 
 pub mod aead;
 pub mod cpu;
