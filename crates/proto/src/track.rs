@@ -11,6 +11,7 @@ use crate::caps::{MAX_DEPTH, MAX_OPEN_FILES};
 use crate::frame::{DirEntry, FileEnd, FileStart, LinkEntry, Time};
 use crate::{name, ProtoError};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 /// Largest file size a sender may declare (the largest `off_t`).
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
@@ -57,7 +58,7 @@ pub struct DirInfo {
 #[derive(Debug)]
 struct FileInfo {
     /// Where it goes: no two files in flight may share it.
-    place: (u64, Box<[u8]>),
+    place: (u64, Arc<[u8]>),
     size: u64,
     chunks: u64,
     claimed: RangeSet,
@@ -101,7 +102,7 @@ pub struct Tracker {
     /// Files completed: an id is never reused, and nothing more may arrive for it.
     done: RangeSet,
     /// Files in flight by (parent, name): two files may never be written to one name at once.
-    in_flight: HashSet<(u64, Box<[u8]>)>,
+    in_flight: HashSet<(u64, Arc<[u8]>)>,
     /// Names of files declared in the target (directory 0) this session: each at most once, so
     /// two sources of one name can never be mixed into one file (`cp`'s "will not overwrite
     /// just-created").
@@ -201,18 +202,22 @@ impl Tracker {
         if self.files.len() >= MAX_OPEN_FILES {
             return Err(ProtoError::Limit(format!("more than {MAX_OPEN_FILES} files in flight")));
         }
-        let place: (u64, Box<[u8]>) = (f.parent, f.name.into());
-        if self.in_flight.contains(&place) || (f.parent == 0 && self.top_files.contains(f.name)) {
+        // One hash to check and claim the name, one to free it when the file is done; the name is
+        // shared with the file's record, not copied.
+        let place: (u64, Arc<[u8]>) = (f.parent, Arc::from(f.name));
+        if (f.parent == 0 && self.top_files.contains(f.name)) || !self.in_flight.insert(place.clone()) {
             return Err(ProtoError::Violation(format!(
                 "two files named '{}' in one session: the second would overwrite or mix into the first",
                 name::escape(&self.entry_path(f.parent, f.name))
             )));
         }
-        self.top_entry(f.parent, f.name)?;
+        if let Err(e) = self.top_entry(f.parent, f.name) {
+            self.in_flight.remove(&place);
+            return Err(e);
+        }
         if f.parent == 0 {
             self.top_files.insert(f.name.into());
         }
-        self.in_flight.insert(place.clone());
         let chunks = f.size.div_ceil(self.chunk_size);
         self.files.insert(
             f.id,

@@ -170,8 +170,9 @@ impl RecvSession {
         wants: &mut Vec<(u64, u8, Vec<u8>)>,
     ) -> Result<Option<Finish>, Abort> {
         let mut fin = None;
+        let now = Instant::now();
         for f in frame::frames(plain) {
-            let event = self.lock().ctl.handle_control_frame(f?, Instant::now())?;
+            let event = self.lock().ctl.handle_control_frame(f?, now)?;
             match event {
                 ReceiverEvent::Offer(o) => self.on_offer(&o, wants)?,
                 ReceiverEvent::Keep(k) => self.on_keep(&k)?,
