@@ -82,67 +82,6 @@ impl ServeKeyArgs {
     }
 }
 
-/// `linerate keygen` flags.
-#[derive(Args, Debug)]
-pub struct KeygenArgs {
-    /// Where to write the key; never replaced. An ed25519 key's public half goes to FILE.pub
-    /// [default with --type ed25519: id_ed25519 in the config directory, ~/.config/linerate].
-    file: Option<PathBuf>,
-    /// secret: a random 256-bit key shared by client and server (64 hex digits, mode 0600).
-    /// ed25519: a key pair for daemon mode (private key PKCS#8 PEM, mode 0600).
-    #[arg(long = "type", short = 't', default_value = "secret", value_parser = ["secret", "ed25519"])]
-    kind: String,
-    /// Comment on the public key line (default: user@host).
-    #[arg(long, short = 'C')]
-    comment: Option<String>,
-}
-
-/// Run `linerate keygen`.
-pub fn run_keygen(a: KeygenArgs) -> u8 {
-    match keygen(&a) {
-        Ok(()) => crate::exit::OK,
-        Err(e) => {
-            eprintln!("linerate keygen: {e:#}");
-            crate::exit::USAGE
-        }
-    }
-}
-
-fn keygen(a: &KeygenArgs) -> Result<()> {
-    if a.kind == "secret" {
-        let file = a.file.as_ref().ok_or_else(|| anyhow!("a shared key needs FILE: linerate keygen FILE"))?;
-        if a.comment.is_some() {
-            return Err(anyhow!("--comment is for ed25519 keys (--type ed25519)"));
-        }
-        Secret::generate()?.write_new(file)?;
-        eprintln!("wrote a new key to {}", file.display());
-        return Ok(());
-    }
-    let file = match &a.file {
-        Some(f) => f.clone(),
-        None => {
-            let f = keys::default_identity()
-                .ok_or_else(|| anyhow!("no config directory: give FILE, or set HOME or XDG_CONFIG_HOME"))?;
-            if let Some(dir) = f.parent() {
-                keys::make_private_dir(dir)?;
-            }
-            f
-        }
-    };
-    let comment = a.comment.clone().unwrap_or_else(keys::default_comment);
-    let id = Identity::write_new(&file, &comment)?;
-    let public = keys::pub_path(&file);
-    eprintln!(
-        "wrote a new ed25519 key to {} and its public key to {}\nfingerprint {}",
-        file.display(),
-        public.display(),
-        id.public().fingerprint()
-    );
-    // The public line on stdout, ready for a server's authorized keys file.
-    println!("{}", id.public().to_line(&comment));
-    Ok(())
-}
-
 /// The fingerprint line `serve` prints at start, for clients to compare on first contact.
 pub fn host_key_note(cfg: &KeyAuthConfig, authorized: &Path) -> String {
     format!(

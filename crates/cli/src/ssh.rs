@@ -17,7 +17,7 @@ use linerate_engine::ssh::{self, Announce, AnnounceError, Forwarder};
 use linerate_engine::EngineError;
 use linerate_proto::name::escape;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -445,8 +445,7 @@ fn pick_addr(ann: &Announce, target: &SshTarget, words: &[String]) -> Result<Soc
     const PROBE: Duration = Duration::from_secs(3);
     if let Some(ip) = ann.addr {
         let a = SocketAddr::new(ip, ann.port);
-        // A connection closed before its first byte is a probe to the server: not a session.
-        if TcpStream::connect_timeout(&a, PROBE).is_ok() {
+        if ssh::reachable(a, PROBE) {
             return Ok(a);
         }
     }
@@ -456,7 +455,7 @@ fn pick_addr(ann: &Announce, target: &SshTarget, words: &[String]) -> Result<Soc
         .with_context(|| format!("resolving {}", escape(name.as_bytes())))?
         .next()
         .ok_or_else(|| anyhow!("{}: no address", escape(name.as_bytes())))?;
-    if TcpStream::connect_timeout(&addr, PROBE).is_err() {
+    if !ssh::reachable(addr, PROBE) {
         eprintln!(
             "linerate: note: port {} on {} is not reachable directly; if a firewall blocks it, add --via-ssh",
             ann.port,
@@ -500,7 +499,7 @@ pub fn copy(
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
     let quiet = show.quiet;
-    let result = crate::cp::run_engine(
+    let result = crate::transfer::run_engine(
         show,
         |progress, sink| match job {
             Job::Push { sources, target } => {

@@ -235,6 +235,13 @@ fn shovel(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
     }
 }
 
+/// Whether a TCP connection to `addr` opens within `timeout`: how a client chooses between the
+/// address an ssh connection reached and the host name ssh resolves. The connection closes
+/// before its first byte, which a server takes for a probe, not a session.
+pub fn reachable(addr: SocketAddr, timeout: Duration) -> bool {
+    std::net::TcpStream::connect_timeout(&addr, timeout).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

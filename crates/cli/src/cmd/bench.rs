@@ -345,7 +345,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     if !a.no_save && !done.is_empty() {
         let saved = linerate_report::from_bench(&doc)
             .map_err(anyhow::Error::from)
-            .and_then(|run| crate::report::save_run(a.db.as_deref(), &run));
+            .and_then(|run| crate::cmd::report::save_run(a.db.as_deref(), &run));
         match saved {
             Ok(id) if !(a.quiet || a.json || a.csv) => eprintln!("saved as run {id} (linerate report show {id})"),
             Ok(_) => {}

@@ -236,12 +236,12 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     match linerate_report::from_lab(&doc) {
         Ok(rep) => {
             let html = out.with_extension("html");
-            match crate::report::write_html(std::slice::from_ref(&rep), 5.0, &html) {
+            match crate::cmd::report::write_html(std::slice::from_ref(&rep), 5.0, &html) {
                 Ok(()) => eprintln!("report: {}", html.display()),
                 Err(e) => eprintln!("linerate lab: warning: no HTML report: {e:#}"),
             }
             if !no_save {
-                match crate::report::save_run(db.as_deref(), &rep) {
+                match crate::cmd::report::save_run(db.as_deref(), &rep) {
                     Ok(id) => eprintln!("saved as run {id} (linerate report show {id})"),
                     Err(e) => eprintln!("linerate lab: warning: the run was not saved: {e:#}"),
                 }

@@ -1,7 +1,7 @@
 //! `linerate demo` (the whole job on one machine, no second host) and `linerate mktree`.
 
-use crate::cp::{copy_to, summary_json, summary_line};
 use crate::exit;
+use crate::transfer::{copy_to, summary_json, summary_line};
 use clap::Args;
 use linerate_engine::copy::diff::compare_trees;
 use linerate_engine::copy::sample::{make_tree, Sizes, TreeSpec};
@@ -32,48 +32,6 @@ pub struct DemoArgs {
     /// Print the copy's JSON summary on stdout.
     #[arg(long)]
     json: bool,
-}
-
-/// `linerate mktree` flags.
-#[derive(Args, Debug)]
-pub struct MktreeArgs {
-    /// Directory to create.
-    dir: PathBuf,
-    /// Number of files.
-    #[arg(long, default_value_t = 640)]
-    files: u64,
-    /// Log-normal sizes with this mean: a size (1.6MB, 2MiB, 1600000).
-    #[arg(long, value_name = "SIZE", conflicts_with_all = ["min_size", "max_size"], value_parser = parse_size)]
-    mean_size: Option<u64>,
-    /// Uniform sizes: smallest (a size).
-    #[arg(long, value_name = "SIZE", requires = "max_size", value_parser = parse_size)]
-    min_size: Option<u64>,
-    /// Uniform sizes: largest (a size).
-    #[arg(long, value_name = "SIZE", requires = "min_size", value_parser = parse_size)]
-    max_size: Option<u64>,
-    /// Files per subdirectory.
-    #[arg(long, default_value_t = 1000)]
-    per_dir: u64,
-    /// Seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-}
-
-pub fn run_mktree(a: MktreeArgs) -> u8 {
-    let sizes = match (a.mean_size, a.min_size, a.max_size) {
-        (_, Some(min), Some(max)) => Sizes::Uniform { min, max },
-        (m, _, _) => Sizes::LogNormal { mean: m.unwrap_or(1_600_000) },
-    };
-    match make_tree(&a.dir, TreeSpec { files: a.files, sizes, per_dir: a.per_dir, seed: a.seed }, |_, _| {}) {
-        Ok((files, bytes)) => {
-            eprintln!("{}: {files} files, {bytes} bytes", a.dir.display());
-            exit::OK
-        }
-        Err(e) => {
-            eprintln!("linerate mktree: {}: {e}", a.dir.display());
-            exit::USAGE
-        }
-    }
 }
 
 pub fn run_demo(a: DemoArgs) -> u8 {

@@ -1,0 +1,257 @@
+//! `linerate cp` and `linerate serve`: flags, destination parsing, the local server process for
+//! local destinations, and the final report.
+
+use crate::exit;
+use crate::progress::Show;
+use crate::transfer::{copy_showing, save_cp_run, summary_json, summary_line};
+use anyhow::Result;
+use clap::Args;
+use linerate_engine::copy::send::{self, CopyConfig};
+use linerate_engine::net::conn;
+use linerate_proto::caps;
+use linerate_proto::hello::Suite;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+const CP_AFTER_HELP: &str = "\
+DESTINATION:
+  [user@]HOST:PATH over ssh: cp runs `linerate serve --once --ssh` on HOST through the
+                   system ssh (~/.ssh/config, agent, ProxyJump and keys apply; -e to
+                   replace ssh), which announces a port and a one-time key; the streams
+                   then connect to HOST directly (--via-ssh: through the ssh connection).
+                   PATH is relative to the remote home unless absolute, as for scp, and
+                   never passes through a remote shell. IPv6: [user@][ADDR]:PATH.
+  HOST:PORT:PATH   a running `linerate serve`; PATH is relative to its --root.
+                   IPv6: [ADDR]:PORT:PATH. Needs --key-file with the server's shared
+                   key, or for a daemon with --authorized-keys an ed25519 identity
+                   (--identity FILE, default ~/.config/linerate/id_ed25519 from
+                   `linerate keygen --type ed25519`); the server's host key is added to
+                   ~/.config/linerate/known_hosts on first contact and checked after.
+  PATH             a local path: cp starts its own server process on loopback and hands
+                   it a fresh one-time key through a pipe. Prefix a local path that
+                   contains ':' with ./
+
+  An operand with a ':' before any '/' is remote: a numeric PORT between two colons (and
+  no user@) means a running daemon, anything else ssh.
+
+  Pull: `linerate cp HOST:PORT:PATH LOCAL` copies PATH from a running server;
+  `linerate cp [user@]HOST:PATH LOCAL` copies it over ssh.
+
+  Files already at the destination with the same size and mtime are skipped
+  (--checksum: same BLAKE3); an interrupted large file resumes from its verified
+  chunks when the same command runs again.
+
+  As with cp -r: if DEST is an existing directory, each SRC is copied into it under its
+  own name; otherwise the single SRC becomes DEST.
+
+EXIT STATUS:
+  0  everything was copied
+  1  the session completed but some entries failed (each is reported on stderr)
+  2  bad usage or configuration (flags, key file, a destination the server refused)
+  3  the session failed: connection, authentication, protocol or a fatal server error";
+
+/// `linerate cp` flags.
+#[derive(Args, Debug)]
+#[command(after_help = CP_AFTER_HELP)]
+pub struct CpArgs {
+    /// Sources, then the destination.
+    #[arg(required = true, num_args = 2.., value_name = "SRC... DEST")]
+    paths: Vec<PathBuf>,
+    /// Parallel TCP streams [default: the number of CPU cores, 2 to 8].
+    #[arg(long, short = 'P')]
+    streams: Option<u16>,
+    #[command(flatten)]
+    keys: crate::keys::ClientKeyArgs,
+    /// Hash every file with BLAKE3 while reading; the receiver checks the written file before
+    /// renaming it into place.
+    #[arg(long)]
+    verify: bool,
+    /// fsync every file and directory on the receiver before reporting success.
+    #[arg(long)]
+    fsync: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Most bit/s over all streams: a rate (500M, 1gbit, 50MB/s, 50MiB/s), at least 100k.
+    #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
+    bwlimit: Option<u64>,
+    /// List each file on stderr as it has been sent (names escaped).
+    #[arg(long, short)]
+    verbose: bool,
+    /// Show progress even when stderr is not a terminal: a plain line every second.
+    #[arg(long, conflicts_with = "quiet")]
+    progress: bool,
+    /// Chunk size for large files: a size, a power of two from 64K to 8M (K, M: ×1024).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_chunk_size)]
+    chunk_size: u32,
+    /// AEAD: auto picks AES-256-GCM where the CPU accelerates AES, else ChaCha20-Poly1305.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "aes-256-gcm", "chacha20-poly1305"])]
+    cipher: String,
+    /// Seconds allowed to connect and authenticate.
+    #[arg(long, default_value_t = 15)]
+    timeout: u64,
+    /// Seconds a stream may make no progress sending before the copy fails (a cut link, a
+    /// stalled server).
+    #[arg(long, default_value_t = 300)]
+    stall_timeout: u64,
+    /// Run store to save this run in [default: $LINERATE_DB, else the user's data directory].
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Do not save this run in the run store.
+    #[arg(long)]
+    no_save: bool,
+    #[command(flatten)]
+    ssh: crate::ssh::SshArgs,
+    /// A file is up to date when its BLAKE3 matches, not merely its size and modification time
+    /// (both sides read every file of the same size).
+    #[arg(long, short = 'c')]
+    checksum: bool,
+    /// Delete entries in the copied directories at the destination that the source does not have
+    /// (never anything outside them).
+    #[arg(long)]
+    delete: bool,
+    /// Change nothing: list what would be sent (and deleted), on standard output.
+    #[arg(long, short = 'n')]
+    dry_run: bool,
+}
+
+/// `--chunk-size`: a size in the one grammar, then the protocol's rule (a power of two from 64K
+/// to 8M).
+fn parse_chunk_size(s: &str) -> Result<u32, String> {
+    let v = linerate_model::units::parse_size(s).map_err(|e| e.to_string())?;
+    match u32::try_from(v) {
+        Ok(v) if v.is_power_of_two() && (caps::MIN_CHUNK..=caps::MAX_CHUNK).contains(&v) => Ok(v),
+        _ => Err(format!("chunk size must be a power of two from 64K to 8M (64KiB to 8MiB), not {s} ({v} bytes)")),
+    }
+}
+
+pub fn run_cp(a: CpArgs) -> u8 {
+    let mut paths = a.paths;
+    let Some(dest) = paths.pop() else {
+        return exit::USAGE;
+    };
+    let suite = match a.cipher.as_str() {
+        "aes-256-gcm" => Suite::Aes256Gcm,
+        "chacha20-poly1305" => Suite::ChaCha20Poly1305,
+        _ => conn::preferred_suite(),
+    };
+    let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose };
+    let job = match crate::ssh::classify(&paths, &dest) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("linerate: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    let apply = |c: &mut CopyConfig| {
+        if let Some(s) = a.streams {
+            c.streams = s.clamp(1, caps::MAX_STREAMS);
+        }
+        c.chunk_size = a.chunk_size;
+        c.verify = a.verify;
+        c.fsync = a.fsync;
+        c.suite = suite;
+        c.timeout = Duration::from_secs(a.timeout.max(1));
+        c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
+        c.checksum = a.checksum;
+        c.delete = a.delete;
+        c.dry_run = a.dry_run;
+        let to_stderr = a.json;
+        c.list = Some(send::ListSink(Arc::new(move |line: &str| {
+            if to_stderr {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
+        })));
+        c.bwlimit = a.bwlimit;
+    };
+    if job.is_some() && (a.keys.key_file.is_some() || a.keys.identity.is_some() || a.keys.strict_host_key) {
+        eprintln!(
+            "linerate: --key-file, --identity and --strict-host-key are for a running server (HOST:PORT:PATH); \
+             over ssh ([user@]host:PATH), ssh authenticates and the remote side makes a one-time key"
+        );
+        return exit::USAGE;
+    }
+    let r = match job {
+        Some(job) => crate::ssh::copy(job, &a.ssh, apply, show),
+        None => copy_showing(paths, &dest, &a.keys, apply, show),
+    };
+    match r {
+        Ok((report, code)) => {
+            if a.json {
+                println!("{}", summary_json(&report));
+            } else if !a.quiet {
+                eprintln!("{}", summary_line(&report));
+            }
+            if !a.no_save {
+                save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json);
+            }
+            if code != exit::OK {
+                eprintln!(
+                    "linerate: {} entries failed ({} here, {} on the receiver); see above",
+                    report.local_errors + report.server.errors,
+                    report.local_errors,
+                    report.server.errors
+                );
+            }
+            code
+        }
+        Err((e, code)) => {
+            eprintln!("linerate: {e:#}");
+            code
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::serve::parse_buffer_memory;
+    use crate::transfer::{parse_dest, Dest};
+    use std::path::Path;
+
+    #[test]
+    fn parses_remote_and_local_destinations() {
+        let r = |s: &str| parse_dest(Path::new(s)).unwrap();
+        assert_eq!(r("host:7878:a/b"), Dest::Remote { host: "host".into(), port: 7878, path: b"a/b".to_vec() });
+        assert_eq!(r("[::1]:9:x"), Dest::Remote { host: "::1".into(), port: 9, path: b"x".to_vec() });
+        assert_eq!(r("h:1:"), Dest::Remote { host: "h".into(), port: 1, path: vec![] });
+        assert_eq!(r("plain/dir"), Dest::Local("plain/dir".into()));
+        assert_eq!(r("./a:b:c"), Dest::Local("./a:b:c".into()));
+        assert_eq!(r("/abs:1:x"), Dest::Local("/abs:1:x".into()));
+        assert!(parse_dest(Path::new("host:notaport:x")).is_err());
+        assert!(parse_dest(Path::new("host:1")).is_err());
+        assert!(parse_dest(Path::new(":1:x")).is_err());
+    }
+
+    #[test]
+    fn parses_chunk_sizes() {
+        assert_eq!(parse_chunk_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_chunk_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_chunk_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_chunk_size("1048576"), Ok(1 << 20));
+        assert!(parse_chunk_size("3M").is_err());
+        assert!(parse_chunk_size("16M").is_err());
+        assert!(parse_chunk_size("32K").is_err());
+        assert!(parse_chunk_size("x").is_err());
+        assert!(parse_chunk_size("8G").is_err());
+        let e = parse_chunk_size("1MB").unwrap_err();
+        assert!(e.contains("power of two") && e.contains("1000000 bytes"), "{e}");
+    }
+
+    #[test]
+    fn buffer_memory_is_a_size_or_a_number_of_mib() {
+        assert_eq!(parse_buffer_memory("1024"), Ok(1 << 30));
+        assert_eq!(parse_buffer_memory("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_buffer_memory("512M"), Ok(512 << 20));
+        assert_eq!(parse_buffer_memory("2GB"), Ok(2_000_000_000));
+        assert!(parse_buffer_memory("99999999999999999999").is_err());
+        assert!(parse_buffer_memory("-1").is_err());
+        assert!(parse_buffer_memory("lots").is_err());
+    }
+}

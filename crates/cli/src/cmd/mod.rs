@@ -1,0 +1,14 @@
+//! One module per subcommand: its flags (clap `Args`) and its `run`, which turns them into
+//! engine, lab or report calls and an exit code. Shared pieces live beside `cmd/`: key flags
+//! (`keys`), the copy runner (`transfer`), ssh sessions (`ssh`), the progress bar (`progress`)
+//! and the exit codes (`exit`).
+
+pub mod bench;
+pub mod cp;
+pub mod demo;
+pub mod doctor;
+pub mod keygen;
+pub mod lab;
+pub mod mktree;
+pub mod report;
+pub mod serve;

@@ -1,0 +1,227 @@
+//! `linerate serve`: the agent that receives copies beneath `--root` and answers benchmarks, for
+//! many clients at once; SIGTERM/SIGINT stop it gracefully.
+
+use crate::exit;
+use anyhow::Result;
+use clap::Args;
+use linerate_engine::auth::secret::Secret;
+use linerate_engine::copy::recv;
+use linerate_engine::server::{Server, ServerConfig};
+use linerate_model::units::format_rate;
+use std::io::Write;
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `linerate serve` flags.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:7878")]
+    listen: String,
+    /// Directory every copy is confined beneath. Without it the server answers benchmarks only.
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Longest benchmark test, seconds (warm-up included).
+    #[arg(long, default_value_t = 3600)]
+    max_duration: u64,
+    /// Most connections in one benchmark test.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: u32,
+    /// Highest rate a benchmark test may ask for (10G, 10gbit, 1.25GB/s); tests must then
+    /// give --rate. Unlimited when absent.
+    #[arg(long, value_name = "RATE", value_parser = linerate_model::units::parse_rate)]
+    max_rate: Option<u64>,
+    /// Most benchmark tests running at once, over all clients.
+    #[arg(long, default_value_t = 8)]
+    max_tests: usize,
+    /// Most connections from one address in their handshake at once.
+    #[arg(long, default_value_t = 16)]
+    max_handshakes_per_source: usize,
+    /// Key file shared with clients (64 hex digits, mode 0600); `-` reads the key from standard
+    /// input. Optional with --authorized-keys (then only keys are admitted unless it is given).
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["ssh", "authorized_keys"])]
+    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    keys: crate::keys::ServeKeyArgs,
+    /// Serve one session, then exit with its status.
+    #[arg(long)]
+    once: bool,
+    /// Print `LINERATE <version> LISTEN <addr>` on stdout once listening.
+    #[arg(long)]
+    announce: bool,
+    /// Most sessions at once.
+    #[arg(long, default_value_t = 64)]
+    max_sessions: usize,
+    /// Seconds a client has from connecting to its first request, however slowly it sends.
+    #[arg(long, default_value_t = 10)]
+    handshake_timeout: u64,
+    /// Receive buffers all copy sessions together may reserve: a size (2GiB), or a bare number
+    /// of MiB; a push reserves streams × its chunk size (at most 256 MiB) when it starts, and is
+    /// refused as busy when that is not free.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_buffer_memory)]
+    max_buffer_memory: u64,
+    /// On SIGTERM or SIGINT: stop accepting, let running sessions finish for this many
+    /// seconds, then abort the rest cleanly (unfinished files removed, resumable ones kept) and
+    /// exit 0. A second signal aborts them at once.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    shutdown_grace: u64,
+    /// Seconds a stream may stay silent mid-session.
+    #[arg(long, default_value_t = 300)]
+    idle_timeout: u64,
+    /// No per-session log lines.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Most bit/s of each copy session, both directions (a rate, as cp --bwlimit).
+    /// Benchmarks are not paced (see --max-rate).
+    #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
+    max_rate_per_client: Option<u64>,
+    /// Most bit/s of all copy sessions together; every active session gets an equal share
+    /// (within its own cap), and what one leaves unused goes to the others.
+    #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
+    max_rate_total: Option<u64>,
+    #[command(flatten)]
+    ssh: crate::ssh::ServeSshArgs,
+}
+
+/// `--max-buffer-memory`: a size in the one grammar, in bytes; a bare number counts MiB, as the
+/// flag always did.
+pub(crate) fn parse_buffer_memory(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        let mib: u64 = t.parse().map_err(|_| format!("{t} MiB is too large"))?;
+        return mib.checked_mul(1 << 20).ok_or_else(|| format!("{t} MiB is too large"));
+    }
+    linerate_model::units::parse_size(t).map_err(|e| e.to_string())
+}
+
+pub fn run_serve(a: ServeArgs) -> u8 {
+    if a.ssh.ssh {
+        let (hs, idle) = (Duration::from_secs(a.handshake_timeout.max(1)), Duration::from_secs(a.idle_timeout.max(1)));
+        return crate::ssh::run_serve_ssh(&a.ssh, hs, idle);
+    }
+    let keys = match a.keys.config() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("linerate serve: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    let secret = match (&a.key_file, &keys) {
+        (Some(f), _) if f.as_os_str() == "-" => Secret::read_from(std::io::stdin().lock()),
+        (Some(f), _) => Secret::load(f),
+        // Keys only: a secret nobody holds, and the server refuses the secret mode outright.
+        (None, Some(_)) => Secret::generate(),
+        (None, None) => {
+            eprintln!(
+                "linerate serve: --key-file or --authorized-keys is required (or --ssh, when started by linerate cp)"
+            );
+            return exit::USAGE;
+        }
+    };
+    let secret = match secret {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("linerate serve: {e}");
+            return exit::USAGE;
+        }
+    };
+    let listen = match a.listen.to_socket_addrs().ok().and_then(|mut i| i.next()) {
+        Some(l) => l,
+        None => {
+            eprintln!("linerate serve: cannot parse listen address '{}'", a.listen);
+            return exit::USAGE;
+        }
+    };
+    let mut cfg = ServerConfig::bench_only(listen, secret);
+    cfg.root = a.root;
+    cfg.bench.limits.max_duration_ms = a.max_duration.saturating_mul(1000);
+    cfg.bench.limits.max_connections = a.max_connections;
+    cfg.bench.limits.max_rate_bps = a.max_rate.unwrap_or(u64::MAX);
+    cfg.bench.max_tests = a.max_tests.max(1);
+    cfg.bench.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
+    cfg.max_handshakes_per_source = a.max_handshakes_per_source.max(1);
+    cfg.once = a.once;
+    cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(a.ssh.connect_deadline.max(1)));
+    cfg.max_sessions = a.max_sessions.max(1);
+    cfg.max_buffer_memory = usize::try_from(a.max_buffer_memory).unwrap_or(usize::MAX).max(1 << 20);
+    cfg.shutdown_grace = Duration::from_secs(a.shutdown_grace);
+    cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
+    cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
+    cfg.log = !a.quiet;
+    cfg.rate_per_client = a.max_rate_per_client;
+    cfg.rate_total = a.max_rate_total;
+    cfg.accept_secret = a.key_file.is_some();
+    let key_note = keys.as_ref().zip(a.keys.authorized_keys.as_deref()).map(|(k, f)| crate::keys::host_key_note(k, f));
+    cfg.keys = keys;
+    let server = match Server::bind(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("linerate serve: {e}");
+            return exit::USAGE;
+        }
+    };
+    if a.announce {
+        println!("LINERATE {} LISTEN {}", linerate_proto::PROTOCOL_VERSION, server.local_addr());
+        let _ = std::io::stdout().flush();
+    } else if !a.quiet {
+        eprintln!("linerate serve: listening on {}", server.local_addr());
+    }
+    if let Some(note) = key_note {
+        // Printed even with --quiet: clients compare this fingerprint on first contact.
+        eprintln!("{note}");
+    }
+    if !a.quiet && (a.max_rate_per_client.is_some() || a.max_rate_total.is_some()) {
+        let cap = |r: Option<u64>| r.map_or("none".to_string(), |r| format_rate(r as f64));
+        eprintln!(
+            "linerate serve: copy sessions capped at {} each, {} in total (split fairly)",
+            cap(a.max_rate_per_client),
+            cap(a.max_rate_total)
+        );
+    }
+    if let Err(e) = stop_on_signals(server.stopper(), a.shutdown_grace, a.quiet) {
+        eprintln!("linerate serve: installing signal handlers: {e}");
+        return exit::SESSION;
+    }
+    match server.run() {
+        Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => exit::OK,
+        Ok(Some(recv::Outcome::Done(_))) => exit::PARTIAL,
+        Ok(Some(recv::Outcome::Aborted(_))) => exit::SESSION,
+        Ok(None) => exit::OK,
+        Err(e) => {
+            eprintln!("linerate serve: {e}");
+            exit::SESSION
+        }
+    }
+}
+
+/// SIGTERM and SIGINT stop the server: the first lets running sessions finish within the grace,
+/// a second aborts them now. A watcher thread turns the handlers' flag into
+/// [`linerate_engine::server::Stopper::stop`].
+fn stop_on_signals(stopper: linerate_engine::server::Stopper, grace: u64, quiet: bool) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+    std::thread::spawn(move || {
+        let mut signals = 0;
+        loop {
+            std::thread::sleep(Duration::from_millis(50));
+            if !flag.swap(false, SeqCst) {
+                continue;
+            }
+            signals += 1;
+            if !quiet {
+                if signals == 1 {
+                    eprintln!("linerate serve: stopping: no new sessions; running ones have {grace} s to finish (signal again to abort them now)");
+                } else {
+                    eprintln!("linerate serve: aborting the running sessions");
+                }
+            }
+            stopper.stop();
+        }
+    });
+    Ok(())
+}

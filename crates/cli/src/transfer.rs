@@ -1,0 +1,298 @@
+//! Running a copy or a pull the way every command shows it (`cp`, `cp` over ssh, `demo`): a local
+//! receiver when the destination is a path, the progress bar, the summary line and JSON document,
+//! the run saved to the store, and the exit code.
+
+use crate::exit;
+use crate::progress::{Bar, Show};
+use anyhow::{anyhow, bail, Context, Result};
+use linerate_engine::auth::secret::Secret;
+use linerate_engine::copy::send::{self, CopyConfig, CopyReport, Progress};
+use linerate_engine::EngineError;
+use linerate_model::doc::cp::{CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpuSeconds};
+use linerate_model::units::{format_rate, format_size};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+/// A local `linerate serve --once` child, listening on loopback, holding a fresh key.
+pub(crate) struct LocalServer {
+    child: Child,
+    addr: SocketAddr,
+}
+
+pub(crate) fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalServer> {
+    let exe = std::env::current_exe().context("finding the linerate executable")?;
+    let mut child = Command::new(exe)
+        .args(["serve", "--listen", "127.0.0.1:0", "--key-file", "-", "--once", "--announce", "--quiet", "--root"])
+        .arg(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting the local server process")?;
+    // The key goes through the inherited pipe, never argv or the environment.
+    {
+        let mut stdin = child.stdin.take().ok_or_else(|| anyhow!("no pipe to the server"))?;
+        stdin.write_all(format!("{}\n", secret.to_hex()).as_bytes()).context("passing the key to the local server")?;
+    }
+    let stdout = child.stdout.take().ok_or_else(|| anyhow!("no pipe from the server"))?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).context("reading the local server's address")?;
+    let addr = line
+        .strip_prefix("LINERATE ")
+        .and_then(|r| r.split_once(" LISTEN "))
+        .and_then(|(_, a)| a.trim().parse().ok())
+        .ok_or_else(|| anyhow!("the local server did not start (it said {:?})", line.trim()))?;
+    Ok(LocalServer { child, addr })
+}
+
+/// Split a local destination into the server root and the path beneath it.
+pub(crate) fn local_root(dest: &Path) -> Result<(PathBuf, Vec<u8>)> {
+    if dest.is_dir() {
+        let root = dest.canonicalize().with_context(|| format!("{}", dest.display()))?;
+        return Ok((root, Vec::new()));
+    }
+    let name = dest.file_name().ok_or_else(|| anyhow!("{}: destination has no file name", dest.display()))?;
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let root = parent.canonicalize().with_context(|| format!("destination directory {}", parent.display()))?;
+    Ok((root, name.as_bytes().to_vec()))
+}
+
+/// Run a copy; used by `cp` and `demo`. Returns the report and the exit code.
+pub fn copy_to(
+    sources: Vec<PathBuf>,
+    dest: &Path,
+    key_file: Option<&Path>,
+    cfg_fn: impl FnMut(&mut CopyConfig),
+    quiet: bool,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+    let keys = crate::keys::ClientKeyArgs { key_file: key_file.map(Path::to_path_buf), ..Default::default() };
+    copy_showing(sources, dest, &keys, cfg_fn, Show { quiet, ..Show::default() })
+}
+
+/// [`copy_to`], authenticating to a running server with `keys` and showing progress as `show`
+/// says.
+pub fn copy_showing(
+    sources: Vec<PathBuf>,
+    dest: &Path,
+    keys: &crate::keys::ClientKeyArgs,
+    mut cfg_fn: impl FnMut(&mut CopyConfig),
+    show: Show,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+    let usage = |e: anyhow::Error| (e, exit::USAGE);
+    // A pull: one remote source, a local destination.
+    if let ([src], Dest::Local(into)) = (sources.as_slice(), parse_dest(dest).map_err(usage)?) {
+        if let Ok(Dest::Remote { host, port, path }) = parse_dest(src) {
+            return pull_to(&host, port, &path, &into, keys, cfg_fn, show);
+        }
+    }
+    for s in &sources {
+        if let Ok(Dest::Remote { .. }) = parse_dest(s) {
+            if std::fs::symlink_metadata(s).is_err() {
+                return Err(usage(anyhow!(
+                    "{}: a pull takes exactly one remote source and a local destination",
+                    s.display()
+                )));
+            }
+        }
+    }
+    for s in &sources {
+        if std::fs::symlink_metadata(s).is_err() {
+            return Err(usage(anyhow!("{}: no such file or directory", s.display())));
+        }
+    }
+    let (addr, secret, key_auth, dest_path, mut local) = match parse_dest(dest).map_err(usage)? {
+        Dest::Remote { host, port, path } => {
+            let (secret, key_auth) = keys.resolve(&host, port, "a remote destination").map_err(usage)?;
+            (resolve(&host, port)?, secret, key_auth, path, None)
+        }
+        Dest::Local(p) => {
+            let (root, path) = local_root(&p).map_err(usage)?;
+            let secret = Secret::generate().map_err(|e| usage(e.into()))?;
+            let server = spawn_local_server(&root, &secret).map_err(|e| (e, exit::SESSION))?;
+            (server.addr, secret, None, path, Some(server))
+        }
+    };
+    let mut cfg = CopyConfig::new(addr, secret, sources, dest_path);
+    cfg.streams = default_streams();
+    cfg_fn(&mut cfg);
+    cfg.key_auth = key_auth;
+    run_engine(show, |progress, sink| send::copy(&cfg, progress, sink), local.as_mut())
+}
+
+/// Pull `path` from a running server into local `into`.
+pub(crate) fn pull_to(
+    host: &str,
+    port: u16,
+    path: &[u8],
+    into: &Path,
+    keys: &crate::keys::ClientKeyArgs,
+    mut cfg_fn: impl FnMut(&mut CopyConfig),
+    show: Show,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+    let (secret, key_auth) = keys.resolve(host, port, "a remote source").map_err(|e| (e, exit::USAGE))?;
+    let addr = resolve(host, port)?;
+    let mut cfg = CopyConfig::new(addr, secret, Vec::new(), Vec::new());
+    cfg.streams = default_streams();
+    cfg_fn(&mut cfg);
+    cfg.key_auth = key_auth;
+    run_engine(show, |progress, sink| linerate_engine::copy::pull::pull(&cfg, path, into, progress, sink), None)
+}
+
+/// Run a copy or pull with a progress bar; map its result to a report and an exit code.
+pub(crate) fn run_engine(
+    show: Show,
+    f: impl FnOnce(Arc<Progress>, send::ErrorSink) -> Result<CopyReport, EngineError>,
+    local: Option<&mut LocalServer>,
+) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+    let current = Arc::new(Mutex::new(String::new()));
+    let bar = Bar::target(show);
+    let hook = Bar::hook(show, current.clone(), bar.clone());
+    let progress = Arc::new(Progress { on_file: hook, ..Progress::default() });
+    let bar = Bar::start(bar, progress.clone(), show, current);
+    let handle = bar.handle();
+    let sink: send::ErrorSink = Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
+    let result = f(progress, sink);
+    bar.finish();
+    if let Some(server) = local {
+        if result.is_err() {
+            let _ = server.child.kill();
+        }
+        let _ = server.child.wait();
+    }
+    match result {
+        Ok(r) => {
+            let code = if r.is_complete() { exit::OK } else { exit::PARTIAL };
+            Ok((r, code))
+        }
+        Err(e) => {
+            let code = exit::of(&e);
+            Err((anyhow::Error::new(e), code))
+        }
+    }
+}
+
+/// The `--json` summary, as printed.
+pub fn summary_json(r: &CopyReport) -> String {
+    serde_json::to_string(&summary_doc(r)).expect("a cp summary has only numbers, strings and booleans")
+}
+
+/// The `--json` summary (the typed document `linerate-report` reads).
+pub fn summary_doc(r: &CopyReport) -> CpSummary {
+    let secs = |us: u64| us as f64 / 1e6;
+    CpSummary {
+        bytes: r.bytes,
+        files: r.files,
+        dirs: r.dirs,
+        links: r.links,
+        seconds: r.seconds,
+        gbit_per_s: r.gbit_per_s(),
+        streams: u32::from(r.streams),
+        cipher: r.cipher.to_string(),
+        complete: r.is_complete(),
+        errors: CpErrors { local: r.local_errors, remote: r.server.errors },
+        received: CpCounts { files: r.server.files, bytes: r.server.bytes, dirs: r.server.dirs, links: r.server.links },
+        cpu: CpCpu {
+            client: CpuSeconds { user_s: secs(r.client_cpu.user_us), system_s: secs(r.client_cpu.sys_us) },
+            server: CpuSeconds { user_s: secs(r.server.cpu_user_us), system_s: secs(r.server.cpu_sys_us) },
+        },
+        peak_rss_bytes: CpPeakRss { client: r.client_peak_rss, server: r.server.peak_rss },
+        direction: if r.pulled { CpDirection::Pull } else { CpDirection::Push },
+        skipped: CpSkipped { files: r.skipped_files, bytes: r.skipped_bytes },
+        resumed_bytes: r.resumed_bytes,
+        deleted: r.deleted,
+    }
+}
+
+/// A one-line human summary.
+pub fn summary_line(r: &CopyReport) -> String {
+    let mut extra = String::new();
+    if r.skipped_files > 0 {
+        extra += &format!("; {} up to date ({})", r.skipped_files, format_size(r.skipped_bytes as f64));
+    }
+    if r.resumed_bytes > 0 {
+        extra += &format!("; resumed, {} already there", format_size(r.resumed_bytes as f64));
+    }
+    if r.deleted > 0 {
+        extra += &format!("; {} deleted", r.deleted);
+    }
+    let line = format!(
+        "{} files, {} in {:.2} s: {} over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
+        r.files,
+        format_size(r.bytes as f64),
+        r.seconds,
+        format_rate(r.gbit_per_s() * 1e9),
+        r.streams,
+        r.cipher,
+        r.client_cpu.user_us as f64 / 1e6,
+        r.client_cpu.sys_us as f64 / 1e6,
+        r.server.cpu_user_us as f64 / 1e6,
+        r.server.cpu_sys_us as f64 / 1e6,
+    );
+    line + &extra
+}
+
+/// Keeps the run in the report store; a failure to save is a warning, not a failed copy.
+pub(crate) fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, quiet: bool) {
+    let mut run = linerate_report::from_cp(&summary_doc(report));
+    run.params.insert("destination".into(), linerate_engine::copy::walk::shown(dest).into());
+    let saved = crate::cmd::report::save_run(db, &run);
+    match saved {
+        Ok(id) if !quiet => eprintln!("saved as run {id} (linerate report show {id})"),
+        Ok(_) => {}
+        Err(e) => eprintln!("linerate: warning: the run was not saved: {e:#}"),
+    }
+}
+
+/// Where the copy goes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Dest {
+    Remote { host: String, port: u16, path: Vec<u8> },
+    Local(PathBuf),
+}
+
+pub(crate) fn parse_dest(p: &Path) -> Result<Dest> {
+    let b = p.as_os_str().as_bytes();
+    let Ok(s) = std::str::from_utf8(b) else {
+        return Ok(Dest::Local(p.to_path_buf()));
+    };
+    if s.starts_with('/') || s.starts_with("./") || s.starts_with("../") || !s.contains(':') {
+        return Ok(Dest::Local(p.to_path_buf()));
+    }
+    let (host, rest) = if let Some(r) = s.strip_prefix('[') {
+        let (h, rest) = r.split_once("]:").ok_or_else(|| anyhow!("'{s}': expected [ADDR]:PORT:PATH"))?;
+        (h.to_string(), rest)
+    } else {
+        let (h, rest) = s.split_once(':').ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH"))?;
+        (h.to_string(), rest)
+    };
+    let (port, path) = rest
+        .split_once(':')
+        .ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH (prefix a local path containing ':' with ./)"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| anyhow!("'{s}': port '{port}' is not a number (prefix a local path containing ':' with ./)"))?;
+    if host.is_empty() {
+        bail!("'{s}': empty host");
+    }
+    Ok(Dest::Remote { host, port, path: path.as_bytes().to_vec() })
+}
+
+pub(crate) fn default_streams() -> u16 {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16
+}
+
+pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, (anyhow::Error, u8)> {
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {host}"))
+        .map_err(|e| (e, exit::SESSION))?
+        .next()
+        .ok_or_else(|| (anyhow!("{host}: no address"), exit::SESSION))
+}
