@@ -1429,6 +1429,25 @@ fn an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers()
 
 // ---- Issue 19: a malicious server against a pull, and peers that hold memory or time. ----
 
+/// The honest start of a malicious server's session: accept and authenticate the control
+/// connection, read the request, answer `Target`, then accept and authenticate `streams` data
+/// connections. None if the client went away first.
+fn evil_session(l: &TcpListener, psk: [u8; 32], streams: u16) -> Option<(conn::Secured, Vec<conn::Secured>)> {
+    let (sock, _) = l.accept().ok()?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (_, mut sec) = conn::accept(sock, deadline, |_| Admit::Psk { psk, session: SESSION }).ok()?;
+    let _request = sec.rx.recv();
+    let _ = sec.tx.send_frames(&[Frame::Target { dest_is_dir: false }]);
+    let stream_psk = *sec.stream_psk;
+    let mut data = Vec::new();
+    for sock in l.incoming().take(usize::from(streams)) {
+        let admit = |_: &ClientHello| Admit::Psk { psk: stream_psk, session: SESSION };
+        let (_, d) = conn::accept(sock.ok()?, Instant::now() + Duration::from_secs(5), admit).ok()?;
+        data.push(d);
+    }
+    Some((sec, data))
+}
+
 /// What a malicious server does in a pull, after `Target`, beside (or instead of) the requested
 /// tree `tree`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1462,21 +1481,7 @@ fn evil_pull_server(secret: &linerate_engine::auth::secret::Secret, evil: EvilPu
     std::thread::Builder::new()
         .name("evil-pull".into())
         .spawn(move || {
-            let Ok((sock, _)) = l.accept() else { return };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            let Ok((_, mut sec)) = conn::accept(sock, deadline, |_| Admit::Psk { psk, session: SESSION }) else {
-                return;
-            };
-            let _request = sec.rx.recv();
-            let _ = sec.tx.send_frames(&[Frame::Target { dest_is_dir: false }]);
-            let stream_psk = *sec.stream_psk;
-            let mut data = Vec::new();
-            for sock in l.incoming().take(usize::from(streams)) {
-                let admit = |_: &ClientHello| Admit::Psk { psk: stream_psk, session: SESSION };
-                let Ok(sock) = sock else { return };
-                let Ok((_, d)) = conn::accept(sock, Instant::now() + Duration::from_secs(5), admit) else { return };
-                data.push(d);
-            }
+            let Some((mut sec, mut data)) = evil_session(&l, psk, streams) else { return };
             let tree = dir(1, 0, b"tree");
             let d = &mut data[0].tx;
             match evil {
@@ -1800,21 +1805,7 @@ fn evil_push_server(secret: &linerate_engine::auth::secret::Secret, evil: EvilPu
     std::thread::Builder::new()
         .name("evil-push".into())
         .spawn(move || {
-            let Ok((sock, _)) = l.accept() else { return };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            let Ok((_, mut sec)) = conn::accept(sock, deadline, |_| Admit::Psk { psk, session: SESSION }) else {
-                return;
-            };
-            let _begin = sec.rx.recv();
-            let stream_psk = *sec.stream_psk;
-            let _ = sec.tx.send_frames(&[Frame::Target { dest_is_dir: false }]);
-            let mut data = Vec::new();
-            for sock in l.incoming().take(2) {
-                let admit = |_: &ClientHello| Admit::Psk { psk: stream_psk, session: SESSION };
-                let Ok(sock) = sock else { return };
-                let Ok((_, d)) = conn::accept(sock, Instant::now() + Duration::from_secs(5), admit) else { return };
-                data.push(d);
-            }
+            let Some((mut sec, data)) = evil_session(&l, psk, 2) else { return };
             match evil {
                 EvilPush::UnaskedNote => {
                     let _ = sec.tx.send_frames(&[Frame::Note(Note {
