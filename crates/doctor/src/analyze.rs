@@ -374,11 +374,44 @@ fn cpu_mask_hex(n: u32) -> String {
     format!("{:x}", if n == 32 { u32::MAX } else { (1u32 << n) - 1 })
 }
 
+/// What each NIC rule reads about one NIC.
+struct Nic<'a> {
+    n: &'a NicReport,
+    f: &'a NicFacts,
+    name: &'a str,
+    physical: bool,
+    line: Option<f64>,
+    cpu: &'a CpuFacts,
+}
+
+/// A rule about one NIC: it adds the findings it has.
+type NicRule = fn(&Nic<'_>, &mut Out);
+
+/// The NIC rules, in the order their findings are listed (within a severity).
+const NIC_RULES: &[NicRule] =
+    &[link_speed_unknown, pcie_link, queues, rss_spread, irq_spread, offloads, jumbo_frames, qdisc, numa];
+
 fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
     let f = &n.facts;
-    let name = f.name.as_str();
-    let physical = f.driver.is_some();
-    let line = f.speed_mbps.map(|m| m as f64 * 1e6);
+    let c = Nic {
+        n,
+        f,
+        name: f.name.as_str(),
+        physical: f.driver.is_some(),
+        line: f.speed_mbps.map(|m| m as f64 * 1e6),
+        cpu,
+    };
+    for rule in NIC_RULES {
+        rule(&c, o);
+    }
+}
+
+/// A physical NIC whose link speed the kernel does not report.
+fn link_speed_unknown(c: &Nic<'_>, o: &mut Out) {
+    let f = c.f;
+    let name = c.name;
+    let physical = c.physical;
+    let line = c.line;
     if physical && line.is_none() {
         o.add(
             "link-speed-unknown",
@@ -391,6 +424,13 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             Some(format!("check the cable and `ip link show dev {name}`")),
         );
     }
+}
+
+/// A PCIe link narrower or slower than the card: the slot may cap the NIC.
+fn pcie_link(c: &Nic<'_>, o: &mut Out) {
+    let f = c.f;
+    let name = c.name;
+    let line = c.line;
     if let Some(p) = &f.pcie {
         let cur = pcie_ceiling_bps(p.current_gts, p.current_width);
         let max = pcie_ceiling_bps(p.max_gts, p.max_width);
@@ -426,6 +466,14 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             _ => {}
         }
     }
+}
+
+/// A single queue (or one direction) on a multi-core host: one core takes every packet; RPS as the fix.
+fn queues(c: &Nic<'_>, o: &mut Out) {
+    let f = c.f;
+    let name = c.name;
+    let physical = c.physical;
+    let cpu = c.cpu;
     if physical && cpu.logical_cpus > 1 && (f.rx_queues <= 1 || f.tx_queues <= 1) {
         o.add(
             "single-queue",
@@ -450,6 +498,14 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             );
         }
     }
+}
+
+/// Receive-side scaling across the queues.
+fn rss_spread(c: &Nic<'_>, o: &mut Out) {
+    let f = c.f;
+    let name = c.name;
+    let physical = c.physical;
+    let cpu = c.cpu;
     if physical && f.rx_queues > 1 {
         o.add(
             "rss",
@@ -462,6 +518,14 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             Some(format!("use at least {} streams to use every queue", f.rx_queues.min(cpu.logical_cpus))),
         );
     }
+}
+
+/// Every queue interrupt landing on one CPU.
+fn irq_spread(c: &Nic<'_>, o: &mut Out) {
+    let f = c.f;
+    let name = c.name;
+    let physical = c.physical;
+    let cpu = c.cpu;
     if physical && f.rx_queues > 1 && f.irqs.len() > 1 && cpu.logical_cpus > 1 {
         let mut hit: Vec<u32> = f.irqs.iter().flat_map(|i| i.cpus_hit.iter().copied()).collect();
         hit.sort_unstable();
@@ -483,6 +547,13 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             );
         }
     }
+}
+
+/// Offloads that are off (TSO, GSO, GRO, checksums) or LRO on.
+fn offloads(c: &Nic<'_>, o: &mut Out) {
+    let n = c.n;
+    let name = c.name;
+    let physical = c.physical;
     if let Some(off) = n.offloads.as_ref().filter(|_| physical) {
         let mut missing = Vec::new();
         for (on, flag, what) in [(off.tso, "tso", "TSO"), (off.gso, "gso", "GSO"), (off.gro, "gro", "GRO")] {
@@ -524,6 +595,13 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             );
         }
     }
+}
+
+/// A fast link at the standard MTU.
+fn jumbo_frames(c: &Nic<'_>, o: &mut Out) {
+    let f = c.f;
+    let name = c.name;
+    let line = c.line;
     if let (Some(l), Some(mtu)) = (line, f.mtu) {
         if l >= 10e9 && mtu <= 1500 {
             o.add(
@@ -535,6 +613,13 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             );
         }
     }
+}
+
+/// A root qdisc that does not suit a fast NIC.
+fn qdisc(c: &Nic<'_>, o: &mut Out) {
+    let n = c.n;
+    let name = c.name;
+    let physical = c.physical;
     if let Some(root) = n.qdisc.as_ref().and_then(|q| q.root.as_ref()) {
         if root.kind == "pfifo_fast" && physical {
             o.add(
@@ -546,6 +631,14 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
             );
         }
     }
+}
+
+/// The NIC's NUMA node against the cores that will use it.
+fn numa(c: &Nic<'_>, o: &mut Out) {
+    let f = c.f;
+    let name = c.name;
+    let physical = c.physical;
+    let cpu = c.cpu;
     if cpu.numa_nodes > 1 && physical {
         match f.numa_node {
             Some(node) => o.add(
@@ -566,17 +659,26 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
     }
 }
 
-/// Analyse the facts: findings (most severe first) and the verdict.
-pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
-    let mut o = Out { findings: Vec::new() };
-    let cpu = &facts.cpu;
-    for n in &facts.nics {
-        nic_findings(&mut o, n, cpu);
-    }
-    let primary = facts.primary.as_ref().and_then(|p| facts.nics.iter().find(|n| &n.facts.name == p));
-    let line = primary.and_then(|n| n.facts.speed_mbps).map(|m| m as f64 * 1e6);
+/// What the host, TCP and path rules read: the facts, and the figures derived from them once.
+struct Host<'a> {
+    facts: &'a Facts,
+    /// The primary NIC's line rate, bit/s.
+    line: Option<f64>,
+    /// The RTT to assume, measured or configured, seconds.
+    rtt_s: f64,
+    /// The usable TCP window, bytes.
+    window: Option<f64>,
+}
 
-    // Host.
+/// A rule about the host, its TCP settings or the path: it adds the findings it has.
+type HostRule = fn(&Host<'_>, &mut Out);
+
+/// The host, TCP and path rules, in the order their findings are listed (within a severity).
+const HOST_RULES: &[HostRule] = &[cpu_governor, smt, aes_ni, tcp_buffers, congestion_control, path_findings];
+
+/// The CPU frequency governor: cores that ramp up late under bursty load.
+fn cpu_governor(c: &Host<'_>, o: &mut Out) {
+    let cpu = &c.facts.cpu;
     match cpu.governor.as_deref() {
         Some("performance") | None => {}
         Some(g) => o.add(
@@ -587,6 +689,11 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             Some("cpupower frequency-set -g performance".into()),
         ),
     }
+}
+
+/// SMT: logical CPUs are not cores for bulk crypto.
+fn smt(c: &Host<'_>, o: &mut Out) {
+    let cpu = &c.facts.cpu;
     if cpu.smt_active == Some(true) {
         o.add(
             "smt",
@@ -596,6 +703,11 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             None,
         );
     }
+}
+
+/// No AES-NI or carry-less multiply: AES-GCM in software.
+fn aes_ni(c: &Host<'_>, o: &mut Out) {
+    let cpu = &c.facts.cpu;
     if cpu.flags.known && (!cpu.flags.aes || !cpu.flags.pclmulqdq) {
         o.add(
             "no-aes-ni",
@@ -605,21 +717,14 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             Some("use `--cipher chacha20-poly1305` (auto picks it)".into()),
         );
     }
+}
 
-    // RTT and buffers.
-    let measured_rtt = facts.path.as_ref().and_then(|p| p.rtt.as_ref()).map(|r| r.median_us / 1e6);
-    let (rtt_s, rtt_source) = match measured_rtt {
-        Some(r) if r > 0.0 => (r, "measured"),
-        _ => (cfg.rtt_s.max(1e-6), "assumed"),
-    };
-    let streams = cfg.streams.max(1);
-    let tcp = &facts.tcp;
-    let window = match (tcp.tcp_rmem, tcp.tcp_wmem) {
-        (Some(r), Some(w)) => Some(r[2].min(w[2]) as f64 * BUFFER_WINDOW_SHARE),
-        (Some(r), None) => Some(r[2] as f64 * BUFFER_WINDOW_SHARE),
-        (None, Some(w)) => Some(w[2] as f64 * BUFFER_WINDOW_SHARE),
-        (None, None) => None,
-    };
+/// TCP buffer limits against the bandwidth-delay product.
+fn tcp_buffers(c: &Host<'_>, o: &mut Out) {
+    let tcp = &c.facts.tcp;
+    let line = c.line;
+    let rtt_s = c.rtt_s;
+    let window = c.window;
     if let (Some(l), Some(w)) = (line, window) {
         let bdp = l * rtt_s / 8.0;
         let need = (bdp / BUFFER_WINDOW_SHARE).ceil().max(4.0 * 1024.0 * 1024.0) as u64;
@@ -658,6 +763,12 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             );
         }
     }
+}
+
+/// The congestion control for this path's RTT.
+fn congestion_control(c: &Host<'_>, o: &mut Out) {
+    let tcp = &c.facts.tcp;
+    let rtt_s = c.rtt_s;
     match tcp.congestion_control.as_deref() {
         Some("reno") => o.add(
             "congestion-control-reno",
@@ -682,8 +793,11 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
         }
         _ => {}
     }
+}
 
-    // Path.
+/// The path to the peer: reachable, and its MTU against the local one.
+fn path_findings(c: &Host<'_>, o: &mut Out) {
+    let facts = c.facts;
     if let Some(p) = &facts.path {
         if let Some(e) = &p.rtt_error {
             o.add(
@@ -731,6 +845,35 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             (None, Some(e)) => o.add("path-mtu-not-probed", Severity::Info, "path", e.clone(), None),
             (None, None) => {}
         }
+    }
+}
+
+/// Analyse the facts: findings (most severe first) and the verdict.
+pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
+    let mut o = Out { findings: Vec::new() };
+    let cpu = &facts.cpu;
+    for n in &facts.nics {
+        nic_findings(&mut o, n, cpu);
+    }
+    let primary = facts.primary.as_ref().and_then(|p| facts.nics.iter().find(|n| &n.facts.name == p));
+    let line = primary.and_then(|n| n.facts.speed_mbps).map(|m| m as f64 * 1e6);
+
+    let measured_rtt = facts.path.as_ref().and_then(|p| p.rtt.as_ref()).map(|r| r.median_us / 1e6);
+    let (rtt_s, rtt_source) = match measured_rtt {
+        Some(r) if r > 0.0 => (r, "measured"),
+        _ => (cfg.rtt_s.max(1e-6), "assumed"),
+    };
+    let streams = cfg.streams.max(1);
+    let tcp = &facts.tcp;
+    let window = match (tcp.tcp_rmem, tcp.tcp_wmem) {
+        (Some(r), Some(w)) => Some(r[2].min(w[2]) as f64 * BUFFER_WINDOW_SHARE),
+        (Some(r), None) => Some(r[2] as f64 * BUFFER_WINDOW_SHARE),
+        (None, Some(w)) => Some(w[2] as f64 * BUFFER_WINDOW_SHARE),
+        (None, None) => None,
+    };
+    let host = Host { facts: &facts, line, rtt_s, window };
+    for rule in HOST_RULES {
+        rule(&host, &mut o);
     }
 
     // Limits.
