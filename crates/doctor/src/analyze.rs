@@ -674,7 +674,7 @@ struct Host<'a> {
 type HostRule = fn(&Host<'_>, &mut Out);
 
 /// The host, TCP and path rules, in the order their findings are listed (within a severity).
-const HOST_RULES: &[HostRule] = &[cpu_governor, smt, aes_ni, tcp_buffers, congestion_control, path_findings];
+const HOST_RULES: &[HostRule] = &[cpu_governor, smt, aes_ni, tcp_buffers, congestion_control, path_findings, crypto];
 
 /// The CPU frequency governor: cores that ramp up late under bursty load.
 fn cpu_governor(c: &Host<'_>, o: &mut Out) {
@@ -848,6 +848,70 @@ fn path_findings(c: &Host<'_>, o: &mut Out) {
     }
 }
 
+/// Encryption speed against the link: all cores together, or one stream's core.
+fn crypto(c: &Host<'_>, o: &mut Out) {
+    let cpu = &c.facts.cpu;
+    let (Some(r), Some(l)) = (c.facts.aead.as_ref().map(|a| a.best_bps()), c.line) else { return };
+    if r * f64::from(cpu.cores.max(1)) < l {
+        o.add(
+            "crypto-bound",
+            Severity::Critical,
+            "host",
+            format!(
+                "encryption on all {} cores together reaches {}, below the {} link",
+                cpu.cores,
+                format_rate(r * f64::from(cpu.cores.max(1))),
+                format_rate(l)
+            ),
+            Some("more or faster cores (AES-NI/VAES), or `linerate cp` with -P equal to the cores".into()),
+        );
+    } else if r < l {
+        let need = (l / r).ceil() as u32;
+        o.add(
+            "crypto-single-stream",
+            Severity::Warn,
+            "host",
+            format!(
+                "one stream's encryption tops out at {} (one core), below the {} link",
+                format_rate(r),
+                format_rate(l)
+            ),
+            Some(format!("use at least {need} streams: linerate cp -P {}", need.max(2))),
+        );
+    }
+}
+
+/// What limits a transfer over many streams, in words, with its ceiling.
+fn bottleneck(multi_stream: &Estimate, line: Option<f64>) -> String {
+    match (&multi_stream.limited_by, multi_stream.ceiling_bps) {
+        (Some(name), Some(c)) => {
+            let what = match name.as_str() {
+                "line rate" => "the link itself (good: nothing on this host is slower)",
+                "pcie" => "the PCIe slot",
+                "crypto" => "encryption on the CPU",
+                _ => "TCP buffer limits for this RTT",
+            };
+            let unknown_link =
+                if line.is_none() { " (the link speed is unknown, so the link is not counted)" } else { "" };
+            format!("{what}, at {}{unknown_link}", format_rate(c))
+        }
+        _ => "unknown (no link speed, PCIe, crypto or buffer figures)".into(),
+    }
+}
+
+/// The fixes of the findings that matter (warnings and worse), most severe first, each once.
+fn actions(findings: &[Finding]) -> Vec<String> {
+    let mut actions: Vec<String> = Vec::new();
+    for f in findings.iter().filter(|f| f.severity >= Severity::Warn) {
+        if let Some(fix) = &f.fix {
+            if !actions.contains(fix) {
+                actions.push(fix.clone());
+            }
+        }
+    }
+    actions
+}
+
 /// Analyse the facts: findings (most severe first) and the verdict.
 pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
     let mut o = Out { findings: Vec::new() };
@@ -911,35 +975,6 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             bps: r * f64::from(crypto_cores),
             formula: format!("{name} {} per core × {crypto_cores} cores", format_rate(r)),
         });
-        if let Some(l) = line {
-            if r * f64::from(cpu.cores.max(1)) < l {
-                o.add(
-                    "crypto-bound",
-                    Severity::Critical,
-                    "host",
-                    format!(
-                        "encryption on all {} cores together reaches {}, below the {} link",
-                        cpu.cores,
-                        format_rate(r * f64::from(cpu.cores.max(1))),
-                        format_rate(l)
-                    ),
-                    Some("more or faster cores (AES-NI/VAES), or `linerate cp` with -P equal to the cores".into()),
-                );
-            } else if r < l {
-                let need = (l / r).ceil() as u32;
-                o.add(
-                    "crypto-single-stream",
-                    Severity::Warn,
-                    "host",
-                    format!(
-                        "one stream's encryption tops out at {} (one core), below the {} link",
-                        format_rate(r),
-                        format_rate(l)
-                    ),
-                    Some(format!("use at least {need} streams: linerate cp -P {}", need.max(2))),
-                );
-            }
-        }
     }
     if let Some(w) = window {
         let one = w * 8.0 / rtt_s;
@@ -985,29 +1020,9 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             }
         }
     }
-    let bottleneck = match (&multi_stream.limited_by, multi_stream.ceiling_bps) {
-        (Some(name), Some(c)) => {
-            let what = match name.as_str() {
-                "line rate" => "the link itself (good: nothing on this host is slower)",
-                "pcie" => "the PCIe slot",
-                "crypto" => "encryption on the CPU",
-                _ => "TCP buffer limits for this RTT",
-            };
-            let unknown_link =
-                if line.is_none() { " (the link speed is unknown, so the link is not counted)" } else { "" };
-            format!("{what}, at {}{unknown_link}", format_rate(c))
-        }
-        _ => "unknown (no link speed, PCIe, crypto or buffer figures)".into(),
-    };
+    let bottleneck = bottleneck(&multi_stream, line);
     o.findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
-    let mut actions: Vec<String> = Vec::new();
-    for f in o.findings.iter().filter(|f| f.severity >= Severity::Warn) {
-        if let Some(fix) = &f.fix {
-            if !actions.contains(fix) {
-                actions.push(fix.clone());
-            }
-        }
-    }
+    let actions = actions(&o.findings);
     let verdict = Verdict {
         iface: facts.primary.clone(),
         rtt_s,
