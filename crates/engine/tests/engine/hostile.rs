@@ -1100,6 +1100,9 @@ fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_no
     let t = scratch();
     let src = t.path().join("src");
     small_tree(&src);
+    // Enough data that the copy is still sending when an early summary arrives (the client
+    // judges a summary by whether its Finish went out before the summary was read).
+    fs::write(src.join("bulk"), vec![3u8; 48 << 20]).unwrap();
     let secret = linerate_engine::auth::secret::Secret::generate().unwrap();
     let before = snapshot(t.path(), None);
     let cases: [(Evil, Option<&str>); 10] = [
@@ -1109,7 +1112,7 @@ fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_no
         (Evil::TargetTwice, Some("after Target")),
         (Evil::BadTargetFlag, Some("invalid target flag")),
         (Evil::EarlySummary, Some("summary before the sender finished")),
-        (Evil::InflatedSummary, Some("the receiver's summary claims 16 files")),
+        (Evil::InflatedSummary, Some("the receiver's summary claims 17 files")),
         (Evil::EscapedFatal, Some("\\x1b[2J\\x1b[Hall good\\x0alinerate: copy complete")),
         (Evil::EscapedErrors, None),
         (Evil::Silent, Some("did not answer the copy request within 2 s")),
