@@ -1,14 +1,54 @@
-//! The one boundary between the lab and the kernel: running an `ip`/`tc` argv. The system
-//! executor runs it (never through a shell); the recording one lets the planner and the
-//! teardown be tested without root.
+//! The one boundary between the lab and the operating system's processes: running an
+//! `ip`/`tc`/`ssh-keygen` argv to completion, starting a server or a client in the background,
+//! waiting until a server listens, stopping a process by pid, finding a program. The system
+//! executor does it (never through a shell); the recording one lets the planner, the teardown
+//! and the runner be tested without root by the commands they ask for.
 
+use crate::state::{proc_start, stop_process};
 use crate::LabError;
-use std::process::{Command, Stdio};
+use std::fs::File;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
-/// Runs one command given as argv and returns its standard output.
+/// A command started in the background, its output going to files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// The program and its arguments (`ip netns exec NS …` included when it runs in a host).
+    pub argv: Vec<String>,
+    /// Where its standard output goes (created).
+    pub stdout: PathBuf,
+    /// Where its standard error goes; the same path as `stdout` shares the file.
+    pub stderr: PathBuf,
+    /// A local command whose standard output is this one's standard input (`tar -c | ssh`).
+    pub feeder: Option<Vec<String>>,
+}
+
+/// A process started by [`Executor::spawn`].
+pub trait Process {
+    /// Its pid.
+    fn id(&self) -> u32;
+    /// Its exit status once it has exited (its feeder is then ended too).
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>>;
+    /// Kills it (and its feeder) and reaps it.
+    fn kill(&mut self);
+}
+
+/// Everything the lab asks of the operating system's processes.
 pub trait Executor {
-    /// Runs `argv` (the first element is the program) to completion.
+    /// Runs `argv` (the first element is the program) to completion; its standard output.
     fn run(&mut self, argv: &[String]) -> Result<String, LabError>;
+    /// Starts `job` in the background.
+    fn spawn(&mut self, job: &Job) -> Result<Box<dyn Process>, LabError>;
+    /// Waits up to `limit` until process `pid` (in its own namespace) listens on TCP `port`;
+    /// false if it exited or the time ran out.
+    fn wait_listening(&mut self, pid: u32, port: u16, limit: Duration) -> bool;
+    /// Ends process `pid` if it is still the one that started at `start`: SIGTERM, up to
+    /// `grace`, then SIGKILL.
+    fn stop(&mut self, pid: u32, start: u64, grace: Duration);
+    /// The first of `names` found in the system's program directories.
+    fn find_program(&mut self, names: &[&str]) -> Option<PathBuf>;
 }
 
 /// Runs commands as subprocesses.
@@ -22,23 +62,170 @@ impl Executor for SystemExecutor {
             .args(args)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| LabError::Io(format!("running {prog} (is iproute2 installed?)"), e))?;
+            .map_err(|e| LabError::Io(format!("running {prog} (is it installed?)"), e))?;
         if !out.status.success() {
             let mut stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            stderr.truncate(2000);
+            if let Some((i, _)) = stderr.char_indices().nth(2000) {
+                stderr.truncate(i);
+            }
             return Err(LabError::Command { argv: argv.join(" "), status: out.status.to_string(), stderr });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
+
+    fn spawn(&mut self, job: &Job) -> Result<Box<dyn Process>, LabError> {
+        let (prog, args) = job.argv.split_first().ok_or_else(|| LabError::State("empty command".into()))?;
+        let create = |p: &Path| File::create(p).map_err(|e| LabError::Io(format!("creating {}", p.display()), e));
+        let out = create(&job.stdout)?;
+        let err = if job.stderr == job.stdout {
+            out.try_clone().map_err(|e| LabError::Io(format!("sharing {}", job.stdout.display()), e))?
+        } else {
+            create(&job.stderr)?
+        };
+        let mut cmd = Command::new(prog);
+        cmd.args(args).stdout(out).stderr(err).stdin(Stdio::null());
+        let feeder = match &job.feeder {
+            None => None,
+            Some(f) => {
+                let (fprog, fargs) = f.split_first().ok_or_else(|| LabError::State("empty feeder".into()))?;
+                let mut child = Command::new(fprog)
+                    .args(fargs)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .map_err(|e| LabError::Io(format!("starting {fprog}"), e))?;
+                let pipe = child.stdout.take().ok_or_else(|| LabError::State(format!("{fprog} has no stdout")))?;
+                cmd.stdin(Stdio::from(pipe));
+                Some(child)
+            }
+        };
+        match cmd.spawn() {
+            Ok(child) => Ok(Box::new(SystemProcess { child, feeder })),
+            Err(e) => {
+                if let Some(mut f) = feeder {
+                    end(&mut f);
+                }
+                Err(LabError::Io(format!("starting {prog}"), e))
+            }
+        }
+    }
+
+    fn wait_listening(&mut self, pid: u32, port: u16, limit: Duration) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if ["tcp", "tcp6"]
+                .iter()
+                .any(|f| std::fs::read_to_string(format!("/proc/{pid}/net/{f}")).is_ok_and(|s| listens(&s, port)))
+            {
+                return true;
+            }
+            if proc_start(pid).is_none() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    fn stop(&mut self, pid: u32, start: u64, grace: Duration) {
+        stop_process(pid, start, grace);
+    }
+
+    fn find_program(&mut self, names: &[&str]) -> Option<PathBuf> {
+        for n in names {
+            let p = Path::new(n);
+            if p.is_absolute() && p.exists() {
+                return Some(p.to_path_buf());
+            }
+            for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin"] {
+                let c = Path::new(dir).join(n);
+                if c.exists() {
+                    return Some(c);
+                }
+            }
+        }
+        None
+    }
 }
 
-/// Records commands instead of running them; optionally fails the `fail_at`-th (0-based).
+/// Whether a `/proc/PID/net/tcp` table has a socket listening on `port`.
+fn listens(table: &str, port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    table.lines().skip(1).any(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
+    })
+}
+
+fn end(c: &mut Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// A subprocess and the local command feeding it, if any.
+struct SystemProcess {
+    child: Child,
+    feeder: Option<Child>,
+}
+
+impl Process for SystemProcess {
+    fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        let r = self.child.try_wait()?;
+        if r.is_some() {
+            if let Some(mut f) = self.feeder.take() {
+                end(&mut f);
+            }
+        }
+        Ok(r)
+    }
+
+    fn kill(&mut self) {
+        end(&mut self.child);
+        if let Some(mut f) = self.feeder.take() {
+            end(&mut f);
+        }
+    }
+}
+
+/// Records what it is asked instead of doing it. Commands succeed (or the `fail_at`-th fails),
+/// and a `ssh-keygen … -f KEY` leaves a placeholder `KEY.pub` for the runner to read; started
+/// processes exit at once, with status 0 (1 for `failing` programs), having printed `outputs`
+/// for their program; every program is found under `/usr/bin`; every server listens.
 #[derive(Debug, Default)]
 pub struct RecordingExecutor {
-    /// Everything asked for, in order.
+    /// Every command run to completion, in order.
     pub commands: Vec<Vec<String>>,
-    /// Fail this command (to test cleanup after an error).
+    /// Fail this command (0-based, counted in `commands`), to test cleanup after an error.
     pub fail_at: Option<usize>,
+    /// Every process started, in order.
+    pub spawned: Vec<Job>,
+    /// Pids stopped, in order, each with how many processes had been started by then.
+    pub stopped: Vec<(u32, usize)>,
+    /// What a started program prints, by its file name (`iperf3`, `linerate`).
+    pub outputs: Vec<(String, String)>,
+    /// Programs whose processes exit with status 1.
+    pub failing: Vec<String>,
+}
+
+/// The pid of the first recorded process: above any real pid (the kernel's limit is 2^22), so
+/// a stop that reached the system by mistake could not hit a real process.
+pub const RECORDED_PID_BASE: u32 = 1 << 30;
+
+impl RecordingExecutor {
+    /// The program a job runs (after `ip netns exec NS`).
+    fn program(argv: &[String]) -> &str {
+        let prog = match argv {
+            [ip, netns, exec, _ns, prog, ..] if ip == "ip" && netns == "netns" && exec == "exec" => prog,
+            [prog, ..] => prog,
+            [] => "",
+        };
+        Path::new(prog).file_name().and_then(|n| n.to_str()).unwrap_or("")
+    }
 }
 
 impl Executor for RecordingExecutor {
@@ -48,6 +235,123 @@ impl Executor for RecordingExecutor {
         if self.fail_at == Some(i) {
             return Err(LabError::Command { argv: argv.join(" "), status: "exit 2".into(), stderr: "injected".into() });
         }
+        if Self::program(argv) == "ssh-keygen" {
+            if let Some(k) = argv.iter().skip_while(|a| *a != "-f").nth(1) {
+                let public = format!("{k}.pub");
+                std::fs::write(&public, "ssh-ed25519 AAAArecorded linerate-lab\n")
+                    .map_err(|e| LabError::Io(format!("writing {public}"), e))?;
+            }
+        }
         Ok(String::new())
+    }
+
+    fn spawn(&mut self, job: &Job) -> Result<Box<dyn Process>, LabError> {
+        let prog = Self::program(&job.argv).to_string();
+        let out = self.outputs.iter().find(|(p, _)| *p == prog).map(|(_, o)| o.as_str()).unwrap_or("");
+        std::fs::write(&job.stdout, out).map_err(|e| LabError::Io(format!("writing {}", job.stdout.display()), e))?;
+        let code = if self.failing.contains(&prog) { 1 } else { 0 };
+        let pid = RECORDED_PID_BASE + self.spawned.len() as u32;
+        self.spawned.push(job.clone());
+        Ok(Box::new(RecordedProcess { pid, code }))
+    }
+
+    fn wait_listening(&mut self, _pid: u32, _port: u16, _limit: Duration) -> bool {
+        true
+    }
+
+    fn stop(&mut self, pid: u32, _start: u64, _grace: Duration) {
+        self.stopped.push((pid, self.spawned.len()));
+    }
+
+    fn find_program(&mut self, names: &[&str]) -> Option<PathBuf> {
+        names.first().map(|n| Path::new("/usr/bin").join(n))
+    }
+}
+
+/// Lets a test read what was recorded after the lab took the executor.
+#[cfg(test)]
+pub(crate) struct Shared(pub std::sync::Arc<std::sync::Mutex<RecordingExecutor>>);
+
+#[cfg(test)]
+impl Shared {
+    fn rec(&self) -> std::sync::MutexGuard<'_, RecordingExecutor> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+impl Executor for Shared {
+    fn run(&mut self, argv: &[String]) -> Result<String, LabError> {
+        self.rec().run(argv)
+    }
+    fn spawn(&mut self, job: &Job) -> Result<Box<dyn Process>, LabError> {
+        self.rec().spawn(job)
+    }
+    fn wait_listening(&mut self, pid: u32, port: u16, limit: Duration) -> bool {
+        self.rec().wait_listening(pid, port, limit)
+    }
+    fn stop(&mut self, pid: u32, start: u64, grace: Duration) {
+        self.rec().stop(pid, start, grace)
+    }
+    fn find_program(&mut self, names: &[&str]) -> Option<PathBuf> {
+        self.rec().find_program(names)
+    }
+}
+
+/// A recorded process: already exited.
+struct RecordedProcess {
+    pid: u32,
+    code: i32,
+}
+
+impl Process for RecordedProcess {
+    fn id(&self) -> u32 {
+        self.pid
+    }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        Ok(Some(ExitStatus::from_raw(self.code << 8)))
+    }
+
+    fn kill(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_listening_socket_from_the_proc_table() {
+        let table = "  sl  local_address rem_address   st\n\
+                     0: 00000000:1EC6 00000000:0000 0A 00000000\n\
+                     1: 0100007F:1451 0100007F:9C40 01 00000000\n";
+        assert!(listens(table, 7878), "0x1EC6 = 7878, state 0A = LISTEN");
+        assert!(!listens(table, 5201), "5201 = 0x1451 is an established connection, not a listener");
+        assert!(!listens(table, 0x1EC), "a port whose hex is a suffix of another does not match");
+    }
+
+    #[test]
+    fn a_spawned_pipeline_runs_and_its_status_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, err) = (dir.path().join("o"), dir.path().join("e"));
+        let job = Job {
+            argv: vec!["tr".into(), "a-z".into(), "A-Z".into()],
+            stdout: out.clone(),
+            stderr: err,
+            feeder: Some(vec!["echo".into(), "linerate".into()]),
+        };
+        let mut p = SystemExecutor.spawn(&job).unwrap();
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = p.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "tr did not end");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(status.success());
+        assert_eq!(std::fs::read_to_string(out).unwrap(), "LINERATE\n");
+        let missing = Job { argv: vec!["/nonexistent/prog".into()], ..job };
+        assert!(matches!(SystemExecutor.spawn(&missing), Err(LabError::Io(..))));
     }
 }

@@ -126,6 +126,11 @@ impl Lab {
         self.state.save()
     }
 
+    /// The executor the lab was built with; the runner starts and stops its processes through it.
+    pub fn exec(&mut self) -> &mut dyn Executor {
+        self.ex.as_mut()
+    }
+
     /// The namespace of a host.
     pub fn ns(&self, host: &str) -> Result<&str, LabError> {
         self.plan
@@ -164,33 +169,24 @@ impl Drop for Lab {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::RecordingExecutor;
+    use crate::exec::{RecordingExecutor, Shared};
     use std::sync::Mutex;
-
-    /// Shares the recorded commands with the test after the lab took the executor.
-    struct Shared(Arc<Mutex<RecordingExecutor>>);
-    impl Executor for Shared {
-        fn run(&mut self, argv: &[String]) -> Result<String, LabError> {
-            self.0.lock().unwrap().run(argv)
-        }
-    }
 
     const SC: &str = "name = \"t\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n";
 
     #[test]
     fn a_failed_command_leaves_no_state_file() {
-        let dir = tempfile::tempdir().unwrap();
-        std::env::set_var("LINERATE_LAB_DIR", dir.path());
+        let dir = crate::test_state_dir();
         let rec = Arc::new(Mutex::new(RecordingExecutor { fail_at: Some(3), ..Default::default() }));
         let sc = Scenario::parse(SC).unwrap();
         let stop = AtomicBool::new(false);
         let r = Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("t.toml"), "lrtest1", false, &stop);
         assert!(matches!(r, Err(LabError::Command { .. })));
         assert_eq!(rec.lock().unwrap().commands.len(), 4, "stopped at the failing command");
-        assert!(!dir.path().join("lrtest1.json").exists(), "teardown removed the state file");
+        assert!(!dir.join("lrtest1.json").exists(), "teardown removed the state file");
         let stop = AtomicBool::new(true);
         let r = Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("t.toml"), "lrtest2", false, &stop);
         assert!(matches!(r, Err(LabError::Interrupted)));
-        assert!(!dir.path().join("lrtest2.json").exists());
+        assert!(!dir.join("lrtest2.json").exists());
     }
 }

@@ -57,3 +57,16 @@ pub enum LabError {
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
+
+/// One state directory for every unit test of this crate (the variable is process-wide, so
+/// tests that set it each to their own directory would race).
+#[cfg(test)]
+pub(crate) fn test_state_dir() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = tempfile::tempdir().expect("a temporary directory for lab state files");
+        std::env::set_var("LINERATE_LAB_DIR", d.path());
+        d
+    })
+    .path()
+}

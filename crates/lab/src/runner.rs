@@ -3,9 +3,10 @@
 //! or a group at once, repeated), parses what they print, and assembles the results document
 //! (schema `linerate.lab/1`). Servers are stopped by pid when the runner ends.
 
+use crate::exec::{Executor, Job, Process};
 use crate::lab::Lab;
 use crate::scenario::{fmt_ip, RunSpec, Scenario, Tool};
-use crate::state::{proc_start, stop_process};
+use crate::state::proc_start;
 use crate::LabError;
 use linerate_model::doc::bench::{BenchDocument, CpuShare};
 use linerate_model::doc::cp::CpSummary;
@@ -21,7 +22,6 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -123,55 +123,21 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
     Ok(out)
 }
 
-fn find_program(names: &[&str]) -> Option<PathBuf> {
-    for n in names {
-        let p = Path::new(n);
-        if p.is_absolute() && p.exists() {
-            return Some(p.to_path_buf());
-        }
-        for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin"] {
-            let c = Path::new(dir).join(n);
-            if c.exists() {
-                return Some(c);
-            }
-        }
-    }
-    None
+/// The argv that runs `prog args` inside namespace `ns`.
+fn in_ns(ns: &str, prog: &Path, args: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = vec!["ip".into(), "netns".into(), "exec".into(), ns.into(), prog.to_string_lossy().into()];
+    v.extend(args.iter().cloned());
+    v
 }
 
-/// A command that runs `prog args` inside namespace `ns`.
-fn in_ns(ns: &str, prog: &Path, args: &[String]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).arg(prog).args(args).stdin(Stdio::null());
-    c
+/// Finds a program through the lab's executor, or says which package to install.
+fn program(lab: &mut Lab, name: &str, package: &str) -> Result<PathBuf, LabError> {
+    lab.exec().find_program(&[name]).ok_or_else(|| LabError::State(format!("{name} not found (install {package})")))
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
     let w = what.into();
     move |e| LabError::Io(w, e)
-}
-
-/// Waits until process `pid` (in its own namespace) listens on TCP `port`.
-fn wait_listening(pid: u32, port: u16, limit: Duration) -> bool {
-    let t = Instant::now();
-    let want = format!(":{port:04X} ");
-    while t.elapsed() < limit {
-        for f in ["tcp", "tcp6"] {
-            if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/net/{f}")) {
-                if s.lines().skip(1).any(|l| {
-                    let cols: Vec<&str> = l.split_whitespace().collect();
-                    cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
-                }) {
-                    return true;
-                }
-            }
-        }
-        if proc_start(pid).is_none() {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 fn read_capped(p: &Path) -> String {
@@ -214,8 +180,13 @@ struct Env {
     sshd: BTreeMap<String, (u32, u64)>,
     trees: BTreeMap<(u64, u64, u32), (PathBuf, u64)>,
     servers: Vec<(u32, u64)>,
-    children: Vec<Child>, // the servers' handles, to reap them once stopped
+    children: Vec<Box<dyn Process>>, // the servers' handles, to reap them once stopped
     user: String,
+}
+
+/// `path` as an argument.
+fn arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
 }
 
 impl Env {
@@ -224,44 +195,39 @@ impl Env {
         self.children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
     }
 
-    fn run_quiet(&self, prog: &Path, args: &[&str]) -> Result<(), LabError> {
-        let out = Command::new(prog)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(io(format!("running {}", prog.display())))?;
-        if !out.status.success() {
-            return Err(LabError::Command {
-                argv: format!("{} {}", prog.display(), args.join(" ")),
-                status: out.status.to_string(),
-                stderr: tail(&String::from_utf8_lossy(&out.stderr)),
-            });
-        }
-        Ok(())
+    /// Runs `prog args` to completion through the lab's executor.
+    fn run_quiet(lab: &mut Lab, prog: &Path, args: &[&str]) -> Result<(), LabError> {
+        let mut argv = vec![arg(prog)];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        lab.exec().run(&argv).map(drop)
     }
 
-    fn key(&mut self) -> Result<PathBuf, LabError> {
+    fn key(&mut self, lab: &mut Lab) -> Result<PathBuf, LabError> {
         if let Some(k) = &self.key {
             return Ok(k.clone());
         }
         let k = self.tmp.join("lab.key");
-        let ks = k.to_string_lossy().into_owned();
-        self.run_quiet(&self.linerate.clone(), &["keygen", &ks])?;
+        Self::run_quiet(lab, &self.linerate, &["keygen", &arg(&k)])?;
         self.key = Some(k.clone());
         Ok(k)
     }
 
-    fn spawn_server(&mut self, lab: &mut Lab, mut cmd: Command, what: &str, port: u16) -> Result<(u32, u64), LabError> {
+    /// Starts a server in the background, records it with the lab, and waits until it listens.
+    fn spawn_server(
+        &mut self,
+        lab: &mut Lab,
+        argv: Vec<String>,
+        what: &str,
+        port: u16,
+    ) -> Result<(u32, u64), LabError> {
         let log = self.tmp.join(format!("{}.log", what.replace(['/', ' '], "_")));
-        let f = File::create(&log).map_err(io(format!("creating {}", log.display())))?;
-        cmd.stdout(f.try_clone().map_err(io("dup log"))?).stderr(f);
-        let child = cmd.spawn().map_err(io(format!("starting {what}")))?;
+        let child = lab.exec().spawn(&Job { argv, stdout: log.clone(), stderr: log.clone(), feeder: None })?;
         let pid = child.id();
         self.children.push(child);
         lab.add_process(pid, what)?;
         let start = proc_start(pid).unwrap_or(0);
         self.servers.push((pid, start));
-        if !wait_listening(pid, port, Duration::from_secs(15)) {
+        if !lab.exec().wait_listening(pid, port, Duration::from_secs(15)) {
             return Err(LabError::Run(
                 what.into(),
                 format!("did not listen on port {port}: {}", tail(&read_capped(&log))),
@@ -274,7 +240,7 @@ impl Env {
         if let Some((_, _, root)) = self.serve.get(host) {
             return Ok(root.clone());
         }
-        let key = self.key()?;
+        let key = self.key(lab)?;
         let root = self.tmp.join(format!("serve-{host}"));
         std::fs::create_dir_all(&root).map_err(io(format!("creating {}", root.display())))?;
         let args: Vec<String> = vec![
@@ -282,29 +248,27 @@ impl Env {
             "--listen".into(),
             format!("0.0.0.0:{SERVE_PORT}"),
             "--key-file".into(),
-            key.to_string_lossy().into(),
+            arg(&key),
             "--root".into(),
-            root.to_string_lossy().into(),
+            arg(&root),
             "--quiet".into(),
         ];
-        let cmd = in_ns(lab.ns(host)?, &self.linerate, &args);
-        let (pid, st) = self.spawn_server(lab, cmd, &format!("serve-{host}"), SERVE_PORT)?;
+        let argv = in_ns(lab.ns(host)?, &self.linerate, &args);
+        let (pid, st) = self.spawn_server(lab, argv, &format!("serve-{host}"), SERVE_PORT)?;
         self.serve.insert(host.into(), (pid, st, root.clone()));
         Ok(root)
     }
 
-    fn ssh_setup(&mut self) -> Result<(PathBuf, PathBuf, PathBuf), LabError> {
+    fn ssh_setup(&mut self, lab: &mut Lab) -> Result<(PathBuf, PathBuf, PathBuf), LabError> {
         if let Some(s) = &self.ssh {
             return Ok(s.clone());
         }
-        let keygen = find_program(&["ssh-keygen"])
-            .ok_or_else(|| LabError::State("ssh-keygen not found (install openssh-client)".into()))?;
+        let keygen = program(lab, "ssh-keygen", "openssh-client")?;
         let d = self.tmp.join("ssh");
         std::fs::create_dir_all(&d).map_err(io(format!("creating {}", d.display())))?;
         let (hk, uk) = (d.join("host_key"), d.join("user_key"));
         for k in [&hk, &uk] {
-            let ks = k.to_string_lossy().into_owned();
-            self.run_quiet(&keygen, &["-q", "-t", "ed25519", "-N", "", "-C", "linerate-lab", "-f", &ks])?;
+            Self::run_quiet(lab, &keygen, &["-q", "-t", "ed25519", "-N", "", "-C", "linerate-lab", "-f", &arg(k)])?;
         }
         let read = |p: PathBuf| std::fs::read_to_string(&p).map_err(io(format!("reading {}", p.display())));
         let hpub = read(d.join("host_key.pub"))?;
@@ -335,12 +299,11 @@ impl Env {
         if self.sshd.contains_key(host) {
             return Ok(());
         }
-        let (_, _, cfg) = self.ssh_setup()?;
-        let sshd =
-            find_program(&["sshd"]).ok_or_else(|| LabError::State("sshd not found (install openssh-server)".into()))?;
-        let args: Vec<String> = vec!["-D".into(), "-e".into(), "-f".into(), cfg.to_string_lossy().into()];
-        let cmd = in_ns(lab.ns(host)?, &sshd, &args);
-        let p = self.spawn_server(lab, cmd, &format!("sshd-{host}"), SSH_PORT)?;
+        let (_, _, cfg) = self.ssh_setup(lab)?;
+        let sshd = program(lab, "sshd", "openssh-server")?;
+        let args: Vec<String> = vec!["-D".into(), "-e".into(), "-f".into(), arg(&cfg)];
+        let argv = in_ns(lab.ns(host)?, &sshd, &args);
+        let p = self.spawn_server(lab, argv, &format!("sshd-{host}"), SSH_PORT)?;
         self.sshd.insert(host.into(), p);
         Ok(())
     }
@@ -351,7 +314,7 @@ impl Env {
             "-F".into(),
             "/dev/null".into(),
             "-i".into(),
-            uk.to_string_lossy().into(),
+            arg(&uk),
             "-o".into(),
             format!("UserKnownHostsFile={}", kh.display()),
             "-o".into(),
@@ -368,7 +331,7 @@ impl Env {
     }
 
     /// A generated tree of `files` files averaging `size` bytes, split into `parts` parts.
-    fn tree(&mut self, files: u64, size: u64, parts: u32) -> Result<(PathBuf, u64), LabError> {
+    fn tree(&mut self, lab: &mut Lab, files: u64, size: u64, parts: u32) -> Result<(PathBuf, u64), LabError> {
         if let Some(t) = self.trees.get(&(files, size, parts)) {
             return Ok(t.clone());
         }
@@ -377,67 +340,47 @@ impl Env {
         for p in 0..parts {
             let d = dir.join(format!("part{p}"));
             let n = (files / u64::from(parts) + u64::from(u64::from(p) < files % u64::from(parts))).max(1);
-            let (ds, ns, ss) = (d.to_string_lossy().into_owned(), n.to_string(), size.to_string());
-            self.run_quiet(&self.linerate.clone(), &["mktree", &ds, "--files", &ns, "--mean-size", &ss])?;
+            let (ns, ss) = (n.to_string(), size.to_string());
+            Self::run_quiet(lab, &self.linerate, &["mktree", &arg(&d), "--files", &ns, "--mean-size", &ss])?;
         }
         let bytes = tree_bytes(&dir);
         self.trees.insert((files, size, parts), (dir.clone(), bytes));
         Ok((dir, bytes))
     }
-}
 
-/// A client process being waited for.
-struct Proc {
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
+    /// A client job tagged `tag`: its output goes to `tag.out` and `tag.err` in the run's directory.
+    fn job(&self, argv: Vec<String>, tag: &str, feeder: Option<Vec<String>>) -> Job {
+        Job { argv, stdout: self.tmp.join(format!("{tag}.out")), stderr: self.tmp.join(format!("{tag}.err")), feeder }
+    }
 }
 
 /// What one instance started and how to read it back.
 struct Started {
-    procs: Vec<Proc>,
-    extra: Vec<Child>, // pipeline feeders (tar)
+    procs: Vec<Box<dyn Process>>,
+    out: Vec<Job>, // what each process was started as, for its output files
     bytes: u64,
     dest: Option<PathBuf>,
     server: Option<(u32, u64)>, // a per-run server (iperf3), stopped when the run ends
-    pending: Vec<Launch>,       // clients, started together once every instance is prepared
+    pending: Vec<Job>,          // clients, started together once every instance is prepared
     t0: Instant,
     timeout: Duration,
 }
 
-/// A client command waiting to start: alone, or fed by a local pipeline stage (tar).
-enum Launch {
-    One(Command, String),
-    Piped(Command, Command, String),
-}
-
 impl Started {
     /// Starts the prepared clients; the clock starts now.
-    fn launch(&mut self, tmp: &Path) -> Result<(), LabError> {
+    fn launch(&mut self, ex: &mut dyn Executor) -> Result<(), LabError> {
         self.t0 = Instant::now();
-        for l in std::mem::take(&mut self.pending) {
-            match l {
-                Launch::One(cmd, tag) => self.procs.push(spawn(cmd, tmp, &tag)?),
-                Launch::Piped(mut feeder, mut cmd, tag) => {
-                    let mut f = feeder.stdout(Stdio::piped()).spawn().map_err(io("starting tar"))?;
-                    let pipe = f.stdout.take().ok_or_else(|| LabError::State("tar has no stdout".into()))?;
-                    self.extra.push(f);
-                    cmd.stdin(Stdio::from(pipe));
-                    self.procs.push(spawn(cmd, tmp, &tag)?);
-                }
-            }
+        for job in std::mem::take(&mut self.pending) {
+            self.procs.push(ex.spawn(&job)?);
+            self.out.push(job);
         }
         Ok(())
     }
-}
 
-fn spawn(mut cmd: Command, tmp: &Path, tag: &str) -> Result<Proc, LabError> {
-    let out = tmp.join(format!("{tag}.out"));
-    let err = tmp.join(format!("{tag}.err"));
-    cmd.stdout(File::create(&out).map_err(io(format!("creating {}", out.display())))?);
-    cmd.stderr(File::create(&err).map_err(io(format!("creating {}", err.display())))?);
-    let child = cmd.spawn().map_err(io(format!("starting {tag}")))?;
-    Ok(Proc { child, out, err })
+    /// Kills what was started.
+    fn kill(&mut self) {
+        self.procs.iter_mut().for_each(|p| p.kill());
+    }
 }
 
 fn start_instance(
@@ -457,7 +400,7 @@ fn start_instance(
     let size = spec.file_size.unwrap_or(1_600_000);
     let mut st = Started {
         procs: vec![],
-        extra: vec![],
+        out: vec![],
         bytes: 0,
         dest: None,
         server: None,
@@ -467,26 +410,25 @@ fn start_instance(
     };
     match spec.tool {
         Tool::Iperf3 => {
-            let iperf =
-                find_program(&["iperf3"]).ok_or_else(|| LabError::State("iperf3 not found (install iperf3)".into()))?;
+            let iperf = program(lab, "iperf3", "iperf3")?;
             let sargs: Vec<String> = vec!["-s".into(), "-p".into(), inst.port.to_string()];
             let sns = lab.ns(&inst.server)?.to_string();
-            let cmd = in_ns(&sns, &iperf, &sargs);
+            let argv = in_ns(&sns, &iperf, &sargs);
             st.server =
-                Some(env.spawn_server(lab, cmd, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
+                Some(env.spawn_server(lab, argv, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
             let mut a: Vec<String> = vec!["-c".into(), addr, "-p".into(), inst.port.to_string(), "-J".into()];
             a.extend(["-i".into(), "1".into(), "-t".into(), secs.to_string(), "-P".into(), streams.to_string()]);
             if spec.reverse {
                 a.push("-R".into());
             }
             a.extend(spec.args.iter().cloned());
-            st.pending.push(Launch::One(in_ns(&ns, &iperf, &a), tag.to_string()));
+            st.pending.push(env.job(in_ns(&ns, &iperf, &a), tag, None));
         }
         Tool::Bench => {
             env.ensure_serve(lab, &inst.server)?;
-            let key = env.key()?;
+            let key = env.key(lab)?;
             let mut a: Vec<String> = vec!["bench".into(), format!("{addr}:{}", inst.port), "--key-file".into()];
-            a.extend([key.to_string_lossy().into(), "--json".into(), "-q".into(), "--no-save".into()]);
+            a.extend([arg(&key), "--json".into(), "-q".into(), "--no-save".into()]);
             if let Some(s) = spec.seconds {
                 a.extend(["-t".into(), s.to_string()]);
             }
@@ -497,84 +439,70 @@ fn start_instance(
                 a.push("--reverse".into());
             }
             a.extend(spec.args.iter().cloned());
-            st.pending.push(Launch::One(in_ns(&ns, &env.linerate.clone(), &a), tag.to_string()));
+            st.pending.push(env.job(in_ns(&ns, &env.linerate, &a), tag, None));
         }
         Tool::Cp => {
             let root = env.ensure_serve(lab, &inst.server)?;
-            let key = env.key()?;
-            let (src, bytes) = env.tree(files, size, 1)?;
+            let key = env.key(lab)?;
+            let (src, bytes) = env.tree(lab, files, size, 1)?;
             st.bytes = bytes;
             st.timeout = transfer_timeout;
             st.dest = Some(root.join(tag));
-            let mut a: Vec<String> = vec!["cp".into(), src.join("part0").to_string_lossy().into()];
-            a.extend([format!("{addr}:{}:{tag}", inst.port), "--key-file".into(), key.to_string_lossy().into()]);
+            let mut a: Vec<String> = vec!["cp".into(), arg(&src.join("part0"))];
+            a.extend([format!("{addr}:{}:{tag}", inst.port), "--key-file".into(), arg(&key)]);
             // the lab saves its own results; each copy inside it stays out of the user's run store
             a.extend(["--json".into(), "-q".into(), "--no-save".into(), "-P".into(), streams.to_string()]);
             a.extend(spec.args.iter().cloned());
-            st.pending.push(Launch::One(in_ns(&ns, &env.linerate.clone(), &a), tag.to_string()));
+            st.pending.push(env.job(in_ns(&ns, &env.linerate, &a), tag, None));
         }
         Tool::Scp | Tool::Rsync | Tool::Tar => {
             env.ensure_sshd(lab, &inst.server)?;
-            let (src, bytes) = env.tree(files, size, streams)?;
+            let (src, bytes) = env.tree(lab, files, size, streams)?;
             st.bytes = bytes;
             st.timeout = transfer_timeout;
             let dest = env.tmp.join(format!("dest-{tag}"));
             std::fs::create_dir_all(&dest).map_err(io(format!("creating {}", dest.display())))?;
             st.dest = Some(dest.clone());
-            let ssh = find_program(&["ssh"])
-                .ok_or_else(|| LabError::State("ssh not found (install openssh-client)".into()))?;
+            let ssh = program(lab, "ssh", "openssh-client")?;
             let opts = env.ssh_opts();
             let target = format!("{}@{addr}", env.user);
             for p in 0..streams {
                 let part = src.join(format!("part{p}"));
                 let dpart = dest.join(format!("part{p}"));
                 let ptag = format!("{tag}-{p}");
-                match spec.tool {
+                let job = match spec.tool {
                     Tool::Scp => {
-                        let scp = find_program(&["scp"]).ok_or_else(|| LabError::State("scp not found".into()))?;
+                        let scp = program(lab, "scp", "openssh-client")?;
                         let mut a = vec!["-q".into(), "-r".into(), "-P".into(), inst.port.to_string()];
                         a.extend(opts.iter().cloned());
                         a.extend(spec.args.iter().cloned());
-                        a.extend([part.to_string_lossy().into(), format!("{target}:{}", dpart.display())]);
-                        st.pending.push(Launch::One(in_ns(&ns, &scp, &a), ptag.to_string()));
+                        a.extend([arg(&part), format!("{target}:{}", dpart.display())]);
+                        env.job(in_ns(&ns, &scp, &a), &ptag, None)
                     }
                     Tool::Rsync => {
-                        let rsync = find_program(&["rsync"])
-                            .ok_or_else(|| LabError::State("rsync not found (install rsync)".into()))?;
+                        let rsync = program(lab, "rsync", "rsync")?;
                         // rsync splits -e on spaces itself; every path here is ours and space-free.
                         let e = format!("{} -p {} {}", ssh.display(), inst.port, opts.join(" "));
                         let mut a = vec!["-a".into(), "-e".into(), e];
                         a.extend(spec.args.iter().cloned());
                         a.extend([format!("{}/", part.display()), format!("{target}:{}/", dpart.display())]);
-                        st.pending.push(Launch::One(in_ns(&ns, &rsync, &a), ptag.to_string()));
+                        env.job(in_ns(&ns, &rsync, &a), &ptag, None)
                     }
                     _ => {
                         std::fs::create_dir_all(&dpart).map_err(io(format!("creating {}", dpart.display())))?;
-                        let tar = find_program(&["tar"]).ok_or_else(|| LabError::State("tar not found".into()))?;
-                        let mut feeder = Command::new(&tar);
-                        feeder.arg("-C").arg(&part).args(["-cf", "-", "."]).stdin(Stdio::null()).stderr(Stdio::null());
+                        let tar = program(lab, "tar", "tar")?;
+                        let feeder = vec![arg(&tar), "-C".into(), arg(&part), "-cf".into(), "-".into(), ".".into()];
                         let mut a = vec!["-p".into(), inst.port.to_string()];
                         a.extend(opts.iter().cloned());
-                        a.extend([
-                            target.clone(),
-                            "tar".into(),
-                            "-C".into(),
-                            dpart.to_string_lossy().into(),
-                            "-xf".into(),
-                            "-".into(),
-                        ]);
-                        st.pending.push(Launch::Piped(feeder, in_ns(&ns, &ssh, &a), ptag));
+                        a.extend([target.clone(), "tar".into(), "-C".into(), arg(&dpart), "-xf".into(), "-".into()]);
+                        env.job(in_ns(&ns, &ssh, &a), &ptag, Some(feeder))
                     }
-                }
+                };
+                st.pending.push(job);
             }
         }
     }
     Ok(st)
-}
-
-fn kill_child(c: &mut Child) {
-    let _ = c.kill();
-    let _ = c.wait();
 }
 
 /// Waits for every process of every instance; on the stop flag or a timeout, kills them.
@@ -583,10 +511,7 @@ fn wait_all(started: &mut [Started], stop: &AtomicBool) -> Result<Vec<(f64, Opti
     let mut done: Vec<Option<(f64, Option<String>)>> = vec![None; n];
     loop {
         if stop.load(Ordering::SeqCst) {
-            for s in started.iter_mut() {
-                s.procs.iter_mut().for_each(|p| kill_child(&mut p.child));
-                s.extra.iter_mut().for_each(kill_child);
-            }
+            started.iter_mut().for_each(Started::kill);
             return Err(LabError::Interrupted);
         }
         for (i, s) in started.iter_mut().enumerate() {
@@ -595,10 +520,10 @@ fn wait_all(started: &mut [Started], stop: &AtomicBool) -> Result<Vec<(f64, Opti
             }
             let mut all = true;
             let mut failure = None;
-            for p in s.procs.iter_mut() {
-                match p.child.try_wait() {
+            for (p, job) in s.procs.iter_mut().zip(&s.out) {
+                match p.try_wait() {
                     Ok(Some(status)) if !status.success() => {
-                        failure.get_or_insert(format!("exited with {status}: {}", tail(&read_capped(&p.err))));
+                        failure.get_or_insert(format!("exited with {status}: {}", tail(&read_capped(&job.stderr))));
                     }
                     Ok(Some(_)) => {}
                     Ok(None) => all = false,
@@ -606,12 +531,11 @@ fn wait_all(started: &mut [Started], stop: &AtomicBool) -> Result<Vec<(f64, Opti
                 }
             }
             if !all && s.t0.elapsed() > s.timeout {
-                s.procs.iter_mut().for_each(|p| kill_child(&mut p.child));
+                s.kill();
                 failure = Some(format!("timed out after {} s", s.timeout.as_secs()));
                 all = true;
             }
             if all {
-                s.extra.iter_mut().for_each(kill_child);
                 done[i] = Some((s.t0.elapsed().as_secs_f64(), failure));
             }
         }
@@ -821,7 +745,7 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let result = run_groups(lab, sc, cfg, &mut env);
     for (pid, st) in env.servers.drain(..) {
-        stop_process(pid, st, Duration::from_secs(2));
+        lab.exec().stop(pid, st, Duration::from_secs(2));
     }
     env.reap();
     let (runs, group_recs) = result?;
@@ -881,9 +805,8 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
             // Every server is up and every tree made: start all clients of the group together.
             for (k, slot) in started.iter_mut().enumerate() {
                 if let Some(s) = slot {
-                    if let Err(e) = s.launch(&env.tmp) {
-                        s.procs.iter_mut().for_each(|p| kill_child(&mut p.child));
-                        s.extra.iter_mut().for_each(kill_child);
+                    if let Err(e) = s.launch(lab.exec()) {
+                        s.kill();
                         recs[k].error = Some(e.to_string());
                         *slot = None;
                     }
@@ -896,7 +819,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 let inst = &g.members[k];
                 let spec = &sc.runs[inst.spec];
                 let rec = &mut recs[k];
-                let out = s.procs.first().map(|p| read_capped(&p.out)).unwrap_or_default();
+                let out = s.out.first().map(|j| read_capped(&j.stdout)).unwrap_or_default();
                 let parsed = match failure {
                     Some(e) => Err(e),
                     None => parse_result(spec.tool, &out, s.bytes, wall),
@@ -920,7 +843,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                     let _ = std::fs::remove_dir_all(d);
                 }
                 if let Some((pid, start)) = s.server {
-                    stop_process(pid, start, Duration::from_secs(2));
+                    lab.exec().stop(pid, start, Duration::from_secs(2));
                 }
             }
             env.reap();
@@ -959,6 +882,152 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::{RecordingExecutor, Shared, RECORDED_PID_BASE};
+    use crate::{Plan, Scenario};
+    use std::sync::{Arc, Mutex};
+
+    const IPERF3_OUT: &str = r#"{"intervals":[{"sum":{"start":0,"end":1,"bits_per_second":9e8}}],
+        "end":{"sum_received":{"bits_per_second":9e8,"seconds":3,"bytes":337500000},
+               "streams":[{"receiver":{"bits_per_second":4.5e8}},{"receiver":{"bits_per_second":4.5e8}}]}}"#;
+
+    /// Three hosts around `b`: iperf3 from `a` and `c` at once, a `linerate cp` from `a`, and
+    /// `tar | ssh` from `c` in two parts.
+    const SC: &str = r#"
+name = "unit"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "c"
+[[link]]
+a = "a"
+b = "b"
+[[link]]
+a = "c"
+b = "b"
+[[run]]
+tool = "iperf3"
+hosts = ["a", "c"]
+server = "b"
+seconds = 3
+streams = 2
+[[run]]
+tool = "cp"
+host = "a"
+server = "b"
+files = 8
+[[run]]
+tool = "tar"
+host = "c"
+server = "b"
+streams = 2
+"#;
+
+    /// Runs `text` as run `run` through a recording executor; the document (or error) and the
+    /// recording, taken before the lab's teardown.
+    fn run_recorded(
+        text: &str,
+        run: &str,
+        rec: RecordingExecutor,
+        stop_at_start: bool,
+    ) -> (Result<LabDocument, LabError>, RecordingExecutor, Plan) {
+        crate::test_state_dir();
+        let rec = Arc::new(Mutex::new(rec));
+        let sc = Scenario::parse(text).unwrap();
+        let never = AtomicBool::new(false);
+        let mut lab =
+            Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("u.toml"), run, false, &never).unwrap();
+        let stop = AtomicBool::new(stop_at_start);
+        let mut log = |_: &str| {};
+        let mut cfg = RunnerConfig { linerate: "/opt/linerate".into(), stop: &stop, log: &mut log };
+        let doc = run_all(&mut lab, &sc, &mut cfg);
+        let plan = lab.plan.clone();
+        let taken = std::mem::take(&mut *rec.lock().unwrap());
+        drop(lab);
+        (doc, taken, plan)
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn every_process_goes_through_the_executor_servers_first_and_each_is_stopped() {
+        let cp_out = serde_json::to_string(&linerate_model::doc::example::cp()).unwrap();
+        let rec = RecordingExecutor {
+            outputs: vec![("iperf3".into(), IPERF3_OUT.into()), ("linerate".into(), cp_out)],
+            ..Default::default()
+        };
+        let (doc, rec, plan) = run_recorded(SC, "lrunit1", rec, false);
+        let doc = doc.unwrap();
+        let b_from = |h: &str| fmt_ip(plan.server_addr(h, "b", None).unwrap());
+        let argvs: Vec<&Vec<String>> = rec.spawned.iter().map(|j| &j.argv).collect();
+
+        // The iperf3 group: both servers are up before either client starts.
+        let server = |port: &str| strings(&["ip", "netns", "exec", "lrunit1-b", "/usr/bin/iperf3", "-s", "-p", port]);
+        let client = |h: &str, port: &str| {
+            let ns = format!("lrunit1-{h}");
+            let mut v = strings(&["ip", "netns", "exec", &ns, "/usr/bin/iperf3", "-c"]);
+            v.extend(strings(&[&b_from(h), "-p", port, "-J", "-i", "1", "-t", "3", "-P", "2"]));
+            v
+        };
+        assert_eq!(argvs[..4], [&server("5201"), &server("5202"), &client("a", "5201"), &client("c", "5202")]);
+        assert_eq!(
+            rec.stopped[..2],
+            [(RECORDED_PID_BASE, 4), (RECORDED_PID_BASE + 1, 4)],
+            "per-run servers end with their run, before the next starts"
+        );
+
+        // cp: a key and a tree through `run`, one `serve` in b, then the client in a.
+        let keygen = rec.commands.iter().position(|c| c[0] == "/opt/linerate" && c[1] == "keygen").unwrap();
+        let mktree = rec.commands.iter().position(|c| c[0] == "/opt/linerate" && c[1] == "mktree").unwrap();
+        assert!(keygen < mktree);
+        assert_eq!(rec.commands[mktree][3..], strings(&["--files", "8", "--mean-size", "1600000"]));
+        assert_eq!(argvs[4][..6], strings(&["ip", "netns", "exec", "lrunit1-b", "/opt/linerate", "serve"]));
+        assert_eq!(argvs[5][..6], strings(&["ip", "netns", "exec", "lrunit1-a", "/opt/linerate", "cp"]));
+        assert!(argvs[5].contains(&format!("{}:7878:r3", b_from("a"))), "{:?}", argvs[5]);
+
+        // tar | ssh: sshd in b, then one ssh per part, each fed by a local tar of its part.
+        assert_eq!(argvs[6][..5], strings(&["ip", "netns", "exec", "lrunit1-b", "/usr/bin/sshd"]));
+        for (k, part) in [(7, "part0"), (8, "part1")] {
+            let j = &rec.spawned[k];
+            assert_eq!(j.argv[..5], strings(&["ip", "netns", "exec", "lrunit1-c", "/usr/bin/ssh"]));
+            assert_eq!(j.argv[j.argv.len() - 4..].first().map(String::as_str), Some("-C"));
+            let feeder = j.feeder.as_ref().expect("tar feeds ssh");
+            assert_eq!(feeder[0], "/usr/bin/tar");
+            assert!(feeder[2].ends_with(part), "{feeder:?}");
+        }
+        assert_eq!(rec.spawned.len(), 9);
+        let (serve, sshd) = (RECORDED_PID_BASE + 4, RECORDED_PID_BASE + 6);
+        let ended: Vec<(u32, usize)> = [serve, sshd].iter().map(|&p| (p, 9)).collect();
+        assert_eq!(rec.stopped[rec.stopped.len() - 2..], ended, "long-lived servers end with the runner");
+
+        // The document: every run measured from what its tool printed.
+        let names: Vec<&str> = doc.runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["iperf3-1@a", "iperf3-1@c", "cp-2", "tar-3"]);
+        assert!(doc.runs.iter().all(|r| r.ok), "{:?}", doc.runs.iter().map(|r| &r.error).collect::<Vec<_>>());
+        assert_eq!(doc.runs[0].rate_bps, Some(9e8));
+        assert_eq!(doc.runs[2].bytes, Some(linerate_model::doc::example::cp().bytes));
+        assert_eq!(doc.groups[0].members, ["iperf3-1@a", "iperf3-1@c"]);
+        assert_eq!(doc.groups[0].rate_bps, 1.8e9);
+        assert_eq!(doc.groups[0].fairness, Some(1.0));
+    }
+
+    #[test]
+    fn a_failing_client_is_recorded_and_a_stop_starts_nothing() {
+        let rec = RecordingExecutor { failing: vec!["iperf3".into()], ..Default::default() };
+        let (doc, rec, _) = run_recorded(SC, "lrunit2", rec, false);
+        let doc = doc.unwrap();
+        assert!(!doc.runs[0].ok);
+        assert!(doc.runs[0].error.as_deref().unwrap().starts_with("exited with exit status: 1"), "{:?}", doc.runs[0]);
+        assert!(!doc.groups[0].ok);
+        assert_eq!(rec.spawned.len(), 9, "one failure does not stop the scenario");
+
+        let (doc, rec, _) = run_recorded(SC, "lrunit3", RecordingExecutor::default(), true);
+        assert!(matches!(doc, Err(LabError::Interrupted)));
+        assert!(rec.spawned.is_empty(), "{:?}", rec.spawned);
+    }
 
     #[test]
     fn parses_iperf3_bench_and_cp_output() {

@@ -185,7 +185,7 @@ impl RunState {
     pub fn teardown(&self, ex: &mut dyn Executor) -> Vec<String> {
         let mut problems = Vec::new();
         for p in &self.processes {
-            stop_process(p.pid, p.start, Duration::from_secs(2));
+            ex.stop(p.pid, p.start, Duration::from_secs(2));
         }
         for ns in &self.namespaces {
             if !Path::new("/run/netns").join(ns).exists() {
@@ -195,7 +195,7 @@ impl RunState {
             if let Ok(out) = ex.run(&["ip".into(), "netns".into(), "pids".into(), ns.clone()]) {
                 for pid in out.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
                     if let Some(st) = proc_start(pid) {
-                        stop_process(pid, st, Duration::from_secs(1));
+                        ex.stop(pid, st, Duration::from_secs(1));
                     }
                 }
             }

@@ -1,18 +1,19 @@
 //! Real labs in network namespaces: rate, MTU, delay and QoS are applied, and nothing is left
 //! behind. They need root, iproute2, iperf3 and ping (`.ci/run` installs them); without root
-//! they print why and pass.
+//! they fail, unless `LINERATE_SKIP_ROOT_TESTS=1` says to skip them (and they print that).
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use linerate_lab::exec::{Executor, SystemExecutor};
+use linerate_lab::exec::{Executor, Job, Process, SystemExecutor};
 use linerate_lab::lab::new_run_id;
 use linerate_lab::runner::{run_all, RunnerConfig};
 use linerate_lab::state::{clean_stale, state_dir, RunState};
 use linerate_lab::{Lab, LabError, Scenario};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Measuring tests run one at a time (two cores).
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -249,6 +250,18 @@ impl Executor for FailAt {
             return Err(LabError::Command { argv: argv.join(" "), status: "injected".into(), stderr: String::new() });
         }
         SystemExecutor.run(argv)
+    }
+    fn spawn(&mut self, job: &Job) -> Result<Box<dyn Process>, LabError> {
+        SystemExecutor.spawn(job)
+    }
+    fn wait_listening(&mut self, pid: u32, port: u16, limit: Duration) -> bool {
+        SystemExecutor.wait_listening(pid, port, limit)
+    }
+    fn stop(&mut self, pid: u32, start: u64, grace: Duration) {
+        SystemExecutor.stop(pid, start, grace)
+    }
+    fn find_program(&mut self, names: &[&str]) -> Option<PathBuf> {
+        SystemExecutor.find_program(names)
     }
 }
 
