@@ -4,7 +4,6 @@
 use super::*;
 use crate::copy::fsx::{self};
 use crate::copy::journal::{self};
-use crate::net::conn::RecvHalf;
 use crate::usage::{self};
 use linerate_proto::copy::ReceiverEvent;
 use linerate_proto::frame::{
@@ -120,25 +119,12 @@ impl RecvSession {
         rx.set_timeout(Some(self.p.idle_timeout));
         let mut wants = Vec::new();
         loop {
-            let plain = match rx.recv() {
-                Ok(Some([])) => {
-                    self.record(true)?;
-                    continue;
-                }
-                Ok(Some(p)) => p,
-                Ok(None) => {
-                    return Err(Abort { code: ErrorCode::Protocol, message: "peer closed the control stream".into() })
-                }
-                Err(crate::EngineError::Proto(e)) => return Err(e.into()),
-                Err(e) if e.is_timeout() => {
-                    let secs = self.p.idle_timeout.as_secs_f64();
-                    return Err(Abort {
-                        code: ErrorCode::Protocol,
-                        message: format!("the control stream was silent for {secs} s (the idle timeout)"),
-                    });
-                }
-                Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
-            };
+            let idle = self.p.idle_timeout;
+            let plain = next_record(rx, "the control stream", "peer closed the control stream", idle)?;
+            if plain.is_empty() {
+                self.record(true)?;
+                continue;
+            }
             self.record(false)?;
             self.lock().ctl.working(true, Instant::now());
             let fin = self.control_record(plain, &mut wants);
@@ -373,6 +359,6 @@ impl RecvSession {
 
     pub(super) fn aborted_outcome(&self) -> Outcome {
         let a = self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        Outcome::Aborted(a.unwrap_or(Abort { code: ErrorCode::Protocol, message: "aborted".into() }))
+        Outcome::Aborted(a.unwrap_or(Abort::protocol("aborted")))
     }
 }

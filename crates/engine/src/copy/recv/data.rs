@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::copy::fsx::{self};
-use crate::net::conn::RecvHalf;
 use crate::usage::{self};
 use linerate_proto::frame::{
     Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_VERIFY,
@@ -35,24 +34,8 @@ impl RecvSession {
 
     pub(super) fn data_loop(&self, rx: &mut RecvHalf) -> Result<(), Abort> {
         loop {
-            let plain = match rx.recv() {
-                Ok(Some(p)) => p,
-                Ok(None) => {
-                    return Err(Abort {
-                        code: ErrorCode::Protocol,
-                        message: "data stream closed before its end".into(),
-                    })
-                }
-                Err(crate::EngineError::Proto(e)) => return Err(e.into()),
-                Err(e) if e.is_timeout() => {
-                    let secs = self.p.idle_timeout.as_secs_f64();
-                    return Err(Abort {
-                        code: ErrorCode::Protocol,
-                        message: format!("a data stream was silent for {secs} s (the idle timeout)"),
-                    });
-                }
-                Err(e) => return Err(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
-            };
+            let idle = self.p.idle_timeout;
+            let plain = next_record(rx, "a data stream", "data stream closed before its end", idle)?;
             self.record(plain.is_empty())?;
             if plain.is_empty() {
                 continue;

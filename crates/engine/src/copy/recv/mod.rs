@@ -6,7 +6,7 @@
 use crate::copy::fsx::{self, Destination, DirCache};
 use crate::copy::journal::Journal;
 use crate::copy::send::{ListSink, Progress};
-use crate::net::conn::SendHalf;
+use crate::net::conn::{RecvHalf, SendHalf};
 use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
 use linerate_proto::copy::ReceiverControl;
@@ -105,6 +105,28 @@ pub struct Abort {
 impl From<ProtoError> for Abort {
     fn from(e: ProtoError) -> Abort {
         Abort { code: e.code(), message: e.to_string() }
+    }
+}
+
+impl Abort {
+    /// A protocol abort with `message`.
+    fn protocol(message: impl Into<String>) -> Abort {
+        Abort { code: ErrorCode::Protocol, message: message.into() }
+    }
+}
+
+/// The next record of a stream (an empty one is a keepalive), or the abort that ends the
+/// session: the peer closed `stream` (`closed` says what that means there), it was silent for
+/// `idle`, or it broke.
+fn next_record<'a>(rx: &'a mut RecvHalf, stream: &str, closed: &str, idle: Duration) -> Result<&'a [u8], Abort> {
+    match rx.recv() {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => Err(Abort::protocol(closed)),
+        Err(crate::EngineError::Proto(e)) => Err(e.into()),
+        Err(e) if e.is_timeout() => {
+            Err(Abort::protocol(format!("{stream} was silent for {} s (the idle timeout)", idle.as_secs_f64())))
+        }
+        Err(e) => Err(Abort::protocol(e.to_string())),
     }
 }
 
@@ -359,7 +381,7 @@ impl RecvSession {
         let mut st = self.lock();
         loop {
             if self.aborted.load(Relaxed) {
-                return Err(Abort { code: ErrorCode::Protocol, message: "session aborted".into() });
+                return Err(Abort::protocol("session aborted"));
             }
             if let Some(v) = f(&mut st)? {
                 return Ok(v);
