@@ -109,6 +109,15 @@ pub fn from_lab(doc: &LabDocument) -> Result<RunReport, ReportError> {
 
 /// Metrics, charts and tables of a lab's runs.
 pub(crate) fn lab_charts(r: &mut RunReport, runs: &[LabRun]) {
+    let groups = groups_of(runs);
+    headline(r, &groups);
+    curves(r, &groups);
+    group_charts(r, &groups);
+    tables(r, &groups, runs);
+}
+
+/// The runs by group, in the order the groups first appear.
+fn groups_of(runs: &[LabRun]) -> Vec<Group<'_>> {
     let mut groups: Vec<Group> = Vec::new();
     for run in runs {
         match groups.iter_mut().find(|g| g.name == run.group) {
@@ -116,11 +125,15 @@ pub(crate) fn lab_charts(r: &mut RunReport, runs: &[LabRun]) {
             None => groups.push(Group { name: &run.group, runs: vec![run] }),
         }
     }
+    groups
+}
 
-    // headline figures and bars of the groups that are not sweep steps
+/// Headline figures of every group, and bars of the groups that are not sweep steps against
+/// the best iperf3 group as ceiling.
+fn headline(r: &mut RunReport, groups: &[Group]) {
     let mut bars = Vec::new();
     let mut ceiling: Option<RefLine> = None;
-    for g in &groups {
+    for g in groups {
         let key = metric_key(g.name);
         let Some(m) = median(&g.totals()) else { continue };
         r.metric(&format!("rate.{key}"), m, "bit/s", Better::Higher);
@@ -152,10 +165,12 @@ pub(crate) fn lab_charts(r: &mut RunReport, runs: &[LabRun]) {
             ceiling,
         });
     }
+}
 
-    // sweeps: throughput and fairness against the number of guests, one line per swept run
+/// Sweeps: throughput and fairness against the number of guests, one line per swept run.
+fn sweep_lines(groups: &[Group]) -> (Vec<Line>, Vec<Line>) {
     let (mut thr, mut fair): (Vec<Line>, Vec<Line>) = (Vec::new(), Vec::new());
-    for g in &groups {
+    for g in groups {
         if let Some((base, n)) = g.sweep() {
             if let Some(m) = median(&g.totals()) {
                 push_point(&mut thr, base, [n, m]);
@@ -165,14 +180,17 @@ pub(crate) fn lab_charts(r: &mut RunReport, runs: &[LabRun]) {
             }
         }
     }
-    // single runs of one tool (same hosts and arguments) at several stream counts: throughput
-    // and CPU against connections, one line per tool
+    (thr, fair)
+}
+
+/// Single runs of one tool (same hosts and arguments) at several stream counts: throughput
+/// and CPU against connections, one line per tool.
+fn scaling_lines(groups: &[Group]) -> (Vec<Line>, Vec<Line>) {
     let (mut scale, mut scale_cpu): (Vec<Line>, Vec<Line>) = (Vec::new(), Vec::new());
-    for g in groups.iter().filter(|g| g.sweep().is_none() && g.size() == 1) {
+    let singles = || groups.iter().filter(|g| g.sweep().is_none() && g.size() == 1);
+    for g in singles() {
         let (Some(run), Some(n)) = (g.runs.first(), g.streams()) else { continue };
-        let shared = groups
-            .iter()
-            .filter(|o| o.sweep().is_none() && o.size() == 1)
+        let shared = singles()
             .any(|o| o.runs.first().is_some_and(|x| x.tool == run.tool && (x.host != run.host || x.args != run.args)));
         let line = if shared {
             format!("{} {}→{} {}", run.tool.name(), run.host, run.server, run.args.join(" ")).trim_end().to_string()
@@ -188,7 +206,13 @@ pub(crate) fn lab_charts(r: &mut RunReport, runs: &[LabRun]) {
             }
         }
     }
-    // a declared sweep is worth a line from two steps; stream counts from three
+    (scale, scale_cpu)
+}
+
+/// The x–y charts: a declared sweep is worth a line from two steps; stream counts from three.
+fn curves(r: &mut RunReport, groups: &[Group]) {
+    let (thr, fair) = sweep_lines(groups);
+    let (scale, scale_cpu) = scaling_lines(groups);
     let enough = |l: &Vec<Line>, n: usize| l.iter().any(|l| l.points.len() >= n);
     let guests = Axis { label: "guests".into(), unit: String::new() };
     let conns = Axis { label: "connections".into(), unit: String::new() };
@@ -205,82 +229,97 @@ pub(crate) fn lab_charts(r: &mut RunReport, runs: &[LabRun]) {
             r.charts.xy.push(XyChart { title: title.into(), x, y, lines });
         }
     }
+}
 
-    // groups of several runs: fairness bars and time series with guarantees (first repeat;
-    // of a sweep, only its largest step)
+/// A run's throughput over time as a line named `name`.
+fn line_of(m: &LabRun, name: &str) -> Option<Line> {
+    intervals_line(name, m.intervals.iter().map(|i| (i.start_s, i.end_s, i.bps)))
+}
+
+/// Per-guest bars of a group's members: by guest; when one host runs several members (one
+/// per link), by host and link.
+fn guest_flows(g: &Group, members: &[&LabRun]) -> Option<FlowChart> {
+    let hosts: BTreeSet<&str> = members.iter().map(|m| m.host.as_str()).collect();
+    let unique = hosts.len() == members.len();
+    let bar_label = |m: &LabRun| match (&m.via, unique) {
+        (_, true) => m.host.clone(),
+        (Some(via), false) => format!("{}/{via}", m.host),
+        (None, false) => m.name.clone(),
+    };
+    let flows: Vec<Bar> = members.iter().filter_map(|m| Some(Bar { label: bar_label(m), value: rate(m)? })).collect();
+    (flows.len() > 1).then(|| FlowChart {
+        title: format!("Per-guest throughput: {}", g.name),
+        unit: "bit/s".into(),
+        flows,
+        jain: None,
+    })
+}
+
+/// The members' throughput over time with their guarantees.
+fn group_series(g: &Group, members: &[&LabRun]) -> Option<TimeChart> {
+    let lines: Vec<Line> = members.iter().filter_map(|m| line_of(m, &m.name)).collect();
+    let guarantees: Vec<RefLine> = members
+        .iter()
+        .filter_map(|m| {
+            let value = m.guarantee.as_ref()?.rate_bps as f64;
+            Some(RefLine { label: format!("{} guarantee", m.name), value })
+        })
+        .collect();
+    (!lines.is_empty()).then(|| TimeChart {
+        title: format!("Throughput over time: {}", g.name),
+        unit: "bit/s".into(),
+        lines,
+        guarantees,
+    })
+}
+
+/// Per-flow bars of a single `linerate bench` run that kept its connections.
+fn bench_flows(g: &Group, run: &LabRun) -> Option<FlowChart> {
+    let bench = run.raw.as_ref().and_then(|d| d.bench());
+    let flows = bench.and_then(|b| b.connections.as_deref()).map(flows_of).unwrap_or_default();
+    (flows.len() > 1).then(|| FlowChart {
+        title: format!("Per-flow throughput: {}", g.name),
+        unit: "bit/s".into(),
+        flows,
+        jain: run.fairness,
+    })
+}
+
+/// A group's latency percentiles, from its first member's bench document.
+fn latency_line(g: &Group, members: &[&LabRun]) -> Option<Line> {
+    let first = members.first().and_then(|m| m.raw.as_ref()).and_then(|d| d.bench());
+    let l = first.and_then(|b| b.summary.as_ref()?.latency_us.as_ref())?;
+    let mut points = latency_points(l);
+    points.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    Some(Line { name: g.name.to_string(), points })
+}
+
+/// Charts of each group's first repeat: per-guest bars (of a sweep, only its largest step),
+/// time series with guarantees, single runs' series and per-flow bars, latency.
+fn group_charts(r: &mut RunReport, groups: &[Group]) {
     let largest = |g: &Group| match g.sweep() {
         None => true,
         Some((base, n)) => !groups.iter().any(|o| o.sweep().is_some_and(|(b, m)| b == base && m > n)),
     };
     let mut singles = Vec::new();
     let mut latency_lines = Vec::new();
-    for g in &groups {
+    for g in groups {
         let Some(first) = g.repeats().first().copied() else { continue };
         let members = g.members(first);
         if members.len() > 1 && largest(g) && r.charts.flows.len() < 8 {
-            // by guest; when one host runs several members (one per link), by host and link
-            let hosts: BTreeSet<&str> = members.iter().map(|m| m.host.as_str()).collect();
-            let unique = hosts.len() == members.len();
-            let bar_label = |m: &LabRun| match (&m.via, unique) {
-                (_, true) => m.host.clone(),
-                (Some(via), false) => format!("{}/{via}", m.host),
-                (None, false) => m.name.clone(),
-            };
-            let flows: Vec<Bar> =
-                members.iter().filter_map(|m| Some(Bar { label: bar_label(m), value: rate(m)? })).collect();
-            if flows.len() > 1 {
-                r.charts.flows.push(FlowChart {
-                    title: format!("Per-guest throughput: {}", g.name),
-                    unit: "bit/s".into(),
-                    flows,
-                    jain: None,
-                });
-            }
+            r.charts.flows.extend(guest_flows(g, &members));
         }
-        let line_of =
-            |m: &LabRun, name: &str| intervals_line(name, m.intervals.iter().map(|i| (i.start_s, i.end_s, i.bps)));
         if members.len() > 1 && g.sweep().is_none() {
-            let lines: Vec<Line> = members.iter().filter_map(|m| line_of(m, &m.name)).collect();
-            let guarantees: Vec<RefLine> = members
-                .iter()
-                .filter_map(|m| {
-                    let value = m.guarantee.as_ref()?.rate_bps as f64;
-                    Some(RefLine { label: format!("{} guarantee", m.name), value })
-                })
-                .collect();
-            if !lines.is_empty() {
-                r.charts.series.push(TimeChart {
-                    title: format!("Throughput over time: {}", g.name),
-                    unit: "bit/s".into(),
-                    lines,
-                    guarantees,
-                });
-            }
+            r.charts.series.extend(group_series(g, &members));
         }
         if members.len() == 1 && g.sweep().is_none() {
-            if let Some(l) = line_of(members[0], g.name) {
-                singles.push(l);
-            }
-            let bench = members[0].raw.as_ref().and_then(|d| d.bench());
+            singles.extend(line_of(members[0], g.name));
             if r.charts.flows.len() < 8 {
-                let flows = bench.and_then(|b| b.connections.as_deref()).map(flows_of).unwrap_or_default();
-                if flows.len() > 1 {
-                    r.charts.flows.push(FlowChart {
-                        title: format!("Per-flow throughput: {}", g.name),
-                        unit: "bit/s".into(),
-                        flows,
-                        jain: members[0].fairness,
-                    });
-                }
+                r.charts.flows.extend(bench_flows(g, members[0]));
             }
         }
         if g.sweep().is_none() && latency_lines.len() < 8 {
-            let first = members.first().and_then(|m| m.raw.as_ref()).and_then(|d| d.bench());
-            if let Some(l) = first.and_then(|b| b.summary.as_ref()?.latency_us.as_ref()) {
-                let mut points = latency_points(l);
-                points.sort_by(|a, b| a[0].total_cmp(&b[0]));
-                latency_lines.push(Line { name: g.name.to_string(), points });
-            }
+            latency_lines.extend(latency_line(g, &members));
         }
     }
     if !singles.is_empty() {
@@ -295,7 +334,10 @@ pub(crate) fn lab_charts(r: &mut RunReport, runs: &[LabRun]) {
     if !latency_lines.is_empty() {
         r.charts.latency.push(LatencyChart { title: "Latency percentiles".into(), lines: latency_lines });
     }
+}
 
+/// The groups' table (medians of repeats) and every measurement's.
+fn tables(r: &mut RunReport, groups: &[Group], runs: &[LabRun]) {
     if !groups.is_empty() {
         let rows = groups
             .iter()
