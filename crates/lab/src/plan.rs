@@ -1,9 +1,12 @@
 //! Turns a validated scenario into a plan: namespace names, addresses, interface names, and
 //! the exact `ip`/`tc` argv lists that build the lab. Pure (no I/O), so it is unit-tested by
-//! comparing command lists.
+//! comparing command lists. [`Plan::new`] runs named steps in order: segments and their subnets,
+//! addresses, namespaces and bridges, wiring each link, shaping each end, then the QoS and lab
+//! descriptions.
 
 use crate::scenario::{
-    check_ifname, fmt_ip, parse_net, parse_time_us, shaper_rate, Net, QosSpec, Scenario, Shaper, Side, LAB_RANGE,
+    check_ifname, fmt_ip, parse_net, parse_time_us, shaper_rate, LinkSpec, Net, QosSpec, Scenario, Shaper, Side,
+    LAB_RANGE,
 };
 use crate::LabError;
 use linerate_model::doc::lab::{LabClass, LabDescription, LabHost, LabInterface, LabLink, LabQos, LabSwitch};
@@ -125,89 +128,124 @@ fn match_nets(m: &str, addrs: &BTreeMap<String, Vec<u32>>) -> Result<Vec<Net>, L
     }
 }
 
-impl Plan {
-    /// Plans scenario `sc` for run id `run`.
-    pub fn new(sc: &Scenario, run: &str) -> Result<Plan, LabError> {
-        let hosts = sc.host_names()?;
-        let links = sc.expanded_links()?;
-        let switch_idx: BTreeMap<&str, usize> =
-            sc.switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
-        let swns = switch_ns(run);
+/// A link with its ranges expanded, as `Scenario::expanded_links` gives it: (name, a, b, spec).
+type Link<'a> = (String, String, String, &'a LinkSpec);
 
-        // Segments: one per switch, then one per host-to-host link.
-        let mut seg_subnet: Vec<Option<Net>> = Vec::new();
-        for sw in &sc.switches {
-            seg_subnet.push(sw.subnet.as_deref().map(|n| parse_net(n, 24)).transpose()?);
-        }
-        let mut link_seg = Vec::new();
-        for (name, a, b, l) in &links {
-            let sw = switch_idx.get(a.as_str()).or_else(|| switch_idx.get(b.as_str()));
-            match sw {
-                Some(&i) => {
-                    if l.subnet.is_some() {
-                        return Err(LabError::Scenario(format!("link '{name}': set the subnet on the switch")));
-                    }
-                    link_seg.push(i)
-                }
-                None => {
-                    seg_subnet.push(l.subnet.as_deref().map(|n| parse_net(n, 24)).transpose()?);
-                    link_seg.push(seg_subnet.len() - 1);
-                }
-            }
-        }
-        // A segment without a subnet takes the network of its first explicit address.
-        for (k, (_, _, _, l)) in links.iter().enumerate() {
-            let seg = link_seg[k];
-            if seg_subnet[seg].is_none() {
+/// Whether two networks share addresses (the shorter prefix decides).
+fn overlaps(a: &Net, b: &Net) -> bool {
+    let m = Net { addr: 0, prefix: a.prefix.min(b.prefix) }.mask();
+    a.addr & m == b.addr & m
+}
+
+/// `network/prefix` text of a subnet.
+fn subnet_text(n: &Net) -> String {
+    format!("{}/{}", fmt_ip(n.network()), n.prefix)
+}
+
+/// The segments of a lab (one per switch, then one per host-to-host link) and their subnets.
+struct Segments {
+    /// The segment of each link, in link order.
+    link_seg: Vec<usize>,
+    /// The subnet of each segment.
+    subnet: Vec<Net>,
+}
+
+impl Segments {
+    /// Gives every segment a subnet: its own, else the network of its first explicit address, else the next free /24.
+    fn new(sc: &Scenario, links: &[Link], switch_idx: &BTreeMap<&str, usize>) -> Result<Segments, LabError> {
+        let (mut subnet, link_seg) = declared_subnets(sc, links, switch_idx)?;
+        for ((_, _, _, l), &seg) in links.iter().zip(&link_seg) {
+            if subnet[seg].is_none() {
                 if let Some(a) = l.a_addr.as_ref().or(l.b_addr.as_ref()) {
                     let n = parse_net(a, 24)?;
-                    seg_subnet[seg] = Some(Net { addr: n.network(), prefix: n.prefix });
+                    subnet[seg] = Some(Net { addr: n.network(), prefix: n.prefix });
                 }
             }
         }
-        // The rest get the next free /24.
-        let mut next = 1u32;
-        for i in 0..seg_subnet.len() {
-            if seg_subnet[i].is_some() {
-                continue;
-            }
-            loop {
-                if next >= 512 {
-                    return Err(LabError::Scenario("ran out of /24 subnets in 198.18.0.0/15".into()));
-                }
-                let cand = Net { addr: LAB_RANGE.addr + (next << 8), prefix: 24 };
-                next += 1;
-                let clash = seg_subnet.iter().flatten().any(|n| {
-                    let p = n.prefix.min(cand.prefix);
-                    let m = Net { addr: 0, prefix: p }.mask();
-                    n.addr & m == cand.addr & m
-                });
-                if !clash {
-                    seg_subnet[i] = Some(cand);
-                    break;
-                }
-            }
-        }
-        let seg_subnet: Vec<Net> = seg_subnet.into_iter().flatten().collect();
-        for (i, a) in seg_subnet.iter().enumerate() {
-            for b in &seg_subnet[i + 1..] {
-                let p = a.prefix.min(b.prefix);
-                let m = Net { addr: 0, prefix: p }.mask();
-                if a.addr & m == b.addr & m {
-                    return Err(LabError::Scenario(format!(
-                        "subnets {}/{} and {}/{} overlap",
-                        fmt_ip(a.network()),
-                        a.prefix,
-                        fmt_ip(b.network()),
-                        b.prefix
-                    )));
-                }
-            }
-        }
+        fill_free_subnets(&mut subnet)?;
+        let subnet: Vec<Net> = subnet.into_iter().flatten().collect();
+        check_overlaps(&subnet)?;
+        Ok(Segments { link_seg, subnet })
+    }
+}
 
-        // Addresses: explicit ones first, then the next free host number of each segment.
+/// The segments with the subnets the scenario gives them (switches first), and each link's segment.
+fn declared_subnets(
+    sc: &Scenario,
+    links: &[Link],
+    switch_idx: &BTreeMap<&str, usize>,
+) -> Result<(Vec<Option<Net>>, Vec<usize>), LabError> {
+    let mut subnet: Vec<Option<Net>> = Vec::new();
+    for sw in &sc.switches {
+        subnet.push(sw.subnet.as_deref().map(|n| parse_net(n, 24)).transpose()?);
+    }
+    let mut link_seg = Vec::new();
+    for (name, a, b, l) in links {
+        match switch_idx.get(a.as_str()).or_else(|| switch_idx.get(b.as_str())) {
+            Some(&i) => {
+                if l.subnet.is_some() {
+                    return Err(LabError::Scenario(format!("link '{name}': set the subnet on the switch")));
+                }
+                link_seg.push(i)
+            }
+            None => {
+                subnet.push(l.subnet.as_deref().map(|n| parse_net(n, 24)).transpose()?);
+                link_seg.push(subnet.len() - 1);
+            }
+        }
+    }
+    Ok((subnet, link_seg))
+}
+
+/// Gives each segment still without a subnet the next /24 of 198.18.0.0/15 that overlaps no other.
+fn fill_free_subnets(subnet: &mut [Option<Net>]) -> Result<(), LabError> {
+    let mut next = 1u32;
+    for i in 0..subnet.len() {
+        if subnet[i].is_some() {
+            continue;
+        }
+        loop {
+            if next >= 512 {
+                return Err(LabError::Scenario("ran out of /24 subnets in 198.18.0.0/15".into()));
+            }
+            let cand = Net { addr: LAB_RANGE.addr + (next << 8), prefix: 24 };
+            next += 1;
+            if !subnet.iter().flatten().any(|n| overlaps(n, &cand)) {
+                subnet[i] = Some(cand);
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses two segments whose subnets overlap.
+fn check_overlaps(subnet: &[Net]) -> Result<(), LabError> {
+    for (i, a) in subnet.iter().enumerate() {
+        for b in &subnet[i + 1..] {
+            if overlaps(a, b) {
+                return Err(LabError::Scenario(format!("subnets {} and {} overlap", subnet_text(a), subnet_text(b))));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Hands out host addresses: explicit ones are reserved up front, the others take the next free host of their segment.
+struct Addresses<'a> {
+    /// The subnet of each segment.
+    subnet: &'a [Net],
+    /// Addresses taken so far.
+    used: BTreeSet<u32>,
+    /// Per segment, the host number to try next.
+    next: Vec<u32>,
+}
+
+impl<'a> Addresses<'a> {
+    /// Reserves every explicit address of `links`, refusing one given twice.
+    fn new(subnet: &'a [Net], links: &[Link]) -> Result<Addresses<'a>, LabError> {
         let mut used: BTreeSet<u32> = BTreeSet::new();
-        for (name, _, _, l) in &links {
+        for (name, _, _, l) in links {
             for a in [&l.a_addr, &l.b_addr].into_iter().flatten() {
                 let n = parse_net(a, 24)?;
                 if !used.insert(n.addr) {
@@ -215,252 +253,370 @@ impl Plan {
                 }
             }
         }
-        let mut seg_next = vec![1u32; seg_subnet.len()];
-        let mut alloc = |seg: usize, explicit: &Option<String>, name: &str| -> Result<Net, LabError> {
-            let net = seg_subnet[seg];
-            if let Some(a) = explicit {
-                let n = parse_net(a, net.prefix)?;
-                if !net.contains(n.addr) || n.addr == net.network() || n.addr == net.network() | !net.mask() {
-                    return Err(LabError::Scenario(format!(
-                        "link '{name}': {} is not a host address of its segment {}/{}",
-                        fmt_ip(n.addr),
-                        fmt_ip(net.network()),
-                        net.prefix
-                    )));
-                }
-                return Ok(Net { addr: n.addr, prefix: net.prefix });
-            }
-            loop {
-                let cand = net.network() + seg_next[seg];
-                seg_next[seg] += 1;
-                if !net.contains(cand) || cand == net.network() | !net.mask() {
-                    return Err(LabError::Scenario(format!(
-                        "link '{name}': segment {} is full",
-                        fmt_ip(net.network())
-                    )));
-                }
-                if used.insert(cand) {
-                    return Ok(Net { addr: cand, prefix: net.prefix });
-                }
-            }
-        };
+        Ok(Addresses { subnet, used, next: vec![1u32; subnet.len()] })
+    }
 
-        let mut hp: BTreeMap<String, HostPlan> =
-            hosts.iter().map(|h| (h.clone(), HostPlan { ns: host_ns(run, h), ifaces: Vec::new() })).collect();
-        let mut namespaces: Vec<String> = hosts.iter().map(|h| host_ns(run, h)).collect();
-        if !sc.switches.is_empty() {
-            namespaces.push(swns.clone());
+    /// An address on segment `seg` for an end of `link`: `explicit` (a host of the segment), else the next free one.
+    fn alloc(&mut self, seg: usize, explicit: &Option<String>, link: &str) -> Result<Net, LabError> {
+        let net = self.subnet[seg];
+        if let Some(a) = explicit {
+            let n = parse_net(a, net.prefix)?;
+            if !net.contains(n.addr) || n.addr == net.network() || n.addr == net.network() | !net.mask() {
+                return Err(LabError::Scenario(format!(
+                    "link '{link}': {} is not a host address of its segment {}",
+                    fmt_ip(n.addr),
+                    subnet_text(&net)
+                )));
+            }
+            return Ok(Net { addr: n.addr, prefix: net.prefix });
         }
-        let mut cmds: Vec<Vec<String>> = Vec::new();
-        for ns in &namespaces {
-            cmds.push(s(&["ip", "netns", "add", ns]));
-            cmds.push(s(&["ip", "-n", ns, "link", "set", "lo", "up"]));
+        loop {
+            let cand = net.network() + self.next[seg];
+            self.next[seg] += 1;
+            if !net.contains(cand) || cand == net.network() | !net.mask() {
+                return Err(LabError::Scenario(format!("link '{link}': segment {} is full", fmt_ip(net.network()))));
+            }
+            if self.used.insert(cand) {
+                return Ok(Net { addr: cand, prefix: net.prefix });
+            }
         }
-        for (i, _) in sc.switches.iter().enumerate() {
+    }
+}
+
+/// Every namespace of run `run`: one per host, then the switch namespace if there are switches.
+fn namespaces(run: &str, hosts: &[String], switches: bool) -> Vec<String> {
+    let mut namespaces: Vec<String> = hosts.iter().map(|h| host_ns(run, h)).collect();
+    if switches {
+        namespaces.push(switch_ns(run));
+    }
+    namespaces
+}
+
+/// The lab being wired: commands so far, hosts' interfaces, and each link's ends and description.
+struct Wiring<'a> {
+    /// Run id.
+    run: &'a str,
+    /// The switch namespace.
+    swns: String,
+    /// Switch index by name.
+    switch_idx: &'a BTreeMap<&'a str, usize>,
+    /// Host address allocator.
+    addrs: Addresses<'a>,
+    /// Ports used so far on each switch.
+    port_count: Vec<usize>,
+    /// Interface names taken so far on each host.
+    ifnames: BTreeMap<String, BTreeSet<String>>,
+    /// The commands, in order.
+    cmds: Vec<Vec<String>>,
+    /// Hosts by name.
+    hp: BTreeMap<String, HostPlan>,
+    /// Both ends of each link, by link name and side.
+    ends: BTreeMap<(String, Side), End>,
+    /// Description of each link, in order.
+    link_desc: Vec<LabLink>,
+}
+
+impl<'a> Wiring<'a> {
+    /// Starts wiring run `run` of `sc`: hosts without interfaces, no commands yet.
+    fn new(
+        sc: &Scenario,
+        run: &'a str,
+        hosts: &[String],
+        switch_idx: &'a BTreeMap<&'a str, usize>,
+        addrs: Addresses<'a>,
+    ) -> Wiring<'a> {
+        Wiring {
+            run,
+            swns: switch_ns(run),
+            switch_idx,
+            addrs,
+            port_count: vec![0usize; sc.switches.len()],
+            ifnames: BTreeMap::new(),
+            cmds: Vec::new(),
+            hp: hosts.iter().map(|h| (h.clone(), HostPlan { ns: host_ns(run, h), ifaces: Vec::new() })).collect(),
+            ends: BTreeMap::new(),
+            link_desc: Vec::new(),
+        }
+    }
+
+    /// Creates the namespaces (loopback up) and one bridge per switch.
+    fn namespaces_and_bridges(&mut self, namespaces: &[String], switches: usize) {
+        for ns in namespaces {
+            self.cmds.push(s(&["ip", "netns", "add", ns]));
+            self.cmds.push(s(&["ip", "-n", ns, "link", "set", "lo", "up"]));
+        }
+        for i in 0..switches {
             let br = format!("br{i}");
-            cmds.push(s(&["ip", "-n", &swns, "link", "add", &br, "type", "bridge"]));
-            cmds.push(s(&["ip", "-n", &swns, "link", "set", &br, "up"]));
+            self.cmds.push(s(&["ip", "-n", &self.swns, "link", "add", &br, "type", "bridge"]));
+            self.cmds.push(s(&["ip", "-n", &self.swns, "link", "set", &br, "up"]));
         }
+    }
 
-        let mut port_count = vec![0usize; sc.switches.len()];
-        let mut ifnames: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let mut ends: BTreeMap<(String, Side), End> = BTreeMap::new();
-        let mut link_desc = Vec::new();
-        for (k, (name, a, b, l)) in links.iter().enumerate() {
-            let seg = link_seg[k];
-            let mtu = l.mtu.unwrap_or(1500);
-            let mut mk_end =
-                |who: &str, want: &Option<String>, addr: &Option<String>| -> Result<(End, Option<Net>), LabError> {
-                    if let Some(&si) = switch_idx.get(who) {
-                        let dev = format!("s{si}p{}", port_count[si]);
-                        port_count[si] += 1;
-                        check_ifname(&dev)?;
-                        return Ok((End { ns: swns.clone(), dev, host: None }, None));
-                    }
-                    let taken = ifnames.entry(who.to_string()).or_default();
-                    let dev = match want {
-                        Some(n) => n.clone(),
-                        None => (0..).map(|i| format!("eth{i}")).find(|n| !taken.contains(n)).unwrap_or_default(),
-                    };
-                    if !taken.insert(dev.clone()) {
-                        return Err(LabError::Scenario(format!(
-                            "link '{name}': host '{who}' already has an interface '{dev}'"
-                        )));
-                    }
-                    let net = alloc(seg, addr, name)?;
-                    Ok((End { ns: host_ns(run, who), dev, host: Some(who.to_string()) }, Some(net)))
-                };
-            let (ea, na) = mk_end(a, &l.a_if, &l.a_addr)?;
-            let (eb, nb) = mk_end(b, &l.b_if, &l.b_addr)?;
-            cmds.push(s(&[
-                "ip", "link", "add", &ea.dev, "netns", &ea.ns, "type", "veth", "peer", "name", &eb.dev, "netns", &eb.ns,
-            ]));
-            let mut addrs = Vec::new();
-            for (e, n) in [(&ea, na), (&eb, nb)] {
-                cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "mtu", &mtu.to_string()]));
-                match (&e.host, n) {
-                    (Some(h), Some(n)) => {
-                        let cidr = format!("{}/{}", fmt_ip(n.addr), n.prefix);
-                        cmds.push(s(&["ip", "-n", &e.ns, "addr", "add", &cidr, "dev", &e.dev]));
-                        if let Some(hp) = hp.get_mut(h) {
-                            hp.ifaces.push(IfacePlan {
-                                name: e.dev.clone(),
-                                addr: n.addr,
-                                prefix: n.prefix,
-                                link: name.clone(),
-                                segment: seg,
-                            });
-                        }
-                        addrs.push(Some(cidr));
-                    }
-                    _ => {
-                        let br = format!("br{seg}");
-                        cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "master", &br]));
-                        addrs.push(None);
-                    }
-                }
-            }
-            // Both ends configured, then both up.
-            for e in [&ea, &eb] {
-                cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "up"]));
-            }
-            let rate = l.rate.as_deref().map(shaper_rate).transpose()?;
-            let delay = l.delay.as_deref().map(parse_time_us).transpose()?;
-            let jitter = l.jitter.as_deref().map(parse_time_us).transpose()?;
-            link_desc.push(LabLink {
-                name: name.clone(),
-                a: a.to_string(),
-                b: b.to_string(),
-                a_if: ea.dev.clone(),
-                b_if: eb.dev.clone(),
-                addrs,
-                rate_bps: rate,
-                shaper: l.shaper,
-                mtu,
-                delay_us: delay,
-                jitter_us: jitter,
-                loss_pct: l.loss,
-                reorder_pct: l.reorder,
-                subnet: format!("{}/{}", fmt_ip(seg_subnet[seg].network()), seg_subnet[seg].prefix),
-            });
-            ends.insert((name.clone(), Side::A), ea);
-            ends.insert((name.clone(), Side::B), eb);
+    /// Wires link `link` on segment `seg`: a veth pair, both ends configured, then both up.
+    fn link(&mut self, link: &Link, seg: usize) -> Result<(), LabError> {
+        let (name, a, b, l) = link;
+        let mtu = l.mtu.unwrap_or(1500);
+        let (ea, na) = self.end(a, &l.a_if, &l.a_addr, seg, name)?;
+        let (eb, nb) = self.end(b, &l.b_if, &l.b_addr, seg, name)?;
+        self.cmds.push(s(&[
+            "ip", "link", "add", &ea.dev, "netns", &ea.ns, "type", "veth", "peer", "name", &eb.dev, "netns", &eb.ns,
+        ]));
+        let addrs = vec![self.configure(&ea, na, mtu, name, seg), self.configure(&eb, nb, mtu, name, seg)];
+        for e in [&ea, &eb] {
+            self.cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "up"]));
         }
+        self.link_desc.push(LabLink {
+            name: name.clone(),
+            a: a.to_string(),
+            b: b.to_string(),
+            a_if: ea.dev.clone(),
+            b_if: eb.dev.clone(),
+            addrs,
+            rate_bps: l.rate.as_deref().map(shaper_rate).transpose()?,
+            shaper: l.shaper,
+            mtu,
+            delay_us: l.delay.as_deref().map(parse_time_us).transpose()?,
+            jitter_us: l.jitter.as_deref().map(parse_time_us).transpose()?,
+            loss_pct: l.loss,
+            reorder_pct: l.reorder,
+            subnet: subnet_text(&self.addrs.subnet[seg]),
+        });
+        self.ends.insert((name.clone(), Side::A), ea);
+        self.ends.insert((name.clone(), Side::B), eb);
+        Ok(())
+    }
 
-        // Shaping: each end's egress carries the link's rate and netem, or its QoS classes.
-        let addrs: BTreeMap<String, Vec<u32>> =
-            hp.iter().map(|(h, p)| (h.clone(), p.ifaces.iter().map(|i| i.addr).collect())).collect();
-        let mut guarantees = Vec::new();
-        let mut qos_desc = Vec::new();
-        let mut ifb_count: BTreeMap<String, usize> = BTreeMap::new();
-        for (name, _, _, l) in &links {
-            let rate = l.rate.as_deref().map(shaper_rate).transpose()?;
-            let netem = netem_args(
-                l.delay.as_deref().map(parse_time_us).transpose()?,
-                l.jitter.as_deref().map(parse_time_us).transpose()?,
-                l.loss,
-                l.reorder,
-            );
-            for side in [Side::A, Side::B] {
-                let Some(end) = ends.get(&(name.clone(), side)) else { continue };
-                let egress_qos = sc.qos.iter().find(|q| &q.link == name && q.side == side && !q.ingress);
-                match egress_qos {
-                    Some(q) => {
-                        let total = q.rate.as_deref().map(shaper_rate).transpose()?.or(rate).ok_or_else(|| {
-                            LabError::Scenario(format!("qos on '{name}': give the qos or the link a rate"))
-                        })?;
-                        htb_classes(&mut cmds, &end.ns, &end.dev, total, q, netem.as_deref(), &addrs)?;
-                    }
-                    None => shape(&mut cmds, &end.ns, &end.dev, rate, l.shaper, netem.as_deref()),
-                }
-                for q in sc.qos.iter().filter(|q| &q.link == name && q.side == side && q.ingress) {
-                    let total = q.rate.as_deref().map(shaper_rate).transpose()?.or(rate).ok_or_else(|| {
-                        LabError::Scenario(format!("qos on '{name}': give the qos or the link a rate"))
-                    })?;
-                    let n = ifb_count.entry(end.ns.clone()).or_default();
-                    let ifb = format!("lrifb{n}");
-                    *n += 1;
-                    cmds.push(s(&["ip", "-n", &end.ns, "link", "add", &ifb, "type", "ifb"]));
-                    cmds.push(s(&["ip", "-n", &end.ns, "link", "set", &ifb, "up"]));
-                    cmds.push(s(&["tc", "-n", &end.ns, "qdisc", "add", "dev", &end.dev, "handle", "ffff:", "ingress"]));
-                    cmds.push(s(&[
-                        "tc", "-n", &end.ns, "filter", "add", "dev", &end.dev, "parent", "ffff:", "protocol", "all",
-                        "prio", "1", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev",
-                        &ifb,
-                    ]));
-                    htb_classes(&mut cmds, &end.ns, &ifb, total, q, None, &addrs)?;
-                }
-            }
+    /// The end of `link` at `who`: a switch's next port, or a host interface (`want`, else the first free `ethN`).
+    fn end(
+        &mut self,
+        who: &str,
+        want: &Option<String>,
+        addr: &Option<String>,
+        seg: usize,
+        link: &str,
+    ) -> Result<(End, Option<Net>), LabError> {
+        if let Some(&si) = self.switch_idx.get(who) {
+            let dev = format!("s{si}p{}", self.port_count[si]);
+            self.port_count[si] += 1;
+            check_ifname(&dev)?;
+            return Ok((End { ns: self.swns.clone(), dev, host: None }, None));
         }
-        for q in &sc.qos {
-            let total = match q.rate.as_deref() {
-                Some(r) => shaper_rate(r)?,
-                None => links
-                    .iter()
-                    .find(|(n, ..)| n == &q.link)
-                    .and_then(|(_, _, _, l)| l.rate.as_deref())
-                    .map(shaper_rate)
-                    .transpose()?
-                    .unwrap_or(0),
-            };
-            let mut classes = Vec::new();
-            for c in &q.classes {
-                let r = shaper_rate(&c.rate)?;
-                let ceil = c.ceil.as_deref().map(shaper_rate).transpose()?.unwrap_or(total);
-                let hs: Vec<String> =
-                    [&c.src, &c.dst].into_iter().flatten().filter(|m| addrs.contains_key(*m)).cloned().collect();
-                guarantees.push(Guarantee {
-                    class: c.name.clone(),
-                    hosts: hs.clone(),
-                    rate_bps: r,
-                    ceil_bps: ceil,
-                    link: q.link.clone(),
-                });
-                classes.push(LabClass {
-                    name: c.name.clone(),
-                    rate_bps: r,
-                    ceil_bps: ceil,
-                    src: c.src.clone(),
-                    dst: c.dst.clone(),
-                    sport: c.sport,
-                    dport: c.dport,
-                    default: c.default,
-                    hosts: hs,
-                });
-            }
-            qos_desc.push(LabQos { link: q.link.clone(), side: q.side, ingress: q.ingress, rate_bps: total, classes });
-        }
-
-        let description = LabDescription {
-            hosts: hp
-                .iter()
-                .map(|(h, p)| {
-                    let interfaces = p
-                        .ifaces
-                        .iter()
-                        .map(|i| LabInterface {
-                            name: i.name.clone(),
-                            addr: format!("{}/{}", fmt_ip(i.addr), i.prefix),
-                            link: i.link.clone(),
-                        })
-                        .collect();
-                    (h.clone(), LabHost { ns: p.ns.clone(), interfaces })
-                })
-                .collect(),
-            switches: sc
-                .switches
-                .iter()
-                .enumerate()
-                .map(|(i, s)| LabSwitch {
-                    name: s.name.clone(),
-                    bridge: format!("br{i}"),
-                    ns: swns.clone(),
-                    subnet: format!("{}/{}", fmt_ip(seg_subnet[i].network()), seg_subnet[i].prefix),
-                })
-                .collect(),
-            links: link_desc,
-            qos: qos_desc,
+        let taken = self.ifnames.entry(who.to_string()).or_default();
+        let dev = match want {
+            Some(n) => n.clone(),
+            None => (0..).map(|i| format!("eth{i}")).find(|n| !taken.contains(n)).unwrap_or_default(),
         };
+        if !taken.insert(dev.clone()) {
+            return Err(LabError::Scenario(format!("link '{link}': host '{who}' already has an interface '{dev}'")));
+        }
+        let net = self.addrs.alloc(seg, addr, link)?;
+        Ok((End { ns: host_ns(self.run, who), dev, host: Some(who.to_string()) }, Some(net)))
+    }
+
+    /// Sets an end's MTU, then its address (a host's, returned as CIDR text) or its bridge (a switch port's).
+    fn configure(&mut self, e: &End, n: Option<Net>, mtu: u32, link: &str, seg: usize) -> Option<String> {
+        self.cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "mtu", &mtu.to_string()]));
+        match (&e.host, n) {
+            (Some(h), Some(n)) => {
+                let cidr = format!("{}/{}", fmt_ip(n.addr), n.prefix);
+                self.cmds.push(s(&["ip", "-n", &e.ns, "addr", "add", &cidr, "dev", &e.dev]));
+                if let Some(hp) = self.hp.get_mut(h) {
+                    let iface = IfacePlan {
+                        name: e.dev.clone(),
+                        addr: n.addr,
+                        prefix: n.prefix,
+                        link: link.to_string(),
+                        segment: seg,
+                    };
+                    hp.ifaces.push(iface);
+                }
+                Some(cidr)
+            }
+            _ => {
+                let br = format!("br{seg}");
+                self.cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "master", &br]));
+                None
+            }
+        }
+    }
+}
+
+/// The total rate QoS `q` on link `link` shares: its own, else the link's `rate`.
+fn qos_total(q: &QosSpec, rate: Option<u64>, link: &str) -> Result<u64, LabError> {
+    q.rate
+        .as_deref()
+        .map(shaper_rate)
+        .transpose()?
+        .or(rate)
+        .ok_or_else(|| LabError::Scenario(format!("qos on '{link}': give the qos or the link a rate")))
+}
+
+/// Shapes both ends of every link: egress gets the link's rate and netem or its QoS classes, ingress QoS an ifb.
+fn shape_links(
+    cmds: &mut Vec<Vec<String>>,
+    sc: &Scenario,
+    links: &[Link],
+    ends: &BTreeMap<(String, Side), End>,
+    addrs: &BTreeMap<String, Vec<u32>>,
+) -> Result<(), LabError> {
+    let mut ifb_count: BTreeMap<String, usize> = BTreeMap::new();
+    for (name, _, _, l) in links {
+        let rate = l.rate.as_deref().map(shaper_rate).transpose()?;
+        let netem = netem_args(
+            l.delay.as_deref().map(parse_time_us).transpose()?,
+            l.jitter.as_deref().map(parse_time_us).transpose()?,
+            l.loss,
+            l.reorder,
+        );
+        for side in [Side::A, Side::B] {
+            let Some(end) = ends.get(&(name.clone(), side)) else { continue };
+            match sc.qos.iter().find(|q| &q.link == name && q.side == side && !q.ingress) {
+                Some(q) => {
+                    let total = qos_total(q, rate, name)?;
+                    htb_classes(cmds, &end.ns, &end.dev, total, q, netem.as_deref(), addrs)?;
+                }
+                None => shape(cmds, &end.ns, &end.dev, rate, l.shaper, netem.as_deref()),
+            }
+            for q in sc.qos.iter().filter(|q| &q.link == name && q.side == side && q.ingress) {
+                let total = qos_total(q, rate, name)?;
+                let n = ifb_count.entry(end.ns.clone()).or_default();
+                let ifb = format!("lrifb{n}");
+                *n += 1;
+                ingress_qos(cmds, end, &ifb, total, q, addrs)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ingress QoS `q` at `end`: what arrives is redirected to the new ifb device `ifb`, whose egress carries the classes.
+fn ingress_qos(
+    cmds: &mut Vec<Vec<String>>,
+    end: &End,
+    ifb: &str,
+    total: u64,
+    q: &QosSpec,
+    addrs: &BTreeMap<String, Vec<u32>>,
+) -> Result<(), LabError> {
+    cmds.push(s(&["ip", "-n", &end.ns, "link", "add", ifb, "type", "ifb"]));
+    cmds.push(s(&["ip", "-n", &end.ns, "link", "set", ifb, "up"]));
+    cmds.push(s(&["tc", "-n", &end.ns, "qdisc", "add", "dev", &end.dev, "handle", "ffff:", "ingress"]));
+    cmds.push(s(&[
+        "tc", "-n", &end.ns, "filter", "add", "dev", &end.dev, "parent", "ffff:", "protocol", "all", "prio", "1",
+        "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", ifb,
+    ]));
+    htb_classes(cmds, &end.ns, ifb, total, q, None, addrs)
+}
+
+/// The QoS blocks as applied: the guarantees for the results, and their description.
+fn describe_qos(
+    sc: &Scenario,
+    links: &[Link],
+    addrs: &BTreeMap<String, Vec<u32>>,
+) -> Result<(Vec<Guarantee>, Vec<LabQos>), LabError> {
+    let mut guarantees = Vec::new();
+    let mut qos_desc = Vec::new();
+    for q in &sc.qos {
+        let total = match q.rate.as_deref() {
+            Some(r) => shaper_rate(r)?,
+            None => links
+                .iter()
+                .find(|(n, ..)| n == &q.link)
+                .and_then(|(_, _, _, l)| l.rate.as_deref())
+                .map(shaper_rate)
+                .transpose()?
+                .unwrap_or(0),
+        };
+        let mut classes = Vec::new();
+        for c in &q.classes {
+            let r = shaper_rate(&c.rate)?;
+            let ceil = c.ceil.as_deref().map(shaper_rate).transpose()?.unwrap_or(total);
+            let hs: Vec<String> =
+                [&c.src, &c.dst].into_iter().flatten().filter(|m| addrs.contains_key(*m)).cloned().collect();
+            guarantees.push(Guarantee {
+                class: c.name.clone(),
+                hosts: hs.clone(),
+                rate_bps: r,
+                ceil_bps: ceil,
+                link: q.link.clone(),
+            });
+            classes.push(LabClass {
+                name: c.name.clone(),
+                rate_bps: r,
+                ceil_bps: ceil,
+                src: c.src.clone(),
+                dst: c.dst.clone(),
+                sport: c.sport,
+                dport: c.dport,
+                default: c.default,
+                hosts: hs,
+            });
+        }
+        qos_desc.push(LabQos { link: q.link.clone(), side: q.side, ingress: q.ingress, rate_bps: total, classes });
+    }
+    Ok((guarantees, qos_desc))
+}
+
+/// The lab description for the results document: hosts and their interfaces, switches, links, QoS.
+fn describe_lab(
+    sc: &Scenario,
+    run: &str,
+    hp: &BTreeMap<String, HostPlan>,
+    subnet: &[Net],
+    links: Vec<LabLink>,
+    qos: Vec<LabQos>,
+) -> LabDescription {
+    let host = |p: &HostPlan| {
+        let interfaces = p
+            .ifaces
+            .iter()
+            .map(|i| LabInterface {
+                name: i.name.clone(),
+                addr: format!("{}/{}", fmt_ip(i.addr), i.prefix),
+                link: i.link.clone(),
+            })
+            .collect();
+        LabHost { ns: p.ns.clone(), interfaces }
+    };
+    LabDescription {
+        hosts: hp.iter().map(|(h, p)| (h.clone(), host(p))).collect(),
+        switches: sc
+            .switches
+            .iter()
+            .enumerate()
+            .map(|(i, s)| LabSwitch {
+                name: s.name.clone(),
+                bridge: format!("br{i}"),
+                ns: switch_ns(run),
+                subnet: subnet_text(&subnet[i]),
+            })
+            .collect(),
+        links,
+        qos,
+    }
+}
+
+impl Plan {
+    /// Plans scenario `sc` for run id `run`.
+    pub fn new(sc: &Scenario, run: &str) -> Result<Plan, LabError> {
+        let hosts = sc.host_names()?;
+        let links = sc.expanded_links()?;
+        let switch_idx: BTreeMap<&str, usize> =
+            sc.switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+        let segs = Segments::new(sc, &links, &switch_idx)?;
+        let addrs = Addresses::new(&segs.subnet, &links)?;
+        let namespaces = namespaces(run, &hosts, !sc.switches.is_empty());
+        let mut w = Wiring::new(sc, run, &hosts, &switch_idx, addrs);
+        w.namespaces_and_bridges(&namespaces, sc.switches.len());
+        for (link, &seg) in links.iter().zip(&segs.link_seg) {
+            w.link(link, seg)?;
+        }
+        let Wiring { mut cmds, hp, ends, link_desc, .. } = w;
+        let host_addrs: BTreeMap<String, Vec<u32>> =
+            hp.iter().map(|(h, p)| (h.clone(), p.ifaces.iter().map(|i| i.addr).collect())).collect();
+        shape_links(&mut cmds, sc, &links, &ends, &host_addrs)?;
+        let (guarantees, qos) = describe_qos(sc, &links, &host_addrs)?;
+        let description = describe_lab(sc, run, &hp, &segs.subnet, link_desc, qos);
         Ok(Plan { run: run.to_string(), namespaces, hosts: hp, commands: cmds, guarantees, description })
     }
 
@@ -844,5 +1000,73 @@ src = "g1"
         assert!(Plan::new(&Scenario::parse(&clash).unwrap(), "r").unwrap_err().to_string().contains("overlap"));
         let dup = format!("{base}a_addr = \"198.18.1.1\"\nb_addr = \"198.18.1.1\"\n");
         assert!(Plan::new(&Scenario::parse(&dup).unwrap(), "r").is_err());
+    }
+
+    #[test]
+    fn address_errors_are_exact_and_explicit_addresses_are_reserved_first() {
+        let plan = |t: &str| Plan::new(&Scenario::parse(t).unwrap(), "r");
+        let err = |t: &str| plan(t).unwrap_err().to_string();
+        let two = "name = \"e\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n";
+        let l = "[[link]]\na = \"a\"\nb = \"b\"\n";
+        // A repeated address is refused before any address is checked against its segment.
+        let twice = format!(
+            "{two}{l}subnet = \"198.18.1.0/24\"\na_addr = \"198.18.2.1\"\n\
+             {l}name = \"l2\"\nsubnet = \"198.18.3.0/24\"\na_addr = \"198.18.3.1\"\nb_addr = \"198.18.3.1\"\n"
+        );
+        assert_eq!(err(&twice), "scenario: link 'l2': address 198.18.3.1 used twice");
+        let bcast = format!("{two}{l}subnet = \"198.18.1.0/24\"\na_addr = \"198.18.1.255\"\n");
+        let not_host = "is not a host address of its segment";
+        assert_eq!(err(&bcast), format!("scenario: link 'a-b': 198.18.1.255 {not_host} 198.18.1.0/24"));
+        // End a's address is checked before end b's interface name.
+        let order =
+            format!("{two}{l}{l}name = \"l2\"\nsubnet = \"198.18.5.0/24\"\na_addr = \"198.18.6.1\"\nb_if = \"eth0\"\n");
+        assert_eq!(err(&order), format!("scenario: link 'l2': 198.18.6.1 {not_host} 198.18.5.0/24"));
+        let sw = "name = \"s\"\n[[host]]\nname = \"g[1..3]\"\n[[switch]]\nname = \"sw0\"\n";
+        // A /30 holds two hosts.
+        let full = format!("{sw}subnet = \"198.18.4.0/30\"\n[[link]]\na = \"g[1..3]\"\nb = \"sw0\"\n");
+        assert_eq!(err(&full), "scenario: link 'g3-sw0': segment 198.18.4.0 is full");
+        // g1's explicit .1 is reserved before g2 and g3, declared earlier, are given theirs.
+        let reserved = format!(
+            "{sw}subnet = \"198.18.4.0/29\"\n[[link]]\na = \"g[2..3]\"\nb = \"sw0\"\n\
+             [[link]]\na = \"g1\"\nb = \"sw0\"\na_addr = \"198.18.4.1\"\n"
+        );
+        let p = plan(&reserved).unwrap();
+        let addr = |h: &str| fmt_ip(p.hosts[h].ifaces[0].addr);
+        assert_eq!([addr("g1"), addr("g2"), addr("g3")], ["198.18.4.1", "198.18.4.2", "198.18.4.3"]);
+    }
+
+    #[test]
+    fn ingress_qos_follows_the_egress_shaper_through_a_fresh_ifb() {
+        let sc = Scenario::parse(
+            "name = \"i\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n\
+             [[link]]\na = \"a\"\nb = \"b\"\nrate = \"1gbit\"\n\
+             [[qos]]\nlink = \"a-b\"\nside = \"b\"\ningress = true\n\
+             [[qos.class]]\nname = \"x\"\nrate = \"100mbit\"\nsrc = \"a\"\n",
+        )
+        .unwrap();
+        let c = joined(&Plan::new(&sc, "r").unwrap());
+        let start = c.iter().position(|x| x.starts_with("tc -n r-b qdisc add dev eth0 root")).unwrap();
+        let (class, rest) = ("tc -n r-b class add dev lrifb0 parent", "burst 250000 cburst 250000 overhead 24");
+        assert_eq!(
+            c[start..],
+            [
+                "tc -n r-b qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 \
+                 latency 20ms overhead 24"
+                    .to_string(),
+                "ip -n r-b link add lrifb0 type ifb".into(),
+                "ip -n r-b link set lrifb0 up".into(),
+                "tc -n r-b qdisc add dev eth0 handle ffff: ingress".into(),
+                "tc -n r-b filter add dev eth0 parent ffff: protocol all prio 1 u32 match u32 0 0 \
+                 action mirred egress redirect dev lrifb0"
+                    .into(),
+                "tc -n r-b qdisc add dev lrifb0 root handle 1: htb default 11".into(),
+                format!("{class} 1: classid 1:1 htb rate 1000000000bit ceil 1000000000bit {rest}"),
+                format!("{class} 1:1 classid 1:10 htb rate 100000000bit ceil 1000000000bit {rest}"),
+                format!("{class} 1:1 classid 1:11 htb rate 900000000bit ceil 1000000000bit {rest}"),
+                "tc -n r-b filter add dev lrifb0 parent 1: protocol ip prio 1 u32 \
+                 match ip src 198.18.1.1/32 flowid 1:10"
+                    .into(),
+            ]
+        );
     }
 }
