@@ -1,8 +1,5 @@
 //! `linerate doctor` end to end: a path whose far end has a smaller MTU than the near end, built
 //! from two network namespaces and a veth pair, must be named as a path-MTU mismatch.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -61,7 +58,7 @@ fn doctor_reports_this_host_as_json_and_refuses_an_unknown_interface() {
 
 #[test]
 fn doctor_names_a_path_mtu_mismatch_across_namespaces() {
-    if !support::needs_root("creating network namespaces") {
+    if !crate::support::needs_root("creating network namespaces") {
         return;
     }
     let id = format!("{}{}", std::process::id() % 100_000, COUNTER.fetch_add(1, Ordering::SeqCst));

@@ -1,5 +1,4 @@
 //! End-to-end tests of the `linerate` binary.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -7,8 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-mod support;
-use support::noise;
+use crate::support::noise;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_linerate"))

@@ -1,5 +1,4 @@
 //! End-to-end tests of `linerate report` through the real binary and a temporary store.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

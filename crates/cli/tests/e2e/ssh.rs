@@ -2,17 +2,14 @@
 //! compared byte for byte, `--via-ssh` with the remote listening where only the ssh connection
 //! reaches it, the remote's deadline, version and garbage announcements, the secret kept out of
 //! argv and output, and a hostile path that would run a command if it went through a shell.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-mod support;
-
+use crate::support::sshlab::{run_bounded, text, SshLab, HOST};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use support::sshlab::{run_bounded, text, SshLab, HOST};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -360,7 +357,7 @@ fn the_remote_exits_when_the_ssh_connection_closes_before_anyone_connects() {
 /// Not a test: rates of a 1 GiB push and pull over the lab's veth (no rate limit, so CPU bound) with
 /// `linerate cp` direct, `linerate cp --via-ssh` and `scp -r` (and pulls with linerate and scp), each
 /// checked for identical bytes.
-/// Run with `cargo test --test ssh measure -- --ignored --nocapture`; `LINERATE_BIN` names a
+/// Run with `cargo test --test e2e ssh::measure -- --ignored --nocapture`; `LINERATE_BIN` names a
 /// release build to measure instead of this test's debug binary (for both ends).
 #[test]
 #[ignore]

@@ -6,9 +6,6 @@
 //! Loss, delay, reordering and duplication (netem) are not exercised: this kernel is built
 //! without `CONFIG_NET_SCH_NETEM`, so `tc qdisc add ... netem` fails. TCP hides those faults from
 //! linerate anyway; what linerate itself must handle is a connection that dies or stalls.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod support;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
@@ -315,7 +312,7 @@ impl Drop for Link {
 
 #[test]
 fn a_link_cut_mid_transfer_fails_clearly_and_a_rerun_completes() {
-    if !support::needs_root("a link cut between network namespaces") {
+    if !crate::support::needs_root("a link cut between network namespaces") {
         return;
     }
     let t = scratch();

@@ -1,5 +1,4 @@
 //! Shared helpers of the integration tests.
-#![allow(dead_code)] // each test binary uses a part
 
 pub mod sshlab;
 

@@ -1,8 +1,5 @@
 //! `linerate lab` end to end: up/status/exec/down, and nothing left behind after SIGINT to
 //! `lab up` or `lab run`, or after the owner is killed outright. Needs root, iproute2, iperf3.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
-
-mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -14,7 +11,7 @@ fn bin() -> Command {
 }
 
 fn can_run() -> bool {
-    support::needs_root("the lab tests")
+    crate::support::needs_root("the lab tests")
 }
 
 const SCENARIO: &str = r#"

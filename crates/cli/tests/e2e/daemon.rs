@@ -3,7 +3,6 @@
 //! directory, known_hosts on first contact, refusals, and, between two hosts of a namespace lab
 //! (loopback when not root), three key clients sharing a capped daemon fairly while an unknown
 //! key and a read-only push are refused.
-#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -11,9 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-mod support;
-use support::noise;
-use support::sshlab::{SshLab, SERVER_IP};
+use crate::support::noise;
+use crate::support::sshlab::{SshLab, SERVER_IP};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
