@@ -4,6 +4,8 @@
 
 mod config;
 mod offers;
+mod reader;
+mod session;
 mod stream;
 
 pub use config::{
@@ -11,26 +13,24 @@ pub use config::{
     SUMMARY_WAIT,
 };
 use offers::*;
+use reader::*;
+use session::*;
 use stream::*;
 
 use crate::copy::sched::Queue;
-use crate::copy::walk::{self, shown, Item, Root};
+use crate::copy::walk::{shown, Item, Root};
 use crate::net::conn::{self};
 use crate::rate::SessionRate;
 use crate::usage::{self};
 use crate::EngineError;
-use linerate_proto::copy::{SenderControl, SenderEvent, SenderTimeouts};
-use linerate_proto::frame::{
-    self, Finish, Frame, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_SYNC, FLAG_VERIFY, NOTE_WOULD_DELETE,
-};
+use linerate_proto::frame::{self, Finish, Frame, Summary};
 use linerate_proto::hello::StreamKind;
 use linerate_proto::{name, ErrorCode, ProtoError};
 use std::collections::HashMap;
-use std::net::TcpStream;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{mpsc, Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Default)]
@@ -44,6 +44,31 @@ struct Totals {
     skipped_bytes: AtomicU64,
     resumed_bytes: AtomicU64,
     deleted: AtomicU64,
+}
+
+impl Totals {
+    /// The `Finish` frame of these totals.
+    fn finish(&self) -> Finish {
+        Finish {
+            files: self.files.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            dirs: self.dirs.load(Relaxed),
+            links: self.links.load(Relaxed),
+        }
+    }
+
+    /// What was sent: `fin`, the receiver's `summary` and these totals.
+    fn sent(&self, fin: Finish, summary: Summary) -> Sent {
+        Sent {
+            fin,
+            summary,
+            local_errors: self.errors.load(Relaxed),
+            skipped_files: self.skipped_files.load(Relaxed),
+            skipped_bytes: self.skipped_bytes.load(Relaxed),
+            resumed_bytes: self.resumed_bytes.load(Relaxed),
+            deleted: self.deleted.load(Relaxed),
+        }
+    }
 }
 
 struct Ctx {
@@ -168,269 +193,25 @@ pub fn run_sender(
     progress: Arc<Progress>,
     on_error: ErrorSink,
 ) -> Result<Sent, EngineError> {
-    // A send that makes no progress for this long fails (SO_SNDTIMEO) instead of waiting on a
-    // dead link for the kernel's retransmission limit.
-    for s in data.iter().chain(std::iter::once(&control)) {
-        if let Some(sock) = s.rx.socket() {
-            let _ = sock.set_write_timeout(Some(o.stall_timeout.max(Duration::from_millis(1))));
-        }
-    }
-    let ctx = Arc::new(Ctx {
-        queue: Queue::new(4096),
-        chunk: o.chunk,
-        verify: o.has(FLAG_VERIFY),
-        sync: o.has(FLAG_SYNC),
-        stalled: AtomicBool::new(false),
-        keepalive: o.keepalive,
-        totals: Totals::default(),
-        progress: progress.clone(),
-        on_error: on_error.clone(),
-        pace: o.pace.clone(),
-    });
-    let timeouts = SenderTimeouts { stall: o.stall_timeout, summary: o.summary_wait };
-    let offers = Arc::new(Offers {
-        state: Mutex::new(OfferState {
-            files: HashMap::new(),
-            ctl: SenderControl::new(o.flags, o.chunk as u32, timeouts, Instant::now()),
-        }),
-        changed: Condvar::new(),
-    });
+    set_write_timeouts(&control, &data, o.stall_timeout);
+    let (ctx, offers) = shared_state(o, progress, on_error);
     let ctl_tx = Arc::new(Mutex::new(control.tx));
-    // Control reader: wants, notes and per-entry errors as they come, then the summary or a
-    // fatal error.
-    let (done_tx, done_rx) = mpsc::channel::<Result<Summary, EngineError>>();
-    let data_socks: Vec<TcpStream> = data.iter().filter_map(|s| s.rx.socket()).collect();
-    let mut crx = control.rx;
-    let reader = {
-        let (ctx, offers, list) = (ctx.clone(), offers.clone(), o.list.clone());
-        let dry = o.has(FLAG_DRY_RUN);
-        std::thread::spawn(move || {
-            let result = loop {
-                let plain = match crx.recv() {
-                    Ok(Some(p)) => p,
-                    Ok(None) => {
-                        break Err(EngineError::net("reading from the peer", std::io::ErrorKind::UnexpectedEof.into()))
-                    }
-                    Err(e) => break Err(e),
-                };
-                let mut out = None;
-                for f in frame::frames(plain) {
-                    let f = match f {
-                        Ok(f) => f,
-                        Err(e) => {
-                            out = Some(Err(e.into()));
-                            break;
-                        }
-                    };
-                    // The protocol's rules decide what this frame may be (crates/proto `copy`).
-                    let mut st = offers.lock();
-                    match st.ctl.handle_frame(f, Instant::now()) {
-                        Err(e) => out = Some(Err(e.into())),
-                        Ok(SenderEvent::Want { file, verdict, held }) => {
-                            on_want(&ctx, &offers, st, file, verdict, held, dry, &list);
-                        }
-                        Ok(event) => {
-                            drop(st);
-                            match event {
-                                SenderEvent::Error(e) => (ctx.on_error)(format!(
-                                    "remote: {}: {} ({})",
-                                    name::escape(e.path),
-                                    name::escape(e.message),
-                                    ErrorCode::from_u16(e.code).describe()
-                                )),
-                                SenderEvent::Note(n) => {
-                                    ctx.totals.deleted.fetch_add(1, Relaxed);
-                                    let what = if n.kind == NOTE_WOULD_DELETE { "would delete" } else { "deleted" };
-                                    ListSink::say(&list, &format!("{what} {}", name::escape(n.path)));
-                                }
-                                SenderEvent::Summary(s) => out = Some(Ok(s)),
-                                SenderEvent::Fatal(f) => out = Some(Err(remote(f.code, f.message))),
-                                SenderEvent::Want { .. } => {}
-                            }
-                        }
-                    }
-                    if out.is_some() {
-                        break;
-                    }
-                }
-                if let Some(r) = out {
-                    break r;
-                }
-            };
-            if result.is_err() {
-                ctx.queue.abort();
-                offers.changed.notify_all();
-                for s in &data_socks {
-                    let _ = s.shutdown(std::net::Shutdown::Both);
-                }
-            }
-            let _ = done_tx.send(result);
-        })
-    };
-
-    let walker = {
-        let (ctx, offers, ctl_tx) = (ctx.clone(), offers.clone(), ctl_tx.clone());
-        let (listing, checksum) = (o.has(FLAG_DELETE), o.has(FLAG_CHECKSUM));
-        std::thread::spawn(move || {
-            let err = |m: String| ctx.fail(m);
-            let mut out = Outbox::new(ctl_tx);
-            walk::walk_listing(
-                &roots,
-                listing && ctx.sync,
-                |item| {
-                    if let Item::File(f) = &item {
-                        ctx.progress.found_files.fetch_add(1, Relaxed);
-                        ctx.progress.found_bytes.fetch_add(f.size, Relaxed);
-                    }
-                    match item {
-                        Item::File(f) if ctx.sync => offer(&ctx, &offers, &mut out, f, checksum),
-                        Item::Listing { dir, names } => {
-                            out.keep(dir, &names);
-                            true
-                        }
-                        item => ctx.queue.push(item),
-                    }
-                },
-                &err,
-            );
-            // Every offer must be answered before the streams may finish.
-            out.flush(&ctx);
-            let mut st = offers.lock();
-            while !st.files.is_empty() && !ctx.queue.is_aborted() {
-                st = offers.changed.wait_timeout(st, WANT_POLL).unwrap_or_else(PoisonError::into_inner).0;
-                if stalled(&ctx, &mut st) {
-                    break;
-                }
-            }
-            drop(st);
-            ctx.queue.walker_done();
-            ctx.progress.walk_done.store(1, Relaxed);
-        })
-    };
-    let (fin_tx, fin_rx) = mpsc::channel::<Result<(), EngineError>>();
-    let workers: Vec<_> = data
-        .into_iter()
-        .map(|s| {
-            let (ctx, fin_tx) = (ctx.clone(), fin_tx.clone());
-            let mut tx = s.tx;
-            std::thread::spawn(move || {
-                let r = stream_loop(&ctx, &mut tx);
-                if r.is_err() {
-                    ctx.queue.abort();
-                }
-                let _ = fin_tx.send(r);
-            })
-        })
-        .collect();
-    drop(fin_tx);
-    // Wait for the streams, keeping the otherwise silent control stream alive.
-    let mut first_err = None;
-    let mut finished = 0;
-    while finished < workers.len() {
-        match fin_rx.recv_timeout(o.keepalive) {
-            Ok(r) => {
-                finished += 1;
-                if let Err(e) = r {
-                    first_err.get_or_insert(e);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).keepalive();
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                first_err.get_or_insert(EngineError::Internal("a sender thread panicked".into()));
-                break;
-            }
-        }
-    }
-    for w in workers {
-        let _ = w.join();
-    }
+    let (reader, done_rx) = spawn_control_reader(control.rx, &data, &ctx, &offers, o);
+    let walker = spawn_walker(roots, &ctx, &offers, &ctl_tx, o);
+    let (workers, fin_rx) = spawn_streams(data, &ctx);
+    let first_err = wait_streams(workers, fin_rx, &ctl_tx, o.keepalive);
     offers.changed.notify_all();
     let _ = walker.join();
-    let shutdown = || ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).shutdown();
-    if ctx.stalled.load(Relaxed) {
-        first_err.get_or_insert(EngineError::Timeout(format!(
-            "the receiver answered no offer for {} s (link down, or the receiver stalled)",
-            o.stall_timeout.as_secs_f64()
-        )));
-    }
-    if first_err.is_none() && ctx.queue.is_aborted() {
-        // The control reader ended the session (a fatal error, a broken protocol).
-        first_err = Some(EngineError::Aborted {
-            code: ErrorCode::Protocol,
-            message: "the session was aborted (the control stream ended it)".into(),
-        });
-    }
-    if let Some(e) = first_err {
+    if let Some(e) = session_error(first_err, &ctx, o) {
         // Prefer the peer's own explanation if it sent one.
-        let r = done_rx.recv_timeout(Duration::from_secs(5));
-        shutdown();
-        return Err(match (r, e) {
-            (Ok(Err(why @ (EngineError::Remote { .. } | EngineError::Proto(_)))), _) => why,
-            (_, e @ EngineError::Net { .. }) if e.is_timeout() => EngineError::Timeout(format!(
-                "no progress sending to the {} for {} s (link down, or the {} stalled)",
-                o.peer,
-                o.stall_timeout.as_secs_f64(),
-                o.peer
-            )),
-            (_, EngineError::Net { io: source, .. })
-                if matches!(
-                    source.kind(),
-                    std::io::ErrorKind::BrokenPipe
-                        | std::io::ErrorKind::ConnectionReset
-                        | std::io::ErrorKind::UnexpectedEof
-                ) =>
-            {
-                EngineError::net(
-                    format!("the {} closed the connection mid-transfer (stopped or killed?)", o.peer),
-                    source,
-                )
-            }
-            (Ok(Err(why)), EngineError::Aborted { .. }) => why,
-            (_, e) => e,
-        });
+        let peer = done_rx.recv_timeout(Duration::from_secs(5));
+        shutdown(&ctl_tx);
+        return Err(explain(e, peer, o));
     }
-    let t = &ctx.totals;
-    let fin = Finish {
-        files: t.files.load(Relaxed),
-        bytes: t.bytes.load(Relaxed),
-        dirs: t.dirs.load(Relaxed),
-        links: t.links.load(Relaxed),
-    };
-    // From here the summary is due, within the limit (crates/proto `copy`), and may claim no
-    // more than these totals: a receiver commits only what it was sent, and a summary claiming
-    // more must not make an incomplete copy look complete.
-    let due = {
-        let mut st = offers.lock();
-        st.ctl.finish(fin, Instant::now());
-        st.ctl.poll_timeout()
-    };
-    ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).send_frames(&[Frame::Finish(fin)])?;
-    let wait = due.map_or(o.summary_wait, |d| d.saturating_duration_since(Instant::now()));
-    let summary = match done_rx.recv_timeout(wait) {
-        Ok(s) => s,
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            shutdown();
-            let expired = offers.lock().ctl.handle_timeout(Instant::now() + wait).err();
-            let why = expired.map_or_else(|| "no summary from the receiver".into(), |e| e.to_string());
-            return Err(EngineError::Timeout(why));
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            return Err(EngineError::Internal("the control reader ended without a result".into()))
-        }
-    };
-    let _ = reader.join();
-    let summary = summary?;
-    Ok(Sent {
-        fin,
-        summary,
-        local_errors: t.errors.load(Relaxed),
-        skipped_files: t.skipped_files.load(Relaxed),
-        skipped_bytes: t.skipped_bytes.load(Relaxed),
-        resumed_bytes: t.resumed_bytes.load(Relaxed),
-        deleted: t.deleted.load(Relaxed),
-    })
+    // From here the summary is due, and may claim no more than these totals.
+    let fin = ctx.totals.finish();
+    let summary = finish_and_await_summary(fin, &offers, &ctl_tx, &done_rx, reader, o)?;
+    Ok(ctx.totals.sent(fin, summary))
 }
 
 pub(crate) fn remote(code: u16, message: &[u8]) -> EngineError {
