@@ -39,8 +39,8 @@ DESTINATION:
   `linerate cp [user@]HOST:PATH LOCAL` copies it over ssh.
 
   Files already at the destination with the same size and mtime are skipped
-  (--checksum: same BLAKE3); an interrupted large file resumes from its verified
-  chunks when the same command runs again.
+  (--checksum: same BLAKE3); an interrupted large file resumes from the chunks
+  already received when the same command runs again.
 
   As with cp -r: if DEST is an existing directory, each SRC is copied into it under its
   own name; otherwise the single SRC becomes DEST.

@@ -207,7 +207,7 @@ fn wait_for_journal(dst: &Path, copy: &mut Child) {
 }
 
 /// Run the same command again: it completes, skips the files that arrived, and resumes the
-/// interrupted ones from their verified chunks.
+/// interrupted ones from their journaled chunks.
 fn rerun_completes(cmd: Command, src: &Path, key: &Path, addr: &str, dst: &Path, kept: usize) {
     let (st, out) = finish(start_copy_with(cmd, &["--json"], src, key, addr), Duration::from_secs(120));
     assert_eq!(st.code(), Some(0), "{out}");

@@ -1,30 +1,62 @@
 //! Resume journals: how a receiver keeps the finished chunks of a large file across an
-//! interrupted transfer.
+//! interrupted transfer, without hashing what it writes.
 //!
 //! A file of more than one chunk is written to a named partial file beside its final name,
 //! `.linerate-resume-<h>.part`, with a journal `.linerate-resume-<h>.journal` (`h` from the final
 //! name). The journal's header names the source it belongs to (size, modification time, chunk
-//! size, name); each entry records a chunk index and the BLAKE3 of the bytes written there. An entry
-//! is appended as soon as its chunk is written, and both files are made durable (`fdatasync`)
-//! every second or 64 MiB; an entry whose bytes did not reach the disk simply fails its check. When the same source is offered again, every
-//! entry is checked by hashing the partial file's bytes; only chunks that verify are kept, and the
-//! journal is rewritten to hold exactly those. The partial file is renamed into place only when
+//! size, name) and the boot it was written in; each entry records the index of a chunk written
+//! to the partial file, as soon as it is written. Every second or 64 MiB the partial file is made
+//! durable (`fdatasync`), then a checkpoint entry is appended and the journal made durable.
+//!
+//! When the same source is offered again, the chunks a journal lists are trusted if the machine
+//! has not restarted since (what a killed process wrote is in the page cache); after a restart,
+//! only those listed before the last checkpoint, whose bytes reached the disk. No chunk is
+//! hashed: a chunk corrupted on disk by something other than a crash is not noticed here, only by
+//! `--verify`, which checks the whole file. The partial file is renamed into place only when
 //! complete, so nothing appears under its final name before it is whole.
 
 use linerate_proto::frame::Time;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-const MAGIC: &[u8; 5] = b"LNRJ\x01";
-const ENTRY: usize = 8 + 32;
+const MAGIC: &[u8; 5] = b"LNRJ\x02";
+/// An entry: a chunk index and its complement (so a zeroed or torn entry is never read as one).
+const ENTRY: usize = 16;
+/// The index of a checkpoint entry.
+const CHECKPOINT: u64 = u64::MAX;
+/// Bytes of the boot id after the header.
+const BOOT: usize = 16;
 /// Flush the journal at least this often while chunks arrive.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// ... or after this many bytes of chunks.
 const FLUSH_BYTES: u64 = 64 << 20;
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), or zeros when unknown (then no journal
+/// counts as written in this boot).
+fn boot_id() -> [u8; BOOT] {
+    let mut id = [0u8; BOOT];
+    let Ok(text) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") else { return id };
+    let digits: Vec<u8> = text.bytes().filter_map(|c| (c as char).to_digit(16).map(|d| d as u8)).collect();
+    if digits.len() != 2 * BOOT {
+        return id;
+    }
+    for (i, pair) in digits.chunks(2).enumerate() {
+        id[i] = pair[0] << 4 | pair[1];
+    }
+    id
+}
+
+fn entry(index: u64) -> [u8; ENTRY] {
+    let mut e = [0u8; ENTRY];
+    e[..8].copy_from_slice(&index.to_be_bytes());
+    e[8..].copy_from_slice(&(!index).to_be_bytes());
+    e
+}
 
 /// The partial file's and the journal's names for final name `name`.
 pub fn names(name: &[u8]) -> (Vec<u8>, Vec<u8>) {
@@ -113,51 +145,52 @@ fn create(parent: &OwnedFd, name: &[u8]) -> io::Result<File> {
     }
 }
 
-/// Most journal entries read (1 Mi entries, 40 MiB of journal: 1 TiB of 1 MiB chunks). A longer
-/// journal is read that far; the chunks it names beyond are simply sent again.
-pub const MAX_ENTRIES: u64 = 1 << 20;
+/// Most journal entries read (2 Mi entries, 32 MiB of journal: 1 TiB of 1 MiB chunks with a
+/// checkpoint after each). A longer journal is read that far; the chunks it names beyond are
+/// simply sent again.
+pub const MAX_ENTRIES: u64 = 1 << 21;
 
-/// A journal entry: chunk index and the BLAKE3 of its bytes.
-type Entry = (u64, [u8; 32]);
-
-/// Chunks of the partial file that verify against the journal, as sorted `(index, BLAKE3)`.
-/// `None` when there is no usable journal for `src`. Linear in the journal's size: the entries
-/// are read in one pass (the last entry of an index wins), then each distinct chunk is read and
-/// hashed once.
-fn verified(parent: &OwnedFd, src: &Source<'_>) -> Option<(File, File, Vec<Entry>)> {
+/// The chunks a usable journal for `src` lets the receiver keep, in order, with the partial file
+/// and the journal; `None` when there is none. Linear in the journal's size: one buffered pass.
+fn trusted(parent: &OwnedFd, src: &Source<'_>) -> Option<(File, File, Vec<u64>)> {
     let (pname, jname) = names(src.name);
     let journal = open_rw(parent, &jname).ok()?;
     let part = open_rw(parent, &pname).ok()?;
     let header = src.header();
-    let mut got = vec![0u8; header.len()];
+    let mut got = vec![0u8; header.len() + BOOT];
     journal.read_exact_at(&mut got, 0).ok()?;
-    if got != header {
+    if got[..header.len()] != header[..] {
         return None;
     }
+    let this_boot = boot_id();
+    let same_boot = this_boot != [0; BOOT] && got[header.len()..] == this_boot;
+    let start = (header.len() + BOOT) as u64;
     let len = journal.metadata().ok()?.len();
-    let entries = ((len - header.len() as u64) / ENTRY as u64).min(src.chunks()).min(MAX_ENTRIES);
-    let mut claimed = std::collections::BTreeMap::new();
+    // Each chunk once, and at most one checkpoint after each.
+    let entries = (len.saturating_sub(start) / ENTRY as u64).min(2 * src.chunks() + 2).min(MAX_ENTRIES);
+    let on_disk = part.metadata().ok()?.len();
+    let (mut durable, mut since) = (BTreeSet::new(), BTreeSet::new());
     let mut r = io::BufReader::with_capacity(1 << 16, &journal);
-    io::Seek::seek(&mut r, io::SeekFrom::Start(header.len() as u64)).ok()?;
-    let mut entry = [0u8; ENTRY];
+    io::Seek::seek(&mut r, io::SeekFrom::Start(start)).ok()?;
+    let mut e = [0u8; ENTRY];
     for _ in 0..entries {
-        if io::Read::read_exact(&mut r, &mut entry).is_err() {
+        if io::Read::read_exact(&mut r, &mut e).is_err() {
             break;
         }
-        let i = u64::from_be_bytes(entry[..8].try_into().unwrap_or_default());
-        if i < src.chunks() {
-            claimed.insert(i, <[u8; 32]>::try_from(&entry[8..]).unwrap_or_default());
+        let (i, check) = (u64::from_be_bytes(e[..8].try_into().ok()?), u64::from_be_bytes(e[8..].try_into().ok()?));
+        if check != !i {
+            continue; // zeroed or torn: not an entry
+        }
+        if i == CHECKPOINT {
+            durable.append(&mut since);
+        } else if i < src.chunks() && i * src.chunk + src.chunk_len(i) as u64 <= on_disk {
+            since.insert(i);
         }
     }
-    let mut ok = Vec::with_capacity(claimed.len());
-    let mut data = vec![0u8; src.chunk as usize];
-    for (i, hash) in claimed {
-        let n = src.chunk_len(i);
-        if part.read_exact_at(&mut data[..n], i * src.chunk).is_ok() && *blake3::hash(&data[..n]).as_bytes() == hash {
-            ok.push((i, hash));
-        }
+    if same_boot {
+        durable.append(&mut since);
     }
-    Some((part, journal, ok))
+    Some((part, journal, durable.into_iter().collect()))
 }
 
 fn ranges(idx: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
@@ -172,25 +205,25 @@ fn ranges(idx: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
     out
 }
 
-/// What a dry run would reuse: the verified ranges, without changing anything.
+/// What a dry run would reuse: the trusted ranges, without changing anything.
 pub fn probe(parent: &OwnedFd, src: &Source<'_>) -> Vec<(u64, u64)> {
-    verified(parent, src).map(|(_, _, ok)| ranges(ok.iter().map(|e| e.0))).unwrap_or_default()
+    trusted(parent, src).map(|(_, _, ok)| ranges(ok.into_iter())).unwrap_or_default()
 }
 
-/// Open the partial file for `src` in `parent`, reusing every chunk that verifies, or start
-/// afresh.
+/// Open the partial file for `src` in `parent`, reusing every trusted chunk, or start afresh.
 pub fn open(parent: &OwnedFd, src: &Source<'_>) -> io::Result<Partial> {
     let (pname, jname) = names(src.name);
-    let header = src.header();
-    if let Some((file, journal, ok)) = verified(parent, src) {
-        let have = ranges(ok.iter().map(|e| e.0));
-        // Keep exactly the entries that verified (and fit in the ranges offered).
+    let mut body = src.header();
+    body.extend_from_slice(&boot_id());
+    if let Some((file, journal, ok)) = trusted(parent, src) {
+        let have = ranges(ok.iter().copied());
+        // Keep exactly the chunks offered as held, made durable before the checkpoint says so.
         let end = have.last().map_or(0, |&(first, count)| first + count);
-        let mut body = header.clone();
-        for (i, hash) in ok.iter().take_while(|e| e.0 < end) {
-            body.extend_from_slice(&i.to_be_bytes());
-            body.extend_from_slice(hash);
+        file.sync_data()?;
+        for &i in ok.iter().take_while(|&&i| i < end) {
+            body.extend_from_slice(&entry(i));
         }
+        body.extend_from_slice(&entry(CHECKPOINT));
         journal.set_len(0)?;
         journal.write_all_at(&body, 0)?;
         journal.sync_data()?;
@@ -200,37 +233,39 @@ pub fn open(parent: &OwnedFd, src: &Source<'_>) -> io::Result<Partial> {
     }
     let file = create(parent, &pname)?;
     let jfile = create(parent, &jname)?;
-    jfile.write_all_at(&header, 0)?;
+    jfile.write_all_at(&body, 0)?;
     jfile.sync_data()?;
-    let journal = Journal { file: jfile, name: jname, end: header.len() as u64, unsynced: 0, last: Instant::now() };
+    let journal = Journal { file: jfile, name: jname, end: body.len() as u64, unsynced: 0, last: Instant::now() };
     Ok(Partial { file, name: pname, journal, have: Vec::new() })
 }
 
 impl Journal {
-    /// Chunk `index` (these bytes) was written to `part`: append its entry at once (so a killed
-    /// process loses nothing), and make both files durable now and then (for a crash of the
-    /// machine). The order of the two writes does not matter for safety: an entry whose bytes
-    /// did not reach the disk fails its hash check and the chunk is sent again.
-    pub fn record(&mut self, part: &File, index: u64, data: &[u8]) -> io::Result<()> {
-        let mut entry = [0u8; ENTRY];
-        entry[..8].copy_from_slice(&index.to_be_bytes());
-        entry[8..].copy_from_slice(blake3::hash(data).as_bytes());
-        self.file.write_all_at(&entry, self.end)?;
-        self.end += ENTRY as u64;
-        self.unsynced += data.len() as u64;
+    /// Chunk `index` (`len` bytes) was written to `part`: append its entry at once (so a killed
+    /// process loses nothing), and now and then make the partial file durable and checkpoint
+    /// (for a crash of the machine).
+    pub fn record(&mut self, part: &File, index: u64, len: usize) -> io::Result<()> {
+        self.append(index)?;
+        self.unsynced += len as u64;
         if self.unsynced >= FLUSH_BYTES || self.last.elapsed() >= FLUSH_EVERY {
             self.flush(part)?;
         }
         Ok(())
     }
 
-    /// Make the partial file's data durable, then the entries that describe it.
+    fn append(&mut self, index: u64) -> io::Result<()> {
+        self.file.write_all_at(&entry(index), self.end)?;
+        self.end += ENTRY as u64;
+        Ok(())
+    }
+
+    /// Make the partial file's data durable, then say so with a checkpoint, made durable too.
     pub fn flush(&mut self, part: &File) -> io::Result<()> {
         self.last = Instant::now();
         if self.unsynced == 0 {
             return Ok(());
         }
         part.sync_data()?;
+        self.append(CHECKPOINT)?;
         self.file.sync_data()?;
         self.unsynced = 0;
         Ok(())
@@ -265,75 +300,95 @@ mod tests {
         Source { name: b"big.bin", size, mtime: Time { sec: 5, nsec: 6 }, chunk: CS }
     }
 
+    fn path(d: &tempfile::TempDir, name: &[u8]) -> std::path::PathBuf {
+        d.path().join(std::str::from_utf8(name).unwrap())
+    }
+
+    /// Writes chunk `i` of `s` with bytes `i + 1` and records it.
+    fn write(p: &mut Partial, s: &Source<'_>, i: u64) {
+        p.file.write_all_at(&vec![i as u8 + 1; s.chunk_len(i)], i * CS).unwrap();
+        p.journal.record(&p.file, i, s.chunk_len(i)).unwrap();
+    }
+
+    /// As if the machine had restarted since the journal was written.
+    fn another_boot(d: &tempfile::TempDir, s: &Source<'_>) {
+        let (_, jname) = names(s.name);
+        let j = std::fs::OpenOptions::new().write(true).open(path(d, &jname)).unwrap();
+        j.write_all_at(&[0xa5; BOOT], s.header().len() as u64).unwrap();
+    }
+
     #[test]
-    fn verified_chunks_survive_and_corrupt_ones_do_not() {
-        let (d, fd) = dir();
+    fn chunks_written_in_this_boot_are_kept_without_a_flush_and_nothing_is_hashed() {
+        let (_d, fd) = dir();
         let s = src(4 * CS + 10);
         let mut p = open(&fd, &s).unwrap();
         assert!(p.have.is_empty());
         for i in [0u64, 1, 3] {
-            let data = vec![i as u8 + 1; s.chunk_len(i)];
-            p.file.write_all_at(&data, i * CS).unwrap();
-            p.journal.record(&p.file, i, &data).unwrap();
+            write(&mut p, &s, i);
         }
-        p.journal.flush(&p.file).unwrap();
-        drop(p);
-        // Corrupt chunk 1 on disk: it must not be trusted.
-        let (pname, _) = names(b"big.bin");
-        let part =
-            std::fs::OpenOptions::new().write(true).open(d.path().join(std::str::from_utf8(&pname).unwrap())).unwrap();
-        part.write_all_at(b"X", CS + 7).unwrap();
+        drop(p); // killed: no flush
+        assert_eq!(probe(&fd, &s), vec![(0, 2), (3, 1)]);
         let p = open(&fd, &s).unwrap();
-        assert_eq!(p.have, vec![(0, 1), (3, 1)]);
-        // The rewritten journal holds exactly those: a second open agrees.
+        assert_eq!(p.have, vec![(0, 2), (3, 1)]);
         drop(p);
-        assert_eq!(open(&fd, &s).unwrap().have, vec![(0, 1), (3, 1)]);
+        assert_eq!(open(&fd, &s).unwrap().have, vec![(0, 2), (3, 1)], "the rewritten journal agrees");
     }
 
     #[test]
-    fn a_journal_is_read_once_with_the_last_entry_of_a_chunk_winning_and_no_more_entries_than_chunks() {
+    fn after_a_restart_only_chunks_before_the_last_checkpoint_are_kept() {
+        let (d, fd) = dir();
+        let s = src(4 * CS);
+        let mut p = open(&fd, &s).unwrap();
+        write(&mut p, &s, 0);
+        write(&mut p, &s, 1);
+        p.journal.flush(&p.file).unwrap();
+        write(&mut p, &s, 3);
+        drop(p);
+        another_boot(&d, &s);
+        assert_eq!(probe(&fd, &s), vec![(0, 2)], "chunk 3 may not have reached the disk");
+        // A resume rewrites the journal for this boot with a checkpoint: all it keeps is durable.
+        assert_eq!(open(&fd, &s).unwrap().have, vec![(0, 2)]);
+        another_boot(&d, &s);
+        assert_eq!(probe(&fd, &s), vec![(0, 2)]);
+    }
+
+    #[test]
+    fn zeroed_torn_and_out_of_range_entries_are_ignored_and_reading_is_bounded() {
         let (d, fd) = dir();
         let s = src(3 * CS);
         let mut p = open(&fd, &s).unwrap();
-        let data = vec![3u8; CS as usize];
-        p.file.write_all_at(&data, 0).unwrap();
-        // A forged journal: chunk 0 claimed 4,000 times with a wrong hash, then once rightly.
-        for _ in 0..4000 {
-            p.journal.record(&p.file, 0, b"not these bytes").unwrap();
-        }
-        p.journal.record(&p.file, 0, &data).unwrap();
-        p.journal.flush(&p.file).unwrap();
+        write(&mut p, &s, 0);
+        // Chunk 2 recorded but its bytes are not in the file (the file is shorter).
+        p.journal.record(&p.file, 2, CS as usize).unwrap();
+        // A zeroed block (a page lost in a crash), an index beyond the file.
+        p.journal.file.write_all_at(&[0u8; ENTRY], p.journal.end).unwrap();
+        p.journal.end += ENTRY as u64;
+        p.journal.append(7).unwrap();
         drop(p);
-        let (_, jname) = names(b"big.bin");
-        let jpath = d.path().join(std::str::from_utf8(&jname).unwrap());
-        // Only as many entries as the file has chunks are read: the right one is beyond them.
-        assert!(probe(&fd, &s).is_empty());
-        // Within them, the last entry of a chunk wins, and the rewritten journal holds it once.
-        let len = std::fs::metadata(&jpath).unwrap().len();
-        let header = s.header().len() as u64;
-        let f = std::fs::OpenOptions::new().write(true).open(&jpath).unwrap();
-        let mut right = [0u8; ENTRY];
-        right[8..].copy_from_slice(blake3::hash(&data).as_bytes());
-        let mut wrong = [0u8; ENTRY];
-        wrong[8..].copy_from_slice(blake3::hash(b"x").as_bytes());
-        f.set_len(header).unwrap();
-        f.write_all_at(&[wrong, right, wrong].concat(), header).unwrap();
-        assert!(len > header + 4000 * ENTRY as u64);
-        // wrong, right, wrong: the last (wrong) wins.
-        assert!(probe(&fd, &s).is_empty());
-        f.write_all_at(&[wrong, wrong, right].concat(), header).unwrap();
-        assert_eq!(open(&fd, &s).unwrap().have, vec![(0, 1)]);
-        assert_eq!(std::fs::metadata(&jpath).unwrap().len(), header + ENTRY as u64);
+        assert_eq!(probe(&fd, &s), vec![(0, 1)]);
+        // A torn last entry.
+        let (_, jname) = names(s.name);
+        let j = std::fs::OpenOptions::new().append(true).open(path(&d, &jname)).unwrap();
+        use std::io::Write;
+        (&j).write_all(&[0, 0, 0]).unwrap();
+        assert_eq!(probe(&fd, &s), vec![(0, 1)]);
+        // At most 2 × chunks + 2 entries are read: chunk 1 written and recorded after 4,000 others
+        // is beyond them.
+        let mut p = open(&fd, &s).unwrap();
+        for _ in 0..4000 {
+            p.journal.append(0).unwrap();
+        }
+        write(&mut p, &s, 1);
+        drop(p);
+        assert_eq!(probe(&fd, &s), vec![(0, 1)]);
     }
 
     #[test]
-    fn a_changed_source_starts_afresh() {
-        let (_d, fd) = dir();
+    fn a_changed_source_or_an_old_format_journal_starts_afresh() {
+        let (d, fd) = dir();
         let s = src(2 * CS);
         let mut p = open(&fd, &s).unwrap();
-        let data = vec![7u8; CS as usize];
-        p.file.write_all_at(&data, 0).unwrap();
-        p.journal.record(&p.file, 0, &data).unwrap();
+        write(&mut p, &s, 0);
         p.journal.flush(&p.file).unwrap();
         drop(p);
         assert_eq!(probe(&fd, &s), vec![(0, 1)]);
@@ -341,23 +396,12 @@ mod tests {
         assert!(probe(&fd, &changed).is_empty());
         assert!(open(&fd, &changed).unwrap().have.is_empty());
         assert!(probe(&fd, &s).is_empty(), "the old journal was replaced");
-    }
-
-    #[test]
-    fn an_entry_whose_bytes_never_landed_is_not_trusted_and_a_torn_entry_is_ignored() {
-        let (d, fd) = dir();
-        let s = src(2 * CS);
+        // A journal of format 1 (hashes of chunks) is not read.
         let mut p = open(&fd, &s).unwrap();
-        let data = vec![1u8; CS as usize];
-        // The entry is recorded but the bytes are not in the file (a crash between the writes).
-        p.journal.record(&p.file, 0, &data).unwrap();
+        write(&mut p, &s, 0);
         drop(p);
-        assert!(probe(&fd, &s).is_empty());
-        let (_, jname) = names(b"big.bin");
-        let j =
-            std::fs::OpenOptions::new().append(true).open(d.path().join(std::str::from_utf8(&jname).unwrap())).unwrap();
-        use std::io::Write;
-        (&j).write_all(&[0, 0, 0]).unwrap();
+        let (_, jname) = names(s.name);
+        std::fs::OpenOptions::new().write(true).open(path(&d, &jname)).unwrap().write_all_at(b"LNRJ\x01", 0).unwrap();
         assert!(probe(&fd, &s).is_empty());
     }
 }

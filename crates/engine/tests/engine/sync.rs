@@ -287,7 +287,7 @@ fn cutting_proxy(to: SocketAddr, conn_no: usize, after: usize) -> SocketAddr {
 }
 
 #[test]
-fn an_interrupted_push_resumes_from_verified_chunks() {
+fn an_interrupted_push_resumes_from_its_journaled_chunks() {
     let fx = Fx::new();
     fs::create_dir(fx.p("src")).unwrap();
     let size = 300 * CHUNK as usize + 5;
@@ -311,8 +311,11 @@ fn an_interrupted_push_resumes_from_verified_chunks() {
     assert_eq!(left, vec![std::ffi::OsString::from("huge")], "journal and partial removed");
 }
 
+/// A resume trusts its own partial file (no chunk is hashed as it is written); `--verify`
+/// catches a chunk corrupted on disk between the runs: nothing is committed, the partial file and
+/// journal go, and the next run sends the file whole.
 #[test]
-fn a_corrupted_partial_chunk_is_sent_again() {
+fn a_partial_chunk_corrupted_on_disk_fails_verify_and_the_next_run_sends_it_whole() {
     let fx = Fx::new();
     fs::create_dir(fx.p("src")).unwrap();
     let size = 200 * CHUNK as usize;
@@ -330,8 +333,16 @@ fn a_corrupted_partial_chunk_is_sent_again() {
         .expect("a partial file is kept");
     let f = fs::File::options().write(true).open(&part).unwrap();
     f.write_all_at_start(b"\xff\xfe");
+    let (mut verified, _) = fx.cfg(fx.srv.addr, vec![fx.p("src/f")], "f");
+    verified.verify = true;
+    let (es, errors) = sink();
+    let r = send::copy(&verified, Arc::new(Progress::default()), es).unwrap();
+    assert!(!r.is_complete() && r.resumed_bytes > 0, "{r:?}");
+    assert!(errors.lock().unwrap().iter().any(|e| e.contains("BLAKE3")), "{:?}", errors.lock().unwrap());
+    assert!(!fx.p("root/f").exists(), "nothing committed");
+    assert!(!part.exists(), "the partial file is discarded");
     let (again, _) = fx.cfg(fx.srv.addr, vec![fx.p("src/f")], "f");
     let r = push(&again).unwrap();
-    assert!(r.is_complete() && r.resumed_bytes > 0, "{r:?}");
-    assert_eq!(fs::read(fx.p("root/f")).unwrap(), fs::read(fx.p("src/f")).unwrap(), "the bad chunk was re-sent");
+    assert!(r.is_complete() && r.resumed_bytes == 0, "{r:?}");
+    assert_eq!(fs::read(fx.p("root/f")).unwrap(), fs::read(fx.p("src/f")).unwrap());
 }

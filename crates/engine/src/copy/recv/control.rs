@@ -85,7 +85,7 @@ impl RecvSession {
         drop(st);
         for (_, of) in leftovers {
             if let Some(of) = of {
-                // A resumable file keeps its verified chunks for the next run.
+                // A resumable file keeps its journaled chunks for the next run.
                 Self::drop_file(&of, true);
                 self.report(ErrorCode::Integrity, &of.path, "incomplete: not every chunk arrived");
             } else {

@@ -194,13 +194,14 @@ impl RecvSession {
         let Some(of) = self.ready(c.file)? else {
             return Ok(());
         };
-        if let Err(e) = of.inc.file.write_all_at(c.data, c.offset) {
+        let written = of.inc.file.write_all_at(c.data, c.offset);
+        if let Err(e) = written {
             self.fail_file(c.file, ErrorCode::Io, &format!("write failed: {e}"));
             return Ok(());
         }
         if let Some(j) = &of.journal {
             let index = c.offset / u64::from(self.p.chunk_size.max(1));
-            let r = j.lock().unwrap_or_else(PoisonError::into_inner).record(&of.inc.file, index, c.data);
+            let r = j.lock().unwrap_or_else(PoisonError::into_inner).record(&of.inc.file, index, c.data.len());
             if let Err(e) = r {
                 self.fail_file(c.file, ErrorCode::Io, &format!("writing the resume journal: {e}"));
                 return Ok(());
