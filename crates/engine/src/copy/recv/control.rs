@@ -212,6 +212,7 @@ impl RecvSession {
             };
             let of = OpenFile {
                 inc,
+                write: Mutex::new(()),
                 journal: jr,
                 parent,
                 path: path.clone(),

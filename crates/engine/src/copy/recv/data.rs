@@ -145,6 +145,7 @@ impl RecvSession {
                 }
                 let of = OpenFile {
                     inc,
+                    write: Mutex::new(()),
                     journal: None,
                     parent,
                     path,
@@ -194,7 +195,10 @@ impl RecvSession {
         let Some(of) = self.ready(c.file)? else {
             return Ok(());
         };
-        let written = of.inc.file.write_all_at(c.data, c.offset);
+        let written = {
+            let _turn = of.write.lock().unwrap_or_else(PoisonError::into_inner);
+            of.inc.file.write_all_at(c.data, c.offset)
+        };
         if let Err(e) = written {
             self.fail_file(c.file, ErrorCode::Io, &format!("write failed: {e}"));
             return Ok(());

@@ -51,6 +51,9 @@ pub struct SessionParams {
 
 struct OpenFile {
     inc: fsx::Incoming,
+    /// Held while a chunk is written: streams writing one file take turns here, asleep, instead
+    /// of spinning on the inode's lock in the kernel (`rwsem_spin_on_owner`).
+    write: Mutex<()>,
     /// For a resumable (multi-chunk, sync) file: its journal.
     journal: Option<Mutex<Journal>>,
     parent: Arc<OwnedFd>,
