@@ -1,11 +1,12 @@
 //! Copying trees: the sending side ([`send`]: walk, queue, streams, offers), the receiving side
 //! ([`recv`]: checked by the protocol's tracker, written beneath the destination by directory
 //! handle), a pull's client ([`pull`]), and what they share — the walk ([`walk`]), confined
-//! filesystem operations ([`fsx`]), resume journals ([`journal`]), chunked BLAKE3 ([`digest`]),
+//! filesystem operations ([`fsx`]), reading into record buffers ([`fill`]), resume journals ([`journal`]), chunked BLAKE3 ([`digest`]),
 //! the work queue ([`sched`]) — plus tree comparison ([`diff`]) and sample trees ([`sample`]).
 
 pub mod diff;
 pub mod digest;
+pub mod fill;
 pub mod fsx;
 pub mod journal;
 pub mod pull;

@@ -1,5 +1,6 @@
-//! The few socket options no safe crate offers: `TCP_INFO` and `SO_MAX_PACING_RATE`. This is the
-//! only module with `unsafe`; each block is one `getsockopt`/`setsockopt` on a borrowed socket.
+//! The few socket options no safe crate offers: `TCP_INFO` and `SO_MAX_PACING_RATE`. One of the
+//! two modules with `unsafe` (with `copy::fill`); each block is one `getsockopt`/`setsockopt` on
+//! a borrowed socket.
 #![allow(unsafe_code)]
 
 use linerate_proto::bench::TcpSample;

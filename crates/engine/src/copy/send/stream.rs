@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::copy::digest::{self, Part};
+use crate::copy::fill;
 use crate::copy::sched::{Chunked, Waited, Work};
 use crate::copy::walk::{self, shown, Item, SrcFile};
 use crate::net::conn::{SendHalf, BATCH_TARGET};
@@ -12,7 +13,6 @@ use linerate_proto::frame::{self, DirEntry, FileAbort, FileEnd, FileStart, Frame
 use linerate_proto::record::HEADER_LEN;
 use linerate_proto::ErrorCode;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -173,8 +173,7 @@ pub(super) fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
         if f.size > 0 {
             let at = buf.len() + frame::CHUNK_HEADER_LEN;
             frame::encode_chunk_header(buf, f.id, 0, f.size as usize);
-            buf.resize(at + f.size as usize, 0);
-            read_exact_at(&file, &mut buf[at..], 0).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
+            fill::append_at(&file, buf, f.size as usize, 0).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
             if ctx.verify {
                 digest = Some(*blake3::hash(&buf[at..]).as_bytes());
             }
@@ -205,23 +204,6 @@ pub(super) fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
     }
 }
 
-pub(super) fn read_exact_at(file: &File, mut buf: &mut [u8], mut off: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match file.read_at(buf, off) {
-            Ok(0) => {
-                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "file shrank while being read"))
-            }
-            Ok(n) => {
-                buf = &mut buf[n..];
-                off += n as u64;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 pub(super) fn open_big(ctx: &Ctx, f: SrcFile) -> Result<Arc<BigFile>, String> {
     let file = open_src(&f).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
     unchanged(&f, &file)?;
@@ -243,11 +225,10 @@ pub(super) fn send_chunk(ctx: &Ctx, big: &BigFile, n: u64, buf: &mut Vec<u8>) {
         frame::encode_chunk_header(buf, big.src.id, off, len);
     }
     let at = buf.len();
-    buf.resize(at + len, 0);
     if held && big.parts.is_none() {
         buf.truncate(mark);
     } else {
-        match read_exact_at(&big.file, &mut buf[at..], off) {
+        match fill::append_at(&big.file, buf, len, off) {
             Ok(()) => {
                 if let Some(parts) = &big.parts {
                     let p = digest::hash_chunk(&buf[at..], off, big.src.size);
