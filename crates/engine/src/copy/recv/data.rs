@@ -171,28 +171,23 @@ impl RecvSession {
         Ok(())
     }
 
-    /// Wait until file `id` is open (or gone); None if it was abandoned.
-    pub(super) fn ready(&self, id: u64) -> Result<Option<Arc<OpenFile>>, Abort> {
-        self.until(|st| {
-            Ok(match st.open.get(&id) {
-                Some(Slot::Ready(of)) => Some(Some(of.clone())),
-                Some(Slot::Creating) => None,
-                None => Some(None),
-            })
-        })
-    }
-
     pub(super) fn on_chunk(&self, c: &Chunk) -> Result<(), Abort> {
-        let step = self.until(|st| {
+        // One look under the lock: the tracker's verdict and, if accepted, the open file (a file
+        // still being created is waited for before the tracker is asked).
+        let (step, of) = self.until(|st| {
+            if matches!(st.open.get(&c.file), Some(Slot::Creating)) {
+                return Ok(None);
+            }
             Ok(match st.tracker.chunk(c.file, c.offset, c.data.len())? {
                 Step::NotYet => None,
-                s => Some(s),
+                Step::Accepted => match st.open.get(&c.file) {
+                    Some(Slot::Ready(of)) => Some((Step::Accepted, Some(of.clone()))),
+                    _ => Some((Step::Accepted, None)),
+                },
+                s => Some((s, None)),
             })
         })?;
-        if step != Step::Accepted {
-            return Ok(());
-        }
-        let Some(of) = self.ready(c.file)? else {
+        let Some(of) = of.filter(|_| step == Step::Accepted) else {
             return Ok(());
         };
         let written = {
@@ -214,9 +209,13 @@ impl RecvSession {
         if let Some(p) = &self.progress {
             p.bytes.fetch_add(c.data.len() as u64, Relaxed);
         }
-        let step = self.lock().tracker.chunk_written(c.file);
-        if let Step::Complete(done) = step {
-            self.commit(done)?;
+        let mut st = self.lock();
+        if let Step::Complete(done) = st.tracker.chunk_written(c.file) {
+            let slot = st.open.remove(&done.file);
+            drop(st);
+            if let Some(Slot::Ready(of)) = slot {
+                self.commit(&of, done)?;
+            }
         }
         Ok(())
     }
@@ -225,14 +224,23 @@ impl RecvSession {
         if self.p.flags & FLAG_VERIFY != 0 && e.digest.is_none() {
             return Err(ProtoError::Violation("file end without a digest in a verified session".into()).into());
         }
-        let step = self.until(|st| {
+        // The file's slot is taken in the same look as the tracker's verdict (a file still being
+        // created is waited for first).
+        let done = self.until(|st| {
+            if matches!(st.open.get(&e.file), Some(Slot::Creating)) {
+                return Ok(None);
+            }
             Ok(match st.tracker.file_end(e)? {
                 Step::NotYet => None,
-                s => Some(s),
+                Step::Complete(done) => {
+                    let slot = st.open.remove(&done.file);
+                    Some(Some((done, slot)))
+                }
+                _ => Some(None),
             })
         })?;
-        if let Step::Complete(done) = step {
-            self.commit(done)?;
+        if let Some((done, Some(Slot::Ready(of)))) = done {
+            self.commit(&of, done)?;
         }
         Ok(())
     }
@@ -261,11 +269,7 @@ impl RecvSession {
     }
 
     /// Every chunk is written and the end declared: verify, apply metadata, rename into place.
-    pub(super) fn commit(&self, done: Completion) -> Result<(), Abort> {
-        let Some(of) = self.ready(done.file)? else {
-            return Ok(());
-        };
-        self.lock().open.remove(&done.file);
+    pub(super) fn commit(&self, of: &OpenFile, done: Completion) -> Result<(), Abort> {
         let r = (|| -> Result<(), (ErrorCode, String)> {
             let io = |what: &str, e: std::io::Error| (ErrorCode::Io, format!("{what}: {e}"));
             if self.p.flags & FLAG_VERIFY != 0 {
@@ -304,7 +308,7 @@ impl RecvSession {
                 }
             }
             Err((code, msg)) => {
-                Self::drop_file(&of, false);
+                Self::drop_file(of, false);
                 self.report(code, &of.path, &msg);
             }
         }
