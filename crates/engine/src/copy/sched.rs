@@ -41,6 +41,9 @@ struct State<I, B> {
     walker_done: bool,
     opening: usize,
     aborted: bool,
+    /// Threads waiting on `changed`: a change wakes them only if there are any (waking nobody
+    /// still costs a futex system call, and a small file is one take and one push).
+    waiters: usize,
 }
 
 /// The queue. `I` is the walker's item, `B` a shared handle to a large file.
@@ -60,6 +63,7 @@ impl<I, B: Chunked + Clone> Queue<I, B> {
                 walker_done: false,
                 opening: 0,
                 aborted: false,
+                waiters: 0,
             }),
             changed: Condvar::new(),
             cap: cap.max(1),
@@ -74,13 +78,15 @@ impl<I, B: Chunked + Clone> Queue<I, B> {
     pub fn push(&self, item: I) -> bool {
         let mut s = self.lock();
         while s.items.len() >= self.cap && !s.aborted {
+            s.waiters += 1;
             s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
+            s.waiters -= 1;
         }
         if s.aborted {
             return false;
         }
         s.items.push_back(item);
-        self.changed.notify_all();
+        Self::wake(&s, &self.changed);
         true
     }
 
@@ -92,20 +98,22 @@ impl<I, B: Chunked + Clone> Queue<I, B> {
             return false;
         }
         s.items.push_back(item);
-        self.changed.notify_all();
+        Self::wake(&s, &self.changed);
         true
     }
 
     /// Walker: nothing more will be pushed.
     pub fn walker_done(&self) {
-        self.lock().walker_done = true;
-        self.changed.notify_all();
+        let mut s = self.lock();
+        s.walker_done = true;
+        Self::wake(&s, &self.changed);
     }
 
     /// Stop everything: pending and future calls return None / false.
     pub fn abort(&self) {
-        self.lock().aborted = true;
-        self.changed.notify_all();
+        let mut s = self.lock();
+        s.aborted = true;
+        Self::wake(&s, &self.changed);
     }
 
     /// Whether [`Queue::abort`] was called.
@@ -150,7 +158,16 @@ impl<I, B: Chunked + Clone> Queue<I, B> {
             if left.is_zero() {
                 return Waited::Idle;
             }
+            s.waiters += 1;
             s = self.changed.wait_timeout(s, left).unwrap_or_else(PoisonError::into_inner).0;
+            s.waiters -= 1;
+        }
+    }
+
+    /// Wake the waiters, if any, after a change made under the lock `s`.
+    fn wake(s: &State<I, B>, changed: &Condvar) {
+        if s.waiters > 0 {
+            changed.notify_all();
         }
     }
 
@@ -171,7 +188,7 @@ impl<I, B: Chunked + Clone> Queue<I, B> {
         if is_big(&item) {
             s.opening += 1;
         }
-        changed.notify_all(); // room for the walker
+        Self::wake(s, changed); // room for the walker
         Some(Work::Item(item))
     }
 
@@ -185,7 +202,7 @@ impl<I, B: Chunked + Clone> Queue<I, B> {
                 s.active.push_back((b, 1));
             }
         }
-        self.changed.notify_all();
+        Self::wake(&s, &self.changed);
     }
 }
 

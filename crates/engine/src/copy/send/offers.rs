@@ -9,7 +9,8 @@ use linerate_proto::copy::SenderControl;
 use linerate_proto::frame::{FileStart, Frame, Keep, Names, Offer, WANT_MISSING, WANT_NONE, WANT_REFUSED};
 use linerate_proto::record::HEADER_LEN;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,8 @@ pub(super) const OFFER_WINDOW: usize = 1024;
 pub(super) struct Offers {
     pub(super) state: Mutex<OfferState>,
     pub(super) changed: Condvar,
+    /// Threads waiting on `changed` (the walker): an answer wakes it only if it waits.
+    pub(super) waiters: AtomicUsize,
 }
 
 pub(super) struct OfferState {
@@ -34,6 +37,19 @@ pub(super) struct OfferState {
 impl Offers {
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, OfferState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wait on `changed` for at most `limit`, counted in `waiters` (counted under the lock, so a
+    /// change made under it after this wait began sees the count).
+    pub(super) fn wait<'a>(
+        &self,
+        st: std::sync::MutexGuard<'a, OfferState>,
+        limit: Duration,
+    ) -> std::sync::MutexGuard<'a, OfferState> {
+        self.waiters.fetch_add(1, SeqCst);
+        let st = self.changed.wait_timeout(st, limit).unwrap_or_else(PoisonError::into_inner).0;
+        self.waiters.fetch_sub(1, SeqCst);
+        st
     }
 }
 
@@ -127,7 +143,7 @@ pub(super) fn offer(ctx: &Ctx, offers: &Offers, out: &mut Outbox, f: SrcFile, ch
             out.flush(ctx);
             st = offers.lock();
             while st.files.len() >= OFFER_WINDOW && !ctx.queue.is_aborted() {
-                st = offers.changed.wait_timeout(st, WANT_POLL).unwrap_or_else(PoisonError::into_inner).0;
+                st = offers.wait(st, WANT_POLL);
                 if stalled(ctx, &mut st) {
                     return false;
                 }
@@ -153,12 +169,15 @@ pub(super) fn hash_file(f: &SrcFile) -> Result<[u8; 32], String> {
     Ok(*h.finalize().as_bytes())
 }
 
-/// Wakes the walker when dropped (after the pending lock, declared before it, is released).
-pub(super) struct Notify<'a>(&'a Condvar);
+/// Wakes the walker, if it waits, when dropped (after the pending lock, declared before it, is
+/// released).
+pub(super) struct Notify<'a>(&'a Offers);
 
 impl Drop for Notify<'_> {
     fn drop(&mut self) {
-        self.0.notify_all();
+        if self.0.waiters.load(SeqCst) > 0 {
+            self.0.changed.notify_all();
+        }
     }
 }
 
@@ -177,7 +196,7 @@ pub(super) fn on_want(
     dry: bool,
     list: &Option<ListSink>,
 ) {
-    let _notify = Notify(&offers.changed);
+    let _notify = Notify(offers);
     let Some(mut f) = st.files.remove(&file) else { return };
     let t = &ctx.totals;
     let held: u64 = held_ranges

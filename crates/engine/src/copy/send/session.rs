@@ -9,6 +9,7 @@ use crate::copy::walk;
 use crate::net::conn::{Secured, SendHalf};
 use linerate_proto::copy::{SenderControl, SenderTimeouts};
 use linerate_proto::frame::{FLAG_CHECKSUM, FLAG_DELETE, FLAG_SYNC, FLAG_VERIFY};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{mpsc, Condvar, PoisonError};
 use std::thread::JoinHandle;
 
@@ -43,6 +44,7 @@ pub(super) fn shared_state(o: &SendOpts, progress: Arc<Progress>, on_error: Erro
             ctl: SenderControl::new(o.flags, o.chunk as u32, timeouts, Instant::now()),
         }),
         changed: Condvar::new(),
+        waiters: AtomicUsize::new(0),
     });
     (ctx, offers)
 }
@@ -92,7 +94,7 @@ pub(super) fn spawn_walker(
 fn await_answers(ctx: &Ctx, offers: &Offers) {
     let mut st = offers.lock();
     while !st.files.is_empty() && !ctx.queue.is_aborted() {
-        st = offers.changed.wait_timeout(st, WANT_POLL).unwrap_or_else(PoisonError::into_inner).0;
+        st = offers.wait(st, WANT_POLL);
         if stalled(ctx, &mut st) {
             break;
         }
