@@ -465,9 +465,6 @@ fn pick_addr(ann: &Announce, target: &SshTarget, words: &[String]) -> Result<Soc
     Ok(addr)
 }
 
-fn default_streams() -> u16 {
-    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16
-}
 
 /// Run an ssh copy; returns the report and the exit code, as `cp::copy_to` does.
 pub fn copy(
@@ -496,7 +493,7 @@ pub fn copy(
     }
     let remote = Remote::start(target, args)?;
     let mut cfg = CopyConfig::new(remote.addr, remote.secret.clone(), Vec::new(), Vec::new());
-    cfg.streams = default_streams();
+    cfg.streams = crate::transfer::default_streams();
     cfg_fn(&mut cfg);
     let quiet = show.quiet;
     let result = crate::transfer::run_engine(
