@@ -465,7 +465,6 @@ fn pick_addr(ann: &Announce, target: &SshTarget, words: &[String]) -> Result<Soc
     Ok(addr)
 }
 
-
 /// Run an ssh copy; returns the report and the exit code, as `cp::copy_to` does.
 pub fn copy(
     job: Job,

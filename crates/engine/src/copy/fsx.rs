@@ -127,7 +127,6 @@ pub fn commit_incoming(parent: &OwnedFd, inc: &Incoming, name: &[u8], spare: &[u
 /// the kernel permits; else through `/proc/self/fd/N`, whose path walk through procfs cost a
 /// seventh of a small-file copy's CPU (perf). Which one works is learned once.
 fn link_unnamed(file: &File, parent: &OwnedFd, name: &[u8]) -> Result<(), Errno> {
-    use std::os::fd::AsRawFd;
     use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
     // 0: not tried yet, 1: by handle, 2: through /proc.
     static HOW: AtomicU8 = AtomicU8::new(0);
@@ -141,6 +140,12 @@ fn link_unnamed(file: &File, parent: &OwnedFd, name: &[u8]) -> Result<(), Errno>
             Err(e) => return Err(e),
         }
     }
+    link_through_proc(file, parent, name)
+}
+
+/// [`link_unnamed`] for kernels that refuse `AT_EMPTY_PATH`: follow `/proc/self/fd/N`.
+fn link_through_proc(file: &File, parent: &OwnedFd, name: &[u8]) -> Result<(), Errno> {
+    use std::os::fd::AsRawFd;
     let me = format!("/proc/self/fd/{}", file.as_raw_fd());
     rfs::linkat(rfs::CWD, me.as_str(), parent, name, AtFlags::SYMLINK_FOLLOW)
 }
@@ -517,6 +522,27 @@ mod tests {
 
     fn ino(fd: &OwnedFd) -> u64 {
         rfs::fstat(fd).unwrap().st_ino
+    }
+
+    #[test]
+    fn an_unnamed_file_is_linked_by_handle_or_through_proc_and_an_existing_name_is_not_replaced() {
+        use std::io::Write;
+        let t = tempfile::tempdir().unwrap();
+        let dir = base(t.path());
+        for (name, via_proc) in [(&b"by-handle"[..], false), (&b"through-proc"[..], true)] {
+            let mut inc = create_incoming(&dir, b".tmp", 0o644).unwrap();
+            assert!(inc.tmp.is_none(), "tmpfs and ext4 have O_TMPFILE");
+            inc.file.write_all(name).unwrap();
+            let r = if via_proc {
+                link_through_proc(&inc.file, &dir, name)
+            } else {
+                rfs::linkat(&inc.file, "", &dir, name, AtFlags::EMPTY_PATH)
+            };
+            r.unwrap();
+            let path = t.path().join(std::ffi::OsStr::from_bytes(name));
+            assert_eq!(std::fs::read(&path).unwrap(), name);
+            assert_eq!(link_unnamed(&inc.file, &dir, name), Err(Errno::EXIST));
+        }
     }
 
     #[test]
