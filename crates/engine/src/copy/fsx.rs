@@ -43,9 +43,10 @@ pub fn open_root(path: &std::path::Path) -> io::Result<OwnedFd> {
 }
 
 /// Create directory `name` beneath `parent` (or open it if it already is a directory).
-pub fn make_dir(parent: &OwnedFd, name: &[u8]) -> io::Result<OwnedFd> {
+pub fn make_dir(parent: &OwnedFd, name: &[u8]) -> io::Result<(OwnedFd, bool)> {
     match rfs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
-        Ok(()) | Err(Errno::EXIST) => open_dir(parent, name),
+        Ok(()) => Ok((open_dir(parent, name)?, true)),
+        Err(Errno::EXIST) => Ok((open_dir(parent, name)?, false)),
         Err(e) => Err(ioe(e)),
     }
 }
@@ -309,12 +310,15 @@ pub struct DirCache {
     root: Arc<OwnedFd>,
     fds: HashMap<u64, Arc<OwnedFd>>,
     failed: HashSet<u64>,
+    /// Directories this session created: nothing in them predates it, so a file offered there
+    /// needs no look at the destination.
+    fresh: HashSet<u64>,
 }
 
 impl DirCache {
     /// A cache whose directory 0 is `root`.
     pub fn new(root: OwnedFd) -> DirCache {
-        DirCache { root: Arc::new(root), fds: HashMap::new(), failed: HashSet::new() }
+        DirCache { root: Arc::new(root), fds: HashMap::new(), failed: HashSet::new(), fresh: HashSet::new() }
     }
 
     /// Remember a handle just created for `id`.
@@ -330,6 +334,16 @@ impl DirCache {
     /// Remember that directory `id` could not be created; everything beneath it fails.
     pub fn mark_failed(&mut self, id: u64) {
         self.failed.insert(id);
+    }
+
+    /// Remember that this session created directory `id`.
+    pub fn mark_fresh(&mut self, id: u64) {
+        self.fresh.insert(id);
+    }
+
+    /// Whether this session created directory `id` (the destination itself never counts).
+    pub fn is_fresh(&self, id: u64) -> bool {
+        self.fresh.contains(&id)
     }
 
     /// The handle of directory `id`, reopening it if needed.
@@ -543,6 +557,19 @@ mod tests {
             assert_eq!(std::fs::read(&path).unwrap(), name);
             assert_eq!(link_unnamed(&inc.file, &dir, name), Err(Errno::EXIST));
         }
+    }
+
+    #[test]
+    fn make_dir_says_whether_it_created_the_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = base(t.path());
+        assert!(make_dir(&dir, b"new").unwrap().1, "created now");
+        assert!(!make_dir(&dir, b"new").unwrap().1, "already there: not fresh");
+        std::fs::write(t.path().join("file"), b"x").unwrap();
+        assert!(make_dir(&dir, b"file").is_err(), "a file in the way is not a directory");
+        let mut cache = DirCache::new(base(t.path()));
+        cache.mark_fresh(7);
+        assert!(cache.is_fresh(7) && !cache.is_fresh(0) && !cache.is_fresh(8));
     }
 
     #[test]

@@ -176,11 +176,12 @@ impl RecvSession {
     /// A file offered in a sync session: decide what of it to fetch, and get ready to receive it.
     pub(super) fn on_offer(&self, o: &Offer<'_>, wants: &mut Vec<(u64, u8, Vec<u8>)>) -> Result<(), Abort> {
         let s = &o.file;
-        let (parent, path) = self.until_from(true, |st| {
+        let (parent, path, fresh) = self.until_from(true, |st| {
             Ok(match st.tracker.file_start(s)? {
                 Step::Accepted => {
                     st.open.insert(s.id, Slot::Creating);
-                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name)))
+                    let fresh = st.dirs.is_fresh(s.parent);
+                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name), fresh))
                 }
                 _ => None,
             })
@@ -193,7 +194,8 @@ impl RecvSession {
                 Err(_) if dry => return Ok((WANT_ALL, Vec::new(), None)),
                 Err(e) => return Err(format!("cannot create file: {e}")),
             };
-            if self.up_to_date(&parent, s, o.digest) {
+            // In a directory this session created there is nothing to compare with.
+            if !fresh && self.up_to_date(&parent, s, o.digest) {
                 return Ok((WANT_NONE, Vec::new(), None));
             }
             let src = journal::Source { name: s.name, size: s.size, mtime: s.mtime, chunk };

@@ -69,7 +69,7 @@ impl RecvSession {
                     let dry = self.has(FLAG_DRY_RUN);
                     let r = st.dirs.get(d.parent, &st.tracker).and_then(|p| {
                         if dry {
-                            fsx::open_dir(&p, d.name)
+                            fsx::open_dir(&p, d.name).map(|fd| (fd, false))
                         } else {
                             fsx::make_dir(&p, d.name)
                         }
@@ -80,8 +80,11 @@ impl RecvSession {
                         return Ok(Some(None));
                     }
                     Some(match r {
-                        Ok(fd) => {
+                        Ok((fd, created)) => {
                             st.dirs.insert(d.id, fd);
+                            if created {
+                                st.dirs.mark_fresh(d.id);
+                            }
                             None
                         }
                         Err(e) => {
