@@ -72,6 +72,11 @@ pub struct LinkSpec {
     /// Which qdisc enforces `rate`.
     #[serde(default)]
     pub shaper: Shaper,
+    /// The tbf's burst: bytes or a size (`"4MiB"`); default 2 ms of the rate, at least 64 KiB.
+    #[serde(default, deserialize_with = "units::serde_size::option")]
+    pub burst: Option<u64>,
+    /// The tbf's latency (longest a packet may wait), e.g. `10ms`; default 20 ms.
+    pub latency: Option<String>,
     /// MTU of both ends (default 1500).
     pub mtu: Option<u32>,
     /// One-way delay added by netem at each end, e.g. `5ms`.
@@ -470,6 +475,21 @@ impl Scenario {
             if let Some(r) = &l.rate {
                 shaper_rate(r)?;
             }
+            if l.burst.is_some() || l.latency.is_some() {
+                if l.rate.is_none() || l.shaper != Shaper::Tbf {
+                    return Err(LabError::Scenario(format!(
+                        "link '{name}': burst and latency are the tbf shaper's: give a rate, and no shaper = \"htb\""
+                    )));
+                }
+                if l.burst.is_some_and(|b| !(1500..=1 << 30).contains(&b)) {
+                    return Err(LabError::Scenario(format!("link '{name}': burst must be 1500 bytes to 1 GiB")));
+                }
+                if let Some(t) = &l.latency {
+                    if parse_time_us(t)? == 0 {
+                        return Err(LabError::Scenario(format!("link '{name}': latency must be above 0")));
+                    }
+                }
+            }
             if let Some(m) = l.mtu {
                 if !(576..=65535).contains(&m) {
                     return Err(LabError::Scenario(format!("link '{name}': mtu {m} outside 576..65535")));
@@ -649,6 +669,13 @@ rate = "1gbit"
         assert!(Scenario::parse(&format!("{TWO}delay = \"1 fortnight\"\n")).is_err());
         assert!(Scenario::parse(&format!("{TWO}a_if = \"averyveryverylongname\"\n")).is_err());
         assert!(Scenario::parse(&format!("{TWO}loss = 101.0\n")).is_err());
+        let tbf = Scenario::parse(&format!("{TWO}burst = \"4MiB\"\nlatency = \"10ms\"\n")).unwrap();
+        assert_eq!((tbf.links[0].burst, tbf.links[0].latency.as_deref()), (Some(4 << 20), Some("10ms")));
+        let e = Scenario::parse(&format!("{TWO}shaper = \"htb\"\nburst = \"4MiB\"\n")).unwrap_err().to_string();
+        assert!(e.contains("tbf shaper's"), "{e}");
+        assert!(Scenario::parse(&TWO.replace("rate = \"1gbit\"", "latency = \"10ms\"")).is_err(), "no rate");
+        assert!(Scenario::parse(&format!("{TWO}burst = 100\n")).is_err());
+        assert!(Scenario::parse(&format!("{TWO}latency = \"0ms\"\n")).is_err());
     }
 
     #[test]

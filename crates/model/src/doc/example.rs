@@ -320,6 +320,8 @@ pub fn lab() -> LabDocument {
                 addrs: vec![Some("198.18.0.1/24".into()), None],
                 rate_bps: Some(1_000_000_000),
                 shaper: Shaper::Htb,
+                burst_bytes: None,
+                latency_us: None,
                 mtu: 1500,
                 delay_us: Some(100),
                 jitter_us: Some(10),

@@ -394,6 +394,14 @@ pub struct LabLink {
     pub rate_bps: Option<u64>,
     /// The shaping qdisc.
     pub shaper: Shaper,
+    /// The tbf's burst, bytes, as applied (`null` for htb and unshaped links). Absent (`null`)
+    /// in documents written before it was recorded.
+    #[serde(default)]
+    pub burst_bytes: Option<u64>,
+    /// The tbf's latency, µs, as applied (`null` for htb and unshaped links). Absent (`null`)
+    /// in documents written before it was recorded.
+    #[serde(default)]
+    pub latency_us: Option<u64>,
     /// MTU.
     pub mtu: u32,
     /// netem delay, µs.
