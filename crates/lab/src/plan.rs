@@ -932,6 +932,21 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_scenarios_parse_and_plan() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                Plan::new(&sc, "lrship").unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 8, "{n} scenarios in {}", dir.display());
+    }
+
+    #[test]
     fn a_link_may_give_its_tbf_burst_and_latency() {
         let two = "name = \"t\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"10gbit\"\n";
         let p = Plan::new(&Scenario::parse(&format!("{two}burst = \"4MiB\"\nlatency = \"10ms\"\n")).unwrap(), "lr2")
