@@ -1,8 +1,9 @@
 //! The one boundary between the lab and the operating system's processes: running an
-//! `ip`/`tc`/`ssh-keygen` argv to completion, starting a server or a client in the background,
-//! waiting until a server listens, stopping a process by pid, finding a program. The system
-//! executor does it (never through a shell); the recording one lets the planner, the teardown
-//! and the runner be tested without root by the commands they ask for.
+//! `ip`/`tc`/`ssh-keygen`/`diff` argv to completion, starting a server or a client in the
+//! background, waiting until a server listens, stopping a process by pid, finding a program,
+//! reading the machine's busy CPU time. The system executor does it (never through a shell);
+//! the recording one lets the planner, the teardown and the runner be tested without root by
+//! the commands they ask for.
 
 use crate::state::{proc_start, stop_process};
 use crate::LabError;
@@ -49,6 +50,21 @@ pub trait Executor {
     fn stop(&mut self, pid: u32, start: u64, grace: Duration);
     /// The first of `names` found in the system's program directories.
     fn find_program(&mut self, names: &[&str]) -> Option<PathBuf>;
+    /// Busy core-seconds of the whole machine since boot (`/proc/stat`); `None` if unreadable.
+    fn busy_cpu_s(&mut self) -> Option<f64> {
+        busy_cpu_s(&std::fs::read_to_string("/proc/stat").ok()?, rustix::param::clock_ticks_per_second())
+    }
+}
+
+/// Busy core-seconds in a `/proc/stat` text: user + nice + system + irq + softirq + steal of
+/// the `cpu` line (idle and iowait are not busy; guest time is already in user and nice), over
+/// `ticks_per_s` (USER_HZ).
+pub fn busy_cpu_s(stat: &str, ticks_per_s: u64) -> Option<f64> {
+    let line = stat.lines().find(|l| l.split_whitespace().next() == Some("cpu"))?;
+    let v: Vec<u64> = line.split_whitespace().skip(1).map(str::parse).collect::<Result<_, _>>().ok()?;
+    // user nice system idle iowait irq softirq steal
+    let busy = [0, 1, 2, 5, 6, 7].iter().map(|&i| v.get(i).copied().unwrap_or(0)).sum::<u64>();
+    (v.len() >= 4 && ticks_per_s > 0).then(|| busy as f64 / ticks_per_s as f64)
 }
 
 /// Runs commands as subprocesses.
@@ -64,7 +80,9 @@ impl Executor for SystemExecutor {
             .output()
             .map_err(|e| LabError::Io(format!("running {prog} (is it installed?)"), e))?;
         if !out.status.success() {
-            let mut stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            // what went wrong is on stderr, except for the tools that report on stdout (diff -q)
+            let said = if out.stderr.iter().all(u8::is_ascii_whitespace) { &out.stdout } else { &out.stderr };
+            let mut stderr = String::from_utf8_lossy(said).trim().to_string();
             if let Some((i, _)) = stderr.char_indices().nth(2000) {
                 stderr.truncate(i);
             }
@@ -192,10 +210,11 @@ impl Process for SystemProcess {
     }
 }
 
-/// Records what it is asked instead of doing it. Commands succeed (or the `fail_at`-th fails),
-/// and a `ssh-keygen … -f KEY` leaves a placeholder `KEY.pub` for the runner to read; started
-/// processes exit at once, with status 0 (1 for `failing` programs), having printed `outputs`
-/// for their program; every program is found under `/usr/bin`; every server listens.
+/// Records what it is asked instead of doing it. Commands succeed (or the `fail_at`-th fails,
+/// and those of `failing` programs), and a `ssh-keygen … -f KEY` leaves a placeholder `KEY.pub`
+/// for the runner to read; started processes exit at once, with status 0 (1 for `failing`
+/// programs), having printed `outputs` for their program; every program is found under
+/// `/usr/bin`; every server listens; the machine's busy CPU time grows by 1.5 s a reading.
 #[derive(Debug, Default)]
 pub struct RecordingExecutor {
     /// Every command run to completion, in order.
@@ -208,8 +227,10 @@ pub struct RecordingExecutor {
     pub stopped: Vec<(u32, usize)>,
     /// What a started program prints, by its file name (`iperf3`, `linerate`).
     pub outputs: Vec<(String, String)>,
-    /// Programs whose processes exit with status 1.
+    /// Programs whose processes exit with status 1, and whose commands fail.
     pub failing: Vec<String>,
+    /// Readings of the machine's busy CPU time so far.
+    pub cpu_readings: u32,
 }
 
 /// The pid of the first recorded process: above any real pid (the kernel's limit is 2^22), so
@@ -234,6 +255,10 @@ impl Executor for RecordingExecutor {
         self.commands.push(argv.to_vec());
         if self.fail_at == Some(i) {
             return Err(LabError::Command { argv: argv.join(" "), status: "exit 2".into(), stderr: "injected".into() });
+        }
+        if self.failing.iter().any(|p| p == Self::program(argv)) {
+            let stderr = format!("{} failed (recorded)", Self::program(argv));
+            return Err(LabError::Command { argv: argv.join(" "), status: "exit status: 1".into(), stderr });
         }
         if Self::program(argv) == "ssh-keygen" {
             if let Some(k) = argv.iter().skip_while(|a| *a != "-f").nth(1) {
@@ -266,6 +291,11 @@ impl Executor for RecordingExecutor {
     fn find_program(&mut self, names: &[&str]) -> Option<PathBuf> {
         names.first().map(|n| Path::new("/usr/bin").join(n))
     }
+
+    fn busy_cpu_s(&mut self) -> Option<f64> {
+        self.cpu_readings += 1;
+        Some(1.5 * f64::from(self.cpu_readings))
+    }
 }
 
 /// Lets a test read what was recorded after the lab took the executor.
@@ -295,6 +325,9 @@ impl Executor for Shared {
     }
     fn find_program(&mut self, names: &[&str]) -> Option<PathBuf> {
         self.rec().find_program(names)
+    }
+    fn busy_cpu_s(&mut self) -> Option<f64> {
+        self.rec().busy_cpu_s()
     }
 }
 
@@ -328,6 +361,24 @@ mod tests {
         assert!(listens(table, 7878), "0x1EC6 = 7878, state 0A = LISTEN");
         assert!(!listens(table, 5201), "5201 = 0x1451 is an established connection, not a listener");
         assert!(!listens(table, 0x1EC), "a port whose hex is a suffix of another does not match");
+    }
+
+    #[test]
+    fn reads_busy_cpu_time_from_proc_stat() {
+        let stat = "cpu  100 20 30 1000 50 5 15 10 7 0\ncpu0 50 10 15 500 25 2 7 5 3 0\nintr 1 2\n";
+        // user 100 + nice 20 + system 30 + irq 5 + softirq 15 + steal 10 = 180 ticks
+        assert_eq!(busy_cpu_s(stat, 100), Some(1.8));
+        assert_eq!(busy_cpu_s("cpu0 1 2 3 4\n", 100), None, "only the machine's line counts");
+        assert_eq!(busy_cpu_s("cpu  1 x 3 4\n", 100), None);
+        assert!(SystemExecutor.busy_cpu_s().is_some_and(|s| s > 0.0), "this machine's /proc/stat");
+    }
+
+    #[test]
+    fn a_failed_command_says_what_it_printed() {
+        let e = SystemExecutor.run(&["sh".into(), "-c".into(), "echo differ; exit 1".into()]).unwrap_err();
+        assert!(matches!(&e, LabError::Command { stderr, .. } if stderr == "differ"), "{e}");
+        let e = SystemExecutor.run(&["sh".into(), "-c".into(), "echo out; echo err >&2; exit 1".into()]).unwrap_err();
+        assert!(matches!(&e, LabError::Command { stderr, .. } if stderr == "err"), "{e}");
     }
 
     #[test]

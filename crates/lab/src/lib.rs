@@ -1,7 +1,8 @@
 //! linerate lab: emulated hosts (network namespaces), links (veth pairs shaped by tbf/htb and
 //! netem), switches (Linux bridges), several NICs per host and QoS classes (htb, ingress through
 //! ifb), built with the `ip`/`tc` commands of iproute2 from a TOML scenario; and a runner that
-//! measures iperf3, scp, rsync, tar over ssh, `linerate cp` and `linerate bench` inside it.
+//! measures iperf3, scp, rsync, tar over ssh, rclone over sftp, `linerate cp` (to and from its
+//! daemon, and over ssh) and `linerate bench` inside it.
 //!
 //! Every run has a short id; everything it creates lives in namespaces named after that id and
 //! is listed in a state file, so it is removed on `down`, on error, on a signal, and by the next
@@ -36,7 +37,8 @@ pub enum LabError {
         argv: String,
         /// Exit status.
         status: String,
-        /// Its standard error (trimmed, capped).
+        /// Its standard error (trimmed, capped), or its standard output when it wrote nothing
+        /// to standard error (`diff -q` reports there).
         stderr: String,
     },
     /// The lab needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for namespaces).

@@ -99,6 +99,26 @@ fn burst(bps: u64) -> u64 {
     (bps / 8 / 500).clamp(64 * 1024, 64 << 20)
 }
 
+/// A tbf's latency when the link does not give one, µs.
+const TBF_LATENCY_US: u64 = 20_000;
+
+/// A tbf's burst (bytes) and latency (µs) on `l` shaped at `rate`: the link's, else the defaults.
+/// `None` where no tbf shapes it (no rate, or htb).
+fn tbf_params(l: &LinkSpec, rate: Option<u64>) -> Result<Option<(u64, u64)>, LabError> {
+    let Some(r) = rate.filter(|_| l.shaper == Shaper::Tbf) else { return Ok(None) };
+    let latency = l.latency.as_deref().map(parse_time_us).transpose()?.unwrap_or(TBF_LATENCY_US);
+    Ok(Some((l.burst.unwrap_or_else(|| burst(r)), latency)))
+}
+
+/// A time for tc: whole milliseconds as `Nms`, else `Nus`.
+fn tc_time(us: u64) -> String {
+    if us % 1000 == 0 {
+        format!("{}ms", us / 1000)
+    } else {
+        format!("{us}us")
+    }
+}
+
 fn netem_args(delay: Option<u64>, jitter: Option<u64>, loss: Option<f64>, reorder: Option<f64>) -> Option<Vec<String>> {
     let mut a = Vec::new();
     if let Some(d) = delay {
@@ -356,6 +376,7 @@ impl<'a> Wiring<'a> {
     fn link(&mut self, link: &Link, seg: usize) -> Result<(), LabError> {
         let (name, a, b, l) = link;
         let mtu = l.mtu.unwrap_or(1500);
+        let tbf = tbf_params(l, l.rate.as_deref().map(shaper_rate).transpose()?)?;
         let (ea, na) = self.end(a, &l.a_if, &l.a_addr, seg, name)?;
         let (eb, nb) = self.end(b, &l.b_if, &l.b_addr, seg, name)?;
         self.cmds.push(s(&[
@@ -374,6 +395,8 @@ impl<'a> Wiring<'a> {
             addrs,
             rate_bps: l.rate.as_deref().map(shaper_rate).transpose()?,
             shaper: l.shaper,
+            burst_bytes: tbf.map(|t| t.0),
+            latency_us: tbf.map(|t| t.1),
             mtu,
             delay_us: l.delay.as_deref().map(parse_time_us).transpose()?,
             jitter_us: l.jitter.as_deref().map(parse_time_us).transpose()?,
@@ -475,7 +498,7 @@ fn shape_links(
                     let total = qos_total(q, rate, name)?;
                     htb_classes(cmds, &end.ns, &end.dev, total, q, netem.as_deref(), addrs)?;
                 }
-                None => shape(cmds, &end.ns, &end.dev, rate, l.shaper, netem.as_deref()),
+                None => shape(cmds, &end.ns, &end.dev, rate, tbf_params(l, rate)?, netem.as_deref()),
             }
             for q in sc.qos.iter().filter(|q| &q.link == name && q.side == side && q.ingress) {
                 let total = qos_total(q, rate, name)?;
@@ -650,13 +673,14 @@ impl Plan {
     }
 }
 
-/// Rate and/or netem on one device's egress.
+/// Rate and/or netem on one device's egress: a tbf when `tbf` gives its burst and latency,
+/// else an htb with one class.
 fn shape(
     cmds: &mut Vec<Vec<String>>,
     ns: &str,
     dev: &str,
     rate: Option<u64>,
-    shaper: Shaper,
+    tbf: Option<(u64, u64)>,
     netem: Option<&[String]>,
 ) {
     let tc = |rest: &[&str]| -> Vec<String> {
@@ -664,9 +688,9 @@ fn shape(
         v.extend(rest.iter().map(|x| x.to_string()));
         v
     };
-    let leaf_parent = match (rate, shaper) {
-        (Some(r), Shaper::Tbf) => {
-            let (rb, b) = (format!("{r}bit"), burst(r).to_string());
+    let leaf_parent = match (rate, tbf) {
+        (Some(r), Some((b, latency))) => {
+            let (rb, b, lat) = (format!("{r}bit"), b.to_string(), tc_time(latency));
             cmds.push(tc(&[
                 "root",
                 "handle",
@@ -677,13 +701,13 @@ fn shape(
                 "burst",
                 &b,
                 "latency",
-                "20ms",
+                &lat,
                 "overhead",
                 WIRE_OVERHEAD,
             ]));
             Some("1:1")
         }
-        (Some(r), Shaper::Htb) => {
+        (Some(r), None) => {
             let (rb, b) = (format!("{r}bit"), burst(r).to_string());
             cmds.push(tc(&["root", "handle", "1:", "htb", "default", "1"]));
             cmds.push(s(&[
@@ -905,6 +929,43 @@ mod tests {
             &"tc -n lr0001-b qdisc add dev eth0 parent 1:1 handle 10: netem delay 5000us limit 100000".to_string()
         ));
         assert_eq!(p.server_addr("a", "b", None).unwrap(), 0xC612_0102);
+    }
+
+    #[test]
+    fn the_shipped_scenarios_parse_and_plan() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                Plan::new(&sc, "lrship").unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 8, "{n} scenarios in {}", dir.display());
+    }
+
+    #[test]
+    fn a_link_may_give_its_tbf_burst_and_latency() {
+        let two = "name = \"t\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"10gbit\"\n";
+        let p = Plan::new(&Scenario::parse(&format!("{two}burst = \"4MiB\"\nlatency = \"10ms\"\n")).unwrap(), "lr2")
+            .unwrap();
+        let c = joined(&p);
+        for end in ["a", "b"] {
+            let tbf = format!(
+                "tc -n lr2-{end} qdisc add dev eth0 root handle 1: tbf rate 10000000000bit burst 4194304 latency 10ms overhead 24"
+            );
+            assert!(c.contains(&tbf), "{c:?}");
+        }
+        let l = &p.description.links[0];
+        assert_eq!((l.burst_bytes, l.latency_us), (Some(4 << 20), Some(10_000)));
+        let p = Plan::new(&Scenario::parse(two).unwrap(), "lr3").unwrap();
+        let l = &p.description.links[0];
+        assert_eq!((l.burst_bytes, l.latency_us), (Some(2_500_000), Some(20_000)), "2 ms of the rate, 20 ms");
+        let p = Plan::new(&Scenario::parse(&two.replace("rate = \"10gbit\"\n", "")).unwrap(), "lr4").unwrap();
+        assert_eq!(p.description.links[0].burst_bytes, None, "no rate, no tbf");
+        assert_eq!(tc_time(250), "250us");
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Runs a scenario's measurements inside a lab that is up: starts the servers they need
 //! (linerate serve, a throwaway sshd, iperf3 -s) in the server hosts, runs the clients (alone,
-//! or a group at once, repeated), parses what they print, and assembles the results document
-//! (schema `linerate.lab/1`). Servers are stopped by pid when the runner ends.
+//! or a group at once, repeated), parses what they print, reads the machine's busy CPU time
+//! around each group, checks every copy against its source byte for byte once the clock has
+//! stopped, and assembles the results document (schema `linerate.lab/1`). Trees, copies and
+//! keys live in a fresh working directory on tmpfs (`/dev/shm`) unless the scenario's `workdir`
+//! says otherwise. Servers are stopped by pid when the runner ends.
 
 use crate::exec::{Executor, Job, Process};
 use crate::lab::Lab;
-use crate::scenario::{fmt_ip, RunSpec, Scenario, Tool};
+use crate::scenario::{fmt_ip, CpMode, RunSpec, Scenario, Tool};
 use crate::state::proc_start;
 use crate::LabError;
 use linerate_model::doc::bench::{BenchDocument, CpuShare};
@@ -31,6 +34,11 @@ pub const SERVE_PORT: u16 = 7878;
 pub const SSH_PORT: u16 = 2222;
 /// Largest tool output read back (bytes).
 const MAX_OUTPUT: u64 = 64 << 20;
+/// Where the working directory is made unless the scenario's `workdir` says otherwise: tmpfs,
+/// so that copies, like iperf3, move memory to memory.
+pub const DEFAULT_WORKDIR: &str = "/dev/shm";
+/// The name of the lab's sshd in the rclone configuration the runner writes.
+const RCLONE_REMOTE: &str = "lab";
 
 /// How to run.
 pub struct RunnerConfig<'a> {
@@ -80,7 +88,8 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
                         next_port = next_port.wrapping_add(1);
                         next_port - 1
                     }
-                    (Tool::Bench | Tool::Cp, None) => SERVE_PORT,
+                    (Tool::Bench, None) => SERVE_PORT,
+                    (Tool::Cp, None) if !r.mode.unwrap_or_default().over_ssh() => SERVE_PORT,
                     _ => SSH_PORT,
                 };
                 let name = match (hosts.len() > 1, vias.len() > 1) {
@@ -170,15 +179,63 @@ fn tree_bytes(dir: &Path) -> u64 {
     total
 }
 
+/// The file sizes of a generated tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Sizes {
+    /// Log-normal with this mean (`file_size`, default 1.6 MB).
+    Mean(u64),
+    /// Uniform between the two (`min_size`, `max_size`).
+    Uniform(u64, u64),
+}
+
+impl Sizes {
+    /// A run's: uniform when it gives `min_size` and `max_size`, else log-normal.
+    fn of(spec: &RunSpec) -> Sizes {
+        match (spec.min_size, spec.max_size) {
+            (Some(min), Some(max)) => Sizes::Uniform(min, max),
+            _ => Sizes::Mean(spec.file_size.unwrap_or(1_600_000)),
+        }
+    }
+
+    /// `linerate mktree`'s flags for them.
+    fn args(self) -> Vec<String> {
+        match self {
+            Sizes::Mean(m) => vec!["--mean-size".into(), m.to_string()],
+            Sizes::Uniform(a, b) => vec!["--min-size".into(), a.to_string(), "--max-size".into(), b.to_string()],
+        }
+    }
+
+    /// Their part of the tree directory's name.
+    fn label(self) -> String {
+        match self {
+            Sizes::Mean(m) => m.to_string(),
+            Sizes::Uniform(a, b) => format!("{a}-{b}"),
+        }
+    }
+}
+
+/// The throwaway sshd's files.
+#[derive(Debug, Clone, Default)]
+struct SshKeys {
+    /// The client's private key.
+    user_key: PathBuf,
+    /// The host key, pinned under the alias `linerate-lab`.
+    known_hosts: PathBuf,
+    /// The sshd's configuration.
+    config: PathBuf,
+    /// Its host key's public line (`ssh-ed25519 AAAA… comment`).
+    host_pub: String,
+}
+
 /// The runner's long-lived things: servers, keys, trees.
 struct Env {
     tmp: PathBuf,
     linerate: PathBuf,
     key: Option<PathBuf>,
-    ssh: Option<(PathBuf, PathBuf, PathBuf)>, // (user key, known_hosts, sshd config)
+    ssh: Option<SshKeys>,
     serve: BTreeMap<String, (u32, u64, PathBuf)>, // host -> (pid, start, root)
     sshd: BTreeMap<String, (u32, u64)>,
-    trees: BTreeMap<(u64, u64, u32), (PathBuf, u64)>,
+    trees: BTreeMap<(u64, Sizes, u32), (PathBuf, u64)>,
     servers: Vec<(u32, u64)>,
     children: Vec<Box<dyn Process>>, // the servers' handles, to reap them once stopped
     user: String,
@@ -190,6 +247,25 @@ fn arg(path: &Path) -> String {
 }
 
 impl Env {
+    /// Nothing started yet; the working directory `tmp` exists.
+    fn new(tmp: PathBuf, linerate: &Path) -> Env {
+        let user =
+            if crate::is_root() { "root".to_string() } else { std::env::var("USER").unwrap_or_else(|_| "root".into()) };
+        Env {
+            tmp,
+            // started by sshd with its own PATH and working directory: an absolute path
+            linerate: std::path::absolute(linerate).unwrap_or_else(|_| linerate.to_path_buf()),
+            key: None,
+            ssh: None,
+            serve: BTreeMap::new(),
+            sshd: BTreeMap::new(),
+            trees: BTreeMap::new(),
+            servers: Vec::new(),
+            children: Vec::new(),
+            user,
+        }
+    }
+
     /// Reaps servers that have exited.
     fn reap(&mut self) {
         self.children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
@@ -259,7 +335,7 @@ impl Env {
         Ok(root)
     }
 
-    fn ssh_setup(&mut self, lab: &mut Lab) -> Result<(PathBuf, PathBuf, PathBuf), LabError> {
+    fn ssh_setup(&mut self, lab: &mut Lab) -> Result<SshKeys, LabError> {
         if let Some(s) = &self.ssh {
             return Ok(s.clone());
         }
@@ -290,7 +366,7 @@ impl Env {
         )?;
         // sshd insists on its privilege separation directory.
         let _ = std::fs::create_dir_all("/run/sshd");
-        let s = (uk, kh, cfg);
+        let s = SshKeys { user_key: uk, known_hosts: kh, config: cfg, host_pub: hpub.trim().to_string() };
         self.ssh = Some(s.clone());
         Ok(s)
     }
@@ -299,7 +375,7 @@ impl Env {
         if self.sshd.contains_key(host) {
             return Ok(());
         }
-        let (_, _, cfg) = self.ssh_setup(lab)?;
+        let cfg = self.ssh_setup(lab)?.config;
         let sshd = program(lab, "sshd", "openssh-server")?;
         let args: Vec<String> = vec!["-D".into(), "-e".into(), "-f".into(), arg(&cfg)];
         let argv = in_ns(lab.ns(host)?, &sshd, &args);
@@ -309,7 +385,7 @@ impl Env {
     }
 
     fn ssh_opts(&self) -> Vec<String> {
-        let (uk, kh, _) = self.ssh.clone().unwrap_or_default();
+        let SshKeys { user_key: uk, known_hosts: kh, .. } = self.ssh.clone().unwrap_or_default();
         vec![
             "-F".into(),
             "/dev/null".into(),
@@ -330,21 +406,49 @@ impl Env {
         ]
     }
 
-    /// A generated tree of `files` files averaging `size` bytes, split into `parts` parts.
-    fn tree(&mut self, lab: &mut Lab, files: u64, size: u64, parts: u32) -> Result<(PathBuf, u64), LabError> {
-        if let Some(t) = self.trees.get(&(files, size, parts)) {
+    /// The `-e` command of rsync and `linerate cp`: the lab's ssh with its options, in words
+    /// split on spaces (the working directory's paths have none: the scenario's check).
+    fn rsh(&self, lab: &mut Lab, port: u16) -> Result<String, LabError> {
+        let ssh = program(lab, "ssh", "openssh-client")?;
+        Ok(format!("{} -p {port} {}", ssh.display(), self.ssh_opts().join(" ")))
+    }
+
+    /// An rclone configuration with one sftp remote, the server host's sshd at `addr:port`,
+    /// and its own known_hosts (rclone names a host `[ADDR]:PORT`), written for run `tag`.
+    fn rclone_conf(&self, addr: &str, port: u16, tag: &str) -> Result<PathBuf, LabError> {
+        let keys = self.ssh.clone().unwrap_or_default();
+        let (conf, known) = (self.tmp.join(format!("{tag}.rclone.conf")), self.tmp.join(format!("{tag}.known_hosts")));
+        let write = |p: &Path, s: String| std::fs::write(p, s).map_err(io(format!("writing {}", p.display())));
+        write(&known, format!("[{addr}]:{port} {}\n", keys.host_pub))?;
+        write(
+            &conf,
+            format!(
+                "[{RCLONE_REMOTE}]\ntype = sftp\nhost = {addr}\nport = {port}\nuser = {}\nkey_file = {}\n\
+                 known_hosts_file = {}\n",
+                self.user,
+                keys.user_key.display(),
+                known.display()
+            ),
+        )?;
+        Ok(conf)
+    }
+
+    /// A generated tree of `files` files of `sizes`, split into `parts` parts.
+    fn tree(&mut self, lab: &mut Lab, files: u64, sizes: Sizes, parts: u32) -> Result<(PathBuf, u64), LabError> {
+        if let Some(t) = self.trees.get(&(files, sizes, parts)) {
             return Ok(t.clone());
         }
-        let dir = self.tmp.join(format!("tree-{files}x{size}-{parts}"));
+        let dir = self.tmp.join(format!("tree-{files}x{}-{parts}", sizes.label()));
         std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         for p in 0..parts {
             let d = dir.join(format!("part{p}"));
             let n = (files / u64::from(parts) + u64::from(u64::from(p) < files % u64::from(parts))).max(1);
-            let (ns, ss) = (n.to_string(), size.to_string());
-            Self::run_quiet(lab, &self.linerate, &["mktree", &arg(&d), "--files", &ns, "--mean-size", &ss])?;
+            let mut a = vec!["mktree".to_string(), arg(&d), "--files".into(), n.to_string()];
+            a.extend(sizes.args());
+            Self::run_quiet(lab, &self.linerate, &a.iter().map(String::as_str).collect::<Vec<_>>())?;
         }
         let bytes = tree_bytes(&dir);
-        self.trees.insert((files, size, parts), (dir.clone(), bytes));
+        self.trees.insert((files, sizes, parts), (dir.clone(), bytes));
         Ok((dir, bytes))
     }
 
@@ -359,7 +463,10 @@ struct Started {
     procs: Vec<Box<dyn Process>>,
     out: Vec<Job>, // what each process was started as, for its output files
     bytes: u64,
-    dest: Option<PathBuf>,
+    /// The copy (and a tree placed for it), removed after the run.
+    cleanup: Vec<PathBuf>,
+    /// (source, copy), compared once the clock has stopped.
+    verify: Option<(PathBuf, PathBuf)>,
     server: Option<(u32, u64)>, // a per-run server (iperf3), stopped when the run ends
     pending: Vec<Job>,          // clients, started together once every instance is prepared
     t0: Instant,
@@ -383,6 +490,28 @@ impl Started {
     }
 }
 
+/// One instance about to start: its run, where it runs, and what it reaches.
+struct Ctx<'a> {
+    spec: &'a RunSpec,
+    inst: &'a Instance,
+    tag: &'a str,
+    /// The client host's namespace.
+    ns: String,
+    /// The server's address as the client reaches it.
+    addr: String,
+}
+
+impl Ctx<'_> {
+    fn streams(&self) -> u32 {
+        self.spec.streams.unwrap_or(1)
+    }
+
+    /// `ADDR:PORT:TAG`, the daemon operand of `linerate cp`.
+    fn daemon_path(&self) -> String {
+        format!("{}:{}:{}", self.addr, self.inst.port, self.tag)
+    }
+}
+
 fn start_instance(
     env: &mut Env,
     lab: &mut Lab,
@@ -390,119 +519,180 @@ fn start_instance(
     inst: &Instance,
     tag: &str,
 ) -> Result<Started, LabError> {
-    let ns = lab.ns(&inst.host)?.to_string();
-    let addr = fmt_ip(inst.addr);
-    let streams = spec.streams.unwrap_or(1);
+    let c = Ctx { spec, inst, tag, ns: lab.ns(&inst.host)?.to_string(), addr: fmt_ip(inst.addr) };
     let secs = spec.seconds.unwrap_or(10);
-    let transfer_timeout = Duration::from_secs(spec.timeout.unwrap_or(600));
     let timed = Duration::from_secs(spec.timeout.unwrap_or(u64::from(secs) + 60));
-    let files = spec.files.unwrap_or(64);
-    let size = spec.file_size.unwrap_or(1_600_000);
+    let transfer = Duration::from_secs(spec.timeout.unwrap_or(600));
     let mut st = Started {
         procs: vec![],
         out: vec![],
         bytes: 0,
-        dest: None,
+        cleanup: vec![],
+        verify: None,
         server: None,
         pending: vec![],
         t0: Instant::now(),
-        timeout: timed,
+        timeout: if spec.tool.copies() { transfer } else { timed },
     };
     match spec.tool {
-        Tool::Iperf3 => {
-            let iperf = program(lab, "iperf3", "iperf3")?;
-            let sargs: Vec<String> = vec!["-s".into(), "-p".into(), inst.port.to_string()];
-            let sns = lab.ns(&inst.server)?.to_string();
-            let argv = in_ns(&sns, &iperf, &sargs);
-            st.server =
-                Some(env.spawn_server(lab, argv, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
-            let mut a: Vec<String> = vec!["-c".into(), addr, "-p".into(), inst.port.to_string(), "-J".into()];
-            a.extend(["-i".into(), "1".into(), "-t".into(), secs.to_string(), "-P".into(), streams.to_string()]);
-            if spec.reverse {
-                a.push("-R".into());
-            }
-            a.extend(spec.args.iter().cloned());
-            st.pending.push(env.job(in_ns(&ns, &iperf, &a), tag, None));
-        }
-        Tool::Bench => {
-            env.ensure_serve(lab, &inst.server)?;
-            let key = env.key(lab)?;
-            let mut a: Vec<String> = vec!["bench".into(), format!("{addr}:{}", inst.port), "--key-file".into()];
-            a.extend([arg(&key), "--json".into(), "-q".into(), "--no-save".into()]);
-            if let Some(s) = spec.seconds {
-                a.extend(["-t".into(), s.to_string()]);
-            }
-            if let Some(p) = spec.streams {
-                a.extend(["-P".into(), p.to_string()]);
-            }
-            if spec.reverse {
-                a.push("--reverse".into());
-            }
-            a.extend(spec.args.iter().cloned());
-            st.pending.push(env.job(in_ns(&ns, &env.linerate, &a), tag, None));
-        }
-        Tool::Cp => {
-            let root = env.ensure_serve(lab, &inst.server)?;
-            let key = env.key(lab)?;
-            let (src, bytes) = env.tree(lab, files, size, 1)?;
-            st.bytes = bytes;
-            st.timeout = transfer_timeout;
-            st.dest = Some(root.join(tag));
-            let mut a: Vec<String> = vec!["cp".into(), arg(&src.join("part0"))];
-            a.extend([format!("{addr}:{}:{tag}", inst.port), "--key-file".into(), arg(&key)]);
-            // the lab saves its own results; each copy inside it stays out of the user's run store
-            a.extend(["--json".into(), "-q".into(), "--no-save".into(), "-P".into(), streams.to_string()]);
-            a.extend(spec.args.iter().cloned());
-            st.pending.push(env.job(in_ns(&ns, &env.linerate, &a), tag, None));
-        }
-        Tool::Scp | Tool::Rsync | Tool::Tar => {
-            env.ensure_sshd(lab, &inst.server)?;
-            let (src, bytes) = env.tree(lab, files, size, streams)?;
-            st.bytes = bytes;
-            st.timeout = transfer_timeout;
-            let dest = env.tmp.join(format!("dest-{tag}"));
-            std::fs::create_dir_all(&dest).map_err(io(format!("creating {}", dest.display())))?;
-            st.dest = Some(dest.clone());
-            let ssh = program(lab, "ssh", "openssh-client")?;
-            let opts = env.ssh_opts();
-            let target = format!("{}@{addr}", env.user);
-            for p in 0..streams {
-                let part = src.join(format!("part{p}"));
-                let dpart = dest.join(format!("part{p}"));
-                let ptag = format!("{tag}-{p}");
-                let job = match spec.tool {
-                    Tool::Scp => {
-                        let scp = program(lab, "scp", "openssh-client")?;
-                        let mut a = vec!["-q".into(), "-r".into(), "-P".into(), inst.port.to_string()];
-                        a.extend(opts.iter().cloned());
-                        a.extend(spec.args.iter().cloned());
-                        a.extend([arg(&part), format!("{target}:{}", dpart.display())]);
-                        env.job(in_ns(&ns, &scp, &a), &ptag, None)
-                    }
-                    Tool::Rsync => {
-                        let rsync = program(lab, "rsync", "rsync")?;
-                        // rsync splits -e on spaces itself; every path here is ours and space-free.
-                        let e = format!("{} -p {} {}", ssh.display(), inst.port, opts.join(" "));
-                        let mut a = vec!["-a".into(), "-e".into(), e];
-                        a.extend(spec.args.iter().cloned());
-                        a.extend([format!("{}/", part.display()), format!("{target}:{}/", dpart.display())]);
-                        env.job(in_ns(&ns, &rsync, &a), &ptag, None)
-                    }
-                    _ => {
-                        std::fs::create_dir_all(&dpart).map_err(io(format!("creating {}", dpart.display())))?;
-                        let tar = program(lab, "tar", "tar")?;
-                        let feeder = vec![arg(&tar), "-C".into(), arg(&part), "-cf".into(), "-".into(), ".".into()];
-                        let mut a = vec!["-p".into(), inst.port.to_string()];
-                        a.extend(opts.iter().cloned());
-                        a.extend([target.clone(), "tar".into(), "-C".into(), arg(&dpart), "-xf".into(), "-".into()]);
-                        env.job(in_ns(&ns, &ssh, &a), &ptag, Some(feeder))
-                    }
-                };
-                st.pending.push(job);
-            }
-        }
+        Tool::Iperf3 => start_iperf3(env, lab, &c, secs, &mut st)?,
+        Tool::Bench => start_bench(env, lab, &c, &mut st)?,
+        Tool::Cp => start_cp(env, lab, &c, &mut st)?,
+        Tool::Scp | Tool::Rsync | Tool::Tar | Tool::Rclone => start_over_sshd(env, lab, &c, &mut st)?,
     }
     Ok(st)
+}
+
+/// An `iperf3 -s` of its own in the server host, and the client.
+fn start_iperf3(env: &mut Env, lab: &mut Lab, c: &Ctx, secs: u32, st: &mut Started) -> Result<(), LabError> {
+    let (spec, inst) = (c.spec, c.inst);
+    let iperf = program(lab, "iperf3", "iperf3")?;
+    let sargs: Vec<String> = vec!["-s".into(), "-p".into(), inst.port.to_string()];
+    let sns = lab.ns(&inst.server)?.to_string();
+    let argv = in_ns(&sns, &iperf, &sargs);
+    st.server = Some(env.spawn_server(lab, argv, &format!("iperf3-{}-{}", inst.server, inst.port), inst.port)?);
+    let mut a: Vec<String> = vec!["-c".into(), c.addr.clone(), "-p".into(), inst.port.to_string(), "-J".into()];
+    a.extend(["-i".into(), "1".into(), "-t".into(), secs.to_string(), "-P".into(), c.streams().to_string()]);
+    if spec.reverse {
+        a.push("-R".into());
+    }
+    a.extend(spec.args.iter().cloned());
+    st.pending.push(env.job(in_ns(&c.ns, &iperf, &a), c.tag, None));
+    Ok(())
+}
+
+/// `linerate bench` against the server host's `linerate serve`.
+fn start_bench(env: &mut Env, lab: &mut Lab, c: &Ctx, st: &mut Started) -> Result<(), LabError> {
+    let spec = c.spec;
+    env.ensure_serve(lab, &c.inst.server)?;
+    let key = env.key(lab)?;
+    let mut a: Vec<String> = vec!["bench".into(), format!("{}:{}", c.addr, c.inst.port), "--key-file".into()];
+    a.extend([arg(&key), "--json".into(), "-q".into(), "--no-save".into()]);
+    if let Some(s) = spec.seconds {
+        a.extend(["-t".into(), s.to_string()]);
+    }
+    if let Some(p) = spec.streams {
+        a.extend(["-P".into(), p.to_string()]);
+    }
+    if spec.reverse {
+        a.push("--reverse".into());
+    }
+    a.extend(spec.args.iter().cloned());
+    st.pending.push(env.job(in_ns(&c.ns, &env.linerate, &a), c.tag, None));
+    Ok(())
+}
+
+/// `linerate cp` of a generated tree in the run's mode: to or from the server host's
+/// `linerate serve`, or through its sshd (`linerate serve --once --ssh` started there by ssh).
+fn start_cp(env: &mut Env, lab: &mut Lab, c: &Ctx, st: &mut Started) -> Result<(), LabError> {
+    let mode = c.spec.mode.unwrap_or_default();
+    // The server side first: the daemon (its root and key), or the sshd.
+    let daemon = if mode.over_ssh() {
+        env.ensure_sshd(lab, &c.inst.server)?;
+        None
+    } else {
+        let root = env.ensure_serve(lab, &c.inst.server)?;
+        Some((root, env.key(lab)?))
+    };
+    let (src, bytes) = env.tree(lab, c.spec.files.unwrap_or(64), Sizes::of(c.spec), 1)?;
+    let part = src.join("part0");
+    st.bytes = bytes;
+    let mut a: Vec<String> = vec!["cp".into()];
+    let dest = match daemon {
+        Some((root, key)) if mode == CpMode::Pull => {
+            // The tree under the daemon's root, as hard links: made before the clock starts.
+            let served = root.join(c.tag);
+            let cp = program(lab, "cp", "coreutils")?;
+            Env::run_quiet(lab, &cp, &["-al", &arg(&part), &arg(&served)])?;
+            st.cleanup.push(served);
+            let dest = env.tmp.join(format!("dest-{}", c.tag));
+            a.extend([c.daemon_path(), arg(&dest), "--key-file".into(), arg(&key)]);
+            dest
+        }
+        Some((root, key)) => {
+            a.extend([arg(&part), c.daemon_path(), "--key-file".into(), arg(&key)]);
+            root.join(c.tag)
+        }
+        None => {
+            let dest = env.tmp.join(format!("dest-{}", c.tag));
+            let remote = |p: &Path| format!("{}@{}:{}", env.user, c.addr, p.display());
+            let (from, to) =
+                if mode == CpMode::SshPush { (arg(&part), remote(&dest)) } else { (remote(&part), arg(&dest)) };
+            a.extend([from, to, "-e".into(), env.rsh(lab, c.inst.port)?]);
+            // sshd's sessions have a bare PATH: the remote side is named by its absolute path
+            a.extend(["--remote-linerate".into(), arg(&env.linerate)]);
+            dest
+        }
+    };
+    // the lab saves its own results; each copy inside it stays out of the user's run store
+    a.extend(["--json".into(), "-q".into(), "--no-save".into(), "-P".into(), c.streams().to_string()]);
+    a.extend(c.spec.args.iter().cloned());
+    st.verify = Some((part, dest.clone()));
+    st.cleanup.push(dest);
+    st.pending.push(env.job(in_ns(&c.ns, &env.linerate, &a), c.tag, None));
+    Ok(())
+}
+
+/// scp, rsync, tar | ssh and rclone (sftp) through the server host's sshd: one process per part
+/// of the tree (`streams` parts), each into its own directory.
+fn start_over_sshd(env: &mut Env, lab: &mut Lab, c: &Ctx, st: &mut Started) -> Result<(), LabError> {
+    let (spec, port, streams) = (c.spec, c.inst.port, c.streams());
+    env.ensure_sshd(lab, &c.inst.server)?;
+    let (src, bytes) = env.tree(lab, spec.files.unwrap_or(64), Sizes::of(spec), streams)?;
+    st.bytes = bytes;
+    let dest = env.tmp.join(format!("dest-{}", c.tag));
+    std::fs::create_dir_all(&dest).map_err(io(format!("creating {}", dest.display())))?;
+    st.verify = Some((src.clone(), dest.clone()));
+    st.cleanup.push(dest.clone());
+    let ssh = program(lab, "ssh", "openssh-client")?;
+    let opts = env.ssh_opts();
+    let target = format!("{}@{}", env.user, c.addr);
+    let rclone_conf = match spec.tool {
+        Tool::Rclone => Some(env.rclone_conf(&c.addr, port, c.tag)?),
+        _ => None,
+    };
+    for p in 0..streams {
+        let part = src.join(format!("part{p}"));
+        let dpart = dest.join(format!("part{p}"));
+        let ptag = format!("{}-{p}", c.tag);
+        let job = match spec.tool {
+            Tool::Scp => {
+                let scp = program(lab, "scp", "openssh-client")?;
+                let mut a = vec!["-q".into(), "-r".into(), "-P".into(), port.to_string()];
+                a.extend(opts.iter().cloned());
+                a.extend(spec.args.iter().cloned());
+                a.extend([arg(&part), format!("{target}:{}", dpart.display())]);
+                env.job(in_ns(&c.ns, &scp, &a), &ptag, None)
+            }
+            Tool::Rsync => {
+                let rsync = program(lab, "rsync", "rsync")?;
+                let mut a = vec!["-a".into(), "-e".into(), env.rsh(lab, port)?];
+                a.extend(spec.args.iter().cloned());
+                a.extend([format!("{}/", part.display()), format!("{target}:{}/", dpart.display())]);
+                env.job(in_ns(&c.ns, &rsync, &a), &ptag, None)
+            }
+            Tool::Rclone => {
+                let rclone = program(lab, "rclone", "rclone")?;
+                let conf = rclone_conf.as_ref().map(|p| arg(p)).unwrap_or_default();
+                let mut a = vec!["copy".into(), arg(&part), format!("{RCLONE_REMOTE}:{}", dpart.display())];
+                // --transfers 8 unless the run's args say otherwise (rclone takes the last one)
+                a.extend(["--config".into(), conf, "--transfers".into(), "8".into()]);
+                a.extend(spec.args.iter().cloned());
+                env.job(in_ns(&c.ns, &rclone, &a), &ptag, None)
+            }
+            _ => {
+                std::fs::create_dir_all(&dpart).map_err(io(format!("creating {}", dpart.display())))?;
+                let tar = program(lab, "tar", "tar")?;
+                let feeder = vec![arg(&tar), "-C".into(), arg(&part), "-cf".into(), "-".into(), ".".into()];
+                let mut a = vec!["-p".into(), port.to_string()];
+                a.extend(opts.iter().cloned());
+                a.extend([target.clone(), "tar".into(), "-C".into(), arg(&dpart), "-xf".into(), "-".into()]);
+                env.job(in_ns(&c.ns, &ssh, &a), &ptag, Some(feeder))
+            }
+        };
+        st.pending.push(job);
+    }
+    Ok(())
 }
 
 /// Waits for every process of every instance; on the stop flag or a timeout, kills them.
@@ -672,7 +862,7 @@ fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Measured
                 ..Measured::transfer(doc.bytes, wall)
             })
         }
-        Tool::Scp | Tool::Rsync | Tool::Tar => Ok(Measured::transfer(bytes, wall)),
+        Tool::Scp | Tool::Rsync | Tool::Tar | Tool::Rclone => Ok(Measured::transfer(bytes, wall)),
     }
 }
 
@@ -695,6 +885,7 @@ fn record(g: &Group, inst: &Instance, spec: &RunSpec, repeat: u32) -> LabRun {
     LabRun {
         name: inst.name.clone(),
         tool: spec.tool,
+        mode: (spec.tool == Tool::Cp).then(|| spec.mode.unwrap_or_default()),
         host: inst.host.clone(),
         server: inst.server.clone(),
         server_addr: fmt_ip(inst.addr),
@@ -711,6 +902,7 @@ fn record(g: &Group, inst: &Instance, spec: &RunSpec, repeat: u32) -> LabRun {
         duration_s: None,
         bytes: None,
         cpu: None,
+        machine_cpu_s: None,
         fairness: None,
         flows: None,
         intervals: Vec::new(),
@@ -719,28 +911,29 @@ fn record(g: &Group, inst: &Instance, spec: &RunSpec, repeat: u32) -> LabRun {
     }
 }
 
+/// Compares a copy with its source byte for byte (`diff -qr`, through the executor), after
+/// the clock has stopped: a copy that differs fails its run.
+fn verify(lab: &mut Lab, pair: Option<&(PathBuf, PathBuf)>) -> Result<(), String> {
+    let Some((src, copy)) = pair else { return Ok(()) };
+    let diff = program(lab, "diff", "diffutils").map_err(|e| e.to_string())?;
+    match lab.exec().run(&[arg(&diff), "-qr".into(), arg(src), arg(copy)]) {
+        Ok(_) => Ok(()),
+        Err(LabError::Command { stderr, .. }) => {
+            Err(format!("the copy in {} differs from its source {}: {}", copy.display(), src.display(), tail(&stderr)))
+        }
+        Err(e) => Err(format!("verifying the copy: {e}")),
+    }
+}
+
 /// Runs every measurement of `sc` in `lab` and returns the results document.
 pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Result<LabDocument, LabError> {
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!("linerate-{}-", lab.plan.run))
-        .tempdir()
-        .map_err(io("creating a temporary directory"))?;
+    let base = sc.workdir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_WORKDIR));
+    let tmp = tempfile::Builder::new().prefix(&format!("linerate-{}-", lab.plan.run)).tempdir_in(&base).map_err(io(
+        format!("creating a working directory in {} (the scenario's `workdir` chooses another)", base.display()),
+    ))?;
     let tmp_path = tmp.path().to_path_buf();
     lab.add_temp_dir(tmp_path.clone())?;
-    let user =
-        if crate::is_root() { "root".to_string() } else { std::env::var("USER").unwrap_or_else(|_| "root".into()) };
-    let mut env = Env {
-        tmp: tmp_path,
-        linerate: cfg.linerate.clone(),
-        key: None,
-        ssh: None,
-        serve: BTreeMap::new(),
-        sshd: BTreeMap::new(),
-        trees: BTreeMap::new(),
-        servers: Vec::new(),
-        children: Vec::new(),
-        user,
-    };
+    let mut env = Env::new(tmp_path.clone(), &cfg.linerate);
     let started_unix =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let result = run_groups(lab, sc, cfg, &mut env);
@@ -768,6 +961,7 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         },
         lab: lab.plan.description.clone(),
+        workdir: Some(tmp_path.display().to_string()),
         runs,
         groups: group_recs,
     })
@@ -803,6 +997,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 recs.push(rec);
             }
             // Every server is up and every tree made: start all clients of the group together.
+            let cpu_before = lab.exec().busy_cpu_s();
             for (k, slot) in started.iter_mut().enumerate() {
                 if let Some(s) = slot {
                     if let Err(e) = s.launch(lab.exec()) {
@@ -815,15 +1010,20 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
             let idx: Vec<usize> = started.iter().enumerate().filter(|(_, s)| s.is_some()).map(|(i, _)| i).collect();
             let mut live: Vec<Started> = started.into_iter().flatten().collect();
             let outcomes = wait_all(&mut live, cfg.stop)?;
+            // to the millisecond (the counters tick every 10 ms; the rest is floating-point noise)
+            let machine_cpu_s =
+                cpu_before.zip(lab.exec().busy_cpu_s()).map(|(a, b)| ((b - a) * 1e3).round().max(0.0) / 1e3);
             for ((k, s), (wall, failure)) in idx.into_iter().zip(live.iter()).zip(outcomes) {
                 let inst = &g.members[k];
                 let spec = &sc.runs[inst.spec];
                 let rec = &mut recs[k];
+                rec.machine_cpu_s = machine_cpu_s;
                 let out = s.out.first().map(|j| read_capped(&j.stdout)).unwrap_or_default();
                 let parsed = match failure {
                     Some(e) => Err(e),
                     None => parse_result(spec.tool, &out, s.bytes, wall),
-                };
+                }
+                .and_then(|m| verify(lab, s.verify.as_ref()).map(|()| m));
                 match parsed {
                     Ok(m) => {
                         rec.guarantee = guarantee(lab, &inst.host, &m.intervals);
@@ -839,7 +1039,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                     }
                     Err(e) => rec.error = Some(e),
                 }
-                if let Some(d) = &s.dest {
+                for d in &s.cleanup {
                     let _ = std::fs::remove_dir_all(d);
                 }
                 if let Some((pid, start)) = s.server {
@@ -849,8 +1049,9 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
             env.reap();
             let rates: Vec<f64> = recs.iter().filter_map(|r| r.rate_bps).collect();
             for r in &recs {
+                let what = r.mode.map_or_else(|| r.tool.name().to_string(), |m| format!("cp {}", m.name()));
                 let line = match r.rate_bps {
-                    Some(b) => format!("{:<28} {:>7} {:>14}", r.name, r.tool.name(), format_rate(b)),
+                    Some(b) => format!("{:<28} {:>11} {:>14}", r.name, what, format_rate(b)),
                     None => format!("{:<28} failed: {}", r.name, r.error.as_deref().unwrap_or("")),
                 };
                 (cfg.log)(&line);
@@ -858,7 +1059,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
             if g.members.len() > 1 {
                 let total: f64 = rates.iter().sum();
                 (cfg.log)(&format!(
-                    "{:<28} {:>7} {:>14} total, Jain {:.3}",
+                    "{:<28} {:>11} {:>14} total, Jain {:.3}",
                     g.name,
                     "group",
                     format_rate(total),
@@ -1027,6 +1228,192 @@ streams = 2
         let (doc, rec, _) = run_recorded(SC, "lrunit3", RecordingExecutor::default(), true);
         assert!(matches!(doc, Err(LabError::Interrupted)));
         assert!(rec.spawned.is_empty(), "{:?}", rec.spawned);
+    }
+
+    /// Every cp mode and rclone, from `a` to `b`, one after the other.
+    const MODES: &str = r#"
+name = "modes"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+a = "a"
+b = "b"
+[[run]]
+name = "push"
+tool = "cp"
+host = "a"
+server = "b"
+files = 4
+[[run]]
+name = "pull"
+tool = "cp"
+mode = "pull"
+host = "a"
+server = "b"
+files = 4
+[[run]]
+name = "ssh-push"
+tool = "cp"
+mode = "ssh-push"
+host = "a"
+server = "b"
+files = 4
+streams = 3
+[[run]]
+name = "ssh-pull"
+tool = "cp"
+mode = "ssh-pull"
+host = "a"
+server = "b"
+files = 20
+min_size = "1KiB"
+max_size = "16KiB"
+[[run]]
+name = "rclone"
+tool = "rclone"
+host = "a"
+server = "b"
+files = 4
+args = ["--transfers", "16"]
+"#;
+
+    /// The user the runner logs in as over ssh.
+    fn lab_user() -> String {
+        Env::new(PathBuf::new(), Path::new("/opt/linerate")).user
+    }
+
+    #[test]
+    fn cp_modes_and_rclone_run_as_their_users_would_on_tmpfs() {
+        let cp_out = serde_json::to_string(&linerate_model::doc::example::cp()).unwrap();
+        let rec = RecordingExecutor { outputs: vec![("linerate".into(), cp_out)], ..Default::default() };
+        let (doc, rec, plan) = run_recorded(MODES, "lrunit4", rec, false);
+        let doc = doc.unwrap();
+        let w = doc.workdir.clone().unwrap();
+        assert!(w.starts_with("/dev/shm/linerate-lrunit4-"), "trees and copies on tmpfs by default: {w}");
+        assert!(!Path::new(&w).exists(), "the working directory goes with the runner");
+        let addr = fmt_ip(plan.server_addr("a", "b", None).unwrap());
+        let login = format!("{}@{addr}", lab_user());
+        let tree = format!("{w}/tree-4x1600000-1");
+        let part = format!("{tree}/part0");
+        let client = |k: usize| rec.spawned[k].argv[4..].to_vec();
+        let servers: Vec<&str> = [0, 3].iter().map(|&k| rec.spawned[k].argv[5].as_str()).collect();
+        assert_eq!(servers, ["serve", "-D"], "the daemon, then the sshd, in b");
+        assert!(rec
+            .spawned
+            .iter()
+            .all(|j| j.argv[3] == if j.argv[5] == "serve" || j.argv[5] == "-D" { "lrunit4-b" } else { "lrunit4-a" }));
+
+        // push: to the daemon
+        let key = format!("{w}/lab.key");
+        let tail = strings(&["--json", "-q", "--no-save", "-P"]);
+        let push = client(1);
+        assert_eq!(push[..6], strings(&["/opt/linerate", "cp", &part, &format!("{addr}:7878:r1"), "--key-file", &key]));
+        assert_eq!(push[6..], [&tail[..], &strings(&["1"])].concat());
+        // pull: the tree hard-linked under the daemon's root first, then pulled into the workdir
+        let served = format!("{w}/serve-b/r2");
+        assert!(rec.commands.contains(&strings(&["/usr/bin/cp", "-al", &part, &served])), "{:?}", rec.commands);
+        let pull = client(2);
+        let pull_dest = format!("{w}/dest-r2");
+        assert_eq!(pull[1..6], strings(&["cp", &format!("{addr}:7878:r2"), &pull_dest, "--key-file", &key]));
+        // ssh-push and ssh-pull: through the lab's sshd, the remote side named by its absolute path
+        let rsh = format!("/usr/bin/ssh -p 2222 -F /dev/null -i {w}/ssh/user_key -o UserKnownHostsFile={w}/ssh/");
+        for (k, from, to) in [
+            (4, part.clone(), format!("{login}:{w}/dest-r3")),
+            (5, format!("{login}:{w}/tree-20x1024-16384-1/part0"), format!("{w}/dest-r4")),
+        ] {
+            let a = client(k);
+            assert_eq!(a[1..4], strings(&["cp", &from, &to]), "{a:?}");
+            assert_eq!(a[4], "-e");
+            assert!(a[5].starts_with(&rsh) && a[5].contains("BatchMode=yes"), "{}", a[5]);
+            assert_eq!(a[6..8], strings(&["--remote-linerate", "/opt/linerate"]));
+            assert_eq!(a[8..12], tail[..]);
+            assert!(!a.contains(&"--key-file".to_string()), "ssh authenticates, not the daemon's key");
+        }
+        assert_eq!(client(4)[12], "3");
+        let mktree = rec.commands.iter().find(|c| c[1] == "mktree" && c[2].contains("tree-20x")).unwrap();
+        assert_eq!(mktree[3..], strings(&["--files", "20", "--min-size", "1024", "--max-size", "16384"]));
+        // rclone: sftp to the sshd with a configuration of its own; --transfers 8 unless args say
+        let conf = format!("{w}/r5.rclone.conf");
+        let rclone = client(6);
+        assert_eq!(rclone[..4], strings(&["/usr/bin/rclone", "copy", &part, &format!("lab:{w}/dest-r5/part0")]));
+        assert_eq!(rclone[4..], strings(&["--config", &conf, "--transfers", "8", "--transfers", "16"]));
+        assert_eq!(rec.spawned.len(), 7);
+
+        // Every copy compared with its source once its run ended.
+        for (src, copy) in [
+            (part.clone(), format!("{w}/serve-b/r1")),
+            (part.clone(), pull_dest),
+            (part.clone(), format!("{w}/dest-r3")),
+            (format!("{w}/tree-20x1024-16384-1/part0"), format!("{w}/dest-r4")),
+            (tree.clone(), format!("{w}/dest-r5")),
+        ] {
+            assert!(rec.commands.contains(&strings(&["/usr/bin/diff", "-qr", &src, &copy])), "{src} {copy}");
+        }
+        // The document: each cp run's mode, and the machine's CPU over each run.
+        let modes: Vec<Option<CpMode>> = doc.runs.iter().map(|r| r.mode).collect();
+        let want = [Some(CpMode::Push), Some(CpMode::Pull), Some(CpMode::SshPush), Some(CpMode::SshPull), None];
+        assert_eq!(modes, want);
+        assert!(doc.runs.iter().all(|r| r.ok), "{:?}", doc.runs.iter().map(|r| &r.error).collect::<Vec<_>>());
+        assert!(doc.runs.iter().all(|r| r.machine_cpu_s == Some(1.5)), "one reading before, one after each run");
+        assert_eq!(doc.runs[4].bytes, Some(0), "rclone is timed by the runner over the tree's bytes");
+    }
+
+    #[test]
+    fn a_scenario_workdir_holds_the_trees_instead_of_tmpfs() {
+        let disk = tempfile::tempdir().unwrap();
+        let text =
+            format!("workdir = \"{}\"\n{}", disk.path().display(), SC.replace("name = \"unit\"", "name = \"w\""));
+        let (doc, rec, _) = run_recorded(&text, "lrunit5", RecordingExecutor::default(), false);
+        let w = doc.unwrap().workdir.unwrap();
+        assert!(w.starts_with(&format!("{}/linerate-lrunit5-", disk.path().display())), "{w}");
+        let mktree = rec.commands.iter().find(|c| c[1] == "mktree").unwrap();
+        assert!(mktree[2].starts_with(&w), "{mktree:?}");
+        assert!(rec.spawned.iter().flat_map(|j| &j.argv).all(|a| !a.contains("/dev/shm")));
+        assert_eq!(std::fs::read_dir(disk.path()).unwrap().count(), 0, "removed at the end");
+    }
+
+    #[test]
+    fn a_copy_that_differs_from_its_source_fails_its_run() {
+        let cp_out = serde_json::to_string(&linerate_model::doc::example::cp()).unwrap();
+        let rec = RecordingExecutor {
+            outputs: vec![("linerate".into(), cp_out)],
+            failing: vec!["diff".into()],
+            ..Default::default()
+        };
+        let (doc, rec, _) = run_recorded(MODES, "lrunit6", rec, false);
+        let doc = doc.unwrap();
+        for r in &doc.runs {
+            assert!(!r.ok && r.rate_bps.is_none(), "{r:?}");
+            let e = r.error.as_deref().unwrap();
+            assert!(e.contains("differs from its source") && e.contains("diff failed (recorded)"), "{e}");
+        }
+        assert_eq!(rec.spawned.len(), 7, "each copy ran; only its check failed");
+        assert!(!doc.groups.iter().any(|g| g.ok));
+    }
+
+    #[test]
+    fn the_rclone_configuration_names_the_sshd_its_key_and_host_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = Env::new(dir.path().to_path_buf(), Path::new("/opt/linerate"));
+        env.ssh = Some(SshKeys {
+            user_key: "/w/ssh/user_key".into(),
+            host_pub: "ssh-ed25519 AAAAhost linerate-lab".into(),
+            ..Default::default()
+        });
+        let conf = env.rclone_conf("198.18.0.2", 2222, "r9").unwrap();
+        let known = dir.path().join("r9.known_hosts");
+        assert_eq!(
+            std::fs::read_to_string(&conf).unwrap(),
+            format!(
+                "[lab]\ntype = sftp\nhost = 198.18.0.2\nport = 2222\nuser = {}\nkey_file = /w/ssh/user_key\n\
+                 known_hosts_file = {}\n",
+                lab_user(),
+                known.display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(known).unwrap(), "[198.18.0.2]:2222 ssh-ed25519 AAAAhost linerate-lab\n");
     }
 
     #[test]

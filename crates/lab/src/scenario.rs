@@ -3,8 +3,8 @@
 //! so a bad file never leaves half a lab behind.
 
 use crate::LabError;
-/// The tool, shaper and link-end names a scenario uses are the results document's own.
-pub use linerate_model::doc::lab::{Shaper, Side, Tool};
+/// The tool, cp mode, shaper and link-end names a scenario uses are the results document's own.
+pub use linerate_model::doc::lab::{CpMode, Shaper, Side, Tool};
 use linerate_model::units;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +33,10 @@ pub struct Scenario {
     /// Measurements `linerate lab run` performs.
     #[serde(default, rename = "run")]
     pub runs: Vec<RunSpec>,
+    /// Where the runner's working directory (generated trees, the daemon's root, copies) is
+    /// made: an absolute path, e.g. `/var/tmp` for a disk. Default: `/dev/shm` (tmpfs, so the
+    /// copies' figures compare with iperf3's memory-to-memory ones).
+    pub workdir: Option<std::path::PathBuf>,
 }
 
 /// One host (`name` may be a range such as `g[1..16]`).
@@ -68,6 +72,11 @@ pub struct LinkSpec {
     /// Which qdisc enforces `rate`.
     #[serde(default)]
     pub shaper: Shaper,
+    /// The tbf's burst: bytes or a size (`"4MiB"`); default 2 ms of the rate, at least 64 KiB.
+    #[serde(default, deserialize_with = "units::serde_size::option")]
+    pub burst: Option<u64>,
+    /// The tbf's latency (longest a packet may wait), e.g. `10ms`; default 20 ms.
+    pub latency: Option<String>,
     /// MTU of both ends (default 1500).
     pub mtu: Option<u32>,
     /// One-way delay added by netem at each end, e.g. `5ms`.
@@ -140,6 +149,8 @@ pub struct RunSpec {
     pub name: Option<String>,
     /// The tool.
     pub tool: Tool,
+    /// For `cp`: how it reaches the server host (default `push`).
+    pub mode: Option<CpMode>,
     /// Client host.
     pub host: Option<String>,
     /// Several client hosts at once (ranges allowed), one flow set each.
@@ -171,12 +182,18 @@ pub struct RunSpec {
     pub repeat: Option<u32>,
     /// Runs with the same group run at once.
     pub group: Option<String>,
-    /// Files in the generated tree (cp, scp, rsync, tar; default 64).
+    /// Files in the generated tree (cp, scp, rsync, tar, rclone; default 64).
     pub files: Option<u64>,
-    /// Mean file size: bytes, or a size string such as `"1.6MB"` (default 1.6 MB, the case
-    /// study's average).
+    /// Mean file size of log-normal sizes: bytes, or a size string such as `"1.6MB"` (default
+    /// 1.6 MB, the case study's average).
     #[serde(default, deserialize_with = "units::serde_size::option")]
     pub file_size: Option<u64>,
+    /// Uniform sizes instead, from this size (with `max_size`; exclusive with `file_size`).
+    #[serde(default, deserialize_with = "units::serde_size::option")]
+    pub min_size: Option<u64>,
+    /// Uniform sizes up to this size.
+    #[serde(default, deserialize_with = "units::serde_size::option")]
+    pub max_size: Option<u64>,
     /// Kill the run after this many seconds (default: duration + 60, or 600 for transfers).
     pub timeout: Option<u64>,
 }
@@ -309,6 +326,36 @@ pub fn check_ifname(n: &str) -> Result<(), LabError> {
     }
 }
 
+/// The fields only some tools take: `mode` (cp), the tree's sizes (the copying tools).
+fn check_copy_fields(i: usize, r: &RunSpec) -> Result<(), LabError> {
+    let tool = r.tool.name();
+    if r.mode.is_some() && r.tool != Tool::Cp {
+        return Err(LabError::Scenario(format!(
+            "run {}: `mode` is for tool = \"cp\" (push, pull, ssh-push, ssh-pull), not {tool}",
+            i + 1
+        )));
+    }
+    let sized = r.files.is_some() || r.file_size.is_some() || r.min_size.is_some() || r.max_size.is_some();
+    if sized && !r.tool.copies() {
+        return Err(LabError::Scenario(format!(
+            "run {}: files and sizes are for the copying tools, not {tool}",
+            i + 1
+        )));
+    }
+    match (r.file_size, r.min_size, r.max_size) {
+        (_, None, None) => Ok(()),
+        (None, Some(min), Some(max)) if min <= max && max > 0 => Ok(()),
+        (None, Some(_), Some(_)) => {
+            Err(LabError::Scenario(format!("run {}: min_size must not exceed max_size, and max_size be > 0", i + 1)))
+        }
+        (Some(_), _, _) => Err(LabError::Scenario(format!(
+            "run {}: file_size (log-normal mean) or min_size and max_size (uniform), not both",
+            i + 1
+        ))),
+        _ => Err(LabError::Scenario(format!("run {}: give min_size and max_size together", i + 1))),
+    }
+}
+
 impl Scenario {
     /// Parses and validates a scenario.
     pub fn parse(text: &str) -> Result<Self, LabError> {
@@ -374,6 +421,17 @@ impl Scenario {
                 n.escape_default()
             )));
         }
+        if let Some(w) = &self.workdir {
+            // its paths reach ssh's remote shell and rsync's -e words unquoted
+            let plain =
+                w.to_str().is_some_and(|t| t.bytes().all(|c| c.is_ascii_alphanumeric() || b"/._-".contains(&c)));
+            if !w.is_absolute() || !plain {
+                return Err(LabError::Scenario(format!(
+                    "workdir '{}': give an absolute path of letters, digits, '/', '.', '_' and '-'",
+                    w.display()
+                )));
+            }
+        }
         let hosts = self.host_names()?;
         if hosts.is_empty() {
             return Err(LabError::Scenario("no [[host]]".into()));
@@ -416,6 +474,21 @@ impl Scenario {
             }
             if let Some(r) = &l.rate {
                 shaper_rate(r)?;
+            }
+            if l.burst.is_some() || l.latency.is_some() {
+                if l.rate.is_none() || l.shaper != Shaper::Tbf {
+                    return Err(LabError::Scenario(format!(
+                        "link '{name}': burst and latency are the tbf shaper's: give a rate, and no shaper = \"htb\""
+                    )));
+                }
+                if l.burst.is_some_and(|b| !(1500..=1 << 30).contains(&b)) {
+                    return Err(LabError::Scenario(format!("link '{name}': burst must be 1500 bytes to 1 GiB")));
+                }
+                if let Some(t) = &l.latency {
+                    if parse_time_us(t)? == 0 {
+                        return Err(LabError::Scenario(format!("link '{name}': latency must be above 0")));
+                    }
+                }
             }
             if let Some(m) = l.mtu {
                 if !(576..=65535).contains(&m) {
@@ -508,6 +581,7 @@ impl Scenario {
             if r.seconds.is_some_and(|s| !(1..=3600).contains(&s)) {
                 return Err(LabError::Scenario(format!("run {}: seconds must be 1..3600", i + 1)));
             }
+            check_copy_fields(i, r)?;
             let per = if r.sweep.is_empty() { instances } else { r.sweep.iter().sum() };
             count = count.saturating_add(per.saturating_mul(rep as usize));
             if let Some(n) = &r.name {
@@ -595,6 +669,13 @@ rate = "1gbit"
         assert!(Scenario::parse(&format!("{TWO}delay = \"1 fortnight\"\n")).is_err());
         assert!(Scenario::parse(&format!("{TWO}a_if = \"averyveryverylongname\"\n")).is_err());
         assert!(Scenario::parse(&format!("{TWO}loss = 101.0\n")).is_err());
+        let tbf = Scenario::parse(&format!("{TWO}burst = \"4MiB\"\nlatency = \"10ms\"\n")).unwrap();
+        assert_eq!((tbf.links[0].burst, tbf.links[0].latency.as_deref()), (Some(4 << 20), Some("10ms")));
+        let e = Scenario::parse(&format!("{TWO}shaper = \"htb\"\nburst = \"4MiB\"\n")).unwrap_err().to_string();
+        assert!(e.contains("tbf shaper's"), "{e}");
+        assert!(Scenario::parse(&TWO.replace("rate = \"1gbit\"", "latency = \"10ms\"")).is_err(), "no rate");
+        assert!(Scenario::parse(&format!("{TWO}burst = 100\n")).is_err());
+        assert!(Scenario::parse(&format!("{TWO}latency = \"0ms\"\n")).is_err());
     }
 
     #[test]
@@ -622,6 +703,48 @@ rate = "1gbit"
         assert_eq!(expand("g[1..3]").unwrap(), ["g1", "g2", "g3"]);
         assert!(expand("g[3..1]").is_err());
         assert!(expand("g[1..100000]").is_err());
+    }
+
+    #[test]
+    fn parses_cp_modes_and_refuses_them_elsewhere() {
+        let run = |tool: &str, extra: &str| {
+            Scenario::parse(&format!("{TWO}[[run]]\ntool = \"{tool}\"\nhost = \"a\"\nserver = \"b\"\n{extra}"))
+        };
+        assert_eq!(run("cp", "").unwrap().runs[0].mode, None, "push when not given");
+        for (text, mode) in [
+            ("push", CpMode::Push),
+            ("pull", CpMode::Pull),
+            ("ssh-push", CpMode::SshPush),
+            ("ssh-pull", CpMode::SshPull),
+        ] {
+            assert_eq!(run("cp", &format!("mode = \"{text}\"\n")).unwrap().runs[0].mode, Some(mode));
+        }
+        let e = run("cp", "mode = \"sideways\"\n").unwrap_err().to_string();
+        assert!(e.contains("sideways") && e.contains("ssh-pull"), "{e}");
+        let e = run("scp", "mode = \"pull\"\n").unwrap_err().to_string();
+        assert!(e.contains("`mode` is for tool = \"cp\"") && e.contains("not scp"), "{e}");
+        assert!(run("rclone", "args = [\"--transfers\", \"16\"]\n").is_ok());
+    }
+
+    #[test]
+    fn parses_uniform_sizes_and_the_workdir() {
+        let run = |extra: &str| {
+            Scenario::parse(&format!("{TWO}[[run]]\ntool = \"cp\"\nhost = \"a\"\nserver = \"b\"\n{extra}"))
+        };
+        let s = run("min_size = \"1KiB\"\nmax_size = \"16KiB\"\n").unwrap();
+        assert_eq!((s.runs[0].min_size, s.runs[0].max_size), (Some(1024), Some(16384)));
+        assert!(run("min_size = \"1KiB\"\n").unwrap_err().to_string().contains("together"));
+        assert!(run("min_size = 9\nmax_size = 8\n").unwrap_err().to_string().contains("must not exceed"));
+        assert!(run("file_size = 9\nmin_size = 1\nmax_size = 8\n").unwrap_err().to_string().contains("not both"));
+        let e = Scenario::parse(&format!("{TWO}[[run]]\ntool = \"iperf3\"\nhost = \"a\"\nserver = \"b\"\nfiles = 3\n"));
+        assert!(e.unwrap_err().to_string().contains("copying tools"));
+        assert_eq!(Scenario::parse(TWO).unwrap().workdir, None, "the runner then uses /dev/shm");
+        let disk = format!("workdir = \"/var/tmp\"\n{TWO}");
+        assert_eq!(Scenario::parse(&disk).unwrap().workdir, Some("/var/tmp".into()));
+        let relative = format!("workdir = \"tmp\"\n{TWO}");
+        assert!(Scenario::parse(&relative).unwrap_err().to_string().contains("absolute"));
+        let spaced = format!("workdir = \"/mnt/my disk\"\n{TWO}");
+        assert!(Scenario::parse(&spaced).unwrap_err().to_string().contains("letters, digits"));
     }
 
     #[test]

@@ -109,6 +109,11 @@ fn iperf3_measures_a_1gbit_link_within_10_percent() {
         let bps = r["rate_bps"].as_f64().unwrap();
         assert!((0.9e9..=1.1e9).contains(&bps), "{shaper}: measured {bps} bit/s on a 1 Gbit/s link");
         assert!(r["intervals"].as_array().unwrap().len() >= 3);
+        // both ends and the kernel's work for them are busy CPU of this machine for a few seconds
+        let cpu = r["machine_cpu_s"].as_f64().unwrap();
+        assert!(cpu > 0.0 && cpu < 4.0 * 60.0, "{shaper}: {cpu} core-seconds over a 4 s run");
+        let workdir = doc["workdir"].as_str().unwrap();
+        assert!(workdir.starts_with("/dev/shm/linerate-") && !Path::new(workdir).exists(), "{workdir}");
     }
 }
 

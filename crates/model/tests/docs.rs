@@ -58,3 +58,22 @@ fn a_missing_field_is_an_error_not_a_silent_default() {
     let e = serde_json::from_value::<linerate_model::doc::bench::BenchDocument>(v).unwrap_err();
     assert!(e.to_string().contains("latency_us"), "{e}");
 }
+
+#[test]
+fn fields_added_later_read_as_absent_from_older_documents() {
+    let mut v = serde_json::to_value(example::lab()).unwrap();
+    v.as_object_mut().unwrap().remove("workdir");
+    for link in v["lab"]["links"].as_array_mut().unwrap() {
+        link.as_object_mut().unwrap().remove("burst_bytes");
+        link.as_object_mut().unwrap().remove("latency_us");
+    }
+    for run in v["runs"].as_array_mut().unwrap() {
+        let run = run.as_object_mut().unwrap();
+        run.remove("mode");
+        run.remove("machine_cpu_s");
+    }
+    let doc: linerate_model::doc::lab::LabDocument = serde_json::from_value(v).unwrap();
+    assert_eq!(doc.workdir, None);
+    assert!(doc.lab.links.iter().all(|l| l.burst_bytes.is_none() && l.latency_us.is_none()));
+    assert!(doc.runs.iter().all(|r| r.mode.is_none() && r.machine_cpu_s.is_none()));
+}

@@ -16,7 +16,7 @@ const INTERRUPTED: u8 = 130;
 
 #[derive(Args)]
 #[command(after_help = "Scenario format: docs/USER_GUIDE.md, section `linerate lab`; examples in scenarios/.
-Needs root and iproute2 (ip, tc); the runs also use iperf3, ssh/sshd, scp, rsync, tar.")]
+Needs root and iproute2 (ip, tc); the runs also use iperf3, ssh/sshd, scp, rsync, tar, rclone, diff.")]
 pub struct LabArgs {
     #[command(subcommand)]
     cmd: LabCmd,

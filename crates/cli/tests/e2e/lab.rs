@@ -192,7 +192,7 @@ fn lab_plan_needs_no_root_and_rejects_foreign_addresses() {
 }
 
 #[test]
-fn lab_run_copies_with_cp_scp_rsync_and_tar_and_writes_results() {
+fn lab_run_copies_with_every_cp_mode_scp_rsync_tar_and_rclone_and_writes_results() {
     if !can_run() {
         return;
     }
@@ -201,10 +201,23 @@ fn lab_run_copies_with_cp_scp_rsync_and_tar_and_writes_results() {
     let mut text = String::from(
         "name = \"copy\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"2gbit\"\n",
     );
-    for (tool, streams) in [("cp", 2), ("scp", 1), ("rsync", 2), ("tar", 2)] {
+    let runs = [
+        ("cp", "cp", "", 2),
+        ("cp-pull", "cp", "pull", 2),
+        ("cp-ssh-push", "cp", "ssh-push", 2),
+        ("cp-ssh-pull", "cp", "ssh-pull", 1),
+        ("scp", "scp", "", 1),
+        ("rsync", "rsync", "", 2),
+        ("tar", "tar", "", 2),
+        ("rclone", "rclone", "", 1),
+    ];
+    for (name, tool, mode, streams) in runs {
         text += &format!(
-            "[[run]]\nname = \"{tool}\"\ntool = \"{tool}\"\nhost = \"a\"\nserver = \"b\"\nfiles = 6\nfile_size = 200000\nstreams = {streams}\n"
+            "[[run]]\nname = \"{name}\"\ntool = \"{tool}\"\nhost = \"a\"\nserver = \"b\"\nfiles = 6\nfile_size = 200000\nstreams = {streams}\n"
         );
+        if !mode.is_empty() {
+            text += &format!("mode = \"{mode}\"\n");
+        }
     }
     std::fs::write(&f, text).unwrap();
     let out_file = d.path().join("r.json");
@@ -218,15 +231,22 @@ fn lab_run_copies_with_cp_scp_rsync_and_tar_and_writes_results() {
     assert_eq!(doc["run_id"], id.as_str());
     assert_eq!(doc["lab"]["links"][0]["rate_bps"], 2_000_000_000u64);
     let runs = doc["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 4);
+    assert_eq!(runs.len(), 8);
+    let workdir = doc["workdir"].as_str().unwrap();
+    assert!(workdir.starts_with("/dev/shm/linerate-") && !Path::new(workdir).exists(), "{workdir}");
     for r in runs {
+        // ok: copied, and the copy compared equal to its source byte for byte
         assert_eq!(r["ok"], true, "{r}");
+        assert!(r["machine_cpu_s"].as_f64().unwrap() > 0.0, "{r}");
         let bytes = r["bytes"].as_f64().unwrap();
         assert!(bytes > 6.0 * 50_000.0, "{r}");
         let bps = r["rate_bps"].as_f64().unwrap();
         assert!(bps > 1e6 && bps < 2.2e9, "{}: {bps} bit/s over a 2 Gbit/s link", r["name"]);
     }
-    assert_eq!(runs[0]["raw"]["complete"], true, "linerate cp's own JSON is kept");
+    for (k, mode) in ["push", "pull", "ssh-push", "ssh-pull"].iter().enumerate() {
+        assert_eq!(runs[k]["mode"], *mode, "{}", runs[k]);
+        assert_eq!(runs[k]["raw"]["complete"], true, "linerate cp's own JSON is kept");
+    }
     // The report is written beside the results, self-contained, with its charts inline.
     let html = std::fs::read_to_string(out_file.with_extension("html")).unwrap();
     assert!(html.contains("<svg") && !html.contains("src=\"http"), "{}", &html[..html.len().min(300)]);

@@ -201,6 +201,7 @@ fn lab_run(name: &str, tool: Tool, host: &str, group: &str, rate: f64) -> LabRun
     LabRun {
         name: name.into(),
         tool,
+        mode: (tool == Tool::Cp).then_some(CpMode::Push),
         host: host.into(),
         server: "peer".into(),
         server_addr: "198.18.0.9".into(),
@@ -220,6 +221,7 @@ fn lab_run(name: &str, tool: Tool, host: &str, group: &str, rate: f64) -> LabRun
             local: Some(CpuBusy { user: 0.02, system: 0.1, softirq: 0.04, irq: 0.01 }),
             remote: Some(CpuBusy { user: 0.01, system: 0.12, softirq: 0.05, irq: 0.0 }),
         }),
+        machine_cpu_s: Some(1.25),
         fairness: Some(0.99),
         flows: Some(2),
         intervals: (0..3).map(|i| Interval { start_s: f64::from(i), end_s: f64::from(i + 1), bps: rate }).collect(),
@@ -243,7 +245,11 @@ pub fn lab() -> LabDocument {
             raw: Some(RawDoc::Bench(Box::new(bench()))),
             ..lab_run("bench-2", Tool::Bench, "g1", "bench-2", 9.2e8)
         },
-        LabRun { raw: Some(RawDoc::Cp(Box::new(cp()))), ..lab_run("cp-3", Tool::Cp, "g1", "cp-3", 8.1e8) },
+        LabRun {
+            raw: Some(RawDoc::Cp(Box::new(cp()))),
+            mode: Some(CpMode::SshPull),
+            ..lab_run("cp-3", Tool::Cp, "g1", "cp-3", 8.1e8)
+        },
         lab_run("mix@g1", Tool::Bench, "g1", "mix", 5.5e8),
         lab_run("mix@g2", Tool::Bench, "g2", "mix", 4.0e8),
     ];
@@ -259,6 +265,7 @@ pub fn lab() -> LabDocument {
         ok: false,
         error: Some("timed out after 60 s".into()),
         rate_bps: None,
+        machine_cpu_s: None,
         ..lab_run("scp-4", Tool::Scp, "g2", "scp-4", 0.0)
     });
     let groups = runs
@@ -313,6 +320,8 @@ pub fn lab() -> LabDocument {
                 addrs: vec![Some("198.18.0.1/24".into()), None],
                 rate_bps: Some(1_000_000_000),
                 shaper: Shaper::Htb,
+                burst_bytes: None,
+                latency_us: None,
                 mtu: 1500,
                 delay_us: Some(100),
                 jitter_us: Some(10),
@@ -338,6 +347,7 @@ pub fn lab() -> LabDocument {
                 }],
             }],
         },
+        workdir: Some("/dev/shm/linerate-lr4242-Xy12ab".into()),
         runs,
         groups,
     }

@@ -31,6 +31,11 @@ pub struct LabDocument {
     pub machine: Machine,
     /// The lab as built: hosts and their addresses, switches, links, QoS.
     pub lab: LabDescription,
+    /// The directory that held the runner's trees, copies and keys: a fresh directory under
+    /// `/dev/shm` (tmpfs, so copies compare with iperf3's memory-to-memory figures) unless the
+    /// scenario's `workdir` chose one. Absent (`null`) in documents written before it was recorded.
+    #[serde(default)]
+    pub workdir: Option<String>,
     /// One record per measurement (instance × repeat), in the order they ran.
     pub runs: Vec<LabRun>,
     /// One record per group and repeat: the runs that went at once.
@@ -73,6 +78,8 @@ pub enum Tool {
     Rsync,
     /// tar piped through ssh.
     Tar,
+    /// rclone over sftp (the throwaway sshd).
+    Rclone,
 }
 
 impl Tool {
@@ -85,12 +92,60 @@ impl Tool {
             Tool::Scp => "scp",
             Tool::Rsync => "rsync",
             Tool::Tar => "tar",
+            Tool::Rclone => "rclone",
         }
+    }
+
+    /// Every tool, in the order of the enum.
+    pub const ALL: [Tool; 7] = [Tool::Bench, Tool::Cp, Tool::Iperf3, Tool::Scp, Tool::Rsync, Tool::Tar, Tool::Rclone];
+
+    /// Whether the tool copies a generated tree (and its copy is verified byte for byte).
+    pub fn copies(self) -> bool {
+        !matches!(self, Tool::Bench | Tool::Iperf3)
     }
 
     /// A reference tool whose best group is the ceiling other tools are compared with.
     pub fn is_ceiling(self) -> bool {
         self == Tool::Iperf3
+    }
+}
+
+/// How a `linerate cp` run reaches the lab's server host.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpMode {
+    /// `linerate cp SRC ADDR:7878:TAG` to the lab's `linerate serve`.
+    #[default]
+    Push,
+    /// `linerate cp ADDR:7878:TAG DEST` from the lab's `linerate serve` (the tree placed under
+    /// its root first).
+    Pull,
+    /// `linerate cp SRC user@ADDR:DEST` through the lab's sshd (`linerate serve --once --ssh`
+    /// on the server host).
+    SshPush,
+    /// `linerate cp user@ADDR:SRC DEST` through the lab's sshd.
+    SshPull,
+}
+
+impl CpMode {
+    /// The name used in scenarios and documents.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpMode::Push => "push",
+            CpMode::Pull => "pull",
+            CpMode::SshPush => "ssh-push",
+            CpMode::SshPull => "ssh-pull",
+        }
+    }
+
+    /// Whether the copy goes through ssh.
+    pub fn over_ssh(self) -> bool {
+        matches!(self, CpMode::SshPush | CpMode::SshPull)
+    }
+
+    /// Whether the server host sends (the client pulls).
+    pub fn pulls(self) -> bool {
+        matches!(self, CpMode::Pull | CpMode::SshPull)
     }
 }
 
@@ -102,6 +157,10 @@ pub struct LabRun {
     pub name: String,
     /// The tool.
     pub tool: Tool,
+    /// For `cp`: how it reached the server host; `null` for other tools. Absent in documents
+    /// written before cp had modes, whose cp runs all pushed to the daemon.
+    #[serde(default)]
+    pub mode: Option<CpMode>,
     /// The client host.
     pub host: String,
     /// The server host.
@@ -141,6 +200,13 @@ pub struct LabRun {
     /// CPU use, where the tool measures it as a share of the machine (bench, iperf3).
     #[serde(deserialize_with = "super::required")]
     pub cpu: Option<RunCpu>,
+    /// Busy core-seconds of the whole machine (every namespace: both ends of the link, the
+    /// kernel's network stack, and anything else running) while the run's group measured, from
+    /// `/proc/stat` (user + nice + system + irq + softirq + steal). The members of a group that
+    /// runs several at once all carry the group's figure. Absent (`null`) in documents written
+    /// before it was recorded, and where `/proc/stat` could not be read.
+    #[serde(default)]
+    pub machine_cpu_s: Option<f64>,
     /// Jain's index between the instance's own flows ([`crate::stats::jain`]).
     #[serde(deserialize_with = "super::required")]
     pub fairness: Option<f64>,
@@ -328,6 +394,14 @@ pub struct LabLink {
     pub rate_bps: Option<u64>,
     /// The shaping qdisc.
     pub shaper: Shaper,
+    /// The tbf's burst, bytes, as applied (`null` for htb and unshaped links). Absent (`null`)
+    /// in documents written before it was recorded.
+    #[serde(default)]
+    pub burst_bytes: Option<u64>,
+    /// The tbf's latency, µs, as applied (`null` for htb and unshaped links). Absent (`null`)
+    /// in documents written before it was recorded.
+    #[serde(default)]
+    pub latency_us: Option<u64>,
     /// MTU.
     pub mtu: u32,
     /// netem delay, µs.

@@ -68,6 +68,19 @@ impl Group<'_> {
     fn cpu(&self, remote: bool) -> Vec<f64> {
         self.runs.iter().filter_map(|r| cpu_pct(r, remote)).collect()
     }
+    /// The whole machine's busy core-seconds per GB moved, per repeat in which the members moved
+    /// bytes and the runner read `/proc/stat` (every member carries the group's figure).
+    fn machine_cpu_per_gb(&self) -> Vec<f64> {
+        self.repeats()
+            .into_iter()
+            .filter_map(|k| {
+                let m = self.members(k);
+                let cpu = m.iter().find_map(|r| r.machine_cpu_s)?;
+                let bytes: u64 = m.iter().filter(|r| rate(r).is_some()).filter_map(|r| r.bytes).sum();
+                (bytes > 0).then(|| cpu / (bytes as f64 / 1e9))
+            })
+            .collect()
+    }
     /// Every run is of a reference tool (iperf3).
     fn all_ceiling(&self) -> bool {
         self.runs.iter().all(|r| r.tool.is_ceiling())
@@ -97,6 +110,7 @@ pub fn from_lab(doc: &LabDocument) -> Result<RunReport, ReportError> {
         ("run_id", Ok(json!(doc.run_id))),
         ("started_unix", Ok(json!(doc.started_unix))),
         ("finished_unix", Ok(json!(doc.finished_unix))),
+        ("workdir", Ok(json!(doc.workdir))),
         ("lab", serde_json::to_value(&doc.lab)),
     ] {
         r.params.insert(k.into(), v.map_err(|e| ReportError::Invalid(e.to_string()))?);
@@ -142,6 +156,9 @@ fn headline(r: &mut RunReport, groups: &[Group]) {
         }
         if let Some(c) = median(&g.cpu(false)) {
             r.metric(&format!("cpu.{key}"), c, "%", Better::Lower);
+        }
+        if let Some(c) = median(&g.machine_cpu_per_gb()) {
+            r.metric(&format!("machine_cpu_per_gb.{key}"), c, "core-s/GB", Better::Lower);
         }
         if g.sweep().is_none() {
             bars.push(Bar { label: g.name.to_string(), value: m });
@@ -339,10 +356,12 @@ fn group_charts(r: &mut RunReport, groups: &[Group]) {
 /// The groups' table (medians of repeats) and every measurement's.
 fn tables(r: &mut RunReport, groups: &[Group], runs: &[LabRun]) {
     if !groups.is_empty() {
+        // the whole machine's CPU only when the runner recorded it (documents since issue 15)
+        let machine = groups.iter().any(|g| !g.machine_cpu_per_gb().is_empty());
         let rows = groups
             .iter()
             .map(|g| {
-                vec![
+                let mut row = vec![
                     json!(g.name),
                     json!(g.size()),
                     num(g.streams()),
@@ -351,15 +370,20 @@ fn tables(r: &mut RunReport, groups: &[Group], runs: &[LabRun]) {
                     num(median(&g.fairness())),
                     num(median(&g.cpu(false))),
                     num(median(&g.cpu(true))),
-                ]
+                ];
+                if machine {
+                    row.push(num(median(&g.machine_cpu_per_gb())));
+                }
+                row
             })
             .collect();
-        let columns = ["run", "members", "streams", "repeats", "rate (bit/s)", "Jain", "CPU (%)", "remote CPU (%)"];
-        r.tables.push(Table {
-            title: "Runs (median of repeats)".into(),
-            columns: columns.map(String::from).to_vec(),
-            rows,
-        });
+        let mut columns = ["run", "members", "streams", "repeats", "rate (bit/s)", "Jain", "CPU (%)", "remote CPU (%)"]
+            .map(String::from)
+            .to_vec();
+        if machine {
+            columns.push("machine CPU (core-s/GB)".into());
+        }
+        r.tables.push(Table { title: "Runs (median of repeats)".into(), columns, rows });
     }
     if !runs.is_empty() {
         let text = |s: &str| if s.is_empty() { Value::Null } else { json!(s) };
@@ -462,5 +486,24 @@ mod tests {
         let scale = r.charts.xy.iter().find(|c| c.title == "Throughput against connections").unwrap();
         assert_eq!(scale.lines[0].name, "bench");
         assert_eq!(scale.lines[0].points.iter().map(|p| p[0]).collect::<Vec<_>>(), vec![8.0, 32.0, 128.0]);
+    }
+
+    #[test]
+    fn machine_cpu_is_per_gb_of_the_whole_group() {
+        let two = |k: u32, cpu: f64| {
+            ["a", "b"].map(|h| LabRun {
+                repeat: k,
+                bytes: Some(500_000_000),
+                machine_cpu_s: Some(cpu),
+                ..run(&format!("cp@{h}"), h, "pair", 1e9)
+            })
+        };
+        let mut runs: Vec<LabRun> = [two(0, 2.0), two(1, 4.0), two(2, 3.0)].concat();
+        runs.push(LabRun { machine_cpu_s: None, ..run("old", "c", "old", 1e9) });
+        let r = from_lab(&lab_of(runs)).unwrap();
+        let m = |name: &str| r.metrics.iter().find(|m| m.name == name).map(|m| m.value);
+        assert_eq!(m("machine_cpu_per_gb.pair"), Some(3.0), "1 GB a repeat, the median of 2, 4 and 3 core-s");
+        assert_eq!(m("machine_cpu_per_gb.old"), None, "no figure without /proc/stat readings");
+        assert_eq!(r.tables[0].rows[0].last(), Some(&json!(3.0)));
     }
 }

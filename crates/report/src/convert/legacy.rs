@@ -418,7 +418,7 @@ fn old_raw(v: &Value) -> Result<Option<RawDoc>, ReportError> {
 }
 
 fn tool_of(name: &str) -> Tool {
-    [Tool::Bench, Tool::Cp, Tool::Iperf3, Tool::Scp, Tool::Rsync, Tool::Tar]
+    Tool::ALL
         .into_iter()
         .find(|t| t.name() == name)
         // the sketch's `linerate` was its bench
@@ -461,6 +461,8 @@ fn upgrade(o: OldRun) -> Result<LabRun, ReportError> {
     };
     Ok(LabRun {
         tool: tool_of(&o.tool),
+        mode: None,
+        machine_cpu_s: None,
         host,
         server: o.server.unwrap_or_default(),
         server_addr: o.server_addr.unwrap_or_default(),
