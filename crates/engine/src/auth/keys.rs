@@ -14,7 +14,7 @@ use ring::signature::{Ed25519KeyPair, KeyPair};
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -179,15 +179,7 @@ impl Identity {
 
     /// Read a private key file, refusing one that group or others may read (as ssh does).
     pub fn load(path: &Path) -> Result<Identity, EngineError> {
-        let meta = fs::metadata(path).map_err(|e| EngineError::file(path, e))?;
-        if meta.mode() & 0o077 != 0 {
-            return Err(EngineError::Secret(format!(
-                "{}: private key file is accessible by group or others (mode {:o}); run `chmod 600 {}`",
-                path.display(),
-                meta.mode() & 0o777,
-                path.display()
-            )));
-        }
+        super::check_private(path, "private key file")?;
         // The key's text is wiped when dropped, as the decoded key is below.
         let text = zeroize::Zeroizing::new(read_capped(path, MAX_KEY_FILE)?);
         let body = zeroize::Zeroizing::new(
@@ -404,7 +396,7 @@ pub fn host_name(host: &str, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     #[test]
     fn key_files_round_trip_and_must_be_private() {

@@ -5,3 +5,22 @@
 pub mod authorized;
 pub mod keys;
 pub mod secret;
+
+use crate::EngineError;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// Refuse a file holding a secret (`what`: "key file", "private key file") that group or others
+/// may read, as ssh does.
+fn check_private(path: &Path, what: &str) -> Result<(), EngineError> {
+    let meta = std::fs::metadata(path).map_err(|e| EngineError::file(path, e))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(EngineError::Secret(format!(
+            "{}: {what} is accessible by group or others (mode {:o}); run `chmod 600 {}`",
+            path.display(),
+            meta.mode() & 0o777,
+            path.display()
+        )));
+    }
+    Ok(())
+}

@@ -5,7 +5,7 @@ use crate::EngineError;
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// A 32-byte shared secret. `Debug` does not print it.
@@ -56,15 +56,7 @@ impl Secret {
 
     /// Read a key file, refusing one that group or others may read (as ssh does for private keys).
     pub fn load(path: &Path) -> Result<Secret, EngineError> {
-        let meta = fs::metadata(path).map_err(|e| EngineError::file(path, e))?;
-        if meta.mode() & 0o077 != 0 {
-            return Err(EngineError::Secret(format!(
-                "{}: key file is accessible by group or others (mode {:o}); run `chmod 600 {}`",
-                path.display(),
-                meta.mode() & 0o777,
-                path.display()
-            )));
-        }
+        super::check_private(path, "key file")?;
         let text = fs::read_to_string(path).map_err(|e| EngineError::file(path, e))?;
         Secret::from_hex(&text).map_err(|e| EngineError::Secret(format!("{}: {e}", path.display())))
     }
@@ -102,7 +94,7 @@ impl Secret {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     #[test]
     fn hex_round_trip_and_debug_hides_the_key() {
