@@ -240,6 +240,15 @@ fn send_hs(sock: &mut TcpStream, msg: &[u8]) -> Result<(), EngineError> {
     sock.write_all(&b).map_err(|e| EngineError::net("sending a handshake message", e))
 }
 
+/// The server's handshake reply to a client. The server closes without a word when the
+/// client's message does not authenticate: that is an authentication failure, not a network one.
+fn recv_reply(sock: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>, EngineError> {
+    match recv_hs(sock, deadline) {
+        Err(EngineError::Net { .. }) => Err(ProtoError::Auth.into()),
+        r => r,
+    }
+}
+
 fn recv_hs(sock: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>, EngineError> {
     let mut len = [0u8; 2];
     read_by(sock, &mut len, deadline, "reading a handshake message")?;
@@ -313,12 +322,7 @@ pub fn connect(
     prologue.extend_from_slice(&sh);
     let mut hs = Handshake::new(Role::Initiator, suite, psk, &prologue)?;
     send_hs(&mut sock, &hs.write(b"")?)?;
-    let reply = match recv_hs(&mut sock, deadline) {
-        Ok(m) => m,
-        // The server closes without a word when our message does not authenticate.
-        Err(EngineError::Net { .. }) => return Err(ProtoError::Auth.into()),
-        Err(e) => return Err(e),
-    };
+    let reply = recv_reply(&mut sock, deadline)?;
     let payload = hs.read(&reply)?;
     let keys = hs.finish()?;
     let session = match kind {
@@ -407,11 +411,7 @@ pub fn connect_nn_on(
     prologue.extend_from_slice(&sh);
     let mut hs = Handshake::new_nn(Role::Initiator, suite, &prologue)?;
     send_hs(&mut sock, &hs.write(b"")?)?;
-    let reply = match recv_hs(&mut sock, deadline) {
-        Ok(m) => m,
-        Err(EngineError::Net { .. }) => return Err(ProtoError::Auth.into()),
-        Err(e) => return Err(e),
-    };
+    let reply = recv_reply(&mut sock, deadline)?;
     let payload = hs.read(&reply)?;
     let hash = hs.hash()?;
     let keys = hs.finish()?;
