@@ -51,14 +51,9 @@ done
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCENARIO="$ROOT/scenarios/06-cp-vs-scp-rsync.toml"
 [ -f "$SCENARIO" ] || die "missing $SCENARIO"
-if [ -z "$LINERATE" ]; then
-    LINERATE="${CARGO_TARGET_DIR:-$ROOT/target}/release/linerate"
-    if [ ! -x "$LINERATE" ]; then
-        echo "building $LINERATE (cargo build --release -p linerate)" >&2
-        (cd "$ROOT" && cargo build --release -p linerate) >&2 || die "cargo build --release failed"
-    fi
-fi
-[ -x "$LINERATE" ] || die "linerate binary not found or not executable: $LINERATE"
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+find_linerate "$LINERATE" "$ROOT"
 
 WORK=$(mktemp -d /tmp/linerate-cp-lab.XXXXXX)
 # shellcheck disable=SC2317  # invoked by the trap

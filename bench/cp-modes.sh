@@ -63,14 +63,9 @@ done
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCENARIO="$ROOT/scenarios/07-cp-modes.toml"
 [ -f "$SCENARIO" ] || die "missing $SCENARIO"
-if [ -z "$LINERATE" ]; then
-    LINERATE="${CARGO_TARGET_DIR:-$ROOT/target}/release/linerate"
-    if [ ! -x "$LINERATE" ]; then
-        echo "building $LINERATE (cargo build --release -p linerate)" >&2
-        (cd "$ROOT" && cargo build --release -p linerate) >&2 || die "cargo build --release failed"
-    fi
-fi
-[ -x "$LINERATE" ] || die "linerate binary not found or not executable: $LINERATE"
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+find_linerate "$LINERATE" "$ROOT"
 
 # tmpfs holds every tree (about 3.3 GB) and the largest copy (2 GiB) at once.
 need=$((6 * 1024 * 1024 * 1024))
