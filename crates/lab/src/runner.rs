@@ -278,6 +278,27 @@ impl Env {
         lab.exec().run(&argv).map(drop)
     }
 
+    /// Writes and deletes a scratch file of `bytes` (rounded up to MiB) in the working
+    /// directory, so that the copies about to start write to memory the kernel just freed
+    /// rather than to pages it reported free to a hypervisor, which fault on first write (on
+    /// this project's VMs a cold 2 GiB write to tmpfs took 4.0 s, a warm one 1.1 s).
+    fn prefault(&mut self, lab: &mut Lab, bytes: u64) -> Result<(), LabError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let scratch = self.tmp.join("prefault");
+        let dd = program(lab, "dd", "coreutils")?;
+        let (of, count) = (format!("of={}", scratch.display()), format!("count={}", bytes.div_ceil(1 << 20)));
+        let made = Self::run_quiet(lab, &dd, &["if=/dev/zero", &of, "bs=1M", &count, "status=none"]);
+        match std::fs::remove_file(&scratch) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(LabError::Io(format!("removing the scratch file {}", scratch.display()), e));
+            }
+            _ => {}
+        }
+        made
+    }
+
     fn key(&mut self, lab: &mut Lab) -> Result<PathBuf, LabError> {
         if let Some(k) = &self.key {
             return Ok(k.clone());
@@ -997,6 +1018,10 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 recs.push(rec);
             }
             // Every server is up and every tree made: start all clients of the group together.
+            if sc.prefault.unwrap_or(true) {
+                let bytes = started.iter().flatten().filter(|s| s.verify.is_some()).map(|s| s.bytes).sum();
+                env.prefault(lab, bytes)?;
+            }
             let cpu_before = lab.exec().busy_cpu_s();
             for (k, slot) in started.iter_mut().enumerate() {
                 if let Some(s) = slot {
@@ -1358,6 +1383,29 @@ args = ["--transfers", "16"]
         assert!(doc.runs.iter().all(|r| r.ok), "{:?}", doc.runs.iter().map(|r| &r.error).collect::<Vec<_>>());
         assert!(doc.runs.iter().all(|r| r.machine_cpu_s == Some(1.5)), "one reading before, one after each run");
         assert_eq!(doc.runs[4].bytes, Some(0), "rclone is timed by the runner over the tree's bytes");
+    }
+
+    #[test]
+    fn prefault_writes_and_deletes_a_scratch_file_as_large_as_the_copies() {
+        crate::test_state_dir();
+        let rec = Arc::new(Mutex::new(RecordingExecutor::default()));
+        let sc = Scenario::parse(SC).unwrap();
+        let never = AtomicBool::new(false);
+        let mut lab =
+            Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("u.toml"), "lrunit7", false, &never).unwrap();
+        let w = tempfile::tempdir().unwrap();
+        let mut env = Env::new(w.path().to_path_buf(), Path::new("/opt/linerate"));
+        env.prefault(&mut lab, 0).unwrap();
+        env.prefault(&mut lab, (3 << 20) + 1).unwrap();
+        let dd: Vec<Vec<String>> =
+            rec.lock().unwrap().commands.iter().filter(|c| c[0] == "/usr/bin/dd").cloned().collect();
+        let of = format!("of={}/prefault", w.path().display());
+        assert_eq!(
+            dd,
+            [strings(&["/usr/bin/dd", "if=/dev/zero", &of, "bs=1M", "count=4", "status=none"])],
+            "none for 0 bytes"
+        );
+        assert_eq!(std::fs::read_dir(w.path()).unwrap().count(), 0, "the scratch file is deleted");
     }
 
     #[test]

@@ -37,6 +37,12 @@ pub struct Scenario {
     /// made: an absolute path, e.g. `/var/tmp` for a disk. Default: `/dev/shm` (tmpfs, so the
     /// copies' figures compare with iperf3's memory-to-memory ones).
     pub workdir: Option<std::path::PathBuf>,
+    /// Before each group of copies, write and delete a scratch file as large as the group's
+    /// copies in the working directory, so every tool finds the destination's memory as warm as
+    /// the last run left it (default `true`). On a virtual machine that reports free pages to
+    /// its host, memory left free for a few seconds costs a host fault per page on its next
+    /// write; `false` measures that cost too.
+    pub prefault: Option<bool>,
 }
 
 /// One host (`name` may be a range such as `g[1..16]`).
@@ -739,6 +745,8 @@ rate = "1gbit"
         let e = Scenario::parse(&format!("{TWO}[[run]]\ntool = \"iperf3\"\nhost = \"a\"\nserver = \"b\"\nfiles = 3\n"));
         assert!(e.unwrap_err().to_string().contains("copying tools"));
         assert_eq!(Scenario::parse(TWO).unwrap().workdir, None, "the runner then uses /dev/shm");
+        assert_eq!(Scenario::parse(TWO).unwrap().prefault, None, "the runner then prefaults");
+        assert_eq!(Scenario::parse(&format!("prefault = false\n{TWO}")).unwrap().prefault, Some(false));
         let disk = format!("workdir = \"/var/tmp\"\n{TWO}");
         assert_eq!(Scenario::parse(&disk).unwrap().workdir, Some("/var/tmp".into()));
         let relative = format!("workdir = \"tmp\"\n{TWO}");
