@@ -45,6 +45,9 @@ pub trait Executor {
     /// Waits up to `limit` until process `pid` (in its own namespace) listens on TCP `port`;
     /// false if it exited or the time ran out.
     fn wait_listening(&mut self, pid: u32, port: u16, limit: Duration) -> bool;
+    /// Waits up to `limit` until `path` exists (a control socket process `pid` makes); false if
+    /// the process exited or the time ran out.
+    fn wait_path(&mut self, pid: u32, path: &Path, limit: Duration) -> bool;
     /// Ends process `pid` if it is still the one that started at `start`: SIGTERM, up to
     /// `grace`, then SIGKILL.
     fn stop(&mut self, pid: u32, start: u64, grace: Duration);
@@ -142,6 +145,20 @@ impl Executor for SystemExecutor {
                 return false;
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    fn wait_path(&mut self, pid: u32, path: &Path, limit: Duration) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if path.exists() {
+                return true;
+            }
+            if proc_start(pid).is_none() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
         false
     }
@@ -284,6 +301,10 @@ impl Executor for RecordingExecutor {
         true
     }
 
+    fn wait_path(&mut self, _pid: u32, _path: &Path, _limit: Duration) -> bool {
+        true
+    }
+
     fn stop(&mut self, pid: u32, _start: u64, _grace: Duration) {
         self.stopped.push((pid, self.spawned.len()));
     }
@@ -319,6 +340,9 @@ impl Executor for Shared {
     }
     fn wait_listening(&mut self, pid: u32, port: u16, limit: Duration) -> bool {
         self.rec().wait_listening(pid, port, limit)
+    }
+    fn wait_path(&mut self, pid: u32, path: &Path, limit: Duration) -> bool {
+        self.rec().wait_path(pid, path, limit)
     }
     fn stop(&mut self, pid: u32, start: u64, grace: Duration) {
         self.rec().stop(pid, start, grace)

@@ -235,6 +235,8 @@ struct Env {
     ssh: Option<SshKeys>,
     serve: BTreeMap<String, (u32, u64, PathBuf)>, // host -> (pid, start, root)
     sshd: BTreeMap<String, (u32, u64)>,
+    /// ssh master connections: (client namespace, server address, port) -> control socket.
+    masters: BTreeMap<(String, String, u16), PathBuf>,
     trees: BTreeMap<(u64, Sizes, u32), (PathBuf, u64)>,
     servers: Vec<(u32, u64)>,
     children: Vec<Box<dyn Process>>, // the servers' handles, to reap them once stopped
@@ -259,6 +261,7 @@ impl Env {
             ssh: None,
             serve: BTreeMap::new(),
             sshd: BTreeMap::new(),
+            masters: BTreeMap::new(),
             trees: BTreeMap::new(),
             servers: Vec::new(),
             children: Vec::new(),
@@ -405,9 +408,10 @@ impl Env {
         Ok(())
     }
 
-    fn ssh_opts(&self) -> Vec<String> {
+    /// The lab's ssh options; with `master`, its sessions go through that master connection.
+    fn ssh_opts(&self, master: Option<&Path>) -> Vec<String> {
         let SshKeys { user_key: uk, known_hosts: kh, .. } = self.ssh.clone().unwrap_or_default();
-        vec![
+        let mut o: Vec<String> = vec![
             "-F".into(),
             "/dev/null".into(),
             "-i".into(),
@@ -424,14 +428,57 @@ impl Env {
             "IdentitiesOnly=yes".into(),
             "-o".into(),
             "LogLevel=ERROR".into(),
-        ]
+        ];
+        if let Some(m) = master {
+            o.extend(["-o".into(), format!("ControlPath={}", m.display()), "-o".into(), "ControlMaster=no".into()]);
+        }
+        o
+    }
+
+    /// The run's ssh master connection (`ssh_master = true`), opened once per client host, server
+    /// and port and kept until the runner ends: `ssh -M -N` in the client's namespace, waited
+    /// for until its control socket exists. `None` for runs without one.
+    fn master(&mut self, lab: &mut Lab, c: &Ctx) -> Result<Option<PathBuf>, LabError> {
+        if !c.spec.ssh_master {
+            return Ok(None);
+        }
+        let key = (c.ns.clone(), c.addr.clone(), c.inst.port);
+        if let Some(p) = self.masters.get(&key) {
+            return Ok(Some(p.clone()));
+        }
+        let sock = self.tmp.join(format!("ssh/master-{}", self.masters.len()));
+        let ssh = program(lab, "ssh", "openssh-client")?;
+        let mut a = vec!["-p".into(), c.inst.port.to_string()];
+        a.extend(self.ssh_opts(None));
+        a.extend(["-o".into(), "ControlMaster=yes".into(), "-o".into(), format!("ControlPath={}", sock.display())]);
+        a.extend(["-o".into(), "ControlPersist=no".into(), "-N".into(), format!("{}@{}", self.user, c.addr)]);
+        let what = format!("ssh-master-{}", self.masters.len());
+        let log = self.tmp.join(format!("{what}.log"));
+        let child = lab.exec().spawn(&Job {
+            argv: in_ns(&c.ns, &ssh, &a),
+            stdout: log.clone(),
+            stderr: log.clone(),
+            feeder: None,
+        })?;
+        let pid = child.id();
+        self.children.push(child);
+        lab.add_process(pid, &what)?;
+        self.servers.push((pid, proc_start(pid).unwrap_or(0)));
+        if !lab.exec().wait_path(pid, &sock, Duration::from_secs(15)) {
+            return Err(LabError::Run(
+                what,
+                format!("no control socket {}: {}", sock.display(), tail(&read_capped(&log))),
+            ));
+        }
+        self.masters.insert(key, sock.clone());
+        Ok(Some(sock))
     }
 
     /// The `-e` command of rsync and `linerate cp`: the lab's ssh with its options, in words
     /// split on spaces (the working directory's paths have none: the scenario's check).
-    fn rsh(&self, lab: &mut Lab, port: u16) -> Result<String, LabError> {
+    fn rsh(&self, lab: &mut Lab, port: u16, master: Option<&Path>) -> Result<String, LabError> {
         let ssh = program(lab, "ssh", "openssh-client")?;
-        Ok(format!("{} -p {port} {}", ssh.display(), self.ssh_opts().join(" ")))
+        Ok(format!("{} -p {port} {}", ssh.display(), self.ssh_opts(master).join(" ")))
     }
 
     /// An rclone configuration with one sftp remote, the server host's sshd at `addr:port`,
@@ -639,7 +686,8 @@ fn start_cp(env: &mut Env, lab: &mut Lab, c: &Ctx, st: &mut Started) -> Result<(
             let remote = |p: &Path| format!("{}@{}:{}", env.user, c.addr, p.display());
             let (from, to) =
                 if mode == CpMode::SshPush { (arg(&part), remote(&dest)) } else { (remote(&part), arg(&dest)) };
-            a.extend([from, to, "-e".into(), env.rsh(lab, c.inst.port)?]);
+            let master = env.master(lab, c)?;
+            a.extend([from, to, "-e".into(), env.rsh(lab, c.inst.port, master.as_deref())?]);
             // sshd's sessions have a bare PATH: the remote side is named by its absolute path
             a.extend(["--remote-linerate".into(), arg(&env.linerate)]);
             dest
@@ -666,7 +714,8 @@ fn start_over_sshd(env: &mut Env, lab: &mut Lab, c: &Ctx, st: &mut Started) -> R
     st.verify = Some((src.clone(), dest.clone()));
     st.cleanup.push(dest.clone());
     let ssh = program(lab, "ssh", "openssh-client")?;
-    let opts = env.ssh_opts();
+    let master = env.master(lab, c)?;
+    let opts = env.ssh_opts(master.as_deref());
     let target = format!("{}@{}", env.user, c.addr);
     let rclone_conf = match spec.tool {
         Tool::Rclone => Some(env.rclone_conf(&c.addr, port, c.tag)?),
@@ -687,7 +736,7 @@ fn start_over_sshd(env: &mut Env, lab: &mut Lab, c: &Ctx, st: &mut Started) -> R
             }
             Tool::Rsync => {
                 let rsync = program(lab, "rsync", "rsync")?;
-                let mut a = vec!["-a".into(), "-e".into(), env.rsh(lab, port)?];
+                let mut a = vec!["-a".into(), "-e".into(), env.rsh(lab, port, master.as_deref())?];
                 a.extend(spec.args.iter().cloned());
                 a.extend([format!("{}/", part.display()), format!("{target}:{}/", dpart.display())]);
                 env.job(in_ns(&c.ns, &rsync, &a), &ptag, None)
@@ -1383,6 +1432,42 @@ args = ["--transfers", "16"]
         assert!(doc.runs.iter().all(|r| r.ok), "{:?}", doc.runs.iter().map(|r| &r.error).collect::<Vec<_>>());
         assert!(doc.runs.iter().all(|r| r.machine_cpu_s == Some(1.5)), "one reading before, one after each run");
         assert_eq!(doc.runs[4].bytes, Some(0), "rclone is timed by the runner over the tree's bytes");
+    }
+
+    #[test]
+    fn ssh_master_runs_share_one_master_connection_opened_before_the_clock() {
+        let text = MODES
+            .replace("name = \"ssh-push\"\n", "name = \"ssh-push\"\nssh_master = true\n")
+            .replace("name = \"ssh-pull\"\n", "name = \"ssh-pull\"\nssh_master = true\n")
+            + "[[run]]\nname = \"rsync\"\ntool = \"rsync\"\nhost = \"a\"\nserver = \"b\"\nfiles = 4\nssh_master = true\n";
+        let cp_out = serde_json::to_string(&linerate_model::doc::example::cp()).unwrap();
+        let rec = RecordingExecutor { outputs: vec![("linerate".into(), cp_out)], ..Default::default() };
+        let (doc, rec, plan) = run_recorded(&text, "lrunit8", rec, false);
+        let w = doc.unwrap().workdir.unwrap();
+        let addr = fmt_ip(plan.server_addr("a", "b", None).unwrap());
+        let sock = format!("{w}/ssh/master-0");
+        let masters: Vec<&Job> = rec.spawned.iter().filter(|j| j.argv.contains(&"-N".to_string())).collect();
+        assert_eq!(masters.len(), 1, "one master for every run from a to b's sshd");
+        let m = &masters[0].argv;
+        assert_eq!(m[3], "lrunit8-a", "opened from the client host: {m:?}");
+        for o in [
+            "ControlMaster=yes",
+            &format!("ControlPath={sock}"),
+            "ControlPersist=no",
+            &format!("{}@{addr}", lab_user()),
+        ] {
+            assert!(m.contains(&o.to_string()), "{o} in {m:?}");
+        }
+        let through = format!("-o ControlPath={sock} -o ControlMaster=no");
+        let clients: Vec<&Job> = rec.spawned.iter().filter(|j| j.argv.iter().any(|a| a.contains(&through))).collect();
+        assert_eq!(clients.len(), 3, "ssh-push, ssh-pull and rsync go through it");
+        let master_at = rec.spawned.iter().position(|j| j.argv.contains(&"-N".to_string())).unwrap();
+        let first_client = rec.spawned.iter().position(|j| j.argv.iter().any(|a| a.contains(&through))).unwrap();
+        assert!(master_at < first_client, "the master is up before its first client starts");
+        assert!(!rec
+            .spawned
+            .iter()
+            .any(|j| j.argv.iter().any(|a| a.contains("ControlPath")) && j.argv.contains(&"rclone".to_string())));
     }
 
     #[test]

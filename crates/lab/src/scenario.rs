@@ -179,6 +179,11 @@ pub struct RunSpec {
     /// Server sends (iperf3 -R, bench --reverse).
     #[serde(default)]
     pub reverse: bool,
+    /// For the tools that go through ssh (cp's ssh modes, scp, rsync, tar): open one ssh
+    /// master connection (`ControlMaster`) from the client host before the clock starts, and let
+    /// the run's ssh sessions go through it, as a user with `ControlMaster auto` would.
+    #[serde(default)]
+    pub ssh_master: bool,
     /// Extra arguments for iperf3 or `linerate bench`, passed through.
     #[serde(default)]
     pub args: Vec<String>,
@@ -338,6 +343,17 @@ fn check_copy_fields(i: usize, r: &RunSpec) -> Result<(), LabError> {
     if r.mode.is_some() && r.tool != Tool::Cp {
         return Err(LabError::Scenario(format!(
             "run {}: `mode` is for tool = \"cp\" (push, pull, ssh-push, ssh-pull), not {tool}",
+            i + 1
+        )));
+    }
+    let via_ssh = match r.tool {
+        Tool::Cp => r.mode.is_some_and(|m| m.over_ssh()),
+        Tool::Scp | Tool::Rsync | Tool::Tar => true,
+        _ => false,
+    };
+    if r.ssh_master && !via_ssh {
+        return Err(LabError::Scenario(format!(
+            "run {}: `ssh_master` is for runs through ssh (cp with mode ssh-push or ssh-pull, scp, rsync, tar), not {tool}",
             i + 1
         )));
     }
@@ -730,6 +746,16 @@ rate = "1gbit"
         let e = run("scp", "mode = \"pull\"\n").unwrap_err().to_string();
         assert!(e.contains("`mode` is for tool = \"cp\"") && e.contains("not scp"), "{e}");
         assert!(run("rclone", "args = [\"--transfers\", \"16\"]\n").is_ok());
+        for ok in
+            [("cp", "mode = \"ssh-push\"\n"), ("cp", "mode = \"ssh-pull\"\n"), ("scp", ""), ("rsync", ""), ("tar", "")]
+        {
+            let sc = run(ok.0, &format!("{}ssh_master = true\n", ok.1)).unwrap();
+            assert!(sc.runs[0].ssh_master, "{ok:?}");
+        }
+        for bad in [("cp", ""), ("cp", "mode = \"pull\"\n"), ("rclone", ""), ("iperf3", "")] {
+            let e = run(bad.0, &format!("{}ssh_master = true\n", bad.1)).unwrap_err().to_string();
+            assert!(e.contains("`ssh_master` is for runs through ssh"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

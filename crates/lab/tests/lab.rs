@@ -262,6 +262,9 @@ impl Executor for FailAt {
     fn wait_listening(&mut self, pid: u32, port: u16, limit: Duration) -> bool {
         SystemExecutor.wait_listening(pid, port, limit)
     }
+    fn wait_path(&mut self, pid: u32, path: &Path, limit: Duration) -> bool {
+        SystemExecutor.wait_path(pid, path, limit)
+    }
     fn stop(&mut self, pid: u32, start: u64, grace: Duration) {
         SystemExecutor.stop(pid, start, grace)
     }
