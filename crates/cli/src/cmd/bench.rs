@@ -441,7 +441,9 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             &mut o,
             "udp",
             format!(
-                "loss {loss:.3}%  {pps:.0} packets/s received  jitter {:.1} µs  offered {}",
+                "loss {loss:.3}%  {pps:.0} packets/s received  {} out of order  {} duplicated  jitter {:.1} µs  offered {}",
+                s.out_of_order.unwrap_or(0),
+                s.duplicates.unwrap_or(0),
                 s.jitter_us.unwrap_or(0.0),
                 format_rate(s.sender_bps.unwrap_or(0.0))
             ),
@@ -562,6 +564,8 @@ fn summary_doc(s: &Summary) -> doc::BenchSummary {
         transactions_per_s: s.transactions_per_s,
         latency_us: s.latency_us.clone(),
         loss_pct: s.loss_pct,
+        out_of_order: s.out_of_order,
+        duplicates: s.duplicates,
         packets_per_s: s.packets_per_s,
         jitter_us: s.jitter_us,
         sender_bps: s.sender_bps,

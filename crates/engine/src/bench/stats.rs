@@ -104,6 +104,10 @@ pub struct Summary {
     pub latency_us: Option<Latency>,
     /// Datagram loss at the receiver, percent.
     pub loss_pct: Option<f64>,
+    /// Datagrams that arrived after a later one.
+    pub out_of_order: Option<u64>,
+    /// Datagrams that arrived twice.
+    pub duplicates: Option<u64>,
     /// Datagrams per second received.
     pub packets_per_s: Option<f64>,
     /// Receiver's mean jitter, µs.
@@ -184,6 +188,7 @@ impl TestResult {
             let n = t * l.seconds;
             (busy_l * 1e6 / n, busy_r * 1e6 / n)
         });
+        let (mut ooo, mut dups) = (None, None);
         let (loss_pct, pps, jitter, sender_bps) = if udp {
             let (snd, rcv, rcv_side) = match self.spec.direction {
                 Direction::Receive => (r, l, l),
@@ -193,6 +198,7 @@ impl TestResult {
             let got = rcv.udp.map_or(0, |u| u.received);
             let loss = if sent > 0 { 100.0 * (sent.saturating_sub(got)) as f64 / sent as f64 } else { 0.0 };
             let tx: u64 = snd.conns.iter().map(|c| c.tx).sum();
+            (ooo, dups) = (rcv.udp.map(|u| u.out_of_order), rcv.udp.map(|u| u.duplicates));
             (
                 Some(loss),
                 Some(if rcv_side.seconds > 0.0 { got as f64 / rcv_side.seconds } else { 0.0 }),
@@ -234,6 +240,8 @@ impl TestResult {
             transactions_per_s: tps,
             latency_us: self.latency.clone(),
             loss_pct,
+            out_of_order: ooo,
+            duplicates: dups,
             packets_per_s: pps,
             jitter_us: jitter,
             sender_bps,

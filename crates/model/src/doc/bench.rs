@@ -174,6 +174,12 @@ pub struct BenchSummary {
     /// Datagram loss at the receiver, percent (udp).
     #[serde(deserialize_with = "super::required")]
     pub loss_pct: Option<f64>,
+    /// Datagrams that arrived after a later one (udp); absent in documents before it was kept.
+    #[serde(default)]
+    pub out_of_order: Option<u64>,
+    /// Datagrams that arrived twice (udp).
+    #[serde(default)]
+    pub duplicates: Option<u64>,
     /// Datagrams per second received (udp).
     #[serde(deserialize_with = "super::required")]
     pub packets_per_s: Option<f64>,

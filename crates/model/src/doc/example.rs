@@ -118,6 +118,8 @@ pub fn bench_summary(bps: f64, connections: u64) -> BenchSummary {
                 .collect(),
         }),
         loss_pct: Some(0.01),
+        out_of_order: Some(12),
+        duplicates: Some(0),
         packets_per_s: Some(812_000.0),
         jitter_us: Some(4.5),
         sender_bps: Some(bps + 1e7),

@@ -282,6 +282,8 @@ fn sample_document(v: &Value) -> Result<BenchDocument, ReportError> {
             curve: Vec::new(),
         }),
         loss_pct: x.loss_pct,
+        out_of_order: None,
+        duplicates: None,
         packets_per_s: None,
         jitter_us: None,
         sender_bps: None,
