@@ -18,6 +18,8 @@ pub struct Lab {
     pub state: RunState,
     ex: Box<dyn Executor>,
     finished: bool,
+    /// Handles of the emulator processes, reaped at teardown.
+    children: Vec<Box<dyn crate::exec::Process>>,
 }
 
 /// Installs handlers for SIGINT, SIGTERM and SIGHUP that set the returned flag; the lab
@@ -99,18 +101,64 @@ impl Lab {
             processes: Vec::new(),
             temp_dirs: Vec::new(),
             description: plan.description.clone(),
+            emulators: plan.emulators.iter().map(|e| (e.link.clone(), e.control.clone())).collect(),
         };
         // Recorded before anything exists, so a crash at any point leaves a cleanable record.
         state.save()?;
-        let mut lab = Lab { plan, state, ex, finished: false };
+        let mut lab = Lab { plan, state, ex, finished: false, children: Vec::new() };
         let cmds = lab.plan.commands.clone();
-        for c in &cmds {
+        for (i, c) in cmds.iter().enumerate() {
+            if i == lab.plan.emulators_at {
+                lab.start_emulators()?;
+            }
             if stop.load(Ordering::SeqCst) {
                 return Err(LabError::Interrupted); // the guard tears down
             }
             lab.ex.run(c)?;
         }
         Ok(lab)
+    }
+
+    /// Starts one `linerate lab emulate` per emulated link (this binary), records it, and waits
+    /// until its TAPs exist. Its configuration, control socket and log live in a directory of
+    /// the state directory, removed at teardown.
+    fn start_emulators(&mut self) -> Result<(), LabError> {
+        let emus = self.plan.emulators.clone();
+        let Some(first) = emus.first() else { return Ok(()) };
+        let dir = first.ready.parent().map(Path::to_path_buf).unwrap_or_else(crate::state::state_dir);
+        std::fs::create_dir_all(&dir).map_err(|e| LabError::Io(format!("creating {}", dir.display()), e))?;
+        self.add_temp_dir(dir.clone())?;
+        // The control sockets change links: only root may reach them.
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .map_err(|e| LabError::Io(format!("making {} private", dir.display()), e))?;
+        let me = std::env::current_exe().map_err(|e| LabError::Io("finding the running linerate".into(), e))?;
+        for (i, e) in emus.iter().enumerate() {
+            let conf = dir.join(format!("emu{i}.json"));
+            let text = serde_json::to_vec_pretty(e)
+                .map_err(|x| LabError::State(format!("encoding {}: {x}", conf.display())))?;
+            std::fs::write(&conf, text).map_err(|x| LabError::Io(format!("writing {}", conf.display()), x))?;
+            let log = dir.join(format!("emu{i}.log"));
+            let argv = vec![
+                me.display().to_string(),
+                "lab".into(),
+                "emulate".into(),
+                "--config".into(),
+                conf.display().to_string(),
+            ];
+            let child =
+                self.ex.spawn(&crate::exec::Job { argv, stdout: log.clone(), stderr: log.clone(), feeder: None })?;
+            let pid = child.id();
+            self.children.push(child);
+            self.add_process(pid, &format!("emulator of link {}", e.link))?;
+            if !self.ex.wait_path(pid, &e.ready, std::time::Duration::from_secs(10)) {
+                let said = std::fs::read_to_string(&log).unwrap_or_default();
+                return Err(LabError::Run(
+                    format!("emulator of link {}", e.link),
+                    format!("its TAP devices did not come up: {}", said.trim()),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Records a process started inside the lab (stopped by pid at teardown).
@@ -143,7 +191,15 @@ impl Lab {
     /// Tears the lab down now; returns what could not be removed.
     pub fn down(mut self) -> Vec<String> {
         self.finished = true;
-        self.state.teardown(self.ex.as_mut())
+        let problems = self.state.teardown(self.ex.as_mut());
+        self.reap();
+        problems
+    }
+
+    fn reap(&mut self) {
+        for c in &mut self.children {
+            let _ = c.try_wait();
+        }
     }
 
     /// Leaves the lab up (for `up --detach`): the state file stays, marked detached.
@@ -162,6 +218,7 @@ impl Drop for Lab {
             for p in self.state.teardown(self.ex.as_mut()) {
                 eprintln!("linerate lab: teardown: {p}");
             }
+            self.reap();
         }
     }
 }

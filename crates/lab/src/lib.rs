@@ -8,6 +8,7 @@
 //! is listed in a state file, so it is removed on `down`, on error, on a signal, and by the next
 //! `up` if the owning process died.
 
+pub mod emu;
 pub mod exec;
 pub mod lab;
 pub mod plan;

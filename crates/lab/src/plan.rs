@@ -4,13 +4,16 @@
 //! addresses, namespaces and bridges, wiring each link, shaping each end, then the QoS and lab
 //! descriptions.
 
+use crate::emu::shape::{Impairment, Loss, MAX_HELD};
+use crate::emu::EmuConfig;
 use crate::scenario::{
-    check_ifname, fmt_ip, parse_net, parse_time_us, shaper_rate, LinkSpec, Net, QosSpec, Scenario, Shaper, Side,
-    LAB_RANGE,
+    check_ifname, fmt_ip, parse_net, parse_time_us, shaper_rate, EmulatorChoice, LinkSpec, Net, QosSpec, Scenario,
+    Shaper, Side, LAB_RANGE,
 };
 use crate::LabError;
 use linerate_model::doc::lab::{LabClass, LabDescription, LabHost, LabInterface, LabLink, LabQos, LabSwitch};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 /// One interface of a host.
 #[derive(Debug, Clone)]
@@ -64,6 +67,11 @@ pub struct Plan {
     pub commands: Vec<Vec<String>>,
     /// QoS classes with the hosts they concern.
     pub guarantees: Vec<Guarantee>,
+    /// linerate's link emulators, one per emulated link: started after the first
+    /// `emulators_at` commands (the namespaces), before the commands that move their TAPs.
+    pub emulators: Vec<EmuConfig>,
+    /// Where in `commands` the emulators start.
+    pub emulators_at: usize,
     /// Description of the lab for the results document.
     pub description: LabDescription,
 }
@@ -119,7 +127,57 @@ fn tc_time(us: u64) -> String {
     }
 }
 
-fn netem_args(delay: Option<u64>, jitter: Option<u64>, loss: Option<f64>, reorder: Option<f64>) -> Option<Vec<String>> {
+/// Whether this kernel has netem (loaded, built in, or as a module to load).
+pub fn netem_available() -> bool {
+    if Path::new("/sys/module/sch_netem").exists() {
+        return true;
+    }
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let dir = Path::new("/lib/modules").join(rel.trim());
+    std::fs::read_to_string(dir.join("modules.builtin")).is_ok_and(|t| t.contains("sch_netem"))
+        || std::fs::read_to_string(dir.join("modules.dep")).is_ok_and(|t| t.contains("sch_netem"))
+}
+
+/// Whether link `l` is emulated by linerate's emulator rather than netem.
+fn own_emulator(l: &LinkSpec, have_netem: &mut dyn FnMut() -> bool) -> bool {
+    l.impaired()
+        && match l.emulator {
+            EmulatorChoice::Linerate => true,
+            EmulatorChoice::Netem => false,
+            EmulatorChoice::Auto => l.needs_own_emulator() || !have_netem(),
+        }
+}
+
+/// What linerate's emulator does in each direction of link `l` (the same both ways, as netem
+/// on both ends does): its delay, jitter, loss, reordering, duplication and corruption, and
+/// the rate with its queue when the link has a `queue` (else tbf keeps shaping the rate).
+fn impairment(l: &LinkSpec) -> Result<Impairment, LabError> {
+    let pct = |p: Option<f64>| p.unwrap_or(0.0) / 100.0;
+    let mut i = Impairment {
+        delay_ns: l.delay.as_deref().map(parse_time_us).transpose()?.unwrap_or(0) * 1000,
+        jitter_ns: l.jitter.as_deref().map(parse_time_us).transpose()?.unwrap_or(0) * 1000,
+        loss: Loss::bursty(pct(l.loss), l.loss_burst.unwrap_or(1.0)),
+        reorder: pct(l.reorder),
+        duplicate: pct(l.duplicate),
+        corrupt: pct(l.corrupt),
+        ..Impairment::default()
+    };
+    if let (Some(q), Some(r)) = (&l.queue, &l.rate) {
+        let rate = shaper_rate(r)?;
+        i.rate_bps = Some(rate);
+        i.queue_bytes = match parse_time_us(q) {
+            Ok(us) => (u128::from(us) * u128::from(rate) / 8_000_000) as u64,
+            Err(_) => linerate_model::units::parse_size(q).map_err(|e| LabError::Scenario(e.to_string()))?,
+        }
+        .clamp(1, MAX_HELD);
+    }
+    Ok(i)
+}
+
+fn netem_args(l: &LinkSpec) -> Result<Option<Vec<String>>, LabError> {
+    let (delay, jitter) =
+        (l.delay.as_deref().map(parse_time_us).transpose()?, l.jitter.as_deref().map(parse_time_us).transpose()?);
+    let (loss, reorder) = (l.loss, l.reorder);
     let mut a = Vec::new();
     if let Some(d) = delay {
         a.extend([String::from("delay"), format!("{d}us")]);
@@ -133,11 +191,17 @@ fn netem_args(delay: Option<u64>, jitter: Option<u64>, loss: Option<f64>, reorde
     if let Some(r) = reorder.filter(|&r| r > 0.0) {
         a.extend(["reorder".into(), format!("{r}%")]);
     }
+    if let Some(d) = l.duplicate.filter(|&d| d > 0.0) {
+        a.extend(["duplicate".into(), format!("{d}%")]);
+    }
+    if let Some(c) = l.corrupt.filter(|&c| c > 0.0) {
+        a.extend(["corrupt".into(), format!("{c}%")]);
+    }
     if a.is_empty() {
-        return None;
+        return Ok(None);
     }
     a.extend(["limit".into(), "100000".into()]);
-    Some(a)
+    Ok(Some(a))
 }
 
 /// Resolves a QoS match (host name or CIDR) into networks.
@@ -334,6 +398,10 @@ struct Wiring<'a> {
     ends: BTreeMap<(String, Side), End>,
     /// Description of each link, in order.
     link_desc: Vec<LabLink>,
+    /// linerate's emulators, one per emulated link.
+    emulators: Vec<EmuConfig>,
+    /// Whether the kernel has netem, asked once when a link first needs to know.
+    have_netem: Box<dyn FnMut() -> bool + 'a>,
 }
 
 impl<'a> Wiring<'a> {
@@ -356,6 +424,8 @@ impl<'a> Wiring<'a> {
             hp: hosts.iter().map(|h| (h.clone(), HostPlan { ns: host_ns(run, h), ifaces: Vec::new() })).collect(),
             ends: BTreeMap::new(),
             link_desc: Vec::new(),
+            emulators: Vec::new(),
+            have_netem: Box::new(|| false),
         }
     }
 
@@ -379,9 +449,31 @@ impl<'a> Wiring<'a> {
         let tbf = tbf_params(l, l.rate.as_deref().map(shaper_rate).transpose()?)?;
         let (ea, na) = self.end(a, &l.a_if, &l.a_addr, seg, name)?;
         let (eb, nb) = self.end(b, &l.b_if, &l.b_addr, seg, name)?;
-        self.cmds.push(s(&[
-            "ip", "link", "add", &ea.dev, "netns", &ea.ns, "type", "veth", "peer", "name", &eb.dev, "netns", &eb.ns,
-        ]));
+        if own_emulator(l, &mut self.have_netem) {
+            // Two TAPs made by the emulator in the root namespace, moved and renamed.
+            let i = self.emulators.len();
+            let dir = crate::state::state_dir().join(format!("{}.emu", self.run));
+            let (ta, tb) = (format!("{}t{i}a", self.run), format!("{}t{i}b", self.run));
+            for (tap, e) in [(&ta, &ea), (&tb, &eb)] {
+                self.cmds.push(s(&["ip", "link", "set", "dev", tap, "netns", &e.ns]));
+                self.cmds.push(s(&["ip", "-n", &e.ns, "link", "set", "dev", tap, "name", &e.dev]));
+            }
+            let imp = impairment(l)?;
+            self.emulators.push(EmuConfig {
+                link: name.clone(),
+                a_tap: ta,
+                b_tap: tb,
+                a_to_b: imp.clone(),
+                b_to_a: imp,
+                ready: dir.join(format!("emu{i}.ready")),
+                control: dir.join(format!("emu{i}.sock")),
+                seed: 0x6c69_6e65_7261_7465 ^ i as u64,
+            });
+        } else {
+            self.cmds.push(s(&[
+                "ip", "link", "add", &ea.dev, "netns", &ea.ns, "type", "veth", "peer", "name", &eb.dev, "netns", &eb.ns,
+            ]));
+        }
         let addrs = vec![self.configure(&ea, na, mtu, name, seg), self.configure(&eb, nb, mtu, name, seg)];
         for e in [&ea, &eb] {
             self.cmds.push(s(&["ip", "-n", &e.ns, "link", "set", &e.dev, "up"]));
@@ -481,16 +573,14 @@ fn shape_links(
     links: &[Link],
     ends: &BTreeMap<(String, Side), End>,
     addrs: &BTreeMap<String, Vec<u32>>,
+    emulated: &BTreeSet<&str>,
 ) -> Result<(), LabError> {
     let mut ifb_count: BTreeMap<String, usize> = BTreeMap::new();
     for (name, _, _, l) in links {
-        let rate = l.rate.as_deref().map(shaper_rate).transpose()?;
-        let netem = netem_args(
-            l.delay.as_deref().map(parse_time_us).transpose()?,
-            l.jitter.as_deref().map(parse_time_us).transpose()?,
-            l.loss,
-            l.reorder,
-        );
+        let own = emulated.contains(name.as_str());
+        // The emulator shapes the rate itself when the link has a queue of its own.
+        let rate = l.rate.as_deref().map(shaper_rate).transpose()?.filter(|_| !(own && l.queue.is_some()));
+        let netem = if own { None } else { netem_args(l)? };
         for side in [Side::A, Side::B] {
             let Some(end) = ends.get(&(name.clone(), side)) else { continue };
             match sc.qos.iter().find(|q| &q.link == name && q.side == side && !q.ingress) {
@@ -622,6 +712,14 @@ fn describe_lab(
 impl Plan {
     /// Plans scenario `sc` for run id `run`.
     pub fn new(sc: &Scenario, run: &str) -> Result<Plan, LabError> {
+        Self::with_netem(sc, run, netem_available)
+    }
+
+    /// [`Plan::new`], asking `have_netem` (at most once) whether the kernel has netem.
+    pub fn with_netem(sc: &Scenario, run: &str, have_netem: impl FnMut() -> bool) -> Result<Plan, LabError> {
+        let mut have_netem = have_netem;
+        let mut known: Option<bool> = None;
+        let once = move || *known.get_or_insert_with(&mut have_netem);
         let hosts = sc.host_names()?;
         let links = sc.expanded_links()?;
         let switch_idx: BTreeMap<&str, usize> =
@@ -630,17 +728,29 @@ impl Plan {
         let addrs = Addresses::new(&segs.subnet, &links)?;
         let namespaces = namespaces(run, &hosts, !sc.switches.is_empty());
         let mut w = Wiring::new(sc, run, &hosts, &switch_idx, addrs);
+        w.have_netem = Box::new(once);
         w.namespaces_and_bridges(&namespaces, sc.switches.len());
+        let emulators_at = w.cmds.len();
         for (link, &seg) in links.iter().zip(&segs.link_seg) {
             w.link(link, seg)?;
         }
-        let Wiring { mut cmds, hp, ends, link_desc, .. } = w;
+        let Wiring { mut cmds, hp, ends, link_desc, emulators, .. } = w;
+        let own: BTreeSet<&str> = emulators.iter().map(|e| e.link.as_str()).collect();
         let host_addrs: BTreeMap<String, Vec<u32>> =
             hp.iter().map(|(h, p)| (h.clone(), p.ifaces.iter().map(|i| i.addr).collect())).collect();
-        shape_links(&mut cmds, sc, &links, &ends, &host_addrs)?;
+        shape_links(&mut cmds, sc, &links, &ends, &host_addrs, &own)?;
         let (guarantees, qos) = describe_qos(sc, &links, &host_addrs)?;
         let description = describe_lab(sc, run, &hp, &segs.subnet, link_desc, qos);
-        Ok(Plan { run: run.to_string(), namespaces, hosts: hp, commands: cmds, guarantees, description })
+        Ok(Plan {
+            run: run.to_string(),
+            namespaces,
+            hosts: hp,
+            commands: cmds,
+            guarantees,
+            description,
+            emulators,
+            emulators_at,
+        })
     }
 
     /// The address a client on `client` uses to reach `server`: through link `via` if given,
@@ -913,8 +1023,9 @@ mod tests {
             "name = \"t\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"1gbit\"\nmtu = 9000\ndelay = \"5ms\"\n",
         )
         .unwrap();
-        let p = Plan::new(&sc, "lr0001").unwrap();
+        let p = Plan::with_netem(&sc, "lr0001", || true).unwrap();
         let c = joined(&p);
+        assert!(p.emulators.is_empty(), "netem is there");
         assert_eq!(p.namespaces, ["lr0001-a", "lr0001-b"]);
         assert_eq!(c[0], "ip netns add lr0001-a");
         assert!(c.contains(&"ip link add eth0 netns lr0001-a type veth peer name eth0 netns lr0001-b".to_string()));
@@ -929,6 +1040,73 @@ mod tests {
             &"tc -n lr0001-b qdisc add dev eth0 parent 1:1 handle 10: netem delay 5000us limit 100000".to_string()
         ));
         assert_eq!(p.server_addr("a", "b", None).unwrap(), 0xC612_0102);
+    }
+
+    #[test]
+    fn without_netem_an_impaired_link_is_two_taps_and_an_emulator() {
+        let text = "name = \"t\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n\
+                    rate = \"1gbit\"\ndelay = \"25ms\"\njitter = \"1ms\"\nloss = 1.0\nloss_burst = 3.0\nduplicate = 0.5\n\
+                    [[link]]\nname = \"plain\"\na = \"a\"\nb = \"b\"\n";
+        let sc = Scenario::parse(text).unwrap();
+        let mut asked = 0;
+        let p = Plan::with_netem(&sc, "lr0002", || {
+            asked += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!(asked, 0, "loss_burst needs linerate's emulator: netem is not even asked");
+        let c = joined(&p);
+        assert_eq!(p.emulators.len(), 1);
+        let e = &p.emulators[0];
+        assert_eq!((e.link.as_str(), e.a_tap.as_str(), e.b_tap.as_str()), ("a-b", "lr0002t0a", "lr0002t0b"));
+        assert_eq!(e.a_to_b.delay_ns, 25_000_000);
+        assert_eq!(e.a_to_b.jitter_ns, 1_000_000);
+        assert_eq!(e.a_to_b.duplicate, 0.005);
+        assert!(matches!(e.a_to_b.loss, Loss::GilbertElliott { .. }));
+        assert_eq!(e.a_to_b, e.b_to_a, "both directions alike, as netem on both ends");
+        assert_eq!(e.a_to_b.rate_bps, None, "tbf keeps the rate without a queue");
+        let at = p.emulators_at;
+        assert!(
+            c[..at].iter().all(|x| x.starts_with("ip netns add") || x.contains("link set lo up")),
+            "{:?}",
+            &c[..at]
+        );
+        assert_eq!(c[at], "ip link set dev lr0002t0a netns lr0002-a");
+        assert_eq!(c[at + 1], "ip -n lr0002-a link set dev lr0002t0a name eth0");
+        assert!(
+            c.iter().any(|x| x == "ip link add eth1 netns lr0002-a type veth peer name eth1 netns lr0002-b"),
+            "the plain link stays a veth pair"
+        );
+        assert!(c.iter().any(|x| x.contains("tbf rate 1000000000bit")), "{c:?}");
+        assert!(!c.iter().any(|x| x.contains("netem")), "{c:?}");
+
+        // A queue: the emulator enforces the rate with it, and tbf steps aside.
+        let q = text.replace("loss_burst = 3.0\n", "queue = \"2ms\"\n");
+        let p = Plan::with_netem(&Scenario::parse(&q).unwrap(), "lr0003", || true).unwrap();
+        assert_eq!(p.emulators.len(), 1, "only linerate's emulator has a byte queue");
+        assert_eq!(p.emulators[0].a_to_b.rate_bps, Some(1_000_000_000));
+        assert_eq!(p.emulators[0].a_to_b.queue_bytes, 250_000, "2 ms at 1 Gbit/s");
+        assert!(!joined(&p).iter().any(|x| x.contains("tbf")));
+        // netem asked for and present: netem, with duplication.
+        let n = text.replace("loss_burst = 3.0\n", "");
+        let mut asked = 0;
+        let p = Plan::with_netem(&Scenario::parse(&n).unwrap(), "lr0004", || {
+            asked += 1;
+            true
+        })
+        .unwrap();
+        assert_eq!(asked, 1, "asked once, for the impaired link only");
+        assert!(p.emulators.is_empty());
+        assert!(
+            joined(&p)
+                .iter()
+                .any(|x| x.contains("netem delay 25000us 1000us distribution normal loss 1% duplicate 0.5%")),
+            "{:?}",
+            joined(&p)
+        );
+        assert!(
+            Scenario::parse(&text.replace("loss_burst = 3.0\n", "loss_burst = 3.0\nemulator = \"netem\"\n")).is_err()
+        );
     }
 
     #[test]

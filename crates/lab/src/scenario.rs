@@ -93,6 +93,21 @@ pub struct LinkSpec {
     pub loss: Option<f64>,
     /// Reordering in percent (needs `delay`).
     pub reorder: Option<f64>,
+    /// Duplicated packets in percent.
+    pub duplicate: Option<f64>,
+    /// Packets with one bit flipped, in percent (the receiver's checksums drop them).
+    pub corrupt: Option<f64>,
+    /// Mean length of a loss burst in packets (Gilbert–Elliott; default 1: independent losses).
+    /// linerate's emulator only.
+    pub loss_burst: Option<f64>,
+    /// The emulator's own rate queue: the link's `rate` is then enforced by the emulator with a
+    /// queue of this many bytes (`"64KiB"`) or this much time at the rate (`"2ms"`), tail
+    /// dropping past it, like a shallow-buffered switch port. linerate's emulator only.
+    pub queue: Option<String>,
+    /// Who emulates delay, loss and the rest: `auto` (netem where the kernel has it, else
+    /// linerate's own), `netem`, or `linerate`.
+    #[serde(default)]
+    pub emulator: EmulatorChoice,
     /// Subnet of a host-to-host link (default: the next free /24).
     pub subnet: Option<String>,
     /// Address of end a, `ADDR/PREFIX` or `ADDR`.
@@ -103,6 +118,35 @@ pub struct LinkSpec {
     pub a_if: Option<String>,
     /// Interface name at end b.
     pub b_if: Option<String>,
+}
+
+/// Who emulates a link's delay, loss and the rest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmulatorChoice {
+    /// netem where the kernel has it, else linerate's own.
+    #[default]
+    Auto,
+    /// The kernel's netem qdisc.
+    Netem,
+    /// linerate's emulator (`linerate lab emulate`: TAP devices and a forwarding process).
+    Linerate,
+}
+
+impl LinkSpec {
+    /// Whether the link asks for more than rate shaping (delay, loss, ...).
+    pub fn impaired(&self) -> bool {
+        self.delay.is_some()
+            || self.loss.is_some_and(|l| l > 0.0)
+            || self.duplicate.is_some_and(|d| d > 0.0)
+            || self.corrupt.is_some_and(|c| c > 0.0)
+            || self.queue.is_some()
+    }
+
+    /// Whether only linerate's emulator can do what the link asks.
+    pub fn needs_own_emulator(&self) -> bool {
+        self.queue.is_some() || self.loss_burst.is_some_and(|b| b > 1.0)
+    }
 }
 
 /// htb classes on one end of a link.
@@ -523,7 +567,29 @@ impl Scenario {
             if (l.jitter.is_some() || l.reorder.is_some()) && l.delay.is_none() {
                 return Err(LabError::Scenario(format!("link '{name}': jitter and reorder need a delay")));
             }
-            for p in [l.loss, l.reorder].into_iter().flatten() {
+            if let Some(b) = l.loss_burst {
+                if !(1.0..=1000.0).contains(&b) || l.loss.is_none() {
+                    return Err(LabError::Scenario(format!(
+                        "link '{name}': loss_burst is a mean burst length of 1 to 1000 packets, with a loss"
+                    )));
+                }
+            }
+            if let Some(q) = &l.queue {
+                if l.rate.is_none() {
+                    return Err(LabError::Scenario(format!("link '{name}': a queue needs the link's rate")));
+                }
+                if parse_time_us(q).is_err() && units::parse_size(q).is_err() {
+                    return Err(LabError::Scenario(format!(
+                        "link '{name}': queue '{q}': a size (\"64KiB\") or a time at the rate (\"2ms\")"
+                    )));
+                }
+            }
+            if l.emulator == EmulatorChoice::Netem && l.needs_own_emulator() {
+                return Err(LabError::Scenario(format!(
+                    "link '{name}': queue and loss_burst need emulator = \"linerate\" (or \"auto\")"
+                )));
+            }
+            for p in [l.loss, l.reorder, l.duplicate, l.corrupt].into_iter().flatten() {
                 if !(0.0..=100.0).contains(&p) {
                     return Err(LabError::Scenario(format!("link '{name}': percentages must be within 0..100")));
                 }

@@ -47,6 +47,9 @@ pub struct RunState {
     pub temp_dirs: Vec<PathBuf>,
     /// The lab's description (as in the results document).
     pub description: linerate_model::doc::lab::LabDescription,
+    /// linerate's link emulators: link name to control socket (`lab set`).
+    #[serde(default)]
+    pub emulators: BTreeMap<String, PathBuf>,
 }
 
 /// Where state files live: `$LINERATE_LAB_DIR` or `/run/linerate/lab`.

@@ -77,6 +77,30 @@ enum LabCmd {
         /// Scenario file (TOML).
         file: PathBuf,
     },
+    /// Change a link that linerate's emulator runs, while it runs: `lab set LINK delay=50ms
+    /// loss=1%`, `lab set LINK down` (a cut), `lab set LINK up`. Keys: delay, jitter, loss,
+    /// loss_burst, reorder, duplicate, corrupt (percentages), rate, queue (bytes); `stats`
+    /// prints the emulator's counters instead.
+    Set {
+        /// The link's name (see the scenario; default `A-B`).
+        link: String,
+        /// Changes (KEY=VALUE, `up`, `down`), or `stats`.
+        #[arg(required = true)]
+        changes: Vec<String>,
+        /// Only one direction: `a>b` or `b>a` (default both).
+        #[arg(long, default_value = "both", value_parser = ["both", "a>b", "b>a"])]
+        dir: String,
+        /// Run id, when several labs are up.
+        #[arg(long)]
+        run: Option<String>,
+    },
+    /// linerate's link emulator for one link (started by `lab up`; not for direct use).
+    #[command(hide = true)]
+    Emulate {
+        /// Its configuration (JSON, written by `lab up`).
+        #[arg(long)]
+        config: PathBuf,
+    },
 }
 
 fn code_of(e: &LabError) -> u8 {
@@ -96,6 +120,8 @@ pub fn run_lab(a: LabArgs) -> u8 {
         LabCmd::Exec { host, run, cmd } => exec(&host, run.as_deref(), &cmd),
         LabCmd::Run { file, output, db, no_save } => run(file, output, db, no_save),
         LabCmd::Plan { file } => plan(file),
+        LabCmd::Set { link, changes, dir, run } => set(&link, &changes, &dir, run.as_deref()),
+        LabCmd::Emulate { config } => linerate_lab::emu::run(&config).map(|()| exit::OK).map_err(Into::into),
     };
     match r {
         Ok(c) => c,
@@ -194,6 +220,22 @@ fn status(json: bool) -> Result<u8> {
             println!("  {name:<12} {}", addrs.join(", "));
         }
     }
+    Ok(exit::OK)
+}
+
+fn set(link: &str, changes: &[String], dir: &str, run: Option<&str>) -> Result<u8> {
+    let s = RunState::find(run)?;
+    let Some(sock) = s.emulators.get(link) else {
+        let links: Vec<&String> = s.emulators.keys().collect();
+        eprintln!(
+            "linerate lab: lab {} has no link '{}' run by linerate's emulator (emulated links: {links:?})",
+            s.run,
+            link.escape_default()
+        );
+        return Ok(exit::USAGE);
+    };
+    let request = if changes == ["stats"] { "stats".to_string() } else { format!("set {dir} {}", changes.join(" ")) };
+    println!("{}", linerate_lab::emu::ask(sock, &request)?);
     Ok(exit::OK)
 }
 

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> Command {
+pub(crate) fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
 }
 
-fn can_run() -> bool {
+pub(crate) fn can_run() -> bool {
     crate::support::needs_root("the lab tests")
 }
 
@@ -42,7 +42,7 @@ fn state_file(id: &str) -> std::path::PathBuf {
     Path::new("/run/linerate/lab").join(format!("{id}.json"))
 }
 
-fn assert_clean(id: &str) {
+pub(crate) fn assert_clean(id: &str) {
     let left: Vec<String> = std::fs::read_dir("/run/netns")
         .into_iter()
         .flatten()
@@ -57,7 +57,7 @@ fn assert_clean(id: &str) {
 }
 
 /// Starts `lab up FILE` and returns the child and the run id from its first line.
-fn start_up(f: &Path) -> (Child, String) {
+pub(crate) fn start_up(f: &Path) -> (Child, String) {
     let mut child = bin().args(["lab", "up"]).arg(f).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
@@ -67,7 +67,7 @@ fn start_up(f: &Path) -> (Child, String) {
     (child, id)
 }
 
-fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let t = Instant::now();
     loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -81,7 +81,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     }
 }
 
-fn sigint(child: &Child) {
+pub(crate) fn sigint(child: &Child) {
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
 }

@@ -7,6 +7,7 @@
 mod cli;
 mod daemon;
 mod doctor;
+mod emu;
 mod faults;
 mod lab;
 mod report;

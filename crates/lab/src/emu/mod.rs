@@ -1,0 +1,342 @@
+//! linerate's own link emulator, for kernels without netem (delay, jitter, loss, reordering,
+//! duplication, corruption, rate with a queue limit, and changes while running).
+//!
+//! A link it emulates is two TAP devices, one moved into each end's namespace in place of a
+//! veth pair, and one process (`linerate lab emulate --config FILE`, started by `lab up`)
+//! that holds both and forwards frames between them, one thread per direction, each through a
+//! [`shape::Shaper`]. Without per-packet impairments the TAPs take TCP super-packets (TSO, up
+//! to 64 KB with partial checksums) so few frames cross user space; with loss, reordering,
+//! duplication or corruption they carry wire frames with their checksums done, so that "1 %"
+//! means 1 % of wire packets and a flipped bit is caught by the receiver's checksums. The TAPs
+//! are not persistent: they go with the process. A control socket takes `set`, `stats`.
+
+pub mod shape;
+mod tap;
+
+use crate::LabError;
+use serde::{Deserialize, Serialize};
+use shape::{Counters, Impairment, Packet, Shaper};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Longest control request, bytes.
+pub const MAX_REQUEST: usize = 4096;
+/// Most timer lateness the forwarding loop corrects for.
+const MAX_LATE_NS: u64 = 500_000;
+/// Largest frame a TAP hands over: a 64 KB super-packet with its headers.
+const MAX_FRAME: usize = 65_536 + 256;
+
+/// What one emulator process does: written by `lab up`, read by `lab emulate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmuConfig {
+    /// The link's name.
+    pub link: String,
+    /// TAP device of end a, created in the emulator's namespace (the lab moves it).
+    pub a_tap: String,
+    /// TAP device of end b.
+    pub b_tap: String,
+    /// What happens to frames from a to b.
+    pub a_to_b: Impairment,
+    /// What happens to frames from b to a.
+    pub b_to_a: Impairment,
+    /// Created once both TAPs exist (the lab waits for it).
+    pub ready: PathBuf,
+    /// The control socket.
+    pub control: PathBuf,
+    /// Seed of the loss, jitter and reordering draws.
+    pub seed: u64,
+}
+
+impl EmuConfig {
+    /// Whether the TAPs may carry offloaded super-packets (no direction needs wire packets).
+    pub fn offload(&self) -> bool {
+        !self.a_to_b.per_packet() && !self.b_to_a.per_packet()
+    }
+}
+
+/// Both directions' counters, as `stats` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmuStats {
+    /// a → b.
+    pub a_to_b: Counters,
+    /// b → a.
+    pub b_to_a: Counters,
+}
+
+/// A frame read from a TAP: the virtio-net header, then the Ethernet frame.
+#[derive(Clone)]
+struct Frame(Vec<u8>);
+
+impl Packet for Frame {
+    fn wire_len(&self) -> usize {
+        self.0.len().saturating_sub(tap::VNET_HDR)
+    }
+    fn flip(&mut self, bit: usize) {
+        // past the virtio-net and Ethernet headers: IP and what it carries, all checksummed
+        if let Some(b) = self.0.get_mut(tap::VNET_HDR + 14 + bit / 8) {
+            *b ^= 1 << (bit % 8);
+        }
+    }
+    fn body_len(&self) -> usize {
+        self.0.len().saturating_sub(tap::VNET_HDR + 14)
+    }
+}
+
+type Shared = Arc<Mutex<Shaper<Frame>>>;
+
+fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Shaper<Frame>> {
+    s.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
+    let w = what.into();
+    move |e| LabError::Io(w, e)
+}
+
+/// `linerate lab emulate`: create the TAPs, say ready, forward until SIGTERM or SIGINT.
+pub fn run(config: &Path) -> Result<(), LabError> {
+    let text = std::fs::read_to_string(config).map_err(io_err(format!("reading {}", config.display())))?;
+    let cfg: EmuConfig = serde_json::from_str(&text)
+        .map_err(|e| LabError::State(format!("{}: not an emulator configuration: {e}", config.display())))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(io_err("installing signal handlers"))?;
+    }
+    let offload = cfg.offload();
+    let a = tap::create(&cfg.a_tap, offload)
+        .map_err(io_err(format!("creating TAP {} (is /dev/net/tun there?)", cfg.a_tap)))?;
+    let b = tap::create(&cfg.b_tap, offload).map_err(io_err(format!("creating TAP {}", cfg.b_tap)))?;
+    let ab: Shared = Arc::new(Mutex::new(Shaper::new(cfg.a_to_b.clone(), cfg.seed)));
+    let ba: Shared = Arc::new(Mutex::new(Shaper::new(cfg.b_to_a.clone(), cfg.seed.rotate_left(17) ^ 0x9e37_79b9)));
+    let _ = std::fs::remove_file(&cfg.control);
+    let listener = UnixListener::bind(&cfg.control).map_err(io_err(format!("binding {}", cfg.control.display())))?;
+    listener.set_nonblocking(true).map_err(io_err("control socket"))?;
+    std::fs::write(&cfg.ready, b"ready\n").map_err(io_err(format!("writing {}", cfg.ready.display())))?;
+    let origin = Instant::now();
+    let (a2, b2) = (a.try_clone().map_err(io_err("dup"))?, b.try_clone().map_err(io_err("dup"))?);
+    let threads =
+        [spawn_dir(a, b2, ab.clone(), stop.clone(), origin), spawn_dir(b, a2, ba.clone(), stop.clone(), origin)];
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((conn, _)) => control(conn, &ab, &ba),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    let _ = std::fs::remove_file(&cfg.control);
+    Ok(())
+}
+
+fn spawn_dir(
+    src: OwnedFd,
+    dst: OwnedFd,
+    s: Shared,
+    stop: Arc<AtomicBool>,
+    origin: Instant,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || forward(&src, &dst, &s, &stop, origin))
+}
+
+/// One direction: read what `src` hands over, shape it, write it to `dst` when due.
+fn forward(src: &OwnedFd, dst: &OwnedFd, s: &Shared, stop: &AtomicBool, origin: Instant) {
+    tap::tight_timers();
+    let (mut rd, mut wr) = match (src.try_clone(), dst.try_clone()) {
+        (Ok(r), Ok(w)) => (File::from(r), File::from(w)),
+        _ => return,
+    };
+    let mut scratch = vec![0u8; MAX_FRAME];
+    let now = || origin.elapsed().as_nanos() as u64;
+    // How late a timed wait ends (a VM's timer wake-up is tens of µs late, which a 1 ms round
+    // trip would show): measured as it goes, and slept that much less; a packet due within it
+    // is released now rather than that much late.
+    let mut late: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let next = {
+            let mut sh = lock(s);
+            let horizon = now() + late;
+            while let Some(f) = sh.pop_due(horizon) {
+                // A full receive queue at the far end drops the frame, as a wire would.
+                let _ = wr.write(&f.0);
+            }
+            sh.next_release()
+        };
+        let t = now();
+        let wait = next.map_or(100_000_000, |n| n.saturating_sub(t + late).min(100_000_000));
+        if wait > 0 {
+            match tap::wait_readable(src, wait) {
+                Ok(true) => {}
+                _ => {
+                    let over = now().saturating_sub(t + wait).min(MAX_LATE_NS);
+                    late = (7 * late + over) / 8;
+                    continue;
+                }
+            }
+        }
+        // Drain what is there (bounded, so releases are not starved).
+        for _ in 0..256 {
+            match rd.read(&mut scratch) {
+                Ok(n) if n > tap::VNET_HDR => {
+                    let f = Frame(scratch[..n].to_vec());
+                    lock(s).push(now(), f);
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// One control request: `stats`, or `set DIR KEY=VALUE...` with DIR `a>b`, `b>a` or `both`.
+fn control(conn: UnixStream, ab: &Shared, ba: &Shared) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut line = String::new();
+    let reply = match BufReader::new((&conn).take(MAX_REQUEST as u64)).read_line(&mut line) {
+        Ok(_) => match handle(line.trim(), ab, ba) {
+            Ok(r) => r,
+            Err(e) => format!("error: {e}"),
+        },
+        Err(e) => format!("error: reading the request: {e}"),
+    };
+    let _ = (&conn).write_all(format!("{reply}\n").as_bytes());
+}
+
+fn handle(req: &str, ab: &Shared, ba: &Shared) -> Result<String, String> {
+    let mut words = req.split_ascii_whitespace();
+    match words.next() {
+        Some("stats") => {
+            let st = EmuStats { a_to_b: lock(ab).counters(), b_to_a: lock(ba).counters() };
+            serde_json::to_string(&st).map_err(|e| e.to_string())
+        }
+        Some("set") => {
+            let dirs: Vec<&Shared> = match words.next() {
+                Some("a>b") => vec![ab],
+                Some("b>a") => vec![ba],
+                Some("both") => vec![ab, ba],
+                other => return Err(format!("direction {other:?}: a>b, b>a or both")),
+            };
+            let changes: Vec<&str> = words.collect();
+            for d in dirs {
+                let mut sh = lock(d);
+                let next = apply(sh.config().clone(), &changes)?;
+                sh.set(next);
+            }
+            Ok("ok".into())
+        }
+        other => Err(format!("unknown request {other:?}: stats, or set DIR KEY=VALUE...")),
+    }
+}
+
+fn pct(v: &str) -> Result<f64, String> {
+    let n: f64 = v.trim_end_matches('%').parse().map_err(|_| format!("'{v}': a percentage, e.g. 1%"))?;
+    if !(0.0..=100.0).contains(&n) {
+        return Err(format!("'{v}': between 0 and 100%"));
+    }
+    Ok(n / 100.0)
+}
+
+fn time_ns(v: &str) -> Result<u64, String> {
+    crate::scenario::parse_time_us(v).map(|us| us * 1000).map_err(|e| e.to_string())
+}
+
+/// `cfg` with `KEY=VALUE` changes applied: `up`/`down` (words), delay, jitter, loss, loss_burst,
+/// reorder, duplicate, corrupt, rate (`0` for none), queue (bytes).
+pub fn apply(mut cfg: Impairment, changes: &[&str]) -> Result<Impairment, String> {
+    let mut loss: Option<f64> = None;
+    let mut burst: Option<f64> = None;
+    for c in changes {
+        match c.split_once('=') {
+            None if *c == "down" => cfg.up = false,
+            None if *c == "up" => cfg.up = true,
+            None => return Err(format!("'{c}': KEY=VALUE, up or down")),
+            Some((k, v)) => match k {
+                "delay" => cfg.delay_ns = time_ns(v)?,
+                "jitter" => cfg.jitter_ns = time_ns(v)?,
+                "loss" => loss = Some(pct(v)?),
+                "loss_burst" => burst = Some(v.parse().map_err(|_| format!("loss_burst '{v}': packets"))?),
+                "reorder" => cfg.reorder = pct(v)?,
+                "duplicate" => cfg.duplicate = pct(v)?,
+                "corrupt" => cfg.corrupt = pct(v)?,
+                "rate" => {
+                    let r =
+                        if v == "0" { 0 } else { linerate_model::units::parse_rate(v).map_err(|e| e.to_string())? };
+                    cfg.rate_bps = (r > 0).then_some(r);
+                }
+                "queue" => {
+                    cfg.queue_bytes =
+                        linerate_model::units::parse_size(v).map_err(|e| e.to_string())?.min(shape::MAX_HELD)
+                }
+                _ => return Err(format!("unknown key '{k}'")),
+            },
+        }
+    }
+    if loss.is_some() || burst.is_some() {
+        let now = match cfg.loss {
+            shape::Loss::Random { p } => p,
+            shape::Loss::GilbertElliott { p, r, .. } => p / (p + r),
+            shape::Loss::None => 0.0,
+        };
+        cfg.loss = shape::Loss::bursty(loss.unwrap_or(now), burst.unwrap_or(1.0));
+    }
+    Ok(cfg)
+}
+
+/// Ask a running emulator (its control socket) `request`; its one-line answer.
+pub fn ask(control: &Path, request: &str) -> Result<String, LabError> {
+    let mut c =
+        UnixStream::connect(control).map_err(io_err(format!("connecting to the emulator at {}", control.display())))?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).map_err(io_err("control socket"))?;
+    c.write_all(format!("{request}\n").as_bytes()).map_err(io_err("sending to the emulator"))?;
+    let mut answer = String::new();
+    BufReader::new(c.take(1 << 20)).read_line(&mut answer).map_err(io_err("reading the emulator's answer"))?;
+    let a = answer.trim().to_string();
+    match a.strip_prefix("error: ") {
+        Some(e) => Err(LabError::State(format!("the emulator refused '{request}': {e}"))),
+        None => Ok(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_apply_to_a_copy_and_bad_ones_are_refused() {
+        let c = apply(Impairment::default(), &["delay=50ms", "loss=1%", "loss_burst=3", "rate=1gbit", "queue=1MB"])
+            .unwrap();
+        assert_eq!(c.delay_ns, 50_000_000);
+        assert_eq!(c.rate_bps, Some(1_000_000_000));
+        assert_eq!(c.queue_bytes, 1_000_000);
+        assert!(matches!(c.loss, shape::Loss::GilbertElliott { .. }));
+        let d = apply(c.clone(), &["down"]).unwrap();
+        assert!(!d.up && d.delay_ns == c.delay_ns);
+        assert!(apply(d, &["up"]).unwrap().up);
+        for bad in ["delay=5 fortnights", "loss=101%", "nonsense", "colour=blue", "rate=fast", "queue=-1"] {
+            assert!(apply(Impairment::default(), &[bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn requests_are_answered_and_garbage_is_refused() {
+        let ab: Shared = Arc::new(Mutex::new(Shaper::new(Impairment::default(), 1)));
+        let ba: Shared = Arc::new(Mutex::new(Shaper::new(Impairment::default(), 2)));
+        assert_eq!(handle("set a>b delay=10ms", &ab, &ba).unwrap(), "ok");
+        assert_eq!(lock(&ab).config().delay_ns, 10_000_000);
+        assert_eq!(lock(&ba).config().delay_ns, 0, "only a>b");
+        handle("set both down", &ab, &ba).unwrap();
+        assert!(!lock(&ab).config().up && !lock(&ba).config().up);
+        let st: EmuStats = serde_json::from_str(&handle("stats", &ab, &ba).unwrap()).unwrap();
+        assert_eq!(st, EmuStats::default());
+        for bad in ["", "set", "set sideways delay=1ms", "set both delay", "drop tables", "set a>b loss=x"] {
+            assert!(handle(bad, &ab, &ba).is_err(), "{bad:?}");
+        }
+    }
+}
