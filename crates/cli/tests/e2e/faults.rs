@@ -3,9 +3,8 @@
 //! failure and no partial file under a final name, and a rerun then completes with identical
 //! bytes.
 //!
-//! Loss, delay, reordering and duplication (netem) are not exercised: this kernel is built
-//! without `CONFIG_NET_SCH_NETEM`, so `tc qdisc add ... netem` fails. TCP hides those faults from
-//! linerate anyway; what linerate itself must handle is a connection that dies or stalls.
+//! Loss, delay, reordering, duplication, corruption and a blackout the connection survives are
+//! in `emu.rs`, through the lab's own link emulator (this kernel has no netem).
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
