@@ -280,3 +280,37 @@ fn a_copy_survives_a_5_second_blackout_and_arrives_identical() {
         assert!(st["a_to_b"]["down_drops"].as_u64().unwrap() > 0, "the blackout dropped packets: {st}");
     });
 }
+
+#[test]
+fn on_a_50_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_default() {
+    if !can_run() {
+        return;
+    }
+    let lab = Up::new("delay = \"25ms\"\n");
+    let t = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (src, root, key) = (t.path().join("src"), t.path().join("root"), t.path().join("key"));
+    mktree(&src, "4", "64KB");
+    with_daemon(&lab, &root, &key, || {
+        let streams = |extra: &[&str]| {
+            let mut a = cp_args(&src, &key);
+            a.retain(|x| x != "-P" && x != "4");
+            a.extend(["--json", "--dry-run"].iter().chain(extra).map(|s| s.to_string()));
+            let o = lab.exec("a", &a.iter().map(String::as_str).collect::<Vec<_>>());
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            v["streams"].as_u64().unwrap()
+        };
+        // The rule of docs/USER_GUIDE.md for a 50 ms round trip and the namespace's tcp_rmem
+        // (Linux's default 6 MiB gives 16; this machine's 32 MiB gives 4).
+        let o = lab.exec("a", &["cat", "/proc/sys/net/ipv4/tcp_rmem"]);
+        let max: u64 = String::from_utf8_lossy(&o.stdout).split_whitespace().nth(2).unwrap().parse().unwrap();
+        let default = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16;
+        let want = linerate_engine::copy::send::streams_for_path(50_000, (max / 2).max(1 << 20), default);
+        assert!(want > default, "the test needs a path the window limits: {want} vs {default}");
+        assert_eq!(streams(&[]), u64::from(want));
+        assert_eq!(streams(&["-P", "3"]), 3, "-P decides when given");
+        lab.set(&["delay=0ms"]);
+        let lan = streams(&[]);
+        assert!((2..=8).contains(&lan), "a LAN keeps the default: {lan}");
+    });
+}

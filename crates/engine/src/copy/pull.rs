@@ -57,11 +57,11 @@ pub fn pull(
     progress: Arc<Progress>,
     on_error: ErrorSink,
 ) -> Result<CopyReport, EngineError> {
-    let streams = cfg.streams.clamp(1, linerate_proto::caps::MAX_STREAMS);
     let (dest, root_name) = local_destination(into, from)?;
     let start = Instant::now();
     let cpu0 = usage::process();
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
+    let streams = send::streams_for(cfg, control.rx.socket());
     let flags = cfg.flags() | FLAG_PULL;
     control.tx.send_frames(&[
         Frame::Begin(frame::Begin { dest: b"", sources: 1, chunk_size: cfg.chunk_size, flags, streams }),

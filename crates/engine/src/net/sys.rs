@@ -15,12 +15,21 @@ mod off {
     pub const SND_CWND: usize = 80;
     pub const TOTAL_RETRANS: usize = 100;
     pub const PACING_RATE: usize = 104;
+    pub const MIN_RTT: usize = 148;
     pub const DELIVERY_RATE: usize = 160;
     pub const MIN_LEN_FOR_DELIVERY: usize = 168;
 }
 
-/// Read `TCP_INFO` of a connected socket.
-pub fn tcp_info(sock: &impl AsFd) -> io::Result<TcpSample> {
+/// The smallest round trip the connection has seen (`tcpi_min_rtt`, µs; Linux 4.10 and later):
+/// unlike the smoothed RTT, not inflated by delayed acknowledgements of a request-response
+/// exchange such as a handshake. `None` where the kernel does not report it.
+pub fn min_rtt_us(sock: &impl AsFd) -> io::Result<Option<u32>> {
+    let (buf, len) = raw_tcp_info(sock)?;
+    let o = off::MIN_RTT;
+    Ok((o + 4 <= len).then(|| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]])).filter(|&v| v > 0))
+}
+
+fn raw_tcp_info(sock: &impl AsFd) -> io::Result<([u8; 256], usize)> {
     let mut buf = [0u8; 256];
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: the fd is borrowed and open for the call; the kernel writes at most `len` bytes
@@ -31,7 +40,12 @@ pub fn tcp_info(sock: &impl AsFd) -> io::Result<TcpSample> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    let len = (len as usize).min(buf.len());
+    Ok((buf, (len as usize).min(256)))
+}
+
+/// Read `TCP_INFO` of a connected socket.
+pub fn tcp_info(sock: &impl AsFd) -> io::Result<TcpSample> {
+    let (buf, len) = raw_tcp_info(sock)?;
     let u32_at =
         |o: usize| if o + 4 <= len { u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]) } else { 0 };
     let u64_at = |o: usize| {

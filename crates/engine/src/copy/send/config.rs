@@ -32,6 +32,9 @@ pub struct CopyConfig {
     pub sources: Vec<PathBuf>,
     /// Number of parallel data streams.
     pub streams: u16,
+    /// `streams` is a default the path may raise: after the control connection's handshake, its
+    /// measured round trip decides ([`streams_for_path`]). Off when the user gave `-P`.
+    pub auto_streams: bool,
     /// Chunk size for large files (power of two).
     pub chunk_size: u32,
     /// Hash with BLAKE3 and check on the receiver before rename.
@@ -92,6 +95,7 @@ impl CopyConfig {
             dest,
             sources,
             streams: 4,
+            auto_streams: false,
             chunk_size: linerate_proto::caps::DEFAULT_CHUNK,
             verify: false,
             fsync: false,
@@ -299,4 +303,63 @@ pub struct Sent {
     pub resumed_bytes: u64,
     /// Entries the receiver deleted (or would delete).
     pub deleted: u64,
+}
+
+/// What one stream is assumed to carry per round trip: half of `tcp_rmem`'s maximum (the
+/// kernel offers about that much of a receive buffer as window), at least 1 MiB.
+fn usable_window() -> u64 {
+    let max = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(2).and_then(|v| v.parse::<u64>().ok()))
+        .unwrap_or(6 << 20);
+    (max / 2).max(1 << 20)
+}
+
+/// The rate a copy's streams together should be able to reach: 10 Gbit/s, the links this tool
+/// is for.
+pub const PATH_TARGET_BPS: u64 = 10_000_000_000;
+
+/// Streams for a path with round trip `rtt_us`, each carrying at most `window` bytes per round
+/// trip: enough for [`PATH_TARGET_BPS`] (one stream moves `window × 8 / rtt` bit/s), never fewer
+/// than `default`, at most 16. Below 2 ms (a LAN) the window never binds: `default`.
+pub fn streams_for_path(rtt_us: u32, window: u64, default: u16) -> u16 {
+    if rtt_us < 2_000 || window == 0 {
+        return default;
+    }
+    let per_stream = window as f64 * 8.0 / (f64::from(rtt_us) / 1e6);
+    let want = (PATH_TARGET_BPS as f64 / per_stream).ceil().min(16.0) as u16;
+    want.max(default).min(16)
+}
+
+/// [`streams_for_path`] for the control connection `sock` (the smallest round trip its handshake
+/// saw) when `cfg` lets the path decide; else `cfg.streams`.
+pub(crate) fn streams_for(cfg: &CopyConfig, sock: Option<std::net::TcpStream>) -> u16 {
+    let fixed = cfg.streams.clamp(1, linerate_proto::caps::MAX_STREAMS);
+    if !cfg.auto_streams {
+        return fixed;
+    }
+    match sock.and_then(|s| crate::net::sys::min_rtt_us(&s).ok().flatten()) {
+        Some(rtt) => streams_for_path(rtt, usable_window(), fixed).clamp(1, linerate_proto::caps::MAX_STREAMS),
+        None => fixed,
+    }
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::*;
+
+    #[test]
+    fn long_paths_get_streams_enough_for_10_gbit_and_lans_the_default() {
+        let w = 3 << 20; // half of Linux's default 6 MiB tcp_rmem maximum
+        assert_eq!(streams_for_path(200, w, 2), 2, "loopback/LAN: the default");
+        assert_eq!(streams_for_path(1_900, w, 4), 4);
+        // 10 ms: one stream carries 3 MiB / 10 ms = 2.5 Gbit/s, so 4 reach 10 Gbit/s.
+        assert_eq!(streams_for_path(10_000, w, 2), 4);
+        assert_eq!(streams_for_path(10_000, w, 8), 8, "never fewer than the default");
+        // 50 ms: 0.5 Gbit/s each, 20 wanted, 16 at most.
+        assert_eq!(streams_for_path(50_000, w, 2), 16);
+        // a larger window needs fewer
+        assert_eq!(streams_for_path(50_000, 32 << 20, 2), 2);
+        assert_eq!(streams_for_path(100_000, 0, 3), 3, "no window known: the default");
+    }
 }

@@ -8,9 +8,10 @@ mod reader;
 mod session;
 mod stream;
 
+pub(crate) use config::streams_for;
 pub use config::{
-    CopyConfig, CopyReport, ErrorSink, FileFn, FileHook, ListSink, Progress, SendOpts, Sent, KEEPALIVE, STALL_TIMEOUT,
-    SUMMARY_WAIT,
+    streams_for_path, CopyConfig, CopyReport, ErrorSink, FileFn, FileHook, ListSink, Progress, SendOpts, Sent,
+    KEEPALIVE, PATH_TARGET_BPS, STALL_TIMEOUT, SUMMARY_WAIT,
 };
 use offers::*;
 use reader::*;
@@ -100,10 +101,10 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     if cfg.sources.is_empty() {
         return Err(EngineError::Usage("no sources given".into()));
     }
-    let streams = cfg.streams.clamp(1, linerate_proto::caps::MAX_STREAMS);
     let start = Instant::now();
     let cpu0 = usage::process();
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
+    let streams = config::streams_for(cfg, control.rx.socket());
     control.tx.send_frames(&[Frame::Begin(frame::Begin {
         dest: &cfg.dest,
         sources: cfg.sources.len() as u32,
