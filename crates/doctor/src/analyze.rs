@@ -26,11 +26,6 @@ pub const SCHEMA: &str = "linerate.doctor/1";
 /// more. Measured NICs land around 0.8 of the encoded rate.
 pub const PCIE_EFFICIENCY: f64 = 0.80;
 
-/// Share of `tcp_rmem`/`tcp_wmem` max usable as TCP window: the kernel charges per-packet
-/// overhead (skb truesize) against the buffer, about half of it with the default
-/// `tcp_adv_win_scale`.
-pub const BUFFER_WINDOW_SHARE: f64 = 0.5;
-
 /// A source of a short measured rate to a peer: the CLI implements it with `linerate bench`.
 pub trait RateProbe {
     /// Run a `streams`-connection TCP stream test to `peer` (`HOST:PORT` of a `linerate
@@ -727,7 +722,7 @@ fn tcp_buffers(c: &Host<'_>, o: &mut Out) {
     let window = c.window;
     if let (Some(l), Some(w)) = (line, window) {
         let bdp = l * rtt_s / 8.0;
-        let need = (bdp / BUFFER_WINDOW_SHARE).ceil().max(4.0 * 1024.0 * 1024.0) as u64;
+        let need = linerate_model::tcp::buffer_for(bdp).ceil().max(4.0 * 1024.0 * 1024.0) as u64;
         let need = need.next_power_of_two();
         let limit = w * 8.0 / rtt_s;
         if limit < l {
@@ -736,12 +731,14 @@ fn tcp_buffers(c: &Host<'_>, o: &mut Out) {
                 if limit < l / 2.0 { Severity::Critical } else { Severity::Warn },
                 "tcp",
                 format!(
-                    "bandwidth-delay product {} ({} × {:.2} ms) needs {} of buffer, tcp_rmem/tcp_wmem max allow {}: one stream tops out at {}",
+                    "bandwidth-delay product {} ({} × {:.2} ms) needs {} of buffer, tcp_rmem/tcp_wmem max ({}/{}) keep {} in flight: one stream tops out at {}",
                     format_size_iec(bdp),
                     format_rate(l),
                     rtt_s * 1e3,
                     format_size_iec(need as f64),
-                    format_size_iec(w / BUFFER_WINDOW_SHARE),
+                    format_size_iec(tcp.tcp_rmem.map_or(0, |r| r[2]) as f64),
+                    format_size_iec(tcp.tcp_wmem.map_or(0, |w| w[2]) as f64),
+                    format_size_iec(w),
                     format_rate(limit)
                 ),
                 Some(format!(
@@ -929,12 +926,7 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
     };
     let streams = cfg.streams.max(1);
     let tcp = &facts.tcp;
-    let window = match (tcp.tcp_rmem, tcp.tcp_wmem) {
-        (Some(r), Some(w)) => Some(r[2].min(w[2]) as f64 * BUFFER_WINDOW_SHARE),
-        (Some(r), None) => Some(r[2] as f64 * BUFFER_WINDOW_SHARE),
-        (None, Some(w)) => Some(w[2] as f64 * BUFFER_WINDOW_SHARE),
-        (None, None) => None,
-    };
+    let window = linerate_model::tcp::usable_window(tcp.tcp_rmem.map(|r| r[2]), tcp.tcp_wmem.map(|w| w[2]));
     let host = Host { facts: &facts, line, rtt_s, window };
     for rule in HOST_RULES {
         rule(&host, &mut o);
@@ -1260,10 +1252,11 @@ mod tests {
         let f = finding(&r, "tcp-buffers-below-bdp");
         assert_eq!(f.severity, Severity::Critical);
         assert!(f.fix.as_deref().unwrap().contains("net.ipv4.tcp_rmem=\"4096 131072 4194304\""), "{f:?}");
-        // 212992 B × 0.5 × 8 / 1 ms = 852 Mbit/s per stream; 8 streams reach 6.8 Gbit/s.
+        // 212992 B × 0.66 (the receiver's share, smaller than the sender's 0.85) × 8 / 1 ms =
+        // 1.12 Gbit/s per stream; 8 streams reach 9 Gbit/s.
         assert_eq!(r.verdict.single_stream.limited_by.as_deref(), Some("tcp buffers"));
         let s = r.verdict.single_stream.ceiling_bps.unwrap();
-        assert!((s - 851_968_000.0).abs() < 1.0, "{s}");
+        assert!((s - 212_992.0 * 0.66 * 8.0 / 0.001).abs() < 1.0, "{s}");
         assert!((r.verdict.multi_stream.ceiling_bps.unwrap() - 8.0 * s).abs() < 1.0);
         assert_eq!(r.verdict.rtt_source, "assumed");
         // Default Debian limits (6 MiB / 4 MiB) are enough at 1 ms, not at 20 ms.

@@ -6,4 +6,5 @@
 
 pub mod doc;
 pub mod stats;
+pub mod tcp;
 pub mod units;

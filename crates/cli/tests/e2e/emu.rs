@@ -300,17 +300,60 @@ fn on_a_50_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_defau
             let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
             v["streams"].as_u64().unwrap()
         };
-        // The rule of docs/USER_GUIDE.md for a 50 ms round trip and the namespace's tcp_rmem
-        // (Linux's default 6 MiB gives 16; this machine's 32 MiB gives 4).
-        let o = lab.exec("a", &["cat", "/proc/sys/net/ipv4/tcp_rmem"]);
-        let max: u64 = String::from_utf8_lossy(&o.stdout).split_whitespace().nth(2).unwrap().parse().unwrap();
+        // The rule of docs/USER_GUIDE.md for a 50 ms round trip and the namespace's buffers.
+        let max = |f: &str| -> u64 {
+            let o = lab.exec("a", &["cat", &format!("/proc/sys/net/ipv4/{f}")]);
+            String::from_utf8_lossy(&o.stdout).split_whitespace().nth(2).unwrap().parse().unwrap()
+        };
+        let window = linerate_model::tcp::usable_window(Some(max("tcp_rmem")), Some(max("tcp_wmem"))).unwrap() as u64;
         let default = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16;
-        let want = linerate_engine::copy::send::streams_for_path(50_000, (max / 2).max(1 << 20), default);
+        let want = linerate_engine::copy::send::streams_for_path(50_000, window.max(1 << 20), default);
         assert!(want > default, "the test needs a path the window limits: {want} vs {default}");
         assert_eq!(streams(&[]), u64::from(want));
         assert_eq!(streams(&["-P", "3"]), 3, "-P decides when given");
         lab.set(&["delay=0ms"]);
         let lan = streams(&[]);
         assert!((2..=8).contains(&lan), "a LAN keeps the default: {lan}");
+    });
+}
+
+#[test]
+fn doctor_names_the_buffer_limit_of_a_100_ms_path_and_predicts_one_iperf3_stream() {
+    if !can_run() {
+        return;
+    }
+    let lab = Up::new("rate = \"1gbit\"\ndelay = \"50ms\"\n");
+    // Linux's default buffer limits in both hosts: 6 MiB / 4 MiB hold 3.5 MB, the path 12.5 MB.
+    for h in ["a", "b"] {
+        let o = lab.exec(
+            h,
+            &["sysctl", "-q", "-w", "net.ipv4.tcp_rmem=4096 131072 6291456", "net.ipv4.tcp_wmem=4096 16384 4194304"],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let t = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (root, key) = (t.path().join("root"), t.path().join("key"));
+    with_daemon(&lab, &root, &key, || {
+        let me = env!("CARGO_BIN_EXE_linerate");
+        let o = lab.exec("a", &[me, "doctor", "--peer", "198.18.1.2:7878", "--json", "--no-crypto-bench", "-P", "1"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let f = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "tcp-buffers-below-bdp");
+        let f = f.unwrap_or_else(|| panic!("no buffer finding: {}", d["findings"]));
+        assert!(f["fix"].as_str().unwrap().contains("net.ipv4.tcp_rmem="), "{f}");
+        let v = &d["verdict"];
+        assert_eq!(v["rtt_source"], "measured");
+        assert!((v["rtt_s"].as_f64().unwrap() - 0.1).abs() < 0.01, "{v}");
+        assert_eq!(v["single_stream"]["limited_by"], "tcp buffers", "{v}");
+        let predicted = v["single_stream"]["ceiling_bps"].as_f64().unwrap();
+        assert!(lab.exec("b", &["iperf3", "-s", "-1", "-D", "-p", "5203"]).status.success());
+        std::thread::sleep(Duration::from_millis(500));
+        let o = lab.exec("a", &["iperf3", "-c", "198.18.1.2", "-p", "5203", "-t", "8", "-O", "3", "-J"]);
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let measured = r["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+        assert!(
+            (predicted / measured - 1.0).abs() <= 0.2,
+            "doctor predicted {predicted:.3e} bit/s, iperf3 measured {measured:.3e}"
+        );
     });
 }

@@ -305,14 +305,18 @@ pub struct Sent {
     pub deleted: u64,
 }
 
-/// What one stream is assumed to carry per round trip: half of `tcp_rmem`'s maximum (the
-/// kernel offers about that much of a receive buffer as window), at least 1 MiB.
+/// What one stream is assumed to keep in flight per round trip: this host's `tcp_rmem` and
+/// `tcp_wmem` maxima through [`linerate_model::tcp::usable_window`] (Linux's defaults if
+/// unreadable), at least 1 MiB.
 fn usable_window() -> u64 {
-    let max = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem")
-        .ok()
-        .and_then(|t| t.split_whitespace().nth(2).and_then(|v| v.parse::<u64>().ok()))
-        .unwrap_or(6 << 20);
-    (max / 2).max(1 << 20)
+    let max = |f: &str, default: u64| {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/{f}"))
+            .ok()
+            .and_then(|t| t.split_whitespace().nth(2).and_then(|v| v.parse::<u64>().ok()))
+            .unwrap_or(default)
+    };
+    let w = linerate_model::tcp::usable_window(Some(max("tcp_rmem", 6 << 20)), Some(max("tcp_wmem", 4 << 20)));
+    (w.unwrap_or(0.0) as u64).max(1 << 20)
 }
 
 /// The rate a copy's streams together should be able to reach: 10 Gbit/s, the links this tool
@@ -350,7 +354,7 @@ mod path_tests {
 
     #[test]
     fn long_paths_get_streams_enough_for_10_gbit_and_lans_the_default() {
-        let w = 3 << 20; // half of Linux's default 6 MiB tcp_rmem maximum
+        let w = 3 << 20; // about what Linux's default buffers keep in flight (3.5 MB)
         assert_eq!(streams_for_path(200, w, 2), 2, "loopback/LAN: the default");
         assert_eq!(streams_for_path(1_900, w, 4), 4);
         // 10 ms: one stream carries 3 MiB / 10 ms = 2.5 Gbit/s, so 4 reach 10 Gbit/s.
