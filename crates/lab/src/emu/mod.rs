@@ -7,7 +7,8 @@
 //! [`shape::Shaper`]. Without per-packet impairments the TAPs take TCP super-packets (TSO, up
 //! to 64 KB with partial checksums) so few frames cross user space; with loss, reordering,
 //! duplication or corruption they carry wire frames with their checksums done, so that "1 %"
-//! means 1 % of wire packets and a flipped bit is caught by the receiver's checksums. The TAPs
+//! means 1 % of wire packets and a flipped bit is caught by the receiver's checksums (switched
+//! as `lab set` changes what is asked). The TAPs
 //! are not persistent: they go with the process. A control socket takes `set`, `stats`.
 
 pub mod shape;
@@ -120,11 +121,19 @@ pub fn run(config: &Path) -> Result<(), LabError> {
     std::fs::write(&cfg.ready, b"ready\n").map_err(io_err(format!("writing {}", cfg.ready.display())))?;
     let origin = Instant::now();
     let (a2, b2) = (a.try_clone().map_err(io_err("dup"))?, b.try_clone().map_err(io_err("dup"))?);
+    let taps = [a.try_clone().map_err(io_err("dup"))?, b.try_clone().map_err(io_err("dup"))?];
     let threads =
         [spawn_dir(a, b2, ab.clone(), stop.clone(), origin), spawn_dir(b, a2, ba.clone(), stop.clone(), origin)];
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
-            Ok((conn, _)) => control(conn, &ab, &ba),
+            Ok((conn, _)) => {
+                control(conn, &ab, &ba);
+                // Wire frames while any direction needs them (see the module's docs).
+                let wire = lock(&ab).config().per_packet() || lock(&ba).config().per_packet();
+                for t in &taps {
+                    let _ = tap::set_offload(t, !wire);
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }

@@ -39,10 +39,16 @@ pub fn create(name: &str, offload: bool) -> io::Result<OwnedFd> {
     let hdr: libc::c_int = VNET_HDR as libc::c_int;
     // SAFETY: TUNSETVNETHDRSZ reads one int through the pointer, valid for the call.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &hdr as *const libc::c_int) })?;
+    set_offload(&fd, offload)?;
+    Ok(fd)
+}
+
+/// Let the kernel hand this TAP offloaded super-packets with partial checksums (or not: then
+/// it segments and checksums every frame before handing it over). Takes effect at once.
+pub fn set_offload(fd: &OwnedFd, offload: bool) -> io::Result<()> {
     let flags = if offload { libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN } else { 0 };
     // SAFETY: TUNSETOFFLOAD takes the flags by value.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, flags as libc::c_ulong) })?;
-    Ok(fd)
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, flags as libc::c_ulong) })
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {
