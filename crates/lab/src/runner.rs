@@ -999,6 +999,26 @@ fn verify(lab: &mut Lab, pair: Option<&(PathBuf, PathBuf)>) -> Result<(), String
     }
 }
 
+/// What each of linerate's link emulators did over the scenario (asked through its control
+/// socket); one that does not answer is left out, with a line in the log.
+fn emulator_counters(lab: &Lab, cfg: &mut RunnerConfig<'_>) -> Vec<linerate_model::doc::lab::LabEmulator> {
+    let mut out = Vec::new();
+    for (link, sock) in &lab.state.emulators {
+        match crate::emu::ask(sock, "stats").and_then(|a| {
+            serde_json::from_str::<crate::emu::EmuStats>(&a)
+                .map_err(|e| LabError::State(format!("the emulator of link {link} answered {a:?}: {e}")))
+        }) {
+            Ok(s) => out.push(linerate_model::doc::lab::LabEmulator {
+                link: link.clone(),
+                a_to_b: s.a_to_b,
+                b_to_a: s.b_to_a,
+            }),
+            Err(e) => (cfg.log)(&format!("no counters from the emulator of link {link}: {e}")),
+        }
+    }
+    out
+}
+
 /// Runs every measurement of `sc` in `lab` and returns the results document.
 pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Result<LabDocument, LabError> {
     let base = sc.workdir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_WORKDIR));
@@ -1016,6 +1036,7 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
     }
     env.reap();
     let (runs, group_recs) = result?;
+    let emulators = emulator_counters(lab, cfg);
     let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     Ok(LabDocument {
         schema: LAB_SCHEMA.into(),
@@ -1038,6 +1059,7 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
         workdir: Some(tmp_path.display().to_string()),
         runs,
         groups: group_recs,
+        emulators,
     })
 }
 

@@ -357,3 +357,25 @@ fn doctor_names_the_buffer_limit_of_a_100_ms_path_and_predicts_one_iperf3_stream
         );
     });
 }
+
+#[test]
+fn lab_run_reports_what_the_emulator_did() {
+    if !can_run() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (f, out) = (d.path().join("s.toml"), d.path().join("r.json"));
+    let text = "name = \"emu-run\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n\
+                emulator = \"linerate\"\ndelay = \"1ms\"\nloss = 0.5\n[[run]]\ntool = \"iperf3\"\nhost = \"a\"\nserver = \"b\"\nseconds = 2\n";
+    std::fs::write(&f, text).unwrap();
+    let o = bin().args(["lab", "run", "--no-save"]).arg(&f).arg("-o").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let e = &doc["emulators"][0];
+    assert_eq!(e["link"], "a-b", "{doc}");
+    let ab = &e["a_to_b"];
+    assert!(ab["passed"].as_u64().unwrap() > 1000 && ab["lost"].as_u64().unwrap() > 0, "{e}");
+    assert!(doc["runs"][0]["ok"].as_bool().unwrap(), "{}", doc["runs"][0]);
+    let id = doc["run_id"].as_str().unwrap();
+    assert_clean(id);
+}

@@ -119,32 +119,8 @@ impl Impairment {
     }
 }
 
-/// What happened to the packets so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counters {
-    /// Packets pushed in.
-    pub received: u64,
-    /// Packets released (duplicates included).
-    pub passed: u64,
-    /// Bytes released.
-    pub passed_bytes: u64,
-    /// Dropped by the loss model.
-    pub lost: u64,
-    /// Dropped at the rate queue's limit.
-    pub queue_drops: u64,
-    /// Dropped because the delay line held [`MAX_HELD`] bytes.
-    pub overflow_drops: u64,
-    /// Dropped while the link was down.
-    pub down_drops: u64,
-    /// Extra copies sent.
-    pub duplicated: u64,
-    /// Packets with a flipped bit.
-    pub corrupted: u64,
-    /// Packets released ahead of earlier ones.
-    pub reordered: u64,
-    /// Most bytes ever waiting for the serialiser.
-    pub queue_high_bytes: u64,
-}
+/// What happened to a direction's packets so far (a type of the lab document).
+pub use linerate_model::doc::lab::EmuCounters as Counters;
 
 /// A packet as the shaper sees it.
 pub trait Packet: Clone {

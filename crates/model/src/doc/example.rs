@@ -352,5 +352,22 @@ pub fn lab() -> LabDocument {
         workdir: Some("/dev/shm/linerate-lr4242-Xy12ab".into()),
         runs,
         groups,
+        emulators: vec![LabEmulator {
+            link: "wan".into(),
+            a_to_b: EmuCounters {
+                received: 1000,
+                passed: 990,
+                passed_bytes: 1_400_000,
+                lost: 10,
+                ..Default::default()
+            },
+            b_to_a: EmuCounters {
+                received: 500,
+                passed: 500,
+                passed_bytes: 33_000,
+                queue_high_bytes: 64_000,
+                ..Default::default()
+            },
+        }],
     }
 }

@@ -40,6 +40,48 @@ pub struct LabDocument {
     pub runs: Vec<LabRun>,
     /// One record per group and repeat: the runs that went at once.
     pub groups: Vec<GroupRecord>,
+    /// What linerate's link emulator did on each link it emulated, over the whole scenario
+    /// (empty where netem or nothing emulated the links, and in documents before it was kept).
+    #[serde(default)]
+    pub emulators: Vec<LabEmulator>,
+}
+
+/// One link emulated by linerate's emulator, and what it did to its packets.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct LabEmulator {
+    /// The link's name.
+    pub link: String,
+    /// From end a to end b.
+    pub a_to_b: EmuCounters,
+    /// From end b to end a.
+    pub b_to_a: EmuCounters,
+}
+
+/// What one direction of an emulated link did to its packets.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EmuCounters {
+    /// Packets that arrived.
+    pub received: u64,
+    /// Packets released (duplicates included).
+    pub passed: u64,
+    /// Bytes released.
+    pub passed_bytes: u64,
+    /// Dropped by the loss model.
+    pub lost: u64,
+    /// Dropped at the rate queue's limit.
+    pub queue_drops: u64,
+    /// Dropped because the delay line was full.
+    pub overflow_drops: u64,
+    /// Dropped while the link was down (`lab set LINK down`).
+    pub down_drops: u64,
+    /// Extra copies sent.
+    pub duplicated: u64,
+    /// Packets with a flipped bit.
+    pub corrupted: u64,
+    /// Packets released ahead of earlier ones.
+    pub reordered: u64,
+    /// Most bytes ever waiting for the rate queue.
+    pub queue_high_bytes: u64,
 }
 
 /// The scenario a lab ran.
