@@ -13,7 +13,10 @@
 # namespaces, processes and trees itself, also on failure or a signal; this script removes its
 # own work directory, and checks at the end that nothing of the lab is left.
 #
-# Usage: sudo bench/cp-modes.sh [--rounds N] [--linerate PATH] [--quick] [--keep DIR]
+# With --scenario FILE it runs another scenario the same way (the long paths of issue 16:
+# scenarios/08-10), its iperf3 runs named iperf3-1 and iperf3-4 giving the ratio columns.
+#
+# Usage: sudo bench/cp-modes.sh [--rounds N] [--linerate PATH] [--quick] [--keep DIR] [--scenario FILE]
 # Exit status: 0 when every run of every round succeeded, 1 when some failed (the table shows
 # what succeeded), 2 for bad usage or setup, 130/143 when interrupted.
 
@@ -29,6 +32,7 @@ Options:
                    `cargo build --release -p linerate` if missing)
   --quick          smoke test: trees 20x smaller (the big file 64 MiB), iperf3 2 s, 1 round
   --keep DIR       keep each round's results JSON in DIR (created if missing)
+  --scenario FILE  run this scenario instead of scenarios/07-cp-modes.toml
   -h, --help       this help
 USAGE
 }
@@ -36,6 +40,7 @@ USAGE
 die() { echo "cp-modes: $*" >&2; exit 2; }
 
 ROUNDS=""
+SCENARIO_ARG=""
 LINERATE=""
 KEEP=""
 QUICK=0
@@ -45,6 +50,7 @@ while [ $# -gt 0 ]; do
         --linerate) [ $# -ge 2 ] || die "--linerate needs a value"; LINERATE=$2; shift 2 ;;
         --keep) [ $# -ge 2 ] || die "--keep needs a value"; KEEP=$2; shift 2 ;;
         --quick) QUICK=1; shift ;;
+        --scenario) [ $# -ge 2 ] || die "--scenario needs a value"; SCENARIO_ARG=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument: $1" ;;
     esac
@@ -61,7 +67,8 @@ done
 [ -x /usr/sbin/sshd ] || command -v sshd >/dev/null 2>&1 || die "sshd is required (apt-get install openssh-server)"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SCENARIO="$ROOT/scenarios/07-cp-modes.toml"
+SCENARIO="${SCENARIO_ARG:-$ROOT/scenarios/07-cp-modes.toml}"
+SCENARIO=$(cd "$(dirname "$SCENARIO")" 2>/dev/null && pwd)/$(basename "$SCENARIO")
 [ -f "$SCENARIO" ] || die "missing $SCENARIO"
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
@@ -163,6 +170,10 @@ rate = link.get("rate_bps")
 shape = f"{rate / 1e9:g} Gbit/s" if rate else "unshaped"
 if link.get("burst_bytes"):
     shape += f" tbf burst {link['burst_bytes'] >> 10} KiB latency {link.get('latency_us', 0) / 1000:g} ms"
+if link.get("delay_us"):
+    shape += f", {link['delay_us'] / 1000:g} ms each way"
+if link.get("loss_pct"):
+    shape += f", {link['loss_pct']:g} % loss"
 print(f"# {version}; kernel {machine.get('kernel', '?')}; {machine.get('cpus', '?')} CPUs; load before {load}")
 print(f"# link {shape}, MTU {link.get('mtu', '?')}; trees in {workdir}; {rounds} round(s){' (--quick: small trees)' if quick else ''}")
 print("| run | tool | median Gbit/s | min–max | × iperf3 1 | × iperf3 4 | core-s/GB | ok |")
