@@ -4,6 +4,8 @@
 //! addresses, namespaces and bridges, wiring each link, shaping each end, then the QoS and lab
 //! descriptions.
 
+#[cfg(test)]
+use crate::emu::shape::Dist;
 use crate::emu::shape::{Impairment, Loss, MAX_HELD};
 use crate::emu::EmuConfig;
 use crate::scenario::{
@@ -156,6 +158,7 @@ fn impairment(l: &LinkSpec) -> Result<Impairment, LabError> {
     let mut i = Impairment {
         delay_ns: l.delay.as_deref().map(parse_time_us).transpose()?.unwrap_or(0) * 1000,
         jitter_ns: l.jitter.as_deref().map(parse_time_us).transpose()?.unwrap_or(0) * 1000,
+        dist: l.jitter_dist.unwrap_or_default(),
         loss: Loss::bursty(pct(l.loss), l.loss_burst.unwrap_or(1.0)),
         reorder: pct(l.reorder),
         duplicate: pct(l.duplicate),
@@ -1107,6 +1110,10 @@ mod tests {
         assert!(
             Scenario::parse(&text.replace("loss_burst = 3.0\n", "loss_burst = 3.0\nemulator = \"netem\"\n")).is_err()
         );
+        let u = n.replace("jitter = \"1ms\"\n", "jitter = \"1ms\"\njitter_dist = \"uniform\"\n");
+        let p = Plan::with_netem(&Scenario::parse(&u).unwrap(), "lr0005", || true).unwrap();
+        assert_eq!(p.emulators[0].a_to_b.dist, Dist::Uniform, "netem has no uniform jitter: linerate's emulator");
+        assert!(Scenario::parse(&u.replace("jitter_dist = \"uniform\"", "jitter_dist = \"pareto\"")).is_err());
     }
 
     #[test]

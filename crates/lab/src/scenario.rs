@@ -93,6 +93,9 @@ pub struct LinkSpec {
     pub loss: Option<f64>,
     /// Reordering in percent (needs `delay`).
     pub reorder: Option<f64>,
+    /// How jitter is drawn: `normal` (default, σ = jitter) or `uniform` (±jitter).
+    /// linerate's emulator only.
+    pub jitter_dist: Option<crate::emu::shape::Dist>,
     /// Duplicated packets in percent.
     pub duplicate: Option<f64>,
     /// Packets with one bit flipped, in percent (the receiver's checksums drop them).
@@ -145,7 +148,9 @@ impl LinkSpec {
 
     /// Whether only linerate's emulator can do what the link asks.
     pub fn needs_own_emulator(&self) -> bool {
-        self.queue.is_some() || self.loss_burst.is_some_and(|b| b > 1.0)
+        self.queue.is_some()
+            || self.loss_burst.is_some_and(|b| b > 1.0)
+            || self.jitter_dist == Some(crate::emu::shape::Dist::Uniform)
     }
 }
 
@@ -586,7 +591,7 @@ impl Scenario {
             }
             if l.emulator == EmulatorChoice::Netem && l.needs_own_emulator() {
                 return Err(LabError::Scenario(format!(
-                    "link '{name}': queue and loss_burst need emulator = \"linerate\" (or \"auto\")"
+                    "link '{name}': queue, loss_burst and a uniform jitter_dist need emulator = \"linerate\" (or \"auto\")"
                 )));
             }
             for p in [l.loss, l.reorder, l.duplicate, l.corrupt].into_iter().flatten() {

@@ -269,6 +269,13 @@ pub fn apply(mut cfg: Impairment, changes: &[&str]) -> Result<Impairment, String
             Some((k, v)) => match k {
                 "delay" => cfg.delay_ns = time_ns(v)?,
                 "jitter" => cfg.jitter_ns = time_ns(v)?,
+                "jitter_dist" => {
+                    cfg.dist = match v {
+                        "normal" => shape::Dist::Normal,
+                        "uniform" => shape::Dist::Uniform,
+                        _ => return Err(format!("jitter_dist '{v}': normal or uniform")),
+                    }
+                }
                 "loss" => loss = Some(pct(v)?),
                 "loss_burst" => burst = Some(v.parse().map_err(|_| format!("loss_burst '{v}': packets"))?),
                 "reorder" => cfg.reorder = pct(v)?,
@@ -319,8 +326,9 @@ mod tests {
 
     #[test]
     fn changes_apply_to_a_copy_and_bad_ones_are_refused() {
-        let c = apply(Impairment::default(), &["delay=50ms", "loss=1%", "loss_burst=3", "rate=1gbit", "queue=1MB"])
-            .unwrap();
+        let changes = ["delay=50ms", "loss=1%", "loss_burst=3", "rate=1gbit", "queue=1MB", "jitter_dist=uniform"];
+        let c = apply(Impairment::default(), &changes).unwrap();
+        assert_eq!(c.dist, shape::Dist::Uniform);
         assert_eq!(c.delay_ns, 50_000_000);
         assert_eq!(c.rate_bps, Some(1_000_000_000));
         assert_eq!(c.queue_bytes, 1_000_000);
@@ -328,7 +336,15 @@ mod tests {
         let d = apply(c.clone(), &["down"]).unwrap();
         assert!(!d.up && d.delay_ns == c.delay_ns);
         assert!(apply(d, &["up"]).unwrap().up);
-        for bad in ["delay=5 fortnights", "loss=101%", "nonsense", "colour=blue", "rate=fast", "queue=-1"] {
+        for bad in [
+            "delay=5 fortnights",
+            "loss=101%",
+            "nonsense",
+            "colour=blue",
+            "rate=fast",
+            "queue=-1",
+            "jitter_dist=pareto",
+        ] {
             assert!(apply(Impairment::default(), &[bad]).is_err(), "{bad}");
         }
     }

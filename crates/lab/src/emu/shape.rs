@@ -389,6 +389,17 @@ mod tests {
         assert!(back > 10, "overtaken {back} times");
         let n = r.counters().reordered;
         assert!((25..=80).contains(&n), "about 5 % of 1000 reordered: {n}");
+        // Uniform jitter stays within ±jitter of the delay.
+        let mut u =
+            Shaper::new(Impairment { delay_ns: 10 * MS, jitter_ns: MS, dist: Dist::Uniform, ..Default::default() }, 5);
+        for i in 0..500u64 {
+            u.push(i * 10 * MS, vec![0; 10]); // far apart: the order rule never binds
+        }
+        let out = drain(&mut u, 6000 * MS);
+        assert_eq!(out.len(), 500);
+        let d: Vec<u64> = out.iter().zip(0..).map(|((t, _), i)| t - i * 10 * MS).collect();
+        assert!(d.iter().all(|&x| (9 * MS..=11 * MS + 10_000).contains(&x)), "{:?}", d.iter().max());
+        assert!(d.iter().any(|&x| x < 9_500_000) && d.iter().any(|&x| x > 10_500_000), "spread over the range");
     }
 
     #[test]
