@@ -59,7 +59,7 @@ pub struct CpArgs {
     #[arg(required = true, num_args = 2.., value_name = "SRC... DEST")]
     paths: Vec<PathBuf>,
     /// Parallel TCP streams [default: the number of CPU cores, 2 to 8; more, up to 16, on a path
-    /// with a round trip of 2 ms or more, enough for 10 Gbit/s with the kernel's TCP window].
+    /// with a round trip of 2 ms or more: enough for 2.5 Gbit/s with the kernel's TCP window].
     #[arg(long, short = 'P')]
     streams: Option<u16>,
     #[command(flatten)]

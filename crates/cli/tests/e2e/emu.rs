@@ -282,11 +282,11 @@ fn a_copy_survives_a_5_second_blackout_and_arrives_identical() {
 }
 
 #[test]
-fn on_a_50_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_default() {
+fn on_a_100_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_default() {
     if !can_run() {
         return;
     }
-    let lab = Up::new("delay = \"25ms\"\n");
+    let lab = Up::new("delay = \"50ms\"\n");
     let t = tempfile::tempdir_in("/dev/shm").unwrap();
     let (src, root, key) = (t.path().join("src"), t.path().join("root"), t.path().join("key"));
     mktree(&src, "4", "64KB");
@@ -300,14 +300,14 @@ fn on_a_50_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_defau
             let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
             v["streams"].as_u64().unwrap()
         };
-        // The rule of docs/USER_GUIDE.md for a 50 ms round trip and the namespace's buffers.
+        // The rule of docs/USER_GUIDE.md for a 100 ms round trip and the namespace's buffers.
         let max = |f: &str| -> u64 {
             let o = lab.exec("a", &["cat", &format!("/proc/sys/net/ipv4/{f}")]);
             String::from_utf8_lossy(&o.stdout).split_whitespace().nth(2).unwrap().parse().unwrap()
         };
         let window = linerate_model::tcp::usable_window(Some(max("tcp_rmem")), Some(max("tcp_wmem"))).unwrap() as u64;
         let default = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16;
-        let want = linerate_engine::copy::send::streams_for_path(50_000, window.max(1 << 20), default);
+        let want = linerate_engine::copy::send::streams_for_path(100_000, window.max(1 << 20), default);
         assert!(want > default, "the test needs a path the window limits: {want} vs {default}");
         assert_eq!(streams(&[]), u64::from(want));
         assert_eq!(streams(&["-P", "3"]), 3, "-P decides when given");

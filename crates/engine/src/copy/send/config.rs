@@ -319,9 +319,12 @@ fn usable_window() -> u64 {
     (w.unwrap_or(0.0) as u64).max(1 << 20)
 }
 
-/// The rate a copy's streams together should be able to reach: 10 Gbit/s, the links this tool
-/// is for.
-pub const PATH_TARGET_BPS: u64 = 10_000_000_000;
+/// The rate a copy's streams together should be able to keep in flight on a long path when the
+/// user gave no `-P`. Not the 10 Gbit/s this tool is for: streams beyond what the path needs
+/// cost goodput at a shallow bottleneck (1 Gbit/s × 50 ms with a 20 ms tbf queue, 640-file
+/// tree, alternating, 2 rounds: 2, 4, 5, 6 streams 0.81–0.83 Gbit/s, 8 streams 0.78, 16 0.70),
+/// and the path's rate is not known before the copy; give `-P` for faster long paths.
+pub const PATH_TARGET_BPS: u64 = 2_500_000_000;
 
 /// Streams for a path with round trip `rtt_us`, each carrying at most `window` bytes per round
 /// trip: enough for [`PATH_TARGET_BPS`] (one stream moves `window × 8 / rtt` bit/s), never fewer
@@ -357,11 +360,13 @@ mod path_tests {
         let w = 3 << 20; // about what Linux's default buffers keep in flight (3.5 MB)
         assert_eq!(streams_for_path(200, w, 2), 2, "loopback/LAN: the default");
         assert_eq!(streams_for_path(1_900, w, 4), 4);
-        // 10 ms: one stream carries 3 MiB / 10 ms = 2.5 Gbit/s, so 4 reach 10 Gbit/s.
-        assert_eq!(streams_for_path(10_000, w, 2), 4);
-        assert_eq!(streams_for_path(10_000, w, 8), 8, "never fewer than the default");
-        // 50 ms: 0.5 Gbit/s each, 20 wanted, 16 at most.
-        assert_eq!(streams_for_path(50_000, w, 2), 16);
+        // 10 ms: one stream carries 3 MiB / 10 ms = 2.5 Gbit/s: the default is enough.
+        assert_eq!(streams_for_path(10_000, w, 2), 2);
+        // 50 ms: 0.5 Gbit/s each, 5 for 2.5 Gbit/s; never fewer than the default.
+        assert_eq!(streams_for_path(50_000, w, 2), 5);
+        assert_eq!(streams_for_path(50_000, w, 8), 8, "never fewer than the default");
+        // 200 ms: 0.13 Gbit/s each, 20 wanted, 16 at most.
+        assert_eq!(streams_for_path(200_000, w, 2), 16);
         // a larger window needs fewer
         assert_eq!(streams_for_path(50_000, 32 << 20, 2), 2);
         assert_eq!(streams_for_path(100_000, 0, 3), 3, "no window known: the default");
