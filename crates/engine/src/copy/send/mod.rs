@@ -177,11 +177,21 @@ pub(crate) fn connect_data(
     control: &conn::Secured,
     streams: u16,
 ) -> Result<Vec<conn::Secured>, EngineError> {
-    (1..=streams)
-        .map(|i| {
-            conn::connect(cfg.addr, StreamKind::Data, cfg.suite, &control.stream_psk, control.session, i, cfg.timeout)
-        })
-        .collect()
+    // All at once: each is a TCP and a Noise handshake, 2 round trips, which one after the other
+    // cost 16 streams 1.6 s on a 50 ms path.
+    std::thread::scope(|s| {
+        let (psk, session) = (&control.stream_psk, control.session);
+        let each: Vec<_> = (1..=streams)
+            .map(|i| {
+                s.spawn(move || conn::connect(cfg.addr, StreamKind::Data, cfg.suite, psk, session, i, cfg.timeout))
+            })
+            .collect();
+        each.into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| Err(EngineError::Internal("a stream's connecting thread panicked".into())))
+            })
+            .collect()
+    })
 }
 
 /// The sending side of a session: walk `roots`, send every entry over `data`, then `Finish` on
