@@ -312,6 +312,19 @@ impl Env {
         Ok(k)
     }
 
+    /// Starts `argv` in the background as `what`, records it with the lab and the runner (ended
+    /// with it), its output going to a log in the working directory: its pid, start time and log.
+    fn spawn_tracked(&mut self, lab: &mut Lab, argv: Vec<String>, what: &str) -> Result<(u32, u64, PathBuf), LabError> {
+        let log = self.tmp.join(format!("{}.log", what.replace(['/', ' '], "_")));
+        let child = lab.exec().spawn(&Job { argv, stdout: log.clone(), stderr: log.clone(), feeder: None })?;
+        let pid = child.id();
+        self.children.push(child);
+        lab.add_process(pid, what)?;
+        let start = proc_start(pid).unwrap_or(0);
+        self.servers.push((pid, start));
+        Ok((pid, start, log))
+    }
+
     /// Starts a server in the background, records it with the lab, and waits until it listens.
     fn spawn_server(
         &mut self,
@@ -320,13 +333,7 @@ impl Env {
         what: &str,
         port: u16,
     ) -> Result<(u32, u64), LabError> {
-        let log = self.tmp.join(format!("{}.log", what.replace(['/', ' '], "_")));
-        let child = lab.exec().spawn(&Job { argv, stdout: log.clone(), stderr: log.clone(), feeder: None })?;
-        let pid = child.id();
-        self.children.push(child);
-        lab.add_process(pid, what)?;
-        let start = proc_start(pid).unwrap_or(0);
-        self.servers.push((pid, start));
+        let (pid, start, log) = self.spawn_tracked(lab, argv, what)?;
         if !lab.exec().wait_listening(pid, port, Duration::from_secs(15)) {
             return Err(LabError::Run(
                 what.into(),
@@ -453,17 +460,7 @@ impl Env {
         a.extend(["-o".into(), "ControlMaster=yes".into(), "-o".into(), format!("ControlPath={}", sock.display())]);
         a.extend(["-o".into(), "ControlPersist=no".into(), "-N".into(), format!("{}@{}", self.user, c.addr)]);
         let what = format!("ssh-master-{}", self.masters.len());
-        let log = self.tmp.join(format!("{what}.log"));
-        let child = lab.exec().spawn(&Job {
-            argv: in_ns(&c.ns, &ssh, &a),
-            stdout: log.clone(),
-            stderr: log.clone(),
-            feeder: None,
-        })?;
-        let pid = child.id();
-        self.children.push(child);
-        lab.add_process(pid, &what)?;
-        self.servers.push((pid, proc_start(pid).unwrap_or(0)));
+        let (pid, _, log) = self.spawn_tracked(lab, in_ns(&c.ns, &ssh, &a), &what)?;
         if !lab.exec().wait_path(pid, &sock, Duration::from_secs(15)) {
             return Err(LabError::Run(
                 what,
