@@ -2,6 +2,7 @@
 # linerate's link emulator (issue 16): iperf3 through it against iperf3 over a plain veth pair,
 # alternating, in two-namespace labs built by `linerate lab up`:
 #   - no impairment, MTU 1500 and 9000 (what the emulator itself costs);
+#   - 0.01 % loss at MTU 1500 (every wire packet drawn for: super-packets cut only when hit);
 #   - 1 Gbit/s (tbf) with 100 ms round trip (50 ms each way), iperf3 -P 1 with the namespaces'
 #     TCP buffers raised to 64 MiB (a 12.5 MB bandwidth-delay product held full or not).
 # Prints each round, then medians and the emulator / veth ratio. Needs root, iperf3, python3.
@@ -69,6 +70,7 @@ measure() {
 CASES=(
     "veth-1500|$(scenario veth1500 1500 '')|0"
     "emulator-1500|$(scenario emu1500 1500 'emulator = "linerate"\ndelay = "0ms"\n')|0"
+    "emulator-1500-loss|$(scenario emuloss 1500 'emulator = "linerate"\ndelay = "0ms"\nloss = 0.01\n')|0"
     "veth-9000|$(scenario veth9000 9000 '')|0"
     "emulator-9000|$(scenario emu9000 9000 'emulator = "linerate"\ndelay = "0ms"\n')|0"
     "1g-100ms-rtt|$(scenario wan 1500 'emulator = "linerate"\nrate = "1gbit"\ndelay = "50ms"\n')|1"
@@ -94,7 +96,7 @@ med = {n: statistics.median(v) for n, v in rows.items()}
 print("| path | median Gbit/s | min–max | × veth |")
 print("|---|---:|---|---:|")
 for n, v in rows.items():
-    ref = {"emulator-1500": "veth-1500", "emulator-9000": "veth-9000"}.get(n)
+    ref = {"emulator-1500": "veth-1500", "emulator-1500-loss": "veth-1500", "emulator-9000": "veth-9000"}.get(n)
     x = f"{med[n] / med[ref]:.2f}" if ref else ""
     print(f"| {n} | {med[n]:.2f} | {min(v):.2f}–{max(v):.2f} | {x} |")
 PY

@@ -4,19 +4,21 @@
 //! A link it emulates is two TAP devices, one moved into each end's namespace in place of a
 //! veth pair, and one process (`linerate lab emulate --config FILE`, started by `lab up`)
 //! that holds both and forwards frames between them, one thread per direction, each through a
-//! [`shape::Shaper`]. Without per-packet impairments the TAPs take TCP super-packets (TSO, up
-//! to 64 KB with partial checksums) so few frames cross user space; with loss, reordering,
-//! duplication or corruption they carry wire frames with their checksums done, so that "1 %"
-//! means 1 % of wire packets and a flipped bit is caught by the receiver's checksums (switched
-//! as `lab set` changes what is asked). The TAPs
-//! are not persistent: they go with the process. A control socket takes `set`, `stats`.
+//! [`shape::Shaper`]. The TAPs take TCP super-packets (TSO, up to 64 KB with partial
+//! checksums) so few frames cross user space; loss, reordering, duplication and corruption are
+//! still drawn for each wire packet a super-packet stands for, and one is cut into its wire
+//! packets ([`wire::Frame::split`]) only when a draw hits it, so "1 %" means 1 % of wire
+//! packets; a corrupted packet's checksum is finished before its bit flips, so the receiver's
+//! checksums catch it. The TAPs are not persistent: they go with the process. A control socket
+//! takes `set`, `stats`.
 
 pub mod shape;
 mod tap;
+pub mod wire;
 
 use crate::LabError;
 use serde::{Deserialize, Serialize};
-use shape::{Counters, Impairment, Packet, Shaper};
+use shape::{Counters, Impairment, Shaper};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::OwnedFd;
@@ -25,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use wire::Frame;
 
 /// Longest control request, bytes.
 pub const MAX_REQUEST: usize = 4096;
@@ -54,13 +57,6 @@ pub struct EmuConfig {
     pub seed: u64,
 }
 
-impl EmuConfig {
-    /// Whether the TAPs may carry offloaded super-packets (no direction needs wire packets).
-    pub fn offload(&self) -> bool {
-        !self.a_to_b.per_packet() && !self.b_to_a.per_packet()
-    }
-}
-
 /// Both directions' counters, as `stats` reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EmuStats {
@@ -68,25 +64,6 @@ pub struct EmuStats {
     pub a_to_b: Counters,
     /// b → a.
     pub b_to_a: Counters,
-}
-
-/// A frame read from a TAP: the virtio-net header, then the Ethernet frame.
-#[derive(Clone)]
-struct Frame(Vec<u8>);
-
-impl Packet for Frame {
-    fn wire_len(&self) -> usize {
-        self.0.len().saturating_sub(tap::VNET_HDR)
-    }
-    fn flip(&mut self, bit: usize) {
-        // past the virtio-net and Ethernet headers: IP and what it carries, all checksummed
-        if let Some(b) = self.0.get_mut(tap::VNET_HDR + 14 + bit / 8) {
-            *b ^= 1 << (bit % 8);
-        }
-    }
-    fn body_len(&self) -> usize {
-        self.0.len().saturating_sub(tap::VNET_HDR + 14)
-    }
 }
 
 type Shared = Arc<Mutex<Shaper<Frame>>>;
@@ -109,10 +86,8 @@ pub fn run(config: &Path) -> Result<(), LabError> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).map_err(io_err("installing signal handlers"))?;
     }
-    let offload = cfg.offload();
-    let a = tap::create(&cfg.a_tap, offload)
-        .map_err(io_err(format!("creating TAP {} (is /dev/net/tun there?)", cfg.a_tap)))?;
-    let b = tap::create(&cfg.b_tap, offload).map_err(io_err(format!("creating TAP {}", cfg.b_tap)))?;
+    let a = tap::create(&cfg.a_tap).map_err(io_err(format!("creating TAP {} (is /dev/net/tun there?)", cfg.a_tap)))?;
+    let b = tap::create(&cfg.b_tap).map_err(io_err(format!("creating TAP {}", cfg.b_tap)))?;
     let ab: Shared = Arc::new(Mutex::new(Shaper::new(cfg.a_to_b.clone(), cfg.seed)));
     let ba: Shared = Arc::new(Mutex::new(Shaper::new(cfg.b_to_a.clone(), cfg.seed.rotate_left(17) ^ 0x9e37_79b9)));
     let _ = std::fs::remove_file(&cfg.control);
@@ -121,19 +96,11 @@ pub fn run(config: &Path) -> Result<(), LabError> {
     std::fs::write(&cfg.ready, b"ready\n").map_err(io_err(format!("writing {}", cfg.ready.display())))?;
     let origin = Instant::now();
     let (a2, b2) = (a.try_clone().map_err(io_err("dup"))?, b.try_clone().map_err(io_err("dup"))?);
-    let taps = [a.try_clone().map_err(io_err("dup"))?, b.try_clone().map_err(io_err("dup"))?];
     let threads =
         [spawn_dir(a, b2, ab.clone(), stop.clone(), origin), spawn_dir(b, a2, ba.clone(), stop.clone(), origin)];
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
-            Ok((conn, _)) => {
-                control(conn, &ab, &ba);
-                // Wire frames while any direction needs them (see the module's docs).
-                let wire = lock(&ab).config().per_packet() || lock(&ba).config().per_packet();
-                for t in &taps {
-                    let _ = tap::set_offload(t, !wire);
-                }
-            }
+            Ok((conn, _)) => control(conn, &ab, &ba),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
@@ -174,7 +141,7 @@ fn forward(src: &OwnedFd, dst: &OwnedFd, s: &Shared, stop: &AtomicBool, origin: 
             let horizon = now() + late;
             while let Some(f) = sh.pop_due(horizon) {
                 // A full receive queue at the far end drops the frame, as a wire would.
-                let _ = wr.write(&f.0);
+                let _ = wr.write(f.bytes());
             }
             sh.next_release()
         };
@@ -193,8 +160,8 @@ fn forward(src: &OwnedFd, dst: &OwnedFd, s: &Shared, stop: &AtomicBool, origin: 
         // Drain what is there (bounded, so releases are not starved).
         for _ in 0..256 {
             match rd.read(&mut scratch) {
-                Ok(n) if n > tap::VNET_HDR => {
-                    let f = Frame(scratch[..n].to_vec());
+                Ok(n) if n > wire::VNET_HDR => {
+                    let f = Frame::new(scratch[..n].to_vec());
                     lock(s).push(now(), f);
                 }
                 Ok(_) => {}

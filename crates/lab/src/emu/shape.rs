@@ -1,6 +1,11 @@
 //! One direction of an emulated link, without I/O: what netem does to packets, as a state
 //! machine fed `(now, packet)` and polled for packets whose time has come.
 //!
+//! A packet may stand for several wire packets (a TCP super-packet, [`Packet::segments`]): the
+//! rate charges all their bytes, and the per-packet draws below are made for each of them; if
+//! any hits, the packet is cut ([`Packet::split`]) and each part goes on with its own draws, or
+//! else it goes on whole.
+//!
 //! Stages, in order: the link is down (everything dropped); loss (random, or Gilbert–Elliott
 //! bursts); corruption (one bit flipped past the headers the caller names); duplication; the
 //! rate with its queue limit (a FIFO serialiser: a packet departs `len × 8 / rate` after the one
@@ -130,6 +135,23 @@ pub trait Packet: Clone {
     fn flip(&mut self, bit: usize);
     /// How many bytes past the headers may be corrupted.
     fn body_len(&self) -> usize;
+    /// How many wire packets it stands for (counted, and drawn for, one by one).
+    fn segments(&self) -> usize {
+        1
+    }
+    /// Those wire packets, in order (`segments()` of them).
+    fn split(self) -> Vec<Self> {
+        vec![self]
+    }
+}
+
+/// What the draws decided for one wire packet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Fate {
+    lost: bool,
+    corrupt: bool,
+    duplicate: bool,
+    reorder: bool,
 }
 
 impl Packet for Vec<u8> {
@@ -253,36 +275,72 @@ impl<P: Packet> Shaper<P> {
     }
 
     /// A packet arrives at `now`.
-    pub fn push(&mut self, now: u64, mut pkt: P) {
-        self.n.received += 1;
+    pub fn push(&mut self, now: u64, pkt: P) {
+        let n = pkt.segments().max(1) as u64;
+        self.n.received += n;
         if !self.cfg.up {
-            self.n.down_drops += 1;
+            self.n.down_drops += n;
             return;
         }
-        if self.lost() {
+        if !self.cfg.per_packet() {
+            return self.enqueue(now, pkt, false);
+        }
+        if n == 1 {
+            let f = self.fate();
+            return self.deliver(now, pkt, f);
+        }
+        let mut fates: Vec<Fate> = (0..n).map(|_| self.fate()).collect();
+        if fates.iter().all(|f| *f == Fate::default()) {
+            return self.enqueue(now, pkt, false);
+        }
+        self.n.segmented += 1;
+        let parts = pkt.split();
+        // (a packet cut into other than `segments()` parts counts as what it was cut into)
+        self.n.received = self.n.received - n + parts.len() as u64;
+        while fates.len() < parts.len() {
+            let f = self.fate();
+            fates.push(f);
+        }
+        for (p, f) in parts.into_iter().zip(fates) {
+            self.deliver(now, p, f);
+        }
+    }
+
+    fn fate(&mut self) -> Fate {
+        Fate {
+            lost: self.lost(),
+            corrupt: self.chance(self.cfg.corrupt),
+            duplicate: self.chance(self.cfg.duplicate),
+            reorder: self.chance(self.cfg.reorder),
+        }
+    }
+
+    fn deliver(&mut self, now: u64, mut pkt: P, f: Fate) {
+        if f.lost {
             self.n.lost += 1;
             return;
         }
-        if self.chance(self.cfg.corrupt) && pkt.body_len() > 0 {
+        if f.corrupt && pkt.body_len() > 0 {
             let bit = self.rng.usize(..pkt.body_len() * 8);
             pkt.flip(bit);
             self.n.corrupted += 1;
         }
-        if self.chance(self.cfg.duplicate) {
+        if f.duplicate {
             self.n.duplicated += 1;
-            self.enqueue(now, pkt.clone());
+            self.enqueue(now, pkt.clone(), false);
         }
-        self.enqueue(now, pkt);
+        self.enqueue(now, pkt, f.reorder);
     }
 
-    fn enqueue(&mut self, now: u64, pkt: P) {
+    fn enqueue(&mut self, now: u64, pkt: P, reorder: bool) {
         let len = pkt.wire_len() as u64;
+        let segs = pkt.segments().max(1) as u64;
         let depart = match self.cfg.rate_bps.filter(|&r| r > 0) {
             Some(rate) => {
                 let start = self.busy_until.max(now);
                 let backlog = ((start - now) as u128 * rate as u128 / 8_000_000_000) as u64;
                 if backlog + len > self.cfg.queue_bytes {
-                    self.n.queue_drops += 1;
+                    self.n.queue_drops += segs;
                     return;
                 }
                 self.n.queue_high_bytes = self.n.queue_high_bytes.max(backlog + len);
@@ -293,10 +351,10 @@ impl<P: Packet> Shaper<P> {
             None => now,
         };
         if self.held_bytes + len > MAX_HELD {
-            self.n.overflow_drops += 1;
+            self.n.overflow_drops += segs;
             return;
         }
-        let release = if self.chance(self.cfg.reorder) && !self.held.is_empty() {
+        let release = if reorder && !self.held.is_empty() {
             self.n.reordered += 1;
             depart
         } else {
@@ -323,7 +381,7 @@ impl<P: Packet> Shaper<P> {
         let Reverse(h) = self.held.pop()?;
         let len = h.pkt.wire_len() as u64;
         self.held_bytes -= len;
-        self.n.passed += 1;
+        self.n.passed += h.pkt.segments().max(1) as u64;
         self.n.passed_bytes += len;
         Some(h.pkt)
     }
@@ -456,6 +514,65 @@ mod tests {
         s.set(Impairment::default());
         s.push(2, vec![2]);
         assert_eq!(s.pop_due(2), Some(vec![2]), "restored");
+    }
+
+    /// A packet standing for `.1` wire packets of 100 bytes.
+    #[derive(Clone, Debug)]
+    struct Multi(u8, usize);
+
+    impl Packet for Multi {
+        fn wire_len(&self) -> usize {
+            100 * self.1
+        }
+        fn flip(&mut self, _bit: usize) {
+            self.0 ^= 1;
+        }
+        fn body_len(&self) -> usize {
+            100
+        }
+        fn segments(&self) -> usize {
+            self.1
+        }
+        fn split(self) -> Vec<Self> {
+            vec![Multi(self.0, 1); self.1]
+        }
+    }
+
+    #[test]
+    fn a_super_packet_is_drawn_for_packet_by_packet_and_cut_only_when_hit() {
+        let mut s = Shaper::new(Impairment { loss: Loss::Random { p: 0.01 }, ..Default::default() }, 11);
+        let (mut whole, mut parts) = (0u64, 0u64);
+        for i in 0..10_000u64 {
+            s.push(i, Multi(0, 45));
+            while let Some(p) = s.pop_due(i) {
+                if p.1 == 45 {
+                    whole += 1
+                } else {
+                    parts += 1
+                }
+            }
+        }
+        let c = s.counters();
+        assert_eq!(c.received, 450_000, "counted in wire packets");
+        assert_eq!(c.passed + c.lost, c.received);
+        assert!((c.lost as f64 / 450_000.0 - 0.01).abs() < 0.0015, "1 % of wire packets: {}", c.lost);
+        // 1 - 0.99^45 = 36 % of the super-packets have a loss, and only those are cut
+        assert!((3_300..=3_900).contains(&c.segmented), "cut: {}", c.segmented);
+        assert_eq!(whole + c.segmented, 10_000);
+        assert_eq!(parts + c.lost, c.segmented * 45);
+        // Without per-packet impairments nothing is cut, and the rate charges every wire packet.
+        let cfg = Impairment { rate_bps: Some(8_000_000_000), ..Default::default() };
+        let mut r = Shaper::new(cfg, 1);
+        r.push(0, Multi(0, 45));
+        assert_eq!(r.next_release(), Some(4_500), "4,500 bytes at 1 byte/ns");
+        assert_eq!((r.counters().received, r.counters().segmented), (45, 0));
+        // Corruption cuts too, and flips one part only.
+        let mut c = Shaper::new(Impairment { corrupt: 0.5, ..Default::default() }, 3);
+        c.push(0, Multi(0, 10));
+        let out: Vec<Multi> = std::iter::from_fn(|| c.pop_due(0)).collect();
+        assert_eq!(out.len(), 10);
+        assert_eq!(out.iter().filter(|p| p.0 == 1).count() as u64, c.counters().corrupted);
+        assert!(c.counters().corrupted > 0);
     }
 
     #[test]

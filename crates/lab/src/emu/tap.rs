@@ -4,8 +4,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// Bytes of the virtio-net header in front of every frame (`struct virtio_net_hdr_mrg_rxbuf`).
-pub const VNET_HDR: usize = 12;
+use super::wire::VNET_HDR;
 
 #[repr(C)]
 struct IfReq {
@@ -15,10 +14,9 @@ struct IfReq {
 }
 
 /// Create TAP device `name` (not persistent: it goes when the returned descriptor closes), in
-/// the caller's network namespace, non-blocking, with virtio-net headers; `offload` lets the
-/// kernel hand it (and take from it) TCP super-packets of up to 64 KB with partial checksums,
-/// else every frame is a wire frame with its checksums done.
-pub fn create(name: &str, offload: bool) -> io::Result<OwnedFd> {
+/// the caller's network namespace, non-blocking, with virtio-net headers and offloads: the
+/// kernel hands it (and takes from it) TCP super-packets of up to 64 KB with partial checksums.
+pub fn create(name: &str) -> io::Result<OwnedFd> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
     {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad interface name '{name}'")));
@@ -39,16 +37,10 @@ pub fn create(name: &str, offload: bool) -> io::Result<OwnedFd> {
     let hdr: libc::c_int = VNET_HDR as libc::c_int;
     // SAFETY: TUNSETVNETHDRSZ reads one int through the pointer, valid for the call.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &hdr as *const libc::c_int) })?;
-    set_offload(&fd, offload)?;
-    Ok(fd)
-}
-
-/// Let the kernel hand this TAP offloaded super-packets with partial checksums (or not: then
-/// it segments and checksums every frame before handing it over). Takes effect at once.
-pub fn set_offload(fd: &OwnedFd, offload: bool) -> io::Result<()> {
-    let flags = if offload { libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN } else { 0 };
+    let offloads = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
     // SAFETY: TUNSETOFFLOAD takes the flags by value.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, flags as libc::c_ulong) })
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, offloads as libc::c_ulong) })?;
+    Ok(fd)
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {

@@ -359,6 +359,7 @@ pub fn lab() -> LabDocument {
                 passed: 990,
                 passed_bytes: 1_400_000,
                 lost: 10,
+                segmented: 8,
                 ..Default::default()
             },
             b_to_a: EmuCounters {

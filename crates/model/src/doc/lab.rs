@@ -82,6 +82,9 @@ pub struct EmuCounters {
     pub reordered: u64,
     /// Most bytes ever waiting for the rate queue.
     pub queue_high_bytes: u64,
+    /// Super-packets cut into their wire packets because a draw hit one of them.
+    #[serde(default)]
+    pub segmented: u64,
 }
 
 /// The scenario a lab ran.
