@@ -1,0 +1,7 @@
+//! `linerate mesh`: every pair of a fleet's agents measured on a schedule, as perfSONAR's
+//! pScheduler does it — never two throughput tests on one agent at once, latency tests beside
+//! them, synchronised starts, retries with backoff for an agent that cannot be reached.
+//!
+//! [`schedule`] is the scheduler without I/O.
+
+pub mod schedule;

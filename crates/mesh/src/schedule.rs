@@ -1,0 +1,591 @@
+//! A mesh round's scheduler, without I/O: which tests start when, so that every ordered pair of
+//! agents runs every test once per round and no agent ever takes part in two throughput tests
+//! at once (pScheduler's rule: a throughput test on a shared host measures the other test).
+//!
+//! Throughput tests ([`Class::Exclusive`]) run in **waves** with synchronised starts: a wave
+//! begins when the previous one has ended entirely, and takes, in order, every pending test
+//! whose two agents are free in this wave (at most `max_parallel`). The order is the round-robin
+//! "circle" tournament: for N agents, N − 1 rounds of N / 2 disjoint pairs (N rounds with one
+//! agent resting when N is odd), once per direction and test, so a wave is one such round and
+//! every agent is busy in every wave. Latency tests ([`Class::Shared`]) run beside them in waves
+//! of their own, built the same way (one latency test per agent at a time).
+//!
+//! An agent that cannot be reached ([`Outcome::Unreachable`]) is left alone for a backoff that
+//! doubles each time, its test tried again after it; after `retries` failures in a row it is
+//! down for the rest of the round, and its remaining tests fail at once (so one dead agent among
+//! a thousand costs a few tries, not a thousand time-outs).
+//! The round's order is rotated by the round number, so rounds cut short (SIGTERM) cover the
+//! pairs evenly over time. Time is whatever [`Instant`]s the caller passes in.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// An agent: its index in the inventory.
+pub type AgentId = usize;
+
+/// Whether a test needs its agents to itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Throughput: never beside another exclusive test on either agent.
+    Exclusive,
+    /// Latency: light, runs beside throughput tests (one per agent at a time).
+    Shared,
+}
+
+/// One test of the inventory as the scheduler sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TestPlan {
+    /// Exclusive or shared.
+    pub class: Class,
+    /// Run it both ways (a → b and b → a), or only from the lower-numbered agent of each pair's
+    /// first direction.
+    pub both_ways: bool,
+}
+
+/// A test to run: test `test` of the inventory from agent `from` (the client) to agent `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Task {
+    /// Unique in the round.
+    pub id: u32,
+    /// Index of the test in the inventory.
+    pub test: usize,
+    /// The agent that runs the client side.
+    pub from: AgentId,
+    /// The agent it measures against.
+    pub to: AgentId,
+    /// 0 for the first try.
+    pub attempt: u32,
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It ran (its result is the runner's to keep).
+    Done,
+    /// This agent could not be reached (or refused to start it): the agent is left alone for
+    /// a backoff, then the task is tried again; after `retries` such failures in a row the agent
+    /// is down for the rest of the round and its remaining tasks fail without being tried.
+    Unreachable(AgentId),
+    /// It ran and failed: recorded, not tried again.
+    Failed,
+}
+
+/// The scheduler's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most exclusive tests in one wave.
+    pub max_parallel: usize,
+    /// Most latency tests at once.
+    pub max_shared: usize,
+    /// Tries after the first failure of an agent before it counts as down for the round.
+    pub retries: u32,
+    /// The first retry's wait; doubled for each further one.
+    pub backoff: Duration,
+    /// The longest wait between tries.
+    pub max_backoff: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_parallel: 64,
+            max_shared: 64,
+            retries: 3,
+            backoff: Duration::from_secs(5),
+            max_backoff: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What the caller should do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Poll {
+    /// Start these now, together.
+    Start(Vec<Task>),
+    /// Nothing to start before this time (or before a running task ends, if `None`).
+    Wait(Option<Instant>),
+    /// Every task has ended.
+    Done,
+}
+
+/// How the round went so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Tasks that ran.
+    pub done: u64,
+    /// Tasks that failed, those of agents down included.
+    pub failed: u64,
+    /// Tries that were repeated.
+    pub retried: u64,
+    /// Agents found down in this round.
+    pub down: u64,
+    /// Exclusive waves started.
+    pub waves: u64,
+}
+
+/// How far ahead of the first pending task a wave looks for one that fits: enough to fill a
+/// wave from a circle-ordered queue with retries mixed in, without scanning a million tasks.
+const LOOKAHEAD_PER_AGENT: usize = 4;
+
+#[derive(Debug, Default)]
+struct Queue {
+    pending: VecDeque<Task>,
+    running: HashMap<u32, Task>,
+}
+
+impl Queue {
+    /// A wave: in order, pending tasks whose agents are not `held` and not yet in the wave, up
+    /// to `max`, looking at most `window` tasks ahead.
+    fn wave(&mut self, held: &[Option<Instant>], n_held: usize, max: usize, window: usize) -> Vec<Task> {
+        let mut taken = vec![false; held.len()];
+        let mut n_free = held.len().saturating_sub(n_held);
+        let mut out = Vec::new();
+        let (mut i, mut seen) = (0, 0);
+        while i < self.pending.len() && out.len() < max && n_free >= 2 && seen < window {
+            let t = self.pending[i];
+            seen += 1;
+            let free = |a: AgentId| !taken[a] && held[a].is_none();
+            if free(t.from) && free(t.to) {
+                taken[t.from] = true;
+                taken[t.to] = true;
+                n_free -= 2;
+                self.running.insert(t.id, t);
+                out.push(t);
+                let _ = self.pending.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+}
+
+/// One round of a mesh.
+#[derive(Debug)]
+pub struct Scheduler {
+    limits: Limits,
+    agents: usize,
+    exclusive: Queue,
+    shared: Queue,
+    /// Per agent: failures in a row, left alone until, down for the round.
+    fails: Vec<u32>,
+    hold: Vec<Option<Instant>>,
+    down: Vec<bool>,
+    /// The agents with a hold.
+    held: Vec<AgentId>,
+    tally: Tally,
+}
+
+/// The circle method's rounds for `n` agents: each a list of disjoint pairs (with one agent
+/// resting when `n` is odd), together every unordered pair exactly once.
+pub fn circle(n: usize) -> Vec<Vec<(AgentId, AgentId)>> {
+    if n < 2 {
+        return Vec::new();
+    }
+    let m = n + n % 2; // a resting "agent" when odd
+    let mut rounds = Vec::with_capacity(m - 1);
+    for r in 0..m - 1 {
+        // position 0 is fixed; the others rotate by r
+        let at = |p: usize| if p == 0 { 0 } else { 1 + (p - 1 + r) % (m - 1) };
+        let mut pairs = Vec::with_capacity(m / 2);
+        for i in 0..m / 2 {
+            let (a, b) = (at(i), at(m - 1 - i));
+            if a < n && b < n {
+                // the lower agent is the client when the sum is odd: each agent is the client
+                // in about half its pairs
+                let (lo, hi) = (a.min(b), a.max(b));
+                pairs.push(if (lo + hi) % 2 == 1 { (lo, hi) } else { (hi, lo) });
+            }
+        }
+        rounds.push(pairs);
+    }
+    rounds
+}
+
+impl Scheduler {
+    /// Round number `round` of `tests` among `agents` agents.
+    pub fn new(agents: usize, tests: &[TestPlan], limits: Limits, round: u64) -> Scheduler {
+        let rounds = circle(agents);
+        // Units of order: (test, direction, circle round); rotated by the round number.
+        let mut units: Vec<(usize, bool, usize)> = Vec::new();
+        for (ti, t) in tests.iter().enumerate() {
+            for reverse in [false, true].into_iter().take(if t.both_ways { 2 } else { 1 }) {
+                units.extend((0..rounds.len()).map(|r| (ti, reverse, r)));
+            }
+        }
+        let mut s = Scheduler {
+            limits,
+            agents,
+            exclusive: Queue::default(),
+            shared: Queue::default(),
+            fails: vec![0; agents],
+            hold: vec![None; agents],
+            down: vec![false; agents],
+            held: Vec::new(),
+            tally: Tally::default(),
+        };
+        if units.is_empty() {
+            return s;
+        }
+        let shift = (round % units.len() as u64) as usize;
+        units.rotate_left(shift);
+        let mut id = 0u32;
+        for (ti, reverse, r) in units {
+            for &(a, b) in &rounds[r] {
+                let (from, to) = if reverse { (b, a) } else { (a, b) };
+                let task = Task { id, test: ti, from, to, attempt: 0 };
+                id += 1;
+                match tests[ti].class {
+                    Class::Exclusive => s.exclusive.pending.push_back(task),
+                    Class::Shared => s.shared.pending.push_back(task),
+                }
+            }
+        }
+        s
+    }
+
+    /// Tasks in the round, ended or not.
+    pub fn len(&self) -> usize {
+        self.exclusive.pending.len()
+            + self.exclusive.running.len()
+            + self.shared.pending.len()
+            + self.shared.running.len()
+            + (self.tally.done + self.tally.failed) as usize
+    }
+
+    /// Whether the round has no task at all (fewer than two agents, or no test).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The tally so far.
+    pub fn tally(&self) -> Tally {
+        self.tally
+    }
+
+    /// What to do at `now`. Call it again after each [`Scheduler::handle_done`] and when the
+    /// time it named has come.
+    pub fn poll(&mut self, now: Instant) -> Poll {
+        let window = LOOKAHEAD_PER_AGENT * self.agents.max(8);
+        let hold = &mut self.hold;
+        self.held.retain(|&a| {
+            let keep = hold[a].is_some_and(|t| t > now);
+            if !keep {
+                hold[a] = None;
+            }
+            keep
+        });
+        let mut start = Vec::new();
+        // A wave starts only when the queue's last one has ended entirely: synchronised starts.
+        if self.exclusive.running.is_empty() && !self.exclusive.pending.is_empty() {
+            let wave = self.exclusive.wave(&self.hold, self.held.len(), self.limits.max_parallel.max(1), window);
+            self.tally.waves += u64::from(!wave.is_empty());
+            start.extend(wave);
+        }
+        if self.shared.running.is_empty() && !self.shared.pending.is_empty() {
+            start.extend(self.shared.wave(&self.hold, self.held.len(), self.limits.max_shared.max(1), window));
+        }
+        if !start.is_empty() {
+            return Poll::Start(start);
+        }
+        let running = !self.exclusive.running.is_empty() || !self.shared.running.is_empty();
+        if !running && self.exclusive.pending.is_empty() && self.shared.pending.is_empty() {
+            return Poll::Done;
+        }
+        // Waiting for a running task to end, or for an agent's backoff to pass.
+        Poll::Wait(self.held.iter().filter_map(|&a| self.hold[a]).min())
+    }
+
+    /// Task `id` ended at `now` with `outcome`. Unknown or already ended ids are ignored.
+    pub fn handle_done(&mut self, id: u32, outcome: Outcome, now: Instant) {
+        let (task, exclusive) = match self.exclusive.running.remove(&id) {
+            Some(t) => (t, true),
+            None => match self.shared.running.remove(&id) {
+                Some(t) => (t, false),
+                None => return,
+            },
+        };
+        match outcome {
+            Outcome::Done => {
+                self.tally.done += 1;
+                self.fails[task.from] = 0;
+                self.fails[task.to] = 0;
+            }
+            Outcome::Failed => self.tally.failed += 1,
+            Outcome::Unreachable(a) if a != task.from && a != task.to => self.tally.failed += 1,
+            Outcome::Unreachable(a) => {
+                self.fails[a] += 1;
+                if self.fails[a] > self.limits.retries {
+                    self.tally.failed += 1;
+                    self.mark_down(a);
+                    return;
+                }
+                self.tally.retried += 1;
+                let k = self.fails[a] - 1;
+                let wait = self.limits.backoff.saturating_mul(1 << k.min(16)).min(self.limits.max_backoff);
+                if self.hold[a].replace(now + wait).is_none() {
+                    self.held.push(a);
+                }
+                // first in line once the agent is back, so a retry does not go to the round's end
+                let again = Task { attempt: task.attempt + 1, ..task };
+                let q = if exclusive { &mut self.exclusive } else { &mut self.shared };
+                q.pending.push_front(again);
+            }
+        }
+    }
+
+    /// Agent `a` is down for the round: its pending tasks fail now.
+    fn mark_down(&mut self, a: AgentId) {
+        if std::mem::replace(&mut self.down[a], true) {
+            return;
+        }
+        self.tally.down += 1;
+        self.hold[a] = None;
+        self.held.retain(|&h| h != a);
+        for q in [&mut self.exclusive, &mut self.shared] {
+            let before = q.pending.len();
+            q.pending.retain(|t| t.from != a && t.to != a);
+            self.tally.failed += (before - q.pending.len()) as u64;
+        }
+    }
+
+    /// Agents found down so far.
+    pub fn down(&self) -> impl Iterator<Item = AgentId> + '_ {
+        self.down.iter().enumerate().filter(|(_, d)| **d).map(|(a, _)| a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BinaryHeap, HashMap, HashSet};
+
+    const THROUGHPUT: TestPlan = TestPlan { class: Class::Exclusive, both_ways: true };
+    const LATENCY: TestPlan = TestPlan { class: Class::Shared, both_ways: false };
+
+    #[test]
+    fn the_circle_covers_every_pair_once_in_disjoint_rounds() {
+        for n in [2, 3, 6, 7, 16, 101] {
+            let rounds = circle(n);
+            assert_eq!(rounds.len(), if n % 2 == 0 { n - 1 } else { n });
+            let mut seen = HashSet::new();
+            for r in &rounds {
+                let mut busy = HashSet::new();
+                for &(a, b) in r {
+                    assert!(a != b && a < n && b < n);
+                    assert!(busy.insert(a) && busy.insert(b), "an agent twice in one round (n = {n})");
+                    assert!(seen.insert((a.min(b), a.max(b))), "a pair twice (n = {n})");
+                }
+                assert_eq!(r.len(), n / 2, "every agent but the resting one is busy");
+            }
+            assert_eq!(seen.len(), n * (n - 1) / 2);
+            // each agent is the client about half the time
+            let mut client = vec![0usize; n];
+            rounds.iter().flatten().for_each(|&(a, _)| client[a] += 1);
+            assert!(client.iter().all(|&c| c + 1 >= (n - 1) / 2 && c <= n / 2 + 1), "{client:?}");
+        }
+    }
+
+    /// What a simulated round did.
+    struct Sim {
+        /// (start, end, task, outcome) of every try, virtual nanoseconds.
+        tries: Vec<(u64, u64, Task, Outcome)>,
+        tally: Tally,
+        end: u64,
+    }
+
+    /// Runs a round on a virtual clock: every try takes `dur(task)` ns; `outcome` decides how it
+    /// ends.
+    fn simulate(
+        agents: usize,
+        tests: &[TestPlan],
+        limits: Limits,
+        round: u64,
+        dur: impl Fn(&Task) -> u64,
+        outcome: impl Fn(&Task) -> Outcome,
+    ) -> Sim {
+        let origin = Instant::now();
+        let at = |ns: u64| origin + Duration::from_nanos(ns);
+        let mut s = Scheduler::new(agents, tests, limits, round);
+        let mut now = 0u64;
+        let mut ends: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = BinaryHeap::new();
+        let mut started: HashMap<u32, (u64, Task)> = HashMap::new();
+        let mut tries = Vec::new();
+        for _ in 0..50_000_000 {
+            match s.poll(at(now)) {
+                Poll::Start(ts) => {
+                    for t in ts {
+                        assert!(started.insert(t.id, (now, t)).is_none(), "started twice while running");
+                        ends.push(std::cmp::Reverse((now + dur(&t), t.id)));
+                    }
+                }
+                Poll::Done => {
+                    assert!(ends.is_empty());
+                    return Sim { tries, tally: s.tally(), end: now };
+                }
+                Poll::Wait(until) => {
+                    let next_end = ends.peek().map(|r| r.0 .0);
+                    let until = until.map(|u| u.duration_since(origin).as_nanos() as u64);
+                    let t = match (next_end, until) {
+                        (Some(e), Some(u)) => e.min(u),
+                        (Some(e), None) => e,
+                        (None, Some(u)) => u,
+                        (None, None) => panic!("waiting for nothing"),
+                    };
+                    assert!(t >= now);
+                    now = t;
+                    while let Some(std::cmp::Reverse((e, id))) = ends.peek().copied() {
+                        if e > now {
+                            break;
+                        }
+                        ends.pop();
+                        let (st, task) = started.remove(&id).unwrap();
+                        let o = outcome(&task);
+                        tries.push((st, e, task, o));
+                        s.handle_done(id, o, at(now));
+                    }
+                }
+            }
+        }
+        panic!("the round did not finish");
+    }
+
+    /// No agent in two exclusive tries at once; returns how many exclusive tries each agent had.
+    fn assert_no_overlap(sim: &Sim, tests: &[TestPlan], agents: usize) -> Vec<u64> {
+        let mut per: Vec<Vec<(u64, u64)>> = vec![Vec::new(); agents];
+        for (s, e, t, _) in &sim.tries {
+            if tests[t.test].class == Class::Exclusive {
+                per[t.from].push((*s, *e));
+                per[t.to].push((*s, *e));
+            }
+        }
+        for (a, spans) in per.iter_mut().enumerate() {
+            spans.sort();
+            for w in spans.windows(2) {
+                assert!(w[1].0 >= w[0].1, "agent {a} double-booked: {:?} and {:?}", w[0], w[1]);
+            }
+        }
+        per.iter().map(|p| p.len() as u64).collect()
+    }
+
+    #[test]
+    fn a_round_of_six_agents_runs_every_pair_both_ways_in_waves_without_overlap() {
+        let tests = [THROUGHPUT, LATENCY];
+        let sim = simulate(6, &tests, Limits::default(), 0, |_| 10, |_| Outcome::Done);
+        assert_eq!(sim.tally, Tally { done: 30 + 15, failed: 0, retried: 0, down: 0, waves: 10 });
+        let per = assert_no_overlap(&sim, &tests, 6);
+        assert!(per.iter().all(|&n| n == 10), "each agent in 2 × 5 throughput tests: {per:?}");
+        let ordered: HashSet<(usize, usize)> =
+            sim.tries.iter().filter(|(_, _, t, _)| t.test == 0).map(|(_, _, t, _)| (t.from, t.to)).collect();
+        assert_eq!(ordered.len(), 30, "every ordered pair");
+        // 10 waves of 10 ns, back to back; the latency tests ran beside them
+        assert_eq!(sim.end, 100);
+        let starts: HashSet<u64> = sim.tries.iter().filter(|(_, _, t, _)| t.test == 0).map(|(s, _, _, _)| *s).collect();
+        assert_eq!(starts.len(), 10, "each wave's tests start together");
+        assert!(sim.tries.iter().any(|(s, _, t, _)| t.test == 1 && *s == 0), "latency beside throughput");
+    }
+
+    #[test]
+    fn an_unreachable_agent_is_retried_with_backoff_then_down_and_the_others_go_on() {
+        let limits =
+            Limits { backoff: Duration::from_nanos(100), max_backoff: Duration::from_nanos(1000), ..Limits::default() };
+        let tests = [THROUGHPUT];
+        let dead = |t: &Task| if t.to == 5 || t.from == 5 { Outcome::Unreachable(5) } else { Outcome::Done };
+        let sim = simulate(6, &tests, limits, 0, |_| 10, dead);
+        // agent 5: 4 tries (the first and 3 retries), then down; its 10 tasks fail, the other 20 run
+        assert_eq!((sim.tally.done, sim.tally.failed, sim.tally.retried, sim.tally.down), (20, 10, 3, 1));
+        assert_no_overlap(&sim, &tests, 6);
+        // the backoff doubled: agent 5's tries start at least 100, 200, 400 ns after the last ended
+        let fives: Vec<(u64, u64)> =
+            sim.tries.iter().filter(|(_, _, t, _)| t.from == 5 || t.to == 5).map(|(s, e, _, _)| (*s, *e)).collect();
+        assert_eq!(fives.len(), 4);
+        for (k, w) in fives.windows(2).enumerate() {
+            assert!(w[1].0 >= w[0].1 + (100 << k), "try {k}: {fives:?}");
+        }
+        // an agent that comes back is not held against: a failure then success resets it
+        let flaky = |t: &Task| {
+            if (t.to == 2 || t.from == 2) && t.attempt == 0 {
+                Outcome::Unreachable(2)
+            } else {
+                Outcome::Done
+            }
+        };
+        let sim = simulate(6, &tests, limits, 0, |_| 10, flaky);
+        assert_eq!((sim.tally.done, sim.tally.failed, sim.tally.down), (30, 0, 0));
+        assert_eq!(sim.tally.retried, 10, "each of its tasks once");
+    }
+
+    #[test]
+    fn a_thousand_agents_complete_a_round_fairly_and_never_double_booked() {
+        let n = 1000;
+        let tests = [TestPlan { class: Class::Exclusive, both_ways: false }, LATENCY];
+        let limits = Limits {
+            max_parallel: 500,
+            max_shared: 500,
+            backoff: Duration::from_nanos(20_000),
+            max_backoff: Duration::from_nanos(80_000),
+            ..Limits::default()
+        };
+        // tests take 10-12 "s"; agent 7 is down (its tries all fail)
+        let sim = simulate(
+            n,
+            &tests,
+            limits,
+            3,
+            |t| 10_000 + (t.id as u64 * 7919) % 2_000,
+            |t| if t.from == 7 || t.to == 7 { Outcome::Unreachable(7) } else { Outcome::Done },
+        );
+        let pairs = (n * (n - 1) / 2) as u64;
+        assert_eq!(sim.tally.done + sim.tally.failed, 2 * pairs, "every pair's two tests ended");
+        assert_eq!(sim.tally.failed, 2 * (n as u64 - 1), "agent 7's, and only those");
+        let tries = assert_no_overlap(&sim, &tests, n);
+        assert_eq!((sim.tally.down, sim.tally.retried), (1, 3));
+        // fairness: every other agent ran all its throughput tests but the one with agent 7
+        let mut done = vec![0u64; n];
+        for (_, _, t, _) in sim.tries.iter().filter(|(_, _, t, o)| t.test == 0 && *o == Outcome::Done) {
+            done[t.from] += 1;
+            done[t.to] += 1;
+        }
+        assert!(done.iter().enumerate().all(|(a, &d)| d == if a == 7 { 0 } else { 998 }), "{done:?}");
+        assert!(tries.iter().all(|&t| t <= 999 + 3), "at most the retries more");
+        // waves: the 999 circle rounds, and a few more where agent 7's backoff left holes
+        assert!((999..=1010).contains(&sim.tally.waves), "waves {}", sim.tally.waves);
+        assert!(sim.end <= 1010 * 12_000, "round took {}", sim.end);
+    }
+
+    #[test]
+    fn rounds_cut_short_cover_the_pairs_evenly_over_time() {
+        // 8 agents, one way: 7 waves a round; each round is cut after 3 waves.
+        let tests = [TestPlan { class: Class::Exclusive, both_ways: false }];
+        let mut covered: HashMap<(usize, usize), u32> = HashMap::new();
+        for round in 0..7 {
+            let mut s = Scheduler::new(8, &tests, Limits::default(), round);
+            let now = Instant::now();
+            for _ in 0..3 {
+                let Poll::Start(wave) = s.poll(now) else { panic!("a wave") };
+                for t in wave {
+                    *covered.entry((t.from.min(t.to), t.from.max(t.to))).or_default() += 1;
+                    s.handle_done(t.id, Outcome::Done, now);
+                }
+            }
+        }
+        assert_eq!(covered.len(), 28, "every pair ran in 7 cut rounds");
+        assert!(covered.values().all(|&c| c == 3), "each pair 3 times: {covered:?}");
+    }
+
+    #[test]
+    fn nothing_to_do_is_done_and_stray_completions_are_ignored() {
+        let mut s = Scheduler::new(1, &[THROUGHPUT], Limits::default(), 0);
+        assert!(s.is_empty());
+        assert_eq!(s.poll(Instant::now()), Poll::Done);
+        let mut s = Scheduler::new(2, &[THROUGHPUT], Limits::default(), 0);
+        s.handle_done(99, Outcome::Done, Instant::now());
+        let Poll::Start(w) = s.poll(Instant::now()) else { panic!() };
+        assert_eq!(w.len(), 1);
+        s.handle_done(w[0].id, Outcome::Done, Instant::now());
+        s.handle_done(w[0].id, Outcome::Done, Instant::now()); // twice: ignored
+        assert_eq!(s.tally().done, 1);
+        let Poll::Start(w) = s.poll(Instant::now()) else { panic!() };
+        assert_eq!((w[0].from, w[0].to), (1, 0), "then the other way");
+    }
+}
