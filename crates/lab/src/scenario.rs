@@ -330,19 +330,19 @@ pub fn shaper_rate(s: &str) -> Result<u64, LabError> {
     Ok(bps)
 }
 
-/// Parses a duration such as `5ms`, `250us`, `0.5ms`, `1s` into microseconds.
+/// Parses a duration such as `5ms`, `250us`, `0.5ms`, `1s` into microseconds: the one duration
+/// grammar ([`units::parse_duration`]), with the unit required (a bare number in `queue` is a
+/// size) and at most 60 s.
 pub fn parse_time_us(s: &str) -> Result<u64, LabError> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = [("ms", 1e3), ("us", 1.0), ("s", 1e6)]
-        .iter()
-        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
-        .ok_or_else(|| LabError::Scenario(format!("time '{s}': expected e.g. 5ms, 250us, 1s")))?;
-    let v: f64 = num.parse().map_err(|_| LabError::Scenario(format!("time '{s}': not a number")))?;
-    let us = v * mult;
-    if !(0.0..=60e6).contains(&us) {
+    let t = s.trim();
+    if t.ends_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return Err(LabError::Scenario(format!("time '{s}': give a unit, e.g. 5ms, 250us, 1s")));
+    }
+    let d = units::parse_duration(t).map_err(|e| LabError::Scenario(format!("time '{s}': {e}")))?;
+    if d > std::time::Duration::from_secs(60) {
         return Err(LabError::Scenario(format!("time '{s}': must be between 0 and 60s")));
     }
-    Ok(us as u64)
+    Ok(d.as_micros() as u64)
 }
 
 /// Expands `prefix[A..B]` into `prefixA` .. `prefixB`; any other name stands for itself.

@@ -20,6 +20,10 @@
 //! it; tc reads it as bytes) and `Bps` (bytes). So `500M`, `1gbit` (tc's form), `2.5Gbit/s`,
 //! `800kbps`, `100Mb/s` are bits and `50MB/s`, `50MiB/s`, `125000B/s` are bytes. A rate must be
 //! at least 1 bit/s; a fraction of a bit is rounded.
+//!
+//! **Durations** ([`parse_duration`]) take `ns`, `us` (or `µs`), `ms`, `s`, `m` or `min`, `h`, `d`;
+//! a bare number is seconds: `250us`, `5ms`, `1.5s`, `10m`, `6h`. Fractions of a nanosecond are
+//! dropped.
 
 use std::fmt;
 
@@ -30,6 +34,8 @@ pub enum Quantity {
     Size,
     /// Bits per second ([`parse_rate`]).
     Rate,
+    /// A span of time ([`parse_duration`]).
+    Duration,
 }
 
 impl Quantity {
@@ -45,6 +51,10 @@ impl Quantity {
                  or nothing for bits, B or Bps for bytes, and /s if you like, e.g. 500M, 1gbit, 2.5Gbit/s, \
                  800kbps, 50MB/s, 50MiB/s"
             }
+            Quantity::Duration => {
+                "a duration is a number with ns, us, ms, s, m or min, h or d (seconds without one), \
+                 e.g. 250us, 5ms, 1.5s, 10m, 6h"
+            }
         }
     }
 }
@@ -55,6 +65,7 @@ impl Quantity {
         match self {
             Quantity::Size => "16 EiB",
             Quantity::Rate => "18.4 Ebit/s",
+            Quantity::Duration => "584 years",
         }
     }
 }
@@ -64,6 +75,7 @@ impl fmt::Display for Quantity {
         f.write_str(match self {
             Quantity::Size => "size",
             Quantity::Rate => "rate",
+            Quantity::Duration => "duration",
         })
     }
 }
@@ -262,6 +274,28 @@ pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
     Ok(bits)
 }
 
+fn duration_unit(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "" | "s" => 1_000_000_000,
+        "m" | "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        "d" => 86_400_000_000_000,
+        _ => return None,
+    })
+}
+
+/// Reads a duration: `250us`, `5ms`, `1.5s`, `10m` (minutes), `6h`, `1d`; a bare number is
+/// seconds.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, UnitError> {
+    let t = s.trim();
+    let (n, den, _) = scaled(t, Quantity::Duration, duration_unit)?;
+    let ns = u64::try_from(n / den).map_err(|_| UnitError::Overflow { what: Quantity::Duration, input: shown(t) })?;
+    Ok(std::time::Duration::from_nanos(ns))
+}
+
 /// `x` with `digits` significant digits and no trailing zeros: `9.31`, `250`, `0.988`.
 pub fn significant(x: f64, digits: i32) -> String {
     if x == 0.0 {
@@ -367,6 +401,41 @@ mod tests {
     fn reads(parse: fn(&str) -> Result<u64, UnitError>, table: &[(&str, u64)]) {
         for &(text, want) in table {
             assert_eq!(parse(text), Ok(want), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn durations_read_one_grammar() {
+        let d = |t: &str| parse_duration(t).map(|d| d.as_nanos() as u64);
+        reads(
+            d,
+            &[
+                ("250us", 250_000),
+                ("250µs", 250_000),
+                ("5ms", 5_000_000),
+                ("1.5s", 1_500_000_000),
+                ("2", 2_000_000_000),
+                (" 10m ", 600_000_000_000),
+                ("10 min", 600_000_000_000),
+                ("6h", 21_600_000_000_000),
+                ("1d", 86_400_000_000_000),
+                ("0.5ns", 0),
+            ],
+        );
+        for bad in ["", "-1s", "s", "5 fortnights", "5M", "99999999999d"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    UnitError::Empty { .. }
+                        | UnitError::Negative { .. }
+                        | UnitError::NotANumber { .. }
+                        | UnitError::UnknownUnit { .. }
+                        | UnitError::Overflow { .. }
+                ),
+                "{bad:?}: {e}"
+            );
+            assert!(e.to_string().contains("duration"), "{e}");
         }
     }
 
