@@ -290,6 +290,57 @@ fn a_copy_survives_a_5_second_blackout_and_arrives_identical() {
     });
 }
 
+/// Scenario 10's poor intercontinental path (100 Mbit/s, 200 ms round trip, 1 % loss each way):
+/// a copy cut for longer than its `--stall-timeout` fails with exit 3 and says the link may be
+/// down; the same command run again once the link is back completes, resuming the large files'
+/// finished chunks rather than sending them again, and the tree arrives identical.
+#[test]
+fn on_a_200_ms_lossy_path_a_copy_cut_past_its_stall_timeout_exits_3_and_the_rerun_resumes() {
+    if !can_run() {
+        return;
+    }
+    let lab = Up::new("rate = \"100mbit\"\ndelay = \"100ms\"\nloss = 1.0\n");
+    let t = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (src, root, key) = (t.path().join("src"), t.path().join("root"), t.path().join("key"));
+    mktree(&src, "4", "6MB"); // about 24 MB of files of several 1 MiB chunks each
+    with_daemon(&lab, &root, &key, || {
+        // An existing destination, so that the run and its rerun both copy into `copy/src`.
+        std::fs::create_dir_all(root.join("copy")).unwrap();
+        let mut a = cp_args(&src, &key);
+        a.extend(["--stall-timeout", "3", "--json"].map(String::from));
+        let mut copy = bin()
+            .args(["lab", "exec", "a", "--run", &lab.id, "--"])
+            .args(&a)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Cut the link once some megabytes have crossed it.
+        let crossed = || -> u64 {
+            let st: serde_json::Value = serde_json::from_str(&lab.set(&["stats"])).unwrap();
+            st["a_to_b"]["passed_bytes"].as_u64().unwrap()
+        };
+        let t0 = std::time::Instant::now();
+        while crossed() < 4 << 20 {
+            assert!(copy.try_wait().unwrap().is_none(), "the copy ended before the cut");
+            assert!(t0.elapsed() < Duration::from_secs(60), "4 MB did not cross in 60 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        lab.set(&["down"]);
+        let status = wait_exit(&mut copy, Duration::from_secs(60));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut copy.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(3), "a copy cut past its stall timeout: {status}: {err}");
+        assert!(err.contains("link down"), "the message says what may have happened: {err}");
+        lab.set(&["up"]);
+        let o = lab.exec("a", &a.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(o.status.success(), "the rerun: {}", String::from_utf8_lossy(&o.stderr));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(j["resumed_bytes"].as_u64().unwrap() > 0, "nothing was resumed: {j}");
+        identical(&src, &root.join("copy/src"));
+    });
+}
+
 #[test]
 fn on_a_100_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_default() {
     if !can_run() {
