@@ -2,6 +2,7 @@
 //! pScheduler does it — never two throughput tests on one agent at once, latency tests beside
 //! them, synchronised starts, retries with backoff for an agent that cannot be reached.
 //!
-//! [`schedule`] is the scheduler without I/O.
+//! [`inventory`] reads what to measure; [`schedule`] is the scheduler, without I/O.
 
+pub mod inventory;
 pub mod schedule;

@@ -1,0 +1,383 @@
+//! The inventory: which agents a mesh measures, which tests it runs between every pair of them,
+//! and how often — a TOML file, read strictly (unknown keys refused) and checked whole before
+//! anything runs.
+//!
+//! ```toml
+//! interval = "6h"                       # a round starts this often (at once if one overran)
+//! identity = "/etc/linerate/mesh_key"   # the controller's ed25519 key (`mesh` on every agent)
+//!
+//! [[agent]]
+//! name = "fra-1"
+//! address = "198.18.1.1:7878"           # HOST:PORT; the port defaults to 7878
+//! host_key = "SHA256:…"                 # the agent's host key fingerprint, as `serve` prints it
+//!
+//! [[test]]
+//! name = "throughput"
+//! kind = "tcp-stream"                   # exclusive: never two at once on an agent
+//! duration = "10s"
+//! streams = 4
+//! both_ways = true
+//!
+//! [[test]]
+//! name = "rtt"
+//! kind = "tcp-rr"                       # latency: runs beside the throughput tests
+//! duration = "5s"
+//! ```
+
+use crate::schedule::{Class, Limits, TestPlan};
+use linerate_model::units;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Most agents in one inventory.
+pub const MAX_AGENTS: usize = 4096;
+/// Most tests in one inventory.
+pub const MAX_TESTS: usize = 16;
+/// Longest test.
+pub const MAX_TEST_DURATION: Duration = Duration::from_secs(600);
+/// Default port of an agent.
+pub const DEFAULT_PORT: u16 = 7878;
+/// Largest inventory file read.
+pub const MAX_FILE: u64 = 4 << 20;
+
+/// Why an inventory was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    /// The file could not be read.
+    #[error("cannot read the inventory {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is not valid TOML of this form.
+    #[error("inventory {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong, and where.
+        message: String,
+    },
+}
+
+/// What a test measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TestKind {
+    /// Bulk TCP goodput (exclusive).
+    TcpStream,
+    /// UDP at a rate: loss and jitter (exclusive).
+    UdpStream,
+    /// Request/response round trips: latency (runs beside the others).
+    TcpRr,
+}
+
+impl TestKind {
+    /// Its name in documents and on the wire (`linerate bench --test`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TestKind::TcpStream => "tcp-stream",
+            TestKind::UdpStream => "udp-stream",
+            TestKind::TcpRr => "tcp-rr",
+        }
+    }
+
+    /// How the scheduler treats it.
+    pub fn class(self) -> Class {
+        match self {
+            TestKind::TcpStream | TestKind::UdpStream => Class::Exclusive,
+            TestKind::TcpRr => Class::Shared,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInventory {
+    interval: Option<String>,
+    identity: Option<PathBuf>,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    agent: Vec<RawAgent>,
+    #[serde(default)]
+    test: Vec<RawTest>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_parallel: Option<usize>,
+    retries: Option<u32>,
+    backoff: Option<String>,
+    connect_timeout: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    name: String,
+    address: String,
+    host_key: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTest {
+    name: String,
+    kind: TestKind,
+    duration: Option<String>,
+    streams: Option<u64>,
+    rate: Option<String>,
+    #[serde(default)]
+    both_ways: Option<bool>,
+}
+
+/// An agent of the mesh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    /// Its name (unique; `[a-z0-9._-]`, at most 63).
+    pub name: String,
+    /// Host name or address.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// Its host key's fingerprint (`SHA256:` and base64), pinned.
+    pub host_key: String,
+}
+
+/// A test run between every pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Test {
+    /// Its name (unique).
+    pub name: String,
+    /// What it measures.
+    pub kind: TestKind,
+    /// How long it runs.
+    pub duration: Duration,
+    /// Parallel connections.
+    pub streams: u64,
+    /// Offered rate, bit/s (udp-stream: required).
+    pub rate: Option<u64>,
+    /// Both directions of every pair, or one.
+    pub both_ways: bool,
+}
+
+/// A checked inventory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inventory {
+    /// Time between round starts (`None`: `--once` only).
+    pub interval: Option<Duration>,
+    /// The controller's ed25519 identity file.
+    pub identity: Option<PathBuf>,
+    /// The scheduler's limits.
+    pub limits: Limits,
+    /// How long to wait for an agent to answer before counting it unreachable.
+    pub connect_timeout: Duration,
+    /// The agents, in file order (their index is their id).
+    pub agents: Vec<Agent>,
+    /// The tests.
+    pub tests: Vec<Test>,
+}
+
+fn check_name(what: &str, n: &str) -> Result<(), String> {
+    let ok = !n.is_empty()
+        && n.len() <= 63
+        && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what} name {n:?}: 1 to 63 of a-z, 0-9, '.', '_', '-'"))
+    }
+}
+
+fn duration(what: &str, v: &str) -> Result<Duration, String> {
+    units::parse_duration(v).map_err(|e| format!("{what}: {e}"))
+}
+
+/// `HOST[:PORT]`, `[V6]:PORT`, `V6`.
+fn host_port(a: &str) -> Result<(String, u16), String> {
+    let bad = || format!("agent address {a:?}: HOST, HOST:PORT or [IPv6]:PORT");
+    let a = a.trim();
+    if let Some(rest) = a.strip_prefix('[') {
+        let (h, p) = rest.split_once(']').ok_or_else(bad)?;
+        let port = match p.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| bad())?,
+            None if p.is_empty() => DEFAULT_PORT,
+            None => return Err(bad()),
+        };
+        h.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?;
+        return Ok((h.to_string(), port));
+    }
+    if a.parse::<std::net::Ipv6Addr>().is_ok() {
+        return Ok((a.to_string(), DEFAULT_PORT));
+    }
+    let (h, port) = match a.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad())?),
+        None => (a, DEFAULT_PORT),
+    };
+    let host_ok =
+        !h.is_empty() && h.len() <= 253 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+    if !host_ok || port == 0 {
+        return Err(bad());
+    }
+    Ok((h.to_string(), port))
+}
+
+impl Inventory {
+    /// Reads and checks the inventory at `path`.
+    pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
+        use std::io::Read;
+        let p = path.display().to_string();
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_FILE + 1).read_to_string(&mut text))
+            .map_err(|source| InventoryError::Read { path: p.clone(), source })?;
+        if text.len() as u64 > MAX_FILE {
+            return Err(InventoryError::Invalid { path: p, message: format!("larger than {MAX_FILE} bytes") });
+        }
+        Inventory::parse(&text).map_err(|message| InventoryError::Invalid { path: p, message })
+    }
+
+    /// Checks an inventory's text; the message names what is wrong.
+    pub fn parse(text: &str) -> Result<Inventory, String> {
+        let raw: RawInventory = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut agents = Vec::with_capacity(raw.agent.len());
+        for a in raw.agent {
+            check_name("agent", &a.name)?;
+            if agents.iter().any(|x: &Agent| x.name == a.name) {
+                return Err(format!("agent {:?} is listed twice", a.name));
+            }
+            let (host, port) = host_port(&a.address)?;
+            if agents.iter().any(|x: &Agent| x.host == host && x.port == port) {
+                return Err(format!("agent {:?}: address {} is another agent's", a.name, a.address));
+            }
+            let fp = a.host_key.trim();
+            let b64 = fp.strip_prefix("SHA256:").unwrap_or("");
+            if b64.is_empty()
+                || b64.len() > 64
+                || !b64.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+            {
+                return Err(format!(
+                    "agent {:?}: host_key {:?} is not a fingerprint (SHA256:…, as `linerate serve` prints it)",
+                    a.name, a.host_key
+                ));
+            }
+            agents.push(Agent { name: a.name, host, port, host_key: fp.to_string() });
+        }
+        if agents.len() < 2 || agents.len() > MAX_AGENTS {
+            return Err(format!("{} agents: a mesh needs 2 to {MAX_AGENTS}", agents.len()));
+        }
+        let mut tests = Vec::with_capacity(raw.test.len());
+        for t in raw.test {
+            check_name("test", &t.name)?;
+            if tests.iter().any(|x: &Test| x.name == t.name) {
+                return Err(format!("test {:?} is listed twice", t.name));
+            }
+            let what = format!("test {:?}", t.name);
+            let d = t.duration.as_deref().map(|v| duration(&what, v)).transpose()?.unwrap_or(Duration::from_secs(10));
+            if d < Duration::from_secs(1) || d > MAX_TEST_DURATION {
+                return Err(format!("{what}: duration from 1 s to {} s", MAX_TEST_DURATION.as_secs()));
+            }
+            let streams = t.streams.unwrap_or(1);
+            if !(1..=128).contains(&streams) {
+                return Err(format!("{what}: streams from 1 to 128"));
+            }
+            let rate = t.rate.as_deref().map(units::parse_rate).transpose().map_err(|e| format!("{what}: {e}"))?;
+            if t.kind == TestKind::UdpStream && rate.is_none() {
+                return Err(format!("{what}: a udp-stream test needs a rate"));
+            }
+            let both_ways = t.both_ways.unwrap_or(t.kind.class() == Class::Exclusive);
+            tests.push(Test { name: t.name, kind: t.kind, duration: d, streams, rate, both_ways });
+        }
+        if tests.is_empty() || tests.len() > MAX_TESTS {
+            return Err(format!("{} tests: 1 to {MAX_TESTS}", tests.len()));
+        }
+        let interval = raw.interval.as_deref().map(|v| duration("interval", v)).transpose()?;
+        if interval.is_some_and(|i| i < Duration::from_secs(60)) {
+            return Err("interval: at least 1 minute".into());
+        }
+        let mut limits = Limits::default();
+        if let Some(m) = raw.limits.max_parallel {
+            if !(1..=1024).contains(&m) {
+                return Err("limits.max_parallel: 1 to 1024".into());
+            }
+            limits.max_parallel = m;
+            limits.max_shared = m;
+        }
+        if let Some(r) = raw.limits.retries {
+            limits.retries = r.min(10);
+        }
+        if let Some(b) = raw.limits.backoff.as_deref() {
+            limits.backoff = duration("limits.backoff", b)?.clamp(Duration::from_millis(100), Duration::from_secs(600));
+        }
+        let connect_timeout = raw
+            .limits
+            .connect_timeout
+            .as_deref()
+            .map(|v| duration("limits.connect_timeout", v))
+            .transpose()?
+            .unwrap_or(Duration::from_secs(10))
+            .clamp(Duration::from_secs(1), Duration::from_secs(120));
+        Ok(Inventory { interval, identity: raw.identity, limits, connect_timeout, agents, tests })
+    }
+
+    /// The tests as the scheduler sees them.
+    pub fn plans(&self) -> Vec<TestPlan> {
+        self.tests.iter().map(|t| TestPlan { class: t.kind.class(), both_ways: t.both_ways }).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FP: &str = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
+
+    fn two_agents(tests: &str) -> String {
+        format!(
+            "interval = \"1h\"\n[[agent]]\nname = \"a\"\naddress = \"198.18.1.1\"\nhost_key = \"{FP}\"\n\
+             [[agent]]\nname = \"b\"\naddress = \"[fd00::2]:9000\"\nhost_key = \"{FP}\"\n{tests}"
+        )
+    }
+
+    #[test]
+    fn a_good_inventory_reads_with_its_defaults() {
+        let inv = Inventory::parse(&two_agents(
+            "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\nstreams = 4\n\
+             [[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\nduration = \"5s\"\n",
+        ))
+        .unwrap();
+        assert_eq!(inv.interval, Some(Duration::from_secs(3600)));
+        assert_eq!((inv.agents[0].host.as_str(), inv.agents[0].port), ("198.18.1.1", DEFAULT_PORT));
+        assert_eq!((inv.agents[1].host.as_str(), inv.agents[1].port), ("fd00::2", 9000));
+        assert_eq!(inv.tests[0].duration, Duration::from_secs(10));
+        assert!(inv.tests[0].both_ways && !inv.tests[1].both_ways, "throughput both ways, latency one");
+        assert_eq!(inv.plans()[1].class, Class::Shared);
+    }
+
+    #[test]
+    fn bad_inventories_are_refused_saying_what_is_wrong() {
+        let t = "[[test]]\nname = \"x\"\nkind = \"tcp-stream\"\n";
+        for (text, says) in [
+            (two_agents(""), "0 tests"),
+            (two_agents("[[test]]\nname = \"x\"\nkind = \"ping\"\n"), "unknown variant"),
+            (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-stream\"\nduration = \"1h\"\n"), "duration from"),
+            (two_agents("[[test]]\nname = \"x\"\nkind = \"udp-stream\"\n"), "needs a rate"),
+            (two_agents(&format!("{t}{t}")), "listed twice"),
+            (two_agents(&format!("{t}colour = \"red\"\n")), "unknown field"),
+            (two_agents(t).replace("198.18.1.1", "a b"), "agent address"),
+            (two_agents(t).replace("name = \"b\"", "name = \"a\""), "listed twice"),
+            (two_agents(t).replace("name = \"b\"", "name = \"B/\""), "agent name"),
+            (two_agents(t).replacen(FP, "ssh-ed25519 AAAA", 1), "not a fingerprint"),
+            (two_agents(t).replace("\"1h\"", "\"10s\""), "at least 1 minute"),
+            (two_agents(t).replace("[fd00::2]:9000", "198.18.1.1:7878"), "another agent's"),
+            (format!("[[agent]]\nname = \"a\"\naddress = \"h\"\nhost_key = \"{FP}\"\n{t}"), "a mesh needs 2"),
+        ] {
+            let e = Inventory::parse(&text).unwrap_err();
+            assert!(e.contains(says), "{says:?} not in {e:?}\n{text}");
+        }
+    }
+}
