@@ -62,34 +62,13 @@ pub enum InventoryError {
     },
 }
 
-/// What a test measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TestKind {
-    /// Bulk TCP goodput (exclusive).
-    TcpStream,
-    /// UDP at a rate: loss and jitter (exclusive).
-    UdpStream,
-    /// Request/response round trips: latency (runs beside the others).
-    TcpRr,
-}
+pub use linerate_proto::bench::TestKind;
 
-impl TestKind {
-    /// Its name in documents and on the wire (`linerate bench --test`).
-    pub fn name(self) -> &'static str {
-        match self {
-            TestKind::TcpStream => "tcp-stream",
-            TestKind::UdpStream => "udp-stream",
-            TestKind::TcpRr => "tcp-rr",
-        }
-    }
-
-    /// How the scheduler treats it.
-    pub fn class(self) -> Class {
-        match self {
-            TestKind::TcpStream | TestKind::UdpStream => Class::Exclusive,
-            TestKind::TcpRr => Class::Shared,
-        }
+/// How the scheduler treats a test of `kind`: bulk tests exclusive, round trips beside them.
+pub fn class(kind: TestKind) -> Class {
+    match kind {
+        TestKind::TcpRr => Class::Shared,
+        _ => Class::Exclusive,
     }
 }
 
@@ -285,11 +264,14 @@ impl Inventory {
             if !(1..=128).contains(&streams) {
                 return Err(format!("{what}: streams from 1 to 128"));
             }
+            if !matches!(t.kind, TestKind::TcpStream | TestKind::UdpStream | TestKind::TcpRr) {
+                return Err(format!("{what}: kind {}: a mesh runs tcp-stream, udp-stream or tcp-rr", t.kind.name()));
+            }
             let rate = t.rate.as_deref().map(units::parse_rate).transpose().map_err(|e| format!("{what}: {e}"))?;
             if t.kind == TestKind::UdpStream && rate.is_none() {
                 return Err(format!("{what}: a udp-stream test needs a rate"));
             }
-            let both_ways = t.both_ways.unwrap_or(t.kind.class() == Class::Exclusive);
+            let both_ways = t.both_ways.unwrap_or(class(t.kind) == Class::Exclusive);
             tests.push(Test { name: t.name, kind: t.kind, duration: d, streams, rate, both_ways });
         }
         if tests.is_empty() || tests.len() > MAX_TESTS {
@@ -326,7 +308,7 @@ impl Inventory {
 
     /// The tests as the scheduler sees them.
     pub fn plans(&self) -> Vec<TestPlan> {
-        self.tests.iter().map(|t| TestPlan { class: t.kind.class(), both_ways: t.both_ways }).collect()
+        self.tests.iter().map(|t| TestPlan { class: class(t.kind), both_ways: t.both_ways }).collect()
     }
 }
 
@@ -364,6 +346,7 @@ mod tests {
         for (text, says) in [
             (two_agents(""), "0 tests"),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"ping\"\n"), "unknown variant"),
+            (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-crr\"\n"), "a mesh runs"),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-stream\"\nduration = \"1h\"\n"), "duration from"),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"udp-stream\"\n"), "needs a rate"),
             (two_agents(&format!("{t}{t}")), "listed twice"),
