@@ -4,7 +4,7 @@
 //! through a 5 s blackout, and nothing left behind. Needs root, iproute2, ping.
 
 use crate::lab::{assert_clean, bin, can_run, sigint, start_up, wait_exit};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -210,6 +210,15 @@ fn with_daemon(lab: &Up, root: &Path, key: &Path, f: impl FnOnce()) {
     }
 }
 
+/// A scratch directory on tmpfs (removed when the first value drops) with a source tree of
+/// `files` files of `mean` bytes on average, and the paths of a daemon root and a key.
+fn scratch(files: &str, mean: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let t = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (src, root, key) = (t.path().join("src"), t.path().join("root"), t.path().join("key"));
+    mktree(&src, files, mean);
+    (t, src, root, key)
+}
+
 fn mktree(dir: &Path, files: &str, mean: &str) {
     let o = bin().arg("mktree").arg(dir).args(["--files", files, "--mean-size", mean, "--seed", "5"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -234,9 +243,7 @@ fn a_copy_across_loss_reordering_duplication_and_corruption_arrives_identical() 
         return;
     }
     let lab = Up::new("rate = \"1gbit\"\ndelay = \"2ms\"\nloss = 1.0\nreorder = 5.0\nduplicate = 1.0\ncorrupt = 0.1\n");
-    let t = tempfile::tempdir_in("/dev/shm").unwrap();
-    let (src, root, key) = (t.path().join("src"), t.path().join("root"), t.path().join("key"));
-    mktree(&src, "24", "1MB");
+    let (_t, src, root, key) = scratch("24", "1MB");
     with_daemon(&lab, &root, &key, || {
         let a = cp_args(&src, &key);
         let o = lab.exec("a", &a.iter().map(String::as_str).collect::<Vec<_>>());
@@ -258,9 +265,7 @@ fn a_copy_survives_a_5_second_blackout_and_arrives_identical() {
         return;
     }
     let lab = Up::new("rate = \"200mbit\"\ndelay = \"1ms\"\n");
-    let t = tempfile::tempdir_in("/dev/shm").unwrap();
-    let (src, root, key) = (t.path().join("src"), t.path().join("root"), t.path().join("key"));
-    mktree(&src, "32", "4MB"); // about 128 MB: 5 s at 200 Mbit/s
+    let (_t, src, root, key) = scratch("32", "4MB"); // about 128 MB: 5 s at 200 Mbit/s
     with_daemon(&lab, &root, &key, || {
         let a = cp_args(&src, &key);
         let mut copy =
@@ -300,9 +305,7 @@ fn on_a_200_ms_lossy_path_a_copy_cut_past_its_stall_timeout_exits_3_and_the_reru
         return;
     }
     let lab = Up::new("rate = \"100mbit\"\ndelay = \"100ms\"\nloss = 1.0\n");
-    let t = tempfile::tempdir_in("/dev/shm").unwrap();
-    let (src, root, key) = (t.path().join("src"), t.path().join("root"), t.path().join("key"));
-    mktree(&src, "4", "6MB"); // about 24 MB of files of several 1 MiB chunks each
+    let (_t, src, root, key) = scratch("4", "6MB"); // about 24 MB of files of several 1 MiB chunks each
     with_daemon(&lab, &root, &key, || {
         // An existing destination, so that the run and its rerun both copy into `copy/src`.
         std::fs::create_dir_all(root.join("copy")).unwrap();
@@ -347,9 +350,7 @@ fn on_a_100_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_defa
         return;
     }
     let lab = Up::new("delay = \"50ms\"\n");
-    let t = tempfile::tempdir_in("/dev/shm").unwrap();
-    let (src, root, key) = (t.path().join("src"), t.path().join("root"), t.path().join("key"));
-    mktree(&src, "4", "64KB");
+    let (_t, src, root, key) = scratch("4", "64KB");
     with_daemon(&lab, &root, &key, || {
         let streams = |extra: &[&str]| {
             let mut a = cp_args(&src, &key);
