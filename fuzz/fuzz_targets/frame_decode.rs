@@ -1,5 +1,6 @@
 //! `frame::decode` and `frame::frames` on arbitrary bytes: no panic, consumed lengths add up,
-//! and every decoded frame re-encodes to the exact bytes it came from and decodes back equal.
+//! and every decoded frame re-encodes to the exact bytes it came from and decodes back equal;
+//! a mesh request's document decodes and is checked against an agent's caps without panicking.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -25,6 +26,12 @@ fuzz_target!(|data: &[u8]| {
         Ok((f, used)) => {
             assert!(used >= FRAME_HEADER_LEN && used <= data.len(), "used {used} of {}", data.len());
             round_trip(&f, &data[..used]);
+            if let Frame::MeshRequest(doc) = f {
+                use linerate_proto::bench::{decode_doc, Limits};
+                if let Ok(t) = decode_doc::<linerate_proto::mesh::MeshTask>(doc, "mesh task") {
+                    let _ = t.validate(&Limits::default());
+                }
+            }
         }
         Err(e) => {
             // Mapping an error to its wire code must not panic either.

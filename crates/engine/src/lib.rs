@@ -9,6 +9,7 @@
 //! | [`ssh`] | starting a copy's remote side through ssh |
 //! | [`rate`], [`limit`] | pacing, per-client and total caps with a fair share |
 //! | [`mod@bench`] | the benchmark client, agent and traffic generators |
+//! | [`mesh`] | mesh sessions: an agent running a test against another on a controller's request |
 //! | [`usage`] | CPU time and peak memory of this process, for reports |
 //!
 //! Protocol rules live in `linerate-proto` (no I/O); this crate drives them and performs the I/O.
@@ -18,6 +19,7 @@ pub mod bench;
 pub mod copy;
 pub mod error;
 pub mod limit;
+pub mod mesh;
 pub mod net;
 pub mod rate;
 pub mod server;

@@ -2,7 +2,8 @@
 //! for its handshake, bounded in number (in all and per source address) and in time, so slow or
 //! unauthenticated peers cannot hold the server. The first frame of a session says what it is:
 //! `Begin` starts a copy (one thread per stream), `BenchRequest` a benchmark session
-//! ([`crate::bench::server`]).
+//! ([`crate::bench::server`]), `MeshRequest` a test this agent runs against another agent (a
+//! `mesh` key only, [`crate::mesh`]).
 
 use crate::auth::authorized::{Grant, KeyAuthConfig};
 use crate::auth::secret::Secret;
@@ -702,9 +703,22 @@ fn control(
                 }
                 return None;
             }
-            Ok([first @ (Frame::Begin(_) | Frame::BenchRequest(_)), other, ..]) => Err(ProtoError::Violation(format!(
-                "the first request must be alone in its record: {other:?} after {first:?}"
-            ))),
+            Ok([Frame::MeshRequest(doc)]) => {
+                let host_key = shared.cfg.keys.as_ref().map(|k| k.host_key.clone());
+                let r = crate::mesh::serve_task(doc, sec.tx, grant, host_key, &shared.cfg.bench.limits);
+                if shared.cfg.log {
+                    match r {
+                        Ok(line) => eprintln!("linerate serve: {line}"),
+                        Err(e) => eprintln!("linerate serve: mesh request refused: {e}"),
+                    }
+                }
+                return None;
+            }
+            Ok([first @ (Frame::Begin(_) | Frame::BenchRequest(_) | Frame::MeshRequest(_)), other, ..]) => {
+                Err(ProtoError::Violation(format!(
+                    "the first request must be alone in its record: {other:?} after {first:?}"
+                )))
+            }
             Ok([other, ..]) => Err(ProtoError::Violation(format!("expected Begin, got {other:?}"))),
             Ok([]) => Err(ProtoError::Violation("expected Begin, got an empty record".into())),
             Err(e) => Err(e.clone()),

@@ -425,6 +425,11 @@ pub enum Frame<'a> {
     BenchReady(&'a [u8]),
     /// 0x91: server → client: the server's measurements; JSON [`crate::bench::SideReport`].
     BenchResult(&'a [u8]),
+    /// 0x14: controller → agent, the only request of a mesh session: run a test against another
+    /// agent; JSON [`crate::mesh::MeshTask`].
+    MeshRequest(&'a [u8]),
+    /// 0x94: agent → controller: how the test went; JSON [`crate::mesh::MeshReport`].
+    MeshResult(&'a [u8]),
 }
 
 impl std::fmt::Debug for Chunk<'_> {
@@ -464,6 +469,8 @@ impl std::fmt::Debug for Frame<'_> {
             Frame::BenchStop => f.write_str("BenchStop"),
             Frame::BenchReady(d) => doc(f, "BenchReady", d),
             Frame::BenchResult(d) => doc(f, "BenchResult", d),
+            Frame::MeshRequest(d) => doc(f, "MeshRequest", d),
+            Frame::MeshResult(d) => doc(f, "MeshResult", d),
             Frame::ClientAuth(a) => write!(f, "ClientAuth({a:?})"),
             Frame::HostAuth(a) => write!(f, "HostAuth({a:?})"),
         }
@@ -496,6 +503,8 @@ mod ty {
     pub const BENCH_RESULT: u8 = 0x91;
     pub const CLIENT_AUTH: u8 = 0x13;
     pub const HOST_AUTH: u8 = 0x87;
+    pub const MESH_REQUEST: u8 = 0x14;
+    pub const MESH_RESULT: u8 = 0x94;
 }
 
 struct W<'a>(&'a mut Vec<u8>);
@@ -670,7 +679,11 @@ impl Frame<'_> {
             Frame::Note(n) => {
                 w.u8(n.kind).bytes(n.path, MAX_PATH);
             }
-            Frame::BenchRequest(d) | Frame::BenchReady(d) | Frame::BenchResult(d) => {
+            Frame::BenchRequest(d)
+            | Frame::BenchReady(d)
+            | Frame::BenchResult(d)
+            | Frame::MeshRequest(d)
+            | Frame::MeshResult(d) => {
                 // Only our own documents are encoded; an oversize one is a bug the peer refuses.
                 w.0.extend_from_slice(d);
             }
@@ -709,6 +722,8 @@ impl Frame<'_> {
             Frame::BenchStop => ty::BENCH_STOP,
             Frame::BenchReady(_) => ty::BENCH_READY,
             Frame::BenchResult(_) => ty::BENCH_RESULT,
+            Frame::MeshRequest(_) => ty::MESH_REQUEST,
+            Frame::MeshResult(_) => ty::MESH_RESULT,
             Frame::ClientAuth(_) => ty::CLIENT_AUTH,
             Frame::HostAuth(_) => ty::HOST_AUTH,
         }
@@ -811,6 +826,21 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             peak_rss: r.u64()?,
         }),
         ty::FATAL => Frame::Fatal(Fatal { code: r.u16()?, message: r.bytes(MAX_MESSAGE, "message")? }),
+        ty::MESH_REQUEST | ty::MESH_RESULT => {
+            if len > crate::caps::MAX_MESH_DOC {
+                return Err(ProtoError::TooLong {
+                    what: "mesh document",
+                    len: len as u64,
+                    cap: crate::caps::MAX_MESH_DOC as u64,
+                });
+            }
+            let doc = r.take(len)?;
+            if t == ty::MESH_REQUEST {
+                Frame::MeshRequest(doc)
+            } else {
+                Frame::MeshResult(doc)
+            }
+        }
         ty::BENCH_REQUEST | ty::BENCH_READY | ty::BENCH_RESULT => {
             if len > MAX_BENCH_DOC {
                 return Err(ProtoError::TooLong {
@@ -987,6 +1017,8 @@ mod tests {
             Frame::BenchStop,
             Frame::BenchReady(b"{}"),
             Frame::BenchResult(b""),
+            Frame::MeshRequest(b"{\"version\":1}"),
+            Frame::MeshResult(b"{}"),
             Frame::ClientAuth(KeyAuth { key: [1; 32], signature: [2; 64] }),
             Frame::HostAuth(KeyAuth { key: [3; 32], signature: [4; 64] }),
         ]
@@ -1036,6 +1068,7 @@ mod tests {
             Frame::BenchRequest(&big),
             Frame::BenchReady(&big),
             Frame::BenchResult(&big),
+            Frame::MeshResult(&big),
         ] {
             let s = format!("{f:?}");
             assert!(s.len() < 100 && s.contains("8388608"), "{s}");

@@ -17,6 +17,7 @@ pub mod error;
 pub mod frame;
 pub mod handshake;
 pub mod hello;
+pub mod mesh;
 pub mod name;
 pub mod record;
 pub mod track;
@@ -77,4 +78,6 @@ pub mod caps {
     pub const MAX_DIR_NAMES: usize = 1 << 20;
     /// Largest JSON document in a benchmark frame (a result for 10,000 connections fits).
     pub const MAX_BENCH_DOC: usize = 4 * 1024 * 1024;
+    /// Largest mesh document (`MeshRequest`, `MeshResult`): a test and a summary of it.
+    pub const MAX_MESH_DOC: usize = 64 * 1024;
 }

@@ -1,6 +1,6 @@
 //! The server's authorized-keys file (`serve --authorized-keys`): which ed25519 keys may start
 //! sessions and what each may do. One key per line, `[options] linerate-ed25519 <base64>
-//! [comment]`, `#` comments; options `root=DIR`, `ro`, `rw`, `rate=RATE`. Anything unknown or
+//! [comment]`, `#` comments; options `root=DIR`, `ro`, `rw`, `rate=RATE`, `mesh`. Anything unknown or
 //! malformed is refused with its line number, never skipped. The server re-reads the file for
 //! every new session (as sshd does), so edits apply without a restart.
 
@@ -35,6 +35,9 @@ pub struct AuthorizedKey {
     pub access: Access,
     /// `rate=RATE`: this key's rate limit in bit/s.
     pub rate: Option<u64>,
+    /// `mesh`: the key may ask this agent to run tests against other agents (a `linerate mesh`
+    /// controller).
+    pub mesh: bool,
     /// The comment after the key (for logs).
     pub comment: String,
     /// Line number in the file (1-based).
@@ -99,8 +102,9 @@ fn parse_line(line: &str, n: usize) -> Result<AuthorizedKey, String> {
         return Err(format!("expected `{KEY_TYPE} <key>` after the options"));
     }
     let (key, comment) = PublicKey::parse_line(rest)?;
-    let mut entry = AuthorizedKey { key, root: None, access: Access::ReadWrite, rate: None, comment, line: n };
-    let (mut seen_access, mut seen_root, mut seen_rate) = (false, false, false);
+    let mut entry =
+        AuthorizedKey { key, root: None, access: Access::ReadWrite, rate: None, mesh: false, comment, line: n };
+    let (mut seen_access, mut seen_root, mut seen_rate, mut seen_mesh) = (false, false, false, false);
     for opt in options.split(',').filter(|o| !o.is_empty()) {
         let (name, value) = match opt.split_once('=') {
             Some((k, v)) => (k, Some(v)),
@@ -130,11 +134,15 @@ fn parse_line(line: &str, n: usize) -> Result<AuthorizedKey, String> {
                 once(&mut seen_rate)?;
                 entry.rate = Some(crate::limit::parse_limit(r).map_err(|e| e.to_string())?);
             }
-            ("ro" | "rw", Some(_)) => return Err(format!("option {name:?} takes no value")),
+            ("mesh", None) => {
+                once(&mut seen_mesh)?;
+                entry.mesh = true;
+            }
+            ("ro" | "rw" | "mesh", Some(_)) => return Err(format!("option {name:?} takes no value")),
             ("root" | "rate", None) => return Err(format!("option {name:?} needs a value ({name}=...)")),
             _ => {
                 let shown: String = name.chars().take(40).map(|c| if c.is_control() { '?' } else { c }).collect();
-                return Err(format!("unknown option {shown:?} (known: root=DIR, ro, rw, rate=RATE)"));
+                return Err(format!("unknown option {shown:?} (known: root=DIR, ro, rw, rate=RATE, mesh)"));
             }
         }
     }
@@ -155,12 +163,14 @@ pub struct Grant {
     pub read_only: bool,
     /// Per-key rate limit, bit/s (`rate=`); the server's limiter applies it to the session.
     pub rate: Option<u64>,
+    /// May ask for mesh tests (`mesh`).
+    pub mesh: bool,
 }
 
 impl Grant {
     /// A shared-secret session: the server's root, read-write, no per-key rate.
     pub fn secret() -> Grant {
-        Grant { key: None, comment: String::new(), root: None, read_only: false, rate: None }
+        Grant { key: None, comment: String::new(), root: None, read_only: false, rate: None, mesh: false }
     }
 
     /// A session of an authorized key.
@@ -171,6 +181,7 @@ impl Grant {
             root: e.root.clone(),
             read_only: e.access == Access::ReadOnly,
             rate: e.rate,
+            mesh: e.mesh,
         }
     }
 
@@ -235,6 +246,18 @@ mod tests {
         let a = AuthorizedKeys::parse(&format!("rate=1gbit {}\nrate=50MB/s {}\n", k(1), k(2))).unwrap();
         assert_eq!(a.find(&PublicKey([1; 32])).unwrap().rate, Some(1_000_000_000));
         assert_eq!(a.find(&PublicKey([2; 32])).unwrap().rate, Some(400_000_000));
+        // `mesh`: a controller's key; no other key may ask for mesh tests.
+        let a = AuthorizedKeys::parse(&format!(
+            "ro,mesh {}
+{}
+",
+            k(1),
+            k(2)
+        ))
+        .unwrap();
+        assert!(Grant::from_entry(a.find(&PublicKey([1; 32])).unwrap()).mesh);
+        assert!(!Grant::from_entry(a.find(&PublicKey([2; 32])).unwrap()).mesh);
+        assert!(!Grant::secret().mesh);
     }
 
     #[test]
@@ -243,6 +266,8 @@ mod tests {
         for (bad, needle) in [
             (format!("bogus {good}"), "unknown option \"bogus\""),
             (format!("ro,rw {good}"), "one of `ro` and `rw`"),
+            (format!("mesh,mesh {good}"), "given twice"),
+            (format!("mesh=1 {good}"), "takes no value"),
             (format!("root=rel/dir {good}"), "absolute"),
             (format!("root {good}"), "needs a value"),
             (format!("ro=1 {good}"), "takes no value"),

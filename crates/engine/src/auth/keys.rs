@@ -345,6 +345,9 @@ pub struct KeyClient {
     pub host: String,
     /// Refuse an unknown host instead of adding it.
     pub strict: bool,
+    /// Accept only the host key with this fingerprint (`SHA256:…`), without reading or writing
+    /// known_hosts (a mesh inventory pins its agents' keys).
+    pub pinned: Option<String>,
     /// Receives the note printed when a host key is added on first contact.
     pub note: NoteSink,
 }
@@ -356,6 +359,7 @@ impl fmt::Debug for KeyClient {
             .field("known_hosts", &self.known_hosts)
             .field("host", &self.host)
             .field("strict", &self.strict)
+            .field("pinned", &self.pinned)
             .finish()
     }
 }
@@ -364,11 +368,34 @@ impl KeyClient {
     /// A client with `identity` for server `host` (`name:port`), checked against `known_hosts`;
     /// first-contact notes go to stderr.
     pub fn new(identity: Arc<Identity>, known_hosts: PathBuf, host: String) -> KeyClient {
-        KeyClient { identity, known_hosts, host, strict: false, note: Arc::new(|m: String| eprintln!("linerate: {m}")) }
+        KeyClient {
+            identity,
+            known_hosts,
+            host,
+            strict: false,
+            pinned: None,
+            note: Arc::new(|m: String| eprintln!("linerate: {m}")),
+        }
     }
 
-    /// Check the server's (already verified) host key against known_hosts.
+    /// A client with `identity` for server `host` that accepts only the host key whose
+    /// fingerprint is `fingerprint`.
+    pub fn pinned(identity: Arc<Identity>, host: String, fingerprint: String) -> KeyClient {
+        KeyClient { pinned: Some(fingerprint), strict: true, ..KeyClient::new(identity, PathBuf::new(), host) }
+    }
+
+    /// Check the server's (already verified) host key against the pin, or known_hosts.
     pub fn check_host(&self, key: &PublicKey) -> Result<(), EngineError> {
+        if let Some(want) = &self.pinned {
+            let got = key.fingerprint();
+            if got != *want {
+                return Err(EngineError::HostKey(format!(
+                    "the host key of {} is {got}, not the {want} it is pinned to; nothing was sent",
+                    self.host
+                )));
+            }
+            return Ok(());
+        }
         if check_known_host(&self.known_hosts, &self.host, key, self.strict)? == HostCheck::Added {
             (self.note)(format!(
                 "first contact with {}: its host key {} was added to {} (compare it with the fingerprint \

@@ -1,0 +1,173 @@
+//! Mesh sessions on both ends (protocol in `linerate_proto::mesh`): the agent, which runs one
+//! test against another agent when a `mesh` key asks ([`serve_task`]), and the controller's
+//! request ([`run_task`]).
+
+use crate::auth::authorized::Grant;
+use crate::auth::keys::{host_name, Identity, KeyClient};
+use crate::auth::secret::Secret;
+use crate::bench::stats::busy;
+use crate::bench::{BenchClient, BenchClientConfig};
+use crate::net::conn::{self, RecvHalf, SendHalf};
+use crate::EngineError;
+use linerate_proto::bench::{decode_doc, encode_doc, Limits};
+use linerate_proto::error::ErrorCode;
+use linerate_proto::frame::{self, Frame};
+use linerate_proto::hello::Suite;
+use linerate_proto::mesh::{MeshLatency, MeshOutcome, MeshReport, MeshTask, MESH_DOC_VERSION};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How long an agent waits to reach and authenticate with the peer.
+pub const PEER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether `e` means the other end could not be reached at all (as against refusing us).
+fn unreachable(e: &EngineError) -> bool {
+    match e {
+        EngineError::Net { io, .. } => matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::TimedOut
+                | ErrorKind::WouldBlock
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NetworkUnreachable
+                | ErrorKind::ConnectionReset
+                | ErrorKind::AddrNotAvailable
+        ),
+        EngineError::Timeout(_) => true,
+        _ => false,
+    }
+}
+
+fn send_fatal(tx: &mut SendHalf, code: ErrorCode, msg: &str) -> Result<String, String> {
+    let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
+    Err(msg.to_string())
+}
+
+/// The agent's side: `doc` is the session's `MeshRequest`. Checks the key may ask (`mesh`), the
+/// task against this agent's caps `lim`, then runs the test against the peer with `host_key`
+/// as this agent's identity, and answers `MeshResult` (or `Fatal`). Returns a line for the log.
+pub fn serve_task(
+    doc: &[u8],
+    mut tx: SendHalf,
+    grant: &Grant,
+    host_key: Option<Arc<Identity>>,
+    lim: &Limits,
+) -> Result<String, String> {
+    if !grant.mesh {
+        let msg = format!("{} may not ask for mesh tests (give it the `mesh` option in authorized_keys)", grant.who());
+        return send_fatal(&mut tx, ErrorCode::Denied, &msg);
+    }
+    let Some(host_key) = host_key else {
+        return send_fatal(&mut tx, ErrorCode::Unsupported, "this agent has no --host-key to show other agents");
+    };
+    let task: MeshTask = match decode_doc(doc, "mesh task") {
+        Ok(t) => t,
+        Err(e) => return send_fatal(&mut tx, ErrorCode::Protocol, &e.to_string()),
+    };
+    if let Err(e) = task.validate(lim) {
+        return send_fatal(&mut tx, ErrorCode::BadParams, &format!("mesh task refused: {e}"));
+    }
+    let outcome = run_against_peer(&task, host_key);
+    let line = match &outcome {
+        MeshOutcome::Done(r) => {
+            format!("mesh test {} to {}: {:.0} bit/s", task.test.kind.name(), task.peer, r.throughput_bps)
+        }
+        MeshOutcome::PeerUnreachable { message } | MeshOutcome::Failed { message } => {
+            format!("mesh test {} to {} failed: {message}", task.test.kind.name(), task.peer)
+        }
+    };
+    tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))]).map_err(|e| e.to_string())?;
+    Ok(line)
+}
+
+fn run_against_peer(task: &MeshTask, host_key: Arc<Identity>) -> MeshOutcome {
+    let addr = match task.peer.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => a,
+        Ok(None) | Err(_) => {
+            return MeshOutcome::PeerUnreachable { message: format!("{} does not resolve", task.peer) };
+        }
+    };
+    let name = host_name(&addr.ip().to_string(), addr.port());
+    let cfg = BenchClientConfig {
+        addr,
+        secret: Secret([0; 32]), // unused: the key authenticates
+        key_auth: Some(KeyClient::pinned(host_key, name, task.peer_host_key.clone())),
+        suite: Suite::Aes256Gcm,
+        timeout: PEER_TIMEOUT,
+    };
+    let started = SystemTime::now();
+    let result = BenchClient::connect(cfg).and_then(|mut c| c.run(&task.test, &mut |_| {}));
+    match result {
+        Ok(r) => {
+            let s = r.summary(None);
+            MeshOutcome::Done(MeshReport {
+                version: MESH_DOC_VERSION,
+                started_unix_s: started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                seconds: s.seconds,
+                throughput_bps: s.throughput_bps,
+                retransmits: s.retransmits,
+                rtt_us: s.rtt_us,
+                latency_us: s.latency_us.as_ref().map(|l| MeshLatency { p50: l.p50, p99: l.p99 }),
+                transactions_per_s: s.transactions_per_s,
+                loss_pct: s.loss_pct,
+                cpu_busy: (busy(&s.cpu.local), busy(&s.cpu.remote)),
+            })
+        }
+        Err(e) if unreachable(&e) => MeshOutcome::PeerUnreachable { message: e.to_string() },
+        Err(e) => MeshOutcome::Failed { message: e.to_string() },
+    }
+}
+
+/// Why a controller's request did not come back with an outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// The agent could not be reached (or did not answer in time).
+    #[error("agent unreachable: {0}")]
+    Unreachable(EngineError),
+    /// The agent refused the request or the session failed otherwise.
+    #[error("{0}")]
+    Failed(EngineError),
+}
+
+/// The controller's side: ask the agent at `agent` (whose host key has fingerprint
+/// `agent_key`) to run `task`, as `identity`; waits for the test's duration and `timeout` more.
+pub fn run_task(
+    agent: SocketAddr,
+    agent_key: &str,
+    identity: Arc<Identity>,
+    task: &MeshTask,
+    timeout: Duration,
+) -> Result<MeshOutcome, TaskError> {
+    let name = host_name(&agent.ip().to_string(), agent.port());
+    let kc = KeyClient::pinned(identity, name, agent_key.to_string());
+    let classify = |e: EngineError| if unreachable(&e) { TaskError::Unreachable(e) } else { TaskError::Failed(e) };
+    let sec = conn::connect_control(agent, Suite::Aes256Gcm, &Secret([0; 32]), Some(&kc), timeout).map_err(classify)?;
+    let (mut tx, mut rx) = (sec.tx, sec.rx);
+    tx.send_frames(&[Frame::MeshRequest(&encode_doc(task))]).map_err(classify)?;
+    let test = Duration::from_millis(task.test.duration_ms.saturating_add(task.test.omit_ms));
+    // the agent connects to its peer (PEER_TIMEOUT), runs the test, and collects results
+    let wait = test + PEER_TIMEOUT * 2 + timeout + Duration::from_secs(10);
+    recv_outcome(&mut rx, wait).map_err(TaskError::Failed)
+}
+
+fn recv_outcome(rx: &mut RecvHalf, wait: Duration) -> Result<MeshOutcome, EngineError> {
+    rx.set_timeout(Some(wait));
+    let plain = match rx.recv() {
+        Ok(Some(p)) => p,
+        Ok(None) => return Err(EngineError::Timeout("the agent closed the session without an answer".into())),
+        Err(e) if e.is_timeout() => {
+            return Err(EngineError::Timeout(format!("no answer from the agent within {} s", wait.as_secs())))
+        }
+        Err(e) => return Err(e),
+    };
+    match conn::decode_all(plain)?.as_slice() {
+        [Frame::MeshResult(doc)] => Ok(decode_doc(doc, "mesh outcome")?),
+        [Frame::Fatal(f)] => Err(EngineError::Remote {
+            code: ErrorCode::from_u16(f.code),
+            message: linerate_proto::name::escape(f.message),
+        }),
+        other => Err(linerate_proto::ProtoError::Violation(format!("expected MeshResult, got {other:?}")).into()),
+    }
+}
