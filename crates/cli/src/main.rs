@@ -11,7 +11,7 @@ mod ssh;
 mod transfer;
 
 use clap::{Parser, Subcommand};
-use cmd::{bench, cp, demo, doctor, keygen, lab, mktree, report, serve};
+use cmd::{bench, cp, demo, doctor, keygen, lab, mesh, mktree, report, serve};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -41,6 +41,8 @@ enum Cmd {
     Lab(lab::LabArgs),
     /// Stored runs: list, show, export, compare, and charts as SVG or one HTML file.
     Report(report::ReportArgs),
+    /// Scheduled tests between every pair of a fleet's agents (pScheduler-style), kept in the store.
+    Mesh(mesh::MeshArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         Cmd::Doctor(a) => doctor::run_doctor(a),
         Cmd::Lab(a) => lab::run_lab(a),
         Cmd::Report(a) => report::run_report(a),
+        Cmd::Mesh(a) => mesh::run_mesh(a),
     };
     ExitCode::from(code)
 }

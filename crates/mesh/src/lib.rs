@@ -2,7 +2,10 @@
 //! pScheduler does it — never two throughput tests on one agent at once, latency tests beside
 //! them, synchronised starts, retries with backoff for an agent that cannot be reached.
 //!
-//! [`inventory`] reads what to measure; [`schedule`] is the scheduler, without I/O.
+//! [`inventory`] reads what to measure; [`schedule`] is the scheduler, without I/O; [`round`]
+//! runs a round through the [`round::Agents`] boundary; [`report`] makes it a stored run.
 
 pub mod inventory;
+pub mod report;
+pub mod round;
 pub mod schedule;

@@ -1,4 +1,4 @@
-//! The `RunReport` document ("linerate.run/1"): one run of `cp`, `bench` or `lab`, with its
+//! The `RunReport` document ("linerate.run/1"): one run of `cp`, `bench`, `lab` or `mesh`, with its
 //! parameters, hosts, headline figures and chart data. Documented in docs/REPORT_SCHEMA.md and
 //! described by docs/schema/run-v1.schema.json; outside scripts rely on it, so fields are only
 //! ever added, and a breaking change gets a new schema string.
@@ -53,6 +53,8 @@ pub enum RunKind {
     Bench,
     /// `linerate lab run`.
     Lab,
+    /// `linerate mesh`: one round over a fleet's pairs.
+    Mesh,
 }
 
 impl RunKind {
@@ -62,6 +64,7 @@ impl RunKind {
             RunKind::Cp => "cp",
             RunKind::Bench => "bench",
             RunKind::Lab => "lab",
+            RunKind::Mesh => "mesh",
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod demo;
 pub mod doctor;
 pub mod keygen;
 pub mod lab;
+pub mod mesh;
 pub mod mktree;
 pub mod report;
 pub mod serve;

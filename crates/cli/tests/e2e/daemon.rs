@@ -5,7 +5,6 @@
 //! key and a read-only push are refused.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -82,29 +81,17 @@ fn serve_on(h: &Home, mut server: Command, root: &Path, authorized: &str, listen
     if !host_key.exists() {
         h.keygen(&host_key, "host");
     }
-    let mut child = server
+    server
         .args(["serve", "--listen", listen, "--announce", "--quiet", "--root"])
         .arg(root)
         .arg("--authorized-keys")
         .arg(&ak)
         .arg("--host-key")
         .arg(&host_key)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut note = String::new();
-    err.read_line(&mut note).unwrap();
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    let fingerprint = note.split_whitespace().find(|w| w.starts_with("SHA256:"));
-    let fingerprint = fingerprint.unwrap_or_else(|| panic!("no fingerprint at start: {note:?} {line:?}"));
-    let fingerprint = fingerprint.trim_end_matches(';').to_string();
-    Serve { child, addr: line.trim().rsplit(' ').next().unwrap().to_string(), fingerprint }
+        .args(extra);
+    let a = crate::support::spawn_announced(server);
+    let fingerprint = a.fingerprint.unwrap_or_else(|| panic!("no fingerprint at start from {}", a.addr));
+    Serve { child: a.child, addr: a.addr, fingerprint }
 }
 
 fn small_tree(dir: &Path) {

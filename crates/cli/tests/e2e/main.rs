@@ -10,6 +10,7 @@ mod doctor;
 mod emu;
 mod faults;
 mod lab;
+mod mesh;
 mod report;
 mod ssh;
 mod support;

@@ -32,3 +32,31 @@ pub fn noise(path: &std::path::Path, len: usize) {
         .collect();
     std::fs::write(path, data).unwrap();
 }
+
+/// A `linerate serve --announce` that was started: its child, the address of its announce line,
+/// and (daemon mode) the host key fingerprint of its first log line; its log is drained.
+pub struct Announced {
+    /// The server.
+    pub child: std::process::Child,
+    /// `IP:PORT` it listens on.
+    pub addr: String,
+    /// Its host key fingerprint, if it printed one.
+    pub fingerprint: Option<String>,
+}
+
+/// Spawns `cmd` (a `serve --announce …`) and reads its announce line and first log line.
+pub fn spawn_announced(mut cmd: std::process::Command) -> Announced {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut note = String::new();
+    err.read_line(&mut note).unwrap();
+    // Keep draining the log so the server never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let fingerprint =
+        note.split_whitespace().find(|w| w.starts_with("SHA256:")).map(|f| f.trim_end_matches(';').to_string());
+    let addr = line.trim().rsplit(' ').next().unwrap_or_else(|| panic!("no announce line: {line:?} {note:?}"));
+    Announced { child, addr: addr.to_string(), fingerprint }
+}

@@ -1,0 +1,138 @@
+//! `linerate mesh`: run an inventory's tests between every pair of its agents, round after
+//! round, and keep each round in the run store.
+
+use crate::cmd::report::save_run;
+use crate::exit;
+use anyhow::{anyhow, Context};
+use clap::Args;
+use linerate_engine::auth::keys::{self, Identity};
+use linerate_mesh::inventory::Inventory;
+use linerate_mesh::report::to_report;
+use linerate_mesh::round::{run_round, NetAgents, TaskResult, Try};
+use linerate_model::units::format_rate;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `linerate mesh` flags.
+#[derive(Args, Debug)]
+pub struct MeshArgs {
+    /// The inventory (TOML): agents, tests, interval (docs/USER_GUIDE.md, "linerate mesh").
+    pub inventory: PathBuf,
+    /// Run one round and exit (default when the inventory has no `interval`).
+    #[arg(long)]
+    pub once: bool,
+    /// The controller's ed25519 key [default: the inventory's `identity`, else id_ed25519 in
+    /// the config directory]; every agent lists its public key with the `mesh` option.
+    #[arg(long, value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// Run store to save each round in [default: $LINERATE_DB, else the user's data directory].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Do not save the rounds.
+    #[arg(long)]
+    pub no_save: bool,
+    /// Print each round as JSON (the stored run) on standard output.
+    #[arg(long)]
+    pub json: bool,
+    /// No line per test on standard error.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+fn line(inv: &Inventory, round: u64, t: &Try) -> String {
+    let test = &inv.tests[t.task.test];
+    let (a, b) = (&inv.agents[t.task.from].name, &inv.agents[t.task.to].name);
+    let what = match &t.result {
+        TaskResult::Done(m) => match m.latency_us {
+            Some(l) => format!("p50 {:.0} us, p99 {:.0} us", l.p50, l.p99),
+            None => format_rate(m.throughput_bps),
+        },
+        TaskResult::Unreachable { agent, message } => {
+            format!("{} unreachable: {message}", inv.agents[*agent].name)
+        }
+        TaskResult::Failed { message } => format!("failed: {message}"),
+    };
+    format!("linerate mesh: round {round}: {} {a} > {b}: {what} ({:.1}-{:.1} s)", test.name, t.start_s, t.end_s)
+}
+
+/// Runs `linerate mesh`; the exit code: 0 every test ran, 1 some failed, 2 bad usage (the
+/// inventory, the key), 3 no test ran at all.
+pub fn run_mesh(a: MeshArgs) -> u8 {
+    match mesh(&a) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("linerate mesh: {e:#}");
+            exit::USAGE
+        }
+    }
+}
+
+fn mesh(a: &MeshArgs) -> anyhow::Result<u8> {
+    let inv = Inventory::load(&a.inventory)?;
+    let id_path = a
+        .identity
+        .clone()
+        .or_else(|| inv.identity.clone())
+        .or_else(keys::default_identity)
+        .ok_or_else(|| anyhow!("no identity: give --identity FILE or `identity` in the inventory"))?;
+    let identity = Arc::new(Identity::load(&id_path).with_context(|| {
+        format!("the controller's key {} (make one with `linerate keygen --type ed25519`)", id_path.display())
+    })?);
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let agents = NetAgents { inv: &inv, identity };
+    let interval = if a.once { None } else { inv.interval };
+    let mut code = exit::OK;
+    for round in 0u64.. {
+        let began = Instant::now();
+        let quiet = a.quiet;
+        let r = run_round(&inv, &agents, round, &stop, &mut |t| {
+            if !quiet {
+                eprintln!("{}", line(&inv, round, t));
+            }
+        });
+        let rep = to_report(&inv, &r);
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&rep)?);
+        }
+        let saved = if a.no_save { None } else { Some(save_run(a.db.as_deref(), &rep)?) };
+        eprintln!(
+            "linerate mesh: round {round}: {} ran, {} failed ({} retries, {} waves){}{}",
+            r.tally.done,
+            r.tally.failed,
+            r.tally.retried,
+            r.tally.waves,
+            if r.down.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; down: {}",
+                    r.down.iter().map(|&d| inv.agents[d].name.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            },
+            saved.map_or(String::new(), |id| format!("; saved as {id}"))
+        );
+        code = match (r.tally.done, r.tally.failed) {
+            (0, f) if f > 0 => exit::SESSION,
+            (_, 0) => exit::OK,
+            _ => exit::PARTIAL,
+        };
+        let Some(every) = interval else { break };
+        if r.stopped || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        // Next round at its time (at once if this one overran), unless stopped meanwhile.
+        let next = began + every;
+        while Instant::now() < next && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(200)));
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,174 @@
+//! `linerate mesh` end to end on loopback: three benchmark-only agents (`serve --host-key
+//! --authorized-keys`, each listing the controller's key with `mesh` and the agents' host keys),
+//! one round of a throughput test both ways and a round-trip test; every pair measured, no agent
+//! in two throughput tests at once (from the round's own timeline), the run stored; and the
+//! refusals: a controller key without `mesh`, a wrong pinned host key, an agent that is down.
+
+use crate::support::sshlab::text;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+}
+
+fn keygen(file: &Path) -> String {
+    let o = bin().args(["keygen", "--type", "ed25519"]).arg(file).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+/// An agent: killed when dropped.
+struct Agent {
+    child: Child,
+    addr: String,
+    fingerprint: String,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn agent(dir: &Path, authorized: &Path) -> Agent {
+    let mut cmd = bin();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--announce", "--host-key"]).arg(dir.join("host_key"));
+    cmd.arg("--authorized-keys").arg(authorized);
+    let a = crate::support::spawn_announced(cmd);
+    let fingerprint = a.fingerprint.unwrap_or_else(|| panic!("no fingerprint from the agent at {}", a.addr));
+    Agent { child: a.child, addr: a.addr, fingerprint }
+}
+
+/// Three agents sharing one authorized_keys: `ctl` with `mesh`, `plain` without, every host key.
+struct Fleet {
+    dir: tempfile::TempDir,
+    agents: Vec<Agent>,
+}
+
+impl Fleet {
+    fn new(n: usize) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let ctl = keygen(&d.join("ctl"));
+        let plain = keygen(&d.join("plain"));
+        let mut lines = vec![format!("mesh {ctl}"), plain];
+        for i in 0..n {
+            fs::create_dir(d.join(format!("a{i}"))).unwrap();
+            lines.push(format!("ro {}", keygen(&d.join(format!("a{i}/host_key")))));
+        }
+        let ak = d.join("authorized_keys");
+        fs::write(&ak, lines.join("\n") + "\n").unwrap();
+        let agents = (0..n).map(|i| agent(&d.join(format!("a{i}")), &ak)).collect();
+        Fleet { dir, agents }
+    }
+
+    /// An inventory of the agents (`fps` overrides their fingerprints), 1 s tests.
+    fn inventory(&self, fps: &[&str], extra: &str) -> PathBuf {
+        let mut t = String::from("[limits]\nbackoff = \"200ms\"\nretries = 1\nconnect_timeout = \"2s\"\n");
+        for (i, a) in self.agents.iter().enumerate() {
+            let fp = fps.get(i).copied().unwrap_or(&a.fingerprint);
+            t += &format!("[[agent]]\nname = \"a{i}\"\naddress = \"{}\"\nhost_key = \"{fp}\"\n", a.addr);
+        }
+        t += "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\nduration = \"1s\"\n";
+        t += "[[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\nduration = \"1s\"\n";
+        t += extra;
+        let p = self.dir.path().join("inventory.toml");
+        fs::write(&p, t).unwrap();
+        p
+    }
+
+    fn mesh(&self, inv: &Path, key: &str, args: &[&str]) -> Output {
+        bin()
+            .arg("mesh")
+            .arg(inv)
+            .arg("--identity")
+            .arg(self.dir.path().join(key))
+            .args(args)
+            .env("LINERATE_DB", self.dir.path().join("runs.sqlite"))
+            .output()
+            .unwrap()
+    }
+}
+
+fn pairs(run: &serde_json::Value) -> Vec<Vec<serde_json::Value>> {
+    let t = run["tables"].as_array().unwrap().iter().find(|t| t["title"] == "pairs").unwrap();
+    t["rows"].as_array().unwrap().iter().map(|r| r.as_array().unwrap().clone()).collect()
+}
+
+#[test]
+fn a_round_measures_every_pair_without_overlap_and_is_stored() {
+    let f = Fleet::new(3);
+    let inv = f.inventory(&[], "");
+    let o = f.mesh(&inv, "ctl", &["--once", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(run["kind"], "mesh");
+    let rows = pairs(&run);
+    assert_eq!(rows.len(), 6 + 3, "tput both ways, rtt one way: {rows:?}");
+    assert!(rows.iter().all(|r| r[4] == "ok"), "{rows:?}");
+    let metrics = run["metrics"].as_array().unwrap();
+    for (a, b) in [(0, 1), (1, 0), (0, 2), (2, 0), (1, 2), (2, 1)] {
+        let m = metrics.iter().find(|m| m["name"] == format!("tput:a{a}>a{b}")).unwrap_or_else(|| panic!("a{a}>a{b}"));
+        assert!(m["value"].as_f64().unwrap() > 1e6, "{m}");
+    }
+    assert_eq!(metrics.iter().filter(|m| m["name"].as_str().unwrap().ends_with(":p50")).count(), 3);
+    // The timeline: no agent in two throughput tests at once.
+    let tput: Vec<_> = rows.iter().filter(|r| r[0] == "tput").collect();
+    for x in &tput {
+        for y in &tput {
+            if std::ptr::eq(*x, *y) {
+                continue;
+            }
+            let shared = [&x[1], &x[2]].iter().any(|n| **n == y[1] || **n == y[2]);
+            let (xs, xe, ys, ye) =
+                (x[10].as_f64().unwrap(), x[11].as_f64().unwrap(), y[10].as_f64().unwrap(), y[11].as_f64().unwrap());
+            assert!(!shared || xe <= ys + 1e-3 || ye <= xs + 1e-3, "overlap: {x:?} {y:?}");
+        }
+    }
+    // Stored: `report list` shows the round.
+    let l = bin().args(["report", "list"]).env("LINERATE_DB", f.dir.path().join("runs.sqlite")).output().unwrap();
+    assert!(text(&l).contains("mesh round 0"), "{}", text(&l));
+}
+
+#[test]
+fn refusals_a_key_without_mesh_a_wrong_host_key_and_a_dead_agent() {
+    let f = Fleet::new(3);
+    let inv = f.inventory(&[], "");
+    let o = f.mesh(&inv, "plain", &["--once", "--no-save", "--json", "-q"]);
+    assert_eq!(o.status.code(), Some(3), "no test may run: {}", text(&o));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(pairs(&run).iter().all(|r| r[4].as_str().unwrap().contains("mesh")), "the reason names the option");
+    // Agent 2 pinned to another key: its tests fail, the rest run.
+    let other = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
+    let fps: Vec<&str> = vec![&f.agents[0].fingerprint, &f.agents[1].fingerprint, other];
+    let inv = f.inventory(&fps, "");
+    let o = f.mesh(&inv, "ctl", &["--once", "--no-save", "--json", "-q"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let rows = pairs(&serde_json::from_slice(&o.stdout).unwrap());
+    for r in &rows {
+        let involves = r[1] == "a2" || r[2] == "a2";
+        assert_eq!(r[4] == "ok", !involves, "{r:?}");
+        if involves {
+            assert!(r[4].as_str().unwrap().contains("pinned"), "{r:?}");
+        }
+    }
+}
+
+#[test]
+fn an_agent_that_is_down_is_given_up_after_its_retries() {
+    let mut f = Fleet::new(3);
+    let inv = f.inventory(&[], "");
+    let dead = f.agents.remove(1);
+    drop(dead);
+    let o = f.mesh(&inv, "ctl", &["--once", "--no-save", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(run["params"]["tally"]["down"], serde_json::json!(["a1"]), "{}", run["params"]["tally"]);
+    let rows = pairs(&run);
+    assert!(rows.iter().filter(|r| r[1] != "a1" && r[2] != "a1").all(|r| r[4] == "ok"), "{rows:?}");
+    assert!(rows.iter().any(|r| r[4].as_str().unwrap().starts_with("unreachable a1")), "{rows:?}");
+    assert!(text(&o).contains("down: a1"), "{}", text(&o));
+}

@@ -1,0 +1,282 @@
+//! One round of a mesh, with I/O at one boundary: [`Agents`] runs a task (the real one asks the
+//! task's first agent over the network, [`NetAgents`]; tests use a double). Tasks of a wave run
+//! on their own threads; the [`Scheduler`] decides what starts when; every try is recorded with
+//! its start and end for the timeline; a stop request (SIGTERM) starts nothing new and lets the
+//! running tests finish.
+
+use crate::inventory::{Inventory, Test};
+use crate::schedule::{AgentId, Outcome, Poll, Scheduler, Tally, Task};
+use linerate_engine::auth::keys::Identity;
+use linerate_engine::mesh::{run_task, TaskError};
+use linerate_proto::bench::{Direction, TestSpec};
+use linerate_proto::mesh::{MeshOutcome, MeshReport, MeshTask, MESH_DOC_VERSION};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How one try of a task ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskResult {
+    /// It ran.
+    Done(MeshReport),
+    /// `agent` could not be reached.
+    Unreachable {
+        /// Which of the two.
+        agent: AgentId,
+        /// What happened.
+        message: String,
+    },
+    /// It failed otherwise.
+    Failed {
+        /// What happened.
+        message: String,
+    },
+}
+
+/// The boundary: run `task` (test `test` from agent `task.from` to agent `task.to`).
+pub trait Agents: Sync {
+    /// Run it and say how it went.
+    fn run(&self, task: &Task, test: &Test) -> TaskResult;
+}
+
+/// One try, as the timeline shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Try {
+    /// The task.
+    pub task: Task,
+    /// Seconds from the round's start to the try's start and end.
+    pub start_s: f64,
+    /// End.
+    pub end_s: f64,
+    /// How it went.
+    pub result: TaskResult,
+}
+
+/// What a round did.
+#[derive(Debug, Clone)]
+pub struct RoundResult {
+    /// The round's number.
+    pub round: u64,
+    /// When it started.
+    pub started: SystemTime,
+    /// Every try, in the order they ended.
+    pub tries: Vec<Try>,
+    /// The scheduler's tally.
+    pub tally: Tally,
+    /// Agents found down.
+    pub down: Vec<AgentId>,
+    /// Whether a stop request cut it short.
+    pub stopped: bool,
+}
+
+/// Runs round `round` of `inv` through `agents`; `log` sees a line as each try ends.
+pub fn run_round(
+    inv: &Inventory,
+    agents: &dyn Agents,
+    round: u64,
+    stop: &AtomicBool,
+    log: &mut dyn FnMut(&Try),
+) -> RoundResult {
+    let mut sched = Scheduler::new(inv.agents.len(), &inv.plans(), inv.limits, round);
+    let (started, t0) = (SystemTime::now(), Instant::now());
+    let mut tries = Vec::new();
+    let mut running = 0usize;
+    let mut stopped = false;
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<(Task, f64, TaskResult)>();
+        loop {
+            let now = Instant::now();
+            if stop.load(Ordering::Relaxed) {
+                stopped = true;
+            }
+            let wait = match if stopped { Poll::Wait(None) } else { sched.poll(now) } {
+                Poll::Done => break,
+                Poll::Start(batch) => {
+                    for task in batch {
+                        let tx = tx.clone();
+                        let test = &inv.tests[task.test];
+                        running += 1;
+                        scope.spawn(move || {
+                            let start = t0.elapsed().as_secs_f64();
+                            let r = agents.run(&task, test);
+                            let _ = tx.send((task, start, r));
+                        });
+                    }
+                    continue;
+                }
+                Poll::Wait(until) => until.map(|u| u.saturating_duration_since(now)),
+            };
+            if stopped && running == 0 {
+                break;
+            }
+            let got = match wait {
+                Some(w) => rx.recv_timeout(w.min(Duration::from_secs(1))),
+                None => rx.recv_timeout(Duration::from_secs(1)),
+            };
+            if let Ok((task, start_s, result)) = got {
+                running -= 1;
+                let outcome = match &result {
+                    TaskResult::Done(_) => Outcome::Done,
+                    TaskResult::Unreachable { agent, .. } => Outcome::Unreachable(*agent),
+                    TaskResult::Failed { .. } => Outcome::Failed,
+                };
+                let t = Try { task, start_s, end_s: t0.elapsed().as_secs_f64(), result };
+                log(&t);
+                tries.push(t);
+                sched.handle_done(task.id, outcome, Instant::now());
+            }
+        }
+    });
+    RoundResult { round, started, tries, tally: sched.tally(), down: sched.down().collect(), stopped }
+}
+
+/// The real agents: each task goes to its first agent as a mesh request, signed with the
+/// controller's `identity`.
+pub struct NetAgents<'a> {
+    /// The inventory (addresses, pinned keys).
+    pub inv: &'a Inventory,
+    /// The controller's key (`mesh` in every agent's authorized_keys).
+    pub identity: Arc<Identity>,
+}
+
+/// The bench test a mesh test stands for.
+pub fn spec(test: &Test) -> TestSpec {
+    let mut s = TestSpec::new(test.kind);
+    s.direction = Direction::Send;
+    s.connections = test.streams as u32;
+    s.duration_ms = test.duration.as_millis() as u64;
+    s.rate = test.rate;
+    s
+}
+
+impl NetAgents<'_> {
+    fn addr(&self, a: AgentId) -> Result<SocketAddr, String> {
+        let ag = &self.inv.agents[a];
+        (ag.host.as_str(), ag.port)
+            .to_socket_addrs()
+            .map_err(|e| e.to_string())?
+            .next()
+            .ok_or_else(|| format!("{} does not resolve", ag.host))
+    }
+}
+
+impl Agents for NetAgents<'_> {
+    fn run(&self, task: &Task, test: &Test) -> TaskResult {
+        let (from, to) = (&self.inv.agents[task.from], &self.inv.agents[task.to]);
+        let addr = match self.addr(task.from) {
+            Ok(a) => a,
+            Err(message) => return TaskResult::Unreachable { agent: task.from, message },
+        };
+        let peer = if to.host.contains(':') {
+            format!("[{}]:{}", to.host, to.port)
+        } else {
+            format!("{}:{}", to.host, to.port)
+        };
+        let mt = MeshTask { version: MESH_DOC_VERSION, peer, peer_host_key: to.host_key.clone(), test: spec(test) };
+        match run_task(addr, &from.host_key, self.identity.clone(), &mt, self.inv.connect_timeout) {
+            Ok(MeshOutcome::Done(r)) => TaskResult::Done(r),
+            Ok(MeshOutcome::PeerUnreachable { message }) => TaskResult::Unreachable { agent: task.to, message },
+            Ok(MeshOutcome::Failed { message }) => TaskResult::Failed { message },
+            Err(TaskError::Unreachable(e)) => TaskResult::Unreachable { agent: task.from, message: e.to_string() },
+            Err(TaskError::Failed(e)) => TaskResult::Failed { message: e.to_string() },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A double: every test takes `ms`, agent `dead` is unreachable; records who ran when.
+    struct Fake {
+        ms: u64,
+        dead: Option<AgentId>,
+        busy: Mutex<Vec<u32>>,
+        overlaps: Mutex<u32>,
+    }
+
+    impl Agents for Fake {
+        fn run(&self, task: &Task, test: &Test) -> TaskResult {
+            if Some(task.from) == self.dead || Some(task.to) == self.dead {
+                return TaskResult::Unreachable { agent: self.dead.unwrap_or(0), message: "refused".into() };
+            }
+            let exclusive = crate::inventory::class(test.kind) == crate::schedule::Class::Exclusive;
+            if exclusive {
+                let mut b = self.busy.lock().unwrap();
+                if b[task.from] > 0 || b[task.to] > 0 {
+                    *self.overlaps.lock().unwrap() += 1;
+                }
+                b[task.from] += 1;
+                b[task.to] += 1;
+            }
+            std::thread::sleep(Duration::from_millis(self.ms));
+            if exclusive {
+                let mut b = self.busy.lock().unwrap();
+                b[task.from] -= 1;
+                b[task.to] -= 1;
+            }
+            TaskResult::Done(MeshReport {
+                version: 1,
+                started_unix_s: 0,
+                seconds: 0.01,
+                throughput_bps: 1e9,
+                retransmits: 0,
+                rtt_us: None,
+                latency_us: None,
+                transactions_per_s: None,
+                loss_pct: None,
+                cpu_busy: (0.0, 0.0),
+            })
+        }
+    }
+
+    fn inventory(n: usize) -> Inventory {
+        let fp = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
+        let mut t = String::from("[limits]\nbackoff = \"100ms\"\nretries = 1\n");
+        for i in 0..n {
+            t += &format!("[[agent]]\nname = \"a{i}\"\naddress = \"198.18.1.{}\"\nhost_key = \"{fp}\"\n", i + 1);
+        }
+        t += "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\n[[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\n";
+        Inventory::parse(&t).unwrap()
+    }
+
+    #[test]
+    fn a_round_runs_every_task_on_threads_without_overlap() {
+        let inv = inventory(6);
+        let fake = Fake { ms: 20, dead: None, busy: Mutex::new(vec![0; 6]), overlaps: Mutex::new(0) };
+        let stop = AtomicBool::new(false);
+        let mut lines = 0;
+        let r = run_round(&inv, &fake, 0, &stop, &mut |_| lines += 1);
+        assert_eq!(r.tries.len(), 30 + 15);
+        assert_eq!(lines, 45);
+        assert_eq!(*fake.overlaps.lock().unwrap(), 0, "no agent in two throughput tests at once");
+        assert_eq!((r.tally.done, r.tally.waves, r.stopped), (45, 10, false));
+        // each wave's tests started together
+        let mut starts: Vec<f64> = r.tries.iter().filter(|t| t.task.test == 0).map(|t| t.start_s).collect();
+        starts.sort_by(f64::total_cmp);
+        for w in starts.chunks(3) {
+            assert!(w[2] - w[0] < 0.015, "a wave's starts: {w:?}");
+        }
+    }
+
+    #[test]
+    fn a_dead_agent_is_given_up_and_a_stop_lets_running_tests_finish() {
+        let inv = inventory(4);
+        let fake = Fake { ms: 5, dead: Some(3), busy: Mutex::new(vec![0; 4]), overlaps: Mutex::new(0) };
+        let r = run_round(&inv, &fake, 0, &AtomicBool::new(false), &mut |_| {});
+        assert_eq!(r.down, vec![3]);
+        assert_eq!(r.tally.done, 6 + 3, "the other three agents' pairs");
+        let stop = AtomicBool::new(false);
+        let slow = Fake { ms: 200, dead: None, busy: Mutex::new(vec![0; 4]), overlaps: Mutex::new(0) };
+        let mut n = 0;
+        let r = run_round(&inv, &slow, 0, &stop, &mut |_| {
+            n += 1;
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert!(r.stopped);
+        assert!(r.tries.len() < 12 + 6, "it stopped early: {}", r.tries.len());
+        assert!(r.tries.iter().all(|t| matches!(t.result, TaskResult::Done(_))), "running tests finished");
+    }
+}
