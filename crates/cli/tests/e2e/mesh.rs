@@ -8,6 +8,7 @@ use crate::support::sshlab::text;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
+use std::time::Duration;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
@@ -171,4 +172,104 @@ fn an_agent_that_is_down_is_given_up_after_its_retries() {
     assert!(rows.iter().filter(|r| r[1] != "a1" && r[2] != "a1").all(|r| r[4] == "ok"), "{rows:?}");
     assert!(rows.iter().any(|r| r[4].as_str().unwrap().starts_with("unreachable a1")), "{rows:?}");
     assert!(text(&o).contains("down: a1"), "{}", text(&o));
+}
+
+/// Issue 17's lab: six hosts on one switch, host h6's link shaped to 100 Mbit/s, an agent in
+/// each, the controller in h1. One round: every pair measured both ways, every pair with h6 slow
+/// and the others fast, no agent in two throughput tests at once (the round's timeline), and
+/// nothing of the lab left behind.
+#[test]
+fn six_agents_on_a_switch_with_one_slow_link_show_its_pairs_slow() {
+    use crate::lab::{assert_clean, can_run, sigint, start_up, wait_exit};
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut sc = String::from("name = \"mesh6\"\n[[switch]]\nname = \"sw\"\n");
+    for i in 1..=6 {
+        sc += &format!("[[host]]\nname = \"h{i}\"\n[[link]]\na = \"h{i}\"\nb = \"sw\"\n");
+        if i == 6 {
+            sc += "rate = \"100mbit\"\n";
+        }
+    }
+    fs::write(d.join("mesh6.toml"), sc).unwrap();
+    let (mut up, id) = start_up(&d.join("mesh6.toml"));
+    let ns = |i: usize| format!("{id}-h{i}");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let ctl = keygen(&d.join("ctl"));
+        let mut lines = vec![format!("mesh {ctl}")];
+        for i in 1..=6 {
+            fs::create_dir(d.join(format!("h{i}"))).unwrap();
+            lines.push(format!("ro {}", keygen(&d.join(format!("h{i}/host_key")))));
+        }
+        fs::write(d.join("authorized_keys"), lines.join("\n") + "\n").unwrap();
+        let mut agents = Vec::new();
+        let mut inv = String::from("[limits]\nconnect_timeout = \"5s\"\n");
+        for i in 1..=6 {
+            let o =
+                Command::new("ip").args(["netns", "exec", &ns(i), "ip", "-o", "-4", "addr", "show"]).output().unwrap();
+            let t = String::from_utf8_lossy(&o.stdout).to_string();
+            let ip = t
+                .split_whitespace()
+                .filter_map(|w| w.split('/').next())
+                .find(|w| w.starts_with("198.1"))
+                .unwrap_or_else(|| panic!("no address in h{i}: {t}"))
+                .to_string();
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &ns(i), env!("CARGO_BIN_EXE_linerate"), "serve", "--listen"])
+                .arg(format!("{ip}:7878"))
+                .args(["--announce", "--host-key"])
+                .arg(d.join(format!("h{i}/host_key")))
+                .arg("--authorized-keys")
+                .arg(d.join("authorized_keys"));
+            let a = crate::support::spawn_announced(cmd);
+            let fp = a.fingerprint.clone().unwrap();
+            inv += &format!("[[agent]]\nname = \"h{i}\"\naddress = \"{ip}:7878\"\nhost_key = \"{fp}\"\n");
+            agents.push(Agent { child: a.child, addr: a.addr, fingerprint: fp });
+        }
+        inv += "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\nduration = \"2s\"\n";
+        inv += "[[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\nduration = \"1s\"\n";
+        fs::write(d.join("fleet.toml"), inv).unwrap();
+        let o = Command::new("ip")
+            .args(["netns", "exec", &ns(1), env!("CARGO_BIN_EXE_linerate"), "mesh"])
+            .arg(d.join("fleet.toml"))
+            .arg("--identity")
+            .arg(d.join("ctl"))
+            .args(["--once", "--json", "--no-save"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        eprint!("{}", String::from_utf8_lossy(&o.stderr)); // the round, test by test (--nocapture)
+        let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        if let Some(keep) = std::env::var_os("LINERATE_KEEP_MESH_RUN") {
+            fs::write(keep, &o.stdout).unwrap();
+        }
+        let rows = pairs(&run);
+        assert_eq!(rows.len(), 30 + 15);
+        let tput: Vec<_> = rows.iter().filter(|r| r[0] == "tput").collect();
+        let rate = |r: &Vec<serde_json::Value>| r[5].as_f64().unwrap();
+        let slow: Vec<f64> = tput.iter().filter(|r| r[1] == "h6" || r[2] == "h6").map(|r| rate(r)).collect();
+        let fast: Vec<f64> = tput.iter().filter(|r| r[1] != "h6" && r[2] != "h6").map(|r| rate(r)).collect();
+        assert_eq!((slow.len(), fast.len()), (10, 20));
+        assert!(slow.iter().all(|&x| x < 110e6), "h6's pairs are bound by its 100 Mbit/s link: {slow:?}");
+        let fast_min = fast.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(fast_min > 5.0 * 100e6, "the other pairs are not: {fast:?}");
+        for x in &tput {
+            for y in &tput {
+                let shared = !std::ptr::eq(*x, *y) && [&x[1], &x[2]].iter().any(|n| **n == y[1] || **n == y[2]);
+                let (xs, xe) = (x[10].as_f64().unwrap(), x[11].as_f64().unwrap());
+                let (ys, ye) = (y[10].as_f64().unwrap(), y[11].as_f64().unwrap());
+                assert!(!shared || xe <= ys + 1e-3 || ye <= xs + 1e-3, "overlap: {x:?} {y:?}");
+            }
+        }
+        drop(agents);
+    }));
+    sigint(&up);
+    let status = wait_exit(&mut up, Duration::from_secs(30));
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+    assert!(status.success(), "lab up ended with {status}");
+    assert_clean(&id);
 }
