@@ -9,6 +9,7 @@ pub mod compare;
 pub mod convert;
 pub mod export;
 pub mod html;
+pub mod mesh;
 pub mod model;
 pub mod store;
 pub mod svg;

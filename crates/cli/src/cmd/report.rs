@@ -97,6 +97,24 @@ enum ReportCmd {
         #[arg(long, default_value_t = 5.0)]
         threshold: f64,
     },
+    /// A mesh round's matrix per test (rows run the test against the columns), coloured by the
+    /// change against an earlier round: HTML (every test) or SVG (one test).
+    Mesh {
+        /// The mesh run [default: the newest mesh run in the store].
+        id: Option<String>,
+        /// The baseline round [default: the mesh run stored before it, if any].
+        #[arg(long, value_name = "ID")]
+        against: Option<String>,
+        /// Changes beyond this percentage are coloured.
+        #[arg(long, default_value_t = 10.0)]
+        threshold: f64,
+        /// With an .svg output: the test to draw [default: the first].
+        #[arg(long, value_name = "NAME")]
+        test: Option<String>,
+        /// Output file: .html for every test, .svg for one (`-` for SVG on stdout).
+        #[arg(long, short, value_name = "FILE")]
+        output: PathBuf,
+    },
     /// One chart as an SVG file.
     Svg {
         /// Run id (or a unique prefix).
@@ -294,6 +312,44 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
             let runs = ids.iter().map(|id| lookup(&store, id)).collect::<std::result::Result<Vec<_>, _>>()?;
             write_html(&runs, threshold, &output).map_err(Fail::Usage)?;
             eprintln!("wrote {}", output.display());
+            Ok(0)
+        }
+        ReportCmd::Mesh { id, against, threshold, test, output } => {
+            let store = open(db)?;
+            let meshes: Vec<String> = store
+                .list()
+                .map_err(|e| Fail::Store(e.into()))?
+                .into_iter()
+                .filter(|r| r.kind == "mesh")
+                .map(|r| r.id)
+                .collect();
+            let run_id = match id {
+                Some(i) => i,
+                None => {
+                    meshes.last().cloned().ok_or_else(|| Fail::Usage(anyhow::anyhow!("no mesh run in the store")))?
+                }
+            };
+            let run = lookup(&store, &run_id)?;
+            let base_id = match against {
+                Some(a) => Some(a),
+                None => {
+                    meshes.iter().position(|m| *m == run.id).and_then(|i| i.checked_sub(1)).map(|i| meshes[i].clone())
+                }
+            };
+            let base = base_id.map(|b| lookup(&store, &b)).transpose()?;
+            let usage = |e: linerate_report::ReportError| Fail::Usage(e.into());
+            let text = if output.extension().is_some_and(|e| e == "html") {
+                linerate_report::mesh::mesh_html(&run, base.as_ref(), threshold).map_err(usage)?
+            } else {
+                let ms = linerate_report::mesh::matrices(&run, base.as_ref()).map_err(usage)?;
+                let m = match &test {
+                    Some(t) => ms.iter().find(|m| m.test == *t),
+                    None => ms.first(),
+                };
+                let m = m.ok_or_else(|| Fail::Usage(anyhow::anyhow!("run {} has no test {test:?}", run.id)))?;
+                linerate_report::mesh::matrix_svg(m, threshold)
+            };
+            write_out(Some(&output), &text).map_err(Fail::Usage)?;
             Ok(0)
         }
         ReportCmd::Svg { id, chart, output } => {

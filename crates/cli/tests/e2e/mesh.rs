@@ -130,8 +130,38 @@ fn a_round_measures_every_pair_without_overlap_and_is_stored() {
         }
     }
     // Stored: `report list` shows the round.
-    let l = bin().args(["report", "list"]).env("LINERATE_DB", f.dir.path().join("runs.sqlite")).output().unwrap();
+    let db = f.dir.path().join("runs.sqlite");
+    let report = |args: &[&str]| bin().arg("report").args(args).env("LINERATE_DB", &db).output().unwrap();
+    let l = report(&["list"]);
     assert!(text(&l).contains("mesh round 0"), "{}", text(&l));
+    // A later round where a0 > a1 fell to half: `report compare` exits 4 naming that pair, and the
+    // matrix colours that cell red against the round before.
+    let mut later = run.clone();
+    later["id"] = serde_json::json!(format!("{}-later", run["id"].as_str().unwrap()));
+    later["created"] = serde_json::json!("2099-01-01T00:00:00Z");
+    for m in later["metrics"].as_array_mut().unwrap() {
+        if m["name"] == "tput:a0>a1" {
+            m["value"] = serde_json::json!(m["value"].as_f64().unwrap() / 2.0);
+        }
+    }
+    let file = f.dir.path().join("later.json");
+    fs::write(&file, serde_json::to_vec(&later).unwrap()).unwrap();
+    let i = report(&["import", file.to_str().unwrap()]);
+    assert_eq!(i.status.code(), Some(0), "{}", text(&i));
+    let (a, b) = (run["id"].as_str().unwrap(), later["id"].as_str().unwrap());
+    let c = report(&["compare", a, b, "--threshold", "40"]);
+    assert_eq!(c.status.code(), Some(4), "{}", text(&c));
+    assert!(text(&c).contains("tput:a0>a1"), "{}", text(&c));
+    let html = f.dir.path().join("mesh.html");
+    let m = report(&["mesh", "-o", html.to_str().unwrap(), "--threshold", "40"]);
+    assert_eq!(m.status.code(), Some(0), "{}", text(&m));
+    let page = fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("<svg").count(), 2, "a matrix per test");
+    assert!(page.contains(&format!("against <code>{a}</code>")), "the previous round is the baseline");
+    assert_eq!(page.matches("#f4a6a6").count(), 1, "one cell worse: a0 > a1");
+    assert!(page.contains("-50%"));
+    let svg = report(&["mesh", b, "--test", "rtt", "-o", "-"]);
+    assert!(String::from_utf8_lossy(&svg.stdout).starts_with("<svg"), "{}", text(&svg));
 }
 
 #[test]
