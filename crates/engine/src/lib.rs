@@ -10,6 +10,7 @@
 //! | [`rate`], [`limit`] | pacing, per-client and total caps with a fair share |
 //! | [`mod@bench`] | the benchmark client, agent and traffic generators |
 //! | [`mesh`] | mesh sessions: an agent running a test against another on a controller's request |
+//! | [`metrics`] | the agent's counters, and `serve --metrics` (Prometheus text format) |
 //! | [`usage`] | CPU time and peak memory of this process, for reports |
 //!
 //! Protocol rules live in `linerate-proto` (no I/O); this crate drives them and performs the I/O.
@@ -20,6 +21,7 @@ pub mod copy;
 pub mod error;
 pub mod limit;
 pub mod mesh;
+pub mod metrics;
 pub mod net;
 pub mod rate;
 pub mod server;

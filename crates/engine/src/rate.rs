@@ -357,6 +357,13 @@ impl Governor {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The pace allowed now over the sessions sharing the total, bit/s (`None`: no total cap).
+    pub fn paced_bps(&self) -> Option<u64> {
+        self.total?;
+        let live = self.lock().live.iter().filter_map(Weak::upgrade).collect::<Vec<_>>();
+        Some(live.iter().map(|p| p.meter.lock().unwrap_or_else(PoisonError::into_inner).bucket.rate()).sum::<u64>() * 8)
+    }
+
     /// Sessions currently sharing the total.
     pub fn sessions(&self) -> usize {
         self.lock().live.iter().filter(|w| w.strong_count() > 0).count()

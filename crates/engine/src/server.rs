@@ -10,6 +10,7 @@ use crate::auth::secret::Secret;
 use crate::bench::server::{self as bench_server, BenchServerConfig};
 use crate::copy::fsx;
 use crate::copy::recv::{Abort, Outcome, RecvSession, SessionParams};
+use crate::metrics::{Ended, Kind, Metrics};
 use crate::net::conn::{self, Admit};
 use crate::rate::{Governor, SessionRate};
 use crate::EngineError;
@@ -74,6 +75,8 @@ pub struct ServerConfig {
     /// On shutdown ([`Stopper::stop`], `serve` on SIGTERM/SIGINT): how long running sessions
     /// may go on to finish before they are aborted (`serve --shutdown-grace`).
     pub shutdown_grace: Duration,
+    /// Serve the counters in the Prometheus text format here (`serve --metrics`).
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Most bytes of record buffers one copy session may reserve; a push that would need more
@@ -123,6 +126,7 @@ impl ServerConfig {
             paths: PathMode::BeneathRoot,
             max_buffer_memory: 1 << 30,
             shutdown_grace: Duration::from_secs(30),
+            metrics: None,
         }
     }
 
@@ -188,6 +192,8 @@ struct Shared {
     next_running: std::sync::atomic::AtomicU64,
     /// Set by a second stop: abort running sessions now rather than at the end of the grace.
     hurry: AtomicBool,
+    /// The counters `--metrics` serves.
+    metrics: Arc<Metrics>,
 }
 
 /// A running session, as shutdown sees it.
@@ -357,6 +363,7 @@ pub struct Server {
     listener: TcpListener,
     shared: Arc<Shared>,
     done_rx: mpsc::Receiver<Outcome>,
+    metrics_addr: Option<SocketAddr>,
 }
 
 /// Handle to a server running on a background thread.
@@ -416,6 +423,17 @@ impl Server {
         let addr = listener.local_addr().map_err(|e| EngineError::net("local address", e))?;
         let (tx, done_rx) = mpsc::channel();
         let rates = Governor::new(cfg.rate_total, cfg.rate_per_client);
+        let metrics = Arc::new(Metrics::default());
+        let metrics_addr = match cfg.metrics {
+            Some(at) => {
+                let l = TcpListener::bind(at).map_err(|e| EngineError::net(format!("serving metrics on {at}"), e))?;
+                let bound = l.local_addr().map_err(|e| EngineError::net("local address", e))?;
+                let (m, r) = (metrics.clone(), rates.clone());
+                crate::metrics::spawn_http(l, Arc::new(move || m.render(r.paced_bps())));
+                Some(bound)
+            }
+            None => None,
+        };
         let shared = Arc::new(Shared {
             cfg,
             root,
@@ -433,8 +451,14 @@ impl Server {
             running: Mutex::new(HashMap::new()),
             next_running: std::sync::atomic::AtomicU64::new(0),
             hurry: AtomicBool::new(false),
+            metrics,
         });
-        Ok(Server { listener, shared, done_rx })
+        Ok(Server { listener, shared, done_rx, metrics_addr })
+    }
+
+    /// Where `--metrics` is served (with the real port when 0 was asked for).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The bound address (with the real port when 0 was asked for).
@@ -579,6 +603,14 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
             // check), not a failed handshake worth a log line.
             let silent_close = matches!(&e, EngineError::Net { io: source, context }
                 if source.kind() == std::io::ErrorKind::UnexpectedEof && context.contains("preamble"));
+            match &e {
+                EngineError::Refused { code } => shared.metrics.refused(*code),
+                EngineError::Proto(linerate_proto::ProtoError::Version { .. }) => {
+                    shared.metrics.refused(ErrorCode::Version)
+                }
+                _ if !silent_close => shared.metrics.handshake_failed(),
+                _ => {}
+            }
             if shared.cfg.log && !silent_close {
                 let (who, why) = (peer.map(|p| p.to_string()).unwrap_or_default(), e.to_string());
                 eprintln!("linerate serve: {who}: handshake failed: {}", linerate_proto::name::escape(why.as_bytes()));
@@ -651,7 +683,10 @@ fn grant(shared: &Shared, sec: &mut conn::Secured, peer: Option<SocketAddr>) -> 
             }
             Ok(g)
         }
-        Err(msg) => Err(fatal(&mut sec.tx, ErrorCode::Auth, msg)),
+        Err(msg) => {
+            shared.metrics.refused(ErrorCode::Auth);
+            Err(fatal(&mut sec.tx, ErrorCode::Auth, msg))
+        }
     }
 }
 
@@ -694,7 +729,11 @@ fn control(
             Ok([Frame::BenchRequest(doc)]) => {
                 let doc = doc.to_vec();
                 let ip = local.unwrap_or(IpAddr::from([127, 0, 0, 1]));
+                let _active = shared.metrics.active(Kind::Bench);
                 let r = bench_server::serve_session(&doc, sec.tx, sec.rx, ip, &shared.cfg.bench, &shared.tests);
+                shared
+                    .metrics
+                    .ended(Kind::Bench, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
                 if shared.cfg.log {
                     match r {
                         Ok(n) => eprintln!("linerate serve: benchmark session: {n} tests"),
@@ -705,7 +744,9 @@ fn control(
             }
             Ok([Frame::MeshRequest(doc)]) => {
                 let host_key = shared.cfg.keys.as_ref().map(|k| k.host_key.clone());
+                let _active = shared.metrics.active(Kind::Mesh);
                 let r = crate::mesh::serve_task(doc, sec.tx, grant, host_key, &shared.cfg.bench.limits);
+                shared.metrics.ended(Kind::Mesh, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
                 if shared.cfg.log {
                     match r {
                         Ok(line) => eprintln!("linerate serve: {line}"),
@@ -771,7 +812,15 @@ fn control(
     };
     if let Some((path, name)) = pull_from {
         let pace = admit_rate(shared, grant.rate);
-        return Some(serve_pull(shared, sec, sock, root, &path, name, chunk_size, flags, streams, pace));
+        let _active = shared.metrics.active(Kind::Pull);
+        let o = serve_pull(shared, sec, sock, root, &path, name, chunk_size, flags, streams, pace);
+        let sent = match &o {
+            Outcome::Done(s) => (s.bytes, s.files),
+            Outcome::Aborted(_) => (0, 0),
+        };
+        let ended = Ended { ok: matches!(o, Outcome::Done(_)), sent, key: key_label(grant), ..Default::default() };
+        shared.metrics.ended(Kind::Pull, &ended);
+        return Some(o);
     }
     let resolved = match shared.cfg.paths {
         PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources),
@@ -797,6 +846,7 @@ fn control(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(sec.session, (sec.stream_psk.clone(), Sink::Recv(session.clone())));
+    let active = shared.metrics.active(Kind::Push);
     let outcome = match session.send_control(&[Frame::Target { dest_is_dir: into_dir }]) {
         Ok(()) => {
             sec.rx.set_timeout(None);
@@ -805,8 +855,21 @@ fn control(
         }
         Err(e) => Outcome::Aborted(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
     };
+    drop(active);
+    let received = match &outcome {
+        Outcome::Done(s) => (s.bytes, s.files),
+        Outcome::Aborted(_) => (0, 0),
+    };
+    let ended =
+        Ended { ok: matches!(outcome, Outcome::Done(_)), received, key: key_label(grant), ..Default::default() };
+    shared.metrics.ended(Kind::Push, &ended);
     shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
     Some(outcome)
+}
+
+/// How `--metrics` labels the session's key: its fingerprint and comment (none for a shared secret).
+fn key_label(grant: &Grant) -> Option<(String, String)> {
+    grant.key.map(|k| (k.fingerprint(), grant.comment.clone()))
 }
 
 /// The pace of a copy session being admitted: its share of `rate_total`, within

@@ -42,15 +42,24 @@ pub fn thread() -> CpuTimes {
     fs::read_to_string("/proc/thread-self/stat").ok().as_deref().and_then(parse_stat).unwrap_or_default()
 }
 
-/// Peak resident set size of this process in bytes (VmHWM).
-pub fn peak_rss() -> u64 {
+fn status_kb(field: &str) -> u64 {
     let Ok(s) = fs::read_to_string("/proc/self/status") else {
         return 0;
     };
     s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
+}
+
+/// Peak resident set size of this process in bytes (VmHWM).
+pub fn peak_rss() -> u64 {
+    status_kb("VmHWM:")
+}
+
+/// Resident set size of this process now, in bytes (VmRSS).
+pub fn rss() -> u64 {
+    status_kb("VmRSS:")
 }
 
 /// Whole-machine CPU counters from the first line of /proc/stat, in clock ticks.

@@ -48,9 +48,14 @@ pub struct ServeArgs {
     /// Serve one session, then exit with its status.
     #[arg(long)]
     once: bool,
-    /// Print `LINERATE <version> LISTEN <addr>` on stdout once listening.
+    /// Print `LINERATE <version> LISTEN <addr>` on stdout once listening (and, with --metrics,
+    /// `LINERATE <version> METRICS <addr>` after it).
     #[arg(long)]
     announce: bool,
+    /// Serve the agent's counters in the Prometheus text format on `http://ADDR/metrics`
+    /// (plain, unauthenticated HTTP: bind it to loopback or a management network).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     /// Most sessions at once.
     #[arg(long, default_value_t = 64)]
     max_sessions: usize,
@@ -155,6 +160,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.accept_secret = a.key_file.is_some();
     let key_note = keys.as_ref().zip(a.keys.authorized_keys.as_deref()).map(|(k, f)| crate::keys::host_key_note(k, f));
     cfg.keys = keys;
+    cfg.metrics = a.metrics;
     let server = match Server::bind(cfg) {
         Ok(s) => s,
         Err(e) => {
@@ -164,6 +170,9 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     };
     if a.announce {
         println!("LINERATE {} LISTEN {}", linerate_proto::PROTOCOL_VERSION, server.local_addr());
+        if let Some(m) = server.metrics_addr() {
+            println!("LINERATE {} METRICS {m}", linerate_proto::PROTOCOL_VERSION);
+        }
         let _ = std::io::stdout().flush();
     } else if !a.quiet {
         eprintln!("linerate serve: listening on {}", server.local_addr());
@@ -171,6 +180,9 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     if let Some(note) = key_note {
         // Printed even with --quiet: clients compare this fingerprint on first contact.
         eprintln!("{note}");
+    }
+    if let (Some(m), false) = (server.metrics_addr(), a.quiet) {
+        eprintln!("linerate serve: metrics on http://{m}/metrics");
     }
     if !a.quiet && (a.max_rate_per_client.is_some() || a.max_rate_total.is_some()) {
         let cap = |r: Option<u64>| r.map_or("none".to_string(), |r| format_rate(r as f64));

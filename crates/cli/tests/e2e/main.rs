@@ -11,6 +11,7 @@ mod emu;
 mod faults;
 mod lab;
 mod mesh;
+mod metrics;
 mod report;
 mod ssh;
 mod support;

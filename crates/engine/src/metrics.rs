@@ -1,0 +1,432 @@
+//! `serve --metrics ADDR`: the agent's counters in the Prometheus text format (version 0.0.4)
+//! on `GET /metrics`, over plain HTTP. Counting is a handful of relaxed atomics on the session
+//! paths; the endpoint answers one request at a time (a scrape is rare and small), with a 2 s
+//! limit to read a request of at most 8 KiB and to write the answer, so a slow or hostile client
+//! holds nothing but its own connection for two seconds. No secret and no path ever appears: keys
+//! are labelled by their public fingerprint and their authorized_keys comment (escaped, cut).
+
+use crate::usage;
+use linerate_proto::ErrorCode;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Largest request read.
+pub const MAX_REQUEST: usize = 8 * 1024;
+/// Time to read a request, and to write an answer.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most keys with their own series (more are counted under `key="other"`).
+pub const MAX_KEYS: usize = 1024;
+
+/// What a session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A copy to this agent.
+    Push,
+    /// A copy from this agent.
+    Pull,
+    /// A benchmark session.
+    Bench,
+    /// A mesh test this agent ran for a controller.
+    Mesh,
+}
+
+const KINDS: [(Kind, &str); 4] =
+    [(Kind::Push, "push"), (Kind::Pull, "pull"), (Kind::Bench, "bench"), (Kind::Mesh, "mesh")];
+
+/// Why a connection was refused, as a label.
+fn reason(code: ErrorCode) -> usize {
+    match code {
+        ErrorCode::Auth | ErrorCode::Denied => 0,
+        ErrorCode::Busy => 1,
+        ErrorCode::Limit | ErrorCode::BadParams => 2,
+        ErrorCode::Version => 3,
+        ErrorCode::Unsupported => 4,
+        ErrorCode::UnknownSession => 5,
+        _ => 6,
+    }
+}
+
+const REASONS: [&str; 7] = ["auth", "busy", "limits", "version", "unsupported", "unknown_session", "protocol"];
+
+#[derive(Debug, Default)]
+struct KeyBytes {
+    name: String,
+    received: u64,
+    sent: u64,
+}
+
+/// The agent's counters.
+#[derive(Debug)]
+pub struct Metrics {
+    started: Instant,
+    active: [AtomicU64; 4],
+    ok: [AtomicU64; 4],
+    failed: [AtomicU64; 4],
+    bytes_received: [AtomicU64; 4],
+    bytes_sent: [AtomicU64; 4],
+    files_received: AtomicU64,
+    files_sent: AtomicU64,
+    refused: [AtomicU64; 7],
+    handshake_failures: AtomicU64,
+    keys: Mutex<BTreeMap<String, KeyBytes>>,
+}
+
+/// A running session: counted active until dropped.
+#[must_use]
+pub struct Active<'a>(&'a AtomicU64);
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// How a session ended, for [`Metrics::ended`].
+#[derive(Debug, Clone, Default)]
+pub struct Ended {
+    /// It completed.
+    pub ok: bool,
+    /// Bytes and files this agent received.
+    pub received: (u64, u64),
+    /// Bytes and files this agent sent.
+    pub sent: (u64, u64),
+    /// The authenticated key: its fingerprint and comment.
+    pub key: Option<(String, String)>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            started: Instant::now(),
+            active: Default::default(),
+            ok: Default::default(),
+            failed: Default::default(),
+            bytes_received: Default::default(),
+            bytes_sent: Default::default(),
+            files_received: AtomicU64::new(0),
+            files_sent: AtomicU64::new(0),
+            refused: Default::default(),
+            handshake_failures: AtomicU64::new(0),
+            keys: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+fn idx(k: Kind) -> usize {
+    KINDS.iter().position(|(x, _)| *x == k).unwrap_or(0)
+}
+
+/// A label value: `\`, `"` and line breaks escaped, control characters dropped, at most 64
+/// characters.
+fn label(s: &str) -> String {
+    let mut o = String::new();
+    for c in s.chars().filter(|c| !c.is_control() || *c == '\n').take(64) {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            '"' => o.push_str("\\\""),
+            '\n' => o.push_str("\\n"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+impl Metrics {
+    /// A session of `kind` starts.
+    pub fn active(&self, kind: Kind) -> Active<'_> {
+        let a = &self.active[idx(kind)];
+        a.fetch_add(1, Relaxed);
+        Active(a)
+    }
+
+    /// A session of `kind` ended.
+    pub fn ended(&self, kind: Kind, e: &Ended) {
+        let i = idx(kind);
+        if e.ok { &self.ok[i] } else { &self.failed[i] }.fetch_add(1, Relaxed);
+        self.bytes_received[i].fetch_add(e.received.0, Relaxed);
+        self.bytes_sent[i].fetch_add(e.sent.0, Relaxed);
+        self.files_received.fetch_add(e.received.1, Relaxed);
+        self.files_sent.fetch_add(e.sent.1, Relaxed);
+        if let Some((fp, name)) = &e.key {
+            let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+            let slot = if keys.contains_key(fp) || keys.len() < MAX_KEYS { fp.clone() } else { "other".into() };
+            let k = keys.entry(slot).or_default();
+            k.name = label(name);
+            k.received += e.received.0;
+            k.sent += e.sent.0;
+        }
+    }
+
+    /// A connection was refused with `code` (before or at authentication).
+    pub fn refused(&self, code: ErrorCode) {
+        self.refused[reason(code)].fetch_add(1, Relaxed);
+    }
+
+    /// A handshake failed (a bad preamble, a failed authentication proof, a timeout).
+    pub fn handshake_failed(&self) {
+        self.handshake_failures.fetch_add(1, Relaxed);
+    }
+
+    /// Everything, in the text format; `paced_bps` is the rate the agent's pacing allows now
+    /// over all paced sessions, if it paces.
+    pub fn render(&self, paced_bps: Option<u64>) -> String {
+        let mut s = String::new();
+        let mut family = |name: &str, kind: &str, help: &str, rows: Vec<(String, u64)>| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (labels, v) in rows {
+                let _ = writeln!(s, "{name}{labels} {v}");
+            }
+        };
+        let by_kind = |a: &[AtomicU64; 4]| -> Vec<(String, u64)> {
+            KINDS.iter().map(|(k, n)| (format!("{{kind=\"{n}\"}}"), a[idx(*k)].load(Relaxed))).collect()
+        };
+        family("linerate_sessions_active", "gauge", "Sessions running now, by kind.", by_kind(&self.active));
+        let mut total = Vec::new();
+        for (k, n) in KINDS {
+            total.push((format!("{{kind=\"{n}\",result=\"ok\"}}"), self.ok[idx(k)].load(Relaxed)));
+            total.push((format!("{{kind=\"{n}\",result=\"error\"}}"), self.failed[idx(k)].load(Relaxed)));
+        }
+        family("linerate_sessions_total", "counter", "Sessions ended, by kind and result.", total);
+        family(
+            "linerate_received_bytes_total",
+            "counter",
+            "File bytes received, by kind.",
+            by_kind(&self.bytes_received),
+        );
+        family("linerate_sent_bytes_total", "counter", "File bytes sent, by kind.", by_kind(&self.bytes_sent));
+        family(
+            "linerate_files_total",
+            "counter",
+            "Files received and sent.",
+            vec![
+                ("{direction=\"received\"}".into(), self.files_received.load(Relaxed)),
+                ("{direction=\"sent\"}".into(), self.files_sent.load(Relaxed)),
+            ],
+        );
+        family(
+            "linerate_refused_connections_total",
+            "counter",
+            "Connections refused, by reason.",
+            REASONS
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (format!("{{reason=\"{r}\"}}"), self.refused[i].load(Relaxed)))
+                .collect(),
+        );
+        family(
+            "linerate_handshake_failures_total",
+            "counter",
+            "Handshakes that failed (bad preamble, failed proof, timeout).",
+            vec![(String::new(), self.handshake_failures.load(Relaxed))],
+        );
+        let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut per_key = Vec::new();
+        for (fp, k) in keys.iter() {
+            let l = |d: &str| format!("{{key=\"{}\",name=\"{}\",direction=\"{d}\"}}", label(fp), k.name);
+            per_key.push((l("received"), k.received));
+            per_key.push((l("sent"), k.sent));
+        }
+        drop(keys);
+        family("linerate_key_bytes_total", "counter", "File bytes by authorized key (daemon mode).", per_key);
+        if let Some(p) = paced_bps {
+            family(
+                "linerate_paced_rate_bits",
+                "gauge",
+                "Rate the agent's pacing allows now, bit/s.",
+                vec![(String::new(), p)],
+            );
+        }
+        let cpu = usage::process();
+        let _ = writeln!(
+            s,
+            "# HELP process_cpu_seconds_total User and system CPU time of the agent.\n# TYPE process_cpu_seconds_total counter\n\
+             process_cpu_seconds_total {:.3}",
+            (cpu.user_us + cpu.sys_us) as f64 / 1e6
+        );
+        let _ = writeln!(
+            s,
+            "# HELP process_resident_memory_bytes Resident memory of the agent.\n# TYPE process_resident_memory_bytes gauge\n\
+             process_resident_memory_bytes {}",
+            usage::rss()
+        );
+        let _ = writeln!(
+            s,
+            "# HELP linerate_uptime_seconds Seconds since the agent started.\n# TYPE linerate_uptime_seconds gauge\n\
+             linerate_uptime_seconds {:.3}\n# HELP linerate_build_info The agent's version.\n# TYPE linerate_build_info gauge\n\
+             linerate_build_info{{version=\"{}\"}} 1",
+            self.started.elapsed().as_secs_f64(),
+            env!("CARGO_PKG_VERSION")
+        );
+        s
+    }
+}
+
+/// The answer to one request's bytes: status line, headers and body.
+pub fn answer(request: &[u8], body: impl FnOnce() -> String) -> Vec<u8> {
+    let head = request.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(head);
+    let mut words = line.split_whitespace();
+    let (status, ctype, text) = match (words.next(), words.next(), words.next()) {
+        (Some("GET"), Some("/metrics"), Some(v)) if v.starts_with("HTTP/1.") => {
+            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body())
+        }
+        (Some("GET"), Some(_), Some(v)) if v.starts_with("HTTP/1.") => {
+            ("404 Not Found", "text/plain", "only /metrics is here\n".to_string())
+        }
+        (Some(_), Some(_), Some(v)) if v.starts_with("HTTP/1.") => {
+            ("405 Method Not Allowed", "text/plain", "GET /metrics\n".to_string())
+        }
+        _ => ("400 Bad Request", "text/plain", "GET /metrics\n".to_string()),
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        text.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(text.as_bytes());
+    out
+}
+
+fn serve_one(mut c: TcpStream, body: &dyn Fn() -> String) {
+    let _ = c.set_read_timeout(Some(IO_TIMEOUT));
+    let _ = c.set_write_timeout(Some(IO_TIMEOUT));
+    let deadline = Instant::now() + IO_TIMEOUT;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    // Read until the end of the headers, the cap, or the deadline.
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_REQUEST && Instant::now() < deadline {
+        match c.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n.min(MAX_REQUEST - buf.len())]),
+        }
+    }
+    if buf.is_empty() {
+        return;
+    }
+    let _ = c.write_all(&answer(&buf, body));
+}
+
+/// Serves `GET /metrics` on `listener` until the process ends, one request at a time.
+pub fn spawn_http(listener: TcpListener, body: Arc<dyn Fn() -> String + Send + Sync>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for c in listener.incoming() {
+            match c {
+                Ok(c) => serve_one(c, &*body),
+                // Out of descriptors and the like: back off instead of spinning.
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render_in_the_text_format() {
+        let m = Metrics::default();
+        {
+            let _a = m.active(Kind::Push);
+            assert!(m.render(None).contains("linerate_sessions_active{kind=\"push\"} 1"));
+        }
+        m.ended(
+            Kind::Push,
+            &Ended {
+                ok: true,
+                received: (1000, 3),
+                key: Some(("SHA256:abc".into(), "al\"ice\n".into())),
+                ..Default::default()
+            },
+        );
+        m.ended(Kind::Pull, &Ended { ok: false, sent: (10, 1), ..Default::default() });
+        m.refused(ErrorCode::Auth);
+        m.refused(ErrorCode::Version);
+        m.handshake_failed();
+        let t = m.render(Some(8_000_000));
+        for want in [
+            "linerate_sessions_active{kind=\"push\"} 0",
+            "linerate_sessions_total{kind=\"push\",result=\"ok\"} 1",
+            "linerate_sessions_total{kind=\"pull\",result=\"error\"} 1",
+            "linerate_received_bytes_total{kind=\"push\"} 1000",
+            "linerate_files_total{direction=\"received\"} 3",
+            "linerate_refused_connections_total{reason=\"auth\"} 1",
+            "linerate_refused_connections_total{reason=\"version\"} 1",
+            "linerate_handshake_failures_total 1",
+            "linerate_key_bytes_total{key=\"SHA256:abc\",name=\"al\\\"ice\\n\",direction=\"received\"} 1000",
+            "linerate_paced_rate_bits 8000000",
+            "# TYPE process_cpu_seconds_total counter",
+            "linerate_build_info{version=",
+        ] {
+            assert!(t.contains(want), "{want} not in\n{t}");
+        }
+        // every sample line is NAME{...} VALUE or NAME VALUE
+        for l in t.lines().filter(|l| !l.starts_with('#')) {
+            let v = l.rsplit(' ').next().unwrap();
+            assert!(v.parse::<f64>().is_ok(), "{l}");
+        }
+    }
+
+    #[test]
+    fn keys_beyond_the_cap_share_one_series() {
+        let m = Metrics::default();
+        for i in 0..MAX_KEYS + 10 {
+            m.ended(
+                Kind::Push,
+                &Ended {
+                    ok: true,
+                    received: (1, 0),
+                    key: Some((format!("k{i}"), String::new())),
+                    ..Default::default()
+                },
+            );
+        }
+        let t = m.render(None);
+        assert_eq!(t.matches("direction=\"received\"").count() - 1, MAX_KEYS + 1, "the cap, and `other`");
+        assert!(t.contains("key=\"other\",name=\"\",direction=\"received\"} 10"));
+    }
+
+    #[test]
+    fn requests_get_the_right_answers() {
+        let body = || "m 1\n".to_string();
+        let ok = String::from_utf8(answer(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", body)).unwrap();
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n") && ok.contains("version=0.0.4") && ok.ends_with("\r\n\r\nm 1\n"));
+        for (req, status) in [
+            (&b"GET / HTTP/1.1\r\n\r\n"[..], "404"),
+            (b"POST /metrics HTTP/1.1\r\n\r\n", "405"),
+            (b"\x16\x03\x01garbage", "400"),
+            (b"GET /metrics\r\n", "400"),
+        ] {
+            let a = String::from_utf8(answer(req, body)).unwrap();
+            assert!(a.starts_with(&format!("HTTP/1.1 {status}")), "{a}");
+        }
+    }
+
+    #[test]
+    fn the_endpoint_answers_and_a_silent_client_holds_it_only_briefly() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        spawn_http(l, Arc::new(|| "linerate_up 1\n".to_string()));
+        let _silent = TcpStream::connect(addr).unwrap(); // says nothing
+        let t = Instant::now();
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut got = String::new();
+        c.read_to_string(&mut got).unwrap();
+        assert!(got.contains("linerate_up 1"), "{got}");
+        assert!(t.elapsed() < IO_TIMEOUT + Duration::from_secs(2), "waited {:?}", t.elapsed());
+        // an oversized request is cut at the cap, answered, and the endpoint goes on
+        let mut big = TcpStream::connect(addr).unwrap();
+        let _ = big.write_all(&vec![b'A'; 100_000]);
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut got = String::new();
+        c.read_to_string(&mut got).unwrap();
+        assert!(got.contains("linerate_up 1"));
+    }
+}
