@@ -50,6 +50,15 @@ pub enum ReportError {
         /// The newest version this build knows.
         known: i64,
     },
+    /// PostgreSQL failed.
+    #[error("database {db}: {source}")]
+    Postgres {
+        /// The database URL, without its password.
+        db: String,
+        /// The PostgreSQL error.
+        #[source]
+        source: postgres::Error,
+    },
     /// SQLite failed.
     #[error("database {path}: {source}")]
     Sqlite {

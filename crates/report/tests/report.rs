@@ -415,7 +415,7 @@ fn a_version_1_store_is_migrated_and_its_metrics_backfilled() {
         .unwrap();
         c.execute("INSERT INTO runs VALUES ('broken', 'bench', 'x', 'x', '{not json')", []).unwrap();
     }
-    let s = Store::open(&path).unwrap();
+    let mut s = Store::open(&path).unwrap();
     assert_eq!(s.version().unwrap(), STORE_VERSION);
     assert_eq!(s.get(&r.id).unwrap(), r);
     let l = s.list().unwrap();
@@ -450,7 +450,7 @@ fn a_store_file_round_trips_every_kind() {
             s.insert(r).unwrap();
         }
     }
-    let s = Store::open(&path).unwrap();
+    let mut s = Store::open(&path).unwrap();
     for r in &runs {
         assert_eq!(&s.get(&r.id).unwrap(), r);
     }
@@ -575,4 +575,212 @@ fn html_report_renders_in_headless_chromium() {
     // the bar colours of the chart palette are on screen
     let blue = pixels.iter().filter(|p| p[0] == 0x4e && p[1] == 0x79 && p[2] == 0xa7).count();
     assert!(blue > 1000, "{blue} pixels of bar blue");
+}
+
+/// The store on a real PostgreSQL: a throwaway cluster (Debian's postgresql, run as the
+/// `postgres` user, which PostgreSQL requires instead of root) on a free loopback port, one
+/// database per test, stopped and removed when dropped.
+mod postgres_store {
+    use super::*;
+    use linerate_report::store::postgres::PgStore;
+    use std::process::Child;
+
+    const SKIP: &str = "LINERATE_SKIP_ROOT_TESTS";
+
+    struct Cluster {
+        server: Option<Child>,
+        port: u16,
+        _dir: tempfile::TempDir,
+    }
+
+    fn bin_dir() -> PathBuf {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .map(|d| {
+                d.filter_map(|e| e.ok()).map(|e| e.path().join("bin")).filter(|p| p.join("initdb").exists()).collect()
+            })
+            .unwrap_or_default();
+        dirs.sort();
+        dirs.pop()
+            .unwrap_or_else(|| panic!("PostgreSQL is needed: install Debian's `postgresql` package (.ci/run does)"))
+    }
+
+    fn as_postgres(program: PathBuf) -> Command {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=postgres", "--regid=postgres", "--init-groups"]).arg(program);
+        c
+    }
+
+    impl Cluster {
+        /// `None` when not root and `LINERATE_SKIP_ROOT_TESTS=1` (said on stderr).
+        fn start() -> Option<Cluster> {
+            if !rustix::process::geteuid().is_root() {
+                if std::env::var_os(SKIP).is_some_and(|v| v == "1") {
+                    eprintln!("SKIPPED, not run: the PostgreSQL store tests need root to run PostgreSQL as its user ({SKIP}=1)");
+                    return None;
+                }
+                panic!("the PostgreSQL store tests need root (to run PostgreSQL as user postgres), or {SKIP}=1 to skip them knowingly");
+            }
+            let bin = bin_dir();
+            let dir = tempfile::tempdir().unwrap();
+            let (data, sock) = (dir.path().join("data"), dir.path().join("sock"));
+            std::fs::create_dir(&sock).unwrap();
+            let o = Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.path()).output().unwrap();
+            assert!(o.status.success());
+            let o = as_postgres(bin.join("initdb"))
+                .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "-D"])
+                .arg(&data)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "initdb: {}", String::from_utf8_lossy(&o.stderr));
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let server = as_postgres(bin.join("postgres"))
+                .arg("-D")
+                .arg(&data)
+                .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-k"])
+                .arg(&sock)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let c = Cluster { server: Some(server), port, _dir: dir };
+            let t = Instant::now();
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(t.elapsed() < Duration::from_secs(30), "PostgreSQL did not start");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Some(c)
+        }
+
+        /// A new, empty database; its URL.
+        fn db(&self, name: &str) -> String {
+            let t = Instant::now();
+            loop {
+                let o = Command::new(bin_dir().join("createdb"))
+                    .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", name])
+                    .output()
+                    .unwrap();
+                if o.status.success() {
+                    break;
+                }
+                // The server may still be starting up ("the database system is starting up").
+                assert!(t.elapsed() < Duration::from_secs(30), "createdb: {}", String::from_utf8_lossy(&o.stderr));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+        }
+    }
+
+    impl Drop for Cluster {
+        fn drop(&mut self) {
+            if let Some(mut s) = self.server.take() {
+                // SIGINT: PostgreSQL's fast shutdown.
+                let pid = rustix::process::Pid::from_raw(s.id() as i32).unwrap();
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+                let t = Instant::now();
+                while s.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(20) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = s.kill();
+                let _ = s.wait();
+            }
+        }
+    }
+
+    fn runs() -> Vec<RunReport> {
+        let mut out: Vec<RunReport> = FIXTURES.iter().map(|f| pinned(f)).collect();
+        for (i, r) in out.iter_mut().enumerate() {
+            r.id = format!("20261124-0{i}0000-{i:04x}");
+        }
+        out
+    }
+
+    #[test]
+    fn postgres_answers_as_sqlite_does() {
+        let Some(c) = Cluster::start() else { return };
+        let url = c.db("same");
+        let dir = tempfile::tempdir().unwrap();
+        let mut lite = Store::open(&dir.path().join("runs.sqlite")).unwrap();
+        let mut pg = Store::open(Path::new(&url)).unwrap();
+        assert!(matches!(pg, Store::Postgres(_)));
+        assert_eq!(pg.version().unwrap(), STORE_VERSION);
+        for r in runs() {
+            lite.insert(&r).unwrap();
+            pg.insert(&r).unwrap();
+        }
+        assert_eq!(pg.list().unwrap(), lite.list().unwrap(), "report list");
+        for r in runs() {
+            assert_eq!(pg.get(&r.id).unwrap(), lite.get(&r.id).unwrap(), "report show {}", r.id);
+        }
+        let (a, b) = (&runs()[1].id, &runs()[2].id);
+        let cmp = |s: &mut Store| compare(&s.get(a).unwrap(), &s.get(b).unwrap(), 5.0).to_text();
+        assert_eq!(cmp(&mut pg), cmp(&mut lite), "report compare");
+        let html = |s: &mut Store| linerate_report::html::report(&[s.get(a).unwrap(), s.get(b).unwrap()], 5.0);
+        assert_eq!(html(&mut pg), html(&mut lite), "report html");
+        assert!(matches!(pg.get("2026"), Err(ReportError::Ambiguous(..))));
+        assert!(matches!(pg.get("%"), Err(ReportError::NotFound(_))), "LIKE wildcards are literal");
+        assert!(matches!(pg.insert(&runs()[0]), Err(ReportError::Duplicate(_))));
+        assert_eq!(pg.remove(a).unwrap(), *a);
+        assert!(matches!(pg.get(a), Err(ReportError::NotFound(_))));
+    }
+
+    #[test]
+    fn two_writers_at_once_migrating_and_inserting() {
+        let Some(c) = Cluster::start() else { return };
+        let url = c.db("writers");
+        // Both open the empty database at once: the advisory lock makes one migrate it.
+        let threads: Vec<_> = (0..2)
+            .map(|w| {
+                let url = url.clone();
+                std::thread::spawn(move || {
+                    let mut s = Store::open(Path::new(&url)).unwrap();
+                    for i in 0..40 {
+                        let mut r = RunReport::new(RunKind::Bench, format!("writer {w} run {i}"));
+                        r.id = format!("w{w}-{i:03}");
+                        r.metric("throughput", f64::from(i), "bit/s", Better::Higher);
+                        s.insert(&r).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut s = Store::open(Path::new(&url)).unwrap();
+        let l = s.list().unwrap();
+        assert_eq!(l.len(), 80, "every run of both writers");
+        assert!(l.iter().all(|r| r.headline.is_some()));
+    }
+
+    #[test]
+    fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
+        let Some(c) = Cluster::start() else { return };
+        let url = c.db("old");
+        let doc = serde_json::to_string(&runs()[1]).unwrap();
+        let mut raw = postgres::Client::connect(&format!("{url}?sslmode=disable"), postgres::NoTls).unwrap();
+        raw.batch_execute(
+            "CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, created TEXT NOT NULL, title TEXT NOT NULL, doc TEXT NOT NULL);
+             CREATE TABLE linerate_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+             INSERT INTO linerate_meta VALUES ('version', 1);",
+        )
+        .unwrap();
+        raw.execute("INSERT INTO runs VALUES ($1, 'bench', $2, 't', $3)", &[&runs()[1].id, &runs()[1].created, &doc])
+            .unwrap();
+        let mut s = Store::open(Path::new(&url)).unwrap();
+        assert_eq!(s.version().unwrap(), STORE_VERSION);
+        let l = s.list().unwrap();
+        assert_eq!(l.len(), 1);
+        assert!(l[0].headline.is_some(), "metrics backfilled from the stored document");
+        raw.execute("UPDATE linerate_meta SET value = 99 WHERE key = 'version'", &[]).unwrap();
+        assert!(matches!(Store::open(Path::new(&url)), Err(ReportError::StoreTooNew { found: 99, .. })));
+    }
+
+    #[test]
+    fn errors_name_the_database_without_its_password() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("postgres://me:hunter2@127.0.0.1:{port}/runs");
+        let e = PgStore::connect(&url).err().unwrap().to_string();
+        assert!(e.contains("me:***@127.0.0.1") && !e.contains("hunter2"), "{e}");
+        let e = PgStore::connect("postgres://me@db.example/runs?sslmode=require").err().unwrap().to_string();
+        assert!(e.contains("will not fall back"), "{e}");
+    }
 }

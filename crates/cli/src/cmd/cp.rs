@@ -99,7 +99,7 @@ pub struct CpArgs {
     /// stalled server).
     #[arg(long, default_value_t = 300)]
     stall_timeout: u64,
-    /// Run store to save this run in [default: $LINERATE_DB, else the user's data directory].
+    /// Run store to save this run in (a SQLite file or a postgres:// URL) [default: $LINERATE_DB, else the user's data directory].
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
     /// Do not save this run in the run store.

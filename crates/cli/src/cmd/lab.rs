@@ -65,7 +65,7 @@ enum LabCmd {
         /// report is written beside it with the extension .html.
         #[arg(long, short)]
         output: Option<PathBuf>,
-        /// Run store to save the results in [default: $LINERATE_DB, else the user's data directory].
+        /// Run store to save the results in (a SQLite file or a postgres:// URL) [default: $LINERATE_DB, else the user's data directory].
         #[arg(long, value_name = "PATH")]
         db: Option<PathBuf>,
         /// Do not save the results in the run store.

@@ -27,7 +27,7 @@ pub struct MeshArgs {
     /// the config directory]; every agent lists its public key with the `mesh` option.
     #[arg(long, value_name = "FILE")]
     pub identity: Option<PathBuf>,
-    /// Run store to save each round in [default: $LINERATE_DB, else the user's data directory].
+    /// Run store to save each round in (a SQLite file or a postgres:// URL) [default: $LINERATE_DB, else the user's data directory].
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// Do not save the rounds.

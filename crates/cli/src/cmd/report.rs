@@ -32,7 +32,8 @@ pub const EXIT_STORE: u8 = 3;
 #[derive(Args, Debug)]
 #[command(after_help = REPORT_AFTER_HELP)]
 pub struct ReportArgs {
-    /// Run store (SQLite file) [default: $LINERATE_DB, else the user's data directory].
+    /// Run store: a SQLite file, or a postgres:// URL without its password [default: $LINERATE_DB,
+    /// else the user's data directory].
     #[arg(long, global = true, value_name = "PATH")]
     db: Option<PathBuf>,
     #[command(subcommand)]
@@ -143,7 +144,17 @@ enum Fail {
 
 fn store_path(db: Option<&Path>) -> Result<PathBuf> {
     match db {
-        Some(p) => Ok(p.to_path_buf()),
+        Some(p) => {
+            let s = p.to_string_lossy();
+            if linerate_report::store::is_postgres(&s) && linerate_report::store::postgres::has_password(&s) {
+                bail!(
+                    "--db {}: no password on the command line (other users can read it): give it in \
+                     PGPASSWORD or ~/.pgpass, or the whole URL in LINERATE_DB",
+                    linerate_report::store::postgres::redact(&s)
+                );
+            }
+            Ok(p.to_path_buf())
+        }
         None => {
             Store::default_path().context("no data directory is known for this user: give --db PATH or set LINERATE_DB")
         }
@@ -177,7 +188,7 @@ pub fn save_run(db: Option<&Path>, report: &RunReport) -> Result<String> {
     bail!("cannot save run {} in {}: no free run id", report.id, path.display())
 }
 
-fn lookup(store: &Store, id: &str) -> std::result::Result<RunReport, Fail> {
+fn lookup(store: &mut Store, id: &str) -> std::result::Result<RunReport, Fail> {
     store.get(id).map_err(|e| match e {
         linerate_report::ReportError::NotFound(_) | linerate_report::ReportError::Ambiguous(..) => {
             Fail::Usage(e.into())
@@ -223,7 +234,7 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
     let db = a.db.as_deref();
     match a.cmd {
         ReportCmd::List { json } => {
-            let store = open(db)?;
+            let mut store = open(db)?;
             let runs = store.list().context("cannot list runs").map_err(Fail::Store)?;
             let mut text = String::new();
             for r in &runs {
@@ -253,14 +264,14 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
             Ok(0)
         }
         ReportCmd::Show { id } => {
-            let store = open(db)?;
-            let r = lookup(&store, &id)?;
+            let mut store = open(db)?;
+            let r = lookup(&mut store, &id)?;
             write_out(None, &export::to_markdown(&r)).map_err(Fail::Usage)?;
             Ok(0)
         }
         ReportCmd::Export { id, format, output } => {
-            let store = open(db)?;
-            let r = lookup(&store, &id)?;
+            let mut store = open(db)?;
+            let r = lookup(&mut store, &id)?;
             let f = match format {
                 ExportFormat::Json => Format::Json,
                 ExportFormat::Csv => Format::Csv,
@@ -271,7 +282,7 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
         }
         ReportCmd::Rm { id } => {
             let mut store = open(db)?;
-            lookup(&store, &id)?;
+            lookup(&mut store, &id)?;
             let full = store.remove(&id).context("cannot delete the run").map_err(Fail::Store)?;
             eprintln!("removed run {full}");
             Ok(0)
@@ -293,8 +304,8 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
             if !(threshold.is_finite() && threshold >= 0.0) {
                 return Err(Fail::Usage(anyhow::anyhow!("--threshold must be a percentage ≥ 0, not {threshold}")));
             }
-            let store = open(db)?;
-            let (ra, rb) = (lookup(&store, &a)?, lookup(&store, &b)?);
+            let mut store = open(db)?;
+            let (ra, rb) = (lookup(&mut store, &a)?, lookup(&mut store, &b)?);
             let c = linerate_report::compare(&ra, &rb, threshold);
             write_out(None, &c.to_text()).map_err(Fail::Usage)?;
             if c.has_regression() {
@@ -308,14 +319,14 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
             Ok(0)
         }
         ReportCmd::Html { ids, output, threshold } => {
-            let store = open(db)?;
-            let runs = ids.iter().map(|id| lookup(&store, id)).collect::<std::result::Result<Vec<_>, _>>()?;
+            let mut store = open(db)?;
+            let runs = ids.iter().map(|id| lookup(&mut store, id)).collect::<std::result::Result<Vec<_>, _>>()?;
             write_html(&runs, threshold, &output).map_err(Fail::Usage)?;
             eprintln!("wrote {}", output.display());
             Ok(0)
         }
         ReportCmd::Mesh { id, against, threshold, test, output } => {
-            let store = open(db)?;
+            let mut store = open(db)?;
             let meshes: Vec<String> = store
                 .list()
                 .map_err(|e| Fail::Store(e.into()))?
@@ -329,14 +340,14 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
                     meshes.last().cloned().ok_or_else(|| Fail::Usage(anyhow::anyhow!("no mesh run in the store")))?
                 }
             };
-            let run = lookup(&store, &run_id)?;
+            let run = lookup(&mut store, &run_id)?;
             let base_id = match against {
                 Some(a) => Some(a),
                 None => {
                     meshes.iter().position(|m| *m == run.id).and_then(|i| i.checked_sub(1)).map(|i| meshes[i].clone())
                 }
             };
-            let base = base_id.map(|b| lookup(&store, &b)).transpose()?;
+            let base = base_id.map(|b| lookup(&mut store, &b)).transpose()?;
             let usage = |e: linerate_report::ReportError| Fail::Usage(e.into());
             let text = if output.extension().is_some_and(|e| e == "html") {
                 linerate_report::mesh::mesh_html(&run, base.as_ref(), threshold).map_err(usage)?
@@ -362,8 +373,8 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
                     "--chart {chart}: expected bars, xy, flows, series or latency, optionally with :N (N from 1)"
                 )));
             };
-            let store = open(db)?;
-            let r = lookup(&store, &id)?;
+            let mut store = open(db)?;
+            let r = lookup(&mut store, &id)?;
             let svg = linerate_report::svg::render(&r, kind, n - 1).map_err(|e| Fail::Usage(e.into()))?;
             write_out(Some(&output), &svg).map_err(Fail::Usage)?;
             Ok(0)

@@ -132,3 +132,19 @@ fn import_refuses_unknown_documents() {
     std::fs::write(&bad, "not json").unwrap();
     assert_eq!(report(&db, &["import", bad.to_str().unwrap()]).status.code(), Some(2));
 }
+
+/// A PostgreSQL URL with a password on the command line is refused before anything connects,
+/// and the message does not repeat the password.
+#[test]
+fn a_database_password_on_the_command_line_is_refused() {
+    for cmd in [
+        &["report", "--db", "postgres://me:hunter2@127.0.0.1:1/runs", "list"][..],
+        &["report", "--db", "postgresql://me:hunter2@127.0.0.1:1/runs", "show", "x"],
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_linerate")).args(cmd).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("no password on the command line") && err.contains("PGPASSWORD"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}

@@ -1,38 +1,13 @@
-//! The run store: one SQLite file holding every saved run as its JSON document, plus a metrics
-//! table for listing and queries. The layout version is `PRAGMA user_version`; opening a store
-//! migrates it forward one step at a time inside a transaction, and refuses a newer one.
-//!
-//! Versions: 0 = empty file; 1 = `runs` table; 2 = `metrics` table (backfilled from the stored
-//! documents) and an index on the creation time.
+//! The SQLite store: one file; its layout version is `PRAGMA user_version`.
 
+use super::{RunSummary, STORE_VERSION};
 use crate::model::{Metric, RunReport};
 use crate::ReportError;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The layout version this build writes.
-pub const STORE_VERSION: i64 = 2;
-
-/// Environment variable that overrides the default database path.
-pub const DB_ENV: &str = "LINERATE_DB";
-
-/// One line of `report list`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunSummary {
-    /// Run id.
-    pub id: String,
-    /// `cp`, `bench` or `lab`.
-    pub kind: String,
-    /// RFC 3339 creation time.
-    pub created: String,
-    /// Title.
-    pub title: String,
-    /// The headline figure (throughput, or the first metric), if any.
-    pub headline: Option<Metric>,
-}
-
-/// An open run store.
-pub struct Store {
+/// An open SQLite store.
+pub struct SqliteStore {
     conn: Connection,
     path: String,
 }
@@ -41,15 +16,7 @@ pub struct Store {
 const MIGRATIONS: &[fn(&Transaction) -> rusqlite::Result<()>] = &[v0_to_v1, v1_to_v2];
 
 fn v0_to_v1(tx: &Transaction) -> rusqlite::Result<()> {
-    tx.execute_batch(
-        "CREATE TABLE runs (
-            id      TEXT PRIMARY KEY,
-            kind    TEXT NOT NULL,
-            created TEXT NOT NULL,
-            title   TEXT NOT NULL,
-            doc     TEXT NOT NULL
-        );",
-    )
+    tx.execute_batch(super::RUNS_V1)
 }
 
 fn v1_to_v2(tx: &Transaction) -> rusqlite::Result<()> {
@@ -91,18 +58,9 @@ fn insert_metrics(tx: &Transaction, id: &str, metrics: &[Metric]) -> rusqlite::R
     Ok(())
 }
 
-impl Store {
-    /// The default database: `$LINERATE_DB`, else `$XDG_DATA_HOME/linerate/runs.sqlite` (or
-    /// `~/.local/share/linerate/runs.sqlite`).
-    pub fn default_path() -> Option<PathBuf> {
-        if let Some(p) = std::env::var_os(DB_ENV).filter(|p| !p.is_empty()) {
-            return Some(PathBuf::from(p));
-        }
-        dirs::data_dir().map(|d| d.join("linerate").join("runs.sqlite"))
-    }
-
+impl SqliteStore {
     /// Opens (creating if needed, with its parent directory) and migrates the store at `path`.
-    pub fn open(path: &Path) -> Result<Store, ReportError> {
+    pub fn open(path: &Path) -> Result<SqliteStore, ReportError> {
         let p = path.display().to_string();
         if let Some(parent) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|source| ReportError::Io {
@@ -112,16 +70,16 @@ impl Store {
             })?;
         }
         let conn = Connection::open(path).map_err(|source| ReportError::Sqlite { path: p.clone(), source })?;
-        let mut s = Store { conn, path: p };
+        let mut s = SqliteStore { conn, path: p };
         s.prepare()?;
         Ok(s)
     }
 
     /// An in-memory store (tests).
-    pub fn open_in_memory() -> Result<Store, ReportError> {
+    pub fn open_in_memory() -> Result<SqliteStore, ReportError> {
         let conn =
             Connection::open_in_memory().map_err(|source| ReportError::Sqlite { path: ":memory:".into(), source })?;
-        let mut s = Store { conn, path: ":memory:".into() };
+        let mut s = SqliteStore { conn, path: ":memory:".into() };
         s.prepare()?;
         Ok(s)
     }
@@ -207,18 +165,7 @@ impl Store {
 
     /// Every run, oldest first.
     pub fn list(&self) -> Result<Vec<RunSummary>, ReportError> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT r.id, r.kind, r.created, r.title, m.name, m.value, m.unit, m.better
-                 FROM runs r LEFT JOIN metrics m
-                   ON m.run_id = r.id AND m.name = COALESCE(
-                      (SELECT name FROM metrics WHERE run_id = r.id AND name IN ('throughput', 'transactions')
-                       ORDER BY name LIMIT 1),
-                      (SELECT name FROM metrics WHERE run_id = r.id AND name LIKE 'rate.%' ORDER BY rowid LIMIT 1))
-                 ORDER BY r.created, r.id",
-            )
-            .map_err(self.err())?;
+        let mut st = self.conn.prepare(&super::list_sql("rowid")).map_err(self.err())?;
         let rows = st
             .query_map([], |r| {
                 let name: Option<String> = r.get(4)?;
@@ -261,8 +208,8 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::{Better, RunKind};
+    use super::super::{Store, STORE_VERSION};
+    use crate::{Better, ReportError, RunKind, RunReport};
 
     fn sample(title: &str, bps: f64) -> RunReport {
         let mut r = RunReport::new(RunKind::Bench, title);

@@ -1,0 +1,153 @@
+//! The run store: every saved run as its JSON document, plus a metrics table for listing and
+//! queries, in one SQLite file ([`sqlite`]) or one PostgreSQL database ([`postgres`]) that many
+//! agents and controllers write at once. Both have the same layout versions and migrations:
+//! opening a store migrates it forward one step at a time inside a transaction, and refuses a
+//! newer one.
+//!
+//! Versions: 0 = empty; 1 = `runs` table; 2 = `metrics` table (backfilled from the stored
+//! documents) and an index on the creation time.
+
+pub mod postgres;
+pub mod sqlite;
+
+use crate::model::{Metric, RunReport};
+use crate::ReportError;
+use std::path::{Path, PathBuf};
+
+/// The layout version this build writes.
+pub const STORE_VERSION: i64 = 2;
+
+/// Environment variable that overrides the default database (a path or a `postgres://` URL).
+pub const DB_ENV: &str = "LINERATE_DB";
+
+/// One line of `report list`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    /// Run id.
+    pub id: String,
+    /// `cp`, `bench`, `lab` or `mesh`.
+    pub kind: String,
+    /// RFC 3339 creation time.
+    pub created: String,
+    /// Title.
+    pub title: String,
+    /// The headline figure (throughput, or the first metric), if any.
+    pub headline: Option<Metric>,
+}
+
+/// Version 1's table, the same in both databases.
+const RUNS_V1: &str = "CREATE TABLE runs (
+    id      TEXT PRIMARY KEY,
+    kind    TEXT NOT NULL,
+    created TEXT NOT NULL,
+    title   TEXT NOT NULL,
+    doc     TEXT NOT NULL
+);";
+
+/// The query of `report list`, both databases: each run with its headline figure (throughput or
+/// transactions, else the first `rate.` metric in insertion order, which `order` names).
+fn list_sql(order: &str) -> String {
+    format!(
+        "SELECT r.id, r.kind, r.created, r.title, m.name, m.value, m.unit, m.better
+         FROM runs r LEFT JOIN metrics m
+           ON m.run_id = r.id AND m.name = COALESCE(
+              (SELECT name FROM metrics WHERE run_id = r.id AND name IN ('throughput', 'transactions')
+               ORDER BY name LIMIT 1),
+              (SELECT name FROM metrics WHERE run_id = r.id AND name LIKE 'rate.%' ORDER BY {order} LIMIT 1))
+         ORDER BY r.created, r.id"
+    )
+}
+
+/// An open run store, whichever database holds it.
+pub enum Store {
+    /// A SQLite file.
+    Sqlite(sqlite::SqliteStore),
+    /// A PostgreSQL database.
+    Postgres(Box<postgres::PgStore>),
+}
+
+/// Whether `db` names a PostgreSQL database (`postgres://` or `postgresql://`).
+pub fn is_postgres(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+impl Store {
+    /// The default database: `$LINERATE_DB`, else `$XDG_DATA_HOME/linerate/runs.sqlite` (or
+    /// `~/.local/share/linerate/runs.sqlite`).
+    pub fn default_path() -> Option<PathBuf> {
+        if let Some(p) = std::env::var_os(DB_ENV).filter(|p| !p.is_empty()) {
+            return Some(PathBuf::from(p));
+        }
+        dirs::data_dir().map(|d| d.join("linerate").join("runs.sqlite"))
+    }
+
+    /// Opens (creating if needed) and migrates the store `db`: a SQLite file's path, or a
+    /// `postgres://` URL.
+    pub fn open(db: &Path) -> Result<Store, ReportError> {
+        match db.to_str().filter(|s| is_postgres(s)) {
+            Some(url) => Ok(Store::Postgres(Box::new(postgres::PgStore::connect(url)?))),
+            None => Ok(Store::Sqlite(sqlite::SqliteStore::open(db)?)),
+        }
+    }
+
+    /// An in-memory SQLite store (tests).
+    pub fn open_in_memory() -> Result<Store, ReportError> {
+        Ok(Store::Sqlite(sqlite::SqliteStore::open_in_memory()?))
+    }
+
+    /// The layout version.
+    pub fn version(&mut self) -> Result<i64, ReportError> {
+        match self {
+            Store::Sqlite(s) => s.version(),
+            Store::Postgres(p) => p.version(),
+        }
+    }
+
+    /// Saves a run; its id must be new.
+    pub fn insert(&mut self, r: &RunReport) -> Result<(), ReportError> {
+        match self {
+            Store::Sqlite(s) => s.insert(r),
+            Store::Postgres(p) => p.insert(r),
+        }
+    }
+
+    /// The full id of the run whose id is `id` or starts with `id`.
+    pub fn resolve(&mut self, id: &str) -> Result<String, ReportError> {
+        match self {
+            Store::Sqlite(s) => s.resolve(id),
+            Store::Postgres(p) => p.resolve(id),
+        }
+    }
+
+    /// The run `id` (or the only run whose id starts with it).
+    pub fn get(&mut self, id: &str) -> Result<RunReport, ReportError> {
+        match self {
+            Store::Sqlite(s) => s.get(id),
+            Store::Postgres(p) => p.get(id),
+        }
+    }
+
+    /// Every run, oldest first.
+    pub fn list(&mut self) -> Result<Vec<RunSummary>, ReportError> {
+        match self {
+            Store::Sqlite(s) => s.list(),
+            Store::Postgres(p) => p.list(),
+        }
+    }
+
+    /// Deletes run `id` (or the only run whose id starts with it); returns the full id.
+    pub fn remove(&mut self, id: &str) -> Result<String, ReportError> {
+        match self {
+            Store::Sqlite(s) => s.remove(id),
+            Store::Postgres(p) => p.remove(id),
+        }
+    }
+
+    /// The database, for messages (a URL without its password).
+    pub fn path(&self) -> &str {
+        match self {
+            Store::Sqlite(s) => s.path(),
+            Store::Postgres(p) => p.shown(),
+        }
+    }
+}

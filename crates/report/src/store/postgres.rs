@@ -1,0 +1,313 @@
+//! The PostgreSQL store: the same layout and versions as SQLite's, for many writers at once.
+//! The version lives in `linerate_meta`; migrations run in a transaction holding an advisory
+//! lock, so two processes opening an old database together migrate it once. Connections are
+//! plaintext unless the URL asks for TLS, which this build refuses rather than silently
+//! downgrading; a TCP connection to another host must say `sslmode=disable` to be allowed.
+
+use super::{RunSummary, STORE_VERSION};
+use crate::model::{Better, Metric, RunReport};
+use crate::ReportError;
+use postgres::error::SqlState;
+use postgres::{Client, NoTls, Transaction};
+
+/// The advisory lock key of migrations ("linerate" in ASCII, as a number).
+const MIGRATION_LOCK: i64 = 0x6c69_6e65_7261_7465;
+
+type Migration = fn(&mut Transaction<'_>) -> Result<(), postgres::Error>;
+
+/// Migration from version `i` to `i + 1` is `MIGRATIONS[i]`.
+const MIGRATIONS: &[Migration] = &[v0_to_v1, v1_to_v2];
+
+fn v0_to_v1(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
+    tx.batch_execute(super::RUNS_V1)
+}
+
+fn v1_to_v2(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
+    tx.batch_execute(
+        "CREATE TABLE metrics (
+            run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            name   TEXT NOT NULL,
+            value  DOUBLE PRECISION NOT NULL,
+            unit   TEXT NOT NULL,
+            better TEXT NOT NULL,
+            seq    BIGSERIAL,
+            PRIMARY KEY (run_id, name)
+        );
+        CREATE INDEX runs_created ON runs(created);",
+    )?;
+    // backfill; a document this build cannot read keeps its run, just without metric rows
+    let rows = tx.query("SELECT id, doc FROM runs ORDER BY id", &[])?;
+    for row in rows {
+        let (id, doc): (String, String) = (row.get(0), row.get(1));
+        if let Some(r) = serde_json::from_str(&doc).ok().and_then(|v| RunReport::from_json(v).ok()) {
+            insert_metrics(tx, &id, &r.metrics)?;
+        }
+    }
+    Ok(())
+}
+
+fn insert_metrics(tx: &mut Transaction<'_>, id: &str, metrics: &[Metric]) -> Result<(), postgres::Error> {
+    let st = tx.prepare(
+        "INSERT INTO metrics (run_id, name, value, unit, better) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (run_id, name) DO UPDATE SET value = EXCLUDED.value, unit = EXCLUDED.unit,
+         better = EXCLUDED.better",
+    )?;
+    for m in metrics {
+        let better = match m.better {
+            Better::Higher => "higher",
+            Better::Lower => "lower",
+        };
+        tx.execute(&st, &[&id, &m.name, &m.value, &m.unit, &better])?;
+    }
+    Ok(())
+}
+
+/// `url` with any password replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let (auth, tail) = match rest.find('@') {
+        Some(at) if rest[..at].find('/').is_none() => (&rest[..at], &rest[at..]),
+        _ => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{tail}"),
+        None => url.to_string(),
+    }
+}
+
+/// Whether `url` carries a password (`user:password@`).
+pub fn has_password(url: &str) -> bool {
+    redact(url) != url || url.contains("password=")
+}
+
+/// The `sslmode` the URL asks for, and whether it reaches another host over TCP.
+fn ssl_check(url: &str) -> Result<(), String> {
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let mode = query.split('&').find_map(|kv| kv.strip_prefix("sslmode=")).unwrap_or("");
+    let after = url.split_once("://").map_or("", |(_, r)| r);
+    let hostport = after.split(['/', '?']).next().unwrap_or("");
+    let host = hostport.rsplit_once('@').map_or(hostport, |(_, h)| h);
+    let host = host
+        .strip_prefix('[')
+        .map_or_else(|| host.split(':').next().unwrap_or(""), |h| h.split(']').next().unwrap_or(""));
+    let socket = query.split('&').any(|kv| kv.starts_with("host=/")) || host.is_empty();
+    let local = socket || matches!(host, "localhost" | "127.0.0.1" | "::1");
+    match mode {
+        "disable" => Ok(()),
+        "" if local => Ok(()),
+        "" => Err(format!(
+            "{host} is reached over the network and linerate speaks to PostgreSQL without TLS: add \
+             sslmode=disable to the URL if the network is trusted, or reach the database through a \
+             local socket or an ssh tunnel"
+        )),
+        m => Err(format!(
+            "sslmode={m}: this linerate cannot use TLS to PostgreSQL and will not fall back to \
+             plaintext; use sslmode=disable on a trusted network, a local socket, or an ssh tunnel"
+        )),
+    }
+}
+
+/// The password for `config` from `PGPASSWORD`, else from the password file (`PGPASSFILE`, else
+/// `~/.pgpass`: `host:port:database:user:password` lines, `*` matching anything), as libpq finds
+/// it. The file is read only if no one but its owner can read it.
+fn password_from_env(config: &postgres::Config) -> Option<String> {
+    if let Some(p) = std::env::var_os("PGPASSWORD").filter(|p| !p.is_empty()) {
+        return p.into_string().ok();
+    }
+    let file = std::env::var_os("PGPASSFILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| dirs::home_dir().map(|h| h.join(".pgpass")))?;
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::metadata(&file).ok()?.mode() & 0o077 != 0 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&file).ok()?;
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "localhost".to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432).to_string();
+    let db = config.get_dbname().unwrap_or_default().to_string();
+    let user = config.get_user().unwrap_or_default().to_string();
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let f: Vec<&str> = l.splitn(5, ':').collect();
+        let ok = |i: usize, want: &str| f.get(i).is_some_and(|v| *v == "*" || *v == want);
+        (f.len() == 5 && ok(0, &host) && ok(1, &port) && ok(2, &db) && ok(3, &user)).then(|| f[4].to_string())
+    })
+}
+
+/// An open PostgreSQL store.
+pub struct PgStore {
+    client: Client,
+    shown: String,
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://[user[:password]@]host[:port]/db[?…]`, or the same with
+    /// `host=/socket/dir`) and migrates the schema.
+    pub fn connect(url: &str) -> Result<PgStore, ReportError> {
+        let shown = redact(url);
+        ssl_check(url).map_err(|m| ReportError::Invalid(format!("database {shown}: {m}")))?;
+        // libpq's `prefer` would try TLS and fall back; this build never tries it.
+        let with_mode = if url.contains("sslmode=") {
+            url.to_string()
+        } else {
+            format!("{url}{}sslmode=disable", if url.contains('?') { '&' } else { '?' })
+        };
+        let pg = |source| ReportError::Postgres { db: shown.clone(), source };
+        let mut config: postgres::Config = with_mode.parse().map_err(pg)?;
+        if config.get_password().is_none() {
+            if let Some(p) = password_from_env(&config) {
+                config.password(p);
+            }
+        }
+        let client = config.connect(NoTls).map_err(pg)?;
+        let mut s = PgStore { client, shown };
+        s.migrate()?;
+        Ok(s)
+    }
+
+    fn err(&self) -> impl Fn(postgres::Error) -> ReportError + use<> {
+        let db = self.shown.clone();
+        move |source| ReportError::Postgres { db: db.clone(), source }
+    }
+
+    fn migrate(&mut self) -> Result<(), ReportError> {
+        let db = self.shown.clone();
+        let e = self.err();
+        let mut tx = self.client.transaction().map_err(&e)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(&e)?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS linerate_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL)")
+            .map_err(&e)?;
+        let mut v: i64 = tx
+            .query_opt("SELECT value FROM linerate_meta WHERE key = 'version'", &[])
+            .map_err(&e)?
+            .map_or(0, |r| r.get(0));
+        if v > STORE_VERSION {
+            return Err(ReportError::StoreTooNew { path: db.clone(), found: v, known: STORE_VERSION });
+        }
+        while v < STORE_VERSION {
+            let step = usize::try_from(v).map_err(|_| ReportError::Invalid(format!("negative store version {v}")))?;
+            MIGRATIONS[step](&mut tx).map_err(&e)?;
+            v += 1;
+        }
+        tx.execute(
+            "INSERT INTO linerate_meta (key, value) VALUES ('version', $1)
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            &[&v],
+        )
+        .map_err(&e)?;
+        tx.commit().map_err(&e)
+    }
+
+    /// The layout version.
+    pub fn version(&mut self) -> Result<i64, ReportError> {
+        let r = self.client.query_one("SELECT value FROM linerate_meta WHERE key = 'version'", &[]);
+        r.map(|r| r.get(0)).map_err(self.err())
+    }
+
+    /// Saves a run; its id must be new.
+    pub fn insert(&mut self, r: &RunReport) -> Result<(), ReportError> {
+        let doc = serde_json::to_string(r).map_err(|e| ReportError::Invalid(e.to_string()))?;
+        let e = self.err();
+        let mut tx = self.client.transaction().map_err(&e)?;
+        tx.execute(
+            "INSERT INTO runs (id, kind, created, title, doc) VALUES ($1, $2, $3, $4, $5)",
+            &[&r.id, &r.kind.as_str(), &r.created, &r.title, &doc],
+        )
+        .map_err(|source| match source.code() {
+            Some(c) if *c == SqlState::UNIQUE_VIOLATION => ReportError::Duplicate(r.id.clone()),
+            _ => e(source),
+        })?;
+        insert_metrics(&mut tx, &r.id, &r.metrics).map_err(&e)?;
+        tx.commit().map_err(&e)
+    }
+
+    /// The full id of the run whose id is `id` or starts with `id`.
+    pub fn resolve(&mut self, id: &str) -> Result<String, ReportError> {
+        let e = self.err();
+        if let Some(r) = self.client.query_opt("SELECT id FROM runs WHERE id = $1", &[&id]).map_err(&e)? {
+            return Ok(r.get(0));
+        }
+        let pattern = format!("{}%", id.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        let rows =
+            self.client.query("SELECT id FROM runs WHERE id LIKE $1 ESCAPE '\\' LIMIT 50", &[&pattern]).map_err(&e)?;
+        match rows.len() {
+            0 => Err(ReportError::NotFound(id.to_string())),
+            1 => Ok(rows[0].get(0)),
+            n => Err(ReportError::Ambiguous(id.to_string(), n)),
+        }
+    }
+
+    /// The run `id` (or the only run whose id starts with it).
+    pub fn get(&mut self, id: &str) -> Result<RunReport, ReportError> {
+        let full = self.resolve(id)?;
+        let row = self.client.query_one("SELECT doc FROM runs WHERE id = $1", &[&full]).map_err(self.err())?;
+        let doc: String = row.get(0);
+        let v = serde_json::from_str(&doc).map_err(|e| ReportError::Invalid(format!("stored run {full}: {e}")))?;
+        RunReport::from_json(v)
+    }
+
+    /// Every run, oldest first.
+    pub fn list(&mut self) -> Result<Vec<RunSummary>, ReportError> {
+        let rows = self.client.query(&super::list_sql("seq"), &[]).map_err(self.err())?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let name: Option<String> = r.get(4);
+                let headline = name.map(|name| Metric {
+                    name,
+                    value: r.get(5),
+                    unit: r.get(6),
+                    better: if r.get::<_, String>(7) == "lower" { Better::Lower } else { Better::Higher },
+                });
+                RunSummary { id: r.get(0), kind: r.get(1), created: r.get(2), title: r.get(3), headline }
+            })
+            .collect())
+    }
+
+    /// Deletes run `id` (or the only run whose id starts with it); returns the full id.
+    pub fn remove(&mut self, id: &str) -> Result<String, ReportError> {
+        let full = self.resolve(id)?;
+        let e = self.err();
+        let mut tx = self.client.transaction().map_err(&e)?;
+        tx.execute("DELETE FROM metrics WHERE run_id = $1", &[&full]).map_err(&e)?;
+        tx.execute("DELETE FROM runs WHERE id = $1", &[&full]).map_err(&e)?;
+        tx.commit().map_err(&e)?;
+        Ok(full)
+    }
+
+    /// The URL without its password.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted_and_found() {
+        assert_eq!(redact("postgres://me:s3cret@db:5432/runs"), "postgres://me:***@db:5432/runs");
+        assert_eq!(redact("postgres://me@db/runs"), "postgres://me@db/runs");
+        assert_eq!(redact("postgresql://db/runs?user=me"), "postgresql://db/runs?user=me");
+        assert!(has_password("postgres://me:x@db/runs"));
+        assert!(has_password("postgres://db/runs?password=x"));
+        assert!(!has_password("postgres://me@db/runs"));
+    }
+
+    #[test]
+    fn tls_is_refused_rather_than_downgraded_and_remote_plaintext_must_be_asked_for() {
+        assert!(ssl_check("postgres://me@127.0.0.1:5432/runs").is_ok());
+        assert!(ssl_check("postgres://me@localhost/runs").is_ok());
+        assert!(ssl_check("postgres://me@[::1]:5432/runs").is_ok());
+        assert!(ssl_check("postgres:///runs?host=/var/run/postgresql").is_ok());
+        assert!(ssl_check("postgres://me@db.example/runs?sslmode=disable").is_ok());
+        assert!(ssl_check("postgres://me@db.example/runs").unwrap_err().contains("sslmode=disable"));
+        for m in ["require", "prefer", "verify-full"] {
+            let e = ssl_check(&format!("postgres://me@127.0.0.1/runs?sslmode={m}")).unwrap_err();
+            assert!(e.contains("will not fall back"), "{m}: {e}");
+        }
+    }
+}
