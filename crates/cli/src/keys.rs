@@ -67,6 +67,10 @@ pub struct ServeKeyArgs {
     /// it in their known_hosts.
     #[arg(long, value_name = "FILE", requires = "authorized_keys")]
     pub host_key: Option<PathBuf>,
+    /// Accept a host key file that its group may read (never write) when that group is this
+    /// process's own: how Kubernetes mounts a Secret for a pod with fsGroup (0440).
+    #[arg(long, requires = "host_key")]
+    pub host_key_group_readable: bool,
 }
 
 impl ServeKeyArgs {
@@ -76,7 +80,8 @@ impl ServeKeyArgs {
         let (Some(authorized), Some(host)) = (&self.authorized_keys, &self.host_key) else {
             return Ok(None);
         };
-        let host_key = Identity::load(host).with_context(|| "the host key (--host-key)".to_string())?;
+        let host_key = Identity::load_with(host, self.host_key_group_readable)
+            .with_context(|| "the host key (--host-key)".to_string())?;
         AuthorizedKeys::load(authorized).context("the authorized keys (--authorized-keys)")?;
         Ok(Some(KeyAuthConfig { host_key: Arc::new(host_key), authorized_keys: authorized.clone() }))
     }

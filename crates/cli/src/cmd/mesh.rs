@@ -27,6 +27,10 @@ pub struct MeshArgs {
     /// the config directory]; every agent lists its public key with the `mesh` option.
     #[arg(long, value_name = "FILE")]
     pub identity: Option<PathBuf>,
+    /// Accept an identity file that its group may read (never write) when that group is this
+    /// process's own: how Kubernetes mounts a Secret for a pod with fsGroup (0440).
+    #[arg(long)]
+    pub identity_group_readable: bool,
     /// Run store to save each round in (a SQLite file or a postgres:// URL) [default: $LINERATE_DB, else the user's data directory].
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,

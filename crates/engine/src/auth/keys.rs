@@ -179,7 +179,13 @@ impl Identity {
 
     /// Read a private key file, refusing one that group or others may read (as ssh does).
     pub fn load(path: &Path) -> Result<Identity, EngineError> {
-        super::check_private(path, "private key file")?;
+        Identity::load_with(path, false)
+    }
+
+    /// [`Identity::load`]; with `own_group`, a file readable by its group is accepted when that
+    /// group is this process's effective group (a Kubernetes Secret mounted with `fsGroup`).
+    pub fn load_with(path: &Path, own_group: bool) -> Result<Identity, EngineError> {
+        super::check_private_mode(path, "private key file", own_group)?;
         // The key's text is wiped when dropped, as the decoded key is below.
         let text = zeroize::Zeroizing::new(read_capped(path, MAX_KEY_FILE)?);
         let body = zeroize::Zeroizing::new(
@@ -439,6 +445,27 @@ mod tests {
         let err = Identity::load(&p).unwrap_err().to_string();
         assert!(err.contains("chmod 600"), "{err}");
         assert_eq!(format!("{id:?}"), format!("Identity({})", id.public().fingerprint()));
+    }
+
+    #[test]
+    fn a_group_readable_key_is_accepted_only_when_asked_and_the_group_is_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("id");
+        let id = Identity::write_new(&p, "").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o440)).unwrap();
+        assert!(Identity::load(&p).is_err(), "strict by default");
+        // the file's group is ours (we made it): accepted when asked
+        assert_eq!(Identity::load_with(&p, true).unwrap().public(), id.public());
+        for mode in [0o460, 0o444, 0o640 | 0o004] {
+            fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+            assert!(Identity::load_with(&p, true).is_err(), "mode {mode:o}: group-writable or world-readable");
+        }
+        if rustix::process::geteuid().is_root() {
+            // another group than ours: refused even when asked
+            std::os::unix::fs::chown(&p, None, Some(rustix::process::getegid().as_raw() + 4242)).unwrap();
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o440)).unwrap();
+            assert!(Identity::load_with(&p, true).is_err(), "someone else's group");
+        }
     }
 
     #[test]
