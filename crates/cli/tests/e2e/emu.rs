@@ -184,9 +184,10 @@ fn udp_loss_and_reordering_are_what_the_link_was_given() {
             assert!((loss - want).abs() <= want * 0.2, "{set}: bench measured {loss:.3} % on the link ({s})");
         }
         lab.set(&["loss=0%", "reorder=5%"]);
-        let s = udp(&lab, &key);
+        // (net of b's own socket-buffer drops too: tests running beside this one load the host)
+        let (s, loss) = udp_loss(&lab, &key);
         assert!(s["out_of_order"].as_u64().unwrap() > 100, "reordering shows: {s}");
-        assert!(s["loss_pct"].as_f64().unwrap() < 0.5, "{s}");
+        assert!(loss < 0.5, "reordering is not loss: {loss:.3} % on the link ({s})");
         let st: serde_json::Value = serde_json::from_str(&lab.set(&["stats"])).unwrap();
         assert!(st["a_to_b"]["lost"].as_u64().unwrap() > 500, "{st}");
         assert!(st["a_to_b"]["reordered"].as_u64().unwrap() > 500, "{st}");

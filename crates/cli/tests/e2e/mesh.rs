@@ -303,3 +303,51 @@ fn six_agents_on_a_switch_with_one_slow_link_show_its_pairs_slow() {
     assert!(status.success(), "lab up ended with {status}");
     assert_clean(&id);
 }
+
+/// Without --once, SIGTERM during a round starts nothing new, lets the running tests finish,
+/// saves the round as stopped and exits; the next round never starts.
+#[test]
+fn sigterm_finishes_the_running_tests_saves_the_round_and_exits() {
+    let f = Fleet::new(4);
+    let inv = f.inventory(&[], "interval = \"1m\"\n");
+    // (the extra line lands after the tests: move it to the top, where TOML wants it)
+    let text = fs::read_to_string(&inv).unwrap().replace("interval = \"1m\"\n", "");
+    fs::write(&inv, format!("interval = \"1m\"\n{text}")).unwrap();
+    let mut child = bin()
+        .arg("mesh")
+        .arg(&inv)
+        .arg("--identity")
+        .arg(f.dir.path().join("ctl"))
+        .arg("--json")
+        .env("LINERATE_DB", f.dir.path().join("runs.sqlite"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first test to end (the second wave is then running), then SIGTERM.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut l = String::new();
+        assert!(std::io::BufRead::read_line(&mut err, &mut l).unwrap() > 0, "mesh ended early: {seen}");
+        seen += &l;
+        if l.contains(": tput ") {
+            break;
+        }
+    }
+    let t = std::time::Instant::now();
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(20), "took {:?} to stop", t.elapsed());
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{:?}: {rest}", out.status);
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(run["title"].as_str().unwrap().ends_with("(stopped)"), "{}", run["title"]);
+    let rows = pairs(&run);
+    assert!(rows.len() < 12 + 6, "the round was cut short: {} tests", rows.len());
+    assert!(rows.iter().all(|r| r[4] == "ok"), "the running tests finished: {rows:?}");
+    assert!(!rest.contains("round 1"), "no next round: {rest}");
+    assert!(rest.contains("saved as"), "{rest}");
+}
