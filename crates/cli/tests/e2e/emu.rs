@@ -170,7 +170,7 @@ fn udp_loss_and_reordering_are_what_the_link_was_given() {
     if !can_run() {
         return;
     }
-    // Per-packet impairments: the TAPs carry wire packets, so 1 % means 1 % of datagrams.
+    // Loss is drawn per wire packet (a datagram here), so 1 % means 1 % of datagrams.
     let lab = Up::new("delay = \"1ms\"\nloss = 1.0\n");
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("k");

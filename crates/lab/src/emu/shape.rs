@@ -117,8 +117,8 @@ impl Default for Impairment {
 }
 
 impl Impairment {
-    /// Whether it needs the packets as they are on the wire (loss, reordering, duplication and
-    /// corruption of a 64 KB offloaded super-packet would hit dozens of wire packets at once).
+    /// Whether anything is drawn for each wire packet (loss, reordering, duplication, corruption):
+    /// then a super-packet's wire packets are drawn for one by one, and it is cut when one is hit.
     pub fn per_packet(&self) -> bool {
         self.loss != Loss::None || self.reorder > 0.0 || self.duplicate > 0.0 || self.corrupt > 0.0
     }
