@@ -75,11 +75,21 @@ fn ping_sees_the_configured_round_trip_from_1_to_200_ms_and_lab_set_changes_it()
     for (one_way, rtt) in [("0.5ms", 1.0), ("5ms", 10.0), ("50ms", 100.0), ("100ms", 200.0)] {
         assert_eq!(lab.set(&[&format!("delay={one_way}")]), "ok");
         let n = if rtt > 50.0 { 9 } else { 21 };
-        let added = lab.ping_median(n) - base;
         let tolerance = (rtt * 0.05_f64).max(0.1);
+        // A host whose CPU is taken by others (steal) only adds delay: a disturbed measurement is
+        // taken again, at most three times in all, and every one is reported if none fits.
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let added = lab.ping_median(n) - base;
+            seen.push(added);
+            if (added - rtt).abs() <= tolerance {
+                break;
+            }
+        }
+        let last = *seen.last().unwrap();
         assert!(
-            (added - rtt).abs() <= tolerance,
-            "delay {one_way} each way: ping adds {added:.3} ms, want {rtt} ± {tolerance}"
+            (last - rtt).abs() <= tolerance,
+            "delay {one_way} each way: ping adds {seen:.3?} ms in three tries, want {rtt} ± {tolerance}"
         );
     }
     // A cut: nothing passes, and the emulator counts what it dropped; then restored.
@@ -178,16 +188,29 @@ fn udp_loss_and_reordering_are_what_the_link_was_given() {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // About 85,000 datagrams per run. The emulator's draws are seeded (per link), so the
         // sample of losses is the same from run to run; the tolerance is for the host's side.
+        // A host whose CPU is taken by others drops datagrams of its own beyond its socket
+        // buffers (the TAP's and the stack's queues): such a run only adds loss, so it is taken
+        // again, at most three times in all, every result reported if none fits.
+        let within = |ok: &dyn Fn(f64) -> bool| {
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                let (s, loss) = udp_loss(&lab, &key);
+                seen.push(loss);
+                if ok(loss) {
+                    return (s, seen);
+                }
+            }
+            (serde_json::Value::Null, seen)
+        };
         for (set, want) in [("loss=1%", 1.0), ("loss=0.1%", 0.1)] {
             lab.set(&[set]);
-            let (s, loss) = udp_loss(&lab, &key);
-            assert!((loss - want).abs() <= want * 0.2, "{set}: bench measured {loss:.3} % on the link ({s})");
+            let (s, seen) = within(&|l| (l - want).abs() <= want * 0.2);
+            assert!(!s.is_null(), "{set}: bench measured {seen:.3?} % on the link in three tries");
         }
         lab.set(&["loss=0%", "reorder=5%"]);
-        // (net of b's own socket-buffer drops too: tests running beside this one load the host)
-        let (s, loss) = udp_loss(&lab, &key);
+        let (s, seen) = within(&|l| l < 0.5);
+        assert!(!s.is_null(), "reordering is not loss: {seen:.3?} % on the link in three tries");
         assert!(s["out_of_order"].as_u64().unwrap() > 100, "reordering shows: {s}");
-        assert!(loss < 0.5, "reordering is not loss: {loss:.3} % on the link ({s})");
         let st: serde_json::Value = serde_json::from_str(&lab.set(&["stats"])).unwrap();
         assert!(st["a_to_b"]["lost"].as_u64().unwrap() > 500, "{st}");
         assert!(st["a_to_b"]["reordered"].as_u64().unwrap() > 500, "{st}");
