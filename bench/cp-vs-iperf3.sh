@@ -318,7 +318,7 @@ run_cp() {
         || fail "cannot write the scratch file $WORK/prefault (is tmpfs full?)"
     rm -f -- "$WORK/prefault"
     t0=$(busy_ticks)
-    "$LINERATE" "${CP_ARGS[@]}" "$src" "$DEST" >"$json" 2>"$err" || rc=$?
+    "$LINERATE" "${CP_ARGS[@]}" "$src/" "$DEST" >"$json" 2>"$err" || rc=$?   # src/: DEST is the copy
     t1=$(busy_ticks)
     CP_CPB=$(core_s_per_gb "$t0" "$t1" "$want_bytes")
     if [ "$rc" != 0 ]; then

@@ -11,6 +11,10 @@ pub const USAGE: u8 = 2;
 /// busy server, or an internal error.
 pub const SESSION: u8 = 3;
 
+/// The user interrupted it (Ctrl-C, SIGTERM): 128 + SIGINT, as a shell reports a process
+/// killed by SIGINT; what was done is kept and the same command resumes.
+pub const INTERRUPTED: u8 = 130;
+
 use linerate_engine::EngineError;
 use linerate_proto::ErrorCode;
 
@@ -22,6 +26,7 @@ use linerate_proto::ErrorCode;
 pub fn of(e: &EngineError) -> u8 {
     match e {
         EngineError::Usage(_) | EngineError::Secret(_) => USAGE,
+        EngineError::Interrupted => INTERRUPTED,
         EngineError::Remote {
             code: ErrorCode::Destination | ErrorCode::BadParams | ErrorCode::Limit | ErrorCode::Unsupported,
             ..

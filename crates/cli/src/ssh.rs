@@ -499,6 +499,7 @@ pub fn copy(
         show,
         |progress, sink| match job {
             Job::Push { sources, target } => {
+                cfg.placement = send::placement(&sources, &target.path);
                 cfg.sources = sources;
                 cfg.dest = target.path;
                 send::copy(&cfg, progress, sink)

@@ -10,12 +10,16 @@ use linerate_engine::copy::send::{self, CopyConfig, CopyReport, Progress};
 use linerate_engine::EngineError;
 use linerate_model::doc::cp::{CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpuSeconds};
 use linerate_model::units::{format_rate, format_size};
+use linerate_proto::frame::Placement;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A local `linerate serve --once` child, listening on loopback, holding a fresh key.
 pub(crate) struct LocalServer {
@@ -28,6 +32,9 @@ pub(crate) fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalSe
     let mut child = Command::new(exe)
         .args(["serve", "--listen", "127.0.0.1:0", "--key-file", "-", "--once", "--announce", "--quiet", "--root"])
         .arg(root)
+        // Its own process group: the terminal's Ctrl-C reaches only the client, which then ends
+        // the session in order (the server keeps what arrived and gives directories their modes).
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -49,11 +56,21 @@ pub(crate) fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalSe
     Ok(LocalServer { child, addr })
 }
 
-/// Split a local destination into the server root and the path beneath it.
-pub(crate) fn local_root(dest: &Path) -> Result<(PathBuf, Vec<u8>)> {
+/// Split a local destination into the server root and the path beneath it: an existing directory
+/// is the root itself, unless the copy is to become it (`Placement::As`), when its parent is.
+pub(crate) fn local_root(dest: &Path, placement: Placement) -> Result<(PathBuf, Vec<u8>)> {
     if dest.is_dir() {
         let root = dest.canonicalize().with_context(|| format!("{}", dest.display()))?;
-        return Ok((root, Vec::new()));
+        if placement != Placement::As {
+            return Ok((root, Vec::new()));
+        }
+        return match (root.parent(), root.file_name()) {
+            (Some(parent), Some(name)) => Ok((parent.to_path_buf(), name.as_bytes().to_vec())),
+            _ => bail!(
+                "{}: copying a directory's contents (a source ending in '/') needs a destination other than /",
+                dest.display()
+            ),
+        };
     }
     let name = dest.file_name().ok_or_else(|| anyhow!("{}: destination has no file name", dest.display()))?;
     let parent = match dest.parent() {
@@ -61,7 +78,27 @@ pub(crate) fn local_root(dest: &Path) -> Result<(PathBuf, Vec<u8>)> {
         _ => PathBuf::from("."),
     };
     let root = parent.canonicalize().with_context(|| format!("destination directory {}", parent.display()))?;
+    if !root.is_dir() {
+        bail!("{}: not a directory, so {} cannot be made in it", parent.display(), dest.display());
+    }
     Ok((root, name.as_bytes().to_vec()))
+}
+
+/// Refuse to copy a directory into itself (`cp src src/sub`), as GNU cp does: the walk would
+/// meet its own copy. `root`/`path` is where the copy lands ([`local_root`]).
+pub(crate) fn refuse_copy_into_itself(sources: &[PathBuf], root: &Path, path: &[u8]) -> Result<()> {
+    let target = root.join(std::ffi::OsStr::from_bytes(path));
+    for s in sources {
+        let Ok(src) = s.canonicalize() else { continue };
+        if std::fs::symlink_metadata(s).is_ok_and(|m| m.is_dir()) && target.starts_with(&src) {
+            bail!(
+                "cannot copy a directory, {}, into itself, {}: copy it elsewhere, or its contents one by one",
+                s.display(),
+                target.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Run a copy; used by `cp` and `demo`. Returns the report and the exit code.
@@ -107,19 +144,24 @@ pub fn copy_showing(
             return Err(usage(anyhow!("{}: no such file or directory", s.display())));
         }
     }
-    let (addr, secret, key_auth, dest_path, mut local) = match parse_dest(dest).map_err(usage)? {
+    let (addr, secret, key_auth, dest_path, placement, mut local) = match parse_dest(dest).map_err(usage)? {
         Dest::Remote { host, port, path } => {
             let (secret, key_auth) = keys.resolve(&host, port, "a remote destination").map_err(usage)?;
-            (resolve(&host, port)?, secret, key_auth, path, None)
+            let placement = send::placement(&sources, &path);
+            (resolve(&host, port)?, secret, key_auth, path, placement, None)
         }
         Dest::Local(p) => {
-            let (root, path) = local_root(&p).map_err(usage)?;
+            let placement = send::placement(&sources, p.as_os_str().as_bytes());
+            let (root, path) = local_root(&p, placement).map_err(usage)?;
+            refuse_copy_into_itself(&sources, &root, &path).map_err(usage)?;
             let secret = Secret::generate().map_err(|e| usage(e.into()))?;
             let server = spawn_local_server(&root, &secret).map_err(|e| (e, exit::SESSION))?;
-            (server.addr, secret, None, path, Some(server))
+            (server.addr, secret, None, path, placement, Some(server))
         }
     };
     let mut cfg = CopyConfig::new(addr, secret, sources, dest_path);
+    // Decided on the operand as typed (a trailing '/' counts), not on the path beneath the root.
+    cfg.placement = placement;
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
     cfg.key_auth = key_auth;
@@ -154,14 +196,21 @@ pub(crate) fn run_engine(
     let current = Arc::new(Mutex::new(String::new()));
     let bar = Bar::target(show);
     let hook = Bar::hook(show, current.clone(), bar.clone());
-    let progress = Arc::new(Progress { on_file: hook, ..Progress::default() });
+    let cancel = Arc::new(AtomicBool::new(false));
+    // Ctrl-C or SIGTERM ends the session in order; a second one ends the process at once.
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, i32::from(exit::INTERRUPTED), cancel.clone());
+        let _ = signal_hook::flag::register(sig, cancel.clone());
+    }
+    let progress = Arc::new(Progress { on_file: hook, cancel, ..Progress::default() });
     let bar = Bar::start(bar, progress.clone(), show, current);
     let handle = bar.handle();
     let sink: send::ErrorSink = Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
-    let result = f(progress, sink);
+    let result = f(progress.clone(), sink);
     bar.finish();
     if let Some(server) = local {
-        if result.is_err() {
+        let interrupted = matches!(result, Err(EngineError::Interrupted));
+        if result.is_err() && !(interrupted && exited_within(&mut server.child, Duration::from_secs(10))) {
             let _ = server.child.kill();
         }
         let _ = server.child.wait();
@@ -171,11 +220,38 @@ pub(crate) fn run_engine(
             let code = if r.is_complete() { exit::OK } else { exit::PARTIAL };
             Ok((r, code))
         }
+        Err(EngineError::Interrupted) => {
+            let p = &progress;
+            let (files, bytes) = (p.files.load(Relaxed), p.bytes.load(Relaxed));
+            let (found_files, found_bytes) = (p.found_files.load(Relaxed), p.found_bytes.load(Relaxed));
+            let more = if p.walk_done.load(Relaxed) == 0 { "+" } else { "" };
+            Err((
+                anyhow!(
+                    "interrupted after {files} of {found_files}{more} files ({} of {}{more}) were copied; \
+                     run the same command to resume",
+                    format_size(bytes as f64),
+                    format_size(found_bytes as f64)
+                ),
+                exit::INTERRUPTED,
+            ))
+        }
         Err(e) => {
             let code = exit::of(&e);
             Err((anyhow::Error::new(e), code))
         }
     }
+}
+
+/// Whether `child` exits within `limit` (polled; it is not killed).
+fn exited_within(child: &mut Child, limit: Duration) -> bool {
+    let t = std::time::Instant::now();
+    while t.elapsed() < limit {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }
 
 /// The `--json` summary, as printed.
@@ -207,11 +283,28 @@ pub fn summary_doc(r: &CopyReport) -> CpSummary {
         skipped: CpSkipped { files: r.skipped_files, bytes: r.skipped_bytes },
         resumed_bytes: r.resumed_bytes,
         deleted: r.deleted,
+        dry_run: r.dry_run.then_some(CpSkipped { files: r.would_send.0, bytes: r.would_send.1 }),
     }
 }
 
 /// A one-line human summary.
 pub fn summary_line(r: &CopyReport) -> String {
+    if r.dry_run {
+        // Nothing moved: say what would, in the same words as the listing above it.
+        let verb = if r.pulled { "receive" } else { "send" };
+        let mut line = format!(
+            "dry run, nothing changed: would {verb} {} files ({})",
+            r.would_send.0,
+            format_size(r.would_send.1 as f64)
+        );
+        if r.deleted > 0 {
+            line += &format!(", would delete {}", r.deleted);
+        }
+        if r.skipped_files > 0 {
+            line += &format!("; {} up to date ({})", r.skipped_files, format_size(r.skipped_bytes as f64));
+        }
+        return line;
+    }
     let mut extra = String::new();
     if r.skipped_files > 0 {
         extra += &format!("; {} up to date ({})", r.skipped_files, format_size(r.skipped_bytes as f64));

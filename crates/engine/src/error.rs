@@ -59,6 +59,9 @@ pub enum EngineError {
     /// The server's host key is not the one known for it (or unknown in strict mode).
     #[error("{0}")]
     HostKey(String),
+    /// The user interrupted the copy ([`crate::copy::send::Progress::cancel`]); the peer was told.
+    #[error("interrupted")]
+    Interrupted,
     /// Waiting for the peer took too long.
     #[error("timed out: {0}")]
     Timeout(String),

@@ -15,7 +15,7 @@ use crate::net::conn::{self, Admit};
 use crate::rate::{Governor, SessionRate};
 use crate::EngineError;
 use linerate_model::units::format_size_iec;
-use linerate_proto::frame::{self, Frame};
+use linerate_proto::frame::{self, Frame, Placement};
 use linerate_proto::handshake::KEY_LEN;
 use linerate_proto::hello::{AuthMode, SessionId, StreamKind};
 use linerate_proto::{caps, ErrorCode, ProtoError};
@@ -823,8 +823,8 @@ fn control(
         return Some(o);
     }
     let resolved = match shared.cfg.paths {
-        PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources),
-        PathMode::AsUser => fsx::resolve_user_destination(root, &dest, sources),
+        PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources, Placement::of_flags(flags)),
+        PathMode::AsUser => fsx::resolve_user_destination(root, &dest, sources, Placement::of_flags(flags)),
     };
     let d = match resolved {
         Ok(d) => d,
@@ -966,7 +966,9 @@ fn serve_pull(
     let unregister = || {
         shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
     };
-    if let Err(e) = sec.tx.send_frames(&[Frame::Target { dest_is_dir: false }]) {
+    // For a pull, `Target` says whether the source is a directory: the client places it by that.
+    let is_dir = std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_dir());
+    if let Err(e) = sec.tx.send_frames(&[Frame::Target { dest_is_dir: is_dir }]) {
         unregister();
         return Outcome::Aborted(Abort { code: ErrorCode::Protocol, message: e.to_string() });
     }

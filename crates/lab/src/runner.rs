@@ -671,18 +671,21 @@ fn start_cp(env: &mut Env, lab: &mut Lab, c: &Ctx, st: &mut Started) -> Result<(
             Env::run_quiet(lab, &cp, &["-al", &arg(&part), &arg(&served)])?;
             st.cleanup.push(served);
             let dest = env.tmp.join(format!("dest-{}", c.tag));
-            a.extend([c.daemon_path(), arg(&dest), "--key-file".into(), arg(&key)]);
+            a.extend([contents(c.daemon_path()), arg(&dest), "--key-file".into(), arg(&key)]);
             dest
         }
         Some((root, key)) => {
-            a.extend([arg(&part), c.daemon_path(), "--key-file".into(), arg(&key)]);
+            a.extend([contents(arg(&part)), c.daemon_path(), "--key-file".into(), arg(&key)]);
             root.join(c.tag)
         }
         None => {
             let dest = env.tmp.join(format!("dest-{}", c.tag));
             let remote = |p: &Path| format!("{}@{}:{}", env.user, c.addr, p.display());
-            let (from, to) =
-                if mode == CpMode::SshPush { (arg(&part), remote(&dest)) } else { (remote(&part), arg(&dest)) };
+            let (from, to) = if mode == CpMode::SshPush {
+                (contents(arg(&part)), remote(&dest))
+            } else {
+                (contents(remote(&part)), arg(&dest))
+            };
             let master = env.master(lab, c)?;
             a.extend([from, to, "-e".into(), env.rsh(lab, c.inst.port, master.as_deref())?]);
             // sshd's sessions have a bare PATH: the remote side is named by its absolute path
@@ -701,6 +704,11 @@ fn start_cp(env: &mut Env, lab: &mut Lab, c: &Ctx, st: &mut Started) -> Result<(
     st.cleanup.push(dest);
     st.pending.push(env.job(in_ns(&c.ns, &env.linerate, &a), c.tag, None));
     Ok(())
+}
+
+/// A cp source naming a directory's contents (rsync's trailing `/`): the destination is the copy.
+fn contents(source: String) -> String {
+    source + "/"
 }
 
 /// scp, rsync, tar | ssh and rclone (sftp) through the server host's sshd: one process per part

@@ -107,6 +107,8 @@ pub enum ErrorCode {
     Unsupported = 15,
     /// The authenticated key may not do this (a read-only key pushing).
     Denied = 16,
+    /// The peer's user interrupted it (Ctrl-C, SIGTERM): it ended the session on purpose.
+    Interrupted = 17,
 }
 
 impl ErrorCode {
@@ -129,6 +131,7 @@ impl ErrorCode {
             14 => BadParams,
             15 => Unsupported,
             16 => Denied,
+            17 => Interrupted,
             _ => Protocol,
         }
     }
@@ -142,7 +145,7 @@ impl ErrorCode {
             Io => "I/O error on the receiver",
             Integrity => "integrity check failed",
             SourceChanged => "source changed while being read",
-            Destination => "bad destination",
+            Destination => "bad destination or source path",
             Limit => "limit exceeded",
             Protocol => "protocol violation",
             Auth => "authentication failed",
@@ -153,6 +156,7 @@ impl ErrorCode {
             BadParams => "bad benchmark parameters",
             Unsupported => "not offered by this server",
             Denied => "not permitted for this key",
+            Interrupted => "interrupted by its user",
         }
     }
 }

@@ -32,7 +32,51 @@ pub const FLAG_DELETE: u32 = 32;
 /// `Begin.flags` (with `FLAG_SYNC`): change nothing; the receiver only answers offers and reports
 /// what it would delete.
 pub const FLAG_DRY_RUN: u32 = 64;
-const KNOWN_FLAGS: u32 = FLAG_VERIFY | FLAG_FSYNC | FLAG_PULL | FLAG_SYNC | FLAG_CHECKSUM | FLAG_DELETE | FLAG_DRY_RUN;
+/// `Begin.flags` (a push): `dest` is a directory the sources go into under their own names; the
+/// server creates it (its last component only) when it does not exist. See [`Placement`].
+pub const FLAG_INTO: u32 = 128;
+/// `Begin.flags` (a push of one source): `dest` names the copy itself, even where a directory of
+/// that name exists (the copy then merges into it). See [`Placement`].
+pub const FLAG_AS: u32 = 256;
+const KNOWN_FLAGS: u32 =
+    FLAG_VERIFY | FLAG_FSYNC | FLAG_PULL | FLAG_SYNC | FLAG_CHECKSUM | FLAG_DELETE | FLAG_DRY_RUN | FLAG_INTO | FLAG_AS;
+
+/// Where a push's sources land relative to `Begin.dest`: the client decides (from the rsync rule
+/// for sources, docs/USER_GUIDE.md) so that running the same command again lands in the same
+/// place; the server resolves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Neither flag (`cp -r`): an existing directory receives the sources under their names;
+    /// otherwise the single source takes the destination's name.
+    Cp,
+    /// `FLAG_INTO`: the destination is a directory (created if absent) receiving the sources under
+    /// their names.
+    Into,
+    /// `FLAG_AS`: the single source becomes the destination (its parent is the target).
+    As,
+}
+
+impl Placement {
+    /// The placement `Begin.flags` asks for (the decoder has refused both bits together).
+    pub fn of_flags(flags: u32) -> Placement {
+        if flags & FLAG_INTO != 0 {
+            Placement::Into
+        } else if flags & FLAG_AS != 0 {
+            Placement::As
+        } else {
+            Placement::Cp
+        }
+    }
+
+    /// The `Begin.flags` bit for this placement.
+    pub fn flag(self) -> u32 {
+        match self {
+            Placement::Cp => 0,
+            Placement::Into => FLAG_INTO,
+            Placement::As => FLAG_AS,
+        }
+    }
+}
 
 /// A modification time: seconds since the epoch and nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -386,9 +430,11 @@ pub enum Frame<'a> {
     End,
     /// 0x09
     Finish(Finish),
-    /// 0x81: server → client answer to `Begin`: whether the destination is an existing directory.
+    /// 0x81: server → client answer to `Begin`: for a push, whether the sources go into the
+    /// destination directory; for a pull, whether the requested source is a directory.
     Target {
-        /// True when sources go *into* the destination directory under their own names.
+        /// A push: true when sources go *into* the destination directory under their own names.
+        /// A pull: true when the source is a directory (the client places it by the rsync rule).
         dest_is_dir: bool,
     },
     /// 0x82
@@ -759,6 +805,9 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             if flags & !KNOWN_FLAGS != 0 {
                 return Err(ProtoError::Invalid("unknown flags"));
             }
+            if flags & (FLAG_INTO | FLAG_AS) == FLAG_INTO | FLAG_AS {
+                return Err(ProtoError::Invalid("both placement flags"));
+            }
             Frame::Begin(Begin { dest, sources, chunk_size, flags, streams })
         }
         ty::DIR => Frame::Dir(DirEntry {
@@ -1038,6 +1087,21 @@ mod tests {
     }
 
     #[test]
+    fn placement_flags_round_trip_and_never_combine() {
+        for p in [Placement::Cp, Placement::Into, Placement::As] {
+            assert_eq!(Placement::of_flags(p.flag() | FLAG_SYNC), p);
+            let mut buf = Vec::new();
+            let begin = Begin { dest: b"d", sources: 1, chunk_size: 1 << 20, flags: p.flag(), streams: 2 };
+            Frame::Begin(begin.clone()).encode(&mut buf);
+            assert_eq!(decode(&buf), Ok((Frame::Begin(begin), buf.len())));
+        }
+        let mut buf = Vec::new();
+        let both = Begin { dest: b"d", sources: 1, chunk_size: 1 << 20, flags: FLAG_INTO | FLAG_AS, streams: 2 };
+        Frame::Begin(both).encode(&mut buf);
+        assert_eq!(decode(&buf), Err(ProtoError::Invalid("both placement flags")));
+    }
+
+    #[test]
     fn chunk_header_matches_full_encoding() {
         let mut a = Vec::new();
         Frame::Chunk(Chunk { file: 3, offset: 1 << 20, data: b"xyz" }).encode(&mut a);
@@ -1167,7 +1231,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_chunk_sizes_flags_and_nanoseconds() {
-        for (cs, flags) in [(1000, 0), (MIN_CHUNK / 2, 0), (MAX_CHUNK * 2, 0), (MIN_CHUNK, 0x80)] {
+        for (cs, flags) in [(1000, 0), (MIN_CHUNK / 2, 0), (MAX_CHUNK * 2, 0), (MIN_CHUNK, 0x200)] {
             let mut buf = Vec::new();
             Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: cs, flags, streams: 1 }).encode(&mut buf);
             assert!(matches!(decode(&buf), Err(ProtoError::Invalid(_))), "{cs} {flags}");

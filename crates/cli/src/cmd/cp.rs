@@ -42,14 +42,19 @@ DESTINATION:
   (--checksum: same BLAKE3); an interrupted large file resumes from the chunks
   already received when the same command runs again.
 
-  As with cp -r: if DEST is an existing directory, each SRC is copied into it under its
-  own name; otherwise the single SRC becomes DEST.
+  WHERE IT LANDS (rsync's rule: the same command run again lands in the same place):
+    cp dir DEST      DEST/dir (DEST is created if absent)
+    cp dir/ DEST     DEST holds what dir holds (a trailing '/' means the contents)
+    cp a b DEST      DEST/a and DEST/b
+    cp file DEST     DEST/file if DEST is a directory or ends in '/', else the file DEST
+  A pull places the remote source by the same rule.
 
 EXIT STATUS:
   0  everything was copied
   1  the session completed but some entries failed (each is reported on stderr)
   2  bad usage or configuration (flags, key file, a destination the server refused)
-  3  the session failed: connection, authentication, protocol or a fatal server error";
+  3  the session failed: connection, authentication, protocol or a fatal server error
+  130  interrupted (Ctrl-C, SIGTERM): what arrived is kept; run the same command to resume";
 
 /// `linerate cp` flags.
 #[derive(Args, Debug)]
@@ -60,8 +65,14 @@ pub struct CpArgs {
     paths: Vec<PathBuf>,
     /// Parallel TCP streams [default: the number of CPU cores, 2 to 8; more, up to 16, on a path
     /// with a round trip of 2 ms or more: enough for 2.5 Gbit/s with the kernel's TCP window].
-    #[arg(long, short = 'P')]
+    #[arg(long, short = 'P', value_name = "N", value_parser = parse_streams)]
     streams: Option<u16>,
+    /// Accepted and ignored, for scp and cp habits: cp always copies whole trees.
+    #[arg(short = 'r', hide = true)]
+    recursive: bool,
+    /// Accepted and ignored, for rsync habits: cp always keeps modes, times and symlinks.
+    #[arg(short = 'a', hide = true)]
+    archive: bool,
     #[command(flatten)]
     keys: crate::keys::ClientKeyArgs,
     /// Hash every file with BLAKE3 while reading; the receiver checks the written file before
@@ -120,6 +131,19 @@ pub struct CpArgs {
     dry_run: bool,
 }
 
+/// `-P`: 1 to 256 streams; a number like scp's `-P PORT` gets a hint.
+fn parse_streams(s: &str) -> Result<u16, String> {
+    let max = caps::MAX_STREAMS;
+    match s.parse::<u32>() {
+        Ok(n) if (1..=u32::from(max)).contains(&n) => Ok(n as u16),
+        Ok(n) if n > u32::from(max) => Err(format!(
+            "{n} streams: -P takes 1 to {max} parallel streams (not a port, as scp's -P does: for an ssh \
+             port use -e 'ssh -p {n}' or Port in ~/.ssh/config; a daemon's port goes in HOST:PORT:PATH)"
+        )),
+        _ => Err(format!("'{s}': -P takes 1 to {max} parallel streams")),
+    }
+}
+
 /// `--chunk-size`: a size in the one grammar, then the protocol's rule (a power of two from 64K
 /// to 8M).
 fn parse_chunk_size(s: &str) -> Result<u32, String> {
@@ -150,7 +174,7 @@ pub fn run_cp(a: CpArgs) -> u8 {
     };
     let apply = |c: &mut CopyConfig| {
         match a.streams {
-            Some(s) => c.streams = s.clamp(1, caps::MAX_STREAMS),
+            Some(s) => c.streams = s,
             // The default may grow with the path's round trip (docs/USER_GUIDE.md, `-P`).
             None => c.auto_streams = true,
         }
@@ -191,7 +215,8 @@ pub fn run_cp(a: CpArgs) -> u8 {
             } else if !a.quiet {
                 eprintln!("{}", summary_line(&report));
             }
-            if !a.no_save {
+            // A dry run moved nothing: it is not a run to keep.
+            if !a.no_save && !report.dry_run {
                 save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json);
             }
             if code != exit::OK {
@@ -230,6 +255,16 @@ mod tests {
         assert!(parse_dest(Path::new("host:notaport:x")).is_err());
         assert!(parse_dest(Path::new("host:1")).is_err());
         assert!(parse_dest(Path::new(":1:x")).is_err());
+    }
+
+    #[test]
+    fn streams_are_1_to_256_and_a_port_gets_a_hint() {
+        assert_eq!(parse_streams("1"), Ok(1));
+        assert_eq!(parse_streams("256"), Ok(256));
+        assert!(parse_streams("0").unwrap_err().contains("1 to 256"));
+        assert!(parse_streams("x").is_err());
+        let e = parse_streams("2222").unwrap_err();
+        assert!(e.contains("not a port") && e.contains("ssh -p 2222"), "{e}");
     }
 
     #[test]

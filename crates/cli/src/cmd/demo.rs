@@ -75,7 +75,8 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
     };
     eprintln!("copying {files} files, {}, encrypted, through a local server ...", format_size(bytes as f64));
     let report = match copy_to(
-        vec![src.clone()],
+        // `src/`: the copy is `dst` itself (the rsync rule of `cp`).
+        vec![src.join("")],
         &dst,
         None,
         |c| {

@@ -32,12 +32,21 @@ pub fn run_keygen(a: KeygenArgs) -> u8 {
     }
 }
 
+/// A key file's missing directory is made, private (0700), as ssh-keygen makes ~/.ssh.
+fn make_parent(file: &std::path::Path) -> Result<()> {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => Ok(keys::make_private_dir(dir)?),
+        _ => Ok(()),
+    }
+}
+
 fn keygen(a: &KeygenArgs) -> Result<()> {
     if a.kind == "secret" {
         let file = a.file.as_ref().ok_or_else(|| anyhow!("a shared key needs FILE: linerate keygen FILE"))?;
         if a.comment.is_some() {
             return Err(anyhow!("--comment is for ed25519 keys (--type ed25519)"));
         }
+        make_parent(file)?;
         Secret::generate()?.write_new(file)?;
         eprintln!("wrote a new key to {}", file.display());
         return Ok(());
@@ -53,6 +62,7 @@ fn keygen(a: &KeygenArgs) -> Result<()> {
             f
         }
     };
+    make_parent(&file)?;
     let comment = a.comment.clone().unwrap_or_else(keys::default_comment);
     let id = Identity::write_new(&file, &comment)?;
     let public = keys::pub_path(&file);

@@ -49,7 +49,7 @@ fn local_copy_prints_a_json_summary_with_both_sides() {
     let out = bin()
         .env("LINERATE_DB", &db)
         .args(["cp", "--json", "-P", "3"])
-        .arg(&src)
+        .arg(src.join(""))
         .arg(t.path().join("dst"))
         .output()
         .unwrap();
@@ -98,17 +98,29 @@ fn copies_into_an_existing_directory_under_the_source_name() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     same(&src, &t.path().join("into/src"));
     assert_eq!(fs::read(t.path().join("into/single")).unwrap(), b"one file");
-    // Two sources and a destination that does not exist: refused as a usage error.
+    // Two sources and a destination that does not exist: it is made, and they go in it.
     let out = bin()
         .args(["cp", "--no-save", "-q"])
         .arg(&src)
         .arg(t.path().join("single"))
-        .arg(t.path().join("nope"))
+        .arg(t.path().join("made"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    same(&src, &t.path().join("made/src"));
+    assert_eq!(fs::read(t.path().join("made/single")).unwrap(), b"one file");
+    // Two sources and a file in the way: refused as a usage error, the file untouched.
+    fs::write(t.path().join("afile"), b"keep").unwrap();
+    let out = bin()
+        .args(["cp", "--no-save", "-q"])
+        .arg(&src)
+        .arg(t.path().join("single"))
+        .arg(t.path().join("afile"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("not a directory"), "{}", text(&out));
-    assert!(!t.path().join("nope").exists());
+    assert_eq!(fs::read(t.path().join("afile")).unwrap(), b"keep");
 }
 
 struct Serve {
@@ -159,7 +171,7 @@ fn copies_to_a_running_server_with_a_key_file_and_refuses_a_wrong_key() {
     let out = bin()
         .args(["cp", "--no-save", "-q", "--verify", "--key-file"])
         .arg(&key)
-        .arg(&src)
+        .arg(src.join(""))
         .arg(&dest)
         .output()
         .unwrap();
@@ -213,12 +225,36 @@ fn pulls_from_a_running_server_then_skips_what_is_there_and_lists_a_dry_run() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["files"], 0, "{v}");
     assert!(v["skipped"]["files"].as_u64().unwrap() > 0, "{v}");
-    // A dry run with --delete names the extra local file and keeps it.
+    let files = v["skipped"]["files"].as_u64().unwrap();
+    // A dry run with --delete names the extra local file and keeps it, and counts a changed file
+    // as one it would receive, not as up to date.
     fs::write(local.join("tree/extra"), b"x").unwrap();
+    fs::write(root.join("tree/a.txt"), b"changed").unwrap();
     let out = pull(&["--dry-run", "--delete"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("would delete tree/extra"), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would receive tree/a.txt"), "{}", text(&out));
     assert!(local.join("tree/extra").exists());
+    assert_eq!(fs::read(local.join("tree/a.txt")).unwrap(), b"alpha", "a dry run changed a file");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["dry_run"]["files"].as_u64(), v["dry_run"]["bytes"].as_u64()), (Some(1), Some(7)), "{v}");
+    assert_eq!(v["skipped"]["files"].as_u64(), Some(files - 1), "{v}");
+    assert_eq!(v["deleted"], 1, "{v}");
+    // Without --json the summary line agrees with the listing above it.
+    let out = bin()
+        .args(["cp", "-n", "--key-file"])
+        .arg(&key)
+        .arg(format!("{}:tree", srv.addr))
+        .arg(&local)
+        .env("LINERATE_DB", t.path().join("runs.sqlite"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("dry run, nothing changed: would receive 1 files (7 B); {} up to date", files - 1)),
+        "{err}"
+    );
+    assert!(!err.contains("saved as run") && !t.path().join("runs.sqlite").exists(), "a dry run was saved: {err}");
     // Two remote sources are refused.
     let out = bin()
         .args(["cp", "--no-save", "-q", "--key-file"])
@@ -282,7 +318,9 @@ fn an_unreadable_file_is_reported_skipped_and_the_rest_copied() {
     let exe = t.path().join("linerate");
     fs::copy(env!("CARGO_BIN_EXE_linerate"), &exe).unwrap();
     fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-    let out = as_unprivileged(Command::new(&exe).args(["cp", "--no-save", "-q"]).arg(&src).arg(&dst)).output().unwrap();
+    let out = as_unprivileged(Command::new(&exe).args(["cp", "--no-save", "-q"]).arg(src.join("")).arg(&dst))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let msg = text(&out);
     assert!(msg.contains("locked") && msg.contains("ermission denied"), "{msg}");
@@ -436,7 +474,7 @@ fn bwlimit_paces_the_copy_and_progress_lists_escaped_names() {
     let start = std::time::Instant::now();
     let out = bin()
         .args(["cp", "--no-save", "--bwlimit", "64M", "--progress", "-v", "-P", "3"])
-        .arg(&src)
+        .arg(src.join(""))
         .arg(t.path().join("dst"))
         .output()
         .unwrap();
@@ -506,6 +544,7 @@ fn cp_help_documents_every_exit_code() {
         (1, "some entries failed"),
         (2, "bad usage or configuration"),
         (3, "the session failed"),
+        (130, "run the same command to resume"),
     ] {
         assert!(section.contains(&format!("\n  {code}  ")), "exit code {code} missing: {section}");
         assert!(section.contains(words), "exit code {code}: {words:?} missing: {section}");
@@ -531,4 +570,41 @@ fn cp_exit_code_3_when_nobody_listens() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+}
+
+#[test]
+fn mistakes_a_user_makes_are_usage_errors_that_change_nothing() {
+    let t = scratch();
+    let src = t.path().join("src");
+    tree(&src);
+    fs::write(t.path().join("afile"), b"keep").unwrap();
+    let cp = |args: &[&str]| bin().args(["cp", "--no-save", "-q"]).args(args).output().unwrap();
+    let s = src.to_str().unwrap();
+    let afile = t.path().join("afile");
+    let a = afile.to_str().unwrap();
+    for (args, words) in [
+        (vec![s, &format!("{s}/sub")], "into itself"),
+        (vec![s, s], "into itself"),
+        (vec![s, a], "not a directory"),
+        (vec![s, &format!("{a}/sub")], "not a directory"),
+        (vec!["-P", "0", s, "x"], "1 to 256"),
+        (vec!["-P", "2222", s, "x"], "ssh -p 2222"),
+    ] {
+        let out = cp(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(words), "{args:?}: {}", text(&out));
+        assert!(text(&out).lines().count() <= 3, "{args:?}: one message, not a flood: {}", text(&out));
+    }
+    assert!(!src.join("sub/src").exists() && !src.join("src").exists(), "a copy into itself was made");
+    assert_eq!(fs::read(&afile).unwrap(), b"keep");
+    assert!(!t.path().join("x").exists());
+    // scp's and rsync's -r and -a are accepted: cp always copies trees, keeping modes and times.
+    let out = cp(&["-r", "-a", s, t.path().join("copy").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    same(&src, &t.path().join("copy/src"));
+    // keygen makes the key's directory, private, as ssh-keygen does.
+    let key = t.path().join("config/linerate/key");
+    let out = bin().arg("keygen").arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(fs::metadata(key.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
 }

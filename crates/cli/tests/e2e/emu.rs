@@ -249,7 +249,8 @@ fn mktree(dir: &Path, files: &str, mean: &str) {
 }
 
 fn cp_args(src: &Path, key: &Path) -> Vec<String> {
-    let mut a: Vec<String> = vec![env!("CARGO_BIN_EXE_linerate").into(), "cp".into(), src.display().to_string()];
+    // `src/`: the daemon's `copy` is the copy (rsync's rule).
+    let mut a: Vec<String> = vec![env!("CARGO_BIN_EXE_linerate").into(), "cp".into(), format!("{}/", src.display())];
     a.extend(["198.18.1.2:7878:copy", "--key-file"].map(String::from));
     a.extend([key.display().to_string(), "-q".into(), "--no-save".into(), "-P".into(), "4".into()]);
     a
@@ -331,9 +332,10 @@ fn on_a_200_ms_lossy_path_a_copy_cut_past_its_stall_timeout_exits_3_and_the_reru
     let lab = Up::new("rate = \"100mbit\"\ndelay = \"100ms\"\nloss = 1.0\n");
     let (_t, src, root, key) = scratch("4", "6MB"); // about 24 MB of files of several 1 MiB chunks each
     with_daemon(&lab, &root, &key, || {
-        // An existing destination, so that the run and its rerun both copy into `copy/src`.
-        std::fs::create_dir_all(root.join("copy")).unwrap();
+        // `src` without a trailing '/': the run and its rerun both land in `copy/src` (the first
+        // makes `copy`).
         let mut a = cp_args(&src, &key);
+        a[2] = src.display().to_string();
         a.extend(["--stall-timeout", "3", "--json"].map(String::from));
         let mut copy = bin()
             .args(["lab", "exec", "a", "--run", &lab.id, "--"])

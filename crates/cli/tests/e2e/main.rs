@@ -13,5 +13,6 @@ mod lab;
 mod mesh;
 mod metrics;
 mod report;
+mod rerun;
 mod ssh;
 mod support;

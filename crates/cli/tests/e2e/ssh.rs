@@ -186,7 +186,7 @@ fn a_relative_remote_path_is_under_the_remote_home_and_a_hostile_name_never_meet
     let made = Gone(home.join(&name));
     let _canary_gone = Gone(canary.clone());
     let mut cmd = lab.cp();
-    cmd.arg(&src).arg(format!("{HOST}:{name}"));
+    cmd.arg(src.join("")).arg(format!("{HOST}:{name}"));
     let o = run_bounded(cmd, LIMIT);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(!canary.exists(), "the path went through a shell");

@@ -6,7 +6,7 @@
 //! Files are written under a temporary name in their final directory and renamed into place
 //! only when complete.
 
-use linerate_proto::frame::Time;
+use linerate_proto::frame::{Placement, Time};
 use linerate_proto::name;
 use linerate_proto::track::Tracker;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, Timespec, Timestamps, UTIME_OMIT};
@@ -247,6 +247,7 @@ pub fn sync_dir(fd: &OwnedFd) -> io::Result<()> {
 }
 
 /// Where a session's sources land.
+#[derive(Debug)]
 pub struct Destination {
     /// The directory that is directory id 0 of the session.
     pub dir: OwnedFd,
@@ -255,41 +256,85 @@ pub struct Destination {
     pub into_dir: bool,
 }
 
-/// Resolve a destination path beneath `root` with `cp -r` semantics: an existing directory
+/// Resolve a destination path beneath `root` as `placement` asks
+/// ([`Placement`](linerate_proto::frame::Placement)): `Cp` follows `cp -r` (an existing directory
 /// receives the sources under their names; otherwise its parent must exist and exactly one source
-/// takes the final name.
-pub fn resolve_destination(root: &OwnedFd, dest: &[u8], sources: u32) -> Result<Destination, String> {
+/// takes the final name); `Into` makes the destination a directory (creating its last component
+/// when absent); `As` makes the single source the destination itself.
+pub fn resolve_destination(
+    root: &OwnedFd,
+    dest: &[u8],
+    sources: u32,
+    placement: Placement,
+) -> Result<Destination, String> {
     let parts = name::split_dest(dest).map_err(|e| e.to_string())?;
     let shown = name::escape(dest);
-    let Some((last, parents)) = parts.split_last() else {
-        let dir = rfs::openat(root, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| format!("opening the root: {}", ioe(e)))?;
-        return Ok(Destination { dir, into_dir: true });
+    let open_root = || {
+        rfs::openat(root, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| format!("opening the root: {}", ioe(e)))
     };
-    let mut dir = rfs::openat(root, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| format!("opening the root: {}", ioe(e)))?;
+    let Some((last, parents)) = parts.split_last() else {
+        if placement == Placement::As {
+            return Err(AS_NEEDS_A_NAME.into());
+        }
+        return Ok(Destination { dir: open_root()?, into_dir: true });
+    };
+    let mut dir = open_root()?;
     for p in parents {
         dir = open_dir(&dir, p).map_err(|e| format!("destination '{shown}': parent '{}': {e}", name::escape(p)))?;
     }
-    match rfs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) if rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory => {
-            let d = open_dir(&dir, last).map_err(|e| format!("destination '{shown}': {e}"))?;
+    let existing = rfs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW)
+        .map(|st| rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory);
+    place(dir, last, existing, sources, placement, &shown, |dir| open_dir(dir, last))
+}
+
+/// The message for `As` without a name to give the copy.
+const AS_NEEDS_A_NAME: &str =
+    "copying a directory's contents (a source ending in '/') needs a destination directory name, not the top";
+
+/// The placement rules once the destination's parent `dir` is open and `existing` says whether
+/// `last` is a directory there (`Err(NOENT)`: nothing there).
+fn place(
+    dir: OwnedFd,
+    last: &[u8],
+    existing: Result<bool, Errno>,
+    sources: u32,
+    placement: Placement,
+    shown: &str,
+    open: impl Fn(&OwnedFd) -> io::Result<OwnedFd>,
+) -> Result<Destination, String> {
+    let many = || format!("destination '{shown}' is not a directory, and {sources} sources need one");
+    match (placement, existing) {
+        (Placement::As, Ok(_) | Err(Errno::NOENT)) if sources == 1 => Ok(Destination { dir, into_dir: false }),
+        (Placement::As, Ok(_) | Err(Errno::NOENT)) => Err(many()),
+        (_, Ok(true)) => {
+            let d = open(&dir).map_err(|e| format!("destination '{shown}': {e}"))?;
             Ok(Destination { dir: d, into_dir: true })
         }
-        Ok(_) | Err(Errno::NOENT) if sources == 1 => Ok(Destination { dir, into_dir: false }),
-        Ok(_) | Err(Errno::NOENT) => {
-            Err(format!("destination '{shown}' is not a directory, and {sources} sources need one"))
+        (Placement::Into, Err(Errno::NOENT)) => {
+            let (d, _) = make_dir(&dir, last).map_err(|e| format!("creating destination directory '{shown}': {e}"))?;
+            // Made for the copy: the same mode a directory of the tree gets by default.
+            let _ = rfs::fchmod(&d, Mode::from_raw_mode(0o777 & !umask()));
+            Ok(Destination { dir: d, into_dir: true })
         }
-        Err(e) => Err(format!("destination '{shown}': {}", ioe(e))),
+        (Placement::Into, Ok(false)) => Err(format!("destination '{shown}' exists and is not a directory")),
+        (Placement::Cp, Ok(false) | Err(Errno::NOENT)) if sources == 1 => Ok(Destination { dir, into_dir: false }),
+        (Placement::Cp, Ok(false) | Err(Errno::NOENT)) => Err(many()),
+        (_, Err(e)) => Err(format!("destination '{shown}': {}", ioe(e))),
     }
 }
 
 /// Resolve a destination the way scp does for the ssh user who started the server
 /// ([`crate::server::PathMode::AsUser`]): relative to `base` (the login directory), absolute paths
 /// allowed (`~/` is the login directory too), symlinks and `..` in the path followed as the
-/// operating system allows; then the `cp -r` rules of [`resolve_destination`]. Entries of the
-/// tree are later created beneath the returned handle, confined as always.
-pub fn resolve_user_destination(base: &OwnedFd, dest: &[u8], sources: u32) -> Result<Destination, String> {
+/// operating system allows; then the rules of [`resolve_destination`]. Entries of the tree are
+/// later created beneath the returned handle, confined as always.
+pub fn resolve_user_destination(
+    base: &OwnedFd,
+    dest: &[u8],
+    sources: u32,
+    placement: Placement,
+) -> Result<Destination, String> {
     if dest.len() > linerate_proto::caps::MAX_PATH {
         return Err("destination path longer than 4096 bytes".into());
     }
@@ -300,13 +345,6 @@ pub fn resolve_user_destination(base: &OwnedFd, dest: &[u8], sources: u32) -> Re
     // `~` and `~/...` name the login directory, as scp (in SFTP mode) expands them.
     let dest = if dest == b"~" { &b""[..] } else { dest.strip_prefix(b"~/").unwrap_or(dest) };
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let whole: &[u8] = if dest.is_empty() { b"." } else { dest };
-    match rfs::openat(base, whole, dir_flags, Mode::empty()) {
-        Ok(dir) => return Ok(Destination { dir, into_dir: true }),
-        Err(Errno::NOENT | Errno::NOTDIR) => {}
-        Err(e) => return Err(format!("destination '{shown}': {}", ioe(e))),
-    }
-    // Not a directory (or absent): its parent must be one, and a single source takes the name.
     let trimmed = {
         let mut t = dest;
         while t.len() > 1 && t.ends_with(b"/") {
@@ -314,6 +352,20 @@ pub fn resolve_user_destination(base: &OwnedFd, dest: &[u8], sources: u32) -> Re
         }
         t
     };
+    // `.`, `/`, an empty path: a directory that has no name to give a copy.
+    let unnamed = trimmed.is_empty() || trimmed == b"/" || trimmed == b"." || trimmed.ends_with(b"/.");
+    if placement != Placement::As || unnamed {
+        if placement == Placement::As {
+            return Err(AS_NEEDS_A_NAME.into());
+        }
+        let whole: &[u8] = if dest.is_empty() { b"." } else { dest };
+        match rfs::openat(base, whole, dir_flags, Mode::empty()) {
+            Ok(dir) => return Ok(Destination { dir, into_dir: true }),
+            Err(Errno::NOENT | Errno::NOTDIR) => {}
+            Err(e) => return Err(format!("destination '{shown}': {}", ioe(e))),
+        }
+    }
+    // Not a directory (or absent, or to become the copy): its parent must be one.
     let (parent, last): (&[u8], &[u8]) = match trimmed.iter().rposition(|&b| b == b'/') {
         Some(0) => (b"/", &trimmed[1..]),
         Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
@@ -322,13 +374,11 @@ pub fn resolve_user_destination(base: &OwnedFd, dest: &[u8], sources: u32) -> Re
     name::validate(last).map_err(|e| format!("destination '{shown}': {e}"))?;
     let dir = rfs::openat(base, parent, dir_flags, Mode::empty())
         .map_err(|e| format!("destination '{shown}': parent '{}': {}", name::escape(parent), ioe(e)))?;
-    match rfs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(_) | Err(Errno::NOENT) if sources == 1 => Ok(Destination { dir, into_dir: false }),
-        Ok(_) | Err(Errno::NOENT) => {
-            Err(format!("destination '{shown}' is not a directory, and {sources} sources need one"))
-        }
-        Err(e) => Err(format!("destination '{shown}': {}", ioe(e))),
-    }
+    let existing = rfs::statat(&dir, last, AtFlags::empty())
+        .map(|st| rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory);
+    place(dir, last, existing, sources, placement, &shown, |dir| {
+        rfs::openat(dir, last, dir_flags, Mode::empty()).map_err(ioe)
+    })
 }
 
 /// Open directory handles of a session, by directory id, bounded in number. A handle that was
@@ -627,25 +677,64 @@ mod tests {
         let b = base(&home);
         let elsewhere = ino(&open_root(&t.path().join("elsewhere")).unwrap());
         // Empty: the login directory itself.
-        let d = resolve_user_destination(&b, b"", 2).unwrap();
+        let d = resolve_user_destination(&b, b"", 2, Placement::Cp).unwrap();
         assert!(d.into_dir && ino(&d.dir) == ino(&b));
         // Relative, through a symlink in the prefix, and with `..`.
-        let d = resolve_user_destination(&b, b"link", 1).unwrap();
+        let d = resolve_user_destination(&b, b"link", 1, Placement::Cp).unwrap();
         assert!(d.into_dir && ino(&d.dir) == elsewhere);
-        let d = resolve_user_destination(&b, b"~/link", 1).unwrap();
+        let d = resolve_user_destination(&b, b"~/link", 1, Placement::Cp).unwrap();
         assert!(d.into_dir && ino(&d.dir) == elsewhere);
-        let d = resolve_user_destination(&b, b"~", 1).unwrap();
+        let d = resolve_user_destination(&b, b"~", 1, Placement::Cp).unwrap();
         assert!(d.into_dir && ino(&d.dir) == ino(&b));
-        let d = resolve_user_destination(&b, b"sub/../link/new", 1).unwrap();
+        let d = resolve_user_destination(&b, b"sub/../link/new", 1, Placement::Cp).unwrap();
         assert!(!d.into_dir && ino(&d.dir) == elsewhere);
         // Absolute.
         let abs = t.path().join("elsewhere/x");
-        let d = resolve_user_destination(&b, abs.as_os_str().as_bytes(), 1).unwrap();
+        let d = resolve_user_destination(&b, abs.as_os_str().as_bytes(), 1, Placement::Cp).unwrap();
         assert!(!d.into_dir && ino(&d.dir) == elsewhere);
         // A new name takes exactly one source; a missing parent is an error.
-        assert!(resolve_user_destination(&b, b"newname", 2).err().unwrap().contains("2 sources"));
-        assert!(resolve_user_destination(&b, b"nope/x", 1).is_err());
-        assert!(resolve_user_destination(&b, b"a\0b", 1).is_err());
+        assert!(resolve_user_destination(&b, b"newname", 2, Placement::Cp).err().unwrap().contains("2 sources"));
+        assert!(resolve_user_destination(&b, b"nope/x", 1, Placement::Cp).is_err());
+        assert!(resolve_user_destination(&b, b"a\0b", 1, Placement::Cp).is_err());
+    }
+
+    #[test]
+    fn placements_land_the_same_place_every_time() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("has")).unwrap();
+        std::fs::write(t.path().join("file"), b"x").unwrap();
+        let b = base(t.path());
+        let has = ino(&open_root(&t.path().join("has")).unwrap());
+        for user in [false, true] {
+            let r = |dest: &[u8], n: u32, p: Placement| {
+                if user {
+                    resolve_user_destination(&b, dest, n, p)
+                } else {
+                    resolve_destination(&b, dest, n, p)
+                }
+            };
+            // Into: an existing directory, or one made now (and found again the next time).
+            let d = r(b"has", 1, Placement::Into).unwrap();
+            assert!(d.into_dir && ino(&d.dir) == has);
+            let new = if user { &b"new-user"[..] } else { b"new-root" };
+            let first = r(new, 1, Placement::Into).unwrap();
+            assert!(first.into_dir, "{user}");
+            let again = r(new, 1, Placement::Into).unwrap();
+            assert!(again.into_dir && ino(&again.dir) == ino(&first.dir), "{user}: the same directory again");
+            assert!(r(b"file", 1, Placement::Into).unwrap_err().contains("not a directory"));
+            assert!(r(b"nope/x", 1, Placement::Into).is_err(), "only the last component is created");
+            // As: the parent is the target whether or not a directory of that name exists.
+            for dest in [&b"has"[..], b"has/", b"absent", b"file"] {
+                let d = r(dest, 1, Placement::As).unwrap();
+                assert!(!d.into_dir && ino(&d.dir) == ino(&b), "{user} {}", String::from_utf8_lossy(dest));
+            }
+            assert!(r(b"has", 2, Placement::As).unwrap_err().contains("2 sources"));
+            for top in [&b""[..], b"/"] {
+                assert!(r(top, 1, Placement::As).unwrap_err().contains("needs a destination directory name"));
+            }
+        }
+        assert!(resolve_user_destination(&b, b".", 1, Placement::As).is_err());
+        assert!(resolve_user_destination(&b, b"~", 1, Placement::As).is_err());
     }
 
     #[test]

@@ -109,6 +109,8 @@ pub struct Journal {
     end: u64,
     unsynced: u64,
     last: Instant,
+    /// Whether the partial file holds a chunk (kept from before, or written now).
+    holds: bool,
 }
 
 /// A partial file ready to receive chunks.
@@ -228,14 +230,16 @@ pub fn open(parent: &OwnedFd, src: &Source<'_>) -> io::Result<Partial> {
         journal.write_all_at(&body, 0)?;
         journal.sync_data()?;
         let end = body.len() as u64;
-        let journal = Journal { file: journal, name: jname, end, unsynced: 0, last: Instant::now() };
+        let holds = !have.is_empty();
+        let journal = Journal { file: journal, name: jname, end, unsynced: 0, last: Instant::now(), holds };
         return Ok(Partial { file, name: pname, journal, have });
     }
     let file = create(parent, &pname)?;
     let jfile = create(parent, &jname)?;
     jfile.write_all_at(&body, 0)?;
     jfile.sync_data()?;
-    let journal = Journal { file: jfile, name: jname, end: body.len() as u64, unsynced: 0, last: Instant::now() };
+    let end = body.len() as u64;
+    let journal = Journal { file: jfile, name: jname, end, unsynced: 0, last: Instant::now(), holds: false };
     Ok(Partial { file, name: pname, journal, have: Vec::new() })
 }
 
@@ -245,6 +249,7 @@ impl Journal {
     /// (for a crash of the machine).
     pub fn record(&mut self, part: &File, index: u64, len: usize) -> io::Result<()> {
         self.append(index)?;
+        self.holds = true;
         self.unsynced += len as u64;
         if self.unsynced >= FLUSH_BYTES || self.last.elapsed() >= FLUSH_EVERY {
             self.flush(part)?;
@@ -269,6 +274,11 @@ impl Journal {
         self.file.sync_data()?;
         self.unsynced = 0;
         Ok(())
+    }
+
+    /// Whether the partial file holds any chunk worth keeping for the next run.
+    pub fn holds_chunks(&self) -> bool {
+        self.holds
     }
 
     /// The file is complete and renamed: the journal goes.

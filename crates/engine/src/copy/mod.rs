@@ -4,6 +4,7 @@
 //! filesystem operations ([`fsx`]), reading into record buffers ([`fill`]), resume journals ([`journal`]), chunked BLAKE3 ([`digest`]),
 //! the work queue ([`sched`]) — plus tree comparison ([`diff`]) and sample trees ([`sample`]).
 
+pub mod cancel;
 pub mod diff;
 pub mod digest;
 pub mod fill;

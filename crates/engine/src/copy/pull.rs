@@ -4,7 +4,7 @@
 //! into place only when complete, resumable).
 
 use crate::copy::fsx::{self, Destination};
-use crate::copy::recv::{Outcome, RecvSession, SessionParams};
+use crate::copy::recv::{Outcome, PullOf, RecvSession, SessionParams};
 use crate::copy::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
 use crate::net::conn;
 use crate::rate::SessionRate;
@@ -17,35 +17,78 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Where a pulled tree lands, with `cp -r` semantics: an existing directory receives it under the
-/// remote entry's own name; otherwise the parent must exist and the tree takes the last name.
-pub fn local_destination(into: &Path, from: &[u8]) -> Result<(Destination, Vec<u8>), EngineError> {
+/// The name a pull asks the server for (`Pull.name`): the remote path's last component.
+fn asked_name(from: &[u8]) -> Result<Vec<u8>, EngineError> {
+    let mut trimmed = from;
+    while let Some(t) = trimmed.strip_suffix(b"/").or_else(|| trimmed.strip_suffix(b"/.")) {
+        trimmed = t;
+    }
+    let base = trimmed.rsplit(|&b| b == b'/').next().unwrap_or_default().to_vec();
+    if name::validate(&base).is_err() || base == b"~" {
+        return Err(EngineError::Usage(format!(
+            "remote path '{}' has no last name to pull: name a file or directory beneath it",
+            name::escape(from)
+        )));
+    }
+    Ok(base)
+}
+
+/// Where a pulled tree lands, by the rsync rule for sources (as a push's [`send::placement`]),
+/// once the server has said whether the source is a directory (`is_dir`): a directory named
+/// without a trailing `/` goes into `into` (created when absent) under its own name; with a
+/// trailing `/`, `into` becomes the copy; a file goes into `into` if that is a directory or ends
+/// in `/`, else takes the name `into`. Returns the target and the local name of the tree.
+pub fn local_destination(into: &Path, from: &[u8], is_dir: bool) -> Result<(Destination, Vec<u8>), EngineError> {
     let shown = crate::copy::walk::shown(into);
-    if into.is_dir() {
-        let dir = fsx::open_root(into).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
-        // Only the last component names the local copy; the server resolves the rest.
-        let trimmed = from.strip_suffix(b"/").unwrap_or(from);
-        let base = trimmed.rsplit(|&b| b == b'/').next().unwrap_or_default().to_vec();
-        if name::validate(&base).is_err() || base == b"~" {
-            return Err(EngineError::Usage(format!(
-                "remote path '{}': its last component cannot name a local copy; give the local name as DEST",
-                name::escape(from)
-            )));
+    let contents = is_dir && (from.ends_with(b"/") || from.ends_with(b"/."));
+    let into_slash = into.as_os_str().as_bytes().ends_with(b"/");
+    let go_into = !contents && (is_dir || into.is_dir() || into_slash);
+    if go_into {
+        let base = asked_name(from)?;
+        if !into.is_dir() {
+            std::fs::create_dir(into).map_err(|e| {
+                EngineError::Usage(format!("creating destination directory {shown}: {e} (its parent must exist)"))
+            })?;
         }
+        let dir = fsx::open_root(into).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
         return Ok((Destination { dir, into_dir: true }, base));
     }
-    let last = into
+    // `into` itself is the copy: name it in its parent.
+    let full = if into.is_dir() { into.canonicalize().unwrap_or_else(|_| into.to_path_buf()) } else { into.into() };
+    let last = full
         .file_name()
         .ok_or_else(|| EngineError::Usage(format!("{shown}: destination has no file name")))?
         .as_bytes()
         .to_vec();
-    let parent = match into.parent() {
+    let parent = match full.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     let dir = fsx::open_root(parent)
         .map_err(|e| EngineError::Usage(format!("destination directory {}: {e}", crate::copy::walk::shown(parent))))?;
     Ok((Destination { dir, into_dir: false }, last))
+}
+
+/// Check before connecting what can be checked of a pull's local destination: the directory it
+/// lands in must exist.
+fn check_local(into: &Path) -> Result<(), EngineError> {
+    if into.is_dir() {
+        return Ok(());
+    }
+    let parent = match into.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(EngineError::Usage(format!(
+            "destination directory {}: no such directory",
+            crate::copy::walk::shown(parent)
+        )));
+    }
+    if into.as_os_str().as_bytes().ends_with(b"/") && into.exists() {
+        return Err(EngineError::Usage(format!("{}: not a directory", crate::copy::walk::shown(into))));
+    }
+    Ok(())
 }
 
 /// Pull `from` (a path beneath the server's root) into local `into`. `cfg.sources` and
@@ -57,7 +100,8 @@ pub fn pull(
     progress: Arc<Progress>,
     on_error: ErrorSink,
 ) -> Result<CopyReport, EngineError> {
-    let (dest, root_name) = local_destination(into, from)?;
+    let asked = asked_name(from)?;
+    check_local(into)?;
     let start = Instant::now();
     let cpu0 = usage::process();
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
@@ -65,9 +109,10 @@ pub fn pull(
     let flags = cfg.flags() | FLAG_PULL;
     control.tx.send_frames(&[
         Frame::Begin(frame::Begin { dest: b"", sources: 1, chunk_size: cfg.chunk_size, flags, streams }),
-        Frame::Pull(Pull { path: from, name: &root_name }),
+        Frame::Pull(Pull { path: from, name: &asked }),
     ])?;
-    send::await_target(&mut control, cfg.timeout)?;
+    let is_dir = send::await_target(&mut control, cfg.timeout)?;
+    let (dest, local) = local_destination(into, from, is_dir)?;
     let data = send::connect_data(cfg, &control, streams)?;
     let tag: String = control.session[..6].iter().map(|b| format!("{b:02x}")).collect();
     // The server is the sender here: it is as untrusted as any client of a server.
@@ -78,7 +123,7 @@ pub fn pull(
         streams,
         tag,
         idle_timeout: cfg.stall_timeout,
-        pull_of: Some(root_name.clone()),
+        pull_of: Some(PullOf { asked, local }),
     };
     let session = RecvSession::with_display(
         params,
@@ -109,9 +154,20 @@ pub fn pull(
             drop(tx);
         }));
     }
+    let watch = {
+        let session = session.clone();
+        crate::copy::cancel::Watch::new(progress.cancel.clone(), move || {
+            let message = crate::copy::cancel::INTERRUPTED.to_string();
+            session.abort(crate::copy::recv::Abort { code: linerate_proto::ErrorCode::Interrupted, message });
+        })
+    };
     let outcome = session.run_control(control.rx);
     for t in threads {
         let _ = t.join();
+    }
+    drop(watch);
+    if progress.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(EngineError::Interrupted);
     }
     progress.walk_done.store(1, std::sync::atomic::Ordering::Relaxed);
     match outcome {
@@ -135,6 +191,8 @@ pub fn pull(
                 resumed_bytes: counts.resumed_bytes,
                 deleted: counts.deleted,
                 pulled: true,
+                dry_run: flags & linerate_proto::frame::FLAG_DRY_RUN != 0,
+                would_send: counts.would_send,
             })
         }
         Outcome::Aborted(a) => Err(match a.message.strip_prefix(crate::copy::recv::SENDER_ENDED) {

@@ -315,8 +315,16 @@ pub fn connect(
     if server.version != PROTOCOL_VERSION {
         return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: server.version }.into());
     }
-    if server.status != 0 {
-        return Err(EngineError::Refused { code: ErrorCode::from_u16(server.status.into()) });
+    match ErrorCode::from_u16(server.status.into()) {
+        _ if server.status == 0 => {}
+        ErrorCode::Unsupported if kind == StreamKind::Control => {
+            return Err(EngineError::Usage(format!(
+                "{addr} does not accept a shared key (it admits ed25519 keys listed in its --authorized-keys): \
+                 use --identity FILE, or drop --key-file to use ~/.config/linerate/id_ed25519 \
+                 (made by `linerate keygen --type ed25519`)"
+            )))
+        }
+        code => return Err(EngineError::Refused { code }),
     }
     let mut prologue = hello.to_vec();
     prologue.extend_from_slice(&sh);

@@ -106,21 +106,33 @@ fn regular_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
-fn pull_receives_a_tree_byte_for_byte_with_cp_r_naming() {
+fn pull_receives_a_tree_byte_for_byte_by_the_rsync_rule_and_lands_there_again() {
     let fx = Fx::new();
     tree(&fx.p("root/srv-tree"));
     fs::create_dir(fx.p("local")).unwrap();
     let (cfg, _) = fx.cfg(fx.srv.addr, vec![], "");
-    // Into an existing directory: under the remote name.
-    let r = pull::pull(&cfg, b"srv-tree", &fx.p("local"), Arc::new(Progress::default()), sink().0).unwrap();
-    assert!(r.pulled && r.is_complete(), "{r:?}");
-    same(&fx.p("root/srv-tree"), &fx.p("local/srv-tree"));
-    // To a new name.
-    pull::pull(&cfg, b"srv-tree", &fx.p("renamed"), Arc::new(Progress::default()), sink().0).unwrap();
-    same(&fx.p("root/srv-tree"), &fx.p("renamed"));
-    // One file.
-    pull::pull(&cfg, b"srv-tree/big", &fx.p("one.bin"), Arc::new(Progress::default()), sink().0).unwrap();
-    assert_eq!(fs::read(fx.p("one.bin")).unwrap(), fs::read(fx.p("root/srv-tree/big")).unwrap());
+    let pull = |from: &[u8], into: &str| pull::pull(&cfg, from, &fx.p(into), Arc::new(Progress::default()), sink().0);
+    // Twice each: the second run lands where the first did, and finds everything up to date.
+    for run in 0..2 {
+        // A directory, into an existing directory or one made now: under the remote name.
+        let r = pull(b"srv-tree", "local").unwrap();
+        assert!(r.pulled && r.is_complete(), "{r:?}");
+        same(&fx.p("root/srv-tree"), &fx.p("local/srv-tree"));
+        pull(b"srv-tree", "made").unwrap();
+        same(&fx.p("root/srv-tree"), &fx.p("made/srv-tree"));
+        // A trailing '/': the destination becomes the copy.
+        let r = pull(b"srv-tree/", "renamed").unwrap();
+        same(&fx.p("root/srv-tree"), &fx.p("renamed"));
+        if run == 1 {
+            assert_eq!((r.files, r.skipped_files), (0, 8), "the second run sends nothing: {r:?}");
+        }
+        // One file: a new name, or into a directory.
+        pull(b"srv-tree/big", "one.bin").unwrap();
+        assert_eq!(fs::read(fx.p("one.bin")).unwrap(), fs::read(fx.p("root/srv-tree/big")).unwrap());
+        pull(b"srv-tree/big", "local").unwrap();
+        assert_eq!(fs::read(fx.p("local/big")).unwrap(), fs::read(fx.p("root/srv-tree/big")).unwrap());
+    }
+    assert!(!fx.p("made/srv-tree/srv-tree").exists() && !fx.p("renamed/srv-tree").exists());
 }
 
 #[test]

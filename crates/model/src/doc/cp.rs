@@ -42,9 +42,14 @@ pub struct CpSummary {
     /// Bytes of partial files the receiver already held and kept. Absent in older summaries: 0.
     #[serde(default)]
     pub resumed_bytes: u64,
-    /// Entries deleted at the destination. Absent in older summaries: 0.
+    /// Entries deleted at the destination (in a dry run: that would be). Absent in older
+    /// summaries: 0.
     #[serde(default)]
     pub deleted: u64,
+    /// A dry run (`cp -n`): nothing was changed; the files that would have been sent. Absent
+    /// for a real copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<CpSkipped>,
 }
 
 /// Failed entries of a copy.
@@ -117,7 +122,7 @@ pub enum CpDirection {
 /// Files not sent because the destination already had them.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpSkipped {
-    /// Files.
+    /// Files (up to date, or in `dry_run`, that would be sent).
     pub files: u64,
     /// Bytes in those files.
     pub bytes: u64,

@@ -31,6 +31,7 @@ pub fn cp() -> CpSummary {
         skipped: CpSkipped { files: 3, bytes: 4096 },
         resumed_bytes: 1_000_000,
         deleted: 5,
+        dry_run: None,
     }
 }
 

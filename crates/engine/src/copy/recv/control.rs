@@ -19,6 +19,27 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 impl RecvSession {
+    /// Give every directory declared so far its mode and modification time (deepest first, so a
+    /// parent's time is not disturbed afterwards), fsyncing each with `sync`; what failed, by
+    /// path. Run at the end of a session, and by an abort too, so that an interrupted copy does
+    /// not leave its directories at the owner-only mode they are created with.
+    pub(super) fn apply_dir_meta(&self, st: &mut State, sync: bool) -> Vec<(Vec<u8>, String)> {
+        // Looked up one by one rather than collected: a copy of every directory's metadata would
+        // add a third to the receiver's peak memory for a tree of many directories.
+        let mut meta_errors = Vec::new();
+        for id in st.tracker.dirs_deepest_first() {
+            let Some((mode, mtime)) = st.tracker.dir_info(id).map(|d| (d.mode, d.mtime)) else { continue };
+            // A directory that could not be created was reported then; skip it here.
+            if let Ok(fd) = st.dirs.get(id, &st.tracker) {
+                let r = fsx::set_meta(&*fd, mode, mtime).and_then(|()| if sync { fsx::sync_dir(&fd) } else { Ok(()) });
+                if let Err(e) = r {
+                    meta_errors.push((st.tracker.dir_path(id), e.to_string()));
+                }
+            }
+        }
+        meta_errors
+    }
+
     /// Serve the control stream: wait for `Finish`, for every data stream's `End`, then settle
     /// directories and send the summary.
     pub fn run_control(self: &Arc<Self>, mut rx: RecvHalf) -> Outcome {
@@ -62,26 +83,7 @@ impl RecvSession {
         for (id, _) in &leftovers {
             st.tracker.abandon(*id);
         }
-        // Looked up one by one rather than collected: a copy of every directory's metadata would
-        // add a third to the receiver's peak memory for a tree of many directories.
-        let mut meta_errors = Vec::new();
-        for id in st.tracker.dirs_deepest_first() {
-            let st = &mut *st;
-            let Some((mode, mtime)) = st.tracker.dir_info(id).map(|d| (d.mode, d.mtime)) else { continue };
-            // A directory that could not be created was reported then; skip it here.
-            if let Ok(fd) = st.dirs.get(id, &st.tracker) {
-                let r = fsx::set_meta(&*fd, mode, mtime).and_then(|()| {
-                    if self.p.flags & FLAG_FSYNC != 0 {
-                        fsx::sync_dir(&fd)
-                    } else {
-                        Ok(())
-                    }
-                });
-                if let Err(e) = r {
-                    meta_errors.push((st.tracker.dir_path(id), e.to_string()));
-                }
-            }
-        }
+        let meta_errors = self.apply_dir_meta(&mut st, self.p.flags & FLAG_FSYNC != 0);
         drop(st);
         for (_, of) in leftovers {
             if let Some(of) = of {
@@ -160,7 +162,10 @@ impl RecvSession {
         for f in frame::frames(plain) {
             let event = self.lock().ctl.handle_control_frame(f?, now)?;
             match event {
-                ReceiverEvent::Offer(o) => self.on_offer(&o, wants)?,
+                ReceiverEvent::Offer(mut o) => {
+                    o.file.name = self.local_name(o.file.parent, o.file.name);
+                    self.on_offer(&o, wants)?
+                }
                 ReceiverEvent::Keep(k) => self.on_keep(&k)?,
                 ReceiverEvent::Finish(x) => fin = Some(x),
                 ReceiverEvent::Fatal(f) => {
@@ -261,9 +266,14 @@ impl RecvSession {
             None => {
                 st.open.remove(&s.id);
                 st.tracker.skip(s.id);
-                self.n.skipped_files.fetch_add(1, Relaxed);
-                self.n.skipped_bytes.fetch_add(s.size, Relaxed);
-                if dry {
+                if dry && verdict != WANT_NONE {
+                    self.n.would_files.fetch_add(1, Relaxed);
+                    self.n.would_bytes.fetch_add(s.size - held.min(s.size), Relaxed);
+                } else {
+                    self.n.skipped_files.fetch_add(1, Relaxed);
+                    self.n.skipped_bytes.fetch_add(s.size, Relaxed);
+                }
+                if dry && verdict != WANT_NONE {
                     if let Some(l) = &self.list {
                         let how = if held > 0 {
                             format!(" (resume: {held} of {} bytes held)", s.size)

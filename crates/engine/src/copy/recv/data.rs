@@ -45,9 +45,18 @@ impl RecvSession {
             }
             for f in frame::frames(plain) {
                 match f? {
-                    Frame::Dir(d) => self.on_dir(&d)?,
-                    Frame::Link(l) => self.on_link(&l)?,
-                    Frame::FileStart(s) => self.on_file_start(&s)?,
+                    Frame::Dir(mut d) => {
+                        d.name = self.local_name(d.parent, d.name);
+                        self.on_dir(&d)?
+                    }
+                    Frame::Link(mut l) => {
+                        l.name = self.local_name(l.parent, l.name);
+                        self.on_link(&l)?
+                    }
+                    Frame::FileStart(mut s) => {
+                        s.name = self.local_name(s.parent, s.name);
+                        self.on_file_start(&s)?
+                    }
                     Frame::Chunk(c) => self.on_chunk(&c)?,
                     Frame::FileEnd(e) => self.on_file_end(&e)?,
                     Frame::FileAbort(a) => self.on_file_abort(&a)?,

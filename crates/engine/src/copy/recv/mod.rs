@@ -10,7 +10,7 @@ use crate::net::conn::{RecvHalf, SendHalf};
 use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
 use linerate_proto::copy::ReceiverControl;
-use linerate_proto::frame::{Finish, Frame, Summary, Time};
+use linerate_proto::frame::{Finish, Frame, Summary, Time, FLAG_DRY_RUN};
 use linerate_proto::track::Tracker;
 use linerate_proto::{frame, ErrorCode, ProtoError};
 use std::collections::{HashMap, HashSet};
@@ -44,9 +44,19 @@ pub struct SessionParams {
     /// How long a stream may stay silent, and how long the whole session may go without a
     /// record that carries frames (keepalives alone are not progress).
     pub idle_timeout: Duration,
-    /// A pull: the name the client asked for, the one entry the target may receive
-    /// ([`Tracker::for_pull`]).
-    pub pull_of: Option<Vec<u8>>,
+    /// A pull: the one entry the target may receive ([`Tracker::for_pull`]).
+    pub pull_of: Option<PullOf>,
+}
+
+/// The one entry a pull's target receives: the server sends it under the name the client asked
+/// for (`Pull.name`), and it is written under `local`. The two differ when where a pull lands
+/// depends on whether its source is a directory, which the client learns only from `Target`.
+#[derive(Debug, Clone)]
+pub struct PullOf {
+    /// `Pull.name`.
+    pub asked: Vec<u8>,
+    /// The name in the local target.
+    pub local: Vec<u8>,
 }
 
 struct OpenFile {
@@ -94,6 +104,8 @@ struct Counters {
     skipped_bytes: AtomicU64,
     resumed_bytes: AtomicU64,
     deleted: AtomicU64,
+    would_files: AtomicU64,
+    would_bytes: AtomicU64,
 }
 
 /// Why a session ended early.
@@ -163,7 +175,7 @@ type Decision = (u8, Vec<(u64, u64)>, Option<OpenFile>);
 /// What a pull's receiving side did beyond its summary.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SyncCounts {
-    /// Files found up to date (in a dry run: every offered file).
+    /// Files found up to date.
     pub skipped_files: u64,
     /// Their bytes.
     pub skipped_bytes: u64,
@@ -171,6 +183,8 @@ pub struct SyncCounts {
     pub resumed_bytes: u64,
     /// Entries deleted (or that would be).
     pub deleted: u64,
+    /// A dry run: files, and their bytes less what a resume would keep, that would be received.
+    pub would_send: (u64, u64),
 }
 
 /// How a session ended.
@@ -183,6 +197,15 @@ pub enum Outcome {
 }
 
 impl RecvSession {
+    /// The name an entry declared in `parent` is written under: a pull's root under its local
+    /// name ([`PullOf`]); everything else as sent.
+    fn local_name<'a>(&'a self, parent: u64, name: &'a [u8]) -> &'a [u8] {
+        match &self.p.pull_of {
+            Some(pull) if parent == 0 && name == pull.asked.as_slice() => &pull.local,
+            _ => name,
+        }
+    }
+
     /// A session writing beneath `dest`, reporting on `control`.
     pub fn new(p: SessionParams, dest: Destination, control: SendHalf) -> Arc<RecvSession> {
         Self::with_display(p, dest, control, None, None, None)
@@ -201,7 +224,7 @@ impl RecvSession {
         Arc::new(RecvSession {
             state: Mutex::new(State {
                 tracker: match &p.pull_of {
-                    Some(name) => Tracker::for_pull(p.chunk_size, name),
+                    Some(pull) => Tracker::for_pull(p.chunk_size, &pull.local),
                     None => Tracker::new(p.chunk_size),
                 },
                 dirs: DirCache::new(dest.dir),
@@ -243,6 +266,7 @@ impl RecvSession {
             skipped_bytes: self.n.skipped_bytes.load(Relaxed),
             resumed_bytes: self.n.resumed_bytes.load(Relaxed),
             deleted: self.n.deleted.load(Relaxed),
+            would_send: (self.n.would_files.load(Relaxed), self.n.would_bytes.load(Relaxed)),
         }
     }
 
@@ -266,7 +290,8 @@ impl RecvSession {
     /// unfinished file left behind.
     fn drop_file(of: &OpenFile, keep: bool) {
         match &of.journal {
-            Some(j) if keep => {
+            // A partial file that holds nothing is no head start for the next run: not kept.
+            Some(j) if keep && j.lock().unwrap_or_else(PoisonError::into_inner).holds_chunks() => {
                 let _ = j.lock().unwrap_or_else(PoisonError::into_inner).flush(&of.inc.file);
             }
             Some(j) => {
@@ -348,6 +373,10 @@ impl RecvSession {
             if let Slot::Ready(of) = slot {
                 Self::drop_file(&of, true);
             }
+        }
+        if self.p.flags & FLAG_DRY_RUN == 0 {
+            // Best effort: the session is over either way.
+            let _ = self.apply_dir_meta(&mut st, false);
         }
         drop(st);
         self.changed.notify_all();

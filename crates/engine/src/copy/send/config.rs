@@ -7,10 +7,11 @@ use crate::net::conn::{self};
 use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
 use linerate_proto::frame::{
-    Finish, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY,
+    Finish, Placement, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY,
 };
 use linerate_proto::hello::Suite;
 use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -65,6 +66,35 @@ pub struct CopyConfig {
     /// A pace set by the caller instead (a server sending in its session's fair share, from
     /// [`crate::rate::Governor::admit`]); when limited, it replaces `bwlimit`.
     pub pace: SessionRate,
+    /// Where the sources land relative to `dest`. `new` leaves `cp -r`'s rule ([`Placement::Cp`]);
+    /// `linerate cp` asks for the rsync rule's choice ([`placement`]).
+    pub placement: Placement,
+}
+
+/// Where a push's sources land, by the rsync rule for sources, so that running the same command
+/// again lands exactly where the first run did:
+/// * a directory named without a trailing `/`, or several sources: into `dest` (created when
+///   absent) under their own names, so `cp dir dest` makes `dest/dir`;
+/// * a directory named with a trailing `/` (or `.`): `dest` becomes the copy, so `cp dir/ dest`
+///   fills `dest` with what `dir` holds;
+/// * one file (or symlink, or special file): into `dest` when `dest` ends in `/` (created when
+///   absent); otherwise into `dest` if it is a directory, else the file takes the name `dest`.
+pub fn placement(sources: &[PathBuf], dest: &[u8]) -> Placement {
+    match sources {
+        [one] if names_contents(one) && one.is_dir() => Placement::As,
+        [one] if std::fs::symlink_metadata(one).is_ok_and(|m| m.is_dir()) => Placement::Into,
+        [_] if dest.ends_with(b"/") => Placement::Into,
+        [_] => Placement::Cp,
+        [] => Placement::Cp,
+        _ => Placement::Into,
+    }
+}
+
+/// Whether a source path names a directory's contents rather than the directory: a trailing `/`
+/// or `/.`, or a path without a last name of its own (`.`, `..`, `/`).
+pub fn names_contents(p: &std::path::Path) -> bool {
+    let b = p.as_os_str().as_bytes();
+    b.ends_with(b"/") || b.ends_with(b"/.") || b == b"." || p.file_name().is_none()
 }
 
 /// Receives lines for the user (what was, or would be, sent or deleted).
@@ -92,8 +122,6 @@ impl CopyConfig {
             addr,
             secret,
             key_auth: None,
-            dest,
-            sources,
             streams: 4,
             auto_streams: false,
             chunk_size: linerate_proto::caps::DEFAULT_CHUNK,
@@ -110,12 +138,15 @@ impl CopyConfig {
             list: None,
             bwlimit: None,
             pace: SessionRate::unlimited(),
+            placement: Placement::Cp,
+            dest,
+            sources,
         }
     }
 
     /// The `Begin.flags` this configuration asks for.
     pub fn flags(&self) -> u32 {
-        let mut f = 0;
+        let mut f = self.placement.flag();
         for (on, bit) in [
             (self.verify, FLAG_VERIFY),
             (self.fsync, FLAG_FSYNC),
@@ -158,6 +189,9 @@ pub struct Progress {
     pub walk_done: AtomicU64,
     /// Told of each file as it starts (large files) and as it has been sent completely.
     pub on_file: FileHook,
+    /// Set (from a signal handler) to end the copy: the peer is told (code 17, Interrupted) and
+    /// the copy returns [`crate::EngineError::Interrupted`].
+    pub cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A callback for [`Progress::on_file`]: `(local path, size, done)`, with `done` false when a
@@ -224,6 +258,10 @@ pub struct CopyReport {
     pub deleted: u64,
     /// True for a pull (this side received).
     pub pulled: bool,
+    /// A dry run: nothing was changed.
+    pub dry_run: bool,
+    /// In a dry run, the files and bytes (less what a resume would keep) that would be sent.
+    pub would_send: (u64, u64),
 }
 
 impl CopyReport {
@@ -303,6 +341,8 @@ pub struct Sent {
     pub resumed_bytes: u64,
     /// Entries the receiver deleted (or would delete).
     pub deleted: u64,
+    /// A dry run: the files and bytes that would have been sent.
+    pub would_send: (u64, u64),
 }
 
 /// What one stream is assumed to keep in flight per round trip: this host's `tcp_rmem` and

@@ -10,8 +10,8 @@ mod stream;
 
 pub(crate) use config::streams_for;
 pub use config::{
-    streams_for_path, CopyConfig, CopyReport, ErrorSink, FileFn, FileHook, ListSink, Progress, SendOpts, Sent,
-    KEEPALIVE, PATH_TARGET_BPS, STALL_TIMEOUT, SUMMARY_WAIT,
+    names_contents, placement, streams_for_path, CopyConfig, CopyReport, ErrorSink, FileFn, FileHook, ListSink,
+    Progress, SendOpts, Sent, KEEPALIVE, PATH_TARGET_BPS, STALL_TIMEOUT, SUMMARY_WAIT,
 };
 use offers::*;
 use reader::*;
@@ -45,6 +45,8 @@ struct Totals {
     skipped_bytes: AtomicU64,
     resumed_bytes: AtomicU64,
     deleted: AtomicU64,
+    would_files: AtomicU64,
+    would_bytes: AtomicU64,
 }
 
 impl Totals {
@@ -68,6 +70,7 @@ impl Totals {
             skipped_bytes: self.skipped_bytes.load(Relaxed),
             resumed_bytes: self.resumed_bytes.load(Relaxed),
             deleted: self.deleted.load(Relaxed),
+            would_send: (self.would_files.load(Relaxed), self.would_bytes.load(Relaxed)),
         }
     }
 }
@@ -101,6 +104,13 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     if cfg.sources.is_empty() {
         return Err(EngineError::Usage("no sources given".into()));
     }
+    if let Some(src) = cfg.sources.iter().find(|s| cfg.sources.len() > 1 && names_contents(s) && s.is_dir()) {
+        return Err(EngineError::Usage(format!(
+            "{}: a trailing '/' copies a directory's contents, which only a single source can do \
+             (copy it alone, or name it without the '/')",
+            shown(src)
+        )));
+    }
     let start = Instant::now();
     let cpu0 = usage::process();
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
@@ -133,6 +143,8 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         resumed_bytes: sent.resumed_bytes,
         deleted: sent.deleted,
         pulled: false,
+        dry_run: cfg.sync && cfg.dry_run,
+        would_send: sent.would_send,
     })
 }
 
@@ -205,23 +217,53 @@ pub fn run_sender(
     on_error: ErrorSink,
 ) -> Result<Sent, EngineError> {
     set_write_timeouts(&control, &data, o.stall_timeout);
+    let cancel = progress.cancel.clone();
     let (ctx, offers) = shared_state(o, progress, on_error);
     let ctl_tx = Arc::new(Mutex::new(control.tx));
-    let (reader, done_rx) = spawn_control_reader(control.rx, &data, &ctx, &offers, o);
-    let walker = spawn_walker(roots, &ctx, &offers, &ctl_tx, o);
+    // Ctrl-C: tell the receiver, which ends the session and closes every stream, so every
+    // thread here ends on its own.
+    let watch = {
+        let tx = ctl_tx.clone();
+        crate::copy::cancel::Watch::new(cancel.clone(), move || {
+            let code = ErrorCode::Interrupted as u16;
+            let fatal = Frame::Fatal(frame::Fatal { code, message: crate::copy::cancel::INTERRUPTED.as_bytes() });
+            let _ = tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).send_frames(&[fatal]);
+        })
+    };
+    let r = send_session(control.rx, data, roots, o, ctx, offers, &ctl_tx);
+    drop(watch);
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        shutdown(&ctl_tx);
+        return Err(EngineError::Interrupted);
+    }
+    r
+}
+
+/// [`run_sender`] once its shared state is set up.
+fn send_session(
+    control_rx: conn::RecvHalf,
+    data: Vec<conn::Secured>,
+    roots: Vec<Root>,
+    o: &SendOpts,
+    ctx: Arc<Ctx>,
+    offers: Arc<Offers>,
+    ctl_tx: &Arc<Mutex<conn::SendHalf>>,
+) -> Result<Sent, EngineError> {
+    let (reader, done_rx) = spawn_control_reader(control_rx, &data, &ctx, &offers, o);
+    let walker = spawn_walker(roots, &ctx, &offers, ctl_tx, o);
     let (workers, fin_rx) = spawn_streams(data, &ctx);
-    let first_err = wait_streams(workers, fin_rx, &ctl_tx, o.keepalive);
+    let first_err = wait_streams(workers, fin_rx, ctl_tx, o.keepalive);
     offers.changed.notify_all();
     let _ = walker.join();
     if let Some(e) = session_error(first_err, &ctx, o) {
         // Prefer the peer's own explanation if it sent one.
         let peer = done_rx.recv_timeout(Duration::from_secs(5));
-        shutdown(&ctl_tx);
+        shutdown(ctl_tx);
         return Err(explain(e, peer, o));
     }
     // From here the summary is due, and may claim no more than these totals.
     let fin = ctx.totals.finish();
-    let summary = finish_and_await_summary(fin, &offers, &ctl_tx, &done_rx, reader, o)?;
+    let summary = finish_and_await_summary(fin, &offers, ctl_tx, &done_rx, reader, o)?;
     Ok(ctx.totals.sent(fin, summary))
 }
 
@@ -229,7 +271,8 @@ pub(crate) fn remote(code: u16, message: &[u8]) -> EngineError {
     EngineError::Remote { code: ErrorCode::from_u16(code), message: name::escape(message) }
 }
 
-/// Name each source at the destination, following `cp -r`.
+/// Name each source at the destination: under its own name when it goes into a directory
+/// (`into_dir`), else under the destination's last name ([`placement`]).
 fn roots(sources: &[PathBuf], dest: &[u8], into_dir: bool) -> Result<Vec<Root>, EngineError> {
     let last = name::split_dest(dest).map_err(|e| EngineError::Usage(e.to_string()))?.last().map(|s| s.to_vec());
     sources

@@ -219,8 +219,8 @@ pub(super) fn on_want(
         }
         WANT_REFUSED => skip(f.size),
         _ if dry => {
-            t.skipped_files.fetch_add(1, Relaxed);
-            t.skipped_bytes.fetch_add(f.size, Relaxed);
+            t.would_files.fetch_add(1, Relaxed);
+            t.would_bytes.fetch_add(f.size - held, Relaxed);
             skip(f.size);
             let how = if held > 0 { format!(" (resume: {held} of {} bytes held)", f.size) } else { String::new() };
             ListSink::say(list, &format!("would send {}{how}", shown(&f.path)));
