@@ -3,11 +3,10 @@
 //! with `--progress` and no terminal, one plain line a second instead; nothing with `-q`.
 //! `-v` lists each file as it has been sent, above the bar.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use linerate_engine::copy::send::{FileHook, Progress};
 use linerate_engine::copy::walk::shown;
 use linerate_model::units::{format_rate, format_size};
-use std::fmt::Write as FmtWrite;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,9 +22,6 @@ pub struct Show {
     /// List each file as it has been sent (`-v`).
     pub verbose: bool,
 }
-
-/// Longest file name shown on the bar; longer names keep their end, like scp.
-const NAME_WIDTH: usize = 32;
 
 /// A bar updated from the engine's counters by a background thread.
 pub struct Bar {
@@ -64,22 +60,8 @@ impl Bar {
 
     /// Start drawing `bar` from the counters in `p`.
     pub fn start(bar: ProgressBar, p: Arc<Progress>, show: Show, current: Arc<Mutex<String>>) -> Bar {
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{percent:>3}% [{bar:24}] {done:>9}/{total:<9} {speed:>11} ETA {eta:<4} {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .with_key("done", |s: &ProgressState, w: &mut dyn FmtWrite| {
-                let _ = w.write_str(&format_size(s.pos() as f64));
-            })
-            .with_key("total", |s: &ProgressState, w: &mut dyn FmtWrite| {
-                let _ = w.write_str(&format_size(s.len().unwrap_or(0) as f64));
-            })
-            .with_key("speed", |s: &ProgressState, w: &mut dyn FmtWrite| {
-                let _ = write!(w, "{}/s", format_size(s.per_sec()));
-            })
-            .progress_chars("=> "),
-        );
+        // The whole line is composed here ([`bar_line`]), to fit the terminal's width.
+        bar.set_style(ProgressStyle::with_template("{msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
         let plain = show.force && !show.quiet && bar.is_hidden();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = (!bar.is_hidden() || plain).then(|| {
@@ -88,15 +70,17 @@ impl Bar {
                 let start = Instant::now();
                 let mut last_line = Instant::now();
                 let mut last_bytes = 0;
+                let mut rate = Rate::default();
                 while !stop.load(Relaxed) {
                     let c = counts(&p);
-                    bar.set_length(c.total.max(c.bytes).max(1)); // not "100%" of nothing while walking
-                    bar.set_position(c.bytes);
-                    let name = tail(&current.lock().unwrap_or_else(PoisonError::into_inner), NAME_WIDTH);
-                    bar.set_message(format!("{} {name}", c.files_text()));
+                    rate.update(c.bytes, start.elapsed());
+                    if !bar.is_hidden() {
+                        let name = current.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                        bar.set_message(bar_line(&c, &rate, &name, terminal_width()));
+                    }
                     if plain && last_line.elapsed() >= Duration::from_secs(1) {
-                        let rate = (c.bytes - last_bytes.min(c.bytes)) as f64 / last_line.elapsed().as_secs_f64();
-                        eprintln!("{}", plain_line(&c, rate, start.elapsed()));
+                        let r = (c.bytes - last_bytes.min(c.bytes)) as f64 / last_line.elapsed().as_secs_f64();
+                        eprintln!("{}", plain_line(&c, r, start.elapsed(), &rate));
                         last_line = Instant::now();
                         last_bytes = c.bytes;
                     }
@@ -176,11 +160,105 @@ fn clock(secs: f64) -> String {
     }
 }
 
+/// The transfer rate, smoothed over about five seconds (an exponential moving average), so that
+/// the ETA does not swing with every burst; nothing until a second has passed and bytes moved.
+#[derive(Debug, Default)]
+struct Rate {
+    last: Option<(u64, Duration)>,
+    smooth: Option<f64>,
+    since: Duration,
+}
+
+/// Time constant of the smoothing.
+const RATE_TAU: f64 = 5.0;
+
+impl Rate {
+    fn update(&mut self, bytes: u64, at: Duration) {
+        let Some((b0, t0)) = self.last.replace((bytes, at)) else { return };
+        let dt = (at - t0).as_secs_f64();
+        if dt <= 0.0 {
+            return;
+        }
+        if bytes == 0 {
+            self.since = at; // the clock of the rate starts with the first byte
+            return;
+        }
+        let now = (bytes - b0.min(bytes)) as f64 / dt;
+        let run = (at - self.since).as_secs_f64();
+        // Until the time constant has passed, the plain average since the first byte.
+        self.smooth = Some(match self.smooth {
+            Some(s) if run >= RATE_TAU => s + (now - s) * dt / (RATE_TAU + dt),
+            _ => bytes as f64 / run.max(dt),
+        });
+    }
+
+    /// Bytes per second, once there is one to show.
+    fn per_sec(&self) -> Option<f64> {
+        let (_, at) = self.last?;
+        self.smooth.filter(|&r| r > 0.0 && (at - self.since) >= Duration::from_secs(1))
+    }
+
+    /// Seconds left for what remains, once the total is known (the walk is over).
+    fn eta(&self, c: &Counts) -> Option<f64> {
+        (!c.walking).then_some(())?;
+        Some((c.total - c.bytes.min(c.total)) as f64 / self.per_sec()?)
+    }
+}
+
+/// Columns of the terminal on stderr (80 if unknown).
+fn terminal_width() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stderr()).map_or(80, |w| usize::from(w.ws_col)).max(20)
+}
+
+/// The bar's line, at most `width - 1` columns: what matters first (percent, bytes, rate, ETA,
+/// files), then the bar and the current file's name in whatever room is left, never cut midway
+/// through a figure.
+fn bar_line(c: &Counts, rate: &Rate, name: &str, width: usize) -> String {
+    let pct =
+        if c.total > 0 && !c.walking { (c.bytes * 100 / c.total).min(100).to_string() + "%" } else { "-%".into() };
+    let speed = rate.per_sec().map_or("-".into(), |r| format!("{}/s", format_size(r)));
+    let eta = rate.eta(c).map_or("-".into(), clock);
+    let core = format!(
+        "{pct:>4} {}/{} {speed} ETA {eta} {}",
+        format_size(c.bytes as f64),
+        format_size(c.total as f64),
+        c.files_text()
+    );
+    let room = width.saturating_sub(1);
+    let mut line = core.clone();
+    if core.chars().count() > room {
+        return core.chars().take(room).collect();
+    }
+    let left = room - core.chars().count();
+    if left >= 12 {
+        let cells = (left / 3).clamp(8, 24);
+        let filled =
+            if c.total > 0 { (c.bytes.min(c.total) as u128 * cells as u128 / c.total as u128) as usize } else { 0 };
+        let bar: String = (0..cells)
+            .map(|i| {
+                if i < filled {
+                    '='
+                } else if i == filled {
+                    '>'
+                } else {
+                    ' '
+                }
+            })
+            .collect();
+        line = format!("{pct:>4} [{bar}] {}", &core[pct.len().max(4) + 1..]);
+    }
+    let left = room.saturating_sub(line.chars().count());
+    if left > 4 && !name.is_empty() {
+        line.push(' ');
+        line.push_str(&tail(name, left - 1));
+    }
+    line
+}
+
 /// The line printed each second when progress is forced without a terminal.
-fn plain_line(c: &Counts, rate: f64, elapsed: Duration) -> String {
+fn plain_line(c: &Counts, rate: f64, elapsed: Duration, smooth: &Rate) -> String {
     let pct = if c.total > 0 { (c.bytes as f64 * 100.0 / c.total as f64).min(100.0) } else { 0.0 };
-    let avg = c.bytes as f64 / elapsed.as_secs_f64().max(1e-3);
-    let eta = if avg > 0.0 && !c.walking { clock((c.total - c.bytes.min(c.total)) as f64 / avg) } else { "-".into() };
+    let eta = smooth.eta(c).map_or("-".into(), clock);
     format!(
         "linerate: {pct:3.0}% {}/{} {}/s ({}) elapsed {} ETA {eta} {}",
         format_size(c.bytes as f64),
@@ -196,15 +274,59 @@ fn plain_line(c: &Counts, rate: f64, elapsed: Duration) -> String {
 mod tests {
     use super::*;
 
+    /// A rate that has seen `bps` for `secs` seconds.
+    fn steady(bps: f64, secs: u64) -> Rate {
+        let mut r = Rate::default();
+        r.update(0, Duration::ZERO);
+        for t in 1..=secs * 10 {
+            r.update((bps * t as f64 / 10.0) as u64, Duration::from_millis(t * 100));
+        }
+        r
+    }
+
     #[test]
     fn plain_progress_line_has_percent_bytes_rate_eta_and_files() {
         let c = Counts { bytes: 500_000_000, total: 2_000_000_000, files: 12, found: 340, walking: false };
         assert_eq!(
-            plain_line(&c, 100e6, Duration::from_secs(5)),
+            plain_line(&c, 100e6, Duration::from_secs(5), &steady(100e6, 5)),
             "linerate:  25% 500 MB/2 GB 100 MB/s (800 Mbit/s) elapsed 0:05 ETA 0:15 12/340 files"
         );
         let c = Counts { walking: true, ..c };
-        assert!(plain_line(&c, 0.0, Duration::from_secs(3700)).ends_with("elapsed 1:01:40 ETA - 12/340+ files"));
+        assert!(plain_line(&c, 0.0, Duration::from_secs(3700), &Rate::default())
+            .ends_with("elapsed 1:01:40 ETA - 12/340+ files"));
+    }
+
+    #[test]
+    fn no_rate_or_eta_before_there_is_one_and_a_burst_does_not_swing_the_eta() {
+        let c = Counts { bytes: 0, total: 3_000_000_000, files: 0, found: 1000, walking: false };
+        let line = bar_line(&c, &Rate::default(), "", 120);
+        assert!(line.contains(" - ETA - ") && !line.contains("0 B/s") && !line.contains("0s"), "{line}");
+        // 100 MB/s for 10 s, then one second at 1 GB/s: the ETA moves, but not tenfold.
+        let mut r = steady(100e6, 10);
+        let before = r.eta(&Counts { bytes: 1_000_000_000, ..c }).unwrap();
+        for t in 1..=10u64 {
+            r.update(1_000_000_000 + t * 100_000_000, Duration::from_millis(10_000 + t * 100));
+        }
+        let after = r.eta(&Counts { bytes: 2_000_000_000, ..c }).unwrap();
+        assert!((10.0..=20.0).contains(&before), "{before}");
+        assert!(after > before / 10.0 && after < before, "{before} -> {after}");
+    }
+
+    #[test]
+    fn the_bar_line_fits_the_terminal_and_never_cuts_a_figure() {
+        let c = Counts { bytes: 431_000_000, total: 3_132_000_000, files: 138, found: 1000, walking: false };
+        let r = steady(112e6, 6);
+        for width in [40, 60, 80, 100, 200] {
+            let line = bar_line(&c, &r, "tree/d0000/a-rather-long-file-name-000138.bin", width);
+            assert!(line.chars().count() < width, "{width}: {line}");
+            if width >= 60 {
+                assert!(line.contains("138/1000 files"), "{width}: {line}");
+                assert!(line.contains("13% ") && line.contains("MB/s ETA 0:"), "{width}: {line}");
+            }
+            if width >= 100 {
+                assert!(line.contains('[') && line.contains(".bin"), "{width}: {line}");
+            }
+        }
     }
 
     #[test]

@@ -164,15 +164,32 @@ mod tests {
 
     #[test]
     fn burning_cpu_shows_up_and_memory_is_reported() {
+        // A known amount of work by the thread's own CPU clock, which only advances while it
+        // runs: however busy the machine, 200 ms of it is 200 ms of CPU.
+        let cpu_clock = || {
+            let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+            ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+        };
         let before = thread();
+        let c0 = cpu_clock();
         let mut x = 0u64;
-        let start = std::time::Instant::now();
-        while start.elapsed() < std::time::Duration::from_millis(60) {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let wall = std::time::Instant::now();
+        while cpu_clock() - c0 < 200_000 && wall.elapsed() < std::time::Duration::from_secs(120) {
+            for _ in 0..1000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
         }
         std::hint::black_box(x);
+        let burnt = cpu_clock() - c0;
+        assert!(burnt >= 200_000, "the thread got only {burnt} µs of CPU in 120 s");
         let used = thread().since(before);
-        assert!(used.user_us + used.sys_us > 0, "{used:?}");
+        // /proc counts in clock ticks (10 ms at 100 Hz): allow two ticks either way.
+        let tick = 1_000_000 / rustix::param::clock_ticks_per_second().max(1);
+        let counted = used.user_us + used.sys_us;
+        assert!(
+            counted + 2 * tick >= burnt && counted <= burnt + 2 * tick,
+            "counted {counted} µs for {burnt} µs of work ({used:?})"
+        );
         assert!(peak_rss() > 0);
     }
 }
