@@ -44,15 +44,18 @@ const RUNS_V1: &str = "CREATE TABLE runs (
     doc     TEXT NOT NULL
 );";
 
-/// The query of `report list`, both databases: each run with its headline figure (throughput or
-/// transactions, else the first `rate.` metric in insertion order, which `order` names).
+/// The query of `report list`, both databases: each run with its headline figure (the first in
+/// insertion order, which `order` names, of a sweep's best throughput or transactions, the
+/// throughput or transactions — converters put a run's goal figures first — else the first
+/// `rate.` metric).
 fn list_sql(order: &str) -> String {
     format!(
         "SELECT r.id, r.kind, r.created, r.title, m.name, m.value, m.unit, m.better
          FROM runs r LEFT JOIN metrics m
            ON m.run_id = r.id AND m.name = COALESCE(
-              (SELECT name FROM metrics WHERE run_id = r.id AND name IN ('throughput', 'transactions')
-               ORDER BY name LIMIT 1),
+              (SELECT name FROM metrics WHERE run_id = r.id
+                 AND name IN ('throughput.best', 'transactions.best', 'throughput', 'transactions')
+               ORDER BY {order} LIMIT 1),
               (SELECT name FROM metrics WHERE run_id = r.id AND name LIKE 'rate.%' ORDER BY {order} LIMIT 1))
          ORDER BY r.created, r.id"
     )
