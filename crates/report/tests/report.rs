@@ -525,6 +525,30 @@ fn cpu_per_gbit_is_cpu_seconds_per_gigabit() {
     assert!(pinned("bench.json").find_metric("cpu.local.per_gbit").is_none());
 }
 
+#[test]
+fn a_run_stored_already_is_found_again() {
+    let mut s = Store::open_in_memory().unwrap();
+    // `cp` saves its run with the destination; `cp --json` prints neither it nor a start time
+    let mut saved = from_json(fixture("cp.json")).unwrap();
+    saved.params.insert("destination".into(), "host:7878:dir".into());
+    saved.created = "2026-11-22T05:47:16Z".into();
+    s.insert(&saved).unwrap();
+    let imported = from_json(fixture("cp.json")).unwrap();
+    assert_ne!(imported.id, saved.id);
+    assert_eq!(s.find_same(&imported).unwrap(), Some(saved.id.clone()));
+    let mut other = imported.clone();
+    other.metrics[0].value *= 1.001;
+    assert_eq!(s.find_same(&other).unwrap(), None, "another copy of the same tree");
+    // a bench run: the start time counts too
+    let bench = from_json(fixture("bench-real-rr.json")).unwrap();
+    s.insert(&bench).unwrap();
+    let again = from_json(fixture("bench-real-rr.json")).unwrap();
+    assert_eq!(s.find_same(&again).unwrap(), Some(bench.id.clone()));
+    let later = RunReport { created: "2026-11-22T06:47:16Z".into(), ..again };
+    assert_eq!(s.find_same(&later).unwrap(), None);
+    assert_eq!(s.find_same(&bench).unwrap(), Some(bench.id.clone()), "the same id");
+}
+
 /// The version-1 layout, as a v1 build created it.
 const V1_DDL: &str = "CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, created TEXT NOT NULL,
     title TEXT NOT NULL, doc TEXT NOT NULL); PRAGMA user_version = 1;";

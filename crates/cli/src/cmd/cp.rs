@@ -191,7 +191,8 @@ pub fn run_cp(a: CpArgs) -> u8 {
             } else if !a.quiet {
                 eprintln!("{}", summary_line(&report));
             }
-            if !a.no_save {
+            // a dry run changed nothing and measured nothing: never a run in the store
+            if !a.no_save && !a.dry_run {
                 save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json);
             }
             if code != exit::OK {

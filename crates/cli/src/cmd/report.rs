@@ -72,7 +72,8 @@ enum ReportCmd {
         id: String,
     },
     /// Store a document: `cp --json`, `bench --json`, `lab run --json` output or an exported run
-    /// (`-` reads standard input). Prints the new run id.
+    /// (`-` reads standard input). Prints the new run id; a run the store holds already (the one
+    /// `bench` saved before printing its `--json`) is not stored again, and its id is printed.
     Import {
         /// The JSON file.
         file: PathBuf,
@@ -299,6 +300,13 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
                 .with_context(|| format!("cannot import {}", file.display()))
                 .map_err(Fail::Usage)?;
             let mut store = open(db)?;
+            // `bench --json > f && report import f`: bench saved the run already
+            let same = store.find_same(&r).context("cannot read the store").map_err(Fail::Store)?;
+            if let Some(id) = same {
+                eprintln!("already stored as run {id}; not stored again");
+                println!("{id}");
+                return Ok(0);
+            }
             store.insert(&r).map_err(|e| match e {
                 linerate_report::ReportError::Duplicate(_) => Fail::Usage(e.into()),
                 other => Fail::Store(anyhow::Error::new(other).context("cannot save the run")),

@@ -151,6 +151,16 @@ fn import_list_show_export_svg_html_and_rm() {
     let db2 = t.path().join("second.sqlite");
     assert_eq!(import(&db2, &json), lab);
     let out = report(&db2, &["import", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), lab);
+    assert!(text(&out).contains(&format!("already stored as run {lab}")), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&report(&db2, &["list"]).stdout).lines().count(), 1);
+    // another run under the same id is refused
+    let mut other: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    other["metrics"][0]["value"] = 1.0.into();
+    let other_file = t.path().join("other.run.json");
+    std::fs::write(&other_file, other.to_string()).unwrap();
+    let out = report(&db2, &["import", other_file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("already in the store"), "{}", text(&out));
     assert_eq!(report(&db2, &["export", &lab]).stdout, std::fs::read(&json).unwrap());
@@ -172,6 +182,26 @@ fn import_list_show_export_svg_html_and_rm() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(report(&db, &["show", &cp]).status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&report(&db, &["list"]).stdout).lines().count(), 1);
+}
+
+#[test]
+fn importing_a_document_twice_stores_it_once() {
+    let t = tempfile::tempdir().unwrap();
+    let db = t.path().join("runs.sqlite");
+    for doc in ["bench-real-sweep.json", "bench-real-rr.json", "lab-runner.json", "cp.json"] {
+        let first = import(&db, &fixture(doc));
+        let out = report(&db, &["import", fixture(doc).to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), first, "{doc}: the stored run's id");
+        assert!(text(&out).contains(&format!("already stored as run {first}")), "{}", text(&out));
+    }
+    assert_eq!(String::from_utf8_lossy(&report(&db, &["list"]).stdout).lines().count(), 4);
+    // a different run of the same test is a new run
+    let later = changed(t.path(), "later.json", "bench-real-rr.json", |d| {
+        d["started_unix_s"] = (d["started_unix_s"].as_u64().unwrap() + 60).into();
+    });
+    import(&db, &later);
+    assert_eq!(String::from_utf8_lossy(&report(&db, &["list"]).stdout).lines().count(), 5);
 }
 
 #[test]
