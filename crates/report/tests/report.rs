@@ -434,6 +434,15 @@ fn html_of_a_lab_run_shows_its_topology_as_tables() {
     assert!(!html.contains("<b>evil"));
     assert!(!html.contains("{&quot;") && !html.contains("[{") && !html.contains("&quot;hosts&quot;"), "raw JSON");
     assert!(html.contains("<th>description</th><td>every kind of run</td>"), "the scenario as key/value");
+    // `report show` the same way
+    let md = export::to_markdown(&from_lab(&doc).unwrap());
+    assert!(md.contains("## Lab links"), "{md}");
+    assert!(
+        md.contains("| uplink | g1 (eth0) | sw (p0) | 1 Gbit/s | htb | 1500 | 100 us | 10 us | 0.1% | 0.5% |"),
+        "{md}"
+    );
+    assert!(md.contains("| scenario | description: every kind of run; file: scenarios/example.toml; name: example |"));
+    assert!(!md.contains("{\""), "raw JSON: {md}");
 }
 
 #[test]
