@@ -118,7 +118,9 @@ pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
                 (Some(x), Some(y)) if x != 0.0 => Some((y - x) / x.abs() * 100.0),
                 _ => None,
             };
-            let goal = a.is_goal(name) || b.is_goal(name);
+            // a goal of both runs: a stream test's throughput is not judged against a
+            // request/response test's
+            let goal = a.is_goal(name) && b.is_goal(name);
             let worse = match (va, vb, change_pct) {
                 (_, _, Some(c)) => match better {
                     Better::Higher => c < -threshold_pct,
@@ -330,6 +332,15 @@ mod tests {
         let cp = RunReport::new(RunKind::Cp, "cp");
         let c = compare(&a, &cp, 5.0);
         assert!(c.kinds_differ && c.warnings[0].contains("A is bench, B is cp"), "{:?}", c.warnings);
+        // a stream test's throughput is not a request/response test's goal: no regression
+        let mut stream = a.clone();
+        stream.metric("throughput", 10e9, "bit/s", Better::Higher);
+        let mut rr = stream.clone();
+        rr.params.insert("test".into(), "tcp-rr".into());
+        rr.metrics[0].value = 1e6;
+        let c = compare(&stream, &rr, 5.0);
+        assert!(!c.has_regression() && c.rows[0].worse, "{}", c.to_text());
+        assert!(c.warnings.iter().any(|w| w == "test differs: A tcp-stream, B tcp-rr"), "{:?}", c.warnings);
         assert!(compare(&a, &a, 5.0).warnings.is_empty());
     }
 }

@@ -149,7 +149,8 @@ fn axis_scale(max: f64, unit: &str) -> (f64, String) {
         "bit/s" | "B" | "1/s" | "bit" | "B/s" => {
             let (v, p) = si_prefix(max);
             let div = if v == 0.0 || max == 0.0 { 1.0 } else { max / v };
-            (div, format!("{p}{unit}"))
+            // a rate of events reads `k/s`, not `k1/s`
+            (div, format!("{p}{}", if unit == "1/s" { "/s" } else { unit }))
         }
         "us" if max >= 10_000.0 => (1e3, "ms".into()),
         _ => (1.0, unit.to_string()),
