@@ -331,8 +331,30 @@ pub fn summary_line(r: &CopyReport) -> String {
     line + &extra
 }
 
-/// Keeps the run in the report store; a failure to save is a warning, not a failed copy.
+/// A copy that sent nothing and changed nothing: no file or byte sent, nothing resumed or
+/// deleted, no error (every file was up to date). Directories and symlinks are not counted: a
+/// sync sends every one of them whatever its state. Such a run measures nothing, and a store
+/// kept by a periodic sync would fill with them, so it is not saved.
+pub(crate) fn changed_nothing(r: &CopyReport) -> bool {
+    r.bytes == 0
+        && r.files == 0
+        && r.resumed_bytes == 0
+        && r.deleted == 0
+        && r.local_errors == 0
+        && r.server.errors == 0
+        && r.server.files == 0
+        && r.server.bytes == 0
+}
+
+/// Keeps the run in the report store, unless it [changed nothing](changed_nothing); a failure
+/// to save is a warning, not a failed copy. A dry run is never given to it (`cp.rs`).
 pub(crate) fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, quiet: bool) {
+    if changed_nothing(report) {
+        if !quiet {
+            eprintln!("nothing was sent or changed: not saved as a run");
+        }
+        return;
+    }
     let mut run = linerate_report::from_cp(&summary_doc(report));
     run.params.insert("destination".into(), linerate_engine::copy::walk::shown(dest).into());
     let saved = crate::cmd::report::save_run(db, &run);
@@ -388,4 +410,41 @@ pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, (anyhow::Erro
         .map_err(|e| (e, exit::SESSION))?
         .next()
         .ok_or_else(|| (anyhow!("{host}: no address"), exit::SESSION))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(files: u64, bytes: u64, deleted: u64) -> CopyReport {
+        CopyReport {
+            bytes,
+            files,
+            dirs: 3,
+            links: 1,
+            seconds: 0.2,
+            streams: 2,
+            cipher: "aes-256-gcm",
+            local_errors: 0,
+            server: Default::default(),
+            client_cpu: Default::default(),
+            client_peak_rss: 1 << 20,
+            skipped_files: 10,
+            skipped_bytes: 4096,
+            resumed_bytes: 0,
+            deleted,
+            pulled: false,
+        }
+    }
+
+    #[test]
+    fn a_sync_with_everything_up_to_date_changed_nothing() {
+        assert!(changed_nothing(&report(0, 0, 0)));
+        assert!(!changed_nothing(&report(1, 0, 0)), "an empty file was sent");
+        assert!(!changed_nothing(&report(1, 10, 0)));
+        assert!(!changed_nothing(&report(0, 0, 2)), "entries were deleted");
+        let mut failed = report(0, 0, 0);
+        failed.local_errors = 1;
+        assert!(!changed_nothing(&failed), "a copy that failed is worth keeping");
+    }
 }

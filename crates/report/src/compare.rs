@@ -1,8 +1,14 @@
 //! `report compare`: every metric of two runs side by side with the relative change, and
-//! which changes are regressions beyond a threshold (the direction comes from `better`).
+//! which changes are regressions beyond a threshold (the direction comes from `better`). Only a
+//! run's goal figures ([`RunReport::is_goal`]) can regress; the others (retransmits, CPU,
+//! errors) are shown as informational. Runs of different kinds or with different key
+//! parameters (connections, test, duration, message size) are flagged, since their figures
+//! measure different things.
 
 use crate::convert::si;
-use crate::model::{Better, RunReport};
+use crate::model::{Better, RunKind, RunReport};
+use linerate_model::units::significant;
+use serde_json::Value;
 
 /// One figure of a comparison.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,7 +25,11 @@ pub struct Row {
     pub change_pct: Option<f64>,
     /// Which direction is better.
     pub better: Better,
+    /// A figure the runs are judged by ([`RunReport::is_goal`]); only these can regress.
+    pub goal: bool,
     /// The change is worse than the threshold.
+    pub worse: bool,
+    /// A goal figure worse than the threshold.
     pub regression: bool,
 }
 
@@ -34,6 +44,13 @@ pub struct Comparison {
     pub threshold_pct: f64,
     /// One row per metric name found in either run, baseline order first.
     pub rows: Vec<Row>,
+    /// One line per run (baseline first): id, time, title and key parameters, so that runs
+    /// with the same title can be told apart.
+    pub runs: [String; 2],
+    /// The runs are of different kinds (`bench` against `cp`): their figures do not compare.
+    pub kinds_differ: bool,
+    /// What makes the runs unlike: a different kind, different key parameters.
+    pub warnings: Vec<String>,
 }
 
 impl Comparison {
@@ -42,8 +59,13 @@ impl Comparison {
         self.rows.iter().any(|r| r.regression)
     }
 
-    /// A plain-text table for the terminal.
+    /// A plain-text table for the terminal, after a line per run and the warnings.
     pub fn to_text(&self) -> String {
+        let mut s = format!("A  {}\nB  {}\n", self.runs[0], self.runs[1]);
+        for w in &self.warnings {
+            s.push_str(&format!("warning: {w}\n"));
+        }
+        s.push('\n');
         let mut out = vec![[
             "metric".to_string(),
             format!("A {}", self.a),
@@ -56,6 +78,8 @@ impl Comparison {
             let change = r.change_pct.map_or_else(|| "–".into(), |c| format!("{c:+.1}%"));
             let flag = if r.regression {
                 format!("REGRESSION (beyond {}%)", self.threshold_pct)
+            } else if r.worse {
+                "worse (informational)".to_string()
             } else if r.change_pct.is_some_and(|c| c.abs() > self.threshold_pct) {
                 "improved".to_string()
             } else {
@@ -65,7 +89,6 @@ impl Comparison {
         }
         let widths: Vec<usize> =
             (0..5).map(|i| out.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
-        let mut s = String::new();
         for row in &out {
             let line: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
             s.push_str(line.join("  ").trim_end());
@@ -95,7 +118,10 @@ pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
                 (Some(x), Some(y)) if x != 0.0 => Some((y - x) / x.abs() * 100.0),
                 _ => None,
             };
-            let regression = match (va, vb, change_pct) {
+            // a goal of both runs: a stream test's throughput is not judged against a
+            // request/response test's
+            let goal = a.is_goal(name) && b.is_goal(name);
+            let worse = match (va, vb, change_pct) {
                 (_, _, Some(c)) => match better {
                     Better::Higher => c < -threshold_pct,
                     Better::Lower => c > threshold_pct,
@@ -107,10 +133,109 @@ pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
                 },
                 _ => false,
             };
-            Row { name: name.to_string(), unit, a: va, b: vb, change_pct, better, regression }
+            Row {
+                name: name.to_string(),
+                unit,
+                a: va,
+                b: vb,
+                change_pct,
+                better,
+                goal,
+                worse,
+                regression: worse && goal,
+            }
         })
         .collect();
-    Comparison { a: a.id.clone(), b: b.id.clone(), threshold_pct, rows }
+    let kinds_differ = a.kind != b.kind;
+    let mut warnings = Vec::new();
+    if kinds_differ {
+        warnings.push(format!(
+            "the runs are of different kinds (A is {}, B is {}): their figures measure different things",
+            a.kind.as_str(),
+            b.kind.as_str()
+        ));
+    }
+    let (ka, kb) = (key_params(a), key_params(b));
+    let mut names: Vec<&str> = ka.iter().map(|(k, _)| *k).collect();
+    names.extend(kb.iter().map(|(k, _)| *k).filter(|k| !ka.iter().any(|(x, _)| x == k)));
+    for name in names {
+        let va = ka.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str());
+        let vb = kb.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str());
+        if va != vb && !kinds_differ {
+            warnings.push(format!("{name} differs: A {}, B {}", va.unwrap_or("–"), vb.unwrap_or("–")));
+        }
+    }
+    Comparison {
+        a: a.id.clone(),
+        b: b.id.clone(),
+        threshold_pct,
+        rows,
+        runs: [describe(a), describe(b)],
+        kinds_differ,
+        warnings,
+    }
+}
+
+/// A run on one line: id, time, title and key parameters.
+pub fn describe(r: &RunReport) -> String {
+    let params: Vec<String> = key_params(r).into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let mut s = format!("{}  {}  {}", r.id, r.created, r.title);
+    if !params.is_empty() {
+        s.push_str(&format!("  ({})", params.join(", ")));
+    }
+    s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
+/// The parameters that decide whether two runs measure the same thing, as (name, value shown):
+/// the test, connections or streams, duration, message size, a sweep's points and range, a
+/// lab's scenario.
+pub fn key_params(r: &RunReport) -> Vec<(&'static str, String)> {
+    let p = |k: &str| r.params.get(k).filter(|v| !v.is_null());
+    let num = |v: &Value| {
+        v.as_f64().map_or_else(|| v.as_str().map_or_else(|| v.to_string(), String::from), |x| significant(x, 6))
+    };
+    let mut out = Vec::new();
+    match r.kind {
+        RunKind::Bench => {
+            if let Some(t) = r.test_name() {
+                out.push(("test", t.to_string()));
+            }
+            if let Some(d) = p("direction") {
+                out.push(("direction", num(d)));
+            }
+            if let Some(c) = p("connections") {
+                out.push(("connections", num(c)));
+            }
+            let secs = p("duration_ms")
+                .and_then(Value::as_f64)
+                .map(|ms| ms / 1e3)
+                .or_else(|| p("duration_s").and_then(Value::as_f64));
+            if let Some(d) = secs {
+                out.push(("duration", si(d, "s")));
+            }
+            if let Some(m) = p("msg_size") {
+                out.push(("message size", m.as_f64().map_or_else(|| num(m), |x| format!("{} B", significant(x, 6)))));
+            }
+            if let Some(n) = p("points") {
+                out.push(("points", num(n)));
+            }
+            if let Some(x) = p("sweep_range") {
+                out.push(("sweep", num(x)));
+            }
+        }
+        RunKind::Cp => {
+            if let Some(n) = p("streams") {
+                out.push(("streams", num(n)));
+            }
+        }
+        RunKind::Lab => {
+            if let Some(n) = p("scenario").and_then(|s| s.get("name").or(Some(s))).filter(|v| v.is_string()) {
+                out.push(("scenario", num(n)));
+            }
+        }
+        RunKind::Mesh => {}
+    }
+    out
 }
 
 #[cfg(test)]
@@ -132,9 +257,90 @@ mod tests {
         b.metrics[0].value = 9.0e9; // -10 %
         let c = compare(&a, &b, 5.0);
         assert!(c.rows[0].regression && !c.rows[1].regression);
-        b.metrics[0].value = 10e9;
+        assert!(c.to_text().contains("REGRESSION"));
+    }
+
+    /// A bench run of `test` with `metrics`.
+    fn bench(test: &str, metrics: &[(&str, f64, &str, Better)]) -> RunReport {
+        let mut r = RunReport::new(RunKind::Bench, test);
+        r.params.insert("test".into(), test.into());
+        for (name, value, unit, better) in metrics {
+            r.metric(name, *value, unit, *better);
+        }
+        r
+    }
+
+    #[test]
+    fn counters_that_are_not_the_goal_never_regress() {
+        let a = bench(
+            "tcp-stream",
+            &[
+                ("throughput", 10e9, "bit/s", Better::Higher),
+                ("retransmits", 54.0, "", Better::Lower),
+                ("errors", 0.0, "", Better::Lower),
+            ],
+        );
+        let mut b = a.clone();
+        b.metrics[1].value = 73.0;
         b.metrics[2].value = 3.0;
+        let c = compare(&a, &b, 5.0);
+        assert!(!c.has_regression(), "{}", c.to_text());
+        assert!(c.rows[1].worse && !c.rows[1].goal && c.rows[2].worse);
+        let text = c.to_text();
+        let line = text.lines().find(|l| l.starts_with("retransmits")).unwrap();
+        assert!(line.contains("worse (informational)") && !line.contains("REGRESSION"), "{line}");
+    }
+
+    #[test]
+    fn request_response_runs_are_judged_by_transactions_and_latency() {
+        let a = bench(
+            "tcp-rr",
+            &[
+                ("throughput", 345e3, "bit/s", Better::Higher),
+                ("transactions", 40_000.0, "1/s", Better::Higher),
+                ("latency.p99", 100.0, "us", Better::Lower),
+            ],
+        );
+        let mut b = a.clone();
+        b.metrics[0].value = 200e3; // throughput of an rr test: informational
+        assert!(!compare(&a, &b, 5.0).has_regression());
+        b.metrics[2].value = 130.0;
         assert!(compare(&a, &b, 5.0).rows[2].regression);
-        assert!(compare(&a, &b, 5.0).to_text().contains("REGRESSION"));
+        b.metrics[2].value = 100.0;
+        b.metrics[1].value = 30_000.0;
+        assert!(compare(&a, &b, 5.0).rows[1].regression);
+        assert_eq!(a.headline().map(|m| m.name.as_str()), Some("transactions"));
+    }
+
+    #[test]
+    fn different_kinds_and_parameters_are_flagged() {
+        let mut a = RunReport::new(RunKind::Bench, "bench tcp-stream to x");
+        a.params.insert("test".into(), "tcp-stream".into());
+        a.params.insert("connections".into(), 1.into());
+        a.params.insert("duration_ms".into(), 10_000.into());
+        let mut b = a.clone();
+        b.id = "other".into();
+        b.params.insert("connections".into(), 8.into());
+        let c = compare(&a, &b, 5.0);
+        assert!(!c.kinds_differ);
+        assert_eq!(c.warnings, ["connections differs: A 1, B 8"]);
+        let text = c.to_text();
+        assert!(text.contains("warning: connections differs: A 1, B 8"), "{text}");
+        // the same title, told apart by id and parameters
+        assert!(text.contains(&format!("A  {}", a.id)) && text.contains("B  other"), "{text}");
+        assert!(text.contains("connections 8") && text.contains("duration 10 s"), "{text}");
+        let cp = RunReport::new(RunKind::Cp, "cp");
+        let c = compare(&a, &cp, 5.0);
+        assert!(c.kinds_differ && c.warnings[0].contains("A is bench, B is cp"), "{:?}", c.warnings);
+        // a stream test's throughput is not a request/response test's goal: no regression
+        let mut stream = a.clone();
+        stream.metric("throughput", 10e9, "bit/s", Better::Higher);
+        let mut rr = stream.clone();
+        rr.params.insert("test".into(), "tcp-rr".into());
+        rr.metrics[0].value = 1e6;
+        let c = compare(&stream, &rr, 5.0);
+        assert!(!c.has_regression() && c.rows[0].worse, "{}", c.to_text());
+        assert!(c.warnings.iter().any(|w| w == "test differs: A tcp-stream, B tcp-rr"), "{:?}", c.warnings);
+        assert!(compare(&a, &a, 5.0).warnings.is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! spreadsheets and scripts) and Markdown (for tickets and pull requests).
 
 use crate::convert::si;
-use crate::model::{Better, RunReport};
+use crate::model::{Better, RunKind, RunReport, Table};
 use linerate_model::units::significant;
 use serde_json::Value;
 use std::fmt::Write;
@@ -153,7 +153,37 @@ fn md_cell(v: &Value, column: &str) -> String {
     }
 }
 
-/// Markdown: title, run facts, parameters, metrics, bar and fairness figures, tables.
+/// A value in one Markdown cell: an object as `key: value; …` (a nested one in parentheses), a
+/// list joined by commas.
+fn md_value(v: &Value, nested: bool) -> String {
+    match v {
+        Value::Object(o) => {
+            let items: Vec<String> = o.iter().map(|(k, x)| format!("{k}: {}", md_value(x, true))).collect();
+            if nested {
+                format!("({})", items.join(", "))
+            } else {
+                items.join("; ")
+            }
+        }
+        Value::Array(a) => a.iter().map(|x| md_value(x, true)).collect::<Vec<_>>().join(", "),
+        other => cell(other),
+    }
+}
+
+fn md_table(s: &mut String, t: &Table) {
+    let _ = writeln!(s, "\n## {}\n", md(&t.title));
+    let heads: Vec<String> = t.columns.iter().map(|c| md(c)).collect();
+    let _ = writeln!(s, "| {} |", heads.join(" | "));
+    let _ = writeln!(s, "|{}", "---|".repeat(t.columns.len()));
+    for cells in &t.rows {
+        let row: Vec<String> =
+            t.columns.iter().enumerate().map(|(i, c)| cells.get(i).map_or(String::new(), |v| md_cell(v, c))).collect();
+        let _ = writeln!(s, "| {} |", row.join(" | "));
+    }
+}
+
+/// Markdown: title, run facts, parameters (a lab's topology as tables of its own), metrics, bar
+/// and fairness figures, tables.
 pub fn to_markdown(r: &RunReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# {}\n", md(&r.title));
@@ -161,11 +191,15 @@ pub fn to_markdown(r: &RunReport) -> String {
     let _ = writeln!(s, "- kind: {}", r.kind.as_str());
     let _ = writeln!(s, "- created: {}", r.created);
     let _ = writeln!(s, "- linerate: {}", md(&r.tool_version));
+    let lab = if r.kind == RunKind::Lab { r.params.get("lab").and_then(crate::html::lab_tables) } else { None };
     if !r.params.is_empty() {
         let _ = writeln!(s, "\n## Parameters\n\n| parameter | value |\n|---|---|");
-        for (k, v) in &r.params {
-            let _ = writeln!(s, "| {} | {} |", md(k), md(&cell(v)));
+        for (k, v) in r.params.iter().filter(|(k, _)| !(lab.is_some() && k.as_str() == "lab")) {
+            let _ = writeln!(s, "| {} | {} |", md(k), md(&md_value(v, false)));
         }
+    }
+    for t in lab.iter().flatten() {
+        md_table(&mut s, t);
     }
     if !r.metrics.is_empty() {
         let _ = writeln!(s, "\n## Metrics\n\n| metric | value | better |\n|---|---:|---|");
@@ -201,19 +235,7 @@ pub fn to_markdown(r: &RunReport) -> String {
         }
     }
     for t in &r.tables {
-        let _ = writeln!(s, "\n## {}\n", md(&t.title));
-        let heads: Vec<String> = t.columns.iter().map(|c| md(c)).collect();
-        let _ = writeln!(s, "| {} |", heads.join(" | "));
-        let _ = writeln!(s, "|{}", "---|".repeat(t.columns.len()));
-        for cells in &t.rows {
-            let row: Vec<String> = t
-                .columns
-                .iter()
-                .enumerate()
-                .map(|(i, c)| cells.get(i).map_or(String::new(), |v| md_cell(v, c)))
-                .collect();
-            let _ = writeln!(s, "| {} |", row.join(" | "));
-        }
+        md_table(&mut s, t);
     }
     s
 }

@@ -3,12 +3,13 @@
 //! the runs' tables. No external fetches; one small inline script records the rendered size of
 //! each chart in `data-chart-sizes` on `<body>` so a headless browser test can check them.
 
-use crate::compare::compare;
+use crate::compare::{compare, key_params};
 use crate::convert::si;
-use crate::model::{RunReport, Table};
+use crate::model::{Better, RunKind, RunReport, Table};
 use crate::svg::{self, esc};
+use linerate_model::doc::lab::{LabDescription, Side};
 use linerate_model::units::significant;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::fmt::Write;
 
 const CSS: &str = "body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px;color:#222;background:#fafafa}\
@@ -16,7 +17,8 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bott
 h3{font-size:15px;margin:12px 0 6px}\
 table{border-collapse:collapse;margin:8px 0;background:#fff;max-width:100%}td{overflow-wrap:anywhere}th,td{border:1px solid #ddd;padding:4px 8px;font-size:13px}\
 th{background:#f0f0f0;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}\
-td.bad{color:#b00020;font-weight:bold}td.good{color:#1b7a1b}\
+td.bad{color:#b00020;font-weight:bold}td.good{color:#1b7a1b}td.worse{color:#9a5b00}\
+table.kv{margin:0;border:0}table.kv th,table.kv td{border:0;border-bottom:1px solid #eee;padding:1px 6px;font-size:12px}\
 .grid{display:grid;gap:16px;align-items:start}.run{min-width:0}\
 figure{margin:0 0 16px;background:#fff;border:1px solid #e4e4e4;padding:4px}\
 svg.chart{display:block;max-width:100%;height:auto}\
@@ -29,9 +31,34 @@ document.body.setAttribute('data-chart-sizes',s.join(' '));document.body.setAttr
 const ONERROR: &str = "window.addEventListener('error',function(e){var d=document.documentElement;\
 d.setAttribute('data-errors',(d.getAttribute('data-errors')||'')+String(e.message)+';');});";
 
+/// A nested value as HTML: an object as a small key/value table, a list of plain values joined
+/// by commas, a list of objects one after another; never a raw JSON string.
+fn nested(v: &Value, depth: usize) -> String {
+    match v {
+        Value::Object(o) if depth < 4 => {
+            let mut s = String::from("<table class=\"kv\">");
+            for (k, x) in o {
+                let _ = write!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(k), nested(x, depth + 1));
+            }
+            s.push_str("</table>");
+            s
+        }
+        Value::Array(a) if depth < 4 && a.iter().any(|x| x.is_object() || x.is_array()) => {
+            a.iter().map(|x| nested(x, depth + 1)).collect()
+        }
+        Value::Array(a) => esc(&a
+            .iter()
+            .map(|x| x.as_str().map_or_else(|| x.to_string(), String::from))
+            .collect::<Vec<_>>()
+            .join(", ")),
+        other => cell(other),
+    }
+}
+
 fn cell(v: &Value) -> String {
     match v {
         Value::Null => "–".into(),
+        Value::Object(_) | Value::Array(_) => nested(v, 0),
         Value::String(s) => esc(s),
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or(f64::NAN);
@@ -41,8 +68,104 @@ fn cell(v: &Value) -> String {
                 significant(x, 4)
             }
         }
-        other => esc(&other.to_string()),
+        Value::Bool(b) => (if *b { "yes" } else { "no" }).into(),
     }
+}
+
+/// The lab as built, from a lab run's `lab` parameter read as the typed description: hosts,
+/// links (rate, MTU, delay, loss), switches and QoS classes as tables. `None` when the parameter
+/// is not one (documents of the older sketch), which then shows as nested key/value tables.
+pub fn lab_tables(lab: &Value) -> Option<Vec<Table>> {
+    let lab: LabDescription = crate::convert::parse(lab, "lab").ok()?;
+    let text = |s: &str| if s.is_empty() { Value::Null } else { json!(s) };
+    let opt = |x: Option<String>| x.map_or(Value::Null, Value::String);
+    let mut out = Vec::new();
+    let mut rows = Vec::new();
+    for (name, h) in &lab.hosts {
+        if h.interfaces.is_empty() {
+            rows.push(vec![json!(name), text(&h.ns), Value::Null, Value::Null, Value::Null]);
+        }
+        for i in &h.interfaces {
+            rows.push(vec![json!(name), text(&h.ns), text(&i.name), text(&i.addr), text(&i.link)]);
+        }
+    }
+    if !rows.is_empty() {
+        let columns = ["host", "namespace", "interface", "address", "link"].map(String::from).to_vec();
+        out.push(Table { title: "Lab hosts".into(), columns, rows });
+    }
+    let rows: Vec<Vec<Value>> = lab
+        .links
+        .iter()
+        .map(|l| {
+            let us = |x: Option<u64>| opt(x.map(|v| si(v as f64, "us")));
+            let pct = |x: Option<f64>| opt(x.map(|v| si(v, "%")));
+            vec![
+                json!(l.name),
+                json!(format!("{} ({})", l.a, l.a_if)),
+                json!(format!("{} ({})", l.b, l.b_if)),
+                l.rate_bps.map_or(Value::Null, |r| json!(r)),
+                json!(format!("{:?}", l.shaper).to_lowercase()),
+                json!(l.mtu),
+                us(l.delay_us),
+                us(l.jitter_us),
+                pct(l.loss_pct),
+                pct(l.reorder_pct),
+                text(&l.subnet),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        let columns =
+            ["link", "end a", "end b", "rate (bit/s)", "shaper", "MTU", "delay", "jitter", "loss", "reorder", "subnet"]
+                .map(String::from)
+                .to_vec();
+        out.push(Table { title: "Lab links".into(), columns, rows });
+    }
+    let rows: Vec<Vec<Value>> =
+        lab.switches.iter().map(|w| vec![json!(w.name), text(&w.bridge), text(&w.ns), text(&w.subnet)]).collect();
+    if !rows.is_empty() {
+        let columns = ["switch", "bridge", "namespace", "subnet"].map(String::from).to_vec();
+        out.push(Table { title: "Lab switches".into(), columns, rows });
+    }
+    let mut rows = Vec::new();
+    for q in &lab.qos {
+        let side = match q.side {
+            Side::A => "a",
+            Side::B => "b",
+        };
+        let place = format!("{} end {side}, {}", q.link, if q.ingress { "ingress" } else { "egress" });
+        for c in &q.classes {
+            let mut matches = Vec::new();
+            for (k, v) in [("src", c.src.clone()), ("dst", c.dst.clone())] {
+                if let Some(v) = v {
+                    matches.push(format!("{k} {v}"));
+                }
+            }
+            for (k, v) in [("sport", c.sport), ("dport", c.dport)] {
+                if let Some(v) = v {
+                    matches.push(format!("{k} {v}"));
+                }
+            }
+            if c.default {
+                matches.push("default".into());
+            }
+            rows.push(vec![
+                json!(place),
+                json!(q.rate_bps),
+                json!(c.name),
+                json!(c.rate_bps),
+                json!(c.ceil_bps),
+                json!(matches.join(", ")),
+            ]);
+        }
+    }
+    if !rows.is_empty() {
+        let columns = ["link end", "total (bit/s)", "class", "guarantee (bit/s)", "ceiling (bit/s)", "matches"]
+            .map(String::from)
+            .to_vec();
+        out.push(Table { title: "Lab QoS classes".into(), columns, rows });
+    }
+    Some(out)
 }
 
 fn table_html(s: &mut String, t: &Table) {
@@ -81,7 +204,12 @@ fn summary(s: &mut String, runs: &[RunReport], threshold_pct: f64) {
         ("title", |r| r.title.clone()),
         ("created", |r| r.created.clone()),
         ("linerate", |r| r.tool_version.clone()),
+        ("parameters", |r| key_params(r).into_iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")),
+        ("best point", |r| r.params.get("best_point").and_then(Value::as_str).unwrap_or("").to_string()),
     ] {
+        if label == "best point" && runs.iter().all(|r| !r.params.contains_key("best_point")) {
+            continue;
+        }
         let _ = write!(s, "<tr><th>{label}</th>");
         for r in runs {
             let _ = write!(s, "<td>{}</td>", esc(&f(r)));
@@ -108,11 +236,17 @@ fn summary(s: &mut String, runs: &[RunReport], threshold_pct: f64) {
                 None => s.push_str("<td class=\"n\">–</td>"),
                 Some(m) => {
                     let row = cmps[i].rows.iter().find(|x| &x.name == name);
-                    let (class, change) = match row.and_then(|x| x.change_pct.map(|c| (x.regression, c))) {
-                        Some((bad, c)) if i > 0 => {
-                            let class = if bad {
+                    let (class, change) = match row.and_then(|x| x.change_pct.map(|c| (x, c))) {
+                        Some((x, c)) if i > 0 => {
+                            let better = match x.better {
+                                Better::Higher => c > 0.0,
+                                Better::Lower => c < 0.0,
+                            };
+                            let class = if x.regression {
                                 "n bad"
-                            } else if c.abs() > threshold_pct {
+                            } else if x.worse {
+                                "n worse"
+                            } else if better && c.abs() > threshold_pct {
                                 "n good"
                             } else {
                                 "n"
@@ -208,13 +342,24 @@ pub fn report(runs: &[RunReport], threshold_pct: f64) -> String {
         );
         for r in runs {
             s.push_str("<div class=\"run\">");
-            if !r.params.is_empty() {
+            // a lab's topology gets tables of its own instead of one nested value
+            let lab = if r.kind == RunKind::Lab { r.params.get("lab").and_then(lab_tables) } else { None };
+            let params: Vec<Vec<Value>> = r
+                .params
+                .iter()
+                .filter(|(k, _)| !(lab.is_some() && k.as_str() == "lab"))
+                .map(|(k, v)| vec![Value::String(k.clone()), v.clone()])
+                .collect();
+            if !params.is_empty() {
                 let t = Table {
                     title: format!("Parameters of {}", r.id),
                     columns: vec!["parameter".into(), "value".into()],
-                    rows: r.params.iter().map(|(k, v)| vec![Value::String(k.clone()), v.clone()]).collect(),
+                    rows: params,
                 };
                 table_html(&mut s, &t);
+            }
+            for t in lab.iter().flatten() {
+                table_html(&mut s, t);
             }
             for t in &r.tables {
                 table_html(&mut s, t);

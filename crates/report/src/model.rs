@@ -268,6 +268,43 @@ impl RunReport {
     pub fn find_metric(&self, name: &str) -> Option<&Metric> {
         self.metrics.iter().find(|m| m.name == name)
     }
+
+    /// The bench test a run made (`tcp-stream`, `tcp-rr`), from its parameters.
+    pub fn test_name(&self) -> Option<&str> {
+        self.params.get("test").or_else(|| self.params.get("kind")).and_then(Value::as_str)
+    }
+
+    /// Whether the run is a request/response test, judged by transactions and latency.
+    pub fn is_request_response(&self) -> bool {
+        self.kind == RunKind::Bench && self.test_name().is_some_and(request_response)
+    }
+
+    /// Whether metric `name` is one the run is judged by: throughput for a stream test,
+    /// transactions and the p50 and p99 latency for request/response (and for a sweep, the best
+    /// point's too), elapsed time and rate for cp, the groups' rates for lab, every pair for
+    /// mesh. The other figures (retransmits, CPU, errors) are informational: `report compare`
+    /// shows their change but never calls it a regression.
+    pub fn is_goal(&self, name: &str) -> bool {
+        match self.kind {
+            RunKind::Bench if self.is_request_response() => {
+                matches!(name, "transactions.best" | "transactions" | "latency.p50" | "latency.p99")
+            }
+            RunKind::Bench => matches!(name, "throughput.best" | "throughput"),
+            RunKind::Cp => matches!(name, "seconds" | "throughput"),
+            RunKind::Lab => name.starts_with("rate."),
+            RunKind::Mesh => true,
+        }
+    }
+
+    /// The figure a run is summed up by: its first goal metric.
+    pub fn headline(&self) -> Option<&Metric> {
+        self.metrics.iter().find(|m| self.is_goal(&m.name))
+    }
+}
+
+/// Whether a bench test name is a request/response test (`tcp-rr`, `tcp-crr`).
+pub fn request_response(test: &str) -> bool {
+    test.ends_with("-rr") || test.ends_with("-crr")
 }
 
 /// A new run id: UTC time to the second plus 6 hex digits of the clock's nanoseconds mixed with

@@ -149,7 +149,8 @@ fn axis_scale(max: f64, unit: &str) -> (f64, String) {
         "bit/s" | "B" | "1/s" | "bit" | "B/s" => {
             let (v, p) = si_prefix(max);
             let div = if v == 0.0 || max == 0.0 { 1.0 } else { max / v };
-            (div, format!("{p}{unit}"))
+            // a rate of events reads `k/s`, not `k1/s`
+            (div, format!("{p}{}", if unit == "1/s" { "/s" } else { unit }))
         }
         "us" if max >= 10_000.0 => (1e3, "ms".into()),
         _ => (1.0, unit.to_string()),
@@ -185,20 +186,57 @@ impl Frame {
     }
 }
 
-fn open(s: &mut String, title: &str, kind: ChartKind) {
+/// Opens a chart `width` pixels wide (normally [`WIDTH`]; wider when a legend needs the room).
+fn open(s: &mut String, title: &str, kind: ChartKind, width: f64) {
     let _ = write!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart chart-{}" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12" role="img">"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart chart-{}" width="{width}" height="{HEIGHT}" viewBox="0 0 {width} {HEIGHT}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12" role="img">"#,
         kind.name()
     );
     let _ = write!(s, "<title>{}</title>", esc(title));
-    let _ = write!(s, r##"<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>"##);
+    let _ = write!(s, r##"<rect width="{width}" height="{HEIGHT}" fill="#ffffff"/>"##);
     let _ = write!(
         s,
         r#"<text x="{:.1}" y="20" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
-        WIDTH / 2.0,
+        width / 2.0,
         esc(title)
     );
+}
+
+/// Approximate width in pixels of `text` at `size` pixels: DejaVu Sans averages about 0.6 em a
+/// character (digits 0.64 em), so 0.64 em never underestimates ordinary labels by much.
+pub fn text_width(text: &str, size: f64) -> f64 {
+    text.chars().count() as f64 * size * 0.64
+}
+
+/// Splits `text` into lines no wider than `max` pixels at `size`, at spaces where it can and
+/// inside a word only when the word alone is too wide.
+fn wrap(text: &str, size: f64, max: f64) -> Vec<String> {
+    let per_line = ((max / (size * 0.64)).floor() as usize).max(4);
+    let mut lines: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for word in text.split(' ') {
+        let mut word: Vec<char> = word.chars().collect();
+        while word.len() > per_line {
+            if !cur.is_empty() {
+                lines.push(std::mem::take(&mut cur));
+            }
+            lines.push(word.drain(..per_line).collect());
+        }
+        let word: String = word.into_iter().collect();
+        let need = cur.chars().count() + usize::from(!cur.is_empty()) + word.chars().count();
+        if need > per_line && !cur.is_empty() {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(&word);
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
+    }
+    lines
 }
 
 /// Horizontal grid lines and labels of the y axis, plus its title.
@@ -255,15 +293,36 @@ fn ref_line(s: &mut String, f: &Frame, y: f64, label: &str, value: &str, color: 
         r#"<line class="ref" x1="{:.1}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="6 4"/>"#,
         f.left, f.right
     );
-    let name: String = label.chars().take(20).collect();
+    let room = (WIDTH - f.right - 10.0).max(40.0);
+    let name = if text_width(label, 12.0) <= room {
+        label.to_string()
+    } else {
+        let keep = ((room / (12.0 * 0.64)) as usize).saturating_sub(1).max(3);
+        format!("{}…", label.chars().take(keep).collect::<String>())
+    };
     let x = f.right + 6.0;
     let _ = write!(s, r#"<text x="{x:.1}" y="{:.1}" fill="{color}">{}</text>"#, py - 2.0, esc(&name));
     let _ = write!(s, r#"<text x="{x:.1}" y="{:.1}" fill="{color}">{}</text>"#, py + 12.0, esc(value));
 }
 
-fn legend(s: &mut String, f: &Frame, names: &[(String, &str, bool)]) {
-    for (i, (name, color, dashed)) in names.iter().enumerate() {
-        let y = f.top + 8.0 + i as f64 * 18.0;
+/// Font size of legend labels.
+const LEGEND_FONT: f64 = 11.0;
+/// The widest a legend's text column gets before its labels wrap.
+const LEGEND_TEXT_MAX: f64 = 280.0;
+/// Room a line chart's legend has at the default width (right of the plot, swatch included).
+const LEGEND_ROOM: f64 = 200.0;
+/// The narrowest plot area a legend may squeeze a line chart to before the chart widens.
+const MIN_PLOT: f64 = 300.0;
+
+/// The width of the legend's text column: its longest label, at most [`LEGEND_TEXT_MAX`].
+fn legend_text_width(names: &[(String, &str, bool)]) -> f64 {
+    names.iter().map(|(n, _, _)| text_width(n, LEGEND_FONT)).fold(0.0, f64::max).min(LEGEND_TEXT_MAX)
+}
+
+/// A legend right of the plot: a swatch and the label, wrapped to `text_w` pixels.
+fn legend(s: &mut String, f: &Frame, names: &[(String, &str, bool)], text_w: f64) {
+    let mut y = f.top + 8.0;
+    for (name, color, dashed) in names {
         let x = f.right + 12.0;
         let dash = if *dashed { r#" stroke-dasharray="6 4""# } else { "" };
         let _ = write!(
@@ -271,8 +330,19 @@ fn legend(s: &mut String, f: &Frame, names: &[(String, &str, bool)]) {
             r#"<line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{color}" stroke-width="3"{dash}/>"#,
             x + 18.0
         );
-        let label: String = name.chars().take(28).collect();
-        let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#, x + 24.0, y + 4.0, esc(&label));
+        for (k, line) in wrap(name, LEGEND_FONT, text_w.max(LEGEND_FONT * 4.0)).iter().enumerate() {
+            let ly = y + 4.0 + k as f64 * 13.0;
+            let _ = write!(
+                s,
+                r#"<text class="legend" x="{:.1}" y="{ly:.1}" font-size="11">{}</text>"#,
+                x + 24.0,
+                esc(line)
+            );
+            if k > 0 {
+                y += 13.0;
+            }
+        }
+        y += 18.0;
     }
 }
 
@@ -295,14 +365,20 @@ fn finite(x: f64) -> Option<f64> {
 /// Bars with value labels; `refs` are dashed lines across (ceiling, mean).
 fn bars_svg(title: &str, kind: ChartKind, unit: &str, bars: &[Bar], refs: &[(RefLine, &str)]) -> String {
     let mut s = String::new();
-    open(&mut s, title, kind);
+    open(&mut s, title, kind, WIDTH);
     let max = bars.iter().map(|b| b.value).chain(refs.iter().map(|r| r.0.value)).filter_map(finite).fold(0.0, f64::max);
     let min = bars.iter().map(|b| b.value).filter_map(finite).fold(0.0, f64::min);
     let ticks = nice_ticks(min, if max > 0.0 { max * 1.05 } else { 1.0 }, 5);
     let (div, shown) = axis_scale(max, unit);
     let f = Frame {
         left: 70.0,
-        right: if refs.is_empty() { WIDTH - 20.0 } else { WIDTH - 140.0 },
+        // the reference lines' labels go in the right margin: as wide as they need, within reason
+        right: if refs.is_empty() {
+            WIDTH - 20.0
+        } else {
+            let need = refs.iter().map(|(r, _)| text_width(&r.label, 12.0)).fold(0.0, f64::max) + 16.0;
+            WIDTH - need.clamp(140.0, 260.0)
+        },
         top: 40.0,
         bottom: HEIGHT - 60.0,
         x0: 0.0,
@@ -391,8 +467,34 @@ fn lines_svg(
     xscale: XScale,
     markers: bool,
 ) -> String {
+    // the legend first: its labels decide how much room it takes
+    let ref_color = |r: &RefLine| {
+        // a guarantee named after a line ("guest1 guarantee") takes that line's colour
+        lines
+            .iter()
+            .position(|l| !l.name.is_empty() && r.label.starts_with(&format!("{} ", l.name)))
+            .map_or(CEILING, |i| PALETTE[i % PALETTE.len()])
+    };
+    let mut legend_items: Vec<(String, &str, bool)> =
+        lines.iter().enumerate().map(|(i, l)| (l.name.clone(), PALETTE[i % PALETTE.len()], false)).collect();
+    for r in refs {
+        legend_items.push((format!("{} {}", r.label, crate::convert::si(r.value, &y.unit)), ref_color(r), true));
+    }
+    let with_legend = legend_items.len() > 1 || !refs.is_empty();
+    let text_w = legend_text_width(&legend_items);
+    // the legend is right of the plot: 12 px gap, 24 px swatch, the text, 8 px margin
+    let legend_w = 12.0 + 24.0 + text_w + 8.0;
+    let (width, right) = if !with_legend {
+        (WIDTH, WIDTH - 24.0)
+    } else if legend_w <= LEGEND_ROOM {
+        (WIDTH, WIDTH - LEGEND_ROOM)
+    } else if WIDTH - legend_w - 70.0 >= MIN_PLOT {
+        (WIDTH, WIDTH - legend_w)
+    } else {
+        (70.0 + MIN_PLOT + legend_w, 70.0 + MIN_PLOT)
+    };
     let mut s = String::new();
-    open(&mut s, title, kind);
+    open(&mut s, title, kind, width);
     // a positive x spanning 16× or more (1…64 connections, 64 B…1 MB messages) reads better in powers of two
     let xs: Vec<f64> = lines.iter().flat_map(|l| l.points.iter().map(|p| p[0])).filter(|x| x.is_finite()).collect();
     let xscale = match xscale {
@@ -416,6 +518,7 @@ fn lines_svg(
     let ymax = pts().map(|p| p[1]).chain(refs.iter().map(|r| r.value)).filter_map(finite).fold(0.0, f64::max);
     let ymin = pts().map(|p| p[1]).fold(0.0, f64::min);
     let yt = nice_ticks(ymin, if ymax > 0.0 { ymax * 1.05 } else { 1.0 }, 5);
+    let mut x_end = None;
     let (xt, xlabels): (Vec<f64>, Vec<String>) = match xscale {
         XScale::Log2 => {
             let (lo, hi) = (xmin.floor() as i32, xmax.ceil().max(xmin.floor() + 1.0) as i32);
@@ -428,6 +531,11 @@ fn lines_svg(
             let (lo, hi) = if xmin.is_finite() { (xmin, xmax) } else { (0.0, 1.0) };
             let lo = if xscale == XScale::FromZero { lo.min(0.0) } else { lo };
             let mut t = nice_ticks(lo, hi, 6);
+            if xscale == XScale::FromZero && hi > lo {
+                // time runs to the last sample, not on to the next round tick (10 s, not 12 s)
+                t.retain(|v| *v <= hi * (1.0 + 1e-9));
+                x_end = Some(hi);
+            }
             // counts (guests, connections) get whole-number ticks only
             if xs.iter().all(|x| x.fract() == 0.0) && t.iter().filter(|v| v.fract() == 0.0).count() >= 2 {
                 t.retain(|v| v.fract() == 0.0);
@@ -459,14 +567,13 @@ fn lines_svg(
         let (d, yu) = axis_scale(ymax, &y.unit);
         (xu, d, yu)
     };
-    let right = if lines.len() > 1 || !refs.is_empty() { WIDTH - 200.0 } else { WIDTH - 24.0 };
     let f = Frame {
         left: 70.0,
         right,
         top: 40.0,
         bottom: HEIGHT - 50.0,
         x0: xt.first().copied().unwrap_or(0.0),
-        x1: xt.last().copied().unwrap_or(1.0),
+        x1: x_end.or(xt.last().copied()).unwrap_or(1.0),
         y0: yt.first().copied().unwrap_or(0.0),
         y1: yt.last().copied().unwrap_or(1.0),
     };
@@ -483,7 +590,6 @@ fn lines_svg(
         XScale::Nines => "percentile".to_string(),
     };
     x_title(&mut s, &f, &xtitle);
-    let mut legend_items = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let mut d = String::new();
@@ -497,21 +603,18 @@ fn lines_svg(
                 esc(&l.name)
             );
         }
-        if markers {
-            for p in l.points.iter().filter(|p| p[0].is_finite() && p[1].is_finite()) {
+        let finite: Vec<&[f64; 2]> = l.points.iter().filter(|p| p[0].is_finite() && p[1].is_finite()).collect();
+        // a line of one point draws nothing: it gets a marker even where lines have none
+        if markers || finite.len() == 1 {
+            for p in finite {
                 let _ =
                     write!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#, f.px(tx(p[0])), f.py(p[1]));
             }
         }
-        legend_items.push((l.name.clone(), color, false));
     }
     for r in refs {
         let py = f.py(r.value);
-        // a guarantee named after a line ("guest1 guarantee") takes that line's colour
-        let color = lines
-            .iter()
-            .position(|l| !l.name.is_empty() && r.label.starts_with(&format!("{} ", l.name)))
-            .map_or(CEILING, |i| PALETTE[i % PALETTE.len()]);
+        let color = ref_color(r);
         let _ = write!(
             s,
             r#"<line class="ref" x1="{:.1}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="6 4"><title>{}</title></line>"#,
@@ -519,10 +622,9 @@ fn lines_svg(
             f.right,
             esc(&r.label)
         );
-        legend_items.push((format!("{} {}", r.label, crate::convert::si(r.value, &y.unit)), color, true));
     }
-    if legend_items.len() > 1 || !refs.is_empty() {
-        legend(&mut s, &f, &legend_items);
+    if with_legend {
+        legend(&mut s, &f, &legend_items, text_w);
     }
     s.push_str("</svg>\n");
     s
@@ -572,6 +674,65 @@ mod tests {
         };
         let svg = bar_chart(&c);
         assert!(!svg.contains("<script>") && svg.contains("&lt;script&gt;") && svg.contains("a&amp;b"));
+    }
+
+    /// `(x, text)` of every legend label.
+    fn legend_texts(svg: &str) -> Vec<(f64, String)> {
+        svg.split("<text class=\"legend\" x=\"")
+            .skip(1)
+            .map(|rest| {
+                let x: f64 = rest[..rest.find('"').unwrap_or(0)].parse().unwrap_or(f64::NAN);
+                let text = &rest[rest.find('>').map_or(0, |i| i + 1)..rest.find("</text>").unwrap_or(0)];
+                (x, text.replace("&amp;", "&"))
+            })
+            .collect()
+    }
+
+    fn width_of(svg: &str) -> f64 {
+        let w = &svg[svg.find("width=\"").unwrap_or(0) + 7..];
+        w[..w.find('"').unwrap_or(0)].parse().unwrap_or(0.0)
+    }
+
+    #[test]
+    fn the_legend_fits_its_labels() {
+        let line = |name: &str| Line { name: name.into(), points: vec![[1.0, 4e8], [2.0, 5e8]] };
+        let mut c = TimeChart {
+            title: "t".into(),
+            unit: "bit/s".into(),
+            lines: vec![line("guest-one"), line("guest-two")],
+            guarantees: vec![
+                RefLine { label: "guest-one guarantee".into(), value: 500e6 },
+                RefLine { label: "guest-two guarantee".into(), value: 250e6 },
+            ],
+        };
+        for long in [false, true] {
+            if long {
+                c.guarantees[0].label =
+                    "guest-with-a-very-long-name-indeed guarantee of the premium class on the uplink".into();
+            }
+            let svg = time_chart(&c);
+            let width = width_of(&svg);
+            let texts = legend_texts(&svg);
+            assert!(texts.len() >= 4, "{svg}");
+            for (x, t) in &texts {
+                assert!(x + text_width(t, 11.0) <= width, "{t:?} at {x} overflows {width}: {svg}");
+            }
+            let all: String = texts.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join(" ");
+            assert!(all.contains("guest-two guarantee 250 Mbit/s"), "{all}");
+            if long {
+                assert!(all.contains("premium class on the uplink 500 Mbit/s"), "wrapped, not cut: {all}");
+            } else {
+                assert!(all.contains("guest-one guarantee 500 Mbit/s"), "{all}");
+                assert_eq!(width, WIDTH);
+            }
+        }
+    }
+
+    #[test]
+    fn wrapping_breaks_at_spaces_and_inside_long_words_only() {
+        assert_eq!(wrap("a bb ccc", 10.0, 32.0), ["a bb", "ccc"]);
+        assert_eq!(wrap("abcdefghijkl", 10.0, 32.0), ["abcde", "fghij", "kl"]);
+        assert_eq!(wrap("", 10.0, 32.0), [""]);
     }
 
     #[test]

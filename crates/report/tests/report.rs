@@ -75,7 +75,7 @@ fn bench_document_converts_sweep_intervals_flows_and_latency() {
     assert_eq!(r.params["sweep"], "connections");
     // intervals, connections, latency
     assert_eq!(r.charts.series[0].lines[0].points.len(), 10);
-    assert_eq!(r.charts.series[0].lines[0].points[0], [0.5, 9.18e9]);
+    assert_eq!(r.charts.series[0].lines[0].points[0], [1.0, 9.18e9], "at the end of the first interval");
     assert_eq!(r.charts.flows[0].flows.len(), 4);
     assert_eq!(r.charts.flows[0].jain, Some(0.9986));
     let lat = &r.charts.latency[0].lines[0].points;
@@ -396,6 +396,168 @@ fn every_chart_is_well_formed_and_labelled() {
     assert_eq!(series.matches("class=\"ref\"").count(), 3);
 }
 
+#[test]
+fn html_of_a_lab_run_shows_its_topology_as_tables() {
+    use linerate_model::doc::{example, lab::LabHost};
+    let mut doc = example::lab();
+    doc.lab.hosts.insert("<b>evil</b>".into(), LabHost { ns: "ns&1".into(), interfaces: vec![] });
+    let r = from_lab(&doc).unwrap();
+    let html = html::report(&[r], 5.0);
+    for heading in ["Lab hosts", "Lab links", "Lab switches", "Lab QoS classes"] {
+        assert!(html.contains(&format!("<h3>{heading}</h3>")), "no {heading} table");
+    }
+    let links = &html[html.find("<h3>Lab links</h3>").unwrap()..];
+    let links = &links[..links.find("</table>").unwrap()];
+    for cell in [
+        "<td>uplink</td>",
+        "<td>g1 (eth0)</td>",
+        "<td>sw (p0)</td>",
+        "<td class=\"n\">1 Gbit/s</td>",
+        "<td>htb</td>",
+        "<td class=\"n\">1500</td>",
+        "<td>100 us</td>",
+        "<td>10 us</td>",
+        "<td>0.1%</td>",
+        "<td>0.5%</td>",
+    ] {
+        assert!(links.contains(cell), "{cell} missing from {links}");
+    }
+    assert!(html.contains("<td>198.18.0.1/24</td>") && html.contains("<td>lr4242-g1</td>"), "hosts");
+    assert!(html.contains("<td>br0</td>") && html.contains("<td>lr4242-sw</td>"), "switches");
+    let qos = &html[html.find("<h3>Lab QoS classes</h3>").unwrap()..];
+    let qos = &qos[..qos.find("</table>").unwrap()];
+    for cell in ["uplink end b, egress", "<td>g-guaranteed</td>", "400 Mbit/s", "dst g1, dport 5201"] {
+        assert!(qos.contains(cell), "{cell} missing from {qos}");
+    }
+    // text is escaped, and no parameter is a raw JSON blob
+    assert!(html.contains("<td>&lt;b&gt;evil&lt;/b&gt;</td>") && html.contains("<td>ns&amp;1</td>"));
+    assert!(!html.contains("<b>evil"));
+    assert!(!html.contains("{&quot;") && !html.contains("[{") && !html.contains("&quot;hosts&quot;"), "raw JSON");
+    assert!(html.contains("<th>description</th><td>every kind of run</td>"), "the scenario as key/value");
+    // `report show` the same way
+    let md = export::to_markdown(&from_lab(&doc).unwrap());
+    assert!(md.contains("## Lab links"), "{md}");
+    assert!(
+        md.contains("| uplink | g1 (eth0) | sw (p0) | 1 Gbit/s | htb | 1500 | 100 us | 10 us | 0.1% | 0.5% |"),
+        "{md}"
+    );
+    assert!(md.contains("| scenario | description: every kind of run; file: scenarios/example.toml; name: example |"));
+    assert!(!md.contains("{\""), "raw JSON: {md}");
+}
+
+#[test]
+fn a_bench_run_with_one_interval_draws_its_point() {
+    use linerate_model::doc::{bench::BenchInterval, example};
+    let mut doc = example::bench();
+    doc.points.truncate(1);
+    doc.intervals =
+        Some(vec![BenchInterval { start_s: 0.0, end_s: 1.0, bps: 5e8, transactions_per_s: 1.0, omitted: false }]);
+    let r = from_bench(&doc).unwrap();
+    assert_eq!(r.charts.series[0].lines[0].points, vec![[1.0, 5e8]]);
+    let s = svg::render(&r, ChartKind::Series, 0).unwrap();
+    // one marker, at the right end of the plot: the axis runs 0–1 s
+    assert_eq!(s.matches("<circle").count(), 1, "{s}");
+    assert!(s.contains(&format!("<circle cx=\"{:.1}\"", svg::WIDTH - 24.0)), "{s}");
+    assert!(!s.contains(">0.5<") || s.contains(">0.4<"), "{s}");
+}
+
+#[test]
+fn throughput_over_time_ends_with_the_last_full_interval() {
+    use linerate_model::doc::{bench::BenchInterval, example};
+    let iv = |start_s: f64, end_s: f64, bps: f64| BenchInterval {
+        start_s,
+        end_s,
+        bps,
+        transactions_per_s: 0.0,
+        omitted: false,
+    };
+    let mut doc = example::bench();
+    doc.points.truncate(1);
+    let mut ivs: Vec<BenchInterval> = (0..10).map(|i| iv(f64::from(i), f64::from(i + 1), 9e9)).collect();
+    ivs.push(iv(10.0, 10.02, 2e8)); // the partial tail of a 10 s test
+    doc.intervals = Some(ivs.clone());
+    let r = from_bench(&doc).unwrap();
+    let pts = &r.charts.series[0].lines[0].points;
+    assert_eq!(pts.len(), 10, "{pts:?}");
+    assert_eq!(pts.last(), Some(&[10.0, 9e9]));
+    let s = svg::render(&r, ChartKind::Series, 0).unwrap();
+    assert!(s.contains(">10</text>") && !s.contains(">12</text>"), "the axis ends at 10 s: {s}");
+    // an empty last interval is left out too
+    ivs.pop();
+    ivs.push(iv(10.0, 11.0, 0.0));
+    doc.intervals = Some(ivs);
+    let r = from_bench(&doc).unwrap();
+    assert_eq!(r.charts.series[0].lines[0].points.last(), Some(&[10.0, 9e9]));
+}
+
+#[test]
+fn headlines_are_the_figures_a_run_is_judged_by() {
+    // request/response: transactions and latency first, throughput after them
+    let mut rr = pinned("bench-real-rr.json");
+    rr.id = "20261122-054716-rr".into();
+    let names: Vec<&str> = rr.metrics.iter().take(3).map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["transactions", "latency.p50", "latency.p99"]);
+    assert_eq!(rr.headline().unwrap().name, "transactions");
+    // a sweep: its best point, how many points and over what
+    let mut sweep = pinned("bench-real-sweep.json");
+    sweep.id = "20261122-054716-sweep".into();
+    assert_eq!(sweep.metrics[0].name, "throughput.best");
+    assert!((sweep.metrics[0].value - 34_231_796_695.409_15).abs() < 1.0);
+    assert!((metric(&sweep, "throughput") - 15_585_977_508.590_21).abs() < 1.0, "the first point's, as before");
+    assert_eq!(sweep.params["points"], 6);
+    assert_eq!(sweep.params["best_point"], "connections=2 msg_size=131072");
+    assert_eq!(sweep.params["sweep_range"], "connections 1–4, msg_size 16384–131072");
+    let mut store = Store::open_in_memory().unwrap();
+    store.insert(&rr).unwrap();
+    store.insert(&sweep).unwrap();
+    let heads: Vec<String> = store.list().unwrap().into_iter().map(|r| r.headline.unwrap().name).collect();
+    assert_eq!(heads, ["transactions", "throughput.best"]);
+    let html = html::report(&[sweep], 5.0);
+    assert!(html.contains("<th>best point</th><td>connections=2 msg_size=131072</td>"), "{html}");
+    assert!(html.contains("<th>throughput.best</th><td class=\"n\">34.2 Gbit/s</td>"));
+    assert!(html.contains("points 6, sweep connections 1–4, msg_size 16384–131072"));
+}
+
+#[test]
+fn cpu_per_gbit_is_cpu_seconds_per_gigabit() {
+    use linerate_model::doc::example;
+    // the first point: 0.5 Gbit/s, a quarter of 16 cores busy → 4 CPU seconds a second
+    let r = from_bench(&example::bench()).unwrap();
+    let m = r.find_metric("cpu.local.per_gbit").unwrap();
+    assert_eq!(m.unit, "s/Gbit");
+    assert!((m.value - 8.0).abs() < 1e-9, "{}", m.value);
+    let html = html::report(&[r], 5.0);
+    assert!(html.contains("<th>cpu.local.per_gbit</th><td class=\"n\">8 s/Gbit</td>"), "{html}");
+    let cp = pinned("cp.json");
+    assert_eq!(cp.find_metric("cpu.client.per_gbit").unwrap().unit, "s/Gbit");
+    // the contract sample does not say how many cores: no figure rather than a wrong unit
+    assert!(pinned("bench.json").find_metric("cpu.local.per_gbit").is_none());
+}
+
+#[test]
+fn a_run_stored_already_is_found_again() {
+    let mut s = Store::open_in_memory().unwrap();
+    // `cp` saves its run with the destination; `cp --json` prints neither it nor a start time
+    let mut saved = from_json(fixture("cp.json")).unwrap();
+    saved.params.insert("destination".into(), "host:7878:dir".into());
+    saved.created = "2026-11-22T05:47:16Z".into();
+    s.insert(&saved).unwrap();
+    let imported = from_json(fixture("cp.json")).unwrap();
+    assert_ne!(imported.id, saved.id);
+    assert_eq!(s.find_same(&imported).unwrap(), Some(saved.id.clone()));
+    let mut other = imported.clone();
+    other.metrics[0].value *= 1.001;
+    assert_eq!(s.find_same(&other).unwrap(), None, "another copy of the same tree");
+    // a bench run: the start time counts too
+    let bench = from_json(fixture("bench-real-rr.json")).unwrap();
+    s.insert(&bench).unwrap();
+    let again = from_json(fixture("bench-real-rr.json")).unwrap();
+    assert_eq!(s.find_same(&again).unwrap(), Some(bench.id.clone()));
+    let later = RunReport { created: "2026-11-22T06:47:16Z".into(), ..again };
+    assert_eq!(s.find_same(&later).unwrap(), None);
+    assert_eq!(s.find_same(&bench).unwrap(), Some(bench.id.clone()), "the same id");
+}
+
 /// The version-1 layout, as a v1 build created it.
 const V1_DDL: &str = "CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, created TEXT NOT NULL,
     title TEXT NOT NULL, doc TEXT NOT NULL); PRAGMA user_version = 1;";
@@ -421,7 +583,7 @@ fn a_version_1_store_is_migrated_and_its_metrics_backfilled() {
     let l = s.list().unwrap();
     assert_eq!(l.len(), 2);
     let head = l.iter().find(|x| x.id == r.id).unwrap().headline.clone().unwrap();
-    assert_eq!((head.name.as_str(), head.value), ("throughput", 9.32e9));
+    assert_eq!((head.name.as_str(), head.value), ("throughput.best", 9.35e9), "the best point of the sweep");
     drop(s);
     let c = rusqlite::Connection::open(&path).unwrap();
     let n: i64 = c.query_row("SELECT COUNT(*) FROM metrics WHERE run_id = ?1", [&r.id], |x| x.get(0)).unwrap();

@@ -18,10 +18,12 @@ STORE:
   unique prefix.
 
 EXIT STATUS:
-  0  success (compare: no figure regressed beyond the threshold)
-  2  bad usage, an unknown or ambiguous run id, or an unreadable document
+  0  success (compare: no goal figure regressed beyond the threshold)
+  2  bad usage, an unknown or ambiguous run id, an unreadable document, or compare: runs
+     of different kinds without --force
   3  the store could not be opened, read or written
-  4  compare: at least one figure regressed beyond --threshold";
+  4  compare: a goal figure (throughput of a stream test, transactions or latency of a
+     request/response test, time or rate of a copy) regressed beyond --threshold";
 
 /// Exit code of `report compare` when a figure regressed beyond the threshold.
 pub const EXIT_REGRESSION: u8 = 4;
@@ -70,13 +72,15 @@ enum ReportCmd {
         id: String,
     },
     /// Store a document: `cp --json`, `bench --json`, `lab run --json` output or an exported run
-    /// (`-` reads standard input). Prints the new run id.
+    /// (`-` reads standard input). Prints the new run id; a run the store holds already (the one
+    /// `bench` saved before printing its `--json`) is not stored again, and its id is printed.
     Import {
         /// The JSON file.
         file: PathBuf,
     },
-    /// Every figure of two runs side by side; exit 4 if B regressed against A beyond the
-    /// threshold.
+    /// Every figure of two runs side by side; exit 4 if a goal figure of B regressed against A
+    /// beyond the threshold (other figures, such as retransmits, are informational). Warns when
+    /// the runs' key parameters differ; refuses runs of different kinds without --force.
     Compare {
         /// Baseline run.
         a: String,
@@ -85,6 +89,9 @@ enum ReportCmd {
         /// Allowed change in percent in each figure's bad direction.
         #[arg(long, default_value_t = 5.0)]
         threshold: f64,
+        /// Compare runs of different kinds (a bench run with a cp run) anyway.
+        #[arg(long)]
+        force: bool,
     },
     /// One self-contained HTML file with every chart of the runs, side by side.
     Html {
@@ -293,6 +300,13 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
                 .with_context(|| format!("cannot import {}", file.display()))
                 .map_err(Fail::Usage)?;
             let mut store = open(db)?;
+            // `bench --json > f && report import f`: bench saved the run already
+            let same = store.find_same(&r).context("cannot read the store").map_err(Fail::Store)?;
+            if let Some(id) = same {
+                eprintln!("already stored as run {id}; not stored again");
+                println!("{id}");
+                return Ok(0);
+            }
             store.insert(&r).map_err(|e| match e {
                 linerate_report::ReportError::Duplicate(_) => Fail::Usage(e.into()),
                 other => Fail::Store(anyhow::Error::new(other).context("cannot save the run")),
@@ -300,13 +314,26 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
             println!("{}", r.id);
             Ok(0)
         }
-        ReportCmd::Compare { a, b, threshold } => {
+        ReportCmd::Compare { a, b, threshold, force } => {
             if !(threshold.is_finite() && threshold >= 0.0) {
                 return Err(Fail::Usage(anyhow::anyhow!("--threshold must be a percentage ≥ 0, not {threshold}")));
             }
             let mut store = open(db)?;
             let (ra, rb) = (lookup(&mut store, &a)?, lookup(&mut store, &b)?);
             let c = linerate_report::compare(&ra, &rb, threshold);
+            if c.kinds_differ && !force {
+                return Err(Fail::Usage(anyhow::anyhow!(
+                    "run {} is a {} run and run {} a {} run: their figures do not compare; give --force to \
+                     compare them anyway",
+                    clean(&ra.id),
+                    ra.kind.as_str(),
+                    clean(&rb.id),
+                    rb.kind.as_str()
+                )));
+            }
+            for w in &c.warnings {
+                eprintln!("linerate report: warning: {}", clean(w));
+            }
             write_out(None, &c.to_text()).map_err(Fail::Usage)?;
             if c.has_regression() {
                 let n = c.rows.iter().filter(|r| r.regression).count();

@@ -204,9 +204,11 @@ fn pulls_from_a_running_server_then_skips_what_is_there_and_lists_a_dry_run() {
     let srv = serve(&root, &key);
     let local = t.path().join("local");
     fs::create_dir(&local).unwrap();
+    let db = t.path().join("runs.sqlite");
     let pull = |extra: &[&str]| {
         bin()
-            .args(["cp", "--no-save", "-q", "--json"])
+            .args(["cp", "-q", "--json", "--db"])
+            .arg(&db)
             .args(extra)
             .arg("--key-file")
             .arg(&key)
@@ -220,14 +222,20 @@ fn pulls_from_a_running_server_then_skips_what_is_there_and_lists_a_dry_run() {
     same(&root.join("tree"), &local.join("tree"));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["direction"], "pull");
-    // The second run finds everything up to date.
+    let runs = || {
+        let out = bin().args(["report", "list", "--json", "--db"]).arg(&db).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    assert_eq!(runs(), 1, "the copy is saved");
+    // The second run finds everything up to date: it changed nothing and is not saved.
     let out = pull(&[]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["files"], 0, "{v}");
     assert!(v["skipped"]["files"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(runs(), 1, "a no-op sync is not a run: {v}");
     let files = v["skipped"]["files"].as_u64().unwrap();
     // A dry run with --delete names the extra local file and keeps it, and counts a changed file
-    // as one it would receive, not as up to date.
+    // as one it would receive, not as up to date; it is never saved.
     fs::write(local.join("tree/extra"), b"x").unwrap();
     fs::write(root.join("tree/a.txt"), b"changed").unwrap();
     let out = pull(&["--dry-run", "--delete"]);
@@ -255,6 +263,7 @@ fn pulls_from_a_running_server_then_skips_what_is_there_and_lists_a_dry_run() {
         "{err}"
     );
     assert!(!err.contains("saved as run") && !t.path().join("runs.sqlite").exists(), "a dry run was saved: {err}");
+    assert_eq!(runs(), 1, "a dry run is not a run");
     // Two remote sources are refused.
     let out = bin()
         .args(["cp", "--no-save", "-q", "--key-file"])
@@ -416,6 +425,16 @@ fn bench_prints_the_versioned_json_document_and_csv() {
     let runs: Vec<serde_json::Value> = runs.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!(runs[0]["kind"], "bench", "{runs:?}");
+    // The user guide's CI recipe, `bench --json > f && report import f`, stores the run once.
+    let f = t.path().join("bench.json");
+    fs::write(&f, &out.stdout).unwrap();
+    let import = bin().args(["report", "import"]).arg(&f).env("LINERATE_DB", t.path().join("runs.sqlite")).output();
+    let import = import.unwrap();
+    assert_eq!(import.status.code(), Some(0), "{}", text(&import));
+    assert_eq!(String::from_utf8_lossy(&import.stdout).trim(), runs[0]["id"].as_str().unwrap());
+    assert!(text(&import).contains("already stored as run"), "{}", text(&import));
+    let list = bin().args(["report", "list", "--db"]).arg(t.path().join("runs.sqlite")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 1, "{}", text(&list));
 
     let out = bin()
         .args([

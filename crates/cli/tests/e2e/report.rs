@@ -39,7 +39,7 @@ fn compare_exits_4_when_a_figure_regresses_beyond_the_threshold() {
     let out = report(&db, &["compare", &a, &b, "--threshold", "5"]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out));
     let table = String::from_utf8_lossy(&out.stdout);
-    let thr = table.lines().find(|l| l.starts_with("throughput")).unwrap();
+    let thr = table.lines().find(|l| l.starts_with("throughput ")).unwrap();
     assert!(
         thr.contains("9.32 Gbit/s")
             && thr.contains("8.39 Gbit/s")
@@ -52,10 +52,64 @@ fn compare_exits_4_when_a_figure_regresses_beyond_the_threshold() {
 
     assert_eq!(report(&db, &["compare", &a, &b, "--threshold", "15"]).status.code(), Some(0));
     assert_eq!(report(&db, &["compare", &a, &a]).status.code(), Some(0));
-    // swapped, the p99 latency worsens by 42 %: a regression in the other direction
+    // swapped, the p99 latency worsens by 42 %: shown, but not the goal of a stream test
     let out = report(&db, &["compare", &b, &a, "--threshold", "5"]);
-    assert_eq!(out.status.code(), Some(4), "p99 got worse from b to a: {}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "p99 got worse from b to a: {}", text(&out));
+    let p99 = String::from_utf8_lossy(&out.stdout).lines().find(|l| l.starts_with("latency.p99 ")).map(String::from);
+    assert!(p99.unwrap().contains("worse (informational)"));
     assert_eq!(report(&db, &["compare", &a, "nope"]).status.code(), Some(2));
+}
+
+fn changed(dir: &Path, name: &str, fixture_name: &str, change: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(fixture_name)).unwrap()).unwrap();
+    change(&mut doc);
+    let p = dir.join(name);
+    std::fs::write(&p, doc.to_string()).unwrap();
+    p
+}
+
+#[test]
+fn compare_calls_only_a_worse_goal_figure_a_regression() {
+    let t = tempfile::tempdir().unwrap();
+    let db = t.path().join("runs.sqlite");
+    let sweep = |retrans: u64| {
+        move |d: &mut serde_json::Value| {
+            d["summary"]["retransmits"] = retrans.into();
+            d["started_unix_s"] = (1_795_000_000 + retrans).into();
+        }
+    };
+    let a = import(&db, &changed(t.path(), "a.json", "bench-real-sweep.json", sweep(54)));
+    let b = import(&db, &changed(t.path(), "b.json", "bench-real-sweep.json", sweep(73)));
+    let out = report(&db, &["compare", &a, &b]);
+    assert_eq!(out.status.code(), Some(0), "retransmits are informational: {}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let line = table.lines().find(|l| l.starts_with("retransmits")).unwrap();
+    assert!(line.contains("+35.2%") && line.contains("worse (informational)") && !line.contains("REGRESSION"));
+    // the same title, told apart by id and time
+    assert!(table.contains(&format!("A  {a}  ")) && table.contains(&format!("B  {b}  ")), "{table}");
+}
+
+#[test]
+fn compare_warns_about_unlike_runs_and_refuses_other_kinds_without_force() {
+    let t = tempfile::tempdir().unwrap();
+    let db = t.path().join("runs.sqlite");
+    let one = import(&db, &changed(t.path(), "one.json", "bench.json", |d| d["test"]["connections"] = 1.into()));
+    let eight = import(&db, &changed(t.path(), "eight.json", "bench.json", |d| d["test"]["connections"] = 8.into()));
+    let out = report(&db, &["compare", &one, &eight]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("warning: connections differs: A 1, B 8"), "{stdout}");
+    assert!(stderr.contains("warning: connections differs: A 1, B 8"), "{stderr}");
+    assert!(stdout.contains("(test tcp-stream, direction forward, connections 1, duration 10 s"), "{stdout}");
+
+    let cp = import(&db, &fixture("cp.json"));
+    let out = report(&db, &["compare", &one, &cp]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("a bench run") && text(&out).contains("--force"), "{}", text(&out));
+    let out = report(&db, &["compare", &one, &cp, "--force"]);
+    assert_ne!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("warning: the runs are of different kinds"));
 }
 
 #[test]
@@ -97,6 +151,16 @@ fn import_list_show_export_svg_html_and_rm() {
     let db2 = t.path().join("second.sqlite");
     assert_eq!(import(&db2, &json), lab);
     let out = report(&db2, &["import", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), lab);
+    assert!(text(&out).contains(&format!("already stored as run {lab}")), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&report(&db2, &["list"]).stdout).lines().count(), 1);
+    // another run under the same id is refused
+    let mut other: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    other["metrics"][0]["value"] = 1.0.into();
+    let other_file = t.path().join("other.run.json");
+    std::fs::write(&other_file, other.to_string()).unwrap();
+    let out = report(&db2, &["import", other_file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("already in the store"), "{}", text(&out));
     assert_eq!(report(&db2, &["export", &lab]).stdout, std::fs::read(&json).unwrap());
@@ -118,6 +182,26 @@ fn import_list_show_export_svg_html_and_rm() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(report(&db, &["show", &cp]).status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&report(&db, &["list"]).stdout).lines().count(), 1);
+}
+
+#[test]
+fn importing_a_document_twice_stores_it_once() {
+    let t = tempfile::tempdir().unwrap();
+    let db = t.path().join("runs.sqlite");
+    for doc in ["bench-real-sweep.json", "bench-real-rr.json", "lab-runner.json", "cp.json"] {
+        let first = import(&db, &fixture(doc));
+        let out = report(&db, &["import", fixture(doc).to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), first, "{doc}: the stored run's id");
+        assert!(text(&out).contains(&format!("already stored as run {first}")), "{}", text(&out));
+    }
+    assert_eq!(String::from_utf8_lossy(&report(&db, &["list"]).stdout).lines().count(), 4);
+    // a different run of the same test is a new run
+    let later = changed(t.path(), "later.json", "bench-real-rr.json", |d| {
+        d["started_unix_s"] = (d["started_unix_s"].as_u64().unwrap() + 60).into();
+    });
+    import(&db, &later);
+    assert_eq!(String::from_utf8_lossy(&report(&db, &["list"]).stdout).lines().count(), 5);
 }
 
 #[test]

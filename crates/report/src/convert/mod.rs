@@ -101,7 +101,7 @@ pub fn from_cp(c: &CpSummary) -> RunReport {
         r.metric(&format!("cpu.{side}"), cpu.total(), "s", Better::Lower);
         if bps > 0.0 {
             // CPU seconds per gigabit moved: the cost figure the studies compare
-            r.metric(&format!("cpu.{side}.per_gbit"), cpu.total() / (bps * c.seconds / 1e9), "s", Better::Lower);
+            r.metric(&format!("cpu.{side}.per_gbit"), cpu.total() / (bps * c.seconds / 1e9), "s/Gbit", Better::Lower);
         }
         cpu_bars.push(Bar { label: format!("{side} user"), value: cpu.user_s });
         cpu_bars.push(Bar { label: format!("{side} system"), value: cpu.system_s });
@@ -147,6 +147,18 @@ pub fn si(x: f64, unit: &str) -> String {
     if unit == "%" {
         return format!("{}%", significant(x, 3));
     }
+    if unit == "1/s" {
+        // transactions, packets: `91.3 k/s`, not `91.3 k1/s`
+        return format_si(x, "/s");
+    }
+    if let Some(per) = unit.strip_prefix("s/") {
+        // CPU seconds per gigabit: `2.1 ms/Gbit`
+        return format!("{}/{per}", si(x, "s"));
+    }
+    if let Some(per) = unit.strip_prefix("us/") {
+        // service demand: `11 ms/KB`, not `11 kus/KB`
+        return format!("{}/{per}", si(x, "us"));
+    }
     if unit == "us" || unit == "s" || unit.is_empty() {
         let (v, u) = match unit {
             "us" if x.abs() >= 1e6 => (x / 1e6, "s"),
@@ -173,6 +185,9 @@ mod tests {
         assert_eq!(si(1500.0, "us"), "1.5 ms");
         assert_eq!(si(0.25, "s"), "250 ms");
         assert_eq!(si(0.987_65, ""), "0.988");
+        assert_eq!(si(0.0021, "s/Gbit"), "2.1 ms/Gbit");
+        assert_eq!(si(91_300.0, "1/s"), "91.3 k/s");
+        assert_eq!(si(11_000.0, "us/KB"), "11 ms/KB");
     }
 
     #[test]

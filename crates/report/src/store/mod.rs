@@ -44,18 +44,36 @@ const RUNS_V1: &str = "CREATE TABLE runs (
     doc     TEXT NOT NULL
 );";
 
-/// The query of `report list`, both databases: each run with its headline figure (throughput or
-/// transactions, else the first `rate.` metric in insertion order, which `order` names).
+/// The query of `report list`, both databases: each run with its headline figure (the first in
+/// insertion order, which `order` names, of a sweep's best throughput or transactions, the
+/// throughput or transactions — converters put a run's goal figures first — else the first
+/// `rate.` metric).
 fn list_sql(order: &str) -> String {
     format!(
         "SELECT r.id, r.kind, r.created, r.title, m.name, m.value, m.unit, m.better
          FROM runs r LEFT JOIN metrics m
            ON m.run_id = r.id AND m.name = COALESCE(
-              (SELECT name FROM metrics WHERE run_id = r.id AND name IN ('throughput', 'transactions')
-               ORDER BY name LIMIT 1),
+              (SELECT name FROM metrics WHERE run_id = r.id
+                 AND name IN ('throughput.best', 'transactions.best', 'throughput', 'transactions')
+               ORDER BY {order} LIMIT 1),
               (SELECT name FROM metrics WHERE run_id = r.id AND name LIKE 'rate.%' ORDER BY {order} LIMIT 1))
          ORDER BY r.created, r.id"
     )
+}
+
+/// Whether `a` and `b` are the same run converted twice: the same figures (in any order, equal
+/// to 12 significant digits, since JSON text need not read back to the last bit) and the same
+/// value of every parameter both have.
+fn same_run(a: &RunReport, b: &RunReport) -> bool {
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-12 * x.abs().max(y.abs());
+    let figures_of = |x: &RunReport, y: &RunReport| {
+        x.metrics.iter().all(|m| y.find_metric(&m.name).is_some_and(|n| close(n.value, m.value) && n.unit == m.unit))
+    };
+    a.kind == b.kind
+        && a.metrics.len() == b.metrics.len()
+        && figures_of(a, b)
+        && figures_of(b, a)
+        && a.params.iter().all(|(k, v)| b.params.get(k).is_none_or(|w| w == v))
 }
 
 /// An open run store, whichever database holds it.
@@ -109,6 +127,31 @@ impl Store {
             Store::Sqlite(s) => s.insert(r),
             Store::Postgres(p) => p.insert(r),
         }
+    }
+
+    /// The stored run `r` is a copy of, if any: one with its id, or of its kind and title with
+    /// the same figures, the same parameters where both have them (cp adds its destination
+    /// when it saves a run) and, except for cp, whose summary carries no start time, the same
+    /// start time. This is how `report import` knows a `bench --json` document the bench
+    /// command already saved.
+    pub fn find_same(&mut self, r: &RunReport) -> Result<Option<String>, ReportError> {
+        let candidates: Vec<String> = self
+            .list()?
+            .into_iter()
+            .filter(|s| {
+                s.id == r.id
+                    || (s.kind == r.kind.as_str()
+                        && s.title == r.title
+                        && (r.kind == crate::model::RunKind::Cp || s.created == r.created))
+            })
+            .map(|s| s.id)
+            .collect();
+        for id in candidates {
+            if same_run(&self.get(&id)?, r) {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
     }
 
     /// The full id of the run whose id is `id` or starts with `id`.
