@@ -434,6 +434,8 @@ mod tests {
             resumed_bytes: 0,
             deleted,
             pulled: false,
+            dry_run: false,
+            would_send: (0, 0),
         }
     }
 
