@@ -162,6 +162,9 @@ pub fn copy_showing(
     let mut cfg = CopyConfig::new(addr, secret, sources, dest_path);
     // Decided on the operand as typed (a trailing '/' counts), not on the path beneath the root.
     cfg.placement = placement;
+    if local.is_some() {
+        cfg.peer = "destination";
+    }
     cfg.streams = default_streams();
     cfg_fn(&mut cfg);
     cfg.key_auth = key_auth;
@@ -208,6 +211,7 @@ pub(crate) fn run_engine(
     let sink: send::ErrorSink = Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
     let result = f(progress.clone(), sink);
     bar.finish();
+    let is_local = local.is_some();
     if let Some(server) = local {
         let interrupted = matches!(result, Err(EngineError::Interrupted));
         if result.is_err() && !(interrupted && exited_within(&mut server.child, Duration::from_secs(10))) {
@@ -235,6 +239,11 @@ pub(crate) fn run_engine(
                 exit::INTERRUPTED,
             ))
         }
+        // A local copy's receiver is this machine's own process: no "server" to blame.
+        Err(EngineError::Remote { code, message }) if is_local => Err((
+            anyhow!("the copy to the local destination ended: {message} ({})", code.describe()),
+            exit::of(&EngineError::Remote { code, message: String::new() }),
+        )),
         Err(e) => {
             let code = exit::of(&e);
             Err((anyhow::Error::new(e), code))

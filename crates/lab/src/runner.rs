@@ -1414,19 +1414,24 @@ args = ["--transfers", "16"]
         let key = format!("{w}/lab.key");
         let tail = strings(&["--json", "-q", "--no-save"]);
         let push = client(1);
-        assert_eq!(push[..6], strings(&["/opt/linerate", "cp", &part, &format!("{addr}:7878:r1"), "--key-file", &key]));
+        // `part0/`: the destination is the copy (rsync's rule), so a rerun lands in the same place.
+        let contents = format!("{part}/");
+        assert_eq!(
+            push[..6],
+            strings(&["/opt/linerate", "cp", &contents, &format!("{addr}:7878:r1"), "--key-file", &key])
+        );
         assert_eq!(push[6..], tail[..], "no -P without `streams`: cp's own default");
         // pull: the tree hard-linked under the daemon's root first, then pulled into the workdir
         let served = format!("{w}/serve-b/r2");
         assert!(rec.commands.contains(&strings(&["/usr/bin/cp", "-al", &part, &served])), "{:?}", rec.commands);
         let pull = client(2);
         let pull_dest = format!("{w}/dest-r2");
-        assert_eq!(pull[1..6], strings(&["cp", &format!("{addr}:7878:r2"), &pull_dest, "--key-file", &key]));
+        assert_eq!(pull[1..6], strings(&["cp", &format!("{addr}:7878:r2/"), &pull_dest, "--key-file", &key]));
         // ssh-push and ssh-pull: through the lab's sshd, the remote side named by its absolute path
         let rsh = format!("/usr/bin/ssh -p 2222 -F /dev/null -i {w}/ssh/user_key -o UserKnownHostsFile={w}/ssh/");
         for (k, from, to) in [
-            (4, part.clone(), format!("{login}:{w}/dest-r3")),
-            (5, format!("{login}:{w}/tree-20x1024-16384-1/part0"), format!("{w}/dest-r4")),
+            (4, format!("{part}/"), format!("{login}:{w}/dest-r3")),
+            (5, format!("{login}:{w}/tree-20x1024-16384-1/part0/"), format!("{w}/dest-r4")),
         ] {
             let a = client(k);
             assert_eq!(a[1..4], strings(&["cp", &from, &to]), "{a:?}");

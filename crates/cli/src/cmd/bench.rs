@@ -20,7 +20,8 @@ use std::time::Duration;
 const AFTER_HELP: &str = "\
 TESTS:
   tcp-stream  bulk TCP (netperf TCP_STREAM, iperf3): -P connections, -l write size, -R, --bidir
-  udp-stream  paced UDP (--rate bit/s or --pps); loss, reordering and jitter at the receiver
+  udp-stream  paced UDP (-u; --rate bit/s, 1 Mbit/s by default as in iperf3, 0 unpaced; or
+              --pps); loss, reordering and jitter at the receiver
   tcp-rr      request/response on open connections (netperf TCP_RR): -l request, --response
   tcp-crr     connect/request/response/close (netperf TCP_CRR)
   --profile   a uperf-style TOML workload (see profiles/)
@@ -32,6 +33,10 @@ SWEEPS AND REPEATS:
   --repeat 3,10 --confidence 99,5  repeats each point 3 to 10 times until the 99% confidence
   interval is within 5% of the mean (netperf -i 10,3 -I 99,5).
 
+IPERF3 HABITS:
+  -c HOST, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P and -t mean what they mean in
+  iperf3; -s is `linerate serve`; -C and --logfile are refused with what to do instead.
+
 EXIT STATUS:
   0  the test ran     2  bad usage or a test the server refused     3  connection or protocol failure";
 
@@ -40,7 +45,17 @@ EXIT STATUS:
 #[command(after_help = AFTER_HELP)]
 pub struct BenchArgs {
     /// The agent: HOST or HOST:PORT (default port 7878).
-    server: String,
+    #[arg(required_unless_present = "client", conflicts_with = "client")]
+    server: Option<String>,
+    /// The agent, as iperf3 names it (`-c HOST`): the same as giving HOST.
+    #[arg(short = 'c', long, value_name = "HOST", hide_short_help = true)]
+    client: Option<String>,
+    /// iperf3's server mode: here that is `linerate serve` (refused with a hint).
+    #[arg(short = 's', hide = true)]
+    iperf3_server: bool,
+    /// UDP, as iperf3's `-u`: the same as --test udp-stream.
+    #[arg(short = 'u', long, conflicts_with = "test")]
+    udp: bool,
     #[command(flatten)]
     keys: crate::keys::ClientKeyArgs,
     /// Test kind.
@@ -53,8 +68,8 @@ pub struct BenchArgs {
     /// Seconds to measure.
     #[arg(short = 't', long = "time", default_value_t = 10.0)]
     time: f64,
-    /// Seconds of warm-up run first and not counted.
-    #[arg(long, default_value_t = 0.0)]
+    /// Seconds of warm-up run first and not counted (iperf3 -O).
+    #[arg(short = 'O', long, default_value_t = 0.0)]
     omit: f64,
     /// Seconds between interval reports.
     #[arg(short = 'i', long, default_value_t = 1.0)]
@@ -81,7 +96,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size32)]
     rcvbuf: Option<u32>,
     /// Target: a rate for stream tests (2.5G, 1gbit, 50MB/s), transactions/s for rr/crr (open
-    /// loop).
+    /// loop). UDP is paced at 1 Mbit/s unless given, as iperf3's is; 0: as fast as it goes.
     #[arg(short = 'b', long, value_name = "RATE", value_parser = units::parse_rate)]
     rate: Option<u64>,
     /// UDP packets per second (sets --rate from the datagram size).
@@ -111,9 +126,15 @@ pub struct BenchArgs {
     /// MTU for line-rate efficiency.
     #[arg(long, default_value_t = 1500)]
     mtu: u32,
-    /// Print one JSON document (schema linerate.bench/1) on stdout.
-    #[arg(long, conflicts_with = "csv")]
+    /// Print one JSON document (schema linerate.bench/1) on stdout (iperf3 -J).
+    #[arg(short = 'J', long, conflicts_with = "csv")]
     json: bool,
+    /// iperf3's congestion-control choice: refused with a hint (the host's default is used).
+    #[arg(short = 'C', long = "congestion", value_name = "ALGO", hide = true)]
+    congestion: Option<String>,
+    /// iperf3's log file: refused with a hint (redirect the output instead).
+    #[arg(long, value_name = "FILE", hide = true)]
+    logfile: Option<PathBuf>,
     /// Print CSV (one row per sweep point) on stdout.
     #[arg(long)]
     csv: bool,
@@ -130,6 +151,9 @@ pub struct BenchArgs {
     #[arg(long)]
     no_save: bool,
 }
+
+/// The UDP rate when none is given: iperf3's default, 1 Mbit/s.
+const UDP_DEFAULT_RATE: u64 = 1_000_000;
 
 /// A size in the one grammar that fits the protocol's 32 bits.
 fn parse_size32(s: &str) -> Result<u32, String> {
@@ -154,8 +178,21 @@ fn secs_ms(v: f64, what: &str) -> Result<u64> {
 
 /// The base test from the flags.
 fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
+    if a.iperf3_server {
+        bail!("-s is iperf3's server mode: here the server is `linerate serve` (one agent for cp and bench)");
+    }
+    if let Some(algo) = &a.congestion {
+        bail!(
+            "-C {algo}: linerate bench uses the host's congestion control; choose it with \
+             sysctl net.ipv4.tcp_congestion_control={algo} on both hosts"
+        );
+    }
+    if a.logfile.is_some() {
+        bail!("--logfile: redirect instead: the report goes to stdout with --json or --csv, the lines to stderr (2> FILE)");
+    }
     let kind = match (a.profile.is_some(), a.test.as_str()) {
         (true, _) => TestKind::Profile,
+        _ if a.udp => TestKind::UdpStream,
         (_, "udp-stream") => TestKind::UdpStream,
         (_, "tcp-rr") => TestKind::TcpRr,
         (_, "tcp-crr") => TestKind::TcpCrr,
@@ -184,7 +221,12 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     }
     s.sndbuf = a.sndbuf.or(a.window);
     s.rcvbuf = a.rcvbuf.or(a.window);
-    s.rate = a.rate;
+    s.rate = match (kind, a.rate) {
+        // Paced by default, as iperf3's UDP is (1 Mbit/s); 0 asks for no pacing.
+        (TestKind::UdpStream, None) if a.pps.is_none() => Some(UDP_DEFAULT_RATE),
+        (TestKind::UdpStream, Some(0)) => None,
+        (_, r) => r,
+    };
     if let Some(pps) = a.pps {
         if kind != TestKind::UdpStream {
             bail!("--pps applies to udp-stream");
@@ -302,8 +344,14 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     let (rmin, rmax) = pair(&a.repeat, "--repeat").map_err(usage)?;
     let (level, width) = pair(&a.confidence, "--confidence").map_err(usage)?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
-    let addr = resolve(&a.server).map_err(usage)?;
-    let (secret, key_auth) = a.keys.resolve(host_of(&a.server), addr.port(), "the server").map_err(usage)?;
+    // Every rule that does not depend on the server's caps, before anything is printed.
+    let open = linerate_proto::bench::Limits { max_duration_ms: u64::MAX, ..Default::default() };
+    for (_, spec) in &points {
+        spec.validate(&open).map_err(|e| usage(anyhow::anyhow!(e)))?;
+    }
+    let server = a.server.as_deref().or(a.client.as_deref()).unwrap_or_default();
+    let addr = resolve(server).map_err(usage)?;
+    let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").map_err(usage)?;
     let cfg = BenchClientConfig {
         addr,
         secret,

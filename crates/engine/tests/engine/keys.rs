@@ -301,7 +301,8 @@ fn auth_modes_do_not_fall_back() {
     let mut c = CopyConfig::new(fx.srv.addr, Secret::generate().unwrap(), vec![fx.src.clone()], b"x".to_vec());
     c.timeout = Duration::from_secs(5);
     let r = send::copy(&c, Arc::new(Progress::default()), Arc::new(|_| {}));
-    assert!(matches!(r, Err(EngineError::Refused { code: ErrorCode::Unsupported })), "{r:?}");
+    // ...saying what to use instead.
+    assert!(matches!(&r, Err(EngineError::Usage(m)) if m.contains("--identity")), "{r:?}");
     // A secret-only server refuses a key client, saying so.
     let secret = Secret::generate().unwrap();
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), fx.root.clone(), secret.clone());

@@ -66,6 +66,8 @@ pub struct CopyConfig {
     /// A pace set by the caller instead (a server sending in its session's fair share, from
     /// [`crate::rate::Governor::admit`]); when limited, it replaces `bwlimit`.
     pub pace: SessionRate,
+    /// What to call the receiver in messages: "server", or for a local copy "destination".
+    pub peer: &'static str,
     /// Where the sources land relative to `dest`. `new` leaves `cp -r`'s rule ([`Placement::Cp`]);
     /// `linerate cp` asks for the rsync rule's choice ([`placement`]).
     pub placement: Placement,
@@ -139,6 +141,7 @@ impl CopyConfig {
             bwlimit: None,
             pace: SessionRate::unlimited(),
             placement: Placement::Cp,
+            peer: "server",
             dest,
             sources,
         }
@@ -315,7 +318,7 @@ impl SendOpts {
             stall_timeout: cfg.stall_timeout,
             summary_wait: SUMMARY_WAIT,
             list: cfg.list.clone(),
-            peer: "server",
+            peer: cfg.peer,
             pace: if cfg.pace.is_limited() { cfg.pace.clone() } else { SessionRate::fixed(cfg.bwlimit) },
         }
     }

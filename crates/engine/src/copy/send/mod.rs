@@ -89,6 +89,8 @@ struct Ctx {
     on_error: ErrorSink,
     /// Paces every record before it goes (`--bwlimit`, or a server's share when it sends).
     pace: SessionRate,
+    /// What messages call the receiver ([`SendOpts::peer`]).
+    peer: &'static str,
 }
 
 impl Ctx {

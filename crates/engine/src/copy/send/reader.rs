@@ -83,7 +83,8 @@ fn read_record(plain: &[u8], ctx: &Ctx, offers: &Offers, dry: bool, list: &Optio
 fn on_event(ctx: &Ctx, event: SenderEvent<'_>, list: &Option<ListSink>) -> Option<Outcome> {
     match event {
         SenderEvent::Error(e) => (ctx.on_error)(format!(
-            "remote: {}: {} ({})",
+            "{}: {}: {} ({})",
+            ctx.peer,
             name::escape(e.path),
             name::escape(e.message),
             ErrorCode::from_u16(e.code).describe()

@@ -36,6 +36,7 @@ pub(super) fn shared_state(o: &SendOpts, progress: Arc<Progress>, on_error: Erro
         progress,
         on_error,
         pace: o.pace.clone(),
+        peer: o.peer,
     });
     let timeouts = SenderTimeouts { stall: o.stall_timeout, summary: o.summary_wait };
     let offers = Arc::new(Offers {
