@@ -138,7 +138,7 @@ impl RecvSession {
                     })
                     .collect();
                 self.send_control(&frames)
-                    .map_err(|e| Abort { code: ErrorCode::Protocol, message: format!("answering offers: {e}") })?;
+                    .map_err(|e| Abort::new(ErrorCode::Protocol, format!("answering offers: {e}")))?;
                 wants.clear();
             }
             if let Some(f) = fin {
@@ -166,7 +166,7 @@ impl RecvSession {
                 ReceiverEvent::Fatal(f) => {
                     // The sender gave up (a pull's server); say why, in its words.
                     let message = format!("{SENDER_ENDED}{}", linerate_proto::name::escape(f.message));
-                    return Err(Abort { code: ErrorCode::from_u16(f.code), message });
+                    return Err(Abort::new(ErrorCode::from_u16(f.code), message));
                 }
             }
         }
