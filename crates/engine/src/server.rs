@@ -651,14 +651,15 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
                 shared.active.fetch_sub(1, Relaxed);
                 return;
             }
-            let grant = grant(&shared, &mut sec, peer);
+            let client = Client { peer: peer_name(peer), session: _running.id };
+            let grant = grant(&shared, &mut sec, &client);
             let outcome = match grant {
-                Ok(g) => control(&shared, sec, sock_copy, deadline, (local, peer), &g, _running.id),
+                Ok(g) => control(&shared, sec, sock_copy, deadline, (local, &client), &g, _running.id),
                 Err(o) => Some(o),
             };
             shared.active.fetch_sub(1, Relaxed);
             let Some(outcome) = outcome else { return };
-            log_copy(&shared, &peer_name(peer), &outcome);
+            log_copy(&shared, &client, &outcome);
             if let Some(tx) = shared.done.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
                 let _ = tx.send(outcome);
             }
@@ -668,16 +669,16 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
 
 /// What an authenticated control connection may do: everything for the shared secret; for a
 /// key, what its line in the authorized keys (re-read now) grants, or a `Fatal` (Auth).
-fn grant(shared: &Shared, sec: &mut conn::Secured, peer: Option<SocketAddr>) -> Result<Grant, Outcome> {
+fn grant(shared: &Shared, sec: &mut conn::Secured, client: &Client) -> Result<Grant, Outcome> {
     let (Some(key), Some(k)) = (sec.peer_key, shared.cfg.keys.as_ref()) else {
         return Ok(Grant::secret());
     };
     match k.admit(&key) {
         Ok(g) => {
-            let (who, key) = (peer_name(peer), g.who());
-            let fields =
-                [("peer", who.as_str().into()), ("event", "authenticated".into()), ("key", key.as_str().into())];
-            shared.log(Level::Info, &format!("{who}: {key} authenticated"), &fields);
+            let key = g.who();
+            // The kind is not known before the first request.
+            let fields = client.fields(None, "authenticated", [("key", key.as_str().into())]);
+            shared.log(Level::Info, &format!("{}: {key} authenticated", client.peer), &fields);
             Ok(g)
         }
         Err(msg) => {
@@ -687,14 +688,14 @@ fn grant(shared: &Shared, sec: &mut conn::Secured, peer: Option<SocketAddr>) -> 
     }
 }
 
-/// Run a session's control connection (arrived on `local`, from `peer`). `None` for a benchmark
+/// Run a session's control connection (arrived on `local`, from `client`). `None` for a benchmark
 /// or mesh session (its outcome is logged here); a copy's outcome otherwise.
 fn control(
     shared: &Arc<Shared>,
     mut sec: conn::Secured,
     sock: Option<TcpStream>,
     deadline: Instant,
-    (local, peer): (Option<IpAddr>, Option<SocketAddr>),
+    (local, client): (Option<IpAddr>, &Client),
     grant: &Grant,
     running: u64,
 ) -> Option<Outcome> {
@@ -727,14 +728,13 @@ fn control(
                 let doc = doc.to_vec();
                 let ip = local.unwrap_or(IpAddr::from([127, 0, 0, 1]));
                 let _active = shared.metrics.active(Kind::Bench);
-                let who = peer_name(peer);
-                let on_test = |t: &bench_server::TestDone| log_test(shared, &who, t);
+                let on_test = |t: &bench_server::TestDone| log_test(shared, client, t);
                 let r =
                     bench_server::serve_session(&doc, sec.tx, sec.rx, ip, &shared.cfg.bench, &shared.tests, on_test);
                 shared
                     .metrics
                     .ended(Kind::Bench, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
-                log_bench(shared, &who, &r);
+                log_bench(shared, client, &r);
                 return None;
             }
             Ok([Frame::MeshRequest(doc)]) => {
@@ -742,11 +742,12 @@ fn control(
                 let _active = shared.metrics.active(Kind::Mesh);
                 let r = crate::mesh::serve_task(doc, sec.tx, grant, host_key, &shared.cfg.bench.limits);
                 shared.metrics.ended(Kind::Mesh, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
-                let who = peer_name(peer);
-                let fields = [("peer", who.as_str().into()), ("kind", "mesh".into())];
                 match r {
-                    Ok(line) => shared.log(Level::Info, &line, &fields),
-                    Err(e) => shared.log(Level::Warn, &format!("{who}: mesh request refused: {e}"), &fields),
+                    Ok(line) => shared.log(Level::Info, &line, &client.fields(Some("mesh"), "done", [])),
+                    Err(e) => {
+                        let msg = format!("{}: mesh request refused: {e}", client.peer);
+                        shared.log(Level::Warn, &msg, &client.fields(Some("mesh"), "refused", []));
+                    }
                 }
                 return None;
             }
@@ -1014,32 +1015,52 @@ fn peer_name(peer: Option<SocketAddr>) -> String {
     peer.map(|p| p.to_string()).unwrap_or_default()
 }
 
+/// Whom a session's log lines are about: the client's address, and the session's number in this
+/// server's run, which every JSON line of the session carries.
+struct Client {
+    peer: String,
+    session: u64,
+}
+
+impl Client {
+    /// The fields of a line about this session (`kind`: copy, bench, mesh, once known;
+    /// `event`: what happened), then `more`.
+    fn fields<'a>(
+        &'a self,
+        kind: Option<&'a str>,
+        event: &'a str,
+        more: impl IntoIterator<Item = Field<'a>>,
+    ) -> Vec<Field<'a>> {
+        let mut f = vec![("peer", self.peer.as_str().into()), ("session", self.session.into())];
+        f.extend(kind.map(|k| ("kind", k.into())));
+        f.push(("event", event.into()));
+        f.extend(more);
+        f
+    }
+}
+
 /// The log line of a copy session that ended: its counts, or why it was aborted (a client that
 /// went away, such as one interrupted with Ctrl-C, is said to have closed the session).
-fn log_copy(shared: &Shared, who: &str, outcome: &Outcome) {
-    let peer = ("peer", who.into());
+fn log_copy(shared: &Shared, client: &Client, outcome: &Outcome) {
+    let who = &client.peer;
     match outcome {
         Outcome::Done(s) => {
             let msg = format!(
                 "{who}: {} files, {} bytes, {} dirs, {} links, {} errors",
                 s.files, s.bytes, s.dirs, s.links, s.errors
             );
-            let fields = [
-                peer,
-                ("kind", "copy".into()),
-                ("event", "done".into()),
+            let counts = [
                 ("files", s.files.into()),
                 ("bytes", s.bytes.into()),
                 ("dirs", s.dirs.into()),
                 ("links", s.links.into()),
                 ("errors", s.errors.into()),
             ];
-            shared.log(Level::Info, &msg, &fields);
+            shared.log(Level::Info, &msg, &client.fields(Some("copy"), "done", counts));
         }
         Outcome::Aborted(a) if a.interrupted => {
             let why = linerate_proto::name::escape(a.message.as_bytes());
-            let fields =
-                [peer, ("kind", "copy".into()), ("event", "interrupted".into()), ("detail", why.as_str().into())];
+            let fields = client.fields(Some("copy"), "interrupted", [("detail", why.as_str().into())]);
             shared.log(
                 Level::Info,
                 &format!("{who}: session aborted: client closed the session (interrupted)"),
@@ -1049,59 +1070,55 @@ fn log_copy(shared: &Shared, who: &str, outcome: &Outcome) {
         Outcome::Aborted(a) => {
             let why = linerate_proto::name::escape(a.message.as_bytes());
             let msg = format!("{who}: session aborted: {why} ({})", a.code.describe());
-            let fields =
-                [peer, ("kind", "copy".into()), ("event", "aborted".into()), ("code", a.code.describe().into())];
-            shared.log(Level::Warn, &msg, &fields);
+            shared.log(
+                Level::Warn,
+                &msg,
+                &client.fields(Some("copy"), "aborted", [("code", a.code.describe().into())]),
+            );
         }
     }
 }
 
 /// The log line of one benchmark test that ran: kind, counted time, bytes and rate.
-fn log_test(shared: &Shared, who: &str, t: &bench_server::TestDone) {
+fn log_test(shared: &Shared, client: &Client, t: &bench_server::TestDone) {
     let bytes = t.rx + t.tx;
     let rate = if t.seconds > 0.0 { bytes as f64 * 8.0 / t.seconds } else { 0.0 };
     let msg = format!(
-        "{who}: benchmark test {}: {:.2} s, {} received, {} sent, {}",
+        "{}: benchmark test {}: {:.2} s, {} received, {} sent, {}",
+        client.peer,
         t.kind.name(),
         t.seconds,
         format_size_iec(t.rx as f64),
         format_size_iec(t.tx as f64),
         linerate_model::units::format_rate(rate)
     );
-    let fields = [
-        ("peer", who.into()),
-        ("kind", "bench".into()),
-        ("event", "test".into()),
+    let counts = [
         ("test", t.kind.name().into()),
         ("seconds", t.seconds.into()),
         ("rx_bytes", t.rx.into()),
         ("tx_bytes", t.tx.into()),
         ("rate_bps", rate.into()),
     ];
-    shared.log(Level::Info, &msg, &fields);
+    shared.log(Level::Info, &msg, &client.fields(Some("bench"), "test", counts));
 }
 
 /// The log line of a benchmark session that ended: how many tests ran, or why it stopped (a
 /// client that went away, such as one interrupted with Ctrl-C, is said to have closed it).
-fn log_bench(shared: &Shared, who: &str, r: &Result<u64, EngineError>) {
-    let peer = ("peer", who.into());
+fn log_bench(shared: &Shared, client: &Client, r: &Result<u64, EngineError>) {
+    let who = &client.peer;
     match r {
         Ok(n) => {
-            let fields = [peer, ("kind", "bench".into()), ("event", "done".into()), ("tests", (*n).into())];
+            let fields = client.fields(Some("bench"), "done", [("tests", (*n).into())]);
             shared.log(Level::Info, &format!("{who}: benchmark session: {n} tests"), &fields);
         }
         Err(e) if e.is_peer_gone() => {
-            let fields = [peer, ("kind", "bench".into()), ("event", "interrupted".into())];
-            shared.log(
-                Level::Info,
-                &format!("{who}: benchmark session ended: client closed the session (interrupted)"),
-                &fields,
-            );
+            let msg = format!("{who}: benchmark session ended: client closed the session (interrupted)");
+            shared.log(Level::Info, &msg, &client.fields(Some("bench"), "interrupted", []));
         }
+        // Messages from a peer are escaped where the error is made.
         Err(e) => {
-            // Messages from a peer are escaped where the error is made.
-            let fields = [peer, ("kind", "bench".into()), ("event", "aborted".into())];
-            shared.log(Level::Warn, &format!("{who}: benchmark session ended: {e}"), &fields);
+            let msg = format!("{who}: benchmark session ended: {e}");
+            shared.log(Level::Warn, &msg, &client.fields(Some("bench"), "aborted", []));
         }
     }
 }

@@ -586,7 +586,11 @@ fn serve_log_format_json_writes_one_object_per_line_and_an_interrupted_client_is
     assert_eq!(test["test"], "tcp-stream", "{test}");
     assert!(test["rx_bytes"].as_u64().unwrap() > 0 && test["rate_bps"].as_f64().unwrap() > 0.0, "{test}");
     assert!(test["seconds"].as_f64().unwrap() > 0.1, "{test}");
-    assert_eq!(find("bench", "done")["tests"], 1);
+    let done = find("bench", "done");
+    assert_eq!(done["tests"], 1);
+    // The lines of one session carry its number; another session has another.
+    assert!(test["session"].is_u64() && test["session"] == done["session"], "{test} {done}");
+    assert_ne!(copy["session"], done["session"]);
     let gone = find("bench", "interrupted");
     assert!(gone["msg"].as_str().unwrap().contains("client closed the session (interrupted)"), "{gone}");
     assert!(!log.contains("violation"), "{log}");
