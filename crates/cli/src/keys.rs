@@ -88,10 +88,7 @@ impl ServeKeyArgs {
 }
 
 /// The fingerprint line `serve` prints at start, for clients to compare on first contact.
-pub fn host_key_note(cfg: &KeyAuthConfig, authorized: &Path) -> String {
-    format!(
-        "linerate serve: host key {}; admitting the keys listed in {}",
-        cfg.host_key.public().fingerprint(),
-        authorized.display()
-    )
+pub fn host_key_note(cfg: &KeyAuthConfig, authorized: &Path) -> (String, String) {
+    let fingerprint = cfg.host_key.public().fingerprint();
+    (format!("host key {fingerprint}; admitting the keys listed in {}", authorized.display()), fingerprint)
 }

@@ -10,8 +10,8 @@ mod progress;
 mod ssh;
 mod transfer;
 
-use clap::{Parser, Subcommand};
-use cmd::{bench, cp, demo, doctor, keygen, lab, mesh, mktree, report, serve};
+use clap::{CommandFactory, Parser, Subcommand};
+use cmd::{bench, cp, demo, doctor, generate, keygen, lab, mesh, mktree, report, serve};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -43,6 +43,8 @@ enum Cmd {
     Report(report::ReportArgs),
     /// Scheduled tests between every pair of a fleet's agents (pScheduler-style), kept in the store.
     Mesh(mesh::MeshArgs),
+    /// Shell completions (bash, zsh, fish, PowerShell, elvish) and man pages, on stdout.
+    Generate(generate::GenerateArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Cmd::Lab(a) => lab::run_lab(a),
         Cmd::Report(a) => report::run_report(a),
         Cmd::Mesh(a) => mesh::run_mesh(a),
+        Cmd::Generate(a) => generate::run_generate(a, Cli::command()),
     };
     ExitCode::from(code)
 }

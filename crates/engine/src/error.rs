@@ -89,6 +89,25 @@ impl EngineError {
         }
     }
 
+    /// Whether a receive or send ended because the peer went away: its connection was reset,
+    /// or closed inside a record, as when a client's process is interrupted. (A close between
+    /// records is `Ok(None)` from [`crate::net::conn::RecvHalf::recv`].)
+    pub fn is_peer_gone(&self) -> bool {
+        match self {
+            EngineError::Proto(ProtoError::Truncated("record header" | "record body")) => true,
+            // It said so itself (Ctrl-C on the client: `Fatal` code 17).
+            EngineError::Remote { code: ErrorCode::Interrupted, .. } | EngineError::Interrupted => true,
+            EngineError::Net { io, .. } => matches!(
+                io.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::UnexpectedEof
+            ),
+            _ => false,
+        }
+    }
+
     /// Wrap a file error with its path.
     pub fn file(path: impl Into<PathBuf>, source: io::Error) -> EngineError {
         EngineError::File { path: path.into(), io: source }

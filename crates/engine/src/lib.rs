@@ -11,6 +11,7 @@
 //! | [`mod@bench`] | the benchmark client, agent and traffic generators |
 //! | [`mesh`] | mesh sessions: an agent running a test against another on a controller's request |
 //! | [`metrics`] | the agent's counters, and `serve --metrics` (Prometheus text format) |
+//! | [`log`] | `serve`'s log lines: RFC 3339 time stamps, text or JSON |
 //! | [`usage`] | CPU time and peak memory of this process, for reports |
 //!
 //! Protocol rules live in `linerate-proto` (no I/O); this crate drives them and performs the I/O.
@@ -20,6 +21,7 @@ pub mod bench;
 pub mod copy;
 pub mod error;
 pub mod limit;
+pub mod log;
 pub mod mesh;
 pub mod metrics;
 pub mod net;

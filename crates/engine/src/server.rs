@@ -10,6 +10,7 @@ use crate::auth::secret::Secret;
 use crate::bench::server::{self as bench_server, BenchServerConfig};
 use crate::copy::fsx;
 use crate::copy::recv::{Abort, Outcome, RecvSession, SessionParams};
+use crate::log::{Field, Level, Log, LogFormat};
 use crate::metrics::{Ended, Kind, Metrics};
 use crate::net::conn::{self, Admit};
 use crate::rate::{Governor, SessionRate};
@@ -60,6 +61,8 @@ pub struct ServerConfig {
     pub bench: BenchServerConfig,
     /// Print one line per session on stderr.
     pub log: bool,
+    /// How log lines are written (`serve --log-format`).
+    pub log_format: LogFormat,
     /// Most bit/s of one copy session (`serve --max-rate-per-client`); `None`: no cap.
     pub rate_per_client: Option<u64>,
     /// Most bit/s of all copy sessions together, split fairly (`serve --max-rate-total`).
@@ -121,6 +124,7 @@ impl ServerConfig {
             max_handshakes_per_source: 16,
             bench: BenchServerConfig::default(),
             log: true,
+            log_format: LogFormat::Text,
             rate_per_client: None,
             rate_total: None,
             paths: PathMode::BeneathRoot,
@@ -253,6 +257,13 @@ struct Reservation<'a> {
 }
 
 impl Shared {
+    /// One log line, unless logging is off (`serve --quiet`).
+    fn log(&self, level: Level, msg: &str, fields: &[Field<'_>]) {
+        if self.cfg.log {
+            Log::new(self.cfg.log_format).emit(level, msg, fields);
+        }
+    }
+
     /// Register a running session (its control socket) until the guard drops.
     fn run_session(&self, control: Option<TcpStream>) -> RunningGuard<'_> {
         let id = self.next_running.fetch_add(1, Relaxed);
@@ -287,15 +298,12 @@ impl Shared {
             .values()
             .map(|r| (r.control.as_ref().and_then(|s| s.try_clone().ok()), r.recv.clone()))
             .collect();
-        if self.cfg.log {
-            eprintln!("linerate serve: shutting down: aborting {} session(s) still running", running.len());
-        }
+        let msg = format!("shutting down: aborting {} session(s) still running", running.len());
+        self.log(Level::Warn, &msg, &[("sessions", running.len().into())]);
         for (control, recv) in running {
             match recv {
-                Some(session) => session.abort(Abort {
-                    code: ErrorCode::Busy,
-                    message: "the server is shutting down; run the copy again to resume it".into(),
-                }),
+                Some(session) => session
+                    .abort(Abort::new(ErrorCode::Busy, "the server is shutting down; run the copy again to resume it")),
                 None => {
                     if let Some(s) = control {
                         let _ = s.shutdown(std::net::Shutdown::Both);
@@ -611,9 +619,10 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
                 _ if !silent_close => shared.metrics.handshake_failed(),
                 _ => {}
             }
-            if shared.cfg.log && !silent_close {
-                let (who, why) = (peer.map(|p| p.to_string()).unwrap_or_default(), e.to_string());
-                eprintln!("linerate serve: {who}: handshake failed: {}", linerate_proto::name::escape(why.as_bytes()));
+            if !silent_close {
+                let (who, why) = (peer_name(peer), linerate_proto::name::escape(e.to_string().as_bytes()));
+                let fields = [("peer", who.as_str().into()), ("event", "handshake-failed".into())];
+                shared.log(Level::Warn, &format!("{who}: handshake failed: {why}"), &fields);
             }
             return;
         }
@@ -642,26 +651,15 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
                 shared.active.fetch_sub(1, Relaxed);
                 return;
             }
-            let grant = grant(&shared, &mut sec, peer);
+            let client = Client { peer: peer_name(peer), session: _running.id };
+            let grant = grant(&shared, &mut sec, &client);
             let outcome = match grant {
-                Ok(g) => control(&shared, sec, sock_copy, deadline, local, &g, _running.id),
+                Ok(g) => control(&shared, sec, sock_copy, deadline, (local, &client), &g, _running.id),
                 Err(o) => Some(o),
             };
             shared.active.fetch_sub(1, Relaxed);
             let Some(outcome) = outcome else { return };
-            if shared.cfg.log {
-                let who = peer.map(|p| p.to_string()).unwrap_or_default();
-                match &outcome {
-                    Outcome::Done(s) => eprintln!(
-                        "linerate serve: {who}: {} files, {} bytes, {} dirs, {} links, {} errors",
-                        s.files, s.bytes, s.dirs, s.links, s.errors
-                    ),
-                    Outcome::Aborted(a) => {
-                        let why = linerate_proto::name::escape(a.message.as_bytes());
-                        eprintln!("linerate serve: {who}: session aborted: {why} ({})", a.code.describe())
-                    }
-                }
-            }
+            log_copy(&shared, &client, &outcome);
             if let Some(tx) = shared.done.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
                 let _ = tx.send(outcome);
             }
@@ -671,16 +669,16 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
 
 /// What an authenticated control connection may do: everything for the shared secret; for a
 /// key, what its line in the authorized keys (re-read now) grants, or a `Fatal` (Auth).
-fn grant(shared: &Shared, sec: &mut conn::Secured, peer: Option<SocketAddr>) -> Result<Grant, Outcome> {
+fn grant(shared: &Shared, sec: &mut conn::Secured, client: &Client) -> Result<Grant, Outcome> {
     let (Some(key), Some(k)) = (sec.peer_key, shared.cfg.keys.as_ref()) else {
         return Ok(Grant::secret());
     };
     match k.admit(&key) {
         Ok(g) => {
-            if shared.cfg.log {
-                let who = peer.map(|p| p.to_string()).unwrap_or_default();
-                eprintln!("linerate serve: {who}: {} authenticated", g.who());
-            }
+            let key = g.who();
+            // The kind is not known before the first request.
+            let fields = client.fields(None, "authenticated", [("key", key.as_str().into())]);
+            shared.log(Level::Info, &format!("{}: {key} authenticated", client.peer), &fields);
             Ok(g)
         }
         Err(msg) => {
@@ -690,14 +688,14 @@ fn grant(shared: &Shared, sec: &mut conn::Secured, peer: Option<SocketAddr>) -> 
     }
 }
 
-/// Run a session's control connection. `None` for a benchmark session (its outcome is logged
-/// here); a copy's outcome otherwise.
+/// Run a session's control connection (arrived on `local`, from `client`). `None` for a benchmark
+/// or mesh session (its outcome is logged here); a copy's outcome otherwise.
 fn control(
     shared: &Arc<Shared>,
     mut sec: conn::Secured,
     sock: Option<TcpStream>,
     deadline: Instant,
-    local: Option<IpAddr>,
+    (local, client): (Option<IpAddr>, &Client),
     grant: &Grant,
     running: u64,
 ) -> Option<Outcome> {
@@ -730,16 +728,13 @@ fn control(
                 let doc = doc.to_vec();
                 let ip = local.unwrap_or(IpAddr::from([127, 0, 0, 1]));
                 let _active = shared.metrics.active(Kind::Bench);
-                let r = bench_server::serve_session(&doc, sec.tx, sec.rx, ip, &shared.cfg.bench, &shared.tests);
+                let on_test = |t: &bench_server::TestDone| log_test(shared, client, t);
+                let r =
+                    bench_server::serve_session(&doc, sec.tx, sec.rx, ip, &shared.cfg.bench, &shared.tests, on_test);
                 shared
                     .metrics
                     .ended(Kind::Bench, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
-                if shared.cfg.log {
-                    match r {
-                        Ok(n) => eprintln!("linerate serve: benchmark session: {n} tests"),
-                        Err(e) => eprintln!("linerate serve: benchmark session ended: {e}"),
-                    }
-                }
+                log_bench(shared, client, &r);
                 return None;
             }
             Ok([Frame::MeshRequest(doc)]) => {
@@ -747,10 +742,11 @@ fn control(
                 let _active = shared.metrics.active(Kind::Mesh);
                 let r = crate::mesh::serve_task(doc, sec.tx, grant, host_key, &shared.cfg.bench.limits);
                 shared.metrics.ended(Kind::Mesh, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
-                if shared.cfg.log {
-                    match r {
-                        Ok(line) => eprintln!("linerate serve: {line}"),
-                        Err(e) => eprintln!("linerate serve: mesh request refused: {e}"),
+                match r {
+                    Ok(line) => shared.log(Level::Info, &line, &client.fields(Some("mesh"), "done", [])),
+                    Err(e) => {
+                        let msg = format!("{}: mesh request refused: {e}", client.peer);
+                        shared.log(Level::Warn, &msg, &client.fields(Some("mesh"), "refused", []));
                     }
                 }
                 return None;
@@ -853,7 +849,7 @@ fn control(
             sec.rx.set_record_cap(caps::MAX_RECORD);
             session.run_control(sec.rx)
         }
-        Err(e) => Outcome::Aborted(Abort { code: ErrorCode::Protocol, message: e.to_string() }),
+        Err(e) => Outcome::Aborted(Abort::new(ErrorCode::Protocol, e.to_string())),
     };
     drop(active);
     let received = match &outcome {
@@ -882,7 +878,7 @@ fn admit_rate(shared: &Shared, key_cap: Option<u64>) -> SessionRate {
 
 fn fatal(tx: &mut conn::SendHalf, code: ErrorCode, msg: String) -> Outcome {
     let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
-    Outcome::Aborted(Abort { code, message: msg })
+    Outcome::Aborted(Abort::new(code, msg))
 }
 
 impl Sink {
@@ -970,7 +966,7 @@ fn serve_pull(
     let is_dir = std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_dir());
     if let Err(e) = sec.tx.send_frames(&[Frame::Target { dest_is_dir: is_dir }]) {
         unregister();
-        return Outcome::Aborted(Abort { code: ErrorCode::Protocol, message: e.to_string() });
+        return Outcome::Aborted(Abort::new(ErrorCode::Protocol, e.to_string()));
     }
     let data = collect.wait_all(Instant::now() + shared.cfg.handshake_timeout * 2);
     unregister();
@@ -991,10 +987,11 @@ fn serve_pull(
         peer: "client",
         pace,
     };
-    let log = shared.cfg.log;
+    let (on, log) = (shared.cfg.log, Log::new(shared.cfg.log_format));
     let on_error: crate::copy::send::ErrorSink = Arc::new(move |m: String| {
-        if log {
-            eprintln!("linerate serve: pull: {}", linerate_proto::name::escape(m.as_bytes()));
+        if on {
+            let msg = format!("pull: {}", linerate_proto::name::escape(m.as_bytes()));
+            log.emit(Level::Warn, &msg, &[("kind", "pull".into())]);
         }
     });
     // The walk stays beneath the directory the source was resolved in, following no symlink.
@@ -1010,7 +1007,120 @@ fn serve_pull(
                 EngineError::Proto(p) => p.code(),
                 _ => ErrorCode::Protocol,
             };
-            Outcome::Aborted(Abort { code, message: e.to_string() })
+            Outcome::Aborted(Abort { interrupted: e.is_peer_gone(), ..Abort::new(code, e.to_string()) })
+        }
+    }
+}
+
+/// A peer's address as logs show it (empty when unknown).
+fn peer_name(peer: Option<SocketAddr>) -> String {
+    peer.map(|p| p.to_string()).unwrap_or_default()
+}
+
+/// Whom a session's log lines are about: the client's address, and the session's number in this
+/// server's run, which every JSON line of the session carries.
+struct Client {
+    peer: String,
+    session: u64,
+}
+
+impl Client {
+    /// The fields of a line about this session (`kind`: copy, bench, mesh, once known;
+    /// `event`: what happened), then `more`.
+    fn fields<'a>(
+        &'a self,
+        kind: Option<&'a str>,
+        event: &'a str,
+        more: impl IntoIterator<Item = Field<'a>>,
+    ) -> Vec<Field<'a>> {
+        let mut f = vec![("peer", self.peer.as_str().into()), ("session", self.session.into())];
+        f.extend(kind.map(|k| ("kind", k.into())));
+        f.push(("event", event.into()));
+        f.extend(more);
+        f
+    }
+}
+
+/// The log line of a copy session that ended: its counts, or why it was aborted (a client that
+/// went away, such as one interrupted with Ctrl-C, is said to have closed the session).
+fn log_copy(shared: &Shared, client: &Client, outcome: &Outcome) {
+    let who = &client.peer;
+    match outcome {
+        Outcome::Done(s) => {
+            let msg = format!(
+                "{who}: {} files, {} bytes, {} dirs, {} links, {} errors",
+                s.files, s.bytes, s.dirs, s.links, s.errors
+            );
+            let counts = [
+                ("files", s.files.into()),
+                ("bytes", s.bytes.into()),
+                ("dirs", s.dirs.into()),
+                ("links", s.links.into()),
+                ("errors", s.errors.into()),
+            ];
+            shared.log(Level::Info, &msg, &client.fields(Some("copy"), "done", counts));
+        }
+        Outcome::Aborted(a) if a.interrupted => {
+            let why = linerate_proto::name::escape(a.message.as_bytes());
+            let fields = client.fields(Some("copy"), "interrupted", [("detail", why.as_str().into())]);
+            shared.log(
+                Level::Info,
+                &format!("{who}: session aborted: client closed the session (interrupted)"),
+                &fields,
+            );
+        }
+        Outcome::Aborted(a) => {
+            let why = linerate_proto::name::escape(a.message.as_bytes());
+            let msg = format!("{who}: session aborted: {why} ({})", a.code.describe());
+            shared.log(
+                Level::Warn,
+                &msg,
+                &client.fields(Some("copy"), "aborted", [("code", a.code.describe().into())]),
+            );
+        }
+    }
+}
+
+/// The log line of one benchmark test that ran: kind, counted time, bytes and rate.
+fn log_test(shared: &Shared, client: &Client, t: &bench_server::TestDone) {
+    let bytes = t.rx + t.tx;
+    let rate = if t.seconds > 0.0 { bytes as f64 * 8.0 / t.seconds } else { 0.0 };
+    let msg = format!(
+        "{}: benchmark test {}: {:.2} s, {} received, {} sent, {}",
+        client.peer,
+        t.kind.name(),
+        t.seconds,
+        format_size_iec(t.rx as f64),
+        format_size_iec(t.tx as f64),
+        linerate_model::units::format_rate(rate)
+    );
+    let counts = [
+        ("test", t.kind.name().into()),
+        ("seconds", t.seconds.into()),
+        ("rx_bytes", t.rx.into()),
+        ("tx_bytes", t.tx.into()),
+        ("rate_bps", rate.into()),
+    ];
+    shared.log(Level::Info, &msg, &client.fields(Some("bench"), "test", counts));
+}
+
+/// The log line of a benchmark session that ended: how many tests ran, or why it stopped (a
+/// client that went away, such as one interrupted with Ctrl-C, is said to have closed it).
+fn log_bench(shared: &Shared, client: &Client, r: &Result<u64, EngineError>) {
+    let who = &client.peer;
+    match r {
+        Ok(n) => {
+            let fields = client.fields(Some("bench"), "done", [("tests", (*n).into())]);
+            shared.log(Level::Info, &format!("{who}: benchmark session: {n} tests"), &fields);
+        }
+        Err(e) if e.is_peer_gone() => {
+            let msg = format!("{who}: benchmark session ended: client closed the session (interrupted)");
+            shared.log(Level::Info, &msg, &client.fields(Some("bench"), "interrupted", []));
+        }
+        // Messages from a peer are escaped where the error is made.
+        Err(e) => {
+            let msg = format!("{who}: benchmark session ended: {e}");
+            shared.log(Level::Warn, &msg, &client.fields(Some("bench"), "aborted", []));
         }
     }
 }

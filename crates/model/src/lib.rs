@@ -1,10 +1,12 @@
 //! linerate's shared vocabulary, a leaf crate every other one may use: the typed documents that
 //! carry results between crates ([`doc`]), the one grammar for rates and sizes that every flag,
-//! key option and scenario field accepts ([`units`]), and the statistics every report uses with
-//! one documented behaviour at the edges ([`stats`]). No I/O.
+//! key option and scenario field accepts ([`units`]), the statistics every report uses with
+//! one documented behaviour at the edges ([`stats`]), and the calendar behind RFC 3339 time
+//! stamps ([`time`]). No I/O.
 #![forbid(unsafe_code)]
 
 pub mod doc;
 pub mod stats;
 pub mod tcp;
+pub mod time;
 pub mod units;

@@ -1,41 +1,9 @@
-//! UTC calendar arithmetic for RFC 3339 timestamps and run ids, so the crate needs no date
-//! library (H. Hinnant's days-from-civil algorithm).
+//! The current time as RFC 3339 UTC, for run ids and `created` fields; the calendar arithmetic
+//! is [`linerate_model::time`].
 
-/// `(year, month, day, hour, minute, second)` of a Unix time in UTC.
-pub(crate) fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d, (rem / 3600) as u32, (rem / 60 % 60) as u32, (rem % 60) as u32)
-}
-
-/// A Unix time as RFC 3339 UTC, e.g. `2026-11-22T05:47:16Z`.
-pub(crate) fn rfc3339(secs: u64) -> String {
-    let (y, mo, d, h, mi, s) = civil(secs);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
-}
+pub(crate) use linerate_model::time::{civil, rfc3339};
 
 /// The current time as RFC 3339 UTC.
 pub(crate) fn now_rfc3339() -> String {
     rfc3339(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn known_dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_795_326_436), "2026-11-22T05:47:16Z");
-    }
 }

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cp;
 pub mod demo;
 pub mod doctor;
+pub mod generate;
 pub mod keygen;
 pub mod lab;
 pub mod mesh;

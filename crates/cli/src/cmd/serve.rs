@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use linerate_engine::auth::secret::Secret;
 use linerate_engine::copy::recv;
+use linerate_engine::log::{Level, Log, LogFormat};
 use linerate_engine::server::{Server, ServerConfig};
 use linerate_model::units::format_rate;
 use std::io::Write;
@@ -78,6 +79,11 @@ pub struct ServeArgs {
     /// No per-session log lines.
     #[arg(long, short)]
     quiet: bool,
+    /// Log lines on stderr: `text` (`TIME linerate serve: MESSAGE`) or `json` (one object per
+    /// line: ts, level, msg, and fields such as peer, kind, event, bytes). Times are RFC 3339
+    /// UTC with milliseconds.
+    #[arg(long, value_name = "text|json", default_value = "text", value_parser = clap::value_parser!(LogFormat))]
+    log_format: LogFormat,
     /// Most bit/s of each copy session, both directions (a rate, as cp --bwlimit).
     /// Benchmarks are not paced (see --max-rate).
     #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
@@ -106,12 +112,14 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         let (hs, idle) = (Duration::from_secs(a.handshake_timeout.max(1)), Duration::from_secs(a.idle_timeout.max(1)));
         return crate::ssh::run_serve_ssh(&a.ssh, hs, idle);
     }
+    let log = Log::new(a.log_format);
+    let fail = |msg: String, code: u8| {
+        log.emit(Level::Error, &msg, &[]);
+        code
+    };
     let keys = match a.keys.config() {
         Ok(k) => k,
-        Err(e) => {
-            eprintln!("linerate serve: {e:#}");
-            return exit::USAGE;
-        }
+        Err(e) => return fail(format!("{e:#}"), exit::USAGE),
     };
     let secret = match (&a.key_file, &keys) {
         (Some(f), _) if f.as_os_str() == "-" => Secret::read_from(std::io::stdin().lock()),
@@ -119,25 +127,17 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         // Keys only: a secret nobody holds, and the server refuses the secret mode outright.
         (None, Some(_)) => Secret::generate(),
         (None, None) => {
-            eprintln!(
-                "linerate serve: --key-file or --authorized-keys is required (or --ssh, when started by linerate cp)"
-            );
-            return exit::USAGE;
+            let msg = "--key-file or --authorized-keys is required (or --ssh, when started by linerate cp)";
+            return fail(msg.into(), exit::USAGE);
         }
     };
     let secret = match secret {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("linerate serve: {e}");
-            return exit::USAGE;
-        }
+        Err(e) => return fail(e.to_string(), exit::USAGE),
     };
     let listen = match a.listen.to_socket_addrs().ok().and_then(|mut i| i.next()) {
         Some(l) => l,
-        None => {
-            eprintln!("linerate serve: cannot parse listen address '{}'", a.listen);
-            return exit::USAGE;
-        }
+        None => return fail(format!("cannot parse listen address '{}'", a.listen), exit::USAGE),
     };
     let mut cfg = ServerConfig::bench_only(listen, secret);
     cfg.root = a.root;
@@ -155,6 +155,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
     cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
     cfg.log = !a.quiet;
+    cfg.log_format = a.log_format;
     cfg.rate_per_client = a.max_rate_per_client;
     cfg.rate_total = a.max_rate_total;
     cfg.accept_secret = a.key_file.is_some();
@@ -163,10 +164,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.metrics = a.metrics;
     let server = match Server::bind(cfg) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("linerate serve: {e}");
-            return exit::USAGE;
-        }
+        Err(e) => return fail(e.to_string(), exit::USAGE),
     };
     if a.announce {
         println!("LINERATE {} LISTEN {}", linerate_proto::PROTOCOL_VERSION, server.local_addr());
@@ -175,43 +173,41 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         }
         let _ = std::io::stdout().flush();
     } else if !a.quiet {
-        eprintln!("linerate serve: listening on {}", server.local_addr());
+        let addr = server.local_addr().to_string();
+        log.emit(Level::Info, &format!("listening on {addr}"), &[("listen", addr.as_str().into())]);
     }
-    if let Some(note) = key_note {
-        // Printed even with --quiet: clients compare this fingerprint on first contact.
-        eprintln!("{note}");
+    if let Some((note, fingerprint)) = key_note {
+        // Logged even with --quiet: clients compare this fingerprint on first contact.
+        log.emit(Level::Info, &note, &[("host_key", fingerprint.into())]);
     }
     if let (Some(m), false) = (server.metrics_addr(), a.quiet) {
-        eprintln!("linerate serve: metrics on http://{m}/metrics");
+        log.emit(Level::Info, &format!("metrics on http://{m}/metrics"), &[("metrics", m.to_string().into())]);
     }
     if !a.quiet && (a.max_rate_per_client.is_some() || a.max_rate_total.is_some()) {
         let cap = |r: Option<u64>| r.map_or("none".to_string(), |r| format_rate(r as f64));
-        eprintln!(
-            "linerate serve: copy sessions capped at {} each, {} in total (split fairly)",
+        let msg = format!(
+            "copy sessions capped at {} each, {} in total (split fairly)",
             cap(a.max_rate_per_client),
             cap(a.max_rate_total)
         );
+        log.emit(Level::Info, &msg, &[]);
     }
-    if let Err(e) = stop_on_signals(server.stopper(), a.shutdown_grace, a.quiet) {
-        eprintln!("linerate serve: installing signal handlers: {e}");
-        return exit::SESSION;
+    if let Err(e) = stop_on_signals(server.stopper(), a.shutdown_grace, (!a.quiet).then_some(log)) {
+        return fail(format!("installing signal handlers: {e}"), exit::SESSION);
     }
     match server.run() {
         Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => exit::OK,
         Ok(Some(recv::Outcome::Done(_))) => exit::PARTIAL,
         Ok(Some(recv::Outcome::Aborted(_))) => exit::SESSION,
         Ok(None) => exit::OK,
-        Err(e) => {
-            eprintln!("linerate serve: {e}");
-            exit::SESSION
-        }
+        Err(e) => fail(e.to_string(), exit::SESSION),
     }
 }
 
 /// SIGTERM and SIGINT stop the server: the first lets running sessions finish within the grace,
 /// a second aborts them now. A watcher thread turns the handlers' flag into
-/// [`linerate_engine::server::Stopper::stop`].
-fn stop_on_signals(stopper: linerate_engine::server::Stopper, grace: u64, quiet: bool) -> std::io::Result<()> {
+/// [`linerate_engine::server::Stopper::stop`]. Each signal is logged to `log` (none: `--quiet`).
+fn stop_on_signals(stopper: linerate_engine::server::Stopper, grace: u64, log: Option<Log>) -> std::io::Result<()> {
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     let flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -225,11 +221,12 @@ fn stop_on_signals(stopper: linerate_engine::server::Stopper, grace: u64, quiet:
                 continue;
             }
             signals += 1;
-            if !quiet {
+            if let Some(log) = log {
                 if signals == 1 {
-                    eprintln!("linerate serve: stopping: no new sessions; running ones have {grace} s to finish (signal again to abort them now)");
+                    let msg = format!("stopping: no new sessions; running ones have {grace} s to finish (signal again to abort them now)");
+                    log.emit(Level::Info, &msg, &[]);
                 } else {
-                    eprintln!("linerate serve: aborting the running sessions");
+                    log.emit(Level::Warn, "aborting the running sessions", &[]);
                 }
             }
             stopper.stop();

@@ -135,20 +135,23 @@ impl Drop for Serve {
     }
 }
 
-fn serve(root: &Path, key: &Path) -> Serve {
-    let mut child = bin()
-        .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--root"])
-        .arg(root)
-        .arg("--key-file")
-        .arg(key)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// Starts `cmd` (a `serve --announce …`) and reads the address it announces.
+fn announced(mut cmd: Command) -> Serve {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let addr = line.trim().rsplit(' ').next().unwrap().to_string();
     assert!(line.starts_with("LINERATE 1 LISTEN 127.0.0.1:"), "{line}");
     Serve { child, addr }
+}
+
+fn serve(root: &Path, key: &Path) -> Serve {
+    let mut cmd = bin();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--root"])
+        .arg(root)
+        .arg("--key-file")
+        .arg(key);
+    announced(cmd)
 }
 
 fn keygen(path: &Path) {
@@ -376,17 +379,9 @@ fn demo_copies_and_verifies_a_sample_tree() {
 }
 
 fn serve_bench_only(key: &Path, extra: &[&str]) -> Serve {
-    let mut child = bin()
-        .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--key-file"])
-        .arg(key)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().rsplit(' ').next().unwrap().to_string();
-    Serve { child, addr }
+    let mut cmd = bin();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--key-file"]).arg(key).args(extra);
+    announced(cmd)
 }
 
 #[test]
@@ -649,4 +644,87 @@ fn mistakes_a_user_makes_are_usage_errors_that_change_nothing() {
     let out = bin().arg("keygen").arg(&key).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(fs::metadata(key.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
+}
+
+#[test]
+fn serve_log_format_json_writes_one_object_per_line_and_an_interrupted_client_is_no_violation() {
+    let t = scratch();
+    let (src, root, key) = (t.path().join("src"), t.path().join("root"), t.path().join("key"));
+    tree(&src);
+    fs::create_dir(&root).unwrap();
+    keygen(&key);
+    let mut cmd = bin();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--announce", "--log-format", "json", "--root"]);
+    cmd.arg(&root).arg("--key-file").arg(&key).stderr(Stdio::piped());
+    let mut srv = announced(cmd);
+    let stderr = srv.child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+
+    let out = bin().args(["cp", "-q", "--key-file"]).arg(&key).arg(&src).arg(format!("{}:dst", srv.addr)).output();
+    assert_eq!(out.as_ref().unwrap().status.code(), Some(0), "{}", text(&out.unwrap()));
+    let out = bin().args(["bench", &srv.addr, "-t", "0.3", "--no-save", "--key-file"]).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // A client killed mid-test (as Ctrl-C ends it): the server says it went away.
+    let mut gone = bin()
+        .args(["bench", &srv.addr, "-t", "20", "--no-save", "--key-file"])
+        .arg(&key)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    gone.kill().unwrap();
+    gone.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = rustix::process::Pid::from_raw(srv.child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let log = log.join().unwrap();
+
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l:?}\n{log}")))
+        .collect();
+    for l in &lines {
+        let ts = l["ts"].as_str().unwrap_or_else(|| panic!("no ts: {l}"));
+        // 2026-11-24T12:00:00.123Z
+        assert!(ts.len() == 24 && ts.ends_with('Z') && &ts[10..11] == "T" && &ts[19..20] == ".", "{ts}");
+        assert!(["info", "warn", "error"].contains(&l["level"].as_str().unwrap_or_default()), "{l}");
+        assert!(l["msg"].is_string(), "{l}");
+    }
+    let find = |kind: &str, event: &str| {
+        lines
+            .iter()
+            .find(|l| l["kind"] == kind && l["event"] == event)
+            .unwrap_or_else(|| panic!("no {kind} {event} line:\n{log}"))
+    };
+    let copy = find("copy", "done");
+    assert_eq!(copy["files"], 3, "{copy}");
+    assert!(copy["peer"].as_str().unwrap().starts_with("127.0.0.1:"), "{copy}");
+    let test = find("bench", "test");
+    assert_eq!(test["test"], "tcp-stream", "{test}");
+    assert!(test["rx_bytes"].as_u64().unwrap() > 0 && test["rate_bps"].as_f64().unwrap() > 0.0, "{test}");
+    assert!(test["seconds"].as_f64().unwrap() > 0.1, "{test}");
+    let done = find("bench", "done");
+    assert_eq!(done["tests"], 1);
+    // The lines of one session carry its number; another session has another.
+    assert!(test["session"].is_u64() && test["session"] == done["session"], "{test} {done}");
+    assert_ne!(copy["session"], done["session"]);
+    let gone = find("bench", "interrupted");
+    assert!(gone["msg"].as_str().unwrap().contains("client closed the session (interrupted)"), "{gone}");
+    assert!(!log.contains("violation"), "{log}");
+    assert!(lines.iter().any(|l| l["msg"].as_str().unwrap().starts_with("stopping")), "{log}");
+}
+
+#[test]
+fn serve_text_log_lines_start_with_a_utc_time_stamp() {
+    let t = scratch();
+    let key = t.path().join("key");
+    keygen(&key);
+    // A usage error is a log line too.
+    let out = bin().args(["serve", "--listen", "nowhere", "--key-file"]).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let (ts, rest) = err.split_once(' ').unwrap();
+    assert!(ts.len() == 24 && ts.starts_with("20") && ts.ends_with('Z'), "{err}");
+    assert_eq!(rest, "linerate serve: cannot parse listen address 'nowhere'\n");
 }

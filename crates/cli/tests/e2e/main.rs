@@ -9,6 +9,7 @@ mod daemon;
 mod doctor;
 mod emu;
 mod faults;
+mod generate;
 mod lab;
 mod mesh;
 mod metrics;

@@ -8,8 +8,8 @@ use super::{scripts, udp, worker_count, Counters, Sampler};
 use crate::net::conn::{RecvHalf, SendHalf};
 use crate::EngineError;
 use linerate_proto::bench::{
-    encode_doc, DataHello, Limits, Ready, ServerEvent, ServerMachine, TestKind, TestSpec, BENCH_DOC_VERSION, DATA_ACK,
-    DATA_HELLO_LEN,
+    encode_doc, DataHello, Limits, Ready, ServerEvent, ServerMachine, SideReport, TestKind, TestSpec,
+    BENCH_DOC_VERSION, DATA_ACK, DATA_HELLO_LEN,
 };
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::{ErrorCode, ProtoError};
@@ -67,8 +67,32 @@ fn random<const N: usize>() -> [u8; N] {
     b
 }
 
+/// One test of a benchmark session that ran to its end, as this side counted it (for the log).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestDone {
+    /// What was measured.
+    pub kind: TestKind,
+    /// Seconds counted, after the warm-up.
+    pub seconds: f64,
+    /// Bytes this side received in the counted time.
+    pub rx: u64,
+    /// Bytes this side sent in the counted time.
+    pub tx: u64,
+}
+
+impl TestDone {
+    fn of(kind: TestKind, report: &SideReport) -> TestDone {
+        let (rx, tx) = report.conns.iter().fold((0, 0), |(r, t), c| (r + c.rx, t + c.tx));
+        // UDP tests count datagrams apart from connections.
+        let rx = if rx == 0 { report.udp.as_ref().map_or(0, |u| u.bytes) } else { rx };
+        TestDone { kind, seconds: report.seconds, rx, tx }
+    }
+}
+
 /// Run a benchmark session whose first frame was `BenchRequest(first)`; returns the number of
-/// tests run. `local` is the address the control connection arrived on: data ports open there.
+/// tests run, and tells `on_test` about each as it ends. `local` is the address the control
+/// connection arrived on: data ports open there. A client that goes away (an interrupted one)
+/// ends it with an error for which [`EngineError::is_peer_gone`] holds.
 pub fn serve_session(
     first: &[u8],
     mut tx: SendHalf,
@@ -76,6 +100,7 @@ pub fn serve_session(
     local: IpAddr,
     cfg: &BenchServerConfig,
     running: &AtomicUsize,
+    mut on_test: impl FnMut(&TestDone),
 ) -> Result<u64, EngineError> {
     let mut machine = ServerMachine::default();
     let mut doc = first.to_vec();
@@ -95,7 +120,7 @@ pub fn serve_session(
         }
         let r = run_test(&spec, &mut machine, &mut tx, &mut rx, local, cfg);
         running.fetch_sub(1, Relaxed);
-        r?;
+        on_test(&TestDone::of(spec.kind, &r?));
         tests += 1;
         // Wait for the next test or the end of the session.
         rx.set_timeout(Some(cfg.idle_timeout));
@@ -122,7 +147,9 @@ fn fatal<T>(tx: &mut SendHalf, code: ErrorCode, msg: String) -> Result<T, Engine
 /// Read the client's next control frame, and check it against the machine.
 fn next_event(rx: &mut RecvHalf, machine: &mut ServerMachine, timeout: Duration) -> Result<ServerEvent, EngineError> {
     rx.set_timeout(Some(timeout));
-    let plain = rx.recv()?.ok_or(ProtoError::Truncated("control connection closed mid-test"))?;
+    let closed =
+        || EngineError::net("the control connection closed mid-test", std::io::ErrorKind::UnexpectedEof.into());
+    let plain = rx.recv()?.ok_or_else(closed)?;
     let (f, _) = frame::decode(plain)?;
     Ok(machine.handle(&f)?)
 }
@@ -134,7 +161,7 @@ fn run_test(
     rx: &mut RecvHalf,
     local: IpAddr,
     cfg: &BenchServerConfig,
-) -> Result<(), EngineError> {
+) -> Result<SideReport, EngineError> {
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
     let listener = bind_data(local, io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay })?;
@@ -251,7 +278,7 @@ fn run_test(
     }
     tx.send_frames(&[Frame::BenchResult(&encode_doc(&report))])?;
     machine.finished();
-    Ok(())
+    Ok(report)
 }
 
 /// The per-test listener; buffer sizes are set on it so accepted sockets inherit them before

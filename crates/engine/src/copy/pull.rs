@@ -158,7 +158,8 @@ pub fn pull(
         let session = session.clone();
         crate::copy::cancel::Watch::new(progress.cancel.clone(), move || {
             let message = crate::copy::cancel::INTERRUPTED.to_string();
-            session.abort(crate::copy::recv::Abort { code: linerate_proto::ErrorCode::Interrupted, message });
+            let code = linerate_proto::ErrorCode::Interrupted;
+            session.abort(crate::copy::recv::Abort { interrupted: true, ..crate::copy::recv::Abort::new(code, message) });
         })
     };
     let outcome = session.run_control(control.rx);

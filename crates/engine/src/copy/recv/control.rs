@@ -140,7 +140,7 @@ impl RecvSession {
                     })
                     .collect();
                 self.send_control(&frames)
-                    .map_err(|e| Abort { code: ErrorCode::Protocol, message: format!("answering offers: {e}") })?;
+                    .map_err(|e| Abort::new(ErrorCode::Protocol, format!("answering offers: {e}")))?;
                 wants.clear();
             }
             if let Some(f) = fin {
@@ -169,9 +169,11 @@ impl RecvSession {
                 ReceiverEvent::Keep(k) => self.on_keep(&k)?,
                 ReceiverEvent::Finish(x) => fin = Some(x),
                 ReceiverEvent::Fatal(f) => {
-                    // The sender gave up (a pull's server); say why, in its words.
+                    // The sender gave up (a pull's server, or a client its user interrupted); say
+                    // why, in its words.
                     let message = format!("{SENDER_ENDED}{}", linerate_proto::name::escape(f.message));
-                    return Err(Abort { code: ErrorCode::from_u16(f.code), message });
+                    let code = ErrorCode::from_u16(f.code);
+                    return Err(Abort { interrupted: code == ErrorCode::Interrupted, ..Abort::new(code, message) });
                 }
             }
         }

@@ -115,18 +115,31 @@ pub struct Abort {
     pub code: ErrorCode,
     /// The message sent to the client.
     pub message: String,
+    /// The client went away mid-session (its connections closed or were reset), as an
+    /// interrupted client does: logged as such, not as a broken rule.
+    pub interrupted: bool,
 }
 
 impl From<ProtoError> for Abort {
     fn from(e: ProtoError) -> Abort {
-        Abort { code: e.code(), message: e.to_string() }
+        Abort::new(e.code(), e.to_string())
     }
 }
 
 impl Abort {
+    /// An abort with `code` and `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Abort {
+        Abort { code, message: message.into(), interrupted: false }
+    }
+
     /// A protocol abort with `message`.
     fn protocol(message: impl Into<String>) -> Abort {
-        Abort { code: ErrorCode::Protocol, message: message.into() }
+        Abort::new(ErrorCode::Protocol, message)
+    }
+
+    /// The client went away: `message` says where.
+    fn gone(message: impl Into<String>) -> Abort {
+        Abort { interrupted: true, ..Abort::protocol(message) }
     }
 }
 
@@ -136,7 +149,8 @@ impl Abort {
 fn next_record<'a>(rx: &'a mut RecvHalf, stream: &str, closed: &str, idle: Duration) -> Result<&'a [u8], Abort> {
     match rx.recv() {
         Ok(Some(p)) => Ok(p),
-        Ok(None) => Err(Abort::protocol(closed)),
+        Ok(None) => Err(Abort::gone(closed)),
+        Err(e) if e.is_peer_gone() => Err(Abort::gone(e.to_string())),
         Err(crate::EngineError::Proto(e)) => Err(e.into()),
         Err(e) if e.is_timeout() => {
             Err(Abort::protocol(format!("{stream} was silent for {} s (the idle timeout)", idle.as_secs_f64())))
