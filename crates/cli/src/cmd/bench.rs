@@ -387,6 +387,9 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         if !(a.json || a.csv) {
             eprintln!("{}", table(&result, &summary, &runs, level as u32));
         }
+        if let Some(w) = missed_schedule(&result.spec, summary.transactions_per_s) {
+            eprintln!("linerate bench: warning: {w}");
+        }
         done.push(Point { labels, result, summary, runs });
     }
     let doc = document(&done, &addr, level as u32, width);
@@ -454,12 +457,55 @@ fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
     line
 }
 
+/// An open-loop test that fell behind its schedule: what was asked, what was achieved. Its
+/// latency then includes the wait for the schedule, as open loop means it to (the alternative,
+/// timing from the late send, is coordinated omission), so the figures must be read with this.
+fn missed_schedule(spec: &TestSpec, achieved: Option<f64>) -> Option<String> {
+    let asked = spec.rate? as f64;
+    let achieved = achieved?;
+    (matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr) && achieved < 0.95 * asked).then(|| {
+        format!(
+            "the open-loop schedule was missed: {asked:.0} transactions/s asked, {achieved:.0}/s achieved ({:.0}%); \
+             latency counts each request from when it was due, so it includes the backlog \
+             (no coordinated omission): lower --rate to measure latency at a rate this path sustains",
+            achieved * 100.0 / asked
+        )
+    })
+}
+
+/// One line per connection (as iperf3 prints with -P): what each moved, counted at its
+/// receiver, over the counted time; none for one connection or more than 64.
+fn per_connection(r: &TestResult) -> String {
+    let n = r.local.conns.len().max(r.remote.conns.len());
+    if !(2..=64).contains(&n) {
+        return String::new();
+    }
+    let bps = |bytes: u64, secs: f64| format_rate(bytes as f64 * 8.0 / secs.max(1e-9));
+    let mut o = String::new();
+    for c in &r.remote.conns {
+        let mut line = format!("  conn {:<5}", c.id);
+        if c.rx > 0 {
+            line += &format!("  client→server {:>12}", bps(c.rx, r.remote.seconds));
+        }
+        if let Some(l) = r.local.conns.iter().find(|l| l.id == c.id).filter(|l| l.rx > 0) {
+            line += &format!("  server→client {:>12}", bps(l.rx, r.local.seconds));
+        }
+        let mine = r.local.conns.iter().find(|l| l.id == c.id).and_then(|l| l.tcp.as_ref());
+        let retrans: u32 = [c.tcp.as_ref(), mine].into_iter().flatten().map(|t| t.retrans).sum();
+        line += &format!("  retransmits {retrans}");
+        o += &line;
+        o.push('\n');
+    }
+    o
+}
+
 fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
 fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
     let mut o = String::from("\n");
+    o += &per_connection(r);
     let row = |o: &mut String, k: &str, v: String| o.push_str(&format!("  {k:<18}{v}\n"));
     row(
         &mut o,
@@ -836,6 +882,19 @@ fn sweep_table(points: &[Point]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missed_open_loop_schedule_is_named_with_both_rates() {
+        let mut rr = TestSpec::new(TestKind::TcpRr);
+        assert_eq!(missed_schedule(&rr, Some(10.0)), None, "closed loop has no schedule");
+        rr.rate = Some(20_000);
+        assert_eq!(missed_schedule(&rr, Some(19_500.0)), None, "within 5 %");
+        let w = missed_schedule(&rr, Some(17_375.0)).unwrap();
+        assert!(w.contains("20000 transactions/s asked, 17375/s achieved (87%)") && w.contains("coordinated"), "{w}");
+        let mut stream = TestSpec::new(TestKind::TcpStream);
+        stream.rate = Some(1_000_000_000);
+        assert_eq!(missed_schedule(&stream, Some(1.0)), None, "a paced stream is not a schedule");
+    }
 
     #[test]
     fn sizes_fit_32_bits() {

@@ -490,6 +490,15 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     let s = &j["summary"];
     let offered = s["sender_bps"].as_f64().unwrap_or_else(|| panic!("{j}"));
     assert!(offered > 0.0 && offered <= 1.1e6, "offered {offered} bit/s: {s}");
+    // With -P the text report has a line per connection, as iperf3's.
+    let out = bin()
+        .args(["bench", &srv.addr, "-P", "3", "-t", "0.5", "-q", "--no-save", "--key-file"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let conns = String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.starts_with("  conn ")).count();
+    assert_eq!(conns, 3, "{}", text(&out));
     // cp to a benchmark-only agent is refused, not silently accepted.
     let src = t.path().join("f");
     fs::write(&src, b"x").unwrap();

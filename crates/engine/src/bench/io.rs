@@ -18,6 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WAKER: Token = Token(usize::MAX);
+/// The worker's timerfd: epoll's own timeout is whole milliseconds, which would make a request
+/// scheduled between two ticks wait up to a millisecond and count that wait as latency.
+const TIMER: Token = Token(usize::MAX - 1);
 /// Reads or writes per connection per turn before others get theirs, when few connections
 /// share a worker. With many, every turn is one read or write, so a pass over all of them is
 /// short and no connection starves (see [`Worker::turn`]).
@@ -197,6 +200,9 @@ pub(crate) struct Worker {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// A timerfd armed for the earliest timer (the kernel's high-resolution timers wake the
+    /// worker within microseconds of it), and the instant it is armed for.
+    timerfd: Option<(OwnedFd, Option<Instant>)>,
     again: VecDeque<usize>,
     incoming: crossbeam_channel::Receiver<Conn>,
     counters: Arc<Counters>,
@@ -238,15 +244,27 @@ pub(crate) struct WorkerConfig {
     pub dialer: Option<Dialer>,
 }
 
+/// A non-blocking monotonic timerfd registered with `poll` as [`TIMER`]; none if the kernel
+/// refuses one (the poll timeout's milliseconds then do, less precisely).
+fn precise_timer(poll: &Poll) -> Option<(OwnedFd, Option<Instant>)> {
+    use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+    use std::os::fd::AsRawFd;
+    let fd = timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC).ok()?;
+    poll.registry().register(&mut mio::unix::SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE).ok()?;
+    Some((fd, None))
+}
+
 pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    let timerfd = precise_timer(&poll);
     let (tx, rx) = crossbeam_channel::unbounded();
     let w = Worker {
         poll,
         conns: Vec::new(),
         free: Vec::new(),
         timers: BinaryHeap::new(),
+        timerfd,
         again: VecDeque::new(),
         incoming: rx,
         counters: cfg.counters.clone(),
@@ -342,8 +360,10 @@ impl Worker {
             let mut timeout = Duration::from_millis(50);
             if !self.again.is_empty() {
                 timeout = Duration::ZERO;
-            } else if let Some(Reverse((t, _))) = self.timers.peek() {
-                timeout = timeout.min(t.saturating_duration_since(now));
+            } else if let Some(&Reverse((t, _))) = self.timers.peek() {
+                if !self.arm(t, now) {
+                    timeout = timeout.min(t.saturating_duration_since(now));
+                }
             }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -352,6 +372,14 @@ impl Worker {
                 }
             }
             for ev in events.iter() {
+                if ev.token() == TIMER {
+                    if let Some((fd, armed)) = &mut self.timerfd {
+                        let mut buf = [0u8; 8];
+                        let _ = rustix::io::read(&*fd, &mut buf);
+                        *armed = None;
+                    }
+                    continue;
+                }
                 if ev.token() == WAKER {
                     continue;
                 }
@@ -365,6 +393,28 @@ impl Worker {
         }
         self.finish();
         self
+    }
+
+    /// Arm the timerfd for `t` (once per distinct instant); false without one, when the poll
+    /// timeout must do.
+    fn arm(&mut self, t: Instant, now: Instant) -> bool {
+        let Some((fd, armed)) = &mut self.timerfd else { return false };
+        if *armed == Some(t) {
+            return true;
+        }
+        // At least a nanosecond: a zero value would disarm it.
+        let left = t.saturating_duration_since(now).max(Duration::from_nanos(1));
+        let spec = rustix::time::Itimerspec {
+            it_interval: rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: rustix::time::Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) },
+        };
+        match rustix::time::timerfd_settime(&*fd, rustix::time::TimerfdTimerFlags::empty(), &spec) {
+            Ok(_) => {
+                *armed = Some(t);
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     fn take_incoming(&mut self) {
@@ -740,7 +790,9 @@ impl Worker {
             }
             Some(t) => {
                 cs.intended = Some(t);
-                if t > now + Duration::from_micros(50) {
+                // Never early: a request sent before it is due would show a latency shorter than
+                // the path's (down to zero).
+                if t > now {
                     return Flow::Stop(Drive::Park(t));
                 }
                 Flow::Go

@@ -159,7 +159,8 @@ pub fn pull(
         crate::copy::cancel::Watch::new(progress.cancel.clone(), move || {
             let message = crate::copy::cancel::INTERRUPTED.to_string();
             let code = linerate_proto::ErrorCode::Interrupted;
-            session.abort(crate::copy::recv::Abort { interrupted: true, ..crate::copy::recv::Abort::new(code, message) });
+            session
+                .abort(crate::copy::recv::Abort { interrupted: true, ..crate::copy::recv::Abort::new(code, message) });
         })
     };
     let outcome = session.run_control(control.rx);
