@@ -324,9 +324,14 @@ pub fn summary_line(r: &CopyReport) -> String {
     if r.deleted > 0 {
         extra += &format!("; {} deleted", r.deleted);
     }
+    // Files the receiver committed: one sent whole but not written (a full disk) is not copied.
+    let failed = r.files.saturating_sub(r.server.files);
+    if failed > 0 {
+        extra += &format!("; {failed} sent but not written (see above)");
+    }
     let line = format!(
         "{} files, {} in {:.2} s: {} over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
-        r.files,
+        r.files.min(r.server.files),
         format_size(r.bytes as f64),
         r.seconds,
         format_rate(r.gbit_per_s() * 1e9),
@@ -446,6 +451,18 @@ mod tests {
             dry_run: false,
             would_send: (0, 0),
         }
+    }
+
+    #[test]
+    fn the_summary_counts_only_files_written_and_a_dry_run_says_what_it_would_do() {
+        let mut r = report(1000, 3_000_000, 0);
+        r.server.files = 999; // one failed on a full disk after it was sent
+        let line = summary_line(&r);
+        assert!(line.starts_with("999 files, ") && line.contains("1 sent but not written"), "{line}");
+        let mut dry = report(0, 0, 2);
+        (dry.dry_run, dry.would_send) = (true, (607, 1_900_000_000));
+        let line = summary_line(&dry);
+        assert_eq!(line, "dry run, nothing changed: would send 607 files (1.9 GB), would delete 2; 10 up to date (4.1 kB)");
     }
 
     #[test]
