@@ -207,7 +207,10 @@ impl Rate {
 
 /// Columns of the terminal on stderr (80 if unknown).
 fn terminal_width() -> usize {
-    rustix::termios::tcgetwinsize(std::io::stderr()).map_or(80, |w| usize::from(w.ws_col)).max(20)
+    match rustix::termios::tcgetwinsize(std::io::stderr()).map(|w| usize::from(w.ws_col)) {
+        Ok(0) | Err(_) => 80, // a terminal that does not say
+        Ok(cols) => cols.max(20),
+    }
 }
 
 /// The bar's line, at most `width - 1` columns: what matters first (percent, bytes, rate, ETA,

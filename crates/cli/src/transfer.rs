@@ -462,7 +462,10 @@ mod tests {
         let mut dry = report(0, 0, 2);
         (dry.dry_run, dry.would_send) = (true, (607, 1_900_000_000));
         let line = summary_line(&dry);
-        assert_eq!(line, "dry run, nothing changed: would send 607 files (1.9 GB), would delete 2; 10 up to date (4.1 kB)");
+        assert_eq!(
+            line,
+            "dry run, nothing changed: would send 607 files (1.9 GB), would delete 2; 10 up to date (4.1 kB)"
+        );
     }
 
     #[test]

@@ -132,6 +132,10 @@ pub(crate) trait Script: Send + std::fmt::Debug {
     /// The steps of the next iteration, or `None` when the connection's work is done. `now` is
     /// when the iteration may start; the script returns the intended start time (open loop).
     fn next_iteration(&mut self, now: Instant, steps: &mut VecDeque<Step>) -> Option<Instant>;
+    /// Whether iterations follow a schedule (open loop) rather than one another.
+    fn scheduled(&self) -> bool {
+        false
+    }
     /// Deadline of the current transaction, for streaming reads.
     fn deadline(&self) -> Option<Instant>;
 }
@@ -715,7 +719,7 @@ impl Worker {
                 continue;
             }
             let Some(step) = cs.steps.front().copied() else {
-                match Self::next_iteration(cs) {
+                match Self::next_iteration(cs, &self.counters) {
                     Flow::Go => continue,
                     Flow::Stop(d) => return d,
                 }
@@ -781,9 +785,17 @@ impl Worker {
     }
 
     /// The script's steps are done: plan its next iteration, parked until it is due.
-    fn next_iteration(cs: &mut ClientScript) -> Flow {
+    fn next_iteration(cs: &mut ClientScript, counters: &Counters) -> Flow {
         let now = Instant::now();
-        match cs.script.next_iteration(now, &mut cs.steps) {
+        let next = cs.script.next_iteration(now, &mut cs.steps);
+        if let (Some(t), true) = (next, cs.script.scheduled() && counters.measuring(now)) {
+            // Due before the previous transaction was answered: the connection is behind.
+            counters.scheduled.fetch_add(1, Relaxed);
+            if t < now {
+                counters.behind.fetch_add(1, Relaxed);
+            }
+        }
+        match next {
             None => {
                 cs.done = true;
                 Flow::Stop(Drive::Close(None))

@@ -33,6 +33,10 @@ pub(crate) struct Counters {
     tx: Box<[AtomicU64]>,
     pub transactions: AtomicU64,
     pub failures: AtomicU64,
+    /// Open-loop iterations scheduled while measuring, and those due before the connection was
+    /// free (the previous transaction still unanswered).
+    pub scheduled: AtomicU64,
+    pub behind: AtomicU64,
     pub stop: AtomicBool,
     pub started: AtomicBool,
     start: OnceLock<Instant>,
@@ -47,6 +51,8 @@ impl Counters {
             tx: mk(),
             transactions: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            scheduled: AtomicU64::new(0),
+            behind: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             started: AtomicBool::new(false),
             start: OnceLock::new(),
@@ -479,7 +485,14 @@ impl BenchClient {
                 c.tcp = Some(t);
             }
         }
-        let latency = (!hist.is_empty()).then(|| stats::latency_from_histogram(&hist));
+        let latency = (!hist.is_empty()).then(|| {
+            let mut l = stats::latency_from_histogram(&hist);
+            let scheduled = counters.scheduled.load(Relaxed);
+            if scheduled > 0 {
+                l.behind_schedule = Some(counters.behind.load(Relaxed) as f64 / scheduled as f64);
+            }
+            l
+        });
         Ok((report, latency))
     }
 

@@ -225,6 +225,10 @@ impl Script for RrScript {
         }
     }
 
+    fn scheduled(&self) -> bool {
+        self.interval.is_some()
+    }
+
     fn deadline(&self) -> Option<Instant> {
         None
     }

@@ -41,6 +41,7 @@ pub fn latency_from_histogram(h: &Histogram<u64>) -> Latency {
         p999: us(h.value_at_quantile(0.999)),
         max: us(h.max()),
         curve,
+        behind_schedule: None,
     }
 }
 

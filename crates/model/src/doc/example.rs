@@ -117,6 +117,7 @@ pub fn bench_summary(bps: f64, connections: u64) -> BenchSummary {
                 .iter()
                 .map(|&(percentile, us)| CurvePoint { percentile, us })
                 .collect(),
+            behind_schedule: None,
         }),
         loss_pct: Some(0.01),
         out_of_order: Some(12),

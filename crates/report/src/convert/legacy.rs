@@ -280,6 +280,7 @@ fn sample_document(v: &Value) -> Result<BenchDocument, ReportError> {
             max: l.max.unwrap_or(0.0),
             count: 0,
             curve: Vec::new(),
+            behind_schedule: None,
         }),
         loss_pct: x.loss_pct,
         out_of_order: None,
