@@ -257,7 +257,7 @@ pub struct Destination {
 }
 
 /// Resolve a destination path beneath `root` as `placement` asks
-/// ([`Placement`](linerate_proto::frame::Placement)): `Cp` follows `cp -r` (an existing directory
+/// ([`Placement`]): `Cp` follows `cp -r` (an existing directory
 /// receives the sources under their names; otherwise its parent must exist and exactly one source
 /// takes the final name); `Into` makes the destination a directory (creating its last component
 /// when absent); `As` makes the single source the destination itself.
