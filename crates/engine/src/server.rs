@@ -658,7 +658,15 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
                 Err(o) => Some(o),
             };
             shared.active.fetch_sub(1, Relaxed);
-            let Some(outcome) = outcome else { return };
+            let Some(outcome) = outcome else {
+                // A benchmark or mesh session (logged already) ends a `--once` server too.
+                if shared.cfg.once {
+                    if let Some(tx) = shared.done.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+                        let _ = tx.send(Outcome::Done(Default::default()));
+                    }
+                }
+                return;
+            };
             log_copy(&shared, &client, &outcome);
             if let Some(tx) = shared.done.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
                 let _ = tx.send(outcome);

@@ -13,6 +13,7 @@ use linerate_model::doc::ToolInfo;
 use linerate_model::units::{self, format_rate, format_size_iec};
 use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
 use serde_json::Value;
+use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,8 +35,9 @@ SWEEPS AND REPEATS:
   interval is within 5% of the mean (netperf -i 10,3 -I 99,5).
 
 IPERF3 HABITS:
-  -c HOST, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P and -t mean what they mean in
-  iperf3; -s is `linerate serve`; -C and --logfile are refused with what to do instead.
+  -c HOST, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t and --logfile mean what they
+  mean in iperf3; -s is `linerate serve`; -C is refused with what to do instead. The report
+  goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
   0  the test ran     2  bad usage or a test the server refused     3  connection or protocol failure";
@@ -132,8 +134,8 @@ pub struct BenchArgs {
     /// iperf3's congestion-control choice: refused with a hint (the host's default is used).
     #[arg(short = 'C', long = "congestion", value_name = "ALGO", hide = true)]
     congestion: Option<String>,
-    /// iperf3's log file: refused with a hint (redirect the output instead).
-    #[arg(long, value_name = "FILE", hide = true)]
+    /// Append the report (what goes to stdout) to FILE instead, as iperf3's --logfile.
+    #[arg(long, value_name = "FILE")]
     logfile: Option<PathBuf>,
     /// Print CSV (one row per sweep point) on stdout.
     #[arg(long)]
@@ -186,9 +188,6 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
             "-C {algo}: linerate bench uses the host's congestion control; choose it with \
              sysctl net.ipv4.tcp_congestion_control={algo} on both hosts"
         );
-    }
-    if a.logfile.is_some() {
-        bail!("--logfile: redirect instead: the report goes to stdout with --json or --csv, the lines to stderr (2> FILE)");
     }
     let kind = match (a.profile.is_some(), a.test.as_str()) {
         (true, _) => TestKind::Profile,
@@ -359,20 +358,33 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(a.timeout.max(1)),
     };
+    // The report (live lines, tables, the JSON or CSV document) goes to stdout, or with
+    // --logfile to the end of that file; diagnostics to stderr.
+    let mut out: Box<dyn std::io::Write> = match &a.logfile {
+        Some(f) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(f)
+                .with_context(|| format!("--logfile {}", f.display()))
+                .map_err(usage)?,
+        ),
+        None => Box::new(std::io::stdout()),
+    };
     let mut client = BenchClient::connect(cfg).map_err(engine_err)?;
     let live = !(a.quiet || a.json || a.csv);
     let link = a.link_rate.map(|r| (r as f64, a.mtu));
     let mut done = Vec::new();
     for (labels, spec) in points {
         if live {
-            eprintln!("{}", banner(&spec, &addr, &labels));
+            say(&mut out, &banner(&spec, &addr, &labels));
         }
         let mut runs = Vec::new();
         let mut last = None;
         for _ in 0..rmax {
             let mut show = |iv: &IntervalCounts| {
                 if live {
-                    eprintln!("{}", interval_line(&spec, iv));
+                    say(&mut out, &interval_line(&spec, iv));
                 }
             };
             let r = client.run(&spec, &mut show).map_err(engine_err)?;
@@ -385,7 +397,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
         let Some((result, summary)) = last else { continue };
         if !(a.json || a.csv) {
-            eprintln!("{}", table(&result, &summary, &runs, level as u32));
+            say(&mut out, &table(&result, &summary, &runs, level as u32));
         }
         let behind = result.latency.as_ref().and_then(|l| l.behind_schedule);
         if let Some(w) = missed_schedule(&result.spec, summary.transactions_per_s, behind) {
@@ -405,13 +417,19 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string(&doc).map_err(|e| (e.into(), exit::SESSION))?);
+        say(&mut out, &serde_json::to_string(&doc).map_err(|e| (e.into(), exit::SESSION))?);
     } else if a.csv {
-        print!("{}", csv(&done));
+        say(&mut out, csv(&done).trim_end());
     } else if done.len() > 1 {
-        eprintln!("{}", sweep_table(&done));
+        say(&mut out, &sweep_table(&done));
     }
+    out.flush().map_err(|e| (anyhow::Error::new(e).context("writing the report"), exit::SESSION))?;
     Ok(exit::OK)
+}
+
+/// One line of the report (a closed stdout, as in `| head`, is not an error worth a panic).
+fn say(out: &mut dyn std::io::Write, line: &str) {
+    let _ = writeln!(out, "{line}");
 }
 
 fn engine_err(e: EngineError) -> (anyhow::Error, u8) {
@@ -631,7 +649,14 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             row(
                 &mut o,
                 "repeats",
-                format!("{} runs, mean {:.4e} ± {:.2}% at {}% confidence", c.n, c.mean, c.width_pct, c.level),
+                format!(
+                    "{} runs, mean {:.4e} ± {:.2}% at {}% confidence (the interval's full width {:.2}% of the mean)",
+                    c.n,
+                    c.mean,
+                    c.width_pct,
+                    c.level,
+                    c.full_width_pct.unwrap_or(2.0 * c.width_pct)
+                ),
             );
         }
     }

@@ -473,7 +473,6 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
         (&["-i", "0"][..], "interval 0 ms"),
         (&["-s"][..], "linerate serve"),
         (&["-C", "bbr"][..], "net.ipv4.tcp_congestion_control=bbr"),
-        (&["--logfile", "x"][..], "redirect"),
     ] {
         let out = bin().args(["bench", &srv.addr, "--no-save", "--key-file"]).arg(&key).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
@@ -497,8 +496,48 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let conns = String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.starts_with("  conn ")).count();
-    assert_eq!(conns, 3, "{}", text(&out));
+    let conns = String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("  conn ")).count();
+    assert_eq!(conns, 3, "the report is on stdout: {}", text(&out));
+    // --logfile: the same report appended to a file, nothing on stdout.
+    let log = t.path().join("bench.log");
+    fs::write(&log, "earlier\n").unwrap();
+    let out = bin()
+        .args(["bench", &srv.addr, "-t", "0.3", "--no-save", "--logfile"])
+        .arg(&log)
+        .arg("--key-file")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    let logged = fs::read_to_string(&log).unwrap();
+    assert!(logged.starts_with("earlier\n") && logged.contains("goodput"), "{logged}");
+    // serve --once ends after one benchmark session, as after one copy.
+    let mut once = bin()
+        .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--once", "--key-file"])
+        .arg(&key)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(once.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let once_addr = line.trim().rsplit(' ').next().unwrap().to_string();
+    let out =
+        bin().args(["bench", &once_addr, "-t", "0.3", "-q", "--no-save", "--key-file"]).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = once.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = once.kill();
+            let _ = once.wait();
+            panic!("serve --once still running a minute after its benchmark session");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
     // cp to a benchmark-only agent is refused, not silently accepted.
     let src = t.path().join("f");
     fs::write(&src, b"x").unwrap();

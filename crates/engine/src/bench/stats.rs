@@ -289,13 +289,15 @@ pub fn confidence(xs: &[f64], level: u32) -> Option<Confidence> {
         half_width: hw,
         level: if level >= 99 { 99 } else { 95 },
         width_pct: if mean != 0.0 { 100.0 * hw / mean.abs() } else { 0.0 },
+        full_width_pct: Some(if mean != 0.0 { 200.0 * hw / mean.abs() } else { 0.0 }),
     })
 }
 
 /// netperf's stopping rule: stop once the interval's full width is within `width_pct` percent
 /// of the mean (netperf `-I 99,5`: ±2.5%), after at least `min` runs.
 pub fn confident_enough(xs: &[f64], level: u32, width_pct: f64, min: usize) -> bool {
-    xs.len() >= min.max(2) && confidence(xs, level).is_some_and(|c| 2.0 * c.width_pct <= width_pct)
+    xs.len() >= min.max(2)
+        && confidence(xs, level).is_some_and(|c| c.full_width_pct.unwrap_or(2.0 * c.width_pct) <= width_pct)
 }
 
 /// Host description for reports: kernel, CPU, cores, congestion control, and each interface's
@@ -356,6 +358,17 @@ mod tests {
         assert!(confident_enough(&tight, 99, 5.0, 3));
         assert!(!confident_enough(&tight, 99, 5.0, 6), "minimum runs not reached");
         assert!(confidence(&[1.0], 95).is_none());
+        // The rule compares the interval's full width, and the document says which width is which.
+        let c = confidence(&tight, 99).unwrap();
+        let full = c.full_width_pct.unwrap();
+        assert!(
+            (full - 2.0 * c.width_pct).abs() < 1e-12 && (c.width_pct - 100.0 * c.half_width / c.mean).abs() < 1e-12
+        );
+        assert!(confident_enough(&tight, 99, full * 1.001, 2));
+        assert!(
+            !confident_enough(&tight, 99, full * 0.999, 2),
+            "a target between the half and the full width is not met"
+        );
     }
 
     #[test]

@@ -437,9 +437,9 @@ pub struct Repeats {
     /// Their confidence interval (two runs or more).
     #[serde(deserialize_with = "super::required")]
     pub confidence: Option<Confidence>,
-    /// The interval width asked for, percent of the mean.
+    /// The interval's full width asked for, percent of the mean (netperf `-I 99,5`: ±2.5 %).
     pub target_width_pct: f64,
-    /// Whether the runs met it.
+    /// Whether the runs met it: `confidence.full_width_pct` at most `target_width_pct`.
     pub met: bool,
 }
 
@@ -454,6 +454,10 @@ pub struct Confidence {
     pub half_width: f64,
     /// Level, percent (95 or 99).
     pub level: u32,
-    /// Half-width as a percentage of the mean.
+    /// Half-width as a percentage of the mean (the interval is the mean ± this).
     pub width_pct: f64,
+    /// Full width as a percentage of the mean (twice `width_pct`), what `target_width_pct` is
+    /// compared with. Absent in documents before it was added: computed from `width_pct`.
+    #[serde(default)]
+    pub full_width_pct: Option<f64>,
 }

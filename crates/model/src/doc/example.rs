@@ -166,7 +166,14 @@ pub fn bench() -> BenchDocument {
                 intervals: intervals(bps),
                 repeats: Repeats {
                     runs: vec![bps - 1e7, bps + 1e7],
-                    confidence: Some(Confidence { n: 2, mean: bps, half_width: bps / 8.0, level: 99, width_pct: 12.0 }),
+                    confidence: Some(Confidence {
+                        n: 2,
+                        mean: bps,
+                        half_width: bps / 8.0,
+                        level: 99,
+                        width_pct: 12.0,
+                        full_width_pct: Some(24.0),
+                    }),
                     target_width_pct: 5.0,
                     met: false,
                 },
