@@ -35,8 +35,9 @@ SWEEPS AND REPEATS:
   interval is within 5% of the mean (netperf -i 10,3 -I 99,5).
 
 IPERF3 HABITS:
-  -c HOST, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t and --logfile mean what they
-  mean in iperf3; -s is `linerate serve`; -C is refused with what to do instead. The report
+  -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps and
+  --logfile mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate serve --once`;
+  -C is refused with what to do instead. The report
   goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
@@ -55,6 +56,21 @@ pub struct BenchArgs {
     /// iperf3's server mode: here that is `linerate serve` (refused with a hint).
     #[arg(short = 's', hide = true)]
     iperf3_server: bool,
+    /// Only IPv4 addresses of HOST (iperf3 -4).
+    #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
+    ipv4: bool,
+    /// Only IPv6 addresses of HOST (iperf3 -6).
+    #[arg(short = '6', long = "ipv6")]
+    ipv6: bool,
+    /// Prefix every line of the report with TITLE (iperf3 -T).
+    #[arg(short = 'T', long, value_name = "TITLE")]
+    title: Option<String>,
+    /// Prefix every line of the report with the UTC time (iperf3 --timestamps).
+    #[arg(long)]
+    timestamps: bool,
+    /// iperf3's one-off server: here `linerate serve --once` (refused with a hint).
+    #[arg(short = '1', hide = true)]
+    one_off: bool,
     /// UDP, as iperf3's `-u`: the same as --test udp-stream.
     #[arg(short = 'u', long, conflicts_with = "test")]
     udp: bool,
@@ -180,6 +196,9 @@ fn secs_ms(v: f64, what: &str) -> Result<u64> {
 
 /// The base test from the flags.
 fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
+    if a.one_off {
+        bail!("-1 is iperf3's one-off server: here that is `linerate serve --once`");
+    }
     if a.iperf3_server {
         bail!("-s is iperf3's server mode: here the server is `linerate serve` (one agent for cp and bench)");
     }
@@ -295,6 +314,11 @@ pub(crate) fn host_of(server: &str) -> &str {
 }
 
 pub(crate) fn resolve(server: &str) -> Result<SocketAddr> {
+    resolve_family(server, None)
+}
+
+/// [`resolve`], keeping only IPv4 (`Some(4)`) or IPv6 (`Some(6)`) addresses (iperf3's -4 and -6).
+fn resolve_family(server: &str, family: Option<u8>) -> Result<SocketAddr> {
     let with_port = if server.parse::<SocketAddr>().is_ok()
         || server.rsplit_once(':').is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok())
     {
@@ -307,8 +331,15 @@ pub(crate) fn resolve(server: &str) -> Result<SocketAddr> {
     with_port
         .to_socket_addrs()
         .with_context(|| format!("resolving {server}"))?
-        .next()
-        .with_context(|| format!("{server}: no address"))
+        .find(|a| match family {
+            Some(4) => a.is_ipv4(),
+            Some(6) => a.is_ipv6(),
+            _ => true,
+        })
+        .with_context(|| match family {
+            Some(f) => format!("{server}: no IPv{f} address"),
+            None => format!("{server}: no address"),
+        })
 }
 
 /// The figure a point is judged by for repeats: transactions/s for rr-like tests, else goodput.
@@ -349,7 +380,14 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         spec.validate(&open).map_err(|e| usage(anyhow::anyhow!(e)))?;
     }
     let server = a.server.as_deref().or(a.client.as_deref()).unwrap_or_default();
-    let addr = resolve(server).map_err(usage)?;
+    let family = if a.ipv4 {
+        Some(4)
+    } else if a.ipv6 {
+        Some(6)
+    } else {
+        None
+    };
+    let addr = resolve_family(server, family).map_err(usage)?;
     let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").map_err(usage)?;
     let cfg = BenchClientConfig {
         addr,
@@ -360,7 +398,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     };
     // The report (live lines, tables, the JSON or CSV document) goes to stdout, or with
     // --logfile to the end of that file; diagnostics to stderr.
-    let mut out: Box<dyn std::io::Write> = match &a.logfile {
+    let to: Box<dyn std::io::Write> = match &a.logfile {
         Some(f) => Box::new(
             std::fs::OpenOptions::new()
                 .create(true)
@@ -371,20 +409,23 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         ),
         None => Box::new(std::io::stdout()),
     };
+    // The JSON and CSV documents stay machine-readable: no prefixes.
+    let plain = a.json || a.csv;
+    let mut out = Out { to, title: a.title.clone().filter(|_| !plain), timestamps: a.timestamps && !plain };
     let mut client = BenchClient::connect(cfg).map_err(engine_err)?;
     let live = !(a.quiet || a.json || a.csv);
     let link = a.link_rate.map(|r| (r as f64, a.mtu));
     let mut done = Vec::new();
     for (labels, spec) in points {
         if live {
-            say(&mut out, &banner(&spec, &addr, &labels));
+            out.say(&banner(&spec, &addr, &labels));
         }
         let mut runs = Vec::new();
         let mut last = None;
         for _ in 0..rmax {
             let mut show = |iv: &IntervalCounts| {
                 if live {
-                    say(&mut out, &interval_line(&spec, iv));
+                    out.say(&interval_line(&spec, iv));
                 }
             };
             let r = client.run(&spec, &mut show).map_err(engine_err)?;
@@ -397,7 +438,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
         let Some((result, summary)) = last else { continue };
         if !(a.json || a.csv) {
-            say(&mut out, &table(&result, &summary, &runs, level as u32));
+            out.say(&table(&result, &summary, &runs, level as u32));
         }
         let behind = result.latency.as_ref().and_then(|l| l.behind_schedule);
         if let Some(w) = missed_schedule(&result.spec, summary.transactions_per_s, behind) {
@@ -417,19 +458,42 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
     }
     if a.json {
-        say(&mut out, &serde_json::to_string(&doc).map_err(|e| (e.into(), exit::SESSION))?);
+        out.say(&serde_json::to_string(&doc).map_err(|e| (e.into(), exit::SESSION))?);
     } else if a.csv {
-        say(&mut out, csv(&done).trim_end());
+        out.say(csv(&done).trim_end());
     } else if done.len() > 1 {
-        say(&mut out, &sweep_table(&done));
+        out.say(&sweep_table(&done));
     }
-    out.flush().map_err(|e| (anyhow::Error::new(e).context("writing the report"), exit::SESSION))?;
+    out.to.flush().map_err(|e| (anyhow::Error::new(e).context("writing the report"), exit::SESSION))?;
     Ok(exit::OK)
 }
 
-/// One line of the report (a closed stdout, as in `| head`, is not an error worth a panic).
-fn say(out: &mut dyn std::io::Write, line: &str) {
-    let _ = writeln!(out, "{line}");
+/// Where the report goes, and what each of its lines starts with (-T, --timestamps).
+struct Out {
+    to: Box<dyn std::io::Write>,
+    title: Option<String>,
+    timestamps: bool,
+}
+
+impl Out {
+    /// Each line of `text` (a closed stdout, as in `| head`, is not an error worth a panic).
+    fn say(&mut self, text: &str) {
+        for line in text.split('\n') {
+            let mut prefix = String::new();
+            if self.timestamps {
+                let ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                prefix += &linerate_model::time::rfc3339_millis(ms);
+                prefix.push(' ');
+            }
+            if let Some(t) = &self.title {
+                prefix += t;
+                prefix += ":  ";
+            }
+            let _ = writeln!(self.to, "{prefix}{line}");
+        }
+    }
 }
 
 fn engine_err(e: EngineError) -> (anyhow::Error, u8) {

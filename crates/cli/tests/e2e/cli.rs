@@ -472,6 +472,8 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     for (args, words) in [
         (&["-i", "0"][..], "interval 0 ms"),
         (&["-s"][..], "linerate serve"),
+        (&["-1"][..], "linerate serve --once"),
+        (&["-6"][..], "no IPv6 address"),
         (&["-C", "bbr"][..], "net.ipv4.tcp_congestion_control=bbr"),
     ] {
         let out = bin().args(["bench", &srv.addr, "--no-save", "--key-file"]).arg(&key).args(args).output().unwrap();
@@ -502,7 +504,7 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     let log = t.path().join("bench.log");
     fs::write(&log, "earlier\n").unwrap();
     let out = bin()
-        .args(["bench", &srv.addr, "-t", "0.3", "--no-save", "--logfile"])
+        .args(["bench", &srv.addr, "-4", "-t", "0.3", "--no-save", "-T", "run1", "--timestamps", "--logfile"])
         .arg(&log)
         .arg("--key-file")
         .arg(&key)
@@ -512,6 +514,11 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     assert!(out.stdout.is_empty(), "{}", text(&out));
     let logged = fs::read_to_string(&log).unwrap();
     assert!(logged.starts_with("earlier\n") && logged.contains("goodput"), "{logged}");
+    // -T and --timestamps start every line of the report, as in iperf3.
+    for line in logged.lines().skip(1) {
+        let (ts, rest) = line.split_once(' ').unwrap_or_else(|| panic!("{line:?}"));
+        assert!(ts.ends_with('Z') && ts.starts_with("20") && rest.starts_with("run1:  "), "{line:?}");
+    }
     // serve --once ends after one benchmark session, as after one copy.
     let mut once = bin()
         .args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--once", "--key-file"])
