@@ -223,8 +223,23 @@ impl Sampler {
             return;
         }
         if let Some(start) = self.counters.start_instant() {
-            if now.duration_since(start).as_secs_f64() > self.last_t + 0.005 {
-                self.close_interval(start, now);
+            let left = now.duration_since(start).as_secs_f64() - self.last_t;
+            if left > 0.25 * self.interval.as_secs_f64() || self.intervals.is_empty() {
+                if left > 0.0005 {
+                    self.close_interval(start, now);
+                }
+            } else if left > 0.0 {
+                // A sliver after the last full interval (the end landing a few ms past it) is
+                // folded into that interval: alone, a few ms of bytes already in flight would
+                // read as an impossible rate.
+                let iv = self.close_interval(start, now);
+                self.intervals.pop();
+                if let Some(last) = self.intervals.last_mut() {
+                    last.end_s = iv.end_s;
+                    last.rx += iv.rx;
+                    last.tx += iv.tx;
+                    last.transactions += iv.transactions;
+                }
             }
         }
         if self.base.is_none() {
@@ -520,5 +535,30 @@ impl BenchClient {
         let mut report = sampler.finish(now, buffers, Vec::new());
         report.udp = Some(udp);
         Ok((report, None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sliver_after_the_last_interval_joins_it_and_a_real_remainder_stands_alone() {
+        for (after_ms, expect) in [(4u64, 1usize), (60, 2)] {
+            let c = Counters::new(1, Duration::ZERO);
+            let start = c.start_now();
+            let mut s = Sampler::new(c.clone(), Duration::from_millis(100), start);
+            c.add_rx(0, 1000);
+            let first = s.close_interval(start, start + Duration::from_millis(100));
+            assert_eq!(first.rx, 1000);
+            s.next += s.interval;
+            // Bytes in flight that land just after the last boundary.
+            c.add_rx(0, 700);
+            s.freeze(start + Duration::from_millis(100 + after_ms));
+            assert_eq!(s.intervals.len(), expect, "{after_ms} ms after: {:?}", s.intervals);
+            let last = s.intervals.last().unwrap();
+            assert!((last.end_s - (100 + after_ms) as f64 / 1000.0).abs() < 1e-9, "{last:?}");
+            assert_eq!(s.intervals.iter().map(|i| i.rx).sum::<u64>(), 1700, "no byte lost or counted twice");
+        }
     }
 }
