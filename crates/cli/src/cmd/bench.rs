@@ -653,7 +653,15 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             ),
         );
     }
-    for (k, c) in [("CPU client", &s.cpu.local), ("CPU server", &s.cpu.remote)] {
+    // The server's figures are its whole machine's: with other clients' tests beside this one
+    // they include those too, and say so.
+    let others = r.remote.host.get("concurrent_tests").and_then(serde_json::Value::as_u64).unwrap_or(1);
+    let server_label = if others > 1 {
+        format!("CPU server (whole machine, {others} tests running)")
+    } else {
+        "CPU server".to_string()
+    };
+    for (k, c) in [("CPU client", &s.cpu.local), (server_label.as_str(), &s.cpu.remote)] {
         row(
             &mut o,
             k,
@@ -672,9 +680,14 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
         &mut o,
         "service demand",
         format!(
-            "client {:.3} µs/KB, server {:.3} µs/KB{}",
+            "client {:.3} µs/KB, server {:.3} µs/KB{}{}",
             s.service_demand_us_per_kb.0,
             s.service_demand_us_per_kb.1,
+            if others > 1 {
+                format!(" (the server's: its whole machine, {others} tests running)")
+            } else {
+                String::new()
+            },
             s.service_demand_us_per_tran
                 .map_or(String::new(), |(a, b)| format!("; {a:.1} / {b:.1} µs per transaction"))
         ),

@@ -118,7 +118,7 @@ pub fn serve_session(
             running.fetch_sub(1, Relaxed);
             return fatal(&mut tx, ErrorCode::Busy, format!("{} tests are running; try again later", cfg.max_tests));
         }
-        let r = run_test(&spec, &mut machine, &mut tx, &mut rx, local, cfg);
+        let r = run_test(&spec, &mut machine, &mut tx, &mut rx, local, cfg, running);
         running.fetch_sub(1, Relaxed);
         on_test(&TestDone::of(spec.kind, &r?));
         tests += 1;
@@ -161,7 +161,10 @@ fn run_test(
     rx: &mut RecvHalf,
     local: IpAddr,
     cfg: &BenchServerConfig,
+    running: &AtomicUsize,
 ) -> Result<SideReport, EngineError> {
+    // Tests of other clients running beside this one share the machine whose CPU is reported.
+    let mut concurrent = running.load(Relaxed);
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
     let listener = bind_data(local, io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay })?;
@@ -260,10 +263,11 @@ fn run_test(
             errors.extend(w.errors);
         }
     }
-    let (sampler, now, running) = result?;
+    let (sampler, now, udp_running) = result?;
+    concurrent = concurrent.max(running.load(Relaxed));
     errors.truncate(32);
     let mut udp_counts = None;
-    if let Some(r) = running {
+    if let Some(r) = udp_running {
         let (u, b) = r.join(&counters);
         udp_counts = Some(u);
         buffers = b;
@@ -271,6 +275,10 @@ fn run_test(
     let mut report = sampler.finish(now, buffers, errors);
     report.udp = udp_counts;
     report.host = super::stats::host_metadata();
+    if let Some(h) = report.host.as_object_mut() {
+        // The machine's CPU shares cover every test running: say how many were.
+        h.insert("concurrent_tests".into(), serde_json::Value::from(concurrent as u64));
+    }
     for (slot, t) in tcp {
         if let Some(c) = report.conns.get_mut(slot as usize) {
             c.tcp = Some(t);

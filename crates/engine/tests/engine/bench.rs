@@ -335,3 +335,18 @@ fn concurrent_clients_share_the_agent() {
         assert!(t.join().unwrap() > 1e6);
     }
 }
+
+#[test]
+fn the_server_says_how_many_tests_shared_the_machine_it_reports() {
+    let (h, secret) = agent(|_| {});
+    let alone = run(&h, &secret, &spec(TestKind::TcpStream, 1, 300));
+    assert_eq!(alone.remote.host["concurrent_tests"], 1, "{}", alone.remote.host);
+    // Two clients whose tests overlap (each 3 s, started together): at least one of them sees the
+    // other running beside it, at its start or its end.
+    let both: Vec<TestResult> = std::thread::scope(|s| {
+        let t: Vec<_> = (0..2).map(|_| s.spawn(|| run(&h, &secret, &spec(TestKind::TcpStream, 1, 3000)))).collect();
+        t.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let seen: Vec<u64> = both.iter().map(|r| r.remote.host["concurrent_tests"].as_u64().unwrap()).collect();
+    assert!(seen.contains(&2) && seen.iter().all(|&n| (1..=2).contains(&n)), "{seen:?}");
+}
