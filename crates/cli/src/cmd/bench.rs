@@ -554,8 +554,8 @@ fn missed_schedule(spec: &TestSpec, achieved: Option<f64>, behind: Option<f64>) 
         format!("{asked:.0} transactions/s asked, {achieved:.0}/s achieved ({:.0}%)", achieved * 100.0 / asked)
     } else if behind > 0.05 {
         format!(
-            "{:.0}% of the requests fell due before their connection's previous one was answered \
-             (each connection has one request in flight: -P spreads --rate over more)",
+            "{:.0}% of the requests left more than one interval after they were due (this host could \
+             not keep up: -P spreads --rate over more connections)",
             behind * 100.0
         )
     } else {
@@ -1006,7 +1006,7 @@ mod tests {
         let w = missed_schedule(&rr, Some(17_375.0), None).unwrap();
         assert!(w.contains("20000 transactions/s asked, 17375/s achieved (87%)") && w.contains("coordinated"), "{w}");
         let w = missed_schedule(&rr, Some(19_967.0), Some(0.62)).unwrap();
-        assert!(w.contains("62% of the requests fell due before"), "{w}");
+        assert!(w.contains("62% of the requests left more than one interval after they were due"), "{w}");
         let mut stream = TestSpec::new(TestKind::TcpStream);
         stream.rate = Some(1_000_000_000);
         assert_eq!(missed_schedule(&stream, Some(1.0), Some(1.0)), None, "a paced stream is not a schedule");

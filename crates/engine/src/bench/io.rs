@@ -103,6 +103,47 @@ pub(crate) enum Role {
     ProfServer { hdr: [u8; MSG_HEADER_LEN], got: usize, need: u64, pending: u64, owe: u64, stream: bool },
     /// Client side of rr, crr and profiles: a script of steps.
     Client(Box<ClientScript>),
+    /// Client side of open-loop rr: requests leave on schedule whatever is outstanding.
+    OpenLoop(Box<OpenLoop>),
+}
+
+/// Open-loop request/response on one connection, pipelined as sockperf's under-load mode is:
+/// each request leaves when it is due, whether or not earlier ones are answered, and responses
+/// (which the server sends in order) are matched to requests in order; each latency runs from
+/// the request's due time to its response's last byte.
+#[derive(Debug)]
+pub(crate) struct OpenLoop {
+    req: u64,
+    resp: u64,
+    interval: Duration,
+    phase: Duration,
+    base: Option<Instant>,
+    k: u64,
+    /// Due times of requests sent (or being sent) and not yet answered, oldest first.
+    due: VecDeque<Instant>,
+    /// Bytes of the request being written.
+    send_left: u64,
+    /// Bytes of the oldest outstanding response received so far.
+    recv_got: u64,
+}
+
+/// Requests in flight on one open-loop connection before new ones wait (and count as behind).
+const MAX_IN_FLIGHT: usize = 4096;
+
+impl OpenLoop {
+    pub(crate) fn new(req: u64, resp: u64, interval: Duration, phase: Duration) -> OpenLoop {
+        OpenLoop {
+            req: req.max(1),
+            resp: resp.max(1),
+            interval,
+            phase,
+            base: None,
+            k: 0,
+            due: VecDeque::new(),
+            send_left: 0,
+            recv_got: 0,
+        }
+    }
 }
 
 /// One step of a client's script.
@@ -329,6 +370,8 @@ enum Drive {
     Again,
     /// Waiting for a timer.
     Park(Instant),
+    /// Waiting for the socket and, at the latest, for a timer.
+    Wait(Instant),
     /// Finished or failed: remove.
     Close(Option<String>),
 }
@@ -357,6 +400,9 @@ impl Worker {
                 if let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) {
                     if c.parked {
                         c.parked = false;
+                        self.again.push_back(i);
+                    } else if matches!(c.role, Role::OpenLoop(_)) {
+                        // Its next request is due (it waits on its socket too, not parked).
                         self.again.push_back(i);
                     }
                 }
@@ -469,6 +515,7 @@ impl Worker {
                 c.parked = true;
                 self.timers.push(Reverse((t, i)));
             }
+            Drive::Wait(t) => self.timers.push(Reverse((t, i))),
             Drive::Close(err) => {
                 if let Some(e) = err {
                     self.note_error(format!("connection {}: {e}", c.slot));
@@ -516,6 +563,7 @@ impl Worker {
             Role::RrServer { .. } => self.rr_server(c),
             Role::ProfServer { .. } => self.prof_server(c),
             Role::Client(_) => self.client(c, i),
+            Role::OpenLoop(_) => self.open_loop(c),
         }
     }
 
@@ -789,7 +837,8 @@ impl Worker {
         let now = Instant::now();
         let next = cs.script.next_iteration(now, &mut cs.steps);
         if let (Some(t), true) = (next, cs.script.scheduled() && counters.measuring(now)) {
-            // Due before the previous transaction was answered: the connection is behind.
+            // A scripted open loop (crr: one transaction at a time) is behind when the next one
+            // was due before the previous ended.
             counters.scheduled.fetch_add(1, Relaxed);
             if t < now {
                 counters.behind.fetch_add(1, Relaxed);
@@ -835,6 +884,79 @@ impl Worker {
                     self.errors.push(format!("connection {slot}: connect: {e}"));
                 }
                 Flow::Stop(Drive::Park(Instant::now() + Duration::from_millis(10)))
+            }
+        }
+    }
+
+    /// One turn of an open-loop connection: take in what responses arrived, then send what is due.
+    fn open_loop(&mut self, c: &mut Conn) -> Drive {
+        if !self.counters.started.load(Relaxed) {
+            return Drive::Blocked;
+        }
+        let slot = c.slot as usize;
+        let (Some(s), Role::OpenLoop(ol)) = (c.sock.as_mut(), &mut c.role) else { return Drive::Close(None) };
+        let base = *ol.base.get_or_insert_with(|| Instant::now() + ol.phase);
+        // Responses: every byte belongs to the oldest request outstanding.
+        loop {
+            match s.read(&mut self.rbuf) {
+                Ok(0) => return Drive::Close(Some("server closed the connection mid-test".into())),
+                Ok(mut k) => {
+                    self.counters.add_rx(slot, k);
+                    let now = Instant::now();
+                    while k > 0 {
+                        let Some(&t) = ol.due.front() else {
+                            return Drive::Close(Some("the server answered a request that was never sent".into()));
+                        };
+                        let take = (ol.resp - ol.recv_got).min(k as u64);
+                        ol.recv_got += take;
+                        k -= take as usize;
+                        if ol.recv_got == ol.resp {
+                            ol.recv_got = 0;
+                            ol.due.pop_front();
+                            if self.counters.measuring(now) {
+                                let ns = now.saturating_duration_since(t).as_nanos().min(u128::from(u64::MAX)) as u64;
+                                let _ = self.hist.record(ns.max(1));
+                            }
+                            self.counters.transactions.fetch_add(1, Relaxed);
+                        }
+                    }
+                }
+                Err(e) if would_block(&e) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Drive::Close(Some(format!("receiving: {e}"))),
+            }
+        }
+        // Requests: each one due goes out now, whatever is outstanding.
+        loop {
+            let now = Instant::now();
+            if ol.send_left == 0 {
+                let t = base + ol.interval.mul_f64(ol.k as f64);
+                if t > now {
+                    return Drive::Wait(t); // never early
+                }
+                if ol.due.len() >= MAX_IN_FLIGHT {
+                    return Drive::Wait(now + ol.interval);
+                }
+                if self.counters.measuring(now) {
+                    self.counters.scheduled.fetch_add(1, Relaxed);
+                    // Behind: leaving more than one interval after it was due.
+                    if now.saturating_duration_since(t) > ol.interval {
+                        self.counters.behind.fetch_add(1, Relaxed);
+                    }
+                }
+                ol.k += 1;
+                ol.due.push_back(t);
+                ol.send_left = ol.req;
+            }
+            let k = (ol.send_left as usize).min(self.wbuf.len());
+            match s.write(&self.wbuf[..k]) {
+                Ok(w) => {
+                    ol.send_left -= w as u64;
+                    self.counters.add_tx(slot, w);
+                }
+                Err(e) if would_block(&e) => return Drive::Blocked,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Drive::Close(Some(format!("sending: {e}"))),
             }
         }
     }

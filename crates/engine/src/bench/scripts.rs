@@ -2,7 +2,7 @@
 //! and profile connections (closed or open loop), and opening thousands of connections before
 //! the clock starts without flooding the server's accept queue.
 
-use super::io::{ClientScript, Conn, Dialer, Pace, Role, Script, Step};
+use super::io::{ClientScript, Conn, Dialer, OpenLoop, Pace, Role, Script, Step};
 use super::Counters;
 use crate::EngineError;
 use linerate_proto::bench::{Direction, FlowOp, MsgHeader, Profile, Size, TestKind, TestSpec, REPLY_STREAM};
@@ -39,6 +39,14 @@ pub(crate) fn client_role(spec: &TestSpec, slot: u32) -> Role {
             Direction::Receive => Role::Sink,
             Direction::Bidir => Role::Duplex { pace: p },
         },
+        // Open loop on long-lived connections: pipelined, as sockperf's under-load mode.
+        TestKind::TcpRr if spec.rate.is_some() => {
+            let rr = RrScript::new(spec, slot, false);
+            match rr.interval {
+                Some(iv) => Role::OpenLoop(Box::new(OpenLoop::new(rr.req, rr.resp, iv, rr.phase))),
+                None => Role::Client(Box::new(ClientScript::new(Box::new(rr)))),
+            }
+        }
         _ => Role::Client(Box::new(ClientScript::new(Box::new(RrScript::new(spec, slot, false))))),
     }
 }

@@ -103,6 +103,16 @@ fn tcp_rr_closed_and_open_loop_measure_latency() {
     let r = run(&h, &secret, &s);
     let n = r.latency.unwrap().count;
     assert!((100..=240).contains(&n), "open loop ran {n} transactions");
+    // One connection, pipelined: every request leaves on schedule whatever is still unanswered,
+    // so the client sent what the schedule asked for (a late worker catches up in a burst).
+    let mut s = spec(TestKind::TcpRr, 1, 1000);
+    (s.msg_size, s.resp_size, s.rate) = (64, 64, Some(2000));
+    let r = run(&h, &secret, &s);
+    let sent: u64 = r.local.conns.iter().map(|c| c.tx).sum();
+    assert!((1800 * 64..=2200 * 64).contains(&sent), "sent {} requests for 2000 scheduled", sent / 64);
+    assert_eq!(sent % 64, 0, "whole requests only");
+    let l = r.latency.unwrap();
+    assert!(l.behind_schedule.is_some(), "an open-loop test says how far behind it was: {l:?}");
 }
 
 #[test]

@@ -260,8 +260,8 @@ pub struct Latency {
     pub count: u64,
     /// The distribution for plotting: 0th to 100th percentile.
     pub curve: Vec<CurvePoint>,
-    /// Open loop: the share of requests that fell due before their connection's previous one was
-    /// answered (they went late, and their latency counts the wait). Absent for closed loop.
+    /// Open loop: the share of requests that left more than one interval after they were due
+    /// (their latency counts the wait). Absent for closed loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behind_schedule: Option<f64>,
 }
