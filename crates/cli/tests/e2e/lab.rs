@@ -237,7 +237,10 @@ fn lab_run_copies_with_every_cp_mode_scp_rsync_tar_and_rclone_and_writes_results
     for r in runs {
         // ok: copied, and the copy compared equal to its source byte for byte
         assert_eq!(r["ok"], true, "{r}");
-        assert!(r["machine_cpu_s"].as_f64().unwrap() > 0.0, "{r}");
+        // Read around each group from /proc/stat, which counts in ticks: a copy of a few tens of
+        // milliseconds may fall between two, so only presence and sign are the code's to decide
+        // (the runner's unit test checks the arithmetic with a fake executor).
+        assert!(r["machine_cpu_s"].as_f64().is_some_and(|c| c >= 0.0), "{r}");
         let bytes = r["bytes"].as_f64().unwrap();
         assert!(bytes > 6.0 * 50_000.0, "{r}");
         let bps = r["rate_bps"].as_f64().unwrap();
