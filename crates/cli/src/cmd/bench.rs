@@ -4,7 +4,7 @@
 use crate::exit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use linerate_engine::bench::stats::{busy, confidence, confident_enough, Summary};
+use linerate_engine::bench::stats::{busy, confidence, confident_enough, Latency, Summary};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
 use linerate_engine::net::conn;
 use linerate_engine::EngineError;
@@ -593,6 +593,14 @@ fn per_connection(r: &TestResult) -> String {
     o
 }
 
+/// Latency percentiles on one line, microseconds.
+fn latency_line(l: &Latency) -> String {
+    format!(
+        "min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  ({} samples)",
+        l.min, l.p50, l.p90, l.p99, l.p999, l.max, l.count
+    )
+}
+
 fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
@@ -615,14 +623,23 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
         row(&mut o, "transactions", format!("{t:.0}/s"));
     }
     if let Some(l) = &s.latency_us {
-        row(
-            &mut o,
-            "latency µs",
-            format!(
-                "min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  ({} samples)",
-                l.min, l.p50, l.p90, l.p99, l.p999, l.max, l.count
-            ),
-        );
+        row(&mut o, "latency µs", latency_line(l));
+    }
+    // A profile's groups each on their own: the latency probe apart from the bulk beside it.
+    if s.groups.len() > 1 {
+        for g in &s.groups {
+            let mut v = format!(
+                "{} conn{}: client→server {}, server→client {}",
+                g.connections,
+                if g.connections == 1 { "" } else { "s" },
+                format_rate(g.send_bps),
+                format_rate(g.receive_bps)
+            );
+            if let (Some(t), Some(l)) = (g.transactions_per_s, &g.latency_us) {
+                v += &format!("; {t:.0} transactions/s, latency µs {}", latency_line(l));
+            }
+            row(&mut o, &format!("group {}", g.name), v);
+        }
     }
     if let (Some(loss), Some(pps)) = (s.loss_pct, s.packets_per_s) {
         row(
@@ -785,6 +802,7 @@ fn summary_doc(s: &Summary) -> doc::BenchSummary {
         buffers: doc::BufferPair { local: bufs(s.buffers.0), remote: bufs(s.buffers.1) },
         efficiency: s.efficiency,
         errors: s.errors.clone(),
+        groups: s.groups.clone(),
     }
 }
 

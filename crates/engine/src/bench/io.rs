@@ -164,8 +164,10 @@ pub(crate) enum Step {
     Think { d: Duration },
     /// Close the connection.
     Close,
-    /// One transaction (iteration) finished: record its latency.
-    Mark,
+    /// One iteration finished. When it waited for an answer (`answered`) it was a transaction:
+    /// its latency is recorded and it is counted. A write-only iteration (a bulk upload) or a
+    /// streamed download is neither: its group is judged by its bytes.
+    Mark { answered: bool },
 }
 
 /// Produces the steps of a client connection: rr, crr, or a profile's transactions.
@@ -179,6 +181,11 @@ pub(crate) trait Script: Send + std::fmt::Debug {
     }
     /// Deadline of the current transaction, for streaming reads.
     fn deadline(&self) -> Option<Instant>;
+    /// The profile group the connection belongs to (0 outside profiles): latency is kept per
+    /// group, so a latency probe is not averaged with the bulk flows beside it.
+    fn group(&self) -> usize {
+        0
+    }
 }
 
 /// A client connection's progress through its script.
@@ -255,8 +262,9 @@ pub(crate) struct Worker {
     wbuf: Arc<Vec<u8>>,
     zerocopy: Option<Arc<OwnedFd>>,
     dialer: Option<Dialer>,
-    /// Latency of completed iterations, nanoseconds.
-    pub hist: Histogram<u64>,
+    /// Latency of completed transactions, nanoseconds, per profile group (index 0 outside
+    /// profiles); grown as groups show up, at most [`linerate_proto::bench::MAX_GROUPS`].
+    pub hists: Vec<Histogram<u64>>,
     /// Final TCP statistics per slot, gathered as the worker ends.
     pub tcp: Vec<(u32, linerate_proto::bench::TcpSample)>,
     /// (SO_SNDBUF, SO_RCVBUF) as granted on one of the worker's sockets.
@@ -317,7 +325,7 @@ pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
         wbuf: Arc::new(pattern(cfg.write_size.max(1))),
         zerocopy: cfg.zerocopy.clone(),
         dialer: cfg.dialer.clone(),
-        hist: new_histogram(),
+        hists: Vec::new(),
         tcp: Vec::new(),
         buffers: None,
         errors: Vec::new(),
@@ -785,8 +793,8 @@ impl Worker {
                     cs.steps.pop_front();
                     Flow::Stop(Drive::Park(Instant::now() + d))
                 }
-                Step::Mark => {
-                    self.step_mark(cs);
+                Step::Mark { answered } => {
+                    self.step_mark(cs, answered);
                     Flow::Go
                 }
                 Step::Ack => Self::step_ack(sock, cs),
@@ -914,8 +922,7 @@ impl Worker {
                             ol.recv_got = 0;
                             ol.due.pop_front();
                             if self.counters.measuring(now) {
-                                let ns = now.saturating_duration_since(t).as_nanos().min(u128::from(u64::MAX)) as u64;
-                                let _ = self.hist.record(ns.max(1));
+                                self.record(0, now.saturating_duration_since(t));
                             }
                             self.counters.transactions.fetch_add(1, Relaxed);
                         }
@@ -962,16 +969,30 @@ impl Worker {
     }
 
     /// A transaction ended: record its latency from when it was due (open loop) and count it.
-    fn step_mark(&mut self, cs: &mut ClientScript) {
+    /// An iteration without an answer to wait for is not a transaction: nothing is recorded.
+    fn step_mark(&mut self, cs: &mut ClientScript, answered: bool) {
         cs.steps.pop_front();
         let now = Instant::now();
-        if let Some(t) = cs.intended.take() {
+        let intended = cs.intended.take();
+        if !answered {
+            return;
+        }
+        if let Some(t) = intended {
             if self.counters.measuring(now) {
-                let ns = now.saturating_duration_since(t).as_nanos().min(u128::from(u64::MAX)) as u64;
-                let _ = self.hist.record(ns.max(1));
+                self.record(cs.script.group(), now.saturating_duration_since(t));
             }
         }
         self.counters.transactions.fetch_add(1, Relaxed);
+    }
+
+    /// Record one transaction's latency in its group's histogram.
+    fn record(&mut self, group: usize, d: Duration) {
+        let group = group.min(linerate_proto::bench::MAX_GROUPS - 1);
+        if self.hists.len() <= group {
+            self.hists.resize_with(group + 1, new_histogram);
+        }
+        let ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let _ = self.hists[group].record(ns.max(1));
     }
 
     /// Read the server's acknowledgement of the connection preamble.

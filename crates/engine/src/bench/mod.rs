@@ -13,6 +13,7 @@ use crate::auth::secret::Secret;
 use crate::net::conn::{self, RecvHalf, SendHalf};
 use crate::usage;
 use crate::EngineError;
+use hdrhistogram::Histogram;
 use linerate_proto::bench::{
     ClientEvent, ClientMachine, ConnCounts, IntervalCounts, Ready, SideReport, TestKind, TestSpec, BENCH_DOC_VERSION,
 };
@@ -24,6 +25,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
+
+/// What the client measured of one test: its side's counts, the latency of all transactions,
+/// and per profile group (empty outside profiles).
+type Measured = (SideReport, Option<Latency>, Vec<Option<Latency>>);
 
 pub use stats::{Latency, TestResult};
 
@@ -374,7 +379,7 @@ impl BenchClient {
         } else {
             self.run_tcp(spec, &ready, progress)
         };
-        let (mut local, latency) = match outcome {
+        let (mut local, latency, group_latency) = match outcome {
             Ok(x) => x,
             Err(e) => {
                 // Tell the server to wind down; the session is unusable after a failed test.
@@ -387,7 +392,7 @@ impl BenchClient {
             ClientEvent::Result(r) => *r,
             _ => return Err(ProtoError::Violation("expected BenchResult".into()).into()),
         };
-        Ok(TestResult { spec: spec.clone(), started: wall, local, remote, latency })
+        Ok(TestResult { spec: spec.clone(), started: wall, local, remote, latency, group_latency })
     }
 
     /// Send Go and wait for the server's Go.
@@ -410,7 +415,7 @@ impl BenchClient {
         spec: &TestSpec,
         ready: &Ready,
         progress: &mut dyn FnMut(&IntervalCounts),
-    ) -> Result<(SideReport, Option<Latency>), EngineError> {
+    ) -> Result<Measured, EngineError> {
         let conns = spec.initial_connections();
         let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
         let dialer = io::Dialer {
@@ -427,10 +432,15 @@ impl BenchClient {
             zerocopy,
             dialer: Some(dialer.clone()),
         };
-        let n = worker_count(conns);
+        // Connections that wait for answers beside bulk flows (rrul's probe) run on loops of
+        // their own, after the `n` shared ones.
+        let probes = scripts::probe_slots(spec);
+        let n_probes = probes.iter().filter(|p| **p).count() as u64;
+        let n = worker_count(conns.saturating_sub(n_probes));
+        let m = if n_probes > 0 { worker_count(n_probes) } else { 0 };
         let mut handles = Vec::new();
         let mut threads = Vec::new();
-        for _ in 0..n {
+        for _ in 0..n + m {
             let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
             handles.push(h);
             threads.push(std::thread::spawn(move || w.run()));
@@ -446,10 +456,16 @@ impl BenchClient {
             }),
             // Connections that come and go are opened by their scripts once the clock runs.
             TestKind::TcpCrr | TestKind::Profile => {
-                scripts::script_conns(spec, &counters)
-                    .into_iter()
-                    .enumerate()
-                    .for_each(|(i, c)| handles[i % n].give(c));
+                let (mut bulk, mut probe) = (0, 0);
+                for (i, c) in scripts::script_conns(spec, &counters).into_iter().enumerate() {
+                    if probes.get(i).copied().unwrap_or(false) {
+                        handles[n + probe % m].give(c);
+                        probe += 1;
+                    } else {
+                        handles[bulk % n].give(c);
+                        bulk += 1;
+                    }
+                }
                 Ok(())
             }
             TestKind::UdpStream => Ok(()),
@@ -478,13 +494,18 @@ impl BenchClient {
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let mut hist = io::new_histogram();
+        let mut groups: Vec<Histogram<u64>> = Vec::new();
         let mut tcp = Vec::new();
         let mut buffers = None;
         let mut errors = Vec::new();
         for t in threads {
             let w = t.join().map_err(|_| EngineError::Internal("a benchmark worker thread panicked".into()))?;
-            let _ = hist.add(&w.hist);
+            for (g, h) in w.hists.iter().enumerate() {
+                if groups.len() <= g {
+                    groups.resize_with(g + 1, io::new_histogram);
+                }
+                let _ = groups[g].add(h);
+            }
             tcp.extend(w.tcp);
             buffers = buffers.or(w.buffers);
             errors.extend(w.errors);
@@ -500,6 +521,10 @@ impl BenchClient {
                 c.tcp = Some(t);
             }
         }
+        let mut hist = io::new_histogram();
+        for h in &groups {
+            let _ = hist.add(h);
+        }
         let latency = (!hist.is_empty()).then(|| {
             let mut l = stats::latency_from_histogram(&hist);
             let scheduled = counters.scheduled.load(Relaxed);
@@ -508,7 +533,14 @@ impl BenchClient {
             }
             l
         });
-        Ok((report, latency))
+        // Per group only where there are groups to tell apart.
+        let group_latency = match &spec.profile {
+            Some(p) if spec.kind == TestKind::Profile => (0..p.groups.len())
+                .map(|g| groups.get(g).filter(|h| !h.is_empty()).map(stats::latency_from_histogram))
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok((report, latency, group_latency))
     }
 
     fn run_udp(
@@ -516,7 +548,7 @@ impl BenchClient {
         spec: &TestSpec,
         ready: &Ready,
         progress: &mut dyn FnMut(&IntervalCounts),
-    ) -> Result<(SideReport, Option<Latency>), EngineError> {
+    ) -> Result<Measured, EngineError> {
         let port = ready.udp_port.ok_or_else(|| ProtoError::Violation("udp test without a UDP port".into()))?;
         let target = SocketAddr::new(self.cfg.addr.ip(), port);
         let counters = Counters::new(spec.connections as usize, Duration::from_millis(spec.omit_ms));
@@ -534,7 +566,7 @@ impl BenchClient {
         let (udp, buffers) = running.join(&counters);
         let mut report = sampler.finish(now, buffers, Vec::new());
         report.udp = Some(udp);
-        Ok((report, None))
+        Ok((report, None, Vec::new()))
     }
 }
 

@@ -98,6 +98,31 @@ pub(crate) fn script_conns(spec: &TestSpec, counters: &Arc<Counters>) -> Vec<Con
     }
 }
 
+/// Which of a profile's connections (by slot) wait for answers beside groups that only move bulk
+/// (flent's rrul: uploads, downloads and a latency probe). Those get event loops of their own:
+/// sharing one with bulk flows, a probe would wait for their turns (milliseconds of reads and
+/// writes) and report the tool's scheduling as the network's latency. Empty when the profile is
+/// all of one sort, which then shares loops as any test does.
+pub(crate) fn probe_slots(spec: &TestSpec) -> Vec<bool> {
+    let Some(p) = spec.profile.as_ref().filter(|_| spec.kind == TestKind::Profile) else {
+        return Vec::new();
+    };
+    let answers: Vec<bool> = p.groups.iter().map(waits_for_answers).collect();
+    if answers.iter().all(|a| *a) || answers.iter().all(|a| !*a) {
+        return Vec::new();
+    }
+    p.groups.iter().zip(answers).flat_map(|(g, a)| std::iter::repeat_n(a, g.connections as usize)).collect()
+}
+
+/// Whether a group's transactions wait for the server's answers: a read after a write (a read
+/// alone, looped for a duration, is a streamed download).
+fn waits_for_answers(g: &linerate_proto::bench::Group) -> bool {
+    g.transactions.iter().any(|t| {
+        let streamed = t.iterations.is_none() && t.flowops.len() == 1;
+        !streamed && t.flowops.iter().any(|op| matches!(op, FlowOp::Read { .. }))
+    })
+}
+
 /// Open `n` connections with their preambles acknowledged, at most [`CONNECT_WINDOW`] at a time.
 pub(crate) fn open_all(d: &Dialer, n: u64, deadline: Instant) -> Result<Vec<TcpStream>, EngineError> {
     let net = |what: &str, e: std::io::Error| EngineError::net(format!("{what} (data connections to {})", d.addr), e);
@@ -217,10 +242,14 @@ impl Script for RrScript {
                 Step::Ack,
                 Step::Recv { n: self.resp },
                 Step::Close,
-                Step::Mark,
+                Step::Mark { answered: true },
             ]);
         } else {
-            steps.extend([Step::Send { n: self.req, hdr: None }, Step::Recv { n: self.resp }, Step::Mark]);
+            steps.extend([
+                Step::Send { n: self.req, hdr: None },
+                Step::Recv { n: self.resp },
+                Step::Mark { answered: true },
+            ]);
         }
         match self.interval {
             None => Some(now),
@@ -245,6 +274,7 @@ impl Script for RrScript {
 /// A profile group's transactions for one connection.
 #[derive(Debug)]
 pub(crate) struct ProfileScript {
+    group: usize,
     txns: Vec<linerate_proto::bench::Transaction>,
     default_ms: u64,
     t: usize,
@@ -258,6 +288,7 @@ pub(crate) struct ProfileScript {
 impl ProfileScript {
     pub(crate) fn new(p: &Profile, group: usize, slot: u32, default_ms: u64) -> ProfileScript {
         ProfileScript {
+            group,
             txns: p.groups.get(group).map(|g| g.transactions.clone()).unwrap_or_default(),
             default_ms,
             t: 0,
@@ -312,6 +343,8 @@ impl Script for ProfileScript {
             let streaming =
                 txn.iterations.is_none() && txn.flowops.len() == 1 && matches!(txn.flowops[0], FlowOp::Read { .. });
             let ops = txn.flowops;
+            // Whether this iteration waits for an answer, which makes it a transaction.
+            let mut answered = false;
             let mut i = 0;
             while i < ops.len() {
                 match &ops[i] {
@@ -347,6 +380,7 @@ impl Script for ProfileScript {
                             reads.push(self.draw(*size));
                             j += 1;
                         }
+                        answered |= !reads.is_empty();
                         let reply: u64 = reads.iter().sum();
                         let reply = u32::try_from(reply).unwrap_or(u32::MAX - 1).min(u32::MAX - 1);
                         steps.push_back(Step::Send { n, hdr: Some(MsgHeader { len: n as u32, reply }) });
@@ -357,7 +391,7 @@ impl Script for ProfileScript {
                 }
                 i += 1;
             }
-            steps.push_back(Step::Mark);
+            steps.push_back(Step::Mark { answered });
             self.iter = self.iter.saturating_add(1);
             let intended = match txn.rate {
                 Some(r) => start + Duration::from_secs_f64((self.iter - 1) as f64 / r),
@@ -369,6 +403,10 @@ impl Script for ProfileScript {
 
     fn deadline(&self) -> Option<Instant> {
         self.deadline
+    }
+
+    fn group(&self) -> usize {
+        self.group
     }
 }
 
@@ -402,7 +440,7 @@ mod tests {
             Step::Ack,
             Step::Send { n: 100, hdr: Some(MsgHeader { len: 100, reply: 1 << 20 }) },
             Step::Recv { n: 1 << 20 },
-            Step::Mark,
+            Step::Mark { answered: true },
         ];
         assert_eq!(steps.iter().copied().collect::<Vec<_>>(), want);
         steps.clear();
@@ -410,6 +448,27 @@ mod tests {
         assert_eq!(steps.len(), 3, "second iteration reuses the connection: {steps:?}");
         steps.clear();
         assert!(s.next_iteration(now, &mut steps).is_none(), "two iterations only");
+    }
+
+    #[test]
+    fn only_a_mix_of_bulk_and_answered_groups_sets_probes_apart() {
+        let sz = |n| Size { min: n, max: n };
+        let group = |name: &str, connections, flowops| Group {
+            name: name.into(),
+            connections,
+            transactions: vec![Transaction { iterations: None, duration_ms: None, rate: None, flowops }],
+        };
+        let up = group("up", 2, vec![FlowOp::Write { size: sz(65536) }]);
+        let down = group("down", 1, vec![FlowOp::Read { size: sz(65536) }]);
+        let probe = group("probe", 1, vec![FlowOp::Write { size: sz(64) }, FlowOp::Read { size: sz(64) }]);
+        let mut spec = TestSpec::new(TestKind::Profile);
+        let mut with = |groups: Vec<Group>| {
+            spec.profile = Some(Profile { name: "p".into(), description: String::new(), groups });
+            probe_slots(&spec)
+        };
+        assert_eq!(with(vec![up.clone(), down.clone(), probe.clone()]), [false, false, false, true]);
+        assert!(with(vec![up, down]).is_empty(), "all bulk: loops shared as usual");
+        assert!(with(vec![probe.clone(), probe]).is_empty(), "all answered: loops shared as usual");
     }
 
     #[test]

@@ -193,7 +193,11 @@ fn run_test(
     let udp_side = match udp_sock {
         Some(u) => Some(udp::Server::open(u, spec, &ready, counters.clone())?),
         None => {
-            for _ in 0..worker_count(conns) {
+            // A profile's connections that wait for answers beside bulk flows (rrul's probe) are
+            // answered from loops of their own (see scripts::probe_slots), after the shared ones.
+            let probes = scripts::probe_slots(spec).iter().filter(|p| **p).count() as u64;
+            let loops = worker_count(conns.saturating_sub(probes)) + if probes > 0 { worker_count(probes) } else { 0 };
+            for _ in 0..loops {
                 let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
                 handles.push(h);
                 threads.push(std::thread::spawn(move || w.run()));
@@ -324,7 +328,12 @@ fn accept_data(
     }
     let mut events = Events::with_capacity(1024);
     let mut pending: Vec<Option<Pending>> = Vec::new();
-    let mut next_worker = 0usize;
+    let probes = scripts::probe_slots(spec);
+    let n_probes = probes.iter().filter(|p| **p).count() as u64;
+    // The first `shared` loops take bulk connections, the rest the probes.
+    let shared =
+        if n_probes > 0 { worker_count(conns.saturating_sub(n_probes)).min(workers.len()) } else { workers.len() };
+    let (mut next_shared, mut next_probe) = (0usize, 0usize);
     let mut refused = 0u64;
     while !stop.load(Relaxed) {
         if poll.poll(&mut events, Some(Duration::from_millis(50))).is_err() {
@@ -381,8 +390,14 @@ fn accept_data(
                     }
                     io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay }
                         .apply(&socket2::SockRef::from(&s));
-                    let w = &workers[next_worker % workers.len()];
-                    next_worker += 1;
+                    let probe = probes.get(h.conn as usize).copied().unwrap_or(false) && shared < workers.len();
+                    let w = if probe {
+                        next_probe += 1;
+                        &workers[shared + (next_probe - 1) % (workers.len() - shared)]
+                    } else {
+                        next_shared += 1;
+                        &workers[(next_shared - 1) % shared.max(1)]
+                    };
                     w.give(Conn::new(s, h.conn, scripts::server_role(spec)));
                 }
                 _ => {

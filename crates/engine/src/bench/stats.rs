@@ -19,10 +19,13 @@ pub struct TestResult {
     pub remote: SideReport,
     /// Transaction latency (rr, crr, profile), measured by the client.
     pub latency: Option<Latency>,
+    /// A profile's latency per group, in the profile's order (`None` for a group without
+    /// transactions: bulk writes or streamed reads); empty outside profiles.
+    pub group_latency: Vec<Option<Latency>>,
 }
 
 use linerate_model::doc::bench::CurvePoint;
-pub use linerate_model::doc::bench::{Confidence, Efficiency, Fairness, Latency};
+pub use linerate_model::doc::bench::{Confidence, Efficiency, Fairness, GroupFigures, Latency};
 
 /// Latency percentiles, in microseconds, of a histogram of nanoseconds.
 pub fn latency_from_histogram(h: &Histogram<u64>) -> Latency {
@@ -131,6 +134,8 @@ pub struct Summary {
     pub efficiency: Option<Efficiency>,
     /// Errors either side saw.
     pub errors: Vec<String>,
+    /// A profile's figures per group, in its order; empty outside profiles.
+    pub groups: Vec<GroupFigures>,
 }
 
 /// CPU of both hosts.
@@ -228,6 +233,7 @@ impl TestResult {
                 ratio: if ceiling > 0.0 { per_dir / ceiling } else { 0.0 },
             }
         });
+        let groups = self.groups(l.seconds, r.seconds);
         let mut errors = l.errors.clone();
         errors.extend(r.errors.iter().map(|e| format!("server: {e}")));
         Summary {
@@ -254,7 +260,38 @@ impl TestResult {
             buffers: (l.buffers, r.buffers),
             efficiency,
             errors,
+            groups,
         }
+    }
+
+    /// A profile's figures per group: its connections are a run of slots in the profile's order,
+    /// their bytes counted at each receiver, their latency from the group's own histogram.
+    fn groups(&self, local_s: f64, remote_s: f64) -> Vec<GroupFigures> {
+        let Some(p) = self.spec.profile.as_ref().filter(|_| self.spec.kind == TestKind::Profile) else {
+            return Vec::new();
+        };
+        let rate = |bytes: u64, secs: f64| if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 };
+        let rx_of = |side: &SideReport, slots: &std::ops::Range<u64>| -> u64 {
+            side.conns.iter().filter(|c| slots.contains(&u64::from(c.id))).map(|c| c.rx).sum()
+        };
+        let mut first = 0u64;
+        p.groups
+            .iter()
+            .enumerate()
+            .map(|(g, grp)| {
+                let slots = first..first + u64::from(grp.connections);
+                first = slots.end;
+                let latency = self.group_latency.get(g).cloned().flatten();
+                GroupFigures {
+                    name: grp.name.clone(),
+                    connections: u64::from(grp.connections),
+                    send_bps: rate(rx_of(&self.remote, &slots), remote_s),
+                    receive_bps: rate(rx_of(&self.local, &slots), local_s),
+                    transactions_per_s: latency.as_ref().filter(|_| local_s > 0.0).map(|l| l.count as f64 / local_s),
+                    latency_us: latency,
+                }
+            })
+            .collect()
     }
 }
 

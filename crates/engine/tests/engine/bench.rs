@@ -198,6 +198,51 @@ fn profile_runs_gets_with_reconnects_and_random_sizes() {
     assert!(r.local.errors.is_empty(), "{:?}", r.local.errors);
 }
 
+/// flent's rrul in miniature: bulk uploads and downloads beside an open-loop latency probe. The
+/// probe's latency and rate are its own (bulk writes and streamed reads are not transactions),
+/// and each group's bytes are its connections' alone.
+#[test]
+fn a_profiles_groups_are_reported_apart_and_bulk_is_not_a_transaction() {
+    let (h, secret) = agent(|_| {});
+    let size = |n| Size { min: n, max: n };
+    let txn = |rate, flowops| Transaction { iterations: None, duration_ms: None, rate, flowops };
+    let group = |name: &str, connections, t| Group { name: name.into(), connections, transactions: vec![t] };
+    let p = Profile {
+        name: "rrul".into(),
+        description: String::new(),
+        groups: vec![
+            group("upload", 2, txn(None, vec![FlowOp::Write { size: size(65_536) }])),
+            group("download", 2, txn(None, vec![FlowOp::Read { size: size(65_536) }])),
+            group(
+                "latency",
+                1,
+                txn(Some(100.0), vec![FlowOp::Write { size: size(64) }, FlowOp::Read { size: size(64) }]),
+            ),
+        ],
+    };
+    let mut s = spec(TestKind::Profile, 0, 1_000);
+    s.profile = Some(p);
+    let r = run(&h, &secret, &s);
+    assert!(r.local.errors.is_empty(), "{:?}", r.local.errors);
+    let sum = r.summary(None);
+    let names: Vec<&str> = sum.groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["upload", "download", "latency"]);
+    let (up, down, probe) = (&sum.groups[0], &sum.groups[1], &sum.groups[2]);
+    assert_eq!((up.connections, down.connections, probe.connections), (2, 2, 1));
+    assert!(up.send_bps > 1e6 && up.receive_bps == 0.0, "{up:?}");
+    assert!(down.receive_bps > 1e6 && down.send_bps == 0.0, "{down:?}");
+    assert!(up.transactions_per_s.is_none() && up.latency_us.is_none(), "bulk writes are no transactions: {up:?}");
+    assert!(down.latency_us.is_none(), "a streamed read is no transaction: {down:?}");
+    // 100/s for 1 s: at most 101 due, and on an idle loopback nearly all of them answered.
+    let l = probe.latency_us.as_ref().unwrap();
+    assert!((50..=101).contains(&l.count), "{l:?}");
+    // The probe's bytes: 64 each way per transaction (plus its 8-byte message header).
+    assert!(probe.receive_bps > 0.0 && probe.receive_bps < 1e6, "{probe:?}");
+    // The test's own transactions are the probe's, not the bulk's tens of thousands of writes.
+    assert_eq!(sum.latency_us.as_ref().map(|l| l.count), Some(l.count));
+    assert_eq!(sum.transactions_per_s, probe.transactions_per_s);
+}
+
 #[test]
 fn bad_parameters_are_refused_with_the_reason() {
     let (h, secret) = agent(|c| {

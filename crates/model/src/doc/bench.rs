@@ -208,6 +208,30 @@ pub struct BenchSummary {
     pub efficiency: Option<Efficiency>,
     /// Errors either side saw (the agent's prefixed `server: `).
     pub errors: Vec<String>,
+    /// A profile's figures per group, in the profile's order (flent's rrul reads the latency
+    /// probe apart from the bulk flows); absent outside profiles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupFigures>,
+}
+
+/// The figures of one group of a profile.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct GroupFigures {
+    /// The group's name in the profile.
+    pub name: String,
+    /// Its connections.
+    pub connections: u64,
+    /// Client → server goodput of its connections, bit/s.
+    pub send_bps: f64,
+    /// Server → client goodput of its connections, bit/s.
+    pub receive_bps: f64,
+    /// Transactions per second: iterations that waited for an answer (`null` for a group that
+    /// only writes or streams).
+    #[serde(deserialize_with = "super::required")]
+    pub transactions_per_s: Option<f64>,
+    /// Latency of its transactions, microseconds.
+    #[serde(deserialize_with = "super::required")]
+    pub latency_us: Option<Latency>,
 }
 
 /// A figure of each host.

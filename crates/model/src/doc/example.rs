@@ -136,6 +136,7 @@ pub fn bench_summary(bps: f64, connections: u64) -> BenchSummary {
         },
         efficiency: Some(Efficiency { link_bps: 10e9, mtu: 9000, ceiling_bps: 9.9e9, ratio: 0.5 }),
         errors: vec!["server: connection 3 reset".into()],
+        groups: Vec::new(),
     }
 }
 

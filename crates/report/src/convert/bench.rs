@@ -6,7 +6,8 @@ use super::{num, push_point, stamp};
 use crate::model::*;
 use crate::ReportError;
 use linerate_model::doc::bench::{
-    BenchConnection, BenchDocument, BenchInterval, BenchSummary, BenchTest, Latency, SweepParam, BENCH_SCHEMA,
+    BenchConnection, BenchDocument, BenchInterval, BenchSummary, BenchTest, GroupFigures, Latency, SweepParam,
+    BENCH_SCHEMA,
 };
 use linerate_model::units::significant;
 use serde_json::{json, Value};
@@ -35,6 +36,8 @@ pub(crate) struct Figures {
     pub cpu: [Option<f64>; 2],
     /// CPU cores of each machine, local then remote (the contract sample has none).
     pub cores: [Option<f64>; 2],
+    /// A profile's groups (rrul's bulk flows and latency probe), each with its own figures.
+    pub groups: Vec<GroupFigures>,
 }
 
 impl From<&BenchSummary> for Figures {
@@ -57,6 +60,7 @@ impl From<&BenchSummary> for Figures {
             ],
             cpu: [Some(s.cpu.local.busy()), Some(s.cpu.remote.busy())],
             cores: [s.cpu.local.cores, s.cpu.remote.cores].map(|c| (c > 0).then_some(f64::from(c))),
+            groups: s.groups.clone(),
         }
     }
 }
@@ -172,6 +176,16 @@ fn summary_metrics(r: &mut RunReport, f: &Figures) {
     opt(r, "jitter", f.jitter, "us", Better::Lower);
     opt(r, "rtt", f.rtt, "us", Better::Lower);
     opt(r, "retransmits", f.retransmits, "", Better::Lower);
+    // A profile's groups apart: `group.NAME.send`, `.receive`, `.transactions`, `.latency.p50`...
+    for g in &f.groups {
+        let name = |k: &str| format!("group.{}.{k}", g.name);
+        r.metric(&name("send"), g.send_bps, "bit/s", Better::Higher);
+        r.metric(&name("receive"), g.receive_bps, "bit/s", Better::Higher);
+        opt(r, &name("transactions"), g.transactions_per_s, "1/s", Better::Higher);
+        for (k, x) in g.latency_us.as_ref().map(|l| l.figures().to_vec()).unwrap_or_default() {
+            r.metric(&name(&format!("latency.{k}")), x, "us", Better::Lower);
+        }
+    }
     for (i, side) in ["local", "remote"].into_iter().enumerate() {
         // netperf's service demand: CPU microseconds per KB moved, per transaction
         opt(r, &format!("service_demand.{side}"), f.service_demand[i], "us/KB", Better::Lower);
@@ -250,7 +264,16 @@ pub(crate) fn bench_report(p: BenchParts) -> RunReport {
         let jain = p.figures.as_ref().and_then(|f| f.jain);
         r.charts.flows.push(FlowChart { title: "Per-connection throughput".into(), unit: "bit/s".into(), flows, jain });
     }
-    if !p.latency.is_empty() {
+    // A profile's groups with transactions each draw their own line (the probe apart from the rest).
+    let group_lines: Vec<Line> = p
+        .figures
+        .iter()
+        .flat_map(|f| &f.groups)
+        .filter_map(|g| Some(Line { name: g.name.clone(), points: latency_points(g.latency_us.as_ref()?) }))
+        .collect();
+    if group_lines.len() > 1 {
+        r.charts.latency.push(LatencyChart { title: "Latency percentiles by group".into(), lines: group_lines });
+    } else if !p.latency.is_empty() {
         let mut points = p.latency;
         points.sort_by(|a, b| a[0].total_cmp(&b[0]));
         r.charts.latency.push(LatencyChart {
@@ -353,5 +376,37 @@ fn sweep_charts(r: &mut RunReport, name: &str, sweep: &[SweepParam], points: &[(
     r.tables.push(Table { title: format!("Sweep over {xl}"), columns, rows });
     if let Some(k) = key {
         r.params.insert("sweep".into(), json!(k.name()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_model::doc::example;
+
+    #[test]
+    fn a_profiles_groups_become_metrics_and_latency_lines_of_their_own() {
+        let mut doc = example::bench();
+        let summary = doc.summary.as_mut().unwrap();
+        let probe = summary.latency_us.clone();
+        let group = |name: &str, latency: Option<Latency>| GroupFigures {
+            name: name.into(),
+            connections: 4,
+            send_bps: 1e9,
+            receive_bps: 0.0,
+            transactions_per_s: latency.as_ref().map(|_| 200.0),
+            latency_us: latency,
+        };
+        summary.groups = vec![group("upload", None), group("latency", probe.clone()), group("rpc", probe)];
+        let r = from_bench(&doc).unwrap();
+        let names: Vec<&str> = r.metrics.iter().map(|m| m.name.as_str()).collect();
+        for want in
+            ["group.upload.send", "group.latency.transactions", "group.latency.latency.p99", "group.rpc.latency.p50"]
+        {
+            assert!(names.contains(&want), "{want} in {names:?}");
+        }
+        assert!(!names.contains(&"group.upload.transactions"), "bulk has no transactions: {names:?}");
+        let lines: Vec<&str> = r.charts.latency[0].lines.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(lines, ["latency", "rpc"], "one line per group with transactions");
     }
 }

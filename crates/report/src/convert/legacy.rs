@@ -299,6 +299,7 @@ fn sample_document(v: &Value) -> Result<BenchDocument, ReportError> {
         buffers: BufferPair { local: None, remote: None },
         efficiency: None,
         errors: Vec::new(),
+        groups: Vec::new(),
     });
     Ok(BenchDocument {
         schema: BENCH_SCHEMA.into(),
