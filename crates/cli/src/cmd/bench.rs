@@ -444,6 +444,9 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         if let Some(w) = missed_schedule(&result.spec, summary.transactions_per_s, behind) {
             eprintln!("linerate bench: warning: {w}");
         }
+        if let Some(w) = coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
+            eprintln!("linerate bench: note: {w}");
+        }
         done.push(Point { labels, result, summary, runs });
     }
     let doc = document(&done, &addr, level as u32, width);
@@ -564,6 +567,32 @@ fn missed_schedule(spec: &TestSpec, achieved: Option<f64>, behind: Option<f64>) 
     Some(format!(
         "the open-loop schedule was missed: {why}; latency counts each request from when it was due, so it \
          includes the backlog (no coordinated omission): lower --rate to measure latency at a rate this path sustains"
+    ))
+}
+
+/// Per-connection bytes are exact (counted per read at the receiver), but a sender moves whole
+/// `-l` writes: with thousands of connections each makes only a few in the test, so the rates
+/// come in steps of one write and the fairness figures are only as fine as that. Says so when
+/// the average connection made under 20 writes.
+fn coarse_fairness(spec: &TestSpec, seconds: f64, f: Option<&doc::Fairness>) -> Option<String> {
+    let f = f?;
+    if spec.kind != TestKind::TcpStream || spec.connections < 2 || seconds <= 0.0 || spec.msg_size == 0 {
+        return None;
+    }
+    let writes = f.mean_bps * seconds / 8.0 / f64::from(spec.msg_size);
+    if writes >= 20.0 {
+        return None;
+    }
+    let step = f64::from(spec.msg_size) * 8.0 / seconds;
+    Some(format!(
+        "the {} connections made {writes:.1} writes of {} each on average, so their rates come in steps of one \
+         write ({} over {:.1} s) and the fairness figures (Jain {}) are that coarse; a smaller -l or a longer -t \
+         resolves them finer",
+        spec.connections,
+        format_size_iec(f64::from(spec.msg_size)),
+        format_rate(step),
+        seconds,
+        f.jain.map_or("-".into(), |j| format!("{j:.3}")),
     ))
 }
 
@@ -1028,6 +1057,20 @@ mod tests {
         let mut stream = TestSpec::new(TestKind::TcpStream);
         stream.rate = Some(1_000_000_000);
         assert_eq!(missed_schedule(&stream, Some(1.0), Some(1.0)), None, "a paced stream is not a schedule");
+    }
+
+    #[test]
+    fn fairness_from_few_writes_per_connection_is_called_coarse() {
+        let mut spec = TestSpec::new(TestKind::TcpStream);
+        spec.connections = 10_000;
+        spec.msg_size = 131_072;
+        // The 10,000-connection run: 3.23 Mbit/s each over 3 s is 9.2 writes of 128 KiB.
+        let f = linerate_engine::bench::stats::fairness(&[2.09e6, 3.49e6, 4.19e6, 3.14e6]).unwrap();
+        let w = coarse_fairness(&spec, 3.0, Some(&f)).unwrap();
+        assert!(w.contains("9.2 writes of 128 KiB") && w.contains("350 kbit/s over 3.0 s"), "{w}");
+        assert_eq!(coarse_fairness(&spec, 30.0, Some(&f)), None, "92 writes each: fine enough");
+        spec.connections = 1;
+        assert_eq!(coarse_fairness(&spec, 3.0, Some(&f)), None, "one connection has no fairness");
     }
 
     #[test]
