@@ -115,6 +115,10 @@ pub struct TestSpec {
     pub nodelay: bool,
     /// The workload, for [`TestKind::Profile`].
     pub profile: Option<Profile>,
+    /// TCP congestion control on the data connections, both sides (iperf3 `-C`); none: each
+    /// host's default. A name as [`check_congestion`] allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
 }
 
 impl TestSpec {
@@ -142,6 +146,7 @@ impl TestSpec {
             zerocopy: false,
             nodelay: false,
             profile: None,
+            congestion: None,
         }
     }
 
@@ -221,6 +226,12 @@ impl TestSpec {
         if self.zerocopy && !matches!(self.kind, TestKind::TcpStream) {
             return Err("zero copy applies to tcp-stream only".into());
         }
+        if let Some(cc) = &self.congestion {
+            check_congestion(cc)?;
+            if self.kind == TestKind::UdpStream {
+                return Err("congestion control applies to TCP tests, not udp-stream".into());
+            }
+        }
         Ok(())
     }
 
@@ -230,6 +241,24 @@ impl TestSpec {
             Some(p) => p.connections(),
             None => u64::from(self.connections),
         }
+    }
+}
+
+/// Longest name of a TCP congestion control algorithm (the kernel's `TCP_CA_NAME_MAX` less its NUL).
+pub const MAX_CONGESTION_NAME: usize = 15;
+
+/// Check a congestion control name from a flag or a peer: 1 to [`MAX_CONGESTION_NAME`] ASCII
+/// letters, digits, `_` or `-` (what the kernel's algorithms are called: `reno`, `cubic`, `bbr`).
+pub fn check_congestion(name: &str) -> Result<(), String> {
+    let ok = (1..=MAX_CONGESTION_NAME).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "congestion control \"{}\": must be 1 to {MAX_CONGESTION_NAME} letters, digits, '_' or '-'",
+            crate::name::escape(name.as_bytes())
+        ))
     }
 }
 
@@ -969,6 +998,21 @@ mod tests {
     }
 
     #[test]
+    fn options_added_later_are_left_out_when_unset_and_default_when_absent() {
+        // An older server refuses unknown fields: a test that uses none of the later options
+        // must not send them, and a document from an older client must decode.
+        let plain = TestSpec::new(TestKind::TcpStream);
+        let v = serde_json::to_value(&plain).unwrap();
+        let sent: Vec<_> = ["congestion"].into_iter().filter(|k| v.get(k).is_some()).collect();
+        assert!(sent.is_empty(), "{sent:?} sent unset: {v}");
+        let back: TestSpec = decode_doc(&encode_doc(&plain), "test").unwrap();
+        assert_eq!(back, plain);
+        let mut cc = plain.clone();
+        cc.congestion = Some("reno".into());
+        assert_eq!(decode_doc::<TestSpec>(&encode_doc(&cc), "test").unwrap(), cc);
+    }
+
+    #[test]
     fn requests_with_wrong_types_or_unknown_fields_are_refused() {
         let mut s = ServerMachine::default();
         let err = s.handle(&Frame::BenchRequest(br#"{"kind":"tcp-stream","connections":-1}"#)).unwrap_err();
@@ -1002,6 +1046,14 @@ mod tests {
             (Box::new(|s| s.rate = Some(0)), "rate 0"),
             (Box::new(|s| s.version = 9), "version 9"),
             (Box::new(|s| s.kind = TestKind::Profile), "needs a profile"),
+            (Box::new(|s| s.congestion = Some(String::new())), "congestion control \"\""),
+            (Box::new(|s| s.congestion = Some("a".repeat(16))), "1 to 15 letters"),
+            (Box::new(|s| s.congestion = Some("bbr\n2".into())), "bbr\\x0a2"),
+            (Box::new(|s| s.congestion = Some("../x".into())), "congestion control"),
+            (
+                Box::new(|s| (s.kind, s.msg_size, s.congestion) = (TestKind::UdpStream, 64, Some("reno".into()))),
+                "TCP tests",
+            ),
         ];
         for (mutate, want) in cases {
             let mut s = ok.clone();

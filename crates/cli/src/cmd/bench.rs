@@ -35,10 +35,9 @@ SWEEPS AND REPEATS:
   interval is within 5% of the mean (netperf -i 10,3 -I 99,5).
 
 IPERF3 HABITS:
-  -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps and
-  --logfile mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate serve --once`;
-  -C is refused with what to do instead. The report
-  goes to stdout (or --logfile), warnings and errors to stderr.
+  -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps,
+  --logfile and -C ALGO mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
+  serve --once`. The report goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
   0  the test ran     2  bad usage or a test the server refused     3  connection or protocol failure";
@@ -147,8 +146,9 @@ pub struct BenchArgs {
     /// Print one JSON document (schema linerate.bench/1) on stdout (iperf3 -J).
     #[arg(short = 'J', long, conflicts_with = "csv")]
     json: bool,
-    /// iperf3's congestion-control choice: refused with a hint (the host's default is used).
-    #[arg(short = 'C', long = "congestion", value_name = "ALGO", hide = true)]
+    /// TCP congestion control on the data connections of both hosts (reno, cubic, bbr; iperf3
+    /// -C); the kernel must offer it (sysctl net.ipv4.tcp_available_congestion_control).
+    #[arg(short = 'C', long = "congestion", value_name = "ALGO", value_parser = parse_congestion)]
     congestion: Option<String>,
     /// Append the report (what goes to stdout) to FILE instead, as iperf3's --logfile.
     #[arg(long, value_name = "FILE")]
@@ -172,6 +172,11 @@ pub struct BenchArgs {
 
 /// The UDP rate when none is given: iperf3's default, 1 Mbit/s.
 const UDP_DEFAULT_RATE: u64 = 1_000_000;
+
+/// A congestion control name, by the protocol's rule.
+fn parse_congestion(s: &str) -> Result<String, String> {
+    linerate_proto::bench::check_congestion(s).map(|()| s.to_string())
+}
 
 /// A size in the one grammar that fits the protocol's 32 bits.
 fn parse_size32(s: &str) -> Result<u32, String> {
@@ -201,12 +206,6 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     }
     if a.iperf3_server {
         bail!("-s is iperf3's server mode: here the server is `linerate serve` (one agent for cp and bench)");
-    }
-    if let Some(algo) = &a.congestion {
-        bail!(
-            "-C {algo}: linerate bench uses the host's congestion control; choose it with \
-             sysctl net.ipv4.tcp_congestion_control={algo} on both hosts"
-        );
     }
     let kind = match (a.profile.is_some(), a.test.as_str()) {
         (true, _) => TestKind::Profile,
@@ -253,6 +252,7 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     }
     s.zerocopy = a.zerocopy;
     s.nodelay = a.nodelay;
+    s.congestion = a.congestion.clone();
     if let Some(p) = &a.profile {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading profile {}", p.display()))?;
         let mut prof: Profile = toml::from_str(&text).with_context(|| format!("profile {}", p.display()))?;
@@ -388,6 +388,9 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         None
     };
     let addr = resolve_family(server, family).map_err(usage)?;
+    for (_, spec) in &points {
+        linerate_engine::bench::check_local_options(spec, addr).map_err(engine_err)?;
+    }
     let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").map_err(usage)?;
     let cfg = BenchClientConfig {
         addr,
@@ -697,11 +700,21 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             format!("snd {} rcv {}", format_size_iec(f64::from(s)), format_size_iec(f64::from(r)))
         })
     };
+    // The congestion control the data sockets used, as each side read it back (TCP tests).
+    let cc = |h: &Value| {
+        h.get("congestion_control_in_use").and_then(Value::as_str).map(|n| linerate_proto::name::escape(n.as_bytes()))
+    };
+    let congestion = match (cc(&r.local.host), cc(&r.remote.host)) {
+        (None, None) => String::new(),
+        (l, r) => {
+            format!(", congestion client {} / server {}", l.as_deref().unwrap_or("-"), r.as_deref().unwrap_or("-"))
+        }
+    };
     row(
         &mut o,
         "tcp",
         format!(
-            "retransmits {}, mean RTT {}, buffers client {} / server {}",
+            "retransmits {}, mean RTT {}, buffers client {} / server {}{congestion}",
             s.retransmits,
             s.rtt_us.map_or("-".into(), |r| format!("{r:.0} µs")),
             buf(s.buffers.0),

@@ -474,7 +474,8 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
         (&["-s"][..], "linerate serve"),
         (&["-1"][..], "linerate serve --once"),
         (&["-6"][..], "no IPv6 address"),
-        (&["-C", "bbr"][..], "net.ipv4.tcp_congestion_control=bbr"),
+        (&["-C", "nosuchalgo"][..], "sysctl net.ipv4.tcp_available_congestion_control"),
+        (&["-C", "bbr;x"][..], "letters, digits"),
     ] {
         let out = bin().args(["bench", &srv.addr, "--no-save", "--key-file"]).arg(&key).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));

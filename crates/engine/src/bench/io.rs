@@ -5,7 +5,7 @@
 
 use super::Counters;
 use hdrhistogram::Histogram;
-use linerate_proto::bench::{DataHello, MsgHeader, DATA_ACK, DATA_HELLO_LEN, MSG_HEADER_LEN, REPLY_STREAM};
+use linerate_proto::bench::{DataHello, MsgHeader, TestSpec, DATA_ACK, DATA_HELLO_LEN, MSG_HEADER_LEN, REPLY_STREAM};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::cmp::Reverse;
@@ -29,15 +29,29 @@ const TURN: usize = 16;
 const MANY: usize = 32;
 
 /// Socket options applied to every benchmark connection.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct SockOpts {
     pub sndbuf: Option<u32>,
     pub rcvbuf: Option<u32>,
     pub nodelay: bool,
+    /// TCP_CONGESTION, a name [`linerate_proto::bench::check_congestion`] accepted.
+    pub congestion: Option<String>,
 }
 
 impl SockOpts {
-    pub(crate) fn apply(&self, s: &socket2::SockRef<'_>) {
+    /// The options a test asks of both sides' data sockets.
+    pub(crate) fn of(spec: &TestSpec) -> SockOpts {
+        SockOpts {
+            sndbuf: spec.sndbuf,
+            rcvbuf: spec.rcvbuf,
+            nodelay: spec.nodelay,
+            congestion: spec.congestion.clone(),
+        }
+    }
+
+    /// Apply to a TCP socket. Buffer sizes and TCP_NODELAY are requests the kernel may trim (the
+    /// report shows what it granted); an option it refuses outright is an error naming it.
+    pub(crate) fn apply(&self, s: &socket2::SockRef<'_>) -> Result<(), String> {
         if let Some(b) = self.sndbuf {
             let _ = s.set_send_buffer_size(b as usize);
         }
@@ -47,7 +61,36 @@ impl SockOpts {
         if self.nodelay {
             let _ = s.set_tcp_nodelay(true);
         }
+        if let Some(cc) = &self.congestion {
+            s.set_tcp_congestion(cc.as_bytes()).map_err(|e| congestion_refused(cc, &e))?;
+        }
+        Ok(())
     }
+
+    /// Try the options on a fresh TCP socket of `addr`'s family, so that one the kernel refuses
+    /// is reported once, before any connection is opened.
+    pub(crate) fn probe(&self, addr: SocketAddr) -> Result<(), String> {
+        let domain = socket2::Domain::for_address(addr);
+        let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))
+            .map_err(|e| format!("creating a TCP socket: {e}"))?;
+        self.apply(&socket2::SockRef::from(&s))
+    }
+}
+
+/// Why the kernel refused a congestion control algorithm, and where to look.
+fn congestion_refused(name: &str, e: &io::Error) -> String {
+    format!(
+        "TCP congestion control \"{name}\" was refused by the kernel ({e}): it is not loaded or not allowed \
+         for this user; see sysctl net.ipv4.tcp_available_congestion_control (and \
+         net.ipv4.tcp_allowed_congestion_control, which unprivileged users are held to)"
+    )
+}
+
+/// The congestion control a TCP socket uses.
+pub(crate) fn congestion_of(s: &socket2::SockRef<'_>) -> Option<String> {
+    let name = s.tcp_congestion().ok()?;
+    let name: Vec<u8> = name.into_iter().take_while(|&b| b != 0).collect();
+    Some(linerate_proto::name::escape(&name))
 }
 
 /// How a client opens new data connections from inside the loop (crr and profiles).
@@ -66,7 +109,7 @@ impl Dialer {
         let domain = socket2::Domain::for_address(self.addr);
         let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
         s.set_nonblocking(true)?;
-        self.opts.apply(&socket2::SockRef::from(&s));
+        self.opts.apply(&socket2::SockRef::from(&s)).map_err(io::Error::other)?;
         match s.connect(&self.addr.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -261,6 +304,8 @@ pub(crate) struct Worker {
     pub tcp: Vec<(u32, linerate_proto::bench::TcpSample)>,
     /// (SO_SNDBUF, SO_RCVBUF) as granted on one of the worker's sockets.
     pub buffers: Option<(u32, u32)>,
+    /// The congestion control one of the worker's sockets uses.
+    pub congestion: Option<String>,
     /// Connections that failed, with a reason (capped).
     pub errors: Vec<String>,
 }
@@ -320,6 +365,7 @@ pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
         hist: new_histogram(),
         tcp: Vec::new(),
         buffers: None,
+        congestion: None,
         errors: Vec::new(),
     };
     Ok((w, WorkerHandle { tx, waker }))
@@ -485,6 +531,9 @@ impl Worker {
                 if let (Ok(a), Ok(b)) = (r.send_buffer_size(), r.recv_buffer_size()) {
                     self.buffers = Some((a as u32, b as u32));
                 }
+            }
+            if self.congestion.is_none() {
+                self.congestion = congestion_of(&socket2::SockRef::from(&*s));
             }
             if let Err(e) = self.poll.registry().register(s, Token(i), Interest::READABLE | Interest::WRITABLE) {
                 self.note_error(format!("connection {}: registering: {e}", c.slot));
@@ -1151,5 +1200,27 @@ fn closed_or(e: io::Error) -> Option<String> {
     match e.kind() {
         io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => None,
         _ => Some(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialed_sockets_carry_the_congestion_control_asked_for() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let d = Dialer {
+            addr: l.local_addr().unwrap(),
+            test: [0; 16],
+            cookie: [0; 32],
+            opts: SockOpts { congestion: Some("reno".into()), ..Default::default() },
+        };
+        let s = d.dial().unwrap();
+        assert_eq!(congestion_of(&socket2::SockRef::from(&s)).as_deref(), Some("reno"));
+        let bad = Dialer { opts: SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() }, ..d };
+        let e = bad.dial().unwrap_err().to_string();
+        assert!(e.contains("nosuchalgo") && e.contains("tcp_available_congestion_control"), "{e}");
+        assert!(bad.opts.probe(bad.addr).is_err());
     }
 }

@@ -296,6 +296,29 @@ impl Sampler {
     }
 }
 
+/// Try a test's socket options on this host (a socket of `server`'s address family), so that one
+/// the kernel refuses (an unknown congestion control) fails as a usage error before the server is
+/// asked and before anything is printed.
+pub fn check_local_options(spec: &TestSpec, server: SocketAddr) -> Result<(), EngineError> {
+    if spec.kind == TestKind::UdpStream {
+        return Ok(());
+    }
+    io::SockOpts::of(spec).probe(server).map_err(|m| EngineError::Usage(format!("on this host: {m}")))
+}
+
+/// The host description entry for the congestion control the data sockets used.
+pub(crate) fn congestion_in_use(name: String) -> serde_json::Value {
+    serde_json::json!({ "congestion_control_in_use": name })
+}
+
+/// `host` with the entries of `facts` (an object, or null) added.
+pub(crate) fn with_facts(mut host: serde_json::Value, facts: serde_json::Value) -> serde_json::Value {
+    if let (Some(h), serde_json::Value::Object(f)) = (host.as_object_mut(), facts) {
+        h.extend(f);
+    }
+    host
+}
+
 /// Worker threads for a test: one per core, never more than connections.
 pub(crate) fn worker_count(conns: u64) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -362,6 +385,7 @@ impl BenchClient {
         progress: &mut dyn FnMut(&IntervalCounts),
     ) -> Result<TestResult, EngineError> {
         let wall = SystemTime::now();
+        check_local_options(spec, self.cfg.addr)?;
         let doc = self.machine.request(spec)?;
         self.tx.send_frames(&[Frame::BenchRequest(&doc)])?;
         let ready = match self.recv_event(self.cfg.timeout)? {
@@ -382,7 +406,8 @@ impl BenchClient {
                 return Err(e);
             }
         };
-        local.host = host;
+        // This side's facts about the test's own sockets join the host description.
+        local.host = with_facts(host, std::mem::take(&mut local.host));
         let remote = match self.recv_event(self.cfg.timeout + Duration::from_secs(10))? {
             ClientEvent::Result(r) => *r,
             _ => return Err(ProtoError::Violation("expected BenchResult".into()).into()),
@@ -417,7 +442,7 @@ impl BenchClient {
             addr: SocketAddr::new(self.cfg.addr.ip(), ready.tcp_port),
             test: ready.test,
             cookie: ready.cookie,
-            opts: io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay },
+            opts: io::SockOpts::of(spec),
         };
         let zerocopy =
             if spec.zerocopy { Some(Arc::new(server::zerocopy_file(spec.msg_size as usize)?)) } else { None };
@@ -481,12 +506,14 @@ impl BenchClient {
         let mut hist = io::new_histogram();
         let mut tcp = Vec::new();
         let mut buffers = None;
+        let mut congestion = None;
         let mut errors = Vec::new();
         for t in threads {
             let w = t.join().map_err(|_| EngineError::Internal("a benchmark worker thread panicked".into()))?;
             let _ = hist.add(&w.hist);
             tcp.extend(w.tcp);
             buffers = buffers.or(w.buffers);
+            congestion = congestion.or(w.congestion);
             errors.extend(w.errors);
         }
         errors.truncate(16);
@@ -500,6 +527,7 @@ impl BenchClient {
                 c.tcp = Some(t);
             }
         }
+        report.host = congestion.map_or(serde_json::Value::Null, congestion_in_use);
         let latency = (!hist.is_empty()).then(|| {
             let mut l = stats::latency_from_histogram(&hist);
             let scheduled = counters.scheduled.load(Relaxed);

@@ -167,7 +167,11 @@ fn run_test(
     let mut concurrent = running.load(Relaxed);
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
-    let listener = bind_data(local, io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay })?;
+    let listener = match bind_data(local, &io::SockOpts::of(spec))? {
+        Ok(l) => l,
+        // An option the kernel refuses (an unknown congestion control) is the test's parameter.
+        Err(msg) => return fatal(tx, ErrorCode::BadParams, format!("on the server: {msg}")),
+    };
     let tcp_port = listener.local_addr().map_err(|e| EngineError::net("data port", e))?.port();
     let udp_sock = if spec.kind == TestKind::UdpStream {
         Some(
@@ -255,11 +259,13 @@ fn run_test(
     let accepted = acceptor.join().unwrap_or_default();
     let mut tcp = Vec::new();
     let mut buffers = None;
+    let mut congestion = None;
     let mut errors = accepted;
     for t in threads {
         if let Ok(w) = t.join() {
             tcp.extend(w.tcp);
             buffers = buffers.or(w.buffers);
+            congestion = congestion.or(w.congestion);
             errors.extend(w.errors);
         }
     }
@@ -274,7 +280,10 @@ fn run_test(
     }
     let mut report = sampler.finish(now, buffers, errors);
     report.udp = udp_counts;
-    report.host = super::stats::host_metadata();
+    report.host = super::with_facts(
+        super::stats::host_metadata(),
+        congestion.map_or(serde_json::Value::Null, super::congestion_in_use),
+    );
     if let Some(h) = report.host.as_object_mut() {
         // The machine's CPU shares cover every test running: say how many were.
         h.insert("concurrent_tests".into(), serde_json::Value::from(concurrent as u64));
@@ -289,17 +298,20 @@ fn run_test(
     Ok(report)
 }
 
-/// The per-test listener; buffer sizes are set on it so accepted sockets inherit them before
-/// the handshake fixes the window scale.
-fn bind_data(ip: IpAddr, opts: io::SockOpts) -> Result<TcpListener, EngineError> {
+/// The per-test listener; buffer sizes and congestion control are set on it so accepted sockets
+/// inherit them before the handshake fixes the window scale. The inner error is an option the
+/// kernel refused (the client's to fix).
+fn bind_data(ip: IpAddr, opts: &io::SockOpts) -> Result<Result<TcpListener, String>, EngineError> {
     let addr = SocketAddr::new(ip, 0);
     let s =
         socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))
             .map_err(|e| EngineError::net("creating the data listener", e))?;
-    opts.apply(&socket2::SockRef::from(&s));
+    if let Err(msg) = opts.apply(&socket2::SockRef::from(&s)) {
+        return Ok(Err(msg));
+    }
     let bind = s.bind(&addr.into()).and_then(|()| s.listen(4096)).and_then(|()| s.set_nonblocking(true));
     bind.map_err(|e| EngineError::net(format!("opening a data port on {ip}"), e))?;
-    Ok(TcpListener::from_std(std::net::TcpListener::from(s)))
+    Ok(Ok(TcpListener::from_std(std::net::TcpListener::from(s))))
 }
 
 /// A data connection that has not shown its whole preamble yet: socket, bytes so far, count, deadline.
@@ -379,8 +391,8 @@ fn accept_data(
                     if s.write(&DATA_ACK).ok() != Some(DATA_ACK.len()) {
                         continue;
                     }
-                    io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay }
-                        .apply(&socket2::SockRef::from(&s));
+                    // Inherited from the listener, which took them all; set again as before.
+                    let _ = io::SockOpts::of(spec).apply(&socket2::SockRef::from(&s));
                     let w = &workers[next_worker % workers.len()];
                     next_worker += 1;
                     w.give(Conn::new(s, h.conn, scripts::server_role(spec)));
@@ -407,4 +419,19 @@ fn accept_data(
         errors.push(format!("{refused} data connections refused (bad preamble, deadline or over the cap)"));
     }
     errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_congestion_control_the_kernel_refuses_is_named_with_the_sysctl() {
+        let opts = io::SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() };
+        let msg = bind_data(IpAddr::from([127, 0, 0, 1]), &opts).unwrap().unwrap_err();
+        assert!(msg.contains("\"nosuchalgo\"") && msg.contains("net.ipv4.tcp_available_congestion_control"), "{msg}");
+        let reno = io::SockOpts { congestion: Some("reno".into()), ..Default::default() };
+        let l = bind_data(IpAddr::from([127, 0, 0, 1]), &reno).unwrap().unwrap();
+        assert_eq!(io::congestion_of(&socket2::SockRef::from(&l)).as_deref(), Some("reno"));
+    }
 }

@@ -84,6 +84,30 @@ fn tcp_stream_each_direction_counts_at_the_receiver() {
 }
 
 #[test]
+fn congestion_control_is_set_on_both_sides_or_refused_naming_the_sysctl() {
+    let (h, secret) = agent(|_| {});
+    let in_use = |v: &serde_json::Value| v["congestion_control_in_use"].as_str().map(str::to_string);
+    // Without -C each side reports its host's default.
+    let r = run(&h, &secret, &spec(TestKind::TcpStream, 1, 200));
+    assert_eq!(in_use(&r.local.host), r.local.host["congestion_control"].as_str().map(str::to_string));
+    // reno is always built in (and allowed to every user).
+    let mut s = spec(TestKind::TcpStream, 2, 200);
+    s.congestion = Some("reno".into());
+    s.direction = Direction::Receive;
+    let r = run(&h, &secret, &s);
+    assert_eq!(in_use(&r.local.host).as_deref(), Some("reno"), "{}", r.local.host);
+    assert_eq!(in_use(&r.remote.host).as_deref(), Some("reno"), "{}", r.remote.host);
+    s.congestion = Some("nosuchalgo".into());
+    let err = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, EngineError::Usage(_)), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("\"nosuchalgo\"") && msg.contains("sysctl net.ipv4.tcp_available_congestion_control"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn tcp_rr_closed_and_open_loop_measure_latency() {
     let (h, secret) = agent(|_| {});
     let mut s = spec(TestKind::TcpRr, 2, 300);
