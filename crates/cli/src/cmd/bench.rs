@@ -5,7 +5,7 @@ use crate::exit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use linerate_engine::bench::stats::{busy, confidence, confident_enough, Summary};
-use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
+use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_engine::net::conn;
 use linerate_engine::EngineError;
 use linerate_model::doc::bench as doc;
@@ -36,7 +36,7 @@ SWEEPS AND REPEATS:
 
 IPERF3 HABITS:
   -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps,
-  --logfile and -C ALGO mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
+  --logfile, -C ALGO and -M SIZE mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
   serve --once`. The report goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
@@ -150,6 +150,10 @@ pub struct BenchArgs {
     /// -C); the kernel must offer it (sysctl net.ipv4.tcp_available_congestion_control).
     #[arg(short = 'C', long = "congestion", value_name = "ALGO", value_parser = parse_congestion)]
     congestion: Option<String>,
+    /// TCP_MAXSEG of the client's data connections, set before they connect (iperf3 -M): a
+    /// size, 88 to 32767 bytes. The kernel clamps the MSS both ways to it.
+    #[arg(short = 'M', long = "set-mss", value_name = "SIZE", value_parser = parse_size32)]
+    set_mss: Option<u32>,
     /// Append the report (what goes to stdout) to FILE instead, as iperf3's --logfile.
     #[arg(long, value_name = "FILE")]
     logfile: Option<PathBuf>,
@@ -388,8 +392,9 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         None
     };
     let addr = resolve_family(server, family).map_err(usage)?;
+    let tuning = ClientTuning { mss: a.set_mss };
     for (_, spec) in &points {
-        linerate_engine::bench::check_local_options(spec, addr).map_err(engine_err)?;
+        linerate_engine::bench::check_local_options(spec, &tuning, addr).map_err(engine_err)?;
     }
     let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").map_err(usage)?;
     let cfg = BenchClientConfig {
@@ -398,6 +403,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         key_auth,
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(a.timeout.max(1)),
+        tuning,
     };
     // The report (live lines, tables, the JSON or CSV document) goes to stdout, or with
     // --logfile to the end of that file; diagnostics to stderr.

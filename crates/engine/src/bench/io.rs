@@ -36,6 +36,8 @@ pub(crate) struct SockOpts {
     pub nodelay: bool,
     /// TCP_CONGESTION, a name [`linerate_proto::bench::check_congestion`] accepted.
     pub congestion: Option<String>,
+    /// TCP_MAXSEG, set before the connect (the client's own option: not in the test).
+    pub mss: Option<u32>,
 }
 
 impl SockOpts {
@@ -46,6 +48,7 @@ impl SockOpts {
             rcvbuf: spec.rcvbuf,
             nodelay: spec.nodelay,
             congestion: spec.congestion.clone(),
+            mss: None,
         }
     }
 
@@ -63,6 +66,9 @@ impl SockOpts {
         }
         if let Some(cc) = &self.congestion {
             s.set_tcp_congestion(cc.as_bytes()).map_err(|e| congestion_refused(cc, &e))?;
+        }
+        if let Some(m) = self.mss {
+            s.set_tcp_mss(m).map_err(|e| format!("TCP_MAXSEG {m} was refused by the kernel: {e}"))?;
         }
         Ok(())
     }

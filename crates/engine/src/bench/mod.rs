@@ -299,11 +299,28 @@ impl Sampler {
 /// Try a test's socket options on this host (a socket of `server`'s address family), so that one
 /// the kernel refuses (an unknown congestion control) fails as a usage error before the server is
 /// asked and before anything is printed.
-pub fn check_local_options(spec: &TestSpec, server: SocketAddr) -> Result<(), EngineError> {
+pub fn check_local_options(spec: &TestSpec, tuning: &ClientTuning, server: SocketAddr) -> Result<(), EngineError> {
+    if let Some(m) = tuning.mss {
+        if !MSS_RANGE.contains(&m) {
+            return Err(EngineError::Usage(format!(
+                "MSS {m}: must be {} to {} bytes",
+                MSS_RANGE.start(),
+                MSS_RANGE.end()
+            )));
+        }
+    }
     if spec.kind == TestKind::UdpStream {
+        if tuning.mss.is_some() {
+            return Err(EngineError::Usage("the MSS applies to TCP tests, not udp-stream".into()));
+        }
         return Ok(());
     }
-    io::SockOpts::of(spec).probe(server).map_err(|m| EngineError::Usage(format!("on this host: {m}")))
+    client_sock_opts(spec, tuning).probe(server).map_err(|m| EngineError::Usage(format!("on this host: {m}")))
+}
+
+/// The options of the client's TCP data sockets: the test's, and this side's own.
+fn client_sock_opts(spec: &TestSpec, tuning: &ClientTuning) -> io::SockOpts {
+    io::SockOpts { mss: tuning.mss, ..io::SockOpts::of(spec) }
 }
 
 /// The host description entry for the congestion control the data sockets used.
@@ -338,7 +355,19 @@ pub struct BenchClientConfig {
     pub suite: Suite,
     /// Time to connect, authenticate and open data connections.
     pub timeout: Duration,
+    /// Options of this side's own sockets, which the server need not know.
+    pub tuning: ClientTuning,
 }
+
+/// The client's own socket options (iperf3 sets these on the client only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientTuning {
+    /// `TCP_MAXSEG` on every TCP data connection before it connects (iperf3 `-M`).
+    pub mss: Option<u32>,
+}
+
+/// The range `TCP_MAXSEG` accepts (the kernel's `TCP_MIN_MSS` to `MAX_TCP_WINDOW`).
+pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=32_767;
 
 /// An authenticated control connection to an agent, which runs tests one after another.
 pub struct BenchClient {
@@ -385,7 +414,7 @@ impl BenchClient {
         progress: &mut dyn FnMut(&IntervalCounts),
     ) -> Result<TestResult, EngineError> {
         let wall = SystemTime::now();
-        check_local_options(spec, self.cfg.addr)?;
+        check_local_options(spec, &self.cfg.tuning, self.cfg.addr)?;
         let doc = self.machine.request(spec)?;
         self.tx.send_frames(&[Frame::BenchRequest(&doc)])?;
         let ready = match self.recv_event(self.cfg.timeout)? {
@@ -442,7 +471,7 @@ impl BenchClient {
             addr: SocketAddr::new(self.cfg.addr.ip(), ready.tcp_port),
             test: ready.test,
             cookie: ready.cookie,
-            opts: io::SockOpts::of(spec),
+            opts: client_sock_opts(spec, &self.cfg.tuning),
         };
         let zerocopy =
             if spec.zerocopy { Some(Arc::new(server::zerocopy_file(spec.msg_size as usize)?)) } else { None };

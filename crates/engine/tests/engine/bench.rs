@@ -2,7 +2,7 @@
 //! parameters, and clients that misbehave without blocking others.
 
 use linerate_engine::auth::secret::Secret;
-use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
+use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_engine::net::conn;
 use linerate_engine::server::{Server, ServerConfig, ServerHandle};
 use linerate_engine::EngineError;
@@ -27,12 +27,17 @@ fn agent(tune: impl FnOnce(&mut ServerConfig)) -> (ServerHandle, Secret) {
 }
 
 fn client(h: &ServerHandle, secret: &Secret) -> Result<BenchClient, EngineError> {
+    client_tuned(h, secret, ClientTuning::default())
+}
+
+fn client_tuned(h: &ServerHandle, secret: &Secret, tuning: ClientTuning) -> Result<BenchClient, EngineError> {
     BenchClient::connect(BenchClientConfig {
         addr: h.addr,
         secret: secret.clone(),
         key_auth: None,
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(10),
+        tuning,
     })
 }
 
@@ -105,6 +110,27 @@ fn congestion_control_is_set_on_both_sides_or_refused_naming_the_sysctl() {
         msg.contains("\"nosuchalgo\"") && msg.contains("sysctl net.ipv4.tcp_available_congestion_control"),
         "{msg}"
     );
+}
+
+#[test]
+fn set_mss_clamps_the_segments_of_both_directions() {
+    let (h, secret) = agent(|_| {});
+    let tuning = ClientTuning { mss: Some(1000) };
+    for dir in [Direction::Send, Direction::Receive] {
+        let mut s = spec(TestKind::TcpStream, 2, 200);
+        s.direction = dir;
+        let r = client_tuned(&h, &secret, tuning).unwrap().run(&s, &mut |_| {}).unwrap();
+        // Loopback's own MSS is near 65,483: only TCP_MAXSEG brings it down to 1000.
+        for c in r.local.conns.iter().chain(&r.remote.conns) {
+            let mss = c.tcp.map_or(0, |t| t.mss);
+            assert!((1..=1000).contains(&mss), "{dir:?}: connection {} has MSS {mss}", c.id);
+        }
+    }
+    let err = client_tuned(&h, &secret, ClientTuning { mss: Some(40) })
+        .unwrap()
+        .run(&spec(TestKind::TcpStream, 1, 100), &mut |_| {})
+        .unwrap_err();
+    assert!(err.to_string().contains("MSS 40: must be 88 to 32767"), "{err}");
 }
 
 #[test]
@@ -359,6 +385,7 @@ fn concurrent_clients_share_the_agent() {
                     key_auth: None,
                     suite: conn::preferred_suite(),
                     timeout: Duration::from_secs(10),
+                    tuning: Default::default(),
                 };
                 let mut c = BenchClient::connect(cfg).unwrap();
                 c.run(&spec(TestKind::TcpStream, 2, 400), &mut |_| {}).unwrap().summary(None).throughput_bps
