@@ -119,6 +119,10 @@ pub struct TestSpec {
     /// host's default. A name as [`check_congestion`] allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion: Option<String>,
+    /// The IP TOS byte (IPv6: traffic class) of every data socket, both sides: a DSCP shifted
+    /// left by two (iperf3 `--dscp`, `-S`). Its two ECN bits must be clear.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
 }
 
 impl TestSpec {
@@ -147,6 +151,7 @@ impl TestSpec {
             nodelay: false,
             profile: None,
             congestion: None,
+            tos: None,
         }
     }
 
@@ -230,6 +235,13 @@ impl TestSpec {
             check_congestion(cc)?;
             if self.kind == TestKind::UdpStream {
                 return Err("congestion control applies to TCP tests, not udp-stream".into());
+            }
+        }
+        if let Some(t) = self.tos {
+            if t & 0x03 != 0 {
+                return Err(format!(
+                    "TOS {t:#04x}: its low two bits are ECN's, which the kernel sets; give a DSCP (TOS = DSCP × 4)"
+                ));
             }
         }
         Ok(())
@@ -1003,12 +1015,13 @@ mod tests {
         // must not send them, and a document from an older client must decode.
         let plain = TestSpec::new(TestKind::TcpStream);
         let v = serde_json::to_value(&plain).unwrap();
-        let sent: Vec<_> = ["congestion"].into_iter().filter(|k| v.get(k).is_some()).collect();
+        let sent: Vec<_> = ["congestion", "tos"].into_iter().filter(|k| v.get(k).is_some()).collect();
         assert!(sent.is_empty(), "{sent:?} sent unset: {v}");
         let back: TestSpec = decode_doc(&encode_doc(&plain), "test").unwrap();
         assert_eq!(back, plain);
         let mut cc = plain.clone();
         cc.congestion = Some("reno".into());
+        cc.tos = Some(0xb8);
         assert_eq!(decode_doc::<TestSpec>(&encode_doc(&cc), "test").unwrap(), cc);
     }
 
@@ -1050,6 +1063,7 @@ mod tests {
             (Box::new(|s| s.congestion = Some("a".repeat(16))), "1 to 15 letters"),
             (Box::new(|s| s.congestion = Some("bbr\n2".into())), "bbr\\x0a2"),
             (Box::new(|s| s.congestion = Some("../x".into())), "congestion control"),
+            (Box::new(|s| s.tos = Some(0xb9)), "TOS 0xb9: its low two bits are ECN's"),
             (
                 Box::new(|s| (s.kind, s.msg_size, s.congestion) = (TestKind::UdpStream, 64, Some("reno".into()))),
                 "TCP tests",

@@ -36,7 +36,7 @@ SWEEPS AND REPEATS:
 
 IPERF3 HABITS:
   -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps,
-  --logfile, -C ALGO and -M SIZE mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
+  --logfile, -C ALGO, -M SIZE, --dscp and -S mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
   serve --once`. The report goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
@@ -154,6 +154,14 @@ pub struct BenchArgs {
     /// size, 88 to 32767 bytes. The kernel clamps the MSS both ways to it.
     #[arg(short = 'M', long = "set-mss", value_name = "SIZE", value_parser = parse_size32)]
     set_mss: Option<u32>,
+    /// DSCP of the data packets, both ways (iperf3 --dscp): 0 to 63, or a name: ef, af11 to
+    /// af43, cs0 to cs7. Sent as the TOS byte (IPv6: traffic class) DSCP × 4.
+    #[arg(long, value_name = "DSCP", value_parser = parse_dscp, conflicts_with = "tos")]
+    dscp: Option<u8>,
+    /// The whole TOS byte of the data packets, both ways (iperf3 -S): 0 to 255 (or 0x..) with the
+    /// two ECN bits clear.
+    #[arg(short = 'S', long, value_name = "TOS", value_parser = parse_tos)]
+    tos: Option<u8>,
     /// Append the report (what goes to stdout) to FILE instead, as iperf3's --logfile.
     #[arg(long, value_name = "FILE")]
     logfile: Option<PathBuf>,
@@ -180,6 +188,40 @@ const UDP_DEFAULT_RATE: u64 = 1_000_000;
 /// A congestion control name, by the protocol's rule.
 fn parse_congestion(s: &str) -> Result<String, String> {
     linerate_proto::bench::check_congestion(s).map(|()| s.to_string())
+}
+
+/// A DSCP: 0 to 63, or a per-hop behaviour's name (RFC 2474, 2597, 3246), as iperf3 takes.
+fn parse_dscp(s: &str) -> Result<u8, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let named = match t.as_str() {
+        "ef" => Some(46),
+        _ => {
+            t.strip_prefix("cs").and_then(|n| n.parse::<u8>().ok()).filter(|n| *n <= 7).map(|n| n << 3).or_else(|| {
+                // afXY: class X 1..=4, drop precedence Y 1..=3 → 8X + 2Y.
+                let d = t.strip_prefix("af")?.as_bytes();
+                match d {
+                    [x @ b'1'..=b'4', y @ b'1'..=b'3'] => Some(8 * (x - b'0') + 2 * (y - b'0')),
+                    _ => None,
+                }
+            })
+        }
+    };
+    match named.or_else(|| parse_byte(&t).filter(|v| *v <= 63)) {
+        Some(v) => Ok(v),
+        None => Err(format!("{s:?}: a DSCP is 0 to 63 or a name (ef, af11 to af43, cs0 to cs7)")),
+    }
+}
+
+/// A TOS byte: 0 to 255, decimal or 0x hexadecimal.
+fn parse_tos(s: &str) -> Result<u8, String> {
+    parse_byte(s.trim()).ok_or_else(|| format!("{s:?}: a TOS byte is 0 to 255 (or 0x00 to 0xff)"))
+}
+
+fn parse_byte(t: &str) -> Option<u8> {
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u8::from_str_radix(h, 16).ok(),
+        None => t.parse().ok(),
+    }
 }
 
 /// A size in the one grammar that fits the protocol's 32 bits.
@@ -257,6 +299,7 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     s.zerocopy = a.zerocopy;
     s.nodelay = a.nodelay;
     s.congestion = a.congestion.clone();
+    s.tos = a.tos.or(a.dscp.map(|d| d << 2));
     if let Some(p) = &a.profile {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading profile {}", p.display()))?;
         let mut prof: Profile = toml::from_str(&text).with_context(|| format!("profile {}", p.display()))?;
@@ -1029,6 +1072,36 @@ mod tests {
         let mut stream = TestSpec::new(TestKind::TcpStream);
         stream.rate = Some(1_000_000_000);
         assert_eq!(missed_schedule(&stream, Some(1.0), Some(1.0)), None, "a paced stream is not a schedule");
+    }
+
+    #[test]
+    fn dscp_names_and_numbers_and_tos_bytes_parse() {
+        for (s, v) in [("ef", 46), ("EF", 46), ("af11", 10), ("af23", 22), ("af41", 34), ("af43", 38)] {
+            assert_eq!(parse_dscp(s), Ok(v), "{s}");
+        }
+        for (s, v) in [("cs0", 0), ("cs1", 8), ("cs6", 48), ("cs7", 56), ("0", 0), ("63", 63), ("0x2e", 46)] {
+            assert_eq!(parse_dscp(s), Ok(v), "{s}");
+        }
+        for bad in ["64", "af44", "af51", "af1", "cs8", "", "-1", "ef1"] {
+            assert!(parse_dscp(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_tos("0xb8"), Ok(0xb8));
+        assert_eq!(parse_tos("184"), Ok(184));
+        assert!(parse_tos("256").is_err());
+        let a = parse(&["--dscp", "af21"]);
+        assert_eq!(base_spec(&a).unwrap().tos, Some(18 << 2), "sent as the TOS byte, DSCP × 4");
+        assert_eq!(base_spec(&parse(&["-S", "0x10"])).unwrap().tos, Some(0x10));
+    }
+
+    /// The flags of `linerate bench HOST ARGS...`.
+    fn parse(args: &[&str]) -> BenchArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: BenchArgs,
+        }
+        let argv = ["bench", "127.0.0.1", "--key-file", "k"].iter().chain(args);
+        <Cli as clap::Parser>::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}")).a
     }
 
     #[test]

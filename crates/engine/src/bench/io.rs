@@ -38,6 +38,8 @@ pub(crate) struct SockOpts {
     pub congestion: Option<String>,
     /// TCP_MAXSEG, set before the connect (the client's own option: not in the test).
     pub mss: Option<u32>,
+    /// IP_TOS (IPv4) or IPV6_TCLASS (IPv6).
+    pub tos: Option<u8>,
 }
 
 impl SockOpts {
@@ -49,6 +51,7 @@ impl SockOpts {
             nodelay: spec.nodelay,
             congestion: spec.congestion.clone(),
             mss: None,
+            tos: spec.tos,
         }
     }
 
@@ -70,6 +73,9 @@ impl SockOpts {
         if let Some(m) = self.mss {
             s.set_tcp_mss(m).map_err(|e| format!("TCP_MAXSEG {m} was refused by the kernel: {e}"))?;
         }
+        if let Some(t) = self.tos {
+            set_tos(s, t)?;
+        }
         Ok(())
     }
 
@@ -80,6 +86,28 @@ impl SockOpts {
         let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))
             .map_err(|e| format!("creating a TCP socket: {e}"))?;
         self.apply(&socket2::SockRef::from(&s))
+    }
+}
+
+/// Set the TOS byte of a TCP or UDP socket: IP_TOS on IPv4, IPV6_TCLASS on IPv6 (where an IPv4
+/// peer of a dual-stack socket gets IP_TOS too).
+pub(crate) fn set_tos(s: &socket2::SockRef<'_>, tos: u8) -> Result<(), String> {
+    let r = match s.domain() {
+        Ok(socket2::Domain::IPV6) => s.set_tclass_v6(u32::from(tos)).map(|()| {
+            // A dual-stack socket talking to an IPv4 peer uses IP_TOS; refused on a v6-only one.
+            let _ = s.set_tos_v4(u32::from(tos));
+        }),
+        _ => s.set_tos_v4(u32::from(tos)),
+    };
+    r.map_err(|e| format!("TOS {tos:#04x} (DSCP {}) was refused by the kernel: {e}", tos >> 2))
+}
+
+/// The TOS byte (IPv4) or traffic class (IPv6) a socket sends with.
+#[cfg(test)]
+pub(crate) fn tos_of(s: &socket2::SockRef<'_>) -> Option<u32> {
+    match s.domain().ok()? {
+        socket2::Domain::IPV6 => s.tclass_v6().ok(),
+        _ => s.tos_v4().ok(),
     }
 }
 
@@ -1228,5 +1256,22 @@ mod tests {
         let e = bad.dial().unwrap_err().to_string();
         assert!(e.contains("nosuchalgo") && e.contains("tcp_available_congestion_control"), "{e}");
         assert!(bad.opts.probe(bad.addr).is_err());
+    }
+
+    #[test]
+    fn the_tos_byte_reads_back_on_tcp_and_udp_sockets_of_both_families() {
+        let opts = SockOpts { tos: Some(46 << 2), ..Default::default() };
+        for (domain, ty) in [
+            (socket2::Domain::IPV4, socket2::Type::STREAM),
+            (socket2::Domain::IPV4, socket2::Type::DGRAM),
+            (socket2::Domain::IPV6, socket2::Type::STREAM),
+            (socket2::Domain::IPV6, socket2::Type::DGRAM),
+        ] {
+            let Ok(s) = socket2::Socket::new(domain, ty, None) else { continue }; // no IPv6 here
+            let r = socket2::SockRef::from(&s);
+            assert_ne!(tos_of(&r), Some(0xb8), "{domain:?} {ty:?} starts without it");
+            opts.apply(&r).unwrap();
+            assert_eq!(tos_of(&r), Some(0xb8), "{domain:?} {ty:?}");
+        }
     }
 }

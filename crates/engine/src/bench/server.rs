@@ -430,8 +430,9 @@ mod tests {
         let opts = io::SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() };
         let msg = bind_data(IpAddr::from([127, 0, 0, 1]), &opts).unwrap().unwrap_err();
         assert!(msg.contains("\"nosuchalgo\"") && msg.contains("net.ipv4.tcp_available_congestion_control"), "{msg}");
-        let reno = io::SockOpts { congestion: Some("reno".into()), ..Default::default() };
+        let reno = io::SockOpts { congestion: Some("reno".into()), tos: Some(0xb8), ..Default::default() };
         let l = bind_data(IpAddr::from([127, 0, 0, 1]), &reno).unwrap().unwrap();
         assert_eq!(io::congestion_of(&socket2::SockRef::from(&l)).as_deref(), Some("reno"));
+        assert_eq!(io::tos_of(&socket2::SockRef::from(&l)), Some(0xb8), "accepted sockets inherit it");
     }
 }

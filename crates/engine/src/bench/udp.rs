@@ -169,14 +169,11 @@ fn buffers_of(s: &UdpSocket) -> Option<(u32, u32)> {
     Some((r.send_buffer_size().ok()? as u32, r.recv_buffer_size().ok()? as u32))
 }
 
-fn apply_bufs(s: &UdpSocket, spec: &TestSpec) {
-    let r = socket2::SockRef::from(s);
-    if let Some(b) = spec.sndbuf {
-        let _ = r.set_send_buffer_size(b as usize);
-    }
-    if let Some(b) = spec.rcvbuf {
-        let _ = r.set_recv_buffer_size(b as usize);
-    }
+/// The test's socket options (buffers, TOS) on a UDP socket; TCP's do not apply (a congestion
+/// control is refused with udp-stream by the test's rules).
+fn apply_opts(s: &UdpSocket, spec: &TestSpec) -> Result<(), EngineError> {
+    let opts = super::io::SockOpts { nodelay: false, congestion: None, ..super::io::SockOpts::of(spec) };
+    opts.apply(&socket2::SockRef::from(s)).map_err(EngineError::Usage)
 }
 
 /// The client's sockets.
@@ -198,7 +195,7 @@ impl Client {
         let mut socks = Vec::new();
         for i in 0..spec.connections {
             let s = UdpSocket::bind(bind).map_err(|e| EngineError::net("binding a UDP socket", e))?;
-            apply_bufs(&s, spec);
+            apply_opts(&s, spec)?;
             s.connect(target).map_err(|e| EngineError::net(format!("connecting UDP to {target}"), e))?;
             s.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| EngineError::net("UDP timeout", e))?;
             // Register (three times: this is UDP) so the server knows this socket's address.
@@ -276,7 +273,7 @@ impl Server {
         ready: &Ready,
         counters: Arc<Counters>,
     ) -> Result<Server, EngineError> {
-        apply_bufs(&sock, spec);
+        apply_opts(&sock, spec)?;
         sock.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| EngineError::net("UDP timeout", e))?;
         let sock = Arc::new(sock);
         let peers = Arc::new(Mutex::new(HashMap::new()));
