@@ -36,7 +36,7 @@ SWEEPS AND REPEATS:
 
 IPERF3 HABITS:
   -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps,
-  --logfile, -C ALGO, -M SIZE, --dscp and -S mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
+  --logfile, -C ALGO, -M SIZE, --dscp, -S and --cport mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
   serve --once`. The report goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
@@ -154,6 +154,10 @@ pub struct BenchArgs {
     /// size, 88 to 32767 bytes. The kernel clamps the MSS both ways to it.
     #[arg(short = 'M', long = "set-mss", value_name = "SIZE", value_parser = parse_size32)]
     set_mss: Option<u32>,
+    /// Local port of the client's data connections (iperf3 --cport): with -P N they use PORT to
+    /// PORT+N-1, for a firewall that admits known ports. tcp-stream, tcp-rr and udp-stream.
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    cport: Option<u16>,
     /// DSCP of the data packets, both ways (iperf3 --dscp): 0 to 63, or a name: ef, af11 to
     /// af43, cs0 to cs7. Sent as the TOS byte (IPv6: traffic class) DSCP × 4.
     #[arg(long, value_name = "DSCP", value_parser = parse_dscp, conflicts_with = "tos")]
@@ -435,7 +439,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         None
     };
     let addr = resolve_family(server, family).map_err(usage)?;
-    let tuning = ClientTuning { mss: a.set_mss };
+    let tuning = ClientTuning { mss: a.set_mss, cport: a.cport };
     for (_, spec) in &points {
         linerate_engine::bench::check_local_options(spec, &tuning, addr).map_err(engine_err)?;
     }

@@ -89,6 +89,16 @@ impl SockOpts {
     }
 }
 
+/// The local port of connection `conn` from the first one (`--cport`): `None` without one, an
+/// error past 65535.
+pub(crate) fn local_port(first: Option<u16>, conn: u32) -> Option<io::Result<u16>> {
+    let first = first?;
+    Some(
+        u16::try_from(u32::from(first) + conn)
+            .map_err(|_| io::Error::other(format!("--cport {first} + {conn} is past 65535"))),
+    )
+}
+
 /// Set the TOS byte of a TCP or UDP socket: IP_TOS on IPv4, IPV6_TCLASS on IPv6 (where an IPv4
 /// peer of a dual-stack socket gets IP_TOS too).
 pub(crate) fn set_tos(s: &socket2::SockRef<'_>, tos: u8) -> Result<(), String> {
@@ -134,16 +144,29 @@ pub(crate) struct Dialer {
     pub test: [u8; 16],
     pub cookie: [u8; 32],
     pub opts: SockOpts,
+    /// Local port of connection 0; connection `i` binds `cport + i` (iperf3 `--cport`).
+    pub cport: Option<u16>,
 }
 
 impl Dialer {
     /// Start a non-blocking connect with the options set before the SYN (so the window scale
     /// matches the buffer asked for).
-    pub(crate) fn dial(&self) -> io::Result<TcpStream> {
+    /// Connection `conn` binds its own local port when the client asked for fixed ones.
+    pub(crate) fn dial(&self, conn: u32) -> io::Result<TcpStream> {
         let domain = socket2::Domain::for_address(self.addr);
         let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
         s.set_nonblocking(true)?;
         self.opts.apply(&socket2::SockRef::from(&s)).map_err(io::Error::other)?;
+        if let Some(port) = local_port(self.cport, conn) {
+            let port = port?;
+            // The same ports again for the next test: one left in TIME_WAIT does not block them.
+            s.set_reuse_address(true)?;
+            let any: SocketAddr = match self.addr {
+                SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, port).into(),
+                SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, port).into(),
+            };
+            s.bind(&any.into()).map_err(|e| io::Error::new(e.kind(), format!("binding local port {any}: {e}")))?;
+        }
         match s.connect(&self.addr.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -950,7 +973,7 @@ impl Worker {
             let _ = self.poll.registry().deregister(&mut s);
         }
         let Some(d) = &self.dialer else { return Flow::Stop(Drive::Close(Some("no dialer".into()))) };
-        match d.dial() {
+        match d.dial(slot as u32) {
             Ok(mut s) => {
                 if let Err(e) = self.poll.registry().register(&mut s, Token(i), Interest::READABLE | Interest::WRITABLE)
                 {
@@ -1249,13 +1272,50 @@ mod tests {
             test: [0; 16],
             cookie: [0; 32],
             opts: SockOpts { congestion: Some("reno".into()), ..Default::default() },
+            cport: None,
         };
-        let s = d.dial().unwrap();
+        let s = d.dial(0).unwrap();
         assert_eq!(congestion_of(&socket2::SockRef::from(&s)).as_deref(), Some("reno"));
         let bad = Dialer { opts: SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() }, ..d };
-        let e = bad.dial().unwrap_err().to_string();
+        let e = bad.dial(0).unwrap_err().to_string();
         assert!(e.contains("nosuchalgo") && e.contains("tcp_available_congestion_control"), "{e}");
         assert!(bad.opts.probe(bad.addr).is_err());
+    }
+
+    /// A port P with P and P + 1 free on loopback, for TCP and UDP.
+    fn two_free_ports() -> u16 {
+        loop {
+            let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let p = a.local_addr().unwrap().port();
+            let free = |p: u16| {
+                std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
+                    && std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok()
+            };
+            drop(a);
+            if p < 65_535 && free(p) && free(p + 1) {
+                return p;
+            }
+        }
+    }
+
+    #[test]
+    fn connection_i_leaves_from_cport_plus_i() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = two_free_ports();
+        let d = Dialer {
+            addr: l.local_addr().unwrap(),
+            test: [0; 16],
+            cookie: [0; 32],
+            opts: SockOpts::default(),
+            cport: Some(p),
+        };
+        let _c0 = d.dial(0).unwrap();
+        let _c1 = d.dial(1).unwrap();
+        let mut seen: Vec<u16> = (0..2).map(|_| l.accept().unwrap().1.port()).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, [p, p + 1], "the server sees the peer ports asked for");
+        let e = Dialer { cport: Some(65_535), ..d }.dial(1).unwrap_err();
+        assert!(e.to_string().contains("past 65535"), "{e}");
     }
 
     #[test]

@@ -309,6 +309,22 @@ pub fn check_local_options(spec: &TestSpec, tuning: &ClientTuning, server: Socke
             )));
         }
     }
+    if let Some(p) = tuning.cport {
+        if matches!(spec.kind, TestKind::TcpCrr | TestKind::Profile) {
+            return Err(EngineError::Usage(
+                "--cport applies to tcp-stream, tcp-rr and udp-stream: tcp-crr and profiles open new connections \
+                 all the time"
+                    .into(),
+            ));
+        }
+        let last = u64::from(p) + spec.initial_connections().saturating_sub(1);
+        if p == 0 || last > 65_535 {
+            return Err(EngineError::Usage(format!(
+                "--cport {p} with {} connections needs local ports {p} to {last}: they must be 1 to 65535",
+                spec.initial_connections()
+            )));
+        }
+    }
     if spec.kind == TestKind::UdpStream {
         if tuning.mss.is_some() {
             return Err(EngineError::Usage("the MSS applies to TCP tests, not udp-stream".into()));
@@ -364,6 +380,9 @@ pub struct BenchClientConfig {
 pub struct ClientTuning {
     /// `TCP_MAXSEG` on every TCP data connection before it connects (iperf3 `-M`).
     pub mss: Option<u32>,
+    /// Local port of data connection 0; connection `i` uses `cport + i` (iperf3 `--cport`):
+    /// tcp-stream, tcp-rr and udp-stream, whose connections live as long as the test.
+    pub cport: Option<u16>,
 }
 
 /// The range `TCP_MAXSEG` accepts (the kernel's `TCP_MIN_MSS` to `MAX_TCP_WINDOW`).
@@ -472,6 +491,7 @@ impl BenchClient {
             test: ready.test,
             cookie: ready.cookie,
             opts: client_sock_opts(spec, &self.cfg.tuning),
+            cport: self.cfg.tuning.cport,
         };
         let zerocopy =
             if spec.zerocopy { Some(Arc::new(server::zerocopy_file(spec.msg_size as usize)?)) } else { None };
@@ -577,7 +597,7 @@ impl BenchClient {
         let port = ready.udp_port.ok_or_else(|| ProtoError::Violation("udp test without a UDP port".into()))?;
         let target = SocketAddr::new(self.cfg.addr.ip(), port);
         let counters = Counters::new(spec.connections as usize, Duration::from_millis(spec.omit_ms));
-        let side = udp::Client::open(spec, ready, target, counters.clone())?;
+        let side = udp::Client::open(spec, ready, target, self.cfg.tuning.cport, counters.clone())?;
         self.synchronise()?;
         let start = counters.start_now();
         let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);

@@ -188,13 +188,23 @@ impl Client {
         spec: &TestSpec,
         ready: &Ready,
         target: SocketAddr,
+        cport: Option<u16>,
         counters: Arc<Counters>,
     ) -> Result<Client, EngineError> {
-        let bind: SocketAddr =
-            if target.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
         let mut socks = Vec::new();
         for i in 0..spec.connections {
-            let s = UdpSocket::bind(bind).map_err(|e| EngineError::net("binding a UDP socket", e))?;
+            // Socket i on port cport + i when the client asked for fixed ports (iperf3 --cport).
+            let port = match super::io::local_port(cport, i) {
+                Some(p) => p.map_err(|e| EngineError::Usage(e.to_string()))?,
+                None => 0,
+            };
+            let bind: SocketAddr = if target.is_ipv4() {
+                ([0, 0, 0, 0], port).into()
+            } else {
+                (std::net::Ipv6Addr::UNSPECIFIED, port).into()
+            };
+            let s =
+                UdpSocket::bind(bind).map_err(|e| EngineError::net(format!("binding a UDP socket to {bind}"), e))?;
             apply_opts(&s, spec)?;
             s.connect(target).map_err(|e| EngineError::net(format!("connecting UDP to {target}"), e))?;
             s.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| EngineError::net("UDP timeout", e))?;

@@ -115,7 +115,7 @@ fn congestion_control_is_set_on_both_sides_or_refused_naming_the_sysctl() {
 #[test]
 fn set_mss_clamps_the_segments_of_both_directions() {
     let (h, secret) = agent(|_| {});
-    let tuning = ClientTuning { mss: Some(1000) };
+    let tuning = ClientTuning { mss: Some(1000), ..Default::default() };
     for dir in [Direction::Send, Direction::Receive] {
         let mut s = spec(TestKind::TcpStream, 2, 200);
         s.direction = dir;
@@ -126,11 +126,45 @@ fn set_mss_clamps_the_segments_of_both_directions() {
             assert!((1..=1000).contains(&mss), "{dir:?}: connection {} has MSS {mss}", c.id);
         }
     }
-    let err = client_tuned(&h, &secret, ClientTuning { mss: Some(40) })
+    let err = client_tuned(&h, &secret, ClientTuning { mss: Some(40), ..Default::default() })
         .unwrap()
         .run(&spec(TestKind::TcpStream, 1, 100), &mut |_| {})
         .unwrap_err();
     assert!(err.to_string().contains("MSS 40: must be 88 to 32767"), "{err}");
+}
+
+#[test]
+fn cport_fixes_the_client_ports_and_refuses_what_cannot_fit() {
+    let (h, secret) = agent(|_| {});
+    // Two ports free for TCP and UDP, next to each other.
+    let p = loop {
+        let p = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let free = |p: u16| {
+            std::net::TcpListener::bind(("0.0.0.0", p)).is_ok() && std::net::UdpSocket::bind(("0.0.0.0", p)).is_ok()
+        };
+        if p < 65_535 && free(p) && free(p + 1) {
+            break p;
+        }
+    };
+    let tuning = ClientTuning { cport: Some(p), ..Default::default() };
+    // Twice: the ports are free again for the next test (the first test's may be in TIME_WAIT).
+    for kind in [TestKind::TcpStream, TestKind::TcpStream, TestKind::UdpStream] {
+        let mut s = spec(kind, 2, 200);
+        if kind == TestKind::UdpStream {
+            s.msg_size = 1000;
+            s.rate = Some(10_000_000);
+        }
+        let r = client_tuned(&h, &secret, tuning).unwrap().run(&s, &mut |_| {}).unwrap();
+        assert!(r.summary(None).throughput_bps > 0.0, "{kind:?}");
+    }
+    let refused = |tuning: ClientTuning, s: &TestSpec| {
+        client_tuned(&h, &secret, tuning).unwrap().run(s, &mut |_| {}).unwrap_err().to_string()
+    };
+    let high = ClientTuning { cport: Some(65_535), ..Default::default() };
+    let e = refused(high, &spec(TestKind::TcpStream, 2, 100));
+    assert!(e.contains("--cport 65535 with 2 connections needs local ports 65535 to 65536"), "{e}");
+    let e = refused(tuning, &spec(TestKind::TcpCrr, 1, 100));
+    assert!(e.contains("--cport applies to tcp-stream, tcp-rr and udp-stream"), "{e}");
 }
 
 #[test]
