@@ -123,6 +123,10 @@ pub struct TestSpec {
     /// left by two (iperf3 `--dscp`, `-S`). Its two ECN bits must be clear.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tos: Option<u8>,
+    /// The core the server pins this test's worker threads to (iperf3 `-A N,M`'s M), below
+    /// [`MAX_CPU`]; the server refuses one it does not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<u32>,
 }
 
 impl TestSpec {
@@ -152,6 +156,7 @@ impl TestSpec {
             profile: None,
             congestion: None,
             tos: None,
+            server_cpu: None,
         }
     }
 
@@ -244,6 +249,11 @@ impl TestSpec {
                 ));
             }
         }
+        if let Some(c) = self.server_cpu {
+            if c >= MAX_CPU {
+                return Err(format!("server core {c}: must be below {MAX_CPU}"));
+            }
+        }
         Ok(())
     }
 
@@ -255,6 +265,9 @@ impl TestSpec {
         }
     }
 }
+
+/// Cores a test may pin its threads to: 0 to this less one (the kernel's `CPU_SETSIZE`).
+pub const MAX_CPU: u32 = 1024;
 
 /// Longest name of a TCP congestion control algorithm (the kernel's `TCP_CA_NAME_MAX` less its NUL).
 pub const MAX_CONGESTION_NAME: usize = 15;
@@ -1015,13 +1028,14 @@ mod tests {
         // must not send them, and a document from an older client must decode.
         let plain = TestSpec::new(TestKind::TcpStream);
         let v = serde_json::to_value(&plain).unwrap();
-        let sent: Vec<_> = ["congestion", "tos"].into_iter().filter(|k| v.get(k).is_some()).collect();
+        let sent: Vec<_> = ["congestion", "tos", "server_cpu"].into_iter().filter(|k| v.get(k).is_some()).collect();
         assert!(sent.is_empty(), "{sent:?} sent unset: {v}");
         let back: TestSpec = decode_doc(&encode_doc(&plain), "test").unwrap();
         assert_eq!(back, plain);
         let mut cc = plain.clone();
         cc.congestion = Some("reno".into());
         cc.tos = Some(0xb8);
+        cc.server_cpu = Some(1);
         assert_eq!(decode_doc::<TestSpec>(&encode_doc(&cc), "test").unwrap(), cc);
     }
 
@@ -1064,6 +1078,7 @@ mod tests {
             (Box::new(|s| s.congestion = Some("bbr\n2".into())), "bbr\\x0a2"),
             (Box::new(|s| s.congestion = Some("../x".into())), "congestion control"),
             (Box::new(|s| s.tos = Some(0xb9)), "TOS 0xb9: its low two bits are ECN's"),
+            (Box::new(|s| s.server_cpu = Some(MAX_CPU)), "server core 1024: must be below 1024"),
             (
                 Box::new(|s| (s.kind, s.msg_size, s.congestion) = (TestKind::UdpStream, 64, Some("reno".into()))),
                 "TCP tests",

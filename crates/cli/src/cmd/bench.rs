@@ -36,7 +36,7 @@ SWEEPS AND REPEATS:
 
 IPERF3 HABITS:
   -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps,
-  --logfile, -C ALGO, -M SIZE, --dscp, -S and --cport mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
+  --logfile, -C ALGO, -M SIZE, --dscp, -S, --cport and -A N,M mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
   serve --once`. The report goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
@@ -154,6 +154,10 @@ pub struct BenchArgs {
     /// size, 88 to 32767 bytes. The kernel clamps the MSS both ways to it.
     #[arg(short = 'M', long = "set-mss", value_name = "SIZE", value_parser = parse_size32)]
     set_mss: Option<u32>,
+    /// Pin the client's worker threads to core N and, with ,M, the server's for this test to
+    /// its core M (iperf3 -A N,M). A core the host lacks is refused.
+    #[arg(short = 'A', long = "affinity", value_name = "N[,M]", value_parser = parse_affinity)]
+    affinity: Option<(Option<u32>, Option<u32>)>,
     /// Local port of the client's data connections (iperf3 --cport): with -P N they use PORT to
     /// PORT+N-1, for a firewall that admits known ports. tcp-stream, tcp-rr and udp-stream.
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
@@ -192,6 +196,24 @@ const UDP_DEFAULT_RATE: u64 = 1_000_000;
 /// A congestion control name, by the protocol's rule.
 fn parse_congestion(s: &str) -> Result<String, String> {
     linerate_proto::bench::check_congestion(s).map(|()| s.to_string())
+}
+
+/// iperf3's `-A N[,M]`: the client's core, and the server's (`,M` alone pins only the server's).
+fn parse_affinity(s: &str) -> Result<(Option<u32>, Option<u32>), String> {
+    let core = |t: &str| -> Result<Option<u32>, String> {
+        match t.trim() {
+            "" => Ok(None),
+            t => t.parse().map(Some).map_err(|_| format!("-A {s:?}: cores are numbers, as N or N,M")),
+        }
+    };
+    let (n, m) = match s.split_once(',') {
+        Some((n, m)) => (core(n)?, core(m)?),
+        None => (core(s)?, None),
+    };
+    if n.is_none() && m.is_none() {
+        return Err(format!("-A {s:?}: give a core, as N or N,M"));
+    }
+    Ok((n, m))
 }
 
 /// A DSCP: 0 to 63, or a per-hop behaviour's name (RFC 2474, 2597, 3246), as iperf3 takes.
@@ -304,6 +326,7 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     s.nodelay = a.nodelay;
     s.congestion = a.congestion.clone();
     s.tos = a.tos.or(a.dscp.map(|d| d << 2));
+    s.server_cpu = a.affinity.and_then(|(_, m)| m);
     if let Some(p) = &a.profile {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading profile {}", p.display()))?;
         let mut prof: Profile = toml::from_str(&text).with_context(|| format!("profile {}", p.display()))?;
@@ -439,7 +462,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         None
     };
     let addr = resolve_family(server, family).map_err(usage)?;
-    let tuning = ClientTuning { mss: a.set_mss, cport: a.cport };
+    let tuning = ClientTuning { mss: a.set_mss, cport: a.cport, cpu: a.affinity.and_then(|(n, _)| n) };
     for (_, spec) in &points {
         linerate_engine::bench::check_local_options(spec, &tuning, addr).map_err(engine_err)?;
     }
@@ -1095,6 +1118,17 @@ mod tests {
         let a = parse(&["--dscp", "af21"]);
         assert_eq!(base_spec(&a).unwrap().tos, Some(18 << 2), "sent as the TOS byte, DSCP × 4");
         assert_eq!(base_spec(&parse(&["-S", "0x10"])).unwrap().tos, Some(0x10));
+    }
+
+    #[test]
+    fn affinity_takes_the_client_core_and_the_server_core() {
+        assert_eq!(parse_affinity("1"), Ok((Some(1), None)));
+        assert_eq!(parse_affinity("1,0"), Ok((Some(1), Some(0))));
+        assert_eq!(parse_affinity(",3"), Ok((None, Some(3))));
+        for bad in ["", ",", "x", "1,y", "-1"] {
+            assert!(parse_affinity(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(base_spec(&parse(&["-A", "0,1"])).unwrap().server_cpu, Some(1));
     }
 
     /// The flags of `linerate bench HOST ARGS...`.

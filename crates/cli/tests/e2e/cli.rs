@@ -476,6 +476,10 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
         (&["-6"][..], "no IPv6 address"),
         (&["-C", "nosuchalgo"][..], "sysctl net.ipv4.tcp_available_congestion_control"),
         (&["-C", "bbr;x"][..], "letters, digits"),
+        (&["-A", "999"][..], "core 999 does not exist"),
+        (&["-M", "40"][..], "MSS 40: must be 88 to 32767"),
+        (&["--cport", "65535", "-P", "2"][..], "local ports 65535 to 65536"),
+        (&["--dscp", "af44"][..], "a DSCP is 0 to 63"),
     ] {
         let out = bin().args(["bench", &srv.addr, "--no-save", "--key-file"]).arg(&key).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));

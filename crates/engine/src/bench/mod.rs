@@ -309,6 +309,9 @@ pub fn check_local_options(spec: &TestSpec, tuning: &ClientTuning, server: Socke
             )));
         }
     }
+    if let Some(c) = tuning.cpu {
+        check_cpu(c).map_err(|m| EngineError::Usage(format!("on this host: {m}")))?;
+    }
     if let Some(p) = tuning.cport {
         if matches!(spec.kind, TestKind::TcpCrr | TestKind::Profile) {
             return Err(EngineError::Usage(
@@ -339,6 +342,38 @@ fn client_sock_opts(spec: &TestSpec, tuning: &ClientTuning) -> io::SockOpts {
     io::SockOpts { mss: tuning.mss, ..io::SockOpts::of(spec) }
 }
 
+/// Check that this process may run on core `cpu`; the message lists the cores it may use.
+pub(crate) fn check_cpu(cpu: u32) -> Result<(), String> {
+    let allowed = rustix::thread::sched_getaffinity(None).map_err(|e| format!("reading the CPU affinity: {e}"))?;
+    if (cpu as usize) < rustix::thread::CpuSet::MAX_CPU && allowed.is_set(cpu as usize) {
+        return Ok(());
+    }
+    let cores: Vec<String> =
+        (0..rustix::thread::CpuSet::MAX_CPU).filter(|&i| allowed.is_set(i)).map(|i| i.to_string()).collect();
+    Err(format!("core {cpu} does not exist or is not available to linerate (cores {})", cores.join(",")))
+}
+
+/// Start a benchmark worker thread, pinned to `cpu` when one is given (checked before with
+/// [`check_cpu`]; should the kernel refuse it now, the thread runs unpinned).
+pub(crate) fn spawn_worker<T: Send + 'static>(
+    cpu: Option<u32>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || {
+        if let Some(c) = cpu {
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(c as usize);
+            let _ = rustix::thread::sched_setaffinity(None, &set);
+        }
+        f()
+    })
+}
+
+/// The host description entry for the core a side's workers were pinned to.
+pub(crate) fn pinned(cpu: Option<u32>) -> serde_json::Value {
+    cpu.map_or(serde_json::Value::Null, |c| serde_json::json!({ "workers_pinned_to_core": c }))
+}
+
 /// The host description entry for the congestion control the data sockets used.
 pub(crate) fn congestion_in_use(name: String) -> serde_json::Value {
     serde_json::json!({ "congestion_control_in_use": name })
@@ -346,6 +381,9 @@ pub(crate) fn congestion_in_use(name: String) -> serde_json::Value {
 
 /// `host` with the entries of `facts` (an object, or null) added.
 pub(crate) fn with_facts(mut host: serde_json::Value, facts: serde_json::Value) -> serde_json::Value {
+    if host.is_null() {
+        return facts;
+    }
     if let (Some(h), serde_json::Value::Object(f)) = (host.as_object_mut(), facts) {
         h.extend(f);
     }
@@ -383,6 +421,8 @@ pub struct ClientTuning {
     /// Local port of data connection 0; connection `i` uses `cport + i` (iperf3 `--cport`):
     /// tcp-stream, tcp-rr and udp-stream, whose connections live as long as the test.
     pub cport: Option<u16>,
+    /// The core this side's worker threads are pinned to (iperf3 `-A N`).
+    pub cpu: Option<u32>,
 }
 
 /// The range `TCP_MAXSEG` accepts (the kernel's `TCP_MIN_MSS` to `MAX_TCP_WINDOW`).
@@ -507,7 +547,7 @@ impl BenchClient {
         for _ in 0..n {
             let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
             handles.push(h);
-            threads.push(std::thread::spawn(move || w.run()));
+            threads.push(spawn_worker(self.cfg.tuning.cpu, move || w.run()));
         }
         let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_secs(5)) + Duration::from_millis(conns);
         let setup = match spec.kind {
@@ -576,7 +616,8 @@ impl BenchClient {
                 c.tcp = Some(t);
             }
         }
-        report.host = congestion.map_or(serde_json::Value::Null, congestion_in_use);
+        report.host =
+            with_facts(congestion.map_or(serde_json::Value::Null, congestion_in_use), pinned(self.cfg.tuning.cpu));
         let latency = (!hist.is_empty()).then(|| {
             let mut l = stats::latency_from_histogram(&hist);
             let scheduled = counters.scheduled.load(Relaxed);
@@ -602,7 +643,7 @@ impl BenchClient {
         let start = counters.start_now();
         let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
         counters.release();
-        let running = side.start(spec);
+        let running = side.start(spec, self.cfg.tuning.cpu);
         let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), progress);
         counters.stop.store(true, Relaxed);
         // Let the last datagrams land before the server stops counting.
@@ -611,6 +652,7 @@ impl BenchClient {
         let (udp, buffers) = running.join(&counters);
         let mut report = sampler.finish(now, buffers, Vec::new());
         report.udp = Some(udp);
+        report.host = pinned(self.cfg.tuning.cpu);
         Ok((report, None))
     }
 }
@@ -618,6 +660,24 @@ impl BenchClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_thread_runs_on_the_core_asked_for_alone() {
+        let allowed = rustix::thread::sched_getaffinity(None).unwrap();
+        // The last core this process may use: with several, pinning visibly narrows the mask.
+        let core = (0..rustix::thread::CpuSet::MAX_CPU).rev().find(|&i| allowed.is_set(i)).unwrap() as u32;
+        check_cpu(core).unwrap();
+        let mask = spawn_worker(Some(core), || rustix::thread::sched_getaffinity(None).unwrap()).join().unwrap();
+        assert!(
+            mask.is_set(core as usize) && mask.count() == 1,
+            "pinned to {core}: {} cores in the mask",
+            mask.count()
+        );
+        let free = spawn_worker(None, || rustix::thread::sched_getaffinity(None).unwrap()).join().unwrap();
+        assert_eq!(free.count(), allowed.count(), "unpinned workers keep the process's cores");
+        let e = check_cpu(1023).unwrap_err();
+        assert!(e.contains("core 1023 does not exist or is not available") && e.contains(&format!("{core}")), "{e}");
+    }
 
     #[test]
     fn a_sliver_after_the_last_interval_joins_it_and_a_real_remainder_stands_alone() {

@@ -167,6 +167,11 @@ fn run_test(
     let mut concurrent = running.load(Relaxed);
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
+    if let Some(c) = spec.server_cpu {
+        if let Err(msg) = super::check_cpu(c) {
+            return fatal(tx, ErrorCode::BadParams, format!("on the server: {msg}"));
+        }
+    }
     let listener = match bind_data(local, &io::SockOpts::of(spec))? {
         Ok(l) => l,
         // An option the kernel refuses (an unknown congestion control) is the test's parameter.
@@ -200,7 +205,7 @@ fn run_test(
             for _ in 0..worker_count(conns) {
                 let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
                 handles.push(h);
-                threads.push(std::thread::spawn(move || w.run()));
+                threads.push(super::spawn_worker(spec.server_cpu, move || w.run()));
             }
             None
         }
@@ -234,7 +239,7 @@ fn run_test(
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let running = udp_side.map(|u| u.start(spec));
+        let running = udp_side.map(|u| u.start(spec, spec.server_cpu));
         tx.send_frames(&[Frame::BenchGo])?;
         let sampler_stop = Arc::new(AtomicBool::new(false));
         let sampler = {
@@ -281,8 +286,11 @@ fn run_test(
     let mut report = sampler.finish(now, buffers, errors);
     report.udp = udp_counts;
     report.host = super::with_facts(
-        super::stats::host_metadata(),
-        congestion.map_or(serde_json::Value::Null, super::congestion_in_use),
+        super::with_facts(
+            super::stats::host_metadata(),
+            congestion.map_or(serde_json::Value::Null, super::congestion_in_use),
+        ),
+        super::pinned(spec.server_cpu),
     );
     if let Some(h) = report.host.as_object_mut() {
         // The machine's CPU shares cover every test running: say how many were.

@@ -221,7 +221,8 @@ impl Client {
         Ok(Client { socks, tag: tag(ready), counters })
     }
 
-    pub(crate) fn start(self, spec: &TestSpec) -> Running {
+    /// Send or receive on worker threads, pinned to `cpu` when given.
+    pub(crate) fn start(self, spec: &TestSpec, cpu: Option<u32>) -> Running {
         let buffers = self.socks.first().and_then(|s| buffers_of(s));
         let mut run = Running { senders: Vec::new(), receivers: Vec::new(), buffers };
         let total = self.socks.len() as u64;
@@ -237,13 +238,13 @@ impl Client {
                         .map(|(i, s)| (i as u32, s.clone(), None))
                         .collect();
                     let (spec, c, tag) = (spec.clone(), self.counters.clone(), self.tag);
-                    run.senders.push(std::thread::spawn(move || send_loop(&mine, &spec, tag, &c, total)));
+                    run.senders.push(super::spawn_worker(cpu, move || send_loop(&mine, &spec, tag, &c, total)));
                 }
             }
             Direction::Receive => {
                 for (i, s) in self.socks.iter().enumerate() {
                     let (s, c, tag) = (s.clone(), self.counters.clone(), self.tag);
-                    run.receivers.push(std::thread::spawn(move || {
+                    run.receivers.push(super::spawn_worker(cpu, move || {
                         let mut st = RecvState::default();
                         let mut buf = vec![0u8; 65_536];
                         while !c.stop.load(Relaxed) {
@@ -312,7 +313,8 @@ impl Server {
         })
     }
 
-    pub(crate) fn start(mut self, spec: &TestSpec) -> Running {
+    /// Receive or send on worker threads, pinned to `cpu` when given.
+    pub(crate) fn start(mut self, spec: &TestSpec, cpu: Option<u32>) -> Running {
         self.reg_stop.store(true, Relaxed);
         if let Some(r) = self.registrar.take() {
             let _ = r.join();
@@ -322,7 +324,7 @@ impl Server {
         let (s, c, t, n, p) = (self.sock.clone(), self.counters.clone(), self.tag, self.conns, self.peers.clone());
         match spec.direction {
             Direction::Send | Direction::Bidir => {
-                run.receivers.push(std::thread::spawn(move || {
+                run.receivers.push(super::spawn_worker(cpu, move || {
                     let mut states = vec![RecvState::default(); n as usize];
                     let mut buf = vec![0u8; 65_536];
                     while !c.stop.load(Relaxed) {
@@ -343,7 +345,7 @@ impl Server {
             }
             Direction::Receive => {
                 let spec = spec.clone();
-                run.senders.push(std::thread::spawn(move || {
+                run.senders.push(super::spawn_worker(cpu, move || {
                     let peers: Vec<_> = p
                         .lock()
                         .map(|m| m.iter().map(|(a, i)| (*i, s.clone(), Some(*a))).collect())

@@ -168,6 +168,33 @@ fn cport_fixes_the_client_ports_and_refuses_what_cannot_fit() {
 }
 
 #[test]
+fn affinity_pins_both_sides_workers_and_refuses_a_core_the_server_lacks() {
+    let (h, secret) = agent(|_| {});
+    let tuning = ClientTuning { cpu: Some(0), ..Default::default() };
+    for kind in [TestKind::TcpStream, TestKind::UdpStream] {
+        let mut s = spec(kind, 2, 200);
+        s.server_cpu = Some(0);
+        if kind == TestKind::UdpStream {
+            s.msg_size = 1000;
+            s.rate = Some(10_000_000);
+        }
+        let r = client_tuned(&h, &secret, tuning).unwrap().run(&s, &mut |_| {}).unwrap();
+        assert_eq!(r.local.host["workers_pinned_to_core"], 0, "{kind:?}: {}", r.local.host);
+        assert_eq!(r.remote.host["workers_pinned_to_core"], 0, "{kind:?}: {}", r.remote.host);
+    }
+    let mut s = spec(TestKind::TcpStream, 1, 100);
+    s.server_cpu = Some(1000);
+    let err = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, EngineError::Remote { code: ErrorCode::BadParams, .. }), "{err:?}");
+    assert!(err.to_string().contains("core 1000 does not exist"), "{err}");
+    let err = client_tuned(&h, &secret, ClientTuning { cpu: Some(1000), ..Default::default() })
+        .unwrap()
+        .run(&spec(TestKind::TcpStream, 1, 100), &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, EngineError::Usage(_)) && err.to_string().contains("on this host: core 1000"), "{err}");
+}
+
+#[test]
 fn tcp_rr_closed_and_open_loop_measure_latency() {
     let (h, secret) = agent(|_| {});
     let mut s = spec(TestKind::TcpRr, 2, 300);
