@@ -559,6 +559,22 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     assert!(text(&out).contains("benchmarks only"), "{}", text(&out));
 }
 
+#[test]
+fn serve_data_ports_carry_the_benchmark_data_and_a_bad_range_is_refused() {
+    let t = scratch();
+    let key = t.path().join("key");
+    keygen(&key);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let range = format!("{port}-{}", port.saturating_add(3));
+    let srv = serve_bench_only(&key, &["--data-ports", &range]);
+    let bench = ["bench", &srv.addr, "-P", "2", "-t", "0.3", "-q", "--no-save", "--key-file"];
+    let out = bin().args(bench).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = bin().args(["serve", "--data-ports", "10-5", "--key-file"]).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("LOW-HIGH"), "{}", text(&out));
+}
+
 /// Random bytes, so nothing on the way can make them smaller.
 #[test]
 fn bwlimit_paces_the_copy_and_progress_lists_escaped_names() {

@@ -37,6 +37,9 @@ pub struct BenchServerConfig {
     pub handshake_timeout: Duration,
     /// Longest silence on the control connection between tests.
     pub idle_timeout: Duration,
+    /// Ports the tests' data listeners (and UDP sockets) take, each test the first one free
+    /// (`serve --data-ports LOW-HIGH`); none: ephemeral ports.
+    pub data_ports: Option<(u16, u16)>,
 }
 
 impl Default for BenchServerConfig {
@@ -46,6 +49,7 @@ impl Default for BenchServerConfig {
             max_tests: 8,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
+            data_ports: None,
         }
     }
 }
@@ -172,20 +176,12 @@ fn run_test(
             return fatal(tx, ErrorCode::BadParams, format!("on the server: {msg}"));
         }
     }
-    let listener = match bind_data(local, &io::SockOpts::of(spec))? {
-        Ok(l) => l,
-        // An option the kernel refuses (an unknown congestion control) is the test's parameter.
-        Err(msg) => return fatal(tx, ErrorCode::BadParams, format!("on the server: {msg}")),
+    let (listener, udp_sock) = match open_data_ports(local, spec, cfg.data_ports) {
+        Ok(p) => p,
+        Err(Refusal::Test(code, msg)) => return fatal(tx, code, msg),
+        Err(Refusal::Local(e)) => return Err(e),
     };
     let tcp_port = listener.local_addr().map_err(|e| EngineError::net("data port", e))?.port();
-    let udp_sock = if spec.kind == TestKind::UdpStream {
-        Some(
-            std::net::UdpSocket::bind(SocketAddr::new(local, 0))
-                .map_err(|e| EngineError::net("binding a UDP port", e))?,
-        )
-    } else {
-        None
-    };
     let ready = Ready {
         version: BENCH_DOC_VERSION,
         test: random(),
@@ -306,19 +302,74 @@ fn run_test(
     Ok(report)
 }
 
-/// The per-test listener; buffer sizes and congestion control are set on it so accepted sockets
-/// inherit them before the handshake fixes the window scale. The inner error is an option the
-/// kernel refused (the client's to fix).
-fn bind_data(ip: IpAddr, opts: &io::SockOpts) -> Result<Result<TcpListener, String>, EngineError> {
-    let addr = SocketAddr::new(ip, 0);
+/// Why a test's data ports did not open.
+enum Refusal {
+    /// The client's to hear about: an option the kernel refused, every port of the range taken.
+    Test(ErrorCode, String),
+    /// This host failed.
+    Local(EngineError),
+}
+
+/// The test's data listener, and its UDP socket for udp-stream: on ephemeral ports, or on the
+/// first port of `range` free for both (`serve --data-ports`, for firewalls).
+fn open_data_ports(
+    ip: IpAddr,
+    spec: &TestSpec,
+    range: Option<(u16, u16)>,
+) -> Result<(TcpListener, Option<std::net::UdpSocket>), Refusal> {
+    let opts = io::SockOpts::of(spec);
+    let udp = spec.kind == TestKind::UdpStream;
+    let open = |port: u16| -> Result<Result<_, String>, EngineError> {
+        let listener = match bind_data(ip, port, &opts)? {
+            Ok(l) => l,
+            Err(msg) => return Ok(Err(msg)),
+        };
+        let sock = if udp {
+            Some(
+                std::net::UdpSocket::bind(SocketAddr::new(ip, port))
+                    .map_err(|e| EngineError::net(format!("binding UDP port {port}"), e))?,
+            )
+        } else {
+            None
+        };
+        Ok(Ok((listener, sock)))
+    };
+    let refused = |msg: String| Refusal::Test(ErrorCode::BadParams, format!("on the server: {msg}"));
+    let Some((low, high)) = range else {
+        return open(0).map_err(Refusal::Local)?.map_err(refused);
+    };
+    for port in low..=high {
+        match open(port) {
+            Ok(r) => return r.map_err(refused),
+            // Taken by another test (or another program): try the next.
+            Err(EngineError::Net { io, .. }) if io.kind() == std::io::ErrorKind::AddrInUse => {}
+            Err(e) => return Err(Refusal::Local(e)),
+        }
+    }
+    Err(Refusal::Test(
+        ErrorCode::Busy,
+        format!(
+            "every data port of this server's --data-ports {low}-{high} is taken by running tests; try again later"
+        ),
+    ))
+}
+
+/// A data listener on `port` (0: ephemeral); buffer sizes and congestion control are set on it
+/// so accepted sockets inherit them before the handshake fixes the window scale. The inner error
+/// is an option the kernel refused (the client's to fix).
+fn bind_data(ip: IpAddr, port: u16, opts: &io::SockOpts) -> Result<Result<TcpListener, String>, EngineError> {
+    let addr = SocketAddr::new(ip, port);
     let s =
         socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))
             .map_err(|e| EngineError::net("creating the data listener", e))?;
     if let Err(msg) = opts.apply(&socket2::SockRef::from(&s)) {
         return Ok(Err(msg));
     }
+    // A fixed port is free again while the last test's connections linger in TIME_WAIT; a
+    // listener of a running test still holds it.
+    s.set_reuse_address(true).map_err(|e| EngineError::net("SO_REUSEADDR on the data listener", e))?;
     let bind = s.bind(&addr.into()).and_then(|()| s.listen(4096)).and_then(|()| s.set_nonblocking(true));
-    bind.map_err(|e| EngineError::net(format!("opening a data port on {ip}"), e))?;
+    bind.map_err(|e| EngineError::net(format!("opening data port {addr}"), e))?;
     Ok(Ok(TcpListener::from_std(std::net::TcpListener::from(s))))
 }
 
@@ -436,10 +487,10 @@ mod tests {
     #[test]
     fn a_congestion_control_the_kernel_refuses_is_named_with_the_sysctl() {
         let opts = io::SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() };
-        let msg = bind_data(IpAddr::from([127, 0, 0, 1]), &opts).unwrap().unwrap_err();
+        let msg = bind_data(IpAddr::from([127, 0, 0, 1]), 0, &opts).unwrap().unwrap_err();
         assert!(msg.contains("\"nosuchalgo\"") && msg.contains("net.ipv4.tcp_available_congestion_control"), "{msg}");
         let reno = io::SockOpts { congestion: Some("reno".into()), tos: Some(0xb8), ..Default::default() };
-        let l = bind_data(IpAddr::from([127, 0, 0, 1]), &reno).unwrap().unwrap();
+        let l = bind_data(IpAddr::from([127, 0, 0, 1]), 0, &reno).unwrap().unwrap();
         assert_eq!(io::congestion_of(&socket2::SockRef::from(&l)).as_deref(), Some("reno"));
         assert_eq!(io::tos_of(&socket2::SockRef::from(&l)), Some(0xb8), "accepted sockets inherit it");
     }

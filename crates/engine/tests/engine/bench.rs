@@ -10,7 +10,6 @@ use linerate_proto::bench::{
     decode_doc, encode_doc, DataHello, Direction, FlowOp, Group, Profile, Ready, Size, TestKind, TestSpec, Transaction,
 };
 use linerate_proto::frame::{self, Frame};
-use linerate_proto::hello::StreamKind;
 use linerate_proto::ErrorCode;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -348,25 +347,50 @@ fn wrong_key_cannot_run_a_test() {
     assert!(client(&h, &other).is_err());
 }
 
+/// Ask for a test speaking the control protocol by hand: the open control connection (the test
+/// lasts as long as it) and the server's admission.
+fn admitted_by_hand(h: &ServerHandle, secret: &Secret, s: &TestSpec) -> (conn::Secured, Ready) {
+    let mut sec = crate::peer::Client::connect(h.addr, secret).ctl;
+    sec.tx.send_frames(&[Frame::BenchRequest(&encode_doc(s))]).unwrap();
+    let plain = sec.rx.recv().unwrap().unwrap().to_vec();
+    let Frame::BenchReady(doc) = frame::decode(&plain).unwrap().0 else { panic!("expected BenchReady") };
+    (sec, decode_doc(doc, "ready").unwrap())
+}
+
+#[test]
+fn a_data_port_range_serves_one_test_per_port_and_refuses_the_next_as_busy() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (h, secret) = agent(|c| c.bench.data_ports = Some((port, port)));
+    // A test admitted by hand holds the range's one port, TCP and UDP.
+    let mut held = spec(TestKind::UdpStream, 1, 1000);
+    held.msg_size = 1000;
+    let (sec, ready) = admitted_by_hand(&h, &secret, &held);
+    assert_eq!((ready.tcp_port, ready.udp_port), (port, Some(port)));
+    // A second test at the same time finds no port: refused as busy, naming the option.
+    let err = client(&h, &secret).unwrap().run(&spec(TestKind::TcpStream, 1, 200), &mut |_| {}).unwrap_err();
+    assert!(matches!(err, EngineError::Remote { code: ErrorCode::Busy, .. }), "{err:?}");
+    assert!(err.to_string().contains(&format!("--data-ports {port}-{port}")), "{err}");
+    // Once the first test is gone, its port serves the next one.
+    drop(sec);
+    let t = Instant::now();
+    let r = loop {
+        match client(&h, &secret).unwrap().run(&spec(TestKind::TcpStream, 2, 200), &mut |_| {}) {
+            Ok(r) => break r,
+            Err(e) if t.elapsed() < Duration::from_secs(10) => {
+                assert!(e.to_string().contains("--data-ports"), "{e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("the port was not freed: {e}"),
+        }
+    };
+    assert!(r.summary(None).throughput_bps > 0.0);
+}
+
 #[test]
 fn data_connection_with_a_wrong_cookie_or_index_is_refused() {
     let (h, secret) = agent(|_| {});
     // Speak the control protocol by hand to learn the test's data port and cookie.
-    let mut sec = conn::connect(
-        h.addr,
-        StreamKind::Control,
-        conn::preferred_suite(),
-        &secret.0,
-        [0; 16],
-        0,
-        Duration::from_secs(5),
-    )
-    .unwrap();
-    let s = spec(TestKind::TcpStream, 2, 1000);
-    sec.tx.send_frames(&[Frame::BenchRequest(&encode_doc(&s))]).unwrap();
-    let plain = sec.rx.recv().unwrap().unwrap().to_vec();
-    let Frame::BenchReady(doc) = frame::decode(&plain).unwrap().0 else { panic!("expected BenchReady") };
-    let ready: Ready = decode_doc(doc, "ready").unwrap();
+    let (_sec, ready) = admitted_by_hand(&h, &secret, &spec(TestKind::TcpStream, 2, 1000));
     let data = std::net::SocketAddr::new(h.addr.ip(), ready.tcp_port);
     let knock = |hello: DataHello| {
         let mut sock = TcpStream::connect(data).unwrap();
