@@ -127,6 +127,11 @@ pub struct TestSpec {
     /// [`MAX_CPU`]; the server refuses one it does not have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<u32>,
+    /// End the test once the sender has sent this many bytes over all its connections (iperf3
+    /// `-n`, `-k`), the warm-up included; the duration is then a safety cap. tcp-stream one way,
+    /// or udp-stream from the client; at most [`MAX_TEST_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 impl TestSpec {
@@ -157,6 +162,7 @@ impl TestSpec {
             congestion: None,
             tos: None,
             server_cpu: None,
+            bytes: None,
         }
     }
 
@@ -249,6 +255,21 @@ impl TestSpec {
                 ));
             }
         }
+        if let Some(b) = self.bytes {
+            if !(1..=MAX_TEST_BYTES).contains(&b) {
+                return Err(format!("bytes to send {b}: must be 1 to {MAX_TEST_BYTES}"));
+            }
+            let one_way = match self.kind {
+                TestKind::TcpStream => self.direction != Direction::Bidir,
+                TestKind::UdpStream => self.direction == Direction::Send,
+                _ => false,
+            };
+            if !one_way {
+                return Err("a byte count applies to tcp-stream one way (not --bidir) and to udp-stream sent by the \
+                            client (not -R)"
+                    .into());
+            }
+        }
         if let Some(c) = self.server_cpu {
             if c >= MAX_CPU {
                 return Err(format!("server core {c}: must be below {MAX_CPU}"));
@@ -265,6 +286,9 @@ impl TestSpec {
         }
     }
 }
+
+/// Most bytes a test may be asked to send (1 PiB).
+pub const MAX_TEST_BYTES: u64 = 1 << 50;
 
 /// Cores a test may pin its threads to: 0 to this less one (the kernel's `CPU_SETSIZE`).
 pub const MAX_CPU: u32 = 1024;
@@ -1028,7 +1052,8 @@ mod tests {
         // must not send them, and a document from an older client must decode.
         let plain = TestSpec::new(TestKind::TcpStream);
         let v = serde_json::to_value(&plain).unwrap();
-        let sent: Vec<_> = ["congestion", "tos", "server_cpu"].into_iter().filter(|k| v.get(k).is_some()).collect();
+        let sent: Vec<_> =
+            ["congestion", "tos", "server_cpu", "bytes"].into_iter().filter(|k| v.get(k).is_some()).collect();
         assert!(sent.is_empty(), "{sent:?} sent unset: {v}");
         let back: TestSpec = decode_doc(&encode_doc(&plain), "test").unwrap();
         assert_eq!(back, plain);
@@ -1036,6 +1061,7 @@ mod tests {
         cc.congestion = Some("reno".into());
         cc.tos = Some(0xb8);
         cc.server_cpu = Some(1);
+        cc.bytes = Some(10 << 20);
         assert_eq!(decode_doc::<TestSpec>(&encode_doc(&cc), "test").unwrap(), cc);
     }
 
@@ -1079,6 +1105,16 @@ mod tests {
             (Box::new(|s| s.congestion = Some("../x".into())), "congestion control"),
             (Box::new(|s| s.tos = Some(0xb9)), "TOS 0xb9: its low two bits are ECN's"),
             (Box::new(|s| s.server_cpu = Some(MAX_CPU)), "server core 1024: must be below 1024"),
+            (Box::new(|s| s.bytes = Some(0)), "bytes to send 0"),
+            (Box::new(|s| s.bytes = Some(MAX_TEST_BYTES + 1)), "must be 1 to"),
+            (Box::new(|s| (s.bytes, s.direction) = (Some(1), Direction::Bidir)), "tcp-stream one way"),
+            (Box::new(|s| (s.bytes, s.kind, s.resp_size) = (Some(1), TestKind::TcpRr, 1)), "tcp-stream one way"),
+            (
+                Box::new(|s| {
+                    (s.bytes, s.kind, s.msg_size, s.direction) = (Some(1), TestKind::UdpStream, 64, Direction::Receive)
+                }),
+                "udp-stream sent by the client",
+            ),
             (
                 Box::new(|s| (s.kind, s.msg_size, s.congestion) = (TestKind::UdpStream, 64, Some("reno".into()))),
                 "TCP tests",

@@ -36,7 +36,8 @@ SWEEPS AND REPEATS:
 
 IPERF3 HABITS:
   -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps,
-  --logfile, -C ALGO, -M SIZE, --dscp, -S, --cport and -A N,M mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate
+  --logfile, -C ALGO, -M SIZE, --dscp, -S, --cport, -A N,M, -n SIZE and -k N mean what they
+  mean in iperf3 (with -n or -k, -t is a safety cap, 600 s unless given); -s is `linerate serve`, -1 `linerate
   serve --once`. The report goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
@@ -82,9 +83,16 @@ pub struct BenchArgs {
     /// group's connection count.
     #[arg(short = 'P', long = "parallel")]
     connections: Option<u32>,
-    /// Seconds to measure.
-    #[arg(short = 't', long = "time", default_value_t = 10.0)]
-    time: f64,
+    /// Seconds to measure [default: 10]; with -n or -k, a safety cap [default then: 600].
+    #[arg(short = 't', long = "time")]
+    time: Option<f64>,
+    /// End once this many bytes are sent over all connections, the warm-up included (iperf3
+    /// -n): a size (10M = 10 MiB). tcp-stream one way, or udp-stream sent by the client.
+    #[arg(short = 'n', long = "bytes", value_name = "SIZE", value_parser = parse_size64, conflicts_with = "blockcount")]
+    bytes: Option<u64>,
+    /// End once this many writes of -l bytes (UDP: datagrams) are sent (iperf3 -k).
+    #[arg(short = 'k', long = "blockcount", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    blockcount: Option<u64>,
     /// Seconds of warm-up run first and not counted (iperf3 -O).
     #[arg(short = 'O', long, default_value_t = 0.0)]
     omit: f64,
@@ -250,6 +258,11 @@ fn parse_byte(t: &str) -> Option<u8> {
     }
 }
 
+/// A size in the one grammar.
+fn parse_size64(s: &str) -> Result<u64, String> {
+    units::parse_size(s).map_err(|e| e.to_string())
+}
+
 /// A size in the one grammar that fits the protocol's 32 bits.
 fn parse_size32(s: &str) -> Result<u32, String> {
     let v = units::parse_size(s).map_err(|e| e.to_string())?;
@@ -289,7 +302,10 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     };
     let mut s = TestSpec::new(kind);
     s.connections = a.connections.unwrap_or(1);
-    s.duration_ms = secs_ms(a.time, "--time")?;
+    // With a byte count the clock is only a cap.
+    let counted = a.bytes.is_some() || a.blockcount.is_some();
+    s.duration_ms = secs_ms(a.time.unwrap_or(if counted { 600.0 } else { 10.0 }), "--time")?;
+    s.bytes = a.bytes;
     s.omit_ms = secs_ms(a.omit, "--omit")?;
     s.interval_ms = secs_ms(a.interval, "--interval")?;
     s.direction = if a.bidir {
@@ -340,6 +356,15 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
         s.profile = Some(prof);
     }
     Ok(s)
+}
+
+/// `-k N`: N writes of each point's own write size.
+fn count_blocks(points: &mut [SweepPoint], blocks: Option<u64>) {
+    if let Some(k) = blocks {
+        for (_, s) in points {
+            s.bytes = Some(k.saturating_mul(u64::from(s.msg_size)));
+        }
+    }
 }
 
 /// Every combination of the sweep's values, each as (label, spec).
@@ -444,7 +469,8 @@ struct Point {
 fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     let usage = |e: anyhow::Error| (e, exit::USAGE);
     let base = base_spec(a).map_err(usage)?;
-    let points = sweep_points(&base, &a.sweep).map_err(usage)?;
+    let mut points = sweep_points(&base, &a.sweep).map_err(usage)?;
+    count_blocks(&mut points, a.blockcount);
     let (rmin, rmax) = pair(&a.repeat, "--repeat").map_err(usage)?;
     let (level, width) = pair(&a.confidence, "--confidence").map_err(usage)?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
@@ -591,12 +617,17 @@ fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> Strin
     } else {
         format!(" [{}]", labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "))
     };
+    let length = match s.bytes {
+        Some(b) => {
+            format!("until {} are sent (at most {} s)", format_size_iec(b as f64), s.duration_ms as f64 / 1000.0)
+        }
+        None => format!("{} s", s.duration_ms as f64 / 1000.0),
+    };
     format!(
-        "linerate bench {} to {addr}, {} connection{}, {dir}, {} s{}{pt}",
+        "linerate bench {} to {addr}, {} connection{}, {dir}, {length}{}{pt}",
         s.kind.name(),
         s.initial_connections(),
         if s.initial_connections() == 1 { "" } else { "s" },
-        s.duration_ms as f64 / 1000.0,
         if s.omit_ms > 0 { format!(" after {} s warm-up", s.omit_ms as f64 / 1000.0) } else { String::new() }
     )
 }
@@ -1129,6 +1160,20 @@ mod tests {
             assert!(parse_affinity(bad).is_err(), "{bad:?}");
         }
         assert_eq!(base_spec(&parse(&["-A", "0,1"])).unwrap().server_cpu, Some(1));
+    }
+
+    #[test]
+    fn a_byte_or_block_count_makes_the_time_a_cap() {
+        let s = base_spec(&parse(&["-n", "10M"])).unwrap();
+        assert_eq!((s.bytes, s.duration_ms), (Some(10 << 20), 600_000));
+        let s = base_spec(&parse(&["-n", "1G", "-t", "30"])).unwrap();
+        assert_eq!((s.bytes, s.duration_ms), (Some(1 << 30), 30_000));
+        assert_eq!(base_spec(&parse(&[])).unwrap().duration_ms, 10_000);
+        let a = parse(&["-k", "100", "-l", "1K", "--sweep", "msg=1K,2K"]);
+        let mut pts = sweep_points(&base_spec(&a).unwrap(), &a.sweep).unwrap();
+        count_blocks(&mut pts, a.blockcount);
+        assert_eq!(pts.iter().map(|p| p.1.bytes).collect::<Vec<_>>(), [Some(102_400), Some(204_800)]);
+        assert!(banner(&pts[0].1, &"127.0.0.1:1".parse().unwrap(), &[]).contains("until 100 KiB are sent"));
     }
 
     /// The flags of `linerate bench HOST ARGS...`.

@@ -384,12 +384,18 @@ fn serve_bench_only(key: &Path, extra: &[&str]) -> Serve {
     announced(cmd)
 }
 
-#[test]
-fn bench_prints_the_versioned_json_document_and_csv() {
+/// A scratch directory, a key in it, and a benchmark-only agent with that key.
+fn keyed_agent(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Serve) {
     let t = scratch();
     let key = t.path().join("key");
     keygen(&key);
-    let srv = serve_bench_only(&key, &[]);
+    let srv = serve_bench_only(&key, extra);
+    (t, key, srv)
+}
+
+#[test]
+fn bench_prints_the_versioned_json_document_and_csv() {
+    let (t, key, srv) = keyed_agent(&[]);
     let out = bin()
         .args(["bench", &srv.addr, "--json", "-t", "0.5", "-i", "0.1", "-P", "3", "--link-rate", "10G", "--key-file"])
         .arg(&key)
@@ -560,13 +566,30 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
 }
 
 #[test]
+fn bench_with_a_byte_count_sends_that_much_and_stops() {
+    let (_t, key, srv) = keyed_agent(&[]);
+    let started = std::time::Instant::now();
+    let out = bin()
+        .args(["bench", &srv.addr, "-n", "10M", "-t", "60", "-P", "2", "-J", "--no-save", "--key-file"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "-t is a cap: {:?}", started.elapsed());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let moved: u64 = v["connections"].as_array().unwrap().iter().map(|c| c["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(moved, 10 << 20, "{}", v["connections"]);
+    let out = bin().args(["bench", &srv.addr, "-n", "1M", "--bidir", "--no-save", "--key-file"]).arg(&key).output();
+    let out = out.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("tcp-stream one way"), "{}", text(&out));
+}
+
+#[test]
 fn serve_data_ports_carry_the_benchmark_data_and_a_bad_range_is_refused() {
-    let t = scratch();
-    let key = t.path().join("key");
-    keygen(&key);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let range = format!("{port}-{}", port.saturating_add(3));
-    let srv = serve_bench_only(&key, &["--data-ports", &range]);
+    let (_t, key, srv) = keyed_agent(&["--data-ports", &range]);
     let bench = ["bench", &srv.addr, "-P", "2", "-t", "0.3", "-q", "--no-save", "--key-file"];
     let out = bin().args(bench).arg(&key).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

@@ -623,6 +623,7 @@ impl Worker {
             }
             Drive::Wait(t) => self.timers.push(Reverse((t, i))),
             Drive::Close(err) => {
+                self.counters.closed.fetch_add(1, Relaxed);
                 if let Some(e) = err {
                     self.note_error(format!("connection {}: {e}", c.slot));
                 }
@@ -711,6 +712,14 @@ impl Worker {
                 }
                 n = n.min((allowed - c.sent).max(1) as usize);
             }
+            // A byte count (iperf3 -n) spent: end this side of the stream; the receiver closes
+            // once it has read everything, and that close ends the connection here.
+            let n = self.counters.take(n);
+            if n == 0 {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+                c.role = Role::Sink;
+                return Drive::Again;
+            }
             let r = match &self.zerocopy {
                 Some(fd) => {
                     let mut off = 0u64;
@@ -718,6 +727,7 @@ impl Worker {
                 }
                 None => s.write(&self.wbuf[..n]),
             };
+            self.counters.give_back(n - r.as_ref().map_or(0, |k| *k));
             match r {
                 Ok(0) => return Drive::Close(None),
                 Ok(k) => {

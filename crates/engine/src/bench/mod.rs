@@ -14,7 +14,8 @@ use crate::net::conn::{self, RecvHalf, SendHalf};
 use crate::usage;
 use crate::EngineError;
 use linerate_proto::bench::{
-    ClientEvent, ClientMachine, ConnCounts, IntervalCounts, Ready, SideReport, TestKind, TestSpec, BENCH_DOC_VERSION,
+    ClientEvent, ClientMachine, ConnCounts, Direction, IntervalCounts, Ready, SideReport, TestKind, TestSpec,
+    BENCH_DOC_VERSION,
 };
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::hello::Suite;
@@ -39,6 +40,10 @@ pub(crate) struct Counters {
     pub behind: AtomicU64,
     pub stop: AtomicBool,
     pub started: AtomicBool,
+    /// Bytes this side's sources may still send (`u64::MAX`: no byte count, the clock ends it).
+    budget: AtomicU64,
+    /// Connections that ended (closed by the peer or failed).
+    pub closed: AtomicU64,
     start: OnceLock<Instant>,
     omit: Duration,
 }
@@ -55,6 +60,8 @@ impl Counters {
             behind: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             started: AtomicBool::new(false),
+            budget: AtomicU64::new(u64::MAX),
+            closed: AtomicU64::new(0),
             start: OnceLock::new(),
             omit,
         })
@@ -70,6 +77,37 @@ impl Counters {
         if let Some(c) = self.tx.get(slot) {
             c.fetch_add(n as u64, Relaxed);
         }
+    }
+
+    /// This side sends `bytes` in all and then ends its streams (iperf3 `-n`).
+    pub(crate) fn limit_bytes(&self, bytes: u64) {
+        self.budget.store(bytes, Relaxed);
+    }
+
+    /// Take up to `want` bytes of the budget for one write; 0 when it is spent.
+    pub(crate) fn take(&self, want: usize) -> usize {
+        let mut got = 0;
+        let _ = self.budget.fetch_update(Relaxed, Relaxed, |left| {
+            if left == u64::MAX {
+                got = want;
+                return None;
+            }
+            got = (want as u64).min(left) as usize;
+            Some(left - got as u64)
+        });
+        got
+    }
+
+    /// Return what a write took and did not send.
+    pub(crate) fn give_back(&self, n: usize) {
+        if n > 0 && self.budget.load(Relaxed) != u64::MAX {
+            self.budget.fetch_add(n as u64, Relaxed);
+        }
+    }
+
+    /// Whether a byte count was set and is all sent.
+    pub(crate) fn budget_spent(&self) -> bool {
+        self.budget.load(Relaxed) == 0
     }
 
     /// Start the clock (once); sources still wait for [`Counters::release`], so a baseline
@@ -122,6 +160,7 @@ pub(crate) struct Sampler {
     pub intervals: Vec<IntervalCounts>,
     base: Option<Baseline>,
     end: Option<Baseline>,
+    nap: Duration,
 }
 
 struct Baseline {
@@ -143,6 +182,7 @@ impl Sampler {
             intervals: Vec::new(),
             base: None,
             end: None,
+            nap: Duration::from_millis(20),
         };
         if s.counters.omit.is_zero() {
             s.take_baseline(start);
@@ -162,7 +202,7 @@ impl Sampler {
 
     /// Sleep until the next interval boundary (or `until`, or `stop`), sampling on the way.
     /// Returns the interval just closed, if one was.
-    pub(crate) fn tick(&mut self, until: Option<Instant>, stop: &AtomicBool) -> Option<IntervalCounts> {
+    pub(crate) fn tick(&mut self, until: Option<Instant>, stop: &dyn Fn() -> bool) -> Option<IntervalCounts> {
         let start = self.counters.start_instant()?;
         let omit_end = start + self.counters.omit;
         loop {
@@ -180,10 +220,10 @@ impl Sampler {
                 self.next += self.interval;
                 return Some(self.close_interval(start, t));
             }
-            if until.is_some_and(|u| now >= u) || stop.load(Relaxed) {
+            if until.is_some_and(|u| now >= u) || stop() {
                 return None;
             }
-            std::thread::sleep(wake.saturating_duration_since(now).min(Duration::from_millis(20)));
+            std::thread::sleep(wake.saturating_duration_since(now).min(self.nap));
         }
     }
 
@@ -204,16 +244,27 @@ impl Sampler {
         iv
     }
 
-    /// Report every interval to `progress` until `end`; returns when the run ended.
-    pub(crate) fn run_until(&mut self, end: Instant, progress: &mut dyn FnMut(&IntervalCounts)) -> Instant {
-        let no_stop = AtomicBool::new(false);
-        while let Some(iv) = self.tick(Some(end), &no_stop) {
+    /// Report every interval to `progress` until `end` or until `done`; returns when the run
+    /// ended.
+    pub(crate) fn run_until(
+        &mut self,
+        end: Instant,
+        done: &dyn Fn() -> bool,
+        progress: &mut dyn FnMut(&IntervalCounts),
+    ) -> Instant {
+        while let Some(iv) = self.tick(Some(end), done) {
             progress(&iv);
-            if Instant::now() >= end {
+            if Instant::now() >= end || done() {
                 break;
             }
         }
         Instant::now()
+    }
+
+    /// Look at the clock (and the end condition) this often at least: finely for a test that
+    /// ends on a byte count, whose end is not on the clock.
+    pub(crate) fn check_every(&mut self, nap: Duration) {
+        self.nap = nap;
     }
 
     /// The run is over at `now`: close the last partial interval and take the final counts, before
@@ -526,6 +577,9 @@ impl BenchClient {
     ) -> Result<(SideReport, Option<Latency>), EngineError> {
         let conns = spec.initial_connections();
         let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
+        if let (Some(b), Direction::Send) = (spec.bytes, spec.direction) {
+            counters.limit_bytes(b);
+        }
         let dialer = io::Dialer {
             addr: SocketAddr::new(self.cfg.addr.ip(), ready.tcp_port),
             test: ready.test,
@@ -568,6 +622,9 @@ impl BenchClient {
             }
             TestKind::UdpStream => Ok(()),
         };
+        // A byte count the server sends may be all here before its Go is: count from before ours.
+        let early = (spec.bytes.is_some() && spec.direction == Direction::Receive)
+            .then(|| Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), counters.start_now()));
         let result = setup.and_then(|()| self.synchronise());
         if let Err(e) = result {
             counters.stop.store(true, Relaxed);
@@ -580,12 +637,20 @@ impl BenchClient {
             return Err(e);
         }
         let start = counters.start_now();
-        let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        let mut sampler =
+            early.unwrap_or_else(|| Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start));
+        // A byte count (iperf3 -n) ends the test when every connection has ended: the sender
+        // shuts its side down after its last byte, the receiver closes on reading that end, so
+        // each byte sent was counted by the receiver before the client says stop.
+        let done = || spec.bytes.is_some() && counters.closed.load(Relaxed) >= conns;
+        if spec.bytes.is_some() {
+            sampler.check_every(Duration::from_millis(2));
+        }
         counters.release();
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), progress);
+        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), &done, progress);
         sampler.freeze(now);
         counters.stop.store(true, Relaxed);
         self.stop()?;
@@ -640,11 +705,18 @@ impl BenchClient {
         let counters = Counters::new(spec.connections as usize, Duration::from_millis(spec.omit_ms));
         let side = udp::Client::open(spec, ready, target, self.cfg.tuning.cport, counters.clone())?;
         self.synchronise()?;
+        if let Some(b) = spec.bytes {
+            counters.limit_bytes(b);
+        }
         let start = counters.start_now();
         let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        if spec.bytes.is_some() {
+            sampler.check_every(Duration::from_millis(2));
+        }
         counters.release();
         let running = side.start(spec, self.cfg.tuning.cpu);
-        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), progress);
+        let done = || counters.budget_spent();
+        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), &done, progress);
         counters.stop.store(true, Relaxed);
         // Let the last datagrams land before the server stops counting.
         std::thread::sleep(Duration::from_millis(100));

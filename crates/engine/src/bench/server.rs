@@ -8,7 +8,7 @@ use super::{scripts, udp, worker_count, Counters, Sampler};
 use crate::net::conn::{RecvHalf, SendHalf};
 use crate::EngineError;
 use linerate_proto::bench::{
-    encode_doc, DataHello, Limits, Ready, ServerEvent, ServerMachine, SideReport, TestKind, TestSpec,
+    encode_doc, DataHello, Direction, Limits, Ready, ServerEvent, ServerMachine, SideReport, TestKind, TestSpec,
     BENCH_DOC_VERSION, DATA_ACK, DATA_HELLO_LEN,
 };
 use linerate_proto::frame::{self, Frame};
@@ -171,6 +171,9 @@ fn run_test(
     let mut concurrent = running.load(Relaxed);
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
+    if let (Some(b), Direction::Receive) = (spec.bytes, spec.direction) {
+        counters.limit_bytes(b);
+    }
     if let Some(c) = spec.server_cpu {
         if let Err(msg) = super::check_cpu(c) {
             return fatal(tx, ErrorCode::BadParams, format!("on the server: {msg}"));
@@ -241,7 +244,7 @@ fn run_test(
         let sampler = {
             let st = sampler_stop.clone();
             std::thread::spawn(move || {
-                while sampler.tick(None, &st).is_some() {}
+                while sampler.tick(None, &|| st.load(Relaxed)).is_some() {}
                 sampler
             })
         };

@@ -118,6 +118,11 @@ fn send_loop(
             let due = pps.map_or(seqs[k] + 64, |p| (p * elapsed) as u64 + 1);
             let mut burst = 0;
             while seqs[k] < due && burst < 64 {
+                // A byte count (iperf3 -n): the last datagram goes out whole.
+                let taken = counters.take(size);
+                if taken == 0 {
+                    break;
+                }
                 let now_ns = counters.since_start().as_nanos() as u64;
                 UdpHeader { tag, seq: seqs[k], sent_ns: now_ns }.write(&mut buf[..UDP_HEADER_LEN]);
                 let r = match to {
@@ -135,7 +140,10 @@ fn send_loop(
                         idle = false;
                     }
                     // A full socket buffer or an ICMP error from a closed port: try again later.
-                    Err(_) => break,
+                    Err(_) => {
+                        counters.give_back(taken);
+                        break;
+                    }
                 }
             }
         }

@@ -194,6 +194,40 @@ fn affinity_pins_both_sides_workers_and_refuses_a_core_the_server_lacks() {
 }
 
 #[test]
+fn a_byte_count_ends_the_test_once_the_receiver_has_every_byte() {
+    let (h, secret) = agent(|_| {});
+    const N: u64 = 10 << 20;
+    for dir in [Direction::Send, Direction::Receive] {
+        let mut s = spec(TestKind::TcpStream, 3, 20_000);
+        s.direction = dir;
+        s.bytes = Some(N);
+        let t = Instant::now();
+        let r = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "{dir:?}: -t is only a cap, took {:?}", t.elapsed());
+        let (sender, receiver) = if dir == Direction::Send { (&r.local, &r.remote) } else { (&r.remote, &r.local) };
+        let sent: u64 = sender.conns.iter().map(|c| c.tx).sum();
+        let got: u64 = receiver.conns.iter().map(|c| c.rx).sum();
+        assert_eq!(
+            (sent, got),
+            (N, N),
+            "{dir:?}: exactly the byte count, all of it counted by the receiver: {:?} {:?} {:?} {:?}",
+            r.local.conns,
+            r.remote.conns,
+            r.local.errors,
+            r.remote.errors
+        );
+        assert!(receiver.conns.iter().all(|c| c.tcp.is_some()), "{dir:?}: TCP_INFO kept at the close");
+    }
+    let mut s = spec(TestKind::UdpStream, 2, 20_000);
+    (s.msg_size, s.rate, s.bytes) = (1000, Some(100_000_000), Some(1_000_500));
+    let t = Instant::now();
+    let r = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "udp took {:?}", t.elapsed());
+    let sent: u64 = r.local.conns.iter().map(|c| c.tx).sum();
+    assert_eq!(sent, 1_001_000, "whole datagrams up to the count: 1001 of 1000 bytes");
+}
+
+#[test]
 fn tcp_rr_closed_and_open_loop_measure_latency() {
     let (h, secret) = agent(|_| {});
     let mut s = spec(TestKind::TcpRr, 2, 300);
