@@ -28,7 +28,7 @@ enum Cmd {
     /// Run the agent: receives copies (with --root) and answers benchmarks.
     Serve(serve::ServeArgs),
     /// Benchmark the network against a `linerate serve` (netperf/uperf/iperf3-class tests).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Write a new key: a shared 256-bit key (default) or an ed25519 key pair for daemon mode.
     Keygen(keygen::KeygenArgs),
     /// Make a sample tree, copy it encrypted through a local server, verify it, print the rate.
@@ -52,7 +52,7 @@ fn main() -> ExitCode {
     let code = match cli.cmd {
         Cmd::Cp(a) => cp::run_cp(a),
         Cmd::Serve(a) => serve::run_serve(a),
-        Cmd::Bench(a) => bench::run(a),
+        Cmd::Bench(a) => bench::run(*a),
         Cmd::Keygen(a) => keygen::run_keygen(a),
         Cmd::Demo(a) => demo::run_demo(a),
         Cmd::Mktree(a) => mktree::run_mktree(a),

@@ -96,6 +96,7 @@ fn run_against_peer(task: &MeshTask, host_key: Arc<Identity>) -> MeshOutcome {
         key_auth: Some(KeyClient::pinned(host_key, name, task.peer_host_key.clone())),
         suite: Suite::Aes256Gcm,
         timeout: PEER_TIMEOUT,
+        tuning: Default::default(),
     };
     let started = SystemTime::now();
     let result = BenchClient::connect(cfg).and_then(|mut c| c.run(&task.test, &mut |_| {}));

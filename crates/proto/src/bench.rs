@@ -115,6 +115,23 @@ pub struct TestSpec {
     pub nodelay: bool,
     /// The workload, for [`TestKind::Profile`].
     pub profile: Option<Profile>,
+    /// TCP congestion control on the data connections, both sides (iperf3 `-C`); none: each
+    /// host's default. A name as [`check_congestion`] allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    /// The IP TOS byte (IPv6: traffic class) of every data socket, both sides: a DSCP shifted
+    /// left by two (iperf3 `--dscp`, `-S`). Its two ECN bits must be clear.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
+    /// The core the server pins this test's worker threads to (iperf3 `-A N,M`'s M), below
+    /// [`MAX_CPU`]; the server refuses one it does not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<u32>,
+    /// End the test once the sender has sent this many bytes over all its connections (iperf3
+    /// `-n`, `-k`), the warm-up included; the duration is then a safety cap. tcp-stream one way,
+    /// or udp-stream from the client; at most [`MAX_TEST_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 impl TestSpec {
@@ -142,6 +159,10 @@ impl TestSpec {
             zerocopy: false,
             nodelay: false,
             profile: None,
+            congestion: None,
+            tos: None,
+            server_cpu: None,
+            bytes: None,
         }
     }
 
@@ -221,6 +242,39 @@ impl TestSpec {
         if self.zerocopy && !matches!(self.kind, TestKind::TcpStream) {
             return Err("zero copy applies to tcp-stream only".into());
         }
+        if let Some(cc) = &self.congestion {
+            check_congestion(cc)?;
+            if self.kind == TestKind::UdpStream {
+                return Err("congestion control applies to TCP tests, not udp-stream".into());
+            }
+        }
+        if let Some(t) = self.tos {
+            if t & 0x03 != 0 {
+                return Err(format!(
+                    "TOS {t:#04x}: its low two bits are ECN's, which the kernel sets; give a DSCP (TOS = DSCP × 4)"
+                ));
+            }
+        }
+        if let Some(b) = self.bytes {
+            if !(1..=MAX_TEST_BYTES).contains(&b) {
+                return Err(format!("bytes to send {b}: must be 1 to {MAX_TEST_BYTES}"));
+            }
+            let one_way = match self.kind {
+                TestKind::TcpStream => self.direction != Direction::Bidir,
+                TestKind::UdpStream => self.direction == Direction::Send,
+                _ => false,
+            };
+            if !one_way {
+                return Err("a byte count applies to tcp-stream one way (not --bidir) and to udp-stream sent by the \
+                            client (not -R)"
+                    .into());
+            }
+        }
+        if let Some(c) = self.server_cpu {
+            if c >= MAX_CPU {
+                return Err(format!("server core {c}: must be below {MAX_CPU}"));
+            }
+        }
         Ok(())
     }
 
@@ -230,6 +284,30 @@ impl TestSpec {
             Some(p) => p.connections(),
             None => u64::from(self.connections),
         }
+    }
+}
+
+/// Most bytes a test may be asked to send (1 PiB).
+pub const MAX_TEST_BYTES: u64 = 1 << 50;
+
+/// Cores a test may pin its threads to: 0 to this less one (the kernel's `CPU_SETSIZE`).
+pub const MAX_CPU: u32 = 1024;
+
+/// Longest name of a TCP congestion control algorithm (the kernel's `TCP_CA_NAME_MAX` less its NUL).
+pub const MAX_CONGESTION_NAME: usize = 15;
+
+/// Check a congestion control name from a flag or a peer: 1 to [`MAX_CONGESTION_NAME`] ASCII
+/// letters, digits, `_` or `-` (what the kernel's algorithms are called: `reno`, `cubic`, `bbr`).
+pub fn check_congestion(name: &str) -> Result<(), String> {
+    let ok = (1..=MAX_CONGESTION_NAME).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "congestion control \"{}\": must be 1 to {MAX_CONGESTION_NAME} letters, digits, '_' or '-'",
+            crate::name::escape(name.as_bytes())
+        ))
     }
 }
 
@@ -969,6 +1047,25 @@ mod tests {
     }
 
     #[test]
+    fn options_added_later_are_left_out_when_unset_and_default_when_absent() {
+        // An older server refuses unknown fields: a test that uses none of the later options
+        // must not send them, and a document from an older client must decode.
+        let plain = TestSpec::new(TestKind::TcpStream);
+        let v = serde_json::to_value(&plain).unwrap();
+        let sent: Vec<_> =
+            ["congestion", "tos", "server_cpu", "bytes"].into_iter().filter(|k| v.get(k).is_some()).collect();
+        assert!(sent.is_empty(), "{sent:?} sent unset: {v}");
+        let back: TestSpec = decode_doc(&encode_doc(&plain), "test").unwrap();
+        assert_eq!(back, plain);
+        let mut cc = plain.clone();
+        cc.congestion = Some("reno".into());
+        cc.tos = Some(0xb8);
+        cc.server_cpu = Some(1);
+        cc.bytes = Some(10 << 20);
+        assert_eq!(decode_doc::<TestSpec>(&encode_doc(&cc), "test").unwrap(), cc);
+    }
+
+    #[test]
     fn requests_with_wrong_types_or_unknown_fields_are_refused() {
         let mut s = ServerMachine::default();
         let err = s.handle(&Frame::BenchRequest(br#"{"kind":"tcp-stream","connections":-1}"#)).unwrap_err();
@@ -1002,6 +1099,26 @@ mod tests {
             (Box::new(|s| s.rate = Some(0)), "rate 0"),
             (Box::new(|s| s.version = 9), "version 9"),
             (Box::new(|s| s.kind = TestKind::Profile), "needs a profile"),
+            (Box::new(|s| s.congestion = Some(String::new())), "congestion control \"\""),
+            (Box::new(|s| s.congestion = Some("a".repeat(16))), "1 to 15 letters"),
+            (Box::new(|s| s.congestion = Some("bbr\n2".into())), "bbr\\x0a2"),
+            (Box::new(|s| s.congestion = Some("../x".into())), "congestion control"),
+            (Box::new(|s| s.tos = Some(0xb9)), "TOS 0xb9: its low two bits are ECN's"),
+            (Box::new(|s| s.server_cpu = Some(MAX_CPU)), "server core 1024: must be below 1024"),
+            (Box::new(|s| s.bytes = Some(0)), "bytes to send 0"),
+            (Box::new(|s| s.bytes = Some(MAX_TEST_BYTES + 1)), "must be 1 to"),
+            (Box::new(|s| (s.bytes, s.direction) = (Some(1), Direction::Bidir)), "tcp-stream one way"),
+            (Box::new(|s| (s.bytes, s.kind, s.resp_size) = (Some(1), TestKind::TcpRr, 1)), "tcp-stream one way"),
+            (
+                Box::new(|s| {
+                    (s.bytes, s.kind, s.msg_size, s.direction) = (Some(1), TestKind::UdpStream, 64, Direction::Receive)
+                }),
+                "udp-stream sent by the client",
+            ),
+            (
+                Box::new(|s| (s.kind, s.msg_size, s.congestion) = (TestKind::UdpStream, 64, Some("reno".into()))),
+                "TCP tests",
+            ),
         ];
         for (mutate, want) in cases {
             let mut s = ok.clone();

@@ -5,7 +5,7 @@ use crate::exit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use linerate_engine::bench::stats::{busy, confidence, confident_enough, Latency, Summary};
-use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
+use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_engine::net::conn;
 use linerate_engine::EngineError;
 use linerate_model::doc::bench as doc;
@@ -35,10 +35,10 @@ SWEEPS AND REPEATS:
   interval is within 5% of the mean (netperf -i 10,3 -I 99,5).
 
 IPERF3 HABITS:
-  -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps and
-  --logfile mean what they mean in iperf3; -s is `linerate serve`, -1 `linerate serve --once`;
-  -C is refused with what to do instead. The report
-  goes to stdout (or --logfile), warnings and errors to stderr.
+  -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps,
+  --logfile, -C ALGO, -M SIZE, --dscp, -S, --cport, -A N,M, -n SIZE and -k N mean what they
+  mean in iperf3 (with -n or -k, -t is a safety cap, 600 s unless given); -s is `linerate serve`, -1 `linerate
+  serve --once`. The report goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
   0  the test ran     2  bad usage or a test the server refused     3  connection or protocol failure";
@@ -83,9 +83,16 @@ pub struct BenchArgs {
     /// group's connection count.
     #[arg(short = 'P', long = "parallel")]
     connections: Option<u32>,
-    /// Seconds to measure.
-    #[arg(short = 't', long = "time", default_value_t = 10.0)]
-    time: f64,
+    /// Seconds to measure [default: 10]; with -n or -k, a safety cap [default then: 600].
+    #[arg(short = 't', long = "time")]
+    time: Option<f64>,
+    /// End once this many bytes are sent over all connections, the warm-up included (iperf3
+    /// -n): a size (10M = 10 MiB). tcp-stream one way, or udp-stream sent by the client.
+    #[arg(short = 'n', long = "bytes", value_name = "SIZE", value_parser = parse_size64, conflicts_with = "blockcount")]
+    bytes: Option<u64>,
+    /// End once this many writes of -l bytes (UDP: datagrams) are sent (iperf3 -k).
+    #[arg(short = 'k', long = "blockcount", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    blockcount: Option<u64>,
     /// Seconds of warm-up run first and not counted (iperf3 -O).
     #[arg(short = 'O', long, default_value_t = 0.0)]
     omit: f64,
@@ -147,9 +154,30 @@ pub struct BenchArgs {
     /// Print one JSON document (schema linerate.bench/1) on stdout (iperf3 -J).
     #[arg(short = 'J', long, conflicts_with = "csv")]
     json: bool,
-    /// iperf3's congestion-control choice: refused with a hint (the host's default is used).
-    #[arg(short = 'C', long = "congestion", value_name = "ALGO", hide = true)]
+    /// TCP congestion control on the data connections of both hosts (reno, cubic, bbr; iperf3
+    /// -C); the kernel must offer it (sysctl net.ipv4.tcp_available_congestion_control).
+    #[arg(short = 'C', long = "congestion", value_name = "ALGO", value_parser = parse_congestion)]
     congestion: Option<String>,
+    /// TCP_MAXSEG of the client's data connections, set before they connect (iperf3 -M): a
+    /// size, 88 to 32767 bytes. The kernel clamps the MSS both ways to it.
+    #[arg(short = 'M', long = "set-mss", value_name = "SIZE", value_parser = parse_size32)]
+    set_mss: Option<u32>,
+    /// Pin the client's worker threads to core N and, with ,M, the server's for this test to
+    /// its core M (iperf3 -A N,M). A core the host lacks is refused.
+    #[arg(short = 'A', long = "affinity", value_name = "N[,M]", value_parser = parse_affinity)]
+    affinity: Option<(Option<u32>, Option<u32>)>,
+    /// Local port of the client's data connections (iperf3 --cport): with -P N they use PORT to
+    /// PORT+N-1, for a firewall that admits known ports. tcp-stream, tcp-rr and udp-stream.
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    cport: Option<u16>,
+    /// DSCP of the data packets, both ways (iperf3 --dscp): 0 to 63, or a name: ef, af11 to
+    /// af43, cs0 to cs7. Sent as the TOS byte (IPv6: traffic class) DSCP × 4.
+    #[arg(long, value_name = "DSCP", value_parser = parse_dscp, conflicts_with = "tos")]
+    dscp: Option<u8>,
+    /// The whole TOS byte of the data packets, both ways (iperf3 -S): 0 to 255 (or 0x..) with the
+    /// two ECN bits clear.
+    #[arg(short = 'S', long, value_name = "TOS", value_parser = parse_tos)]
+    tos: Option<u8>,
     /// Append the report (what goes to stdout) to FILE instead, as iperf3's --logfile.
     #[arg(long, value_name = "FILE")]
     logfile: Option<PathBuf>,
@@ -172,6 +200,68 @@ pub struct BenchArgs {
 
 /// The UDP rate when none is given: iperf3's default, 1 Mbit/s.
 const UDP_DEFAULT_RATE: u64 = 1_000_000;
+
+/// A congestion control name, by the protocol's rule.
+fn parse_congestion(s: &str) -> Result<String, String> {
+    linerate_proto::bench::check_congestion(s).map(|()| s.to_string())
+}
+
+/// iperf3's `-A N[,M]`: the client's core, and the server's (`,M` alone pins only the server's).
+fn parse_affinity(s: &str) -> Result<(Option<u32>, Option<u32>), String> {
+    let core = |t: &str| -> Result<Option<u32>, String> {
+        match t.trim() {
+            "" => Ok(None),
+            t => t.parse().map(Some).map_err(|_| format!("-A {s:?}: cores are numbers, as N or N,M")),
+        }
+    };
+    let (n, m) = match s.split_once(',') {
+        Some((n, m)) => (core(n)?, core(m)?),
+        None => (core(s)?, None),
+    };
+    if n.is_none() && m.is_none() {
+        return Err(format!("-A {s:?}: give a core, as N or N,M"));
+    }
+    Ok((n, m))
+}
+
+/// A DSCP: 0 to 63, or a per-hop behaviour's name (RFC 2474, 2597, 3246), as iperf3 takes.
+fn parse_dscp(s: &str) -> Result<u8, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let named = match t.as_str() {
+        "ef" => Some(46),
+        _ => {
+            t.strip_prefix("cs").and_then(|n| n.parse::<u8>().ok()).filter(|n| *n <= 7).map(|n| n << 3).or_else(|| {
+                // afXY: class X 1..=4, drop precedence Y 1..=3 → 8X + 2Y.
+                let d = t.strip_prefix("af")?.as_bytes();
+                match d {
+                    [x @ b'1'..=b'4', y @ b'1'..=b'3'] => Some(8 * (x - b'0') + 2 * (y - b'0')),
+                    _ => None,
+                }
+            })
+        }
+    };
+    match named.or_else(|| parse_byte(&t).filter(|v| *v <= 63)) {
+        Some(v) => Ok(v),
+        None => Err(format!("{s:?}: a DSCP is 0 to 63 or a name (ef, af11 to af43, cs0 to cs7)")),
+    }
+}
+
+/// A TOS byte: 0 to 255, decimal or 0x hexadecimal.
+fn parse_tos(s: &str) -> Result<u8, String> {
+    parse_byte(s.trim()).ok_or_else(|| format!("{s:?}: a TOS byte is 0 to 255 (or 0x00 to 0xff)"))
+}
+
+fn parse_byte(t: &str) -> Option<u8> {
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u8::from_str_radix(h, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
+
+/// A size in the one grammar.
+fn parse_size64(s: &str) -> Result<u64, String> {
+    units::parse_size(s).map_err(|e| e.to_string())
+}
 
 /// A size in the one grammar that fits the protocol's 32 bits.
 fn parse_size32(s: &str) -> Result<u32, String> {
@@ -202,12 +292,6 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     if a.iperf3_server {
         bail!("-s is iperf3's server mode: here the server is `linerate serve` (one agent for cp and bench)");
     }
-    if let Some(algo) = &a.congestion {
-        bail!(
-            "-C {algo}: linerate bench uses the host's congestion control; choose it with \
-             sysctl net.ipv4.tcp_congestion_control={algo} on both hosts"
-        );
-    }
     let kind = match (a.profile.is_some(), a.test.as_str()) {
         (true, _) => TestKind::Profile,
         _ if a.udp => TestKind::UdpStream,
@@ -218,7 +302,10 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     };
     let mut s = TestSpec::new(kind);
     s.connections = a.connections.unwrap_or(1);
-    s.duration_ms = secs_ms(a.time, "--time")?;
+    // With a byte count the clock is only a cap.
+    let counted = a.bytes.is_some() || a.blockcount.is_some();
+    s.duration_ms = secs_ms(a.time.unwrap_or(if counted { 600.0 } else { 10.0 }), "--time")?;
+    s.bytes = a.bytes;
     s.omit_ms = secs_ms(a.omit, "--omit")?;
     s.interval_ms = secs_ms(a.interval, "--interval")?;
     s.direction = if a.bidir {
@@ -253,6 +340,9 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     }
     s.zerocopy = a.zerocopy;
     s.nodelay = a.nodelay;
+    s.congestion = a.congestion.clone();
+    s.tos = a.tos.or(a.dscp.map(|d| d << 2));
+    s.server_cpu = a.affinity.and_then(|(_, m)| m);
     if let Some(p) = &a.profile {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading profile {}", p.display()))?;
         let mut prof: Profile = toml::from_str(&text).with_context(|| format!("profile {}", p.display()))?;
@@ -266,6 +356,15 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
         s.profile = Some(prof);
     }
     Ok(s)
+}
+
+/// `-k N`: N writes of each point's own write size.
+fn count_blocks(points: &mut [SweepPoint], blocks: Option<u64>) {
+    if let Some(k) = blocks {
+        for (_, s) in points {
+            s.bytes = Some(k.saturating_mul(u64::from(s.msg_size)));
+        }
+    }
 }
 
 /// Every combination of the sweep's values, each as (label, spec).
@@ -370,7 +469,8 @@ struct Point {
 fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     let usage = |e: anyhow::Error| (e, exit::USAGE);
     let base = base_spec(a).map_err(usage)?;
-    let points = sweep_points(&base, &a.sweep).map_err(usage)?;
+    let mut points = sweep_points(&base, &a.sweep).map_err(usage)?;
+    count_blocks(&mut points, a.blockcount);
     let (rmin, rmax) = pair(&a.repeat, "--repeat").map_err(usage)?;
     let (level, width) = pair(&a.confidence, "--confidence").map_err(usage)?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
@@ -388,6 +488,10 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         None
     };
     let addr = resolve_family(server, family).map_err(usage)?;
+    let tuning = ClientTuning { mss: a.set_mss, cport: a.cport, cpu: a.affinity.and_then(|(n, _)| n) };
+    for (_, spec) in &points {
+        linerate_engine::bench::check_local_options(spec, &tuning, addr).map_err(engine_err)?;
+    }
     let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").map_err(usage)?;
     let cfg = BenchClientConfig {
         addr,
@@ -395,6 +499,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         key_auth,
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(a.timeout.max(1)),
+        tuning,
     };
     // The report (live lines, tables, the JSON or CSV document) goes to stdout, or with
     // --logfile to the end of that file; diagnostics to stderr.
@@ -515,12 +620,17 @@ fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> Strin
     } else {
         format!(" [{}]", labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "))
     };
+    let length = match s.bytes {
+        Some(b) => {
+            format!("until {} are sent (at most {} s)", format_size_iec(b as f64), s.duration_ms as f64 / 1000.0)
+        }
+        None => format!("{} s", s.duration_ms as f64 / 1000.0),
+    };
     format!(
-        "linerate bench {} to {addr}, {} connection{}, {dir}, {} s{}{pt}",
+        "linerate bench {} to {addr}, {} connection{}, {dir}, {length}{}{pt}",
         s.kind.name(),
         s.initial_connections(),
         if s.initial_connections() == 1 { "" } else { "s" },
-        s.duration_ms as f64 / 1000.0,
         if s.omit_ms > 0 { format!(" after {} s warm-up", s.omit_ms as f64 / 1000.0) } else { String::new() }
     )
 }
@@ -743,11 +853,21 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
             format!("snd {} rcv {}", format_size_iec(f64::from(s)), format_size_iec(f64::from(r)))
         })
     };
+    // The congestion control the data sockets used, as each side read it back (TCP tests).
+    let cc = |h: &Value| {
+        h.get("congestion_control_in_use").and_then(Value::as_str).map(|n| linerate_proto::name::escape(n.as_bytes()))
+    };
+    let congestion = match (cc(&r.local.host), cc(&r.remote.host)) {
+        (None, None) => String::new(),
+        (l, r) => {
+            format!(", congestion client {} / server {}", l.as_deref().unwrap_or("-"), r.as_deref().unwrap_or("-"))
+        }
+    };
     row(
         &mut o,
         "tcp",
         format!(
-            "retransmits {}, mean RTT {}, buffers client {} / server {}",
+            "retransmits {}, mean RTT {}, buffers client {} / server {}{congestion}",
             s.retransmits,
             s.rtt_us.map_or("-".into(), |r| format!("{r:.0} µs")),
             buf(s.buffers.0),
@@ -1071,6 +1191,61 @@ mod tests {
         assert_eq!(coarse_fairness(&spec, 30.0, Some(&f)), None, "92 writes each: fine enough");
         spec.connections = 1;
         assert_eq!(coarse_fairness(&spec, 3.0, Some(&f)), None, "one connection has no fairness");
+    }
+
+    #[test]
+    fn dscp_names_and_numbers_and_tos_bytes_parse() {
+        for (s, v) in [("ef", 46), ("EF", 46), ("af11", 10), ("af23", 22), ("af41", 34), ("af43", 38)] {
+            assert_eq!(parse_dscp(s), Ok(v), "{s}");
+        }
+        for (s, v) in [("cs0", 0), ("cs1", 8), ("cs6", 48), ("cs7", 56), ("0", 0), ("63", 63), ("0x2e", 46)] {
+            assert_eq!(parse_dscp(s), Ok(v), "{s}");
+        }
+        for bad in ["64", "af44", "af51", "af1", "cs8", "", "-1", "ef1"] {
+            assert!(parse_dscp(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_tos("0xb8"), Ok(0xb8));
+        assert_eq!(parse_tos("184"), Ok(184));
+        assert!(parse_tos("256").is_err());
+        let a = parse(&["--dscp", "af21"]);
+        assert_eq!(base_spec(&a).unwrap().tos, Some(18 << 2), "sent as the TOS byte, DSCP × 4");
+        assert_eq!(base_spec(&parse(&["-S", "0x10"])).unwrap().tos, Some(0x10));
+    }
+
+    #[test]
+    fn affinity_takes_the_client_core_and_the_server_core() {
+        assert_eq!(parse_affinity("1"), Ok((Some(1), None)));
+        assert_eq!(parse_affinity("1,0"), Ok((Some(1), Some(0))));
+        assert_eq!(parse_affinity(",3"), Ok((None, Some(3))));
+        for bad in ["", ",", "x", "1,y", "-1"] {
+            assert!(parse_affinity(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(base_spec(&parse(&["-A", "0,1"])).unwrap().server_cpu, Some(1));
+    }
+
+    #[test]
+    fn a_byte_or_block_count_makes_the_time_a_cap() {
+        let s = base_spec(&parse(&["-n", "10M"])).unwrap();
+        assert_eq!((s.bytes, s.duration_ms), (Some(10 << 20), 600_000));
+        let s = base_spec(&parse(&["-n", "1G", "-t", "30"])).unwrap();
+        assert_eq!((s.bytes, s.duration_ms), (Some(1 << 30), 30_000));
+        assert_eq!(base_spec(&parse(&[])).unwrap().duration_ms, 10_000);
+        let a = parse(&["-k", "100", "-l", "1K", "--sweep", "msg=1K,2K"]);
+        let mut pts = sweep_points(&base_spec(&a).unwrap(), &a.sweep).unwrap();
+        count_blocks(&mut pts, a.blockcount);
+        assert_eq!(pts.iter().map(|p| p.1.bytes).collect::<Vec<_>>(), [Some(102_400), Some(204_800)]);
+        assert!(banner(&pts[0].1, &"127.0.0.1:1".parse().unwrap(), &[]).contains("until 100 KiB are sent"));
+    }
+
+    /// The flags of `linerate bench HOST ARGS...`.
+    fn parse(args: &[&str]) -> BenchArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: BenchArgs,
+        }
+        let argv = ["bench", "127.0.0.1", "--key-file", "k"].iter().chain(args);
+        <Cli as clap::Parser>::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}")).a
     }
 
     #[test]

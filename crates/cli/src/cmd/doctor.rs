@@ -102,6 +102,7 @@ impl doctor::RateProbe for BenchProbe {
             key_auth: self.key_auth.clone(),
             suite: linerate_engine::net::conn::preferred_suite(),
             timeout: Duration::from_secs(10),
+            tuning: Default::default(),
         };
         let mut spec = TestSpec::new(TestKind::TcpStream);
         spec.connections = streams.max(1);

@@ -37,6 +37,11 @@ pub struct ServeArgs {
     /// Most benchmark tests running at once, over all clients.
     #[arg(long, default_value_t = 8)]
     max_tests: usize,
+    /// Ports for benchmark data, LOW-HIGH (or one PORT), for a firewall: each test's data
+    /// listener (and UDP socket) takes the first one free, and a test that finds none is
+    /// refused as busy. Default: ephemeral ports.
+    #[arg(long, value_name = "LOW-HIGH", value_parser = parse_port_range)]
+    data_ports: Option<(u16, u16)>,
     /// Most connections from one address in their handshake at once.
     #[arg(long, default_value_t = 16)]
     max_handshakes_per_source: usize,
@@ -96,6 +101,19 @@ pub struct ServeArgs {
     ssh: crate::ssh::ServeSshArgs,
 }
 
+/// `--data-ports`: `LOW-HIGH` or one port, 1 to 65535.
+fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let port = |t: &str| t.trim().parse::<u16>().ok().filter(|p| *p > 0);
+    let (low, high) = match s.split_once('-') {
+        Some((a, b)) => (port(a), port(b)),
+        None => (port(s), port(s)),
+    };
+    match (low, high) {
+        (Some(l), Some(h)) if l <= h => Ok((l, h)),
+        _ => Err(format!("{s:?}: give LOW-HIGH (or one port), 1 to 65535, LOW not above HIGH")),
+    }
+}
+
 /// `--max-buffer-memory`: a size in the one grammar, in bytes; a bare number counts MiB, as the
 /// flag always did.
 pub(crate) fn parse_buffer_memory(s: &str) -> Result<u64, String> {
@@ -146,6 +164,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.bench.limits.max_rate_bps = a.max_rate.unwrap_or(u64::MAX);
     cfg.bench.max_tests = a.max_tests.max(1);
     cfg.bench.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
+    cfg.bench.data_ports = a.data_ports;
     cfg.max_handshakes_per_source = a.max_handshakes_per_source.max(1);
     cfg.once = a.once;
     cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(a.ssh.connect_deadline.max(1)));
@@ -233,4 +252,18 @@ fn stop_on_signals(stopper: linerate_engine::server::Stopper, grace: u64, log: O
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_ports_are_a_range_or_one_port() {
+        assert_eq!(parse_port_range("5201-5210"), Ok((5201, 5210)));
+        assert_eq!(parse_port_range("5201"), Ok((5201, 5201)));
+        for bad in ["5210-5201", "0-10", "1-65536", "x", "", "-5"] {
+            assert!(parse_port_range(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -384,12 +384,18 @@ fn serve_bench_only(key: &Path, extra: &[&str]) -> Serve {
     announced(cmd)
 }
 
-#[test]
-fn bench_prints_the_versioned_json_document_and_csv() {
+/// A scratch directory, a key in it, and a benchmark-only agent with that key.
+fn keyed_agent(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Serve) {
     let t = scratch();
     let key = t.path().join("key");
     keygen(&key);
-    let srv = serve_bench_only(&key, &[]);
+    let srv = serve_bench_only(&key, extra);
+    (t, key, srv)
+}
+
+#[test]
+fn bench_prints_the_versioned_json_document_and_csv() {
+    let (t, key, srv) = keyed_agent(&[]);
     let out = bin()
         .args(["bench", &srv.addr, "--json", "-t", "0.5", "-i", "0.1", "-P", "3", "--link-rate", "10G", "--key-file"])
         .arg(&key)
@@ -474,7 +480,12 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
         (&["-s"][..], "linerate serve"),
         (&["-1"][..], "linerate serve --once"),
         (&["-6"][..], "no IPv6 address"),
-        (&["-C", "bbr"][..], "net.ipv4.tcp_congestion_control=bbr"),
+        (&["-C", "nosuchalgo"][..], "sysctl net.ipv4.tcp_available_congestion_control"),
+        (&["-C", "bbr;x"][..], "letters, digits"),
+        (&["-A", "999"][..], "core 999 does not exist"),
+        (&["-M", "40"][..], "MSS 40: must be 88 to 32767"),
+        (&["--cport", "65535", "-P", "2"][..], "local ports 65535 to 65536"),
+        (&["--dscp", "af44"][..], "a DSCP is 0 to 63"),
     ] {
         let out = bin().args(["bench", &srv.addr, "--no-save", "--key-file"]).arg(&key).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
@@ -552,6 +563,39 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
         bin().args(["cp", "-q", "--key-file"]).arg(&key).arg(&src).arg(format!("{}:x", srv.addr)).output().unwrap();
     assert_ne!(out.status.code(), Some(0));
     assert!(text(&out).contains("benchmarks only"), "{}", text(&out));
+}
+
+#[test]
+fn bench_with_a_byte_count_sends_that_much_and_stops() {
+    let (_t, key, srv) = keyed_agent(&[]);
+    let started = std::time::Instant::now();
+    let out = bin()
+        .args(["bench", &srv.addr, "-n", "10M", "-t", "60", "-P", "2", "-J", "--no-save", "--key-file"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "-t is a cap: {:?}", started.elapsed());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let moved: u64 = v["connections"].as_array().unwrap().iter().map(|c| c["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(moved, 10 << 20, "{}", v["connections"]);
+    let out = bin().args(["bench", &srv.addr, "-n", "1M", "--bidir", "--no-save", "--key-file"]).arg(&key).output();
+    let out = out.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("tcp-stream one way"), "{}", text(&out));
+}
+
+#[test]
+fn serve_data_ports_carry_the_benchmark_data_and_a_bad_range_is_refused() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let range = format!("{port}-{}", port.saturating_add(3));
+    let (_t, key, srv) = keyed_agent(&["--data-ports", &range]);
+    let bench = ["bench", &srv.addr, "-P", "2", "-t", "0.3", "-q", "--no-save", "--key-file"];
+    let out = bin().args(bench).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = bin().args(["serve", "--data-ports", "10-5", "--key-file"]).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("LOW-HIGH"), "{}", text(&out));
 }
 
 /// Random bytes, so nothing on the way can make them smaller.

@@ -5,7 +5,7 @@
 
 use super::Counters;
 use hdrhistogram::Histogram;
-use linerate_proto::bench::{DataHello, MsgHeader, DATA_ACK, DATA_HELLO_LEN, MSG_HEADER_LEN, REPLY_STREAM};
+use linerate_proto::bench::{DataHello, MsgHeader, TestSpec, DATA_ACK, DATA_HELLO_LEN, MSG_HEADER_LEN, REPLY_STREAM};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::cmp::Reverse;
@@ -29,15 +29,35 @@ const TURN: usize = 16;
 const MANY: usize = 32;
 
 /// Socket options applied to every benchmark connection.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct SockOpts {
     pub sndbuf: Option<u32>,
     pub rcvbuf: Option<u32>,
     pub nodelay: bool,
+    /// TCP_CONGESTION, a name [`linerate_proto::bench::check_congestion`] accepted.
+    pub congestion: Option<String>,
+    /// TCP_MAXSEG, set before the connect (the client's own option: not in the test).
+    pub mss: Option<u32>,
+    /// IP_TOS (IPv4) or IPV6_TCLASS (IPv6).
+    pub tos: Option<u8>,
 }
 
 impl SockOpts {
-    pub(crate) fn apply(&self, s: &socket2::SockRef<'_>) {
+    /// The options a test asks of both sides' data sockets.
+    pub(crate) fn of(spec: &TestSpec) -> SockOpts {
+        SockOpts {
+            sndbuf: spec.sndbuf,
+            rcvbuf: spec.rcvbuf,
+            nodelay: spec.nodelay,
+            congestion: spec.congestion.clone(),
+            mss: None,
+            tos: spec.tos,
+        }
+    }
+
+    /// Apply to a TCP socket. Buffer sizes and TCP_NODELAY are requests the kernel may trim (the
+    /// report shows what it granted); an option it refuses outright is an error naming it.
+    pub(crate) fn apply(&self, s: &socket2::SockRef<'_>) -> Result<(), String> {
         if let Some(b) = self.sndbuf {
             let _ = s.set_send_buffer_size(b as usize);
         }
@@ -47,7 +67,74 @@ impl SockOpts {
         if self.nodelay {
             let _ = s.set_tcp_nodelay(true);
         }
+        if let Some(cc) = &self.congestion {
+            s.set_tcp_congestion(cc.as_bytes()).map_err(|e| congestion_refused(cc, &e))?;
+        }
+        if let Some(m) = self.mss {
+            s.set_tcp_mss(m).map_err(|e| format!("TCP_MAXSEG {m} was refused by the kernel: {e}"))?;
+        }
+        if let Some(t) = self.tos {
+            set_tos(s, t)?;
+        }
+        Ok(())
     }
+
+    /// Try the options on a fresh TCP socket of `addr`'s family, so that one the kernel refuses
+    /// is reported once, before any connection is opened.
+    pub(crate) fn probe(&self, addr: SocketAddr) -> Result<(), String> {
+        let domain = socket2::Domain::for_address(addr);
+        let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))
+            .map_err(|e| format!("creating a TCP socket: {e}"))?;
+        self.apply(&socket2::SockRef::from(&s))
+    }
+}
+
+/// The local port of connection `conn` from the first one (`--cport`): `None` without one, an
+/// error past 65535.
+pub(crate) fn local_port(first: Option<u16>, conn: u32) -> Option<io::Result<u16>> {
+    let first = first?;
+    Some(
+        u16::try_from(u32::from(first) + conn)
+            .map_err(|_| io::Error::other(format!("--cport {first} + {conn} is past 65535"))),
+    )
+}
+
+/// Set the TOS byte of a TCP or UDP socket: IP_TOS on IPv4, IPV6_TCLASS on IPv6 (where an IPv4
+/// peer of a dual-stack socket gets IP_TOS too).
+pub(crate) fn set_tos(s: &socket2::SockRef<'_>, tos: u8) -> Result<(), String> {
+    let r = match s.domain() {
+        Ok(socket2::Domain::IPV6) => s.set_tclass_v6(u32::from(tos)).map(|()| {
+            // A dual-stack socket talking to an IPv4 peer uses IP_TOS; refused on a v6-only one.
+            let _ = s.set_tos_v4(u32::from(tos));
+        }),
+        _ => s.set_tos_v4(u32::from(tos)),
+    };
+    r.map_err(|e| format!("TOS {tos:#04x} (DSCP {}) was refused by the kernel: {e}", tos >> 2))
+}
+
+/// The TOS byte (IPv4) or traffic class (IPv6) a socket sends with.
+#[cfg(test)]
+pub(crate) fn tos_of(s: &socket2::SockRef<'_>) -> Option<u32> {
+    match s.domain().ok()? {
+        socket2::Domain::IPV6 => s.tclass_v6().ok(),
+        _ => s.tos_v4().ok(),
+    }
+}
+
+/// Why the kernel refused a congestion control algorithm, and where to look.
+fn congestion_refused(name: &str, e: &io::Error) -> String {
+    format!(
+        "TCP congestion control \"{name}\" was refused by the kernel ({e}): it is not loaded or not allowed \
+         for this user; see sysctl net.ipv4.tcp_available_congestion_control (and \
+         net.ipv4.tcp_allowed_congestion_control, which unprivileged users are held to)"
+    )
+}
+
+/// The congestion control a TCP socket uses.
+pub(crate) fn congestion_of(s: &socket2::SockRef<'_>) -> Option<String> {
+    let name = s.tcp_congestion().ok()?;
+    let name: Vec<u8> = name.into_iter().take_while(|&b| b != 0).collect();
+    Some(linerate_proto::name::escape(&name))
 }
 
 /// How a client opens new data connections from inside the loop (crr and profiles).
@@ -57,16 +144,29 @@ pub(crate) struct Dialer {
     pub test: [u8; 16],
     pub cookie: [u8; 32],
     pub opts: SockOpts,
+    /// Local port of connection 0; connection `i` binds `cport + i` (iperf3 `--cport`).
+    pub cport: Option<u16>,
 }
 
 impl Dialer {
     /// Start a non-blocking connect with the options set before the SYN (so the window scale
     /// matches the buffer asked for).
-    pub(crate) fn dial(&self) -> io::Result<TcpStream> {
+    /// Connection `conn` binds its own local port when the client asked for fixed ones.
+    pub(crate) fn dial(&self, conn: u32) -> io::Result<TcpStream> {
         let domain = socket2::Domain::for_address(self.addr);
         let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
         s.set_nonblocking(true)?;
-        self.opts.apply(&socket2::SockRef::from(&s));
+        self.opts.apply(&socket2::SockRef::from(&s)).map_err(io::Error::other)?;
+        if let Some(port) = local_port(self.cport, conn) {
+            let port = port?;
+            // The same ports again for the next test: one left in TIME_WAIT does not block them.
+            s.set_reuse_address(true)?;
+            let any: SocketAddr = match self.addr {
+                SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, port).into(),
+                SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, port).into(),
+            };
+            s.bind(&any.into()).map_err(|e| io::Error::new(e.kind(), format!("binding local port {any}: {e}")))?;
+        }
         match s.connect(&self.addr.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -269,6 +369,8 @@ pub(crate) struct Worker {
     pub tcp: Vec<(u32, linerate_proto::bench::TcpSample)>,
     /// (SO_SNDBUF, SO_RCVBUF) as granted on one of the worker's sockets.
     pub buffers: Option<(u32, u32)>,
+    /// The congestion control one of the worker's sockets uses.
+    pub congestion: Option<String>,
     /// Connections that failed, with a reason (capped).
     pub errors: Vec<String>,
 }
@@ -328,6 +430,7 @@ pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
         hists: Vec::new(),
         tcp: Vec::new(),
         buffers: None,
+        congestion: None,
         errors: Vec::new(),
     };
     Ok((w, WorkerHandle { tx, waker }))
@@ -494,6 +597,9 @@ impl Worker {
                     self.buffers = Some((a as u32, b as u32));
                 }
             }
+            if self.congestion.is_none() {
+                self.congestion = congestion_of(&socket2::SockRef::from(&*s));
+            }
             if let Err(e) = self.poll.registry().register(s, Token(i), Interest::READABLE | Interest::WRITABLE) {
                 self.note_error(format!("connection {}: registering: {e}", c.slot));
             }
@@ -525,6 +631,7 @@ impl Worker {
             }
             Drive::Wait(t) => self.timers.push(Reverse((t, i))),
             Drive::Close(err) => {
+                self.counters.closed.fetch_add(1, Relaxed);
                 if let Some(e) = err {
                     self.note_error(format!("connection {}: {e}", c.slot));
                 }
@@ -613,6 +720,14 @@ impl Worker {
                 }
                 n = n.min((allowed - c.sent).max(1) as usize);
             }
+            // A byte count (iperf3 -n) spent: end this side of the stream; the receiver closes
+            // once it has read everything, and that close ends the connection here.
+            let n = self.counters.take(n);
+            if n == 0 {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+                c.role = Role::Sink;
+                return Drive::Again;
+            }
             let r = match &self.zerocopy {
                 Some(fd) => {
                     let mut off = 0u64;
@@ -620,6 +735,7 @@ impl Worker {
                 }
                 None => s.write(&self.wbuf[..n]),
             };
+            self.counters.give_back(n - r.as_ref().map_or(0, |k| *k));
             match r {
                 Ok(0) => return Drive::Close(None),
                 Ok(k) => {
@@ -875,7 +991,7 @@ impl Worker {
             let _ = self.poll.registry().deregister(&mut s);
         }
         let Some(d) = &self.dialer else { return Flow::Stop(Drive::Close(Some("no dialer".into()))) };
-        match d.dial() {
+        match d.dial(slot as u32) {
             Ok(mut s) => {
                 if let Err(e) = self.poll.registry().register(&mut s, Token(i), Interest::READABLE | Interest::WRITABLE)
                 {
@@ -1172,5 +1288,81 @@ fn closed_or(e: io::Error) -> Option<String> {
     match e.kind() {
         io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => None,
         _ => Some(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialed_sockets_carry_the_congestion_control_asked_for() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let d = Dialer {
+            addr: l.local_addr().unwrap(),
+            test: [0; 16],
+            cookie: [0; 32],
+            opts: SockOpts { congestion: Some("reno".into()), ..Default::default() },
+            cport: None,
+        };
+        let s = d.dial(0).unwrap();
+        assert_eq!(congestion_of(&socket2::SockRef::from(&s)).as_deref(), Some("reno"));
+        let bad = Dialer { opts: SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() }, ..d };
+        let e = bad.dial(0).unwrap_err().to_string();
+        assert!(e.contains("nosuchalgo") && e.contains("tcp_available_congestion_control"), "{e}");
+        assert!(bad.opts.probe(bad.addr).is_err());
+    }
+
+    /// A port P with P and P + 1 free on loopback, for TCP and UDP.
+    fn two_free_ports() -> u16 {
+        loop {
+            let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let p = a.local_addr().unwrap().port();
+            let free = |p: u16| {
+                std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
+                    && std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok()
+            };
+            drop(a);
+            if p < 65_535 && free(p) && free(p + 1) {
+                return p;
+            }
+        }
+    }
+
+    #[test]
+    fn connection_i_leaves_from_cport_plus_i() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = two_free_ports();
+        let d = Dialer {
+            addr: l.local_addr().unwrap(),
+            test: [0; 16],
+            cookie: [0; 32],
+            opts: SockOpts::default(),
+            cport: Some(p),
+        };
+        let _c0 = d.dial(0).unwrap();
+        let _c1 = d.dial(1).unwrap();
+        let mut seen: Vec<u16> = (0..2).map(|_| l.accept().unwrap().1.port()).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, [p, p + 1], "the server sees the peer ports asked for");
+        let e = Dialer { cport: Some(65_535), ..d }.dial(1).unwrap_err();
+        assert!(e.to_string().contains("past 65535"), "{e}");
+    }
+
+    #[test]
+    fn the_tos_byte_reads_back_on_tcp_and_udp_sockets_of_both_families() {
+        let opts = SockOpts { tos: Some(46 << 2), ..Default::default() };
+        for (domain, ty) in [
+            (socket2::Domain::IPV4, socket2::Type::STREAM),
+            (socket2::Domain::IPV4, socket2::Type::DGRAM),
+            (socket2::Domain::IPV6, socket2::Type::STREAM),
+            (socket2::Domain::IPV6, socket2::Type::DGRAM),
+        ] {
+            let Ok(s) = socket2::Socket::new(domain, ty, None) else { continue }; // no IPv6 here
+            let r = socket2::SockRef::from(&s);
+            assert_ne!(tos_of(&r), Some(0xb8), "{domain:?} {ty:?} starts without it");
+            opts.apply(&r).unwrap();
+            assert_eq!(tos_of(&r), Some(0xb8), "{domain:?} {ty:?}");
+        }
     }
 }

@@ -15,7 +15,8 @@ use crate::usage;
 use crate::EngineError;
 use hdrhistogram::Histogram;
 use linerate_proto::bench::{
-    ClientEvent, ClientMachine, ConnCounts, IntervalCounts, Ready, SideReport, TestKind, TestSpec, BENCH_DOC_VERSION,
+    ClientEvent, ClientMachine, ConnCounts, Direction, IntervalCounts, Ready, SideReport, TestKind, TestSpec,
+    BENCH_DOC_VERSION,
 };
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::hello::Suite;
@@ -44,6 +45,10 @@ pub(crate) struct Counters {
     pub behind: AtomicU64,
     pub stop: AtomicBool,
     pub started: AtomicBool,
+    /// Bytes this side's sources may still send (`u64::MAX`: no byte count, the clock ends it).
+    budget: AtomicU64,
+    /// Connections that ended (closed by the peer or failed).
+    pub closed: AtomicU64,
     start: OnceLock<Instant>,
     omit: Duration,
 }
@@ -60,6 +65,8 @@ impl Counters {
             behind: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             started: AtomicBool::new(false),
+            budget: AtomicU64::new(u64::MAX),
+            closed: AtomicU64::new(0),
             start: OnceLock::new(),
             omit,
         })
@@ -75,6 +82,37 @@ impl Counters {
         if let Some(c) = self.tx.get(slot) {
             c.fetch_add(n as u64, Relaxed);
         }
+    }
+
+    /// This side sends `bytes` in all and then ends its streams (iperf3 `-n`).
+    pub(crate) fn limit_bytes(&self, bytes: u64) {
+        self.budget.store(bytes, Relaxed);
+    }
+
+    /// Take up to `want` bytes of the budget for one write; 0 when it is spent.
+    pub(crate) fn take(&self, want: usize) -> usize {
+        let mut got = 0;
+        let _ = self.budget.fetch_update(Relaxed, Relaxed, |left| {
+            if left == u64::MAX {
+                got = want;
+                return None;
+            }
+            got = (want as u64).min(left) as usize;
+            Some(left - got as u64)
+        });
+        got
+    }
+
+    /// Return what a write took and did not send.
+    pub(crate) fn give_back(&self, n: usize) {
+        if n > 0 && self.budget.load(Relaxed) != u64::MAX {
+            self.budget.fetch_add(n as u64, Relaxed);
+        }
+    }
+
+    /// Whether a byte count was set and is all sent.
+    pub(crate) fn budget_spent(&self) -> bool {
+        self.budget.load(Relaxed) == 0
     }
 
     /// Start the clock (once); sources still wait for [`Counters::release`], so a baseline
@@ -127,6 +165,7 @@ pub(crate) struct Sampler {
     pub intervals: Vec<IntervalCounts>,
     base: Option<Baseline>,
     end: Option<Baseline>,
+    nap: Duration,
 }
 
 struct Baseline {
@@ -148,6 +187,7 @@ impl Sampler {
             intervals: Vec::new(),
             base: None,
             end: None,
+            nap: Duration::from_millis(20),
         };
         if s.counters.omit.is_zero() {
             s.take_baseline(start);
@@ -167,7 +207,7 @@ impl Sampler {
 
     /// Sleep until the next interval boundary (or `until`, or `stop`), sampling on the way.
     /// Returns the interval just closed, if one was.
-    pub(crate) fn tick(&mut self, until: Option<Instant>, stop: &AtomicBool) -> Option<IntervalCounts> {
+    pub(crate) fn tick(&mut self, until: Option<Instant>, stop: &dyn Fn() -> bool) -> Option<IntervalCounts> {
         let start = self.counters.start_instant()?;
         let omit_end = start + self.counters.omit;
         loop {
@@ -185,10 +225,10 @@ impl Sampler {
                 self.next += self.interval;
                 return Some(self.close_interval(start, t));
             }
-            if until.is_some_and(|u| now >= u) || stop.load(Relaxed) {
+            if until.is_some_and(|u| now >= u) || stop() {
                 return None;
             }
-            std::thread::sleep(wake.saturating_duration_since(now).min(Duration::from_millis(20)));
+            std::thread::sleep(wake.saturating_duration_since(now).min(self.nap));
         }
     }
 
@@ -209,16 +249,27 @@ impl Sampler {
         iv
     }
 
-    /// Report every interval to `progress` until `end`; returns when the run ended.
-    pub(crate) fn run_until(&mut self, end: Instant, progress: &mut dyn FnMut(&IntervalCounts)) -> Instant {
-        let no_stop = AtomicBool::new(false);
-        while let Some(iv) = self.tick(Some(end), &no_stop) {
+    /// Report every interval to `progress` until `end` or until `done`; returns when the run
+    /// ended.
+    pub(crate) fn run_until(
+        &mut self,
+        end: Instant,
+        done: &dyn Fn() -> bool,
+        progress: &mut dyn FnMut(&IntervalCounts),
+    ) -> Instant {
+        while let Some(iv) = self.tick(Some(end), done) {
             progress(&iv);
-            if Instant::now() >= end {
+            if Instant::now() >= end || done() {
                 break;
             }
         }
         Instant::now()
+    }
+
+    /// Look at the clock (and the end condition) this often at least: finely for a test that
+    /// ends on a byte count, whose end is not on the clock.
+    pub(crate) fn check_every(&mut self, nap: Duration) {
+        self.nap = nap;
     }
 
     /// The run is over at `now`: close the last partial interval and take the final counts, before
@@ -301,6 +352,100 @@ impl Sampler {
     }
 }
 
+/// Try a test's socket options on this host (a socket of `server`'s address family), so that one
+/// the kernel refuses (an unknown congestion control) fails as a usage error before the server is
+/// asked and before anything is printed.
+pub fn check_local_options(spec: &TestSpec, tuning: &ClientTuning, server: SocketAddr) -> Result<(), EngineError> {
+    if let Some(m) = tuning.mss {
+        if !MSS_RANGE.contains(&m) {
+            return Err(EngineError::Usage(format!(
+                "MSS {m}: must be {} to {} bytes",
+                MSS_RANGE.start(),
+                MSS_RANGE.end()
+            )));
+        }
+    }
+    if let Some(c) = tuning.cpu {
+        check_cpu(c).map_err(|m| EngineError::Usage(format!("on this host: {m}")))?;
+    }
+    if let Some(p) = tuning.cport {
+        if matches!(spec.kind, TestKind::TcpCrr | TestKind::Profile) {
+            return Err(EngineError::Usage(
+                "--cport applies to tcp-stream, tcp-rr and udp-stream: tcp-crr and profiles open new connections \
+                 all the time"
+                    .into(),
+            ));
+        }
+        let last = u64::from(p) + spec.initial_connections().saturating_sub(1);
+        if p == 0 || last > 65_535 {
+            return Err(EngineError::Usage(format!(
+                "--cport {p} with {} connections needs local ports {p} to {last}: they must be 1 to 65535",
+                spec.initial_connections()
+            )));
+        }
+    }
+    if spec.kind == TestKind::UdpStream {
+        if tuning.mss.is_some() {
+            return Err(EngineError::Usage("the MSS applies to TCP tests, not udp-stream".into()));
+        }
+        return Ok(());
+    }
+    client_sock_opts(spec, tuning).probe(server).map_err(|m| EngineError::Usage(format!("on this host: {m}")))
+}
+
+/// The options of the client's TCP data sockets: the test's, and this side's own.
+fn client_sock_opts(spec: &TestSpec, tuning: &ClientTuning) -> io::SockOpts {
+    io::SockOpts { mss: tuning.mss, ..io::SockOpts::of(spec) }
+}
+
+/// Check that this process may run on core `cpu`; the message lists the cores it may use.
+pub(crate) fn check_cpu(cpu: u32) -> Result<(), String> {
+    let allowed = rustix::thread::sched_getaffinity(None).map_err(|e| format!("reading the CPU affinity: {e}"))?;
+    if (cpu as usize) < rustix::thread::CpuSet::MAX_CPU && allowed.is_set(cpu as usize) {
+        return Ok(());
+    }
+    let cores: Vec<String> =
+        (0..rustix::thread::CpuSet::MAX_CPU).filter(|&i| allowed.is_set(i)).map(|i| i.to_string()).collect();
+    Err(format!("core {cpu} does not exist or is not available to linerate (cores {})", cores.join(",")))
+}
+
+/// Start a benchmark worker thread, pinned to `cpu` when one is given (checked before with
+/// [`check_cpu`]; should the kernel refuse it now, the thread runs unpinned).
+pub(crate) fn spawn_worker<T: Send + 'static>(
+    cpu: Option<u32>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || {
+        if let Some(c) = cpu {
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(c as usize);
+            let _ = rustix::thread::sched_setaffinity(None, &set);
+        }
+        f()
+    })
+}
+
+/// The host description entry for the core a side's workers were pinned to.
+pub(crate) fn pinned(cpu: Option<u32>) -> serde_json::Value {
+    cpu.map_or(serde_json::Value::Null, |c| serde_json::json!({ "workers_pinned_to_core": c }))
+}
+
+/// The host description entry for the congestion control the data sockets used.
+pub(crate) fn congestion_in_use(name: String) -> serde_json::Value {
+    serde_json::json!({ "congestion_control_in_use": name })
+}
+
+/// `host` with the entries of `facts` (an object, or null) added.
+pub(crate) fn with_facts(mut host: serde_json::Value, facts: serde_json::Value) -> serde_json::Value {
+    if host.is_null() {
+        return facts;
+    }
+    if let (Some(h), serde_json::Value::Object(f)) = (host.as_object_mut(), facts) {
+        h.extend(f);
+    }
+    host
+}
+
 /// Worker threads for a test: one per core, never more than connections.
 pub(crate) fn worker_count(conns: u64) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -320,7 +465,24 @@ pub struct BenchClientConfig {
     pub suite: Suite,
     /// Time to connect, authenticate and open data connections.
     pub timeout: Duration,
+    /// Options of this side's own sockets, which the server need not know.
+    pub tuning: ClientTuning,
 }
+
+/// The client's own socket options (iperf3 sets these on the client only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientTuning {
+    /// `TCP_MAXSEG` on every TCP data connection before it connects (iperf3 `-M`).
+    pub mss: Option<u32>,
+    /// Local port of data connection 0; connection `i` uses `cport + i` (iperf3 `--cport`):
+    /// tcp-stream, tcp-rr and udp-stream, whose connections live as long as the test.
+    pub cport: Option<u16>,
+    /// The core this side's worker threads are pinned to (iperf3 `-A N`).
+    pub cpu: Option<u32>,
+}
+
+/// The range `TCP_MAXSEG` accepts (the kernel's `TCP_MIN_MSS` to `MAX_TCP_WINDOW`).
+pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=32_767;
 
 /// An authenticated control connection to an agent, which runs tests one after another.
 pub struct BenchClient {
@@ -367,6 +529,7 @@ impl BenchClient {
         progress: &mut dyn FnMut(&IntervalCounts),
     ) -> Result<TestResult, EngineError> {
         let wall = SystemTime::now();
+        check_local_options(spec, &self.cfg.tuning, self.cfg.addr)?;
         let doc = self.machine.request(spec)?;
         self.tx.send_frames(&[Frame::BenchRequest(&doc)])?;
         let ready = match self.recv_event(self.cfg.timeout)? {
@@ -387,7 +550,8 @@ impl BenchClient {
                 return Err(e);
             }
         };
-        local.host = host;
+        // This side's facts about the test's own sockets join the host description.
+        local.host = with_facts(host, std::mem::take(&mut local.host));
         let remote = match self.recv_event(self.cfg.timeout + Duration::from_secs(10))? {
             ClientEvent::Result(r) => *r,
             _ => return Err(ProtoError::Violation("expected BenchResult".into()).into()),
@@ -418,11 +582,15 @@ impl BenchClient {
     ) -> Result<Measured, EngineError> {
         let conns = spec.initial_connections();
         let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
+        if let (Some(b), Direction::Send) = (spec.bytes, spec.direction) {
+            counters.limit_bytes(b);
+        }
         let dialer = io::Dialer {
             addr: SocketAddr::new(self.cfg.addr.ip(), ready.tcp_port),
             test: ready.test,
             cookie: ready.cookie,
-            opts: io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay },
+            opts: client_sock_opts(spec, &self.cfg.tuning),
+            cport: self.cfg.tuning.cport,
         };
         let zerocopy =
             if spec.zerocopy { Some(Arc::new(server::zerocopy_file(spec.msg_size as usize)?)) } else { None };
@@ -443,7 +611,7 @@ impl BenchClient {
         for _ in 0..n + m {
             let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
             handles.push(h);
-            threads.push(std::thread::spawn(move || w.run()));
+            threads.push(spawn_worker(self.cfg.tuning.cpu, move || w.run()));
         }
         let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_secs(5)) + Duration::from_millis(conns);
         let setup = match spec.kind {
@@ -470,6 +638,9 @@ impl BenchClient {
             }
             TestKind::UdpStream => Ok(()),
         };
+        // A byte count the server sends may be all here before its Go is: count from before ours.
+        let early = (spec.bytes.is_some() && spec.direction == Direction::Receive)
+            .then(|| Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), counters.start_now()));
         let result = setup.and_then(|()| self.synchronise());
         if let Err(e) = result {
             counters.stop.store(true, Relaxed);
@@ -482,12 +653,20 @@ impl BenchClient {
             return Err(e);
         }
         let start = counters.start_now();
-        let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        let mut sampler =
+            early.unwrap_or_else(|| Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start));
+        // A byte count (iperf3 -n) ends the test when every connection has ended: the sender
+        // shuts its side down after its last byte, the receiver closes on reading that end, so
+        // each byte sent was counted by the receiver before the client says stop.
+        let done = || spec.bytes.is_some() && counters.closed.load(Relaxed) >= conns;
+        if spec.bytes.is_some() {
+            sampler.check_every(Duration::from_millis(2));
+        }
         counters.release();
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), progress);
+        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), &done, progress);
         sampler.freeze(now);
         counters.stop.store(true, Relaxed);
         self.stop()?;
@@ -497,6 +676,7 @@ impl BenchClient {
         let mut groups: Vec<Histogram<u64>> = Vec::new();
         let mut tcp = Vec::new();
         let mut buffers = None;
+        let mut congestion = None;
         let mut errors = Vec::new();
         for t in threads {
             let w = t.join().map_err(|_| EngineError::Internal("a benchmark worker thread panicked".into()))?;
@@ -508,6 +688,7 @@ impl BenchClient {
             }
             tcp.extend(w.tcp);
             buffers = buffers.or(w.buffers);
+            congestion = congestion.or(w.congestion);
             errors.extend(w.errors);
         }
         errors.truncate(16);
@@ -521,6 +702,8 @@ impl BenchClient {
                 c.tcp = Some(t);
             }
         }
+        report.host =
+            with_facts(congestion.map_or(serde_json::Value::Null, congestion_in_use), pinned(self.cfg.tuning.cpu));
         let mut hist = io::new_histogram();
         for h in &groups {
             let _ = hist.add(h);
@@ -552,13 +735,20 @@ impl BenchClient {
         let port = ready.udp_port.ok_or_else(|| ProtoError::Violation("udp test without a UDP port".into()))?;
         let target = SocketAddr::new(self.cfg.addr.ip(), port);
         let counters = Counters::new(spec.connections as usize, Duration::from_millis(spec.omit_ms));
-        let side = udp::Client::open(spec, ready, target, counters.clone())?;
+        let side = udp::Client::open(spec, ready, target, self.cfg.tuning.cport, counters.clone())?;
         self.synchronise()?;
+        if let Some(b) = spec.bytes {
+            counters.limit_bytes(b);
+        }
         let start = counters.start_now();
         let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        if spec.bytes.is_some() {
+            sampler.check_every(Duration::from_millis(2));
+        }
         counters.release();
-        let running = side.start(spec);
-        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), progress);
+        let running = side.start(spec, self.cfg.tuning.cpu);
+        let done = || counters.budget_spent();
+        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), &done, progress);
         counters.stop.store(true, Relaxed);
         // Let the last datagrams land before the server stops counting.
         std::thread::sleep(Duration::from_millis(100));
@@ -566,6 +756,7 @@ impl BenchClient {
         let (udp, buffers) = running.join(&counters);
         let mut report = sampler.finish(now, buffers, Vec::new());
         report.udp = Some(udp);
+        report.host = pinned(self.cfg.tuning.cpu);
         Ok((report, None, Vec::new()))
     }
 }
@@ -573,6 +764,24 @@ impl BenchClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_thread_runs_on_the_core_asked_for_alone() {
+        let allowed = rustix::thread::sched_getaffinity(None).unwrap();
+        // The last core this process may use: with several, pinning visibly narrows the mask.
+        let core = (0..rustix::thread::CpuSet::MAX_CPU).rev().find(|&i| allowed.is_set(i)).unwrap() as u32;
+        check_cpu(core).unwrap();
+        let mask = spawn_worker(Some(core), || rustix::thread::sched_getaffinity(None).unwrap()).join().unwrap();
+        assert!(
+            mask.is_set(core as usize) && mask.count() == 1,
+            "pinned to {core}: {} cores in the mask",
+            mask.count()
+        );
+        let free = spawn_worker(None, || rustix::thread::sched_getaffinity(None).unwrap()).join().unwrap();
+        assert_eq!(free.count(), allowed.count(), "unpinned workers keep the process's cores");
+        let e = check_cpu(1023).unwrap_err();
+        assert!(e.contains("core 1023 does not exist or is not available") && e.contains(&format!("{core}")), "{e}");
+    }
 
     #[test]
     fn a_sliver_after_the_last_interval_joins_it_and_a_real_remainder_stands_alone() {

@@ -136,7 +136,7 @@ pub(crate) fn open_all(d: &Dialer, n: u64, deadline: Instant) -> Result<Vec<TcpS
     let mut ack = [0u8; 4];
     while finished < n {
         while next < n && flight.iter().filter(|f| f.is_some()).count() < CONNECT_WINDOW {
-            let mut s = d.dial().map_err(|e| net("connecting", e))?;
+            let mut s = d.dial(next as u32).map_err(|e| net("connecting", e))?;
             let slot = flight.iter().position(Option::is_none).unwrap_or_else(|| {
                 flight.push(None);
                 flight.len() - 1

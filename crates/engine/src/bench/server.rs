@@ -8,7 +8,7 @@ use super::{scripts, udp, worker_count, Counters, Sampler};
 use crate::net::conn::{RecvHalf, SendHalf};
 use crate::EngineError;
 use linerate_proto::bench::{
-    encode_doc, DataHello, Limits, Ready, ServerEvent, ServerMachine, SideReport, TestKind, TestSpec,
+    encode_doc, DataHello, Direction, Limits, Ready, ServerEvent, ServerMachine, SideReport, TestKind, TestSpec,
     BENCH_DOC_VERSION, DATA_ACK, DATA_HELLO_LEN,
 };
 use linerate_proto::frame::{self, Frame};
@@ -37,6 +37,9 @@ pub struct BenchServerConfig {
     pub handshake_timeout: Duration,
     /// Longest silence on the control connection between tests.
     pub idle_timeout: Duration,
+    /// Ports the tests' data listeners (and UDP sockets) take, each test the first one free
+    /// (`serve --data-ports LOW-HIGH`); none: ephemeral ports.
+    pub data_ports: Option<(u16, u16)>,
 }
 
 impl Default for BenchServerConfig {
@@ -46,6 +49,7 @@ impl Default for BenchServerConfig {
             max_tests: 8,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
+            data_ports: None,
         }
     }
 }
@@ -167,16 +171,20 @@ fn run_test(
     let mut concurrent = running.load(Relaxed);
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
-    let listener = bind_data(local, io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay })?;
-    let tcp_port = listener.local_addr().map_err(|e| EngineError::net("data port", e))?.port();
-    let udp_sock = if spec.kind == TestKind::UdpStream {
-        Some(
-            std::net::UdpSocket::bind(SocketAddr::new(local, 0))
-                .map_err(|e| EngineError::net("binding a UDP port", e))?,
-        )
-    } else {
-        None
+    if let (Some(b), Direction::Receive) = (spec.bytes, spec.direction) {
+        counters.limit_bytes(b);
+    }
+    if let Some(c) = spec.server_cpu {
+        if let Err(msg) = super::check_cpu(c) {
+            return fatal(tx, ErrorCode::BadParams, format!("on the server: {msg}"));
+        }
+    }
+    let (listener, udp_sock) = match open_data_ports(local, spec, cfg.data_ports) {
+        Ok(p) => p,
+        Err(Refusal::Test(code, msg)) => return fatal(tx, code, msg),
+        Err(Refusal::Local(e)) => return Err(e),
     };
+    let tcp_port = listener.local_addr().map_err(|e| EngineError::net("data port", e))?.port();
     let ready = Ready {
         version: BENCH_DOC_VERSION,
         test: random(),
@@ -200,7 +208,7 @@ fn run_test(
             for _ in 0..loops {
                 let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
                 handles.push(h);
-                threads.push(std::thread::spawn(move || w.run()));
+                threads.push(super::spawn_worker(spec.server_cpu, move || w.run()));
             }
             None
         }
@@ -234,13 +242,13 @@ fn run_test(
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let running = udp_side.map(|u| u.start(spec));
+        let running = udp_side.map(|u| u.start(spec, spec.server_cpu));
         tx.send_frames(&[Frame::BenchGo])?;
         let sampler_stop = Arc::new(AtomicBool::new(false));
         let sampler = {
             let st = sampler_stop.clone();
             std::thread::spawn(move || {
-                while sampler.tick(None, &st).is_some() {}
+                while sampler.tick(None, &|| st.load(Relaxed)).is_some() {}
                 sampler
             })
         };
@@ -259,11 +267,13 @@ fn run_test(
     let accepted = acceptor.join().unwrap_or_default();
     let mut tcp = Vec::new();
     let mut buffers = None;
+    let mut congestion = None;
     let mut errors = accepted;
     for t in threads {
         if let Ok(w) = t.join() {
             tcp.extend(w.tcp);
             buffers = buffers.or(w.buffers);
+            congestion = congestion.or(w.congestion);
             errors.extend(w.errors);
         }
     }
@@ -278,7 +288,13 @@ fn run_test(
     }
     let mut report = sampler.finish(now, buffers, errors);
     report.udp = udp_counts;
-    report.host = super::stats::host_metadata();
+    report.host = super::with_facts(
+        super::with_facts(
+            super::stats::host_metadata(),
+            congestion.map_or(serde_json::Value::Null, super::congestion_in_use),
+        ),
+        super::pinned(spec.server_cpu),
+    );
     if let Some(h) = report.host.as_object_mut() {
         // The machine's CPU shares cover every test running: say how many were.
         h.insert("concurrent_tests".into(), serde_json::Value::from(concurrent as u64));
@@ -293,17 +309,75 @@ fn run_test(
     Ok(report)
 }
 
-/// The per-test listener; buffer sizes are set on it so accepted sockets inherit them before
-/// the handshake fixes the window scale.
-fn bind_data(ip: IpAddr, opts: io::SockOpts) -> Result<TcpListener, EngineError> {
-    let addr = SocketAddr::new(ip, 0);
+/// Why a test's data ports did not open.
+enum Refusal {
+    /// The client's to hear about: an option the kernel refused, every port of the range taken.
+    Test(ErrorCode, String),
+    /// This host failed.
+    Local(EngineError),
+}
+
+/// The test's data listener, and its UDP socket for udp-stream: on ephemeral ports, or on the
+/// first port of `range` free for both (`serve --data-ports`, for firewalls).
+fn open_data_ports(
+    ip: IpAddr,
+    spec: &TestSpec,
+    range: Option<(u16, u16)>,
+) -> Result<(TcpListener, Option<std::net::UdpSocket>), Refusal> {
+    let opts = io::SockOpts::of(spec);
+    let udp = spec.kind == TestKind::UdpStream;
+    let open = |port: u16| -> Result<Result<_, String>, EngineError> {
+        let listener = match bind_data(ip, port, &opts)? {
+            Ok(l) => l,
+            Err(msg) => return Ok(Err(msg)),
+        };
+        let sock = if udp {
+            Some(
+                std::net::UdpSocket::bind(SocketAddr::new(ip, port))
+                    .map_err(|e| EngineError::net(format!("binding UDP port {port}"), e))?,
+            )
+        } else {
+            None
+        };
+        Ok(Ok((listener, sock)))
+    };
+    let refused = |msg: String| Refusal::Test(ErrorCode::BadParams, format!("on the server: {msg}"));
+    let Some((low, high)) = range else {
+        return open(0).map_err(Refusal::Local)?.map_err(refused);
+    };
+    for port in low..=high {
+        match open(port) {
+            Ok(r) => return r.map_err(refused),
+            // Taken by another test (or another program): try the next.
+            Err(EngineError::Net { io, .. }) if io.kind() == std::io::ErrorKind::AddrInUse => {}
+            Err(e) => return Err(Refusal::Local(e)),
+        }
+    }
+    Err(Refusal::Test(
+        ErrorCode::Busy,
+        format!(
+            "every data port of this server's --data-ports {low}-{high} is taken by running tests; try again later"
+        ),
+    ))
+}
+
+/// A data listener on `port` (0: ephemeral); buffer sizes and congestion control are set on it
+/// so accepted sockets inherit them before the handshake fixes the window scale. The inner error
+/// is an option the kernel refused (the client's to fix).
+fn bind_data(ip: IpAddr, port: u16, opts: &io::SockOpts) -> Result<Result<TcpListener, String>, EngineError> {
+    let addr = SocketAddr::new(ip, port);
     let s =
         socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))
             .map_err(|e| EngineError::net("creating the data listener", e))?;
-    opts.apply(&socket2::SockRef::from(&s));
+    if let Err(msg) = opts.apply(&socket2::SockRef::from(&s)) {
+        return Ok(Err(msg));
+    }
+    // A fixed port is free again while the last test's connections linger in TIME_WAIT; a
+    // listener of a running test still holds it.
+    s.set_reuse_address(true).map_err(|e| EngineError::net("SO_REUSEADDR on the data listener", e))?;
     let bind = s.bind(&addr.into()).and_then(|()| s.listen(4096)).and_then(|()| s.set_nonblocking(true));
-    bind.map_err(|e| EngineError::net(format!("opening a data port on {ip}"), e))?;
-    Ok(TcpListener::from_std(std::net::TcpListener::from(s)))
+    bind.map_err(|e| EngineError::net(format!("opening data port {addr}"), e))?;
+    Ok(Ok(TcpListener::from_std(std::net::TcpListener::from(s))))
 }
 
 /// A data connection that has not shown its whole preamble yet: socket, bytes so far, count, deadline.
@@ -388,8 +462,8 @@ fn accept_data(
                     if s.write(&DATA_ACK).ok() != Some(DATA_ACK.len()) {
                         continue;
                     }
-                    io::SockOpts { sndbuf: spec.sndbuf, rcvbuf: spec.rcvbuf, nodelay: spec.nodelay }
-                        .apply(&socket2::SockRef::from(&s));
+                    // Inherited from the listener, which took them all; set again as before.
+                    let _ = io::SockOpts::of(spec).apply(&socket2::SockRef::from(&s));
                     let probe = probes.get(h.conn as usize).copied().unwrap_or(false) && shared < workers.len();
                     let w = if probe {
                         next_probe += 1;
@@ -422,4 +496,20 @@ fn accept_data(
         errors.push(format!("{refused} data connections refused (bad preamble, deadline or over the cap)"));
     }
     errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_congestion_control_the_kernel_refuses_is_named_with_the_sysctl() {
+        let opts = io::SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() };
+        let msg = bind_data(IpAddr::from([127, 0, 0, 1]), 0, &opts).unwrap().unwrap_err();
+        assert!(msg.contains("\"nosuchalgo\"") && msg.contains("net.ipv4.tcp_available_congestion_control"), "{msg}");
+        let reno = io::SockOpts { congestion: Some("reno".into()), tos: Some(0xb8), ..Default::default() };
+        let l = bind_data(IpAddr::from([127, 0, 0, 1]), 0, &reno).unwrap().unwrap();
+        assert_eq!(io::congestion_of(&socket2::SockRef::from(&l)).as_deref(), Some("reno"));
+        assert_eq!(io::tos_of(&socket2::SockRef::from(&l)), Some(0xb8), "accepted sockets inherit it");
+    }
 }

@@ -118,6 +118,11 @@ fn send_loop(
             let due = pps.map_or(seqs[k] + 64, |p| (p * elapsed) as u64 + 1);
             let mut burst = 0;
             while seqs[k] < due && burst < 64 {
+                // A byte count (iperf3 -n): the last datagram goes out whole.
+                let taken = counters.take(size);
+                if taken == 0 {
+                    break;
+                }
                 let now_ns = counters.since_start().as_nanos() as u64;
                 UdpHeader { tag, seq: seqs[k], sent_ns: now_ns }.write(&mut buf[..UDP_HEADER_LEN]);
                 let r = match to {
@@ -135,7 +140,10 @@ fn send_loop(
                         idle = false;
                     }
                     // A full socket buffer or an ICMP error from a closed port: try again later.
-                    Err(_) => break,
+                    Err(_) => {
+                        counters.give_back(taken);
+                        break;
+                    }
                 }
             }
         }
@@ -169,14 +177,11 @@ fn buffers_of(s: &UdpSocket) -> Option<(u32, u32)> {
     Some((r.send_buffer_size().ok()? as u32, r.recv_buffer_size().ok()? as u32))
 }
 
-fn apply_bufs(s: &UdpSocket, spec: &TestSpec) {
-    let r = socket2::SockRef::from(s);
-    if let Some(b) = spec.sndbuf {
-        let _ = r.set_send_buffer_size(b as usize);
-    }
-    if let Some(b) = spec.rcvbuf {
-        let _ = r.set_recv_buffer_size(b as usize);
-    }
+/// The test's socket options (buffers, TOS) on a UDP socket; TCP's do not apply (a congestion
+/// control is refused with udp-stream by the test's rules).
+fn apply_opts(s: &UdpSocket, spec: &TestSpec) -> Result<(), EngineError> {
+    let opts = super::io::SockOpts { nodelay: false, congestion: None, ..super::io::SockOpts::of(spec) };
+    opts.apply(&socket2::SockRef::from(s)).map_err(EngineError::Usage)
 }
 
 /// The client's sockets.
@@ -191,14 +196,24 @@ impl Client {
         spec: &TestSpec,
         ready: &Ready,
         target: SocketAddr,
+        cport: Option<u16>,
         counters: Arc<Counters>,
     ) -> Result<Client, EngineError> {
-        let bind: SocketAddr =
-            if target.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
         let mut socks = Vec::new();
         for i in 0..spec.connections {
-            let s = UdpSocket::bind(bind).map_err(|e| EngineError::net("binding a UDP socket", e))?;
-            apply_bufs(&s, spec);
+            // Socket i on port cport + i when the client asked for fixed ports (iperf3 --cport).
+            let port = match super::io::local_port(cport, i) {
+                Some(p) => p.map_err(|e| EngineError::Usage(e.to_string()))?,
+                None => 0,
+            };
+            let bind: SocketAddr = if target.is_ipv4() {
+                ([0, 0, 0, 0], port).into()
+            } else {
+                (std::net::Ipv6Addr::UNSPECIFIED, port).into()
+            };
+            let s =
+                UdpSocket::bind(bind).map_err(|e| EngineError::net(format!("binding a UDP socket to {bind}"), e))?;
+            apply_opts(&s, spec)?;
             s.connect(target).map_err(|e| EngineError::net(format!("connecting UDP to {target}"), e))?;
             s.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| EngineError::net("UDP timeout", e))?;
             // Register (three times: this is UDP) so the server knows this socket's address.
@@ -214,7 +229,8 @@ impl Client {
         Ok(Client { socks, tag: tag(ready), counters })
     }
 
-    pub(crate) fn start(self, spec: &TestSpec) -> Running {
+    /// Send or receive on worker threads, pinned to `cpu` when given.
+    pub(crate) fn start(self, spec: &TestSpec, cpu: Option<u32>) -> Running {
         let buffers = self.socks.first().and_then(|s| buffers_of(s));
         let mut run = Running { senders: Vec::new(), receivers: Vec::new(), buffers };
         let total = self.socks.len() as u64;
@@ -230,13 +246,13 @@ impl Client {
                         .map(|(i, s)| (i as u32, s.clone(), None))
                         .collect();
                     let (spec, c, tag) = (spec.clone(), self.counters.clone(), self.tag);
-                    run.senders.push(std::thread::spawn(move || send_loop(&mine, &spec, tag, &c, total)));
+                    run.senders.push(super::spawn_worker(cpu, move || send_loop(&mine, &spec, tag, &c, total)));
                 }
             }
             Direction::Receive => {
                 for (i, s) in self.socks.iter().enumerate() {
                     let (s, c, tag) = (s.clone(), self.counters.clone(), self.tag);
-                    run.receivers.push(std::thread::spawn(move || {
+                    run.receivers.push(super::spawn_worker(cpu, move || {
                         let mut st = RecvState::default();
                         let mut buf = vec![0u8; 65_536];
                         while !c.stop.load(Relaxed) {
@@ -276,7 +292,7 @@ impl Server {
         ready: &Ready,
         counters: Arc<Counters>,
     ) -> Result<Server, EngineError> {
-        apply_bufs(&sock, spec);
+        apply_opts(&sock, spec)?;
         sock.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| EngineError::net("UDP timeout", e))?;
         let sock = Arc::new(sock);
         let peers = Arc::new(Mutex::new(HashMap::new()));
@@ -305,7 +321,8 @@ impl Server {
         })
     }
 
-    pub(crate) fn start(mut self, spec: &TestSpec) -> Running {
+    /// Receive or send on worker threads, pinned to `cpu` when given.
+    pub(crate) fn start(mut self, spec: &TestSpec, cpu: Option<u32>) -> Running {
         self.reg_stop.store(true, Relaxed);
         if let Some(r) = self.registrar.take() {
             let _ = r.join();
@@ -315,7 +332,7 @@ impl Server {
         let (s, c, t, n, p) = (self.sock.clone(), self.counters.clone(), self.tag, self.conns, self.peers.clone());
         match spec.direction {
             Direction::Send | Direction::Bidir => {
-                run.receivers.push(std::thread::spawn(move || {
+                run.receivers.push(super::spawn_worker(cpu, move || {
                     let mut states = vec![RecvState::default(); n as usize];
                     let mut buf = vec![0u8; 65_536];
                     while !c.stop.load(Relaxed) {
@@ -336,7 +353,7 @@ impl Server {
             }
             Direction::Receive => {
                 let spec = spec.clone();
-                run.senders.push(std::thread::spawn(move || {
+                run.senders.push(super::spawn_worker(cpu, move || {
                     let peers: Vec<_> = p
                         .lock()
                         .map(|m| m.iter().map(|(a, i)| (*i, s.clone(), Some(*a))).collect())

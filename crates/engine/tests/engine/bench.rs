@@ -2,7 +2,7 @@
 //! parameters, and clients that misbehave without blocking others.
 
 use linerate_engine::auth::secret::Secret;
-use linerate_engine::bench::{BenchClient, BenchClientConfig, TestResult};
+use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_engine::net::conn;
 use linerate_engine::server::{Server, ServerConfig, ServerHandle};
 use linerate_engine::EngineError;
@@ -10,7 +10,6 @@ use linerate_proto::bench::{
     decode_doc, encode_doc, DataHello, Direction, FlowOp, Group, Profile, Ready, Size, TestKind, TestSpec, Transaction,
 };
 use linerate_proto::frame::{self, Frame};
-use linerate_proto::hello::StreamKind;
 use linerate_proto::ErrorCode;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -27,12 +26,17 @@ fn agent(tune: impl FnOnce(&mut ServerConfig)) -> (ServerHandle, Secret) {
 }
 
 fn client(h: &ServerHandle, secret: &Secret) -> Result<BenchClient, EngineError> {
+    client_tuned(h, secret, ClientTuning::default())
+}
+
+fn client_tuned(h: &ServerHandle, secret: &Secret, tuning: ClientTuning) -> Result<BenchClient, EngineError> {
     BenchClient::connect(BenchClientConfig {
         addr: h.addr,
         secret: secret.clone(),
         key_auth: None,
         suite: conn::preferred_suite(),
         timeout: Duration::from_secs(10),
+        tuning,
     })
 }
 
@@ -81,6 +85,146 @@ fn tcp_stream_each_direction_counts_at_the_receiver() {
         assert!(r.local.buffers.is_some_and(|(s, r)| s > 0 && r > 0));
         assert!(r.remote.host["kernel"].is_string());
     }
+}
+
+#[test]
+fn congestion_control_is_set_on_both_sides_or_refused_naming_the_sysctl() {
+    let (h, secret) = agent(|_| {});
+    let in_use = |v: &serde_json::Value| v["congestion_control_in_use"].as_str().map(str::to_string);
+    // Without -C each side reports its host's default.
+    let r = run(&h, &secret, &spec(TestKind::TcpStream, 1, 200));
+    assert_eq!(in_use(&r.local.host), r.local.host["congestion_control"].as_str().map(str::to_string));
+    // reno is always built in (and allowed to every user).
+    let mut s = spec(TestKind::TcpStream, 2, 200);
+    s.congestion = Some("reno".into());
+    s.direction = Direction::Receive;
+    let r = run(&h, &secret, &s);
+    assert_eq!(in_use(&r.local.host).as_deref(), Some("reno"), "{}", r.local.host);
+    assert_eq!(in_use(&r.remote.host).as_deref(), Some("reno"), "{}", r.remote.host);
+    s.congestion = Some("nosuchalgo".into());
+    let err = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, EngineError::Usage(_)), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("\"nosuchalgo\"") && msg.contains("sysctl net.ipv4.tcp_available_congestion_control"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn set_mss_clamps_the_segments_of_both_directions() {
+    let (h, secret) = agent(|_| {});
+    let tuning = ClientTuning { mss: Some(1000), ..Default::default() };
+    for dir in [Direction::Send, Direction::Receive] {
+        let mut s = spec(TestKind::TcpStream, 2, 200);
+        s.direction = dir;
+        let r = client_tuned(&h, &secret, tuning).unwrap().run(&s, &mut |_| {}).unwrap();
+        // Loopback's own MSS is near 65,483: only TCP_MAXSEG brings it down to 1000.
+        for c in r.local.conns.iter().chain(&r.remote.conns) {
+            let mss = c.tcp.map_or(0, |t| t.mss);
+            assert!((1..=1000).contains(&mss), "{dir:?}: connection {} has MSS {mss}", c.id);
+        }
+    }
+    let err = client_tuned(&h, &secret, ClientTuning { mss: Some(40), ..Default::default() })
+        .unwrap()
+        .run(&spec(TestKind::TcpStream, 1, 100), &mut |_| {})
+        .unwrap_err();
+    assert!(err.to_string().contains("MSS 40: must be 88 to 32767"), "{err}");
+}
+
+#[test]
+fn cport_fixes_the_client_ports_and_refuses_what_cannot_fit() {
+    let (h, secret) = agent(|_| {});
+    // Two ports free for TCP and UDP, next to each other.
+    let p = loop {
+        let p = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let free = |p: u16| {
+            std::net::TcpListener::bind(("0.0.0.0", p)).is_ok() && std::net::UdpSocket::bind(("0.0.0.0", p)).is_ok()
+        };
+        if p < 65_535 && free(p) && free(p + 1) {
+            break p;
+        }
+    };
+    let tuning = ClientTuning { cport: Some(p), ..Default::default() };
+    // Twice: the ports are free again for the next test (the first test's may be in TIME_WAIT).
+    for kind in [TestKind::TcpStream, TestKind::TcpStream, TestKind::UdpStream] {
+        let mut s = spec(kind, 2, 200);
+        if kind == TestKind::UdpStream {
+            s.msg_size = 1000;
+            s.rate = Some(10_000_000);
+        }
+        let r = client_tuned(&h, &secret, tuning).unwrap().run(&s, &mut |_| {}).unwrap();
+        assert!(r.summary(None).throughput_bps > 0.0, "{kind:?}");
+    }
+    let refused = |tuning: ClientTuning, s: &TestSpec| {
+        client_tuned(&h, &secret, tuning).unwrap().run(s, &mut |_| {}).unwrap_err().to_string()
+    };
+    let high = ClientTuning { cport: Some(65_535), ..Default::default() };
+    let e = refused(high, &spec(TestKind::TcpStream, 2, 100));
+    assert!(e.contains("--cport 65535 with 2 connections needs local ports 65535 to 65536"), "{e}");
+    let e = refused(tuning, &spec(TestKind::TcpCrr, 1, 100));
+    assert!(e.contains("--cport applies to tcp-stream, tcp-rr and udp-stream"), "{e}");
+}
+
+#[test]
+fn affinity_pins_both_sides_workers_and_refuses_a_core_the_server_lacks() {
+    let (h, secret) = agent(|_| {});
+    let tuning = ClientTuning { cpu: Some(0), ..Default::default() };
+    for kind in [TestKind::TcpStream, TestKind::UdpStream] {
+        let mut s = spec(kind, 2, 200);
+        s.server_cpu = Some(0);
+        if kind == TestKind::UdpStream {
+            s.msg_size = 1000;
+            s.rate = Some(10_000_000);
+        }
+        let r = client_tuned(&h, &secret, tuning).unwrap().run(&s, &mut |_| {}).unwrap();
+        assert_eq!(r.local.host["workers_pinned_to_core"], 0, "{kind:?}: {}", r.local.host);
+        assert_eq!(r.remote.host["workers_pinned_to_core"], 0, "{kind:?}: {}", r.remote.host);
+    }
+    let mut s = spec(TestKind::TcpStream, 1, 100);
+    s.server_cpu = Some(1000);
+    let err = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, EngineError::Remote { code: ErrorCode::BadParams, .. }), "{err:?}");
+    assert!(err.to_string().contains("core 1000 does not exist"), "{err}");
+    let err = client_tuned(&h, &secret, ClientTuning { cpu: Some(1000), ..Default::default() })
+        .unwrap()
+        .run(&spec(TestKind::TcpStream, 1, 100), &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, EngineError::Usage(_)) && err.to_string().contains("on this host: core 1000"), "{err}");
+}
+
+#[test]
+fn a_byte_count_ends_the_test_once_the_receiver_has_every_byte() {
+    let (h, secret) = agent(|_| {});
+    const N: u64 = 10 << 20;
+    for dir in [Direction::Send, Direction::Receive] {
+        let mut s = spec(TestKind::TcpStream, 3, 20_000);
+        s.direction = dir;
+        s.bytes = Some(N);
+        let t = Instant::now();
+        let r = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "{dir:?}: -t is only a cap, took {:?}", t.elapsed());
+        let (sender, receiver) = if dir == Direction::Send { (&r.local, &r.remote) } else { (&r.remote, &r.local) };
+        let sent: u64 = sender.conns.iter().map(|c| c.tx).sum();
+        let got: u64 = receiver.conns.iter().map(|c| c.rx).sum();
+        assert_eq!(
+            (sent, got),
+            (N, N),
+            "{dir:?}: exactly the byte count, all of it counted by the receiver: {:?} {:?} {:?} {:?}",
+            r.local.conns,
+            r.remote.conns,
+            r.local.errors,
+            r.remote.errors
+        );
+        assert!(receiver.conns.iter().all(|c| c.tcp.is_some()), "{dir:?}: TCP_INFO kept at the close");
+    }
+    let mut s = spec(TestKind::UdpStream, 2, 20_000);
+    (s.msg_size, s.rate, s.bytes) = (1000, Some(100_000_000), Some(1_000_500));
+    let t = Instant::now();
+    let r = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "udp took {:?}", t.elapsed());
+    let sent: u64 = r.local.conns.iter().map(|c| c.tx).sum();
+    assert_eq!(sent, 1_001_000, "whole datagrams up to the count: 1001 of 1000 bytes");
 }
 
 #[test]
@@ -282,25 +426,50 @@ fn wrong_key_cannot_run_a_test() {
     assert!(client(&h, &other).is_err());
 }
 
+/// Ask for a test speaking the control protocol by hand: the open control connection (the test
+/// lasts as long as it) and the server's admission.
+fn admitted_by_hand(h: &ServerHandle, secret: &Secret, s: &TestSpec) -> (conn::Secured, Ready) {
+    let mut sec = crate::peer::Client::connect(h.addr, secret).ctl;
+    sec.tx.send_frames(&[Frame::BenchRequest(&encode_doc(s))]).unwrap();
+    let plain = sec.rx.recv().unwrap().unwrap().to_vec();
+    let Frame::BenchReady(doc) = frame::decode(&plain).unwrap().0 else { panic!("expected BenchReady") };
+    (sec, decode_doc(doc, "ready").unwrap())
+}
+
+#[test]
+fn a_data_port_range_serves_one_test_per_port_and_refuses_the_next_as_busy() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (h, secret) = agent(|c| c.bench.data_ports = Some((port, port)));
+    // A test admitted by hand holds the range's one port, TCP and UDP.
+    let mut held = spec(TestKind::UdpStream, 1, 1000);
+    held.msg_size = 1000;
+    let (sec, ready) = admitted_by_hand(&h, &secret, &held);
+    assert_eq!((ready.tcp_port, ready.udp_port), (port, Some(port)));
+    // A second test at the same time finds no port: refused as busy, naming the option.
+    let err = client(&h, &secret).unwrap().run(&spec(TestKind::TcpStream, 1, 200), &mut |_| {}).unwrap_err();
+    assert!(matches!(err, EngineError::Remote { code: ErrorCode::Busy, .. }), "{err:?}");
+    assert!(err.to_string().contains(&format!("--data-ports {port}-{port}")), "{err}");
+    // Once the first test is gone, its port serves the next one.
+    drop(sec);
+    let t = Instant::now();
+    let r = loop {
+        match client(&h, &secret).unwrap().run(&spec(TestKind::TcpStream, 2, 200), &mut |_| {}) {
+            Ok(r) => break r,
+            Err(e) if t.elapsed() < Duration::from_secs(10) => {
+                assert!(e.to_string().contains("--data-ports"), "{e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("the port was not freed: {e}"),
+        }
+    };
+    assert!(r.summary(None).throughput_bps > 0.0);
+}
+
 #[test]
 fn data_connection_with_a_wrong_cookie_or_index_is_refused() {
     let (h, secret) = agent(|_| {});
     // Speak the control protocol by hand to learn the test's data port and cookie.
-    let mut sec = conn::connect(
-        h.addr,
-        StreamKind::Control,
-        conn::preferred_suite(),
-        &secret.0,
-        [0; 16],
-        0,
-        Duration::from_secs(5),
-    )
-    .unwrap();
-    let s = spec(TestKind::TcpStream, 2, 1000);
-    sec.tx.send_frames(&[Frame::BenchRequest(&encode_doc(&s))]).unwrap();
-    let plain = sec.rx.recv().unwrap().unwrap().to_vec();
-    let Frame::BenchReady(doc) = frame::decode(&plain).unwrap().0 else { panic!("expected BenchReady") };
-    let ready: Ready = decode_doc(doc, "ready").unwrap();
+    let (_sec, ready) = admitted_by_hand(&h, &secret, &spec(TestKind::TcpStream, 2, 1000));
     let data = std::net::SocketAddr::new(h.addr.ip(), ready.tcp_port);
     let knock = |hello: DataHello| {
         let mut sock = TcpStream::connect(data).unwrap();
@@ -380,6 +549,7 @@ fn concurrent_clients_share_the_agent() {
                     key_auth: None,
                     suite: conn::preferred_suite(),
                     timeout: Duration::from_secs(10),
+                    tuning: Default::default(),
                 };
                 let mut c = BenchClient::connect(cfg).unwrap();
                 c.run(&spec(TestKind::TcpStream, 2, 400), &mut |_| {}).unwrap().summary(None).throughput_bps
