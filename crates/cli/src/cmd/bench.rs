@@ -554,7 +554,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
         done.push(Point { labels, result, summary, runs });
     }
-    let doc = document(&done, &addr, level as u32, width);
+    let doc = document(&done, &addr, &tuning, level as u32, width);
     if !a.no_save && !done.is_empty() {
         let saved = linerate_report::from_bench(&doc)
             .map_err(anyhow::Error::from)
@@ -1024,7 +1024,7 @@ fn connections_doc(r: &TestResult) -> Vec<doc::BenchConnection> {
         .collect()
 }
 
-fn test_doc(s: &TestSpec, addr: &SocketAddr) -> doc::BenchTest {
+fn test_doc(s: &TestSpec, addr: &SocketAddr, tuning: &ClientTuning) -> doc::BenchTest {
     let direction = match s.direction {
         Direction::Send => "send",
         Direction::Receive => "receive",
@@ -1048,6 +1048,15 @@ fn test_doc(s: &TestSpec, addr: &SocketAddr) -> doc::BenchTest {
         profile: s.profile.as_ref().and_then(|p| serde_json::to_value(p).ok()),
         server: addr.to_string(),
         test: s.kind.name().into(),
+        options: doc::TestOptions {
+            congestion: s.congestion.clone(),
+            tos: s.tos,
+            bytes: s.bytes,
+            mss: tuning.mss,
+            cport: tuning.cport,
+            client_cpu: tuning.cpu,
+            server_cpu: s.server_cpu,
+        },
     }
 }
 
@@ -1062,14 +1071,14 @@ fn swept(key: &str) -> Option<doc::SweepParam> {
     })
 }
 
-fn document(points: &[Point], addr: &SocketAddr, level: u32, width: f64) -> doc::BenchDocument {
+fn document(points: &[Point], addr: &SocketAddr, tuning: &ClientTuning, level: u32, width: f64) -> doc::BenchDocument {
     let started =
         points.first().map_or(0, |p| p.result.started.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
     let pts = points
         .iter()
         .map(|p| doc::BenchPoint {
             params: p.labels.iter().cloned().collect(),
-            test: test_doc(&p.result.spec, addr),
+            test: test_doc(&p.result.spec, addr, tuning),
             summary: summary_doc(&p.summary),
             intervals: intervals_doc(&p.result),
             repeats: doc::Repeats {
@@ -1086,7 +1095,7 @@ fn document(points: &[Point], addr: &SocketAddr, level: u32, width: f64) -> doc:
         tool: ToolInfo::linerate(env!("CARGO_PKG_VERSION")),
         started_unix_s: started,
         sweep: Some(first.map(|p| p.labels.iter().filter_map(|(k, _)| swept(k)).collect()).unwrap_or_default()),
-        test: first.map(|p| test_doc(&p.result.spec, addr)),
+        test: first.map(|p| test_doc(&p.result.spec, addr, tuning)),
         hosts: doc::BenchHosts {
             local: first.map_or(Value::Null, |p| p.result.local.host.clone()),
             remote: first.map_or(Value::Null, |p| p.result.remote.host.clone()),

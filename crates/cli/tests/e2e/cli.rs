@@ -570,7 +570,8 @@ fn bench_with_a_byte_count_sends_that_much_and_stops() {
     let (_t, key, srv) = keyed_agent(&[]);
     let started = std::time::Instant::now();
     let out = bin()
-        .args(["bench", &srv.addr, "-n", "10M", "-t", "60", "-P", "2", "-J", "--no-save", "--key-file"])
+        .args(["bench", &srv.addr, "-n", "10M", "-t", "60", "-P", "2", "-C", "reno", "-M", "1000", "--dscp", "af11"])
+        .args(["-J", "--no-save", "--key-file"])
         .arg(&key)
         .output()
         .unwrap();
@@ -579,6 +580,10 @@ fn bench_with_a_byte_count_sends_that_much_and_stops() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let moved: u64 = v["connections"].as_array().unwrap().iter().map(|c| c["bytes"].as_u64().unwrap()).sum();
     assert_eq!(moved, 10 << 20, "{}", v["connections"]);
+    // The document says how the test was run, so a saved run compares only with its likes.
+    let t = &v["test"];
+    assert_eq!((t["bytes"].as_u64(), t["congestion"].as_str()), (Some(10 << 20), Some("reno")), "{t}");
+    assert_eq!((t["mss"].as_u64(), t["tos"].as_u64()), (Some(1000), Some(10 << 2)), "{t}");
     let out = bin().args(["bench", &srv.addr, "-n", "1M", "--bidir", "--no-save", "--key-file"]).arg(&key).output();
     let out = out.unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));

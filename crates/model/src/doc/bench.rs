@@ -45,6 +45,33 @@ pub struct BenchDocument {
     pub points: Vec<BenchPoint>,
 }
 
+/// A test's socket and ending options (`-C`, `--dscp`, `-n`, `-M`, `--cport`, `-A`): in the
+/// document only when set, beside the other fields of [`BenchTest`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct TestOptions {
+    /// TCP congestion control asked for on both hosts (`-C`), when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    /// IP TOS byte of the data sockets (`--dscp` × 4, `-S`), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
+    /// Bytes the test ended after (`-n`, `-k`), when it was not timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// `TCP_MAXSEG` of the client's data connections (`-M`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mss: Option<u32>,
+    /// Local port of the client's first data connection (`--cport`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cport: Option<u16>,
+    /// Cores the client's and the server's workers were pinned to (`-A N,M`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu: Option<u32>,
+    /// See `client_cpu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<u32>,
+}
+
 /// A test as the client asked for it: the protocol's test spec (`linerate_proto::bench::TestSpec`)
 /// with the server it ran against and the test's name.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -87,6 +114,9 @@ pub struct BenchTest {
     pub server: String,
     /// The test's name (the same as `kind`).
     pub test: String,
+    /// The iperf3-habit options, each present only when given.
+    #[serde(flatten)]
+    pub options: TestOptions,
 }
 
 /// A test parameter a sweep varies, named as the [`BenchTest`] field it sets.

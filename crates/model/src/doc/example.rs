@@ -81,6 +81,7 @@ pub fn bench_test(connections: u32, msg_size: u32) -> BenchTest {
         profile: None,
         server: "198.18.0.2:7878".into(),
         test: "tcp-rr".into(),
+        options: Default::default(),
     }
 }
 

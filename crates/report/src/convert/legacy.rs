@@ -202,6 +202,7 @@ fn sample_test(t: &SampleTest) -> BenchTest {
         profile: None,
         server: t.host.clone().unwrap_or_default(),
         test: t.test.clone().unwrap_or_default(),
+        options: Default::default(),
     }
 }
 
