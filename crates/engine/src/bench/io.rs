@@ -27,6 +27,12 @@ const TIMER: Token = Token(usize::MAX - 1);
 const TURN: usize = 16;
 /// Connections per worker above which a turn is a single read or write.
 const MANY: usize = 32;
+/// How long before an open-loop request is due its worker stops sleeping and polls instead:
+/// waking from a timer or from epoll takes tens of microseconds on a busy or virtual host, and
+/// in an open loop that wake-up would be counted as the network's latency. sockperf's client
+/// polls all the time; this one polls only while an answer is outstanding or a request is this
+/// close to due, and sleeps on its timerfd otherwise.
+const SPIN: Duration = Duration::from_micros(100);
 
 /// Socket options applied to every benchmark connection.
 #[derive(Debug, Clone, Default)]
@@ -338,11 +344,14 @@ pub(crate) struct Conn {
     pub sent: u64,
     /// Set while the connection waits for a timer (rate or schedule), not for its socket.
     pub parked: bool,
+    /// The instant of the connection's one live entry in the worker's timer heap; entries for
+    /// any other instant are stale and skipped (see [`Worker::schedule`]).
+    pub timer: Option<Instant>,
 }
 
 impl Conn {
     pub(crate) fn new(sock: TcpStream, slot: u32, role: Role) -> Conn {
-        Conn { sock: Some(sock), slot, role, sent: 0, parked: false }
+        Conn { sock: Some(sock), slot, role, sent: 0, parked: false, timer: None }
     }
 }
 
@@ -373,6 +382,8 @@ pub(crate) struct Worker {
     pub congestion: Option<String>,
     /// Connections that failed, with a reason (capped).
     pub errors: Vec<String>,
+    /// Open-loop requests sent and not yet answered, over the worker's connections.
+    in_flight: usize,
 }
 
 /// The sending end of a worker: hand it connections and wake it.
@@ -432,6 +443,7 @@ pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
         buffers: None,
         congestion: None,
         errors: Vec::new(),
+        in_flight: 0,
     };
     Ok((w, WorkerHandle { tx, waker }))
 }
@@ -509,6 +521,10 @@ impl Worker {
                 }
                 self.timers.pop();
                 if let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) {
+                    if c.timer != Some(t) {
+                        continue; // superseded by an earlier one, or left by a closed connection
+                    }
+                    c.timer = None;
                     if c.parked {
                         c.parked = false;
                         self.again.push_back(i);
@@ -521,9 +537,15 @@ impl Worker {
             let mut timeout = Duration::from_millis(50);
             if !self.again.is_empty() {
                 timeout = Duration::ZERO;
-            } else if let Some(&Reverse((t, _))) = self.timers.peek() {
-                if !self.arm(t, now) {
-                    timeout = timeout.min(t.saturating_duration_since(now));
+            } else if self.busy_poll(now) {
+                // Let a thread waiting for this core (the agent's, on a loopback test) go first.
+                std::thread::yield_now();
+                timeout = Duration::ZERO;
+            } else if let Some(&Reverse((t, i))) = self.timers.peek() {
+                // An open-loop request's timer wakes the worker early enough to poll until due.
+                let wake = if self.is_open_loop(i) { t.checked_sub(SPIN).unwrap_or(t) } else { t };
+                if !self.arm(wake, now) {
+                    timeout = timeout.min(wake.saturating_duration_since(now));
                 }
             }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
@@ -554,6 +576,17 @@ impl Worker {
         }
         self.finish();
         self
+    }
+
+    /// Whether to poll without sleeping: an open-loop answer is outstanding, or an open-loop
+    /// request falls due within [`SPIN`] (see there).
+    fn busy_poll(&self, now: Instant) -> bool {
+        self.in_flight > 0
+            || self.timers.peek().is_some_and(|Reverse((t, i))| *t <= now + SPIN && self.is_open_loop(*i))
+    }
+
+    fn is_open_loop(&self, i: usize) -> bool {
+        self.conns.get(i).and_then(Option::as_ref).is_some_and(|c| matches!(c.role, Role::OpenLoop(_)))
     }
 
     /// Arm the timerfd for `t` (once per distinct instant); false without one, when the poll
@@ -627,9 +660,9 @@ impl Worker {
             Drive::Again => self.again.push_back(i),
             Drive::Park(t) => {
                 c.parked = true;
-                self.timers.push(Reverse((t, i)));
+                self.schedule(&mut c, i, t);
             }
-            Drive::Wait(t) => self.timers.push(Reverse((t, i))),
+            Drive::Wait(t) => self.schedule(&mut c, i, t),
             Drive::Close(err) => {
                 self.counters.closed.fetch_add(1, Relaxed);
                 if let Some(e) = err {
@@ -650,6 +683,19 @@ impl Worker {
             }
         }
         self.conns[i] = Some(c);
+    }
+
+    /// Wake connection `i` at `t`, keeping one live timer per connection: an open-loop
+    /// connection answers `Wait(next due)` on every turn its socket wakes it for, and a new
+    /// heap entry each time would pile up one per response, all firing together (an open loop
+    /// at 5,000/s then spun both cores popping them and sent late). An earlier live timer
+    /// already covers `t`: its turn plans again.
+    fn schedule(&mut self, c: &mut Conn, i: usize, t: Instant) {
+        if c.timer.is_some_and(|live| live <= t) {
+            return;
+        }
+        c.timer = Some(t);
+        self.timers.push(Reverse((t, i)));
     }
 
     fn drive(&mut self, c: &mut Conn, i: usize) -> Drive {
@@ -1012,8 +1058,21 @@ impl Worker {
         }
     }
 
-    /// One turn of an open-loop connection: take in what responses arrived, then send what is due.
+    /// One turn of an open-loop connection, keeping the worker's count of unanswered requests.
     fn open_loop(&mut self, c: &mut Conn) -> Drive {
+        let outstanding = |c: &Conn| match &c.role {
+            Role::OpenLoop(ol) => ol.due.len(),
+            _ => 0,
+        };
+        let before = outstanding(c);
+        let r = self.open_loop_turn(c);
+        let after = if matches!(r, Drive::Close(_)) { 0 } else { outstanding(c) };
+        self.in_flight = (self.in_flight + after).saturating_sub(before);
+        r
+    }
+
+    /// Take in what responses arrived, then send what is due.
+    fn open_loop_turn(&mut self, c: &mut Conn) -> Drive {
         if !self.counters.started.load(Relaxed) {
             return Drive::Blocked;
         }
@@ -1311,6 +1370,69 @@ mod tests {
         let e = bad.dial(0).unwrap_err().to_string();
         assert!(e.contains("nosuchalgo") && e.contains("tcp_available_congestion_control"), "{e}");
         assert!(bad.opts.probe(bad.addr).is_err());
+    }
+
+    #[test]
+    fn an_open_loop_connection_keeps_one_live_timer_however_many_responses_wake_it() {
+        // The peer answers every 64-byte request with 64 bytes, as the agent's rr server does.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let echo = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = [0u8; 64];
+            while s.read_exact(&mut b).is_ok() && s.write_all(&b).is_ok() {}
+        });
+        let counters = Counters::new(1, Duration::ZERO);
+        let (w, handle) =
+            worker(&WorkerConfig { counters: counters.clone(), write_size: 64, zerocopy: None, dialer: None }).unwrap();
+        let sock = std::net::TcpStream::connect(addr).unwrap();
+        sock.set_nodelay(true).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let role = Role::OpenLoop(Box::new(OpenLoop::new(64, 64, Duration::from_micros(500), Duration::ZERO)));
+        handle.give(Conn::new(TcpStream::from_std(sock), 0, role));
+        counters.start_now();
+        counters.release();
+        let run = std::thread::spawn(move || w.run());
+        std::thread::sleep(Duration::from_millis(400));
+        counters.stop.store(true, Relaxed);
+        handle.waker.wake().unwrap();
+        let w = run.join().unwrap();
+        echo.join().unwrap();
+        let answered = counters.transactions.load(Relaxed);
+        assert!(answered >= 20, "only {answered} responses in 400 ms at 2,000/s");
+        // Every response wakes the connection, which answers Wait(next due): one entry per
+        // wake-up piled up (one per response) and fired all at once, spinning the worker.
+        assert!(w.timers.len() <= 2, "{} timers left after {answered} responses", w.timers.len());
+    }
+
+    #[test]
+    fn a_worker_polls_without_sleeping_only_near_open_loop_work() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let conn = |role: Role| {
+            let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            s.set_nonblocking(true).unwrap();
+            Conn::new(TcpStream::from_std(s), 0, role)
+        };
+        let counters = Counters::new(2, Duration::ZERO);
+        let (mut w, _handle) =
+            worker(&WorkerConfig { counters, write_size: 64, zerocopy: None, dialer: None }).unwrap();
+        let now = Instant::now();
+        assert!(!w.busy_poll(now), "nothing to do: sleep");
+        // A bulk connection's timer (pacing) never makes the worker poll.
+        let bulk = w.insert(conn(Role::Sink));
+        w.timers.push(Reverse((now + SPIN / 2, bulk)));
+        assert!(!w.busy_poll(now), "a pacing timer: sleep until it");
+        // An open-loop request due later than SPIN: sleep; within SPIN: poll.
+        w.timers.clear();
+        let ol =
+            w.insert(conn(Role::OpenLoop(Box::new(OpenLoop::new(64, 64, Duration::from_millis(1), Duration::ZERO)))));
+        w.timers.push(Reverse((now + SPIN * 10, ol)));
+        assert!(!w.busy_poll(now), "the next request is far off: sleep");
+        assert!(w.busy_poll(now + SPIN * 9), "the next request is within SPIN: poll");
+        // An answer outstanding: poll, whenever the next request is due.
+        w.in_flight = 1;
+        assert!(w.busy_poll(now));
     }
 
     /// A port P with P and P + 1 free on loopback, for TCP and UDP.

@@ -81,6 +81,7 @@ pub(crate) fn script_conns(spec: &TestSpec, counters: &Arc<Counters>) -> Vec<Con
         role: Role::Client(Box::new(ClientScript::new(script))),
         sent: 0,
         parked: false,
+        timer: None,
     };
     match (&spec.kind, &spec.profile) {
         (TestKind::Profile, Some(p)) => {
