@@ -35,10 +35,12 @@ SWEEPS AND REPEATS:
   interval is within 5% of the mean (netperf -i 10,3 -I 99,5).
 
 IPERF3 HABITS:
-  -c HOST, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T, --timestamps,
-  --logfile, -C ALGO, -M SIZE, --dscp, -S, --cport, -A N,M, -n SIZE and -k N mean what they
-  mean in iperf3 (with -n or -k, -t is a safety cap, 600 s unless given); -s is `linerate serve`, -1 `linerate
-  serve --once`. The report goes to stdout (or --logfile), warnings and errors to stderr.
+  -c HOST, -p PORT, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T,
+  --timestamps, --logfile, -C ALGO, -M SIZE, --dscp, -S, --cport, -A N,M, -n SIZE and -k N
+  mean what they mean in iperf3 (with -n or -k, -t is a safety cap, 600 s unless given).
+  -s [-p PORT] [-B ADDR] [-1] --key-file FILE runs the agent for benchmarks, as `linerate
+  serve --listen ADDR:PORT --key-file FILE [--once]` (the key is what iperf3 lacks: clients
+  give the same file). The report goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
   0  the test ran     2  bad usage or a test the server refused     3  connection or protocol failure";
@@ -47,15 +49,23 @@ EXIT STATUS:
 #[derive(Args, Debug)]
 #[command(after_help = AFTER_HELP)]
 pub struct BenchArgs {
-    /// The agent: HOST or HOST:PORT (default port 7878).
-    #[arg(required_unless_present = "client", conflicts_with = "client")]
+    /// The agent: HOST or HOST:PORT (default port 7878, or -p).
+    #[arg(required_unless_present_any = ["client", "iperf3_server"], conflicts_with = "client")]
     server: Option<String>,
     /// The agent, as iperf3 names it (`-c HOST`): the same as giving HOST.
     #[arg(short = 'c', long, value_name = "HOST", hide_short_help = true)]
     client: Option<String>,
-    /// iperf3's server mode: here that is `linerate serve` (refused with a hint).
-    #[arg(short = 's', hide = true)]
+    /// Be the agent instead, as iperf3 -s: `linerate serve --listen 0.0.0.0:PORT --key-file
+    /// FILE` for benchmarks (-p PORT, -B ADDR, -1, -6 apply; client options are refused).
+    #[arg(short = 's', long = "server", requires = "key_file", conflicts_with_all = CLIENT_ONLY)]
     iperf3_server: bool,
+    /// The agent's port, as iperf3 -p: the client's when HOST names none (default 7878); with
+    /// -s the port to listen on.
+    #[arg(short = 'p', long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    port: Option<u16>,
+    /// With -s, the address to listen on (iperf3 -B) [default: 0.0.0.0, or :: with -6].
+    #[arg(short = 'B', long = "bind", value_name = "ADDR")]
+    bind: Option<String>,
     /// Only IPv4 addresses of HOST (iperf3 -4).
     #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
     ipv4: bool,
@@ -68,8 +78,8 @@ pub struct BenchArgs {
     /// Prefix every line of the report with the UTC time (iperf3 --timestamps).
     #[arg(long)]
     timestamps: bool,
-    /// iperf3's one-off server: here `linerate serve --once` (refused with a hint).
-    #[arg(short = '1', hide = true)]
+    /// With -s, serve one session, then exit with its status (iperf3 -1; `serve --once`).
+    #[arg(short = '1', long = "one-off")]
     one_off: bool,
     /// UDP, as iperf3's `-u`: the same as --test udp-stream.
     #[arg(short = 'u', long, conflicts_with = "test")]
@@ -198,6 +208,52 @@ pub struct BenchArgs {
     no_save: bool,
 }
 
+/// The options that only a client has: refused with `-s`, which runs the agent instead.
+const CLIENT_ONLY: [&str; 42] = [
+    "server",
+    "client",
+    "title",
+    "timestamps",
+    "udp",
+    "identity",
+    "strict_host_key",
+    "test",
+    "connections",
+    "time",
+    "bytes",
+    "blockcount",
+    "omit",
+    "interval",
+    "reverse",
+    "bidir",
+    "length",
+    "response",
+    "window",
+    "sndbuf",
+    "rcvbuf",
+    "rate",
+    "pps",
+    "zerocopy",
+    "nodelay",
+    "profile",
+    "sweep",
+    "repeat",
+    "confidence",
+    "json",
+    "csv",
+    "congestion",
+    "set_mss",
+    "affinity",
+    "cport",
+    "dscp",
+    "tos",
+    "logfile",
+    "link_rate",
+    "timeout",
+    "db",
+    "no_save",
+];
+
 /// The UDP rate when none is given: iperf3's default, 1 Mbit/s.
 const UDP_DEFAULT_RATE: u64 = 1_000_000;
 
@@ -286,12 +342,6 @@ fn secs_ms(v: f64, what: &str) -> Result<u64> {
 
 /// The base test from the flags.
 fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
-    if a.one_off {
-        bail!("-1 is iperf3's one-off server: here that is `linerate serve --once`");
-    }
-    if a.iperf3_server {
-        bail!("-s is iperf3's server mode: here the server is `linerate serve` (one agent for cp and bench)");
-    }
     let kind = match (a.profile.is_some(), a.test.as_str()) {
         (true, _) => TestKind::Profile,
         _ if a.udp => TestKind::UdpStream,
@@ -413,19 +463,19 @@ pub(crate) fn host_of(server: &str) -> &str {
 }
 
 pub(crate) fn resolve(server: &str) -> Result<SocketAddr> {
-    resolve_family(server, None)
+    resolve_family(server, None, None)
 }
 
-/// [`resolve`], keeping only IPv4 (`Some(4)`) or IPv6 (`Some(6)`) addresses (iperf3's -4 and -6).
-fn resolve_family(server: &str, family: Option<u8>) -> Result<SocketAddr> {
-    let with_port = if server.parse::<SocketAddr>().is_ok()
-        || server.rsplit_once(':').is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok())
-    {
-        server.to_string()
-    } else if server.contains(':') && !server.starts_with('[') {
-        format!("[{server}]:7878")
-    } else {
-        format!("{server}:7878")
+/// [`resolve`], keeping only IPv4 (`Some(4)`) or IPv6 (`Some(6)`) addresses (iperf3's -4 and
+/// -6), on `port` (iperf3's -p) when `server` names none.
+fn resolve_family(server: &str, family: Option<u8>, port: Option<u16>) -> Result<SocketAddr> {
+    let has_port = server.parse::<SocketAddr>().is_ok()
+        || server.rsplit_once(':').is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok());
+    let with_port = match (has_port, port) {
+        (true, Some(p)) => bail!("{server} names its port and -p {p} another: give the port once"),
+        (true, None) => server.to_string(),
+        (false, p) if server.contains(':') && !server.starts_with('[') => format!("[{server}]:{}", p.unwrap_or(7878)),
+        (false, p) => format!("{server}:{}", p.unwrap_or(7878)),
     };
     with_port
         .to_socket_addrs()
@@ -450,11 +500,47 @@ fn headline(spec: &TestSpec, s: &Summary) -> f64 {
 }
 
 pub fn run(a: BenchArgs) -> u8 {
+    if a.iperf3_server {
+        return run_as_server(&a);
+    }
+    // Not clap's `requires`: a flag's default value (false) would satisfy it.
+    if a.one_off || a.bind.is_some() {
+        eprintln!("linerate bench: -1 and -B are the server's (iperf3 -s -1 -B ADDR): add -s to run the agent");
+        return exit::USAGE;
+    }
     match run_inner(&a) {
         Ok(code) => code,
         Err((e, code)) => {
             eprintln!("linerate bench: {e:#}");
             code
+        }
+    }
+}
+
+/// iperf3's `-s`: the agent, answering benchmarks only, as `linerate serve` with the same
+/// key file; `-1` serves one session (`--once`).
+fn run_as_server(a: &BenchArgs) -> u8 {
+    let Some(key) = &a.keys.key_file else { return exit::USAGE };
+    let host = match (&a.bind, a.ipv6) {
+        (Some(b), _) if b.contains(':') && !b.starts_with('[') => format!("[{b}]"),
+        (Some(b), _) => b.clone(),
+        (None, true) => "[::]".into(),
+        (None, false) => "0.0.0.0".into(),
+    };
+    let mut argv: Vec<std::ffi::OsString> =
+        vec!["--listen".into(), format!("{host}:{}", a.port.unwrap_or(7878)).into()];
+    argv.extend(["--key-file".into(), key.into()]);
+    if a.one_off {
+        argv.push("--once".into());
+    }
+    if a.quiet {
+        argv.push("--quiet".into());
+    }
+    match super::serve::serve_args(argv) {
+        Ok(s) => super::serve::run_serve(s),
+        Err(e) => {
+            eprintln!("linerate bench -s: {e}");
+            exit::USAGE
         }
     }
 }
@@ -487,7 +573,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     } else {
         None
     };
-    let addr = resolve_family(server, family).map_err(usage)?;
+    let addr = resolve_family(server, family, a.port).map_err(usage)?;
     let tuning = ClientTuning { mss: a.set_mss, cport: a.cport, cpu: a.affinity.and_then(|(n, _)| n) };
     for (_, spec) in &points {
         linerate_engine::bench::check_local_options(spec, &tuning, addr).map_err(engine_err)?;

@@ -101,6 +101,18 @@ pub struct ServeArgs {
     ssh: crate::ssh::ServeSshArgs,
 }
 
+/// `serve` flags from an argument list, read as `linerate serve ARGS` reads them: how
+/// `bench -s` (iperf3's server mode) becomes the one agent, with every rule of `serve`.
+pub(crate) fn serve_args(args: Vec<std::ffi::OsString>) -> Result<ServeArgs, clap::Error> {
+    #[derive(clap::Parser)]
+    #[command(name = "linerate serve")]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+    <Serve as clap::Parser>::try_parse_from(std::iter::once("linerate serve".into()).chain(args)).map(|s| s.args)
+}
+
 /// `--data-ports`: `LOW-HIGH` or one port, 1 to 65535.
 fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
     let port = |t: &str| t.trim().parse::<u16>().ok().filter(|p| *p > 0);

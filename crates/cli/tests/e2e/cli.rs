@@ -477,8 +477,10 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     // Refused before anything is printed but the reason; iperf3 habits get a hint.
     for (args, words) in [
         (&["-i", "0"][..], "interval 0 ms"),
-        (&["-s"][..], "linerate serve"),
-        (&["-1"][..], "linerate serve --once"),
+        (&["-s"][..], "cannot be used with"),
+        (&["-1"][..], "add -s to run the agent"),
+        (&["-B", "127.0.0.1"][..], "add -s to run the agent"),
+        (&["-p", "7000"][..], "give the port once"),
         (&["-6"][..], "no IPv6 address"),
         (&["-C", "nosuchalgo"][..], "sysctl net.ipv4.tcp_available_congestion_control"),
         (&["-C", "bbr;x"][..], "letters, digits"),
@@ -563,6 +565,58 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
         bin().args(["cp", "-q", "--key-file"]).arg(&key).arg(&src).arg(format!("{}:x", srv.addr)).output().unwrap();
     assert_ne!(out.status.code(), Some(0));
     assert!(text(&out).contains("benchmarks only"), "{}", text(&out));
+}
+
+#[test]
+fn bench_s_is_the_agent_and_c_p_reaches_it_as_iperf3s_do() {
+    let t = scratch();
+    let key = t.path().join("key");
+    keygen(&key);
+    // Client options are the client's: refused with -s, before anything listens.
+    let out = bin().args(["bench", "-s", "-P", "4", "--key-file"]).arg(&key).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("cannot be used with"), "{}", text(&out));
+    let out = bin().args(["bench", "-s"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--key-file"), "{}", text(&out));
+    // iperf3 -s -1 -B ADDR -p PORT, then iperf3 -c ADDR -p PORT.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let mut server = bin()
+        .args(["bench", "-s", "-1", "-B", "127.0.0.1", "-p", &port, "--key-file"])
+        .arg(&key)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err() {
+        if t0.elapsed() > std::time::Duration::from_secs(20) || server.try_wait().unwrap().is_some() {
+            let _ = server.kill();
+            panic!("bench -s never listened on port {port}: {:?}", server.wait_with_output().unwrap());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // That probe was a session the agent saw close before its hello; -1 counts the benchmark.
+    let out = bin()
+        .args(["bench", "-c", "127.0.0.1", "-p", &port, "-t", "0.3", "-J", "--no-save", "--key-file"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["summary"]["throughput_bps"].as_f64().unwrap() > 0.0, "{v}");
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = server.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = server.kill();
+            panic!("bench -s -1 still running a minute after its benchmark session");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "{:?}", server.wait_with_output().unwrap());
 }
 
 #[test]
