@@ -30,9 +30,13 @@ const MANY: usize = 32;
 /// How long before an open-loop request is due its worker stops sleeping and polls instead:
 /// waking from a timer or from epoll takes tens of microseconds on a busy or virtual host, and
 /// in an open loop that wake-up would be counted as the network's latency. sockperf's client
-/// polls all the time; this one polls only while an answer is outstanding or a request is this
-/// close to due, and sleeps on its timerfd otherwise.
+/// polls all the time; this one polls only while an answer is outstanding (for at most
+/// [`ANSWER_SPIN`]) or a request is this close to due, and sleeps on its timerfd otherwise.
 const SPIN: Duration = Duration::from_micros(100);
+/// How long after its last request an open-loop worker polls for outstanding answers: past it
+/// the round trip is long enough that a wake-up is a small share of it, and a long path is not
+/// worth a core.
+const ANSWER_SPIN: Duration = Duration::from_millis(1);
 
 /// Socket options applied to every benchmark connection.
 #[derive(Debug, Clone, Default)]
@@ -384,6 +388,8 @@ pub(crate) struct Worker {
     pub errors: Vec<String>,
     /// Open-loop requests sent and not yet answered, over the worker's connections.
     in_flight: usize,
+    /// When the worker's last open-loop request fell due and left.
+    last_request: Option<Instant>,
 }
 
 /// The sending end of a worker: hand it connections and wake it.
@@ -444,6 +450,7 @@ pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
         congestion: None,
         errors: Vec::new(),
         in_flight: 0,
+        last_request: None,
     };
     Ok((w, WorkerHandle { tx, waker }))
 }
@@ -578,10 +585,10 @@ impl Worker {
         self
     }
 
-    /// Whether to poll without sleeping: an open-loop answer is outstanding, or an open-loop
-    /// request falls due within [`SPIN`] (see there).
+    /// Whether to poll without sleeping: an open-loop answer is outstanding and the last request
+    /// left within [`ANSWER_SPIN`], or an open-loop request falls due within [`SPIN`].
     fn busy_poll(&self, now: Instant) -> bool {
-        self.in_flight > 0
+        (self.in_flight > 0 && self.last_request.is_some_and(|t| now < t + ANSWER_SPIN))
             || self.timers.peek().is_some_and(|Reverse((t, i))| *t <= now + SPIN && self.is_open_loop(*i))
     }
 
@@ -1128,6 +1135,7 @@ impl Worker {
                 }
                 ol.k += 1;
                 ol.due.push_back(t);
+                self.last_request = Some(now);
                 ol.send_left = ol.req;
             }
             let k = (ol.send_left as usize).min(self.wbuf.len());
@@ -1430,9 +1438,13 @@ mod tests {
         w.timers.push(Reverse((now + SPIN * 10, ol)));
         assert!(!w.busy_poll(now), "the next request is far off: sleep");
         assert!(w.busy_poll(now + SPIN * 9), "the next request is within SPIN: poll");
-        // An answer outstanding: poll, whenever the next request is due.
+        // An answer outstanding: poll, whenever the next request is due, until ANSWER_SPIN
+        // after the last request left (a long round trip sleeps).
+        w.timers.clear();
         w.in_flight = 1;
-        assert!(w.busy_poll(now));
+        w.last_request = Some(now);
+        assert!(w.busy_poll(now) && w.busy_poll(now + ANSWER_SPIN / 2));
+        assert!(!w.busy_poll(now + ANSWER_SPIN), "an answer a millisecond late: sleep until it");
     }
 
     /// A port P with P and P + 1 free on loopback, for TCP and UDP.
