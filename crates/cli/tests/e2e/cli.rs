@@ -393,6 +393,22 @@ fn keyed_agent(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Serve)
     (t, key, srv)
 }
 
+/// How a one-session agent ended after its session; killed, failing, if it runs a minute more.
+fn exit_within_a_minute(agent: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(s) = agent.try_wait().unwrap() {
+            return s;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = agent.kill();
+            let _ = agent.wait();
+            panic!("{what} still running a minute after its benchmark session");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn bench_prints_the_versioned_json_document_and_csv() {
     let (t, key, srv) = keyed_agent(&[]);
@@ -545,19 +561,7 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     let out =
         bin().args(["bench", &once_addr, "-t", "0.3", "-q", "--no-save", "--key-file"]).arg(&key).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let t0 = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = once.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(60) {
-            let _ = once.kill();
-            let _ = once.wait();
-            panic!("serve --once still running a minute after its benchmark session");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(exit_within_a_minute(&mut once, "serve --once").code(), Some(0));
     // cp to a benchmark-only agent is refused, not silently accepted.
     let src = t.path().join("f");
     fs::write(&src, b"x").unwrap();
@@ -605,17 +609,7 @@ fn bench_s_is_the_agent_and_c_p_reaches_it_as_iperf3s_do() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["summary"]["throughput_bps"].as_f64().unwrap() > 0.0, "{v}");
-    let t0 = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = server.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(60) {
-            let _ = server.kill();
-            panic!("bench -s -1 still running a minute after its benchmark session");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = exit_within_a_minute(&mut server, "bench -s -1");
     assert_eq!(status.code(), Some(0), "{:?}", server.wait_with_output().unwrap());
 }
 
