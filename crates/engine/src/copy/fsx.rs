@@ -67,25 +67,12 @@ fn umask() -> u32 {
 }
 
 /// A file being received: unnamed (`O_TMPFILE`, linked in only when complete, and gone by
-/// itself if we crash) where the filesystem allows, else under a temporary name; or, in a
-/// directory this session created, already under its final name.
+/// itself if we crash) where the filesystem allows, else under a temporary name.
 pub struct Incoming {
     /// The open file.
     pub file: File,
-    /// Its name so far.
-    pub name: IncomingName,
-}
-
-/// Where an [`Incoming`] file is in its directory until it is complete.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IncomingName {
-    /// Nowhere (`O_TMPFILE`): linked in when complete.
-    Unnamed,
-    /// Under this temporary name: renamed over the final one when complete.
-    Temp(Vec<u8>),
-    /// Already under its final name (created with `O_EXCL` in a directory this session made, where
-    /// there is nothing to protect): nothing to do when complete, removed if abandoned.
-    Final(Vec<u8>),
+    /// The temporary name, when the file has one.
+    pub tmp: Option<Vec<u8>>,
 }
 
 fn proc_fd_available() -> bool {
@@ -100,7 +87,7 @@ pub fn create_incoming(parent: &OwnedFd, tmp: &[u8], mode: u32) -> io::Result<In
     let mode = safe_mode(mode);
     if proc_fd_available() {
         match rfs::openat(parent, ".", OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC, mode) {
-            Ok(fd) => return Ok(Incoming { file: File::from(fd), name: IncomingName::Unnamed }),
+            Ok(fd) => return Ok(Incoming { file: File::from(fd), tmp: None }),
             Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOENT) => {}
             Err(e) => return Err(ioe(e)),
         }
@@ -115,27 +102,15 @@ pub fn create_incoming(parent: &OwnedFd, tmp: &[u8], mode: u32) -> io::Result<In
         r => r,
     }
     .map_err(ioe)?;
-    Ok(Incoming { file: File::from(fd), name: IncomingName::Temp(tmp.to_vec()) })
-}
-
-/// Create `parent/<name>` itself, exclusively (`O_EXCL`, never following a symlink), for a
-/// file received into a directory this session created: one directory operation instead of
-/// an unnamed file's create and link. `None` if the name is taken (then use [`create_incoming`]).
-pub fn create_final(parent: &OwnedFd, name: &[u8], mode: u32) -> io::Result<Option<Incoming>> {
-    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    match rfs::openat(parent, name, flags, safe_mode(mode)) {
-        Ok(fd) => Ok(Some(Incoming { file: File::from(fd), name: IncomingName::Final(name.to_vec()) })),
-        Err(Errno::EXIST) => Ok(None),
-        Err(e) => Err(ioe(e)),
-    }
+    Ok(Incoming { file: File::from(fd), tmp: Some(tmp.to_vec()) })
 }
 
 /// Give a complete file its final name, replacing a file or symlink there. An unnamed file is
 /// linked in directly when the name is free (one directory operation), else linked under
 /// `spare` and renamed over the old entry.
 pub fn commit_incoming(parent: &OwnedFd, inc: &Incoming, name: &[u8], spare: &[u8]) -> io::Result<()> {
-    match &inc.name {
-        IncomingName::Unnamed => match link_unnamed(&inc.file, parent, name) {
+    let Some(tmp) = &inc.tmp else {
+        return match link_unnamed(&inc.file, parent, name) {
             Ok(()) => Ok(()),
             Err(Errno::EXIST) => {
                 let _ = rfs::unlinkat(parent, spare, AtFlags::empty());
@@ -143,10 +118,9 @@ pub fn commit_incoming(parent: &OwnedFd, inc: &Incoming, name: &[u8], spare: &[u
                 rename_into_place(parent, spare, name).inspect_err(|_| remove(parent, spare))
             }
             Err(e) => Err(ioe(e)),
-        },
-        IncomingName::Temp(tmp) => rename_into_place(parent, tmp, name),
-        IncomingName::Final(_) => Ok(()),
-    }
+        };
+    };
+    rename_into_place(parent, tmp, name)
 }
 
 /// Give unnamed file `file` the name `parent/name`. By the handle itself (`AT_EMPTY_PATH`, allowed
@@ -179,9 +153,8 @@ fn link_through_proc(file: &File, parent: &OwnedFd, name: &[u8]) -> Result<(), E
 
 /// Remove what an unfinished incoming file left behind (nothing, for an unnamed one).
 pub fn discard_incoming(parent: &OwnedFd, inc: &Incoming) {
-    match &inc.name {
-        IncomingName::Unnamed => {}
-        IncomingName::Temp(n) | IncomingName::Final(n) => remove(parent, n),
+    if let Some(tmp) = &inc.tmp {
+        remove(parent, tmp);
     }
 }
 
@@ -622,7 +595,7 @@ mod tests {
         let dir = base(t.path());
         for (name, via_proc) in [(&b"by-handle"[..], false), (&b"through-proc"[..], true)] {
             let mut inc = create_incoming(&dir, b".tmp", 0o644).unwrap();
-            assert_eq!(inc.name, IncomingName::Unnamed, "tmpfs and ext4 have O_TMPFILE");
+            assert!(inc.tmp.is_none(), "tmpfs and ext4 have O_TMPFILE");
             inc.file.write_all(name).unwrap();
             let r = if via_proc {
                 link_through_proc(&inc.file, &dir, name)
@@ -634,24 +607,6 @@ mod tests {
             assert_eq!(std::fs::read(&path).unwrap(), name);
             assert_eq!(link_unnamed(&inc.file, &dir, name), Err(Errno::EXIST));
         }
-    }
-
-    #[test]
-    fn a_final_file_is_created_exclusively_needs_no_commit_and_is_removed_if_discarded() {
-        use std::io::Write;
-        let t = tempfile::tempdir().unwrap();
-        let dir = base(t.path());
-        let mut inc = create_final(&dir, b"f", 0o640).unwrap().expect("the name is free");
-        inc.file.write_all(b"data").unwrap();
-        commit_incoming(&dir, &inc, b"f", b".spare").unwrap();
-        assert_eq!(std::fs::read(t.path().join("f")).unwrap(), b"data");
-        assert!(create_final(&dir, b"f", 0o640).unwrap().is_none(), "a taken name is left alone");
-        std::os::unix::fs::symlink("/etc/passwd", t.path().join("l")).unwrap();
-        assert!(create_final(&dir, b"l", 0o640).unwrap().is_none(), "a symlink is never followed");
-        let gone = create_final(&dir, b"g", 0o640).unwrap().unwrap();
-        discard_incoming(&dir, &gone);
-        assert!(!t.path().join("g").exists(), "an abandoned file goes");
-        assert_eq!(std::fs::read(t.path().join("f")).unwrap(), b"data");
     }
 
     #[test]

@@ -213,15 +213,11 @@ impl RecvSession {
             let tmp = fsx::temp_name(&self.p.tag, s.id);
             let (inc, jr, have) = if s.size > chunk {
                 let p = journal::open(&parent, &src).map_err(|e| format!("cannot create partial file: {e}"))?;
-                let inc = fsx::Incoming { file: p.file, name: fsx::IncomingName::Temp(p.name) };
-                (inc, Some(Mutex::new(p.journal)), p.have)
+                (fsx::Incoming { file: p.file, tmp: Some(p.name) }, Some(Mutex::new(p.journal)), p.have)
             } else {
-                (
-                    Self::create(&parent, fresh, s.name, &tmp, s.mode)
-                        .map_err(|e| format!("cannot create file: {e}"))?,
-                    None,
-                    Vec::new(),
-                )
+                let inc =
+                    fsx::create_incoming(&parent, &tmp, s.mode).map_err(|e| format!("cannot create file: {e}"))?;
+                (inc, None, Vec::new())
             };
             let of = OpenFile {
                 inc,

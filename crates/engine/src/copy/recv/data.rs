@@ -136,19 +136,17 @@ impl RecvSession {
     }
 
     pub(super) fn on_file_start(&self, s: &FileStart) -> Result<(), Abort> {
-        let (parent, path, fresh) = self.until(|st| {
+        let (parent, path) = self.until(|st| {
             Ok(match st.tracker.file_start(s)? {
                 Step::Accepted => {
                     st.open.insert(s.id, Slot::Creating);
-                    let fresh = st.dirs.is_fresh(s.parent);
-                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name), fresh))
+                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name)))
                 }
                 _ => None,
             })
         })?;
         let tmp = fsx::temp_name(&self.p.tag, s.id);
-        let small = s.size <= u64::from(self.p.chunk_size.max(1));
-        let created = parent.and_then(|p| Self::create(&p, fresh && small, s.name, &tmp, s.mode).map(|f| (p, f)));
+        let created = parent.and_then(|p| fsx::create_incoming(&p, &tmp, s.mode).map(|f| (p, f)));
         let mut st = self.lock();
         let still_wanted = matches!(st.open.get(&s.id), Some(Slot::Creating));
         match created {

@@ -288,18 +288,6 @@ impl RecvSession {
         self.p.flags & flag != 0
     }
 
-    /// Create a file of at most one chunk being received as `parent/<name>`: under its final name
-    /// if the session created `parent` (`fresh`) and the name is free, else unnamed or under `tmp`
-    /// until complete. (Larger files always wait unnamed or under their resume name.)
-    fn create(parent: &OwnedFd, fresh: bool, name: &[u8], tmp: &[u8], mode: u32) -> std::io::Result<fsx::Incoming> {
-        if fresh {
-            if let Some(inc) = fsx::create_final(parent, name, mode)? {
-                return Ok(inc);
-            }
-        }
-        fsx::create_incoming(parent, tmp, mode)
-    }
-
     /// Remove (or, for a resumable file when `keep` is set, preserve for the next run) what an
     /// unfinished file left behind.
     fn drop_file(of: &OpenFile, keep: bool) {
