@@ -28,8 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Port of the lab's `linerate serve`.
-pub const SERVE_PORT: u16 = 7878;
+use linerate_model::DEFAULT_PORT;
 /// Port of the lab's sshd.
 pub const SSH_PORT: u16 = 2222;
 /// Largest tool output read back (bytes).
@@ -88,8 +87,8 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
                         next_port = next_port.wrapping_add(1);
                         next_port - 1
                     }
-                    (Tool::Bench, None) => SERVE_PORT,
-                    (Tool::Cp, None) if !r.mode.unwrap_or_default().over_ssh() => SERVE_PORT,
+                    (Tool::Bench, None) => DEFAULT_PORT,
+                    (Tool::Cp, None) if !r.mode.unwrap_or_default().over_ssh() => DEFAULT_PORT,
                     _ => SSH_PORT,
                 };
                 let name = match (hosts.len() > 1, vias.len() > 1) {
@@ -353,7 +352,7 @@ impl Env {
         let args: Vec<String> = vec![
             "serve".into(),
             "--listen".into(),
-            format!("0.0.0.0:{SERVE_PORT}"),
+            format!("0.0.0.0:{DEFAULT_PORT}"),
             "--key-file".into(),
             arg(&key),
             "--root".into(),
@@ -361,7 +360,7 @@ impl Env {
             "--quiet".into(),
         ];
         let argv = in_ns(lab.ns(host)?, &self.linerate, &args);
-        let (pid, st) = self.spawn_server(lab, argv, &format!("serve-{host}"), SERVE_PORT)?;
+        let (pid, st) = self.spawn_server(lab, argv, &format!("serve-{host}"), DEFAULT_PORT)?;
         self.serve.insert(host.into(), (pid, st, root.clone()));
         Ok(root)
     }

@@ -36,8 +36,7 @@ pub const MAX_AGENTS: usize = 4096;
 pub const MAX_TESTS: usize = 16;
 /// Longest test.
 pub const MAX_TEST_DURATION: Duration = Duration::from_secs(600);
-/// Default port of an agent.
-pub const DEFAULT_PORT: u16 = 7878;
+use linerate_model::DEFAULT_PORT;
 /// Largest inventory file read.
 pub const MAX_FILE: u64 = 4 << 20;
 

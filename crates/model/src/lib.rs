@@ -10,3 +10,7 @@ pub mod stats;
 pub mod tcp;
 pub mod time;
 pub mod units;
+
+/// The agent's TCP port when an address names none (`serve --listen`, `bench HOST`, `cp
+/// HOST:PATH`, doctor's peer, a mesh inventory, the lab's agents).
+pub const DEFAULT_PORT: u16 = 7878;

@@ -11,6 +11,7 @@ use linerate_engine::EngineError;
 use linerate_model::doc::bench as doc;
 use linerate_model::doc::ToolInfo;
 use linerate_model::units::{self, format_rate, format_size_iec};
+use linerate_model::DEFAULT_PORT;
 use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
 use serde_json::Value;
 use std::io::Write;
@@ -474,8 +475,7 @@ fn resolve_family(server: &str, family: Option<u8>, port: Option<u16>) -> Result
     let with_port = match (has_port, port) {
         (true, Some(p)) => bail!("{server} names its port and -p {p} another: give the port once"),
         (true, None) => server.to_string(),
-        (false, p) if server.contains(':') && !server.starts_with('[') => format!("[{server}]:{}", p.unwrap_or(7878)),
-        (false, p) => format!("{server}:{}", p.unwrap_or(7878)),
+        (false, p) => host_port(server, p),
     };
     with_port
         .to_socket_addrs()
@@ -517,18 +517,27 @@ pub fn run(a: BenchArgs) -> u8 {
     }
 }
 
+/// `HOST:PORT` for a host that names no port, IPv6 addresses in brackets; [`DEFAULT_PORT`]
+/// unless `port` says.
+fn host_port(host: &str, port: Option<u16>) -> String {
+    let port = port.unwrap_or(DEFAULT_PORT);
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// iperf3's `-s`: the agent, answering benchmarks only, as `linerate serve` with the same
 /// key file; `-1` serves one session (`--once`).
 fn run_as_server(a: &BenchArgs) -> u8 {
     let Some(key) = &a.keys.key_file else { return exit::USAGE };
     let host = match (&a.bind, a.ipv6) {
-        (Some(b), _) if b.contains(':') && !b.starts_with('[') => format!("[{b}]"),
-        (Some(b), _) => b.clone(),
-        (None, true) => "[::]".into(),
-        (None, false) => "0.0.0.0".into(),
+        (Some(b), _) => b.as_str(),
+        (None, true) => "::",
+        (None, false) => "0.0.0.0",
     };
-    let mut argv: Vec<std::ffi::OsString> =
-        vec!["--listen".into(), format!("{host}:{}", a.port.unwrap_or(7878)).into()];
+    let mut argv: Vec<std::ffi::OsString> = vec!["--listen".into(), host_port(host, a.port).into()];
     argv.extend(["--key-file".into(), key.into()]);
     if a.one_off {
         argv.push("--once".into());

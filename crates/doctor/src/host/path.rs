@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
 
-/// The port `linerate serve` listens on by default.
-pub const DEFAULT_PORT: u16 = 7878;
+use linerate_model::DEFAULT_PORT;
 
 /// Why a path check failed.
 #[derive(Debug, thiserror::Error)]
