@@ -40,36 +40,62 @@ fn unreachable(e: &EngineError) -> bool {
     }
 }
 
-fn send_fatal(tx: &mut SendHalf, code: ErrorCode, msg: &str) -> Result<String, String> {
+pub(crate) fn send_fatal(tx: &mut SendHalf, code: ErrorCode, msg: &str) -> Result<String, String> {
     let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
     Err(msg.to_string())
 }
 
+/// What an agent allows a mesh task: its benchmark caps, and where it may send tests.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules<'a> {
+    /// The agent's caps on one test.
+    pub limits: &'a Limits,
+    /// Networks the peer's address must be in (`serve --mesh-targets`); none: any.
+    pub targets: Option<&'a [ipnet::IpNet]>,
+}
+
 /// The agent's side: `doc` is the session's `MeshRequest`. Checks the key may ask (`mesh`), the
-/// task against this agent's caps `lim`, then runs the test against the peer with `host_key`
-/// as this agent's identity, and answers `MeshResult` (or `Fatal`). Returns a line for the log.
+/// task against this agent's caps and the peer against its allowed targets, then runs the test
+/// against the peer with `host_key` as this agent's identity, and answers `MeshResult` (or
+/// `Fatal`). Returns a line for the log.
 pub fn serve_task(
     doc: &[u8],
-    mut tx: SendHalf,
+    tx: &mut SendHalf,
     grant: &Grant,
     host_key: Option<Arc<Identity>>,
-    lim: &Limits,
+    rules: &Rules<'_>,
 ) -> Result<String, String> {
     if !grant.mesh {
         let msg = format!("{} may not ask for mesh tests (give it the `mesh` option in authorized_keys)", grant.who());
-        return send_fatal(&mut tx, ErrorCode::Denied, &msg);
+        return send_fatal(tx, ErrorCode::Denied, &msg);
     }
     let Some(host_key) = host_key else {
-        return send_fatal(&mut tx, ErrorCode::Unsupported, "this agent has no --host-key to show other agents");
+        return send_fatal(tx, ErrorCode::Unsupported, "this agent has no --host-key to show other agents");
     };
     let task: MeshTask = match decode_doc(doc, "mesh task") {
         Ok(t) => t,
-        Err(e) => return send_fatal(&mut tx, ErrorCode::Protocol, &e.to_string()),
+        Err(e) => return send_fatal(tx, ErrorCode::Protocol, &e.to_string()),
     };
-    if let Err(e) = task.validate(lim) {
-        return send_fatal(&mut tx, ErrorCode::BadParams, &format!("mesh task refused: {e}"));
+    if let Err(e) = task.validate(rules.limits) {
+        return send_fatal(tx, ErrorCode::BadParams, &format!("mesh task refused: {e}"));
     }
-    let outcome = run_against_peer(&task, host_key);
+    let addr = match task.peer.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => a,
+        Ok(None) | Err(_) => {
+            let outcome = MeshOutcome::PeerUnreachable { message: format!("{} does not resolve", task.peer) };
+            tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))]).map_err(|e| e.to_string())?;
+            return Ok(format!("mesh test {} to {} failed: does not resolve", task.test.kind.name(), task.peer));
+        }
+    };
+    if let Some(nets) = rules.targets {
+        let ip = addr.ip().to_canonical();
+        if !nets.iter().any(|n| n.contains(&ip)) {
+            let allowed: Vec<String> = nets.iter().map(ToString::to_string).collect();
+            let msg = format!("mesh task refused: {ip} is outside this agent's --mesh-targets {}", allowed.join(","));
+            return send_fatal(tx, ErrorCode::Denied, &msg);
+        }
+    }
+    let outcome = run_against_peer(&task, addr, host_key);
     let line = match &outcome {
         MeshOutcome::Done(r) => {
             format!("mesh test {} to {}: {:.0} bit/s", task.test.kind.name(), task.peer, r.throughput_bps)
@@ -82,13 +108,7 @@ pub fn serve_task(
     Ok(line)
 }
 
-fn run_against_peer(task: &MeshTask, host_key: Arc<Identity>) -> MeshOutcome {
-    let addr = match task.peer.to_socket_addrs().map(|mut a| a.next()) {
-        Ok(Some(a)) => a,
-        Ok(None) | Err(_) => {
-            return MeshOutcome::PeerUnreachable { message: format!("{} does not resolve", task.peer) };
-        }
-    };
+fn run_against_peer(task: &MeshTask, addr: SocketAddr, host_key: Arc<Identity>) -> MeshOutcome {
     let name = host_name(&addr.ip().to_string(), addr.port());
     let cfg = BenchClientConfig {
         addr,

@@ -80,6 +80,9 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Serve the counters in the Prometheus text format here (`serve --metrics`).
     pub metrics: Option<SocketAddr>,
+    /// Networks a mesh task may send this agent's tests to (`serve --mesh-targets`); none: any
+    /// address the agent reaches.
+    pub mesh_targets: Option<Vec<ipnet::IpNet>>,
 }
 
 /// Most bytes of record buffers one copy session may reserve; a push that would need more
@@ -131,6 +134,7 @@ impl ServerConfig {
             max_buffer_memory: 1 << 30,
             shutdown_grace: Duration::from_secs(30),
             metrics: None,
+            mesh_targets: None,
         }
     }
 
@@ -651,7 +655,7 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
                 shared.active.fetch_sub(1, Relaxed);
                 return;
             }
-            let client = Client { peer: peer_name(peer), session: _running.id };
+            let client = Client { peer: peer_name(peer), ip: peer.map(|p| p.ip()), session: _running.id };
             let grant = grant(&shared, &mut sec, &client);
             let outcome = match grant {
                 Ok(g) => control(&shared, sec, sock_copy, deadline, (local, &client), &g, _running.id),
@@ -737,8 +741,9 @@ fn control(
                 let ip = local.unwrap_or(IpAddr::from([127, 0, 0, 1]));
                 let _active = shared.metrics.active(Kind::Bench);
                 let on_test = |t: &bench_server::TestDone| log_test(shared, client, t);
+                let ends = bench_server::Ends { local: ip, client: client.ip };
                 let r =
-                    bench_server::serve_session(&doc, sec.tx, sec.rx, ip, &shared.cfg.bench, &shared.tests, on_test);
+                    bench_server::serve_session(&doc, sec.tx, sec.rx, ends, &shared.cfg.bench, &shared.tests, on_test);
                 shared
                     .metrics
                     .ended(Kind::Bench, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
@@ -748,7 +753,18 @@ fn control(
             Ok([Frame::MeshRequest(doc)]) => {
                 let host_key = shared.cfg.keys.as_ref().map(|k| k.host_key.clone());
                 let _active = shared.metrics.active(Kind::Mesh);
-                let r = crate::mesh::serve_task(doc, sec.tx, grant, host_key, &shared.cfg.bench.limits);
+                // A mesh task is a benchmark test this agent runs: it takes one of --max-tests.
+                let r = if shared.tests.fetch_add(1, Relaxed) >= shared.cfg.bench.max_tests {
+                    let msg = format!("{} tests are running; try again later", shared.cfg.bench.max_tests);
+                    crate::mesh::send_fatal(&mut sec.tx, ErrorCode::Busy, &msg)
+                } else {
+                    let rules = crate::mesh::Rules {
+                        limits: &shared.cfg.bench.limits,
+                        targets: shared.cfg.mesh_targets.as_deref(),
+                    };
+                    crate::mesh::serve_task(doc, &mut sec.tx, grant, host_key, &rules)
+                };
+                shared.tests.fetch_sub(1, Relaxed);
                 shared.metrics.ended(Kind::Mesh, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
                 match r {
                     Ok(line) => shared.log(Level::Info, &line, &client.fields(Some("mesh"), "done", [])),
@@ -1029,6 +1045,9 @@ fn peer_name(peer: Option<SocketAddr>) -> String {
 /// server's run, which every JSON line of the session carries.
 struct Client {
     peer: String,
+    /// The client's address, when the socket has one (a benchmark's data connections from it
+    /// get the test's own admission budget).
+    ip: Option<IpAddr>,
     session: u64,
 }
 

@@ -330,6 +330,9 @@ pub fn shaper_rate(s: &str) -> Result<u64, LabError> {
     Ok(bps)
 }
 
+/// A loss burst's mean length in packets (`loss_burst`), in a scenario and in `lab set` alike.
+pub const LOSS_BURST: std::ops::RangeInclusive<f64> = 1.0..=1000.0;
+
 /// Parses a duration such as `5ms`, `250us`, `0.5ms`, `1s` into microseconds: the one duration
 /// grammar ([`units::parse_duration`]), with the unit required (a bare number in `queue` is a
 /// size) and at most 60 s.
@@ -573,7 +576,7 @@ impl Scenario {
                 return Err(LabError::Scenario(format!("link '{name}': jitter and reorder need a delay")));
             }
             if let Some(b) = l.loss_burst {
-                if !(1.0..=1000.0).contains(&b) || l.loss.is_none() {
+                if !LOSS_BURST.contains(&b) || l.loss.is_none() {
                     return Err(LabError::Scenario(format!(
                         "link '{name}': loss_burst is a mean burst length of 1 to 1000 packets, with a loss"
                     )));

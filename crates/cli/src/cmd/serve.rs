@@ -34,9 +34,16 @@ pub struct ServeArgs {
     /// give --rate. Unlimited when absent.
     #[arg(long, value_name = "RATE", value_parser = linerate_model::units::parse_rate)]
     max_rate: Option<u64>,
-    /// Most benchmark tests running at once, over all clients.
+    /// Most benchmark tests running at once, over all clients (mesh tasks this agent runs
+    /// for a controller count too).
     #[arg(long, default_value_t = 8)]
     max_tests: usize,
+    /// Networks a `mesh` key may send this agent's tests to, as CIDR (`198.18.0.0/15,::1/128`);
+    /// a task for any other address is refused. Without it a `mesh` key may point the agent
+    /// at any host:port it reaches (about ten connection attempts a second, each sending a
+    /// 28-byte preamble): give it wherever agents are not all trusted networks of their own.
+    #[arg(long, value_name = "NET,...", value_delimiter = ',', value_parser = parse_net)]
+    mesh_targets: Option<Vec<ipnet::IpNet>>,
     /// Ports for benchmark data, LOW-HIGH (or one PORT), for a firewall: each test's data
     /// listener (and UDP socket) takes the first one free, and a test that finds none is
     /// refused as busy. Default: ephemeral ports.
@@ -111,6 +118,14 @@ pub(crate) fn serve_args(args: Vec<std::ffi::OsString>) -> Result<ServeArgs, cla
         args: ServeArgs,
     }
     <Serve as clap::Parser>::try_parse_from(std::iter::once("linerate serve".into()).chain(args)).map(|s| s.args)
+}
+
+/// A network in CIDR form (`198.18.0.0/15`); a bare address is that one address.
+fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map(|n| n.trunc())
+        .map_err(|_| format!("'{s}': a network such as 198.18.0.0/15 or fd00::/8, or one address"))
 }
 
 /// `--data-ports`: `LOW-HIGH` or one port, 1 to 65535.
@@ -193,6 +208,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     let key_note = keys.as_ref().zip(a.keys.authorized_keys.as_deref()).map(|(k, f)| crate::keys::host_key_note(k, f));
     cfg.keys = keys;
     cfg.metrics = a.metrics;
+    cfg.mesh_targets = a.mesh_targets.clone();
     let server = match Server::bind(cfg) {
         Ok(s) => s,
         Err(e) => return fail(e.to_string(), exit::USAGE),

@@ -34,10 +34,10 @@ impl Drop for Agent {
     }
 }
 
-fn agent(dir: &Path, authorized: &Path) -> Agent {
+fn agent(dir: &Path, authorized: &Path, extra: &[&str]) -> Agent {
     let mut cmd = bin();
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--announce", "--host-key"]).arg(dir.join("host_key"));
-    cmd.arg("--authorized-keys").arg(authorized);
+    cmd.arg("--authorized-keys").arg(authorized).args(extra);
     let a = crate::support::spawn_announced(cmd);
     let fingerprint = a.fingerprint.unwrap_or_else(|| panic!("no fingerprint from the agent at {}", a.addr));
     Agent { child: a.child, addr: a.addr, fingerprint }
@@ -62,7 +62,7 @@ impl Fleet {
         }
         let ak = d.join("authorized_keys");
         fs::write(&ak, lines.join("\n") + "\n").unwrap();
-        let agents = (0..n).map(|i| agent(&d.join(format!("a{i}")), &ak)).collect();
+        let agents = (0..n).map(|i| agent(&d.join(format!("a{i}")), &ak, &[])).collect();
         Fleet { dir, agents }
     }
 
@@ -184,6 +184,31 @@ fn refusals_a_key_without_mesh_a_wrong_host_key_and_a_dead_agent() {
         assert_eq!(r[4] == "ok", !involves, "{r:?}");
         if involves {
             assert!(r[4].as_str().unwrap().contains("pinned"), "{r:?}");
+        }
+    }
+}
+
+/// Issue 28: an agent given `--mesh-targets` refuses a task for an address outside them (the
+/// loopback agents here are outside 198.18.0.0/15), naming the option; the other agent's run.
+#[test]
+fn an_agent_sends_mesh_tests_only_to_its_mesh_targets() {
+    let mut f = Fleet::new(2);
+    drop(f.agents.remove(0));
+    let ak = f.dir.path().join("authorized_keys");
+    f.agents.insert(0, agent(&f.dir.path().join("a0"), &ak, &["--mesh-targets", "198.18.0.0/15,fd00::/8"]));
+    let inv = f.inventory(&[], "");
+    let o = f.mesh(&inv, "ctl", &["--once", "--no-save", "--json", "-q"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let rows = pairs(&serde_json::from_slice(&o.stdout).unwrap());
+    assert!(rows.iter().any(|r| r[1] == "a0") && rows.iter().any(|r| r[1] == "a1"), "{rows:?}");
+    for r in &rows {
+        if r[1] == "a0" {
+            assert!(
+                r[4].as_str().unwrap().contains("outside this agent's --mesh-targets 198.18.0.0/15,fd00::/8"),
+                "{r:?}"
+            );
+        } else {
+            assert_eq!(r[4], "ok", "{r:?}");
         }
     }
 }

@@ -375,6 +375,7 @@ pub(crate) struct Worker {
     wbuf: Arc<Vec<u8>>,
     zerocopy: Option<Arc<OwnedFd>>,
     dialer: Option<Dialer>,
+    slots: Option<Arc<super::server::Slots>>,
     /// Latency of completed transactions, nanoseconds, per profile group (index 0 outside
     /// profiles); grown as groups show up, at most [`linerate_proto::bench::MAX_GROUPS`].
     pub hists: Vec<Histogram<u64>>,
@@ -414,6 +415,8 @@ pub(crate) struct WorkerConfig {
     pub write_size: usize,
     pub zerocopy: Option<Arc<OwnedFd>>,
     pub dialer: Option<Dialer>,
+    /// The server's table of live connection indexes: a closed connection frees its index.
+    pub slots: Option<Arc<super::server::Slots>>,
 }
 
 /// A non-blocking monotonic timerfd registered with `poll` as [`TIMER`]; none if the kernel
@@ -444,6 +447,7 @@ pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
         wbuf: Arc::new(pattern(cfg.write_size.max(1))),
         zerocopy: cfg.zerocopy.clone(),
         dialer: cfg.dialer.clone(),
+        slots: cfg.slots.clone(),
         hists: Vec::new(),
         tcp: Vec::new(),
         buffers: None,
@@ -672,6 +676,9 @@ impl Worker {
             Drive::Wait(t) => self.schedule(&mut c, i, t),
             Drive::Close(err) => {
                 self.counters.closed.fetch_add(1, Relaxed);
+                if let Some(s) = &self.slots {
+                    s.release(c.slot);
+                }
                 if let Some(e) = err {
                     self.note_error(format!("connection {}: {e}", c.slot));
                 }
@@ -1392,8 +1399,14 @@ mod tests {
             while s.read_exact(&mut b).is_ok() && s.write_all(&b).is_ok() {}
         });
         let counters = Counters::new(1, Duration::ZERO);
-        let (w, handle) =
-            worker(&WorkerConfig { counters: counters.clone(), write_size: 64, zerocopy: None, dialer: None }).unwrap();
+        let (w, handle) = worker(&WorkerConfig {
+            counters: counters.clone(),
+            write_size: 64,
+            zerocopy: None,
+            dialer: None,
+            slots: None,
+        })
+        .unwrap();
         let sock = std::net::TcpStream::connect(addr).unwrap();
         sock.set_nodelay(true).unwrap();
         sock.set_nonblocking(true).unwrap();
@@ -1424,7 +1437,7 @@ mod tests {
         };
         let counters = Counters::new(2, Duration::ZERO);
         let (mut w, _handle) =
-            worker(&WorkerConfig { counters, write_size: 64, zerocopy: None, dialer: None }).unwrap();
+            worker(&WorkerConfig { counters, write_size: 64, zerocopy: None, dialer: None, slots: None }).unwrap();
         let now = Instant::now();
         assert!(!w.busy_poll(now), "nothing to do: sleep");
         // A bulk connection's timer (pacing) never makes the worker poll.

@@ -599,6 +599,7 @@ impl BenchClient {
             write_size: scripts::write_size(spec),
             zerocopy,
             dialer: Some(dialer.clone()),
+            slots: None,
         };
         // Connections that wait for answers beside bulk flows (rrul's probe) run on loops of
         // their own, after the `n` shared ones.

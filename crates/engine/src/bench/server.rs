@@ -15,16 +15,80 @@ use linerate_proto::frame::{self, Frame};
 use linerate_proto::{ErrorCode, ProtoError};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Most data connections waiting to show their preamble at once, per test.
+/// Most data connections from the client's own address waiting at once, per test (to show
+/// their preamble, or for their index to be free): the test's declared connections plus
+/// [`PENDING_SLACK`], and never more than this.
 const MAX_PENDING: usize = 1024;
+/// Pending connections from the client's address beyond the test's declared count.
+const PENDING_SLACK: usize = 16;
+/// Most pending data connections from any one other address (as the control port's
+/// `max_handshakes_per_source`): a test's connections come from its client's address.
+const PER_SOURCE_PENDING: usize = 16;
+/// Most pending data connections from all other addresses together.
+const FOREIGN_PENDING: usize = 64;
+
+/// Which of a test's connection indexes hold a live data connection on this side: at most one
+/// each, so a test never holds more data connections than it declared, whatever its client
+/// opens (SECURITY.md). A crr or profile connection's successor, which can arrive before the
+/// worker has seen its predecessor close, waits with the pending ones until the worker frees
+/// the index and wakes the acceptor.
+pub(crate) struct Slots {
+    state: Box<[AtomicU8]>,
+    waker: mio::Waker,
+}
+
+const FREE: u8 = 0;
+const LIVE: u8 = 1;
+/// Live, and a successor is waiting: the release wakes the acceptor.
+const WANTED: u8 = 2;
+
+impl Slots {
+    fn new(n: u64, waker: mio::Waker) -> Slots {
+        Slots { state: (0..n).map(|_| AtomicU8::new(FREE)).collect(), waker }
+    }
+
+    /// Take index `i` for a new connection; false while another holds it (the caller waits).
+    fn claim(&self, i: u32) -> bool {
+        let Some(s) = self.state.get(i as usize) else { return false };
+        loop {
+            match s.compare_exchange(FREE, LIVE, AcqRel, Acquire) {
+                Ok(_) => return true,
+                Err(WANTED) => return false,
+                Err(_) => match s.compare_exchange(LIVE, WANTED, AcqRel, Acquire) {
+                    Ok(_) | Err(WANTED) => return false,
+                    Err(_) => {} // freed meanwhile: claim again
+                },
+            }
+        }
+    }
+
+    /// The connection holding index `i` closed.
+    pub(crate) fn release(&self, i: u32) {
+        if self.state.get(i as usize).is_some_and(|s| s.swap(FREE, AcqRel) == WANTED) {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// The two ends of a benchmark session's control connection, as this side sees them.
+#[derive(Debug, Clone, Copy)]
+pub struct Ends {
+    /// The address the control connection arrived on: data ports open there.
+    pub local: IpAddr,
+    /// The client's address: its data connections get the test's own pending budget, every
+    /// other address a small one (none: every connection counts as the client's).
+    pub client: Option<IpAddr>,
+}
 
 /// The agent's admission caps for benchmarks.
 #[derive(Debug, Clone)]
@@ -94,14 +158,13 @@ impl TestDone {
 }
 
 /// Run a benchmark session whose first frame was `BenchRequest(first)`; returns the number of
-/// tests run, and tells `on_test` about each as it ends. `local` is the address the control
-/// connection arrived on: data ports open there. A client that goes away (an interrupted one)
+/// tests run, and tells `on_test` about each as it ends. Data ports open on `ends.local`. A client that goes away (an interrupted one)
 /// ends it with an error for which [`EngineError::is_peer_gone`] holds.
 pub fn serve_session(
     first: &[u8],
     mut tx: SendHalf,
     mut rx: RecvHalf,
-    local: IpAddr,
+    ends: Ends,
     cfg: &BenchServerConfig,
     running: &AtomicUsize,
     mut on_test: impl FnMut(&TestDone),
@@ -122,7 +185,7 @@ pub fn serve_session(
             running.fetch_sub(1, Relaxed);
             return fatal(&mut tx, ErrorCode::Busy, format!("{} tests are running; try again later", cfg.max_tests));
         }
-        let r = run_test(&spec, &mut machine, &mut tx, &mut rx, local, cfg, running);
+        let r = run_test(&spec, &mut machine, &mut tx, &mut rx, ends, cfg, running);
         running.fetch_sub(1, Relaxed);
         on_test(&TestDone::of(spec.kind, &r?));
         tests += 1;
@@ -163,7 +226,7 @@ fn run_test(
     machine: &mut ServerMachine,
     tx: &mut SendHalf,
     rx: &mut RecvHalf,
-    local: IpAddr,
+    ends: Ends,
     cfg: &BenchServerConfig,
     running: &AtomicUsize,
 ) -> Result<SideReport, EngineError> {
@@ -179,7 +242,7 @@ fn run_test(
             return fatal(tx, ErrorCode::BadParams, format!("on the server: {msg}"));
         }
     }
-    let (listener, udp_sock) = match open_data_ports(local, spec, cfg.data_ports) {
+    let (listener, udp_sock) = match open_data_ports(ends.local, spec, cfg.data_ports) {
         Ok(p) => p,
         Err(Refusal::Test(code, msg)) => return fatal(tx, code, msg),
         Err(Refusal::Local(e)) => return Err(e),
@@ -194,8 +257,17 @@ fn run_test(
     };
     // Workers and the acceptor run from admission on; sources wait for the start.
     let zerocopy = if spec.zerocopy { Some(Arc::new(zerocopy_file(spec.msg_size as usize)?)) } else { None };
-    let wcfg =
-        io::WorkerConfig { counters: counters.clone(), write_size: scripts::write_size(spec), zerocopy, dialer: None };
+    let poll = Poll::new().map_err(|e| EngineError::net("creating the data acceptor's poll set", e))?;
+    let waker = mio::Waker::new(poll.registry(), SLOT_FREED)
+        .map_err(|e| EngineError::net("creating the data acceptor's waker", e))?;
+    let slots = Arc::new(Slots::new(conns, waker));
+    let wcfg = io::WorkerConfig {
+        counters: counters.clone(),
+        write_size: scripts::write_size(spec),
+        zerocopy,
+        dialer: None,
+        slots: Some(slots.clone()),
+    };
     let mut handles = Vec::new();
     let mut threads = Vec::new();
     let udp_side = match udp_sock {
@@ -216,8 +288,8 @@ fn run_test(
     let accept_stop = Arc::new(AtomicBool::new(false));
     let acceptor = {
         let (stop, handles, ready, spec) = (accept_stop.clone(), handles.clone(), ready.clone(), spec.clone());
-        let deadline = cfg.handshake_timeout;
-        std::thread::spawn(move || accept_data(listener, &ready, &spec, conns, &handles, &stop, deadline))
+        let acceptor = Acceptor { poll, slots, client: ends.client, deadline: cfg.handshake_timeout };
+        std::thread::spawn(move || acceptor.run(listener, &ready, &spec, conns, &handles, &stop))
     };
     let wind_down = |handles: &[WorkerHandle]| {
         counters.stop.store(true, Relaxed);
@@ -380,122 +452,235 @@ fn bind_data(ip: IpAddr, port: u16, opts: &io::SockOpts) -> Result<Result<TcpLis
     Ok(Ok(TcpListener::from_std(std::net::TcpListener::from(s))))
 }
 
-/// A data connection that has not shown its whole preamble yet: socket, bytes so far, count, deadline.
-type Pending = (TcpStream, [u8; DATA_HELLO_LEN], usize, Instant);
+/// Poll token of the data listener.
+const LISTENER: Token = Token(usize::MAX - 1);
+/// Poll token of [`Slots`]' waker: an index a successor waits for is free.
+const SLOT_FREED: Token = Token(usize::MAX - 2);
 
-/// Accept data connections until `stop`: each must send a valid preamble within `deadline`,
-/// and at most [`MAX_PENDING`] may be waiting at once. Returns error lines (capped).
-fn accept_data(
-    mut listener: TcpListener,
-    ready: &Ready,
-    spec: &TestSpec,
-    conns: u64,
-    workers: &[WorkerHandle],
-    stop: &AtomicBool,
-    deadline: Duration,
-) -> Vec<String> {
-    const LISTENER: Token = Token(usize::MAX - 1);
-    let mut errors = Vec::new();
-    let Ok(mut poll) = Poll::new() else { return vec!["cannot create a poll set".into()] };
-    if poll.registry().register(&mut listener, LISTENER, Interest::READABLE).is_err() {
-        return vec!["cannot watch the data listener".into()];
-    }
-    let mut events = Events::with_capacity(1024);
-    let mut pending: Vec<Option<Pending>> = Vec::new();
-    let probes = scripts::probe_slots(spec);
-    let n_probes = probes.iter().filter(|p| **p).count() as u64;
-    // The first `shared` loops take bulk connections, the rest the probes.
-    let shared =
-        if n_probes > 0 { worker_count(conns.saturating_sub(n_probes)).min(workers.len()) } else { workers.len() };
-    let (mut next_shared, mut next_probe) = (0usize, 0usize);
-    let mut refused = 0u64;
-    while !stop.load(Relaxed) {
-        if poll.poll(&mut events, Some(Duration::from_millis(50))).is_err() {
-            continue;
+/// A data connection not admitted yet: showing its preamble, or (with `hello`) waiting for its
+/// connection index to be free.
+struct Pending {
+    sock: TcpStream,
+    buf: [u8; DATA_HELLO_LEN],
+    got: usize,
+    deadline: Instant,
+    /// `None`: the client's own address.
+    foreign: Option<IpAddr>,
+    hello: Option<DataHello>,
+}
+
+/// What the pending connections hold, by source: the client's own budget is never spent by
+/// connections from elsewhere.
+#[derive(Default)]
+struct Budget {
+    own: usize,
+    foreign: usize,
+    per_source: HashMap<IpAddr, usize>,
+}
+
+impl Budget {
+    fn take(&mut self, foreign: Option<IpAddr>, own_cap: usize) -> bool {
+        match foreign {
+            None if self.own < own_cap => self.own += 1,
+            Some(ip) if self.foreign < FOREIGN_PENDING => {
+                let n = self.per_source.entry(ip).or_default();
+                if *n >= PER_SOURCE_PENDING {
+                    return false;
+                }
+                *n += 1;
+                self.foreign += 1;
+            }
+            _ => return false,
         }
-        let now = Instant::now();
-        for ev in events.iter() {
-            if ev.token() == LISTENER {
-                loop {
-                    match listener.accept() {
-                        Ok((mut s, _)) => {
-                            let live = pending.iter().filter(|p| p.is_some()).count();
-                            if live >= MAX_PENDING || workers.is_empty() {
-                                refused += 1;
-                                continue; // dropped: closed at once
-                            }
-                            let slot = pending.iter().position(Option::is_none).unwrap_or_else(|| {
-                                pending.push(None);
-                                pending.len() - 1
-                            });
-                            if poll.registry().register(&mut s, Token(slot), Interest::READABLE).is_ok() {
-                                pending[slot] = Some((s, [0; DATA_HELLO_LEN], 0, now + deadline));
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(_) => break,
+        true
+    }
+
+    fn give_back(&mut self, foreign: Option<IpAddr>) {
+        match foreign {
+            None => self.own = self.own.saturating_sub(1),
+            Some(ip) => {
+                self.foreign = self.foreign.saturating_sub(1);
+                if let Some(n) = self.per_source.get_mut(&ip) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.per_source.remove(&ip);
                     }
                 }
+            }
+        }
+    }
+}
+
+/// The test's data acceptor: admits connections that show the test's preamble within
+/// `deadline`, one live connection per index ([`Slots`]), with the pending ones capped by source.
+struct Acceptor {
+    poll: Poll,
+    slots: Arc<Slots>,
+    client: Option<IpAddr>,
+    deadline: Duration,
+}
+
+impl Acceptor {
+    /// Accept data connections until `stop`; returns error lines (capped).
+    fn run(
+        mut self,
+        mut listener: TcpListener,
+        ready: &Ready,
+        spec: &TestSpec,
+        conns: u64,
+        workers: &[WorkerHandle],
+        stop: &AtomicBool,
+    ) -> Vec<String> {
+        let mut errors = Vec::new();
+        if self.poll.registry().register(&mut listener, LISTENER, Interest::READABLE).is_err() {
+            return vec!["cannot watch the data listener".into()];
+        }
+        let mut events = Events::with_capacity(1024);
+        let mut pending: Vec<Option<Pending>> = Vec::new();
+        let mut budget = Budget::default();
+        let own_cap = (conns as usize).saturating_add(PENDING_SLACK).min(MAX_PENDING);
+        let client = self.client.map(|c| c.to_canonical());
+        let probes = scripts::probe_slots(spec);
+        let n_probes = probes.iter().filter(|p| **p).count() as u64;
+        // The first `shared` loops take bulk connections, the rest the probes.
+        let shared =
+            if n_probes > 0 { worker_count(conns.saturating_sub(n_probes)).min(workers.len()) } else { workers.len() };
+        let (mut next_shared, mut next_probe) = (0usize, 0usize);
+        let mut admit = |s: TcpStream, h: &DataHello| {
+            // Inherited from the listener, which took them all; set again as before.
+            let _ = io::SockOpts::of(spec).apply(&socket2::SockRef::from(&s));
+            let probe = probes.get(h.conn as usize).copied().unwrap_or(false) && shared < workers.len();
+            let w = if probe {
+                next_probe += 1;
+                &workers[shared + (next_probe - 1) % (workers.len() - shared)]
+            } else {
+                next_shared += 1;
+                &workers[(next_shared - 1) % shared.max(1)]
+            };
+            w.give(Conn::new(s, h.conn, scripts::server_role(spec)));
+        };
+        let mut refused = 0u64;
+        while !stop.load(Relaxed) {
+            if self.poll.poll(&mut events, Some(Duration::from_millis(50))).is_err() {
                 continue;
             }
-            let k = ev.token().0;
-            let Some((s, buf, got, _)) = pending.get_mut(k).and_then(Option::as_mut) else { continue };
-            let verdict = loop {
-                match s.read(&mut buf[*got..]) {
-                    Ok(0) => break Some(false),
-                    Ok(n) => {
-                        *got += n;
-                        if *got == DATA_HELLO_LEN {
-                            break Some(true);
+            let now = Instant::now();
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => loop {
+                        match listener.accept() {
+                            Ok((mut s, from)) => {
+                                let ip = from.ip().to_canonical();
+                                let foreign = client.filter(|c| *c != ip).map(|_| ip);
+                                if workers.is_empty() || !budget.take(foreign, own_cap) {
+                                    refused += 1;
+                                    continue; // dropped: closed at once
+                                }
+                                let slot = pending.iter().position(Option::is_none).unwrap_or_else(|| {
+                                    pending.push(None);
+                                    pending.len() - 1
+                                });
+                                if self.poll.registry().register(&mut s, Token(slot), Interest::READABLE).is_ok() {
+                                    let deadline = now + self.deadline;
+                                    let buf = [0; DATA_HELLO_LEN];
+                                    pending[slot] =
+                                        Some(Pending { sock: s, buf, got: 0, deadline, foreign, hello: None });
+                                } else {
+                                    budget.give_back(foreign);
+                                }
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                            Err(_) => break,
+                        }
+                    },
+                    SLOT_FREED => {
+                        // Successors whose index is free now go in.
+                        for p in pending.iter_mut() {
+                            let ok =
+                                p.as_ref().and_then(|p| p.hello.as_ref()).is_some_and(|h| self.slots.claim(h.conn));
+                            if let Some(p) = p.take_if(|_| ok) {
+                                budget.give_back(p.foreign);
+                                if let Some(h) = p.hello {
+                                    self.acknowledge(p.sock, &h, &mut admit);
+                                }
+                            }
                         }
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break None,
-                    Err(_) => break Some(false),
-                }
-            };
-            let Some(complete) = verdict else { continue };
-            let Some((mut s, buf, _, _)) = pending[k].take() else { continue };
-            let _ = poll.registry().deregister(&mut s);
-            let hello = if complete { DataHello::decode(&buf).ok() } else { None };
-            match hello {
-                Some(h) if h.admits(ready, conns) => {
-                    if s.write(&DATA_ACK).ok() != Some(DATA_ACK.len()) {
-                        continue;
-                    }
-                    // Inherited from the listener, which took them all; set again as before.
-                    let _ = io::SockOpts::of(spec).apply(&socket2::SockRef::from(&s));
-                    let probe = probes.get(h.conn as usize).copied().unwrap_or(false) && shared < workers.len();
-                    let w = if probe {
-                        next_probe += 1;
-                        &workers[shared + (next_probe - 1) % (workers.len() - shared)]
-                    } else {
-                        next_shared += 1;
-                        &workers[(next_shared - 1) % shared.max(1)]
-                    };
-                    w.give(Conn::new(s, h.conn, scripts::server_role(spec)));
-                }
-                _ => {
-                    refused += 1;
-                    if errors.len() < 4 {
-                        errors.push("a data connection with a wrong preamble or cookie was refused".to_string());
+                    Token(k) => {
+                        let Some(p) = pending.get_mut(k).and_then(Option::as_mut) else { continue };
+                        if p.hello.is_some() {
+                            continue;
+                        }
+                        let verdict = loop {
+                            match p.sock.read(&mut p.buf[p.got..]) {
+                                Ok(0) => break Some(false),
+                                Ok(n) => {
+                                    p.got += n;
+                                    if p.got == DATA_HELLO_LEN {
+                                        break Some(true);
+                                    }
+                                }
+                                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break None,
+                                Err(_) => break Some(false),
+                            }
+                        };
+                        let Some(complete) = verdict else { continue };
+                        let _ = self.poll.registry().deregister(&mut p.sock);
+                        match complete.then(|| DataHello::decode(&p.buf).ok()).flatten() {
+                            Some(h) if h.admits(ready, conns) => {
+                                if self.slots.claim(h.conn) {
+                                    if let Some(p) = pending[k].take() {
+                                        budget.give_back(p.foreign);
+                                        self.acknowledge(p.sock, &h, &mut admit);
+                                    }
+                                } else {
+                                    // Its index is live: it waits (pending) for the close.
+                                    p.hello = Some(h);
+                                }
+                            }
+                            _ => {
+                                if let Some(p) = pending[k].take() {
+                                    budget.give_back(p.foreign);
+                                }
+                                refused += 1;
+                                if errors.len() < 4 {
+                                    errors.push(
+                                        "a data connection with a wrong preamble or cookie was refused".to_string(),
+                                    );
+                                }
+                            }
+                        }
                     }
                 }
             }
-        }
-        // Drop connections that missed the preamble deadline.
-        for p in pending.iter_mut() {
-            if p.as_ref().is_some_and(|(_, _, _, d)| now >= *d) {
-                if let Some((mut s, ..)) = p.take() {
-                    let _ = poll.registry().deregister(&mut s);
+            // Drop connections that missed the deadline: the preamble's, or a free index's.
+            for p in pending.iter_mut() {
+                if let Some(mut p) = p.take_if(|p| now >= p.deadline) {
+                    if p.hello.is_none() {
+                        let _ = self.poll.registry().deregister(&mut p.sock);
+                    }
+                    budget.give_back(p.foreign);
                     refused += 1;
                 }
             }
         }
+        if refused > 0 {
+            errors.push(format!(
+                "{refused} data connections refused (bad preamble, deadline, an index already connected, or over the cap)"
+            ));
+        }
+        errors
     }
-    if refused > 0 {
-        errors.push(format!("{refused} data connections refused (bad preamble, deadline or over the cap)"));
+
+    /// Send the acknowledgement and hand the connection to a worker; an index whose
+    /// acknowledgement fails is free again.
+    fn acknowledge(&self, mut s: TcpStream, h: &DataHello, admit: &mut impl FnMut(TcpStream, &DataHello)) {
+        if s.write(&DATA_ACK).ok() == Some(DATA_ACK.len()) {
+            admit(s, h);
+        } else {
+            self.slots.release(h.conn);
+        }
     }
-    errors
 }
 
 #[cfg(test)]

@@ -500,6 +500,89 @@ fn data_connection_with_a_wrong_cookie_or_index_is_refused() {
     assert!(knock(good), "the right preamble is acknowledged");
 }
 
+/// This process's TCP descriptors whose local address is `at` (an IPv4 data port), the
+/// listener left out: the agent's accepted data connections. (A client socket bound to another
+/// loopback address may have the same port number: the address tells them apart.)
+fn descriptors_at(at: std::net::SocketAddr) -> usize {
+    let std::net::IpAddr::V4(ip) = at.ip() else { panic!("{at}: an IPv4 address") };
+    let local = format!("{:08X}:{:04X}", u32::from_le_bytes(ip.octets()), at.port());
+    let mine: std::collections::HashSet<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']').map(str::to_string))
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let held = |line: &&str| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.get(1) == Some(&local.as_str()) && f.get(3) != Some(&"0A") && f.get(9).is_some_and(|i| mine.contains(*i))
+    };
+    table.lines().skip(1).filter(held).count()
+}
+
+/// Connect to `to` from `from` (a loopback address of its own), sending `first` if any.
+fn connect_from(from: [u8; 4], to: std::net::SocketAddr, first: &[u8]) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.bind(&std::net::SocketAddr::from((from, 0)).into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    let mut s = TcpStream::from(s);
+    if !first.is_empty() {
+        s.write_all(first).unwrap();
+    }
+    s
+}
+
+/// Issue 28, attack 1: a key holder declares 2 data connections and opens 1,000 with the test's
+/// cookie. The agent acknowledges one live connection per index and holds others pending only
+/// within the test's budget (declared + 16), closing the rest at once: 2 + 18 descriptors.
+#[test]
+fn a_test_holds_no_more_data_connections_than_it_declared() {
+    crate::hostile::raise_nofile(8192);
+    let (h, secret) = agent(|c| c.bench.handshake_timeout = Duration::from_secs(3));
+    let (_sec, ready) = admitted_by_hand(&h, &secret, &spec(TestKind::TcpStream, 2, 30_000));
+    let data = std::net::SocketAddr::new(h.addr.ip(), ready.tcp_port);
+    let hello = |conn| DataHello { test: ready.test, conn, cookie: ready.cookie }.encode();
+    let mut socks: Vec<TcpStream> = (0..1000).map(|i| connect_from([127, 0, 0, 1], data, &hello(i % 2))).collect();
+    // Connections are accepted in order: once this last one is answered (refused: a wrong
+    // cookie, or closed over the budget), the agent has accepted every one before it.
+    let wrong = DataHello { test: ready.test, conn: 0, cookie: [0; 32] };
+    let mut marker = connect_from([127, 0, 0, 1], data, &wrong.encode());
+    marker.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let _ = marker.read(&mut [0u8; 4]);
+    let held = descriptors_at(data);
+    println!("data connections the agent holds after 1,000 for a 2-connection test: {held}");
+    assert!(held <= 2 + (2 + 16), "the agent holds {held} data connections for a 2-connection test");
+    // Exactly two were acknowledged; the rest end unacknowledged (at once, or at the deadline).
+    let mut acked = 0;
+    for s in &mut socks {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut b = [0u8; 4];
+        if s.read_exact(&mut b).is_ok() {
+            acked += 1;
+        }
+    }
+    assert_eq!(acked, 2, "one acknowledged connection per declared index");
+}
+
+/// Issue 28, attack 2: 1,100 connections without a key from another address fill no part of
+/// the budget the test's own client has: its data connection is still acknowledged.
+#[test]
+fn an_unkeyed_flood_from_another_address_leaves_the_test_its_data_connection() {
+    crate::hostile::raise_nofile(8192);
+    let (h, secret) = agent(|c| c.bench.handshake_timeout = Duration::from_secs(30));
+    let (_sec, ready) = admitted_by_hand(&h, &secret, &spec(TestKind::TcpStream, 1, 30_000));
+    let data = std::net::SocketAddr::new(h.addr.ip(), ready.tcp_port);
+    let flood: Vec<TcpStream> = (0..1100).map(|_| connect_from([127, 0, 0, 2], data, b"")).collect();
+    let mut mine =
+        connect_from([127, 0, 0, 1], data, &DataHello { test: ready.test, conn: 0, cookie: ready.cookie }.encode());
+    mine.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut ack = [0u8; 4];
+    mine.read_exact(&mut ack).expect("the test's own data connection is answered during the flood");
+    assert_eq!(&ack, b"LNRb");
+    let held = descriptors_at(data);
+    assert!(held <= 1 + 16, "the flood holds {held} of the agent's descriptors (16 from one address at most)");
+    drop(flood);
+}
+
 #[test]
 fn silent_and_slow_clients_do_not_block_a_real_test() {
     let (h, secret) = agent(|c| {

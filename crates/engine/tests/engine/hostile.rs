@@ -1852,7 +1852,7 @@ fn evil_push_server(secret: &linerate_engine::auth::secret::Secret, evil: EvilPu
 }
 
 /// Raise this process's open-file limit to `want` where the hard limit allows.
-fn raise_nofile(want: u64) {
+pub(crate) fn raise_nofile(want: u64) {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let lim = getrlimit(Resource::Nofile);
     if lim.current.is_some_and(|c| c < want) {

@@ -135,6 +135,22 @@ fn pull_receives_a_tree_byte_for_byte_by_the_rsync_rule_and_lands_there_again() 
     assert!(!fx.p("made/srv-tree/srv-tree").exists() && !fx.p("renamed/srv-tree").exists());
 }
 
+/// Issue 28, as decided in SECURITY.md: an existing directory a trailing-slash pull lands as
+/// takes the source directory's permission bits (as `rsync -a` does), never set-group-ID.
+#[test]
+fn a_trailing_slash_pull_gives_an_existing_directory_the_source_directorys_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fx::new();
+    tree(&fx.p("root/srv-tree"));
+    fs::set_permissions(fx.p("root/srv-tree"), fs::Permissions::from_mode(0o2755)).unwrap();
+    fs::create_dir(fx.p("private")).unwrap();
+    fs::set_permissions(fx.p("private"), fs::Permissions::from_mode(0o700)).unwrap();
+    let (cfg, _) = fx.cfg(fx.srv.addr, vec![], "");
+    pull::pull(&cfg, b"srv-tree/", &fx.p("private"), Arc::new(Progress::default()), sink().0).unwrap();
+    same(&fx.p("root/srv-tree"), &fx.p("private"));
+    assert_eq!(fs::metadata(fx.p("private")).unwrap().permissions().mode() & 0o7777, 0o755);
+}
+
 #[test]
 fn pull_refuses_paths_outside_the_root_and_through_symlinks() {
     let fx = Fx::new();

@@ -24,13 +24,18 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use wire::Frame;
 
 /// Longest control request, bytes.
 pub const MAX_REQUEST: usize = 4096;
+/// Time a control client has for its whole request (however its bytes come) and to take the
+/// answer.
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(2);
+/// Control connections served at once; one more is answered `error: busy` and closed.
+pub const MAX_CONTROL: usize = 8;
 /// Most timer lateness the forwarding loop corrects for.
 const MAX_LATE_NS: u64 = 500_000;
 /// Largest frame a TAP hands over: a 64 KB super-packet with its headers.
@@ -98,13 +103,7 @@ pub fn run(config: &Path) -> Result<(), LabError> {
     let (a2, b2) = (a.try_clone().map_err(io_err("dup"))?, b.try_clone().map_err(io_err("dup"))?);
     let threads =
         [spawn_dir(a, b2, ab.clone(), stop.clone(), origin), spawn_dir(b, a2, ba.clone(), stop.clone(), origin)];
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((conn, _)) => control(conn, &ab, &ba),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    serve_control(&listener, &ab, &ba, &stop, CONTROL_TIMEOUT);
     for t in threads {
         let _ = t.join();
     }
@@ -171,18 +170,65 @@ fn forward(src: &OwnedFd, dst: &OwnedFd, s: &Shared, stop: &AtomicBool, origin: 
     }
 }
 
-/// One control request: `stats`, or `set DIR KEY=VALUE...` with DIR `a>b`, `b>a` or `both`.
-fn control(conn: UnixStream, ab: &Shared, ba: &Shared) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-    let mut line = String::new();
-    let reply = match BufReader::new((&conn).take(MAX_REQUEST as u64)).read_line(&mut line) {
-        Ok(_) => match handle(line.trim(), ab, ba) {
-            Ok(r) => r,
-            Err(e) => format!("error: {e}"),
-        },
-        Err(e) => format!("error: reading the request: {e}"),
+/// Serve the control socket until `stop`: each connection on a thread of its own, at most
+/// [`MAX_CONTROL`] at once, each with `timeout` for its whole request, so a slow client holds
+/// neither another client's `set` nor the shutdown (issue 28).
+fn serve_control(listener: &UnixListener, ab: &Shared, ba: &Shared, stop: &AtomicBool, timeout: Duration) {
+    let busy = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((conn, _)) => {
+                if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CONTROL {
+                    busy.fetch_sub(1, Ordering::AcqRel);
+                    let _ = conn.set_nonblocking(true);
+                    let _ = (&conn).write_all(b"error: busy: the emulator serves 8 control requests at once\n");
+                    continue;
+                }
+                let (ab, ba, busy) = (ab.clone(), ba.clone(), busy.clone());
+                std::thread::spawn(move || {
+                    control(conn, &ab, &ba, Instant::now() + timeout);
+                    busy.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// One control request: `stats`, or `set DIR KEY=VALUE...` with DIR `a>b`, `b>a` or `both`,
+/// whole by `deadline`.
+fn control(conn: UnixStream, ab: &Shared, ba: &Shared, deadline: Instant) {
+    let reply = match read_request(&conn, deadline) {
+        Ok(line) => handle(line.trim(), ab, ba).unwrap_or_else(|e| format!("error: {e}")),
+        Err(e) => format!("error: {e}"),
     };
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let _ = conn.set_write_timeout(Some(left));
     let _ = (&conn).write_all(format!("{reply}\n").as_bytes());
+}
+
+/// One line of at most [`MAX_REQUEST`] bytes, read by `deadline` (an unfinished last line
+/// counts when the client closes).
+fn read_request(mut conn: &UnixStream, deadline: Instant) -> Result<String, String> {
+    let mut buf = Vec::with_capacity(256);
+    let mut chunk = [0u8; 512];
+    while !buf.contains(&b'\n') {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("no whole request within {} s", CONTROL_TIMEOUT.as_secs()));
+        }
+        conn.set_read_timeout(Some(left)).map_err(|e| format!("control socket: {e}"))?;
+        match conn.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) if buf.len() + n > MAX_REQUEST => return Err(format!("a request is at most {MAX_REQUEST} bytes")),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(format!("reading the request: {e}")),
+        }
+    }
+    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    String::from_utf8(line.to_vec()).map_err(|_| "the request is not UTF-8".to_string())
 }
 
 fn handle(req: &str, ab: &Shared, ba: &Shared) -> Result<String, String> {
@@ -244,7 +290,15 @@ pub fn apply(mut cfg: Impairment, changes: &[&str]) -> Result<Impairment, String
                     }
                 }
                 "loss" => loss = Some(pct(v)?),
-                "loss_burst" => burst = Some(v.parse().map_err(|_| format!("loss_burst '{v}': packets"))?),
+                "loss_burst" => {
+                    let range = crate::scenario::LOSS_BURST;
+                    let b: f64 = v.parse().map_err(|_| format!("loss_burst '{v}': packets"))?;
+                    if !range.contains(&b) {
+                        let (lo, hi) = (range.start(), range.end());
+                        return Err(format!("loss_burst '{v}': a mean burst of {lo} to {hi} packets"));
+                    }
+                    burst = Some(b);
+                }
                 "reorder" => cfg.reorder = pct(v)?,
                 "duplicate" => cfg.duplicate = pct(v)?,
                 "corrupt" => cfg.corrupt = pct(v)?,
@@ -303,9 +357,15 @@ mod tests {
         let d = apply(c.clone(), &["down"]).unwrap();
         assert!(!d.up && d.delay_ns == c.delay_ns);
         assert!(apply(d, &["up"]).unwrap().up);
+        for bad in ["loss_burst=nan", "loss_burst=inf", "loss_burst=-5", "loss_burst=1e308", "loss_burst=0.5"] {
+            let e = apply(Impairment::default(), &["loss=1%", bad]).unwrap_err();
+            assert!(e.contains("1 to 1000 packets"), "{bad}: {e}");
+        }
         for bad in [
             "delay=5 fortnights",
             "loss=101%",
+            "loss=nan",
+            "loss=inf%",
             "nonsense",
             "colour=blue",
             "rate=fast",
@@ -330,5 +390,37 @@ mod tests {
         for bad in ["", "set", "set sideways delay=1ms", "set both delay", "drop tables", "set a>b loss=x"] {
             assert!(handle(bad, &ab, &ba).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_slow_control_client_holds_neither_another_request_nor_the_shutdown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("control");
+        let listener = UnixListener::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let ab: Shared = Arc::new(Mutex::new(Shaper::new(Impairment::default(), 1)));
+        let ba: Shared = Arc::new(Mutex::new(Shaper::new(Impairment::default(), 2)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let server = {
+            let stop = stop.clone();
+            // A minute per request: one served at a time, the dribbler below would hold it.
+            std::thread::spawn(move || {
+                serve_control(&listener, &ab, &ba, &stop, Duration::from_secs(60));
+                let _ = done_tx.send(());
+            })
+        };
+        let mut dribbler = UnixStream::connect(&path).unwrap();
+        dribbler.write_all(b"st").unwrap(); // and no more
+        let stats = ask(&path, "stats").expect("stats answered while a client dribbles");
+        assert_eq!(serde_json::from_str::<EmuStats>(&stats).unwrap(), EmuStats::default());
+        // Beyond the cap a connection is told so at once.
+        let held: Vec<UnixStream> = (0..MAX_CONTROL).map(|_| UnixStream::connect(&path).unwrap()).collect();
+        let e = ask(&path, "stats").unwrap_err().to_string();
+        assert!(e.contains("busy"), "{e}");
+        stop.store(true, Ordering::Relaxed);
+        done.recv_timeout(Duration::from_secs(20)).expect("the control loop ends on stop while clients dribble");
+        server.join().unwrap();
+        drop((held, dribbler));
     }
 }
