@@ -81,6 +81,46 @@ pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> std::process::Exi
     }
 }
 
+/// A `lab up` that is interrupted and awaited when dropped, so a failed assertion never leaves
+/// its namespaces and processes behind.
+struct LabUp {
+    child: Option<Child>,
+    id: String,
+}
+
+impl LabUp {
+    fn start(f: &Path) -> LabUp {
+        let (child, id) = start_up(f);
+        LabUp { child: Some(child), id }
+    }
+
+    /// Interrupt it and return how it exited.
+    fn down(self) -> std::process::ExitStatus {
+        sigint(self.child.as_ref().expect("running"));
+        self.exited()
+    }
+
+    /// How it exited, once it does (something else told it to end).
+    fn exited(mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        wait_exit(&mut c, Duration::from_secs(30))
+    }
+}
+
+impl Drop for LabUp {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            sigint(&c);
+            let t = Instant::now();
+            while c.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(30) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 pub(crate) fn sigint(child: &Child) {
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
@@ -92,7 +132,8 @@ fn lab_up_serves_exec_and_status_then_sigint_removes_everything() {
         return;
     }
     let (_d, f) = scenario();
-    let (mut child, id) = start_up(&f);
+    let up = LabUp::start(&f);
+    let id = up.id.clone();
     assert!(state_file(&id).exists());
     let st = bin().args(["lab", "status", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
@@ -107,8 +148,7 @@ fn lab_up_serves_exec_and_status_then_sigint_removes_everything() {
     assert!(String::from_utf8_lossy(&ex.stdout).contains("198.18."), "{}", String::from_utf8_lossy(&ex.stdout));
     let ping = bin().args(["lab", "exec", "a", "--run", &id, "--", "ping", "-c", "1", "-W", "2", &b]).output().unwrap();
     assert!(ping.status.success(), "a cannot reach b at {b}");
-    sigint(&child);
-    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let status = up.down();
     assert!(status.success(), "{status}");
     assert_clean(&id);
 }
@@ -261,11 +301,12 @@ fn lab_down_asks_a_foreground_owner_to_tear_down() {
         return;
     }
     let (_d, f) = scenario();
-    let (mut child, id) = start_up(&f);
+    let up = LabUp::start(&f);
+    let id = up.id.clone();
     let down = bin().args(["lab", "down", &id]).output().unwrap();
     assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
     assert!(String::from_utf8_lossy(&down.stderr).contains("torn down by its owner"));
-    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let status = up.exited();
     assert!(status.success(), "{status}");
     assert_clean(&id);
 }
