@@ -917,6 +917,14 @@ fn busy(c: &CpuShare) -> CpuBusy {
     CpuBusy { user: c.user, system: c.system, softirq: c.softirq, irq: c.irq }
 }
 
+/// The congestion control of the side that sent the bulk data (the agent's when the client
+/// received), as that side read it back from its data sockets; the client's for both ways.
+fn sender_congestion(doc: &BenchDocument) -> Option<String> {
+    let receiving = doc.test.as_ref().is_some_and(|t| t.direction == "receive");
+    let host = if receiving { &doc.hosts.remote } else { &doc.hosts.local };
+    host.get("congestion_control_in_use").and_then(Value::as_str).map(str::to_string)
+}
+
 /// Parses one finished instance's output.
 fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Measured, String> {
     match tool {
@@ -986,12 +994,7 @@ fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Measured
                 fairness: s.jain,
                 flows: Some(s.connections),
                 intervals,
-                congestion: doc
-                    .hosts
-                    .local
-                    .get("congestion_control_in_use")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
+                congestion: sender_congestion(&doc),
                 started_unix_us: doc.started_unix_us,
                 raw: Some(RawDoc::Bench(Box::new(doc.clone()))),
             })
@@ -1526,6 +1529,15 @@ seconds = 100
         assert_eq!(doc.runs[0].congestion.as_deref(), Some("cubic"), "as the client read it back");
         let line = group_line(g);
         assert!(line.contains("over 2 of 3 members") && line.ends_with("INCOMPLETE: fair@g2 failed"), "{line}");
+    }
+
+    #[test]
+    fn the_congestion_control_recorded_is_the_senders() {
+        let mut doc = linerate_model::doc::example::bench();
+        doc.hosts.remote = serde_json::json!({"congestion_control_in_use": "bbr"});
+        assert_eq!(sender_congestion(&doc).as_deref(), Some("cubic"), "the client sent");
+        doc.test.as_mut().unwrap().direction = "receive".into();
+        assert_eq!(sender_congestion(&doc).as_deref(), Some("bbr"), "the agent sent");
     }
 
     #[test]

@@ -271,9 +271,9 @@ pub struct LabRun {
     /// The tool's own document, for `linerate bench` and `linerate cp`.
     #[serde(deserialize_with = "super::required")]
     pub raw: Option<RawDoc>,
-    /// The TCP congestion control the test's data connections used, as the client read it back
-    /// from its sockets (bench) or as iperf3 reported it; `null` where the tool did not say, and
-    /// in documents written before it was recorded.
+    /// The TCP congestion control the sender of the test's data used (the agent's when the
+    /// client received), as that side read it back from its sockets (bench) or as iperf3
+    /// reported it; `null` where the tool did not say, and in documents before it was recorded.
     #[serde(default)]
     pub congestion: Option<String>,
     /// When the client's test began (its request to the agent, once connected and
