@@ -246,6 +246,8 @@ pub struct RecordingExecutor {
     pub outputs: Vec<(String, String)>,
     /// Programs whose processes exit with status 1, and whose commands fail.
     pub failing: Vec<String>,
+    /// Namespaces whose started processes exit with status 1 (one member of a group failing).
+    pub failing_ns: Vec<String>,
     /// Readings of the machine's busy CPU time so far.
     pub cpu_readings: u32,
 }
@@ -291,7 +293,8 @@ impl Executor for RecordingExecutor {
         let prog = Self::program(&job.argv).to_string();
         let out = self.outputs.iter().find(|(p, _)| *p == prog).map(|(_, o)| o.as_str()).unwrap_or("");
         std::fs::write(&job.stdout, out).map_err(|e| LabError::Io(format!("writing {}", job.stdout.display()), e))?;
-        let code = if self.failing.contains(&prog) { 1 } else { 0 };
+        let ns_fails = matches!(&job.argv[..], [ip, _, _, ns, ..] if ip == "ip" && self.failing_ns.contains(ns));
+        let code = if self.failing.contains(&prog) || ns_fails { 1 } else { 0 };
         let pid = RECORDED_PID_BASE + self.spawned.len() as u32;
         self.spawned.push(job.clone());
         Ok(Box::new(RecordedProcess { pid, code }))

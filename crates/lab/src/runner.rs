@@ -15,7 +15,7 @@ use linerate_model::doc::bench::{BenchDocument, CpuShare};
 use linerate_model::doc::cp::CpSummary;
 use linerate_model::doc::lab::{
     CpuBusy, GroupRecord, Guarantee, Interval, LabDocument, LabRun, LabScenario, Machine, RawDoc, RunCpu, SweepStep,
-    LAB_SCHEMA,
+    LAB_SCHEMA, START_TOLERANCE_MS,
 };
 use linerate_model::doc::ToolInfo;
 use linerate_model::stats::jain;
@@ -131,6 +131,47 @@ fn groups(sc: &Scenario, lab: &Lab) -> Result<Vec<Group>, LabError> {
     Ok(out)
 }
 
+/// What a server host's `linerate serve` must admit so that none of the scenario's bench
+/// clients is refused: the agent's defaults (8 tests at once, 10,000 connections a test, an
+/// hour a test) raised to what the scenario asks (issue 29: 12 and 16 guests against one
+/// agent were refused as busy by the default 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AgentCaps {
+    /// `--max-tests`: twice the most bench clients of one group against the host, since the
+    /// next group's tests may be admitted while the agent still winds down the last group's.
+    tests: usize,
+    /// `--max-connections`: the most streams of one bench run against the host.
+    connections: u32,
+    /// `--max-duration`, seconds: the longest bench run's, plus a minute of warm-up and slack.
+    duration_s: u64,
+}
+
+impl Default for AgentCaps {
+    fn default() -> Self {
+        AgentCaps { tests: 8, connections: 10_000, duration_s: 3600 }
+    }
+}
+
+/// Each server host's [`AgentCaps`], from the groups that run bench clients against it.
+fn agent_caps(sc: &Scenario, gs: &[Group]) -> BTreeMap<String, AgentCaps> {
+    let mut caps: BTreeMap<String, AgentCaps> = BTreeMap::new();
+    for g in gs {
+        let mut per_host: BTreeMap<&str, usize> = BTreeMap::new();
+        for inst in g.members.iter().filter(|i| sc.runs[i.spec].tool == Tool::Bench) {
+            let spec = &sc.runs[inst.spec];
+            *per_host.entry(&inst.server).or_default() += 1;
+            let c = caps.entry(inst.server.clone()).or_default();
+            c.connections = c.connections.max(spec.streams.unwrap_or(1));
+            c.duration_s = c.duration_s.max(u64::from(spec.seconds.unwrap_or(10)) + 60);
+        }
+        for (host, n) in per_host {
+            let c = caps.entry(host.to_string()).or_default();
+            c.tests = c.tests.max(2 * n);
+        }
+    }
+    caps
+}
+
 /// The argv that runs `prog args` inside namespace `ns`.
 fn in_ns(ns: &str, prog: &Path, args: &[String]) -> Vec<String> {
     let mut v: Vec<String> = vec!["ip".into(), "netns".into(), "exec".into(), ns.into(), prog.to_string_lossy().into()];
@@ -237,6 +278,8 @@ struct Env {
     /// ssh master connections: (client namespace, server address, port) -> control socket.
     masters: BTreeMap<(String, String, u16), PathBuf>,
     trees: BTreeMap<(u64, Sizes, u32), (PathBuf, u64)>,
+    /// What each server host's `linerate serve` must admit ([`agent_caps`]).
+    caps: BTreeMap<String, AgentCaps>,
     servers: Vec<(u32, u64)>,
     children: Vec<Box<dyn Process>>, // the servers' handles, to reap them once stopped
     user: String,
@@ -262,6 +305,7 @@ impl Env {
             sshd: BTreeMap::new(),
             masters: BTreeMap::new(),
             trees: BTreeMap::new(),
+            caps: BTreeMap::new(),
             servers: Vec::new(),
             children: Vec::new(),
             user,
@@ -349,6 +393,7 @@ impl Env {
         let key = self.key(lab)?;
         let root = self.tmp.join(format!("serve-{host}"));
         std::fs::create_dir_all(&root).map_err(io(format!("creating {}", root.display())))?;
+        let caps = self.caps.get(host).copied().unwrap_or_default();
         let args: Vec<String> = vec![
             "serve".into(),
             "--listen".into(),
@@ -357,6 +402,12 @@ impl Env {
             arg(&key),
             "--root".into(),
             arg(&root),
+            "--max-tests".into(),
+            caps.tests.to_string(),
+            "--max-connections".into(),
+            caps.connections.to_string(),
+            "--max-duration".into(),
+            caps.duration_s.to_string(),
             "--quiet".into(),
         ];
         let argv = in_ns(lab.ns(host)?, &self.linerate, &args);
@@ -533,6 +584,8 @@ struct Started {
     verify: Option<(PathBuf, PathBuf)>,
     server: Option<(u32, u64)>, // a per-run server (iperf3), stopped when the run ends
     pending: Vec<Job>,          // clients, started together once every instance is prepared
+    /// The client takes `--start-at` (bench): it connects first and begins at that instant.
+    syncable: bool,
     t0: Instant,
     timeout: Duration,
 }
@@ -595,6 +648,7 @@ fn start_instance(
         verify: None,
         server: None,
         pending: vec![],
+        syncable: spec.tool == Tool::Bench,
         t0: Instant::now(),
         timeout: if spec.tool.copies() { transfer } else { timed },
     };
@@ -832,6 +886,8 @@ struct Measured {
     flows: Option<u64>,
     intervals: Vec<Interval>,
     raw: Option<RawDoc>,
+    congestion: Option<String>,
+    started_unix_us: Option<u64>,
 }
 
 impl Measured {
@@ -846,6 +902,8 @@ impl Measured {
             flows: None,
             intervals: Vec::new(),
             raw: None,
+            congestion: None,
+            started_unix_us: None,
         }
     }
 }
@@ -857,6 +915,14 @@ fn iperf3_cpu(c: &Value, user: &str, system: &str) -> Option<CpuBusy> {
 
 fn busy(c: &CpuShare) -> CpuBusy {
     CpuBusy { user: c.user, system: c.system, softirq: c.softirq, irq: c.irq }
+}
+
+/// The congestion control of the side that sent the bulk data (the agent's when the client
+/// received), as that side read it back from its data sockets; the client's for both ways.
+fn sender_congestion(doc: &BenchDocument) -> Option<String> {
+    let receiving = doc.test.as_ref().is_some_and(|t| t.direction == "receive");
+    let host = if receiving { &doc.hosts.remote } else { &doc.hosts.local };
+    host.get("congestion_control_in_use").and_then(Value::as_str).map(str::to_string)
 }
 
 /// Parses one finished instance's output.
@@ -906,6 +972,8 @@ fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Measured
                 flows: Some(streams.len() as u64),
                 intervals,
                 raw: None,
+                congestion: end.get("sender_tcp_congestion").and_then(Value::as_str).map(str::to_string),
+                started_unix_us: None,
             })
         }
         Tool::Bench => {
@@ -926,6 +994,8 @@ fn parse_result(tool: Tool, out: &str, bytes: u64, wall: f64) -> Result<Measured
                 fairness: s.jain,
                 flows: Some(s.connections),
                 intervals,
+                congestion: sender_congestion(&doc),
+                started_unix_us: doc.started_unix_us,
                 raw: Some(RawDoc::Bench(Box::new(doc.clone()))),
             })
         }
@@ -986,7 +1056,77 @@ fn record(g: &Group, inst: &Instance, spec: &RunSpec, repeat: u32) -> LabRun {
         intervals: Vec::new(),
         guarantee: None,
         raw: None,
+        congestion: None,
+        started_unix_us: None,
     }
+}
+
+/// Lines up the start of a group's bench clients: each is told (`--start-at`) to begin its test
+/// at one instant far enough ahead for all of them to start and authenticate, so that process
+/// start-up, one after another on a busy machine, does not stagger the measurements. Whether it
+/// did (groups of two or more bench clients).
+fn synchronise(started: &mut [Option<Started>]) -> bool {
+    let n = started.iter().flatten().filter(|s| s.syncable).count();
+    if n < 2 {
+        return false;
+    }
+    // start-up and a handshake each, on two cores: ~30 ms a client; 4x that, and half a second
+    let lead = Duration::from_millis(500 + 120 * n as u64);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let at = (now + lead).as_millis().to_string();
+    for s in started.iter_mut().flatten().filter(|s| s.syncable) {
+        for job in &mut s.pending {
+            job.argv.extend(["--start-at".to_string(), at.clone()]);
+        }
+        s.timeout += lead;
+    }
+    true
+}
+
+/// A group's record from its members' runs: totals and fairness over the members that
+/// measured, which members failed, and how far apart their tests started.
+fn group_record(g: &Group, repeat: u32, recs: &[LabRun], synchronised: bool) -> GroupRecord {
+    let rates: Vec<f64> = recs.iter().filter(|r| r.ok).filter_map(|r| r.rate_bps).collect();
+    let starts: Vec<u64> = recs.iter().filter(|r| r.ok).filter_map(|r| r.started_unix_us).collect();
+    let skew = match (starts.iter().min(), starts.iter().max()) {
+        (Some(a), Some(b)) if starts.len() > 1 => Some((b - a) as f64 / 1e3),
+        _ => None,
+    };
+    GroupRecord {
+        group: g.name.clone(),
+        repeat,
+        members: recs.iter().map(|r| r.name.clone()).collect(),
+        rate_bps: rates.iter().sum(),
+        fairness: jain(&rates),
+        ok: recs.iter().all(|r| r.ok),
+        failed: recs.iter().filter(|r| !r.ok).map(|r| r.name.clone()).collect(),
+        start_skew_ms: skew,
+        start_tolerance_ms: synchronised.then_some(START_TOLERANCE_MS),
+    }
+}
+
+/// The progress line of a group of several members: its total and fairness, over how many of
+/// its members, and how far apart they started.
+fn group_line(g: &GroupRecord) -> String {
+    let (n, of) = g.measured();
+    let over = if g.ok { String::new() } else { format!(" over {n} of {of} members") };
+    let mut line = format!(
+        "{:<28} {:>11} {:>14} total, Jain {}{over}",
+        g.group,
+        "group",
+        format_rate(g.rate_bps),
+        g.fairness.map_or("-".to_string(), |j| format!("{j:.3}")),
+    );
+    if let Some(skew) = g.start_skew_ms {
+        line.push_str(&format!(", starts within {skew:.1} ms"));
+        if g.start_tolerance_ms.is_some_and(|t| skew > t) {
+            line.push_str(&format!(" (more than the {START_TOLERANCE_MS} ms aimed at)"));
+        }
+    }
+    if !g.ok {
+        line.push_str(&format!("; INCOMPLETE: {} failed", g.failed.join(", ")));
+    }
+    line
 }
 
 /// Compares a copy with its source byte for byte (`diff -qr`, through the executor), after
@@ -1064,6 +1204,7 @@ pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Resu
         runs,
         groups: group_recs,
         emulators,
+        time_scale: None,
     })
 }
 
@@ -1071,6 +1212,7 @@ type Records = (Vec<LabRun>, Vec<GroupRecord>);
 
 fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mut Env) -> Result<Records, LabError> {
     let gs = groups(sc, lab)?;
+    env.caps = agent_caps(sc, &gs);
     let mut runs = Vec::new();
     let mut group_recs = Vec::new();
     let mut counter = 0usize;
@@ -1101,6 +1243,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 let bytes = started.iter().flatten().filter(|s| s.verify.is_some()).map(|s| s.bytes).sum();
                 env.prefault(lab, bytes)?;
             }
+            let synchronised = synchronise(&mut started);
             let cpu_before = lab.exec().busy_cpu_s();
             for (k, slot) in started.iter_mut().enumerate() {
                 if let Some(s) = slot {
@@ -1140,6 +1283,8 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                         rec.flows = m.flows;
                         rec.intervals = m.intervals;
                         rec.raw = m.raw;
+                        rec.congestion = m.congestion;
+                        rec.started_unix_us = m.started_unix_us;
                     }
                     Err(e) => rec.error = Some(e),
                 }
@@ -1151,7 +1296,6 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 }
             }
             env.reap();
-            let rates: Vec<f64> = recs.iter().filter_map(|r| r.rate_bps).collect();
             for r in &recs {
                 let what = r.mode.map_or_else(|| r.tool.name().to_string(), |m| format!("cp {}", m.name()));
                 let line = match r.rate_bps {
@@ -1160,24 +1304,11 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                 };
                 (cfg.log)(&line);
             }
+            let rec = group_record(g, rep, &recs, synchronised);
             if g.members.len() > 1 {
-                let total: f64 = rates.iter().sum();
-                (cfg.log)(&format!(
-                    "{:<28} {:>11} {:>14} total, Jain {:.3}",
-                    g.name,
-                    "group",
-                    format_rate(total),
-                    jain(&rates).unwrap_or(1.0)
-                ));
+                (cfg.log)(&group_line(&rec));
             }
-            group_recs.push(GroupRecord {
-                group: g.name.clone(),
-                repeat: rep,
-                members: recs.iter().map(|r| r.name.clone()).collect(),
-                rate_bps: rates.iter().sum(),
-                fairness: jain(&rates),
-                ok: recs.iter().all(|r| r.ok),
-            });
+            group_recs.push(rec);
             runs.extend(recs);
         }
     }
@@ -1332,6 +1463,95 @@ streams = 2
         let (doc, rec, _) = run_recorded(SC, "lrunit3", RecordingExecutor::default(), true);
         assert!(matches!(doc, Err(LabError::Interrupted)));
         assert!(rec.spawned.is_empty(), "{:?}", rec.spawned);
+    }
+
+    /// Three guests run `linerate bench` against `s` at once, and the agent is started once.
+    const GUESTS: &str = r#"
+name = "guests"
+[[host]]
+name = "g[1..3]"
+[[host]]
+name = "s"
+[[switch]]
+name = "sw"
+[[link]]
+a = "g[1..3]"
+b = "sw"
+[[link]]
+a = "sw"
+b = "s"
+[[run]]
+name = "fair"
+tool = "bench"
+hosts = ["g[1..3]"]
+server = "s"
+streams = 5
+seconds = 100
+"#;
+
+    #[test]
+    fn a_group_with_one_failing_member_is_incomplete_and_its_starts_are_synchronised() {
+        let bench =
+            BenchDocument { started_unix_us: Some(1_795_326_436_000_000), ..linerate_model::doc::example::bench() };
+        let rec = RecordingExecutor {
+            outputs: vec![("linerate".into(), serde_json::to_string(&bench).unwrap())],
+            failing_ns: vec!["lrunit7-g2".into()],
+            ..Default::default()
+        };
+        let (doc, rec, _) = run_recorded(GUESTS, "lrunit7", rec, false);
+        let doc = doc.unwrap();
+        // the agent admits what the scenario asks: 3 tests at once (twice, for the overlap of
+        // groups), 5 connections, 100 s
+        let serve = &rec.spawned[0].argv;
+        assert_eq!(serve[5], "serve");
+        let flag = |f: &str| serve.iter().position(|a| a == f).map(|i| serve[i + 1].as_str());
+        assert_eq!(
+            (flag("--max-tests"), flag("--max-connections"), flag("--max-duration")),
+            (Some("8"), Some("10000"), Some("3600"))
+        );
+        // every client starts its test at one instant
+        let at: Vec<&str> = rec.spawned[1..]
+            .iter()
+            .map(|j| j.argv.iter().position(|a| a == "--start-at").map(|i| j.argv[i + 1].as_str()).unwrap())
+            .collect();
+        assert_eq!(at.len(), 3);
+        assert!(at.iter().all(|t| *t == at[0] && t.parse::<u64>().is_ok()), "{at:?}");
+
+        let g = &doc.groups[0];
+        assert!(!g.ok, "a failed member makes the group incomplete");
+        assert_eq!(g.failed, ["fair@g2"]);
+        assert_eq!(g.measured(), (2, 3));
+        let one = doc.runs[0].rate_bps.unwrap();
+        assert_eq!(g.rate_bps, 2.0 * one, "the total over the two that measured");
+        assert_eq!(g.start_tolerance_ms, Some(START_TOLERANCE_MS));
+        assert_eq!(g.start_skew_ms, Some(0.0));
+        assert_eq!(doc.runs[0].started_unix_us, bench.started_unix_us);
+        assert_eq!(doc.runs[0].congestion.as_deref(), Some("cubic"), "as the client read it back");
+        let line = group_line(g);
+        assert!(line.contains("over 2 of 3 members") && line.ends_with("INCOMPLETE: fair@g2 failed"), "{line}");
+    }
+
+    #[test]
+    fn the_congestion_control_recorded_is_the_senders() {
+        let mut doc = linerate_model::doc::example::bench();
+        doc.hosts.remote = serde_json::json!({"congestion_control_in_use": "bbr"});
+        assert_eq!(sender_congestion(&doc).as_deref(), Some("cubic"), "the client sent");
+        doc.test.as_mut().unwrap().direction = "receive".into();
+        assert_eq!(sender_congestion(&doc).as_deref(), Some("bbr"), "the agent sent");
+    }
+
+    #[test]
+    fn agents_admit_every_bench_client_of_the_largest_group_against_them() {
+        let text = GUESTS.replace("g[1..3]", "g[1..16]").replace("seconds = 100", "seconds = 3600");
+        crate::test_state_dir();
+        let sc = Scenario::parse(&text).unwrap();
+        let never = AtomicBool::new(false);
+        let rec = RecordingExecutor::default();
+        let lab = Lab::up_with(Box::new(rec), &sc, Path::new("u.toml"), "lrunit8", false, &never).unwrap();
+        let caps = agent_caps(&sc, &groups(&sc, &lab).unwrap());
+        // (a scenario's streams stay within the agent's default 10,000 connections)
+        assert_eq!(caps["s"], AgentCaps { tests: 32, connections: 10_000, duration_s: 3660 });
+        assert_eq!(caps.len(), 1);
     }
 
     /// Every cp mode and rclone, from `a` to `b`, one after the other.

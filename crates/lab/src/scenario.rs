@@ -441,6 +441,30 @@ impl Scenario {
         Ok(s)
     }
 
+    /// The scenario with every duration shortened by `factor` (0 < factor ≤ 1), for a smoke
+    /// run that checks the scenario runs end to end (`lab run --scale-time`), not its figures:
+    /// timed runs' `seconds` (at least 1), the trees copied (`files`, at least 8 or as many as
+    /// before; a single file's `file_size`, at least 64 KiB) and `repeat` (at least 1). Sweeps,
+    /// hosts, streams and links are kept: every step still runs all its members at once.
+    pub fn scaled(&self, factor: f64) -> Result<Scenario, LabError> {
+        if !(factor > 0.0 && factor <= 1.0) {
+            return Err(LabError::Scenario(format!("time scale {factor}: must be above 0 and at most 1")));
+        }
+        let mut sc = self.clone();
+        let by = |v: u64| (v as f64 * factor).ceil() as u64;
+        for r in &mut sc.runs {
+            r.seconds = r.seconds.map(|s| (by(u64::from(s)) as u32).max(1));
+            r.repeat = r.repeat.map(|n| (by(u64::from(n)) as u32).max(1));
+            match r.files {
+                Some(1) => r.file_size = r.file_size.map(|b| by(b).max(64 << 10)),
+                Some(n) => r.files = Some(by(n).max(n.min(8))),
+                None => {}
+            }
+        }
+        sc.validate()?;
+        Ok(sc)
+    }
+
     /// Reads, parses and validates a scenario file.
     pub fn load(path: &std::path::Path) -> Result<Self, LabError> {
         let text = std::fs::read_to_string(path).map_err(|e| LabError::Io(format!("reading {}", path.display()), e))?;
@@ -853,6 +877,30 @@ rate = "1gbit"
         assert!(Scenario::parse(&relative).unwrap_err().to_string().contains("absolute"));
         let spaced = format!("workdir = \"/mnt/my disk\"\n{TWO}");
         assert!(Scenario::parse(&spaced).unwrap_err().to_string().contains("letters, digits"));
+    }
+
+    #[test]
+    fn a_time_scale_shortens_durations_trees_and_repeats_but_keeps_every_member() {
+        let text = format!(
+            "{TWO}[[run]]\ntool = \"bench\"\nhost = \"a\"\nserver = \"b\"\nseconds = 20\nrepeat = 3\nstreams = 5\n\
+             [[run]]\ntool = \"cp\"\nhost = \"a\"\nserver = \"b\"\nfiles = 640\n\
+             [[run]]\ntool = \"scp\"\nhost = \"a\"\nserver = \"b\"\nfiles = 1\nfile_size = \"2GiB\"\n\
+             [[run]]\ntool = \"rsync\"\nhost = \"a\"\nserver = \"b\"\nfiles = 6\nseconds = 1\n"
+        );
+        let sc = Scenario::parse(&text).unwrap();
+        let s = sc.scaled(0.05).unwrap();
+        assert_eq!((s.runs[0].seconds, s.runs[0].repeat, s.runs[0].streams), (Some(1), Some(1), Some(5)));
+        assert_eq!(s.runs[1].files, Some(32));
+        assert_eq!((s.runs[2].files, s.runs[2].file_size), (Some(1), Some(107_374_183)));
+        assert_eq!((s.runs[3].files, s.runs[3].seconds), (Some(6), Some(1)), "never below what it had, nor 1 s");
+        let same = sc.scaled(1.0).unwrap();
+        assert_eq!(
+            (same.runs[0].seconds, same.runs[1].files, same.runs[2].file_size),
+            (Some(20), Some(640), Some(2 << 30))
+        );
+        for bad in [0.0, -1.0, 1.5, f64::NAN] {
+            assert!(matches!(sc.scaled(bad), Err(LabError::Scenario(_))), "{bad}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! parameters (connections, test, duration, message size) are flagged, since their figures
 //! measure different things.
 
+use crate::convert::lab::FAILED_PREFIX;
 use crate::convert::si;
 use crate::model::{Better, RunKind, RunReport};
 use linerate_model::units::significant;
@@ -98,6 +99,37 @@ impl Comparison {
     }
 }
 
+/// A lab group with a failed run (`failed.GROUP` above zero in either run) is incomplete: its
+/// other figures (`rate.GROUP`, `jain.GROUP`, …) are over the members that measured, so they
+/// are not compared (no change, never a regression nor an improvement) and a warning names it.
+/// More failed runs in B than in A is itself a regression (`failed.` is a goal figure).
+fn incomplete_groups(a: &RunReport, b: &RunReport, rows: &mut [Row], warnings: &mut Vec<String>) {
+    let failed = |r: &RunReport, g: &str| r.find_metric(&format!("{FAILED_PREFIX}{g}")).map_or(0.0, |m| m.value);
+    let groups: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.name.strip_prefix(FAILED_PREFIX))
+        .filter(|g| failed(a, g) > 0.0 || failed(b, g) > 0.0)
+        .map(str::to_string)
+        .collect();
+    for g in groups {
+        let which: Vec<String> = [("A", a), ("B", b)]
+            .iter()
+            .filter(|(_, r)| failed(r, &g) > 0.0)
+            .map(|(n, r)| format!("{n} ({} failed runs)", failed(r, &g)))
+            .collect();
+        warnings.push(format!(
+            "group {g} is incomplete in {}: its figures are over the members that measured and are not compared",
+            which.join(" and ")
+        ));
+        for row in rows.iter_mut() {
+            let of_group = row.name.split_once('.').is_some_and(|(_, k)| k == g);
+            if of_group && !row.name.starts_with(FAILED_PREFIX) {
+                (row.change_pct, row.worse, row.regression) = (None, false, false);
+            }
+        }
+    }
+}
+
 /// Compares `b` against baseline `a`; a change worse than `threshold_pct` percent in the
 /// metric's bad direction is a regression.
 pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
@@ -145,9 +177,11 @@ pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
                 regression: worse && goal,
             }
         })
-        .collect();
+        .collect::<Vec<Row>>();
     let kinds_differ = a.kind != b.kind;
     let mut warnings = Vec::new();
+    let mut rows = rows;
+    incomplete_groups(a, b, &mut rows, &mut warnings);
     if kinds_differ {
         warnings.push(format!(
             "the runs are of different kinds (A is {}, B is {}): their figures measure different things",
@@ -231,6 +265,9 @@ pub fn key_params(r: &RunReport) -> Vec<(&'static str, String)> {
         RunKind::Lab => {
             if let Some(n) = p("scenario").and_then(|s| s.get("name").or(Some(s))).filter(|v| v.is_string()) {
                 out.push(("scenario", num(n)));
+            }
+            if let Some(f) = p("time_scale") {
+                out.push(("time scale", num(f)));
             }
         }
         RunKind::Mesh => {}

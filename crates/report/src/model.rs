@@ -281,7 +281,7 @@ impl RunReport {
 
     /// Whether metric `name` is one the run is judged by: throughput for a stream test,
     /// transactions and the p50 and p99 latency for request/response (and for a sweep, the best
-    /// point's too), elapsed time and rate for cp, the groups' rates for lab, every pair for
+    /// point's too), elapsed time and rate for cp, the groups' rates and failed runs for lab, every pair for
     /// mesh. The other figures (retransmits, CPU, errors) are informational: `report compare`
     /// shows their change but never calls it a regression.
     pub fn is_goal(&self, name: &str) -> bool {
@@ -291,7 +291,7 @@ impl RunReport {
             }
             RunKind::Bench => matches!(name, "throughput.best" | "throughput"),
             RunKind::Cp => matches!(name, "seconds" | "throughput"),
-            RunKind::Lab => name.starts_with("rate."),
+            RunKind::Lab => name.starts_with("rate.") || name.starts_with(crate::convert::lab::FAILED_PREFIX),
             RunKind::Mesh => true,
         }
     }

@@ -201,6 +201,12 @@ pub struct BenchArgs {
     /// Seconds allowed to connect, authenticate and open the data connections.
     #[arg(long, default_value_t = 15)]
     timeout: u64,
+    /// Connect and authenticate, then wait until this wall-clock instant (milliseconds since
+    /// the Unix epoch) before the first test, so that clients started one after another
+    /// measure at the same time (`linerate lab run` starts a group's members so). An instant
+    /// already past starts at once.
+    #[arg(long, value_name = "UNIX_MS")]
+    start_at: Option<u64>,
     /// Run store to save this run in (a SQLite file or a postgres:// URL) [default: $LINERATE_DB, else the user's data directory].
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
@@ -210,7 +216,7 @@ pub struct BenchArgs {
 }
 
 /// The options that only a client has: refused with `-s`, which runs the agent instead.
-const CLIENT_ONLY: [&str; 42] = [
+const CLIENT_ONLY: [&str; 43] = [
     "server",
     "client",
     "title",
@@ -251,6 +257,7 @@ const CLIENT_ONLY: [&str; 42] = [
     "logfile",
     "link_rate",
     "timeout",
+    "start_at",
     "db",
     "no_save",
 ];
@@ -613,6 +620,12 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     let plain = a.json || a.csv;
     let mut out = Out { to, title: a.title.clone().filter(|_| !plain), timestamps: a.timestamps && !plain };
     let mut client = BenchClient::connect(cfg).map_err(engine_err)?;
+    if let Some(ms) = a.start_at {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+        if let Ok(wait) = at.duration_since(std::time::SystemTime::now()) {
+            std::thread::sleep(wait);
+        }
+    }
     let live = !(a.quiet || a.json || a.csv);
     let link = a.link_rate.map(|r| (r as f64, a.mtu));
     let mut done = Vec::new();
@@ -1167,8 +1180,8 @@ fn swept(key: &str) -> Option<doc::SweepParam> {
 }
 
 fn document(points: &[Point], addr: &SocketAddr, tuning: &ClientTuning, level: u32, width: f64) -> doc::BenchDocument {
-    let started =
-        points.first().map_or(0, |p| p.result.started.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+    let since_epoch = points.first().and_then(|p| p.result.started.duration_since(std::time::UNIX_EPOCH).ok());
+    let started = since_epoch.map_or(0, |d| d.as_secs());
     let pts = points
         .iter()
         .map(|p| doc::BenchPoint {
@@ -1189,6 +1202,7 @@ fn document(points: &[Point], addr: &SocketAddr, tuning: &ClientTuning, level: u
         schema: doc::BENCH_SCHEMA.into(),
         tool: ToolInfo::linerate(env!("CARGO_PKG_VERSION")),
         started_unix_s: started,
+        started_unix_us: since_epoch.and_then(|d| u64::try_from(d.as_micros()).ok()),
         sweep: Some(first.map(|p| p.labels.iter().filter_map(|(k, _)| swept(k)).collect()).unwrap_or_default()),
         test: first.map(|p| test_doc(&p.result.spec, addr, tuning)),
         hosts: doc::BenchHosts {

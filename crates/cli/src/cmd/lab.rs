@@ -71,6 +71,12 @@ enum LabCmd {
         /// Do not save the results in the run store.
         #[arg(long)]
         no_save: bool,
+        /// A smoke run: shorten every duration by this factor (0 < F <= 1): timed runs'
+        /// seconds (at least 1), the trees copied and the repeats; every host, sweep step and
+        /// stream still runs. Checks that the scenario runs end to end; its figures are not the
+        /// experiment's (the results and report say so).
+        #[arg(long, value_name = "F")]
+        scale_time: Option<f64>,
     },
     /// Print the ip/tc commands a scenario would run, with addresses (no root needed).
     Plan {
@@ -118,7 +124,7 @@ pub fn run_lab(a: LabArgs) -> u8 {
         LabCmd::Down { run, all } => down(run, all),
         LabCmd::Status { json } => status(json),
         LabCmd::Exec { host, run, cmd } => exec(&host, run.as_deref(), &cmd),
-        LabCmd::Run { file, output, db, no_save } => run(file, output, db, no_save),
+        LabCmd::Run { file, output, db, no_save, scale_time } => run(file, output, db, no_save, scale_time),
         LabCmd::Plan { file } => plan(file),
         LabCmd::Set { link, changes, dir, run } => set(&link, &changes, &dir, run.as_deref()),
         LabCmd::Emulate { config } => linerate_lab::emu::run(&config).map(|()| exit::OK).map_err(Into::into),
@@ -254,8 +260,12 @@ fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<u8> {
     Ok(st.code().map(|c| c.clamp(0, 255) as u8).unwrap_or(exit::SESSION))
 }
 
-fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: bool) -> Result<u8> {
+fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: bool, scale: Option<f64>) -> Result<u8> {
     let sc = Scenario::load(&file)?;
+    let sc = match scale {
+        Some(f) => sc.scaled(f)?,
+        None => sc,
+    };
     if sc.runs.is_empty() {
         return Err(anyhow!("{}: no [[run]] to perform (use `lab up` to just build it)", file.display()));
     }
@@ -270,7 +280,8 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     let id = lab.plan.run.clone();
     let problems = lab.down();
     report_down(&id, &problems);
-    let doc = result?;
+    let mut doc = result?;
+    doc.time_scale = scale;
     let text = serde_json::to_string_pretty(&doc)?;
     std::fs::write(&out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
     eprintln!("results: {}", out.display());
@@ -292,6 +303,9 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
         Err(e) => eprintln!("linerate lab: warning: no report from the results: {e}"),
     }
     let all_ok = doc.runs.iter().all(|r| r.ok);
+    if !all_ok {
+        eprintln!("linerate lab: {}", failures(&doc));
+    }
     Ok(if !problems.is_empty() {
         exit::SESSION
     } else if all_ok {
@@ -299,6 +313,30 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     } else {
         exit::PARTIAL
     })
+}
+
+/// Which runs failed and which groups they left incomplete, for the closing line of a run
+/// that exits [`exit::PARTIAL`].
+fn failures(doc: &linerate_model::doc::lab::LabDocument) -> String {
+    let failed: Vec<&str> = doc.runs.iter().filter(|r| !r.ok).map(|r| r.name.as_str()).collect();
+    let incomplete: Vec<String> = doc
+        .groups
+        .iter()
+        .filter(|g| !g.ok && g.members.len() > 1)
+        .map(|g| {
+            let (n, of) = g.measured();
+            format!("{} ({n} of {of} members measured)", g.group)
+        })
+        .collect();
+    let mut s = format!("{} of {} runs failed: {}", failed.len(), doc.runs.len(), failed.join(", "));
+    if !incomplete.is_empty() {
+        s.push_str(&format!(
+            "; incomplete groups, whose totals and fairness are not the experiment's: {}",
+            incomplete.join(", ")
+        ));
+    }
+    s.push_str(" (each run's error is in the results file and the log above)");
+    s
 }
 
 fn plan(file: PathBuf) -> Result<u8> {

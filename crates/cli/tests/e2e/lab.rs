@@ -310,3 +310,50 @@ fn lab_down_asks_a_foreground_owner_to_tear_down() {
     assert!(status.success(), "{status}");
     assert_clean(&id);
 }
+
+#[test]
+fn a_group_with_a_failing_member_is_reported_incomplete_and_the_run_exits_1() {
+    if !can_run() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("pair.toml");
+    let mut text = String::from(
+        "name = \"incomplete\"\n[[host]]\nname = \"g[1..3]\"\n[[host]]\nname = \"b\"\n[[switch]]\nname = \"sw\"\n\
+         [[link]]\na = \"g[1..3]\"\nb = \"sw\"\n[[link]]\na = \"sw\"\nb = \"b\"\nrate = \"1gbit\"\n",
+    );
+    // two members that measure, and one whose client refuses its arguments
+    for (name, host, args) in [("ok1", "g1", ""), ("ok2", "g2", ""), ("bad", "g3", "\"--no-such-flag\"")] {
+        text += &format!(
+            "[[run]]\nname = \"{name}\"\ntool = \"bench\"\nhost = \"{host}\"\nserver = \"b\"\ngroup = \"trio\"\n\
+             seconds = 1\nargs = [{args}]\n"
+        );
+    }
+    std::fs::write(&f, text).unwrap();
+    let out_file = d.path().join("r.json");
+    let out = bin().args(["lab", "run", "--no-save"]).arg(&f).arg("-o").arg(&out_file).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let id = err.lines().find(|l| l.starts_with("lab ")).unwrap().split_whitespace().nth(1).unwrap().to_string();
+    assert_clean(&id);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("over 2 of 3 members") && err.contains("INCOMPLETE: bad failed"), "{err}");
+    assert!(err.contains("1 of 3 runs failed: bad; incomplete groups"), "{err}");
+    assert!(err.contains("trio (2 of 3 members measured)"), "{err}");
+
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    let g = &doc["groups"][0];
+    assert_eq!((&g["group"], &g["ok"], &g["failed"]), (&"trio".into(), &false.into(), &serde_json::json!(["bad"])));
+    let ok: Vec<&serde_json::Value> = doc["runs"].as_array().unwrap().iter().filter(|r| r["ok"] == true).collect();
+    assert_eq!(ok.len(), 2);
+    let total: f64 = ok.iter().map(|r| r["rate_bps"].as_f64().unwrap()).sum();
+    let sum = g["rate_bps"].as_f64().unwrap();
+    assert!((sum - total).abs() <= 1e-9 * total, "the total over the two that measured: {sum} against {total}");
+    // the two that measured were started together, and the document says how far apart
+    assert_eq!(g["start_tolerance_ms"], 50.0);
+    assert!(g["start_skew_ms"].as_f64().is_some_and(|s| s >= 0.0), "{g}");
+    assert!(ok.iter().all(|r| r["congestion"].as_str().is_some_and(|c| !c.is_empty())), "{ok:?}");
+
+    let html = std::fs::read_to_string(out_file.with_extension("html")).unwrap();
+    assert!(html.contains("INCOMPLETE: 1 of 3 runs failed, 1 of 1 groups incomplete"), "the report's title");
+    assert!(html.contains("2 of 3") && html.contains("INCOMPLETE: 1 failed (bad)"), "the groups table");
+}

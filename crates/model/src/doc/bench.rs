@@ -21,6 +21,10 @@ pub struct BenchDocument {
     pub tool: ToolInfo,
     /// When the first point started, seconds since the Unix epoch (0 when no point ran).
     pub started_unix_s: u64,
+    /// The same instant in microseconds, for lining up clients started together (the lab's
+    /// group start skew). Absent in documents written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_us: Option<u64>,
     /// The test parameters a sweep varies, in the order of the `--sweep` flags: the first is
     /// the x axis of sweep charts, the others name their lines. Empty without a sweep.
     /// Absent (`None`) only in documents written before it was added; readers then take the

@@ -187,10 +187,11 @@ pub fn bench() -> BenchDocument {
         schema: BENCH_SCHEMA.into(),
         tool: ToolInfo::linerate("0.1.0"),
         started_unix_s: 1_795_326_436,
+        started_unix_us: None,
         sweep: Some(vec![SweepParam::Connections, SweepParam::MsgSize]),
         test: Some(first.test.clone()),
         hosts: BenchHosts {
-            local: json!({"hostname": "client-a", "kernel": "6.1.0"}),
+            local: json!({"hostname": "client-a", "kernel": "6.1.0", "congestion_control_in_use": "cubic"}),
             remote: json!({"hostname": "server-b", "kernel": "6.1.0"}),
         },
         summary: Some(first.summary.clone()),
@@ -246,6 +247,8 @@ fn lab_run(name: &str, tool: Tool, host: &str, group: &str, rate: f64) -> LabRun
             intervals_met_pct: Some(100.0),
         }),
         raw: None,
+        congestion: Some("cubic".into()),
+        started_unix_us: None,
     }
 }
 
@@ -290,6 +293,9 @@ pub fn lab() -> LabDocument {
             rate_bps: r.rate_bps.unwrap_or(0.0),
             fairness: None,
             ok: r.ok,
+            failed: if r.ok { Vec::new() } else { vec![r.name.clone()] },
+            start_skew_ms: None,
+            start_tolerance_ms: None,
         })
         .collect();
     LabDocument {
@@ -381,5 +387,6 @@ pub fn lab() -> LabDocument {
                 ..Default::default()
             },
         }],
+        time_scale: None,
     }
 }

@@ -44,6 +44,11 @@ pub struct LabDocument {
     /// (empty where netem or nothing emulated the links, and in documents before it was kept).
     #[serde(default)]
     pub emulators: Vec<LabEmulator>,
+    /// A smoke run's factor (`lab run --scale-time F`): every duration, tree and repeat count
+    /// was shortened by it, so the figures check that the scenario runs, not what it measures.
+    /// `null` for a run as the scenario says.
+    #[serde(default)]
+    pub time_scale: Option<f64>,
 }
 
 /// One link emulated by linerate's emulator, and what it did to its packets.
@@ -266,6 +271,16 @@ pub struct LabRun {
     /// The tool's own document, for `linerate bench` and `linerate cp`.
     #[serde(deserialize_with = "super::required")]
     pub raw: Option<RawDoc>,
+    /// The TCP congestion control the sender of the test's data used (the agent's when the
+    /// client received), as that side read it back from its sockets (bench) or as iperf3
+    /// reported it; `null` where the tool did not say, and in documents before it was recorded.
+    #[serde(default)]
+    pub congestion: Option<String>,
+    /// When the client's test began (its request to the agent, once connected and
+    /// authenticated), microseconds since the Unix epoch: what a group's start skew is measured
+    /// from. `bench` runs only; `null` elsewhere and in earlier documents.
+    #[serde(default)]
+    pub started_unix_us: Option<u64>,
 }
 
 /// A step of a scaling sweep: the first `instances` instances of run `base`.
@@ -364,13 +379,41 @@ pub struct GroupRecord {
     pub repeat: u32,
     /// Its runs' names.
     pub members: Vec<String>,
-    /// Sum of the members' rates, bit/s.
+    /// Sum of the rates of the members that measured, bit/s: over all of them only when `ok`,
+    /// else over `members.len() - failed.len()` of them.
     pub rate_bps: f64,
-    /// Jain's index between the members' rates.
+    /// Jain's index between the rates of the members that measured (like `rate_bps`, over
+    /// only some of them when `ok` is false: not the group's fairness then).
     #[serde(deserialize_with = "super::required")]
     pub fairness: Option<f64>,
-    /// Every member ran.
+    /// Every member ran: the group is complete. A group with a failed member is incomplete,
+    /// and its figures are not the experiment's.
     pub ok: bool,
+    /// The members that failed (their runs' `error` says why); empty when `ok`. Absent in
+    /// documents written before it was recorded.
+    #[serde(default)]
+    pub failed: Vec<String>,
+    /// The spread of the members' test starts (`runs[].started_unix_us`), milliseconds: last
+    /// start minus first. `null` where fewer than two members recorded a start (only `bench`
+    /// does), and in earlier documents.
+    #[serde(default)]
+    pub start_skew_ms: Option<f64>,
+    /// The spread the runner aims the starts within ([`START_TOLERANCE_MS`]) when it
+    /// synchronised them (`bench` groups of two or more); `null` when it did not.
+    #[serde(default)]
+    pub start_tolerance_ms: Option<f64>,
+}
+
+/// How close together the lab starts the members of a group, milliseconds: each client
+/// connects and authenticates first, then all begin their tests at one instant (`linerate
+/// bench --start-at`); a group whose measured skew exceeds this says so.
+pub const START_TOLERANCE_MS: f64 = 50.0;
+
+impl GroupRecord {
+    /// Members that measured, of all members: `(n, N)`.
+    pub fn measured(&self) -> (usize, usize) {
+        (self.members.len().saturating_sub(self.failed.len()), self.members.len())
+    }
 }
 
 /// The lab as built.

@@ -93,7 +93,54 @@ impl Group<'_> {
     fn streams(&self) -> Option<f64> {
         self.runs.first().map(|r| f64::from(r.streams))
     }
+    /// Runs of the group that failed, over all repeats: a group with one is incomplete, and
+    /// its totals and fairness are over the members that measured.
+    fn failed(&self) -> Vec<&LabRun> {
+        self.runs.iter().copied().filter(|r| rate(r).is_none()).collect()
+    }
+    /// The fewest members that measured in one repeat: `n` of [`Group::size`].
+    fn measured(&self) -> usize {
+        self.repeats()
+            .into_iter()
+            .map(|k| self.members(k).into_iter().filter(|r| rate(r).is_some()).count())
+            .min()
+            .unwrap_or(0)
+    }
+    /// The members' mean rate and its population standard deviation per repeat of several
+    /// members, over those that measured: the hypervisor study's "627 ± 17 Mbit/s per guest".
+    fn per_member(&self) -> Vec<(f64, f64)> {
+        self.repeats()
+            .into_iter()
+            .filter_map(|k| {
+                let rates: Vec<f64> = self.members(k).into_iter().filter_map(rate).collect();
+                let n = rates.len() as f64;
+                let mean = rates.iter().sum::<f64>() / n;
+                let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n;
+                (rates.len() > 1).then(|| (mean, var.sqrt()))
+            })
+            .collect()
+    }
+    /// The spread of the members' test starts per repeat, milliseconds (where two or more
+    /// members recorded theirs).
+    fn start_skew_ms(&self) -> Vec<f64> {
+        self.repeats()
+            .into_iter()
+            .filter_map(|k| {
+                let starts: Vec<u64> = self
+                    .members(k)
+                    .into_iter()
+                    .filter(|r| rate(r).is_some())
+                    .filter_map(|r| r.started_unix_us)
+                    .collect();
+                let (a, b) = (starts.iter().min()?, starts.iter().max()?);
+                (starts.len() > 1).then(|| (b - a) as f64 / 1e3)
+            })
+            .collect()
+    }
 }
+
+/// The metric counting a group's failed runs: `failed.GROUP`.
+pub const FAILED_PREFIX: &str = "failed.";
 
 fn metric_key(s: &str) -> String {
     s.chars().map(|c| if c.is_whitespace() { '_' } else { c }).collect()
@@ -111,6 +158,7 @@ pub fn from_lab(doc: &LabDocument) -> Result<RunReport, ReportError> {
         ("started_unix", Ok(json!(doc.started_unix))),
         ("finished_unix", Ok(json!(doc.finished_unix))),
         ("workdir", Ok(json!(doc.workdir))),
+        ("time_scale", Ok(json!(doc.time_scale))),
         ("lab", serde_json::to_value(&doc.lab)),
     ] {
         r.params.insert(k.into(), v.map_err(|e| ReportError::Invalid(e.to_string()))?);
@@ -118,6 +166,20 @@ pub fn from_lab(doc: &LabDocument) -> Result<RunReport, ReportError> {
     r.hosts = json!({ "machine": doc.machine });
     stamp(&mut r, doc.started_unix, &doc.tool.version);
     lab_charts(&mut r, &doc.runs);
+    if let Some(f) = doc.time_scale {
+        r.title = format!("{} (smoke run: durations × {f}, not the experiment's figures)", r.title);
+    }
+    let groups = groups_of(&doc.runs);
+    let incomplete = groups.iter().filter(|g| !g.failed().is_empty()).count();
+    if incomplete > 0 {
+        let failed = doc.runs.iter().filter(|r| rate(r).is_none()).count();
+        r.title = format!(
+            "{} — INCOMPLETE: {failed} of {} runs failed, {incomplete} of {} groups incomplete",
+            r.title,
+            doc.runs.len(),
+            groups.len()
+        );
+    }
     Ok(r)
 }
 
@@ -160,12 +222,22 @@ fn headline(r: &mut RunReport, groups: &[Group]) {
         if let Some(c) = median(&g.machine_cpu_per_gb()) {
             r.metric(&format!("machine_cpu_per_gb.{key}"), c, "core-s/GB", Better::Lower);
         }
+        if let Some(c) = median(&g.start_skew_ms()) {
+            r.metric(&format!("start_skew.{key}"), c, "ms", Better::Lower);
+        }
+
         if g.sweep().is_none() {
             bars.push(Bar { label: g.name.to_string(), value: m });
             if g.all_ceiling() && ceiling.as_ref().is_none_or(|c| m > c.value) {
                 ceiling = Some(RefLine { label: format!("{} ceiling", g.name), value: m });
             }
         }
+    }
+    // every group says how many of its runs failed (after the rates, which head the run):
+    // `report compare` reads it to keep an incomplete group's figures from passing for the
+    // experiment's
+    for g in groups {
+        r.metric(&format!("{FAILED_PREFIX}{}", metric_key(g.name)), g.failed().len() as f64, "", Better::Lower);
     }
     if let Some(c) = ceiling.as_ref().filter(|c| c.value > 0.0) {
         for g in groups.iter().filter(|g| g.sweep().is_none() && !g.all_ceiling()) {
@@ -358,12 +430,34 @@ fn tables(r: &mut RunReport, groups: &[Group], runs: &[LabRun]) {
     if !groups.is_empty() {
         // the whole machine's CPU only when the runner recorded it (documents since issue 15)
         let machine = groups.iter().any(|g| !g.machine_cpu_per_gb().is_empty());
+        let skew = groups.iter().any(|g| !g.start_skew_ms().is_empty());
+        let several = groups.iter().any(|g| !g.per_member().is_empty());
+        let incomplete = groups.iter().filter(|g| !g.failed().is_empty()).count();
         let rows = groups
             .iter()
             .map(|g| {
+                let failed = g.failed();
+                let (members, complete) = if failed.is_empty() {
+                    (json!(g.size()), json!("yes"))
+                } else {
+                    let repeats = g.repeats().len() > 1;
+                    let names: Vec<String> = failed
+                        .iter()
+                        .map(|r| match (r.name.is_empty(), repeats) {
+                            (true, _) => format!("{} repeat {}", r.tool.name(), r.repeat),
+                            (false, true) => format!("{} repeat {}", r.name, r.repeat),
+                            (false, false) => r.name.clone(),
+                        })
+                        .collect();
+                    (
+                        json!(format!("{} of {}", g.measured(), g.size())),
+                        json!(format!("INCOMPLETE: {} failed ({})", failed.len(), names.join(", "))),
+                    )
+                };
                 let mut row = vec![
                     json!(g.name),
-                    json!(g.size()),
+                    members,
+                    complete,
                     num(g.streams()),
                     json!(g.repeats().len()),
                     num(median(&g.totals())),
@@ -374,16 +468,39 @@ fn tables(r: &mut RunReport, groups: &[Group], runs: &[LabRun]) {
                 if machine {
                     row.push(num(median(&g.machine_cpu_per_gb())));
                 }
+                if several {
+                    let pm = g.per_member();
+                    row.push(num(median(&pm.iter().map(|p| p.0).collect::<Vec<_>>())));
+                    row.push(num(median(&pm.iter().map(|p| p.1).collect::<Vec<_>>())));
+                }
+                if skew {
+                    row.push(num(median(&g.start_skew_ms())));
+                }
                 row
             })
             .collect();
-        let mut columns = ["run", "members", "streams", "repeats", "rate (bit/s)", "Jain", "CPU (%)", "remote CPU (%)"]
-            .map(String::from)
-            .to_vec();
+        let mut columns =
+            ["run", "members", "complete", "streams", "repeats", "rate (bit/s)", "Jain", "CPU (%)", "remote CPU (%)"]
+                .map(String::from)
+                .to_vec();
         if machine {
             columns.push("machine CPU (core-s/GB)".into());
         }
-        r.tables.push(Table { title: "Runs (median of repeats)".into(), columns, rows });
+        if several {
+            columns.push("per member (bit/s)".into());
+            columns.push("per-member stdev (bit/s)".into());
+        }
+        if skew {
+            columns.push("start skew (ms)".into());
+        }
+        let title = if incomplete == 0 {
+            "Runs (median of repeats)".to_string()
+        } else {
+            format!(
+                "Runs (median of repeats); {incomplete} INCOMPLETE: their members, rate and Jain are over the members that measured"
+            )
+        };
+        r.tables.push(Table { title, columns, rows });
     }
     if !runs.is_empty() {
         let text = |s: &str| if s.is_empty() { Value::Null } else { json!(s) };
@@ -399,11 +516,23 @@ fn tables(r: &mut RunReport, groups: &[Group], runs: &[LabRun]) {
                     num(run.duration_s),
                     num(cpu_pct(run, false)),
                     num(run.fairness),
+                    run.congestion.as_deref().map_or(Value::Null, |c| json!(c)),
                     run.error.as_deref().map_or(Value::Null, |e| json!(e)),
                 ]
             })
             .collect();
-        let columns = ["name", "tool", "host", "repeat", "rate (bit/s)", "duration (s)", "CPU (%)", "Jain", "error"];
+        let columns = [
+            "name",
+            "tool",
+            "host",
+            "repeat",
+            "rate (bit/s)",
+            "duration (s)",
+            "CPU (%)",
+            "Jain",
+            "congestion",
+            "error",
+        ];
         r.tables.push(Table { title: "Every measurement".into(), columns: columns.map(String::from).to_vec(), rows });
     }
 }
@@ -440,7 +569,7 @@ mod tests {
         (failed.ok, failed.rate_bps, failed.sweep) = (false, None, Some(SweepStep { base: "tx".into(), instances: 8 }));
         runs.push(failed);
         let r = from_lab(&lab_of(runs)).unwrap();
-        assert_eq!(r.title, "lab example");
+        assert_eq!(r.title, "lab example — INCOMPLETE: 1 of 16 runs failed, 1 of 4 groups incomplete");
         let xy = &r.charts.xy[0];
         assert_eq!((xy.title.as_str(), xy.x.label.as_str()), ("Throughput against guests", "guests"));
         assert_eq!(xy.lines.len(), 1);
@@ -452,6 +581,57 @@ mod tests {
         // fairness bars of the largest step only, the failed run left out
         assert_eq!(r.charts.flows.len(), 1);
         assert_eq!(r.charts.flows[0].flows.len(), 8);
+    }
+
+    #[test]
+    fn a_group_with_a_failed_member_says_it_is_incomplete_and_is_not_compared() {
+        let fair = |failing: bool| {
+            let mut runs: Vec<LabRun> =
+                (1..=3).map(|g| run(&format!("fair@g{g}"), &format!("g{g}"), "fair", 1e9)).collect();
+            runs[1].started_unix_us = Some(1_000_000);
+            runs[2].started_unix_us = Some(1_004_500);
+            runs[0].started_unix_us = Some(1_002_000);
+            if failing {
+                (runs[2].ok, runs[2].rate_bps, runs[2].error) = (false, None, Some("server busy".into()));
+            }
+            runs.push(run("alone", "g4", "alone", 2e9));
+            from_lab(&lab_of(runs)).unwrap()
+        };
+        let (whole, part) = (fair(false), fair(true));
+        assert_eq!(whole.title, "lab example");
+        assert!(part.title.ends_with("INCOMPLETE: 1 of 4 runs failed, 1 of 2 groups incomplete"), "{}", part.title);
+        let t = &part.tables[0];
+        assert!(t.title.contains("1 INCOMPLETE"), "{}", t.title);
+        let col = |name: &str| t.columns.iter().position(|c| c == name).unwrap();
+        assert_eq!(t.rows[0][col("members")], json!("2 of 3"));
+        assert_eq!(t.rows[0][col("complete")], json!("INCOMPLETE: 1 failed (fair@g3)"));
+        assert_eq!(t.rows[0][col("rate (bit/s)")], json!(2e9), "the total over the two that measured");
+        assert_eq!(t.rows[1][col("complete")], json!("yes"));
+        assert_eq!(whole.tables[0].rows[0][col("members")], json!(3));
+        assert_eq!(whole.tables[0].rows[0][col("start skew (ms)")], json!(4.5));
+        assert_eq!(t.rows[0][col("start skew (ms)")], json!(2.0), "between the members that measured");
+        assert_eq!(t.rows[0][col("per member (bit/s)")], json!(1e9));
+        assert_eq!(t.rows[0][col("per-member stdev (bit/s)")], json!(0.0));
+        assert_eq!(t.rows[1][col("per member (bit/s)")], Value::Null, "one member: no spread");
+        let m = |r: &RunReport, name: &str| r.find_metric(name).map(|m| m.value);
+        assert_eq!((m(&whole, "failed.fair"), m(&part, "failed.fair")), (Some(0.0), Some(1.0)));
+        assert_eq!(whole.headline().map(|m| m.name.as_str()), Some("rate.fair"));
+
+        // compared, the incomplete group's figures are not judged; its failure is a regression
+        let c = crate::compare::compare(&whole, &part, 5.0);
+        let row = |name: &str| c.rows.iter().find(|r| r.name == name).unwrap();
+        assert!(row("failed.fair").regression);
+        assert_eq!((row("rate.fair").change_pct, row("rate.fair").regression), (None, false));
+        assert_eq!(row("rate.alone").change_pct, Some(0.0), "a complete group is still compared");
+        assert!(
+            c.warnings.iter().any(|w| w.starts_with("group fair is incomplete in B (1 failed runs)")),
+            "{:?}",
+            c.warnings
+        );
+        let back = crate::compare::compare(&part, &whole, 5.0);
+        assert!(
+            !back.has_regression() && back.rows.iter().find(|r| r.name == "rate.fair").unwrap().change_pct.is_none()
+        );
     }
 
     #[test]
@@ -504,6 +684,7 @@ mod tests {
         let m = |name: &str| r.metrics.iter().find(|m| m.name == name).map(|m| m.value);
         assert_eq!(m("machine_cpu_per_gb.pair"), Some(3.0), "1 GB a repeat, the median of 2, 4 and 3 core-s");
         assert_eq!(m("machine_cpu_per_gb.old"), None, "no figure without /proc/stat readings");
-        assert_eq!(r.tables[0].rows[0].last(), Some(&json!(3.0)));
+        let col = r.tables[0].columns.iter().position(|c| c == "machine CPU (core-s/GB)").unwrap();
+        assert_eq!(r.tables[0].rows[0][col], json!(3.0));
     }
 }

@@ -306,6 +306,7 @@ fn sample_document(v: &Value) -> Result<BenchDocument, ReportError> {
         schema: BENCH_SCHEMA.into(),
         tool: ToolInfo::linerate(""),
         started_unix_s: 0,
+        started_unix_us: None,
         sweep: Some(Vec::new()),
         test: None,
         hosts: BenchHosts { local: Value::Null, remote: Value::Null },
@@ -496,6 +497,8 @@ fn upgrade(o: OldRun) -> Result<LabRun, ReportError> {
         raw,
         name,
         group,
+        congestion: None,
+        started_unix_us: None,
     })
 }
 
@@ -530,14 +533,16 @@ pub fn lab(v: &Value) -> Result<RunReport, ReportError> {
     let runs = old.runs.into_iter().map(upgrade).collect::<Result<Vec<_>, _>>()?;
     lab_charts(&mut r, &runs);
     for t in r.tables.iter_mut() {
-        match t.title.as_str() {
-            "Every measurement" => t.rows.iter_mut().zip(&shown).for_each(|(row, (tool, _))| row[1] = json!(tool)),
-            "Runs (median of repeats)" => {
+        let streams = t.columns.iter().position(|c| c == "streams");
+        match (t.title.as_str(), streams) {
+            ("Every measurement", _) => t.rows.iter_mut().zip(&shown).for_each(|(row, (tool, _))| row[1] = json!(tool)),
+            // the groups' table (its title may go on to say some are incomplete)
+            (title, Some(col)) if title.starts_with("Runs (median of repeats)") => {
                 for row in t.rows.iter_mut() {
                     let unsaid =
                         runs.iter().zip(&shown).find(|(run, _)| row[0] == json!(run.group)).is_some_and(|(_, s)| s.1);
                     if unsaid {
-                        row[2] = Value::Null;
+                        row[col] = Value::Null;
                     }
                 }
             }

@@ -13,7 +13,7 @@ use linerate_model::units::{format_si, significant};
 use serde_json::{json, Value};
 
 mod bench;
-mod lab;
+pub(crate) mod lab;
 pub mod legacy;
 
 pub use bench::from_bench;
