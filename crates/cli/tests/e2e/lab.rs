@@ -68,14 +68,20 @@ pub(crate) fn start_up(f: &Path) -> (Child, String) {
 }
 
 pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    exit_within(child, limit).unwrap_or_else(|| panic!("linerate lab did not exit within {limit:?}"))
+}
+
+/// How `child` exited, or `None` when it had not within `limit` (it is then killed).
+fn exit_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let t = Instant::now();
     loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
         }
         if t.elapsed() > limit {
             let _ = child.kill();
-            panic!("linerate lab did not exit within {limit:?}");
+            let _ = child.wait();
+            return None;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -111,12 +117,7 @@ impl Drop for LabUp {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             sigint(&c);
-            let t = Instant::now();
-            while c.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(30) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+            let _ = exit_within(&mut c, Duration::from_secs(30));
         }
     }
 }
