@@ -1,6 +1,7 @@
 //! Turns a validated scenario into a plan: namespace names, addresses, interface names, and
-//! the exact `ip`/`tc` argv lists that build the lab. Pure (no I/O), so it is unit-tested by
-//! comparing command lists. [`Plan::new`] runs named steps in order: segments and their subnets,
+//! the exact `ip`/`tc` argv lists that build the lab, the `tc` ones through one typed builder
+//! (`Tc`). Pure (no I/O), and it reads the scenario's typed values without parsing a string, so
+//! it is unit-tested by comparing command lists. [`Plan::new`] runs named steps in order: segments and their subnets,
 //! addresses, namespaces and bridges, wiring each link, shaping each end, then the QoS and lab
 //! descriptions.
 
@@ -9,12 +10,14 @@ use crate::emu::shape::Dist;
 use crate::emu::shape::{Impairment, Loss, MAX_HELD};
 use crate::emu::EmuConfig;
 use crate::scenario::{
-    check_ifname, fmt_ip, parse_net, parse_time_us, shaper_rate, EmulatorChoice, LinkSpec, Net, QosSpec, Scenario,
-    Shaper, Side, LAB_RANGE,
+    check_ifname, fmt_ip, EmulatorChoice, LabNet, LinkSpec, LinkTime, Net, QosMatch, QosSpec, Scenario, Shaper,
+    ShaperRate, Side, LAB_RANGE,
 };
 use crate::LabError;
 use linerate_model::doc::lab::{LabClass, LabDescription, LabHost, LabInterface, LabLink, LabQos, LabSwitch};
+use linerate_model::units::Percent;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::path::Path;
 
 /// One interface of a host.
@@ -92,6 +95,71 @@ fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
 
+/// One command line of the plan, built word by word.
+struct Argv(Vec<String>);
+
+impl Argv {
+    /// A command line starting with `words`.
+    fn new(words: &[&str]) -> Argv {
+        Argv(s(words))
+    }
+    /// Then `word`.
+    fn w(mut self, word: impl fmt::Display) -> Argv {
+        self.0.push(word.to_string());
+        self
+    }
+    /// Then `words`.
+    fn ws<W: fmt::Display>(mut self, words: impl IntoIterator<Item = W>) -> Argv {
+        self.0.extend(words.into_iter().map(|w| w.to_string()));
+        self
+    }
+    /// The argv.
+    fn done(self) -> Vec<String> {
+        self.0
+    }
+}
+
+/// A rate as tc reads it: `1000000000bit`.
+struct Bits(u64);
+
+impl fmt::Display for Bits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}bit", self.0)
+    }
+}
+
+/// `tc` on one device of one namespace: the typed builder of every `tc` argv in the plan.
+struct Tc<'a> {
+    ns: &'a str,
+    dev: &'a str,
+}
+
+impl Tc<'_> {
+    /// `tc -n NS qdisc add dev DEV`, the rest to follow.
+    fn qdisc(&self) -> Argv {
+        Argv::new(&["tc", "-n", self.ns, "qdisc", "add", "dev", self.dev])
+    }
+    /// `tc -n NS filter add dev DEV parent PARENT`, the rest to follow.
+    fn filter(&self, parent: &str) -> Argv {
+        Argv::new(&["tc", "-n", self.ns, "filter", "add", "dev", self.dev, "parent", parent])
+    }
+    /// An htb class `classid` under `parent`: guaranteed `rate`, up to `ceil`, with `burst`
+    /// bytes of burst and cburst and the Ethernet overhead.
+    fn htb_class(&self, parent: &str, classid: &str, rate: u64, ceil: u64, burst: u64) -> Vec<String> {
+        Argv::new(&["tc", "-n", self.ns, "class", "add", "dev", self.dev, "parent", parent, "classid", classid])
+            .ws(["htb", "rate"])
+            .w(Bits(rate))
+            .w("ceil")
+            .w(Bits(ceil))
+            .w("burst")
+            .w(burst)
+            .w("cburst")
+            .w(burst)
+            .ws(["overhead", WIRE_OVERHEAD])
+            .done()
+    }
+}
+
 /// Where one end of a link lives.
 struct End {
     ns: String,
@@ -114,10 +182,15 @@ const TBF_LATENCY_US: u64 = 20_000;
 
 /// A tbf's burst (bytes) and latency (µs) on `l` shaped at `rate`: the link's, else the defaults.
 /// `None` where no tbf shapes it (no rate, or htb).
-fn tbf_params(l: &LinkSpec, rate: Option<u64>) -> Result<Option<(u64, u64)>, LabError> {
-    let Some(r) = rate.filter(|_| l.shaper == Shaper::Tbf) else { return Ok(None) };
-    let latency = l.latency.as_deref().map(parse_time_us).transpose()?.unwrap_or(TBF_LATENCY_US);
-    Ok(Some((l.burst.unwrap_or_else(|| burst(r)), latency)))
+fn tbf_params(l: &LinkSpec, rate: Option<u64>) -> Option<(u64, u64)> {
+    let r = rate.filter(|_| l.shaper == Shaper::Tbf)?;
+    let latency = l.latency.map_or(TBF_LATENCY_US, LinkTime::as_micros);
+    Some((l.burst.unwrap_or_else(|| burst(r)), latency))
+}
+
+/// A link's rate in bits/s, if it is shaped.
+fn link_rate(l: &LinkSpec) -> Option<u64> {
+    l.rate.map(ShaperRate::bits_per_s)
 }
 
 /// A time for tc: whole milliseconds as `Nms`, else `Nus`.
@@ -153,11 +226,12 @@ fn own_emulator(l: &LinkSpec, have_netem: &mut dyn FnMut() -> bool) -> bool {
 /// What linerate's emulator does in each direction of link `l` (the same both ways, as netem
 /// on both ends does): its delay, jitter, loss, reordering, duplication and corruption, and
 /// the rate with its queue when the link has a `queue` (else tbf keeps shaping the rate).
-fn impairment(l: &LinkSpec) -> Result<Impairment, LabError> {
-    let pct = |p: Option<f64>| p.unwrap_or(0.0) / 100.0;
+fn impairment(l: &LinkSpec) -> Impairment {
+    let pct = |p: Option<Percent>| p.map_or(0.0, Percent::fraction);
+    let ns = |t: Option<LinkTime>| t.map_or(0, LinkTime::as_micros) * 1000;
     let mut i = Impairment {
-        delay_ns: l.delay.as_deref().map(parse_time_us).transpose()?.unwrap_or(0) * 1000,
-        jitter_ns: l.jitter.as_deref().map(parse_time_us).transpose()?.unwrap_or(0) * 1000,
+        delay_ns: ns(l.delay),
+        jitter_ns: ns(l.jitter),
         dist: l.jitter_dist.unwrap_or_default(),
         loss: Loss::bursty(pct(l.loss), l.loss_burst.unwrap_or(1.0)),
         reorder: pct(l.reorder),
@@ -165,53 +239,44 @@ fn impairment(l: &LinkSpec) -> Result<Impairment, LabError> {
         corrupt: pct(l.corrupt),
         ..Impairment::default()
     };
-    if let (Some(q), Some(r)) = (&l.queue, &l.rate) {
-        let rate = shaper_rate(r)?;
+    if let (Some(q), Some(rate)) = (l.queue, link_rate(l)) {
         i.rate_bps = Some(rate);
-        i.queue_bytes = match parse_time_us(q) {
-            Ok(us) => (u128::from(us) * u128::from(rate) / 8_000_000) as u64,
-            Err(_) => linerate_model::units::parse_size(q).map_err(|e| LabError::Scenario(e.to_string()))?,
-        }
-        .clamp(1, MAX_HELD);
+        i.queue_bytes = q.bytes_at(rate).clamp(1, MAX_HELD);
     }
-    Ok(i)
+    i
 }
 
-fn netem_args(l: &LinkSpec) -> Result<Option<Vec<String>>, LabError> {
-    let (delay, jitter) =
-        (l.delay.as_deref().map(parse_time_us).transpose()?, l.jitter.as_deref().map(parse_time_us).transpose()?);
-    let (loss, reorder) = (l.loss, l.reorder);
-    let mut a = Vec::new();
-    if let Some(d) = delay {
-        a.extend([String::from("delay"), format!("{d}us")]);
-        if let Some(j) = jitter.filter(|&j| j > 0) {
-            a.extend([format!("{j}us"), "distribution".into(), "normal".into()]);
+/// netem's arguments for what link `l` asks (`delay 5000us loss 1% ... limit 100000`), `None`
+/// when it asks for nothing netem does.
+fn netem_args(l: &LinkSpec) -> Option<Vec<String>> {
+    let us = |t: LinkTime| format!("{}us", t.as_micros());
+    let mut a = Argv::new(&[]);
+    if let Some(d) = l.delay {
+        a = a.w("delay").w(us(d));
+        if let Some(j) = l.jitter.filter(|j| j.as_micros() > 0) {
+            a = a.w(us(j)).ws(["distribution", "normal"]);
         }
     }
-    if let Some(l) = loss.filter(|&l| l > 0.0) {
-        a.extend(["loss".into(), format!("{l}%")]);
+    for (word, p) in [("loss", l.loss), ("reorder", l.reorder), ("duplicate", l.duplicate), ("corrupt", l.corrupt)] {
+        if let Some(p) = p.filter(|p| p.is_positive()) {
+            a = a.w(word).w(p);
+        }
     }
-    if let Some(r) = reorder.filter(|&r| r > 0.0) {
-        a.extend(["reorder".into(), format!("{r}%")]);
-    }
-    if let Some(d) = l.duplicate.filter(|&d| d > 0.0) {
-        a.extend(["duplicate".into(), format!("{d}%")]);
-    }
-    if let Some(c) = l.corrupt.filter(|&c| c > 0.0) {
-        a.extend(["corrupt".into(), format!("{c}%")]);
-    }
+    let a = a.done();
     if a.is_empty() {
-        return Ok(None);
+        return None;
     }
-    a.extend(["limit".into(), "100000".into()]);
-    Ok(Some(a))
+    Some(Argv(a).ws(["limit", "100000"]).done())
 }
 
 /// Resolves a QoS match (host name or CIDR) into networks.
-fn match_nets(m: &str, addrs: &BTreeMap<String, Vec<u32>>) -> Result<Vec<Net>, LabError> {
-    match addrs.get(m) {
-        Some(v) => Ok(v.iter().map(|&a| Net { addr: a, prefix: 32 }).collect()),
-        None => Ok(vec![parse_net(m, 32)?]),
+fn match_nets(m: &QosMatch, addrs: &BTreeMap<String, Vec<u32>>) -> Result<Vec<Net>, LabError> {
+    match m {
+        QosMatch::Host(h) => addrs
+            .get(h)
+            .map(|v| v.iter().map(|&a| Net { addr: a, prefix: 32 }).collect())
+            .ok_or_else(|| LabError::Scenario(format!("qos: unknown host '{h}'"))),
+        QosMatch::Net(n) => Ok(vec![LabNet::try_from(*n).map_err(LabError::Scenario)?.net(32)]),
     }
 }
 
@@ -243,8 +308,8 @@ impl Segments {
         let (mut subnet, link_seg) = declared_subnets(sc, links, switch_idx)?;
         for ((_, _, _, l), &seg) in links.iter().zip(&link_seg) {
             if subnet[seg].is_none() {
-                if let Some(a) = l.a_addr.as_ref().or(l.b_addr.as_ref()) {
-                    let n = parse_net(a, 24)?;
+                if let Some(a) = l.a_addr.or(l.b_addr) {
+                    let n = a.net(24);
                     subnet[seg] = Some(Net { addr: n.network(), prefix: n.prefix });
                 }
             }
@@ -264,7 +329,7 @@ fn declared_subnets(
 ) -> Result<(Vec<Option<Net>>, Vec<usize>), LabError> {
     let mut subnet: Vec<Option<Net>> = Vec::new();
     for sw in &sc.switches {
-        subnet.push(sw.subnet.as_deref().map(|n| parse_net(n, 24)).transpose()?);
+        subnet.push(sw.subnet.map(|n| n.net(24)));
     }
     let mut link_seg = Vec::new();
     for (name, a, b, l) in links {
@@ -276,7 +341,7 @@ fn declared_subnets(
                 link_seg.push(i)
             }
             None => {
-                subnet.push(l.subnet.as_deref().map(|n| parse_net(n, 24)).transpose()?);
+                subnet.push(l.subnet.map(|n| n.net(24)));
                 link_seg.push(subnet.len() - 1);
             }
         }
@@ -333,8 +398,8 @@ impl<'a> Addresses<'a> {
     fn new(subnet: &'a [Net], links: &[Link]) -> Result<Addresses<'a>, LabError> {
         let mut used: BTreeSet<u32> = BTreeSet::new();
         for (name, _, _, l) in links {
-            for a in [&l.a_addr, &l.b_addr].into_iter().flatten() {
-                let n = parse_net(a, 24)?;
+            for a in [l.a_addr, l.b_addr].into_iter().flatten() {
+                let n = a.net(24);
                 if !used.insert(n.addr) {
                     return Err(LabError::Scenario(format!("link '{name}': address {} used twice", fmt_ip(n.addr))));
                 }
@@ -344,10 +409,10 @@ impl<'a> Addresses<'a> {
     }
 
     /// An address on segment `seg` for an end of `link`: `explicit` (a host of the segment), else the next free one.
-    fn alloc(&mut self, seg: usize, explicit: &Option<String>, link: &str) -> Result<Net, LabError> {
+    fn alloc(&mut self, seg: usize, explicit: Option<LabNet>, link: &str) -> Result<Net, LabError> {
         let net = self.subnet[seg];
         if let Some(a) = explicit {
-            let n = parse_net(a, net.prefix)?;
+            let n = a.net(net.prefix);
             if !net.contains(n.addr) || n.addr == net.network() || n.addr == net.network() | !net.mask() {
                 return Err(LabError::Scenario(format!(
                     "link '{link}': {} is not a host address of its segment {}",
@@ -449,9 +514,9 @@ impl<'a> Wiring<'a> {
     fn link(&mut self, link: &Link, seg: usize) -> Result<(), LabError> {
         let (name, a, b, l) = link;
         let mtu = l.mtu.unwrap_or(1500);
-        let tbf = tbf_params(l, l.rate.as_deref().map(shaper_rate).transpose()?)?;
-        let (ea, na) = self.end(a, &l.a_if, &l.a_addr, seg, name)?;
-        let (eb, nb) = self.end(b, &l.b_if, &l.b_addr, seg, name)?;
+        let tbf = tbf_params(l, link_rate(l));
+        let (ea, na) = self.end(a, &l.a_if, l.a_addr, seg, name)?;
+        let (eb, nb) = self.end(b, &l.b_if, l.b_addr, seg, name)?;
         if own_emulator(l, &mut self.have_netem) {
             // Two TAPs made by the emulator in the root namespace, moved and renamed.
             let i = self.emulators.len();
@@ -461,7 +526,7 @@ impl<'a> Wiring<'a> {
                 self.cmds.push(s(&["ip", "link", "set", "dev", tap, "netns", &e.ns]));
                 self.cmds.push(s(&["ip", "-n", &e.ns, "link", "set", "dev", tap, "name", &e.dev]));
             }
-            let imp = impairment(l)?;
+            let imp = impairment(l);
             self.emulators.push(EmuConfig {
                 link: name.clone(),
                 a_tap: ta,
@@ -488,15 +553,15 @@ impl<'a> Wiring<'a> {
             a_if: ea.dev.clone(),
             b_if: eb.dev.clone(),
             addrs,
-            rate_bps: l.rate.as_deref().map(shaper_rate).transpose()?,
+            rate_bps: link_rate(l),
             shaper: l.shaper,
             burst_bytes: tbf.map(|t| t.0),
             latency_us: tbf.map(|t| t.1),
             mtu,
-            delay_us: l.delay.as_deref().map(parse_time_us).transpose()?,
-            jitter_us: l.jitter.as_deref().map(parse_time_us).transpose()?,
-            loss_pct: l.loss,
-            reorder_pct: l.reorder,
+            delay_us: l.delay.map(LinkTime::as_micros),
+            jitter_us: l.jitter.map(LinkTime::as_micros),
+            loss_pct: l.loss.map(Percent::get),
+            reorder_pct: l.reorder.map(Percent::get),
             subnet: subnet_text(&self.addrs.subnet[seg]),
         });
         self.ends.insert((name.clone(), Side::A), ea);
@@ -509,7 +574,7 @@ impl<'a> Wiring<'a> {
         &mut self,
         who: &str,
         want: &Option<String>,
-        addr: &Option<String>,
+        addr: Option<LabNet>,
         seg: usize,
         link: &str,
     ) -> Result<(End, Option<Net>), LabError> {
@@ -562,9 +627,7 @@ impl<'a> Wiring<'a> {
 /// The total rate QoS `q` on link `link` shares: its own, else the link's `rate`.
 fn qos_total(q: &QosSpec, rate: Option<u64>, link: &str) -> Result<u64, LabError> {
     q.rate
-        .as_deref()
-        .map(shaper_rate)
-        .transpose()?
+        .map(ShaperRate::bits_per_s)
         .or(rate)
         .ok_or_else(|| LabError::Scenario(format!("qos on '{link}': give the qos or the link a rate")))
 }
@@ -582,8 +645,8 @@ fn shape_links(
     for (name, _, _, l) in links {
         let own = emulated.contains(name.as_str());
         // The emulator shapes the rate itself when the link has a queue of its own.
-        let rate = l.rate.as_deref().map(shaper_rate).transpose()?.filter(|_| !(own && l.queue.is_some()));
-        let netem = if own { None } else { netem_args(l)? };
+        let rate = link_rate(l).filter(|_| !(own && l.queue.is_some()));
+        let netem = if own { None } else { netem_args(l) };
         for side in [Side::A, Side::B] {
             let Some(end) = ends.get(&(name.clone(), side)) else { continue };
             match sc.qos.iter().find(|q| &q.link == name && q.side == side && !q.ingress) {
@@ -591,7 +654,7 @@ fn shape_links(
                     let total = qos_total(q, rate, name)?;
                     htb_classes(cmds, &end.ns, &end.dev, total, q, netem.as_deref(), addrs)?;
                 }
-                None => shape(cmds, &end.ns, &end.dev, rate, tbf_params(l, rate)?, netem.as_deref()),
+                None => shape(cmds, &end.ns, &end.dev, rate, tbf_params(l, rate), netem.as_deref()),
             }
             for q in sc.qos.iter().filter(|q| &q.link == name && q.side == side && q.ingress) {
                 let total = qos_total(q, rate, name)?;
@@ -616,11 +679,14 @@ fn ingress_qos(
 ) -> Result<(), LabError> {
     cmds.push(s(&["ip", "-n", &end.ns, "link", "add", ifb, "type", "ifb"]));
     cmds.push(s(&["ip", "-n", &end.ns, "link", "set", ifb, "up"]));
-    cmds.push(s(&["tc", "-n", &end.ns, "qdisc", "add", "dev", &end.dev, "handle", "ffff:", "ingress"]));
-    cmds.push(s(&[
-        "tc", "-n", &end.ns, "filter", "add", "dev", &end.dev, "parent", "ffff:", "protocol", "all", "prio", "1",
-        "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", ifb,
-    ]));
+    let tc = Tc { ns: &end.ns, dev: &end.dev };
+    cmds.push(tc.qdisc().ws(["handle", "ffff:", "ingress"]).done());
+    cmds.push(
+        tc.filter("ffff:")
+            .ws(["protocol", "all", "prio", "1", "u32", "match", "u32", "0", "0"])
+            .ws(["action", "mirred", "egress", "redirect", "dev", ifb])
+            .done(),
+    );
     htb_classes(cmds, &end.ns, ifb, total, q, None, addrs)
 }
 
@@ -633,22 +699,22 @@ fn describe_qos(
     let mut guarantees = Vec::new();
     let mut qos_desc = Vec::new();
     for q in &sc.qos {
-        let total = match q.rate.as_deref() {
-            Some(r) => shaper_rate(r)?,
-            None => links
-                .iter()
-                .find(|(n, ..)| n == &q.link)
-                .and_then(|(_, _, _, l)| l.rate.as_deref())
-                .map(shaper_rate)
-                .transpose()?
-                .unwrap_or(0),
+        let total = match q.rate {
+            Some(r) => r.bits_per_s(),
+            None => links.iter().find(|(n, ..)| n == &q.link).and_then(|(_, _, _, l)| link_rate(l)).unwrap_or(0),
         };
         let mut classes = Vec::new();
         for c in &q.classes {
-            let r = shaper_rate(&c.rate)?;
-            let ceil = c.ceil.as_deref().map(shaper_rate).transpose()?.unwrap_or(total);
-            let hs: Vec<String> =
-                [&c.src, &c.dst].into_iter().flatten().filter(|m| addrs.contains_key(*m)).cloned().collect();
+            let r = c.rate.bits_per_s();
+            let ceil = c.ceil.map_or(total, ShaperRate::bits_per_s);
+            let hs: Vec<String> = [&c.src, &c.dst]
+                .into_iter()
+                .flatten()
+                .filter_map(|m| match m {
+                    QosMatch::Host(h) if addrs.contains_key(h) => Some(h.clone()),
+                    _ => None,
+                })
+                .collect();
             guarantees.push(Guarantee {
                 class: c.name.clone(),
                 hosts: hs.clone(),
@@ -660,8 +726,8 @@ fn describe_qos(
                 name: c.name.clone(),
                 rate_bps: r,
                 ceil_bps: ceil,
-                src: c.src.clone(),
-                dst: c.dst.clone(),
+                src: c.src.as_ref().map(QosMatch::to_string),
+                dst: c.dst.as_ref().map(QosMatch::to_string),
                 sport: c.sport,
                 dport: c.dport,
                 default: c.default,
@@ -796,68 +862,35 @@ fn shape(
     tbf: Option<(u64, u64)>,
     netem: Option<&[String]>,
 ) {
-    let tc = |rest: &[&str]| -> Vec<String> {
-        let mut v = s(&["tc", "-n", ns, "qdisc", "add", "dev", dev]);
-        v.extend(rest.iter().map(|x| x.to_string()));
-        v
-    };
+    let tc = Tc { ns, dev };
     let leaf_parent = match (rate, tbf) {
         (Some(r), Some((b, latency))) => {
-            let (rb, b, lat) = (format!("{r}bit"), b.to_string(), tc_time(latency));
-            cmds.push(tc(&[
-                "root",
-                "handle",
-                "1:",
-                "tbf",
-                "rate",
-                &rb,
-                "burst",
-                &b,
-                "latency",
-                &lat,
-                "overhead",
-                WIRE_OVERHEAD,
-            ]));
+            cmds.push(
+                tc.qdisc()
+                    .ws(["root", "handle", "1:", "tbf", "rate"])
+                    .w(Bits(r))
+                    .w("burst")
+                    .w(b)
+                    .w("latency")
+                    .w(tc_time(latency))
+                    .ws(["overhead", WIRE_OVERHEAD])
+                    .done(),
+            );
             Some("1:1")
         }
         (Some(r), None) => {
-            let (rb, b) = (format!("{r}bit"), burst(r).to_string());
-            cmds.push(tc(&["root", "handle", "1:", "htb", "default", "1"]));
-            cmds.push(s(&[
-                "tc",
-                "-n",
-                ns,
-                "class",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:",
-                "classid",
-                "1:1",
-                "htb",
-                "rate",
-                &rb,
-                "ceil",
-                &rb,
-                "burst",
-                &b,
-                "cburst",
-                &b,
-                "overhead",
-                WIRE_OVERHEAD,
-            ]));
+            cmds.push(tc.qdisc().ws(["root", "handle", "1:", "htb", "default", "1"]).done());
+            cmds.push(tc.htb_class("1:", "1:1", r, r, burst(r)));
             Some("1:1")
         }
         (None, _) => None,
     };
     if let Some(n) = netem {
-        let mut v = match leaf_parent {
-            Some(p) => tc(&["parent", p, "handle", "10:", "netem"]),
-            None => tc(&["root", "handle", "1:", "netem"]),
+        let at = match leaf_parent {
+            Some(p) => tc.qdisc().ws(["parent", p, "handle", "10:", "netem"]),
+            None => tc.qdisc().ws(["root", "handle", "1:", "netem"]),
         };
-        v.extend(n.iter().cloned());
-        cmds.push(v);
+        cmds.push(at.ws(n).done());
     }
 }
 
@@ -871,54 +904,16 @@ fn htb_classes(
     netem: Option<&[String]>,
     addrs: &BTreeMap<String, Vec<u32>>,
 ) -> Result<(), LabError> {
+    let tc = Tc { ns, dev };
     let n = q.classes.len();
     let def_id = q.classes.iter().position(|c| c.default).map(|i| 10 + i).unwrap_or(10 + n);
-    let tb = format!("{total}bit");
-    let b = burst(total).to_string();
-    cmds.push(s(&[
-        "tc",
-        "-n",
-        ns,
-        "qdisc",
-        "add",
-        "dev",
-        dev,
-        "root",
-        "handle",
-        "1:",
-        "htb",
-        "default",
-        &def_id.to_string(),
-    ]));
-    cmds.push(s(&[
-        "tc",
-        "-n",
-        ns,
-        "class",
-        "add",
-        "dev",
-        dev,
-        "parent",
-        "1:",
-        "classid",
-        "1:1",
-        "htb",
-        "rate",
-        &tb,
-        "ceil",
-        &tb,
-        "burst",
-        &b,
-        "cburst",
-        &b,
-        "overhead",
-        WIRE_OVERHEAD,
-    ]));
+    cmds.push(tc.qdisc().ws(["root", "handle", "1:", "htb", "default"]).w(def_id).done());
+    cmds.push(tc.htb_class("1:", "1:1", total, total, burst(total)));
     let mut classes: Vec<(usize, u64, u64)> = Vec::new();
     let mut sum = 0u64;
     for (i, c) in q.classes.iter().enumerate() {
-        let r = shaper_rate(&c.rate)?;
-        let ceil = c.ceil.as_deref().map(shaper_rate).transpose()?.unwrap_or(total).min(total);
+        let r = c.rate.bits_per_s();
+        let ceil = c.ceil.map_or(total, ShaperRate::bits_per_s).min(total);
         sum = sum.saturating_add(r);
         classes.push((10 + i, r, ceil.max(r)));
     }
@@ -931,81 +926,42 @@ fn htb_classes(
     if def_id == 10 + n {
         classes.push((def_id, (total - sum).max(total / 100).max(1000), total));
     }
-    for (id, r, ceil) in &classes {
-        let (cid, rb, cb) = (format!("1:{id}"), format!("{r}bit"), format!("{ceil}bit"));
-        let bb = burst(*ceil).to_string();
-        cmds.push(s(&[
-            "tc",
-            "-n",
-            ns,
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:1",
-            "classid",
-            &cid,
-            "htb",
-            "rate",
-            &rb,
-            "ceil",
-            &cb,
-            "burst",
-            &bb,
-            "cburst",
-            &bb,
-            "overhead",
-            WIRE_OVERHEAD,
-        ]));
+    for &(id, r, ceil) in &classes {
+        let cid = format!("1:{id}");
+        cmds.push(tc.htb_class("1:1", &cid, r, ceil, burst(ceil)));
         if let Some(nm) = netem {
-            let mut v = s(&[
-                "tc",
-                "-n",
-                ns,
-                "qdisc",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                &cid,
-                "handle",
-                &format!("{}:", id + 100),
-                "netem",
-            ]);
-            v.extend(nm.iter().cloned());
-            cmds.push(v);
+            cmds.push(tc.qdisc().ws(["parent", &cid, "handle", &format!("{}:", id + 100), "netem"]).ws(nm).done());
         }
     }
     for (i, c) in q.classes.iter().enumerate() {
         let cid = format!("1:{}", 10 + i);
-        let srcs = c.src.as_deref().map(|m| match_nets(m, addrs)).transpose()?;
-        let dsts = c.dst.as_deref().map(|m| match_nets(m, addrs)).transpose()?;
-        let none = [None];
-        let sv: Vec<Option<Net>> = srcs.map(|v| v.into_iter().map(Some).collect()).unwrap_or_else(|| none.to_vec());
-        let dv: Vec<Option<Net>> = dsts.map(|v| v.into_iter().map(Some).collect()).unwrap_or_else(|| none.to_vec());
+        let nets = |m: &Option<QosMatch>| -> Result<Vec<Option<Net>>, LabError> {
+            match m {
+                Some(m) => Ok(match_nets(m, addrs)?.into_iter().map(Some).collect()),
+                None => Ok(vec![None]),
+            }
+        };
+        let (sv, dv) = (nets(&c.src)?, nets(&c.dst)?);
         if sv == [None] && dv == [None] && c.sport.is_none() && c.dport.is_none() {
             continue; // matches by `default` only
         }
+        let cidr = |n: &Net| format!("{}/{}", fmt_ip(n.addr), n.prefix);
         for sn in &sv {
             for dn in &dv {
-                let mut f = s(&[
-                    "tc", "-n", ns, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-                ]);
+                let mut f = tc.filter("1:").ws(["protocol", "ip", "prio", "1", "u32"]);
                 if let Some(n) = sn {
-                    f.extend(s(&["match", "ip", "src", &format!("{}/{}", fmt_ip(n.addr), n.prefix)]));
+                    f = f.ws(["match", "ip", "src"]).w(cidr(n));
                 }
                 if let Some(n) = dn {
-                    f.extend(s(&["match", "ip", "dst", &format!("{}/{}", fmt_ip(n.addr), n.prefix)]));
+                    f = f.ws(["match", "ip", "dst"]).w(cidr(n));
                 }
                 if let Some(p) = c.sport {
-                    f.extend(s(&["match", "ip", "sport", &p.to_string(), "0xffff"]));
+                    f = f.ws(["match", "ip", "sport"]).w(p).w("0xffff");
                 }
                 if let Some(p) = c.dport {
-                    f.extend(s(&["match", "ip", "dport", &p.to_string(), "0xffff"]));
+                    f = f.ws(["match", "ip", "dport"]).w(p).w("0xffff");
                 }
-                f.extend(s(&["flowid", &cid]));
-                cmds.push(f);
+                cmds.push(f.ws(["flowid", &cid]).done());
             }
         }
     }

@@ -1,13 +1,19 @@
 //! The scenario file (TOML): hosts, switches, links, QoS classes and runs. Parsing is strict
 //! (unknown keys are errors) and validation happens here, before anything touches the kernel,
-//! so a bad file never leaves half a lab behind.
+//! so a bad file never leaves half a lab behind. Rates, times, percentages, queues and addresses
+//! deserialize into typed values ([`ShaperRate`], [`LinkTime`], `Percent`, `QueueLimit`,
+//! [`LabNet`]) in the one grammar of `linerate_model::units`, so an error names the file, line
+//! and field, and the plan never parses a string again; [`Scenario::validate`] checks only what
+//! ties fields and sections together.
 
 use crate::LabError;
 /// The tool, cp mode, shaper and link-end names a scenario uses are the results document's own.
 pub use linerate_model::doc::lab::{CpMode, Shaper, Side, Tool};
-use linerate_model::units;
+use linerate_model::units::{self, Percent, QueueLimit, Rate, Subnet};
 use serde::Deserialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
 
 /// A whole scenario, as read from its file.
 #[derive(Debug, Clone, Deserialize)]
@@ -60,7 +66,7 @@ pub struct SwitchSpec {
     /// Switch name (same rules as hosts; must not clash with a host).
     pub name: String,
     /// The subnet of its segment, inside 198.18.0.0/15 (default: the next free /24).
-    pub subnet: Option<String>,
+    pub subnet: Option<LabNet>,
 }
 
 /// One link: a veth pair. Either end may be a range (`g[1..16]`), which makes one link each.
@@ -74,7 +80,7 @@ pub struct LinkSpec {
     /// Second end: a host or a switch.
     pub b: String,
     /// Line rate, e.g. `10gbit`, `500mbit`, `10G` (default: unshaped).
-    pub rate: Option<String>,
+    pub rate: Option<ShaperRate>,
     /// Which qdisc enforces `rate`.
     #[serde(default)]
     pub shaper: Shaper,
@@ -82,41 +88,41 @@ pub struct LinkSpec {
     #[serde(default, deserialize_with = "units::serde_size::option")]
     pub burst: Option<u64>,
     /// The tbf's latency (longest a packet may wait), e.g. `10ms`; default 20 ms.
-    pub latency: Option<String>,
+    pub latency: Option<LinkTime>,
     /// MTU of both ends (default 1500).
     pub mtu: Option<u32>,
     /// One-way delay added by netem at each end, e.g. `5ms`.
-    pub delay: Option<String>,
+    pub delay: Option<LinkTime>,
     /// Delay jitter (needs `delay`).
-    pub jitter: Option<String>,
-    /// Packet loss in percent at each end.
-    pub loss: Option<f64>,
+    pub jitter: Option<LinkTime>,
+    /// Packet loss in percent at each end: `1.0`, `1` or `"1%"`.
+    pub loss: Option<Percent>,
     /// Reordering in percent (needs `delay`).
-    pub reorder: Option<f64>,
+    pub reorder: Option<Percent>,
     /// How jitter is drawn: `normal` (default, σ = jitter) or `uniform` (±jitter).
     /// linerate's emulator only.
     pub jitter_dist: Option<crate::emu::shape::Dist>,
     /// Duplicated packets in percent.
-    pub duplicate: Option<f64>,
+    pub duplicate: Option<Percent>,
     /// Packets with one bit flipped, in percent (the receiver's checksums drop them).
-    pub corrupt: Option<f64>,
+    pub corrupt: Option<Percent>,
     /// Mean length of a loss burst in packets (Gilbert–Elliott; default 1: independent losses).
     /// linerate's emulator only.
     pub loss_burst: Option<f64>,
     /// The emulator's own rate queue: the link's `rate` is then enforced by the emulator with a
     /// queue of this many bytes (`"64KiB"`) or this much time at the rate (`"2ms"`), tail
     /// dropping past it, like a shallow-buffered switch port. linerate's emulator only.
-    pub queue: Option<String>,
+    pub queue: Option<QueueLimit>,
     /// Who emulates delay, loss and the rest: `auto` (netem where the kernel has it, else
     /// linerate's own), `netem`, or `linerate`.
     #[serde(default)]
     pub emulator: EmulatorChoice,
     /// Subnet of a host-to-host link (default: the next free /24).
-    pub subnet: Option<String>,
+    pub subnet: Option<LabNet>,
     /// Address of end a, `ADDR/PREFIX` or `ADDR`.
-    pub a_addr: Option<String>,
+    pub a_addr: Option<LabNet>,
     /// Address of end b.
-    pub b_addr: Option<String>,
+    pub b_addr: Option<LabNet>,
     /// Interface name at end a (hosts only; default `ethN`).
     pub a_if: Option<String>,
     /// Interface name at end b.
@@ -140,9 +146,9 @@ impl LinkSpec {
     /// Whether the link asks for more than rate shaping (delay, loss, ...).
     pub fn impaired(&self) -> bool {
         self.delay.is_some()
-            || self.loss.is_some_and(|l| l > 0.0)
-            || self.duplicate.is_some_and(|d| d > 0.0)
-            || self.corrupt.is_some_and(|c| c > 0.0)
+            || self.loss.is_some_and(Percent::is_positive)
+            || self.duplicate.is_some_and(Percent::is_positive)
+            || self.corrupt.is_some_and(Percent::is_positive)
             || self.queue.is_some()
     }
 
@@ -167,7 +173,7 @@ pub struct QosSpec {
     #[serde(default)]
     pub ingress: bool,
     /// Total rate shared by the classes (default: the link's rate).
-    pub rate: Option<String>,
+    pub rate: Option<ShaperRate>,
     /// The classes.
     #[serde(rename = "class")]
     pub classes: Vec<QosClass>,
@@ -180,13 +186,13 @@ pub struct QosClass {
     /// Class name (shown in results).
     pub name: String,
     /// Guaranteed rate.
-    pub rate: String,
+    pub rate: ShaperRate,
     /// Ceiling (default: the total rate).
-    pub ceil: Option<String>,
+    pub ceil: Option<ShaperRate>,
     /// Source: a host name (all its addresses) or a CIDR.
-    pub src: Option<String>,
+    pub src: Option<QosMatch>,
     /// Destination: a host name or a CIDR.
-    pub dst: Option<String>,
+    pub dst: Option<QosMatch>,
     /// Source TCP/UDP port.
     pub sport: Option<u16>,
     /// Destination TCP/UDP port.
@@ -301,52 +307,178 @@ pub fn fmt_ip(ip: u32) -> String {
     std::net::Ipv4Addr::from(ip).to_string()
 }
 
-/// Parses `A.B.C.D` or `A.B.C.D/P`; `default_prefix` applies without `/P`.
-pub fn parse_net(s: &str, default_prefix: u8) -> Result<Net, LabError> {
-    let bad = |why: &str| LabError::Scenario(format!("address '{s}': {why}"));
-    let (a, p) = match s.split_once('/') {
-        Some((a, p)) => (a, p.parse::<u8>().map_err(|_| bad("bad prefix length"))?),
-        None => (s, default_prefix),
-    };
-    if p > 32 {
-        return Err(bad("prefix longer than 32"));
+/// An address or network of the lab, `ADDR/PREFIX` or `ADDR` (the reader's default prefix
+/// then applies), inside 198.18.0.0/15: checked when the scenario is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabNet(Subnet);
+
+impl LabNet {
+    /// The network, `default_prefix` applying where the text gave none.
+    pub fn net(self, default_prefix: u8) -> Net {
+        let n = self.0.or_prefix(default_prefix);
+        Net { addr: u32::from(n.addr()), prefix: n.prefix_len() }
     }
-    let ip: std::net::Ipv4Addr = a.trim().parse().map_err(|_| bad("not an IPv4 address"))?;
-    let net = Net { addr: u32::from(ip), prefix: p };
-    if !LAB_RANGE.contains(net.addr) || net.prefix < LAB_RANGE.prefix {
-        return Err(bad("outside 198.18.0.0/15, the only range the lab uses"));
-    }
-    Ok(net)
 }
 
-/// Reads a shaped rate (a link's, a QoS total, class or ceiling) in linerate's one rate grammar
-/// (`10gbit`, `2.5gbit`, `500mbit`, `10G`, `1.25GB/s`) and checks it is one tc can shape:
-/// 1 kbit/s to 1000 Gbit/s.
-pub fn shaper_rate(s: &str) -> Result<u64, LabError> {
-    let bps = units::parse_rate(s).map_err(|e| LabError::Scenario(e.to_string()))?;
-    if !(1_000..=1_000_000_000_000).contains(&bps) {
-        return Err(LabError::Scenario(format!("rate '{s}': must be between 1kbit and 1000gbit")));
+impl FromStr for LabNet {
+    type Err = LabError;
+    fn from_str(s: &str) -> Result<LabNet, LabError> {
+        let bad = |why: &str| LabError::Scenario(format!("address '{}': {why}", s.escape_default()));
+        let sub: Subnet = s.parse().map_err(|e: units::UnitError| bad(&e.to_string()))?;
+        LabNet::try_from(sub).map_err(|e| bad(&e))
     }
-    Ok(bps)
+}
+
+impl TryFrom<Subnet> for LabNet {
+    type Error = String;
+    fn try_from(sub: Subnet) -> Result<LabNet, String> {
+        if !LAB_RANGE.contains(u32::from(sub.addr())) || sub.prefix().is_some_and(|p| p < LAB_RANGE.prefix) {
+            return Err(format!("{sub} is outside 198.18.0.0/15, the only range the lab uses"));
+        }
+        Ok(LabNet(sub))
+    }
+}
+
+impl<'de> Deserialize<'de> for LabNet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LabNet, D::Error> {
+        LabNet::try_from(Subnet::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for LabNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A shaped rate (a link's, a QoS total, class or ceiling) in linerate's one rate grammar
+/// (`10gbit`, `2.5gbit`, `500mbit`, `10G`, `1.25GB/s`) that tc can shape: 1 kbit/s to
+/// 1000 Gbit/s. Its text is tc's: `10000000000bit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ShaperRate(Rate);
+
+impl ShaperRate {
+    /// Bits per second.
+    pub fn bits_per_s(self) -> u64 {
+        self.0.bits_per_s()
+    }
+}
+
+impl TryFrom<Rate> for ShaperRate {
+    type Error = String;
+    fn try_from(r: Rate) -> Result<ShaperRate, String> {
+        if !(1_000..=1_000_000_000_000).contains(&r.bits_per_s()) {
+            return Err(format!(
+                "rate {}: must be between 1kbit and 1000gbit",
+                units::format_rate(r.bits_per_s() as f64)
+            ));
+        }
+        Ok(ShaperRate(r))
+    }
+}
+
+impl FromStr for ShaperRate {
+    type Err = LabError;
+    fn from_str(s: &str) -> Result<ShaperRate, LabError> {
+        let r: Rate = s.parse().map_err(|e: units::UnitError| LabError::Scenario(e.to_string()))?;
+        ShaperRate::try_from(r).map_err(LabError::Scenario)
+    }
+}
+
+impl<'de> Deserialize<'de> for ShaperRate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ShaperRate, D::Error> {
+        ShaperRate::try_from(Rate::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for ShaperRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A link's delay, jitter or tbf latency: the one duration grammar ([`units::Duration`]) with
+/// the unit required (`5ms`, `250us`, `0.5ms`, `1s`; a bare `5` is refused rather than taken for
+/// seconds), at most 60 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LinkTime(units::Duration);
+
+/// The longest link time.
+const MAX_LINK_TIME: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl LinkTime {
+    /// Whole microseconds.
+    pub fn as_micros(self) -> u64 {
+        self.0.as_micros()
+    }
+    /// The time as a [`units::Duration`].
+    pub fn get(self) -> units::Duration {
+        self.0
+    }
+}
+
+impl TryFrom<units::Duration> for LinkTime {
+    type Error = String;
+    fn try_from(d: units::Duration) -> Result<LinkTime, String> {
+        if d.get() > MAX_LINK_TIME {
+            return Err(format!("time {:?}: must be between 0 and 60s", d.get()));
+        }
+        Ok(LinkTime(d))
+    }
+}
+
+impl LinkTime {
+    /// Reads `s`; the error says why.
+    fn read(s: &str) -> Result<LinkTime, String> {
+        let bad = |why: String| format!("time '{}': {why}", s.escape_default());
+        let d = units::Duration::with_unit(s).map_err(|e| bad(e.to_string()))?;
+        LinkTime::try_from(d).map_err(|_| bad("must be between 0 and 60s".into()))
+    }
+}
+
+impl FromStr for LinkTime {
+    type Err = LabError;
+    fn from_str(s: &str) -> Result<LinkTime, LabError> {
+        LinkTime::read(s).map_err(LabError::Scenario)
+    }
+}
+
+impl<'de> Deserialize<'de> for LinkTime {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LinkTime, D::Error> {
+        LinkTime::read(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a QoS class matches on one side: a host (all its addresses) or a network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QosMatch {
+    /// A host of the scenario, by name.
+    Host(String),
+    /// A network, `ADDR/PREFIX` (a lone address is a /32).
+    Net(Subnet),
+}
+
+impl<'de> Deserialize<'de> for QosMatch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<QosMatch, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(match text.parse::<Subnet>() {
+            Ok(n) => QosMatch::Net(n),
+            Err(_) => QosMatch::Host(text),
+        })
+    }
+}
+
+impl fmt::Display for QosMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QosMatch::Host(h) => f.write_str(h),
+            QosMatch::Net(n) => n.fmt(f),
+        }
+    }
 }
 
 /// A loss burst's mean length in packets (`loss_burst`), in a scenario and in `lab set` alike.
 pub const LOSS_BURST: std::ops::RangeInclusive<f64> = 1.0..=1000.0;
-
-/// Parses a duration such as `5ms`, `250us`, `0.5ms`, `1s` into microseconds: the one duration
-/// grammar ([`units::parse_duration`]), with the unit required (a bare number in `queue` is a
-/// size) and at most 60 s.
-pub fn parse_time_us(s: &str) -> Result<u64, LabError> {
-    let t = s.trim();
-    if t.ends_with(|c: char| c.is_ascii_digit() || c == '.') {
-        return Err(LabError::Scenario(format!("time '{s}': give a unit, e.g. 5ms, 250us, 1s")));
-    }
-    let d = units::parse_duration(t).map_err(|e| LabError::Scenario(format!("time '{s}': {e}")))?;
-    if d > std::time::Duration::from_secs(60) {
-        return Err(LabError::Scenario(format!("time '{s}': must be between 0 and 60s")));
-    }
-    Ok(d.as_micros() as u64)
-}
 
 /// Expands `prefix[A..B]` into `prefixA` .. `prefixB`; any other name stands for itself.
 pub fn expand(name: &str) -> Result<Vec<String>, LabError> {
@@ -430,6 +562,43 @@ fn check_copy_fields(i: usize, r: &RunSpec) -> Result<(), LabError> {
     }
 }
 
+/// The fields of one link that only make sense together: tbf's burst and latency with a
+/// rate, jitter and reorder with a delay, a loss burst with a loss, a queue with a rate, what
+/// only linerate's emulator does not asked of netem.
+fn check_link_fields(l: &LinkSpec) -> Result<(), String> {
+    if l.burst.is_some() || l.latency.is_some() {
+        if l.rate.is_none() || l.shaper != Shaper::Tbf {
+            return Err("burst and latency are the tbf shaper's: give a rate, and no shaper = \"htb\"".into());
+        }
+        if l.burst.is_some_and(|b| !(1500..=1 << 30).contains(&b)) {
+            return Err("burst must be 1500 bytes to 1 GiB".into());
+        }
+        if l.latency.is_some_and(|t| t.as_micros() == 0) {
+            return Err("latency must be above 0".into());
+        }
+    }
+    if l.mtu.is_some_and(|m| !(576..=65535).contains(&m)) {
+        return Err(format!("mtu {} outside 576..65535", l.mtu.unwrap_or_default()));
+    }
+    if (l.jitter.is_some() || l.reorder.is_some()) && l.delay.is_none() {
+        return Err("jitter and reorder need a delay".into());
+    }
+    if l.loss_burst.is_some_and(|b| !LOSS_BURST.contains(&b) || l.loss.is_none()) {
+        return Err("loss_burst is a mean burst length of 1 to 1000 packets, with a loss".into());
+    }
+    match l.queue {
+        Some(_) if l.rate.is_none() => return Err("a queue needs the link's rate".into()),
+        Some(QueueLimit::Time(t)) if t.get() > MAX_LINK_TIME => {
+            return Err("a queue's time must be at most 60s".into());
+        }
+        _ => {}
+    }
+    if l.emulator == EmulatorChoice::Netem && l.needs_own_emulator() {
+        return Err("queue, loss_burst and a uniform jitter_dist need emulator = \"linerate\" (or \"auto\")".into());
+    }
+    Ok(())
+}
+
 impl Scenario {
     /// Parses and validates a scenario.
     pub fn parse(text: &str) -> Result<Self, LabError> {
@@ -510,8 +679,19 @@ impl Scenario {
         Ok(out)
     }
 
-    /// Checks names, references, addresses, rates and times.
+    /// Checks what the types alone cannot: names, references between sections, combinations of
+    /// fields and counts. Rates, times, percentages and addresses were checked when read.
     pub fn validate(&self) -> Result<(), LabError> {
+        self.check_header()?;
+        let hosts = self.check_hosts()?;
+        let switches = self.check_switches(&hosts)?;
+        let links = self.check_links(&hosts, &switches)?;
+        self.check_qos(&hosts, &links)?;
+        self.check_runs(&hosts, &links)
+    }
+
+    /// The scenario's name and working directory.
+    fn check_header(&self) -> Result<(), LabError> {
         let n = &self.name;
         if n.is_empty() || n.len() > 64 || !n.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_') {
             return Err(LabError::Scenario(format!(
@@ -530,6 +710,11 @@ impl Scenario {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// The hosts, ranges expanded: at least one, at most [`MAX_HOSTS`], named well, once each.
+    fn check_hosts(&self) -> Result<BTreeSet<String>, LabError> {
         let hosts = self.host_names()?;
         if hosts.is_empty() {
             return Err(LabError::Scenario("no [[host]]".into()));
@@ -544,170 +729,118 @@ impl Scenario {
                 return Err(LabError::Scenario(format!("host '{h}' declared twice")));
             }
         }
+        Ok(seen)
+    }
+
+    /// The switches: named well, clashing with no host or other switch.
+    fn check_switches(&self, hosts: &BTreeSet<String>) -> Result<BTreeSet<String>, LabError> {
         let mut switches = BTreeSet::new();
         for s in &self.switches {
             check_name("switch", &s.name)?;
-            if seen.contains(&s.name) || !switches.insert(s.name.clone()) {
+            if hosts.contains(&s.name) || !switches.insert(s.name.clone()) {
                 return Err(LabError::Scenario(format!("switch '{}' clashes with another host or switch", s.name)));
             }
-            if let Some(n) = &s.subnet {
-                parse_net(n, 24)?;
-            }
         }
+        Ok(switches)
+    }
+
+    /// The links, ranges expanded: their ends exist, and their fields go together. Their names.
+    fn check_links(&self, hosts: &BTreeSet<String>, switches: &BTreeSet<String>) -> Result<BTreeSet<String>, LabError> {
         let mut link_names = BTreeSet::new();
         for (name, a, b, l) in self.expanded_links()? {
+            let bad = |why: &str| Err(LabError::Scenario(format!("link '{name}': {why}")));
             for end in [&a, &b] {
-                if !seen.contains(end) && !switches.contains(end) {
-                    return Err(LabError::Scenario(format!("link '{name}': unknown host or switch '{end}'")));
+                if !hosts.contains(end) && !switches.contains(end) {
+                    return bad(&format!("unknown host or switch '{end}'"));
                 }
             }
             if switches.contains(&a) && switches.contains(&b) {
-                return Err(LabError::Scenario(format!("link '{name}': a link between two switches is not supported")));
+                return bad("a link between two switches is not supported");
             }
             if a == b {
-                return Err(LabError::Scenario(format!("link '{name}': both ends are '{a}'")));
+                return bad(&format!("both ends are '{a}'"));
             }
             if !link_names.insert(name.clone()) {
                 return Err(LabError::Scenario(format!("link '{name}' declared twice (give it a `name`)")));
             }
-            if let Some(r) = &l.rate {
-                shaper_rate(r)?;
-            }
-            if l.burst.is_some() || l.latency.is_some() {
-                if l.rate.is_none() || l.shaper != Shaper::Tbf {
-                    return Err(LabError::Scenario(format!(
-                        "link '{name}': burst and latency are the tbf shaper's: give a rate, and no shaper = \"htb\""
-                    )));
-                }
-                if l.burst.is_some_and(|b| !(1500..=1 << 30).contains(&b)) {
-                    return Err(LabError::Scenario(format!("link '{name}': burst must be 1500 bytes to 1 GiB")));
-                }
-                if let Some(t) = &l.latency {
-                    if parse_time_us(t)? == 0 {
-                        return Err(LabError::Scenario(format!("link '{name}': latency must be above 0")));
-                    }
-                }
-            }
-            if let Some(m) = l.mtu {
-                if !(576..=65535).contains(&m) {
-                    return Err(LabError::Scenario(format!("link '{name}': mtu {m} outside 576..65535")));
-                }
-            }
-            for t in [&l.delay, &l.jitter].into_iter().flatten() {
-                parse_time_us(t)?;
-            }
-            if (l.jitter.is_some() || l.reorder.is_some()) && l.delay.is_none() {
-                return Err(LabError::Scenario(format!("link '{name}': jitter and reorder need a delay")));
-            }
-            if let Some(b) = l.loss_burst {
-                if !LOSS_BURST.contains(&b) || l.loss.is_none() {
-                    return Err(LabError::Scenario(format!(
-                        "link '{name}': loss_burst is a mean burst length of 1 to 1000 packets, with a loss"
-                    )));
-                }
-            }
-            if let Some(q) = &l.queue {
-                if l.rate.is_none() {
-                    return Err(LabError::Scenario(format!("link '{name}': a queue needs the link's rate")));
-                }
-                if parse_time_us(q).is_err() && units::parse_size(q).is_err() {
-                    return Err(LabError::Scenario(format!(
-                        "link '{name}': queue '{q}': a size (\"64KiB\") or a time at the rate (\"2ms\")"
-                    )));
-                }
-            }
-            if l.emulator == EmulatorChoice::Netem && l.needs_own_emulator() {
-                return Err(LabError::Scenario(format!(
-                    "link '{name}': queue, loss_burst and a uniform jitter_dist need emulator = \"linerate\" (or \"auto\")"
-                )));
-            }
-            for p in [l.loss, l.reorder, l.duplicate, l.corrupt].into_iter().flatten() {
-                if !(0.0..=100.0).contains(&p) {
-                    return Err(LabError::Scenario(format!("link '{name}': percentages must be within 0..100")));
-                }
-            }
-            for n in [&l.subnet].into_iter().flatten() {
-                parse_net(n, 24)?;
-            }
-            for n in [&l.a_addr, &l.b_addr].into_iter().flatten() {
-                parse_net(n, 24)?;
-            }
+            check_link_fields(l).map_err(|why| LabError::Scenario(format!("link '{name}': {why}")))?;
             for n in [&l.a_if, &l.b_if].into_iter().flatten() {
                 check_ifname(n)?;
             }
         }
+        Ok(link_names)
+    }
+
+    /// The QoS blocks: on a known link, with classes, one default at most, matches that name a
+    /// host or a network of the lab.
+    fn check_qos(&self, hosts: &BTreeSet<String>, links: &BTreeSet<String>) -> Result<(), LabError> {
         for q in &self.qos {
-            if !link_names.contains(&q.link) {
+            if !links.contains(&q.link) {
                 return Err(LabError::Scenario(format!("qos: unknown link '{}'", q.link)));
             }
             if q.classes.is_empty() {
                 return Err(LabError::Scenario(format!("qos on '{}': no [[qos.class]]", q.link)));
             }
-            if let Some(r) = &q.rate {
-                shaper_rate(r)?;
-            }
             if q.classes.iter().filter(|c| c.default).count() > 1 {
                 return Err(LabError::Scenario(format!("qos on '{}': more than one default class", q.link)));
             }
             for c in &q.classes {
-                shaper_rate(&c.rate)?;
-                if let Some(r) = &c.ceil {
-                    shaper_rate(r)?;
-                }
                 for m in [&c.src, &c.dst].into_iter().flatten() {
-                    if !seen.contains(m) {
-                        parse_net(m, 32).map_err(|_| {
-                            LabError::Scenario(format!(
-                                "qos class '{}': '{m}' is neither a host nor a CIDR in 198.18.0.0/15",
-                                c.name
-                            ))
-                        })?;
+                    let known = match m {
+                        QosMatch::Host(h) => hosts.contains(h),
+                        QosMatch::Net(n) => LabNet::try_from(*n).is_ok(),
+                    };
+                    if !known {
+                        return Err(LabError::Scenario(format!(
+                            "qos class '{}': '{m}' is neither a host nor a CIDR in 198.18.0.0/15",
+                            c.name
+                        )));
                     }
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The runs: known hosts and links, counts in range, fields their tool takes, names once
+    /// each, at most [`MAX_RUNS`] instances in all.
+    fn check_runs(&self, hosts: &BTreeSet<String>, links: &BTreeSet<String>) -> Result<(), LabError> {
         let mut count = 0usize;
-        let mut names = BTreeMap::new();
+        let mut names = BTreeSet::new();
         for (i, r) in self.runs.iter().enumerate() {
+            let bad = |why: String| Err(LabError::Scenario(format!("run {}: {why}", i + 1)));
             let hosts_of_run = self.run_hosts(r)?;
             if hosts_of_run.is_empty() {
-                return Err(LabError::Scenario(format!("run {}: give `host` or `hosts`", i + 1)));
+                return bad("give `host` or `hosts`".into());
             }
-            for h in hosts_of_run.iter().chain([&r.server]) {
-                if !seen.contains(h) {
-                    return Err(LabError::Scenario(format!("run {}: unknown host '{h}'", i + 1)));
-                }
+            if let Some(h) = hosts_of_run.iter().chain([&r.server]).find(|h| !hosts.contains(*h)) {
+                return bad(format!("unknown host '{h}'"));
             }
             if r.via.is_some() && !r.vias.is_empty() {
-                return Err(LabError::Scenario(format!("run {}: give `via` or `vias`, not both", i + 1)));
+                return bad("give `via` or `vias`, not both".into());
             }
-            for v in r.via.iter().chain(&r.vias) {
-                if !link_names.contains(v) {
-                    return Err(LabError::Scenario(format!("run {}: unknown link '{v}' in via", i + 1)));
-                }
+            if let Some(v) = r.via.iter().chain(&r.vias).find(|v| !links.contains(*v)) {
+                return bad(format!("unknown link '{v}' in via"));
             }
             let instances = hosts_of_run.len() * r.vias.len().max(1);
             if r.sweep.iter().any(|&n| n == 0 || n > instances) {
-                return Err(LabError::Scenario(format!("run {}: sweep counts must be 1..={instances}", i + 1)));
+                return bad(format!("sweep counts must be 1..={instances}"));
             }
-            let streams = r.streams.unwrap_or(1);
-            if !(1..=10_000).contains(&streams) {
-                return Err(LabError::Scenario(format!("run {}: streams must be 1..10000", i + 1)));
+            if !(1..=10_000).contains(&r.streams.unwrap_or(1)) {
+                return bad("streams must be 1..10000".into());
             }
             let rep = r.repeat.unwrap_or(1);
             if !(1..=100).contains(&rep) {
-                return Err(LabError::Scenario(format!("run {}: repeat must be 1..100", i + 1)));
+                return bad("repeat must be 1..100".into());
             }
             if r.seconds.is_some_and(|s| !(1..=3600).contains(&s)) {
-                return Err(LabError::Scenario(format!("run {}: seconds must be 1..3600", i + 1)));
+                return bad("seconds must be 1..3600".into());
             }
             check_copy_fields(i, r)?;
             let per = if r.sweep.is_empty() { instances } else { r.sweep.iter().sum() };
             count = count.saturating_add(per.saturating_mul(rep as usize));
-            if let Some(n) = &r.name {
-                if names.insert(n.clone(), ()).is_some() {
-                    return Err(LabError::Scenario(format!("run name '{n}' used twice")));
-                }
+            if let Some(n) = r.name.as_ref().filter(|n| !names.insert(*n)) {
+                return Err(LabError::Scenario(format!("run name '{n}' used twice")));
             }
         }
         if count > MAX_RUNS {
@@ -790,7 +923,7 @@ rate = "1gbit"
         assert!(Scenario::parse(&format!("{TWO}a_if = \"averyveryverylongname\"\n")).is_err());
         assert!(Scenario::parse(&format!("{TWO}loss = 101.0\n")).is_err());
         let tbf = Scenario::parse(&format!("{TWO}burst = \"4MiB\"\nlatency = \"10ms\"\n")).unwrap();
-        assert_eq!((tbf.links[0].burst, tbf.links[0].latency.as_deref()), (Some(4 << 20), Some("10ms")));
+        assert_eq!((tbf.links[0].burst, tbf.links[0].latency), (Some(4 << 20), Some("10ms".parse().unwrap())));
         let e = Scenario::parse(&format!("{TWO}shaper = \"htb\"\nburst = \"4MiB\"\n")).unwrap_err().to_string();
         assert!(e.contains("tbf shaper's"), "{e}");
         assert!(Scenario::parse(&TWO.replace("rate = \"1gbit\"", "latency = \"10ms\"")).is_err(), "no rate");
@@ -800,6 +933,7 @@ rate = "1gbit"
 
     #[test]
     fn parses_units() {
+        let shaper_rate = |t: &str| t.parse::<ShaperRate>().map(ShaperRate::bits_per_s);
         assert_eq!(shaper_rate("10gbit").unwrap(), 10_000_000_000);
         assert_eq!(shaper_rate("2.5gbit").unwrap(), 2_500_000_000);
         assert_eq!(shaper_rate("500mbit").unwrap(), 500_000_000);
@@ -807,6 +941,7 @@ rate = "1gbit"
         assert_eq!(shaper_rate("10G").unwrap(), 10_000_000_000);
         assert_eq!(shaper_rate("125MB/s").unwrap(), 1_000_000_000);
         assert_eq!(shaper_rate("1000000bit").unwrap(), 1_000_000);
+        assert_eq!("10gbit".parse::<ShaperRate>().unwrap().to_string(), "10000000000bit", "tc's form");
         assert!(shaper_rate("999bit").is_err());
         assert!(shaper_rate("1001gbit").is_err());
         assert!(shaper_rate("10 gigabit").is_err());
@@ -818,8 +953,11 @@ rate = "1gbit"
         assert_eq!(run("\"2GiB\"").unwrap().runs[0].file_size, Some(2 << 30));
         assert!(run("\"1.5\"").unwrap_err().to_string().contains("whole number of bytes"));
         assert!(run("-1").is_err());
-        assert_eq!(parse_time_us("0.5ms").unwrap(), 500);
-        assert_eq!(parse_time_us("2s").unwrap(), 2_000_000);
+        let time_us = |t: &str| t.parse::<LinkTime>().map(LinkTime::as_micros);
+        assert_eq!(time_us("0.5ms").unwrap(), 500);
+        assert_eq!(time_us("2s").unwrap(), 2_000_000);
+        assert!(time_us("61s").unwrap_err().to_string().contains("between 0 and 60s"));
+        assert!(time_us("5").unwrap_err().to_string().contains("give one, e.g. 5ms"));
         assert_eq!(expand("g[1..3]").unwrap(), ["g1", "g2", "g3"]);
         assert!(expand("g[3..1]").is_err());
         assert!(expand("g[1..100000]").is_err());
@@ -901,6 +1039,33 @@ rate = "1gbit"
         for bad in [0.0, -1.0, 1.5, f64::NAN] {
             assert!(matches!(sc.scaled(bad), Err(LabError::Scenario(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_percentage_reads_with_or_without_its_sign() {
+        for loss in ["1.0", "1", "\"1%\"", "\"1\""] {
+            let sc = Scenario::parse(&format!("{TWO}delay = \"5ms\"\nloss = {loss}\n")).unwrap();
+            assert_eq!(sc.links[0].loss.map(Percent::get), Some(1.0), "{loss}");
+        }
+        for bad in ["101.0", "-1", "\"101%\"", "\"lots\""] {
+            let e = Scenario::parse(&format!("{TWO}loss = {bad}\n")).unwrap_err().to_string();
+            assert!(e.contains("loss") && (e.contains("0 to 100") || e.contains("percentage")), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_bad_value_names_its_field_and_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wan.toml");
+        std::fs::write(&path, format!("{TWO}delay = \"5\"\n")).unwrap();
+        let e = Scenario::load(&path).unwrap_err().to_string();
+        assert!(e.contains("wan.toml") && e.contains("delay") && e.contains("give one, e.g. 5ms"), "{e}");
+        std::fs::write(&path, TWO.replace("1gbit", "999bit")).unwrap();
+        let e = Scenario::load(&path).unwrap_err().to_string();
+        assert!(e.contains("wan.toml") && e.contains("rate") && e.contains("between 1kbit and 1000gbit"), "{e}");
+        std::fs::write(&path, format!("{TWO}subnet = \"10.0.0.0/24\"\n")).unwrap();
+        let e = Scenario::load(&path).unwrap_err().to_string();
+        assert!(e.contains("wan.toml") && e.contains("subnet") && e.contains("198.18.0.0/15"), "{e}");
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub fn class(kind: TestKind) -> Class {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawInventory {
-    interval: Option<String>,
+    interval: Option<units::Duration>,
     identity: Option<PathBuf>,
     #[serde(default)]
     limits: RawLimits,
@@ -89,8 +89,8 @@ struct RawInventory {
 struct RawLimits {
     max_parallel: Option<usize>,
     retries: Option<u32>,
-    backoff: Option<String>,
-    connect_timeout: Option<String>,
+    backoff: Option<units::Duration>,
+    connect_timeout: Option<units::Duration>,
 }
 
 #[derive(Deserialize)]
@@ -106,9 +106,9 @@ struct RawAgent {
 struct RawTest {
     name: String,
     kind: TestKind,
-    duration: Option<String>,
+    duration: Option<units::Duration>,
     streams: Option<u64>,
-    rate: Option<String>,
+    rate: Option<units::Rate>,
     #[serde(default)]
     both_ways: Option<bool>,
 }
@@ -169,10 +169,6 @@ fn check_name(what: &str, n: &str) -> Result<(), String> {
     } else {
         Err(format!("{what} name {n:?}: 1 to 63 of a-z, 0-9, '.', '_', '-'"))
     }
-}
-
-fn duration(what: &str, v: &str) -> Result<Duration, String> {
-    units::parse_duration(v).map_err(|e| format!("{what}: {e}"))
 }
 
 /// `HOST[:PORT]`, `[V6]:PORT`, `V6`.
@@ -255,7 +251,7 @@ impl Inventory {
                 return Err(format!("test {:?} is listed twice", t.name));
             }
             let what = format!("test {:?}", t.name);
-            let d = t.duration.as_deref().map(|v| duration(&what, v)).transpose()?.unwrap_or(Duration::from_secs(10));
+            let d = t.duration.map_or(Duration::from_secs(10), units::Duration::get);
             if d < Duration::from_secs(1) || d > MAX_TEST_DURATION {
                 return Err(format!("{what}: duration from 1 s to {} s", MAX_TEST_DURATION.as_secs()));
             }
@@ -266,7 +262,7 @@ impl Inventory {
             if !matches!(t.kind, TestKind::TcpStream | TestKind::UdpStream | TestKind::TcpRr) {
                 return Err(format!("{what}: kind {}: a mesh runs tcp-stream, udp-stream or tcp-rr", t.kind.name()));
             }
-            let rate = t.rate.as_deref().map(units::parse_rate).transpose().map_err(|e| format!("{what}: {e}"))?;
+            let rate = t.rate.map(units::Rate::bits_per_s);
             if t.kind == TestKind::UdpStream && rate.is_none() {
                 return Err(format!("{what}: a udp-stream test needs a rate"));
             }
@@ -276,7 +272,7 @@ impl Inventory {
         if tests.is_empty() || tests.len() > MAX_TESTS {
             return Err(format!("{} tests: 1 to {MAX_TESTS}", tests.len()));
         }
-        let interval = raw.interval.as_deref().map(|v| duration("interval", v)).transpose()?;
+        let interval = raw.interval.map(units::Duration::get);
         if interval.is_some_and(|i| i < Duration::from_secs(60)) {
             return Err("interval: at least 1 minute".into());
         }
@@ -291,16 +287,13 @@ impl Inventory {
         if let Some(r) = raw.limits.retries {
             limits.retries = r.min(10);
         }
-        if let Some(b) = raw.limits.backoff.as_deref() {
-            limits.backoff = duration("limits.backoff", b)?.clamp(Duration::from_millis(100), Duration::from_secs(600));
+        if let Some(b) = raw.limits.backoff {
+            limits.backoff = b.get().clamp(Duration::from_millis(100), Duration::from_secs(600));
         }
         let connect_timeout = raw
             .limits
             .connect_timeout
-            .as_deref()
-            .map(|v| duration("limits.connect_timeout", v))
-            .transpose()?
-            .unwrap_or(Duration::from_secs(10))
+            .map_or(Duration::from_secs(10), units::Duration::get)
             .clamp(Duration::from_secs(1), Duration::from_secs(120));
         Ok(Inventory { interval, identity: raw.identity, limits, connect_timeout, agents, tests })
     }
@@ -348,6 +341,9 @@ mod tests {
             (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-crr\"\n"), "a mesh runs"),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-stream\"\nduration = \"1h\"\n"), "duration from"),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"udp-stream\"\n"), "needs a rate"),
+            (two_agents("[[test]]\nname = \"x\"\nkind = \"udp-stream\"\nrate = \"fast\"\n"), "rate = \"fast\""),
+            (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-rr\"\nduration = \"5 weeks\"\n"), "unknown unit"),
+            (two_agents(t).replace("\"1h\"", "\"1 fortnight\""), "interval = \"1 fortnight\""),
             (two_agents(&format!("{t}{t}")), "listed twice"),
             (two_agents(&format!("{t}colour = \"red\"\n")), "unknown field"),
             (two_agents(t).replace("198.18.1.1", "a b"), "agent address"),

@@ -1,6 +1,7 @@
 //! linerate's shared vocabulary, a leaf crate every other one may use: the typed documents that
-//! carry results between crates ([`doc`]), the one grammar for rates and sizes that every flag,
-//! key option and scenario field accepts ([`units`]), the statistics every report uses with
+//! carry results between crates ([`doc`]), the one grammar for rates, sizes, durations and
+//! percentages that every flag, key option and scenario field accepts, with the typed values
+//! config files are read into ([`units`]), the statistics every report uses with
 //! one documented behaviour at the edges ([`stats`]), and the calendar behind RFC 3339 time
 //! stamps ([`time`]). No I/O.
 #![forbid(unsafe_code)]

@@ -23,9 +23,20 @@
 //!
 //! **Durations** ([`parse_duration`]) take `ns`, `us` (or `µs`), `ms`, `s`, `m` or `min`, `h`, `d`;
 //! a bare number is seconds: `250us`, `5ms`, `1.5s`, `10m`, `6h`. Fractions of a nanosecond are
-//! dropped.
+//! dropped. Where a bare number could be taken for milliseconds (a link's delay, `doctor --rtt`)
+//! the reader asks for the unit instead ([`Duration::with_unit`]), so no field reads `5` as
+//! anything but five seconds. The grammar stays hand-written rather than `humantime`'s, which
+//! refuses fractions (`1.5s`, `0.5ms`) and a bare number, both documented here.
+//!
+//! **Percentages** ([`Percent`]) are a number from 0 to 100, with or without `%`.
+//!
+//! Config files hold these as the typed values of [`typed`] ([`Rate`], [`Duration`],
+//! [`Percent`], [`Subnet`], [`QueueLimit`]), read once when the file is.
 
 use std::fmt;
+
+pub mod typed;
+pub use typed::{Duration, Percent, QueueLimit, Rate, Subnet};
 
 /// What a text was read as, for error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +144,36 @@ pub enum UnitError {
     /// A rate below 1 bit/s (`0`, `0.1bit`).
     #[error("rate {input:?} is below 1 bit/s")]
     BelowOneBit {
+        /// The text given.
+        input: String,
+    },
+    /// A bare number where a duration needs its unit (a link's delay, `doctor --rtt`).
+    #[error("duration {input:?} has no unit: give one, e.g. {input}ms, {input}us or {input}s")]
+    NoUnit {
+        /// The text given.
+        input: String,
+    },
+    /// Not a percentage.
+    #[error("{input:?} is not a percentage: a number from 0 to 100, with or without %, e.g. 1%, 0.5")]
+    NotAPercent {
+        /// The text given.
+        input: String,
+    },
+    /// A percentage outside 0 to 100.
+    #[error("percentage {input:?} is not within 0 to 100")]
+    PercentRange {
+        /// The text given.
+        input: String,
+    },
+    /// Not an IPv4 address or network.
+    #[error("{input:?} is not an IPv4 address: ADDR or ADDR/PREFIX, e.g. 198.18.1.0/24")]
+    NotAnAddress {
+        /// The text given.
+        input: String,
+    },
+    /// Neither a size nor a time.
+    #[error("queue {input:?}: a size (\"64KiB\", or bytes) or a time at the rate (\"2ms\")")]
+    NotAQueue {
         /// The text given.
         input: String,
     },

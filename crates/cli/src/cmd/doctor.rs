@@ -60,24 +60,14 @@ pub struct DoctorArgs {
     json: bool,
 }
 
-/// Parse `1ms`, `250us`, `0.04s`, `2` (milliseconds).
+/// Parse `1ms`, `250us`, `0.04s`: the one duration grammar with its unit required (a bare `20`
+/// is refused with a hint: it was milliseconds here once, and is seconds elsewhere).
 fn parse_rtt(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (t, 1e-3)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a duration (try 1ms, 250us, 0.04s)"))?;
-    let secs = v * scale;
-    if !(1e-6..=60.0).contains(&secs) {
+    let d = linerate_model::units::Duration::with_unit(s).map_err(|e| format!("--rtt: {e}"))?.get();
+    if !(Duration::from_micros(1)..=Duration::from_secs(60)).contains(&d) {
         return Err(format!("'{s}': the RTT must be between 1us and 60s"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 fn esc(s: &str) -> String {
@@ -401,7 +391,9 @@ mod tests {
         assert_eq!(parse_rtt("1ms").unwrap(), Duration::from_millis(1));
         assert_eq!(parse_rtt("250us").unwrap(), Duration::from_micros(250));
         assert_eq!(parse_rtt("0.04s").unwrap(), Duration::from_millis(40));
-        assert_eq!(parse_rtt("20").unwrap(), Duration::from_millis(20));
+        let e = parse_rtt("20").unwrap_err();
+        assert!(e.contains("no unit: give one, e.g. 20ms"), "a bare number is refused with a hint: {e}");
+        assert!(parse_rtt("0.5").is_err());
         assert!(parse_rtt("fast").is_err());
         assert!(parse_rtt("0ms").is_err());
         assert!(parse_rtt("2h").is_err());

@@ -54,6 +54,10 @@ fn doctor_reports_this_host_as_json_and_refuses_an_unknown_interface() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no interface \"nosuchif0\""));
     let out = Command::new(bin()).args(["doctor", "--rtt", "soon"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // A bare number is refused with a hint rather than read as milliseconds (issue 30).
+    let out = Command::new(bin()).args(["doctor", "--rtt", "20"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give one, e.g. 20ms"));
 }
 
 #[test]

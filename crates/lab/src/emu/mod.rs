@@ -17,6 +17,7 @@ mod tap;
 pub mod wire;
 
 use crate::LabError;
+use linerate_model::units::Percent;
 use serde::{Deserialize, Serialize};
 use shape::{Counters, Impairment, Shaper};
 use std::fs::File;
@@ -257,16 +258,9 @@ fn handle(req: &str, ab: &Shared, ba: &Shared) -> Result<String, String> {
     }
 }
 
-fn pct(v: &str) -> Result<f64, String> {
-    let n: f64 = v.trim_end_matches('%').parse().map_err(|_| format!("'{v}': a percentage, e.g. 1%"))?;
-    if !(0.0..=100.0).contains(&n) {
-        return Err(format!("'{v}': between 0 and 100%"));
-    }
-    Ok(n / 100.0)
-}
-
+/// A link time in ns: the scenario's own grammar ([`crate::scenario::LinkTime`]).
 fn time_ns(v: &str) -> Result<u64, String> {
-    crate::scenario::parse_time_us(v).map(|us| us * 1000).map_err(|e| e.to_string())
+    v.parse::<crate::scenario::LinkTime>().map(|t| t.as_micros() * 1000).map_err(|e| e.to_string())
 }
 
 /// `cfg` with `KEY=VALUE` changes applied: `up`/`down` (words), delay, jitter, loss, loss_burst,
@@ -274,6 +268,8 @@ fn time_ns(v: &str) -> Result<u64, String> {
 pub fn apply(mut cfg: Impairment, changes: &[&str]) -> Result<Impairment, String> {
     let mut loss: Option<f64> = None;
     let mut burst: Option<f64> = None;
+    // a percentage as a share: the one grammar of `Percent` (`1%`, `1`, `0.5`), as in a scenario
+    let share = |v: &str| v.parse::<Percent>().map(Percent::fraction).map_err(|e| e.to_string());
     for c in changes {
         match c.split_once('=') {
             None if *c == "down" => cfg.up = false,
@@ -289,7 +285,7 @@ pub fn apply(mut cfg: Impairment, changes: &[&str]) -> Result<Impairment, String
                         _ => return Err(format!("jitter_dist '{v}': normal or uniform")),
                     }
                 }
-                "loss" => loss = Some(pct(v)?),
+                "loss" => loss = Some(share(v)?),
                 "loss_burst" => {
                     let range = crate::scenario::LOSS_BURST;
                     let b: f64 = v.parse().map_err(|_| format!("loss_burst '{v}': packets"))?;
@@ -299,9 +295,9 @@ pub fn apply(mut cfg: Impairment, changes: &[&str]) -> Result<Impairment, String
                     }
                     burst = Some(b);
                 }
-                "reorder" => cfg.reorder = pct(v)?,
-                "duplicate" => cfg.duplicate = pct(v)?,
-                "corrupt" => cfg.corrupt = pct(v)?,
+                "reorder" => cfg.reorder = share(v)?,
+                "duplicate" => cfg.duplicate = share(v)?,
+                "corrupt" => cfg.corrupt = share(v)?,
                 "rate" => {
                     let r =
                         if v == "0" { 0 } else { linerate_model::units::parse_rate(v).map_err(|e| e.to_string())? };
