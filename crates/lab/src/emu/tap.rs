@@ -1,11 +1,25 @@
-//! TAP devices with virtio-net headers: the few ioctls no safe crate offers, and timer slack.
+//! TAP devices with virtio-net headers: the three TUN ioctls through `rustix::ioctl` (no safe
+//! wrapper offers them), and timer slack and waits through `rustix`'s safe calls.
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::num::NonZeroU64;
+use std::os::fd::OwnedFd;
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::{Mode, OFlags};
+use rustix::ioctl::{opcode, IntegerSetter, Opcode, Setter, Updater};
 
 use super::wire::VNET_HDR;
 
+/// `TUNSETIFF`: `_IOW('T', 202, int)`; reads and writes an `ifreq`.
+const TUNSETIFF: Opcode = opcode::write::<libc::c_int>(b'T', 202);
+/// `TUNSETOFFLOAD`: `_IOW('T', 208, unsigned int)`; takes the flags by value.
+const TUNSETOFFLOAD: Opcode = opcode::write::<libc::c_uint>(b'T', 208);
+/// `TUNSETVNETHDRSZ`: `_IOW('T', 216, int)`; reads one int through the pointer.
+const TUNSETVNETHDRSZ: Opcode = opcode::write::<libc::c_int>(b'T', 216);
+
+/// The part of `struct ifreq` TUNSETIFF uses: the name, the flags, padding to 40 bytes.
 #[repr(C)]
 struct IfReq {
     name: [u8; libc::IFNAMSIZ],
@@ -21,69 +35,61 @@ pub fn create(name: &str) -> io::Result<OwnedFd> {
     {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad interface name '{name}'")));
     }
-    // SAFETY: a NUL-terminated constant path; the result is checked.
-    let fd = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = rustix::fs::open("/dev/net/tun", OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())?;
     let mut req = IfReq { name: [0; libc::IFNAMSIZ], flags: 0, _pad: [0; 22] };
     req.name[..name.len()].copy_from_slice(name.as_bytes());
     req.flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short;
-    // SAFETY: TUNSETIFF reads and writes an `ifreq`, which `IfReq` lays out (name, flags, padding
-    // to 40 bytes); the pointer is valid for the call.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req as *mut IfReq) })?;
-    let hdr: libc::c_int = VNET_HDR as libc::c_int;
-    // SAFETY: TUNSETVNETHDRSZ reads one int through the pointer, valid for the call.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &hdr as *const libc::c_int) })?;
+    // SAFETY: TUNSETIFF reads and writes an `ifreq`, which `IfReq` lays out (name, flags,
+    // padding to 40 bytes); the reference is valid for the call.
+    unsafe { rustix::ioctl::ioctl(&fd, Updater::<TUNSETIFF, IfReq>::new(&mut req)) }?;
+    let hdr = VNET_HDR as libc::c_int;
+    // SAFETY: TUNSETVNETHDRSZ reads one int through the pointer, which `Setter` passes.
+    unsafe { rustix::ioctl::ioctl(&fd, Setter::<TUNSETVNETHDRSZ, libc::c_int>::new(hdr)) }?;
     let offloads = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
-    // SAFETY: TUNSETOFFLOAD takes the flags by value.
-    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, offloads as libc::c_ulong) })?;
+    // SAFETY: TUNSETOFFLOAD takes the flags by value, and these are flags it knows.
+    unsafe { rustix::ioctl::ioctl(&fd, IntegerSetter::<TUNSETOFFLOAD>::new_usize(offloads as usize)) }?;
     Ok(fd)
-}
-
-fn check(r: libc::c_int) -> io::Result<()> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
 }
 
 /// Let this thread's timed waits end within 1 µs of their deadline (the default slack is 50 µs).
 pub fn tight_timers() {
-    // SAFETY: PR_SET_TIMERSLACK takes a value and touches no memory.
-    unsafe {
-        libc::prctl(
-            libc::PR_SET_TIMERSLACK,
-            1000 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        );
-    }
+    // best effort: the waits are only later without it
+    let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1000));
 }
 
 /// Wait until `fd` is readable or `timeout_ns` passed (`ppoll`, nanosecond resolution).
 pub fn wait_readable(fd: &OwnedFd, timeout_ns: u64) -> io::Result<bool> {
-    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    let ts = libc::timespec {
-        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: one valid pollfd and a valid timespec for the call; no signal mask.
-    let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
-    match r {
-        r if r < 0 => {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(e)
-            }
-        }
-        0 => Ok(false),
-        _ => Ok(p.revents & libc::POLLIN != 0),
+    let mut p = [PollFd::new(fd, PollFlags::IN)];
+    let ts = Timespec { tv_sec: (timeout_ns / 1_000_000_000) as _, tv_nsec: (timeout_ns % 1_000_000_000) as _ };
+    match rustix::event::poll(&mut p, Some(&ts)) {
+        Err(rustix::io::Errno::INTR) | Ok(0) => Ok(false),
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(p[0].revents().contains(PollFlags::IN)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_opcodes_are_the_kernels() {
+        #[allow(clippy::unnecessary_cast)] // libc::Ioctl is a c_ulong with glibc, a c_int with musl
+        let kernel = |op: libc::Ioctl| op as u64;
+        assert_eq!(u64::from(TUNSETIFF), kernel(libc::TUNSETIFF));
+        assert_eq!(u64::from(TUNSETOFFLOAD), kernel(libc::TUNSETOFFLOAD));
+        assert_eq!(u64::from(TUNSETVNETHDRSZ), kernel(libc::TUNSETVNETHDRSZ));
+        assert_eq!(std::mem::size_of::<IfReq>(), 40, "struct ifreq");
+    }
+
+    #[test]
+    fn a_wait_on_a_quiet_descriptor_times_out_and_a_written_one_is_readable() {
+        let (r, mut w) = std::os::unix::net::UnixStream::pair().unwrap();
+        let r = OwnedFd::from(r);
+        assert!(!wait_readable(&r, 1_000).unwrap());
+        std::io::Write::write_all(&mut w, b"x").unwrap();
+        assert!(wait_readable(&r, 1_000_000_000).unwrap());
+        tight_timers();
+        assert_eq!(rustix::thread::current_timer_slack().unwrap(), 1000);
     }
 }
