@@ -2,7 +2,9 @@
 //! The version lives in `linerate_meta`; migrations run in a transaction holding an advisory
 //! lock, so two processes opening an old database together migrate it once. Connections are
 //! plaintext unless the URL asks for TLS, which this build refuses rather than silently
-//! downgrading; a TCP connection to another host must say `sslmode=disable` to be allowed.
+//! downgrading; a TCP connection to another host must say `sslmode=disable` to be allowed. The
+//! URL (or key-value string) is read by `postgres::Config`; only `sslmode` is looked up in the
+//! text as well, since the parsed config cannot tell it missing from `prefer`.
 
 use super::{RunSummary, STORE_VERSION};
 use crate::model::{Better, Metric, RunReport};
@@ -62,45 +64,83 @@ fn insert_metrics(tx: &mut Transaction<'_>, id: &str, metrics: &[Metric]) -> Res
     Ok(())
 }
 
-/// `url` with any password replaced by `***`.
+/// `url` with any password replaced by `***`: the one in `user:password@`, and any
+/// `password=` option (`?password=…` in a URL, `password=…` in a key-value string).
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let (auth, tail) = match rest.find('@') {
-        Some(at) if rest[..at].find('/').is_none() => (&rest[..at], &rest[at..]),
-        _ => return url.to_string(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***{tail}"),
+    let mut out = match url.split_once("://") {
+        Some((scheme, rest)) => match rest.find(['@', '/', '?']) {
+            Some(at) if rest.as_bytes()[at] == b'@' => match rest[..at].split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+                None => url.to_string(),
+            },
+            _ => url.to_string(),
+        },
         None => url.to_string(),
+    };
+    let mut from = 0;
+    while let Some(i) = out[from..].find("password=").map(|i| from + i + "password=".len()) {
+        let quoted = out[i..].starts_with('\'');
+        let end = if quoted {
+            out[i + 1..].find('\'').map_or(out.len(), |j| i + 1 + j + 1)
+        } else {
+            out[i..].find(['&', ' ', '\t']).map_or(out.len(), |j| i + j)
+        };
+        out.replace_range(i..end, "***");
+        from = i + 3;
+    }
+    out
+}
+
+/// Whether `url` carries a password (`user:password@`, or a `password=` option), as
+/// `postgres::Config` reads it.
+pub fn has_password(url: &str) -> bool {
+    match url.parse::<postgres::Config>() {
+        Ok(c) => c.get_password().is_some_and(|p| !p.is_empty()),
+        Err(_) => redact(url) != url,
     }
 }
 
-/// Whether `url` carries a password (`user:password@`).
-pub fn has_password(url: &str) -> bool {
-    redact(url) != url || url.contains("password=")
+/// The `sslmode` the connection string names, if it names one: the one option whose absence
+/// `postgres::Config` does not tell apart from `prefer`, and whose libpq values (`verify-full`)
+/// it does not all know.
+fn sslmode_given(url: &str) -> Option<&str> {
+    let at = url.find("sslmode=")? + "sslmode=".len();
+    let v = &url[at..];
+    Some(&v[..v.find(['&', ' ', '\t']).unwrap_or(v.len())])
 }
 
-/// The `sslmode` the URL asks for, and whether it reaches another host over TCP.
-fn ssl_check(url: &str) -> Result<(), String> {
-    let query = url.split_once('?').map_or("", |(_, q)| q);
-    let mode = query.split('&').find_map(|kv| kv.strip_prefix("sslmode=")).unwrap_or("");
-    let after = url.split_once("://").map_or("", |(_, r)| r);
-    let hostport = after.split(['/', '?']).next().unwrap_or("");
-    let host = hostport.rsplit_once('@').map_or(hostport, |(_, h)| h);
-    let host = host
-        .strip_prefix('[')
-        .map_or_else(|| host.split(':').next().unwrap_or(""), |h| h.split(']').next().unwrap_or(""));
-    let socket = query.split('&').any(|kv| kv.starts_with("host=/")) || host.is_empty();
-    let local = socket || matches!(host, "localhost" | "127.0.0.1" | "::1");
-    match mode {
-        "disable" => Ok(()),
-        "" if local => Ok(()),
-        "" => Err(format!(
-            "{host} is reached over the network and linerate speaks to PostgreSQL without TLS: add \
+/// Whether every host `config` names is this machine (a Unix socket, or loopback by name or
+/// address); no host at all is the default socket.
+fn all_local(config: &postgres::Config) -> bool {
+    config.get_hosts().iter().all(|h| match h {
+        postgres::config::Host::Unix(_) => true,
+        postgres::config::Host::Tcp(h) => {
+            let h = h.trim_start_matches('[').trim_end_matches(']');
+            h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_loopback())
+        }
+    })
+}
+
+/// Refuses TLS (this build has none, and never falls back to plaintext from it), and plaintext
+/// to another host unless the URL asks for it with `sslmode=disable`.
+fn ssl_check(url: &str, config: &postgres::Config) -> Result<(), String> {
+    let remote = || {
+        let h = config.get_hosts().iter().find_map(|h| match h {
+            postgres::config::Host::Tcp(h) => Some(h.clone()),
+            postgres::config::Host::Unix(_) => None,
+        });
+        h.unwrap_or_default()
+    };
+    match sslmode_given(url) {
+        Some("disable") => Ok(()),
+        None if all_local(config) => Ok(()),
+        None => Err(format!(
+            "{} is reached over the network and linerate speaks to PostgreSQL without TLS: add \
              sslmode=disable to the URL if the network is trusted, or reach the database through a \
-             local socket or an ssh tunnel"
+             local socket or an ssh tunnel",
+            remote()
         )),
-        m => Err(format!(
+        Some(m) => Err(format!(
             "sslmode={m}: this linerate cannot use TLS to PostgreSQL and will not fall back to \
              plaintext; use sslmode=disable on a trusted network, a local socket, or an ssh tunnel"
         )),
@@ -147,15 +187,18 @@ impl PgStore {
     /// `host=/socket/dir`) and migrates the schema.
     pub fn connect(url: &str) -> Result<PgStore, ReportError> {
         let shown = redact(url);
-        ssl_check(url).map_err(|m| ReportError::Invalid(format!("database {shown}: {m}")))?;
-        // libpq's `prefer` would try TLS and fall back; this build never tries it.
-        let with_mode = if url.contains("sslmode=") {
-            url.to_string()
-        } else {
-            format!("{url}{}sslmode=disable", if url.contains('?') { '&' } else { '?' })
-        };
+        let invalid = |m: String| ReportError::Invalid(format!("database {shown}: {m}"));
+        if let Some(m) = sslmode_given(url).filter(|m| !["disable", "prefer", "require"].contains(m)) {
+            // a libpq mode postgres::Config does not know: the same refusal as for the ones it does
+            return Err(invalid(format!(
+                "sslmode={m}: this linerate cannot use TLS to PostgreSQL and will not fall back to plaintext"
+            )));
+        }
         let pg = |source| ReportError::Postgres { db: shown.clone(), source };
-        let mut config: postgres::Config = with_mode.parse().map_err(pg)?;
+        let mut config: postgres::Config = url.parse().map_err(pg)?;
+        ssl_check(url, &config).map_err(invalid)?;
+        // libpq's `prefer` would try TLS and fall back; this build never tries it.
+        config.ssl_mode(postgres::config::SslMode::Disable);
         if config.get_password().is_none() {
             if let Some(p) = password_from_env(&config) {
                 config.password(p);
@@ -292,22 +335,35 @@ mod tests {
         assert_eq!(redact("postgres://me:s3cret@db:5432/runs"), "postgres://me:***@db:5432/runs");
         assert_eq!(redact("postgres://me@db/runs"), "postgres://me@db/runs");
         assert_eq!(redact("postgresql://db/runs?user=me"), "postgresql://db/runs?user=me");
+        assert_eq!(redact("postgres://db/runs?password=s3cret&user=me"), "postgres://db/runs?password=***&user=me");
+        assert_eq!(redact("host=db password=s3cret user=me"), "host=db password=*** user=me");
+        assert_eq!(redact("host=db password='s3 cret' user=me"), "host=db password=*** user=me");
+        assert_eq!(redact("postgres://db/x?a=1@b"), "postgres://db/x?a=1@b", "an @ past the host is no user");
         assert!(has_password("postgres://me:x@db/runs"));
         assert!(has_password("postgres://db/runs?password=x"));
+        assert!(has_password("host=db password=x"));
         assert!(!has_password("postgres://me@db/runs"));
+        for url in ["postgres://me:s3cret@db/runs", "postgres://db/runs?password=s3cret", "host=db password=s3cret"] {
+            assert!(!redact(url).contains("s3cret"), "{url}");
+        }
     }
 
     #[test]
     fn tls_is_refused_rather_than_downgraded_and_remote_plaintext_must_be_asked_for() {
-        assert!(ssl_check("postgres://me@127.0.0.1:5432/runs").is_ok());
-        assert!(ssl_check("postgres://me@localhost/runs").is_ok());
-        assert!(ssl_check("postgres://me@[::1]:5432/runs").is_ok());
-        assert!(ssl_check("postgres:///runs?host=/var/run/postgresql").is_ok());
-        assert!(ssl_check("postgres://me@db.example/runs?sslmode=disable").is_ok());
-        assert!(ssl_check("postgres://me@db.example/runs").unwrap_err().contains("sslmode=disable"));
-        for m in ["require", "prefer", "verify-full"] {
-            let e = ssl_check(&format!("postgres://me@127.0.0.1/runs?sslmode={m}")).unwrap_err();
+        let check = |url: &str| ssl_check(url, &url.parse().unwrap());
+        assert!(check("postgres://me@127.0.0.1:5432/runs").is_ok());
+        assert!(check("postgres://me@localhost/runs").is_ok());
+        assert!(check("postgres://me@[::1]:5432/runs").is_ok());
+        assert!(check("postgres:///runs?host=/var/run/postgresql").is_ok());
+        assert!(check("host=/var/run/postgresql dbname=runs").is_ok());
+        assert!(check("postgres://me@db.example/runs?sslmode=disable").is_ok());
+        assert!(check("postgres://me@db.example/runs").unwrap_err().contains("db.example is reached over the network"));
+        assert!(check("postgres://me@localhost,db.example/runs").unwrap_err().contains("sslmode=disable"));
+        for m in ["require", "prefer"] {
+            let e = check(&format!("postgres://me@127.0.0.1/runs?sslmode={m}")).unwrap_err();
             assert!(e.contains("will not fall back"), "{m}: {e}");
         }
+        let e = PgStore::connect("postgres://me:s3cret@127.0.0.1/runs?sslmode=verify-full").err().unwrap().to_string();
+        assert!(e.contains("will not fall back") && !e.contains("s3cret"), "{e}");
     }
 }
