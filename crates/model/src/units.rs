@@ -25,8 +25,10 @@
 //! a bare number is seconds: `250us`, `5ms`, `1.5s`, `10m`, `6h`. Fractions of a nanosecond are
 //! dropped. Where a bare number could be taken for milliseconds (a link's delay, `doctor --rtt`)
 //! the reader asks for the unit instead ([`Duration::with_unit`]), so no field reads `5` as
-//! anything but five seconds. The grammar stays hand-written rather than `humantime`'s, which
-//! refuses fractions (`1.5s`, `0.5ms`) and a bare number, both documented here.
+//! anything but five seconds. The grammar stays hand-written (it shares the exact decimal
+//! reader, the caps and the error messages of rates and sizes): `humantime` refuses fractions
+//! (`1.5s`, `0.5ms`) and a bare number, and `jiff`'s friendly format (used for time stamps, see
+//! [`crate::time`]) a bare number and `d` for a `SignedDuration` — all documented forms here.
 //!
 //! **Percentages** ([`Percent`]) are a number from 0 to 100, with or without `%`.
 //!
