@@ -1,11 +1,14 @@
 //! linerate's shared vocabulary, a leaf crate every other one may use: the typed documents that
 //! carry results between crates ([`doc`]), the one grammar for rates and sizes that every flag,
 //! key option and scenario field accepts ([`units`]), the statistics every report uses with
-//! one documented behaviour at the edges ([`stats`]), and the calendar behind RFC 3339 time
+//! one documented behaviour at the edges ([`stats`]), host metadata ([`host`]), a benchmark
+//! profile's workload ([`profile`]), and the calendar behind RFC 3339 time
 //! stamps ([`time`]). No I/O.
 #![forbid(unsafe_code)]
 
 pub mod doc;
+pub mod host;
+pub mod profile;
 pub mod stats;
 pub mod tcp;
 pub mod time;

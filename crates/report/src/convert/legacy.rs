@@ -309,7 +309,7 @@ fn sample_document(v: &Value) -> Result<BenchDocument, ReportError> {
         started_unix_us: None,
         sweep: Some(Vec::new()),
         test: None,
-        hosts: BenchHosts { local: Value::Null, remote: Value::Null },
+        hosts: BenchHosts::default(),
         summary,
         intervals: Some(sample_intervals(&s)),
         connections: Some(sample_connections(&s)),
