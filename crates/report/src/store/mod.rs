@@ -69,11 +69,13 @@ fn same_run(a: &RunReport, b: &RunReport) -> bool {
     let figures_of = |x: &RunReport, y: &RunReport| {
         x.metrics.iter().all(|m| y.find_metric(&m.name).is_some_and(|n| close(n.value, m.value) && n.unit == m.unit))
     };
-    a.kind == b.kind
-        && a.metrics.len() == b.metrics.len()
-        && figures_of(a, b)
-        && figures_of(b, a)
-        && a.params.iter().all(|(k, v)| b.params.get(k).is_none_or(|w| w == v))
+    a.kind == b.kind && a.metrics.len() == b.metrics.len() && figures_of(a, b) && figures_of(b, a) && same_params(a, b)
+}
+
+/// Whether every parameter both runs have has the same value in each.
+fn same_params(a: &RunReport, b: &RunReport) -> bool {
+    let theirs = b.params.entries();
+    a.params.entries().iter().all(|(k, v)| theirs.iter().find(|(x, _)| x == k).is_none_or(|(_, w)| w == v))
 }
 
 /// An open run store, whichever database holds it.
