@@ -154,3 +154,71 @@ pub fn to_report(inv: &Inventory, r: &RoundResult) -> RunReport {
     rep.body = Some(Body::Mesh(Box::new(round)));
     rep
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::round::Try;
+    use crate::schedule::{Tally, Task};
+    use linerate_proto::mesh::{MeshLatency, MeshReport};
+
+    fn inventory() -> Inventory {
+        let fp = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
+        let mut t = String::new();
+        for i in 0..3 {
+            t += &format!("[[agent]]\nname = \"a{i}\"\naddress = \"198.18.1.{}\"\nhost_key = \"{fp}\"\n", i + 1);
+        }
+        t += "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\n[[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\n";
+        Inventory::parse(&t).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn done(bps: f64, p50: Option<f64>) -> TaskResult {
+        TaskResult::Done(MeshReport {
+            version: 1,
+            started_unix_s: 0,
+            seconds: 1.0,
+            throughput_bps: bps,
+            retransmits: 2,
+            rtt_us: None,
+            latency_us: p50.map(|p50| MeshLatency { p50, p99: p50 * 2.0 }),
+            transactions_per_s: None,
+            loss_pct: None,
+            cpu_busy: (0.0, 0.0),
+        })
+    }
+
+    #[test]
+    fn a_round_is_kept_typed_and_its_matrix_reads_it_by_field() {
+        let inv = inventory();
+        let task = |test, from, to| Task { id: 0, test, from, to, attempt: 0 };
+        let tries = vec![
+            Try { task: task(0, 0, 1), start_s: 0.0, end_s: 1.0004, result: done(9e8, None) },
+            Try { task: task(1, 1, 2), start_s: 0.0, end_s: 0.5, result: done(1e6, Some(80.0)) },
+            Try {
+                task: task(0, 2, 0),
+                start_s: 1.0,
+                end_s: 1.2,
+                result: TaskResult::Failed { message: "reset".into() },
+            },
+        ];
+        let r = RoundResult {
+            round: 7,
+            started: std::time::SystemTime::UNIX_EPOCH,
+            tries,
+            tally: Tally { done: 2, failed: 1, ..Tally::default() },
+            down: Vec::new(),
+            stopped: false,
+        };
+        let rep = to_report(&inv, &r);
+        let names: Vec<&str> = rep.metrics.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["tput:a0>a1", "rtt:a1>a2:p50"]);
+        let Some(Body::Mesh(round)) = &rep.body else { panic!("no round kept: {:?}", rep.body) };
+        assert_eq!((round.round, round.agents.len(), round.tries[0].end_s), (7, 3, 1.0));
+        assert_eq!(round.tries[2].status, "failed: reset");
+        assert_eq!(rep.tables[0].rows[2][5], Cell::Null, "a failed try has no figures");
+        assert_eq!(rep.params.agents.as_deref(), Some(&round.agents[..]));
+        let m = linerate_report::mesh::matrices(&rep, None).unwrap_or_default();
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].cells[0][1], m[1].cells[1][2]), (Some((9e8, None)), Some((80.0, None))));
+    }
+}
