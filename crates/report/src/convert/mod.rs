@@ -1,8 +1,8 @@
 //! Conversions from the tools' typed result documents ([`linerate_model::doc`]: the `cp --json`
 //! summary, the `linerate.bench/1` and `linerate.lab/1` documents) to a [`RunReport`]. JSON is
 //! first deserialized into those types, so a missing or renamed field is an error that names
-//! it, not a figure silently left out. Documents written before the typed documents are read by
-//! the explicit upgrades of [`legacy`].
+//! it, not a figure silently left out; the run keeps the document whole as its [`Body`]. Documents
+//! written before the typed documents are read by the explicit upgrades of [`legacy`].
 
 use crate::model::*;
 use crate::ReportError;
