@@ -1017,6 +1017,22 @@ mod tests {
     }
 
     #[test]
+    fn a_result_reads_the_hosts_description_typed_and_refuses_unknown_cpu_fields() {
+        let mut v = serde_json::to_value(SideReport { version: BENCH_DOC_VERSION, ..Default::default() }).unwrap();
+        v["host"] = serde_json::Value::Null;
+        let r: SideReport = decode_doc(&serde_json::to_vec(&v).unwrap(), "result").unwrap();
+        assert_eq!(r.host, HostInfo::default(), "null: an empty description");
+        v["host"] = serde_json::from_str(r#"{"kernel":"6.1","concurrent_tests":3,"from_a_later_version":1}"#).unwrap();
+        let r: SideReport = decode_doc(&serde_json::to_vec(&v).unwrap(), "result").unwrap();
+        assert_eq!((r.host.machine.kernel.as_str(), r.host.concurrent_tests), ("6.1", Some(3)));
+        v["host"]["cores"] = "many".into();
+        assert!(decode_doc::<SideReport>(&serde_json::to_vec(&v).unwrap(), "result").is_err());
+        v["host"] = serde_json::Value::Null;
+        v["cpu"]["turbo"] = 1.into();
+        assert!(decode_doc::<SideReport>(&serde_json::to_vec(&v).unwrap(), "result").is_err(), "CpuShare refuses it");
+    }
+
+    #[test]
     fn result_check_survives_a_test_whose_duration_overflows() {
         // Found by the `bench_machines` fuzz target: duration + warm-up overflowed u64 (a panic in
         // debug builds) when a client's test was never checked against a server's caps.
