@@ -370,7 +370,7 @@ pub(crate) fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, q
         return;
     }
     let mut run = linerate_report::from_cp(&summary_doc(report));
-    run.params.insert("destination".into(), linerate_engine::copy::walk::shown(dest).into());
+    run.params.destination = Some(linerate_engine::copy::walk::shown(dest));
     let saved = crate::cmd::report::save_run(db, &run);
     match saved {
         Ok(id) if !quiet => eprintln!("saved as run {id} (linerate report show {id})"),

@@ -922,7 +922,7 @@ fn busy(c: &CpuShare) -> CpuBusy {
 fn sender_congestion(doc: &BenchDocument) -> Option<String> {
     let receiving = doc.test.as_ref().is_some_and(|t| t.direction == "receive");
     let host = if receiving { &doc.hosts.remote } else { &doc.hosts.local };
-    host.get("congestion_control_in_use").and_then(Value::as_str).map(str::to_string)
+    host.as_ref()?.congestion_control_in_use.clone()
 }
 
 /// Parses one finished instance's output.
@@ -1534,7 +1534,10 @@ seconds = 100
     #[test]
     fn the_congestion_control_recorded_is_the_senders() {
         let mut doc = linerate_model::doc::example::bench();
-        doc.hosts.remote = serde_json::json!({"congestion_control_in_use": "bbr"});
+        doc.hosts.remote = Some(linerate_model::host::HostInfo {
+            congestion_control_in_use: Some("bbr".into()),
+            ..Default::default()
+        });
         assert_eq!(sender_congestion(&doc).as_deref(), Some("cubic"), "the client sent");
         doc.test.as_mut().unwrap().direction = "receive".into();
         assert_eq!(sender_congestion(&doc).as_deref(), Some("bbr"), "the agent sent");

@@ -20,6 +20,27 @@ pub struct ProcRec {
     pub what: String,
 }
 
+/// One lab as `lab status --json` lists it (keys in name order).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct LabStatus<'a> {
+    /// Left up on purpose (`up --detach`).
+    pub detached: bool,
+    /// Scenario file.
+    pub file: &'a str,
+    /// The lab's description.
+    pub lab: &'a linerate_model::doc::lab::LabDescription,
+    /// Whether the owner process is alive.
+    pub owner_alive: bool,
+    /// Owner process.
+    pub pid: u32,
+    /// Run id.
+    pub run: &'a str,
+    /// Scenario name.
+    pub scenario: &'a str,
+    /// Not detached and the owner is gone.
+    pub stale: bool,
+}
+
 /// Everything about one run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunState {
@@ -179,6 +200,20 @@ impl RunState {
     /// Stale: not detached and the owner is gone.
     pub fn is_stale(&self) -> bool {
         !self.detached && !self.owner_alive()
+    }
+
+    /// The run as `lab status --json` lists it.
+    pub fn status(&self) -> LabStatus<'_> {
+        LabStatus {
+            detached: self.detached,
+            file: &self.file,
+            lab: &self.description,
+            owner_alive: self.owner_alive(),
+            pid: self.pid,
+            run: &self.run,
+            scenario: &self.scenario,
+            stale: self.is_stale(),
+        }
     }
 
     /// Removes everything the run created: its processes (by recorded pid, then any process

@@ -1,12 +1,14 @@
-//! A round as a stored run ([`RunReport`] of kind `mesh`): a metric per test and ordered pair
-//! (what `report compare` compares) and the `pairs` table, which is also the scheduler's
-//! timeline (each try's start and end).
+//! A round as a stored run ([`RunReport`] of kind `mesh`): the typed round
+//! ([`linerate_model::doc::mesh::MeshRound`]) kept whole as the run's body, a metric per test and
+//! ordered pair (what `report compare` compares, named by
+//! [`linerate_model::doc::mesh::pair_metric`]) and the `pairs` table, which is also the
+//! scheduler's timeline (each try's start and end).
 
 use crate::inventory::{class, Inventory};
 use crate::round::{RoundResult, TaskResult};
 use crate::schedule::Class;
-use linerate_report::{Better, RunKind, RunReport, Table};
-use serde_json::{json, Value};
+use linerate_model::doc::mesh::{pair_metric, MeshRound, MeshTally, MeshTest, MeshTry, PairFigure, PairFigures};
+use linerate_report::{Better, Body, Cell, RunKind, RunParams, RunReport, Table};
 
 /// The columns of the `pairs` table.
 pub const PAIR_COLUMNS: [&str; 12] = [
@@ -24,93 +26,124 @@ pub const PAIR_COLUMNS: [&str; 12] = [
     "end (s)",
 ];
 
-/// The metric name of test `test` from `from` to `to` (and `:p50` for a round-trip test).
-pub fn metric_name(test: &str, from: &str, to: &str, kind_class: Class) -> String {
+/// The figure a test of `kind_class` is compared by: throughput for a test that has the path
+/// to itself, the median latency for one that shares it.
+pub fn figure_of(kind_class: Class) -> PairFigure {
     match kind_class {
-        Class::Exclusive => format!("{test}:{from}>{to}"),
-        Class::Shared => format!("{test}:{from}>{to}:p50"),
+        Class::Exclusive => PairFigure::Throughput,
+        Class::Shared => PairFigure::LatencyP50,
+    }
+}
+
+/// Round `r` of `inv` as the typed round document.
+pub fn to_round(inv: &Inventory, r: &RoundResult) -> MeshRound {
+    let name = |a: usize| inv.agents[a].name.clone();
+    let tries = r
+        .tries
+        .iter()
+        .map(|t| {
+            let (status, figures) = match &t.result {
+                TaskResult::Done(m) => (
+                    "ok".to_string(),
+                    Some(PairFigures {
+                        throughput_bps: m.throughput_bps,
+                        p50_us: m.latency_us.map(|l| l.p50),
+                        p99_us: m.latency_us.map(|l| l.p99),
+                        retransmits: m.retransmits,
+                        loss_pct: m.loss_pct,
+                    }),
+                ),
+                TaskResult::Unreachable { agent, message } => {
+                    (format!("unreachable {}: {message}", inv.agents[*agent].name), None)
+                }
+                TaskResult::Failed { message } => (format!("failed: {message}"), None),
+            };
+            MeshTry {
+                test: inv.tests[t.task.test].name.clone(),
+                from: name(t.task.from),
+                to: name(t.task.to),
+                attempt: t.task.attempt,
+                status,
+                figures,
+                start_s: (t.start_s * 1000.0).round() / 1000.0,
+                end_s: (t.end_s * 1000.0).round() / 1000.0,
+            }
+        })
+        .collect();
+    MeshRound {
+        round: r.round,
+        agents: inv.agents.iter().map(|a| a.name.clone()).collect(),
+        tests: inv
+            .tests
+            .iter()
+            .map(|t| MeshTest {
+                name: t.name.clone(),
+                kind: t.kind.name().to_string(),
+                duration_s: t.duration.as_secs_f64(),
+                streams: t.streams,
+                both_ways: t.both_ways,
+            })
+            .collect(),
+        tally: MeshTally {
+            done: r.tally.done,
+            failed: r.tally.failed,
+            retried: r.tally.retried,
+            waves: r.tally.waves,
+            down: r.down.iter().map(|&a| name(a)).collect(),
+            stopped: r.stopped,
+        },
+        tries,
     }
 }
 
 /// Round `r` of `inv` as a run.
 pub fn to_report(inv: &Inventory, r: &RoundResult) -> RunReport {
-    let n = inv.agents.len();
+    let round = to_round(inv, r);
     let mut rep = RunReport::new(
         RunKind::Mesh,
         format!(
-            "mesh round {}: {n} agents, {} tests{}",
-            r.round,
-            inv.tests.len(),
-            if r.stopped { " (stopped)" } else { "" }
+            "mesh round {}: {} agents, {} tests{}",
+            round.round,
+            round.agents.len(),
+            round.tests.len(),
+            if round.tally.stopped { " (stopped)" } else { "" }
         ),
     );
-    rep.params.insert("round".into(), json!(r.round));
-    rep.params.insert("agents".into(), json!(inv.agents.iter().map(|a| &a.name).collect::<Vec<_>>()));
-    rep.params.insert(
-        "tests".into(),
-        json!(inv
-            .tests
-            .iter()
-            .map(|t| json!({"name": t.name, "kind": t.kind.name(), "duration_s": t.duration.as_secs_f64(), "streams": t.streams, "both_ways": t.both_ways}))
-            .collect::<Vec<_>>()),
-    );
-    rep.params.insert(
-        "tally".into(),
-        json!({"done": r.tally.done, "failed": r.tally.failed, "retried": r.tally.retried, "waves": r.tally.waves,
-               "down": r.down.iter().map(|&a| &inv.agents[a].name).collect::<Vec<_>>(), "stopped": r.stopped}),
-    );
-    let mut rows = Vec::with_capacity(r.tries.len());
-    for t in &r.tries {
-        let test = &inv.tests[t.task.test];
-        let (from, to) = (&inv.agents[t.task.from].name, &inv.agents[t.task.to].name);
-        let num = |v: Option<f64>| v.map_or(Value::Null, |x| json!(x));
-        let (status, tput, p50, p99, retr, loss) = match &t.result {
-            TaskResult::Done(m) => {
-                let c = class(test.kind);
-                match c {
-                    Class::Exclusive => {
-                        rep.metric(&metric_name(&test.name, from, to, c), m.throughput_bps, "bit/s", Better::Higher)
-                    }
-                    Class::Shared => {
-                        if let Some(l) = m.latency_us {
-                            rep.metric(&metric_name(&test.name, from, to, c), l.p50, "us", Better::Lower);
-                        }
+    rep.params = RunParams {
+        round: Some(round.round),
+        agents: Some(round.agents.clone()),
+        tests: Some(round.tests.clone()),
+        tally: Some(round.tally.clone()),
+        ..RunParams::default()
+    };
+    let mut rows = Vec::with_capacity(round.tries.len());
+    for (t, task) in round.tries.iter().zip(&r.tries) {
+        let figure = figure_of(class(inv.tests[task.task.test].kind));
+        if let Some(f) = &t.figures {
+            let name = pair_metric(&t.test, &t.from, &t.to, figure);
+            match figure {
+                PairFigure::Throughput => rep.metric(&name, f.throughput_bps, "bit/s", Better::Higher),
+                PairFigure::LatencyP50 => {
+                    if let Some(p50) = f.p50_us {
+                        rep.metric(&name, p50, "us", Better::Lower);
                     }
                 }
-                (
-                    "ok".to_string(),
-                    json!(m.throughput_bps),
-                    num(m.latency_us.map(|l| l.p50)),
-                    num(m.latency_us.map(|l| l.p99)),
-                    json!(m.retransmits),
-                    num(m.loss_pct),
-                )
             }
-            TaskResult::Unreachable { agent, message } => (
-                format!("unreachable {}: {message}", inv.agents[*agent].name),
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-            ),
-            TaskResult::Failed { message } => {
-                (format!("failed: {message}"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null)
-            }
-        };
+        }
+        let f = t.figures.as_ref();
         rows.push(vec![
-            json!(test.name),
-            json!(from),
-            json!(to),
-            json!(t.task.attempt),
-            json!(status),
-            tput,
-            p50,
-            p99,
-            retr,
-            loss,
-            json!((t.start_s * 1000.0).round() / 1000.0),
-            json!((t.end_s * 1000.0).round() / 1000.0),
+            Cell::from(t.test.as_str()),
+            Cell::from(t.from.as_str()),
+            Cell::from(t.to.as_str()),
+            Cell::from(t.attempt),
+            Cell::from(t.status.as_str()),
+            Cell::num(f.map(|f| f.throughput_bps)),
+            Cell::num(f.and_then(|f| f.p50_us)),
+            Cell::num(f.and_then(|f| f.p99_us)),
+            f.map_or(Cell::Null, |f| Cell::from(f.retransmits)),
+            Cell::num(f.and_then(|f| f.loss_pct)),
+            Cell::Number(t.start_s),
+            Cell::Number(t.end_s),
         ]);
     }
     rep.tables.push(Table {
@@ -118,5 +151,74 @@ pub fn to_report(inv: &Inventory, r: &RoundResult) -> RunReport {
         columns: PAIR_COLUMNS.iter().map(|c| c.to_string()).collect(),
         rows,
     });
+    rep.body = Some(Body::Mesh(Box::new(round)));
     rep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::round::Try;
+    use crate::schedule::{Tally, Task};
+    use linerate_proto::mesh::{MeshLatency, MeshReport};
+
+    fn inventory() -> Inventory {
+        let fp = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
+        let mut t = String::new();
+        for i in 0..3 {
+            t += &format!("[[agent]]\nname = \"a{i}\"\naddress = \"198.18.1.{}\"\nhost_key = \"{fp}\"\n", i + 1);
+        }
+        t += "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\n[[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\n";
+        Inventory::parse(&t).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn done(bps: f64, p50: Option<f64>) -> TaskResult {
+        TaskResult::Done(MeshReport {
+            version: 1,
+            started_unix_s: 0,
+            seconds: 1.0,
+            throughput_bps: bps,
+            retransmits: 2,
+            rtt_us: None,
+            latency_us: p50.map(|p50| MeshLatency { p50, p99: p50 * 2.0 }),
+            transactions_per_s: None,
+            loss_pct: None,
+            cpu_busy: (0.0, 0.0),
+        })
+    }
+
+    #[test]
+    fn a_round_is_kept_typed_and_its_matrix_reads_it_by_field() {
+        let inv = inventory();
+        let task = |test, from, to| Task { id: 0, test, from, to, attempt: 0 };
+        let tries = vec![
+            Try { task: task(0, 0, 1), start_s: 0.0, end_s: 1.0004, result: done(9e8, None) },
+            Try { task: task(1, 1, 2), start_s: 0.0, end_s: 0.5, result: done(1e6, Some(80.0)) },
+            Try {
+                task: task(0, 2, 0),
+                start_s: 1.0,
+                end_s: 1.2,
+                result: TaskResult::Failed { message: "reset".into() },
+            },
+        ];
+        let r = RoundResult {
+            round: 7,
+            started: std::time::SystemTime::UNIX_EPOCH,
+            tries,
+            tally: Tally { done: 2, failed: 1, ..Tally::default() },
+            down: Vec::new(),
+            stopped: false,
+        };
+        let rep = to_report(&inv, &r);
+        let names: Vec<&str> = rep.metrics.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["tput:a0>a1", "rtt:a1>a2:p50"]);
+        let Some(Body::Mesh(round)) = &rep.body else { panic!("no round kept: {:?}", rep.body) };
+        assert_eq!((round.round, round.agents.len(), round.tries[0].end_s), (7, 3, 1.0));
+        assert_eq!(round.tries[2].status, "failed: reset");
+        assert_eq!(rep.tables[0].rows[2][5], Cell::Null, "a failed try has no figures");
+        assert_eq!(rep.params.agents.as_deref(), Some(&round.agents[..]));
+        let m = linerate_report::mesh::matrices(&rep, None).unwrap_or_default();
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].cells[0][1], m[1].cells[1][2]), (Some((9e8, None)), Some((80.0, None))));
+    }
 }

@@ -1,5 +1,6 @@
 //! The typed documents that carry results between crates (issue 14): what `linerate cp --json`
-//! ([`cp`]), `linerate bench --json` ([`mod@bench`]) and `linerate lab run` ([`lab`]) write, and
+//! ([`cp`]), `linerate bench --json` ([`mod@bench`]), `linerate lab run` ([`lab`]) and a `linerate mesh`
+//! round ([`mesh`]) write, and
 //! what `linerate-report` reads back. Producers fill these structs and serialize them; the
 //! report deserializes into them, so a field renamed on one side fails on the other instead of
 //! silently dropping a figure. The JSON they make is described in docs/REPORT_SCHEMA.md; within
@@ -11,6 +12,7 @@ pub mod bench;
 pub mod cp;
 pub mod example;
 pub mod lab;
+pub mod mesh;
 
 /// The program that wrote a document.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]

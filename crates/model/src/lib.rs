@@ -2,11 +2,14 @@
 //! carry results between crates ([`doc`]), the one grammar for rates, sizes, durations and
 //! percentages that every flag, key option and scenario field accepts, with the typed values
 //! config files are read into ([`units`]), the statistics every report uses with
-//! one documented behaviour at the edges ([`stats`]), and RFC 3339 time
+//! one documented behaviour at the edges ([`stats`]), host metadata ([`host`]), a benchmark
+//! profile's workload ([`profile`]), and RFC 3339 time
 //! stamps ([`time`]). No I/O.
 #![forbid(unsafe_code)]
 
 pub mod doc;
+pub mod host;
+pub mod profile;
 pub mod stats;
 pub mod tcp;
 pub mod time;

@@ -13,6 +13,10 @@ use crate::frame::Frame;
 use crate::ProtoError;
 use serde::{Deserialize, Serialize};
 
+pub use linerate_model::doc::bench::CpuShare;
+use linerate_model::host::HostInfo;
+pub use linerate_model::profile::{FlowOp, Group, Profile, Size, Transaction, MAX_GROUPS, MAX_OPS, MAX_PROFILE_MSG};
+
 /// Version of the JSON documents in benchmark frames; bumped on incompatible change.
 pub const BENCH_DOC_VERSION: u32 = 1;
 /// Bytes of a [`DataHello`] on the wire.
@@ -33,12 +37,6 @@ pub const MIN_UDP_PAYLOAD: u32 = UDP_HEADER_LEN as u32;
 pub const MAX_UDP_PAYLOAD: u32 = 65_507;
 /// Largest message (write/read size) of any TCP test.
 pub const MAX_MSG: u32 = 16 * 1024 * 1024;
-/// Largest single profile message (payload or reply).
-pub const MAX_PROFILE_MSG: u32 = 1 << 30;
-/// Most groups in a profile.
-pub const MAX_GROUPS: usize = 16;
-/// Most transactions in a group and flow operations in a transaction.
-pub const MAX_OPS: usize = 64;
 
 /// What a test measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -328,172 +326,6 @@ impl Default for Limits {
     }
 }
 
-/// A uperf-style workload: groups of connections, each running its transactions in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Profile {
-    /// Short name for reports.
-    pub name: String,
-    /// What the workload stands for.
-    #[serde(default)]
-    pub description: String,
-    /// The groups, run at the same time.
-    #[serde(rename = "group")]
-    pub groups: Vec<Group>,
-}
-
-/// Connections that run the same transactions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Group {
-    /// Name for reports.
-    pub name: String,
-    /// Connections (uperf threads), each running the transactions independently.
-    pub connections: u32,
-    /// Transactions, in order.
-    #[serde(rename = "transaction")]
-    pub transactions: Vec<Transaction>,
-}
-
-/// A sequence of flow operations repeated a number of times or for a duration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Transaction {
-    /// Repeat this many times...
-    pub iterations: Option<u64>,
-    /// ...or for this long, in milliseconds (the test's duration when neither is given).
-    pub duration_ms: Option<u64>,
-    /// Iterations per second per connection, timed from the intended start (open loop).
-    pub rate: Option<f64>,
-    /// The operations of one iteration.
-    pub flowops: Vec<FlowOp>,
-}
-
-/// One operation of a transaction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum FlowOp {
-    /// Open a new data connection (closing the current one, if any).
-    Connect,
-    /// Send bytes.
-    Write {
-        /// Bytes to send.
-        size: Size,
-    },
-    /// Receive bytes the server sends in answer.
-    Read {
-        /// Bytes to receive.
-        size: Size,
-    },
-    /// Wait, without traffic.
-    Think {
-        /// Milliseconds.
-        ms: u64,
-    },
-    /// Close the data connection.
-    Disconnect,
-}
-
-/// A message size: fixed, or drawn uniformly from a range for every operation. Written as a
-/// number, a string in linerate's size grammar ([`linerate_model::units::parse_size`]: `"64K"`
-/// and `"64KiB"` are 65,536 bytes, `"64kB"` 64,000), a range `"1K-64K"`, or `{ min, max }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "SizeRepr")]
-pub struct Size {
-    /// Smallest size.
-    pub min: u32,
-    /// Largest size (equal to `min` for a fixed size).
-    pub max: u32,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum SizeRepr {
-    Num(u64),
-    Text(String),
-    Range { min: u64, max: u64 },
-}
-
-impl TryFrom<SizeRepr> for Size {
-    type Error = String;
-    fn try_from(r: SizeRepr) -> Result<Size, String> {
-        let fit = |v: u64| u32::try_from(v).map_err(|_| format!("size {v} is over 4 GiB"));
-        let (min, max) = match r {
-            SizeRepr::Num(n) => (n, n),
-            SizeRepr::Range { min, max } => (min, max),
-            SizeRepr::Text(t) => match t.split_once('-') {
-                Some((a, b)) => (parse_size(a)?, parse_size(b)?),
-                None => {
-                    let v = parse_size(&t)?;
-                    (v, v)
-                }
-            },
-        };
-        Ok(Size { min: fit(min)?, max: fit(max)? })
-    }
-}
-
-/// A size in the one grammar, with the error as text for serde.
-fn parse_size(s: &str) -> Result<u64, String> {
-    linerate_model::units::parse_size(s).map_err(|e| e.to_string())
-}
-
-impl Profile {
-    /// Connections the profile opens at once.
-    pub fn connections(&self) -> u64 {
-        self.groups.iter().map(|g| u64::from(g.connections)).sum()
-    }
-
-    /// Structural rules: counts, sizes, and that a read always follows something to answer.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.groups.is_empty() || self.groups.len() > MAX_GROUPS {
-            return Err(format!("profile {:?}: needs 1 to {MAX_GROUPS} groups", self.name));
-        }
-        for g in &self.groups {
-            if g.connections == 0 {
-                return Err(format!("group {:?}: connections must be at least 1", g.name));
-            }
-            if g.transactions.is_empty() || g.transactions.len() > MAX_OPS {
-                return Err(format!("group {:?}: needs 1 to {MAX_OPS} transactions", g.name));
-            }
-            for (i, t) in g.transactions.iter().enumerate() {
-                let at = format!("group {:?} transaction {}", g.name, i + 1);
-                if t.flowops.is_empty() || t.flowops.len() > MAX_OPS {
-                    return Err(format!("{at}: needs 1 to {MAX_OPS} flowops"));
-                }
-                if t.iterations.is_some() && t.duration_ms.is_some() {
-                    return Err(format!("{at}: give iterations or duration, not both"));
-                }
-                if t.iterations == Some(0) || t.duration_ms == Some(0) {
-                    return Err(format!("{at}: iterations and duration must be positive"));
-                }
-                if let Some(r) = t.rate {
-                    if !(r.is_finite() && r > 0.0 && r <= 1e7) {
-                        return Err(format!("{at}: rate must be above 0 and at most 10,000,000 per second"));
-                    }
-                }
-                for op in &t.flowops {
-                    match op {
-                        FlowOp::Write { size } | FlowOp::Read { size }
-                            if size.min > size.max || size.max > MAX_PROFILE_MSG =>
-                        {
-                            return Err(format!(
-                                "{at}: size {}-{} must be ordered and at most {MAX_PROFILE_MSG}",
-                                size.min, size.max
-                            ));
-                        }
-                        FlowOp::Think { ms } if *ms > 60_000 => {
-                            return Err(format!("{at}: think time {ms} ms is over 60 s"));
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 /// Server → client: the test is admitted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -677,31 +509,6 @@ pub struct IntervalCounts {
     pub transactions: u64,
 }
 
-/// Whole-machine CPU use from /proc/stat over the measured run, as fractions of all cores.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CpuShare {
-    /// User (and nice) time.
-    pub user: f64,
-    /// System time.
-    pub system: f64,
-    /// Software-interrupt time (where the network stack's receive work lands).
-    pub softirq: f64,
-    /// Hardware-interrupt time.
-    pub irq: f64,
-    /// Idle and I/O wait.
-    pub idle: f64,
-    /// Stolen by the hypervisor for other guests.
-    #[serde(default)]
-    pub steal: f64,
-    /// Cores counted.
-    pub cores: u32,
-    /// This process's own user time over the run, seconds.
-    pub process_user_s: f64,
-    /// This process's own system time over the run, seconds.
-    pub process_system_s: f64,
-}
-
 /// UDP receiver counts.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -743,8 +550,11 @@ pub struct SideReport {
     pub udp: Option<UdpCounts>,
     /// Socket buffer sizes the kernel granted (SO_SNDBUF, SO_RCVBUF) on this side's sockets.
     pub buffers: Option<(u32, u32)>,
-    /// Host description: kernel, CPU, congestion control, interfaces.
-    pub host: serde_json::Value,
+    /// Host description: kernel, CPU, congestion control, interfaces, and this test's facts
+    /// (the congestion control its sockets used, the pinned core, tests running beside it).
+    /// `null` from a peer reads as an empty description.
+    #[serde(deserialize_with = "linerate_model::host::null_as_default")]
+    pub host: HostInfo,
     /// Connections refused or lost during the test, with the first reason.
     pub errors: Vec<String>,
 }
@@ -1071,11 +881,11 @@ mod tests {
         let err = s.handle(&Frame::BenchRequest(br#"{"kind":"tcp-stream","connections":-1}"#)).unwrap_err();
         assert_eq!(err.code(), crate::ErrorCode::Protocol);
         let mut spec = serde_json::to_value(TestSpec::new(TestKind::TcpStream)).unwrap();
-        spec["extra"] = serde_json::json!(1);
+        spec["extra"] = 1.into();
         let mut s = ServerMachine::default();
         assert!(s.handle(&Frame::BenchRequest(spec.to_string().as_bytes())).is_err());
         let mut spec = serde_json::to_value(TestSpec::new(TestKind::TcpStream)).unwrap();
-        spec["duration_ms"] = serde_json::json!("ten");
+        spec["duration_ms"] = "ten".into();
         let mut s = ServerMachine::default();
         assert!(s.handle(&Frame::BenchRequest(spec.to_string().as_bytes())).is_err());
     }
@@ -1198,48 +1008,28 @@ mod tests {
     }
 
     #[test]
-    fn sizes_parse_from_numbers_suffixes_and_ranges() {
-        let p = |j: &str| serde_json::from_str::<Size>(j);
-        assert_eq!(p("512").unwrap(), Size { min: 512, max: 512 });
-        assert_eq!(p(r#""64K""#).unwrap(), Size { min: 65536, max: 65536 });
-        assert_eq!(p(r#""1K-1M""#).unwrap(), Size { min: 1024, max: 1 << 20 });
-        assert_eq!(p(r#"{"min":1,"max":2}"#).unwrap(), Size { min: 1, max: 2 });
-        assert!(p(r#""12Q""#).is_err());
-        assert!(p(r#""8G""#).is_err(), "over u32");
-        assert!(p("-1").is_err());
-        assert_eq!(p(r#""64KiB-1MB""#).unwrap(), Size { min: 65536, max: 1_000_000 });
-        assert!(p(r#""1.5""#).is_err(), "fractional bytes");
-        assert!(p(r#""-1K""#).is_err());
-    }
-
-    #[test]
-    fn profile_rules() {
-        let op = |size: u32| FlowOp::Write { size: Size { min: size, max: size } };
-        let t = Transaction { iterations: Some(1), duration_ms: None, rate: None, flowops: vec![op(10)] };
-        let mut p = Profile {
-            name: "p".into(),
-            description: String::new(),
-            groups: vec![Group { name: "g".into(), connections: 2, transactions: vec![t.clone()] }],
-        };
-        p.validate().unwrap();
-        assert_eq!(p.connections(), 2);
-        p.groups[0].transactions[0].duration_ms = Some(5);
-        assert!(p.validate().unwrap_err().contains("not both"));
-        p.groups[0].transactions[0] = Transaction { flowops: vec![op(MAX_PROFILE_MSG + 1)], ..t.clone() };
-        assert!(p.validate().is_err());
-        p.groups[0].transactions[0] = Transaction { rate: Some(f64::NAN), ..t };
-        assert!(p.validate().is_err());
-        p.groups.clear();
-        assert!(p.validate().is_err());
-    }
-
-    #[test]
     fn decode_errors_escape_control_characters_from_the_peer() {
         // serde quotes an unknown variant verbatim; the server logs this message.
         let doc = br#"{"version":1,"kind":"\u001b[2J\nforged log line"}"#;
         let err = decode_doc::<TestSpec>(doc, "test request").unwrap_err().to_string();
         assert!(!err.contains('\x1b') && !err.contains('\n'), "{err:?}");
         assert!(err.contains("\\x1b[2J\\x0aforged"), "{err}");
+    }
+
+    #[test]
+    fn a_result_reads_the_hosts_description_typed_and_refuses_unknown_cpu_fields() {
+        let mut v = serde_json::to_value(SideReport { version: BENCH_DOC_VERSION, ..Default::default() }).unwrap();
+        v["host"] = serde_json::Value::Null;
+        let r: SideReport = decode_doc(&serde_json::to_vec(&v).unwrap(), "result").unwrap();
+        assert_eq!(r.host, HostInfo::default(), "null: an empty description");
+        v["host"] = serde_json::from_str(r#"{"kernel":"6.1","concurrent_tests":3,"from_a_later_version":1}"#).unwrap();
+        let r: SideReport = decode_doc(&serde_json::to_vec(&v).unwrap(), "result").unwrap();
+        assert_eq!((r.host.machine.kernel.as_str(), r.host.concurrent_tests), ("6.1", Some(3)));
+        v["host"]["cores"] = "many".into();
+        assert!(decode_doc::<SideReport>(&serde_json::to_vec(&v).unwrap(), "result").is_err());
+        v["host"] = serde_json::Value::Null;
+        v["cpu"]["turbo"] = 1.into();
+        assert!(decode_doc::<SideReport>(&serde_json::to_vec(&v).unwrap(), "result").is_err(), "CpuShare refuses it");
     }
 
     #[test]

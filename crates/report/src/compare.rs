@@ -9,7 +9,6 @@ use crate::convert::lab::FAILED_PREFIX;
 use crate::convert::si;
 use crate::model::{Better, RunKind, RunReport};
 use linerate_model::units::significant;
-use serde_json::Value;
 
 /// One figure of a comparison.
 #[derive(Debug, Clone, PartialEq)]
@@ -221,53 +220,52 @@ pub fn describe(r: &RunReport) -> String {
 }
 
 /// The parameters that decide whether two runs measure the same thing, as (name, value shown):
-/// the test, connections or streams, duration, message size, a sweep's points and range, a
-/// lab's scenario.
+/// the test, its direction, connections or streams, the rate cap, duration, message size, a
+/// sweep's points and range, a lab's scenario.
 pub fn key_params(r: &RunReport) -> Vec<(&'static str, String)> {
-    let p = |k: &str| r.params.get(k).filter(|v| !v.is_null());
-    let num = |v: &Value| {
-        v.as_f64().map_or_else(|| v.as_str().map_or_else(|| v.to_string(), String::from), |x| significant(x, 6))
-    };
+    let p = &r.params;
+    let n = |x: f64| significant(x, 6);
     let mut out = Vec::new();
     match r.kind {
         RunKind::Bench => {
             if let Some(t) = r.test_name() {
                 out.push(("test", t.to_string()));
             }
-            if let Some(d) = p("direction") {
-                out.push(("direction", num(d)));
+            if let Some(d) = &p.direction {
+                out.push(("direction", d.clone()));
             }
-            if let Some(c) = p("connections") {
-                out.push(("connections", num(c)));
+            if let Some(c) = p.connections {
+                out.push(("connections", n(f64::from(c))));
             }
-            let secs = p("duration_ms")
-                .and_then(Value::as_f64)
-                .map(|ms| ms / 1e3)
-                .or_else(|| p("duration_s").and_then(Value::as_f64));
+            if let Some(rate) = p.rate {
+                let unit = if r.is_request_response() { "1/s" } else { "bit/s" };
+                out.push(("rate cap", si(rate as f64, unit)));
+            }
+            let secs = p.duration_ms.map(|ms| ms as f64 / 1e3).or(p.duration_s);
             if let Some(d) = secs {
                 out.push(("duration", si(d, "s")));
             }
-            if let Some(m) = p("msg_size") {
-                out.push(("message size", m.as_f64().map_or_else(|| num(m), |x| format!("{} B", significant(x, 6)))));
+            if let Some(m) = p.msg_size {
+                out.push(("message size", format!("{} B", n(f64::from(m)))));
             }
-            if let Some(n) = p("points") {
-                out.push(("points", num(n)));
+            if let Some(x) = p.points {
+                out.push(("points", n(x as f64)));
             }
-            if let Some(x) = p("sweep_range") {
-                out.push(("sweep", num(x)));
+            if let Some(x) = &p.sweep_range {
+                out.push(("sweep", x.clone()));
             }
         }
         RunKind::Cp => {
-            if let Some(n) = p("streams") {
-                out.push(("streams", num(n)));
+            if let Some(x) = p.streams {
+                out.push(("streams", n(f64::from(x))));
             }
         }
         RunKind::Lab => {
-            if let Some(n) = p("scenario").and_then(|s| s.get("name").or(Some(s))).filter(|v| v.is_string()) {
-                out.push(("scenario", num(n)));
+            if let Some(s) = &p.scenario {
+                out.push(("scenario", s.name.clone()));
             }
-            if let Some(f) = p("time_scale") {
-                out.push(("time scale", num(f)));
+            if let Some(f) = p.time_scale {
+                out.push(("time scale", n(f)));
             }
         }
         RunKind::Mesh => {}
@@ -300,7 +298,7 @@ mod tests {
     /// A bench run of `test` with `metrics`.
     fn bench(test: &str, metrics: &[(&str, f64, &str, Better)]) -> RunReport {
         let mut r = RunReport::new(RunKind::Bench, test);
-        r.params.insert("test".into(), test.into());
+        r.params.test = Some(test.into());
         for (name, value, unit, better) in metrics {
             r.metric(name, *value, unit, *better);
         }
@@ -352,12 +350,11 @@ mod tests {
     #[test]
     fn different_kinds_and_parameters_are_flagged() {
         let mut a = RunReport::new(RunKind::Bench, "bench tcp-stream to x");
-        a.params.insert("test".into(), "tcp-stream".into());
-        a.params.insert("connections".into(), 1.into());
-        a.params.insert("duration_ms".into(), 10_000.into());
+        (a.params.test, a.params.connections, a.params.duration_ms) =
+            (Some("tcp-stream".into()), Some(1), Some(10_000));
         let mut b = a.clone();
         b.id = "other".into();
-        b.params.insert("connections".into(), 8.into());
+        b.params.connections = Some(8);
         let c = compare(&a, &b, 5.0);
         assert!(!c.kinds_differ);
         assert_eq!(c.warnings, ["connections differs: A 1, B 8"]);
@@ -373,11 +370,15 @@ mod tests {
         let mut stream = a.clone();
         stream.metric("throughput", 10e9, "bit/s", Better::Higher);
         let mut rr = stream.clone();
-        rr.params.insert("test".into(), "tcp-rr".into());
+        rr.params.test = Some("tcp-rr".into());
         rr.metrics[0].value = 1e6;
         let c = compare(&stream, &rr, 5.0);
         assert!(!c.has_regression() && c.rows[0].worse, "{}", c.to_text());
         assert!(c.warnings.iter().any(|w| w == "test differs: A tcp-stream, B tcp-rr"), "{:?}", c.warnings);
         assert!(compare(&a, &a, 5.0).warnings.is_empty());
+        // a capped run is told from an uncapped one
+        let mut capped = a.clone();
+        capped.params.rate = Some(2_000_000_000);
+        assert_eq!(compare(&a, &capped, 5.0).warnings, ["rate cap differs: A –, B 2 Gbit/s"]);
     }
 }

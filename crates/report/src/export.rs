@@ -2,7 +2,7 @@
 //! spreadsheets and scripts) and Markdown (for tickets and pull requests).
 
 use crate::convert::si;
-use crate::model::{Better, RunKind, RunReport, Table};
+use crate::model::{Better, Cell, RunReport, Table};
 use linerate_model::units::significant;
 use serde_json::Value;
 use std::fmt::Write;
@@ -53,12 +53,26 @@ fn num(x: f64) -> String {
     }
 }
 
+/// A parameter's value as text: a fractional parameter (seconds, a time scale) as [`num`] writes
+/// it, so a whole one reads as it was given.
 fn cell(v: &Value) -> String {
     match v {
         Value::Null => String::new(),
         Value::String(s) => s.clone(),
+        Value::Number(n) if n.is_f64() => n.as_f64().map_or_else(String::new, num),
         Value::Number(n) => n.to_string(),
         other => other.to_string(),
+    }
+}
+
+/// A table cell as text: numbers as JSON writes them, nothing for null.
+fn table_cell(c: &Cell) -> String {
+    match c {
+        Cell::Null => String::new(),
+        Cell::Text(s) => s.clone(),
+        Cell::Bool(b) => b.to_string(),
+        Cell::Int(i) => i.to_string(),
+        Cell::Number(x) => serde_json::Number::from_f64(*x).map_or_else(String::new, |n| n.to_string()),
     }
 }
 
@@ -77,7 +91,7 @@ pub fn to_csv(r: &RunReport) -> String {
     row(["run", "", "created", "", &r.created, ""]);
     row(["run", "", "title", "", &r.title, ""]);
     row(["run", "", "tool_version", "", &r.tool_version, ""]);
-    for (k, v) in &r.params {
+    for (k, v) in &r.params.entries() {
         row(["param", "", k, "", &cell(v), ""]);
     }
     for m in &r.metrics {
@@ -126,7 +140,7 @@ pub fn to_csv(r: &RunReport) -> String {
     for t in &r.tables {
         for (i, cells) in t.rows.iter().enumerate() {
             for (col, v) in t.columns.iter().zip(cells) {
-                row(["table", &t.title, col, &i.to_string(), &cell(v), ""]);
+                row(["table", &t.title, col, &i.to_string(), &table_cell(v), ""]);
             }
         }
     }
@@ -138,10 +152,9 @@ fn md(s: &str) -> String {
     s.replace('\\', "\\\\").replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
-fn md_cell(v: &Value, column: &str) -> String {
-    match v {
-        Value::Number(n) => {
-            let x = n.as_f64().unwrap_or(f64::NAN);
+fn md_cell(v: &Cell, column: &str) -> String {
+    match v.as_f64() {
+        Some(x) => {
             // a unit in the heading, "(bit/s)", means SI formatting helps reading
             match column.rsplit_once('(').map(|(_, u)| u.trim_end_matches(')')) {
                 Some(u) if u == "bit/s" || u == "B" || u == "1/s" => si(x, u),
@@ -149,7 +162,7 @@ fn md_cell(v: &Value, column: &str) -> String {
                 _ => significant(x, 4),
             }
         }
-        other => md(&cell(other)),
+        None => md(&table_cell(v)),
     }
 }
 
@@ -191,10 +204,10 @@ pub fn to_markdown(r: &RunReport) -> String {
     let _ = writeln!(s, "- kind: {}", r.kind.as_str());
     let _ = writeln!(s, "- created: {}", r.created);
     let _ = writeln!(s, "- linerate: {}", md(&r.tool_version));
-    let lab = if r.kind == RunKind::Lab { r.params.get("lab").and_then(crate::html::lab_tables) } else { None };
+    let lab = crate::html::lab_of(r).map(crate::html::lab_tables);
     if !r.params.is_empty() {
         let _ = writeln!(s, "\n## Parameters\n\n| parameter | value |\n|---|---|");
-        for (k, v) in r.params.iter().filter(|(k, _)| !(lab.is_some() && k.as_str() == "lab")) {
+        for (k, v) in r.params.entries().iter().filter(|(k, _)| !(lab.is_some() && k.as_str() == "lab")) {
             let _ = writeln!(s, "| {} | {} |", md(k), md(&md_value(v, false)));
         }
     }

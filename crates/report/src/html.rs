@@ -5,11 +5,11 @@
 
 use crate::compare::{compare, key_params};
 use crate::convert::si;
-use crate::model::{Better, RunKind, RunReport, Table};
+use crate::model::{Better, Body, Cell, RunKind, RunReport, Table};
 use crate::svg::{self, esc};
 use linerate_model::doc::lab::{LabDescription, Side};
 use linerate_model::units::significant;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::fmt::Write;
 
 const CSS: &str = "body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px;color:#222;background:#fafafa}\
@@ -72,40 +72,60 @@ fn cell(v: &Value) -> String {
     }
 }
 
-/// The lab as built, from a lab run's `lab` parameter read as the typed description: hosts,
-/// links (rate, MTU, delay, loss), switches and QoS classes as tables. `None` when the parameter
-/// is not one (documents of the older sketch), which then shows as nested key/value tables.
-pub fn lab_tables(lab: &Value) -> Option<Vec<Table>> {
-    let lab: LabDescription = crate::convert::parse(lab, "lab").ok()?;
-    let text = |s: &str| if s.is_empty() { Value::Null } else { json!(s) };
-    let opt = |x: Option<String>| x.map_or(Value::Null, Value::String);
+/// A table cell as HTML: a number as written (four significant digits when not whole), text
+/// escaped, `–` for nothing.
+fn cell_html(c: &Cell) -> String {
+    match c {
+        Cell::Null => "–".into(),
+        Cell::Text(s) => esc(s),
+        Cell::Bool(b) => (if *b { "yes" } else { "no" }).into(),
+        Cell::Int(i) => i.to_string(),
+        Cell::Number(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x}"),
+        Cell::Number(x) => significant(*x, 4),
+    }
+}
+
+/// The lab a lab run was made in, as the typed description: hosts, links (rate, MTU, delay,
+/// loss), switches and QoS classes. `None` for runs of the older sketch, which have none.
+pub fn lab_of(r: &RunReport) -> Option<&LabDescription> {
+    match (&r.body, r.kind) {
+        (Some(Body::Lab(doc)), _) => Some(&doc.lab),
+        (_, RunKind::Lab) => r.params.lab.as_ref(),
+        _ => None,
+    }
+}
+
+/// The lab as built as tables: hosts, links (rate, MTU, delay, loss), switches and QoS classes.
+pub fn lab_tables(lab: &LabDescription) -> Vec<Table> {
+    let text = Cell::text;
+    let opt = |x: Option<String>| x.map_or(Cell::Null, Cell::Text);
     let mut out = Vec::new();
     let mut rows = Vec::new();
     for (name, h) in &lab.hosts {
         if h.interfaces.is_empty() {
-            rows.push(vec![json!(name), text(&h.ns), Value::Null, Value::Null, Value::Null]);
+            rows.push(vec![Cell::from(name.as_str()), text(&h.ns), Cell::Null, Cell::Null, Cell::Null]);
         }
         for i in &h.interfaces {
-            rows.push(vec![json!(name), text(&h.ns), text(&i.name), text(&i.addr), text(&i.link)]);
+            rows.push(vec![Cell::from(name.as_str()), text(&h.ns), text(&i.name), text(&i.addr), text(&i.link)]);
         }
     }
     if !rows.is_empty() {
         let columns = ["host", "namespace", "interface", "address", "link"].map(String::from).to_vec();
         out.push(Table { title: "Lab hosts".into(), columns, rows });
     }
-    let rows: Vec<Vec<Value>> = lab
+    let rows: Vec<Vec<Cell>> = lab
         .links
         .iter()
         .map(|l| {
             let us = |x: Option<u64>| opt(x.map(|v| si(v as f64, "us")));
             let pct = |x: Option<f64>| opt(x.map(|v| si(v, "%")));
             vec![
-                json!(l.name),
-                json!(format!("{} ({})", l.a, l.a_if)),
-                json!(format!("{} ({})", l.b, l.b_if)),
-                l.rate_bps.map_or(Value::Null, |r| json!(r)),
-                json!(format!("{:?}", l.shaper).to_lowercase()),
-                json!(l.mtu),
+                Cell::from(l.name.as_str()),
+                Cell::from(format!("{} ({})", l.a, l.a_if)),
+                Cell::from(format!("{} ({})", l.b, l.b_if)),
+                l.rate_bps.map_or(Cell::Null, Cell::from),
+                Cell::from(format!("{:?}", l.shaper).to_lowercase()),
+                Cell::from(l.mtu),
                 us(l.delay_us),
                 us(l.jitter_us),
                 pct(l.loss_pct),
@@ -121,8 +141,11 @@ pub fn lab_tables(lab: &Value) -> Option<Vec<Table>> {
                 .to_vec();
         out.push(Table { title: "Lab links".into(), columns, rows });
     }
-    let rows: Vec<Vec<Value>> =
-        lab.switches.iter().map(|w| vec![json!(w.name), text(&w.bridge), text(&w.ns), text(&w.subnet)]).collect();
+    let rows: Vec<Vec<Cell>> = lab
+        .switches
+        .iter()
+        .map(|w| vec![Cell::from(w.name.as_str()), text(&w.bridge), text(&w.ns), text(&w.subnet)])
+        .collect();
     if !rows.is_empty() {
         let columns = ["switch", "bridge", "namespace", "subnet"].map(String::from).to_vec();
         out.push(Table { title: "Lab switches".into(), columns, rows });
@@ -150,12 +173,12 @@ pub fn lab_tables(lab: &Value) -> Option<Vec<Table>> {
                 matches.push("default".into());
             }
             rows.push(vec![
-                json!(place),
-                json!(q.rate_bps),
-                json!(c.name),
-                json!(c.rate_bps),
-                json!(c.ceil_bps),
-                json!(matches.join(", ")),
+                Cell::from(place.as_str()),
+                Cell::from(q.rate_bps),
+                Cell::from(c.name.as_str()),
+                Cell::from(c.rate_bps),
+                Cell::from(c.ceil_bps),
+                Cell::from(matches.join(", ")),
             ]);
         }
     }
@@ -165,7 +188,7 @@ pub fn lab_tables(lab: &Value) -> Option<Vec<Table>> {
             .to_vec();
         out.push(Table { title: "Lab QoS classes".into(), columns, rows });
     }
-    Some(out)
+    out
 }
 
 fn table_html(s: &mut String, t: &Table) {
@@ -177,10 +200,10 @@ fn table_html(s: &mut String, t: &Table) {
     for row in &t.rows {
         s.push_str("<tr>");
         for (i, c) in t.columns.iter().enumerate() {
-            let v = row.get(i).unwrap_or(&Value::Null);
+            let v = row.get(i).unwrap_or(&Cell::Null);
             let text = match (v.as_f64(), c.rsplit_once('(').map(|(_, u)| u.trim_end_matches(')'))) {
                 (Some(x), Some(u @ ("bit/s" | "B" | "1/s"))) => esc(&si(x, u)),
-                _ => cell(v),
+                _ => cell_html(v),
             };
             let class = if v.is_number() { " class=\"n\"" } else { "" };
             let _ = write!(s, "<td{class}>{text}</td>");
@@ -205,9 +228,9 @@ fn summary(s: &mut String, runs: &[RunReport], threshold_pct: f64) {
         ("created", |r| r.created.clone()),
         ("linerate", |r| r.tool_version.clone()),
         ("parameters", |r| key_params(r).into_iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")),
-        ("best point", |r| r.params.get("best_point").and_then(Value::as_str).unwrap_or("").to_string()),
+        ("best point", |r| r.params.best_point.clone().unwrap_or_default()),
     ] {
-        if label == "best point" && runs.iter().all(|r| !r.params.contains_key("best_point")) {
+        if label == "best point" && runs.iter().all(|r| r.params.best_point.is_none()) {
             continue;
         }
         let _ = write!(s, "<tr><th>{label}</th>");
@@ -343,20 +366,20 @@ pub fn report(runs: &[RunReport], threshold_pct: f64) -> String {
         for r in runs {
             s.push_str("<div class=\"run\">");
             // a lab's topology gets tables of its own instead of one nested value
-            let lab = if r.kind == RunKind::Lab { r.params.get("lab").and_then(lab_tables) } else { None };
-            let params: Vec<Vec<Value>> = r
-                .params
-                .iter()
-                .filter(|(k, _)| !(lab.is_some() && k.as_str() == "lab"))
-                .map(|(k, v)| vec![Value::String(k.clone()), v.clone()])
-                .collect();
+            let lab = lab_of(r).map(lab_tables);
+            let params: Vec<(String, Value)> =
+                r.params.entries().into_iter().filter(|(k, _)| !(lab.is_some() && k.as_str() == "lab")).collect();
             if !params.is_empty() {
-                let t = Table {
-                    title: format!("Parameters of {}", r.id),
-                    columns: vec!["parameter".into(), "value".into()],
-                    rows: params,
-                };
-                table_html(&mut s, &t);
+                let _ = write!(
+                    s,
+                    "<h3>{}</h3><table><tr><th>parameter</th><th>value</th></tr>",
+                    esc(&format!("Parameters of {}", r.id))
+                );
+                for (k, v) in &params {
+                    let class = if v.is_number() { " class=\"n\"" } else { "" };
+                    let _ = write!(s, "<tr><td>{}</td><td{class}>{}</td></tr>", esc(k), cell(v));
+                }
+                s.push_str("</table>");
             }
             for t in lab.iter().flatten() {
                 table_html(&mut s, t);

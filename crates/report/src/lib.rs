@@ -1,6 +1,7 @@
-//! linerate-report: the versioned [`RunReport`] document every `cp`, `bench` and `lab` run is
-//! turned into, the SQLite [`Store`] that keeps runs, the exporters (JSON, CSV, Markdown), the
-//! comparison used by `linerate report compare`, and the SVG charts and single-file HTML report.
+//! linerate-report: the versioned, typed [`RunReport`] document every `cp`, `bench`, `lab` and
+//! `mesh` run is turned into (with the document it was made from as its [`Body`]), the run
+//! [`Store`] (SQLite or PostgreSQL), the exporters (JSON, CSV, Markdown), the comparison used by
+//! `linerate report compare`, and the SVG charts and single-file HTML report.
 //!
 //! It reads the tools' JSON output into the typed documents of `linerate-model`, so it depends
 //! on neither the engine nor the lab.

@@ -5,9 +5,10 @@
 //! a figure (the test failed) is hatched. SVG in the style of [`crate::svg`], and one HTML page.
 
 use crate::convert::si;
-use crate::model::{Better, RunKind, RunReport};
+use crate::model::{Better, Body, RunKind, RunReport};
 use crate::svg::esc;
 use crate::ReportError;
+use linerate_model::doc::mesh::{pair_metric, MeshTest, PairFigure};
 use std::fmt::Write;
 
 /// A cell: the pair's figure, and its change against the baseline in percent (if it has one).
@@ -28,16 +29,15 @@ pub struct Matrix {
     pub cells: Vec<Vec<Cell>>,
 }
 
-fn names(r: &RunReport, key: &str, field: Option<&str>) -> Result<Vec<String>, ReportError> {
-    let bad = || ReportError::Invalid(format!("mesh run {} has no params.{key}", r.id));
-    let list = r.params.get(key).and_then(|v| v.as_array()).ok_or_else(bad)?;
-    list.iter()
-        .map(|v| match field {
-            Some(f) => v.get(f).and_then(|x| x.as_str()).map(str::to_string),
-            None => v.as_str().map(str::to_string),
-        })
-        .collect::<Option<Vec<_>>>()
-        .ok_or_else(bad)
+/// The agents and the tests' names of a mesh run: from its round, or from the parameters of a
+/// run stored before the round was kept.
+fn agents_and_tests(r: &RunReport) -> Result<(Vec<String>, Vec<String>), ReportError> {
+    let names = |tests: &[MeshTest]| tests.iter().map(|t| t.name.clone()).collect();
+    match (&r.body, &r.params.agents, &r.params.tests) {
+        (Some(Body::Mesh(round)), _, _) => Ok((round.agents.clone(), names(&round.tests))),
+        (_, Some(agents), Some(tests)) => Ok((agents.clone(), names(tests))),
+        _ => Err(ReportError::Invalid(format!("mesh run {} has no agents and tests", r.id))),
+    }
 }
 
 /// The matrices of mesh run `run`, changes against `base` (another mesh run) where given.
@@ -45,8 +45,7 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>) -> Result<Vec<Matrix>
     if run.kind != RunKind::Mesh {
         return Err(ReportError::Invalid(format!("run {} is a {} run, not a mesh round", run.id, run.kind.as_str())));
     }
-    let agents = names(run, "agents", None)?;
-    let tests = names(run, "tests", Some("name"))?;
+    let (agents, tests) = agents_and_tests(run)?;
     let mut out = Vec::new();
     for test in tests {
         let mut m = Matrix {
@@ -58,8 +57,7 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>) -> Result<Vec<Matrix>
         };
         for (i, a) in agents.iter().enumerate() {
             for (j, b) in agents.iter().enumerate() {
-                let name = format!("{test}:{a}>{b}");
-                let found = run.find_metric(&name).or_else(|| run.find_metric(&format!("{name}:p50")));
+                let found = PairFigure::ALL.into_iter().find_map(|f| run.find_metric(&pair_metric(&test, a, b, f)));
                 let Some(metric) = found else { continue };
                 m.unit = metric.unit.clone();
                 m.better = metric.better;
@@ -199,12 +197,12 @@ pub fn mesh_html(run: &RunReport, base: Option<&RunReport>, threshold: f64) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn round(values: &[(&str, f64)]) -> RunReport {
         let mut r = RunReport::new(RunKind::Mesh, "mesh round 0");
-        r.params.insert("agents".into(), json!(["a", "b", "c"]));
-        r.params.insert("tests".into(), json!([{"name": "tput"}, {"name": "rtt"}]));
+        let test = |name: &str| MeshTest { name: name.into(), ..MeshTest::default() };
+        r.params.agents = Some(["a", "b", "c"].map(String::from).to_vec());
+        r.params.tests = Some(vec![test("tput"), test("rtt")]);
         for (name, v) in values {
             if name.ends_with(":p50") {
                 r.metric(name, *v, "us", Better::Lower);

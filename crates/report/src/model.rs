@@ -1,12 +1,20 @@
 //! The `RunReport` document ("linerate.run/1"): one run of `cp`, `bench`, `lab` or `mesh`, with its
-//! parameters, hosts, headline figures and chart data. Documented in docs/REPORT_SCHEMA.md and
-//! described by docs/schema/run-v1.schema.json; outside scripts rely on it, so fields are only
-//! ever added, and a breaking change gets a new schema string.
+//! parameters, hosts, headline figures, chart data, and the typed document it was made from.
+//! Documented in docs/REPORT_SCHEMA.md and described by docs/schema/run-v1.schema.json; outside
+//! scripts rely on it, so fields are only ever added, and a breaking change gets a new schema
+//! string. Every field is typed: the key parameters ([`RunParams`]), the hosts ([`Hosts`]), table
+//! cells ([`Cell`]) and the source document ([`Body`]); what a run stored by an older linerate
+//! holds that no longer fits its field is left out when it is read, never an error.
 
 use crate::ReportError;
-use serde::{Deserialize, Serialize};
+use linerate_model::doc::bench::BenchDocument;
+use linerate_model::doc::cp::CpSummary;
+use linerate_model::doc::lab::{LabDescription, LabDocument, LabScenario, Machine};
+use linerate_model::doc::mesh::{MeshRound, MeshTally, MeshTest};
+use linerate_model::host::HostInfo;
+use linerate_model::profile::Profile;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// The schema string of the current document version.
 pub const SCHEMA: &str = "linerate.run/1";
@@ -26,12 +34,13 @@ pub struct RunReport {
     pub title: String,
     /// `linerate` version that produced it.
     pub tool_version: String,
-    /// Parameters of the run (flags, scenario settings), name → JSON value.
+    /// Parameters of the run (flags, scenario settings): the ones that decide whether two runs
+    /// measure the same thing.
     #[serde(default)]
-    pub params: BTreeMap<String, Value>,
-    /// Host metadata, free-form (for instance `{"local":{...},"remote":{...}}`).
+    pub params: RunParams,
+    /// Host metadata: a bench run's two sides, a lab's machine.
     #[serde(default)]
-    pub hosts: Value,
+    pub hosts: Hosts,
     /// Headline figures; `report compare` compares these by name.
     #[serde(default)]
     pub metrics: Vec<Metric>,
@@ -41,6 +50,340 @@ pub struct RunReport {
     /// Free tables (connection scaling with CPU, per-run listings).
     #[serde(default)]
     pub tables: Vec<Table>,
+    /// The typed document the run was made from, kept whole: what renderers read beyond the
+    /// figures (a lab's topology, a mesh round's agents). Absent in runs stored before it was
+    /// kept, and in runs made from documents older than the typed ones.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub body: Option<Body>,
+}
+
+/// The document a run was made from.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub enum Body {
+    /// A `linerate bench --json` document.
+    Bench(Box<BenchDocument>),
+    /// A `linerate cp --json` summary.
+    Cp(Box<CpSummary>),
+    /// A `linerate lab run` document.
+    Lab(Box<LabDocument>),
+    /// A `linerate mesh` round.
+    Mesh(Box<MeshRound>),
+}
+
+/// Reads an optional field, leaving it out (`None`) when its value does not have the field's
+/// type: runs stored by older versions (and documents older than the typed ones) carried
+/// free-form parameters and hosts, and still import.
+fn lenient<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either<T> {
+        Typed(T),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Option::<Either<T>>::deserialize(d)? {
+        Some(Either::Typed(t)) => Some(t),
+        _ => None,
+    })
+}
+
+/// A lab scenario as a parameter: the scenario file's `{name, description, file}`, or, in
+/// documents of the older sketch, its name alone.
+fn scenario_param<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LabScenario>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Typed(LabScenario),
+        Name(String),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Option::<Either>::deserialize(d)? {
+        Some(Either::Typed(t)) => Some(t),
+        Some(Either::Name(name)) => Some(LabScenario { name, ..LabScenario::default() }),
+        _ => None,
+    })
+}
+
+/// The key parameters of a run, each present only where the run has it: a bench run's test
+/// (the `linerate.bench/1` test's fields, so the rate cap, direction, connections and duration
+/// are compared), a cp run's copy, a lab run's scenario and topology, a mesh round's agents and
+/// tests. Serialized under the same names as the free-form parameters were, in name order.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct RunParams {
+    /// Mesh: the round's agents, in inventory order.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub agents: Option<Vec<String>>,
+    /// Bench, a sweep: the best point's swept values (`connections=2 msg_size=131072`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub best_point: Option<String>,
+    /// Bench: bytes the test ended after (`-n`); cp: file bytes sent.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub bytes: Option<u64>,
+    /// cp: the AEAD used.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub cipher: Option<String>,
+    /// Bench: the client's pinned core (`-A`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub client_cpu: Option<u32>,
+    /// cp: every entry arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub complete: Option<bool>,
+    /// Bench: the congestion control asked for (`-C`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub congestion: Option<String>,
+    /// Bench: parallel connections.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub connections: Option<u32>,
+    /// Bench: the client's first data port (`--cport`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub cport: Option<u16>,
+    /// cp: where the tree went.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub destination: Option<String>,
+    /// Bench: `send`, `receive` (`-R`) or `bidir`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub direction: Option<String>,
+    /// cp: directories sent.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub dirs: Option<u64>,
+    /// Bench: measured time, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub duration_ms: Option<u64>,
+    /// Bench, the contract sample: measured time, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub duration_s: Option<f64>,
+    /// cp: files sent.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub files: Option<u64>,
+    /// Lab: when the scenario ended, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub finished_unix: Option<u64>,
+    /// Bench, the contract sample: the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub host: Option<String>,
+    /// Bench: reporting interval, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub interval_ms: Option<u64>,
+    /// Bench: what was measured (the same as `test`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub kind: Option<String>,
+    /// Lab: the lab as built (hosts, links, switches, QoS).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub lab: Option<LabDescription>,
+    /// cp: symlinks sent.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub links: Option<u64>,
+    /// Bench: `TCP_MAXSEG` (`-M`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub mss: Option<u32>,
+    /// Bench: bytes per write, request or datagram.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub msg_size: Option<u32>,
+    /// Bench: TCP_NODELAY.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub nodelay: Option<bool>,
+    /// Bench: warm-up, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub omit_ms: Option<u64>,
+    /// Bench, the contract sample: warm-up, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub omit_s: Option<f64>,
+    /// Bench, a sweep: how many points it measured.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub points: Option<u64>,
+    /// Bench: a profile test's workload.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub profile: Option<Profile>,
+    /// Bench: the rate cap, bit/s for stream tests, transactions/s for rr/crr; absent when
+    /// uncapped.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub rate: Option<u64>,
+    /// Bench: SO_RCVBUF asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub rcvbuf: Option<u32>,
+    /// Bench: bytes per response.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub resp_size: Option<u32>,
+    /// Mesh: the round's number.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub round: Option<u64>,
+    /// Lab: the lab's run id.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub run_id: Option<String>,
+    /// Lab: the scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "scenario_param")]
+    pub scenario: Option<LabScenario>,
+    /// Bench: the agent's address.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub server: Option<String>,
+    /// Bench: the agent's pinned core (`-A N,M`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub server_cpu: Option<u32>,
+    /// Bench: SO_SNDBUF asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub sndbuf: Option<u32>,
+    /// Lab: when the scenario began, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub started_unix: Option<u64>,
+    /// cp: data streams used.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub streams: Option<u32>,
+    /// Bench, a sweep: the parameter on its x axis.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub sweep: Option<String>,
+    /// Bench, a sweep: what it ranged over (`connections 1–8`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub sweep_range: Option<String>,
+    /// Mesh: how the round went.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub tally: Option<MeshTally>,
+    /// Bench: the test's name (`tcp-stream`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub test: Option<String>,
+    /// Mesh: the inventory's tests.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub tests: Option<Vec<MeshTest>>,
+    /// Lab: a smoke run's time factor (`--scale-time`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub time_scale: Option<f64>,
+    /// Bench: the IP TOS byte (`--dscp`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub tos: Option<u8>,
+    /// Bench: the protocol's document version.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub version: Option<u32>,
+    /// Lab: the directory that held the runner's trees.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub workdir: Option<String>,
+    /// Bench: sent with zero copy.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub zerocopy: Option<bool>,
+}
+
+impl RunParams {
+    /// Every parameter the run has, by name in name order, as JSON values: what exports and
+    /// the HTML report list.
+    pub fn entries(&self) -> Vec<(String, Value)> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(o)) => o.into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether the run has no parameter.
+    pub fn is_empty(&self) -> bool {
+        *self == RunParams::default()
+    }
+}
+
+/// The hosts of a run, each present where the run says.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Hosts {
+    /// A bench run's client.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub local: Option<HostInfo>,
+    /// The machine a lab ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub machine: Option<Machine>,
+    /// A bench run's agent.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub remote: Option<HostInfo>,
+}
+
+/// One table cell.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub enum Cell {
+    /// No value.
+    Null,
+    /// A yes/no value.
+    Bool(bool),
+    /// A whole number (a count).
+    Int(i64),
+    /// A number.
+    Number(f64),
+    /// Text.
+    Text(String),
+}
+
+impl Cell {
+    /// A number, or null.
+    pub fn num(x: Option<f64>) -> Cell {
+        x.map_or(Cell::Null, Cell::Number)
+    }
+
+    /// Text, or null when it is empty.
+    pub fn text(s: &str) -> Cell {
+        if s.is_empty() {
+            Cell::Null
+        } else {
+            Cell::Text(s.to_string())
+        }
+    }
+
+    /// The value of a number cell.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Cell::Int(i) => Some(*i as f64),
+            Cell::Number(x) => Some(*x),
+            _ => None,
+        }
+    }
+
+    /// The text of a text cell.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Cell::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Whether the cell is a number.
+    pub fn is_number(&self) -> bool {
+        matches!(self, Cell::Int(_) | Cell::Number(_))
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(s: &str) -> Cell {
+        Cell::Text(s.to_string())
+    }
+}
+
+impl From<String> for Cell {
+    fn from(s: String) -> Cell {
+        Cell::Text(s)
+    }
+}
+
+impl From<f64> for Cell {
+    fn from(x: f64) -> Cell {
+        Cell::Number(x)
+    }
+}
+
+impl From<u64> for Cell {
+    fn from(x: u64) -> Cell {
+        i64::try_from(x).map_or(Cell::Number(x as f64), Cell::Int)
+    }
+}
+
+impl From<u32> for Cell {
+    fn from(x: u32) -> Cell {
+        Cell::Int(i64::from(x))
+    }
+}
+
+impl From<usize> for Cell {
+    fn from(x: usize) -> Cell {
+        Cell::from(x as u64)
+    }
+}
+
+impl PartialEq<&str> for Cell {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == Some(*other)
+    }
 }
 
 /// The tool that produced a run.
@@ -227,7 +570,7 @@ pub struct Table {
     /// Column headings (with the unit in parentheses where there is one).
     pub columns: Vec<String>,
     /// Rows of cells (numbers, strings or null), each as long as `columns`.
-    pub rows: Vec<Vec<Value>>,
+    pub rows: Vec<Vec<Cell>>,
 }
 
 impl RunReport {
@@ -240,11 +583,12 @@ impl RunReport {
             created: crate::time::now_rfc3339(),
             title: title.into(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
-            params: BTreeMap::new(),
-            hosts: Value::Object(Default::default()),
+            params: RunParams::default(),
+            hosts: Hosts::default(),
             metrics: Vec::new(),
             charts: Charts::default(),
             tables: Vec::new(),
+            body: None,
         }
     }
 
@@ -271,7 +615,7 @@ impl RunReport {
 
     /// The bench test a run made (`tcp-stream`, `tcp-rr`), from its parameters.
     pub fn test_name(&self) -> Option<&str> {
-        self.params.get("test").or_else(|| self.params.get("kind")).and_then(Value::as_str)
+        self.params.test.as_deref().or(self.params.kind.as_deref())
     }
 
     /// Whether the run is a request/response test, judged by transactions and latency.
@@ -340,10 +684,45 @@ mod tests {
     }
 
     #[test]
+    fn a_run_stored_with_free_form_parameters_still_reads() {
+        let v = r#"{"schema": "linerate.run/1", "id": "x", "kind": "lab", "created": "2026-11-25T00:00:00Z",
+            "title": "old", "tool_version": "0.1.0",
+            "params": {"scenario": "qos", "lab": {"guests": 3}, "streams": "four", "run_id": "lr1"},
+            "hosts": {"g1": {"cpus": 2}, "machine": {"kernel": "6.1", "cpus": 2}},
+            "tables": [{"title": "t", "columns": ["a", "b", "c", "d"], "rows": [[1, 2.5, "x", null]]}],
+            "body": {"lab": {"schema": "linerate.lab/9"}}}"#;
+        let r = RunReport::from_json(serde_json::from_str(v).unwrap()).unwrap();
+        assert_eq!(r.params.scenario.map(|s| s.name).as_deref(), Some("qos"), "a name alone is the scenario's");
+        assert_eq!((r.params.lab, r.params.streams, r.params.run_id.as_deref()), (None, None, Some("lr1")));
+        assert_eq!(r.hosts.machine.map(|m| m.cpus), Some(2));
+        assert_eq!(r.tables[0].rows[0], [Cell::Int(1), Cell::Number(2.5), Cell::from("x"), Cell::Null]);
+        assert_eq!(r.body, None, "a body this version cannot read is left out");
+    }
+
+    #[test]
+    fn parameters_and_cells_write_as_the_free_form_ones_did() {
+        let mut r = RunReport::new(RunKind::Bench, "b");
+        (r.params.test, r.params.connections, r.params.rate) = (Some("tcp-stream".into()), Some(4), Some(1_000_000));
+        r.tables.push(Table {
+            title: "t".into(),
+            columns: vec!["a".into(), "b".into()],
+            rows: vec![vec![3u64.into(), Cell::Null]],
+        });
+        let v = serde_json::to_value(&r).unwrap();
+        let text = |x: &Value| serde_json::to_string(x).unwrap();
+        assert_eq!(text(&v["params"]), r#"{"connections":4,"rate":1000000,"test":"tcp-stream"}"#);
+        assert_eq!(text(&v["tables"][0]["rows"]), "[[3,null]]");
+        assert_eq!(text(&v["hosts"]), "{}");
+        assert!(v.get("body").is_none(), "no body: left out");
+        assert_eq!(r.params.entries().len(), 3);
+    }
+
+    #[test]
     fn rejects_an_unknown_schema_string() {
-        let e = RunReport::from_json(serde_json::json!({"schema": "linerate.run/0"})).unwrap_err();
+        let json = |s: &str| serde_json::from_str::<Value>(s).unwrap();
+        let e = RunReport::from_json(json(r#"{"schema": "linerate.run/0"}"#)).unwrap_err();
         assert!(matches!(e, ReportError::UnknownSchema(s) if s == "linerate.run/0"));
-        let e = RunReport::from_json(serde_json::json!({"id": "x"})).unwrap_err();
+        let e = RunReport::from_json(json(r#"{"id": "x"}"#)).unwrap_err();
         assert!(matches!(e, ReportError::UnknownSchema(_)));
     }
 }

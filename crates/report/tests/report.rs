@@ -51,7 +51,7 @@ fn cp_summary_converts_to_throughput_and_cpu() {
     assert!((metric(&r, "cpu.server") - 2.62).abs() < 1e-9);
     assert_eq!(metric(&r, "errors"), 0.0);
     assert_eq!(r.find_metric("cpu.client").unwrap().better, Better::Lower);
-    assert_eq!(r.params["streams"], 4);
+    assert_eq!(r.params.streams, Some(4));
     assert_eq!(r.charts.bars[0].bars.len(), 4);
 }
 
@@ -63,7 +63,7 @@ fn bench_document_converts_sweep_intervals_flows_and_latency() {
     assert_eq!(metric(&r, "throughput"), 9.32e9);
     assert_eq!(metric(&r, "latency.p99"), 142.0);
     assert!((metric(&r, "cpu.local") - 15.3).abs() < 1e-9);
-    assert_eq!(r.hosts["remote"]["hostname"], "server-b");
+    assert_eq!(r.hosts.remote.as_ref().map(|h| h.machine.hostname.as_str()), Some("server-b"));
     // sweep → throughput and CPU against connections, plus the table
     let thr = &r.charts.xy[0];
     assert_eq!(thr.x.label, "connections");
@@ -72,7 +72,7 @@ fn bench_document_converts_sweep_intervals_flows_and_latency() {
     let cpu = r.charts.xy.iter().find(|c| c.y.unit == "%").unwrap();
     assert_eq!(cpu.lines.len(), 2);
     assert_eq!(r.tables[0].rows.len(), 5);
-    assert_eq!(r.params["sweep"], "connections");
+    assert_eq!(r.params.sweep.as_deref(), Some("connections"));
     // intervals, connections, latency
     assert_eq!(r.charts.series[0].lines[0].points.len(), 10);
     assert_eq!(r.charts.series[0].lines[0].points[0], [1.0, 9.18e9], "at the end of the first interval");
@@ -112,7 +112,7 @@ fn real_bench_sweep_gives_one_line_per_message_size() {
     // `linerate bench 127.0.0.1:PORT -t 1 --sweep conns=1,2,4 --sweep msg=16K,128K --json`
     let r = pinned("bench-real-sweep.json");
     assert_eq!(r.title, "bench tcp-stream to 127.0.0.1:39779");
-    assert_eq!(r.params["sweep"], "connections");
+    assert_eq!(r.params.sweep.as_deref(), Some("connections"));
     let thr = &r.charts.xy[0];
     assert_eq!(thr.x.label, "connections");
     let names: Vec<&str> = thr.lines.iter().map(|l| l.name.as_str()).collect();
@@ -213,8 +213,8 @@ fn every_figure_of_the_typed_documents_reaches_the_report() {
     assert_eq!(metric(&r, "peak_rss.client"), cp.peak_rss_bytes.client as f64);
     assert_eq!(metric(&r, "peak_rss.server"), cp.peak_rss_bytes.server as f64);
     assert_eq!(metric(&r, "errors"), (cp.errors.local + cp.errors.remote) as f64);
-    assert_eq!((r.params["files"].as_u64(), r.params["streams"].as_u64()), (Some(cp.files), Some(4)));
-    assert_eq!(r.params["cipher"], cp.cipher.as_str());
+    assert_eq!((r.params.files, r.params.streams), (Some(cp.files), Some(4)));
+    assert_eq!(r.params.cipher.as_deref(), Some(cp.cipher.as_str()));
 
     let bench = example::bench();
     let r = from_json(serde_json::to_value(&bench).unwrap()).unwrap();
@@ -223,8 +223,8 @@ fn every_figure_of_the_typed_documents_reaches_the_report() {
     assert_eq!(r.title, format!("bench {} to {}", test.test, test.server));
     assert_eq!(r.created, "2026-11-22T05:47:16Z");
     assert_eq!(r.tool_version, bench.tool.version);
-    assert_eq!(r.params["msg_size"], test.msg_size);
-    assert_eq!(r.hosts["remote"], bench.hosts.remote);
+    assert_eq!(r.params.msg_size, Some(test.msg_size));
+    assert_eq!(r.hosts.remote, bench.hosts.remote);
     for (name, want) in [
         ("throughput", s.throughput_bps),
         ("transactions", s.transactions_per_s.unwrap()),
@@ -251,7 +251,7 @@ fn every_figure_of_the_typed_documents_reaches_the_report() {
     assert_eq!(r.charts.flows[0].flows.len(), bench.connections.as_ref().unwrap().len());
     assert_eq!(r.charts.latency[0].lines[0].points.len(), 5, "the curve without its 100th percentile");
     // the sweep: connections on x (the first swept), one line per message size
-    assert_eq!(r.params["sweep"], "connections");
+    assert_eq!(r.params.sweep.as_deref(), Some("connections"));
     let thr = &r.charts.xy[0];
     assert_eq!(thr.lines.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(), ["msg_size=1024", "msg_size=65536"]);
     assert_eq!(r.tables[0].rows.len(), bench.points.len());
@@ -260,8 +260,8 @@ fn every_figure_of_the_typed_documents_reaches_the_report() {
     let r = from_json(serde_json::to_value(&lab).unwrap()).unwrap();
     assert!(r.title.starts_with("lab example"));
     assert_eq!(r.tool_version, lab.tool.version);
-    assert_eq!(r.params["run_id"], "lr4242");
-    assert_eq!(r.hosts["machine"]["cpus"], 2);
+    assert_eq!(r.params.run_id.as_deref(), Some("lr4242"));
+    assert_eq!(r.hosts.machine.as_ref().map(|m| m.cpus), Some(2));
     assert_eq!(metric(&r, "rate.bench-2"), 9.2e8);
     assert_eq!(metric(&r, "jain.bench-2"), 0.99);
     assert!((metric(&r, "cpu.bench-2") - 17.0).abs() < 1e-9);
@@ -343,8 +343,12 @@ fn keys(v: &Value) -> Vec<String> {
         Value::Object(o) => {
             for (k, x) in o {
                 out.push(k.clone());
-                if k != "params" && k != "hosts" {
-                    out.extend(keys(x));
+                match (k.as_str(), x) {
+                    // free of the run's schema: the parameters, the hosts, and the documents kept
+                    // whole (their own schemas); the body's kind is the run's
+                    ("params" | "hosts", _) => {}
+                    ("body", Value::Object(b)) => out.extend(b.keys().cloned()),
+                    _ => out.extend(keys(x)),
                 }
             }
         }
@@ -508,9 +512,9 @@ fn headlines_are_the_figures_a_run_is_judged_by() {
     assert_eq!(sweep.metrics[0].name, "throughput.best");
     assert!((sweep.metrics[0].value - 34_231_796_695.409_15).abs() < 1.0);
     assert!((metric(&sweep, "throughput") - 15_585_977_508.590_21).abs() < 1.0, "the first point's, as before");
-    assert_eq!(sweep.params["points"], 6);
-    assert_eq!(sweep.params["best_point"], "connections=2 msg_size=131072");
-    assert_eq!(sweep.params["sweep_range"], "connections 1–4, msg_size 16384–131072");
+    assert_eq!(sweep.params.points, Some(6));
+    assert_eq!(sweep.params.best_point.as_deref(), Some("connections=2 msg_size=131072"));
+    assert_eq!(sweep.params.sweep_range.as_deref(), Some("connections 1–4, msg_size 16384–131072"));
     let mut store = Store::open_in_memory().unwrap();
     store.insert(&rr).unwrap();
     store.insert(&sweep).unwrap();
@@ -543,7 +547,7 @@ fn a_run_stored_already_is_found_again() {
     let mut s = Store::open_in_memory().unwrap();
     // `cp` saves its run with the destination; `cp --json` prints neither it nor a start time
     let mut saved = from_json(fixture("cp.json")).unwrap();
-    saved.params.insert("destination".into(), "host:7878:dir".into());
+    saved.params.destination = Some("host:7878:dir".into());
     saved.created = "2026-11-22T05:47:16Z".into();
     s.insert(&saved).unwrap();
     let imported = from_json(fixture("cp.json")).unwrap();

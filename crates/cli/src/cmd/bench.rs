@@ -4,16 +4,15 @@
 use crate::exit;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use linerate_engine::bench::doc::{document, DocumentConfig, PointRun};
 use linerate_engine::bench::stats::{busy, confidence, confident_enough, Latency, Summary};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_engine::net::conn;
 use linerate_engine::EngineError;
 use linerate_model::doc::bench as doc;
-use linerate_model::doc::ToolInfo;
 use linerate_model::units::{self, format_rate, format_size_iec};
 use linerate_model::DEFAULT_PORT;
 use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
-use serde_json::Value;
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -662,7 +661,18 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
         done.push(Point { labels, result, summary, runs });
     }
-    let doc = document(&done, &addr, &tuning, level as u32, width);
+    let runs: Vec<PointRun> = done
+        .iter()
+        .map(|p| PointRun { labels: &p.labels, result: &p.result, summary: &p.summary, runs: &p.runs })
+        .collect();
+    let cfg = DocumentConfig {
+        addr,
+        tuning: &tuning,
+        level: level as u32,
+        width_pct: width,
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let doc = document(&runs, &cfg);
     if !a.no_save && !done.is_empty() {
         let saved = linerate_report::from_bench(&doc)
             .map_err(anyhow::Error::from)
@@ -919,7 +929,7 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
     }
     // The server's figures are its whole machine's: with other clients' tests beside this one
     // they include those too, and say so.
-    let others = r.remote.host.get("concurrent_tests").and_then(serde_json::Value::as_u64).unwrap_or(1);
+    let others = r.remote.host.concurrent_tests.unwrap_or(1);
     let server_label = if others > 1 {
         format!("CPU server (whole machine, {others} tests running)")
     } else {
@@ -962,8 +972,8 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
         })
     };
     // The congestion control the data sockets used, as each side read it back (TCP tests).
-    let cc = |h: &Value| {
-        h.get("congestion_control_in_use").and_then(Value::as_str).map(|n| linerate_proto::name::escape(n.as_bytes()))
+    let cc = |h: &linerate_model::host::HostInfo| {
+        h.congestion_control_in_use.as_deref().map(|n| linerate_proto::name::escape(n.as_bytes()))
     };
     let congestion = match (cc(&r.local.host), cc(&r.remote.host)) {
         (None, None) => String::new(),
@@ -1016,204 +1026,6 @@ fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
     }
     let _ = r;
     o
-}
-
-fn cpu_doc(c: &linerate_proto::bench::CpuShare) -> doc::CpuShare {
-    doc::CpuShare {
-        user: c.user,
-        system: c.system,
-        softirq: c.softirq,
-        irq: c.irq,
-        idle: c.idle,
-        steal: c.steal,
-        cores: c.cores,
-        process_user_s: c.process_user_s,
-        process_system_s: c.process_system_s,
-    }
-}
-
-fn summary_doc(s: &Summary) -> doc::BenchSummary {
-    let bufs = |b: Option<(u32, u32)>| b.map(|(sndbuf, rcvbuf)| doc::Buffers { sndbuf, rcvbuf });
-    let pair = |(local, remote): (f64, f64)| doc::SidePair { local, remote };
-    doc::BenchSummary {
-        throughput_bps: s.throughput_bps,
-        send_bps: s.send_bps,
-        receive_bps: s.receive_bps,
-        connections: s.connections,
-        seconds: s.seconds,
-        jain: s.jain,
-        fairness: s.fairness,
-        transactions_per_s: s.transactions_per_s,
-        latency_us: s.latency_us.clone(),
-        loss_pct: s.loss_pct,
-        out_of_order: s.out_of_order,
-        duplicates: s.duplicates,
-        packets_per_s: s.packets_per_s,
-        jitter_us: s.jitter_us,
-        sender_bps: s.sender_bps,
-        cpu: doc::CpuPair { local: cpu_doc(&s.cpu.local), remote: cpu_doc(&s.cpu.remote) },
-        service_demand_us_per_kb: pair(s.service_demand_us_per_kb),
-        service_demand_us_per_tran: s.service_demand_us_per_tran.map(pair),
-        retransmits: s.retransmits,
-        rtt_us: s.rtt_us,
-        buffers: doc::BufferPair { local: bufs(s.buffers.0), remote: bufs(s.buffers.1) },
-        efficiency: s.efficiency,
-        errors: s.errors.clone(),
-        groups: s.groups.clone(),
-    }
-}
-
-/// Intervals as the receiver of the bulk saw them (the client's for rr-like tests).
-fn intervals_doc(r: &TestResult) -> Vec<doc::BenchInterval> {
-    let side = match (r.spec.kind, r.spec.direction) {
-        (TestKind::TcpStream | TestKind::UdpStream, Direction::Send) => &r.remote,
-        _ => &r.local,
-    };
-    side.intervals
-        .iter()
-        .map(|iv| {
-            let secs = (iv.end_s - iv.start_s).max(1e-9);
-            let bytes = if r.spec.direction == Direction::Bidir { iv.rx + iv.tx } else { iv.rx.max(iv.tx) };
-            doc::BenchInterval {
-                start_s: iv.start_s,
-                end_s: iv.end_s,
-                bps: bytes as f64 * 8.0 / secs,
-                transactions_per_s: iv.transactions as f64 / secs,
-                omitted: iv.start_s * 1000.0 < r.spec.omit_ms as f64,
-            }
-        })
-        .collect()
-}
-
-fn tcp_doc(t: linerate_proto::bench::TcpSample) -> doc::TcpStats {
-    doc::TcpStats {
-        cwnd: t.cwnd,
-        rtt_us: t.rtt_us,
-        rttvar_us: t.rttvar_us,
-        retrans: t.retrans,
-        mss: t.mss,
-        delivery_rate: t.delivery_rate,
-        pacing_rate: t.pacing_rate,
-    }
-}
-
-fn connections_doc(r: &TestResult) -> Vec<doc::BenchConnection> {
-    let recv_side = match r.spec.direction {
-        Direction::Receive => &r.local,
-        _ if matches!(r.spec.kind, TestKind::TcpStream | TestKind::UdpStream) => &r.remote,
-        _ => &r.local,
-    };
-    r.local
-        .conns
-        .iter()
-        .map(|c| {
-            let rc = recv_side.conns.get(c.id as usize);
-            let bytes = match r.spec.direction {
-                Direction::Bidir => c.rx + r.remote.conns.get(c.id as usize).map_or(0, |x| x.rx),
-                _ => rc.map_or(0, |x| {
-                    x.rx + if std::ptr::eq(recv_side, &r.local)
-                        && !matches!(r.spec.kind, TestKind::TcpStream | TestKind::UdpStream)
-                    {
-                        x.tx
-                    } else {
-                        0
-                    }
-                }),
-            };
-            let secs = recv_side.seconds.max(1e-9);
-            doc::BenchConnection {
-                id: c.id,
-                bytes,
-                bps: bytes as f64 * 8.0 / secs,
-                tcp: c.tcp.map(tcp_doc),
-                server_tcp: r.remote.conns.get(c.id as usize).and_then(|x| x.tcp).map(tcp_doc),
-            }
-        })
-        .collect()
-}
-
-fn test_doc(s: &TestSpec, addr: &SocketAddr, tuning: &ClientTuning) -> doc::BenchTest {
-    let direction = match s.direction {
-        Direction::Send => "send",
-        Direction::Receive => "receive",
-        Direction::Bidir => "bidir",
-    };
-    doc::BenchTest {
-        version: s.version,
-        kind: s.kind.name().into(),
-        direction: direction.into(),
-        connections: s.connections,
-        duration_ms: s.duration_ms,
-        omit_ms: s.omit_ms,
-        interval_ms: s.interval_ms,
-        msg_size: s.msg_size,
-        resp_size: s.resp_size,
-        sndbuf: s.sndbuf,
-        rcvbuf: s.rcvbuf,
-        rate: s.rate,
-        zerocopy: s.zerocopy,
-        nodelay: s.nodelay,
-        profile: s.profile.as_ref().and_then(|p| serde_json::to_value(p).ok()),
-        server: addr.to_string(),
-        test: s.kind.name().into(),
-        options: doc::TestOptions {
-            congestion: s.congestion.clone(),
-            tos: s.tos,
-            bytes: s.bytes,
-            mss: tuning.mss,
-            cport: tuning.cport,
-            client_cpu: tuning.cpu,
-            server_cpu: s.server_cpu,
-        },
-    }
-}
-
-/// The test parameter a `--sweep` key sets (the keys `sweep_points` accepts).
-fn swept(key: &str) -> Option<doc::SweepParam> {
-    Some(match key {
-        "msg" | "length" => doc::SweepParam::MsgSize,
-        "buf" | "window" => doc::SweepParam::Sndbuf,
-        "conns" | "parallel" => doc::SweepParam::Connections,
-        "response" => doc::SweepParam::RespSize,
-        _ => return None,
-    })
-}
-
-fn document(points: &[Point], addr: &SocketAddr, tuning: &ClientTuning, level: u32, width: f64) -> doc::BenchDocument {
-    let since_epoch = points.first().and_then(|p| p.result.started.duration_since(std::time::UNIX_EPOCH).ok());
-    let started = since_epoch.map_or(0, |d| d.as_secs());
-    let pts = points
-        .iter()
-        .map(|p| doc::BenchPoint {
-            params: p.labels.iter().cloned().collect(),
-            test: test_doc(&p.result.spec, addr, tuning),
-            summary: summary_doc(&p.summary),
-            intervals: intervals_doc(&p.result),
-            repeats: doc::Repeats {
-                runs: p.runs.clone(),
-                confidence: confidence(&p.runs, level),
-                target_width_pct: width,
-                met: p.runs.len() > 1 && confident_enough(&p.runs, level, width, 2),
-            },
-        })
-        .collect();
-    let first = points.first();
-    doc::BenchDocument {
-        schema: doc::BENCH_SCHEMA.into(),
-        tool: ToolInfo::linerate(env!("CARGO_PKG_VERSION")),
-        started_unix_s: started,
-        started_unix_us: since_epoch.and_then(|d| u64::try_from(d.as_micros()).ok()),
-        sweep: Some(first.map(|p| p.labels.iter().filter_map(|(k, _)| swept(k)).collect()).unwrap_or_default()),
-        test: first.map(|p| test_doc(&p.result.spec, addr, tuning)),
-        hosts: doc::BenchHosts {
-            local: first.map_or(Value::Null, |p| p.result.local.host.clone()),
-            remote: first.map_or(Value::Null, |p| p.result.remote.host.clone()),
-        },
-        summary: first.map(|p| summary_doc(&p.summary)),
-        intervals: first.map(|p| intervals_doc(&p.result)),
-        connections: first.map(|p| connections_doc(&p.result)),
-        points: pts,
-    }
 }
 
 fn csv(points: &[Point]) -> String {

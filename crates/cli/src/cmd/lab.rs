@@ -201,13 +201,7 @@ fn down(run: Option<String>, all: bool) -> Result<u8> {
 fn status(json: bool) -> Result<u8> {
     let runs = RunState::list();
     if json {
-        let v: Vec<_> = runs
-            .iter()
-            .map(|s| {
-                serde_json::json!({"run": s.run, "scenario": s.scenario, "file": s.file, "pid": s.pid,
-                "owner_alive": s.owner_alive(), "detached": s.detached, "stale": s.is_stale(), "lab": s.description})
-            })
-            .collect();
+        let v: Vec<_> = runs.iter().map(RunState::status).collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(exit::OK);
     }

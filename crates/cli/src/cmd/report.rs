@@ -246,11 +246,8 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
             let mut text = String::new();
             for r in &runs {
                 if json {
-                    let line = serde_json::json!({
-                        "id": r.id, "kind": r.kind, "created": r.created, "title": r.title,
-                        "headline": r.headline.as_ref().map(|m| serde_json::json!({"name": m.name, "value": m.value, "unit": m.unit})),
-                    });
-                    text.push_str(&format!("{line}\n"));
+                    text.push_str(&r.json_line());
+                    text.push('\n');
                 } else {
                     let head =
                         r.headline.as_ref().map_or(String::new(), |m| linerate_report::convert::si(m.value, &m.unit));

@@ -3,7 +3,6 @@
 //! built and parsed here over a netlink socket from rustix, bounds-checked, without unsafe code.
 
 use rustix::net::{self, netlink, AddressFamily, RecvFlags, SendFlags, SocketType};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -32,41 +31,7 @@ pub enum EthtoolError {
     BadName(String),
 }
 
-/// Offloads in effect on an interface (`None` when the device does not list the feature).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Offloads {
-    /// TCP segmentation offload (`tx-tcp-segmentation`).
-    pub tso: Option<bool>,
-    /// Generic segmentation offload (`tx-generic-segmentation`).
-    pub gso: Option<bool>,
-    /// Generic receive offload (`rx-gro`).
-    pub gro: Option<bool>,
-    /// Large receive offload (`rx-lro`).
-    pub lro: Option<bool>,
-    /// Receive checksum offload (`rx-checksum`).
-    pub rx_checksum: Option<bool>,
-    /// Transmit checksum offload (any of `tx-checksum-ipv4`, `-ipv6`, `-ip-generic`).
-    pub tx_checksum: Option<bool>,
-}
-
-impl Offloads {
-    /// Pick the offloads out of a full feature map (name → active).
-    pub fn from_features(f: &BTreeMap<String, bool>) -> Offloads {
-        let one = |n: &str| f.get(n).copied();
-        let tx_csum: Vec<bool> = ["tx-checksum-ipv4", "tx-checksum-ipv6", "tx-checksum-ip-generic"]
-            .iter()
-            .filter_map(|n| f.get(*n).copied())
-            .collect();
-        Offloads {
-            tso: one("tx-tcp-segmentation"),
-            gso: one("tx-generic-segmentation"),
-            gro: one("rx-gro"),
-            lro: one("rx-lro"),
-            rx_checksum: one("rx-checksum"),
-            tx_checksum: if tx_csum.is_empty() { None } else { Some(tx_csum.iter().any(|b| *b)) },
-        }
-    }
-}
+pub use linerate_model::host::Offloads;
 
 const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 1;

@@ -15,7 +15,6 @@ pub mod path;
 pub mod qdisc;
 pub mod tcp;
 
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Where sysfs and procfs are mounted; `/sys` and `/proc` on a live host, fixture trees in tests.
@@ -102,39 +101,7 @@ pub fn parse_cpu_mask(s: &str) -> Option<Vec<u32>> {
     Some(cpus)
 }
 
-/// Host metadata recorded beside benchmark results (`linerate bench --json` `hosts.local`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct HostMetadata {
-    /// Kernel release (`uname -r`).
-    pub kernel: String,
-    /// Host name.
-    pub hostname: String,
-    /// CPU model name from /proc/cpuinfo (empty if unknown).
-    pub cpu_model: String,
-    /// Logical CPUs online.
-    pub logical_cpus: u32,
-    /// Physical cores (logical CPUs when the topology is unknown).
-    pub cores: u32,
-    /// TCP congestion control in use by default (`net.ipv4.tcp_congestion_control`).
-    pub congestion_control: String,
-    /// Network interfaces, loopback excluded.
-    pub interfaces: Vec<IfaceMetadata>,
-}
-
-/// One interface in [`HostMetadata`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct IfaceMetadata {
-    /// Interface name.
-    pub name: String,
-    /// MTU in bytes.
-    pub mtu: Option<u32>,
-    /// Link speed in Mbit/s (`None` for virtual links that report none).
-    pub speed_mbps: Option<u64>,
-    /// Root qdisc kind (`fq`, `fq_codel`, `mq`, `noqueue`...), if `tc` could tell.
-    pub qdisc: Option<String>,
-    /// Offloads in effect, if the ethtool netlink family answered.
-    pub offloads: Option<ethtool::Offloads>,
-}
+pub use linerate_model::host::{HostMetadata, IfaceMetadata};
 
 /// Collect [`HostMetadata`] from the live host (`/sys`, `/proc`, netlink, `tc`). Takes a few
 /// milliseconds; never fails (unknown values are empty or `None`).

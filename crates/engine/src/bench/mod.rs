@@ -1,8 +1,10 @@
 //! `linerate bench`: the client that runs tests against `linerate serve`, and the counting,
 //! sampling and summing that both sides share. `io` drives TCP connections, `udp` the UDP
 //! test, [`server`] the agent's side, `scripts` the client's request/response and profile
-//! workloads, [`stats`] turns two sides' counts into the figures people read.
+//! workloads, [`stats`] turns two sides' counts into the figures people read, and [`doc`] into
+//! the typed bench document.
 
+pub mod doc;
 pub(crate) mod io;
 pub(crate) mod scripts;
 pub mod server;
@@ -14,6 +16,7 @@ use crate::net::conn::{self, RecvHalf, SendHalf};
 use crate::usage;
 use crate::EngineError;
 use hdrhistogram::Histogram;
+use linerate_model::host::HostInfo;
 use linerate_proto::bench::{
     ClientEvent, ClientMachine, ConnCounts, Direction, IntervalCounts, Ready, SideReport, TestKind, TestSpec,
     BENCH_DOC_VERSION,
@@ -346,7 +349,7 @@ impl Sampler {
             transactions: end.transactions.saturating_sub(base.transactions),
             udp: None,
             buffers,
-            host: serde_json::Value::Null,
+            host: HostInfo::default(),
             errors,
         }
     }
@@ -423,27 +426,6 @@ pub(crate) fn spawn_worker<T: Send + 'static>(
         }
         f()
     })
-}
-
-/// The host description entry for the core a side's workers were pinned to.
-pub(crate) fn pinned(cpu: Option<u32>) -> serde_json::Value {
-    cpu.map_or(serde_json::Value::Null, |c| serde_json::json!({ "workers_pinned_to_core": c }))
-}
-
-/// The host description entry for the congestion control the data sockets used.
-pub(crate) fn congestion_in_use(name: String) -> serde_json::Value {
-    serde_json::json!({ "congestion_control_in_use": name })
-}
-
-/// `host` with the entries of `facts` (an object, or null) added.
-pub(crate) fn with_facts(mut host: serde_json::Value, facts: serde_json::Value) -> serde_json::Value {
-    if host.is_null() {
-        return facts;
-    }
-    if let (Some(h), serde_json::Value::Object(f)) = (host.as_object_mut(), facts) {
-        h.extend(f);
-    }
-    host
 }
 
 /// Worker threads for a test: one per core, never more than connections.
@@ -551,7 +533,11 @@ impl BenchClient {
             }
         };
         // This side's facts about the test's own sockets join the host description.
-        local.host = with_facts(host, std::mem::take(&mut local.host));
+        local.host = HostInfo {
+            congestion_control_in_use: local.host.congestion_control_in_use.take(),
+            workers_pinned_to_core: local.host.workers_pinned_to_core,
+            ..host
+        };
         let remote = match self.recv_event(self.cfg.timeout + Duration::from_secs(10))? {
             ClientEvent::Result(r) => *r,
             _ => return Err(ProtoError::Violation("expected BenchResult".into()).into()),
@@ -703,8 +689,8 @@ impl BenchClient {
                 c.tcp = Some(t);
             }
         }
-        report.host =
-            with_facts(congestion.map_or(serde_json::Value::Null, congestion_in_use), pinned(self.cfg.tuning.cpu));
+        report.host.congestion_control_in_use = congestion;
+        report.host.workers_pinned_to_core = self.cfg.tuning.cpu;
         let mut hist = io::new_histogram();
         for h in &groups {
             let _ = hist.add(h);
@@ -757,7 +743,7 @@ impl BenchClient {
         let (udp, buffers) = running.join(&counters);
         let mut report = sampler.finish(now, buffers, Vec::new());
         report.udp = Some(udp);
-        report.host = pinned(self.cfg.tuning.cpu);
+        report.host.workers_pinned_to_core = self.cfg.tuning.cpu;
         Ok((report, None, Vec::new()))
     }
 }

@@ -360,17 +360,13 @@ fn run_test(
     }
     let mut report = sampler.finish(now, buffers, errors);
     report.udp = udp_counts;
-    report.host = super::with_facts(
-        super::with_facts(
-            super::stats::host_metadata(),
-            congestion.map_or(serde_json::Value::Null, super::congestion_in_use),
-        ),
-        super::pinned(spec.server_cpu),
-    );
-    if let Some(h) = report.host.as_object_mut() {
+    report.host = linerate_model::host::HostInfo {
+        congestion_control_in_use: congestion,
+        workers_pinned_to_core: spec.server_cpu,
         // The machine's CPU shares cover every test running: say how many were.
-        h.insert("concurrent_tests".into(), serde_json::Value::from(concurrent as u64));
-    }
+        concurrent_tests: Some(concurrent as u64),
+        ..super::stats::host_metadata()
+    };
     for (slot, t) in tcp {
         if let Some(c) = report.conns.get_mut(slot as usize) {
             c.tcp = Some(t);

@@ -26,6 +26,7 @@ pub struct TestResult {
 
 use linerate_model::doc::bench::CurvePoint;
 pub use linerate_model::doc::bench::{Confidence, Efficiency, Fairness, GroupFigures, Latency};
+use linerate_model::host::HostInfo;
 
 /// Latency percentiles, in microseconds, of a histogram of nanoseconds.
 pub fn latency_from_histogram(h: &Histogram<u64>) -> Latency {
@@ -138,14 +139,7 @@ pub struct Summary {
     pub groups: Vec<GroupFigures>,
 }
 
-/// CPU of both hosts.
-#[derive(Debug, Clone, Copy)]
-pub struct CpuPair {
-    /// The client.
-    pub local: CpuShare,
-    /// The server.
-    pub remote: CpuShare,
-}
+pub use linerate_model::doc::bench::CpuPair;
 
 /// Busy share of the machine: everything but idle and time stolen by the hypervisor.
 pub fn busy(c: &CpuShare) -> f64 {
@@ -339,22 +333,19 @@ pub fn confident_enough(xs: &[f64], level: u32, width_pct: f64, min: usize) -> b
 
 /// Host description for reports: kernel, CPU, cores, congestion control, and each interface's
 /// MTU, speed, qdisc and offloads ([`linerate_doctor::host::metadata`]), plus the TCP buffer limits.
-pub fn host_metadata() -> serde_json::Value {
+/// The test's own facts (congestion control in use, pinned core) are added by its side.
+pub fn host_metadata() -> HostInfo {
     let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
-    let mut v = serde_json::to_value(linerate_doctor::host::metadata()).unwrap_or(serde_json::Value::Null);
-    if let Some(m) = v.as_object_mut() {
-        for (k, p) in [
-            ("tcp_timestamps", "/proc/sys/net/ipv4/tcp_timestamps"),
-            ("default_qdisc", "/proc/sys/net/core/default_qdisc"),
-            ("rmem_max", "/proc/sys/net/core/rmem_max"),
-            ("wmem_max", "/proc/sys/net/core/wmem_max"),
-            ("tcp_rmem", "/proc/sys/net/ipv4/tcp_rmem"),
-            ("tcp_wmem", "/proc/sys/net/ipv4/tcp_wmem"),
-        ] {
-            m.insert(k.into(), serde_json::Value::String(read(p)));
-        }
+    HostInfo {
+        machine: linerate_doctor::host::metadata(),
+        tcp_timestamps: read("/proc/sys/net/ipv4/tcp_timestamps"),
+        default_qdisc: read("/proc/sys/net/core/default_qdisc"),
+        rmem_max: read("/proc/sys/net/core/rmem_max"),
+        wmem_max: read("/proc/sys/net/core/wmem_max"),
+        tcp_rmem: read("/proc/sys/net/ipv4/tcp_rmem"),
+        tcp_wmem: read("/proc/sys/net/ipv4/tcp_wmem"),
+        ..HostInfo::default()
     }
-    v
 }
 
 #[cfg(test)]

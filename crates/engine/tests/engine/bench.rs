@@ -83,24 +83,24 @@ fn tcp_stream_each_direction_counts_at_the_receiver() {
         assert!(r.local.conns.iter().all(|c| c.tcp.is_some_and(|t| t.mss > 0)), "TCP_INFO on every connection");
         assert!(r.remote.cpu.cores >= 1 && r.remote.cpu.idle < 1.0);
         assert!(r.local.buffers.is_some_and(|(s, r)| s > 0 && r > 0));
-        assert!(r.remote.host["kernel"].is_string());
+        assert!(!r.remote.host.machine.kernel.is_empty(), "{:?}", r.remote.host);
     }
 }
 
 #[test]
 fn congestion_control_is_set_on_both_sides_or_refused_naming_the_sysctl() {
     let (h, secret) = agent(|_| {});
-    let in_use = |v: &serde_json::Value| v["congestion_control_in_use"].as_str().map(str::to_string);
+    let in_use = |h: &linerate_model::host::HostInfo| h.congestion_control_in_use.clone();
     // Without -C each side reports its host's default.
     let r = run(&h, &secret, &spec(TestKind::TcpStream, 1, 200));
-    assert_eq!(in_use(&r.local.host), r.local.host["congestion_control"].as_str().map(str::to_string));
+    assert_eq!(in_use(&r.local.host), Some(r.local.host.machine.congestion_control.clone()));
     // reno is always built in (and allowed to every user).
     let mut s = spec(TestKind::TcpStream, 2, 200);
     s.congestion = Some("reno".into());
     s.direction = Direction::Receive;
     let r = run(&h, &secret, &s);
-    assert_eq!(in_use(&r.local.host).as_deref(), Some("reno"), "{}", r.local.host);
-    assert_eq!(in_use(&r.remote.host).as_deref(), Some("reno"), "{}", r.remote.host);
+    assert_eq!(in_use(&r.local.host).as_deref(), Some("reno"), "{:?}", r.local.host);
+    assert_eq!(in_use(&r.remote.host).as_deref(), Some("reno"), "{:?}", r.remote.host);
     s.congestion = Some("nosuchalgo".into());
     let err = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap_err();
     assert!(matches!(err, EngineError::Usage(_)), "{err:?}");
@@ -178,8 +178,8 @@ fn affinity_pins_both_sides_workers_and_refuses_a_core_the_server_lacks() {
             s.rate = Some(10_000_000);
         }
         let r = client_tuned(&h, &secret, tuning).unwrap().run(&s, &mut |_| {}).unwrap();
-        assert_eq!(r.local.host["workers_pinned_to_core"], 0, "{kind:?}: {}", r.local.host);
-        assert_eq!(r.remote.host["workers_pinned_to_core"], 0, "{kind:?}: {}", r.remote.host);
+        assert_eq!(r.local.host.workers_pinned_to_core, Some(0), "{kind:?}: {:?}", r.local.host);
+        assert_eq!(r.remote.host.workers_pinned_to_core, Some(0), "{kind:?}: {:?}", r.remote.host);
     }
     let mut s = spec(TestKind::TcpStream, 1, 100);
     s.server_cpu = Some(1000);
@@ -651,13 +651,13 @@ fn concurrent_clients_share_the_agent() {
 fn the_server_says_how_many_tests_shared_the_machine_it_reports() {
     let (h, secret) = agent(|_| {});
     let alone = run(&h, &secret, &spec(TestKind::TcpStream, 1, 300));
-    assert_eq!(alone.remote.host["concurrent_tests"], 1, "{}", alone.remote.host);
+    assert_eq!(alone.remote.host.concurrent_tests, Some(1), "{:?}", alone.remote.host);
     // Two clients whose tests overlap (each 3 s, started together): at least one of them sees the
     // other running beside it, at its start or its end.
     let both: Vec<TestResult> = std::thread::scope(|s| {
         let t: Vec<_> = (0..2).map(|_| s.spawn(|| run(&h, &secret, &spec(TestKind::TcpStream, 1, 3000)))).collect();
         t.into_iter().map(|t| t.join().unwrap()).collect()
     });
-    let seen: Vec<u64> = both.iter().map(|r| r.remote.host["concurrent_tests"].as_u64().unwrap()).collect();
+    let seen: Vec<u64> = both.iter().map(|r| r.remote.host.concurrent_tests.unwrap()).collect();
     assert!(seen.contains(&2) && seen.iter().all(|&n| (1..=2).contains(&n)), "{seen:?}");
 }

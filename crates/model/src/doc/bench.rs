@@ -3,8 +3,9 @@
 //! `cli/src/bench.rs`, kept as `raw` in lab runs of `bench`, read by `linerate-report`.
 
 use super::ToolInfo;
+use crate::host::HostInfo;
+use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The schema string of a bench document.
@@ -34,7 +35,7 @@ pub struct BenchDocument {
     /// The first point's test.
     #[serde(deserialize_with = "super::required")]
     pub test: Option<BenchTest>,
-    /// Both hosts' metadata (kernel, CPU, interfaces, TCP settings), free-form.
+    /// Both hosts' metadata (kernel, CPU, interfaces, TCP settings).
     pub hosts: BenchHosts,
     /// The first point's figures.
     #[serde(deserialize_with = "super::required")]
@@ -113,7 +114,7 @@ pub struct BenchTest {
     pub nodelay: bool,
     /// The workload of a `profile` test, in the protocol's own form (see profiles/).
     #[serde(deserialize_with = "super::required")]
-    pub profile: Option<Value>,
+    pub profile: Option<Profile>,
     /// The agent's address, `IP:PORT`.
     pub server: String,
     /// The test's name (the same as `kind`).
@@ -171,13 +172,15 @@ impl SweepParam {
     }
 }
 
-/// Metadata of both hosts, free-form (`null` when no point ran).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+/// Metadata of both hosts (each `null` when no point ran).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct BenchHosts {
     /// The client.
-    pub local: Value,
+    #[serde(deserialize_with = "super::required")]
+    pub local: Option<HostInfo>,
     /// The agent.
-    pub remote: Value,
+    #[serde(deserialize_with = "super::required")]
+    pub remote: Option<HostInfo>,
 }
 
 /// The figures of one test.
@@ -357,14 +360,17 @@ pub struct CpuPair {
     pub remote: CpuShare,
 }
 
-/// Whole-machine CPU use over the measured time, as fractions of all cores.
+/// Whole-machine CPU use from /proc/stat over the measured time, as fractions of all cores:
+/// what each side of a benchmark reports on the wire (`linerate_proto::bench::SideReport`, which
+/// refuses unknown fields) and what the bench document keeps.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
 pub struct CpuShare {
     /// User (and nice) time.
     pub user: f64,
     /// System time.
     pub system: f64,
-    /// Software-interrupt time.
+    /// Software-interrupt time (where the network stack's receive work lands).
     pub softirq: f64,
     /// Hardware-interrupt time.
     pub irq: f64,

@@ -6,7 +6,7 @@ use super::bench::*;
 use super::cp::*;
 use super::lab::*;
 use super::ToolInfo;
-use serde_json::json;
+use crate::host::{HostInfo, HostMetadata};
 
 /// A `cp --json` summary of a 2 GiB push over 4 streams.
 pub fn cp() -> CpSummary {
@@ -191,8 +191,23 @@ pub fn bench() -> BenchDocument {
         sweep: Some(vec![SweepParam::Connections, SweepParam::MsgSize]),
         test: Some(first.test.clone()),
         hosts: BenchHosts {
-            local: json!({"hostname": "client-a", "kernel": "6.1.0", "congestion_control_in_use": "cubic"}),
-            remote: json!({"hostname": "server-b", "kernel": "6.1.0"}),
+            local: Some(HostInfo {
+                machine: HostMetadata {
+                    hostname: "client-a".into(),
+                    kernel: "6.1.0".into(),
+                    ..HostMetadata::default()
+                },
+                congestion_control_in_use: Some("cubic".into()),
+                ..HostInfo::default()
+            }),
+            remote: Some(HostInfo {
+                machine: HostMetadata {
+                    hostname: "server-b".into(),
+                    kernel: "6.1.0".into(),
+                    ..HostMetadata::default()
+                },
+                ..HostInfo::default()
+            }),
         },
         summary: Some(first.summary.clone()),
         intervals: Some(first.intervals.clone()),

@@ -10,8 +10,6 @@ use linerate_model::doc::bench::{
     BENCH_SCHEMA,
 };
 use linerate_model::units::significant;
-use serde_json::{json, Value};
-use std::collections::BTreeMap;
 
 /// The figures of one bench summary that become metrics and table cells. Built from a typed
 /// summary, where each is present as the document has it; [`super::legacy`] builds it from the
@@ -71,8 +69,10 @@ pub(crate) struct BenchParts {
     pub name: String,
     /// The agent it ran against.
     pub target: Option<String>,
-    pub params: BTreeMap<String, Value>,
-    pub hosts: Value,
+    pub params: RunParams,
+    pub hosts: Hosts,
+    /// The typed document, when the run is made from one.
+    pub body: Option<Body>,
     /// Start time and linerate version, when the document has them.
     pub stamp: Option<(u64, String)>,
     pub figures: Option<Figures>,
@@ -100,7 +100,8 @@ pub fn from_bench(doc: &BenchDocument) -> Result<RunReport, ReportError> {
         name: doc.test.as_ref().map_or_else(|| "bench".into(), |t| t.test.clone()),
         target: doc.test.as_ref().map(|t| t.server.clone()),
         params: doc.test.as_ref().map(test_params).unwrap_or_default(),
-        hosts: json!({"local": doc.hosts.local, "remote": doc.hosts.remote}),
+        hosts: Hosts { local: doc.hosts.local.clone(), remote: doc.hosts.remote.clone(), machine: None },
+        body: Some(Body::Bench(Box::new(doc.clone()))),
         stamp: Some((doc.started_unix_s, doc.tool.version.clone())),
         figures: doc.summary.as_ref().map(Figures::from),
         latency: doc.summary.as_ref().and_then(|s| s.latency_us.as_ref()).map(latency_points).unwrap_or_default(),
@@ -112,10 +113,34 @@ pub fn from_bench(doc: &BenchDocument) -> Result<RunReport, ReportError> {
 }
 
 /// A test's fields as run parameters.
-fn test_params(t: &BenchTest) -> BTreeMap<String, Value> {
-    match serde_json::to_value(t) {
-        Ok(Value::Object(o)) => o.into_iter().collect(),
-        _ => BTreeMap::new(),
+fn test_params(t: &BenchTest) -> RunParams {
+    let o = &t.options;
+    RunParams {
+        version: Some(t.version),
+        kind: Some(t.kind.clone()),
+        direction: Some(t.direction.clone()),
+        connections: Some(t.connections),
+        duration_ms: Some(t.duration_ms),
+        omit_ms: Some(t.omit_ms),
+        interval_ms: Some(t.interval_ms),
+        msg_size: Some(t.msg_size),
+        resp_size: Some(t.resp_size),
+        sndbuf: t.sndbuf,
+        rcvbuf: t.rcvbuf,
+        rate: t.rate,
+        zerocopy: Some(t.zerocopy),
+        nodelay: Some(t.nodelay),
+        profile: t.profile.clone(),
+        server: Some(t.server.clone()),
+        test: Some(t.test.clone()),
+        congestion: o.congestion.clone(),
+        tos: o.tos,
+        bytes: o.bytes,
+        mss: o.mss,
+        cport: o.cport,
+        client_cpu: o.client_cpu,
+        server_cpu: o.server_cpu,
+        ..RunParams::default()
     }
 }
 
@@ -217,9 +242,9 @@ fn best_point(r: &mut RunReport, rr: bool, sweep: &[SweepParam], points: &[(Benc
         r.metric(name, value, unit, Better::Higher);
         let at: Vec<String> =
             sweep.iter().filter_map(|k| Some(format!("{}={}", k.name(), significant(k.value(test)?, 6)))).collect();
-        r.params.insert("best_point".into(), json!(at.join(" ")));
+        r.params.best_point = Some(at.join(" "));
     }
-    r.params.insert("points".into(), json!(points.len()));
+    r.params.points = Some(points.len() as u64);
     let ranges: Vec<String> = sweep
         .iter()
         .filter_map(|k| {
@@ -230,7 +255,7 @@ fn best_point(r: &mut RunReport, rr: bool, sweep: &[SweepParam], points: &[(Benc
         })
         .collect();
     if !ranges.is_empty() {
-        r.params.insert("sweep_range".into(), json!(ranges.join(", ")));
+        r.params.sweep_range = Some(ranges.join(", "));
     }
 }
 
@@ -245,6 +270,7 @@ pub(crate) fn bench_report(p: BenchParts) -> RunReport {
     );
     r.params = p.params;
     r.hosts = p.hosts;
+    r.body = p.body;
     if let Some((t, v)) = &p.stamp {
         stamp(&mut r, *t, v);
     }
@@ -303,11 +329,11 @@ pub(crate) fn bench_report(p: BenchParts) -> RunReport {
 }
 
 /// A number cell: an integer when the value is one.
-fn count_cell(x: f64) -> Value {
+fn count_cell(x: f64) -> Cell {
     if x.fract() == 0.0 && x.abs() < 9e15 {
-        json!(x as i64)
+        Cell::Int(x as i64)
     } else {
-        json!(x)
+        Cell::Number(x)
     }
 }
 
@@ -351,8 +377,8 @@ fn sweep_charts(r: &mut RunReport, name: &str, sweep: &[SweepParam], points: &[(
         if let Some(c) = cr {
             push_point(&mut cpu, &format!("remote CPU{suffix}"), [x, c]);
         }
-        let mut row = vec![json!(x)];
-        row.extend(others.iter().map(|k| k.value(test).map_or(Value::Null, count_cell)));
+        let mut row = vec![Cell::Number(x)];
+        row.extend(others.iter().map(|k| k.value(test).map_or(Cell::Null, count_cell)));
         row.extend([num(f.throughput), num(f.transactions), num(f.p99), num(cl), num(cr), num(f.jain)]);
         rows.push(row);
     }
@@ -375,7 +401,7 @@ fn sweep_charts(r: &mut RunReport, name: &str, sweep: &[SweepParam], points: &[(
     );
     r.tables.push(Table { title: format!("Sweep over {xl}"), columns, rows });
     if let Some(k) = key {
-        r.params.insert("sweep".into(), json!(k.name()));
+        r.params.sweep = Some(k.name().to_string());
     }
 }
 

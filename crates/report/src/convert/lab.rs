@@ -10,7 +10,6 @@ use crate::model::*;
 use crate::ReportError;
 use linerate_model::doc::lab::{LabDocument, LabRun, LAB_SCHEMA};
 use linerate_model::stats::{jain, median};
-use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
 /// A run's measured rate, if it succeeded.
@@ -152,18 +151,18 @@ pub fn from_lab(doc: &LabDocument) -> Result<RunReport, ReportError> {
         return Err(ReportError::UnknownSchema(doc.schema.clone()));
     }
     let mut r = RunReport::new(RunKind::Lab, format!("lab {}", doc.scenario.name));
-    for (k, v) in [
-        ("scenario", serde_json::to_value(&doc.scenario)),
-        ("run_id", Ok(json!(doc.run_id))),
-        ("started_unix", Ok(json!(doc.started_unix))),
-        ("finished_unix", Ok(json!(doc.finished_unix))),
-        ("workdir", Ok(json!(doc.workdir))),
-        ("time_scale", Ok(json!(doc.time_scale))),
-        ("lab", serde_json::to_value(&doc.lab)),
-    ] {
-        r.params.insert(k.into(), v.map_err(|e| ReportError::Invalid(e.to_string()))?);
-    }
-    r.hosts = json!({ "machine": doc.machine });
+    r.params = RunParams {
+        scenario: Some(doc.scenario.clone()),
+        run_id: Some(doc.run_id.clone()),
+        started_unix: Some(doc.started_unix),
+        finished_unix: Some(doc.finished_unix),
+        workdir: doc.workdir.clone(),
+        time_scale: doc.time_scale,
+        lab: Some(doc.lab.clone()),
+        ..RunParams::default()
+    };
+    r.hosts = Hosts { machine: Some(doc.machine.clone()), ..Hosts::default() };
+    r.body = Some(Body::Lab(Box::new(doc.clone())));
     stamp(&mut r, doc.started_unix, &doc.tool.version);
     lab_charts(&mut r, &doc.runs);
     if let Some(f) = doc.time_scale {
@@ -438,7 +437,7 @@ fn tables(r: &mut RunReport, groups: &[Group], runs: &[LabRun]) {
             .map(|g| {
                 let failed = g.failed();
                 let (members, complete) = if failed.is_empty() {
-                    (json!(g.size()), json!("yes"))
+                    (Cell::from(g.size()), Cell::from("yes"))
                 } else {
                     let repeats = g.repeats().len() > 1;
                     let names: Vec<String> = failed
@@ -450,16 +449,16 @@ fn tables(r: &mut RunReport, groups: &[Group], runs: &[LabRun]) {
                         })
                         .collect();
                     (
-                        json!(format!("{} of {}", g.measured(), g.size())),
-                        json!(format!("INCOMPLETE: {} failed ({})", failed.len(), names.join(", "))),
+                        Cell::from(format!("{} of {}", g.measured(), g.size())),
+                        Cell::from(format!("INCOMPLETE: {} failed ({})", failed.len(), names.join(", "))),
                     )
                 };
                 let mut row = vec![
-                    json!(g.name),
+                    Cell::from(g.name),
                     members,
                     complete,
                     num(g.streams()),
-                    json!(g.repeats().len()),
+                    Cell::from(g.repeats().len()),
                     num(median(&g.totals())),
                     num(median(&g.fairness())),
                     num(median(&g.cpu(false))),
@@ -503,21 +502,20 @@ fn tables(r: &mut RunReport, groups: &[Group], runs: &[LabRun]) {
         r.tables.push(Table { title, columns, rows });
     }
     if !runs.is_empty() {
-        let text = |s: &str| if s.is_empty() { Value::Null } else { json!(s) };
         let rows = runs
             .iter()
             .map(|run| {
                 vec![
-                    text(&run.name),
-                    json!(run.tool.name()),
-                    text(&run.host),
-                    json!(run.repeat),
+                    Cell::text(&run.name),
+                    Cell::from(run.tool.name()),
+                    Cell::text(&run.host),
+                    Cell::from(run.repeat),
                     num(rate(run)),
                     num(run.duration_s),
                     num(cpu_pct(run, false)),
                     num(run.fairness),
-                    run.congestion.as_deref().map_or(Value::Null, |c| json!(c)),
-                    run.error.as_deref().map_or(Value::Null, |e| json!(e)),
+                    run.congestion.as_deref().map_or(Cell::Null, Cell::from),
+                    run.error.as_deref().map_or(Cell::Null, Cell::from),
                 ]
             })
             .collect();
@@ -603,16 +601,16 @@ mod tests {
         let t = &part.tables[0];
         assert!(t.title.contains("1 INCOMPLETE"), "{}", t.title);
         let col = |name: &str| t.columns.iter().position(|c| c == name).unwrap();
-        assert_eq!(t.rows[0][col("members")], json!("2 of 3"));
-        assert_eq!(t.rows[0][col("complete")], json!("INCOMPLETE: 1 failed (fair@g3)"));
-        assert_eq!(t.rows[0][col("rate (bit/s)")], json!(2e9), "the total over the two that measured");
-        assert_eq!(t.rows[1][col("complete")], json!("yes"));
-        assert_eq!(whole.tables[0].rows[0][col("members")], json!(3));
-        assert_eq!(whole.tables[0].rows[0][col("start skew (ms)")], json!(4.5));
-        assert_eq!(t.rows[0][col("start skew (ms)")], json!(2.0), "between the members that measured");
-        assert_eq!(t.rows[0][col("per member (bit/s)")], json!(1e9));
-        assert_eq!(t.rows[0][col("per-member stdev (bit/s)")], json!(0.0));
-        assert_eq!(t.rows[1][col("per member (bit/s)")], Value::Null, "one member: no spread");
+        assert_eq!(t.rows[0][col("members")], "2 of 3");
+        assert_eq!(t.rows[0][col("complete")], "INCOMPLETE: 1 failed (fair@g3)");
+        assert_eq!(t.rows[0][col("rate (bit/s)")], Cell::Number(2e9), "the total over the two that measured");
+        assert_eq!(t.rows[1][col("complete")], "yes");
+        assert_eq!(whole.tables[0].rows[0][col("members")], Cell::Int(3));
+        assert_eq!(whole.tables[0].rows[0][col("start skew (ms)")], Cell::Number(4.5));
+        assert_eq!(t.rows[0][col("start skew (ms)")], Cell::Number(2.0), "between the members that measured");
+        assert_eq!(t.rows[0][col("per member (bit/s)")], Cell::Number(1e9));
+        assert_eq!(t.rows[0][col("per-member stdev (bit/s)")], Cell::Number(0.0));
+        assert_eq!(t.rows[1][col("per member (bit/s)")], Cell::Null, "one member: no spread");
         let m = |r: &RunReport, name: &str| r.find_metric(name).map(|m| m.value);
         assert_eq!((m(&whole, "failed.fair"), m(&part, "failed.fair")), (Some(0.0), Some(1.0)));
         assert_eq!(whole.headline().map(|m| m.name.as_str()), Some("rate.fair"));
@@ -685,6 +683,6 @@ mod tests {
         assert_eq!(m("machine_cpu_per_gb.pair"), Some(3.0), "1 GB a repeat, the median of 2, 4 and 3 core-s");
         assert_eq!(m("machine_cpu_per_gb.old"), None, "no figure without /proc/stat readings");
         let col = r.tables[0].columns.iter().position(|c| c == "machine CPU (core-s/GB)").unwrap();
-        assert_eq!(r.tables[0].rows[0][col], json!(3.0));
+        assert_eq!(r.tables[0].rows[0][col], Cell::Number(3.0));
     }
 }

@@ -24,10 +24,12 @@ use crate::model::*;
 use crate::ReportError;
 use linerate_model::doc::bench::*;
 use linerate_model::doc::cp::CpSummary;
-use linerate_model::doc::lab::{CpuBusy, Guarantee, Interval, LabRun, RawDoc, RunCpu, SweepStep, Tool};
+use linerate_model::doc::lab::{
+    CpuBusy, Guarantee, Interval, LabRun, LabScenario, Machine, RawDoc, RunCpu, SweepStep, Tool,
+};
 use linerate_model::doc::ToolInfo;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// The parameters a sweep varied, for a document that does not say: those whose values differ
 /// between points, in [`SweepParam::ALL`] order (so connections is the x axis when it varies).
@@ -241,8 +243,11 @@ pub fn bench_sample(v: &Value) -> Result<RunReport, ReportError> {
     Ok(bench_report(BenchParts {
         name: test.test.clone().unwrap_or_else(|| "bench".into()),
         target: test.host.clone(),
-        params: s.test.clone().into_iter().collect(),
-        hosts: s.hosts.clone(),
+        // the sample's test fields that are run parameters today (`test`, `host`, `duration_s`,
+        // `connections`, sizes); the rest is left out
+        params: RunParams::deserialize(&Value::Object(s.test.clone())).unwrap_or_default(),
+        hosts: Hosts::deserialize(&s.hosts).unwrap_or_default(),
+        body: None,
         stamp: None,
         figures: s.summary.as_ref().map(Figures::from),
         latency: s.summary.as_ref().and_then(|x| x.latency_us.as_ref()).map(SampleLatency::points).unwrap_or_default(),
@@ -309,7 +314,7 @@ fn sample_document(v: &Value) -> Result<BenchDocument, ReportError> {
         started_unix_us: None,
         sweep: Some(Vec::new()),
         test: None,
-        hosts: BenchHosts { local: Value::Null, remote: Value::Null },
+        hosts: BenchHosts::default(),
         summary,
         intervals: Some(sample_intervals(&s)),
         connections: Some(sample_connections(&s)),
@@ -512,17 +517,26 @@ pub fn lab(v: &Value) -> Result<RunReport, ReportError> {
         .and_then(Value::as_str)
         .unwrap_or("lab");
     let mut r = RunReport::new(RunKind::Lab, format!("lab {name}"));
+    // the document's fields that are run parameters today (`scenario`, `run_id`, the times,
+    // `lab` where it is the runner's description); the sketch's own are left out
     if let Some(o) = v.as_object() {
-        for (k, val) in o {
-            if !matches!(k.as_str(), "schema" | "runs" | "hosts" | "guests" | "groups" | "machine") {
-                r.params.insert(k.clone(), val.clone());
-            }
-        }
+        let kept: Map<String, Value> = o
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "schema" | "runs" | "hosts" | "guests" | "groups" | "machine"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        r.params = RunParams::deserialize(&Value::Object(kept)).unwrap_or_default();
+    }
+    // the sketch named its scenario in `lab`: its name and description are the scenario's
+    if r.params.scenario.is_none() {
+        let description = scenario.and_then(|s| s.get("description")).and_then(Value::as_str).unwrap_or_default();
+        r.params.scenario =
+            Some(LabScenario { name: name.to_string(), description: description.to_string(), file: String::new() });
     }
     r.hosts = match (old.hosts, old.machine) {
-        (Some(h), _) => h,
-        (None, Some(m)) => json!({ "machine": m }),
-        (None, None) => r.hosts.clone(),
+        (Some(h), _) => Hosts::deserialize(&h).unwrap_or_default(),
+        (None, Some(m)) => Hosts { machine: Machine::deserialize(&m).ok(), ..Hosts::default() },
+        (None, None) => Hosts::default(),
     };
     if let Some(t) = old.started_unix {
         let version = r.tool_version.clone();
@@ -535,14 +549,16 @@ pub fn lab(v: &Value) -> Result<RunReport, ReportError> {
     for t in r.tables.iter_mut() {
         let streams = t.columns.iter().position(|c| c == "streams");
         match (t.title.as_str(), streams) {
-            ("Every measurement", _) => t.rows.iter_mut().zip(&shown).for_each(|(row, (tool, _))| row[1] = json!(tool)),
+            ("Every measurement", _) => {
+                t.rows.iter_mut().zip(&shown).for_each(|(row, (tool, _))| row[1] = Cell::from(tool.as_str()))
+            }
             // the groups' table (its title may go on to say some are incomplete)
             (title, Some(col)) if title.starts_with("Runs (median of repeats)") => {
                 for row in t.rows.iter_mut() {
                     let unsaid =
-                        runs.iter().zip(&shown).find(|(run, _)| row[0] == json!(run.group)).is_some_and(|(_, s)| s.1);
+                        runs.iter().zip(&shown).find(|(run, _)| row[0] == run.group.as_str()).is_some_and(|(_, s)| s.1);
                     if unsaid {
-                        row[col] = Value::Null;
+                        row[col] = Cell::Null;
                     }
                 }
             }

@@ -1,8 +1,8 @@
 //! Conversions from the tools' typed result documents ([`linerate_model::doc`]: the `cp --json`
 //! summary, the `linerate.bench/1` and `linerate.lab/1` documents) to a [`RunReport`]. JSON is
 //! first deserialized into those types, so a missing or renamed field is an error that names
-//! it, not a figure silently left out. Documents written before the typed documents are read by
-//! the explicit upgrades of [`legacy`].
+//! it, not a figure silently left out; the run keeps the document whole as its [`Body`]. Documents
+//! written before the typed documents are read by the explicit upgrades of [`legacy`].
 
 use crate::model::*;
 use crate::ReportError;
@@ -10,7 +10,8 @@ use linerate_model::doc::bench::BENCH_SCHEMA;
 use linerate_model::doc::cp::CpSummary;
 use linerate_model::doc::lab::LAB_SCHEMA;
 use linerate_model::units::{format_si, significant};
-use serde_json::{json, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
 mod bench;
 pub(crate) mod lab;
@@ -20,15 +21,17 @@ pub use bench::from_bench;
 pub use lab::from_lab;
 
 /// Any document this crate knows: a stored run ("linerate.run/1"), a bench or lab document,
-/// or a cp summary (which has no schema string: recognised by its `bytes` and `gbit_per_s`).
+/// or a cp summary (which has no schema string: recognised by reading as one).
 pub fn from_json(v: Value) -> Result<RunReport, ReportError> {
     match v.get("schema").and_then(Value::as_str) {
         Some(SCHEMA) => RunReport::from_json(v),
         Some(BENCH_SCHEMA) => from_bench_json(&v),
         Some(LAB_SCHEMA) => from_lab_json(&v),
         Some(other) => Err(ReportError::UnknownSchema(other.to_string())),
-        None if v.get("gbit_per_s").is_some() && v.get("bytes").is_some() => from_cp_json(&v),
-        None => Err(ReportError::UnknownSchema(String::new())),
+        None => match CpSummary::deserialize(&v) {
+            Ok(c) => Ok(from_cp(&c)),
+            Err(_) => Err(ReportError::UnknownSchema(String::new())),
+        },
     }
 }
 
@@ -47,9 +50,6 @@ fn check_schema(v: &Value, want: &str) -> Result<(), ReportError> {
 
 /// `linerate cp --json` summary (JSON) → run.
 pub fn from_cp_json(v: &Value) -> Result<RunReport, ReportError> {
-    if !v.is_object() || (v.get("bytes").is_none() && v.get("gbit_per_s").is_none()) {
-        return Err(ReportError::Invalid("not a cp summary: it has neither 'bytes' nor 'gbit_per_s'".into()));
-    }
     Ok(from_cp(&parse(v, "cp summary")?))
 }
 
@@ -81,17 +81,17 @@ pub fn from_cp(c: &CpSummary) -> RunReport {
         RunKind::Cp,
         format!("cp: {} files, {} in {}", c.files, si(c.bytes as f64, "B"), si(c.seconds, "s")),
     );
-    for (k, x) in [
-        ("bytes", json!(c.bytes)),
-        ("files", json!(c.files)),
-        ("dirs", json!(c.dirs)),
-        ("links", json!(c.links)),
-        ("streams", json!(c.streams)),
-        ("cipher", json!(c.cipher)),
-        ("complete", json!(c.complete)),
-    ] {
-        r.params.insert(k.to_string(), x);
-    }
+    r.params = RunParams {
+        bytes: Some(c.bytes),
+        files: Some(c.files),
+        dirs: Some(c.dirs),
+        links: Some(c.links),
+        streams: Some(c.streams),
+        cipher: Some(c.cipher.clone()),
+        complete: Some(c.complete),
+        ..RunParams::default()
+    };
+    r.body = Some(Body::Cp(Box::new(c.clone())));
     r.metric("throughput", bps, "bit/s", Better::Higher);
     r.metric("seconds", c.seconds, "s", Better::Lower);
     let mut cpu_bars = Vec::new();
@@ -127,8 +127,8 @@ fn stamp(r: &mut RunReport, started_unix: u64, version: &str) {
 }
 
 /// A number cell, or null.
-fn num(x: Option<f64>) -> Value {
-    x.map_or(Value::Null, |v| json!(v))
+fn num(x: Option<f64>) -> Cell {
+    Cell::num(x)
 }
 
 /// Adds a named point to the line of that name, creating it.
@@ -176,6 +176,10 @@ pub fn si(x: f64, unit: &str) -> String {
 mod tests {
     use super::*;
 
+    fn json(text: &str) -> Value {
+        serde_json::from_str(text).unwrap_or_default()
+    }
+
     #[test]
     fn si_formatting() {
         assert_eq!(si(9.31e9, "bit/s"), "9.31 Gbit/s");
@@ -191,13 +195,24 @@ mod tests {
     }
 
     #[test]
+    fn a_cp_summary_is_recognised_by_reading_as_one() {
+        let v = serde_json::to_value(linerate_model::doc::example::cp()).unwrap_or_default();
+        let r = from_json(v).unwrap();
+        assert_eq!(r.kind, RunKind::Cp);
+        assert!(matches!(&r.body, Some(Body::Cp(c)) if **c == linerate_model::doc::example::cp()));
+    }
+
+    #[test]
     fn unknown_documents_are_refused_with_a_typed_error() {
         assert!(
-            matches!(from_json(json!({"schema": "linerate.bench/9"})), Err(ReportError::UnknownSchema(s)) if s == "linerate.bench/9")
+            matches!(from_json(json(r#"{"schema": "linerate.bench/9"}"#)), Err(ReportError::UnknownSchema(s)) if s == "linerate.bench/9")
         );
-        assert!(matches!(from_json(json!({"hello": 1})), Err(ReportError::UnknownSchema(_))));
-        assert!(matches!(from_bench_json(&json!({"schema": "linerate.lab/1"})), Err(ReportError::UnknownSchema(_))));
-        assert!(matches!(from_cp_json(&json!([1, 2])), Err(ReportError::Invalid(_))));
+        assert!(matches!(from_json(json(r#"{"hello": 1}"#)), Err(ReportError::UnknownSchema(_))));
+        assert!(matches!(
+            from_bench_json(&json(r#"{"schema": "linerate.lab/1"}"#)),
+            Err(ReportError::UnknownSchema(_))
+        ));
+        assert!(matches!(from_cp_json(&json("[1, 2]")), Err(ReportError::Invalid(_))));
     }
 
     #[test]

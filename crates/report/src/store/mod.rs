@@ -12,6 +12,7 @@ pub mod sqlite;
 
 use crate::model::{Metric, RunReport};
 use crate::ReportError;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The layout version this build writes.
@@ -33,6 +34,30 @@ pub struct RunSummary {
     pub title: String,
     /// The headline figure (throughput, or the first metric), if any.
     pub headline: Option<Metric>,
+}
+
+impl RunSummary {
+    /// The run as one line of `report list --json`: `id`, `kind`, `created`, `title` and the
+    /// headline's `name`, `value` and `unit` (`null` without one), keys in name order.
+    pub fn json_line(&self) -> String {
+        #[derive(Serialize)]
+        struct Headline<'a> {
+            name: &'a str,
+            unit: &'a str,
+            value: f64,
+        }
+        #[derive(Serialize)]
+        struct Line<'a> {
+            created: &'a str,
+            headline: Option<Headline<'a>>,
+            id: &'a str,
+            kind: &'a str,
+            title: &'a str,
+        }
+        let headline = self.headline.as_ref().map(|m| Headline { name: &m.name, unit: &m.unit, value: m.value });
+        let line = Line { created: &self.created, headline, id: &self.id, kind: &self.kind, title: &self.title };
+        serde_json::to_string(&line).unwrap_or_default()
+    }
 }
 
 /// Version 1's table, the same in both databases.
@@ -69,11 +94,13 @@ fn same_run(a: &RunReport, b: &RunReport) -> bool {
     let figures_of = |x: &RunReport, y: &RunReport| {
         x.metrics.iter().all(|m| y.find_metric(&m.name).is_some_and(|n| close(n.value, m.value) && n.unit == m.unit))
     };
-    a.kind == b.kind
-        && a.metrics.len() == b.metrics.len()
-        && figures_of(a, b)
-        && figures_of(b, a)
-        && a.params.iter().all(|(k, v)| b.params.get(k).is_none_or(|w| w == v))
+    a.kind == b.kind && a.metrics.len() == b.metrics.len() && figures_of(a, b) && figures_of(b, a) && same_params(a, b)
+}
+
+/// Whether every parameter both runs have has the same value in each.
+fn same_params(a: &RunReport, b: &RunReport) -> bool {
+    let theirs = b.params.entries();
+    a.params.entries().iter().all(|(k, v)| theirs.iter().find(|(x, _)| x == k).is_none_or(|(_, w)| w == v))
 }
 
 /// An open run store, whichever database holds it.
@@ -192,5 +219,33 @@ impl Store {
             Store::Sqlite(s) => s.path(),
             Store::Postgres(p) => p.shown(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Better;
+
+    #[test]
+    fn a_list_line_keeps_its_keys_in_name_order() {
+        let mut r = RunSummary {
+            id: "20261125-000000-abcdef".into(),
+            kind: "bench".into(),
+            created: "2026-11-25T00:00:00Z".into(),
+            title: "bench \"x\"".into(),
+            headline: Some(Metric {
+                name: "throughput".into(),
+                value: 9.5e9,
+                unit: "bit/s".into(),
+                better: Better::Higher,
+            }),
+        };
+        assert_eq!(
+            r.json_line(),
+            r#"{"created":"2026-11-25T00:00:00Z","headline":{"name":"throughput","unit":"bit/s","value":9500000000.0},"id":"20261125-000000-abcdef","kind":"bench","title":"bench \"x\""}"#
+        );
+        r.headline = None;
+        assert!(r.json_line().contains(r#""headline":null"#));
     }
 }

@@ -1,0 +1,124 @@
+//! One `linerate mesh` round as a typed document ([`MeshRound`]): the agents and tests of the
+//! inventory, the round's tally, and every try of every ordered pair with its figures. Built by
+//! `linerate-mesh` from a finished round, kept whole in the stored run, and read by
+//! `linerate-report`'s mesh matrix by field. The metric a pair's figure is compared by is named
+//! by [`pair_metric`] alone.
+
+use serde::{Deserialize, Serialize};
+
+/// One round over a fleet's ordered pairs.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct MeshRound {
+    /// The round's number.
+    pub round: u64,
+    /// The agents' names, in inventory order.
+    pub agents: Vec<String>,
+    /// The inventory's tests.
+    pub tests: Vec<MeshTest>,
+    /// How the round went.
+    pub tally: MeshTally,
+    /// Every try of every pair, in the order they finished.
+    pub tries: Vec<MeshTry>,
+}
+
+/// A test of the inventory.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct MeshTest {
+    /// Its name.
+    pub name: String,
+    /// What it measures (`tcp-stream`, `tcp-rr`, ...).
+    pub kind: String,
+    /// How long it runs, seconds.
+    pub duration_s: f64,
+    /// Parallel connections.
+    pub streams: u64,
+    /// Run from each end of a pair.
+    pub both_ways: bool,
+}
+
+/// The round's counts.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct MeshTally {
+    /// Tasks that measured.
+    pub done: u64,
+    /// Tasks that failed for good.
+    pub failed: u64,
+    /// Tries that were retried.
+    pub retried: u64,
+    /// Waves of tasks run at once.
+    pub waves: u64,
+    /// Agents found down.
+    pub down: Vec<String>,
+    /// The round was stopped before its end.
+    pub stopped: bool,
+}
+
+/// One try of a test from one agent to another.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct MeshTry {
+    /// The test's name.
+    pub test: String,
+    /// The agent that ran it.
+    pub from: String,
+    /// The agent it measured against.
+    pub to: String,
+    /// Attempt, from 0.
+    pub attempt: u32,
+    /// `ok`, `unreachable AGENT: ...` or `failed: ...`.
+    pub status: String,
+    /// Its figures, when it ran.
+    pub figures: Option<PairFigures>,
+    /// Seconds from the round's start to the try's start.
+    pub start_s: f64,
+    /// ... and to its end.
+    pub end_s: f64,
+}
+
+/// What a try measured.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct PairFigures {
+    /// Goodput, bit/s.
+    pub throughput_bps: f64,
+    /// Median latency, µs (round-trip tests).
+    pub p50_us: Option<f64>,
+    /// 99th percentile latency, µs.
+    pub p99_us: Option<f64>,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+    /// Datagram loss, percent (UDP).
+    pub loss_pct: Option<f64>,
+}
+
+/// Which figure of a pair its metric carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairFigure {
+    /// Goodput (tests that need the path to themselves).
+    Throughput,
+    /// Median latency (round-trip tests, which share the path).
+    LatencyP50,
+}
+
+impl PairFigure {
+    /// Both, in the order a reader looks for a pair's metric.
+    pub const ALL: [PairFigure; 2] = [PairFigure::Throughput, PairFigure::LatencyP50];
+}
+
+/// The metric name of test `test` from `from` to `to`: `TEST:FROM>TO`, with `:p50` for a
+/// round-trip test's latency. What `report compare` matches between rounds.
+pub fn pair_metric(test: &str, from: &str, to: &str, figure: PairFigure) -> String {
+    match figure {
+        PairFigure::Throughput => format!("{test}:{from}>{to}"),
+        PairFigure::LatencyP50 => format!("{test}:{from}>{to}:p50"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pair_metrics_name_the_test_and_the_ordered_pair() {
+        assert_eq!(pair_metric("tput", "a", "b", PairFigure::Throughput), "tput:a>b");
+        assert_eq!(pair_metric("rtt", "b", "a", PairFigure::LatencyP50), "rtt:b>a:p50");
+    }
+}
