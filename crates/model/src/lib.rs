@@ -2,10 +2,12 @@
 //! carry results between crates ([`doc`]), the one grammar for rates and sizes that every flag,
 //! key option and scenario field accepts ([`units`]), the statistics every report uses with
 //! one documented behaviour at the edges ([`stats`]), and the calendar behind RFC 3339 time
-//! stamps ([`time`]). No I/O.
+//! stamps ([`time`]), and the one way to stop a loop ([`shutdown`]). No I/O (but the optional
+//! signal thread of [`shutdown`]).
 #![forbid(unsafe_code)]
 
 pub mod doc;
+pub mod shutdown;
 pub mod stats;
 pub mod tcp;
 pub mod time;
