@@ -31,3 +31,5 @@ pub mod ssh;
 pub mod usage;
 
 pub use error::EngineError;
+/// The one way to stop a loop: a [`shutdown::Stopper`] and the [`shutdown::Shutdown`]s it closes.
+pub use linerate_model::shutdown;
