@@ -256,16 +256,9 @@ pub(crate) fn run_engine(
     }
 }
 
-/// Whether `child` exits within `limit` (polled; it is not killed).
+/// Whether `child` exits within `limit` (it is not killed).
 fn exited_within(child: &mut Child, limit: Duration) -> bool {
-    let t = std::time::Instant::now();
-    while t.elapsed() < limit {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    linerate_engine::proc::exit_within(child, limit).is_some()
 }
 
 /// The `--json` summary, as printed.
