@@ -218,6 +218,7 @@ mod tests {
                 b[task.from] += 1;
                 b[task.to] += 1;
             }
+            // The double stands for a test that takes `ms` (not a wait for something).
             std::thread::sleep(Duration::from_millis(self.ms));
             if exclusive {
                 let mut b = self.busy.lock().unwrap();

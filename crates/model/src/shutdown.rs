@@ -6,7 +6,7 @@
 //! [`Tasks`] waits for running work the way tokio's mini-redis does: each piece holds a
 //! [`TaskGuard`] (a channel sender), and the wait ends when the last is dropped.
 //!
-//! With the `signals` feature, [`Stopper::on_signals`] turns SIGINT/SIGTERM into stops through
+//! With the `signals` feature, `Stopper::on_signals` turns SIGINT/SIGTERM into stops through
 //! `signal_hook::iterator::Signals` on a thread of its own. Nothing else here does I/O.
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};

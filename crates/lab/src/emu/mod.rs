@@ -185,9 +185,12 @@ fn serve_control(
     let mut poll = mio::Poll::new()?;
     let fd = listener.as_raw_fd();
     poll.registry().register(&mut mio::unix::SourceFd(&fd), LISTENER, mio::Interest::READABLE)?;
-    let waker = mio::Waker::new(poll.registry(), WAKE)?;
+    // Kept here as well as in the hook: the hook is dropped once it has run, and closing the
+    // eventfd then would take its wake-up out of the poll before the loop sees it.
+    let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
+    let w = waker.clone();
     stop.on_stop(move || {
-        let _ = waker.wake();
+        let _ = w.wake();
     });
     let mut events = mio::Events::with_capacity(4);
     let busy = Arc::new(AtomicUsize::new(0));
@@ -221,6 +224,7 @@ fn serve_control(
             }
         }
     }
+    drop(waker);
     Ok(())
 }
 
