@@ -370,8 +370,18 @@ pub struct Server {
     acceptor: Acceptor,
     shared: Arc<Shared>,
     metrics_addr: Option<SocketAddr>,
-    /// Ends the metrics endpoint when the server's run ends.
-    metrics_stop: Stopper,
+    /// Ends the metrics endpoint when the server's run ends, or when a server never run is
+    /// dropped.
+    metrics_stop: StopOnDrop,
+}
+
+/// Stops its [`Stopper`] when dropped.
+struct StopOnDrop(Stopper);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// Handle to a server running on a background thread.
@@ -432,13 +442,13 @@ impl Server {
         let acceptor = Acceptor::new(listener).map_err(|e| EngineError::net("watching the listener", e))?;
         let rates = Governor::new(cfg.rate_total, cfg.rate_per_client);
         let metrics = Arc::new(Metrics::default());
-        let metrics_stop = Stopper::new();
+        let metrics_stop = StopOnDrop(Stopper::new());
         let metrics_addr = match cfg.metrics {
             Some(at) => {
                 let l = TcpListener::bind(at).map_err(|e| EngineError::net(format!("serving metrics on {at}"), e))?;
                 let bound = l.local_addr().map_err(|e| EngineError::net("local address", e))?;
                 let (m, r) = (metrics.clone(), rates.clone());
-                crate::metrics::spawn_http(l, Arc::new(move || m.render(r.paced_bps())), metrics_stop.shutdown())
+                crate::metrics::spawn_http(l, Arc::new(move || m.render(r.paced_bps())), metrics_stop.0.shutdown())
                     .map_err(|e| EngineError::net(format!("serving metrics on {at}"), e))?;
                 Some(bound)
             }
@@ -522,7 +532,7 @@ impl Server {
             Err(admit::Event::NoClient) => Err(EngineError::Timeout("no client connected before the deadline".into())),
             Err(_) => Ok(None),
         };
-        metrics_stop.stop();
+        drop(metrics_stop);
         r
     }
 }

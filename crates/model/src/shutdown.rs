@@ -9,7 +9,8 @@
 //! With the `signals` feature, `Stopper::on_signals` turns SIGINT/SIGTERM into stops through
 //! `signal_hook::iterator::Signals` on a thread of its own. Nothing else here does I/O.
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,9 @@ type Hook = Box<dyn FnOnce() + Send>;
 struct Inner {
     /// The senders of the two stages; a stage happens when its sender is dropped.
     stages: Mutex<[Option<Sender<Never>>; 2]>,
+    /// The stage reached (0, 1, 2), set before its channel closes: a cheap read for loops
+    /// that look at the stop between pieces of work.
+    stage: AtomicU8,
     hooks: Mutex<Vec<Hook>>,
 }
 
@@ -65,7 +69,11 @@ impl Stopper {
     pub fn new() -> Stopper {
         let (stop_tx, stop) = crossbeam_channel::bounded(0);
         let (hurry_tx, hurry) = crossbeam_channel::bounded(0);
-        let inner = Arc::new(Inner { stages: Mutex::new([Some(stop_tx), Some(hurry_tx)]), hooks: Mutex::default() });
+        let inner = Arc::new(Inner {
+            stages: Mutex::new([Some(stop_tx), Some(hurry_tx)]),
+            stage: AtomicU8::new(0),
+            hooks: Mutex::default(),
+        });
         Stopper { watch: Shutdown { inner: inner.clone(), stop, hurry }, inner }
     }
 
@@ -78,9 +86,12 @@ impl Stopper {
     /// The stage reached.
     pub fn stop(&self) -> Stage {
         let mut stages = self.inner.stages.lock().unwrap_or_else(PoisonError::into_inner);
-        let stage = if stages[0].take().is_some() {
+        let stage = if stages[0].is_some() {
+            self.inner.stage.store(1, Ordering::SeqCst);
+            stages[0] = None;
             Stage::Stopping
         } else {
+            self.inner.stage.store(2, Ordering::SeqCst);
             stages[1] = None;
             Stage::Hurrying
         };
@@ -115,13 +126,10 @@ impl Shutdown {
 
     /// The stage now.
     pub fn stage(&self) -> Stage {
-        let closed = |r: &Receiver<Never>| matches!(r.try_recv(), Err(TryRecvError::Disconnected));
-        if closed(&self.hurry) {
-            Stage::Hurrying
-        } else if closed(&self.stop) {
-            Stage::Stopping
-        } else {
-            Stage::Running
+        match self.inner.stage.load(Ordering::SeqCst) {
+            0 => Stage::Running,
+            1 => Stage::Stopping,
+            _ => Stage::Hurrying,
         }
     }
 
@@ -162,7 +170,8 @@ impl Shutdown {
     }
 
     /// Run `hook` once when the stop comes (on the stopping thread), or now if it has come:
-    /// how an event loop that waits on something else (mio, a socket) is woken.
+    /// how an event loop that waits on something else (mio, a socket) is woken. The hook is
+    /// dropped once it has run: what it wakes (a `mio::Waker`) must be held by the loop too.
     pub fn on_stop(&self, hook: impl FnOnce() + Send + 'static) {
         // Under the stages' lock, so that a stop cannot come between the check and the push.
         let stages = self.inner.stages.lock().unwrap_or_else(PoisonError::into_inner);

@@ -295,18 +295,28 @@ fn a_copy_survives_a_5_second_blackout_and_arrives_identical() {
     let lab = Up::new("rate = \"200mbit\"\ndelay = \"1ms\"\n");
     let (_t, src, root, key) = scratch("32", "4MB"); // about 128 MB: 5 s at 200 Mbit/s
     with_daemon(&lab, &root, &key, || {
-        let a = cp_args(&src, &key);
+        // With a progress line a second instead of -q: the blackout starts once one shows bytes
+        // across (the copy is under way), not after a guessed time.
+        let mut a = cp_args(&src, &key);
+        a.retain(|x| x != "-q");
+        a.push("--progress".into());
         let mut copy =
             bin().args(["lab", "exec", "a", "--run", &lab.id, "--"]).args(&a).stderr(Stdio::piped()).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
+        let mut progress = BufReader::new(copy.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("linerate:") || line.contains(" 0 B/") || line.contains("   0%") {
+            line.clear();
+            assert!(progress.read_line(&mut line).unwrap() > 0, "the copy ended before the blackout");
+        }
         assert!(copy.try_wait().unwrap().is_none(), "the copy ended before the blackout");
         lab.set(&["down"]);
+        // The blackout's length is what the test is about (not a wait for something).
         std::thread::sleep(Duration::from_secs(5));
         lab.set(&["up"]);
         let status = crate::support::exit_within(&mut copy, Duration::from_secs(120))
             .expect("the copy did not finish after the blackout");
         let mut err = String::new();
-        std::io::Read::read_to_string(&mut copy.stderr.take().unwrap(), &mut err).unwrap();
+        std::io::Read::read_to_string(&mut progress, &mut err).unwrap();
         assert!(status.success(), "{status}: {err}");
         identical(&src, &root.join("copy"));
         let st: serde_json::Value = serde_json::from_str(&lab.set(&["stats"])).unwrap();
