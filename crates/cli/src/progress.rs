@@ -6,9 +6,10 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use linerate_engine::copy::send::{FileHook, Progress};
 use linerate_engine::copy::walk::shown;
+use linerate_engine::shutdown::Stopper;
 use linerate_model::units::{format_rate, format_size};
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -23,10 +24,13 @@ pub struct Show {
     pub verbose: bool,
 }
 
+/// How often the bar is redrawn from the counters (a pace, not a poll: a stop ends the wait).
+const REDRAW: Duration = Duration::from_millis(100);
+
 /// A bar updated from the engine's counters by a background thread.
 pub struct Bar {
     bar: ProgressBar,
-    stop: Arc<AtomicBool>,
+    stop: Stopper,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -63,15 +67,15 @@ impl Bar {
         // The whole line is composed here ([`bar_line`]), to fit the terminal's width.
         bar.set_style(ProgressStyle::with_template("{msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
         let plain = show.force && !show.quiet && bar.is_hidden();
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Stopper::new();
         let thread = (!bar.is_hidden() || plain).then(|| {
-            let (bar, stop) = (bar.clone(), stop.clone());
+            let (bar, stop) = (bar.clone(), stop.shutdown());
             std::thread::spawn(move || {
                 let start = Instant::now();
                 let mut last_line = Instant::now();
                 let mut last_bytes = 0;
                 let mut rate = Rate::default();
-                while !stop.load(Relaxed) {
+                loop {
                     let c = counts(&p);
                     rate.update(c.bytes, start.elapsed());
                     if !bar.is_hidden() {
@@ -84,7 +88,9 @@ impl Bar {
                         last_line = Instant::now();
                         last_bytes = c.bytes;
                     }
-                    std::thread::sleep(Duration::from_millis(100));
+                    if stop.wait_timeout(REDRAW) {
+                        break;
+                    }
                 }
             })
         });
@@ -93,7 +99,7 @@ impl Bar {
 
     /// Stop and erase the bar.
     pub fn finish(mut self) {
-        self.stop.store(true, Relaxed);
+        self.stop.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

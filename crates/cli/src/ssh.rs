@@ -22,7 +22,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `linerate cp` flags for `[user@]host:PATH` operands.
 #[derive(Args, Debug, Default, Clone)]
@@ -335,16 +335,9 @@ impl Remote {
     /// Kill ssh by its process id and reap it, after `grace` for it to end by itself.
     fn kill_ssh(&mut self, grace: Duration) -> Option<ExitStatus> {
         let mut child = self.ssh.take()?;
-        let until = Instant::now() + grace;
-        loop {
-            match child.try_wait() {
-                Ok(Some(s)) => {
-                    self.stdin = None;
-                    return Some(s);
-                }
-                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-                _ => break,
-            }
+        if let Some(s) = linerate_engine::proc::exit_within(&mut child, grace) {
+            self.stdin = None;
+            return Some(s);
         }
         let _ = child.kill();
         self.stdin = None;

@@ -7,6 +7,7 @@ use crate::progress::{Bar, Show};
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_engine::auth::secret::Secret;
 use linerate_engine::copy::send::{self, CopyConfig, CopyReport, Progress};
+use linerate_engine::shutdown::Stopper;
 use linerate_engine::EngineError;
 use linerate_model::doc::cp::{CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpuSeconds};
 use linerate_model::units::{format_rate, format_size};
@@ -199,13 +200,17 @@ pub(crate) fn run_engine(
     let current = Arc::new(Mutex::new(String::new()));
     let bar = Bar::target(show);
     let hook = Bar::hook(show, current.clone(), bar.clone());
-    let cancel = Arc::new(AtomicBool::new(false));
-    // Ctrl-C or SIGTERM ends the session in order; a second one ends the process at once.
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, i32::from(exit::INTERRUPTED), cancel.clone());
-        let _ = signal_hook::flag::register(sig, cancel.clone());
+    // Ctrl-C or SIGTERM ends the session in order (a signal thread stops `cancel`); a second one
+    // ends the process at once (in the handler: the flag the first one set arms it).
+    let stopper = Stopper::new();
+    let seen = Arc::new(AtomicBool::new(false));
+    let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
+    for sig in signals {
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, i32::from(exit::INTERRUPTED), seen.clone());
+        let _ = signal_hook::flag::register(sig, seen.clone());
     }
-    let progress = Arc::new(Progress { on_file: hook, cancel, ..Progress::default() });
+    let _ = stopper.on_signals(&signals, |_| {});
+    let progress = Arc::new(Progress { on_file: hook, cancel: stopper.shutdown(), ..Progress::default() });
     let bar = Bar::start(bar, progress.clone(), show, current);
     let handle = bar.handle();
     let sink: send::ErrorSink = Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
@@ -251,16 +256,9 @@ pub(crate) fn run_engine(
     }
 }
 
-/// Whether `child` exits within `limit` (polled; it is not killed).
+/// Whether `child` exits within `limit` (it is not killed).
 fn exited_within(child: &mut Child, limit: Duration) -> bool {
-    let t = std::time::Instant::now();
-    while t.elapsed() < limit {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    linerate_engine::proc::exit_within(child, limit).is_some()
 }
 
 /// The `--json` summary, as printed.

@@ -13,6 +13,7 @@
 //! | [`metrics`] | the agent's counters, and `serve --metrics` (Prometheus text format) |
 //! | [`log`] | `serve`'s log lines: RFC 3339 time stamps, text or JSON |
 //! | [`usage`] | CPU time and peak memory of this process, for reports |
+//! | [`proc`] | waiting for a child process to exit with a deadline (a pidfd, no polling) |
 //!
 //! Protocol rules live in `linerate-proto` (no I/O); this crate drives them and performs the I/O.
 
@@ -25,9 +26,12 @@ pub mod log;
 pub mod mesh;
 pub mod metrics;
 pub mod net;
+pub mod proc;
 pub mod rate;
 pub mod server;
 pub mod ssh;
 pub mod usage;
 
 pub use error::EngineError;
+/// The one way to stop a loop: a [`shutdown::Stopper`] and the [`shutdown::Shutdown`]s it closes.
+pub use linerate_model::shutdown;

@@ -1,14 +1,23 @@
 //! `serve --metrics ADDR`: the agent's counters in the Prometheus text format (version 0.0.4)
 //! on `GET /metrics`, over plain HTTP. Counting is a handful of relaxed atomics on the session
-//! paths; the endpoint serves each request on a thread of its own (32 at once, 4 from one
-//! address), with 2 s to read a whole request of at most 8 KiB and as long to write the answer,
-//! so slow or hostile clients hold nothing but their own connections, never a scrape. No secret and no path ever appears: keys
-//! are labelled by their public fingerprint and their authorized_keys comment (escaped, cut).
+//! paths; a scrape turns them into metric families of the `prometheus` crate, whose encoder
+//! writes the exposition (names, labels and help text escaped by it), and requests are parsed
+//! by `httparse`. The endpoint serves each request on a thread of its own (32 at once, 4 from
+//! one address), with 2 s to read a whole request of at most 8 KiB and as long to write the
+//! answer, so slow or hostile clients hold nothing but their own connections, never a scrape;
+//! its accept loop ends when its [`Shutdown`] comes. No secret and no path ever appears: keys
+//! are labelled by their public fingerprint and their authorized_keys comment (cut).
+//!
+//! Why `prometheus` and not `prometheus-client`: the latter writes only OpenMetrics 1.0 (an
+//! `info` type, a counter's `TYPE` line without `_total`, `# EOF`), which changes the
+//! documented 0.0.4 format and which Prometheus 2's `promtool check metrics` refuses.
 
+use crate::net::accept::{Accepted, Acceptor};
 use crate::usage;
+use linerate_model::shutdown::Shutdown;
 use linerate_proto::ErrorCode;
+use prometheus::{Counter, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -121,19 +130,10 @@ fn idx(k: Kind) -> usize {
     KINDS.iter().position(|(x, _)| *x == k).unwrap_or(0)
 }
 
-/// A label value: `\`, `"` and line breaks escaped, control characters dropped, at most 64
-/// characters.
+/// A label value: control characters but line breaks dropped, at most 64 characters (the
+/// encoder escapes `\`, `"` and line breaks).
 fn label(s: &str) -> String {
-    let mut o = String::new();
-    for c in s.chars().filter(|c| !c.is_control() || *c == '\n').take(64) {
-        match c {
-            '\\' => o.push_str("\\\\"),
-            '"' => o.push_str("\\\""),
-            '\n' => o.push_str("\\n"),
-            c => o.push(c),
-        }
-    }
-    o
+    s.chars().filter(|c| !c.is_control() || *c == '\n').take(64).collect()
 }
 
 impl Metrics {
@@ -175,112 +175,110 @@ impl Metrics {
     /// Everything, in the text format; `paced_bps` is the rate the agent's pacing allows now
     /// over all paced sessions, if it paces.
     pub fn render(&self, paced_bps: Option<u64>) -> String {
-        let mut s = String::new();
-        let mut family = |name: &str, kind: &str, help: &str, rows: Vec<(String, u64)>| {
-            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (labels, v) in rows {
-                let _ = writeln!(s, "{name}{labels} {v}");
-            }
+        // Only a duplicate or malformed name fails, which the unit tests would show.
+        self.families(paced_bps).map_or_else(|e| format!("# error: {e}\n"), |r| encode(&r))
+    }
+
+    /// A registry holding a reading of every counter.
+    fn families(&self, paced_bps: Option<u64>) -> prometheus::Result<Registry> {
+        let r = Registry::new();
+        let load = |a: &AtomicU64| a.load(Relaxed);
+        let gauges = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntGaugeVec> {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
+            r.register(Box::new(g.clone()))?;
+            Ok(g)
         };
-        let by_kind = |a: &[AtomicU64; 4]| -> Vec<(String, u64)> {
-            KINDS.iter().map(|(k, n)| (format!("{{kind=\"{n}\"}}"), a[idx(*k)].load(Relaxed))).collect()
+        let counters = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<IntCounterVec> {
+            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+            r.register(Box::new(c.clone()))?;
+            Ok(c)
         };
-        family("linerate_sessions_active", "gauge", "Sessions running now, by kind.", by_kind(&self.active));
-        let mut total = Vec::new();
+        let active = gauges("linerate_sessions_active", "Sessions running now, by kind.", &["kind"])?;
+        let total = counters("linerate_sessions_total", "Sessions ended, by kind and result.", &["kind", "result"])?;
+        let received = counters("linerate_received_bytes_total", "File bytes received, by kind.", &["kind"])?;
+        let sent = counters("linerate_sent_bytes_total", "File bytes sent, by kind.", &["kind"])?;
         for (k, n) in KINDS {
-            total.push((format!("{{kind=\"{n}\",result=\"ok\"}}"), self.ok[idx(k)].load(Relaxed)));
-            total.push((format!("{{kind=\"{n}\",result=\"error\"}}"), self.failed[idx(k)].load(Relaxed)));
+            let i = idx(k);
+            active.with_label_values(&[n]).set(i64::try_from(load(&self.active[i])).unwrap_or(i64::MAX));
+            total.with_label_values(&[n, "ok"]).inc_by(load(&self.ok[i]));
+            total.with_label_values(&[n, "error"]).inc_by(load(&self.failed[i]));
+            received.with_label_values(&[n]).inc_by(load(&self.bytes_received[i]));
+            sent.with_label_values(&[n]).inc_by(load(&self.bytes_sent[i]));
         }
-        family("linerate_sessions_total", "counter", "Sessions ended, by kind and result.", total);
-        family(
-            "linerate_received_bytes_total",
-            "counter",
-            "File bytes received, by kind.",
-            by_kind(&self.bytes_received),
-        );
-        family("linerate_sent_bytes_total", "counter", "File bytes sent, by kind.", by_kind(&self.bytes_sent));
-        family(
-            "linerate_files_total",
-            "counter",
-            "Files received and sent.",
-            vec![
-                ("{direction=\"received\"}".into(), self.files_received.load(Relaxed)),
-                ("{direction=\"sent\"}".into(), self.files_sent.load(Relaxed)),
-            ],
-        );
-        family(
-            "linerate_refused_connections_total",
-            "counter",
-            "Connections refused, by reason.",
-            REASONS
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (format!("{{reason=\"{r}\"}}"), self.refused[i].load(Relaxed)))
-                .collect(),
-        );
-        family(
+        let files = counters("linerate_files_total", "Files received and sent.", &["direction"])?;
+        files.with_label_values(&["received"]).inc_by(load(&self.files_received));
+        files.with_label_values(&["sent"]).inc_by(load(&self.files_sent));
+        let refused = counters("linerate_refused_connections_total", "Connections refused, by reason.", &["reason"])?;
+        for (i, why) in REASONS.iter().enumerate() {
+            refused.with_label_values(&[why]).inc_by(load(&self.refused[i]));
+        }
+        let failures = IntCounter::new(
             "linerate_handshake_failures_total",
-            "counter",
             "Handshakes that failed (bad preamble, failed proof, timeout).",
-            vec![(String::new(), self.handshake_failures.load(Relaxed))],
-        );
-        let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut per_key = Vec::new();
-        for (fp, k) in keys.iter() {
-            let l = |d: &str| format!("{{key=\"{}\",name=\"{}\",direction=\"{d}\"}}", label(fp), k.name);
-            per_key.push((l("received"), k.received));
-            per_key.push((l("sent"), k.sent));
+        )?;
+        failures.inc_by(load(&self.handshake_failures));
+        r.register(Box::new(failures))?;
+        let per_key = counters(
+            "linerate_key_bytes_total",
+            "File bytes by authorized key (daemon mode).",
+            &["key", "name", "direction"],
+        )?;
+        for (fp, k) in self.keys.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            let fp = label(fp);
+            per_key.with_label_values(&[fp.as_str(), &k.name, "received"]).inc_by(k.received);
+            per_key.with_label_values(&[fp.as_str(), &k.name, "sent"]).inc_by(k.sent);
         }
-        drop(keys);
-        family("linerate_key_bytes_total", "counter", "File bytes by authorized key (daemon mode).", per_key);
         if let Some(p) = paced_bps {
-            family(
-                "linerate_paced_rate_bits",
-                "gauge",
-                "Rate the agent's pacing allows now, bit/s.",
-                vec![(String::new(), p)],
-            );
+            let g = IntGauge::new("linerate_paced_rate_bits", "Rate the agent's pacing allows now, bit/s.")?;
+            g.set(i64::try_from(p).unwrap_or(i64::MAX));
+            r.register(Box::new(g))?;
         }
         let cpu = usage::process();
-        let _ = writeln!(
-            s,
-            "# HELP process_cpu_seconds_total User and system CPU time of the agent.\n# TYPE process_cpu_seconds_total counter\n\
-             process_cpu_seconds_total {:.3}",
-            (cpu.user_us + cpu.sys_us) as f64 / 1e6
-        );
-        let _ = writeln!(
-            s,
-            "# HELP process_resident_memory_bytes Resident memory of the agent.\n# TYPE process_resident_memory_bytes gauge\n\
-             process_resident_memory_bytes {}",
-            usage::rss()
-        );
-        let _ = writeln!(
-            s,
-            "# HELP linerate_uptime_seconds Seconds since the agent started.\n# TYPE linerate_uptime_seconds gauge\n\
-             linerate_uptime_seconds {:.3}\n# HELP linerate_build_info The agent's version.\n# TYPE linerate_build_info gauge\n\
-             linerate_build_info{{version=\"{}\"}} 1",
-            self.started.elapsed().as_secs_f64(),
-            env!("CARGO_PKG_VERSION")
-        );
-        s
+        let c = Counter::new("process_cpu_seconds_total", "User and system CPU time of the agent.")?;
+        c.inc_by((cpu.user_us + cpu.sys_us) as f64 / 1e6);
+        r.register(Box::new(c))?;
+        let rss = IntGauge::new("process_resident_memory_bytes", "Resident memory of the agent.")?;
+        rss.set(i64::try_from(usage::rss()).unwrap_or(i64::MAX));
+        r.register(Box::new(rss))?;
+        let up = Gauge::new("linerate_uptime_seconds", "Seconds since the agent started.")?;
+        up.set(self.started.elapsed().as_secs_f64());
+        r.register(Box::new(up))?;
+        gauges("linerate_build_info", "The agent's version.", &["version"])?
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        Ok(r)
     }
 }
 
-/// The answer to one request's bytes: status line, headers and body.
+/// The text format of everything `r` holds.
+fn encode(r: &Registry) -> String {
+    let mut out = String::new();
+    match prometheus::TextEncoder::new().encode_utf8(&r.gather(), &mut out) {
+        Ok(()) => out,
+        Err(e) => format!("# error: {e}\n"),
+    }
+}
+
+/// The answer to one request's bytes (as much of its head as arrived): status line, headers
+/// and body. `GET /metrics` is answered with `body`, another path with 404, another method with
+/// 405, anything that is not an HTTP/1.x request line with 400.
 pub fn answer(request: &[u8], body: impl FnOnce() -> String) -> Vec<u8> {
-    let head = request.split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(head);
-    let mut words = line.split_whitespace();
-    let (status, ctype, text) = match (words.next(), words.next(), words.next()) {
-        (Some("GET"), Some("/metrics"), Some(v)) if v.starts_with("HTTP/1.") => {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    // A head cut short (the client closed, the cap, the deadline) is answered by its request
+    // line, when that arrived whole.
+    let parsed = req.parse(request);
+    let line_whole = match parsed {
+        Ok(_) => true,
+        Err(httparse::Error::TooManyHeaders) => true,
+        Err(_) => false,
+    };
+    let (status, ctype, text) = match (line_whole, req.method, req.path, req.version) {
+        (true, Some("GET"), Some("/metrics"), Some(_)) => {
             ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body())
         }
-        (Some("GET"), Some(_), Some(v)) if v.starts_with("HTTP/1.") => {
-            ("404 Not Found", "text/plain", "only /metrics is here\n".to_string())
-        }
-        (Some(_), Some(_), Some(v)) if v.starts_with("HTTP/1.") => {
-            ("405 Method Not Allowed", "text/plain", "GET /metrics\n".to_string())
-        }
+        (true, Some("GET"), Some(_), Some(_)) => ("404 Not Found", "text/plain", "only /metrics is here\n".to_string()),
+        (true, Some(_), Some(_), Some(_)) => ("405 Method Not Allowed", "text/plain", "GET /metrics\n".to_string()),
         _ => ("400 Bad Request", "text/plain", "GET /metrics\n".to_string()),
     };
     let mut out = format!(
@@ -303,8 +301,12 @@ fn serve_one(mut c: TcpStream, body: &dyn Fn() -> String, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
-    // Read until the end of the headers, the cap, or the deadline for the whole request.
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_REQUEST {
+    // Read until the end of the head, the cap, or the deadline for the whole request.
+    let whole = |b: &[u8]| {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        !matches!(httparse::Request::new(&mut headers).parse(b), Ok(httparse::Status::Partial))
+    };
+    while !whole(&buf) && buf.len() < MAX_REQUEST {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || c.set_read_timeout(Some(left)).is_err() {
             break;
@@ -320,25 +322,32 @@ fn serve_one(mut c: TcpStream, body: &dyn Fn() -> String, timeout: Duration) {
     let _ = c.write_all(&answer(&buf, body));
 }
 
-/// Serves `GET /metrics` on `listener` until the process ends, each request on a thread of its
-/// own ([`MAX_CLIENTS`] at once, [`MAX_CLIENTS_PER_SOURCE`] from one address), each with
+/// Serves `GET /metrics` on `listener` until `shutdown`, each request on a thread of its own
+/// ([`MAX_CLIENTS`] at once, [`MAX_CLIENTS_PER_SOURCE`] from one address), each with
 /// [`IO_TIMEOUT`] to arrive whole and as long to be taken.
-pub fn spawn_http(listener: TcpListener, body: Arc<dyn Fn() -> String + Send + Sync>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || serve_http(&listener, &body, IO_TIMEOUT))
+pub fn spawn_http(
+    listener: TcpListener,
+    body: Arc<dyn Fn() -> String + Send + Sync>,
+    shutdown: Shutdown,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let acceptor = Acceptor::new(listener)?;
+    acceptor.wake_on(&shutdown);
+    Ok(std::thread::spawn(move || serve_http(acceptor, &body, IO_TIMEOUT, &shutdown)))
 }
 
-fn serve_http(listener: &TcpListener, body: &Arc<dyn Fn() -> String + Send + Sync>, timeout: Duration) {
+fn serve_http(
+    mut acceptor: Acceptor,
+    body: &Arc<dyn Fn() -> String + Send + Sync>,
+    timeout: Duration,
+    shutdown: &Shutdown,
+) {
     let busy: Arc<Mutex<BTreeMap<IpAddr, usize>>> = Arc::default();
-    for c in listener.incoming() {
-        let c = match c {
-            Ok(c) => c,
-            // Out of descriptors and the like: back off instead of spinning.
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
+    while !shutdown.is_stopped() {
+        let (c, peer) = match acceptor.next(None) {
+            Accepted::Conn(c, peer) => (c, peer),
+            Accepted::Woken | Accepted::Timeout => continue,
         };
-        let ip = c.peer_addr().map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip().to_canonical());
+        let ip = peer.ip().to_canonical();
         {
             let mut b = busy.lock().unwrap_or_else(PoisonError::into_inner);
             let all: usize = b.values().sum();
@@ -396,7 +405,7 @@ mod tests {
             "linerate_refused_connections_total{reason=\"auth\"} 1",
             "linerate_refused_connections_total{reason=\"version\"} 1",
             "linerate_handshake_failures_total 1",
-            "linerate_key_bytes_total{key=\"SHA256:abc\",name=\"al\\\"ice\\n\",direction=\"received\"} 1000",
+            "linerate_key_bytes_total{direction=\"received\",key=\"SHA256:abc\",name=\"al\\\"ice\\n\"} 1000",
             "linerate_paced_rate_bits 8000000",
             "# TYPE process_cpu_seconds_total counter",
             "linerate_build_info{version=",
@@ -426,7 +435,7 @@ mod tests {
         }
         let t = m.render(None);
         assert_eq!(t.matches("direction=\"received\"").count() - 1, MAX_KEYS + 1, "the cap, and `other`");
-        assert!(t.contains("key=\"other\",name=\"\",direction=\"received\"} 10"));
+        assert!(t.contains("{direction=\"received\",key=\"other\",name=\"\"} 10"), "{t}");
     }
 
     #[test]
@@ -449,7 +458,8 @@ mod tests {
     fn the_endpoint_answers_beside_a_silent_client_and_cuts_an_oversized_request() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        spawn_http(l, Arc::new(|| "linerate_up 1\n".to_string()));
+        let stop = linerate_model::shutdown::Stopper::new();
+        let server = spawn_http(l, Arc::new(|| "linerate_up 1\n".to_string()), stop.shutdown()).unwrap();
         let _silent = TcpStream::connect(addr).unwrap(); // says nothing
         let mut c = TcpStream::connect(addr).unwrap();
         c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
@@ -464,6 +474,10 @@ mod tests {
         let mut got = String::new();
         c.read_to_string(&mut got).unwrap();
         assert!(got.contains("linerate_up 1"));
+        // A stop ends the endpoint: its thread returns and the port is closed.
+        stop.stop();
+        server.join().unwrap();
+        assert!(TcpStream::connect(addr).is_err(), "nothing listens after the stop");
     }
 
     #[test]
@@ -472,7 +486,9 @@ mod tests {
         let addr = l.local_addr().unwrap();
         // A minute per request: served one at a time, the dribblers would hold a scrape for 8.
         let body: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(|| "linerate_up 1\n".to_string());
-        std::thread::spawn(move || serve_http(&l, &body, Duration::from_secs(60)));
+        let never = Shutdown::never();
+        let acceptor = Acceptor::new(l).unwrap();
+        std::thread::spawn(move || serve_http(acceptor, &body, Duration::from_secs(60), &never));
         // Eight slow clients from other addresses than the scraper's (4 per address at most).
         let dribblers: Vec<TcpStream> = (0..8)
             .map(|i| {

@@ -273,6 +273,8 @@ impl SessionRate {
                 w
             };
             let Some(wait) = wait else { break };
+            // Not a polling loop (issue 30's exceptions): pacing a rate is waiting out the time
+            // the bucket says, in slices so that a reallocation is seen.
             std::thread::sleep(wait.min(MAX_SLEEP));
             if let Some(g) = p.governor.upgrade() {
                 g.maybe_reallocate();

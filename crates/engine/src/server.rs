@@ -1,6 +1,10 @@
 //! `linerate serve`: accepts sessions from many clients at once. Each connection gets a thread
 //! for its handshake, bounded in number (in all and per source address) and in time, so slow or
-//! unauthenticated peers cannot hold the server. The first frame of a session says what it is:
+//! unauthenticated peers cannot hold the server: those rules, and the stages of a shutdown, are
+//! [`linerate_proto::admit::Admission`], a machine without a clock that the accept loop drives
+//! (it waits on a [`mio`] poll for a connection, the machine's next deadline, or a wake-up from
+//! a stop or a `--once` session's end). Every handler thread holds a
+//! [`linerate_model::shutdown::TaskGuard`]; a shutdown waits on them with the machine's deadlines. The first frame of a session says what it is:
 //! `Begin` starts a copy (one thread per stream), `BenchRequest` a benchmark session
 //! ([`crate::bench::server`]), `MeshRequest` a test this agent runs against another agent (a
 //! `mesh` key only, [`crate::mesh`]).
@@ -12,10 +16,13 @@ use crate::copy::fsx;
 use crate::copy::recv::{Abort, Outcome, RecvSession, SessionParams};
 use crate::log::{Field, Level, Log, LogFormat};
 use crate::metrics::{Ended, Kind, Metrics};
+use crate::net::accept::{Accepted, Acceptor};
 use crate::net::conn::{self, Admit};
 use crate::rate::{Governor, SessionRate};
 use crate::EngineError;
+use linerate_model::shutdown::{Shutdown, Stopper, Tasks};
 use linerate_model::units::format_size_iec;
+use linerate_proto::admit::{self, Admission, AdmitConfig, HandshakeId, Verdict};
 use linerate_proto::frame::{self, Frame, Placement};
 use linerate_proto::handshake::KEY_LEN;
 use linerate_proto::hello::{AuthMode, SessionId, StreamKind};
@@ -24,8 +31,8 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Settings of the server.
@@ -75,7 +82,7 @@ pub struct ServerConfig {
     /// (streams × the data record cap of its chunk size, plus its control stream's) and is
     /// refused as busy when that is not free; buffers grow only as record bytes arrive.
     pub max_buffer_memory: usize,
-    /// On shutdown ([`Stopper::stop`], `serve` on SIGTERM/SIGINT): how long running sessions
+    /// On shutdown ([`Server::stopper`], `serve` on SIGTERM/SIGINT): how long running sessions
     /// may go on to finish before they are aborted (`serve --shutdown-grace`).
     pub shutdown_grace: Duration,
     /// Serve the counters in the Prometheus text format here (`serve --metrics`).
@@ -84,6 +91,10 @@ pub struct ServerConfig {
     /// address the agent reaches.
     pub mesh_targets: Option<Vec<ipnet::IpNet>>,
 }
+
+/// After a shutdown's grace, how long aborted sessions have to end before the server stops
+/// waiting for them.
+pub const ABORT_WAIT: Duration = Duration::from_secs(10);
 
 /// Most bytes of record buffers one copy session may reserve; a push that would need more
 /// (streams × chunk size) is refused with a message naming both.
@@ -179,17 +190,19 @@ struct Collect {
 struct Shared {
     cfg: ServerConfig,
     root: Option<OwnedFd>,
-    per_source: Mutex<HashMap<IpAddr, usize>>,
     tests: AtomicUsize,
     sessions: Mutex<HashMap<SessionId, SessionEntry>>,
-    active: AtomicUsize,
-    /// Connections in their handshake, oldest first: when every slot is taken, a new connection
-    /// takes the oldest one's (which is closed), so peers that never finish cannot lock others out.
-    pending: Mutex<Pending>,
-    started: AtomicBool,
-    stop: AtomicBool,
+    /// Handshake and session slots, deadlines, the shutdown's stages.
+    admission: Mutex<Admission>,
+    /// The sockets of connections in their handshake, to close those the admission says to.
+    pending: Mutex<HashMap<HandshakeId, TcpStream>>,
     addr: SocketAddr,
-    done: Mutex<Option<mpsc::Sender<Outcome>>>,
+    /// How the first session of a `--once` server ended.
+    done: Mutex<Option<Outcome>>,
+    /// Wakes the accept loop (a `--once` session ended).
+    waker: Arc<mio::Waker>,
+    stopper: Stopper,
+    shutdown: Shutdown,
     /// Rate caps and the fair split of copy sessions.
     rates: Arc<Governor>,
     /// Bytes of record buffers reserved by running copy sessions.
@@ -198,8 +211,6 @@ struct Shared {
     /// receiving session.
     running: Mutex<HashMap<u64, Running>>,
     next_running: std::sync::atomic::AtomicU64,
-    /// Set by a second stop: abort running sessions now rather than at the end of the grace.
-    hurry: AtomicBool,
     /// The counters `--metrics` serves.
     metrics: Arc<Metrics>,
 }
@@ -219,38 +230,6 @@ struct RunningGuard<'a> {
 impl Drop for RunningGuard<'_> {
     fn drop(&mut self) {
         self.shared.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.id);
-    }
-}
-
-/// Connections in their handshake, by arrival.
-#[derive(Default)]
-struct Pending {
-    next: u64,
-    conns: std::collections::BTreeMap<u64, TcpStream>,
-}
-
-impl Pending {
-    /// Take a handshake slot for `sock`, closing the longest-waiting connection when all `max`
-    /// are taken. None if the socket cannot be registered.
-    fn admit(&mut self, sock: &TcpStream, max: usize) -> Option<u64> {
-        let copy = sock.try_clone().ok()?;
-        while self.conns.len() >= max.max(1) {
-            match self.conns.pop_first() {
-                Some((_, oldest)) => {
-                    let _ = oldest.shutdown(std::net::Shutdown::Both);
-                }
-                None => break,
-            }
-        }
-        let slot = self.next;
-        self.next += 1;
-        self.conns.insert(slot, copy);
-        Some(slot)
-    }
-
-    /// The handshake of `slot` is over (done, failed, or closed for a newer connection).
-    fn leave(&mut self, slot: u64) {
-        self.conns.remove(&slot);
     }
 }
 
@@ -275,26 +254,57 @@ impl Shared {
         RunningGuard { shared: self, id }
     }
 
-    /// Stop accepting: the accept loop ends at its next connection, which this makes.
-    fn stop_accepting(&self) {
-        if !self.stop.swap(true, Relaxed) {
-            let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+    fn admission(&self) -> MutexGuard<'_, Admission> {
+        self.admission.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Close the connection of handshake `id` (out of time, evicted, or aborted).
+    fn close_pending(&self, id: HandshakeId) {
+        if let Some(s) = self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&id) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Act on what the admission says; `Err` with the event that ends the server's run.
+    fn act(&self) -> Result<(), admit::Event> {
+        loop {
+            let ev = self.admission().poll_event();
+            match ev {
+                None => return Ok(()),
+                Some(admit::Event::Close(id)) => self.close_pending(id),
+                Some(admit::Event::AbortSessions) => self.abort_running(),
+                Some(e @ (admit::Event::NoClient | admit::Event::GiveUp)) => return Err(e),
+            }
         }
     }
 
     /// After the accept loop ended on a stop: let running sessions finish within the grace, then
     /// abort the rest cleanly (a push's receiver removes its unfinished files and keeps resumable
-    /// partial files; nothing unfinished is ever under a final name), and wait for them to end.
-    fn drain(&self) {
-        let grace = Instant::now() + self.cfg.shutdown_grace;
-        let idle =
-            || self.active.load(Relaxed) == 0 && self.running.lock().unwrap_or_else(PoisonError::into_inner).is_empty();
-        while !idle() && Instant::now() < grace && !self.hurry.load(Relaxed) {
-            std::thread::sleep(Duration::from_millis(20));
+    /// partial files; nothing unfinished is ever under a final name), and wait for them to end —
+    /// until every handler's guard is dropped, or the admission's last deadline.
+    fn drain(&self, mut tasks: Tasks) {
+        let done = tasks.closing().clone();
+        let mut hurry = self.shutdown.hurried().clone();
+        loop {
+            if self.act().is_err() {
+                return;
+            }
+            let Some(at) = self.admission().poll_timeout() else { return };
+            crossbeam_channel::select! {
+                recv(done) -> _ => return,
+                recv(hurry) -> _ => {
+                    self.admission().handle_stop(Instant::now());
+                    hurry = crossbeam_channel::never();
+                }
+                default(at.saturating_duration_since(Instant::now())) => {
+                    self.admission().handle_timeout(Instant::now());
+                }
+            }
         }
-        if idle() {
-            return;
-        }
+    }
+
+    /// Abort the sessions still running (the grace is over, or the stop was repeated).
+    fn abort_running(&self) {
         let running: Vec<(Option<TcpStream>, Option<Arc<RecvSession>>)> = self
             .running
             .lock()
@@ -302,6 +312,9 @@ impl Shared {
             .values()
             .map(|r| (r.control.as_ref().and_then(|s| s.try_clone().ok()), r.recv.clone()))
             .collect();
+        if running.is_empty() {
+            return;
+        }
         let msg = format!("shutting down: aborting {} session(s) still running", running.len());
         self.log(Level::Warn, &msg, &[("sessions", running.len().into())]);
         for (control, recv) in running {
@@ -315,9 +328,17 @@ impl Shared {
                 }
             }
         }
-        let end = Instant::now() + Duration::from_secs(10);
-        while !idle() && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(20));
+    }
+
+    /// A session ended: the first one's outcome ends a `--once` server's accept loop.
+    fn session_done(&self, outcome: Outcome) {
+        if !self.cfg.once {
+            return;
+        }
+        let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        if done.is_none() {
+            *done = Some(outcome);
+            let _ = self.waker.wake();
         }
     }
 
@@ -325,17 +346,6 @@ impl Shared {
     fn track_recv(&self, id: u64, session: &Arc<RecvSession>) {
         if let Some(r) = self.running.lock().unwrap_or_else(PoisonError::into_inner).get_mut(&id) {
             r.recv = Some(session.clone());
-        }
-    }
-
-    /// A connection from `ip` left its handshake.
-    fn leave_source(&self, ip: IpAddr) {
-        let mut per = self.per_source.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = per.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                per.remove(&ip);
-            }
         }
     }
 
@@ -355,27 +365,23 @@ impl Drop for Reservation<'_> {
     }
 }
 
-/// Stops a server from another thread (a signal handler's watcher): the first [`Stopper::stop`]
-/// ends accepting and lets running sessions finish within the grace; a second aborts them now.
-#[derive(Clone)]
-pub struct Stopper(Arc<Shared>);
-
-impl Stopper {
-    /// Stop accepting; on a second call, abort running sessions without waiting for the grace.
-    pub fn stop(&self) {
-        if self.0.stop.load(Relaxed) {
-            self.0.hurry.store(true, Relaxed);
-        }
-        self.0.stop_accepting();
-    }
-}
-
 /// A bound server.
 pub struct Server {
-    listener: TcpListener,
+    acceptor: Acceptor,
     shared: Arc<Shared>,
-    done_rx: mpsc::Receiver<Outcome>,
     metrics_addr: Option<SocketAddr>,
+    /// Ends the metrics endpoint when the server's run ends, or when a server never run is
+    /// dropped.
+    metrics_stop: StopOnDrop,
+}
+
+/// Stops its [`Stopper`] when dropped.
+struct StopOnDrop(Stopper);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// Handle to a server running on a background thread.
@@ -393,7 +399,7 @@ impl ServerHandle {
     }
 
     fn shutdown(&mut self) {
-        self.shared.stop_accepting();
+        self.shared.stopper.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -401,7 +407,7 @@ impl ServerHandle {
 
     /// Sessions currently running.
     pub fn active_sessions(&self) -> usize {
-        self.shared.active.load(Relaxed)
+        self.shared.admission().sessions()
     }
 
     /// Copy sessions currently sharing `rate_total`.
@@ -433,39 +439,52 @@ impl Server {
         let listener =
             TcpListener::bind(cfg.listen).map_err(|e| EngineError::net(format!("listening on {}", cfg.listen), e))?;
         let addr = listener.local_addr().map_err(|e| EngineError::net("local address", e))?;
-        let (tx, done_rx) = mpsc::channel();
+        let acceptor = Acceptor::new(listener).map_err(|e| EngineError::net("watching the listener", e))?;
         let rates = Governor::new(cfg.rate_total, cfg.rate_per_client);
         let metrics = Arc::new(Metrics::default());
+        let metrics_stop = StopOnDrop(Stopper::new());
         let metrics_addr = match cfg.metrics {
             Some(at) => {
                 let l = TcpListener::bind(at).map_err(|e| EngineError::net(format!("serving metrics on {at}"), e))?;
                 let bound = l.local_addr().map_err(|e| EngineError::net("local address", e))?;
                 let (m, r) = (metrics.clone(), rates.clone());
-                crate::metrics::spawn_http(l, Arc::new(move || m.render(r.paced_bps())));
+                crate::metrics::spawn_http(l, Arc::new(move || m.render(r.paced_bps())), metrics_stop.0.shutdown())
+                    .map_err(|e| EngineError::net(format!("serving metrics on {at}"), e))?;
                 Some(bound)
             }
             None => None,
         };
+        let admit_cfg = AdmitConfig {
+            max_handshakes: cfg.max_handshakes,
+            max_handshakes_per_source: cfg.max_handshakes_per_source,
+            handshake_timeout: cfg.handshake_timeout,
+            max_sessions: cfg.max_sessions,
+            once: cfg.once,
+            first_connect: cfg.first_connect_deadline,
+            shutdown_grace: cfg.shutdown_grace,
+            abort_wait: ABORT_WAIT,
+        };
+        let stopper = Stopper::new();
+        acceptor.wake_on(&stopper.shutdown());
         let shared = Arc::new(Shared {
             cfg,
             root,
-            per_source: Mutex::new(HashMap::new()),
             tests: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
-            active: AtomicUsize::new(0),
-            pending: Mutex::new(Pending::default()),
-            started: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
+            admission: Mutex::new(Admission::new(admit_cfg, Instant::now())),
+            pending: Mutex::new(HashMap::new()),
             addr,
-            done: Mutex::new(Some(tx)),
+            done: Mutex::new(None),
+            waker: acceptor.waker(),
+            shutdown: stopper.shutdown(),
+            stopper,
             rates,
             buffers: AtomicUsize::new(0),
             running: Mutex::new(HashMap::new()),
             next_running: std::sync::atomic::AtomicU64::new(0),
-            hurry: AtomicBool::new(false),
             metrics,
         });
-        Ok(Server { listener, shared, done_rx, metrics_addr })
+        Ok(Server { acceptor, shared, metrics_addr, metrics_stop })
     }
 
     /// Where `--metrics` is served (with the real port when 0 was asked for).
@@ -478,9 +497,11 @@ impl Server {
         self.shared.addr
     }
 
-    /// A handle that stops this server from another thread.
+    /// What stops this server from another thread (a signal thread): the first
+    /// [`Stopper::stop`] ends accepting and lets running sessions finish within the grace; a
+    /// second aborts them now.
     pub fn stopper(&self) -> Stopper {
-        Stopper(self.shared.clone())
+        self.shared.stopper.clone()
     }
 
     /// Run on a background thread.
@@ -494,78 +515,68 @@ impl Server {
     /// Accept connections until stopped; with `once`, until the first session ends, returning how
     /// it ended.
     pub fn run(self) -> Result<Option<Outcome>, EngineError> {
-        let shared = self.shared;
-        if let (true, Some(d)) = (shared.cfg.once, shared.cfg.first_connect_deadline) {
-            let s = shared.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(d);
-                if !s.started.load(Relaxed) {
-                    s.stop.store(true, Relaxed);
-                    let _ = TcpStream::connect_timeout(&s.addr, Duration::from_secs(1));
-                }
-            });
-        }
-        if shared.cfg.once {
-            // The first session's end wakes the accept loop.
-            let s = shared.clone();
-            let rx = self.done_rx;
-            let (fwd_tx, fwd_rx) = mpsc::channel();
-            std::thread::spawn(move || {
-                if let Ok(o) = rx.recv() {
-                    let _ = fwd_tx.send(o);
-                    s.stop.store(true, Relaxed);
-                    let _ = TcpStream::connect_timeout(&s.addr, Duration::from_secs(1));
-                }
-            });
-            accept_loop(&self.listener, &shared);
-            return match fwd_rx.try_recv() {
-                Ok(o) => Ok(Some(o)),
-                Err(_) => Err(EngineError::Timeout("no client connected before the deadline".into())),
-            };
-        }
-        accept_loop(&self.listener, &shared);
+        let Server { mut acceptor, shared, metrics_stop, .. } = self;
+        let tasks = Tasks::new();
+        let end = accept_loop(&mut acceptor, &shared, &tasks);
         // New connections are refused from here on, not left waiting in the listen queue.
-        drop(self.listener);
-        shared.drain();
-        Ok(None)
+        drop(acceptor);
+        let r = match end {
+            Ok(()) if shared.cfg.once => match shared.done.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                Some(o) => Ok(Some(o)),
+                None => Err(EngineError::Timeout("no client connected before the deadline".into())),
+            },
+            Ok(()) => {
+                shared.drain(tasks);
+                Ok(None)
+            }
+            Err(admit::Event::NoClient) => Err(EngineError::Timeout("no client connected before the deadline".into())),
+            Err(_) => Ok(None),
+        };
+        drop(metrics_stop);
+        r
     }
 }
 
-fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
-    for conn in listener.incoming() {
-        if shared.stop.load(Relaxed) {
-            break;
+/// Accept until a stop (or, with `once`, the first session's end): each connection admitted
+/// gets a handler thread holding a guard of `tasks`.
+fn accept_loop(acceptor: &mut Acceptor, shared: &Arc<Shared>, tasks: &Tasks) -> Result<(), admit::Event> {
+    loop {
+        shared.act()?;
+        if shared.cfg.once && shared.done.lock().unwrap_or_else(PoisonError::into_inner).is_some() {
+            return Ok(());
         }
-        let sock = match conn {
-            Ok(s) => s,
-            Err(e) => {
-                // Out of file descriptors (or memory): the connection stays queued and accept fails
-                // again at once, so back off rather than spin on a core until a session ends.
-                if !matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::ConnectionAborted) {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
+        if shared.shutdown.is_stopped() {
+            shared.admission().handle_stop(Instant::now());
+            return Ok(());
+        }
+        let deadline = shared.admission().poll_timeout();
+        let (sock, peer) = match acceptor.next(deadline) {
+            Accepted::Conn(sock, peer) => (sock, peer),
+            Accepted::Woken | Accepted::Timeout => {
+                shared.admission().handle_timeout(Instant::now());
                 continue;
             }
         };
-        let Some(ip) = sock.peer_addr().ok().map(|a| a.ip()) else { continue };
-        {
-            let mut per = shared.per_source.lock().unwrap_or_else(PoisonError::into_inner);
-            let n = per.entry(ip).or_insert(0);
-            if *n >= shared.cfg.max_handshakes_per_source {
-                drop(per);
-                drop(sock); // one source may not take more than its share of the handshake slots
+        let ip = peer.ip();
+        // One source may not take more than its share of the handshake slots: closed at once.
+        let Verdict::Admit { id, evict } = shared.admission().handle_connect(ip, Instant::now()) else { continue };
+        if let Some(old) = evict {
+            shared.close_pending(old);
+        }
+        match sock.try_clone() {
+            Ok(copy) => {
+                shared.pending.lock().unwrap_or_else(PoisonError::into_inner).insert(id, copy);
+            }
+            Err(_) => {
+                shared.admission().handle_handshake_end(id);
                 continue;
             }
-            *n += 1;
         }
-        let Some(slot) =
-            shared.pending.lock().unwrap_or_else(PoisonError::into_inner).admit(&sock, shared.cfg.max_handshakes)
-        else {
-            shared.leave_source(ip);
-            continue;
-        };
-        let shared = shared.clone();
-        std::thread::spawn(move || handle(shared, sock, ip, slot));
+        let (shared, guard) = (shared.clone(), tasks.enter());
+        std::thread::spawn(move || {
+            let _guard = guard;
+            handle(shared, sock, id);
+        });
     }
 }
 
@@ -577,14 +588,14 @@ fn random_session() -> SessionId {
     id
 }
 
-fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
+fn handle(shared: Arc<Shared>, sock: TcpStream, slot: HandshakeId) {
     let peer = sock.peer_addr().ok();
     let local = sock.local_addr().ok().map(|a| a.ip());
     let deadline = Instant::now() + shared.cfg.handshake_timeout;
     let sock_copy = sock.try_clone().ok();
     let accepted = conn::accept(sock, deadline, |hello| match hello.kind {
         StreamKind::Control => {
-            if shared.active.load(Relaxed) >= shared.cfg.max_sessions {
+            if !shared.admission().session_room() {
                 Admit::Refuse(ErrorCode::Busy)
             } else {
                 match (hello.auth, &shared.cfg.keys) {
@@ -606,8 +617,8 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
             None => Admit::Refuse(ErrorCode::UnknownSession),
         },
     });
-    shared.pending.lock().unwrap_or_else(PoisonError::into_inner).leave(slot);
-    shared.leave_source(ip);
+    shared.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&slot);
+    shared.admission().handle_handshake_end(slot);
     let (hello, mut sec) = match accepted {
         Ok(x) => x,
         Err(e) => {
@@ -646,35 +657,26 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, ip: IpAddr, slot: u64) {
             }
         }
         StreamKind::Control => {
-            shared.active.fetch_add(1, Relaxed);
-            shared.started.store(true, Relaxed);
-            let _running = shared.run_session(sock_copy.as_ref().and_then(|s| s.try_clone().ok()));
-            if shared.stop.load(Relaxed) && !shared.cfg.once {
+            if shared.admission().handle_session_start().is_err() {
                 // Shutting down: a session whose handshake was under way does not start.
                 let _ = fatal(&mut sec.tx, ErrorCode::Busy, "the server is shutting down".into());
-                shared.active.fetch_sub(1, Relaxed);
                 return;
             }
+            let _running = shared.run_session(sock_copy.as_ref().and_then(|s| s.try_clone().ok()));
             let client = Client { peer: peer_name(peer), ip: peer.map(|p| p.ip()), session: _running.id };
             let grant = grant(&shared, &mut sec, &client);
             let outcome = match grant {
                 Ok(g) => control(&shared, sec, sock_copy, deadline, (local, &client), &g, _running.id),
                 Err(o) => Some(o),
             };
-            shared.active.fetch_sub(1, Relaxed);
+            shared.admission().handle_session_end();
             let Some(outcome) = outcome else {
                 // A benchmark or mesh session (logged already) ends a `--once` server too.
-                if shared.cfg.once {
-                    if let Some(tx) = shared.done.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-                        let _ = tx.send(Outcome::Done(Default::default()));
-                    }
-                }
+                shared.session_done(Outcome::Done(Default::default()));
                 return;
             };
             log_copy(&shared, &client, &outcome);
-            if let Some(tx) = shared.done.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-                let _ = tx.send(outcome);
-            }
+            shared.session_done(outcome);
         }
     }
 }

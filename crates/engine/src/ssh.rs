@@ -6,11 +6,13 @@
 //! piped through one `ssh -W` channel of an ssh master connection.
 
 use crate::auth::secret::Secret;
+use crate::net::accept::{Accepted, Acceptor};
 use crate::EngineError;
+use linerate_model::shutdown::Stopper;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -111,7 +113,7 @@ pub const FORWARDER_MAX: usize = 2 * linerate_proto::caps::MAX_STREAMS as usize 
 /// `--via-ssh`: `ssh -S CTL -W 127.0.0.1:PORT host`, one multiplexed channel per stream).
 pub struct Forwarder {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    stop: Stopper,
     accepted: Arc<AtomicU64>,
     children: Arc<Mutex<Vec<Child>>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -123,20 +125,16 @@ impl Forwarder {
     pub fn start(command: impl Fn() -> Command + Send + 'static) -> Result<Forwarder, EngineError> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| EngineError::net("forwarder: listening", e))?;
         let addr = listener.local_addr().map_err(|e| EngineError::net("forwarder: local address", e))?;
-        let stop = Arc::new(AtomicBool::new(false));
+        let mut acceptor = Acceptor::new(listener).map_err(|e| EngineError::net("forwarder: listening", e))?;
+        let stop = Stopper::new();
+        acceptor.wake_on(&stop.shutdown());
         let accepted = Arc::new(AtomicU64::new(0));
         let children = Arc::new(Mutex::new(Vec::new()));
         let live = Arc::new(AtomicUsize::new(0));
-        let (s, a, c) = (stop.clone(), accepted.clone(), children.clone());
+        let (s, a, c) = (stop.shutdown(), accepted.clone(), children.clone());
         let thread = std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if s.load(Relaxed) {
-                    break;
-                }
-                let Ok(sock) = conn else {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                };
+            while !s.is_stopped() {
+                let Accepted::Conn(sock, _) = acceptor.next(None) else { continue };
                 if live.load(Relaxed) >= FORWARDER_MAX {
                     continue; // dropped: closed at once
                 }
@@ -178,18 +176,15 @@ impl Forwarder {
     }
 
     fn shutdown(&mut self, grace: Duration) {
-        self.stop.store(true, Relaxed);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        self.stop.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
         let mut children = std::mem::take(&mut *self.children.lock().unwrap_or_else(PoisonError::into_inner));
         let until = std::time::Instant::now() + grace;
         for c in &mut children {
-            while matches!(c.try_wait(), Ok(None)) && std::time::Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if matches!(c.try_wait(), Ok(None)) {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if crate::proc::exit_within(c, left).is_none() {
                 let _ = c.kill();
             }
             let _ = c.wait();

@@ -144,6 +144,8 @@ impl Executor for SystemExecutor {
             if proc_start(pid).is_none() {
                 return false;
             }
+            // A polling loop kept on purpose (issue 30): nothing signals that another process
+            // (in another namespace) started listening; /proc/PID/net/tcp is read every 50 ms.
             std::thread::sleep(Duration::from_millis(50));
         }
         false
@@ -158,6 +160,9 @@ impl Executor for SystemExecutor {
             if proc_start(pid).is_none() {
                 return false;
             }
+            // A polling loop kept on purpose (issue 30): the control socket appears once the
+            // emulator has made its TAPs; inotify would need the directory watched before the
+            // spawn, for a wait of a few milliseconds at bring-up.
             std::thread::sleep(Duration::from_millis(20));
         }
         false

@@ -33,6 +33,20 @@ pub fn signal_flag() -> Result<Arc<AtomicBool>, LabError> {
     Ok(flag)
 }
 
+/// As [`signal_flag`], and a [`Shutdown`](linerate_model::shutdown::Shutdown) the same signals
+/// stop (a thread turns them into a stop): for a loop that waits for them instead of polling
+/// the flag. The flag is set before the stop.
+pub fn signal_stop() -> Result<(Arc<AtomicBool>, linerate_model::shutdown::Shutdown), LabError> {
+    let stopper = linerate_model::shutdown::Stopper::new();
+    let flag = Arc::new(AtomicBool::new(false));
+    let set = flag.clone();
+    let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
+    stopper
+        .on_signals(&signals, move |_| set.store(true, Ordering::SeqCst))
+        .map_err(|e| LabError::Io("installing a signal handler".into(), e))?;
+    Ok((flag, stopper.shutdown()))
+}
+
 /// A fresh run id: `lr` and six hex digits, not used by any state file or namespace.
 pub fn new_run_id() -> String {
     use std::hash::BuildHasher;

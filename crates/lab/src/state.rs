@@ -110,14 +110,35 @@ pub fn stop_process(pid: u32, start: u64, grace: Duration) {
         return;
     }
     signal(pid, rustix::process::Signal::TERM);
-    let t = std::time::Instant::now();
-    while t.elapsed() < grace {
-        if !alive(pid, start) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if !exit_within(pid, start, grace) {
+        signal(pid, rustix::process::Signal::KILL);
     }
-    signal(pid, rustix::process::Signal::KILL);
+}
+
+/// Waits up to `limit` for process `pid` (the one that started at `start`) to exit; whether it
+/// did. The wait is a `poll` on a pidfd, which becomes readable when the process exits: no
+/// polling of /proc.
+pub fn exit_within(pid: u32, start: u64, limit: Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else { return true };
+    let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
+        return !alive(pid, start);
+    };
+    // The pidfd is of the right process only if it still has the recorded start time.
+    if !alive(pid, start) {
+        return true;
+    }
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
+        match rustix::event::poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&ts)) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return !alive(pid, start),
+        }
+    }
 }
 
 impl RunState {
@@ -181,20 +202,16 @@ impl RunState {
     }
 
     /// Asks a live owner (`lab up` in the foreground, `lab run`) to tear down: SIGTERM, then
-    /// waits up to `limit` for the state file to go. Returns whether it went.
+    /// waits up to `limit` for it to exit (it removes the state file first). Returns whether the
+    /// state file went.
     pub fn ask_owner_to_stop(&self, limit: Duration) -> bool {
         if !self.owner_alive() || self.pid == std::process::id() {
             return false;
         }
         signal(self.pid, rustix::process::Signal::TERM);
-        let t = std::time::Instant::now();
-        while t.elapsed() < limit {
-            if !self.path().exists() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        // The owner removes the state file as it tears down, then exits: await its exit.
+        exit_within(self.pid, self.pid_start, limit);
+        !self.path().exists()
     }
 
     /// Stale: not detached and the owner is gone.

@@ -1,19 +1,20 @@
 //! One round of a mesh, with I/O at one boundary: [`Agents`] runs a task (the real one asks the
 //! task's first agent over the network, [`NetAgents`]; tests use a double). Tasks of a wave run
 //! on their own threads; the [`Scheduler`] decides what starts when; every try is recorded with
-//! its start and end for the timeline; a stop request (SIGTERM) starts nothing new and lets the
-//! running tests finish.
+//! its start and end for the timeline; a stop request (SIGTERM, a [`Shutdown`]) starts nothing
+//! new and lets the running tests finish. The round waits for a test's end, the scheduler's next
+//! start or the stop at once, on channels.
 
 use crate::inventory::{Inventory, Test};
 use crate::schedule::{AgentId, Outcome, Poll, Scheduler, Tally, Task};
 use linerate_engine::auth::keys::Identity;
 use linerate_engine::mesh::{run_task, TaskError};
+use linerate_engine::shutdown::Shutdown;
 use linerate_proto::bench::{Direction, TestSpec};
 use linerate_proto::mesh::{MeshOutcome, MeshReport, MeshTask, MESH_DOC_VERSION};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 /// How one try of a task ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +76,7 @@ pub fn run_round(
     inv: &Inventory,
     agents: &dyn Agents,
     round: u64,
-    stop: &AtomicBool,
+    stop: &Shutdown,
     log: &mut dyn FnMut(&Try),
 ) -> RoundResult {
     let mut sched = Scheduler::new(inv.agents.len(), &inv.plans(), inv.limits, round);
@@ -84,10 +85,10 @@ pub fn run_round(
     let mut running = 0usize;
     let mut stopped = false;
     std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::channel::<(Task, f64, TaskResult)>();
+        let (tx, rx) = crossbeam_channel::unbounded::<(Task, f64, TaskResult)>();
         loop {
             let now = Instant::now();
-            if stop.load(Ordering::Relaxed) {
+            if stop.is_stopped() {
                 stopped = true;
             }
             let wait = match if stopped { Poll::Wait(None) } else { sched.poll(now) } {
@@ -110,11 +111,15 @@ pub fn run_round(
             if stopped && running == 0 {
                 break;
             }
-            let got = match wait {
-                Some(w) => rx.recv_timeout(w.min(Duration::from_secs(1))),
-                None => rx.recv_timeout(Duration::from_secs(1)),
+            // A test's end, the next start, or the stop (once stopped, only a test's end).
+            let stopping = if stopped { crossbeam_channel::never() } else { stop.stopped().clone() };
+            let timeout = wait.map_or_else(crossbeam_channel::never, crossbeam_channel::after);
+            let got = crossbeam_channel::select! {
+                recv(rx) -> got => got.ok(),
+                recv(stopping) -> _ => None,
+                recv(timeout) -> _ => None,
             };
-            if let Ok((task, start_s, result)) = got {
+            if let Some((task, start_s, result)) = got {
                 running -= 1;
                 let outcome = match &result {
                     TaskResult::Done(_) => Outcome::Done,
@@ -187,7 +192,9 @@ impl Agents for NetAgents<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_engine::shutdown::Stopper;
     use std::sync::Mutex;
+    use std::time::Duration;
 
     /// A double: every test takes `ms`, agent `dead` is unreachable; records who ran when.
     struct Fake {
@@ -211,6 +218,7 @@ mod tests {
                 b[task.from] += 1;
                 b[task.to] += 1;
             }
+            // The double stands for a test that takes `ms` (not a wait for something).
             std::thread::sleep(Duration::from_millis(self.ms));
             if exclusive {
                 let mut b = self.busy.lock().unwrap();
@@ -246,9 +254,8 @@ mod tests {
     fn a_round_runs_every_task_on_threads_without_overlap() {
         let inv = inventory(6);
         let fake = Fake { ms: 20, dead: None, busy: Mutex::new(vec![0; 6]), overlaps: Mutex::new(0) };
-        let stop = AtomicBool::new(false);
         let mut lines = 0;
-        let r = run_round(&inv, &fake, 0, &stop, &mut |_| lines += 1);
+        let r = run_round(&inv, &fake, 0, &Shutdown::never(), &mut |_| lines += 1);
         assert_eq!(r.tries.len(), 30 + 15);
         assert_eq!(lines, 45);
         assert_eq!(*fake.overlaps.lock().unwrap(), 0, "no agent in two throughput tests at once");
@@ -265,15 +272,15 @@ mod tests {
     fn a_dead_agent_is_given_up_and_a_stop_lets_running_tests_finish() {
         let inv = inventory(4);
         let fake = Fake { ms: 5, dead: Some(3), busy: Mutex::new(vec![0; 4]), overlaps: Mutex::new(0) };
-        let r = run_round(&inv, &fake, 0, &AtomicBool::new(false), &mut |_| {});
+        let r = run_round(&inv, &fake, 0, &Shutdown::never(), &mut |_| {});
         assert_eq!(r.down, vec![3]);
         assert_eq!(r.tally.done, 6 + 3, "the other three agents' pairs");
-        let stop = AtomicBool::new(false);
+        let stop = Stopper::new();
         let slow = Fake { ms: 200, dead: None, busy: Mutex::new(vec![0; 4]), overlaps: Mutex::new(0) };
         let mut n = 0;
-        let r = run_round(&inv, &slow, 0, &stop, &mut |_| {
+        let r = run_round(&inv, &slow, 0, &stop.shutdown(), &mut |_| {
             n += 1;
-            stop.store(true, Ordering::Relaxed);
+            stop.stop();
         });
         assert!(r.stopped);
         assert!(r.tries.len() < 12 + 6, "it stopped early: {}", r.tries.len());

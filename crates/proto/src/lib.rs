@@ -6,10 +6,12 @@
 //! ([`frame`]), entry-name validation ([`name`]), the receiver's bookkeeping of what a sender
 //! may and may not do ([`track`]), a copy session's control-stream rules and deadlines as two
 //! state machines ([`copy`]) and the benchmark session: test parameters, their admission
-//! rules, data-connection preambles and results ([`mod@bench`]). Nothing here touches a socket, a file or a clock, so every
+//! rules, data-connection preambles and results ([`mod@bench`]), and a server's admission: handshake and
+//! session slots, deadlines and the stages of its shutdown ([`admit`]). Nothing here touches a socket, a file or a clock, so every
 //! rule can be driven and tested in memory. The format is specified in `docs/PROTOCOL.md`.
 #![forbid(unsafe_code)]
 
+pub mod admit;
 pub mod auth;
 pub mod bench;
 pub mod copy;

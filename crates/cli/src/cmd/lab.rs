@@ -8,7 +8,6 @@ use linerate_lab::runner::{run_all, RunnerConfig};
 use linerate_lab::state::RunState;
 use linerate_lab::{Lab, LabError, Plan, Scenario, SystemExecutor};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Exit code after SIGINT/SIGTERM (128 + SIGINT), once the lab is torn down.
@@ -151,7 +150,7 @@ fn print_hosts(plan: &Plan) {
 
 fn up(file: PathBuf, detach: bool) -> Result<u8> {
     let sc = Scenario::load(&file)?;
-    let stop = linerate_lab::lab::signal_flag()?;
+    let (stop, stopped) = linerate_lab::lab::signal_stop()?;
     let lab = Lab::up(&sc, &file, detach, &stop, &mut |id| eprintln!("linerate lab: cleaned stale run {id}"))?;
     println!("lab {} up: scenario {} ({} namespaces)", lab.plan.run, sc.name, lab.plan.namespaces.len());
     print_hosts(&lab.plan);
@@ -162,9 +161,7 @@ fn up(file: PathBuf, detach: bool) -> Result<u8> {
         return Ok(exit::OK);
     }
     println!("`linerate lab exec HOST -- CMD` from another terminal; Ctrl-C tears it down");
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    stopped.wait();
     let id = lab.plan.run.clone();
     let problems = lab.down();
     report_down(&id, &problems);

@@ -6,14 +6,14 @@ use crate::exit;
 use anyhow::{anyhow, Context};
 use clap::Args;
 use linerate_engine::auth::keys::{self, Identity};
+use linerate_engine::shutdown::Stopper;
 use linerate_mesh::inventory::Inventory;
 use linerate_mesh::report::to_report;
 use linerate_mesh::round::{run_round, NetAgents, TaskResult, Try};
 use linerate_model::units::format_rate;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// `linerate mesh` flags.
 #[derive(Args, Debug)]
@@ -84,10 +84,10 @@ fn mesh(a: &MeshArgs) -> anyhow::Result<u8> {
     let identity = Arc::new(Identity::load(&id_path).with_context(|| {
         format!("the controller's key {} (make one with `linerate keygen --type ed25519`)", id_path.display())
     })?);
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-    }
+    let stopper = Stopper::new();
+    let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
+    stopper.on_signals(&signals, |_| {}).context("installing signal handlers")?;
+    let stop = stopper.shutdown();
     let agents = NetAgents { inv: &inv, identity };
     let interval = if a.once { None } else { inv.interval };
     let mut code = exit::OK;
@@ -126,15 +126,8 @@ fn mesh(a: &MeshArgs) -> anyhow::Result<u8> {
             _ => exit::PARTIAL,
         };
         let Some(every) = interval else { break };
-        if r.stopped || stop.load(Ordering::Relaxed) {
-            break;
-        }
         // Next round at its time (at once if this one overran), unless stopped meanwhile.
-        let next = began + every;
-        while Instant::now() < next && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(200)));
-        }
-        if stop.load(Ordering::Relaxed) {
+        if r.stopped || stop.wait_deadline(began + every) {
             break;
         }
     }

@@ -8,11 +8,11 @@ use linerate_engine::auth::secret::Secret;
 use linerate_engine::copy::recv;
 use linerate_engine::log::{Level, Log, LogFormat};
 use linerate_engine::server::{Server, ServerConfig};
+use linerate_engine::shutdown::{Stage, Stopper};
 use linerate_model::units::format_rate;
 use std::io::Write;
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// `linerate serve` flags.
@@ -252,34 +252,22 @@ pub fn run_serve(a: ServeArgs) -> u8 {
 }
 
 /// SIGTERM and SIGINT stop the server: the first lets running sessions finish within the grace,
-/// a second aborts them now. A watcher thread turns the handlers' flag into
-/// [`linerate_engine::server::Stopper::stop`]. Each signal is logged to `log` (none: `--quiet`).
-fn stop_on_signals(stopper: linerate_engine::server::Stopper, grace: u64, log: Option<Log>) -> std::io::Result<()> {
-    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, flag.clone())?;
-    }
-    std::thread::spawn(move || {
-        let mut signals = 0;
-        loop {
-            std::thread::sleep(Duration::from_millis(50));
-            if !flag.swap(false, SeqCst) {
-                continue;
+/// a second aborts them now. A thread turns the signals into [`Stopper::stop`]
+/// (`signal_hook::iterator::Signals`). Each signal is logged to `log` (none: `--quiet`).
+fn stop_on_signals(stopper: Stopper, grace: u64, log: Option<Log>) -> std::io::Result<()> {
+    let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
+    stopper.on_signals(&signals, move |stage| {
+        if let Some(log) = log {
+            if stage == Stage::Stopping {
+                let msg = format!(
+                    "stopping: no new sessions; running ones have {grace} s to finish (signal again to abort them now)"
+                );
+                log.emit(Level::Info, &msg, &[]);
+            } else {
+                log.emit(Level::Warn, "aborting the running sessions", &[]);
             }
-            signals += 1;
-            if let Some(log) = log {
-                if signals == 1 {
-                    let msg = format!("stopping: no new sessions; running ones have {grace} s to finish (signal again to abort them now)");
-                    log.emit(Level::Info, &msg, &[]);
-                } else {
-                    log.emit(Level::Warn, "aborting the running sessions", &[]);
-                }
-            }
-            stopper.stop();
         }
-    });
-    Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! through a 5 s blackout, and nothing left behind. Needs root, iproute2, ping.
 
 use crate::lab::{assert_clean, bin, can_run, sigint, start_up, wait_exit};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -102,8 +103,8 @@ fn ping_sees_the_configured_round_trip_from_1_to_200_ms_and_lab_set_changes_it()
     assert!(lab.ping_median(3) < 1.0);
 }
 
-/// `linerate serve` in b (with `root`, for copies), for `linerate bench` or `cp` from a;
-/// killed by the caller, and in any case with the lab.
+/// `linerate serve` in b (with `root`, for copies), for `linerate bench` or `cp` from a, once it
+/// listens (its `--announce` line); killed by the caller, and in any case with the lab.
 fn serve_in_b(lab: &Up, key: &Path, root: Option<&Path>) -> Child {
     let k = key.display().to_string();
     assert!(bin().args(["keygen", &k]).output().unwrap().status.success());
@@ -113,8 +114,10 @@ fn serve_in_b(lab: &Up, key: &Path, root: Option<&Path>) -> Child {
     if let Some(r) = root {
         cmd.arg("--root").arg(r);
     }
-    let child = cmd.arg("--quiet").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let mut child = cmd.args(["--quiet", "--announce"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.contains(" LISTEN "), "serve in b did not start: {line:?}");
     child
 }
 
@@ -292,27 +295,28 @@ fn a_copy_survives_a_5_second_blackout_and_arrives_identical() {
     let lab = Up::new("rate = \"200mbit\"\ndelay = \"1ms\"\n");
     let (_t, src, root, key) = scratch("32", "4MB"); // about 128 MB: 5 s at 200 Mbit/s
     with_daemon(&lab, &root, &key, || {
-        let a = cp_args(&src, &key);
+        // With a progress line a second instead of -q: the blackout starts once one shows bytes
+        // across (the copy is under way), not after a guessed time.
+        let mut a = cp_args(&src, &key);
+        a.retain(|x| x != "-q");
+        a.push("--progress".into());
         let mut copy =
             bin().args(["lab", "exec", "a", "--run", &lab.id, "--"]).args(&a).stderr(Stdio::piped()).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
+        let mut progress = BufReader::new(copy.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("linerate:") || line.contains(" 0 B/") || line.contains("   0%") {
+            line.clear();
+            assert!(progress.read_line(&mut line).unwrap() > 0, "the copy ended before the blackout");
+        }
         assert!(copy.try_wait().unwrap().is_none(), "the copy ended before the blackout");
         lab.set(&["down"]);
+        // The blackout's length is what the test is about (not a wait for something).
         std::thread::sleep(Duration::from_secs(5));
         lab.set(&["up"]);
-        let t0 = std::time::Instant::now();
-        let status = loop {
-            if let Some(s) = copy.try_wait().unwrap() {
-                break s;
-            }
-            if t0.elapsed() > Duration::from_secs(120) {
-                let _ = copy.kill();
-                panic!("the copy did not finish after the blackout");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let status = crate::support::exit_within(&mut copy, Duration::from_secs(120))
+            .expect("the copy did not finish after the blackout");
         let mut err = String::new();
-        std::io::Read::read_to_string(&mut copy.stderr.take().unwrap(), &mut err).unwrap();
+        std::io::Read::read_to_string(&mut progress, &mut err).unwrap();
         assert!(status.success(), "{status}: {err}");
         identical(&src, &root.join("copy"));
         let st: serde_json::Value = serde_json::from_str(&lab.set(&["stats"])).unwrap();
@@ -433,9 +437,22 @@ fn doctor_names_the_buffer_limit_of_a_100_ms_path_and_predicts_one_iperf3_stream
         assert!((v["rtt_s"].as_f64().unwrap() - 0.1).abs() < 0.01, "{v}");
         assert_eq!(v["single_stream"]["limited_by"], "tcp buffers", "{v}");
         let predicted = v["single_stream"]["ceiling_bps"].as_f64().unwrap();
-        assert!(lab.exec("b", &["iperf3", "-s", "-1", "-D", "-p", "5203"]).status.success());
-        std::thread::sleep(Duration::from_millis(500));
+        // One iperf3 server in b, awaited until it says it listens.
+        let mut server = bin()
+            .args(["lab", "exec", "b", "--run", &lab.id, "--", "iperf3", "-s", "-1", "-p", "5203", "--forceflush"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(server.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("Server listening") {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "iperf3 -s ended before it listened");
+        }
         let o = lab.exec("a", &["iperf3", "-c", "198.18.1.2", "-p", "5203", "-t", "8", "-O", "3", "-J"]);
+        drop(out);
+        let _ = crate::support::exit_within(&mut server, Duration::from_secs(30));
         let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let measured = r["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
         // What doctor decides: the window the buffers allow over the round trip it measured.

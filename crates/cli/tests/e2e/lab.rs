@@ -73,18 +73,7 @@ pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> std::process::Exi
 
 /// How `child` exited, or `None` when it had not within `limit` (it is then killed).
 fn exit_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let t = Instant::now();
-    loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            return Some(s);
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::support::exit_within(child, limit)
 }
 
 /// A `lab up` that is interrupted and awaited when dropped, so a failed assertion never leaves

@@ -1,49 +1,43 @@
-//! Ending a copy on the user's request (Ctrl-C): a flag the caller sets (from a signal handler)
-//! and a watcher that, once it is set, ends the session with `Fatal` code 17 (Interrupted), so
-//! that the peer logs an interruption, not a violation, and tidies up (keeps resumable chunks,
-//! gives directories their modes) as for any abort.
+//! Ending a copy on the user's request (Ctrl-C): a [`Shutdown`] the caller stops (from a signal
+//! thread) and a watcher that, once it is stopped, ends the session with `Fatal` code 17
+//! (Interrupted), so that the peer logs an interruption, not a violation, and tidies up (keeps
+//! resumable chunks, gives directories their modes) as for any abort. The watcher waits on the
+//! stop and on its own end at once: nothing polls.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use crossbeam_channel::{select, Sender};
+use linerate_model::shutdown::{Never, Shutdown};
 use std::thread::JoinHandle;
-use std::time::Duration;
-
-/// How often the watcher looks at the flag: well under a human's patience.
-const POLL: Duration = Duration::from_millis(50);
 
 /// The message sent to the peer with code 17.
 pub const INTERRUPTED: &str = "the client's user interrupted the copy";
 
-/// Runs `on_cancel` once when `cancel` is set, until dropped.
+/// Runs `on_cancel` once when `cancel` is stopped, until dropped.
 pub struct Watch {
-    done: Arc<AtomicBool>,
+    /// Dropped to end the watcher.
+    done: Option<Sender<Never>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Watch {
     /// Watch `cancel`; `on_cancel` runs on the watcher's thread.
-    pub fn new(cancel: Arc<AtomicBool>, on_cancel: impl FnOnce() + Send + 'static) -> Watch {
-        let done = Arc::new(AtomicBool::new(false));
-        let d = done.clone();
+    pub fn new(cancel: Shutdown, on_cancel: impl FnOnce() + Send + 'static) -> Watch {
+        let (done, ended) = crossbeam_channel::bounded::<Never>(0);
         let thread = std::thread::Builder::new()
             .name("linerate-cancel".into())
             .spawn(move || {
-                while !d.load(Relaxed) {
-                    if cancel.load(Relaxed) {
-                        on_cancel();
-                        return;
-                    }
-                    std::thread::sleep(POLL);
+                select! {
+                    recv(cancel.stopped()) -> _ => on_cancel(),
+                    recv(ended) -> _ => {}
                 }
             })
             .ok();
-        Watch { done, thread }
+        Watch { done: Some(done), thread }
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.done.store(true, Relaxed);
+        self.done = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -53,27 +47,21 @@ impl Drop for Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use linerate_model::shutdown::Stopper;
 
     #[test]
-    fn runs_once_when_set_and_never_after_drop() {
-        let (cancel, calls) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
-        let c = calls.clone();
-        let w = Watch::new(cancel.clone(), move || {
-            c.fetch_add(1, Relaxed);
-        });
-        cancel.store(true, Relaxed);
-        let t = std::time::Instant::now();
-        while calls.load(Relaxed) == 0 && t.elapsed() < Duration::from_secs(30) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+    fn runs_once_when_stopped_and_never_after_drop() {
+        let stop = Stopper::new();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let w = Watch::new(stop.shutdown(), move || tx.send(()).unwrap());
+        stop.stop();
+        rx.recv().expect("called on the stop");
         drop(w);
-        assert_eq!(calls.load(Relaxed), 1);
-        let calls = Arc::new(AtomicUsize::new(0));
-        let c = calls.clone();
-        drop(Watch::new(Arc::new(AtomicBool::new(false)), move || {
-            c.fetch_add(1, Relaxed);
-        }));
-        assert_eq!(calls.load(Relaxed), 0, "dropped before any cancel: never called");
+        assert!(rx.try_recv().is_err(), "called once");
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let stop = Stopper::new();
+        drop(Watch::new(stop.shutdown(), move || tx.send(()).unwrap()));
+        stop.stop();
+        assert!(rx.recv().is_err(), "dropped before any stop: never called, and the sender is gone");
     }
 }

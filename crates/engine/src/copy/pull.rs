@@ -168,7 +168,7 @@ pub fn pull(
         let _ = t.join();
     }
     drop(watch);
-    if progress.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+    if progress.cancel.is_stopped() {
         return Err(EngineError::Interrupted);
     }
     progress.walk_done.store(1, std::sync::atomic::Ordering::Relaxed);

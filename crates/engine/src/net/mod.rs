@@ -1,5 +1,7 @@
 //! The network layer of copy sessions: preambles, the Noise handshake and AEAD records over TCP
-//! ([`conn`]), and the few socket options no safe crate offers ([`sys`]).
+//! ([`conn`]), the few socket options no safe crate offers ([`sys`]), and an accept loop that a
+//! stop wakes ([`accept`]).
 
+pub mod accept;
 pub mod conn;
 pub mod sys;

@@ -10,22 +10,25 @@
 //! packets ([`wire::Frame::split`]) only when a draw hits it, so "1 %" means 1 % of wire
 //! packets; a corrupted packet's checksum is finished before its bit flips, so the receiver's
 //! checksums catch it. The TAPs are not persistent: they go with the process. A control socket
-//! takes `set`, `stats`.
+//! takes `set`, `stats`. SIGTERM/SIGINT stop it through a [`Shutdown`]: the control loop waits
+//! on a [`mio`] poll that the stop wakes, the forwarding threads look at it between packets.
 
 pub mod shape;
 mod tap;
 pub mod wire;
 
 use crate::LabError;
+use linerate_model::shutdown::{Shutdown, Stopper};
 use linerate_model::units::Percent;
 use serde::{Deserialize, Serialize};
 use shape::{Counters, Impairment, Shaper};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use wire::Frame;
@@ -88,10 +91,10 @@ pub fn run(config: &Path) -> Result<(), LabError> {
     let text = std::fs::read_to_string(config).map_err(io_err(format!("reading {}", config.display())))?;
     let cfg: EmuConfig = serde_json::from_str(&text)
         .map_err(|e| LabError::State(format!("{}: not an emulator configuration: {e}", config.display())))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(io_err("installing signal handlers"))?;
-    }
+    let stopper = Stopper::new();
+    let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
+    stopper.on_signals(&signals, |_| {}).map_err(io_err("installing signal handlers"))?;
+    let stop = stopper.shutdown();
     let a = tap::create(&cfg.a_tap).map_err(io_err(format!("creating TAP {} (is /dev/net/tun there?)", cfg.a_tap)))?;
     let b = tap::create(&cfg.b_tap).map_err(io_err(format!("creating TAP {}", cfg.b_tap)))?;
     let ab: Shared = Arc::new(Mutex::new(Shaper::new(cfg.a_to_b.clone(), cfg.seed)));
@@ -104,7 +107,7 @@ pub fn run(config: &Path) -> Result<(), LabError> {
     let (a2, b2) = (a.try_clone().map_err(io_err("dup"))?, b.try_clone().map_err(io_err("dup"))?);
     let threads =
         [spawn_dir(a, b2, ab.clone(), stop.clone(), origin), spawn_dir(b, a2, ba.clone(), stop.clone(), origin)];
-    serve_control(&listener, &ab, &ba, &stop, CONTROL_TIMEOUT);
+    serve_control(&listener, &ab, &ba, &stop, CONTROL_TIMEOUT).map_err(io_err("watching the control socket"))?;
     for t in threads {
         let _ = t.join();
     }
@@ -112,18 +115,12 @@ pub fn run(config: &Path) -> Result<(), LabError> {
     Ok(())
 }
 
-fn spawn_dir(
-    src: OwnedFd,
-    dst: OwnedFd,
-    s: Shared,
-    stop: Arc<AtomicBool>,
-    origin: Instant,
-) -> std::thread::JoinHandle<()> {
+fn spawn_dir(src: OwnedFd, dst: OwnedFd, s: Shared, stop: Shutdown, origin: Instant) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || forward(&src, &dst, &s, &stop, origin))
 }
 
 /// One direction: read what `src` hands over, shape it, write it to `dst` when due.
-fn forward(src: &OwnedFd, dst: &OwnedFd, s: &Shared, stop: &AtomicBool, origin: Instant) {
+fn forward(src: &OwnedFd, dst: &OwnedFd, s: &Shared, stop: &Shutdown, origin: Instant) {
     tap::tight_timers();
     let (mut rd, mut wr) = match (src.try_clone(), dst.try_clone()) {
         (Ok(r), Ok(w)) => (File::from(r), File::from(w)),
@@ -135,7 +132,9 @@ fn forward(src: &OwnedFd, dst: &OwnedFd, s: &Shared, stop: &AtomicBool, origin: 
     // trip would show): measured as it goes, and slept that much less; a packet due within it
     // is released now rather than that much late.
     let mut late: u64 = 0;
-    while !stop.load(Ordering::Relaxed) {
+    // Not a sleep-polling loop: each turn waits for a frame or the next release; the 100 ms cap
+    // on that wait is when the stop is looked at while the link is idle.
+    while !stop.is_stopped() {
         let next = {
             let mut sh = lock(s);
             let horizon = now() + late;
@@ -171,12 +170,32 @@ fn forward(src: &OwnedFd, dst: &OwnedFd, s: &Shared, stop: &AtomicBool, origin: 
     }
 }
 
-/// Serve the control socket until `stop`: each connection on a thread of its own, at most
-/// [`MAX_CONTROL`] at once, each with `timeout` for its whole request, so a slow client holds
-/// neither another client's `set` nor the shutdown (issue 28).
-fn serve_control(listener: &UnixListener, ab: &Shared, ba: &Shared, stop: &AtomicBool, timeout: Duration) {
+/// Serve the control socket (non-blocking) until `stop`: each connection on a thread of its own,
+/// at most [`MAX_CONTROL`] at once, each with `timeout` for its whole request, so a slow client
+/// holds neither another client's `set` nor the shutdown (issue 28). It waits for a connection
+/// or the stop on one poll.
+fn serve_control(
+    listener: &UnixListener,
+    ab: &Shared,
+    ba: &Shared,
+    stop: &Shutdown,
+    timeout: Duration,
+) -> std::io::Result<()> {
+    const LISTENER: mio::Token = mio::Token(0);
+    const WAKE: mio::Token = mio::Token(1);
+    let mut poll = mio::Poll::new()?;
+    let fd = listener.as_raw_fd();
+    poll.registry().register(&mut mio::unix::SourceFd(&fd), LISTENER, mio::Interest::READABLE)?;
+    // Kept here as well as in the hook: the hook is dropped once it has run, and closing the
+    // eventfd then would take its wake-up out of the poll before the loop sees it.
+    let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
+    let w = waker.clone();
+    stop.on_stop(move || {
+        let _ = w.wake();
+    });
+    let mut events = mio::Events::with_capacity(4);
     let busy = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_stopped() {
         match listener.accept() {
             Ok((conn, _)) => {
                 if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CONTROL {
@@ -191,9 +210,23 @@ fn serve_control(listener: &UnixListener, ab: &Shared, ba: &Shared, stop: &Atomi
                     busy.fetch_sub(1, Ordering::AcqRel);
                 });
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                poll.poll(&mut events, None).or_else(|e| match e.kind() {
+                    std::io::ErrorKind::Interrupted => Ok(()),
+                    _ => Err(e),
+                })?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // Out of descriptors: the connection stays queued; retry after a pause the stop ends.
+            Err(_) => {
+                if stop.wait_timeout(Duration::from_millis(50)) {
+                    break;
+                }
+            }
         }
     }
+    drop(waker);
+    Ok(())
 }
 
 /// One control request: `stats`, or `set DIR KEY=VALUE...` with DIR `a>b`, `b>a` or `both`,
@@ -396,13 +429,13 @@ mod tests {
         listener.set_nonblocking(true).unwrap();
         let ab: Shared = Arc::new(Mutex::new(Shaper::new(Impairment::default(), 1)));
         let ba: Shared = Arc::new(Mutex::new(Shaper::new(Impairment::default(), 2)));
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Stopper::new();
         let (done_tx, done) = std::sync::mpsc::channel();
         let server = {
-            let stop = stop.clone();
+            let stop = stop.shutdown();
             // A minute per request: one served at a time, the dribbler below would hold it.
             std::thread::spawn(move || {
-                serve_control(&listener, &ab, &ba, &stop, Duration::from_secs(60));
+                serve_control(&listener, &ab, &ba, &stop, Duration::from_secs(60)).unwrap();
                 let _ = done_tx.send(());
             })
         };
@@ -414,7 +447,7 @@ mod tests {
         let held: Vec<UnixStream> = (0..MAX_CONTROL).map(|_| UnixStream::connect(&path).unwrap()).collect();
         let e = ask(&path, "stats").unwrap_err().to_string();
         assert!(e.contains("busy"), "{e}");
-        stop.store(true, Ordering::Relaxed);
+        stop.stop();
         done.recv_timeout(Duration::from_secs(20)).expect("the control loop ends on stop while clients dribble");
         server.join().unwrap();
         drop((held, dribbler));

@@ -60,3 +60,29 @@ pub fn spawn_announced(mut cmd: std::process::Command) -> Announced {
     let addr = line.trim().rsplit(' ').next().unwrap_or_else(|| panic!("no announce line: {line:?} {note:?}"));
     Announced { child, addr: addr.to_string(), fingerprint }
 }
+
+/// How `child` exited, or `None` when it had not within `limit` (it is then killed). Waits on
+/// a pidfd, which becomes readable when the child exits: no polling.
+pub fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let deadline = std::time::Instant::now() + limit;
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).ok()?)?;
+    let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty());
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        let Ok(fd) = &pidfd else {
+            // Reaped already (or a kernel without pidfds): nothing left to wait for.
+            return child.wait().ok();
+        };
+        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
+        let _ = rustix::event::poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&ts));
+    }
+}

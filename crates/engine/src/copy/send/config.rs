@@ -192,9 +192,9 @@ pub struct Progress {
     pub walk_done: AtomicU64,
     /// Told of each file as it starts (large files) and as it has been sent completely.
     pub on_file: FileHook,
-    /// Set (from a signal handler) to end the copy: the peer is told (code 17, Interrupted) and
-    /// the copy returns [`crate::EngineError::Interrupted`].
-    pub cancel: Arc<std::sync::atomic::AtomicBool>,
+    /// Stopped (by a signal thread) to end the copy: the peer is told (code 17, Interrupted)
+    /// and the copy returns [`crate::EngineError::Interrupted`].
+    pub cancel: linerate_model::shutdown::Shutdown,
 }
 
 /// A callback for [`Progress::on_file`]: `(local path, size, done)`, with `done` false when a

@@ -234,7 +234,7 @@ pub fn run_sender(
     };
     let r = send_session(control.rx, data, roots, o, ctx, offers, &ctl_tx);
     drop(watch);
-    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+    if cancel.is_stopped() {
         shutdown(&ctl_tx);
         return Err(EngineError::Interrupted);
     }
