@@ -395,18 +395,8 @@ fn keyed_agent(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Serve)
 
 /// How a one-session agent ended after its session; killed, failing, if it runs a minute more.
 fn exit_within_a_minute(agent: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
-    let t0 = std::time::Instant::now();
-    loop {
-        if let Some(s) = agent.try_wait().unwrap() {
-            return s;
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(60) {
-            let _ = agent.kill();
-            let _ = agent.wait();
-            panic!("{what} still running a minute after its benchmark session");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    crate::support::exit_within(agent, std::time::Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("{what} still running a minute after its benchmark session"))
 }
 
 #[test]
@@ -616,15 +606,13 @@ fn bench_s_is_the_agent_and_c_p_reaches_it_as_iperf3s_do() {
 #[test]
 fn bench_with_a_byte_count_sends_that_much_and_stops() {
     let (_t, key, srv) = keyed_agent(&[]);
-    let started = std::time::Instant::now();
-    let out = bin()
-        .args(["bench", &srv.addr, "-n", "10M", "-t", "60", "-P", "2", "-C", "reno", "-M", "1000", "--dscp", "af11"])
+    let mut cmd = bin();
+    cmd.args(["bench", &srv.addr, "-n", "10M", "-t", "60", "-P", "2", "-C", "reno", "-M", "1000", "--dscp", "af11"])
         .args(["-J", "--no-save", "--key-file"])
-        .arg(&key)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(started.elapsed() < std::time::Duration::from_secs(20), "-t is a cap: {:?}", started.elapsed());
+        .arg(&key);
+    // -t 60 is a cap: the byte count ends it well before (killed, and failed, past 20 s).
+    let out = crate::support::sshlab::run_bounded(cmd, std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(0), "-t is a cap: {}", text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let moved: u64 = v["connections"].as_array().unwrap().iter().map(|c| c["bytes"].as_u64().unwrap()).sum();
     assert_eq!(moved, 10 << 20, "{}", v["connections"]);

@@ -354,13 +354,8 @@ fn serve_on_sigterm_finishes_running_copies_within_the_grace_then_aborts_them_cl
     };
     let wait = |child: &mut Child, limit: std::time::Duration| -> (Option<i32>, std::time::Duration) {
         let t = std::time::Instant::now();
-        while t.elapsed() < limit {
-            if let Some(st) = child.try_wait().unwrap() {
-                return (st.code(), t.elapsed());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        panic!("still running after {limit:?}");
+        let st = crate::support::exit_within(child, limit).unwrap_or_else(|| panic!("still running after {limit:?}"));
+        (st.code(), t.elapsed())
     };
     for (grace, finishes) in [("20", true), ("1", false)] {
         // An existing directory, so that the run and its rerun both copy `src` into it.

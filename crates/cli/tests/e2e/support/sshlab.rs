@@ -270,16 +270,9 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
         let _ = err.read_to_end(&mut v);
         v
     });
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let status = match super::exit_within(&mut child, limit) {
+        Some(s) => s,
+        None => child.wait().unwrap(),
     };
     Output { status, stdout: o.join().unwrap(), stderr: e.join().unwrap() }
 }
