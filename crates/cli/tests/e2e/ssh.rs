@@ -75,15 +75,9 @@ fn push_over_ssh_copies_the_tree() {
 
 /// The remote linerates of the lab's server are all gone within a few seconds.
 fn wait_no_remote(lab: &SshLab) {
-    let t0 = Instant::now();
-    loop {
-        let left: Vec<u32> = lab.server_pids().into_iter().filter(|p| cmdline(*p).contains("serve --once")).collect();
-        if left.is_empty() {
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(15), "remote linerate still running: {left:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let running: Vec<u32> = lab.server_pids().into_iter().filter(|p| cmdline(*p).contains("serve --once")).collect();
+    let left = crate::support::await_gone(&running, Duration::from_secs(15));
+    assert!(left.is_empty(), "remote linerate still running: {left:?}");
 }
 
 #[test]

@@ -172,8 +172,12 @@ impl Pair {
     /// Step until quiet, then jump the clock to the next delivery or deadline, until `limit`
     /// (from the start) or until neither side has anything left to wait for.
     fn drive_until(&mut self, limit: Duration) {
+        let mut wakes = 0u32;
         loop {
             while self.step() {}
+            // A machine whose deadline does not move past a handled `now` would spin its driver.
+            wakes += 1;
+            assert!(wakes < 100_000, "the driver spins at {:?}", self.at());
             let next = [
                 self.to_rx.front().map(|(t, _)| *t),
                 self.to_tx.front().map(|(t, _)| *t),
@@ -314,14 +318,27 @@ fn answers_open_the_window_and_the_walk_settles_when_every_offer_is_answered() {
 #[test]
 fn unanswered_offers_expire_at_the_stall_timeout_and_every_answer_restarts_it() {
     let stall = SenderTimeouts { stall: secs(3), summary: secs(600) };
-    // A receiver answering every other second keeps the session going.
+    // A receiver that answers each offer 2.5 s after it went out, offers every 1.5 s: for 15 s
+    // some offer is always open, yet every answer restarts the wait, so it never stalls.
     let mut p = Pair::new(FLAG_SYNC, ms(500), stall, secs(300));
-    let answered = std::rc::Rc::new(std::cell::Cell::new(0u32));
-    for i in 0..5u64 {
-        p.offer(i, 10);
-        p.drive_until(secs(2 * (i + 1)));
+    p.latency = ms(1250);
+    for i in 0..10u32 {
+        p.offer(u64::from(i), 10);
+        p.drive_until(ms(1500) * (i + 1));
+        assert!(p.tx.open_offers() > 0);
     }
+    p.drive_until(secs(20));
+    assert_eq!(p.tx.open_offers(), 0, "every offer answered");
     assert!(p.tx_error.is_none(), "{:?}", p.tx_error);
+    // The same receiver with the sender's limit below its answer time: stalled at 3 s.
+    let tight = SenderTimeouts { stall: secs(2), summary: secs(600) };
+    let mut p = Pair::new(FLAG_SYNC, ms(500), tight, secs(300));
+    p.latency = ms(1250);
+    p.offer(0, 10);
+    p.drive_until(secs(10));
+    // (Counted from the offer itself, not from when its batch went out.)
+    assert_eq!(p.tx_error.clone().unwrap().0, secs(2));
+    let answered = std::rc::Rc::new(std::cell::Cell::new(0u32));
     // A stalled one: the sender gives up 3 s after the first unanswered offer went out, however
     // many keepalives it sent meanwhile.
     let seen = answered.clone();

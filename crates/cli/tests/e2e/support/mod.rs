@@ -137,3 +137,22 @@ fn watch_tree(fd: &std::os::fd::OwnedFd, dir: &std::path::Path, what: rustix::fs
         }
     }
 }
+
+/// Those of `pids` still running after `limit` (a bound against a hang). Awaited through a pidfd
+/// for each (it becomes readable when the process exits), not by polling the process table.
+pub fn await_gone(pids: &[u32], limit: std::time::Duration) -> Vec<u32> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let deadline = std::time::Instant::now() + limit;
+    pids.iter()
+        .copied()
+        .filter(|&p| {
+            let Some(pid) = Pid::from_raw(p as i32) else { return false };
+            // Already gone: nothing to open.
+            let Ok(fd) = pidfd_open(pid, PidfdFlags::empty()) else { return false };
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let wait = Timespec::try_from(left).expect("timespec");
+            !matches!(poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&wait)), Ok(n) if n > 0)
+        })
+        .collect()
+}
