@@ -533,3 +533,24 @@ fn a_whole_session_runs_between_the_two_machines() {
     dry.drive_until(secs(1));
     assert!(dry.tx_error.unwrap().1.contains("did not ask for"));
 }
+
+#[test]
+fn a_write_that_makes_no_progress_for_the_stall_timeout_ends_the_session() {
+    let stall = SenderTimeouts { stall: secs(3), summary: secs(600) };
+    let mut p = Pair::new(0, secs(20), stall, secs(300));
+    // Data stream 2 writes records of a second each, for a minute: never a stall.
+    for i in 0..60u32 {
+        p.tx.writing(2, p.now);
+        p.drive_until(secs(1) * i + ms(999));
+        p.tx.written(2);
+    }
+    assert!(p.tx_error.is_none(), "{:?}", p.tx_error);
+    // Then one write blocks (a dead link), while the control stream's keepalives still go out.
+    p.tx.writing(1, p.now);
+    let blocked = p.at();
+    p.drive_until(secs(600));
+    let (at, why) = p.tx_error.clone().unwrap();
+    assert_eq!(at, blocked + secs(3));
+    assert_eq!(why, "no progress sending to the receiver within 3 s");
+    assert!(p.tx.is_over() && p.tx.poll_timeout().is_none());
+}

@@ -23,6 +23,9 @@ pub const BATCH_BYTES: usize = 256 * 1024;
 /// ... or once its first frame has waited this long.
 pub const BATCH_DELAY: Duration = Duration::from_millis(20);
 
+/// What [`Expired::what`] says of a write that made no progress for the stall timeout.
+pub const WRITE_STALL: &str = "progress sending to the receiver";
+
 /// Names per `Keep` frame (a quarter of the cap, so a frame stays well within its byte caps).
 const KEEP_PART: usize = MAX_KEEP_NAMES / 4;
 
@@ -103,6 +106,9 @@ pub struct Sender {
     /// A wait passed its limit: the session is over for this side, though what the receiver
     /// still says (its `Fatal`, explaining) is taken.
     expired: bool,
+    /// Streams (0: control, then the data streams) with a write under way, and since when.
+    writing: Vec<Option<Instant>>,
+    stall: Duration,
 }
 
 impl Sender {
@@ -121,6 +127,8 @@ impl Sender {
             settled: false,
             closing: false,
             expired: false,
+            writing: Vec::new(),
+            stall: cfg.timeouts.stall,
         }
     }
 
@@ -200,6 +208,28 @@ impl Sender {
         self.rules.end();
     }
 
+    /// A write of a record began on `stream` (0: control, then the data streams). A write that
+    /// makes no progress for the stall timeout ends the session ([`Sender::handle_timeout`]): a
+    /// dead link must not hold it for the kernel's retransmission limit.
+    pub fn writing(&mut self, stream: u16, now: Instant) {
+        let i = usize::from(stream);
+        if self.writing.len() <= i {
+            self.writing.resize(i + 1, None);
+        }
+        self.writing[i] = Some(now);
+    }
+
+    /// The write on `stream` is done (sent into the socket, or failed).
+    pub fn written(&mut self, stream: u16) {
+        if let Some(w) = self.writing.get_mut(usize::from(stream)) {
+            *w = None;
+        }
+    }
+
+    fn write_deadline(&self) -> Option<Instant> {
+        self.writing.iter().flatten().min().map(|&t| t + self.stall)
+    }
+
     /// Whether the session is over (a summary, a fatal error, this side's abort, or a wait that
     /// passed its limit).
     pub fn is_over(&self) -> bool {
@@ -251,7 +281,7 @@ impl Sender {
         }
         let batch = self.batch_since.map(|t| t + BATCH_DELAY);
         let keepalive = (!self.closing).then(|| self.last_sent + self.keepalive);
-        [batch, keepalive, self.rules.poll_timeout()].into_iter().flatten().min()
+        [batch, keepalive, self.rules.poll_timeout(), self.write_deadline()].into_iter().flatten().min()
     }
 
     /// `now` has come: flush a batch that waited long enough, queue a keepalive after silence, or
@@ -263,7 +293,9 @@ impl Sender {
         if self.batch_since.is_some_and(|t| now >= t + BATCH_DELAY) {
             self.flush();
         }
-        if let Err(e) = self.rules.handle_timeout(now) {
+        let stalled =
+            self.write_deadline().filter(|&d| now >= d).map(|_| Expired { what: WRITE_STALL, after: self.stall });
+        if let Some(e) = stalled.map_or_else(|| self.rules.handle_timeout(now).err(), Some) {
             self.expired = true;
             self.closing = true;
             self.batch.clear();

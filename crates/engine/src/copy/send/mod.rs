@@ -216,7 +216,6 @@ pub fn run_sender(
     progress: Arc<Progress>,
     on_error: ErrorSink,
 ) -> Result<Sent, EngineError> {
-    set_write_timeouts(&control, &data, o.stall_timeout);
     let cancel = progress.cancel.clone();
     let ctx = shared_state(o, progress, on_error);
     send_session(control, data, roots, o, ctx, cancel)

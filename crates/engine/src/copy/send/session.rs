@@ -1,9 +1,10 @@
 //! The driver of a sending session: one thread that owns the session machine
 //! (`linerate_proto::copy::sender::Sender`) and feeds it what the other threads did — records from
-//! the control reader, files and listings from the walker, the data streams' ends, Ctrl-C — then
-//! sends what the machine hands out and acts on its events. It sleeps on those channels until the
-//! machine's next deadline; it decides nothing about timing itself. Also here: socket timeouts,
-//! the data-stream threads, and the best explanation of a failure.
+//! the control reader, files and listings from the walker, writes begun and done on every stream,
+//! the data streams' ends, Ctrl-C — then hands what the machine sends to the control writer and
+//! acts on its events. It sleeps on those channels until the machine's next deadline; it decides
+//! nothing about timing itself, and never blocks on a socket. Also here: the data-stream and
+//! control-writer threads, and the best explanation of a failure.
 
 use super::offers::{on_want, spawn_walker, Walked, WALK_AHEAD};
 use super::reader::{spawn_control_reader, Input};
@@ -11,22 +12,60 @@ use super::*;
 use crate::copy::walk::SrcFile;
 use crate::net::conn::{Secured, SendHalf};
 use crossbeam_channel::{never, select, Receiver as Chan};
-use linerate_proto::copy::sender::{Event, Sender, SenderConfig};
+use linerate_proto::copy::sender::{Event, Sender, SenderConfig, WRITE_STALL};
 use linerate_proto::copy::SenderTimeouts;
 use linerate_proto::frame::{FileStart, FLAG_DRY_RUN, NOTE_WOULD_DELETE};
 use linerate_proto::record::HEADER_LEN;
 use std::net::TcpStream;
 use std::thread::JoinHandle;
 
-/// A send that makes no progress for the stall timeout fails (SO_SNDTIMEO) instead of waiting
-/// on a dead link for the kernel's retransmission limit: a thread blocked in a write cannot tell
-/// the machine anything, so the socket itself keeps this deadline.
-pub(super) fn set_write_timeouts(control: &Secured, data: &[Secured], stall: Duration) {
-    for s in data.iter().chain(std::iter::once(control)) {
-        if let Some(sock) = s.rx.socket() {
-            let _ = sock.set_write_timeout(Some(stall.max(Duration::from_millis(1))));
-        }
+/// A stream's sending half that tells the driver when each write begins and ends: the machine
+/// keeps the stall deadline (a write that makes no progress for the stall timeout ends the
+/// session, instead of waiting on a dead link for the kernel's retransmission limit).
+pub(super) struct Watched {
+    tx: SendHalf,
+    stream: u16,
+    to: crossbeam_channel::Sender<Input>,
+}
+
+impl Watched {
+    /// Seal and send `buf` ([`SendHalf::send_buf`]).
+    pub(super) fn send_buf(&mut self, buf: &mut Vec<u8>) -> Result<(), EngineError> {
+        let _ = self.to.send(Input::Writing(self.stream, Instant::now()));
+        let r = self.tx.send_buf(buf);
+        let _ = self.to.send(Input::Written(self.stream));
+        r
     }
+
+    /// Send a keepalive ([`SendHalf::keepalive`]).
+    pub(super) fn keepalive(&mut self) -> Result<(), EngineError> {
+        let _ = self.to.send(Input::Writing(self.stream, Instant::now()));
+        let r = self.tx.keepalive();
+        let _ = self.to.send(Input::Written(self.stream));
+        r
+    }
+}
+
+/// Start the control writer: it sends the machine's records in order, telling the driver when
+/// each write begins and ends, until the driver drops its side.
+fn spawn_control_writer(
+    tx: SendHalf,
+    records: crossbeam_channel::Receiver<Vec<u8>>,
+    to: crossbeam_channel::Sender<Input>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut w = Watched { tx, stream: 0, to };
+        let mut buf = Vec::new();
+        for rec in records {
+            buf.clear();
+            buf.resize(HEADER_LEN, 0);
+            buf.extend_from_slice(&rec);
+            if let Err(e) = w.send_buf(&mut buf) {
+                let _ = w.to.send(Input::ControlFailed(e));
+                return;
+            }
+        }
+    })
 }
 
 /// The state every thread of the session shares: the queue and totals.
@@ -48,9 +87,10 @@ pub(super) fn shared_state(o: &SendOpts, progress: Arc<Progress>, on_error: Erro
 /// Start one thread per data stream; a stream that fails aborts the queue. Each reports its end.
 fn spawn_streams(data: Vec<Secured>, ctx: &Arc<Ctx>, to: &crossbeam_channel::Sender<Input>) -> Vec<JoinHandle<()>> {
     data.into_iter()
-        .map(|s| {
+        .zip(1u16..)
+        .map(|(s, stream)| {
             let (ctx, to) = (ctx.clone(), to.clone());
-            let mut tx = s.tx;
+            let mut tx = Watched { tx: s.tx, stream, to: to.clone() };
             std::thread::spawn(move || {
                 let r = stream_loop(&ctx, &mut tx);
                 if r.is_err() {
@@ -68,6 +108,8 @@ struct Ended {
     stream_err: Option<EngineError>,
     /// The receiver answered no offer for the stall timeout.
     stalled: bool,
+    /// A write made no progress for the stall timeout.
+    write_stalled: bool,
     /// What the receiver (or the control stream) said last: its summary, or why it ended.
     peer: Option<Result<Summary, EngineError>>,
     /// `Finish` went out with these totals.
@@ -78,13 +120,14 @@ struct Ended {
 struct Driver<'a> {
     m: Sender,
     ctx: &'a Ctx,
-    ctl_tx: SendHalf,
+    /// To the control writer.
+    records: crossbeam_channel::Sender<Vec<u8>>,
     data_socks: Vec<TcpStream>,
+    ctl_sock: Option<TcpStream>,
     /// Offered files by id, to queue when their `Want` comes.
     files: HashMap<u64, SrcFile>,
     dry: bool,
     list: Option<ListSink>,
-    buf: Vec<u8>,
     ended: Ended,
     streams_left: usize,
     walking: bool,
@@ -93,16 +136,17 @@ struct Driver<'a> {
 }
 
 impl Driver<'_> {
-    /// Send everything the machine has queued. A failure aborts the copy (the peer's outcome, or
-    /// the streams, say why).
+    /// Hand everything the machine has queued to the control writer (in order).
     fn transmit(&mut self) {
         while let Some(rec) = self.m.poll_transmit(Instant::now()) {
-            self.buf.clear();
-            self.buf.resize(HEADER_LEN, 0);
-            self.buf.extend_from_slice(&rec);
-            if let Err(e) = self.ctl_tx.send_buf(&mut self.buf) {
-                self.fail_peer(e);
-            }
+            let _ = self.records.send(rec);
+        }
+    }
+
+    /// Close every socket: threads blocked in a write or a read end.
+    fn shut_all(&self) {
+        for s in self.data_socks.iter().chain(self.ctl_sock.as_ref()) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
 
@@ -168,6 +212,9 @@ impl Driver<'_> {
                 let code = ErrorCode::Interrupted as u16;
                 self.m.abort(code, crate::copy::cancel::INTERRUPTED.as_bytes());
             }
+            Input::Writing(stream, at) => self.m.writing(stream, at),
+            Input::Written(stream) => self.m.written(stream),
+            Input::ControlFailed(e) => self.fail_peer(e),
         }
     }
 
@@ -196,7 +243,11 @@ impl Driver<'_> {
     }
 
     fn failed(&self) -> bool {
-        self.ended.stream_err.is_some() || self.ended.stalled || self.ctx.queue.is_aborted() || self.cancelled
+        self.ended.stream_err.is_some()
+            || self.ended.stalled
+            || self.ended.write_stalled
+            || self.ctx.queue.is_aborted()
+            || self.cancelled
     }
 }
 
@@ -232,7 +283,15 @@ fn drive(d: &mut Driver<'_>, inputs: &Chan<Input>, walked: &Chan<Walked>) {
         let walk = if d.walking && d.m.can_offer() && !d.failed() { walked.clone() } else { never() };
         select! {
             recv(inputs) -> i => match i {
-                Ok(i) => d.input(i),
+                Ok(i) => {
+                    d.input(i);
+                    // Take what else is there before deciding (writes are reported fast), each
+                    // with its events: a summary must count before the close that follows it.
+                    while let Ok(i) = inputs.try_recv() {
+                        d.events();
+                        d.input(i);
+                    }
+                }
                 Err(_) => return,
             },
             recv(walk) -> w => match w {
@@ -242,12 +301,16 @@ fn drive(d: &mut Driver<'_>, inputs: &Chan<Input>, walked: &Chan<Walked>) {
             },
             recv(timer) -> _ => {
                 if let Err(e) = d.m.handle_timeout(Instant::now()) {
-                    match d.ended.fin {
-                        Some(_) => d.fail_peer(EngineError::Timeout(e.to_string())),
-                        None => {
-                            d.ended.stalled = true;
-                            d.ctx.queue.abort();
-                        }
+                    if e.what == WRITE_STALL {
+                        // A write is stuck: close everything, so that every thread ends.
+                        d.ended.write_stalled = true;
+                        d.ctx.queue.abort();
+                        d.shut_all();
+                    } else if d.ended.fin.is_some() {
+                        d.fail_peer(EngineError::Timeout(e.to_string()));
+                    } else {
+                        d.ended.stalled = true;
+                        d.ctx.queue.abort();
                     }
                 }
             }
@@ -258,6 +321,14 @@ fn drive(d: &mut Driver<'_>, inputs: &Chan<Input>, walked: &Chan<Walked>) {
 /// Why the session failed, if it did: a stream's error, else the receiver's stall on offers,
 /// else the control reader's abort.
 fn session_error(e: &mut Ended, ctx: &Ctx, o: &SendOpts) -> Option<EngineError> {
+    if e.write_stalled {
+        return Some(EngineError::Timeout(format!(
+            "no progress sending to the {} for {} s (link down, or the {} stalled)",
+            o.peer,
+            o.stall_timeout.as_secs_f64(),
+            o.peer
+        )));
+    }
     let mut first_err = e.stream_err.take();
     if e.stalled {
         first_err.get_or_insert(EngineError::Timeout(format!(
@@ -318,6 +389,8 @@ pub(super) fn send_session(
     let ctl_sock = control.rx.socket();
     let streams_left = data.len();
     let reader = spawn_control_reader(control.rx, in_tx.clone());
+    let (records, to_write) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let writer = spawn_control_writer(control.tx, to_write, in_tx.clone());
     // Ctrl-C: tell the receiver, which ends the session and closes every stream, so every
     // thread here ends on its own.
     let watch = {
@@ -338,13 +411,13 @@ pub(super) fn send_session(
     let mut d = Driver {
         m: Sender::new(cfg, Instant::now()),
         ctx: &ctx,
-        ctl_tx: control.tx,
+        records,
         data_socks,
+        ctl_sock: ctl_sock.as_ref().and_then(|s| s.try_clone().ok()),
         files: HashMap::new(),
         dry: o.has(FLAG_DRY_RUN),
         list: o.list.clone(),
-        buf: Vec::new(),
-        ended: Ended { stream_err: None, stalled: false, peer: None, fin: None },
+        ended: Ended { stream_err: None, stalled: false, write_stalled: false, peer: None, fin: None },
         streams_left,
         walking: true,
         settled: false,
@@ -352,14 +425,16 @@ pub(super) fn send_session(
     };
     drive(&mut d, &in_rx, &walk_rx);
     drop(watch);
-    // Every thread ends now: the queue is finished or aborted, the walker's channel is gone,
-    // and the control socket closes under the reader.
+    // Every thread ends now: the queue is finished or aborted, the walker's channel is gone, and
+    // the control socket closes under the reader and the writer (everything that mattered was
+    // sent: the summary came, or the session failed).
     ctx.queue.abort();
     drop(walk_rx);
-    d.ctl_tx.shutdown();
+    drop(d.records);
     if let Some(s) = ctl_sock {
         let _ = s.shutdown(std::net::Shutdown::Both);
     }
+    let _ = writer.join();
     for w in workers {
         let _ = w.join();
     }
