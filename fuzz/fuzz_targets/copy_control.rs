@@ -53,11 +53,17 @@ fuzz_target!(|data: &[u8]| {
                 m.walk_done();
                 let _ = m.finish(fin, now);
             }
-            3 => rx.stream_ended(),
+            3 => {
+                rx.stream_ended();
+                m.writing(u16::from(op >> 3) % 4, now);
+            }
             4 => {
                 let _ = rx.handle_record(op & 8 == 0, now);
             }
-            5 => rx.working(op & 8 == 0, now),
+            5 => {
+                rx.working(op & 8 == 0, now);
+                m.written(u16::from(op >> 4) % 4);
+            }
             // A frame, to the sender (6) or the receiver (7), from the next bytes.
             _ => {
                 let Some((&len, tail)) = rest.split_first() else { return };
