@@ -582,15 +582,18 @@ fn bench_s_is_the_agent_and_c_p_reaches_it_as_iperf3s_do() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err() {
-        if t0.elapsed() > std::time::Duration::from_secs(20) || server.try_wait().unwrap().is_some() {
-            let _ = server.kill();
-            panic!("bench -s never listened on port {port}: {:?}", server.wait_with_output().unwrap());
+    // It says when it listens (its log's first lines); awaited, not polled.
+    let mut log = BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("listening on") {
+        line.clear();
+        if log.read_line(&mut line).unwrap() == 0 {
+            panic!("bench -s ended before it listened on port {port}: {:?}", server.wait());
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // That probe was a session the agent saw close before its hello; -1 counts the benchmark.
+    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+    // A probe: a session the agent sees close before its hello; -1 counts only the benchmark.
+    drop(std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap());
     let out = bin()
         .args(["bench", "-c", "127.0.0.1", "-p", &port, "-t", "0.3", "-J", "--no-save", "--key-file"])
         .arg(&key)
