@@ -4,8 +4,9 @@
 //! version check ([`hello`]), the Noise handshake that authenticates every connection to a
 //! session ([`handshake`]), public-key signatures of daemon mode ([`auth`]), the AEAD record layer ([`record`]), the frames carried inside records
 //! ([`frame`]), entry-name validation ([`name`]), the receiver's bookkeeping of what a sender
-//! may and may not do ([`track`]), a copy session's control-stream rules and deadlines as two
-//! state machines ([`copy`]) and the benchmark session: test parameters, their admission
+//! may and may not do ([`track`]), a copy session's sender and receiver as machines that own
+//! its control-stream rules, what goes out and when, and its deadlines ([`copy`]), the
+//! benchmark session: test parameters, their admission
 //! rules, data-connection preambles and results ([`mod@bench`]), and a server's admission: handshake and
 //! session slots, deadlines and the stages of its shutdown ([`admit`]). Nothing here touches a socket, a file or a clock, so every
 //! rule can be driven and tested in memory. The format is specified in `docs/PROTOCOL.md`.

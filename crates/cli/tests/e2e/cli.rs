@@ -395,18 +395,8 @@ fn keyed_agent(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Serve)
 
 /// How a one-session agent ended after its session; killed, failing, if it runs a minute more.
 fn exit_within_a_minute(agent: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
-    let t0 = std::time::Instant::now();
-    loop {
-        if let Some(s) = agent.try_wait().unwrap() {
-            return s;
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(60) {
-            let _ = agent.kill();
-            let _ = agent.wait();
-            panic!("{what} still running a minute after its benchmark session");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    crate::support::exit_within(agent, std::time::Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("{what} still running a minute after its benchmark session"))
 }
 
 #[test]
@@ -592,15 +582,18 @@ fn bench_s_is_the_agent_and_c_p_reaches_it_as_iperf3s_do() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err() {
-        if t0.elapsed() > std::time::Duration::from_secs(20) || server.try_wait().unwrap().is_some() {
-            let _ = server.kill();
-            panic!("bench -s never listened on port {port}: {:?}", server.wait_with_output().unwrap());
+    // It says when it listens (its log's first lines); awaited, not polled.
+    let mut log = BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("listening on") {
+        line.clear();
+        if log.read_line(&mut line).unwrap() == 0 {
+            panic!("bench -s ended before it listened on port {port}: {:?}", server.wait());
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // That probe was a session the agent saw close before its hello; -1 counts the benchmark.
+    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+    // A probe: a session the agent sees close before its hello; -1 counts only the benchmark.
+    drop(std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap());
     let out = bin()
         .args(["bench", "-c", "127.0.0.1", "-p", &port, "-t", "0.3", "-J", "--no-save", "--key-file"])
         .arg(&key)
@@ -616,15 +609,13 @@ fn bench_s_is_the_agent_and_c_p_reaches_it_as_iperf3s_do() {
 #[test]
 fn bench_with_a_byte_count_sends_that_much_and_stops() {
     let (_t, key, srv) = keyed_agent(&[]);
-    let started = std::time::Instant::now();
-    let out = bin()
-        .args(["bench", &srv.addr, "-n", "10M", "-t", "60", "-P", "2", "-C", "reno", "-M", "1000", "--dscp", "af11"])
+    let mut cmd = bin();
+    cmd.args(["bench", &srv.addr, "-n", "10M", "-t", "60", "-P", "2", "-C", "reno", "-M", "1000", "--dscp", "af11"])
         .args(["-J", "--no-save", "--key-file"])
-        .arg(&key)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(started.elapsed() < std::time::Duration::from_secs(20), "-t is a cap: {:?}", started.elapsed());
+        .arg(&key);
+    // -t 60 is a cap: the byte count ends it well before (killed, and failed, past 20 s).
+    let out = crate::support::sshlab::run_bounded(cmd, std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(0), "-t is a cap: {}", text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let moved: u64 = v["connections"].as_array().unwrap().iter().map(|c| c["bytes"].as_u64().unwrap()).sum();
     assert_eq!(moved, 10 << 20, "{}", v["connections"]);

@@ -227,13 +227,8 @@ fn a_changed_host_key_is_refused_and_strict_mode_refuses_the_unknown() {
     fs::remove_file(h.path().join("host_key")).unwrap();
     fs::remove_file(h.path().join("host_key.pub")).unwrap();
     let listen = addr.clone();
-    // The old listener is gone once its process is; wait briefly in case the port lingers.
-    for _ in 0..50 {
-        if std::net::TcpListener::bind(&listen).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    // The old listener is gone with its process (dropping `srv` awaited its exit).
+    assert!(std::net::TcpListener::bind(&listen).is_ok(), "{listen} still taken after the old server exited");
     let srv2 = serve_on(&h, bin(), &root, &format!("{line}\n"), &listen, &[]);
     let out = cp(&[], "second");
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
@@ -368,8 +363,13 @@ fn serve_on_sigterm_finishes_running_copies_within_the_grace_then_aborts_them_cl
             c.args(["cp", "-q", "--identity"]).arg(&key).arg(&src).arg(format!("{addr}:{dest}"));
             c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
         };
-        let client = copy(&h, &srv.addr);
-        std::thread::sleep(std::time::Duration::from_millis(1200));
+        let mut client = copy(&h, &srv.addr);
+        // Well under way (a third of it arrived, at 16 Mbit/s): something to resume after an abort.
+        let alive = || client.try_wait().unwrap().is_none();
+        let under_way = || bytes_beneath(&root.join(&dest)) >= (8 << 20) / 3;
+        let started =
+            crate::support::await_files(&[&root.join(&dest)], std::time::Duration::from_secs(30), alive, under_way);
+        assert!(started, "the copy never got under way");
         sigterm(&srv.child);
         std::thread::sleep(std::time::Duration::from_millis(300));
         // No new session starts once it is stopping.
@@ -403,4 +403,19 @@ fn serve_on_sigterm_finishes_running_copies_within_the_grace_then_aborts_them_cl
             assert!(j["resumed_bytes"].as_u64().unwrap_or(0) > 0, "nothing was resumed: {j}");
         }
     }
+}
+
+/// Bytes written in the files beneath `dir` (partial and working files included; by the blocks
+/// they hold, since a partial file's length may run ahead of what was written).
+fn bytes_beneath(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_beneath(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.blocks() * 512),
+        })
+        .sum()
 }

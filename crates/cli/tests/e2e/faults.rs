@@ -11,8 +11,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
@@ -92,7 +92,8 @@ fn same(a: &Path, b: &Path) {
 struct Serve {
     child: Child,
     addr: String,
-    log: Arc<Mutex<String>>,
+    /// The server's log so far, and a signal for each piece of it that arrives.
+    log: Arc<(Mutex<String>, Condvar)>,
 }
 
 impl Drop for Serve {
@@ -119,19 +120,28 @@ impl Serve {
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("LINERATE 1 LISTEN "), "{line:?}");
         let addr = line.trim().rsplit(' ').next().unwrap().to_string();
-        let log = Arc::new(Mutex::new(String::new()));
+        let log = Arc::new((Mutex::new(String::new()), Condvar::new()));
         let (l2, mut err) = (log.clone(), child.stderr.take().unwrap());
         std::thread::spawn(move || {
             let mut b = [0u8; 4096];
             while let Ok(n @ 1..) = err.read(&mut b) {
-                l2.lock().unwrap().push_str(&String::from_utf8_lossy(&b[..n]));
+                l2.0.lock().unwrap().push_str(&String::from_utf8_lossy(&b[..n]));
+                l2.1.notify_all();
             }
         });
         Serve { child, addr, log }
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.log.0.lock().unwrap().clone()
+    }
+
+    /// Whether the log says `needle` within `limit` (awaited as the log arrives; the bound only
+    /// guards against a hang).
+    fn await_log(&self, needle: &str, limit: Duration) -> bool {
+        let (log, arrived) = &*self.log;
+        let log = arrived.wait_timeout_while(log.lock().unwrap(), limit, |l| !l.contains(needle)).unwrap().0;
+        log.contains(needle)
     }
 }
 
@@ -156,53 +166,38 @@ fn start_copy_with(mut cmd: Command, extra: &[&str], src: &Path, key: &Path, add
 
 /// Wait until some file of the copy is committed beneath `dst`, so the transfer is under way.
 fn wait_mid_transfer(dst: &Path, copy: &mut Child) {
-    let t = Instant::now();
-    loop {
-        let any = ["f00", "f02", "f04", "f06", "f08", "small"].iter().any(|n| dst.join(n).exists());
-        if any {
-            return;
-        }
-        assert!(copy.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");
-        assert!(t.elapsed() < Duration::from_secs(60), "the copy never started");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let any = || ["f00", "f02", "f04", "f06", "f08", "small"].iter().any(|n| dst.join(n).exists());
+    let parent = dst.parent().unwrap_or(dst);
+    let alive = || copy.try_wait().unwrap().is_none();
+    let started = crate::support::await_files(&[parent], Duration::from_secs(60), alive, any);
+    assert!(copy.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");
+    assert!(started, "the copy never started");
 }
 
 /// Wait for `child` to exit, at most `limit`; returns its status, stdout and stderr.
 fn finish(mut child: Child, limit: Duration) -> (ExitStatus, String) {
-    let t = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            let mut s = String::new();
-            let _ = child.stdout.take().unwrap().read_to_string(&mut s);
-            let _ = child.stderr.take().unwrap().read_to_string(&mut s);
-            return (st, s);
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            panic!("still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let st = crate::support::exit_within(&mut child, limit).unwrap_or_else(|| panic!("still running after {limit:?}"));
+    let mut s = String::new();
+    let _ = child.stdout.take().unwrap().read_to_string(&mut s);
+    let _ = child.stderr.take().unwrap().read_to_string(&mut s);
+    (st, s)
 }
 
 /// Wait until the receiver has journaled chunks of a large file beneath `dst` (the interrupted
 /// copy will leave something to resume).
 fn wait_for_journal(dst: &Path, copy: &mut Child) {
-    let t = Instant::now();
-    loop {
-        let journaled = [dst.to_path_buf(), dst.join("sub")].iter().any(|d| {
+    let journaled = || {
+        [dst.to_path_buf(), dst.join("sub")].iter().any(|d| {
             fs::read_dir(d).into_iter().flatten().flatten().any(|e| {
                 e.file_name().to_string_lossy().ends_with(".journal") && e.metadata().is_ok_and(|m| m.len() > 200)
             })
-        });
-        if journaled {
-            return;
-        }
-        assert!(copy.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");
-        assert!(t.elapsed() < Duration::from_secs(60), "no chunk was ever journaled");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+        })
+    };
+    let parent = dst.parent().unwrap_or(dst);
+    let alive = || copy.try_wait().unwrap().is_none();
+    let found = crate::support::await_files(&[parent], Duration::from_secs(60), alive, journaled);
+    assert!(copy.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");
+    assert!(found, "no chunk was ever journaled");
 }
 
 /// Run the same command again: it completes, skips the files that arrived, and resumes the
@@ -254,10 +249,7 @@ fn sigkill_of_the_client_mid_transfer_leaves_no_partial_file_and_a_rerun_complet
     copy.kill().unwrap(); // SIGKILL
     copy.wait().unwrap();
     // The server notices at once (the streams end), says so, and cleans up.
-    let t0 = Instant::now();
-    while !srv.log().contains("session aborted") && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    srv.await_log("session aborted", Duration::from_secs(30));
     let log = srv.log();
     assert!(log.contains("session aborted"), "{log}");
     // A client that went away is said to have, not blamed for a protocol violation.
@@ -326,18 +318,13 @@ fn a_link_cut_mid_transfer_fails_clearly_and_a_rerun_completes() {
     let mut copy = start_copy(Link::bin_in(&link.a), &src, &key, &srv.addr);
     wait_mid_transfer(&root.join("dest/src"), &mut copy);
     wait_for_journal(&root.join("dest/src"), &mut copy);
-    let cut = Instant::now();
     assert!(ip(&["-n", &link.a, "link", "set", &link.dev, "down"]));
-    let (st, out) = finish(copy, Duration::from_secs(30));
+    // Ends at its stall timeout (3 s), not the server's idle timeout (25 s): bounded below that.
+    let (st, out) = finish(copy, Duration::from_secs(20));
     assert_eq!(st.code(), Some(3), "{out}");
     assert!(out.contains("no progress sending to the server for 3 s"), "{out}");
-    assert!(cut.elapsed() < Duration::from_secs(20), "{:?}", cut.elapsed());
     // The server gives up on the silent streams at its idle timeout and cleans up.
-    let t0 = Instant::now();
-    while !srv.log().contains("session aborted") && t0.elapsed() < Duration::from_secs(40) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(srv.log().contains("session aborted"), "{}", srv.log());
+    assert!(srv.await_log("session aborted", Duration::from_secs(60)), "{}", srv.log());
     let kept = only_complete_files(&src, &root.join("dest/src"));
     assert!(kept < 17, "everything arrived before the cut");
     assert!(ip(&["-n", &link.a, "link", "set", &link.dev, "up"]));

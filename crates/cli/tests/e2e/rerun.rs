@@ -11,7 +11,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -94,14 +94,12 @@ fn three_runs(mode: &Mode, src: &Path) {
     let name = mode.name;
     // 1. Interrupted: paced so that it is surely mid-copy when the first bytes show.
     let mut child = (mode.cp)(&["--bwlimit", "40M"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let t = Instant::now();
-    while bytes_under(&mode.watch) < 1_000_000 {
-        assert!(t.elapsed() < LIMIT, "{name}: nothing arrived");
-        if let Some(s) = child.try_wait().unwrap() {
-            panic!("{name}: ended ({s}) before it could be interrupted: {}", text(&child.wait_with_output().unwrap()));
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let alive = || child.try_wait().unwrap().is_none();
+    let arrived = crate::support::await_files(&[&mode.watch], LIMIT, alive, || bytes_under(&mode.watch) >= 1_000_000);
+    if let Some(s) = child.try_wait().unwrap() {
+        panic!("{name}: ended ({s}) before it could be interrupted: {}", text(&child.wait_with_output().unwrap()));
     }
+    assert!(arrived, "{name}: nothing arrived");
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     let out = wait_bounded(child, name);
@@ -130,13 +128,8 @@ fn three_runs(mode: &Mode, src: &Path) {
 }
 
 fn wait_bounded(mut child: std::process::Child, name: &str) -> std::process::Output {
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > LIMIT {
-            let _ = child.kill();
-            panic!("{name}: still running after {LIMIT:?}: {}", text(&child.wait_with_output().unwrap()));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if crate::support::exit_within(&mut child, LIMIT).is_none() {
+        panic!("{name}: still running after {LIMIT:?}: {}", text(&child.wait_with_output().unwrap()));
     }
     child.wait_with_output().unwrap()
 }

@@ -75,15 +75,9 @@ fn push_over_ssh_copies_the_tree() {
 
 /// The remote linerates of the lab's server are all gone within a few seconds.
 fn wait_no_remote(lab: &SshLab) {
-    let t0 = Instant::now();
-    loop {
-        let left: Vec<u32> = lab.server_pids().into_iter().filter(|p| cmdline(*p).contains("serve --once")).collect();
-        if left.is_empty() {
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(15), "remote linerate still running: {left:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let running: Vec<u32> = lab.server_pids().into_iter().filter(|p| cmdline(*p).contains("serve --once")).collect();
+    let left = crate::support::await_gone(&running, Duration::from_secs(15));
+    assert!(left.is_empty(), "remote linerate still running: {left:?}");
 }
 
 #[test]
@@ -101,10 +95,8 @@ fn the_remote_ends_when_the_client_is_killed_mid_transfer() {
     cmd.arg(&src).arg(remote(&dst)).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let mut client = cmd.spawn().unwrap();
     // Wait until the session runs (the remote has made the destination directory).
-    let t0 = Instant::now();
-    while !dst.join("src").exists() && t0.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let alive = || client.try_wait().unwrap().is_none();
+    crate::support::await_files(&[&dst], Duration::from_secs(30), alive, || dst.join("src").exists());
     assert!(dst.join("src").exists(), "the copy never started");
     assert!(lab.server_pids().iter().any(|p| cmdline(*p).contains("serve --once")));
     client.kill().unwrap(); // SIGKILL: no chance to clean up
@@ -237,7 +229,6 @@ fn the_remote_gives_up_after_its_deadline_and_its_secret_is_not_in_argv() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
     let mut line = String::new();
     BufReader::new(ssh.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let secret = line.split_whitespace().skip_while(|w| *w != "SECRET").nth(1).unwrap().to_string();
@@ -251,13 +242,12 @@ fn the_remote_gives_up_after_its_deadline_and_its_secret_is_not_in_argv() {
         assert!(!cmdline(p).contains(&secret), "secret in argv of {p}: {}", cmdline(p));
     }
     // Nobody connects: it exits after its deadline with a message, and ssh with it.
+    let st = crate::support::exit_within(&mut ssh, Duration::from_secs(20));
     let mut err = String::new();
     std::io::Read::read_to_string(&mut ssh.stderr.take().unwrap(), &mut err).unwrap();
-    let st = ssh.wait().unwrap();
-    let took = t0.elapsed();
+    let st = st.unwrap_or_else(|| panic!("still running 20 s after its 2 s deadline: {err}"));
     assert_eq!(st.code(), Some(3), "{err}");
     assert!(err.contains("no client connected within 2 s"), "{err}");
-    assert!(took < Duration::from_secs(20), "{took:?}");
     assert!(!err.contains(&secret));
 }
 
@@ -344,13 +334,13 @@ fn the_remote_exits_when_the_ssh_connection_closes_before_anyone_connects() {
     let mut line = String::new();
     BufReader::new(ssh.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert!(line.starts_with("LINERATE "), "{line}");
-    let t0 = Instant::now();
     drop(ssh.stdin.take()); // what the client's death or a dropped ssh connection looks like
+    let st = crate::support::exit_within(&mut ssh, Duration::from_secs(20));
     let mut err = String::new();
     std::io::Read::read_to_string(&mut ssh.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!(ssh.wait().unwrap().code(), Some(3), "{err}");
+    let st = st.unwrap_or_else(|| panic!("waited for the deadline instead: {err}"));
+    assert_eq!(st.code(), Some(3), "{err}");
     assert!(err.contains("the ssh connection closed"), "{err}");
-    assert!(t0.elapsed() < Duration::from_secs(20), "waited for the deadline instead: {:?}", t0.elapsed());
     wait_no_remote(&lab);
 }
 
@@ -430,10 +420,8 @@ fn a_link_cut_mid_push_fails_clearly_and_the_same_command_then_completes() {
         c
     };
     let mut client = cmd().stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let t0 = Instant::now();
-    while !dst.join("src").exists() && t0.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let alive = || client.try_wait().unwrap().is_none();
+    crate::support::await_files(&[&dst], Duration::from_secs(30), alive, || dst.join("src").exists());
     assert!(lab.set_link(false));
     let mut err = String::new();
     std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut err).unwrap();
@@ -468,18 +456,17 @@ fn big_tree(src: &Path) {
 
 /// Wait until a resume journal with entries exists in `dir` (the receiver is mid-file).
 fn wait_for_journal(dir: &Path, child: &mut std::process::Child) {
-    let t0 = Instant::now();
-    loop {
-        let journaled = fs::read_dir(dir).into_iter().flatten().flatten().any(|e| {
-            e.file_name().to_string_lossy().ends_with(".journal") && e.metadata().is_ok_and(|m| m.len() > 200)
-        });
-        if journaled {
-            return;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");
-        assert!(t0.elapsed() < Duration::from_secs(60), "no chunk was ever journaled");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let journaled =
+        || {
+            fs::read_dir(dir).into_iter().flatten().flatten().any(|e| {
+                e.file_name().to_string_lossy().ends_with(".journal") && e.metadata().is_ok_and(|m| m.len() > 200)
+            })
+        };
+    let parent = dir.parent().unwrap_or(dir);
+    let alive = || child.try_wait().unwrap().is_none();
+    let found = crate::support::await_files(&[parent], Duration::from_secs(60), alive, journaled);
+    assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");
+    assert!(found, "no chunk was ever journaled");
 }
 
 /// Run `cmd` with `--json` to its end: it must complete and resume something.

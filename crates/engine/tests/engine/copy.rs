@@ -278,7 +278,8 @@ fn a_tampered_record_aborts_the_session_and_commits_nothing() {
     let err = r.unwrap_err();
     assert!(matches!(err, EngineError::Remote { code: ErrorCode::Auth, .. }), "{err:?}");
     assert!(err.to_string().contains("tampered"), "{err}");
-    std::thread::sleep(Duration::from_millis(200));
+    // The server's session ends on its own time; judge the destination once it has.
+    assert!(crate::peer::eventually(Duration::from_secs(30), || srv.active_sessions() == 0));
     // Only the resume journal's working files may stay (for the next run); nothing is committed.
     let kept = entries(&root, |e| e.file_type().unwrap().is_file());
     assert!(!root.join("big").exists(), "nothing may appear under its final name");
@@ -425,11 +426,13 @@ fn a_source_that_changes_while_read_is_reported_and_not_committed() {
     let toucher = {
         let (done, path) = (done.clone(), path.clone());
         std::thread::spawn(move || {
+            // A new modification time every 5 ms, while the copy runs.
+            let tick = crossbeam_channel::tick(Duration::from_millis(5));
             let mut t = 1_000_000_000u64;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 t += 1;
                 set_mtime(&path, t, 0);
-                std::thread::sleep(Duration::from_millis(5));
+                let _ = tick.recv();
             }
         })
     };
@@ -494,28 +497,31 @@ fn a_silent_authenticated_client_is_dropped_at_the_idle_timeout() {
         conn::connect(srv.addr, StreamKind::Control, suite, &secret.0, [0; 16], 0, Duration::from_secs(5)).unwrap();
     begin(&mut c);
     assert_eq!(srv.active_sessions(), 1);
-    let started = std::time::Instant::now();
     let msg = fatal(&mut c);
     assert!(msg.contains("silent"), "{msg}");
-    assert!(started.elapsed() >= Duration::from_millis(700), "{:?}", started.elapsed());
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(srv.active_sessions(), 0, "the slot must be free again");
+    assert!(
+        crate::peer::eventually(Duration::from_secs(30), || srv.active_sessions() == 0),
+        "the slot must be free again"
+    );
     // Keepalives prove the client alive but are not progress: alone, they end it just the same.
     let mut c =
         conn::connect(srv.addr, StreamKind::Control, suite, &secret.0, [0; 16], 0, Duration::from_secs(5)).unwrap();
     begin(&mut c);
-    let started = std::time::Instant::now();
+    // (When the idle time is counted from, and that keepalives never reset it, is tested on the
+    // session machines' virtual clock: crates/proto copy::pair.)
     let mut tx = c.tx;
+    let (stop, stopped) = crossbeam_channel::bounded::<()>(1);
     let pinger = std::thread::spawn(move || {
-        for _ in 0..10 {
-            std::thread::sleep(Duration::from_millis(200));
-            if tx.keepalive().is_err() {
-                break;
+        // A keepalive every 200 ms, until the session is over.
+        let tick = crossbeam_channel::tick(Duration::from_millis(200));
+        loop {
+            crossbeam_channel::select! {
+                recv(stopped) -> _ => return,
+                recv(tick) -> _ => if tx.keepalive().is_err() { return },
             }
         }
     });
     let plain = c.rx.recv().unwrap().unwrap().to_vec();
-    let took = started.elapsed();
     match &conn::decode_all(&plain).unwrap()[0] {
         Frame::Fatal(f) => {
             let msg = String::from_utf8_lossy(f.message);
@@ -523,8 +529,10 @@ fn a_silent_authenticated_client_is_dropped_at_the_idle_timeout() {
         }
         other => panic!("expected Fatal, got {other:?}"),
     }
-    assert!(took >= Duration::from_millis(700) && took < Duration::from_secs(2), "{took:?}");
+    let _ = stop.send(());
     pinger.join().unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(srv.active_sessions(), 0, "the slot must be free again");
+    assert!(
+        crate::peer::eventually(Duration::from_secs(30), || srv.active_sessions() == 0),
+        "the slot must be free again"
+    );
 }

@@ -56,25 +56,24 @@ fn code(c: ErrorCode) -> u16 {
 }
 
 /// Run one session on data stream 1 with `frames` (each its own record), then End and Finish,
-/// and return the verdict with the time it took.
-fn one_session(fx: &Fx, frames: &[Frame<'_>]) -> (Verdict, Duration) {
-    let t = Instant::now();
-    let mut c = fx.session(b"", 1);
-    for f in frames {
-        c.send(1, std::slice::from_ref(f));
-    }
-    c.end_all(Finish::default());
-    let v = c.verdict();
-    (v, t.elapsed())
+/// and return the verdict; within 5 s, so a refusal comes at once, not after a timeout.
+fn one_session(fx: &Fx, frames: &[Frame<'_>]) -> Verdict {
+    peer::within(Duration::from_secs(5), "one session", || {
+        let mut c = fx.session(b"", 1);
+        for f in frames {
+            c.send(1, std::slice::from_ref(f));
+        }
+        c.end_all(Finish::default());
+        c.verdict()
+    })
 }
 
 /// The session ends with a Fatal of `want` whose message contains `needle`, quickly.
 fn assert_fatal(fx: &Fx, frames: &[Frame<'_>], want: ErrorCode, needle: &str) {
-    let (v, took) = one_session(fx, frames);
+    let v = one_session(fx, frames);
     let (c, msg) = v.fatal();
     assert_eq!(c, code(want), "{msg}");
     assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
-    assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
 fn summary(v: Verdict) -> (Summary, Vec<(u16, Vec<u8>, String)>) {
@@ -95,11 +94,10 @@ fn refuses_entry_names_that_could_escape_or_confuse() {
                 1 => file(1, 0, name, 0),
                 _ => link(0, name, b"x"),
             };
-            let (v, took) = one_session(&fx, &[f]);
+            let v = one_session(&fx, &[f]);
             let (c, msg) = v.fatal();
             assert_eq!(c, code(ErrorCode::BadName), "{name:?}: {msg}");
             assert!(msg.contains("refused entry name"), "{msg}");
-            assert!(took < Duration::from_secs(5));
         }
     }
     // A name one byte over the cap is refused by the frame decoder before it is looked at.
@@ -131,7 +129,7 @@ fn names_with_newlines_and_escapes_are_created_verbatim_and_escaped_when_reporte
     // every message that names them escapes them.
     let fx = Fx::new();
     let evil: &[u8] = b"evil\n\x1b[2Jname";
-    let (v, _) = one_session(&fx, &[file(1, 0, evil, 2), chunk(1, 0, b"ok"), end(1, 2)]);
+    let v = one_session(&fx, &[file(1, 0, evil, 2), chunk(1, 0, b"ok"), end(1, 2)]);
     let (s, errors) = summary(v);
     assert_eq!((s.files, s.errors), (1, 0), "{errors:?}");
     let on_disk = fx.root.join(OsStr::from_bytes(evil));
@@ -159,7 +157,7 @@ fn names_with_newlines_and_escapes_are_created_verbatim_and_escaped_when_reporte
 fn a_symlink_entry_is_never_followed_by_later_writes() {
     let fx = Fx::new();
     let outside = fx.outside.as_os_str().as_encoded_bytes().to_vec();
-    let (v, took) = one_session(
+    let v = one_session(
         &fx,
         &[
             link(0, b"etc", b"/etc"),
@@ -181,7 +179,6 @@ fn a_symlink_entry_is_never_followed_by_later_writes() {
         ],
     );
     let (s, errors) = summary(v);
-    assert!(took < Duration::from_secs(5));
     // Three directories refused, and every file beneath them.
     assert!(s.errors >= 5, "{s:?} {errors:?}");
     assert_eq!(s.files, 0, "{errors:?}");
@@ -191,7 +188,7 @@ fn a_symlink_entry_is_never_followed_by_later_writes() {
     assert!(!fx.outside.join("deeper").exists());
 
     // A file sent under a link's name replaces the link; it is not written through it.
-    let (v, _) = one_session(&fx, &[file(1, 0, b"out", 3), chunk(1, 0, b"new"), end(1, 3)]);
+    let v = one_session(&fx, &[file(1, 0, b"out", 3), chunk(1, 0, b"new"), end(1, 3)]);
     let (s, errors) = summary(v);
     assert_eq!((s.files, s.errors), (1, 0), "{errors:?}");
     let m = fs::symlink_metadata(fx.root.join("out")).unwrap();
@@ -203,8 +200,7 @@ fn a_symlink_entry_is_never_followed_by_later_writes() {
 #[test]
 fn a_directory_sent_twice_merges_by_name_and_a_reused_id_is_refused() {
     let fx = Fx::new();
-    let (v, _) =
-        one_session(&fx, &[dir(1, 0, b"d"), dir(2, 0, b"d"), file(1, 1, b"a", 1), chunk(1, 0, b"A"), end(1, 1)]);
+    let v = one_session(&fx, &[dir(1, 0, b"d"), dir(2, 0, b"d"), file(1, 1, b"a", 1), chunk(1, 0, b"A"), end(1, 1)]);
     let (s, errors) = summary(v);
     assert_eq!((s.dirs, s.files, s.errors), (2, 1, 0), "{errors:?}");
     assert_eq!(fs::read(fx.root.join("d/a")).unwrap(), b"A");
@@ -218,7 +214,7 @@ fn a_directory_sent_twice_merges_by_name_and_a_reused_id_is_refused() {
 fn a_directory_then_a_link_of_the_same_name_keeps_the_directory() {
     let fx = Fx::new();
     let outside = fx.outside.as_os_str().as_encoded_bytes().to_vec();
-    let (v, _) = one_session(
+    let v = one_session(
         &fx,
         &[
             dir(1, 0, b"d"),
@@ -247,7 +243,7 @@ fn a_directory_then_a_link_of_the_same_name_keeps_the_directory() {
 #[test]
 fn link_targets_with_dotdot_are_stored_verbatim_and_never_followed() {
     let fx = Fx::new();
-    let (v, _) = one_session(
+    let v = one_session(
         &fx,
         &[
             dir(1, 0, b"a"),
@@ -283,7 +279,7 @@ fn the_destination_root_keeps_its_mode_and_time_and_setuid_is_never_applied() {
     // set-user-ID / set-group-ID bits from a peer are dropped.
     let suid = Frame::FileStart(FileStart { id: 1, parent: 0, name: b"suid", size: 1, mode: 0o6755, mtime: T0 });
     let sdir = Frame::Dir(DirEntry { id: 1, parent: 0, name: b"sgid", mode: 0o2777, mtime: T0 });
-    let (v, _) = one_session(&fx, &[suid, chunk(1, 0, b"x"), end(1, 1), sdir]);
+    let v = one_session(&fx, &[suid, chunk(1, 0, b"x"), end(1, 1), sdir]);
     let (s, errors) = summary(v);
     assert_eq!((s.files, s.dirs, s.errors), (1, 1, 0), "{errors:?}");
     assert_eq!(fs::metadata(&fx.root).unwrap().mode(), before.mode());
@@ -302,12 +298,12 @@ fn a_frame_for_an_undeclared_entry_fails_at_once_when_no_stream_can_declare_it()
     }
     // With a second stream still open the wait is bounded by the idle timeout.
     let fx = Fx::with(|c| c.idle_timeout = Duration::from_secs(2));
-    let t = Instant::now();
-    let mut c = fx.session(b"", 2);
-    c.send(1, &[chunk(999, 0, b"x")]);
-    let v = c.verdict();
+    let v = peer::within(Duration::from_secs(6), "a wait for a declaration", || {
+        let mut c = fx.session(b"", 2);
+        c.send(1, &[chunk(999, 0, b"x")]);
+        c.verdict()
+    });
     v.fatal();
-    assert!(t.elapsed() < Duration::from_secs(6), "took {:?}", t.elapsed());
     fx.check_confined();
 }
 
@@ -356,8 +352,7 @@ fn out_of_range_duplicate_short_and_long_chunks_are_refused() {
 fn a_missing_final_chunk_or_a_huge_sparse_size_commits_nothing() {
     let fx = Fx::new();
     let big = vec![1u8; CS as usize];
-    let (v, _) =
-        one_session(&fx, &[file(1, 0, b"half", 2 * u64::from(CS)), chunk(1, 0, &big), end(1, 2 * u64::from(CS))]);
+    let v = one_session(&fx, &[file(1, 0, b"half", 2 * u64::from(CS)), chunk(1, 0, &big), end(1, 2 * u64::from(CS))]);
     let (s, errors) = summary(v);
     assert_eq!(s.files, 0);
     assert!(errors
@@ -369,7 +364,7 @@ fn a_missing_final_chunk_or_a_huge_sparse_size_commits_nothing() {
     let size = i64::MAX as u64;
     let last = (size - 1) / u64::from(CS) * u64::from(CS);
     let tail = vec![2u8; (size - last) as usize];
-    let (v, _) = one_session(&fx, &[file(1, 0, b"huge", size), chunk(1, last, &tail), end(1, size)]);
+    let v = one_session(&fx, &[file(1, 0, b"huge", size), chunk(1, last, &tail), end(1, size)]);
     let (s, errors) = summary(v);
     assert_eq!(s.files, 0, "{errors:?}");
     assert!(s.errors >= 1, "{errors:?}");
@@ -415,15 +410,15 @@ fn length_prefixes_of_zero_all_ones_and_just_over_each_cap_are_refused() {
         (u32::MAX, "record length 4294967295 exceeds the cap"),
         ((MAX_RECORD + 1) as u32, "exceeds the cap"),
     ] {
-        let t = Instant::now();
-        let mut c = fx.session(b"", 1);
-        c.raw(1, &header.to_be_bytes());
-        c.raw(1, &[0; 64]);
-        let v = c.verdict();
+        let v = peer::within(Duration::from_secs(5), needle, || {
+            let mut c = fx.session(b"", 1);
+            c.raw(1, &header.to_be_bytes());
+            c.raw(1, &[0; 64]);
+            c.verdict()
+        });
         let (cd, msg) = v.fatal();
         assert!(cd == code(ErrorCode::Limit) || cd == code(ErrorCode::BadFrame), "{msg}");
         assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
-        assert!(t.elapsed() < Duration::from_secs(5));
         let mut c = fx.client();
         c.raw(0, &header.to_be_bytes());
         c.raw(0, &[0; 64]);
@@ -492,7 +487,6 @@ fn length_prefixes_of_zero_all_ones_and_just_over_each_cap_are_refused() {
     // Before authentication: a handshake message longer than its cap, or empty, closes the
     // connection at once (the client learns nothing), and the server goes on serving.
     for len in [1025u16, 0, u16::MAX] {
-        let t = Instant::now();
         let mut s = raw_tcp(fx.srv.addr);
         let hello = ClientHello {
             kind: StreamKind::Control,
@@ -505,14 +499,17 @@ fn length_prefixes_of_zero_all_ones_and_just_over_each_cap_are_refused() {
         s.write_all(&len.to_be_bytes()).unwrap();
         let _ = s.write_all(&[0; 48]);
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut sh = [0u8; 8];
-        s.read_exact(&mut sh).unwrap();
-        let mut rest = Vec::new();
-        let _ = s.read_to_end(&mut rest);
+        // Closed (a generous bound against a hang).
+        let rest = peer::within(Duration::from_secs(3), "an oversize handshake message", || {
+            let mut sh = [0u8; 8];
+            s.read_exact(&mut sh).unwrap();
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+            rest
+        });
         assert!(rest.is_empty(), "the server answered an unauthenticated peer: {rest:?}");
-        assert!(t.elapsed() < Duration::from_secs(3), "{len}: {:?}", t.elapsed());
     }
-    let (v, _) = one_session(&fx, &[dir(1, 0, b"still-serving")]);
+    let v = one_session(&fx, &[dir(1, 0, b"still-serving")]);
     assert_eq!(summary(v).0.dirs, 1);
     fx.check_confined();
 }
@@ -562,8 +559,8 @@ fn ten_flipped_bits_in_the_encrypted_stream_abort_and_commit_nothing() {
         let proxy = tampering_proxy(fx.srv.addr, 1, at);
         let mut cfg = copy_config(proxy, &fx.secret, vec![src.clone()], &format!("flip-{at}"));
         cfg.streams = 1;
-        let t = Instant::now();
-        let (r, _) = copy(&cfg);
+        // Promptly, not after a stall timeout (300 s); generous for a loaded machine.
+        let (r, _) = peer::within(Duration::from_secs(60), "a copy through a flipped byte", || copy(&cfg));
         let err = r.unwrap_err();
         let text = err.to_string();
         assert!(
@@ -575,15 +572,12 @@ fn ten_flipped_bits_in_the_encrypted_stream_abort_and_commit_nothing() {
                 || text.contains("silent for"),
             "offset {at}: {err:?}"
         );
-        // Promptly, not after a stall timeout (300 s); generous for a loaded machine.
-        assert!(t.elapsed() < Duration::from_secs(60), "offset {at}: took {:?}", t.elapsed());
         // The server ends its side on its own time (its abort removes what it had not sealed):
         // judge the destination once it has.
-        let waited = Instant::now();
-        while fx.srv.active_sessions() != 0 && waited.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert_eq!(fx.srv.active_sessions(), 0, "offset {at}: the server's session did not end");
+        assert!(
+            peer::eventually(Duration::from_secs(60), || fx.srv.active_sessions() == 0),
+            "offset {at}: the server's session did not end"
+        );
         let dest = fx.root.join(format!("flip-{at}"));
         assert!(!dest.join("big").exists(), "offset {at}: the big file was renamed into place");
         // (The big file's resume working files may stay for the next run.)
@@ -758,24 +752,20 @@ fn a_silent_or_dribbling_client_is_dropped_at_the_handshake_deadline_without_hol
     let mut held: Vec<Duration> = peers.into_iter().map(|p| p.join().unwrap()).collect();
     held.sort();
     assert!(held[0] < Duration::from_millis(500), "nobody made room for the newcomer: {held:?}");
+    // Cut off at the deadline, not held on by their bytes (the deadline itself is the admission
+    // rule's, tested where it is decided; here only a generous bound against a hang).
     for h in &held[1..] {
-        assert!(*h >= Duration::from_millis(800) && *h < Duration::from_secs(3), "held a slot for {h:?}");
+        assert!(*h < Duration::from_secs(7), "held a slot for {h:?}");
     }
     drop(extra);
     // An authenticated peer that never sends Begin is dropped at the same deadline.
-    let t = Instant::now();
     let mut c = fx.client();
     let v = c.verdict();
     assert!(matches!(v, Verdict::Fatal { .. } | Verdict::Closed(_)), "{v:?}");
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     // Every slot is free again.
     legit_copy(&fx, &src, "after");
     // The server counts a session out just after sending its summary.
-    let t = Instant::now();
-    while fx.srv.active_sessions() != 0 && t.elapsed() < Duration::from_secs(3) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(fx.srv.active_sessions(), 0);
+    assert!(peer::eventually(Duration::from_secs(30), || fx.srv.active_sessions() == 0));
     fs::remove_dir_all(&src).unwrap();
     fx.check_confined();
 }
@@ -807,7 +797,6 @@ fn a_thousand_unauthenticated_connections_do_not_stop_a_legitimate_client() {
     // 1000 connections from four other loopback addresses: a third silent, a third with half a
     // preamble, a third with garbage. The server keeps at most 16 per address in handshake and
     // closes the rest at once; the legitimate client (127.0.0.1) is served meanwhile.
-    let t = Instant::now();
     let mut held = Vec::new();
     for i in 0..1000u32 {
         let from = [127, 0, 0, 2 + (i % 4) as u8];
@@ -824,11 +813,8 @@ fn a_thousand_unauthenticated_connections_do_not_stop_a_legitimate_client() {
             held.push(s);
         }
     }
-    assert!(t.elapsed() < Duration::from_secs(60), "opening took {:?}", t.elapsed());
     assert!(held.len() >= 500, "only {} connections were made", held.len());
-    let t = Instant::now();
-    legit_copy(&fx, &src, "served");
-    assert!(t.elapsed() < Duration::from_secs(10), "the legitimate copy took {:?}", t.elapsed());
+    peer::within(Duration::from_secs(10), "the legitimate copy", || legit_copy(&fx, &src, "served"));
     drop(held);
     legit_copy(&fx, &src, "after");
     fs::remove_dir_all(&src).unwrap();
@@ -884,14 +870,14 @@ fn benchmark_parameters_with_wrong_types_negative_or_huge_values_are_refused() {
         (huge_profile, "groups"),
     ];
     for (doc, needle) in cases {
-        let t = Instant::now();
-        let mut c = fx.client();
-        c.ctl.tx.send_frames(&[Frame::BenchRequest(&doc)]).unwrap();
-        let v = c.verdict();
+        let v = peer::within(Duration::from_secs(5), needle, || {
+            let mut c = fx.client();
+            c.ctl.tx.send_frames(&[Frame::BenchRequest(&doc)]).unwrap();
+            c.verdict()
+        });
         let (cd, msg) = v.fatal();
         assert_eq!(cd, code(ErrorCode::BadParams), "{needle}: {msg}");
         assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
-        assert!(t.elapsed() < Duration::from_secs(5), "{needle}: {:?}", t.elapsed());
     }
     fx.check_confined();
 }
@@ -980,6 +966,13 @@ enum Evil {
 const SESSION: [u8; 16] = [7; 16];
 
 /// A server that speaks the protocol correctly up to `Begin` and then behaves as `evil` says.
+/// Hold a malicious server's control connection open until the client closes it (the client must
+/// decide by itself); at most 30 s, so that a client that never decides fails its test's bound.
+fn hold_until_closed(sec: &mut conn::Secured) {
+    sec.rx.set_timeout(Some(Duration::from_secs(30)));
+    while let Ok(Some(_)) = sec.rx.recv() {}
+}
+
 fn evil_server(secret: &linerate_engine::auth::secret::Secret, evil: Evil) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
@@ -1095,8 +1088,7 @@ fn evil_server(secret: &linerate_engine::auth::secret::Secret, evil: Evil) -> So
                 }
                 Evil::Silent => {}
             }
-            // Hold the connection open a while so the client must decide by itself.
-            std::thread::sleep(Duration::from_secs(6));
+            hold_until_closed(&mut sec);
         })
         .unwrap();
     addr
@@ -1131,11 +1123,7 @@ fn a_client_refuses_a_server_that_pushes_files_or_answers_nonsense_and_writes_no
         cfg.timeout = Duration::from_secs(2);
         // These servers speak the plain (non-sync) dialect: they never answer offers.
         cfg.sync = false;
-        let started = Instant::now();
-        let (r, msgs) = copy(&cfg);
-        let took = started.elapsed();
-        eprintln!("{evil:?}: {took:?}");
-        assert!(took < Duration::from_secs(5), "{evil:?} took {took:?}");
+        let (r, msgs) = peer::within(Duration::from_secs(5), "a copy to a malicious server", || copy(&cfg));
         match (want, r) {
             (Some(want), Err(e)) => {
                 let text = e.to_string();
@@ -1202,6 +1190,8 @@ struct ChildServer {
     addr: SocketAddr,
     secret: linerate_engine::auth::secret::Secret,
     log: Arc<Mutex<Vec<u8>>>,
+    /// Copies the child's stderr into `log` until the child closes it.
+    log_thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ChildServer {
@@ -1240,7 +1230,7 @@ impl ChildServer {
         };
         let log = Arc::new(Mutex::new(Vec::new()));
         let (l2, mut err) = (log.clone(), child.stderr.take().unwrap());
-        std::thread::Builder::new()
+        let log_thread = std::thread::Builder::new()
             .name("child-log".into())
             .spawn(move || {
                 let mut b = [0u8; 4096];
@@ -1249,7 +1239,7 @@ impl ChildServer {
                 }
             })
             .unwrap();
-        ChildServer { child, addr, secret, log }
+        ChildServer { child, addr, secret, log, log_thread: Some(log_thread) }
     }
 
     /// The child's peak resident memory so far, bytes.
@@ -1278,7 +1268,10 @@ impl ChildServer {
     fn stop(mut self) -> String {
         drop(self.child.stdin.take());
         let _ = self.child.wait();
-        std::thread::sleep(Duration::from_millis(100));
+        // The whole log: the child's stderr is closed, so its copier ends.
+        if let Some(t) = self.log_thread.take() {
+            let _ = t.join();
+        }
         let log = self.log.lock().unwrap().clone();
         String::from_utf8_lossy(&log).into_owned()
     }
@@ -1530,27 +1523,33 @@ fn evil_pull_server(secret: &linerate_engine::auth::secret::Secret, evil: EvilPu
                 }
                 EvilPull::OnlyKeepalives => {
                     let _ = d.send_frames(&[tree]);
+                    // A keepalive on every stream every 250 ms, until the client has gone.
+                    let tick = crossbeam_channel::tick(Duration::from_millis(250));
                     for _ in 0..60 {
-                        std::thread::sleep(Duration::from_millis(250));
-                        let _ = sec.tx.keepalive();
+                        let _ = tick.recv();
+                        let alive = sec.tx.keepalive().is_ok();
                         for s in data.iter_mut() {
                             let _ = s.tx.keepalive();
+                        }
+                        if !alive {
+                            break;
                         }
                     }
                 }
                 EvilPull::Dribble => {
                     let _ = d.send_frames(&[tree]);
                     let sock = data[0].rx.socket().unwrap();
+                    // A byte every 300 ms, until the client has gone.
+                    let tick = crossbeam_channel::tick(Duration::from_millis(300));
                     for b in 1000u32.to_be_bytes().into_iter().chain(std::iter::repeat_n(0u8, 40)) {
                         if (&sock).write_all(&[b]).is_err() {
                             break;
                         }
-                        std::thread::sleep(Duration::from_millis(300));
+                        let _ = tick.recv();
                     }
                 }
             }
-            // Hold the connections open a while: the client must decide by itself.
-            std::thread::sleep(Duration::from_secs(8));
+            hold_until_closed(&mut sec);
             drop(data);
         })
         .unwrap();
@@ -1599,9 +1598,9 @@ fn a_pull_takes_only_the_requested_tree_from_a_malicious_server() {
         // What is beside the tree (the destination's own time changes as the tree is made).
         let before = snapshot(&dest, Some(&dest.join("tree")));
         let addr = evil_pull_server(&secret, evil, 2);
-        let started = Instant::now();
-        let r = pull_from(addr, &secret, &dest, Duration::from_secs(5));
-        assert!(started.elapsed() < Duration::from_secs(5), "{evil:?} took {:?}", started.elapsed());
+        let r = peer::within(Duration::from_secs(5), "a pull from a malicious server", || {
+            pull_from(addr, &secret, &dest, Duration::from_secs(5))
+        });
         let want = if evil == EvilPull::TreeTwice { "requested 'tree' twice" } else { "beside the requested 'tree'" };
         match r {
             Err(EngineError::Aborted { code, message }) => {
@@ -1612,10 +1611,7 @@ fn a_pull_takes_only_the_requested_tree_from_a_malicious_server() {
         }
         // Nothing beside the requested tree changed: the victim's file, its directory's mode and
         // contents, no planted link, no partial file or journal.
-        let session_ended = Instant::now() + Duration::from_secs(2);
-        while snapshot(&dest, Some(&dest.join("tree"))) != before && Instant::now() < session_ended {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        assert!(peer::eventually(Duration::from_secs(30), || snapshot(&dest, Some(&dest.join("tree"))) == before));
         assert_eq!(snapshot(&dest, Some(&dest.join("tree"))), before, "{evil:?} changed the destination");
     }
     assert_eq!(peer::server_panics(), 0);
@@ -1628,22 +1624,21 @@ fn a_pull_fed_only_keepalives_or_a_dribbled_record_ends_at_the_stall_timeout() {
     for (evil, want) in [(EvilPull::OnlyKeepalives, "nothing but keepalives"), (EvilPull::Dribble, "silent for 3 s")] {
         let dest = victim_dest(&t.path().join(format!("{evil:?}")));
         let addr = evil_pull_server(&secret, evil, 2);
-        let started = Instant::now();
         // In a thread: a client that never gives up must fail this test, not hang it.
         let (tx, rx) = std::sync::mpsc::channel();
         let s2 = secret.clone();
         std::thread::spawn(move || {
             let _ = tx.send(pull_from(addr, &s2, &dest, Duration::from_secs(3)));
         });
+        // Its timing (the idle timeout counted from the last record with frames) is tested on
+        // the session machines' virtual clock (crates/proto copy::pair); here only that it ends.
         let r = rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| panic!("{evil:?}: the pull never ended"));
-        let took = started.elapsed();
         match r {
             Err(EngineError::Aborted { message, .. }) => {
                 assert!(message.contains(want), "{evil:?}: {want:?} not in {message:?}")
             }
             other => panic!("{evil:?}: expected the client to abort, got {other:?}"),
         }
-        assert!(took >= Duration::from_millis(2900) && took < Duration::from_secs(6), "{evil:?}: took {took:?}");
     }
 }
 
@@ -1773,8 +1768,7 @@ fn an_authenticated_client_that_never_sends_begin_or_dribbles_a_record_is_cut_of
     let c = fx.session(b"", 1);
     let took = closed_within(&c.data[0].rx.socket().unwrap(), true, Duration::from_secs(3));
     assert!(took < Duration::from_secs(4), "a dribbling data stream held on for {took:?}");
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(fx.srv.active_sessions(), 0);
+    assert!(peer::eventually(Duration::from_secs(30), || fx.srv.active_sessions() == 0));
     fx.check_confined();
 }
 
@@ -1844,7 +1838,7 @@ fn evil_push_server(secret: &linerate_engine::auth::secret::Secret, evil: EvilPu
                     let _ = sec.tx.send_frames(&[Frame::Want(want)]);
                 }
             }
-            std::thread::sleep(Duration::from_secs(6));
+            hold_until_closed(&mut sec);
             drop(data);
         })
         .unwrap();
@@ -1899,10 +1893,13 @@ fn floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bo
     let base = srv.hwm();
 
     // Attack 3.
-    let stop = Arc::new(AtomicBool::new(false));
+    let (stop, stopped) = crossbeam_channel::bounded::<()>(1);
+    // The attacker says when 300 are open, and when it has tried all 1,000.
+    let (at300_tx, at300) = crossbeam_channel::bounded::<()>(1);
+    let (tried_tx, all_tried) = crossbeam_channel::bounded::<()>(1);
     let opened = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let attacker = {
-        let (stop, opened) = (stop.clone(), opened.clone());
+        let opened = opened.clone();
         std::thread::Builder::new()
             .name("flood".into())
             .spawn(move || {
@@ -1918,31 +1915,41 @@ fn floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bo
                     let Some(mut raw) = sec.rx.socket() else { continue };
                     let _ = raw.write_all(&[0, 0, 0, 200, 0]);
                     held.push((sec, raw));
-                    opened.fetch_add(1, Relaxed);
+                    if opened.fetch_add(1, Relaxed) + 1 == 300 {
+                        let _ = at300_tx.send(());
+                    }
                 }
+                let _ = tried_tx.send(());
                 // Then a byte every 500 ms on every connection, until told to stop.
-                while !stop.load(Relaxed) {
-                    std::thread::sleep(Duration::from_millis(500));
-                    for (_, raw) in held.iter_mut() {
-                        let _ = raw.write_all(&[0]);
+                let tick = crossbeam_channel::tick(Duration::from_millis(500));
+                loop {
+                    crossbeam_channel::select! {
+                        recv(stopped) -> _ => break,
+                        recv(tick) -> _ => {
+                            for (_, raw) in held.iter_mut() {
+                                let _ = raw.write_all(&[0]);
+                            }
+                        }
                     }
                 }
                 held
             })
             .unwrap()
     };
-    while opened.load(Relaxed) < 300 {
-        std::thread::sleep(Duration::from_millis(20));
+    let mut tried = false;
+    crossbeam_channel::select! {
+        recv(at300) -> _ => {}
+        recv(all_tried) -> _ => tried = true,
     }
     let during3: Vec<Duration> = (0..3).map(|i| legit(&format!("during3-{i}"))).collect();
-    while opened.load(Relaxed) < 1000 && !attacker.is_finished() {
-        std::thread::sleep(Duration::from_millis(50));
+    if !tried {
+        let _ = all_tried.recv();
     }
     let after_flood = legit("after3");
     let peak3 = srv.hwm();
     // Past the handshake deadline (2 s) of the last one, the server has closed every one of them.
     std::thread::sleep(Duration::from_millis(2500));
-    stop.store(true, Relaxed);
+    let _ = stop.send(());
     let held = attacker.join().unwrap();
     let still_open = held
         .iter()

@@ -170,11 +170,8 @@ impl Fx {
     /// Nothing outside the root changed, /etc/passwd is untouched, no temporary file is left
     /// beneath the root, and no server thread panicked.
     pub fn check_confined(&self) {
-        // A session's cleanup runs when it ends; give an aborting one a moment.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !temp_files(&self.root).is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        // A session's cleanup runs when it ends.
+        eventually(Duration::from_secs(30), || temp_files(&self.root).is_empty());
         assert_eq!(temp_files(&self.root), Vec::<PathBuf>::new(), "temporary files left beneath the root");
         let after = snapshot(self.dir.path(), Some(&self.root));
         assert_eq!(after, self.before, "something outside the root changed");
@@ -358,3 +355,30 @@ pub fn raw_tcp(addr: SocketAddr) -> TcpStream {
 
 /// A modification time for hostile entries.
 pub const T0: Time = Time { sec: 1_000_000_000, nsec: 0 };
+
+/// Whether `cond` became true within `limit` (a generous bound that only guards against a hang).
+/// For state another thread or process changes and that has no event to await (a server's count
+/// of sessions, files a session removes as it ends); everything that can be awaited is.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+/// `op`'s result; the test fails if it takes longer than `limit`. A generous bound that only
+/// guards against a hang (the timing rules themselves are tested on the session machines'
+/// virtual clock, crates/proto `copy::pair`), awaited on a channel rather than measured.
+pub fn within<T: Send>(limit: Duration, what: &str, op: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        s.spawn(move || {
+            let _ = tx.send(op());
+        });
+        rx.recv_timeout(limit).unwrap_or_else(|_| panic!("{what}: still running after {limit:?}"))
+    })
+}

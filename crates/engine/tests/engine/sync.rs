@@ -326,8 +326,8 @@ fn an_interrupted_push_resumes_from_its_journaled_chunks() {
     cfg.streams = 1;
     assert!(push(&cfg).is_err(), "the cut must fail the copy");
     assert!(!fx.p("root/huge").exists(), "nothing under the final name before it is complete");
-    // Give the server's session time to end and flush its journal.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The server's session ends (and flushes its journal) on its own time.
+    assert!(crate::peer::eventually(Duration::from_secs(30), || fx.srv.active_sessions() == 0));
     let (mut again, _) = fx.cfg(fx.srv.addr, vec![fx.p("src/huge")], "huge");
     again.verify = true;
     let r = push(&again).unwrap();
@@ -352,7 +352,7 @@ fn a_partial_chunk_corrupted_on_disk_fails_verify_and_the_next_run_sends_it_whol
     let (mut cfg, _) = fx.cfg(proxy, vec![fx.p("src/f")], "f");
     cfg.streams = 1;
     assert!(push(&cfg).is_err());
-    std::thread::sleep(Duration::from_millis(1500));
+    assert!(crate::peer::eventually(Duration::from_secs(30), || fx.srv.active_sessions() == 0));
     // Flip a byte in the first chunk of the partial file.
     let part = fs::read_dir(fx.p("root"))
         .unwrap()

@@ -61,28 +61,98 @@ pub fn spawn_announced(mut cmd: std::process::Command) -> Announced {
     Announced { child, addr: addr.to_string(), fingerprint }
 }
 
-/// How `child` exited, or `None` when it had not within `limit` (it is then killed). Waits on
-/// a pidfd, which becomes readable when the child exits: no polling.
+/// How `child` exited, if it did within `limit` (a bound that only guards against a hang); past
+/// it the child is killed and `None` returned (its status is then `child.wait()`'s). Waits on the
+/// child itself (waitpid in a scoped thread), never by polling.
 pub fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
-    use rustix::event::{PollFd, PollFlags, Timespec};
+    let pid = rustix::process::Pid::from_raw(child.id() as i32)?;
+    // `Child::wait` closes stdin first; a child whose stdin is its peer must not see that.
+    let stdin = child.stdin.take();
+    let status = std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiting = &mut *child;
+        s.spawn(move || {
+            let _ = tx.send(waiting.wait());
+        });
+        match rx.recv_timeout(limit) {
+            Ok(r) => r.ok(),
+            Err(_) => {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                let _ = rx.recv();
+                None
+            }
+        }
+    });
+    child.stdin = stdin;
+    status
+}
+
+/// Whether `cond` (about files beneath `dirs`, which another process writes) became true within
+/// `limit`, a bound that only guards against a hang. Awaited through inotify: it is checked again
+/// whenever something in one of the directories that exist is created, written or moved — no
+/// polling interval. `alive` is asked too: false once the writer is gone, which ends the wait.
+pub fn await_files(
+    dirs: &[&std::path::Path],
+    limit: std::time::Duration,
+    mut alive: impl FnMut() -> bool,
+    mut cond: impl FnMut() -> bool,
+) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
     let deadline = std::time::Instant::now() + limit;
-    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).ok()?)?;
-    let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty());
+    let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).expect("inotify");
+    let what = WatchFlags::CREATE | WatchFlags::MODIFY | WatchFlags::MOVED_TO | WatchFlags::CLOSE_WRITE;
     loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            return Some(s);
+        // (Again each round: a directory may have appeared; an existing watch is kept as is.)
+        for d in dirs {
+            match d.parent() {
+                // Not there yet: its parent says when it appears.
+                Some(p) if !d.exists() => watch_tree(&fd, p, what, 0),
+                _ => watch_tree(&fd, d, what, 4),
+            }
+        }
+        if cond() {
+            return true;
         }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
+        if left.is_zero() || !alive() {
+            return cond();
         }
-        let Ok(fd) = &pidfd else {
-            // Reaped already (or a kernel without pidfds): nothing left to wait for.
-            return child.wait().ok();
-        };
-        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
-        let _ = rustix::event::poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&ts));
+        // Wake at the next change, or within a second to look at the writer and new directories.
+        let wait = Timespec::try_from(left.min(std::time::Duration::from_secs(1))).expect("timespec");
+        let _ = poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&wait));
+        let mut buf = [0u8; 4096];
+        while matches!(rustix::io::read(&fd, &mut buf), Ok(n) if n > 0) {}
     }
+}
+
+/// Watch `dir` and its directories `depth` levels down (inotify watches one directory each).
+fn watch_tree(fd: &std::os::fd::OwnedFd, dir: &std::path::Path, what: rustix::fs::inotify::WatchFlags, depth: u32) {
+    if rustix::fs::inotify::add_watch(fd, dir, what).is_err() || depth == 0 {
+        return;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            watch_tree(fd, &e.path(), what, depth - 1);
+        }
+    }
+}
+
+/// Those of `pids` still running after `limit` (a bound against a hang). Awaited through a pidfd
+/// for each (it becomes readable when the process exits), not by polling the process table.
+pub fn await_gone(pids: &[u32], limit: std::time::Duration) -> Vec<u32> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let deadline = std::time::Instant::now() + limit;
+    pids.iter()
+        .copied()
+        .filter(|&p| {
+            let Some(pid) = Pid::from_raw(p as i32) else { return false };
+            // Already gone: nothing to open.
+            let Ok(fd) = pidfd_open(pid, PidfdFlags::empty()) else { return false };
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let wait = Timespec::try_from(left).expect("timespec");
+            !matches!(poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&wait)), Ok(n) if n > 0)
+        })
+        .collect()
 }

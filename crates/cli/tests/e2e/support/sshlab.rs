@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The client's address.
 pub const CLIENT_IP: &str = "198.18.67.1";
@@ -147,7 +147,8 @@ impl SshLab {
         let child = Command::new("ip")
             .args(["netns", "exec", &lab.server_ns])
             .arg(&sshd)
-            .args(["-D", "-e", "-f"])
+            // INFO for its "Server listening" line, which says when it is ready.
+            .args(["-D", "-e", "-o", "LogLevel=INFO", "-f"])
             .arg(d.join("sshd_config"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -155,21 +156,18 @@ impl SshLab {
             .spawn()
             .unwrap();
         lab.sshd = Some(child);
-        // Ready when a login works (bounded).
-        let t0 = Instant::now();
-        loop {
-            let o = lab.ssh().args([HOST, "true"]).stdin(Stdio::null()).output().unwrap();
-            if o.status.success() {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(15),
-                "sshd did not accept a login: {}\nsshd: {}",
-                String::from_utf8_lossy(&o.stderr),
-                lab.sshd_log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        // Ready once it says it listens (awaited as its log is written, bounded); then a login works.
+        let listening = || lab.sshd_log().contains("Server listening on");
+        let alive = || lab.sshd.as_ref().is_some_and(|c| rustix::process::test_kill_process(pid_of(c)).is_ok());
+        let ready = super::await_files(&[d.as_path()], Duration::from_secs(15), alive, listening);
+        assert!(ready, "sshd did not start listening: {}", lab.sshd_log());
+        let o = lab.ssh().args([HOST, "true"]).stdin(Stdio::null()).output().unwrap();
+        assert!(
+            o.status.success(),
+            "sshd did not accept a login: {}\nsshd: {}",
+            String::from_utf8_lossy(&o.stderr),
+            lab.sshd_log()
+        );
         Some(lab)
     }
 
@@ -270,16 +268,13 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
         let _ = err.read_to_end(&mut v);
         v
     });
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let status = match super::exit_within(&mut child, limit) {
+        Some(s) => s,
+        None => child.wait().unwrap(),
     };
     Output { status, stdout: o.join().unwrap(), stderr: e.join().unwrap() }
+}
+
+fn pid_of(c: &Child) -> rustix::process::Pid {
+    rustix::process::Pid::from_raw(c.id() as i32).expect("a child's pid")
 }

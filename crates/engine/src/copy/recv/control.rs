@@ -7,8 +7,8 @@ use crate::copy::journal::{self};
 use crate::usage::{self};
 use linerate_proto::copy::ReceiverEvent;
 use linerate_proto::frame::{
-    FileStart, Finish, Frame, Keep, Note, Offer, Ranges, Summary, Want, FLAG_CHECKSUM, FLAG_DRY_RUN, FLAG_FSYNC,
-    NOTE_DELETED, NOTE_WOULD_DELETE, WANT_ALL, WANT_MISSING, WANT_NONE, WANT_REFUSED,
+    FileStart, Finish, Keep, Offer, Summary, FLAG_CHECKSUM, FLAG_DRY_RUN, FLAG_FSYNC, NOTE_DELETED, NOTE_WOULD_DELETE,
+    WANT_ALL, WANT_MISSING, WANT_NONE, WANT_REFUSED,
 };
 use linerate_proto::track::Step;
 use linerate_proto::{frame, ErrorCode};
@@ -53,7 +53,7 @@ impl RecvSession {
         };
         // Every stream must end; Finish only comes after the client saw all its streams through.
         let mut st = self.lock();
-        while !st.ctl.all_ended() && !self.aborted.load(Relaxed) {
+        while !st.ctl.rules().all_ended() && !self.aborted.load(Relaxed) {
             let now = Instant::now();
             if let Err(e) = st.ctl.handle_timeout(now) {
                 drop(st);
@@ -112,14 +112,18 @@ impl RecvSession {
             cpu_sys_us: self.n.cpu_sys.load(Relaxed) + used.sys_us,
             peak_rss: usage::peak_rss(),
         };
-        let _ = self.control.lock().unwrap_or_else(PoisonError::into_inner).send_frames(&[Frame::Summary(summary)]);
+        let sent = self.lock().ctl.summary(summary);
+        if let Err(e) = sent {
+            self.abort(e.into());
+            return self.aborted_outcome();
+        }
+        let _ = self.flush_control();
         Outcome::Done(summary)
     }
 
     /// Read the control stream until `Finish`: offers (sync) and listings (`--delete`) come first.
     pub(super) fn wait_finish(&self, rx: &mut RecvHalf) -> Result<Finish, Abort> {
         rx.set_timeout(Some(self.p.idle_timeout));
-        let mut wants = Vec::new();
         loop {
             let idle = self.p.idle_timeout;
             let plain = next_record(rx, "the control stream", "peer closed the control stream", idle)?;
@@ -128,21 +132,13 @@ impl RecvSession {
                 continue;
             }
             self.record(false)?;
-            self.lock().ctl.working(true, Instant::now());
-            let fin = self.control_record(plain, &mut wants);
-            self.lock().ctl.working(false, Instant::now());
+            self.lock().ctl.rules_mut().working(true, Instant::now());
+            let fin = self.control_record(plain);
+            self.lock().ctl.rules_mut().working(false, Instant::now());
             let fin = fin?;
-            if !wants.is_empty() {
-                let frames: Vec<Frame<'_>> = wants
-                    .iter()
-                    .map(|(file, verdict, have): &(u64, u8, Vec<u8>)| {
-                        Frame::Want(Want { file: *file, verdict: *verdict, have: Ranges::from_encoded(have) })
-                    })
-                    .collect();
-                self.send_control(&frames)
-                    .map_err(|e| Abort::new(ErrorCode::Protocol, format!("answering offers: {e}")))?;
-                wants.clear();
-            }
+            // The record's answers go out together, in order (crates/proto `copy::receiver`).
+            self.lock().ctl.end_record()?;
+            self.flush_control().map_err(|e| Abort::new(ErrorCode::Protocol, format!("answering offers: {e}")))?;
             if let Some(f) = fin {
                 *self.fin.lock().unwrap_or_else(PoisonError::into_inner) = f;
                 return Ok(f);
@@ -152,11 +148,7 @@ impl RecvSession {
 
     /// One record of the control stream before `Finish`: offers and listings; the `Finish`, if
     /// it holds one (as its last frame).
-    pub(super) fn control_record(
-        &self,
-        plain: &[u8],
-        wants: &mut Vec<(u64, u8, Vec<u8>)>,
-    ) -> Result<Option<Finish>, Abort> {
+    pub(super) fn control_record(&self, plain: &[u8]) -> Result<Option<Finish>, Abort> {
         let mut fin = None;
         let now = Instant::now();
         for f in frame::frames(plain) {
@@ -164,7 +156,7 @@ impl RecvSession {
             match event {
                 ReceiverEvent::Offer(mut o) => {
                     o.file.name = self.local_name(o.file.parent, o.file.name);
-                    self.on_offer(&o, wants)?
+                    self.on_offer(&o)?
                 }
                 ReceiverEvent::Keep(k) => self.on_keep(&k)?,
                 ReceiverEvent::Finish(x) => fin = Some(x),
@@ -181,7 +173,7 @@ impl RecvSession {
     }
 
     /// A file offered in a sync session: decide what of it to fetch, and get ready to receive it.
-    pub(super) fn on_offer(&self, o: &Offer<'_>, wants: &mut Vec<(u64, u8, Vec<u8>)>) -> Result<(), Abort> {
+    pub(super) fn on_offer(&self, o: &Offer<'_>) -> Result<(), Abort> {
         let s = &o.file;
         let (parent, path, fresh) = self.until_from(true, |st| {
             Ok(match st.tracker.file_start(s)? {
@@ -241,7 +233,7 @@ impl RecvSession {
                 drop(st);
                 self.wake();
                 self.report(ErrorCode::Io, &path, &msg);
-                wants.push((s.id, WANT_REFUSED, Vec::new()));
+                self.lock().ctl.answer(s.id, WANT_REFUSED, &[])?;
                 return Ok(());
             }
         };
@@ -283,11 +275,9 @@ impl RecvSession {
                 }
             }
         }
+        st.ctl.answer(s.id, verdict, &have)?;
         drop(st);
         self.wake();
-        let mut enc = Vec::new();
-        let _ = Ranges::encode(&have, &mut enc);
-        wants.push((s.id, verdict, enc));
         Ok(())
     }
 
@@ -365,7 +355,8 @@ impl RecvSession {
                     (l.0)(&format!("{what} {}", linerate_proto::name::escape(&shown)));
                 }
                 None => {
-                    let _ = self.send_control(&[Frame::Note(Note { kind, path: &shown })]);
+                    self.lock().ctl.note(kind, &shown);
+                    let _ = self.flush_control();
                 }
             }
         }

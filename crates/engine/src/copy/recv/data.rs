@@ -25,7 +25,7 @@ impl RecvSession {
         self.n.cpu_sys.fetch_add(used.sys_us, Relaxed);
         match r {
             Ok(()) => {
-                self.lock().ctl.stream_ended();
+                self.lock().ctl.rules_mut().stream_ended();
                 self.wake();
             }
             Err(a) => self.abort(a),

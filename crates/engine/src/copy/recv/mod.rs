@@ -9,10 +9,10 @@ use crate::copy::send::{ListSink, Progress};
 use crate::net::conn::{RecvHalf, SendHalf};
 use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
-use linerate_proto::copy::ReceiverControl;
+use linerate_proto::copy::receiver::Receiver;
 use linerate_proto::frame::{Finish, Frame, Summary, Time, FLAG_DRY_RUN};
 use linerate_proto::track::Tracker;
-use linerate_proto::{frame, ErrorCode, ProtoError};
+use linerate_proto::{ErrorCode, ProtoError};
 use std::collections::{HashMap, HashSet};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::OwnedFd;
@@ -83,9 +83,9 @@ struct State {
     tracker: Tracker,
     dirs: DirCache,
     open: HashMap<u64, Slot>,
-    /// The session-level rules: attached and ended streams, progress, `Finish` (crates/proto
-    /// `copy`).
-    ctl: ReceiverControl,
+    /// The session machine: the session-level rules (attached and ended streams, progress,
+    /// `Finish`) and what goes out on the control stream (crates/proto `copy::receiver`).
+    ctl: Receiver,
     /// `--delete`: names kept so far per directory (None once over the cap).
     keeps: HashMap<u64, Option<HashSet<Box<[u8]>>>>,
 }
@@ -243,7 +243,7 @@ impl RecvSession {
                 },
                 dirs: DirCache::new(dest.dir),
                 open: HashMap::new(),
-                ctl: ReceiverControl::new(p.flags, p.streams, p.idle_timeout, Instant::now()),
+                ctl: Receiver::new(p.flags, p.streams, p.idle_timeout, Instant::now()),
                 keeps: HashMap::new(),
             }),
             p,
@@ -263,7 +263,7 @@ impl RecvSession {
     }
 
     /// A record arrived: with frames it is progress; a keepalive ends the session once nothing
-    /// else came for the idle timeout ([`ReceiverControl::handle_record`]).
+    /// else came for the idle timeout (`ReceiverControl::handle_record`).
     fn record(&self, empty: bool) -> Result<(), Abort> {
         self.lock().ctl.handle_record(empty, Instant::now()).map_err(Abort::from)
     }
@@ -327,7 +327,7 @@ impl RecvSession {
     /// Whether data stream `stream` would be admitted (asked before its handshake, so that a
     /// stream beyond the announced count costs the server nothing).
     pub fn can_attach(&self, stream: u16) -> bool {
-        !self.aborted.load(Relaxed) && self.lock().ctl.can_attach(stream)
+        !self.aborted.load(Relaxed) && self.lock().ctl.rules().can_attach(stream)
     }
 
     /// Admit data stream `stream`; each index once, within the count the client announced.
@@ -335,7 +335,7 @@ impl RecvSession {
         if self.aborted.load(Relaxed) || stream == 0 || stream > self.p.streams {
             return false;
         }
-        let ok = self.lock().ctl.attach(stream);
+        let ok = self.lock().ctl.rules_mut().attach(stream);
         if ok {
             if let Some(s) = sock {
                 self.sockets.lock().unwrap_or_else(PoisonError::into_inner).push(s);
@@ -360,13 +360,9 @@ impl RecvSession {
         if self.aborted.swap(true, Relaxed) {
             return;
         }
-        let msg = a.message.clone();
         *self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner) = Some(a.clone());
-        let _ = self
-            .control
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .send_frames(&[Frame::Fatal(frame::Fatal { code: a.code as u16, message: msg.as_bytes() })]);
+        self.lock().ctl.abort(a.code as u16, a.message.as_bytes());
+        let _ = self.flush_control();
         for s in self.sockets.lock().unwrap_or_else(PoisonError::into_inner).iter() {
             let _ = s.shutdown(Shutdown::Both);
         }
@@ -384,9 +380,30 @@ impl RecvSession {
         self.changed.notify_all();
     }
 
-    /// Send frames on the control stream.
+    /// Send frames on the control stream before the session runs (the server's `Target`).
     pub fn send_control(&self, frames: &[Frame<'_>]) -> Result<(), crate::EngineError> {
         self.control.lock().unwrap_or_else(PoisonError::into_inner).send_frames(frames)
+    }
+
+    /// Send what the session machine queued for the control stream, in its order. Never called
+    /// with the state's lock held (the control lock comes first).
+    fn flush_control(&self) -> Result<(), crate::EngineError> {
+        let mut tx = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Vec::new();
+        {
+            let mut st = self.lock();
+            while let Some(rec) = st.ctl.poll_transmit() {
+                out.push(rec);
+            }
+        }
+        let mut buf = Vec::new();
+        for rec in out {
+            buf.clear();
+            buf.resize(linerate_proto::record::HEADER_LEN, 0);
+            buf.extend_from_slice(&rec);
+            tx.send_buf(&mut buf)?;
+        }
+        Ok(())
     }
 
     fn report(&self, code: ErrorCode, path: &[u8], msg: &str) {
@@ -399,11 +416,8 @@ impl RecvSession {
                 code.describe()
             ));
         }
-        let _ = self
-            .control
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .send_frames(&[Frame::Error(frame::ErrorReport { code: code as u16, path, message: msg.as_bytes() })]);
+        self.lock().ctl.report(code as u16, path, msg.as_bytes());
+        let _ = self.flush_control();
     }
 
     /// Wait (bounded) until `f` returns Some: frames may refer to entries declared on other streams.
@@ -433,7 +447,7 @@ impl RecvSession {
                 return Ok(v);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || st.ctl.ended().saturating_add(u16::from(!control)) >= self.p.streams {
+            if left.is_zero() || st.ctl.rules().ended().saturating_add(u16::from(!control)) >= self.p.streams {
                 return Err(ProtoError::Violation("a frame refers to an entry that was never declared".into()).into());
             }
             st = self.wait(st, left);

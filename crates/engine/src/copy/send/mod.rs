@@ -13,8 +13,6 @@ pub use config::{
     names_contents, placement, streams_for_path, CopyConfig, CopyReport, ErrorSink, FileFn, FileHook, ListSink,
     Progress, SendOpts, Sent, KEEPALIVE, PATH_TARGET_BPS, STALL_TIMEOUT, SUMMARY_WAIT,
 };
-use offers::*;
-use reader::*;
 use session::*;
 use stream::*;
 
@@ -30,8 +28,8 @@ use linerate_proto::{name, ErrorCode, ProtoError};
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Default)]
@@ -81,8 +79,6 @@ struct Ctx {
     verify: bool,
     /// Files were offered (declared) on the control stream: no `FileStart` on data streams.
     sync: bool,
-    /// Set when the receiver stopped answering offers.
-    stalled: AtomicBool,
     keepalive: Duration,
     totals: Totals,
     progress: Arc<Progress>,
@@ -210,6 +206,8 @@ pub(crate) fn connect_data(
 
 /// The sending side of a session: walk `roots`, send every entry over `data`, then `Finish` on
 /// `control` and wait for the receiver's summary. Used by the client's push and the server's pull.
+/// What is sent on the control stream and when is the session machine's decision
+/// (`linerate_proto::copy::sender`); the threads here move bytes and feed it.
 pub fn run_sender(
     control: conn::Secured,
     data: Vec<conn::Secured>,
@@ -218,55 +216,9 @@ pub fn run_sender(
     progress: Arc<Progress>,
     on_error: ErrorSink,
 ) -> Result<Sent, EngineError> {
-    set_write_timeouts(&control, &data, o.stall_timeout);
     let cancel = progress.cancel.clone();
-    let (ctx, offers) = shared_state(o, progress, on_error);
-    let ctl_tx = Arc::new(Mutex::new(control.tx));
-    // Ctrl-C: tell the receiver, which ends the session and closes every stream, so every
-    // thread here ends on its own.
-    let watch = {
-        let tx = ctl_tx.clone();
-        crate::copy::cancel::Watch::new(cancel.clone(), move || {
-            let code = ErrorCode::Interrupted as u16;
-            let fatal = Frame::Fatal(frame::Fatal { code, message: crate::copy::cancel::INTERRUPTED.as_bytes() });
-            let _ = tx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).send_frames(&[fatal]);
-        })
-    };
-    let r = send_session(control.rx, data, roots, o, ctx, offers, &ctl_tx);
-    drop(watch);
-    if cancel.is_stopped() {
-        shutdown(&ctl_tx);
-        return Err(EngineError::Interrupted);
-    }
-    r
-}
-
-/// [`run_sender`] once its shared state is set up.
-fn send_session(
-    control_rx: conn::RecvHalf,
-    data: Vec<conn::Secured>,
-    roots: Vec<Root>,
-    o: &SendOpts,
-    ctx: Arc<Ctx>,
-    offers: Arc<Offers>,
-    ctl_tx: &Arc<Mutex<conn::SendHalf>>,
-) -> Result<Sent, EngineError> {
-    let (reader, done_rx) = spawn_control_reader(control_rx, &data, &ctx, &offers, o);
-    let walker = spawn_walker(roots, &ctx, &offers, ctl_tx, o);
-    let (workers, fin_rx) = spawn_streams(data, &ctx);
-    let first_err = wait_streams(workers, fin_rx, ctl_tx, o.keepalive);
-    offers.changed.notify_all();
-    let _ = walker.join();
-    if let Some(e) = session_error(first_err, &ctx, o) {
-        // Prefer the peer's own explanation if it sent one.
-        let peer = done_rx.recv_timeout(Duration::from_secs(5));
-        shutdown(ctl_tx);
-        return Err(explain(e, peer, o));
-    }
-    // From here the summary is due, and may claim no more than these totals.
-    let fin = ctx.totals.finish();
-    let summary = finish_and_await_summary(fin, &offers, ctl_tx, &done_rx, reader, o)?;
-    Ok(ctx.totals.sent(fin, summary))
+    let ctx = shared_state(o, progress, on_error);
+    send_session(control, data, roots, o, ctx, cancel)
 }
 
 pub(crate) fn remote(code: u16, message: &[u8]) -> EngineError {

@@ -1,180 +1,343 @@
-//! The steps of [`run_sender`](super::run_sender), in the order it takes them: socket timeouts
-//! and the shared state, the walker and the data streams, the wait for the streams (with
-//! keepalives on the control stream), the best explanation of a failure, and `Finish` with the
-//! wait for the receiver's summary.
+//! The driver of a sending session: one thread that owns the session machine
+//! (`linerate_proto::copy::sender::Sender`) and feeds it what the other threads did — records from
+//! the control reader, files and listings from the walker, writes begun and done on every stream,
+//! the data streams' ends, Ctrl-C — then hands what the machine sends to the control writer and
+//! acts on its events. It sleeps on those channels until the machine's next deadline; it decides
+//! nothing about timing itself, and never blocks on a socket. Also here: the data-stream and
+//! control-writer threads, and the best explanation of a failure.
 
-use super::reader::Outcome;
+use super::offers::{on_want, spawn_walker, Walked, WALK_AHEAD};
+use super::reader::{spawn_control_reader, Input};
 use super::*;
-use crate::copy::walk;
+use crate::copy::walk::SrcFile;
 use crate::net::conn::{Secured, SendHalf};
-use linerate_proto::copy::{SenderControl, SenderTimeouts};
-use linerate_proto::frame::{FLAG_CHECKSUM, FLAG_DELETE, FLAG_SYNC, FLAG_VERIFY};
-use std::sync::atomic::AtomicUsize;
-use std::sync::{mpsc, Condvar, PoisonError};
+use crossbeam_channel::{never, select, Receiver as Chan};
+use linerate_proto::copy::sender::{Event, Sender, SenderConfig, WRITE_STALL};
+use linerate_proto::copy::SenderTimeouts;
+use linerate_proto::frame::{FileStart, FLAG_DRY_RUN, NOTE_WOULD_DELETE};
+use linerate_proto::record::HEADER_LEN;
+use std::net::TcpStream;
 use std::thread::JoinHandle;
 
-/// A send that makes no progress for the stall timeout fails (SO_SNDTIMEO) instead of waiting
-/// on a dead link for the kernel's retransmission limit.
-pub(super) fn set_write_timeouts(control: &Secured, data: &[Secured], stall: Duration) {
-    for s in data.iter().chain(std::iter::once(control)) {
-        if let Some(sock) = s.rx.socket() {
-            let _ = sock.set_write_timeout(Some(stall.max(Duration::from_millis(1))));
-        }
+/// A stream's sending half that tells the driver when each write begins and ends: the machine
+/// keeps the stall deadline (a write that makes no progress for the stall timeout ends the
+/// session, instead of waiting on a dead link for the kernel's retransmission limit).
+pub(super) struct Watched {
+    tx: SendHalf,
+    stream: u16,
+    to: crossbeam_channel::Sender<Input>,
+}
+
+impl Watched {
+    /// Seal and send `buf` ([`SendHalf::send_buf`]).
+    pub(super) fn send_buf(&mut self, buf: &mut Vec<u8>) -> Result<(), EngineError> {
+        let _ = self.to.send(Input::Writing(self.stream, Instant::now()));
+        let r = self.tx.send_buf(buf);
+        let _ = self.to.send(Input::Written(self.stream));
+        r
+    }
+
+    /// Send a keepalive ([`SendHalf::keepalive`]).
+    pub(super) fn keepalive(&mut self) -> Result<(), EngineError> {
+        let _ = self.to.send(Input::Writing(self.stream, Instant::now()));
+        let r = self.tx.keepalive();
+        let _ = self.to.send(Input::Written(self.stream));
+        r
     }
 }
 
-/// The state every thread of the session shares: the queue and totals, and the offers.
-pub(super) fn shared_state(o: &SendOpts, progress: Arc<Progress>, on_error: ErrorSink) -> (Arc<Ctx>, Arc<Offers>) {
-    let ctx = Arc::new(Ctx {
+/// Start the control writer: it sends the machine's records in order, telling the driver when
+/// each write begins and ends, until the driver drops its side.
+fn spawn_control_writer(
+    tx: SendHalf,
+    records: crossbeam_channel::Receiver<Vec<u8>>,
+    to: crossbeam_channel::Sender<Input>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut w = Watched { tx, stream: 0, to };
+        let mut buf = Vec::new();
+        for rec in records {
+            buf.clear();
+            buf.resize(HEADER_LEN, 0);
+            buf.extend_from_slice(&rec);
+            if let Err(e) = w.send_buf(&mut buf) {
+                let _ = w.to.send(Input::ControlFailed(e));
+                return;
+            }
+        }
+    })
+}
+
+/// The state every thread of the session shares: the queue and totals.
+pub(super) fn shared_state(o: &SendOpts, progress: Arc<Progress>, on_error: ErrorSink) -> Arc<Ctx> {
+    Arc::new(Ctx {
         queue: Queue::new(4096),
         chunk: o.chunk,
-        verify: o.has(FLAG_VERIFY),
-        sync: o.has(FLAG_SYNC),
-        stalled: AtomicBool::new(false),
+        verify: o.has(linerate_proto::frame::FLAG_VERIFY),
+        sync: o.has(linerate_proto::frame::FLAG_SYNC),
         keepalive: o.keepalive,
         totals: Totals::default(),
         progress,
         on_error,
         pace: o.pace.clone(),
         peer: o.peer,
-    });
-    let timeouts = SenderTimeouts { stall: o.stall_timeout, summary: o.summary_wait };
-    let offers = Arc::new(Offers {
-        state: Mutex::new(OfferState {
-            files: HashMap::new(),
-            ctl: SenderControl::new(o.flags, o.chunk as u32, timeouts, Instant::now()),
-        }),
-        changed: Condvar::new(),
-        waiters: AtomicUsize::new(0),
-    });
-    (ctx, offers)
-}
-
-/// Start the walker: it queues entries (or offers files, in a sync session), then waits until
-/// every offer is answered before it finishes the queue.
-pub(super) fn spawn_walker(
-    roots: Vec<Root>,
-    ctx: &Arc<Ctx>,
-    offers: &Arc<Offers>,
-    ctl_tx: &Arc<Mutex<SendHalf>>,
-    o: &SendOpts,
-) -> JoinHandle<()> {
-    let (ctx, offers, ctl_tx) = (ctx.clone(), offers.clone(), ctl_tx.clone());
-    let (listing, checksum) = (o.has(FLAG_DELETE), o.has(FLAG_CHECKSUM));
-    std::thread::spawn(move || {
-        let err = |m: String| ctx.fail(m);
-        let mut out = Outbox::new(ctl_tx);
-        walk::walk_listing(
-            &roots,
-            listing && ctx.sync,
-            |item| {
-                if let Item::File(f) = &item {
-                    ctx.progress.found_files.fetch_add(1, Relaxed);
-                    ctx.progress.found_bytes.fetch_add(f.size, Relaxed);
-                }
-                match item {
-                    Item::File(f) if ctx.sync => offer(&ctx, &offers, &mut out, f, checksum),
-                    Item::Listing { dir, names } => {
-                        out.keep(dir, &names);
-                        true
-                    }
-                    item => ctx.queue.push(item),
-                }
-            },
-            &err,
-        );
-        out.flush(&ctx);
-        await_answers(&ctx, &offers);
-        ctx.queue.walker_done();
-        ctx.progress.walk_done.store(1, Relaxed);
     })
 }
 
-/// Every offer must be answered before the streams may finish: wait for the answers, until the
-/// copy is aborted or the receiver stalls.
-fn await_answers(ctx: &Ctx, offers: &Offers) {
-    let mut st = offers.lock();
-    while !st.files.is_empty() && !ctx.queue.is_aborted() {
-        st = offers.wait(st, WANT_POLL);
-        if stalled(ctx, &mut st) {
-            break;
-        }
-    }
-}
-
-/// A stream's result when its thread ends.
-pub(super) type StreamEnd = Result<(), EngineError>;
-
 /// Start one thread per data stream; a stream that fails aborts the queue. Each reports its end.
-pub(super) fn spawn_streams(data: Vec<Secured>, ctx: &Arc<Ctx>) -> (Vec<JoinHandle<()>>, mpsc::Receiver<StreamEnd>) {
-    let (fin_tx, fin_rx) = mpsc::channel::<StreamEnd>();
-    let workers = data
-        .into_iter()
-        .map(|s| {
-            let (ctx, fin_tx) = (ctx.clone(), fin_tx.clone());
-            let mut tx = s.tx;
+fn spawn_streams(data: Vec<Secured>, ctx: &Arc<Ctx>, to: &crossbeam_channel::Sender<Input>) -> Vec<JoinHandle<()>> {
+    data.into_iter()
+        .zip(1u16..)
+        .map(|(s, stream)| {
+            let (ctx, to) = (ctx.clone(), to.clone());
+            let mut tx = Watched { tx: s.tx, stream, to: to.clone() };
             std::thread::spawn(move || {
                 let r = stream_loop(&ctx, &mut tx);
                 if r.is_err() {
                     ctx.queue.abort();
                 }
-                let _ = fin_tx.send(r);
+                let _ = to.send(Input::StreamEnded(r));
             })
         })
-        .collect();
-    (workers, fin_rx)
+        .collect()
 }
 
-/// Wait for every stream, keeping the otherwise silent control stream alive, then join them;
-/// the first error among them.
-pub(super) fn wait_streams(
-    workers: Vec<JoinHandle<()>>,
-    fin_rx: mpsc::Receiver<StreamEnd>,
-    ctl_tx: &Mutex<SendHalf>,
-    keepalive: Duration,
-) -> Option<EngineError> {
-    let mut first_err = None;
-    let mut finished = 0;
-    while finished < workers.len() {
-        match fin_rx.recv_timeout(keepalive) {
-            Ok(r) => {
-                finished += 1;
-                if let Err(e) = r {
-                    first_err.get_or_insert(e);
+/// How a session's drive ended.
+struct Ended {
+    /// The first data stream's error.
+    stream_err: Option<EngineError>,
+    /// The receiver answered no offer for the stall timeout.
+    stalled: bool,
+    /// A write made no progress for the stall timeout.
+    write_stalled: bool,
+    /// What the receiver (or the control stream) said last: its summary, or why it ended.
+    peer: Option<Result<Summary, EngineError>>,
+    /// `Finish` went out with these totals.
+    fin: Option<Finish>,
+}
+
+/// Everything the driver owns.
+struct Driver<'a> {
+    m: Sender,
+    ctx: &'a Ctx,
+    /// To the control writer.
+    records: crossbeam_channel::Sender<Vec<u8>>,
+    data_socks: Vec<TcpStream>,
+    ctl_sock: Option<TcpStream>,
+    /// Offered files by id, to queue when their `Want` comes.
+    files: HashMap<u64, SrcFile>,
+    dry: bool,
+    list: Option<ListSink>,
+    ended: Ended,
+    streams_left: usize,
+    walking: bool,
+    settled: bool,
+    cancelled: bool,
+}
+
+impl Driver<'_> {
+    /// Hand everything the machine has queued to the control writer (in order).
+    fn transmit(&mut self) {
+        while let Some(rec) = self.m.poll_transmit(Instant::now()) {
+            let _ = self.records.send(rec);
+        }
+    }
+
+    /// Close every socket: threads blocked in a write or a read end.
+    fn shut_all(&self) {
+        for s in self.data_socks.iter().chain(self.ctl_sock.as_ref()) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// The control stream failed or the receiver ended the session: stop every thread.
+    fn fail_peer(&mut self, e: EngineError) {
+        self.ended.peer.get_or_insert(Err(e));
+        self.ctx.queue.abort();
+        for s in &self.data_socks {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn events(&mut self) {
+        while let Some(ev) = self.m.poll_event() {
+            match ev {
+                Event::Want { file, verdict, held } => {
+                    if let Some(f) = self.files.remove(&file) {
+                        on_want(self.ctx, f, verdict, held, self.dry, &self.list);
+                    }
                 }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).keepalive();
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                first_err.get_or_insert(EngineError::Internal("a sender thread panicked".into()));
-                break;
+                Event::Settled => {
+                    self.settled = true;
+                    self.ctx.queue.walker_done();
+                    self.ctx.progress.walk_done.store(1, Relaxed);
+                }
+                Event::Error { code, path, message } => (self.ctx.on_error)(format!(
+                    "{}: {}: {} ({})",
+                    self.ctx.peer,
+                    name::escape(&path),
+                    name::escape(&message),
+                    ErrorCode::from_u16(code).describe()
+                )),
+                Event::Note { kind, path } => {
+                    self.ctx.totals.deleted.fetch_add(1, Relaxed);
+                    let what = if kind == NOTE_WOULD_DELETE { "would delete" } else { "deleted" };
+                    ListSink::say(&self.list, &format!("{what} {}", name::escape(&path)));
+                }
+                Event::Summary(s) => {
+                    self.ended.peer.get_or_insert(Ok(s));
+                }
+                Event::Fatal { code, message } => self.fail_peer(remote(code, &message)),
             }
         }
     }
-    for w in workers {
-        let _ = w.join();
+
+    fn input(&mut self, input: Input) {
+        let now = Instant::now();
+        match input {
+            Input::Record(plain) => {
+                if let Err(e) = self.m.handle_record(&plain, now) {
+                    self.fail_peer(e.into());
+                }
+            }
+            Input::ReaderEnded(e) => self.fail_peer(e),
+            Input::StreamEnded(r) => {
+                self.streams_left -= 1;
+                if let Err(e) = r {
+                    self.ended.stream_err.get_or_insert(e);
+                }
+            }
+            Input::Cancel => {
+                self.cancelled = true;
+                let code = ErrorCode::Interrupted as u16;
+                self.m.abort(code, crate::copy::cancel::INTERRUPTED.as_bytes());
+            }
+            Input::Writing(stream, at) => self.m.writing(stream, at),
+            Input::Written(stream) => self.m.written(stream),
+            Input::ControlFailed(e) => self.fail_peer(e),
+        }
     }
-    first_err
+
+    fn walked(&mut self, w: Walked) {
+        let now = Instant::now();
+        match w {
+            Walked::Offer(f, digest) => {
+                let start =
+                    FileStart { id: f.id, parent: f.parent, name: &f.name, size: f.size, mode: f.mode, mtime: f.mtime };
+                if self.m.offer(start, digest, now).is_ok() {
+                    self.files.insert(f.id, f);
+                }
+            }
+            Walked::Keep(dir, names) => self.m.keep(dir, &names, now),
+            Walked::Done => {
+                self.walking = false;
+                self.m.walk_done();
+            }
+        }
+    }
+
+    /// Whether nothing more can happen: every stream ended, and the summary came or the peer
+    /// (or the control stream) said why the session ended.
+    fn over(&self) -> bool {
+        self.streams_left == 0 && self.ended.peer.is_some()
+    }
+
+    fn failed(&self) -> bool {
+        self.ended.stream_err.is_some()
+            || self.ended.stalled
+            || self.ended.write_stalled
+            || self.ctx.queue.is_aborted()
+            || self.cancelled
+    }
 }
 
-/// Close the control stream.
-pub(super) fn shutdown(ctl_tx: &Mutex<SendHalf>) {
-    ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).shutdown();
+/// Drive the session until it is over: the machine decides, this loop sends, delivers and
+/// waits for the next input or the machine's deadline.
+fn drive(d: &mut Driver<'_>, inputs: &Chan<Input>, walked: &Chan<Walked>) {
+    // After a failure the peer's own explanation is worth waiting for, briefly.
+    let mut explain_by: Option<Instant> = None;
+    loop {
+        d.transmit();
+        d.events();
+        d.transmit();
+        if d.streams_left == 0 && d.ended.fin.is_none() && d.settled && !d.failed() && d.ended.peer.is_none() {
+            // Every stream ended: from here the summary is due, and may claim no more than these
+            // totals.
+            let fin = d.ctx.totals.finish();
+            if d.m.finish(fin, Instant::now()).is_ok() {
+                d.ended.fin = Some(fin);
+            }
+            d.transmit();
+        }
+        if d.over() {
+            return;
+        }
+        if d.streams_left == 0 && d.failed() {
+            let by = *explain_by.get_or_insert_with(|| Instant::now() + Duration::from_secs(5));
+            if Instant::now() >= by || d.cancelled {
+                return;
+            }
+        }
+        let deadline = [d.m.poll_timeout(), explain_by].into_iter().flatten().min();
+        let timer = deadline.map_or_else(never, crossbeam_channel::at);
+        let walk = if d.walking && d.m.can_offer() && !d.failed() { walked.clone() } else { never() };
+        select! {
+            recv(inputs) -> i => match i {
+                Ok(i) => {
+                    d.input(i);
+                    // Take what else is there before deciding (writes are reported fast), each
+                    // with its events: a summary must count before the close that follows it.
+                    while let Ok(i) = inputs.try_recv() {
+                        d.events();
+                        d.input(i);
+                    }
+                }
+                Err(_) => return,
+            },
+            recv(walk) -> w => match w {
+                Ok(w) => d.walked(w),
+                // The walker ended without saying so (it panicked).
+                Err(_) => d.walked(Walked::Done),
+            },
+            recv(timer) -> _ => {
+                if let Err(e) = d.m.handle_timeout(Instant::now()) {
+                    if e.what == WRITE_STALL {
+                        // A write is stuck: close everything, so that every thread ends.
+                        d.ended.write_stalled = true;
+                        d.ctx.queue.abort();
+                        d.shut_all();
+                    } else if d.ended.fin.is_some() {
+                        d.fail_peer(EngineError::Timeout(e.to_string()));
+                    } else {
+                        d.ended.stalled = true;
+                        d.ctx.queue.abort();
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Why the session failed, if it did: a stream's error, else the receiver's stall on offers,
 /// else the control reader's abort.
-pub(super) fn session_error(first_err: Option<EngineError>, ctx: &Ctx, o: &SendOpts) -> Option<EngineError> {
-    let mut first_err = first_err;
-    if ctx.stalled.load(Relaxed) {
+fn session_error(e: &mut Ended, ctx: &Ctx, o: &SendOpts) -> Option<EngineError> {
+    if e.write_stalled {
+        return Some(EngineError::Timeout(format!(
+            "no progress sending to the {} for {} s (link down, or the {} stalled)",
+            o.peer,
+            o.stall_timeout.as_secs_f64(),
+            o.peer
+        )));
+    }
+    let mut first_err = e.stream_err.take();
+    if e.stalled {
         first_err.get_or_insert(EngineError::Timeout(format!(
             "the receiver answered no offer for {} s (link down, or the receiver stalled)",
             o.stall_timeout.as_secs_f64()
         )));
     }
-    if first_err.is_none() && ctx.queue.is_aborted() {
-        // The control reader ended the session (a fatal error, a broken protocol).
+    if first_err.is_none() && ctx.queue.is_aborted() && e.fin.is_none() {
+        // The control stream ended the session (a fatal error, a broken protocol).
         first_err = Some(EngineError::Aborted {
             code: ErrorCode::Protocol,
             message: "the session was aborted (the control stream ended it)".into(),
@@ -183,11 +346,11 @@ pub(super) fn session_error(first_err: Option<EngineError>, ctx: &Ctx, o: &SendO
     first_err
 }
 
-/// The error to show for failure `e`: the peer's own explanation (`peer`, the control reader's
-/// outcome) if it sent one, else a clear word on a stall or a closed connection, else `e`.
-pub(super) fn explain(e: EngineError, peer: Result<Outcome, mpsc::RecvTimeoutError>, o: &SendOpts) -> EngineError {
+/// The error to show for failure `e`: the peer's own explanation (`peer`) if it sent one, else a
+/// clear word on a stall or a closed connection, else `e`.
+fn explain(e: EngineError, peer: Option<Result<Summary, EngineError>>, o: &SendOpts) -> EngineError {
     match (peer, e) {
-        (Ok(Err(why @ (EngineError::Remote { .. } | EngineError::Proto(_)))), _) => why,
+        (Some(Err(why @ (EngineError::Remote { .. } | EngineError::Proto(_)))), _) => why,
         (_, e @ EngineError::Net { .. }) if e.is_timeout() => EngineError::Timeout(format!(
             "no progress sending to the {} for {} s (link down, or the {} stalled)",
             o.peer,
@@ -204,41 +367,89 @@ pub(super) fn explain(e: EngineError, peer: Result<Outcome, mpsc::RecvTimeoutErr
         {
             EngineError::net(format!("the {} closed the connection mid-transfer (stopped or killed?)", o.peer), source)
         }
-        (Ok(Err(why)), EngineError::Aborted { .. }) => why,
+        (Some(Err(why)), EngineError::Aborted { .. }) => why,
         (_, e) => e,
     }
 }
 
-/// Send `Finish` with totals `fin` and wait for the summary within the limit (crates/proto
-/// `copy`), which may claim no more than `fin`: a receiver commits only what it was sent, and a
-/// summary claiming more must not make an incomplete copy look complete. Joins the reader.
-pub(super) fn finish_and_await_summary(
-    fin: Finish,
-    offers: &Offers,
-    ctl_tx: &Mutex<SendHalf>,
-    done_rx: &mpsc::Receiver<Outcome>,
-    reader: JoinHandle<()>,
+/// The sending side once connected: the threads started, the session driven to its end, the
+/// threads joined; the summary, or the best explanation of a failure. `cancel` is the user's
+/// Ctrl-C stop.
+pub(super) fn send_session(
+    control: Secured,
+    data: Vec<Secured>,
+    roots: Vec<Root>,
     o: &SendOpts,
-) -> Result<Summary, EngineError> {
-    let due = {
-        let mut st = offers.lock();
-        st.ctl.finish(fin, Instant::now());
-        st.ctl.poll_timeout()
+    ctx: Arc<Ctx>,
+    cancel: linerate_model::shutdown::Shutdown,
+) -> Result<Sent, EngineError> {
+    let (in_tx, in_rx) = crossbeam_channel::unbounded::<Input>();
+    let (walk_tx, walk_rx) = crossbeam_channel::bounded::<Walked>(WALK_AHEAD);
+    let data_socks: Vec<TcpStream> = data.iter().filter_map(|s| s.rx.socket()).collect();
+    let ctl_sock = control.rx.socket();
+    let streams_left = data.len();
+    let reader = spawn_control_reader(control.rx, in_tx.clone());
+    let (records, to_write) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let writer = spawn_control_writer(control.tx, to_write, in_tx.clone());
+    // Ctrl-C: tell the receiver, which ends the session and closes every stream, so every
+    // thread here ends on its own.
+    let watch = {
+        let to = in_tx.clone();
+        crate::copy::cancel::Watch::new(cancel.clone(), move || {
+            let _ = to.send(Input::Cancel);
+        })
     };
-    ctl_tx.lock().unwrap_or_else(PoisonError::into_inner).send_frames(&[Frame::Finish(fin)])?;
-    let wait = due.map_or(o.summary_wait, |d| d.saturating_duration_since(Instant::now()));
-    let summary = match done_rx.recv_timeout(wait) {
-        Ok(s) => s,
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            shutdown(ctl_tx);
-            let expired = offers.lock().ctl.handle_timeout(Instant::now() + wait).err();
-            let why = expired.map_or_else(|| "no summary from the receiver".into(), |e| e.to_string());
-            return Err(EngineError::Timeout(why));
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            return Err(EngineError::Internal("the control reader ended without a result".into()))
-        }
+    let walker = spawn_walker(roots, &ctx, walk_tx, o);
+    let workers = spawn_streams(data, &ctx, &in_tx);
+    drop(in_tx);
+    let cfg = SenderConfig {
+        flags: o.flags,
+        chunk_size: o.chunk as u32,
+        timeouts: SenderTimeouts { stall: o.stall_timeout, summary: o.summary_wait },
+        keepalive: o.keepalive,
     };
+    let mut d = Driver {
+        m: Sender::new(cfg, Instant::now()),
+        ctx: &ctx,
+        records,
+        data_socks,
+        ctl_sock: ctl_sock.as_ref().and_then(|s| s.try_clone().ok()),
+        files: HashMap::new(),
+        dry: o.has(FLAG_DRY_RUN),
+        list: o.list.clone(),
+        ended: Ended { stream_err: None, stalled: false, write_stalled: false, peer: None, fin: None },
+        streams_left,
+        walking: true,
+        settled: false,
+        cancelled: false,
+    };
+    drive(&mut d, &in_rx, &walk_rx);
+    drop(watch);
+    // Every thread ends now: the queue is finished or aborted, the walker's channel is gone, and
+    // the control socket closes under the reader and the writer (everything that mattered was
+    // sent: the summary came, or the session failed).
+    ctx.queue.abort();
+    drop(walk_rx);
+    drop(d.records);
+    if let Some(s) = ctl_sock {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    let _ = writer.join();
+    for w in workers {
+        let _ = w.join();
+    }
+    let _ = walker.join();
     let _ = reader.join();
-    summary
+    let mut ended = d.ended;
+    if d.cancelled || cancel.is_stopped() {
+        return Err(EngineError::Interrupted);
+    }
+    if let Some(e) = session_error(&mut ended, &ctx, o) {
+        return Err(explain(e, ended.peer, o));
+    }
+    match (ended.fin, ended.peer) {
+        (Some(fin), Some(Ok(summary))) => Ok(ctx.totals.sent(fin, summary)),
+        (_, Some(Err(e))) => Err(e),
+        _ => Err(EngineError::Internal("the session ended without a summary".into())),
+    }
 }

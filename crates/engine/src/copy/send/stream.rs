@@ -1,12 +1,13 @@
 //! One data stream of the sending side: take work from the shared queue, read, frame and send it,
 //! batching small files into large records and spreading big files' chunks over every stream.
 
+use super::session::Watched;
 use super::*;
 use crate::copy::digest::{self, Part};
 use crate::copy::fill;
 use crate::copy::sched::{Chunked, Waited, Work};
 use crate::copy::walk::{self, shown, Item, SrcFile};
-use crate::net::conn::{SendHalf, BATCH_TARGET};
+use crate::net::conn::BATCH_TARGET;
 use crate::EngineError;
 use linerate_proto::caps::RECORD_OVERHEAD;
 use linerate_proto::frame::{self, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry};
@@ -42,13 +43,13 @@ pub(super) fn reset(buf: &mut Vec<u8>) {
 }
 
 /// Send one record, paced.
-pub(super) fn flush(ctx: &Ctx, tx: &mut SendHalf, buf: &mut Vec<u8>) -> Result<(), EngineError> {
+pub(super) fn flush(ctx: &Ctx, tx: &mut Watched, buf: &mut Vec<u8>) -> Result<(), EngineError> {
     ctx.pace.take(buf.len());
     tx.send_buf(buf)
 }
 
 /// One stream: pull work, fill records, send. Flushes whenever the queue has nothing ready.
-pub(super) fn stream_loop(ctx: &Ctx, tx: &mut SendHalf) -> Result<(), EngineError> {
+pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError> {
     let cap = ctx.chunk as usize + RECORD_OVERHEAD;
     let mut buf = Vec::with_capacity(cap + 64);
     reset(&mut buf);

@@ -1,13 +1,19 @@
-//! A copy session's control-stream rules and deadlines, without I/O: what each side may receive
-//! on the control stream and when, what counts as progress, and when waiting has lasted too long.
+//! A copy session's control stream without I/O: what each side may receive and when, what counts
+//! as progress, when waiting has lasted too long — and what each side sends and when.
 //!
-//! Two state machines in the quinn-proto style: the engine feeds them what arrives and what it
-//! did (`handle_*`, `offered`, `finish`, with an explicit `now`), asks them for the next deadline
-//! (`poll_timeout`), and tells them when it passed (`handle_timeout`). [`SenderControl`] is the
-//! sending side's view (the client in a push, the server in a pull); [`ReceiverControl`] the
-//! receiving side's. The tree itself (names, ids, chunks) is [`crate::track::Tracker`]'s; these
-//! machines hold the session-level rules around it, so they can be tested with a virtual clock,
-//! no sockets and no sleeps.
+//! Two layers in the quinn-proto style. [`SenderControl`] and [`ReceiverControl`] are the rules:
+//! the engine feeds them what arrives (`handle_*`, with an explicit `now`) and they say whether it
+//! may, and when a wait expires (`poll_timeout`, `handle_timeout`). [`sender::Sender`] and
+//! [`receiver::Receiver`] are the session machines built on them: they also own each side's
+//! outbound queue (`poll_transmit`: offers batched into records, `--delete` listings, keepalives
+//! on their cadence, `Finish`; answers, reports, the summary) and what the engine must act on
+//! (`poll_event`), so that engine threads only move bytes and read the clock. The sending side is
+//! the client in a push and the server in a pull. The tree itself (names, ids, chunks) is
+//! [`crate::track::Tracker`]'s. The tests at the bottom step the two machines against each other
+//! on a virtual clock (a quinn-style `Pair`), with no sockets and no sleeps.
+
+pub mod receiver;
+pub mod sender;
 
 use crate::frame::{
     ErrorReport, Fatal, Finish, Frame, Keep, Note, Offer, Summary, Want, FLAG_DELETE, FLAG_DRY_RUN, FLAG_SYNC,
@@ -119,6 +125,12 @@ impl SenderControl {
         if self.phase == SenderPhase::Sending {
             self.phase = SenderPhase::Finished(fin, now);
         }
+    }
+
+    /// The session ended otherwise (a broken rule, an expired wait, this side's abort): nothing
+    /// more is accepted and no deadline is left.
+    pub fn end(&mut self) {
+        self.phase = SenderPhase::Over;
     }
 
     /// Whether the session is over (a summary or a fatal error arrived).
@@ -369,6 +381,9 @@ impl ReceiverControl {
         }
     }
 }
+
+#[cfg(test)]
+mod pair;
 
 #[cfg(test)]
 mod tests {
