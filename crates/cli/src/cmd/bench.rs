@@ -1,13 +1,12 @@
 //! `linerate bench`: flags → test specs (with sweeps and repeats), live interval lines, and the
 //! final table, JSON document (schema `linerate.bench/1`) or CSV.
 
-use crate::exit;
+use crate::error::{Error, ResultExt};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use linerate_engine::bench::stats::{busy, confidence, confident_enough, Latency, Summary};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_engine::net::conn;
-use linerate_engine::EngineError;
 use linerate_model::doc::bench as doc;
 use linerate_model::doc::ToolInfo;
 use linerate_model::units::{self, format_rate, format_size_iec};
@@ -506,22 +505,17 @@ fn headline(spec: &TestSpec, s: &Summary) -> f64 {
     }
 }
 
-pub fn run(a: BenchArgs) -> u8 {
+/// Run `linerate bench`: 0 the test ran, 2 bad usage or a test the server refused, 3 the
+/// session failed.
+pub fn run(a: BenchArgs) -> crate::error::Result {
     if a.iperf3_server {
         return run_as_server(&a);
     }
     // Not clap's `requires`: a flag's default value (false) would satisfy it.
     if a.one_off || a.bind.is_some() {
-        eprintln!("linerate bench: -1 and -B are the server's (iperf3 -s -1 -B ADDR): add -s to run the agent");
-        return exit::USAGE;
+        return Err(Error::usage("-1 and -B are the server's (iperf3 -s -1 -B ADDR): add -s to run the agent"));
     }
-    match run_inner(&a) {
-        Ok(code) => code,
-        Err((e, code)) => {
-            eprintln!("linerate bench: {e:#}");
-            code
-        }
-    }
+    run_inner(&a)
 }
 
 /// `HOST:PORT` for a host that names no port, IPv6 addresses in brackets; [`DEFAULT_PORT`]
@@ -537,8 +531,8 @@ fn host_port(host: &str, port: Option<u16>) -> String {
 
 /// iperf3's `-s`: the agent, answering benchmarks only, as `linerate serve` with the same
 /// key file; `-1` serves one session (`--once`).
-fn run_as_server(a: &BenchArgs) -> u8 {
-    let Some(key) = &a.keys.key_file else { return exit::USAGE };
+fn run_as_server(a: &BenchArgs) -> crate::error::Result {
+    let Some(key) = &a.keys.key_file else { return Err(Error::usage("-s needs --key-file FILE")) };
     let host = match (&a.bind, a.ipv6) {
         (Some(b), _) => b.as_str(),
         (None, true) => "::",
@@ -552,13 +546,8 @@ fn run_as_server(a: &BenchArgs) -> u8 {
     if a.quiet {
         argv.push("--quiet".into());
     }
-    match super::serve::serve_args(argv) {
-        Ok(s) => super::serve::run_serve(s),
-        Err(e) => {
-            eprintln!("linerate bench -s: {e}");
-            exit::USAGE
-        }
-    }
+    let s = super::serve::serve_args(argv).map_err(|e| Error::usage(format!("-s: {e}")))?;
+    super::serve::run_serve(s)
 }
 
 struct Point {
@@ -568,18 +557,17 @@ struct Point {
     runs: Vec<f64>,
 }
 
-fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
-    let usage = |e: anyhow::Error| (e, exit::USAGE);
-    let base = base_spec(a).map_err(usage)?;
-    let mut points = sweep_points(&base, &a.sweep).map_err(usage)?;
+fn run_inner(a: &BenchArgs) -> crate::error::Result {
+    let base = base_spec(a).usage()?;
+    let mut points = sweep_points(&base, &a.sweep).usage()?;
     count_blocks(&mut points, a.blockcount);
-    let (rmin, rmax) = pair(&a.repeat, "--repeat").map_err(usage)?;
-    let (level, width) = pair(&a.confidence, "--confidence").map_err(usage)?;
+    let (rmin, rmax) = pair(&a.repeat, "--repeat").usage()?;
+    let (level, width) = pair(&a.confidence, "--confidence").usage()?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
     // Every rule that does not depend on the server's caps, before anything is printed.
     let open = linerate_proto::bench::Limits { max_duration_ms: u64::MAX, ..Default::default() };
     for (_, spec) in &points {
-        spec.validate(&open).map_err(|e| usage(anyhow::anyhow!(e)))?;
+        spec.validate(&open).map_err(Error::usage)?;
     }
     let server = a.server.as_deref().or(a.client.as_deref()).unwrap_or_default();
     let family = if a.ipv4 {
@@ -589,12 +577,12 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     } else {
         None
     };
-    let addr = resolve_family(server, family, a.port).map_err(usage)?;
+    let addr = resolve_family(server, family, a.port).usage()?;
     let tuning = ClientTuning { mss: a.set_mss, cport: a.cport, cpu: a.affinity.and_then(|(n, _)| n) };
     for (_, spec) in &points {
-        linerate_engine::bench::check_local_options(spec, &tuning, addr).map_err(engine_err)?;
+        linerate_engine::bench::check_local_options(spec, &tuning, addr)?;
     }
-    let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").map_err(usage)?;
+    let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").usage()?;
     let cfg = BenchClientConfig {
         addr,
         secret,
@@ -612,14 +600,14 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
                 .append(true)
                 .open(f)
                 .with_context(|| format!("--logfile {}", f.display()))
-                .map_err(usage)?,
+                .usage()?,
         ),
         None => Box::new(std::io::stdout()),
     };
     // The JSON and CSV documents stay machine-readable: no prefixes.
     let plain = a.json || a.csv;
     let mut out = Out { to, title: a.title.clone().filter(|_| !plain), timestamps: a.timestamps && !plain };
-    let mut client = BenchClient::connect(cfg).map_err(engine_err)?;
+    let mut client = BenchClient::connect(cfg)?;
     if let Some(ms) = a.start_at {
         let at = std::time::UNIX_EPOCH + Duration::from_millis(ms);
         if let Ok(wait) = at.duration_since(std::time::SystemTime::now()) {
@@ -641,7 +629,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
                     out.say(&interval_line(&spec, iv));
                 }
             };
-            let r = client.run(&spec, &mut show).map_err(engine_err)?;
+            let r = client.run(&spec, &mut show)?;
             let s = r.summary(link);
             runs.push(headline(&spec, &s));
             last = Some((r, s));
@@ -665,7 +653,7 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     let doc = document(&done, &addr, &tuning, level as u32, width);
     if !a.no_save && !done.is_empty() {
         let saved = linerate_report::from_bench(&doc)
-            .map_err(anyhow::Error::from)
+            .internal()
             .and_then(|run| crate::cmd::report::save_run(a.db.as_deref(), &run));
         match saved {
             Ok(id) if !(a.quiet || a.json || a.csv) => eprintln!("saved as run {id} (linerate report show {id})"),
@@ -674,14 +662,14 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
     }
     if a.json {
-        out.say(&serde_json::to_string(&doc).map_err(|e| (e.into(), exit::SESSION))?);
+        out.say(&serde_json::to_string(&doc).internal()?);
     } else if a.csv {
         out.say(csv(&done).trim_end());
     } else if done.len() > 1 {
         out.say(&sweep_table(&done));
     }
-    out.to.flush().map_err(|e| (anyhow::Error::new(e).context("writing the report"), exit::SESSION))?;
-    Ok(exit::OK)
+    out.to.flush().context("writing the report").io()?;
+    Ok(())
 }
 
 /// Where the report goes, and what each of its lines starts with (-T, --timestamps).
@@ -710,11 +698,6 @@ impl Out {
             let _ = writeln!(self.to, "{prefix}{line}");
         }
     }
-}
-
-fn engine_err(e: EngineError) -> (anyhow::Error, u8) {
-    let code = exit::of(&e);
-    (anyhow::Error::new(e), code)
 }
 
 fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> String {

@@ -2,7 +2,8 @@
 //! speed, before any benchmark. Collection and analysis live in `linerate_engine::host` and
 //! `linerate_engine::doctor`; this file parses flags and prints the report.
 
-use crate::exit;
+use crate::error::{Result, ResultExt};
+use anyhow::Context as _;
 use clap::Args;
 use linerate_doctor::host::Roots;
 use linerate_doctor::{self as doctor, AnalysisConfig, CollectConfig, Estimate, Report, Severity};
@@ -128,8 +129,8 @@ fn probe_for(a: &DoctorArgs) -> anyhow::Result<Option<BenchProbe>> {
     Ok(Some(BenchProbe { key, key_auth }))
 }
 
-/// Run `linerate doctor`.
-pub fn run_doctor(a: DoctorArgs) -> u8 {
+/// Run `linerate doctor`: 0 whenever the report was produced, 2 bad usage.
+pub fn run_doctor(a: DoctorArgs) -> Result {
     let cores = linerate_doctor::host::cpu::CpuFacts::read(&Roots::default()).cores;
     let ccfg = CollectConfig {
         iface: a.iface.clone(),
@@ -141,20 +142,9 @@ pub fn run_doctor(a: DoctorArgs) -> u8 {
         probe_secs: 2.0,
     };
     // The rate probe is a short `linerate bench` against the peer; it needs the peer's key.
-    let probe = match probe_for(&a) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("linerate doctor: {e:#}");
-            return exit::USAGE;
-        }
-    };
-    let facts = match doctor::collect(&Roots::default(), &ccfg, probe.as_ref().map(|p| p as &dyn doctor::RateProbe)) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("linerate doctor: {e}");
-            return exit::USAGE;
-        }
-    };
+    let probe = probe_for(&a).usage()?;
+    let facts =
+        doctor::collect(&Roots::default(), &ccfg, probe.as_ref().map(|p| p as &dyn doctor::RateProbe)).usage()?;
     let mut acfg = AnalysisConfig::for_cores(facts.cpu.cores);
     acfg.rtt_s = a.rtt.as_secs_f64();
     if let Some(s) = a.streams {
@@ -162,17 +152,12 @@ pub fn run_doctor(a: DoctorArgs) -> u8 {
     }
     let report = doctor::analyze(facts, &acfg);
     if a.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(j) => out(&format!("{j}\n")),
-            Err(e) => {
-                eprintln!("linerate doctor: cannot encode the report: {e}");
-                return exit::SESSION;
-            }
-        }
+        let j = serde_json::to_string_pretty(&report).context("cannot encode the report").internal()?;
+        out(&format!("{j}\n"));
     } else {
         out(&human(&report));
     }
-    exit::OK
+    Ok(())
 }
 
 /// Write to stdout; a closed pipe (`| head`) is not an error worth a panic.
