@@ -1,15 +1,17 @@
-//! `linerate bench`: flags → test specs (with sweeps and repeats), live interval lines, and the
-//! final table, JSON document (schema `linerate.bench/1`) or CSV.
+//! `linerate bench`: flags → test specs (with sweeps and repeats), then the runs, printing the
+//! live interval lines, the final table or CSV (rendered by `linerate_engine::bench::text`) and
+//! the JSON document (schema `linerate.bench/1`).
 
 use crate::error::{Error, ResultExt};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use linerate_engine::bench::stats::{busy, confidence, confident_enough, Latency, Summary};
+use linerate_engine::bench::stats::{confidence, confident_enough, Summary};
+use linerate_engine::bench::text::{self, Point};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_engine::net::conn;
 use linerate_model::doc::bench as doc;
 use linerate_model::doc::ToolInfo;
-use linerate_model::units::{self, format_rate, format_size_iec};
+use linerate_model::units;
 use linerate_model::DEFAULT_PORT;
 use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
 use serde_json::Value;
@@ -550,13 +552,6 @@ fn run_as_server(a: &BenchArgs) -> crate::error::Result {
     super::serve::run_serve(s)
 }
 
-struct Point {
-    labels: Vec<(String, String)>,
-    result: TestResult,
-    summary: Summary,
-    runs: Vec<f64>,
-}
-
 fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let base = base_spec(a).usage()?;
     let mut points = sweep_points(&base, &a.sweep).usage()?;
@@ -619,14 +614,14 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let mut done = Vec::new();
     for (labels, spec) in points {
         if live {
-            out.say(&banner(&spec, &addr, &labels));
+            out.say(&text::banner(&spec, &addr, &labels));
         }
         let mut runs = Vec::new();
         let mut last = None;
         for _ in 0..rmax {
             let mut show = |iv: &IntervalCounts| {
                 if live {
-                    out.say(&interval_line(&spec, iv));
+                    out.say(&text::interval_line(&spec, iv));
                 }
             };
             let r = client.run(&spec, &mut show)?;
@@ -639,13 +634,13 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         }
         let Some((result, summary)) = last else { continue };
         if !(a.json || a.csv) {
-            out.say(&table(&result, &summary, &runs, level as u32));
+            out.say(&text::table(&result, &summary, &runs, level as u32));
         }
         let behind = result.latency.as_ref().and_then(|l| l.behind_schedule);
-        if let Some(w) = missed_schedule(&result.spec, summary.transactions_per_s, behind) {
+        if let Some(w) = text::missed_schedule(&result.spec, summary.transactions_per_s, behind) {
             eprintln!("linerate bench: warning: {w}");
         }
-        if let Some(w) = coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
+        if let Some(w) = text::coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
             eprintln!("linerate bench: note: {w}");
         }
         done.push(Point { labels, result, summary, runs });
@@ -664,9 +659,9 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     if a.json {
         out.say(&serde_json::to_string(&doc).internal()?);
     } else if a.csv {
-        out.say(csv(&done).trim_end());
+        out.say(text::csv(&done).trim_end());
     } else if done.len() > 1 {
-        out.say(&sweep_table(&done));
+        out.say(&text::sweep_table(&done));
     }
     out.to.flush().context("writing the report").io()?;
     Ok(())
@@ -698,307 +693,6 @@ impl Out {
             let _ = writeln!(self.to, "{prefix}{line}");
         }
     }
-}
-
-fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> String {
-    let dir = match s.direction {
-        Direction::Send => "client → server",
-        Direction::Receive => "server → client",
-        Direction::Bidir => "both ways",
-    };
-    let pt = if labels.is_empty() {
-        String::new()
-    } else {
-        format!(" [{}]", labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "))
-    };
-    let length = match s.bytes {
-        Some(b) => {
-            format!("until {} are sent (at most {} s)", format_size_iec(b as f64), s.duration_ms as f64 / 1000.0)
-        }
-        None => format!("{} s", s.duration_ms as f64 / 1000.0),
-    };
-    format!(
-        "linerate bench {} to {addr}, {} connection{}, {dir}, {length}{}{pt}",
-        s.kind.name(),
-        s.initial_connections(),
-        if s.initial_connections() == 1 { "" } else { "s" },
-        if s.omit_ms > 0 { format!(" after {} s warm-up", s.omit_ms as f64 / 1000.0) } else { String::new() }
-    )
-}
-
-fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
-    let secs = (iv.end_s - iv.start_s).max(1e-9);
-    let mut line = format!("[{:6.2}-{:6.2} s]", iv.start_s, iv.end_s);
-    if iv.tx > 0 {
-        line += &format!("  sent {:>12}", format_rate(iv.tx as f64 * 8.0 / secs));
-    }
-    if iv.rx > 0 {
-        line += &format!("  received {:>12}", format_rate(iv.rx as f64 * 8.0 / secs));
-    }
-    if matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile) {
-        line += &format!("  {:>10.0} trans/s", iv.transactions as f64 / secs);
-    }
-    if iv.start_s * 1000.0 < spec.omit_ms as f64 {
-        line += "  (warm-up)";
-    }
-    line
-}
-
-/// An open-loop test that fell behind its schedule: what was asked, what was achieved. Its
-/// latency then includes the wait for the schedule, as open loop means it to (the alternative,
-/// timing from the late send, is coordinated omission), so the figures must be read with this.
-fn missed_schedule(spec: &TestSpec, achieved: Option<f64>, behind: Option<f64>) -> Option<String> {
-    let asked = spec.rate? as f64;
-    let achieved = achieved?;
-    if !matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr) {
-        return None;
-    }
-    let behind = behind.unwrap_or(0.0);
-    let why = if achieved < 0.95 * asked {
-        format!("{asked:.0} transactions/s asked, {achieved:.0}/s achieved ({:.0}%)", achieved * 100.0 / asked)
-    } else if behind > 0.05 {
-        format!(
-            "{:.0}% of the requests left more than one interval after they were due (this host could \
-             not keep up: -P spreads --rate over more connections)",
-            behind * 100.0
-        )
-    } else {
-        return None;
-    };
-    Some(format!(
-        "the open-loop schedule was missed: {why}; latency counts each request from when it was due, so it \
-         includes the backlog (no coordinated omission): lower --rate to measure latency at a rate this path sustains"
-    ))
-}
-
-/// Per-connection bytes are exact (counted per read at the receiver), but a sender moves whole
-/// `-l` writes: with thousands of connections each makes only a few in the test, so the rates
-/// come in steps of one write and the fairness figures are only as fine as that. Says so when
-/// the average connection made under 20 writes.
-fn coarse_fairness(spec: &TestSpec, seconds: f64, f: Option<&doc::Fairness>) -> Option<String> {
-    let f = f?;
-    if spec.kind != TestKind::TcpStream || spec.connections < 2 || seconds <= 0.0 || spec.msg_size == 0 {
-        return None;
-    }
-    let writes = f.mean_bps * seconds / 8.0 / f64::from(spec.msg_size);
-    if writes >= 20.0 {
-        return None;
-    }
-    let step = f64::from(spec.msg_size) * 8.0 / seconds;
-    Some(format!(
-        "the {} connections made {writes:.1} writes of {} each on average, so their rates come in steps of one \
-         write ({} over {:.1} s) and the fairness figures (Jain {}) are that coarse; a smaller -l or a longer -t \
-         resolves them finer",
-        spec.connections,
-        format_size_iec(f64::from(spec.msg_size)),
-        format_rate(step),
-        seconds,
-        f.jain.map_or("-".into(), |j| format!("{j:.3}")),
-    ))
-}
-
-/// One line per connection (as iperf3 prints with -P): what each moved, counted at its
-/// receiver, over the counted time; none for one connection or more than 64.
-fn per_connection(r: &TestResult) -> String {
-    let n = r.local.conns.len().max(r.remote.conns.len());
-    if !(2..=64).contains(&n) {
-        return String::new();
-    }
-    let bps = |bytes: u64, secs: f64| format_rate(bytes as f64 * 8.0 / secs.max(1e-9));
-    let mut o = String::new();
-    for c in &r.remote.conns {
-        let mut line = format!("  conn {:<5}", c.id);
-        if c.rx > 0 {
-            line += &format!("  client→server {:>12}", bps(c.rx, r.remote.seconds));
-        }
-        if let Some(l) = r.local.conns.iter().find(|l| l.id == c.id).filter(|l| l.rx > 0) {
-            line += &format!("  server→client {:>12}", bps(l.rx, r.local.seconds));
-        }
-        let mine = r.local.conns.iter().find(|l| l.id == c.id).and_then(|l| l.tcp.as_ref());
-        let retrans: u32 = [c.tcp.as_ref(), mine].into_iter().flatten().map(|t| t.retrans).sum();
-        line += &format!("  retransmits {retrans}");
-        o += &line;
-        o.push('\n');
-    }
-    o
-}
-
-/// Latency percentiles on one line, microseconds.
-fn latency_line(l: &Latency) -> String {
-    format!(
-        "min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  ({} samples)",
-        l.min, l.p50, l.p90, l.p99, l.p999, l.max, l.count
-    )
-}
-
-fn pct(v: f64) -> String {
-    format!("{:.1}%", v * 100.0)
-}
-
-fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
-    let mut o = String::from("\n");
-    o += &per_connection(r);
-    let row = |o: &mut String, k: &str, v: String| o.push_str(&format!("  {k:<18}{v}\n"));
-    row(
-        &mut o,
-        "goodput",
-        format!(
-            "{}  (client→server {}, server→client {}; counted at the receiver)",
-            format_rate(s.throughput_bps),
-            format_rate(s.send_bps),
-            format_rate(s.receive_bps)
-        ),
-    );
-    if let Some(t) = s.transactions_per_s {
-        row(&mut o, "transactions", format!("{t:.0}/s"));
-    }
-    if let Some(l) = &s.latency_us {
-        row(&mut o, "latency µs", latency_line(l));
-    }
-    // A profile's groups each on their own: the latency probe apart from the bulk beside it.
-    if s.groups.len() > 1 {
-        for g in &s.groups {
-            let mut v = format!(
-                "{} conn{}: client→server {}, server→client {}",
-                g.connections,
-                if g.connections == 1 { "" } else { "s" },
-                format_rate(g.send_bps),
-                format_rate(g.receive_bps)
-            );
-            if let (Some(t), Some(l)) = (g.transactions_per_s, &g.latency_us) {
-                v += &format!("; {t:.0} transactions/s, latency µs {}", latency_line(l));
-            }
-            row(&mut o, &format!("group {}", g.name), v);
-        }
-    }
-    if let (Some(loss), Some(pps)) = (s.loss_pct, s.packets_per_s) {
-        row(
-            &mut o,
-            "udp",
-            format!(
-                "loss {loss:.3}%  {pps:.0} packets/s received  {} out of order  {} duplicated  jitter {:.1} µs  offered {}",
-                s.out_of_order.unwrap_or(0),
-                s.duplicates.unwrap_or(0),
-                s.jitter_us.unwrap_or(0.0),
-                format_rate(s.sender_bps.unwrap_or(0.0))
-            ),
-        );
-    }
-    if let Some(f) = &s.fairness {
-        row(
-            &mut o,
-            "fairness",
-            format!(
-                "{} connections: Jain {}, min {} mean {} max {}, CoV {:.3}{}",
-                s.connections,
-                f.jain.map_or("-".into(), |j| format!("{j:.3}")),
-                format_rate(f.min_bps),
-                format_rate(f.mean_bps),
-                format_rate(f.max_bps),
-                f.cov,
-                if f.starved > 0 { format!(", {} starved", f.starved) } else { String::new() }
-            ),
-        );
-    }
-    // The server's figures are its whole machine's: with other clients' tests beside this one
-    // they include those too, and say so.
-    let others = r.remote.host.get("concurrent_tests").and_then(serde_json::Value::as_u64).unwrap_or(1);
-    let server_label = if others > 1 {
-        format!("CPU server (whole machine, {others} tests running)")
-    } else {
-        "CPU server".to_string()
-    };
-    for (k, c) in [("CPU client", &s.cpu.local), (server_label.as_str(), &s.cpu.remote)] {
-        row(
-            &mut o,
-            k,
-            format!(
-                "user {} sys {} softirq {} of {} cores; process {:.2} s user {:.2} s sys",
-                pct(c.user),
-                pct(c.system),
-                pct(c.softirq),
-                c.cores,
-                c.process_user_s,
-                c.process_system_s
-            ),
-        );
-    }
-    row(
-        &mut o,
-        "service demand",
-        format!(
-            "client {:.3} µs/KB, server {:.3} µs/KB{}{}",
-            s.service_demand_us_per_kb.0,
-            s.service_demand_us_per_kb.1,
-            if others > 1 {
-                format!(" (the server's: its whole machine, {others} tests running)")
-            } else {
-                String::new()
-            },
-            s.service_demand_us_per_tran
-                .map_or(String::new(), |(a, b)| format!("; {a:.1} / {b:.1} µs per transaction"))
-        ),
-    );
-    let buf = |b: Option<(u32, u32)>| {
-        b.map_or("-".to_string(), |(s, r)| {
-            format!("snd {} rcv {}", format_size_iec(f64::from(s)), format_size_iec(f64::from(r)))
-        })
-    };
-    // The congestion control the data sockets used, as each side read it back (TCP tests).
-    let cc = |h: &Value| {
-        h.get("congestion_control_in_use").and_then(Value::as_str).map(|n| linerate_proto::name::escape(n.as_bytes()))
-    };
-    let congestion = match (cc(&r.local.host), cc(&r.remote.host)) {
-        (None, None) => String::new(),
-        (l, r) => {
-            format!(", congestion client {} / server {}", l.as_deref().unwrap_or("-"), r.as_deref().unwrap_or("-"))
-        }
-    };
-    row(
-        &mut o,
-        "tcp",
-        format!(
-            "retransmits {}, mean RTT {}, buffers client {} / server {}{congestion}",
-            s.retransmits,
-            s.rtt_us.map_or("-".into(), |r| format!("{r:.0} µs")),
-            buf(s.buffers.0),
-            buf(s.buffers.1)
-        ),
-    );
-    if let Some(e) = &s.efficiency {
-        row(
-            &mut o,
-            "line rate",
-            format!(
-                "{:.1}% of the {} TCP payload ceiling of a {} link at MTU {}",
-                e.ratio * 100.0,
-                format_rate(e.ceiling_bps),
-                format_rate(e.link_bps),
-                e.mtu
-            ),
-        );
-    }
-    if runs.len() > 1 {
-        if let Some(c) = confidence(runs, level) {
-            row(
-                &mut o,
-                "repeats",
-                format!(
-                    "{} runs, mean {:.4e} ± {:.2}% at {}% confidence (the interval's full width {:.2}% of the mean)",
-                    c.n,
-                    c.mean,
-                    c.width_pct,
-                    c.level,
-                    c.full_width_pct.unwrap_or(2.0 * c.width_pct)
-                ),
-            );
-        }
-    }
-    for e in s.errors.iter().take(5) {
-        row(&mut o, "error", e.clone());
-    }
-    let _ = r;
-    o
 }
 
 fn cpu_doc(c: &linerate_proto::bench::CpuShare) -> doc::CpuShare {
@@ -1199,100 +893,9 @@ fn document(points: &[Point], addr: &SocketAddr, tuning: &ClientTuning, level: u
     }
 }
 
-fn csv(points: &[Point]) -> String {
-    let mut o = String::from("test,direction,connections,msg_size,resp_size,sndbuf,rcvbuf,seconds,throughput_bps,send_bps,receive_bps,transactions_per_s,p50_us,p99_us,p999_us,loss_pct,jain,cpu_local_busy,cpu_remote_busy,sd_local_us_per_kb,sd_remote_us_per_kb,retransmits,runs\n");
-    for p in points {
-        let (s, sp) = (&p.summary, &p.result.spec);
-        let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
-        let dir = match sp.direction {
-            Direction::Send => "send",
-            Direction::Receive => "receive",
-            Direction::Bidir => "bidir",
-        };
-        o += &format!(
-            "{},{},{},{},{},{},{},{:.3},{:.0},{:.0},{:.0},{},{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{},{}\n",
-            sp.kind.name(),
-            dir,
-            s.connections,
-            sp.msg_size,
-            sp.resp_size,
-            sp.sndbuf.map_or(String::new(), |b| b.to_string()),
-            sp.rcvbuf.map_or(String::new(), |b| b.to_string()),
-            s.seconds,
-            s.throughput_bps,
-            s.send_bps,
-            s.receive_bps,
-            opt(s.transactions_per_s),
-            opt(s.latency_us.as_ref().map(|l| l.p50)),
-            opt(s.latency_us.as_ref().map(|l| l.p99)),
-            opt(s.latency_us.as_ref().map(|l| l.p999)),
-            opt(s.loss_pct),
-            opt(s.jain),
-            busy(&s.cpu.local),
-            busy(&s.cpu.remote),
-            s.service_demand_us_per_kb.0,
-            s.service_demand_us_per_kb.1,
-            s.retransmits,
-            p.runs.len()
-        );
-    }
-    o
-}
-
-fn sweep_table(points: &[Point]) -> String {
-    let mut o = format!(
-        "\n{:<28} {:>14} {:>12} {:>10} {:>8} {:>8} {:>7}\n",
-        "point", "goodput", "trans/s", "p99 µs", "CPU cl", "CPU sv", "Jain"
-    );
-    for p in points {
-        let s = &p.summary;
-        let label = p.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        o += &format!(
-            "{:<28} {:>14} {:>12} {:>10} {:>8} {:>8} {:>7}\n",
-            label,
-            format_rate(s.throughput_bps),
-            s.transactions_per_s.map_or("-".into(), |t| format!("{t:.0}")),
-            s.latency_us.as_ref().map_or("-".into(), |l| format!("{:.1}", l.p99)),
-            pct(busy(&s.cpu.local)),
-            pct(busy(&s.cpu.remote)),
-            s.jain.map_or("-".into(), |j| format!("{j:.3}")),
-        );
-    }
-    o
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_missed_open_loop_schedule_is_named_with_both_rates() {
-        let mut rr = TestSpec::new(TestKind::TcpRr);
-        assert_eq!(missed_schedule(&rr, Some(10.0), None), None, "closed loop has no schedule");
-        rr.rate = Some(20_000);
-        assert_eq!(missed_schedule(&rr, Some(19_500.0), Some(0.01)), None, "within 5 %, on time");
-        let w = missed_schedule(&rr, Some(17_375.0), None).unwrap();
-        assert!(w.contains("20000 transactions/s asked, 17375/s achieved (87%)") && w.contains("coordinated"), "{w}");
-        let w = missed_schedule(&rr, Some(19_967.0), Some(0.62)).unwrap();
-        assert!(w.contains("62% of the requests left more than one interval after they were due"), "{w}");
-        let mut stream = TestSpec::new(TestKind::TcpStream);
-        stream.rate = Some(1_000_000_000);
-        assert_eq!(missed_schedule(&stream, Some(1.0), Some(1.0)), None, "a paced stream is not a schedule");
-    }
-
-    #[test]
-    fn fairness_from_few_writes_per_connection_is_called_coarse() {
-        let mut spec = TestSpec::new(TestKind::TcpStream);
-        spec.connections = 10_000;
-        spec.msg_size = 131_072;
-        // The 10,000-connection run: 3.23 Mbit/s each over 3 s is 9.2 writes of 128 KiB.
-        let f = linerate_engine::bench::stats::fairness(&[2.09e6, 3.49e6, 4.19e6, 3.14e6]).unwrap();
-        let w = coarse_fairness(&spec, 3.0, Some(&f)).unwrap();
-        assert!(w.contains("9.2 writes of 128 KiB") && w.contains("350 kbit/s over 3.0 s"), "{w}");
-        assert_eq!(coarse_fairness(&spec, 30.0, Some(&f)), None, "92 writes each: fine enough");
-        spec.connections = 1;
-        assert_eq!(coarse_fairness(&spec, 3.0, Some(&f)), None, "one connection has no fairness");
-    }
 
     #[test]
     fn dscp_names_and_numbers_and_tos_bytes_parse() {
@@ -1335,7 +938,7 @@ mod tests {
         let mut pts = sweep_points(&base_spec(&a).unwrap(), &a.sweep).unwrap();
         count_blocks(&mut pts, a.blockcount);
         assert_eq!(pts.iter().map(|p| p.1.bytes).collect::<Vec<_>>(), [Some(102_400), Some(204_800)]);
-        assert!(banner(&pts[0].1, &"127.0.0.1:1".parse().unwrap(), &[]).contains("until 100 KiB are sent"));
+        assert!(text::banner(&pts[0].1, &"127.0.0.1:1".parse().unwrap(), &[]).contains("until 100 KiB are sent"));
     }
 
     /// The flags of `linerate bench HOST ARGS...`.
