@@ -6,6 +6,7 @@ use crate::error::{Error, ResultExt};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use linerate_engine::bench::stats::{confidence, confident_enough, Summary};
+use linerate_engine::bench::sweep;
 use linerate_engine::bench::text::{self, Point};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_engine::net::conn;
@@ -417,49 +418,6 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     Ok(s)
 }
 
-/// `-k N`: N writes of each point's own write size.
-fn count_blocks(points: &mut [SweepPoint], blocks: Option<u64>) {
-    if let Some(k) = blocks {
-        for (_, s) in points {
-            s.bytes = Some(k.saturating_mul(u64::from(s.msg_size)));
-        }
-    }
-}
-
-/// Every combination of the sweep's values, each as (label, spec).
-/// A sweep point: its (key, value) labels and its test.
-type SweepPoint = (Vec<(String, String)>, TestSpec);
-
-fn sweep_points(base: &TestSpec, sweeps: &[String]) -> Result<Vec<SweepPoint>> {
-    let mut points = vec![(Vec::new(), base.clone())];
-    for sw in sweeps {
-        let (key, vals) = sw.split_once('=').with_context(|| format!("--sweep {sw:?}: expected KEY=V1,V2"))?;
-        let mut next = Vec::new();
-        for (labels, spec) in &points {
-            for v in vals.split(',').map(str::trim).filter(|v| !v.is_empty()) {
-                let mut s = spec.clone();
-                match key {
-                    "msg" | "length" => s.msg_size = parse_size32(v).map_err(anyhow::Error::msg)?,
-                    "buf" | "window" => {
-                        let b = parse_size32(v).map_err(anyhow::Error::msg)?;
-                        (s.sndbuf, s.rcvbuf) = (Some(b), Some(b));
-                    }
-                    "conns" | "parallel" => {
-                        s.connections = v.parse().with_context(|| format!("--sweep conns: {v:?}"))?
-                    }
-                    "response" => s.resp_size = parse_size32(v).map_err(anyhow::Error::msg)?,
-                    other => bail!("--sweep {other}: unknown key (msg, buf, conns, response)"),
-                }
-                let mut l = labels.clone();
-                l.push((key.to_string(), v.to_string()));
-                next.push((l, s));
-            }
-        }
-        points = next;
-    }
-    Ok(points)
-}
-
 /// The host part of `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, as written.
 pub(crate) fn host_of(server: &str) -> &str {
     if let Some(rest) = server.strip_prefix('[') {
@@ -554,8 +512,8 @@ fn run_as_server(a: &BenchArgs) -> crate::error::Result {
 
 fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let base = base_spec(a).usage()?;
-    let mut points = sweep_points(&base, &a.sweep).usage()?;
-    count_blocks(&mut points, a.blockcount);
+    let mut points = sweep::points(&base, &a.sweep).usage()?;
+    sweep::count_blocks(&mut points, a.blockcount);
     let (rmin, rmax) = pair(&a.repeat, "--repeat").usage()?;
     let (level, width) = pair(&a.confidence, "--confidence").usage()?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
@@ -935,8 +893,8 @@ mod tests {
         assert_eq!((s.bytes, s.duration_ms), (Some(1 << 30), 30_000));
         assert_eq!(base_spec(&parse(&[])).unwrap().duration_ms, 10_000);
         let a = parse(&["-k", "100", "-l", "1K", "--sweep", "msg=1K,2K"]);
-        let mut pts = sweep_points(&base_spec(&a).unwrap(), &a.sweep).unwrap();
-        count_blocks(&mut pts, a.blockcount);
+        let mut pts = sweep::points(&base_spec(&a).unwrap(), &a.sweep).unwrap();
+        sweep::count_blocks(&mut pts, a.blockcount);
         assert_eq!(pts.iter().map(|p| p.1.bytes).collect::<Vec<_>>(), [Some(102_400), Some(204_800)]);
         assert!(text::banner(&pts[0].1, &"127.0.0.1:1".parse().unwrap(), &[]).contains("until 100 KiB are sent"));
     }
@@ -959,19 +917,6 @@ mod tests {
         assert_eq!(parse_size32("64kB"), Ok(64000));
         assert!(parse_size32("8G").is_err());
         assert!(parse_size32("1.5").is_err());
-    }
-
-    #[test]
-    fn sweeps_run_every_combination() {
-        let base = TestSpec::new(TestKind::TcpStream);
-        let pts = sweep_points(&base, &["msg=512,64K".into(), "buf=8K,64K".into(), "conns=8,64,512".into()]).unwrap();
-        assert_eq!(pts.len(), 12);
-        assert_eq!(pts[0].1.msg_size, 512);
-        assert_eq!(pts[0].1.sndbuf, Some(8192));
-        assert_eq!(pts[11].1.connections, 512);
-        assert_eq!(pts[11].1.msg_size, 65536);
-        assert!(sweep_points(&base, &["bogus=1".into()]).is_err());
-        assert!(sweep_points(&base, &["conns=x".into()]).is_err());
     }
 
     #[test]

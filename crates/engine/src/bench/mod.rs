@@ -1,13 +1,15 @@
 //! `linerate bench`: the client that runs tests against `linerate serve`, and the counting,
 //! sampling and summing that both sides share. `io` drives TCP connections, `udp` the UDP
 //! test, [`server`] the agent's side, `scripts` the client's request/response and profile
-//! workloads, [`stats`] turns two sides' counts into the figures people read, and [`text`]
-//! renders them as `linerate bench` prints them.
+//! workloads, [`sweep`] makes a sweep's points from a base test, [`stats`] turns two sides'
+//! counts into the figures people read, and [`text`] renders them as `linerate bench` prints
+//! them.
 
 pub(crate) mod io;
 pub(crate) mod scripts;
 pub mod server;
 pub mod stats;
+pub mod sweep;
 pub mod text;
 pub(crate) mod udp;
 
