@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use linerate_report::export::{self, Format};
 use linerate_report::svg::ChartKind;
+use linerate_report::list::clean;
 use linerate_report::{RunReport, Store};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -139,27 +140,8 @@ enum ExportFormat {
     Md,
 }
 
-fn store_path(db: Option<&Path>) -> Result<PathBuf> {
-    match db {
-        Some(p) => {
-            let s = p.to_string_lossy();
-            if linerate_report::store::is_postgres(&s) && linerate_report::store::postgres::has_password(&s) {
-                bail!(
-                    "--db {}: no password on the command line (other users can read it): give it in \
-                     PGPASSWORD or ~/.pgpass, or the whole URL in LINERATE_DB",
-                    linerate_report::store::postgres::redact(&s)
-                );
-            }
-            Ok(p.to_path_buf())
-        }
-        None => {
-            Store::default_path().context("no data directory is known for this user: give --db PATH or set LINERATE_DB")
-        }
-    }
-}
-
 fn open(db: Option<&Path>) -> crate::error::Result<Store> {
-    let path = store_path(db).usage()?;
+    let path = linerate_report::store::store_path(db).usage()?;
     Store::open(&path).with_context(|| format!("cannot open the run store {}", path.display())).store()
 }
 
@@ -168,22 +150,13 @@ fn open(db: Option<&Path>) -> crate::error::Result<Store> {
 /// nothing; callers report on stderr as they see fit.
 pub fn save_run(db: Option<&Path>, report: &RunReport) -> crate::error::Result<String> {
     let mut store = open(db)?;
-    let path = store.path().to_string();
-    let mut fresh;
-    let mut run = report;
-    for _ in 0..3 {
-        match store.insert(run) {
-            Ok(()) => return Ok(run.id.clone()),
-            // two runs in the same second drew the same suffix: take another id
-            Err(linerate_report::ReportError::Duplicate(_)) => {
-                fresh = run.clone();
-                fresh.id = linerate_report::new_id();
-                run = &fresh;
-            }
-            Err(e) => return Err(e).with_context(|| format!("cannot save run {} in {path}", run.id)).store(),
-        }
-    }
-    Err(Error::msg(Kind::Store, format!("cannot save run {} in {path}: no free run id", report.id)))
+    store.save(report).map_err(|e| match e {
+        linerate_report::ReportError::NoFreeId { .. } => Error::new(Kind::Store, e),
+        e => Error::new(
+            Kind::Store,
+            anyhow::Error::new(e).context(format!("cannot save run {} in {}", report.id, store.path())),
+        ),
+    })
 }
 
 fn lookup(store: &mut Store, id: &str) -> crate::error::Result<RunReport> {
@@ -210,11 +183,6 @@ fn write_out(output: Option<&Path>, text: &str) -> Result<()> {
     }
 }
 
-/// Replaces control characters so an id or title from a file cannot drive the terminal.
-fn clean(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
-}
-
 fn read_doc(file: &Path) -> Result<serde_json::Value> {
     const MAX: u64 = 64 << 20;
     let mut buf = Vec::new();
@@ -239,27 +207,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
         ReportCmd::List { json } => {
             let mut store = open(db)?;
             let runs = store.list().context("cannot list runs").store()?;
-            let mut text = String::new();
-            for r in &runs {
-                if json {
-                    let line = serde_json::json!({
-                        "id": r.id, "kind": r.kind, "created": r.created, "title": r.title,
-                        "headline": r.headline.as_ref().map(|m| serde_json::json!({"name": m.name, "value": m.value, "unit": m.unit})),
-                    });
-                    text.push_str(&format!("{line}\n"));
-                } else {
-                    let head =
-                        r.headline.as_ref().map_or(String::new(), |m| linerate_report::convert::si(m.value, &m.unit));
-                    text.push_str(&format!(
-                        "{}  {:<5}  {}  {:>14}  {}\n",
-                        r.id,
-                        r.kind,
-                        r.created,
-                        head,
-                        clean(&r.title)
-                    ));
-                }
-            }
+            let text = if json { linerate_report::list::json_lines(&runs) } else { linerate_report::list::text(&runs) };
             if runs.is_empty() && !json {
                 eprintln!("no runs in {}", store.path());
             }
@@ -377,18 +325,14 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             Ok(())
         }
         ReportCmd::Svg { id, chart, output } => {
-            let (kind, n) = match chart.split_once(':') {
-                Some((k, n)) => (k, n.parse::<usize>().ok().filter(|n| *n >= 1)),
-                None => (chart.as_str(), Some(1)),
-            };
-            let (Some(kind), Some(n)) = (ChartKind::parse(kind), n) else {
+            let Some((kind, index)) = ChartKind::parse_spec(&chart) else {
                 return Err(Error::usage(format!(
                     "--chart {chart}: expected bars, xy, flows, series or latency, optionally with :N (N from 1)"
                 )));
             };
             let mut store = open(db)?;
             let r = lookup(&mut store, &id)?;
-            let svg = linerate_report::svg::render(&r, kind, n - 1).usage()?;
+            let svg = linerate_report::svg::render(&r, kind, index).usage()?;
             write_out(Some(&output), &svg).io()?;
             Ok(())
         }
