@@ -5,6 +5,7 @@
 use linerate_engine::EngineError;
 use linerate_lab::LabError;
 use linerate_proto::ErrorCode;
+use linerate_report::ReportError;
 use std::fmt;
 
 /// What went wrong, as far as the exit code is concerned.
@@ -72,6 +73,20 @@ impl Kind {
             LabError::Scenario(_) | LabError::NotRoot | LabError::State(_) => Kind::Usage,
             LabError::Interrupted => Kind::Interrupted,
             _ => Kind::Session,
+        }
+    }
+
+    /// The kind of a run store error: the store itself failing (opening, reading, writing, a
+    /// newer schema, no free id) is [`Kind::Store`]; an unknown or ambiguous run id, a document
+    /// that cannot be read, a chart the run lacks, a `--db` that cannot be used is usage.
+    pub fn of_report(e: &ReportError) -> Kind {
+        match e {
+            ReportError::StoreTooNew { .. }
+            | ReportError::Postgres { .. }
+            | ReportError::Sqlite { .. }
+            | ReportError::Io { .. }
+            | ReportError::NoFreeId { .. } => Kind::Store,
+            _ => Kind::Usage,
         }
     }
 }
@@ -157,6 +172,12 @@ impl std::error::Error for Error {}
 impl From<EngineError> for Error {
     fn from(e: EngineError) -> Error {
         Error::new(Kind::of_engine(&e), e)
+    }
+}
+
+impl From<ReportError> for Error {
+    fn from(e: ReportError) -> Error {
+        Error::new(Kind::of_report(&e), e)
     }
 }
 
@@ -250,6 +271,18 @@ mod tests {
         assert_eq!(Kind::of_lab(&LabError::State("x".into())), Kind::Usage);
         assert_eq!(Kind::of_lab(&LabError::Interrupted), Kind::Interrupted);
         assert_eq!(Kind::of_lab(&LabError::Run("r".into(), "x".into())), Kind::Session);
+    }
+
+    #[test]
+    fn store_errors_are_store_and_run_ids_usage() {
+        let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let failed = ReportError::Io { what: "open", path: "/x".into(), source: io };
+        assert_eq!(Kind::of_report(&failed), Kind::Store);
+        assert_eq!(Kind::of_report(&ReportError::StoreTooNew { path: "/x".into(), found: 9, known: 2 }), Kind::Store);
+        assert_eq!(Kind::of_report(&ReportError::NotFound("x".into())), Kind::Usage);
+        assert_eq!(Kind::of_report(&ReportError::Ambiguous("x".into(), 2)), Kind::Usage);
+        assert_eq!(Kind::of_report(&ReportError::NoMeshRun), Kind::Usage);
+        assert_eq!(Kind::of_report(&ReportError::NoDataDir), Kind::Usage);
     }
 
     #[test]

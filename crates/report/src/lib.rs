@@ -101,6 +101,9 @@ pub enum ReportError {
     /// No `--db`, no `$LINERATE_DB` and no data directory for this user.
     #[error("no data directory is known for this user: give --db PATH or set LINERATE_DB")]
     NoDataDir,
+    /// `report mesh` without an id, and no mesh round in the store.
+    #[error("no mesh run in the store")]
+    NoMeshRun,
     /// Every id drawn for a new run was taken.
     #[error("cannot save run {id} in {db}: no free run id")]
     NoFreeId {

@@ -6,8 +6,8 @@ use crate::error::{Error, Kind, ResultExt};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use linerate_report::export::{self, Format};
-use linerate_report::svg::ChartKind;
 use linerate_report::list::clean;
+use linerate_report::svg::ChartKind;
 use linerate_report::{RunReport, Store};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -160,14 +160,12 @@ pub fn save_run(db: Option<&Path>, report: &RunReport) -> crate::error::Result<S
 }
 
 fn lookup(store: &mut Store, id: &str) -> crate::error::Result<RunReport> {
-    store.get(id).map_err(|e| match e {
-        linerate_report::ReportError::NotFound(_) | linerate_report::ReportError::Ambiguous(..) => {
-            Error::new(Kind::Usage, e)
-        }
-        other => Error::new(
+    store.get(id).map_err(|e| match Kind::of_report(&e) {
+        Kind::Store => Error::new(
             Kind::Store,
-            anyhow::Error::new(other).context(format!("cannot read run {id} from {}", store.path())),
+            anyhow::Error::new(e).context(format!("cannot read run {id} from {}", store.path())),
         ),
+        _ => Error::from(e),
     })
 }
 
@@ -290,26 +288,13 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
         ReportCmd::Html { ids, output, threshold } => {
             let mut store = open(db)?;
             let runs = ids.iter().map(|id| lookup(&mut store, id)).collect::<crate::error::Result<Vec<_>>>()?;
-            write_html(&runs, threshold, &output).usage()?;
+            write_html(&runs, threshold, &output).io()?;
             eprintln!("wrote {}", output.display());
             Ok(())
         }
         ReportCmd::Mesh { id, against, threshold, test, output } => {
             let mut store = open(db)?;
-            let meshes: Vec<String> =
-                store.list().store()?.into_iter().filter(|r| r.kind == "mesh").map(|r| r.id).collect();
-            let run_id = match id {
-                Some(i) => i,
-                None => meshes.last().cloned().ok_or_else(|| Error::usage("no mesh run in the store"))?,
-            };
-            let run = lookup(&mut store, &run_id)?;
-            let base_id = match against {
-                Some(a) => Some(a),
-                None => {
-                    meshes.iter().position(|m| *m == run.id).and_then(|i| i.checked_sub(1)).map(|i| meshes[i].clone())
-                }
-            };
-            let base = base_id.map(|b| lookup(&mut store, &b)).transpose()?;
+            let (run, base) = store.mesh_round(id.as_deref(), against.as_deref()).map_err(Error::from)?;
             let text = if output.extension().is_some_and(|e| e == "html") {
                 linerate_report::mesh::mesh_html(&run, base.as_ref(), threshold).usage()?
             } else {

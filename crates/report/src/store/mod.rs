@@ -124,6 +124,27 @@ impl Store {
         Err(ReportError::NoFreeId { id: run.id.clone(), db: self.path().to_string() })
     }
 
+    /// A mesh round and its baseline for `report mesh`: round `id` (default: the newest mesh run)
+    /// and round `against` (default: the mesh run stored before it, if any).
+    pub fn mesh_round(
+        &mut self,
+        id: Option<&str>,
+        against: Option<&str>,
+    ) -> Result<(RunReport, Option<RunReport>), ReportError> {
+        let meshes: Vec<String> = self.list()?.into_iter().filter(|r| r.kind == "mesh").map(|r| r.id).collect();
+        let run_id = match id {
+            Some(i) => i.to_string(),
+            None => meshes.last().cloned().ok_or(ReportError::NoMeshRun)?,
+        };
+        let run = self.get(&run_id)?;
+        let base_id = match against {
+            Some(a) => Some(a.to_string()),
+            None => meshes.iter().position(|m| *m == run.id).and_then(|i| i.checked_sub(1)).map(|i| meshes[i].clone()),
+        };
+        let base = base_id.map(|b| self.get(&b)).transpose()?;
+        Ok((run, base))
+    }
+
     /// The default database: `$LINERATE_DB`, else `$XDG_DATA_HOME/linerate/runs.sqlite` (or
     /// `~/.local/share/linerate/runs.sqlite`).
     pub fn default_path() -> Option<PathBuf> {
