@@ -194,30 +194,9 @@ fn down(run: Option<String>, all: bool) -> Result<()> {
 fn status(json: bool) -> Result<()> {
     let runs = RunState::list();
     if json {
-        let v: Vec<_> = runs
-            .iter()
-            .map(|s| {
-                serde_json::json!({"run": s.run, "scenario": s.scenario, "file": s.file, "pid": s.pid,
-                "owner_alive": s.owner_alive(), "detached": s.detached, "stale": s.is_stale(), "lab": s.description})
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
-    }
-    if runs.is_empty() {
-        println!("no lab is up");
-    }
-    for s in &runs {
-        let how = match (s.detached, s.owner_alive()) {
-            (true, _) => "detached".to_string(),
-            (false, true) => format!("owned by pid {}", s.pid),
-            (false, false) => "stale (owner gone; the next `lab up` or `lab down` removes it)".to_string(),
-        };
-        println!("{}  {}  {}  {}", s.run, s.scenario, s.file, how);
-        for (name, h) in &s.description.hosts {
-            let addrs: Vec<String> = h.interfaces.iter().map(|i| format!("{} {}", i.name, i.addr)).collect();
-            println!("  {name:<12} {}", addrs.join(", "));
-        }
+        println!("{}", linerate_lab::state::status_json(&runs)?);
+    } else {
+        print!("{}", linerate_lab::state::status_text(&runs));
     }
     Ok(())
 }
