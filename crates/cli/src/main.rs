@@ -2,7 +2,7 @@
 //! configurations; all the work happens in `linerate-engine`.
 
 mod cmd;
-mod exit;
+mod error;
 #[cfg(test)]
 mod flag_units;
 mod keys;
@@ -49,7 +49,21 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let code = match cli.cmd {
+    // Each command's messages begin with its name (`cp`'s with `linerate` alone, as scp's).
+    let who = match &cli.cmd {
+        Cmd::Cp(_) => "linerate",
+        Cmd::Serve(_) => "linerate serve",
+        Cmd::Bench(_) => "linerate bench",
+        Cmd::Keygen(_) => "linerate keygen",
+        Cmd::Demo(_) => "linerate demo",
+        Cmd::Mktree(_) => "linerate mktree",
+        Cmd::Doctor(_) => "linerate doctor",
+        Cmd::Lab(_) => "linerate lab",
+        Cmd::Report(_) => "linerate report",
+        Cmd::Mesh(_) => "linerate mesh",
+        Cmd::Generate(_) => "linerate generate",
+    };
+    let done = match cli.cmd {
         Cmd::Cp(a) => cp::run_cp(a),
         Cmd::Serve(a) => serve::run_serve(a),
         Cmd::Bench(a) => bench::run(*a),
@@ -62,5 +76,20 @@ fn main() -> ExitCode {
         Cmd::Mesh(a) => mesh::run_mesh(a),
         Cmd::Generate(a) => generate::run_generate(a, Cli::command()),
     };
-    ExitCode::from(code)
+    ExitCode::from(exit_code(who, done))
+}
+
+/// The one place a failure becomes an exit code (and its message is printed): the code of its
+/// [`error::Kind`], or 0 for a closed standard output (`| head`), which is not worth a word.
+fn exit_code(who: &str, done: error::Result) -> u8 {
+    match done {
+        Ok(()) => 0,
+        Err(e) if e.is_broken_pipe() => 0,
+        Err(e) => {
+            if let Some(m) = e.message() {
+                eprintln!("{who}: {m:#}");
+            }
+            e.kind().code()
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! through channels of the same ssh connection. Paths travel inside the protocol, never through
 //! the remote shell. Also the `serve --ssh` side.
 
-use crate::exit;
+use crate::error::{Error, Kind, ResultExt};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -257,18 +257,18 @@ const MAX_PRELUDE_LINES: usize = 64;
 
 impl Remote {
     /// Start `ssh ... -- [user@]host 'linerate' serve --once --ssh` and read its announce line.
-    pub fn start(target: &SshTarget, args: &SshArgs) -> Result<Remote, (anyhow::Error, u8)> {
-        let words = rsh_words(args).map_err(|e| (e, exit::USAGE))?;
+    pub fn start(target: &SshTarget, args: &SshArgs) -> crate::error::Result<Remote> {
+        let words = rsh_words(args).usage()?;
         let ctl = if args.via_ssh {
             let d = tempfile::Builder::new()
                 .prefix("linerate-ssh-")
                 .tempdir()
                 .context("creating a private directory for the ssh control socket")
-                .map_err(|e| (e, exit::SESSION))?;
+                .session()?;
             // Private, whatever the umask: the socket gives anyone who can reach it our ssh session.
             std::fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))
                 .context("making the control socket's directory private")
-                .map_err(|e| (e, exit::SESSION))?;
+                .session()?;
             Some(d)
         } else {
             None
@@ -286,7 +286,7 @@ impl Remote {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        let mut child = cmd.spawn().with_context(|| format!("starting {}", words[0])).map_err(|e| (e, exit::USAGE))?;
+        let mut child = cmd.spawn().with_context(|| format!("starting {}", words[0])).usage()?;
         let stdin = child.stdin.take();
         let announce = match child.stdout.take() {
             Some(out) => read_announce(out),
@@ -304,7 +304,7 @@ impl Remote {
             Ok(a) => a,
             Err(e) => {
                 let status = remote.kill_ssh(Duration::from_secs(5));
-                return Err((remote_failed(e, status, target, args), exit::SESSION));
+                return Err(Error::new(Kind::Session, remote_failed(e, status, target, args)));
             }
         };
         remote.secret = ann.secret.clone();
@@ -318,11 +318,11 @@ impl Remote {
                 c
             })
             .context("starting the local forwarder for --via-ssh")
-            .map_err(|e| (e, exit::SESSION))?;
+            .session()?;
             remote.addr = fwd.addr();
             remote.fwd = Some(fwd);
         } else {
-            remote.addr = pick_addr(&ann, target, &words).map_err(|e| (e, exit::SESSION))?;
+            remote.addr = pick_addr(&ann, target, &words).session()?;
         }
         Ok(remote)
     }
@@ -458,14 +458,14 @@ fn pick_addr(ann: &Announce, target: &SshTarget, words: &[String]) -> Result<Soc
     Ok(addr)
 }
 
-/// Run an ssh copy; returns the report and the exit code, as `cp::copy_to` does.
+/// Run an ssh copy; returns the report or the failure, as `transfer::copy_to` does.
 pub fn copy(
     job: Job,
     args: &SshArgs,
     mut cfg_fn: impl FnMut(&mut CopyConfig),
     show: crate::progress::Show,
-) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
-    let usage = |e: anyhow::Error| (e, exit::USAGE);
+) -> crate::error::Result<CopyReport> {
+    let usage = |e: anyhow::Error| Error::new(Kind::Usage, e);
     let target = match &job {
         Job::Push { sources, target } => {
             for s in sources {
@@ -509,11 +509,8 @@ pub fn copy(
 }
 
 /// `linerate serve --once --ssh`: started by `linerate cp` through ssh.
-pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout: Duration) -> u8 {
-    let fail = |what: &str, e: &dyn std::fmt::Display| {
-        eprintln!("linerate serve: {what}: {e}");
-        exit::SESSION
-    };
+pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout: Duration) -> crate::error::Result {
+    let fail = |what: &str, e: &dyn std::fmt::Display| Err(Error::msg(Kind::Session, format!("{what}: {e}")));
     let secret = match Secret::generate() {
         Ok(s) => s,
         Err(e) => return fail("making the session key", &e),
@@ -563,16 +560,16 @@ pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout
     std::thread::spawn(|| {
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
         eprintln!("linerate serve: the ssh connection closed; exiting");
-        std::process::exit(i32::from(exit::SESSION));
+        std::process::exit(i32::from(Kind::Session.code()));
     });
     match server.run() {
-        Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => exit::OK,
-        Ok(Some(recv::Outcome::Done(_))) => exit::PARTIAL,
-        Ok(Some(recv::Outcome::Aborted(_))) => exit::SESSION,
-        Ok(None) => exit::OK,
+        // The session's own outcome was logged by the server.
+        Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => Ok(()),
+        Ok(Some(recv::Outcome::Done(_))) => Err(Error::reported(Kind::Partial)),
+        Ok(Some(recv::Outcome::Aborted(_))) => Err(Error::reported(Kind::Session)),
+        Ok(None) => Ok(()),
         Err(EngineError::Timeout(_)) => {
-            eprintln!("linerate serve: no client connected within {} s; exiting", deadline.as_secs());
-            exit::SESSION
+            Err(Error::msg(Kind::Session, format!("no client connected within {} s; exiting", deadline.as_secs())))
         }
         Err(e) => fail("serving", &e),
     }

@@ -2,7 +2,7 @@
 //! receiver when the destination is a path, the progress bar, the summary line and JSON document,
 //! the run saved to the store, and the exit code.
 
-use crate::exit;
+use crate::error::{Error, Kind, ResultExt};
 use crate::progress::{Bar, Show};
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_engine::auth::secret::Secret;
@@ -102,14 +102,15 @@ pub(crate) fn refuse_copy_into_itself(sources: &[PathBuf], root: &Path, path: &[
     Ok(())
 }
 
-/// Run a copy; used by `cp` and `demo`. Returns the report and the exit code.
+/// Run a copy; used by `cp` and `demo`. Returns the report (complete or not: see
+/// [`CopyReport::is_complete`]) or the failure.
 pub fn copy_to(
     sources: Vec<PathBuf>,
     dest: &Path,
     key_file: Option<&Path>,
     cfg_fn: impl FnMut(&mut CopyConfig),
     quiet: bool,
-) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+) -> crate::error::Result<CopyReport> {
     let keys = crate::keys::ClientKeyArgs { key_file: key_file.map(Path::to_path_buf), ..Default::default() };
     copy_showing(sources, dest, &keys, cfg_fn, Show { quiet, ..Show::default() })
 }
@@ -122,8 +123,8 @@ pub fn copy_showing(
     keys: &crate::keys::ClientKeyArgs,
     mut cfg_fn: impl FnMut(&mut CopyConfig),
     show: Show,
-) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
-    let usage = |e: anyhow::Error| (e, exit::USAGE);
+) -> crate::error::Result<CopyReport> {
+    let usage = |e: anyhow::Error| Error::new(Kind::Usage, e);
     // A pull: one remote source, a local destination.
     if let ([src], Dest::Local(into)) = (sources.as_slice(), parse_dest(dest).map_err(usage)?) {
         if let Ok(Dest::Remote { host, port, path }) = parse_dest(src) {
@@ -156,7 +157,7 @@ pub fn copy_showing(
             let (root, path) = local_root(&p, placement).map_err(usage)?;
             refuse_copy_into_itself(&sources, &root, &path).map_err(usage)?;
             let secret = Secret::generate().map_err(|e| usage(e.into()))?;
-            let server = spawn_local_server(&root, &secret).map_err(|e| (e, exit::SESSION))?;
+            let server = spawn_local_server(&root, &secret).session()?;
             (server.addr, secret, None, path, placement, Some(server))
         }
     };
@@ -181,8 +182,8 @@ pub(crate) fn pull_to(
     keys: &crate::keys::ClientKeyArgs,
     mut cfg_fn: impl FnMut(&mut CopyConfig),
     show: Show,
-) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
-    let (secret, key_auth) = keys.resolve(host, port, "a remote source").map_err(|e| (e, exit::USAGE))?;
+) -> crate::error::Result<CopyReport> {
+    let (secret, key_auth) = keys.resolve(host, port, "a remote source").usage()?;
     let addr = resolve(host, port)?;
     let mut cfg = CopyConfig::new(addr, secret, Vec::new(), Vec::new());
     cfg.streams = default_streams();
@@ -191,12 +192,12 @@ pub(crate) fn pull_to(
     run_engine(show, |progress, sink| linerate_engine::copy::pull::pull(&cfg, path, into, progress, sink), None)
 }
 
-/// Run a copy or pull with a progress bar; map its result to a report and an exit code.
+/// Run a copy or pull with a progress bar; map its failure to a kind.
 pub(crate) fn run_engine(
     show: Show,
     f: impl FnOnce(Arc<Progress>, send::ErrorSink) -> Result<CopyReport, EngineError>,
     local: Option<&mut LocalServer>,
-) -> Result<(CopyReport, u8), (anyhow::Error, u8)> {
+) -> crate::error::Result<CopyReport> {
     let current = Arc::new(Mutex::new(String::new()));
     let bar = Bar::target(show);
     let hook = Bar::hook(show, current.clone(), bar.clone());
@@ -206,7 +207,8 @@ pub(crate) fn run_engine(
     let seen = Arc::new(AtomicBool::new(false));
     let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
     for sig in signals {
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, i32::from(exit::INTERRUPTED), seen.clone());
+        let _ =
+            signal_hook::flag::register_conditional_shutdown(sig, i32::from(Kind::Interrupted.code()), seen.clone());
         let _ = signal_hook::flag::register(sig, seen.clone());
     }
     let _ = stopper.on_signals(&signals, |_| {});
@@ -225,34 +227,28 @@ pub(crate) fn run_engine(
         let _ = server.child.wait();
     }
     match result {
-        Ok(r) => {
-            let code = if r.is_complete() { exit::OK } else { exit::PARTIAL };
-            Ok((r, code))
-        }
+        Ok(r) => Ok(r),
         Err(EngineError::Interrupted) => {
             let p = &progress;
             let (files, bytes) = (p.files.load(Relaxed), p.bytes.load(Relaxed));
             let (found_files, found_bytes) = (p.found_files.load(Relaxed), p.found_bytes.load(Relaxed));
             let more = if p.walk_done.load(Relaxed) == 0 { "+" } else { "" };
-            Err((
+            Err(Error::new(
+                Kind::Interrupted,
                 anyhow!(
                     "interrupted after {files} of {found_files}{more} files ({} of {}{more}) were copied; \
                      run the same command to resume",
                     format_size(bytes as f64),
                     format_size(found_bytes as f64)
                 ),
-                exit::INTERRUPTED,
             ))
         }
         // A local copy's receiver is this machine's own process: no "server" to blame.
-        Err(EngineError::Remote { code, message }) if is_local => Err((
+        Err(EngineError::Remote { code, message }) if is_local => Err(Error::new(
+            Kind::of_engine(&EngineError::Remote { code, message: String::new() }),
             anyhow!("the copy to the local destination ended: {message} ({})", code.describe()),
-            exit::of(&EngineError::Remote { code, message: String::new() }),
         )),
-        Err(e) => {
-            let code = exit::of(&e);
-            Err((anyhow::Error::new(e), code))
-        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -415,13 +411,13 @@ pub(crate) fn default_streams() -> u16 {
     std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16
 }
 
-pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, (anyhow::Error, u8)> {
+pub(crate) fn resolve(host: &str, port: u16) -> crate::error::Result<SocketAddr> {
     (host, port)
         .to_socket_addrs()
         .with_context(|| format!("resolving {host}"))
-        .map_err(|e| (e, exit::SESSION))?
+        .session()?
         .next()
-        .ok_or_else(|| (anyhow!("{host}: no address"), exit::SESSION))
+        .ok_or_else(|| Error::msg(Kind::Session, format!("{host}: no address")))
 }
 
 #[cfg(test)]

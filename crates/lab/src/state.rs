@@ -1,6 +1,7 @@
 //! The state file of a run (`/run/linerate/lab/<run>.json`): who owns it, and every namespace,
 //! process and temporary directory it created, so that anything can be torn down later, by
-//! `down`, by a signal handler, or by the next `up` when the owner died.
+//! `down`, by a signal handler, or by the next `up` when the owner died; and `lab status`, the
+//! labs that are up, rendered from those files.
 
 use crate::exec::Executor;
 use crate::LabError;
@@ -286,9 +287,71 @@ pub fn clean_stale(ex: &mut dyn Executor) -> Vec<String> {
     cleaned
 }
 
+/// `lab status --json`: every lab that is up, with its owner's state and its description, as
+/// one pretty JSON array.
+pub fn status_json(runs: &[RunState]) -> Result<String, LabError> {
+    let lines: Vec<LabStatus<'_>> = runs.iter().map(RunState::status).collect();
+    serde_json::to_string_pretty(&lines).map_err(|e| LabError::State(e.to_string()))
+}
+
+/// `lab status`: a line per lab (run, scenario, file, who owns it) and a line per host with its
+/// interfaces' addresses.
+pub fn status_text(runs: &[RunState]) -> String {
+    let mut o = String::new();
+    if runs.is_empty() {
+        o.push_str("no lab is up\n");
+    }
+    for s in runs {
+        let how = match (s.detached, s.owner_alive()) {
+            (true, _) => "detached".to_string(),
+            (false, true) => format!("owned by pid {}", s.pid),
+            (false, false) => "stale (owner gone; the next `lab up` or `lab down` removes it)".to_string(),
+        };
+        o.push_str(&format!("{}  {}  {}  {}\n", s.run, s.scenario, s.file, how));
+        for (name, h) in &s.description.hosts {
+            let addrs: Vec<String> = h.interfaces.iter().map(|i| format!("{} {}", i.name, i.addr)).collect();
+            o.push_str(&format!("  {name:<12} {}\n", addrs.join(", ")));
+        }
+    }
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_lists_each_lab_its_owner_and_its_hosts() {
+        use linerate_model::doc::lab::{LabHost, LabInterface};
+        let iface =
+            |name: &str, addr: &str| LabInterface { name: name.into(), addr: addr.into(), link: "h1-h2".into() };
+        let mut description = linerate_model::doc::lab::LabDescription::default();
+        description
+            .hosts
+            .insert("h1".into(), LabHost { ns: "lrT.h1".into(), interfaces: vec![iface("eth0", "198.18.0.1/24")] });
+        description
+            .hosts
+            .insert("h2".into(), LabHost { ns: "lrT.h2".into(), interfaces: vec![iface("eth0", "198.18.0.2/24")] });
+        let run = RunState {
+            run: "lrT".into(),
+            scenario: "two-hosts".into(),
+            file: "scenarios/01.toml".into(),
+            // No such process: the owner is gone, but the lab was left up on purpose.
+            pid: u32::MAX - 1,
+            pid_start: 1,
+            detached: true,
+            created_unix: 0,
+            namespaces: Vec::new(),
+            hosts: BTreeMap::new(),
+            processes: Vec::new(),
+            temp_dirs: Vec::new(),
+            description,
+            emulators: BTreeMap::new(),
+        };
+        insta::assert_snapshot!(status_text(std::slice::from_ref(&run)));
+        insta::assert_snapshot!(status_json(&[run]).unwrap());
+        assert_eq!(status_text(&[]), "no lab is up\n");
+    }
 
     #[test]
     fn reads_own_start_time_and_liveness() {

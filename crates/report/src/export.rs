@@ -34,15 +34,6 @@ pub fn to_json(r: &RunReport) -> String {
     s
 }
 
-/// RFC 4180 quoting where needed.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// A number rounded to 12 significant digits (so 15.299999999999999 prints as 15.3).
 fn num(x: f64) -> String {
     if x.is_finite() {
@@ -80,12 +71,13 @@ fn table_cell(c: &Cell) -> String {
 /// `section,chart,series,x,value,unit`, after a header and the run's `id`, `kind`, `created`
 /// and `title` rows (section `run`) and params (section `param`).
 pub fn to_csv(r: &RunReport) -> String {
-    let mut out = String::from("section,chart,series,x,value,unit\n");
+    // RFC 4180 through the `csv` crate: quoted where a field needs it, "\n" after each row.
+    let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
     let mut row = |cols: [&str; 6]| {
-        let line: Vec<String> = cols.iter().map(|c| csv_field(c)).collect();
-        out.push_str(&line.join(","));
-        out.push('\n');
+        // Writing to memory fails only on a bug; the rows written before it are kept.
+        let _ = w.write_record(cols);
     };
+    row(["section", "chart", "series", "x", "value", "unit"]);
     row(["run", "", "id", "", &r.id, ""]);
     row(["run", "", "kind", "", r.kind.as_str(), ""]);
     row(["run", "", "created", "", &r.created, ""]);
@@ -144,7 +136,7 @@ pub fn to_csv(r: &RunReport) -> String {
             }
         }
     }
-    out
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
 /// Escapes text for a Markdown table cell.
@@ -255,13 +247,20 @@ pub fn to_markdown(r: &RunReport) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
-    fn csv_quotes_commas_and_quotes() {
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(csv_field("plain"), "plain");
+    fn csv_quotes_commas_quotes_and_newlines_only() {
+        let doc = include_str!("../tests/fixtures/cp.json");
+        let mut r = crate::from_json(serde_json::from_str(doc).unwrap()).unwrap();
+        r.title = "say \"hi\", twice\nplease".into();
+        r.id = "plain".into();
+        let text = to_csv(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "section,chart,series,x,value,unit");
+        assert_eq!(lines[1], "run,,id,,plain,");
+        assert!(text.contains("run,,title,,\"say \"\"hi\"\", twice\nplease\",\n"), "{text}");
     }
 
     #[test]

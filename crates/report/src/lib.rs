@@ -10,6 +10,7 @@ pub mod compare;
 pub mod convert;
 pub mod export;
 pub mod html;
+pub mod list;
 pub mod mesh;
 pub mod model;
 pub mod store;
@@ -91,5 +92,25 @@ pub enum ReportError {
         index: usize,
         /// How many charts of that kind the run has.
         have: usize,
+    },
+    /// A PostgreSQL URL with its password given as `--db` (other users can read a command line).
+    #[error(
+        "--db {0}: no password on the command line (other users can read it): give it in PGPASSWORD or \
+         ~/.pgpass, or the whole URL in LINERATE_DB"
+    )]
+    PasswordOnCommandLine(String),
+    /// No `--db`, no `$LINERATE_DB` and no data directory for this user.
+    #[error("no data directory is known for this user: give --db PATH or set LINERATE_DB")]
+    NoDataDir,
+    /// `report mesh` without an id, and no mesh round in the store.
+    #[error("no mesh run in the store")]
+    NoMeshRun,
+    /// Every id drawn for a new run was taken.
+    #[error("cannot save run {id} in {db}: no free run id")]
+    NoFreeId {
+        /// The run's first id.
+        id: String,
+        /// The store.
+        db: String,
     },
 }

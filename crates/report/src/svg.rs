@@ -53,6 +53,16 @@ impl ChartKind {
         ChartKind::ALL.into_iter().find(|k| k.name() == s)
     }
 
+    /// Parses `report svg --chart KIND[:N]`: the kind and the 0-based index of the N-th chart of
+    /// that kind (N from 1; the first without `:N`).
+    pub fn parse_spec(spec: &str) -> Option<(ChartKind, usize)> {
+        let (kind, n) = match spec.split_once(':') {
+            Some((k, n)) => (k, n.parse::<usize>().ok().filter(|n| *n >= 1)?),
+            None => (spec, 1),
+        };
+        Some((ChartKind::parse(kind)?, n - 1))
+    }
+
     /// How many charts of this kind `r` has.
     pub fn count(self, r: &RunReport) -> usize {
         match self {
@@ -652,6 +662,15 @@ pub fn latency_chart(c: &LatencyChart) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chart_specs_are_a_kind_and_an_optional_number_from_1() {
+        assert_eq!(ChartKind::parse_spec("bars"), Some((ChartKind::Bars, 0)));
+        assert_eq!(ChartKind::parse_spec("latency:3"), Some((ChartKind::Latency, 2)));
+        for bad in ["pie", "bars:0", "bars:x", "bars:", ":1"] {
+            assert_eq!(ChartKind::parse_spec(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn ticks_step_by_one_two_or_five() {

@@ -1,16 +1,17 @@
-//! `linerate bench`: flags → test specs (with sweeps and repeats), live interval lines, and the
-//! final table, JSON document (schema `linerate.bench/1`) or CSV.
+//! `linerate bench`: flags → test specs (with sweeps and repeats), then the runs, printing the
+//! live interval lines, the final table or CSV (rendered by `linerate_engine::bench::text`) and
+//! the JSON document (schema `linerate.bench/1`).
 
-use crate::exit;
+use crate::error::{Error, ResultExt};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use linerate_engine::bench::doc::{document, DocumentConfig, PointRun};
-use linerate_engine::bench::stats::{busy, confidence, confident_enough, Latency, Summary};
-use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
+use linerate_engine::bench::doc::{document, DocumentConfig};
+use linerate_engine::bench::stats::{confident_enough, Summary};
+use linerate_engine::bench::sweep;
+use linerate_engine::bench::text::{self, Point};
+use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning};
 use linerate_engine::net::conn;
-use linerate_engine::EngineError;
-use linerate_model::doc::bench as doc;
-use linerate_model::units::{self, format_rate, format_size_iec};
+use linerate_model::units;
 use linerate_model::DEFAULT_PORT;
 use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
 use std::io::Write;
@@ -415,49 +416,6 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     Ok(s)
 }
 
-/// `-k N`: N writes of each point's own write size.
-fn count_blocks(points: &mut [SweepPoint], blocks: Option<u64>) {
-    if let Some(k) = blocks {
-        for (_, s) in points {
-            s.bytes = Some(k.saturating_mul(u64::from(s.msg_size)));
-        }
-    }
-}
-
-/// Every combination of the sweep's values, each as (label, spec).
-/// A sweep point: its (key, value) labels and its test.
-type SweepPoint = (Vec<(String, String)>, TestSpec);
-
-fn sweep_points(base: &TestSpec, sweeps: &[String]) -> Result<Vec<SweepPoint>> {
-    let mut points = vec![(Vec::new(), base.clone())];
-    for sw in sweeps {
-        let (key, vals) = sw.split_once('=').with_context(|| format!("--sweep {sw:?}: expected KEY=V1,V2"))?;
-        let mut next = Vec::new();
-        for (labels, spec) in &points {
-            for v in vals.split(',').map(str::trim).filter(|v| !v.is_empty()) {
-                let mut s = spec.clone();
-                match key {
-                    "msg" | "length" => s.msg_size = parse_size32(v).map_err(anyhow::Error::msg)?,
-                    "buf" | "window" => {
-                        let b = parse_size32(v).map_err(anyhow::Error::msg)?;
-                        (s.sndbuf, s.rcvbuf) = (Some(b), Some(b));
-                    }
-                    "conns" | "parallel" => {
-                        s.connections = v.parse().with_context(|| format!("--sweep conns: {v:?}"))?
-                    }
-                    "response" => s.resp_size = parse_size32(v).map_err(anyhow::Error::msg)?,
-                    other => bail!("--sweep {other}: unknown key (msg, buf, conns, response)"),
-                }
-                let mut l = labels.clone();
-                l.push((key.to_string(), v.to_string()));
-                next.push((l, s));
-            }
-        }
-        points = next;
-    }
-    Ok(points)
-}
-
 /// The host part of `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, as written.
 pub(crate) fn host_of(server: &str) -> &str {
     if let Some(rest) = server.strip_prefix('[') {
@@ -505,22 +463,17 @@ fn headline(spec: &TestSpec, s: &Summary) -> f64 {
     }
 }
 
-pub fn run(a: BenchArgs) -> u8 {
+/// Run `linerate bench`: 0 the test ran, 2 bad usage or a test the server refused, 3 the
+/// session failed.
+pub fn run(a: BenchArgs) -> crate::error::Result {
     if a.iperf3_server {
         return run_as_server(&a);
     }
     // Not clap's `requires`: a flag's default value (false) would satisfy it.
     if a.one_off || a.bind.is_some() {
-        eprintln!("linerate bench: -1 and -B are the server's (iperf3 -s -1 -B ADDR): add -s to run the agent");
-        return exit::USAGE;
+        return Err(Error::usage("-1 and -B are the server's (iperf3 -s -1 -B ADDR): add -s to run the agent"));
     }
-    match run_inner(&a) {
-        Ok(code) => code,
-        Err((e, code)) => {
-            eprintln!("linerate bench: {e:#}");
-            code
-        }
-    }
+    run_inner(&a)
 }
 
 /// `HOST:PORT` for a host that names no port, IPv6 addresses in brackets; [`DEFAULT_PORT`]
@@ -536,8 +489,8 @@ fn host_port(host: &str, port: Option<u16>) -> String {
 
 /// iperf3's `-s`: the agent, answering benchmarks only, as `linerate serve` with the same
 /// key file; `-1` serves one session (`--once`).
-fn run_as_server(a: &BenchArgs) -> u8 {
-    let Some(key) = &a.keys.key_file else { return exit::USAGE };
+fn run_as_server(a: &BenchArgs) -> crate::error::Result {
+    let Some(key) = &a.keys.key_file else { return Err(Error::usage("-s needs --key-file FILE")) };
     let host = match (&a.bind, a.ipv6) {
         (Some(b), _) => b.as_str(),
         (None, true) => "::",
@@ -551,34 +504,21 @@ fn run_as_server(a: &BenchArgs) -> u8 {
     if a.quiet {
         argv.push("--quiet".into());
     }
-    match super::serve::serve_args(argv) {
-        Ok(s) => super::serve::run_serve(s),
-        Err(e) => {
-            eprintln!("linerate bench -s: {e}");
-            exit::USAGE
-        }
-    }
+    let s = super::serve::serve_args(argv).map_err(|e| Error::usage(format!("-s: {e}")))?;
+    super::serve::run_serve(s)
 }
 
-struct Point {
-    labels: Vec<(String, String)>,
-    result: TestResult,
-    summary: Summary,
-    runs: Vec<f64>,
-}
-
-fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
-    let usage = |e: anyhow::Error| (e, exit::USAGE);
-    let base = base_spec(a).map_err(usage)?;
-    let mut points = sweep_points(&base, &a.sweep).map_err(usage)?;
-    count_blocks(&mut points, a.blockcount);
-    let (rmin, rmax) = pair(&a.repeat, "--repeat").map_err(usage)?;
-    let (level, width) = pair(&a.confidence, "--confidence").map_err(usage)?;
+fn run_inner(a: &BenchArgs) -> crate::error::Result {
+    let base = base_spec(a).usage()?;
+    let mut points = sweep::points(&base, &a.sweep).usage()?;
+    sweep::count_blocks(&mut points, a.blockcount);
+    let (rmin, rmax) = pair(&a.repeat, "--repeat").usage()?;
+    let (level, width) = pair(&a.confidence, "--confidence").usage()?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
     // Every rule that does not depend on the server's caps, before anything is printed.
     let open = linerate_proto::bench::Limits { max_duration_ms: u64::MAX, ..Default::default() };
     for (_, spec) in &points {
-        spec.validate(&open).map_err(|e| usage(anyhow::anyhow!(e)))?;
+        spec.validate(&open).map_err(Error::usage)?;
     }
     let server = a.server.as_deref().or(a.client.as_deref()).unwrap_or_default();
     let family = if a.ipv4 {
@@ -588,12 +528,12 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     } else {
         None
     };
-    let addr = resolve_family(server, family, a.port).map_err(usage)?;
+    let addr = resolve_family(server, family, a.port).usage()?;
     let tuning = ClientTuning { mss: a.set_mss, cport: a.cport, cpu: a.affinity.and_then(|(n, _)| n) };
     for (_, spec) in &points {
-        linerate_engine::bench::check_local_options(spec, &tuning, addr).map_err(engine_err)?;
+        linerate_engine::bench::check_local_options(spec, &tuning, addr)?;
     }
-    let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").map_err(usage)?;
+    let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").usage()?;
     let cfg = BenchClientConfig {
         addr,
         secret,
@@ -611,14 +551,14 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
                 .append(true)
                 .open(f)
                 .with_context(|| format!("--logfile {}", f.display()))
-                .map_err(usage)?,
+                .usage()?,
         ),
         None => Box::new(std::io::stdout()),
     };
     // The JSON and CSV documents stay machine-readable: no prefixes.
     let plain = a.json || a.csv;
     let mut out = Out { to, title: a.title.clone().filter(|_| !plain), timestamps: a.timestamps && !plain };
-    let mut client = BenchClient::connect(cfg).map_err(engine_err)?;
+    let mut client = BenchClient::connect(cfg)?;
     if let Some(ms) = a.start_at {
         let at = std::time::UNIX_EPOCH + Duration::from_millis(ms);
         if let Ok(wait) = at.duration_since(std::time::SystemTime::now()) {
@@ -630,17 +570,17 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
     let mut done = Vec::new();
     for (labels, spec) in points {
         if live {
-            out.say(&banner(&spec, &addr, &labels));
+            out.say(&text::banner(&spec, &addr, &labels));
         }
         let mut runs = Vec::new();
         let mut last = None;
         for _ in 0..rmax {
             let mut show = |iv: &IntervalCounts| {
                 if live {
-                    out.say(&interval_line(&spec, iv));
+                    out.say(&text::interval_line(&spec, iv));
                 }
             };
-            let r = client.run(&spec, &mut show).map_err(engine_err)?;
+            let r = client.run(&spec, &mut show)?;
             let s = r.summary(link);
             runs.push(headline(&spec, &s));
             last = Some((r, s));
@@ -650,21 +590,17 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
         let Some((result, summary)) = last else { continue };
         if !(a.json || a.csv) {
-            out.say(&table(&result, &summary, &runs, level as u32));
+            out.say(&text::table(&result, &summary, &runs, level as u32));
         }
         let behind = result.latency.as_ref().and_then(|l| l.behind_schedule);
-        if let Some(w) = missed_schedule(&result.spec, summary.transactions_per_s, behind) {
+        if let Some(w) = text::missed_schedule(&result.spec, summary.transactions_per_s, behind) {
             eprintln!("linerate bench: warning: {w}");
         }
-        if let Some(w) = coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
+        if let Some(w) = text::coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
             eprintln!("linerate bench: note: {w}");
         }
         done.push(Point { labels, result, summary, runs });
     }
-    let runs: Vec<PointRun> = done
-        .iter()
-        .map(|p| PointRun { labels: &p.labels, result: &p.result, summary: &p.summary, runs: &p.runs })
-        .collect();
     let cfg = DocumentConfig {
         addr,
         tuning: &tuning,
@@ -672,10 +608,10 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         width_pct: width,
         version: env!("CARGO_PKG_VERSION"),
     };
-    let doc = document(&runs, &cfg);
+    let doc = document(&done, &cfg);
     if !a.no_save && !done.is_empty() {
         let saved = linerate_report::from_bench(&doc)
-            .map_err(anyhow::Error::from)
+            .internal()
             .and_then(|run| crate::cmd::report::save_run(a.db.as_deref(), &run));
         match saved {
             Ok(id) if !(a.quiet || a.json || a.csv) => eprintln!("saved as run {id} (linerate report show {id})"),
@@ -684,14 +620,14 @@ fn run_inner(a: &BenchArgs) -> Result<u8, (anyhow::Error, u8)> {
         }
     }
     if a.json {
-        out.say(&serde_json::to_string(&doc).map_err(|e| (e.into(), exit::SESSION))?);
+        out.say(&serde_json::to_string(&doc).internal()?);
     } else if a.csv {
-        out.say(csv(&done).trim_end());
+        out.say(text::csv(&done).trim_end());
     } else if done.len() > 1 {
-        out.say(&sweep_table(&done));
+        out.say(&text::sweep_table(&done));
     }
-    out.to.flush().map_err(|e| (anyhow::Error::new(e).context("writing the report"), exit::SESSION))?;
-    Ok(exit::OK)
+    out.to.flush().context("writing the report").io()?;
+    Ok(())
 }
 
 /// Where the report goes, and what each of its lines starts with (-T, --timestamps).
@@ -722,406 +658,9 @@ impl Out {
     }
 }
 
-fn engine_err(e: EngineError) -> (anyhow::Error, u8) {
-    let code = exit::of(&e);
-    (anyhow::Error::new(e), code)
-}
-
-fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> String {
-    let dir = match s.direction {
-        Direction::Send => "client → server",
-        Direction::Receive => "server → client",
-        Direction::Bidir => "both ways",
-    };
-    let pt = if labels.is_empty() {
-        String::new()
-    } else {
-        format!(" [{}]", labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "))
-    };
-    let length = match s.bytes {
-        Some(b) => {
-            format!("until {} are sent (at most {} s)", format_size_iec(b as f64), s.duration_ms as f64 / 1000.0)
-        }
-        None => format!("{} s", s.duration_ms as f64 / 1000.0),
-    };
-    format!(
-        "linerate bench {} to {addr}, {} connection{}, {dir}, {length}{}{pt}",
-        s.kind.name(),
-        s.initial_connections(),
-        if s.initial_connections() == 1 { "" } else { "s" },
-        if s.omit_ms > 0 { format!(" after {} s warm-up", s.omit_ms as f64 / 1000.0) } else { String::new() }
-    )
-}
-
-fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
-    let secs = (iv.end_s - iv.start_s).max(1e-9);
-    let mut line = format!("[{:6.2}-{:6.2} s]", iv.start_s, iv.end_s);
-    if iv.tx > 0 {
-        line += &format!("  sent {:>12}", format_rate(iv.tx as f64 * 8.0 / secs));
-    }
-    if iv.rx > 0 {
-        line += &format!("  received {:>12}", format_rate(iv.rx as f64 * 8.0 / secs));
-    }
-    if matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile) {
-        line += &format!("  {:>10.0} trans/s", iv.transactions as f64 / secs);
-    }
-    if iv.start_s * 1000.0 < spec.omit_ms as f64 {
-        line += "  (warm-up)";
-    }
-    line
-}
-
-/// An open-loop test that fell behind its schedule: what was asked, what was achieved. Its
-/// latency then includes the wait for the schedule, as open loop means it to (the alternative,
-/// timing from the late send, is coordinated omission), so the figures must be read with this.
-fn missed_schedule(spec: &TestSpec, achieved: Option<f64>, behind: Option<f64>) -> Option<String> {
-    let asked = spec.rate? as f64;
-    let achieved = achieved?;
-    if !matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr) {
-        return None;
-    }
-    let behind = behind.unwrap_or(0.0);
-    let why = if achieved < 0.95 * asked {
-        format!("{asked:.0} transactions/s asked, {achieved:.0}/s achieved ({:.0}%)", achieved * 100.0 / asked)
-    } else if behind > 0.05 {
-        format!(
-            "{:.0}% of the requests left more than one interval after they were due (this host could \
-             not keep up: -P spreads --rate over more connections)",
-            behind * 100.0
-        )
-    } else {
-        return None;
-    };
-    Some(format!(
-        "the open-loop schedule was missed: {why}; latency counts each request from when it was due, so it \
-         includes the backlog (no coordinated omission): lower --rate to measure latency at a rate this path sustains"
-    ))
-}
-
-/// Per-connection bytes are exact (counted per read at the receiver), but a sender moves whole
-/// `-l` writes: with thousands of connections each makes only a few in the test, so the rates
-/// come in steps of one write and the fairness figures are only as fine as that. Says so when
-/// the average connection made under 20 writes.
-fn coarse_fairness(spec: &TestSpec, seconds: f64, f: Option<&doc::Fairness>) -> Option<String> {
-    let f = f?;
-    if spec.kind != TestKind::TcpStream || spec.connections < 2 || seconds <= 0.0 || spec.msg_size == 0 {
-        return None;
-    }
-    let writes = f.mean_bps * seconds / 8.0 / f64::from(spec.msg_size);
-    if writes >= 20.0 {
-        return None;
-    }
-    let step = f64::from(spec.msg_size) * 8.0 / seconds;
-    Some(format!(
-        "the {} connections made {writes:.1} writes of {} each on average, so their rates come in steps of one \
-         write ({} over {:.1} s) and the fairness figures (Jain {}) are that coarse; a smaller -l or a longer -t \
-         resolves them finer",
-        spec.connections,
-        format_size_iec(f64::from(spec.msg_size)),
-        format_rate(step),
-        seconds,
-        f.jain.map_or("-".into(), |j| format!("{j:.3}")),
-    ))
-}
-
-/// One line per connection (as iperf3 prints with -P): what each moved, counted at its
-/// receiver, over the counted time; none for one connection or more than 64.
-fn per_connection(r: &TestResult) -> String {
-    let n = r.local.conns.len().max(r.remote.conns.len());
-    if !(2..=64).contains(&n) {
-        return String::new();
-    }
-    let bps = |bytes: u64, secs: f64| format_rate(bytes as f64 * 8.0 / secs.max(1e-9));
-    let mut o = String::new();
-    for c in &r.remote.conns {
-        let mut line = format!("  conn {:<5}", c.id);
-        if c.rx > 0 {
-            line += &format!("  client→server {:>12}", bps(c.rx, r.remote.seconds));
-        }
-        if let Some(l) = r.local.conns.iter().find(|l| l.id == c.id).filter(|l| l.rx > 0) {
-            line += &format!("  server→client {:>12}", bps(l.rx, r.local.seconds));
-        }
-        let mine = r.local.conns.iter().find(|l| l.id == c.id).and_then(|l| l.tcp.as_ref());
-        let retrans: u32 = [c.tcp.as_ref(), mine].into_iter().flatten().map(|t| t.retrans).sum();
-        line += &format!("  retransmits {retrans}");
-        o += &line;
-        o.push('\n');
-    }
-    o
-}
-
-/// Latency percentiles on one line, microseconds.
-fn latency_line(l: &Latency) -> String {
-    format!(
-        "min {:.1}  p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  ({} samples)",
-        l.min, l.p50, l.p90, l.p99, l.p999, l.max, l.count
-    )
-}
-
-fn pct(v: f64) -> String {
-    format!("{:.1}%", v * 100.0)
-}
-
-fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
-    let mut o = String::from("\n");
-    o += &per_connection(r);
-    let row = |o: &mut String, k: &str, v: String| o.push_str(&format!("  {k:<18}{v}\n"));
-    row(
-        &mut o,
-        "goodput",
-        format!(
-            "{}  (client→server {}, server→client {}; counted at the receiver)",
-            format_rate(s.throughput_bps),
-            format_rate(s.send_bps),
-            format_rate(s.receive_bps)
-        ),
-    );
-    if let Some(t) = s.transactions_per_s {
-        row(&mut o, "transactions", format!("{t:.0}/s"));
-    }
-    if let Some(l) = &s.latency_us {
-        row(&mut o, "latency µs", latency_line(l));
-    }
-    // A profile's groups each on their own: the latency probe apart from the bulk beside it.
-    if s.groups.len() > 1 {
-        for g in &s.groups {
-            let mut v = format!(
-                "{} conn{}: client→server {}, server→client {}",
-                g.connections,
-                if g.connections == 1 { "" } else { "s" },
-                format_rate(g.send_bps),
-                format_rate(g.receive_bps)
-            );
-            if let (Some(t), Some(l)) = (g.transactions_per_s, &g.latency_us) {
-                v += &format!("; {t:.0} transactions/s, latency µs {}", latency_line(l));
-            }
-            row(&mut o, &format!("group {}", g.name), v);
-        }
-    }
-    if let (Some(loss), Some(pps)) = (s.loss_pct, s.packets_per_s) {
-        row(
-            &mut o,
-            "udp",
-            format!(
-                "loss {loss:.3}%  {pps:.0} packets/s received  {} out of order  {} duplicated  jitter {:.1} µs  offered {}",
-                s.out_of_order.unwrap_or(0),
-                s.duplicates.unwrap_or(0),
-                s.jitter_us.unwrap_or(0.0),
-                format_rate(s.sender_bps.unwrap_or(0.0))
-            ),
-        );
-    }
-    if let Some(f) = &s.fairness {
-        row(
-            &mut o,
-            "fairness",
-            format!(
-                "{} connections: Jain {}, min {} mean {} max {}, CoV {:.3}{}",
-                s.connections,
-                f.jain.map_or("-".into(), |j| format!("{j:.3}")),
-                format_rate(f.min_bps),
-                format_rate(f.mean_bps),
-                format_rate(f.max_bps),
-                f.cov,
-                if f.starved > 0 { format!(", {} starved", f.starved) } else { String::new() }
-            ),
-        );
-    }
-    // The server's figures are its whole machine's: with other clients' tests beside this one
-    // they include those too, and say so.
-    let others = r.remote.host.concurrent_tests.unwrap_or(1);
-    let server_label = if others > 1 {
-        format!("CPU server (whole machine, {others} tests running)")
-    } else {
-        "CPU server".to_string()
-    };
-    for (k, c) in [("CPU client", &s.cpu.local), (server_label.as_str(), &s.cpu.remote)] {
-        row(
-            &mut o,
-            k,
-            format!(
-                "user {} sys {} softirq {} of {} cores; process {:.2} s user {:.2} s sys",
-                pct(c.user),
-                pct(c.system),
-                pct(c.softirq),
-                c.cores,
-                c.process_user_s,
-                c.process_system_s
-            ),
-        );
-    }
-    row(
-        &mut o,
-        "service demand",
-        format!(
-            "client {:.3} µs/KB, server {:.3} µs/KB{}{}",
-            s.service_demand_us_per_kb.0,
-            s.service_demand_us_per_kb.1,
-            if others > 1 {
-                format!(" (the server's: its whole machine, {others} tests running)")
-            } else {
-                String::new()
-            },
-            s.service_demand_us_per_tran
-                .map_or(String::new(), |(a, b)| format!("; {a:.1} / {b:.1} µs per transaction"))
-        ),
-    );
-    let buf = |b: Option<(u32, u32)>| {
-        b.map_or("-".to_string(), |(s, r)| {
-            format!("snd {} rcv {}", format_size_iec(f64::from(s)), format_size_iec(f64::from(r)))
-        })
-    };
-    // The congestion control the data sockets used, as each side read it back (TCP tests).
-    let cc = |h: &linerate_model::host::HostInfo| {
-        h.congestion_control_in_use.as_deref().map(|n| linerate_proto::name::escape(n.as_bytes()))
-    };
-    let congestion = match (cc(&r.local.host), cc(&r.remote.host)) {
-        (None, None) => String::new(),
-        (l, r) => {
-            format!(", congestion client {} / server {}", l.as_deref().unwrap_or("-"), r.as_deref().unwrap_or("-"))
-        }
-    };
-    row(
-        &mut o,
-        "tcp",
-        format!(
-            "retransmits {}, mean RTT {}, buffers client {} / server {}{congestion}",
-            s.retransmits,
-            s.rtt_us.map_or("-".into(), |r| format!("{r:.0} µs")),
-            buf(s.buffers.0),
-            buf(s.buffers.1)
-        ),
-    );
-    if let Some(e) = &s.efficiency {
-        row(
-            &mut o,
-            "line rate",
-            format!(
-                "{:.1}% of the {} TCP payload ceiling of a {} link at MTU {}",
-                e.ratio * 100.0,
-                format_rate(e.ceiling_bps),
-                format_rate(e.link_bps),
-                e.mtu
-            ),
-        );
-    }
-    if runs.len() > 1 {
-        if let Some(c) = confidence(runs, level) {
-            row(
-                &mut o,
-                "repeats",
-                format!(
-                    "{} runs, mean {:.4e} ± {:.2}% at {}% confidence (the interval's full width {:.2}% of the mean)",
-                    c.n,
-                    c.mean,
-                    c.width_pct,
-                    c.level,
-                    c.full_width_pct.unwrap_or(2.0 * c.width_pct)
-                ),
-            );
-        }
-    }
-    for e in s.errors.iter().take(5) {
-        row(&mut o, "error", e.clone());
-    }
-    let _ = r;
-    o
-}
-
-fn csv(points: &[Point]) -> String {
-    let mut o = String::from("test,direction,connections,msg_size,resp_size,sndbuf,rcvbuf,seconds,throughput_bps,send_bps,receive_bps,transactions_per_s,p50_us,p99_us,p999_us,loss_pct,jain,cpu_local_busy,cpu_remote_busy,sd_local_us_per_kb,sd_remote_us_per_kb,retransmits,runs\n");
-    for p in points {
-        let (s, sp) = (&p.summary, &p.result.spec);
-        let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
-        let dir = match sp.direction {
-            Direction::Send => "send",
-            Direction::Receive => "receive",
-            Direction::Bidir => "bidir",
-        };
-        o += &format!(
-            "{},{},{},{},{},{},{},{:.3},{:.0},{:.0},{:.0},{},{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{},{}\n",
-            sp.kind.name(),
-            dir,
-            s.connections,
-            sp.msg_size,
-            sp.resp_size,
-            sp.sndbuf.map_or(String::new(), |b| b.to_string()),
-            sp.rcvbuf.map_or(String::new(), |b| b.to_string()),
-            s.seconds,
-            s.throughput_bps,
-            s.send_bps,
-            s.receive_bps,
-            opt(s.transactions_per_s),
-            opt(s.latency_us.as_ref().map(|l| l.p50)),
-            opt(s.latency_us.as_ref().map(|l| l.p99)),
-            opt(s.latency_us.as_ref().map(|l| l.p999)),
-            opt(s.loss_pct),
-            opt(s.jain),
-            busy(&s.cpu.local),
-            busy(&s.cpu.remote),
-            s.service_demand_us_per_kb.0,
-            s.service_demand_us_per_kb.1,
-            s.retransmits,
-            p.runs.len()
-        );
-    }
-    o
-}
-
-fn sweep_table(points: &[Point]) -> String {
-    let mut o = format!(
-        "\n{:<28} {:>14} {:>12} {:>10} {:>8} {:>8} {:>7}\n",
-        "point", "goodput", "trans/s", "p99 µs", "CPU cl", "CPU sv", "Jain"
-    );
-    for p in points {
-        let s = &p.summary;
-        let label = p.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        o += &format!(
-            "{:<28} {:>14} {:>12} {:>10} {:>8} {:>8} {:>7}\n",
-            label,
-            format_rate(s.throughput_bps),
-            s.transactions_per_s.map_or("-".into(), |t| format!("{t:.0}")),
-            s.latency_us.as_ref().map_or("-".into(), |l| format!("{:.1}", l.p99)),
-            pct(busy(&s.cpu.local)),
-            pct(busy(&s.cpu.remote)),
-            s.jain.map_or("-".into(), |j| format!("{j:.3}")),
-        );
-    }
-    o
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_missed_open_loop_schedule_is_named_with_both_rates() {
-        let mut rr = TestSpec::new(TestKind::TcpRr);
-        assert_eq!(missed_schedule(&rr, Some(10.0), None), None, "closed loop has no schedule");
-        rr.rate = Some(20_000);
-        assert_eq!(missed_schedule(&rr, Some(19_500.0), Some(0.01)), None, "within 5 %, on time");
-        let w = missed_schedule(&rr, Some(17_375.0), None).unwrap();
-        assert!(w.contains("20000 transactions/s asked, 17375/s achieved (87%)") && w.contains("coordinated"), "{w}");
-        let w = missed_schedule(&rr, Some(19_967.0), Some(0.62)).unwrap();
-        assert!(w.contains("62% of the requests left more than one interval after they were due"), "{w}");
-        let mut stream = TestSpec::new(TestKind::TcpStream);
-        stream.rate = Some(1_000_000_000);
-        assert_eq!(missed_schedule(&stream, Some(1.0), Some(1.0)), None, "a paced stream is not a schedule");
-    }
-
-    #[test]
-    fn fairness_from_few_writes_per_connection_is_called_coarse() {
-        let mut spec = TestSpec::new(TestKind::TcpStream);
-        spec.connections = 10_000;
-        spec.msg_size = 131_072;
-        // The 10,000-connection run: 3.23 Mbit/s each over 3 s is 9.2 writes of 128 KiB.
-        let f = linerate_engine::bench::stats::fairness(&[2.09e6, 3.49e6, 4.19e6, 3.14e6]).unwrap();
-        let w = coarse_fairness(&spec, 3.0, Some(&f)).unwrap();
-        assert!(w.contains("9.2 writes of 128 KiB") && w.contains("350 kbit/s over 3.0 s"), "{w}");
-        assert_eq!(coarse_fairness(&spec, 30.0, Some(&f)), None, "92 writes each: fine enough");
-        spec.connections = 1;
-        assert_eq!(coarse_fairness(&spec, 3.0, Some(&f)), None, "one connection has no fairness");
-    }
 
     #[test]
     fn dscp_names_and_numbers_and_tos_bytes_parse() {
@@ -1161,10 +700,10 @@ mod tests {
         assert_eq!((s.bytes, s.duration_ms), (Some(1 << 30), 30_000));
         assert_eq!(base_spec(&parse(&[])).unwrap().duration_ms, 10_000);
         let a = parse(&["-k", "100", "-l", "1K", "--sweep", "msg=1K,2K"]);
-        let mut pts = sweep_points(&base_spec(&a).unwrap(), &a.sweep).unwrap();
-        count_blocks(&mut pts, a.blockcount);
+        let mut pts = sweep::points(&base_spec(&a).unwrap(), &a.sweep).unwrap();
+        sweep::count_blocks(&mut pts, a.blockcount);
         assert_eq!(pts.iter().map(|p| p.1.bytes).collect::<Vec<_>>(), [Some(102_400), Some(204_800)]);
-        assert!(banner(&pts[0].1, &"127.0.0.1:1".parse().unwrap(), &[]).contains("until 100 KiB are sent"));
+        assert!(text::banner(&pts[0].1, &"127.0.0.1:1".parse().unwrap(), &[]).contains("until 100 KiB are sent"));
     }
 
     /// The flags of `linerate bench HOST ARGS...`.
@@ -1185,19 +724,6 @@ mod tests {
         assert_eq!(parse_size32("64kB"), Ok(64000));
         assert!(parse_size32("8G").is_err());
         assert!(parse_size32("1.5").is_err());
-    }
-
-    #[test]
-    fn sweeps_run_every_combination() {
-        let base = TestSpec::new(TestKind::TcpStream);
-        let pts = sweep_points(&base, &["msg=512,64K".into(), "buf=8K,64K".into(), "conns=8,64,512".into()]).unwrap();
-        assert_eq!(pts.len(), 12);
-        assert_eq!(pts[0].1.msg_size, 512);
-        assert_eq!(pts[0].1.sndbuf, Some(8192));
-        assert_eq!(pts[11].1.connections, 512);
-        assert_eq!(pts[11].1.msg_size, 65536);
-        assert!(sweep_points(&base, &["bogus=1".into()]).is_err());
-        assert!(sweep_points(&base, &["conns=x".into()]).is_err());
     }
 
     #[test]

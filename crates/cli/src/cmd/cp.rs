@@ -1,7 +1,7 @@
 //! `linerate cp` and `linerate serve`: flags, destination parsing, the local server process for
 //! local destinations, and the final report.
 
-use crate::exit;
+use crate::error::{Error, Kind, Result as Done};
 use crate::progress::Show;
 use crate::transfer::{copy_showing, save_cp_run, summary_json, summary_line};
 use anyhow::Result;
@@ -154,10 +154,11 @@ fn parse_chunk_size(s: &str) -> Result<u32, String> {
     }
 }
 
-pub fn run_cp(a: CpArgs) -> u8 {
+/// Run `linerate cp`: 0 everything was copied, 1 some entries failed, else the failure's kind.
+pub fn run_cp(a: CpArgs) -> Done {
     let mut paths = a.paths;
     let Some(dest) = paths.pop() else {
-        return exit::USAGE;
+        return Err(Error::usage("no destination"));
     };
     let suite = match a.cipher.as_str() {
         "aes-256-gcm" => Suite::Aes256Gcm,
@@ -165,13 +166,7 @@ pub fn run_cp(a: CpArgs) -> u8 {
         _ => conn::preferred_suite(),
     };
     let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose };
-    let job = match crate::ssh::classify(&paths, &dest) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("linerate: {e:#}");
-            return exit::USAGE;
-        }
-    };
+    let job = crate::ssh::classify(&paths, &dest).map_err(|e| Error::new(Kind::Usage, e))?;
     let apply = |c: &mut CopyConfig| {
         match a.streams {
             Some(s) => c.streams = s,
@@ -198,42 +193,36 @@ pub fn run_cp(a: CpArgs) -> u8 {
         c.bwlimit = a.bwlimit;
     };
     if job.is_some() && (a.keys.key_file.is_some() || a.keys.identity.is_some() || a.keys.strict_host_key) {
-        eprintln!(
-            "linerate: --key-file, --identity and --strict-host-key are for a running server (HOST:PORT:PATH); \
-             over ssh ([user@]host:PATH), ssh authenticates and the remote side makes a one-time key"
-        );
-        return exit::USAGE;
+        return Err(Error::usage(
+            "--key-file, --identity and --strict-host-key are for a running server (HOST:PORT:PATH); \
+             over ssh ([user@]host:PATH), ssh authenticates and the remote side makes a one-time key",
+        ));
     }
-    let r = match job {
+    let report = match job {
         Some(job) => crate::ssh::copy(job, &a.ssh, apply, show),
         None => copy_showing(paths, &dest, &a.keys, apply, show),
-    };
-    match r {
-        Ok((report, code)) => {
-            if a.json {
-                println!("{}", summary_json(&report));
-            } else if !a.quiet {
-                eprintln!("{}", summary_line(&report));
-            }
-            // A dry run moved nothing: it is not a run to keep.
-            if !a.no_save && !report.dry_run {
-                save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json);
-            }
-            if code != exit::OK {
-                eprintln!(
-                    "linerate: {} entries failed ({} here, {} on the receiver); see above",
-                    report.local_errors + report.server.errors,
-                    report.local_errors,
-                    report.server.errors
-                );
-            }
-            code
-        }
-        Err((e, code)) => {
-            eprintln!("linerate: {e:#}");
-            code
-        }
+    }?;
+    if a.json {
+        println!("{}", summary_json(&report));
+    } else if !a.quiet {
+        eprintln!("{}", summary_line(&report));
     }
+    // A dry run moved nothing: it is not a run to keep.
+    if !a.no_save && !report.dry_run {
+        save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json);
+    }
+    if !report.is_complete() {
+        return Err(Error::msg(
+            Kind::Partial,
+            format!(
+                "{} entries failed ({} here, {} on the receiver); see above",
+                report.local_errors + report.server.errors,
+                report.local_errors,
+                report.server.errors
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

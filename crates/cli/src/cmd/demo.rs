@@ -1,7 +1,8 @@
 //! `linerate demo` (the whole job on one machine, no second host) and `linerate mktree`.
 
-use crate::exit;
+use crate::error::{Error, Kind, Result, ResultExt};
 use crate::transfer::{copy_to, summary_json, summary_line};
+use anyhow::Context as _;
 use clap::Args;
 use linerate_engine::copy::diff::compare_trees;
 use linerate_engine::copy::sample::{make_tree, Sizes, TreeSpec};
@@ -34,19 +35,21 @@ pub struct DemoArgs {
     json: bool,
 }
 
-pub fn run_demo(a: DemoArgs) -> u8 {
+/// Run `linerate demo`: 0 the copy is verified, 1 it differs from the source (or could not be
+/// compared), 3 the sample tree could not be made (local I/O) or the copy failed.
+pub fn run_demo(a: DemoArgs) -> Result {
     let work =
         a.dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("linerate-demo-{}", std::process::id())));
-    let code = demo_in(&a, &work);
+    let done = demo_in(&a, &work);
     if !a.keep {
         let _ = std::fs::remove_dir_all(&work);
     } else {
         eprintln!("trees kept in {}", work.display());
     }
-    code
+    done
 }
 
-fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
+fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
     let src = work.join("src");
     let dst = work.join("copy");
     let made = std::fs::create_dir_all(&src).and_then(|()| {
@@ -66,15 +69,9 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
         std::os::unix::fs::symlink("large/d0000", src.join("link-to-large"))?;
         Ok((big.0 + small.0 + 1, big.1 + small.1))
     });
-    let (files, bytes) = match made {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("linerate demo: making the sample tree in {}: {e}", work.display());
-            return exit::USAGE;
-        }
-    };
+    let (files, bytes) = made.with_context(|| format!("making the sample tree in {}", work.display())).io()?;
     eprintln!("copying {files} files, {}, encrypted, through a local server ...", format_size(bytes as f64));
-    let report = match copy_to(
+    let report = copy_to(
         // `src/`: the copy is `dst` itself (the rsync rule of `cp`).
         vec![src.join("")],
         &dst,
@@ -85,13 +82,7 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
             }
         },
         a.json,
-    ) {
-        Ok((r, _)) => r,
-        Err((e, code)) => {
-            eprintln!("linerate demo: {e:#}");
-            return code;
-        }
-    };
+    )?;
     eprintln!("{}", summary_line(&report));
     if a.json {
         println!("{}", summary_json(&report));
@@ -103,18 +94,15 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> u8 {
                 c.files,
                 format_size(c.bytes as f64)
             );
-            exit::OK
+            Ok(())
         }
         Ok(c) => {
             eprintln!("linerate demo: the copy differs from the source in {} places:", c.count);
             for d in c.differences {
                 eprintln!("  {d}");
             }
-            exit::PARTIAL
+            Err(Error::reported(Kind::Partial))
         }
-        Err(e) => {
-            eprintln!("linerate demo: comparing the trees: {e}");
-            exit::PARTIAL
-        }
+        Err(e) => Err(Error::new(Kind::Partial, e).context("comparing the trees")),
     }
 }

@@ -2,7 +2,7 @@
 //! never drift from the flags (ripgrep's `rg --generate`). Packagers and users install them
 //! from the binary they have.
 
-use crate::exit;
+use crate::error::ResultExt;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use clap_complete::Shell;
@@ -38,20 +38,14 @@ pub struct GenerateArgs {
     dir: Option<PathBuf>,
 }
 
-/// Run `linerate generate` for the command line `cmd`.
-pub fn run_generate(a: GenerateArgs, cmd: clap::Command) -> u8 {
-    let done = match (a.what.shell(), &a.dir) {
-        (Some(shell), None) => completion(cmd, shell),
-        (Some(_), Some(_)) => Err(anyhow::anyhow!("--dir goes with `man` only")),
-        (None, None) => man_page(cmd),
-        (None, Some(dir)) => man_pages(cmd, dir),
-    };
-    match done {
-        Ok(()) => exit::OK,
-        Err(e) => {
-            eprintln!("linerate generate: {e:#}");
-            exit::USAGE
-        }
+/// Run `linerate generate` for the command line `cmd`: `--dir` without `man` is usage; a page
+/// or script that cannot be written is [`crate::error::Kind::Io`].
+pub fn run_generate(a: GenerateArgs, cmd: clap::Command) -> crate::error::Result {
+    match (a.what.shell(), &a.dir) {
+        (Some(shell), None) => completion(cmd, shell).io(),
+        (Some(_), Some(_)) => Err(crate::error::Error::usage("--dir goes with `man` only")),
+        (None, None) => man_page(cmd).io(),
+        (None, Some(dir)) => man_pages(cmd, dir).io(),
     }
 }
 

@@ -1,9 +1,10 @@
 //! `linerate keygen`: a shared 256-bit key, or an ed25519 key pair for daemon mode.
 
-use anyhow::{anyhow, Result};
+use crate::error::{Error, Kind, Result};
 use clap::Args;
 use linerate_engine::auth::keys::{self, Identity};
 use linerate_engine::auth::secret::Secret;
+use linerate_engine::EngineError;
 use std::path::PathBuf;
 
 /// `linerate keygen` flags.
@@ -21,33 +22,38 @@ pub struct KeygenArgs {
     comment: Option<String>,
 }
 
-/// Run `linerate keygen`.
-pub fn run_keygen(a: KeygenArgs) -> u8 {
-    match keygen(&a) {
-        Ok(()) => crate::exit::OK,
-        Err(e) => {
-            eprintln!("linerate keygen: {e:#}");
-            crate::exit::USAGE
-        }
-    }
+/// Run `linerate keygen`: a missing FILE or a key file that exists is usage; a directory or
+/// file that cannot be written is [`Kind::Io`].
+pub fn run_keygen(a: KeygenArgs) -> Result {
+    keygen(&a)
+}
+
+/// A key's engine error: a refused (existing) file is usage, a failed write local I/O.
+fn key_err(e: EngineError) -> Error {
+    let kind = match &e {
+        EngineError::File { io, .. } if io.kind() == std::io::ErrorKind::AlreadyExists => Kind::Usage,
+        EngineError::File { .. } => Kind::Io,
+        _ => Kind::of_engine(&e),
+    };
+    Error::new(kind, e)
 }
 
 /// A key file's missing directory is made, private (0700), as ssh-keygen makes ~/.ssh.
 fn make_parent(file: &std::path::Path) -> Result<()> {
     match file.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => Ok(keys::make_private_dir(dir)?),
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => keys::make_private_dir(dir).map_err(key_err),
         _ => Ok(()),
     }
 }
 
 fn keygen(a: &KeygenArgs) -> Result<()> {
     if a.kind == "secret" {
-        let file = a.file.as_ref().ok_or_else(|| anyhow!("a shared key needs FILE: linerate keygen FILE"))?;
+        let file = a.file.as_ref().ok_or_else(|| Error::usage("a shared key needs FILE: linerate keygen FILE"))?;
         if a.comment.is_some() {
-            return Err(anyhow!("--comment is for ed25519 keys (--type ed25519)"));
+            return Err(Error::usage("--comment is for ed25519 keys (--type ed25519)"));
         }
         make_parent(file)?;
-        Secret::generate()?.write_new(file)?;
+        Secret::generate().map_err(key_err)?.write_new(file).map_err(key_err)?;
         eprintln!("wrote a new key to {}", file.display());
         return Ok(());
     }
@@ -55,16 +61,16 @@ fn keygen(a: &KeygenArgs) -> Result<()> {
         Some(f) => f.clone(),
         None => {
             let f = keys::default_identity()
-                .ok_or_else(|| anyhow!("no config directory: give FILE, or set HOME or XDG_CONFIG_HOME"))?;
+                .ok_or_else(|| Error::usage("no config directory: give FILE, or set HOME or XDG_CONFIG_HOME"))?;
             if let Some(dir) = f.parent() {
-                keys::make_private_dir(dir)?;
+                keys::make_private_dir(dir).map_err(key_err)?;
             }
             f
         }
     };
     make_parent(&file)?;
     let comment = a.comment.clone().unwrap_or_else(keys::default_comment);
-    let id = Identity::write_new(&file, &comment)?;
+    let id = Identity::write_new(&file, &comment).map_err(key_err)?;
     let public = keys::pub_path(&file);
     eprintln!(
         "wrote a new ed25519 key to {} and its public key to {}\nfingerprint {}",

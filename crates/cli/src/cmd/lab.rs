@@ -1,7 +1,7 @@
 //! `linerate lab`: up, down, status, exec, run and plan — flags and printing only; the work is
 //! in `linerate-lab`.
 
-use crate::exit;
+use crate::error::{Error, Kind};
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use linerate_lab::runner::{run_all, RunnerConfig};
@@ -9,9 +9,6 @@ use linerate_lab::state::RunState;
 use linerate_lab::{Lab, LabError, Plan, Scenario, SystemExecutor};
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Exit code after SIGINT/SIGTERM (128 + SIGINT), once the lab is torn down.
-const INTERRUPTED: u8 = 130;
 
 #[derive(Args)]
 #[command(after_help = "Scenario format: docs/USER_GUIDE.md, section `linerate lab`; examples in scenarios/.
@@ -108,16 +105,9 @@ enum LabCmd {
     },
 }
 
-fn code_of(e: &LabError) -> u8 {
-    match e {
-        LabError::Scenario(_) | LabError::NotRoot | LabError::State(_) => exit::USAGE,
-        LabError::Interrupted => INTERRUPTED,
-        _ => exit::SESSION,
-    }
-}
-
-/// Entry point for `linerate lab`.
-pub fn run_lab(a: LabArgs) -> u8 {
+/// Entry point for `linerate lab`: 0 ok, 1 some runs failed, 2 bad scenario or usage, 3 the lab
+/// could not be built, 130 interrupted (after teardown); `exec` passes on its command's status.
+pub fn run_lab(a: LabArgs) -> crate::error::Result {
     let r = match a.cmd {
         LabCmd::Up { file, detach } => up(file, detach),
         LabCmd::Down { run, all } => down(run, all),
@@ -126,15 +116,13 @@ pub fn run_lab(a: LabArgs) -> u8 {
         LabCmd::Run { file, output, db, no_save, scale_time } => run(file, output, db, no_save, scale_time),
         LabCmd::Plan { file } => plan(file),
         LabCmd::Set { link, changes, dir, run } => set(&link, &changes, &dir, run.as_deref()),
-        LabCmd::Emulate { config } => linerate_lab::emu::run(&config).map(|()| exit::OK).map_err(Into::into),
+        LabCmd::Emulate { config } => linerate_lab::emu::run(&config).map_err(Into::into),
     };
-    match r {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("linerate lab: {e:#}");
-            e.downcast_ref::<LabError>().map(code_of).unwrap_or(exit::SESSION)
-        }
-    }
+    // The lab's own errors say their kind; anything else stopped the lab from being built or run.
+    r.map_err(|e| match e.downcast_ref::<LabError>().map(Kind::of_lab) {
+        Some(kind) => Error::new(kind, e),
+        None => e.downcast::<Error>().unwrap_or_else(|e| Error::new(Kind::Session, e)),
+    })
 }
 
 fn print_hosts(plan: &Plan) {
@@ -148,7 +136,7 @@ fn print_hosts(plan: &Plan) {
     }
 }
 
-fn up(file: PathBuf, detach: bool) -> Result<u8> {
+fn up(file: PathBuf, detach: bool) -> Result<()> {
     let sc = Scenario::load(&file)?;
     let (stop, stopped) = linerate_lab::lab::signal_stop()?;
     let lab = Lab::up(&sc, &file, detach, &stop, &mut |id| eprintln!("linerate lab: cleaned stale run {id}"))?;
@@ -158,14 +146,19 @@ fn up(file: PathBuf, detach: bool) -> Result<u8> {
         let id = lab.plan.run.clone();
         lab.detach()?;
         println!("detached; `linerate lab exec HOST -- CMD` to use it, `linerate lab down {id}` to remove it");
-        return Ok(exit::OK);
+        return Ok(());
     }
     println!("`linerate lab exec HOST -- CMD` from another terminal; Ctrl-C tears it down");
     stopped.wait();
     let id = lab.plan.run.clone();
     let problems = lab.down();
     report_down(&id, &problems);
-    Ok(if problems.is_empty() { exit::OK } else { exit::SESSION })
+    // Each problem is on its line above.
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::reported(Kind::Session).into())
+    }
 }
 
 fn report_down(id: &str, problems: &[String]) {
@@ -178,9 +171,9 @@ fn report_down(id: &str, problems: &[String]) {
     }
 }
 
-fn down(run: Option<String>, all: bool) -> Result<u8> {
+fn down(run: Option<String>, all: bool) -> Result<()> {
     let runs = if all { RunState::list() } else { vec![RunState::find(run.as_deref())?] };
-    let mut code = exit::OK;
+    let mut done = Ok(());
     for s in runs {
         if s.ask_owner_to_stop(Duration::from_secs(15)) {
             eprintln!("lab {} torn down by its owner (pid {})", s.run, s.pid);
@@ -189,69 +182,60 @@ fn down(run: Option<String>, all: bool) -> Result<u8> {
         let problems = s.teardown(&mut SystemExecutor);
         report_down(&s.run, &problems);
         if !problems.is_empty() {
-            code = exit::SESSION;
+            done = Err(Error::reported(Kind::Session).into());
         }
     }
-    Ok(code)
+    done
 }
 
-fn status(json: bool) -> Result<u8> {
+fn status(json: bool) -> Result<()> {
     let runs = RunState::list();
     if json {
-        let v: Vec<_> = runs.iter().map(RunState::status).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(exit::OK);
+        println!("{}", linerate_lab::state::status_json(&runs)?);
+    } else {
+        print!("{}", linerate_lab::state::status_text(&runs));
     }
-    if runs.is_empty() {
-        println!("no lab is up");
-    }
-    for s in &runs {
-        let how = match (s.detached, s.owner_alive()) {
-            (true, _) => "detached".to_string(),
-            (false, true) => format!("owned by pid {}", s.pid),
-            (false, false) => "stale (owner gone; the next `lab up` or `lab down` removes it)".to_string(),
-        };
-        println!("{}  {}  {}  {}", s.run, s.scenario, s.file, how);
-        for (name, h) in &s.description.hosts {
-            let addrs: Vec<String> = h.interfaces.iter().map(|i| format!("{} {}", i.name, i.addr)).collect();
-            println!("  {name:<12} {}", addrs.join(", "));
-        }
-    }
-    Ok(exit::OK)
+    Ok(())
 }
 
-fn set(link: &str, changes: &[String], dir: &str, run: Option<&str>) -> Result<u8> {
+fn set(link: &str, changes: &[String], dir: &str, run: Option<&str>) -> Result<()> {
     let s = RunState::find(run)?;
     let Some(sock) = s.emulators.get(link) else {
         let links: Vec<&String> = s.emulators.keys().collect();
-        eprintln!(
-            "linerate lab: lab {} has no link '{}' run by linerate's emulator (emulated links: {links:?})",
+        return Err(Error::usage(format!(
+            "lab {} has no link '{}' run by linerate's emulator (emulated links: {links:?})",
             s.run,
             link.escape_default()
-        );
-        return Ok(exit::USAGE);
+        ))
+        .into());
     };
     let request = if changes == ["stats"] { "stats".to_string() } else { format!("set {dir} {}", changes.join(" ")) };
     println!("{}", linerate_lab::emu::ask(sock, &request)?);
-    Ok(exit::OK)
+    Ok(())
 }
 
-fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<u8> {
+fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<()> {
     let s = RunState::find(run)?;
     let Some(ns) = s.hosts.get(host) else {
         let hosts: Vec<&String> = s.hosts.keys().collect();
-        eprintln!("linerate lab: lab {} has no host '{}' (hosts: {hosts:?})", s.run, host.escape_default());
-        return Ok(exit::USAGE);
+        return Err(
+            Error::usage(format!("lab {} has no host '{}' (hosts: {hosts:?})", s.run, host.escape_default())).into()
+        );
     };
     let st = std::process::Command::new("ip")
         .args(["netns", "exec", ns])
         .args(cmd)
         .status()
         .with_context(|| format!("running ip netns exec {ns}"))?;
-    Ok(st.code().map(|c| c.clamp(0, 255) as u8).unwrap_or(exit::SESSION))
+    // The command's own status, passed on (a signal's end is a failed session).
+    match st.code().map(|c| c.clamp(0, 255) as u8) {
+        Some(0) => Ok(()),
+        Some(c) => Err(Error::reported(Kind::Exited(c)).into()),
+        None => Err(Error::reported(Kind::Session).into()),
+    }
 }
 
-fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: bool, scale: Option<f64>) -> Result<u8> {
+fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: bool, scale: Option<f64>) -> Result<()> {
     let sc = Scenario::load(&file)?;
     let sc = match scale {
         Some(f) => sc.scaled(f)?,
@@ -294,20 +278,21 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
         Err(e) => eprintln!("linerate lab: warning: no report from the results: {e}"),
     }
     let all_ok = doc.runs.iter().all(|r| r.ok);
-    if !all_ok {
+    if !all_ok && !problems.is_empty() {
         eprintln!("linerate lab: {}", failures(&doc));
     }
-    Ok(if !problems.is_empty() {
-        exit::SESSION
+    if !problems.is_empty() {
+        // The teardown's problems are on their lines above.
+        Err(Error::reported(Kind::Session).into())
     } else if all_ok {
-        exit::OK
+        Ok(())
     } else {
-        exit::PARTIAL
-    })
+        Err(Error::msg(Kind::Partial, failures(&doc)).into())
+    }
 }
 
 /// Which runs failed and which groups they left incomplete, for the closing line of a run
-/// that exits [`exit::PARTIAL`].
+/// that exits 1 ([`Kind::Partial`]).
 fn failures(doc: &linerate_model::doc::lab::LabDocument) -> String {
     let failed: Vec<&str> = doc.runs.iter().filter(|r| !r.ok).map(|r| r.name.as_str()).collect();
     let incomplete: Vec<String> = doc
@@ -330,7 +315,7 @@ fn failures(doc: &linerate_model::doc::lab::LabDocument) -> String {
     s
 }
 
-fn plan(file: PathBuf) -> Result<u8> {
+fn plan(file: PathBuf) -> Result<()> {
     let sc = Scenario::load(&file)?;
     let p = Plan::new(&sc, "lrPLAN")?;
     println!("# {} — run id shown as lrPLAN", sc.name);
@@ -338,5 +323,5 @@ fn plan(file: PathBuf) -> Result<u8> {
     for c in &p.commands {
         println!("{}", c.join(" "));
     }
-    Ok(exit::OK)
+    Ok(())
 }

@@ -2,7 +2,7 @@
 //! round, and keep each round in the run store.
 
 use crate::cmd::report::save_run;
-use crate::exit;
+use crate::error::{Error, Kind, Result, ResultExt};
 use anyhow::{anyhow, Context};
 use clap::Args;
 use linerate_engine::auth::keys::{self, Identity};
@@ -61,36 +61,32 @@ fn line(inv: &Inventory, round: u64, t: &Try) -> String {
     format!("linerate mesh: round {round}: {} {a} > {b}: {what} ({:.1}-{:.1} s)", test.name, t.start_s, t.end_s)
 }
 
-/// Runs `linerate mesh`; the exit code: 0 every test ran, 1 some failed, 2 bad usage (the
-/// inventory, the key), 3 no test ran at all.
-pub fn run_mesh(a: MeshArgs) -> u8 {
-    match mesh(&a) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("linerate mesh: {e:#}");
-            exit::USAGE
-        }
-    }
-}
-
-fn mesh(a: &MeshArgs) -> anyhow::Result<u8> {
-    let inv = Inventory::load(&a.inventory)?;
+/// Runs `linerate mesh`: 0 every test ran, 1 some failed ([`Kind::Partial`]), 2 bad usage (the
+/// inventory, the key), 3 no test ran at all ([`Kind::Session`]) or the round could not be
+/// stored ([`Kind::Store`]).
+pub fn run_mesh(a: MeshArgs) -> Result {
+    let inv = Inventory::load(&a.inventory).usage()?;
     let id_path = a
         .identity
         .clone()
         .or_else(|| inv.identity.clone())
         .or_else(keys::default_identity)
-        .ok_or_else(|| anyhow!("no identity: give --identity FILE or `identity` in the inventory"))?;
-    let identity = Arc::new(Identity::load(&id_path).with_context(|| {
-        format!("the controller's key {} (make one with `linerate keygen --type ed25519`)", id_path.display())
-    })?);
+        .ok_or_else(|| anyhow!("no identity: give --identity FILE or `identity` in the inventory"))
+        .usage()?;
+    let identity = Arc::new(
+        Identity::load(&id_path)
+            .with_context(|| {
+                format!("the controller's key {} (make one with `linerate keygen --type ed25519`)", id_path.display())
+            })
+            .usage()?,
+    );
     let stopper = Stopper::new();
     let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
-    stopper.on_signals(&signals, |_| {}).context("installing signal handlers")?;
+    stopper.on_signals(&signals, |_| {}).context("installing signal handlers").internal()?;
     let stop = stopper.shutdown();
     let agents = NetAgents { inv: &inv, identity };
     let interval = if a.once { None } else { inv.interval };
-    let mut code = exit::OK;
+    let mut done = Ok(());
     for round in 0u64.. {
         let began = Instant::now();
         let quiet = a.quiet;
@@ -101,7 +97,7 @@ fn mesh(a: &MeshArgs) -> anyhow::Result<u8> {
         });
         let rep = to_report(&inv, &r);
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&rep)?);
+            println!("{}", serde_json::to_string_pretty(&rep).internal()?);
         }
         let saved = if a.no_save { None } else { Some(save_run(a.db.as_deref(), &rep)?) };
         eprintln!(
@@ -120,10 +116,11 @@ fn mesh(a: &MeshArgs) -> anyhow::Result<u8> {
             },
             saved.map_or(String::new(), |id| format!("; saved as {id}"))
         );
-        code = match (r.tally.done, r.tally.failed) {
-            (0, f) if f > 0 => exit::SESSION,
-            (_, 0) => exit::OK,
-            _ => exit::PARTIAL,
+        // Each failed test is on its line above and in the stored run.
+        done = match (r.tally.done, r.tally.failed) {
+            (0, f) if f > 0 => Err(Error::reported(Kind::Session)),
+            (_, 0) => Ok(()),
+            _ => Err(Error::reported(Kind::Partial)),
         };
         let Some(every) = interval else { break };
         // Next round at its time (at once if this one overran), unless stopped meanwhile.
@@ -131,5 +128,5 @@ fn mesh(a: &MeshArgs) -> anyhow::Result<u8> {
             break;
         }
     }
-    Ok(code)
+    done
 }

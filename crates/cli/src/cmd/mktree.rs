@@ -1,6 +1,7 @@
 //! `linerate mktree`: a sample tree for benchmarks, deterministic from a seed, incompressible.
 
-use crate::exit;
+use crate::error::{Result, ResultExt};
+use anyhow::Context;
 use clap::Args;
 use linerate_engine::copy::sample::{make_tree, Sizes, TreeSpec};
 use linerate_model::units::parse_size;
@@ -31,19 +32,14 @@ pub struct MktreeArgs {
     seed: u64,
 }
 
-pub fn run_mktree(a: MktreeArgs) -> u8 {
+/// Run `linerate mktree`; a tree that cannot be written is [`crate::error::Kind::Io`].
+pub fn run_mktree(a: MktreeArgs) -> Result {
     let sizes = match (a.mean_size, a.min_size, a.max_size) {
         (_, Some(min), Some(max)) => Sizes::Uniform { min, max },
         (m, _, _) => Sizes::LogNormal { mean: m.unwrap_or(1_600_000) },
     };
-    match make_tree(&a.dir, TreeSpec { files: a.files, sizes, per_dir: a.per_dir, seed: a.seed }, |_, _| {}) {
-        Ok((files, bytes)) => {
-            eprintln!("{}: {files} files, {bytes} bytes", a.dir.display());
-            exit::OK
-        }
-        Err(e) => {
-            eprintln!("linerate mktree: {}: {e}", a.dir.display());
-            exit::USAGE
-        }
-    }
+    let spec = TreeSpec { files: a.files, sizes, per_dir: a.per_dir, seed: a.seed };
+    let (files, bytes) = make_tree(&a.dir, spec, |_, _| {}).with_context(|| a.dir.display().to_string()).io()?;
+    eprintln!("{}: {files} files, {bytes} bytes", a.dir.display());
+    Ok(())
 }

@@ -1,7 +1,8 @@
 //! One module per subcommand: its flags (clap `Args`) and its `run`, which turns them into
-//! engine, lab or report calls and an exit code. Shared pieces live beside `cmd/`: key flags
+//! engine, lab or report calls and returns `Ok(())` or an [`crate::error::Error`] with its kind
+//! (`main` alone maps the kind to an exit code). Shared pieces live beside `cmd/`: key flags
 //! (`keys`), the copy runner (`transfer`), ssh sessions (`ssh`), the progress bar (`progress`)
-//! and the exit codes (`exit`).
+//! and the error type (`error`).
 
 pub mod bench;
 pub mod cp;

@@ -2,9 +2,11 @@
 //! compare) and the charts (html, svg). Also [`save_run`], which `cp`, `bench` and `lab` call
 //! to keep their result.
 
+use crate::error::{Error, Kind, ResultExt};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use linerate_report::export::{self, Format};
+use linerate_report::list::clean;
 use linerate_report::svg::ChartKind;
 use linerate_report::{RunReport, Store};
 use std::io::{Read, Write};
@@ -24,11 +26,6 @@ EXIT STATUS:
   3  the store could not be opened, read or written
   4  compare: a goal figure (throughput of a stream test, transactions or latency of a
      request/response test, time or rate of a copy) regressed beyond --threshold";
-
-/// Exit code of `report compare` when a figure regressed beyond the threshold.
-pub const EXIT_REGRESSION: u8 = 4;
-/// Exit code when the store itself fails.
-pub const EXIT_STORE: u8 = 3;
 
 /// `linerate report` flags.
 #[derive(Args, Debug)]
@@ -143,64 +140,32 @@ enum ExportFormat {
     Md,
 }
 
-/// Failure classes, mapped to exit codes.
-enum Fail {
-    Usage(anyhow::Error),
-    Store(anyhow::Error),
-}
-
-fn store_path(db: Option<&Path>) -> Result<PathBuf> {
-    match db {
-        Some(p) => {
-            let s = p.to_string_lossy();
-            if linerate_report::store::is_postgres(&s) && linerate_report::store::postgres::has_password(&s) {
-                bail!(
-                    "--db {}: no password on the command line (other users can read it): give it in \
-                     PGPASSWORD or ~/.pgpass, or the whole URL in LINERATE_DB",
-                    linerate_report::store::postgres::redact(&s)
-                );
-            }
-            Ok(p.to_path_buf())
-        }
-        None => {
-            Store::default_path().context("no data directory is known for this user: give --db PATH or set LINERATE_DB")
-        }
-    }
-}
-
-fn open(db: Option<&Path>) -> std::result::Result<Store, Fail> {
-    let path = store_path(db).map_err(Fail::Usage)?;
-    Store::open(&path).with_context(|| format!("cannot open the run store {}", path.display())).map_err(Fail::Store)
+fn open(db: Option<&Path>) -> crate::error::Result<Store> {
+    let path = linerate_report::store::store_path(db).usage()?;
+    Store::open(&path).with_context(|| format!("cannot open the run store {}", path.display())).store()
 }
 
 /// Saves `report` in the store (`db`, else `$LINERATE_DB`, else the user's data directory) and
-/// returns its id. Prints nothing; callers report on stderr as they see fit.
-pub fn save_run(db: Option<&Path>, report: &RunReport) -> Result<String> {
-    let path = store_path(db)?;
-    let mut store = Store::open(&path).with_context(|| format!("cannot open the run store {}", path.display()))?;
-    let mut fresh;
-    let mut run = report;
-    for _ in 0..3 {
-        match store.insert(run) {
-            Ok(()) => return Ok(run.id.clone()),
-            // two runs in the same second drew the same suffix: take another id
-            Err(linerate_report::ReportError::Duplicate(_)) => {
-                fresh = run.clone();
-                fresh.id = linerate_report::new_id();
-                run = &fresh;
-            }
-            Err(e) => return Err(e).with_context(|| format!("cannot save run {} in {}", run.id, path.display())),
-        }
-    }
-    bail!("cannot save run {} in {}: no free run id", report.id, path.display())
+/// returns its id: a store that cannot be named is usage, one that fails [`Kind::Store`]. Prints
+/// nothing; callers report on stderr as they see fit.
+pub fn save_run(db: Option<&Path>, report: &RunReport) -> crate::error::Result<String> {
+    let mut store = open(db)?;
+    store.save(report).map_err(|e| match e {
+        linerate_report::ReportError::NoFreeId { .. } => Error::new(Kind::Store, e),
+        e => Error::new(
+            Kind::Store,
+            anyhow::Error::new(e).context(format!("cannot save run {} in {}", report.id, store.path())),
+        ),
+    })
 }
 
-fn lookup(store: &mut Store, id: &str) -> std::result::Result<RunReport, Fail> {
-    store.get(id).map_err(|e| match e {
-        linerate_report::ReportError::NotFound(_) | linerate_report::ReportError::Ambiguous(..) => {
-            Fail::Usage(e.into())
-        }
-        other => Fail::Store(anyhow::Error::new(other).context(format!("cannot read run {id} from {}", store.path()))),
+fn lookup(store: &mut Store, id: &str) -> crate::error::Result<RunReport> {
+    store.get(id).map_err(|e| match Kind::of_report(&e) {
+        Kind::Store => Error::new(
+            Kind::Store,
+            anyhow::Error::new(e).context(format!("cannot read run {id} from {}", store.path())),
+        ),
+        _ => Error::from(e),
     })
 }
 
@@ -214,11 +179,6 @@ fn write_out(output: Option<&Path>, text: &str) -> Result<()> {
             out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write to stdout")
         }
     }
-}
-
-/// Replaces control characters so an id or title from a file cannot drive the terminal.
-fn clean(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 fn read_doc(file: &Path) -> Result<serde_json::Value> {
@@ -237,41 +197,26 @@ fn read_doc(file: &Path) -> Result<serde_json::Value> {
     serde_json::from_slice(&buf).with_context(|| format!("{} is not JSON", file.display()))
 }
 
-fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
+/// Runs `linerate report`: 0 success, 2 usage, 3 the store failed ([`Kind::Store`]), 4 `compare`
+/// found a regression ([`Kind::Regressed`]).
+pub fn run_report(a: ReportArgs) -> crate::error::Result {
     let db = a.db.as_deref();
     match a.cmd {
         ReportCmd::List { json } => {
             let mut store = open(db)?;
-            let runs = store.list().context("cannot list runs").map_err(Fail::Store)?;
-            let mut text = String::new();
-            for r in &runs {
-                if json {
-                    text.push_str(&r.json_line());
-                    text.push('\n');
-                } else {
-                    let head =
-                        r.headline.as_ref().map_or(String::new(), |m| linerate_report::convert::si(m.value, &m.unit));
-                    text.push_str(&format!(
-                        "{}  {:<5}  {}  {:>14}  {}\n",
-                        r.id,
-                        r.kind,
-                        r.created,
-                        head,
-                        clean(&r.title)
-                    ));
-                }
-            }
+            let runs = store.list().context("cannot list runs").store()?;
+            let text = if json { linerate_report::list::json_lines(&runs) } else { linerate_report::list::text(&runs) };
             if runs.is_empty() && !json {
                 eprintln!("no runs in {}", store.path());
             }
-            write_out(None, &text).map_err(Fail::Usage)?;
-            Ok(0)
+            write_out(None, &text).io()?;
+            Ok(())
         }
         ReportCmd::Show { id } => {
             let mut store = open(db)?;
             let r = lookup(&mut store, &id)?;
-            write_out(None, &export::to_markdown(&r)).map_err(Fail::Usage)?;
-            Ok(0)
+            write_out(None, &export::to_markdown(&r)).io()?;
+            Ok(())
         }
         ReportCmd::Export { id, format, output } => {
             let mut store = open(db)?;
@@ -281,45 +226,44 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
                 ExportFormat::Csv => Format::Csv,
                 ExportFormat::Md => Format::Md,
             };
-            write_out(output.as_deref(), &export::export(&r, f)).map_err(Fail::Usage)?;
-            Ok(0)
+            write_out(output.as_deref(), &export::export(&r, f)).io()?;
+            Ok(())
         }
         ReportCmd::Rm { id } => {
             let mut store = open(db)?;
             lookup(&mut store, &id)?;
-            let full = store.remove(&id).context("cannot delete the run").map_err(Fail::Store)?;
+            let full = store.remove(&id).context("cannot delete the run").store()?;
             eprintln!("removed run {full}");
-            Ok(0)
+            Ok(())
         }
         ReportCmd::Import { file } => {
-            let v = read_doc(&file).map_err(Fail::Usage)?;
-            let r = linerate_report::from_json(v)
-                .with_context(|| format!("cannot import {}", file.display()))
-                .map_err(Fail::Usage)?;
+            let v = read_doc(&file).usage()?;
+            let r =
+                linerate_report::from_json(v).with_context(|| format!("cannot import {}", file.display())).usage()?;
             let mut store = open(db)?;
             // `bench --json > f && report import f`: bench saved the run already
-            let same = store.find_same(&r).context("cannot read the store").map_err(Fail::Store)?;
+            let same = store.find_same(&r).context("cannot read the store").store()?;
             if let Some(id) = same {
                 eprintln!("already stored as run {id}; not stored again");
                 println!("{id}");
-                return Ok(0);
+                return Ok(());
             }
             store.insert(&r).map_err(|e| match e {
-                linerate_report::ReportError::Duplicate(_) => Fail::Usage(e.into()),
-                other => Fail::Store(anyhow::Error::new(other).context("cannot save the run")),
+                linerate_report::ReportError::Duplicate(_) => Error::new(Kind::Usage, e),
+                other => Error::new(Kind::Store, anyhow::Error::new(other).context("cannot save the run")),
             })?;
             println!("{}", r.id);
-            Ok(0)
+            Ok(())
         }
         ReportCmd::Compare { a, b, threshold, force } => {
             if !(threshold.is_finite() && threshold >= 0.0) {
-                return Err(Fail::Usage(anyhow::anyhow!("--threshold must be a percentage ≥ 0, not {threshold}")));
+                return Err(Error::usage(format!("--threshold must be a percentage ≥ 0, not {threshold}")));
             }
             let mut store = open(db)?;
             let (ra, rb) = (lookup(&mut store, &a)?, lookup(&mut store, &b)?);
             let c = linerate_report::compare(&ra, &rb, threshold);
             if c.kinds_differ && !force {
-                return Err(Fail::Usage(anyhow::anyhow!(
+                return Err(Error::usage(format!(
                     "run {} is a {} run and run {} a {} run: their figures do not compare; give --force to \
                      compare them anyway",
                     clean(&ra.id),
@@ -331,77 +275,51 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
             for w in &c.warnings {
                 eprintln!("linerate report: warning: {}", clean(w));
             }
-            write_out(None, &c.to_text()).map_err(Fail::Usage)?;
+            write_out(None, &c.to_text()).io()?;
             if c.has_regression() {
                 let n = c.rows.iter().filter(|r| r.regression).count();
-                eprintln!(
-                    "linerate report: {n} figure(s) regressed by more than {threshold}% from {} to {}",
-                    ra.id, rb.id
-                );
-                return Ok(EXIT_REGRESSION);
+                return Err(Error::msg(
+                    Kind::Regressed,
+                    format!("{n} figure(s) regressed by more than {threshold}% from {} to {}", ra.id, rb.id),
+                ));
             }
-            Ok(0)
+            Ok(())
         }
         ReportCmd::Html { ids, output, threshold } => {
             let mut store = open(db)?;
-            let runs = ids.iter().map(|id| lookup(&mut store, id)).collect::<std::result::Result<Vec<_>, _>>()?;
-            write_html(&runs, threshold, &output).map_err(Fail::Usage)?;
+            let runs = ids.iter().map(|id| lookup(&mut store, id)).collect::<crate::error::Result<Vec<_>>>()?;
+            write_html(&runs, threshold, &output).io()?;
             eprintln!("wrote {}", output.display());
-            Ok(0)
+            Ok(())
         }
         ReportCmd::Mesh { id, against, threshold, test, output } => {
             let mut store = open(db)?;
-            let meshes: Vec<String> = store
-                .list()
-                .map_err(|e| Fail::Store(e.into()))?
-                .into_iter()
-                .filter(|r| r.kind == "mesh")
-                .map(|r| r.id)
-                .collect();
-            let run_id = match id {
-                Some(i) => i,
-                None => {
-                    meshes.last().cloned().ok_or_else(|| Fail::Usage(anyhow::anyhow!("no mesh run in the store")))?
-                }
-            };
-            let run = lookup(&mut store, &run_id)?;
-            let base_id = match against {
-                Some(a) => Some(a),
-                None => {
-                    meshes.iter().position(|m| *m == run.id).and_then(|i| i.checked_sub(1)).map(|i| meshes[i].clone())
-                }
-            };
-            let base = base_id.map(|b| lookup(&mut store, &b)).transpose()?;
-            let usage = |e: linerate_report::ReportError| Fail::Usage(e.into());
+            let (run, base) = store.mesh_round(id.as_deref(), against.as_deref()).map_err(Error::from)?;
             let text = if output.extension().is_some_and(|e| e == "html") {
-                linerate_report::mesh::mesh_html(&run, base.as_ref(), threshold).map_err(usage)?
+                linerate_report::mesh::mesh_html(&run, base.as_ref(), threshold).usage()?
             } else {
-                let ms = linerate_report::mesh::matrices(&run, base.as_ref()).map_err(usage)?;
+                let ms = linerate_report::mesh::matrices(&run, base.as_ref()).usage()?;
                 let m = match &test {
                     Some(t) => ms.iter().find(|m| m.test == *t),
                     None => ms.first(),
                 };
-                let m = m.ok_or_else(|| Fail::Usage(anyhow::anyhow!("run {} has no test {test:?}", run.id)))?;
+                let m = m.ok_or_else(|| Error::usage(format!("run {} has no test {test:?}", run.id)))?;
                 linerate_report::mesh::matrix_svg(m, threshold)
             };
-            write_out(Some(&output), &text).map_err(Fail::Usage)?;
-            Ok(0)
+            write_out(Some(&output), &text).io()?;
+            Ok(())
         }
         ReportCmd::Svg { id, chart, output } => {
-            let (kind, n) = match chart.split_once(':') {
-                Some((k, n)) => (k, n.parse::<usize>().ok().filter(|n| *n >= 1)),
-                None => (chart.as_str(), Some(1)),
-            };
-            let (Some(kind), Some(n)) = (ChartKind::parse(kind), n) else {
-                return Err(Fail::Usage(anyhow::anyhow!(
+            let Some((kind, index)) = ChartKind::parse_spec(&chart) else {
+                return Err(Error::usage(format!(
                     "--chart {chart}: expected bars, xy, flows, series or latency, optionally with :N (N from 1)"
                 )));
             };
             let mut store = open(db)?;
             let r = lookup(&mut store, &id)?;
-            let svg = linerate_report::svg::render(&r, kind, n - 1).map_err(|e| Fail::Usage(e.into()))?;
-            write_out(Some(&output), &svg).map_err(Fail::Usage)?;
-            Ok(0)
+            let svg = linerate_report::svg::render(&r, kind, index).usage()?;
+            write_out(Some(&output), &svg).io()?;
+            Ok(())
         }
     }
 }
@@ -410,19 +328,4 @@ fn run(a: ReportArgs) -> std::result::Result<u8, Fail> {
 pub fn write_html(runs: &[RunReport], threshold_pct: f64, path: &Path) -> Result<()> {
     let html = linerate_report::html::report(runs, threshold_pct);
     std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// Runs `linerate report`; returns the exit code.
-pub fn run_report(a: ReportArgs) -> u8 {
-    match run(a) {
-        Ok(code) => code,
-        Err(Fail::Usage(e)) => {
-            eprintln!("linerate report: {e:#}");
-            crate::exit::USAGE
-        }
-        Err(Fail::Store(e)) => {
-            eprintln!("linerate report: {e:#}");
-            EXIT_STORE
-        }
-    }
 }

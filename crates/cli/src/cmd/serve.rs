@@ -1,7 +1,7 @@
 //! `linerate serve`: the agent that receives copies beneath `--root` and answers benchmarks, for
 //! many clients at once; SIGTERM/SIGINT stop it gracefully.
 
-use crate::exit;
+use crate::error::{Error, Kind};
 use anyhow::Result;
 use clap::Args;
 use linerate_engine::auth::secret::Secret;
@@ -152,19 +152,20 @@ pub(crate) fn parse_buffer_memory(s: &str) -> Result<u64, String> {
     linerate_model::units::parse_size(t).map_err(|e| e.to_string())
 }
 
-pub fn run_serve(a: ServeArgs) -> u8 {
+pub fn run_serve(a: ServeArgs) -> crate::error::Result {
     if a.ssh.ssh {
         let (hs, idle) = (Duration::from_secs(a.handshake_timeout.max(1)), Duration::from_secs(a.idle_timeout.max(1)));
         return crate::ssh::run_serve_ssh(&a.ssh, hs, idle);
     }
     let log = Log::new(a.log_format);
-    let fail = |msg: String, code: u8| {
+    // Failures go to the log (its --log-format), so they are reported here, not by `main`.
+    let fail = |msg: String, kind: Kind| {
         log.emit(Level::Error, &msg, &[]);
-        code
+        Err(Error::reported(kind))
     };
     let keys = match a.keys.config() {
         Ok(k) => k,
-        Err(e) => return fail(format!("{e:#}"), exit::USAGE),
+        Err(e) => return fail(format!("{e:#}"), Kind::Usage),
     };
     let secret = match (&a.key_file, &keys) {
         (Some(f), _) if f.as_os_str() == "-" => Secret::read_from(std::io::stdin().lock()),
@@ -173,16 +174,16 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         (None, Some(_)) => Secret::generate(),
         (None, None) => {
             let msg = "--key-file or --authorized-keys is required (or --ssh, when started by linerate cp)";
-            return fail(msg.into(), exit::USAGE);
+            return fail(msg.into(), Kind::Usage);
         }
     };
     let secret = match secret {
         Ok(s) => s,
-        Err(e) => return fail(e.to_string(), exit::USAGE),
+        Err(e) => return fail(e.to_string(), Kind::Usage),
     };
     let listen = match a.listen.to_socket_addrs().ok().and_then(|mut i| i.next()) {
         Some(l) => l,
-        None => return fail(format!("cannot parse listen address '{}'", a.listen), exit::USAGE),
+        None => return fail(format!("cannot parse listen address '{}'", a.listen), Kind::Usage),
     };
     let mut cfg = ServerConfig::bench_only(listen, secret);
     cfg.root = a.root;
@@ -211,7 +212,7 @@ pub fn run_serve(a: ServeArgs) -> u8 {
     cfg.mesh_targets = a.mesh_targets.clone();
     let server = match Server::bind(cfg) {
         Ok(s) => s,
-        Err(e) => return fail(e.to_string(), exit::USAGE),
+        Err(e) => return fail(e.to_string(), Kind::Usage),
     };
     if a.announce {
         println!("LINERATE {} LISTEN {}", linerate_proto::PROTOCOL_VERSION, server.local_addr());
@@ -240,14 +241,14 @@ pub fn run_serve(a: ServeArgs) -> u8 {
         log.emit(Level::Info, &msg, &[]);
     }
     if let Err(e) = stop_on_signals(server.stopper(), a.shutdown_grace, (!a.quiet).then_some(log)) {
-        return fail(format!("installing signal handlers: {e}"), exit::SESSION);
+        return fail(format!("installing signal handlers: {e}"), Kind::Session);
     }
     match server.run() {
-        Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => exit::OK,
-        Ok(Some(recv::Outcome::Done(_))) => exit::PARTIAL,
-        Ok(Some(recv::Outcome::Aborted(_))) => exit::SESSION,
-        Ok(None) => exit::OK,
-        Err(e) => fail(e.to_string(), exit::SESSION),
+        Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => Ok(()),
+        Ok(Some(recv::Outcome::Done(_))) => Err(Error::reported(Kind::Partial)),
+        Ok(Some(recv::Outcome::Aborted(_))) => Err(Error::reported(Kind::Session)),
+        Ok(None) => Ok(()),
+        Err(e) => fail(e.to_string(), Kind::Session),
     }
 }
 

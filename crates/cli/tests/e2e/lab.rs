@@ -138,6 +138,10 @@ fn lab_up_serves_exec_and_status_then_sigint_removes_everything() {
     assert!(String::from_utf8_lossy(&ex.stdout).contains("198.18."), "{}", String::from_utf8_lossy(&ex.stdout));
     let ping = bin().args(["lab", "exec", "a", "--run", &id, "--", "ping", "-c", "1", "-W", "2", &b]).output().unwrap();
     assert!(ping.status.success(), "a cannot reach b at {b}");
+    // `lab exec` passes on its command's own status, silently (issue 30's exit-code table).
+    let seven = bin().args(["lab", "exec", "a", "--run", &id, "--", "sh", "-c", "exit 7"]).output().unwrap();
+    assert_eq!(seven.status.code(), Some(7), "{}", String::from_utf8_lossy(&seven.stderr));
+    assert!(seven.stderr.is_empty(), "{}", String::from_utf8_lossy(&seven.stderr));
     let status = up.down();
     assert!(status.success(), "{status}");
     assert_clean(&id);

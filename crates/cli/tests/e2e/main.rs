@@ -8,6 +8,7 @@ mod cli;
 mod daemon;
 mod doctor;
 mod emu;
+mod exit_codes;
 mod faults;
 mod generate;
 mod lab;

@@ -188,6 +188,20 @@ fn refusals_a_key_without_mesh_a_wrong_host_key_and_a_dead_agent() {
     }
 }
 
+/// Issue 30: a round that ran but cannot be stored is a store failure (exit 3, naming the
+/// store), not bad usage (it was 2).
+#[test]
+fn a_round_that_cannot_be_stored_exits_3_naming_the_store() {
+    let f = Fleet::new(2);
+    let inv = f.inventory(&[], "");
+    let file = f.dir.path().join("a-file");
+    fs::write(&file, b"not a directory").unwrap();
+    let db = file.join("runs.sqlite");
+    let o = f.mesh(&inv, "ctl", &["--once", "-q", "--db", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("linerate mesh: cannot open the run store"), "{}", text(&o));
+}
+
 /// Issue 28: an agent given `--mesh-targets` refuses a task for an address outside them (the
 /// loopback agents here are outside 198.18.0.0/15), naming the option; the other agent's run.
 #[test]

@@ -4,6 +4,7 @@
 //! the report reads. The CLI calls [`document`] and nothing else.
 
 use super::stats::{confidence, confident_enough, Summary, TestResult};
+use super::text::Point;
 use super::ClientTuning;
 use linerate_model::doc::bench::{
     BenchConnection, BenchDocument, BenchHosts, BenchInterval, BenchPoint, BenchSummary, BenchTest, BufferPair,
@@ -12,19 +13,6 @@ use linerate_model::doc::bench::{
 use linerate_model::doc::ToolInfo;
 use linerate_proto::bench::{Direction, TcpSample, TestKind, TestSpec};
 use std::net::SocketAddr;
-
-/// One point of a `linerate bench` invocation as the client measured it.
-#[derive(Debug, Clone, Copy)]
-pub struct PointRun<'a> {
-    /// The `--sweep` keys and values that made the point, as typed (empty without a sweep).
-    pub labels: &'a [(String, String)],
-    /// Its last run.
-    pub result: &'a TestResult,
-    /// The figures of that run.
-    pub summary: &'a Summary,
-    /// The headline figure of every repeat.
-    pub runs: &'a [f64],
-}
 
 /// How the document is stamped and judged.
 #[derive(Debug, Clone, Copy)]
@@ -42,20 +30,20 @@ pub struct DocumentConfig<'a> {
 }
 
 /// The points, in the order they ran, as one bench document.
-pub fn document(points: &[PointRun], cfg: &DocumentConfig) -> BenchDocument {
+pub fn document(points: &[Point], cfg: &DocumentConfig) -> BenchDocument {
     let since_epoch = points.first().and_then(|p| p.result.started.duration_since(std::time::UNIX_EPOCH).ok());
     let pts = points
         .iter()
         .map(|p| BenchPoint {
             params: p.labels.iter().cloned().collect(),
             test: test_doc(&p.result.spec, &cfg.addr, cfg.tuning),
-            summary: summary_doc(p.summary),
-            intervals: intervals_doc(p.result),
+            summary: summary_doc(&p.summary),
+            intervals: intervals_doc(&p.result),
             repeats: Repeats {
                 runs: p.runs.to_vec(),
-                confidence: confidence(p.runs, cfg.level),
+                confidence: confidence(&p.runs, cfg.level),
                 target_width_pct: cfg.width_pct,
-                met: p.runs.len() > 1 && confident_enough(p.runs, cfg.level, cfg.width_pct, 2),
+                met: p.runs.len() > 1 && confident_enough(&p.runs, cfg.level, cfg.width_pct, 2),
             },
         })
         .collect();
@@ -71,9 +59,9 @@ pub fn document(points: &[PointRun], cfg: &DocumentConfig) -> BenchDocument {
             local: first.map(|p| p.result.local.host.clone()),
             remote: first.map(|p| p.result.remote.host.clone()),
         },
-        summary: first.map(|p| summary_doc(p.summary)),
-        intervals: first.map(|p| intervals_doc(p.result)),
-        connections: first.map(|p| connections_doc(p.result)),
+        summary: first.map(|p| summary_doc(&p.summary)),
+        intervals: first.map(|p| intervals_doc(&p.result)),
+        connections: first.map(|p| connections_doc(&p.result)),
         points: pts,
     }
 }

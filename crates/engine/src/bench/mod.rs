@@ -1,14 +1,17 @@
 //! `linerate bench`: the client that runs tests against `linerate serve`, and the counting,
 //! sampling and summing that both sides share. `io` drives TCP connections, `udp` the UDP
 //! test, [`server`] the agent's side, `scripts` the client's request/response and profile
-//! workloads, [`stats`] turns two sides' counts into the figures people read, and [`doc`] into
-//! the typed bench document.
+//! workloads, [`sweep`] makes a sweep's points from a base test, [`stats`] turns two sides'
+//! counts into the figures people read, [`doc`] into the typed bench document, and [`text`]
+//! renders them as `linerate bench` prints them.
 
 pub mod doc;
 pub(crate) mod io;
 pub(crate) mod scripts;
 pub mod server;
 pub mod stats;
+pub mod sweep;
+pub mod text;
 pub(crate) mod udp;
 
 use crate::auth::secret::Secret;

@@ -116,7 +116,62 @@ pub fn is_postgres(db: &str) -> bool {
     db.starts_with("postgres://") || db.starts_with("postgresql://")
 }
 
+/// The store `--db` names, else the default ([`Store::default_path`]); a PostgreSQL URL with a
+/// password on the command line is refused.
+pub fn store_path(db: Option<&Path>) -> Result<PathBuf, ReportError> {
+    match db {
+        Some(p) => {
+            let s = p.to_string_lossy();
+            if is_postgres(&s) && postgres::has_password(&s) {
+                return Err(ReportError::PasswordOnCommandLine(postgres::redact(&s)));
+            }
+            Ok(p.to_path_buf())
+        }
+        None => Store::default_path().ok_or(ReportError::NoDataDir),
+    }
+}
+
 impl Store {
+    /// Saves `run` and returns its id: the run's own, or a new one when two runs of the same
+    /// second drew the same id (three tries).
+    pub fn save(&mut self, run: &RunReport) -> Result<String, ReportError> {
+        let mut fresh;
+        let mut r = run;
+        for _ in 0..3 {
+            match self.insert(r) {
+                Ok(()) => return Ok(r.id.clone()),
+                Err(ReportError::Duplicate(_)) => {
+                    fresh = r.clone();
+                    fresh.id = crate::new_id();
+                    r = &fresh;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ReportError::NoFreeId { id: run.id.clone(), db: self.path().to_string() })
+    }
+
+    /// A mesh round and its baseline for `report mesh`: round `id` (default: the newest mesh run)
+    /// and round `against` (default: the mesh run stored before it, if any).
+    pub fn mesh_round(
+        &mut self,
+        id: Option<&str>,
+        against: Option<&str>,
+    ) -> Result<(RunReport, Option<RunReport>), ReportError> {
+        let meshes: Vec<String> = self.list()?.into_iter().filter(|r| r.kind == "mesh").map(|r| r.id).collect();
+        let run_id = match id {
+            Some(i) => i.to_string(),
+            None => meshes.last().cloned().ok_or(ReportError::NoMeshRun)?,
+        };
+        let run = self.get(&run_id)?;
+        let base_id = match against {
+            Some(a) => Some(a.to_string()),
+            None => meshes.iter().position(|m| *m == run.id).and_then(|i| i.checked_sub(1)).map(|i| meshes[i].clone()),
+        };
+        let base = base_id.map(|b| self.get(&b)).transpose()?;
+        Ok((run, base))
+    }
+
     /// The default database: `$LINERATE_DB`, else `$XDG_DATA_HOME/linerate/runs.sqlite` (or
     /// `~/.local/share/linerate/runs.sqlite`).
     pub fn default_path() -> Option<PathBuf> {
