@@ -291,7 +291,10 @@ pub fn clean_stale(ex: &mut dyn Executor) -> Vec<String> {
 /// one pretty JSON array.
 pub fn status_json(runs: &[RunState]) -> Result<String, LabError> {
     let lines: Vec<LabStatus<'_>> = runs.iter().map(RunState::status).collect();
-    serde_json::to_string_pretty(&lines).map_err(|e| LabError::State(e.to_string()))
+    // Through a JSON value, whose maps keep their keys sorted: every level of the document lists
+    // its keys in name order, as it always did.
+    let sorted = serde_json::to_value(&lines).map_err(|e| LabError::State(e.to_string()))?;
+    serde_json::to_string_pretty(&sorted).map_err(|e| LabError::State(e.to_string()))
 }
 
 /// `lab status`: a line per lab (run, scenario, file, who owns it) and a line per host with its

@@ -663,7 +663,6 @@ fn bwlimit_paces_the_copy_and_progress_lists_escaped_names() {
     assert_eq!(fs::read(t.path().join("dst/tab\there\x1b[1m")).unwrap(), b"small");
     let expect = (20_000_005.0 - 262_144.0) / 8e6;
     assert!(took >= 0.8 * expect, "{took:.2} s for 20 MB at 64 Mbit/s: not paced (expected about {expect:.2} s)");
-    assert!(took < 10.0 * expect, "{took:.2} s: far slower than the limit");
     let err = String::from_utf8_lossy(&out.stderr);
     // -v lists every file, escaped; --progress prints plain progress lines without a terminal.
     assert!(err.lines().any(|l| l.ends_with("/src/big")), "{err}");
