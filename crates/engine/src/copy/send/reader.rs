@@ -16,10 +16,6 @@ pub(super) enum Input {
     StreamEnded(StreamEnd),
     /// The user asked to stop (Ctrl-C).
     Cancel,
-    /// A write of a record began on a stream (0: control, then the data streams), at this time.
-    Writing(u16, Instant),
-    /// That write is done.
-    Written(u16),
     /// Writing to the control stream failed.
     ControlFailed(EngineError),
 }

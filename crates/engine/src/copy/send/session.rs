@@ -1,7 +1,7 @@
 //! The driver of a sending session: one thread that owns the session machine
 //! (`linerate_proto::copy::sender::Sender`) and feeds it what the other threads did — records from
-//! the control reader, files and listings from the walker, writes begun and done on every stream,
-//! the data streams' ends, Ctrl-C — then hands what the machine sends to the control writer and
+//! the control reader, files and listings from the walker, writes in progress on every stream
+//! (read from shared atomics), the data streams' ends, Ctrl-C — then hands what the machine sends to the control writer and
 //! acts on its events. It sleeps on those channels until the machine's next deadline; it decides
 //! nothing about timing itself, and never blocks on a socket. Also here: the data-stream and
 //! control-writer threads, and the best explanation of a failure.
@@ -17,31 +17,71 @@ use linerate_proto::copy::SenderTimeouts;
 use linerate_proto::frame::{FileStart, FLAG_DRY_RUN, NOTE_WOULD_DELETE};
 use linerate_proto::record::HEADER_LEN;
 use std::net::TcpStream;
+use std::sync::atomic::AtomicU64;
 use std::thread::JoinHandle;
 
-/// A stream's sending half that tells the driver when each write begins and ends: the machine
-/// keeps the stall deadline (a write that makes no progress for the stall timeout ends the
-/// session, instead of waiting on a dead link for the kernel's retransmission limit).
+/// When each stream's write in progress began, shared by the stream threads (which set and clear
+/// their slot around every write) and the driver (which reads them into the machine whenever it
+/// runs): the machine keeps the stall deadline (a write that makes no progress for the stall
+/// timeout ends the session, instead of waiting on a dead link for the kernel's retransmission
+/// limit). Atomics, not messages: a write costs two stores, not two wake-ups of the driver.
+pub(super) struct Writes {
+    /// When the session began; a slot holds nanoseconds since then, plus one (0: not writing).
+    epoch: Instant,
+    /// Slot 0 is the control stream, then the data streams.
+    since: Vec<AtomicU64>,
+}
+
+impl Writes {
+    fn new(streams: usize) -> Writes {
+        Writes { epoch: Instant::now(), since: (0..=streams).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    fn begin(&self, stream: u16) {
+        let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        if let Some(s) = self.since.get(usize::from(stream)) {
+            s.store(ns + 1, Relaxed);
+        }
+    }
+
+    fn end(&self, stream: u16) {
+        if let Some(s) = self.since.get(usize::from(stream)) {
+            s.store(0, Relaxed);
+        }
+    }
+
+    /// Tell the machine which writes are in progress, and since when.
+    fn report(&self, m: &mut Sender) {
+        for (stream, s) in (0u16..).zip(&self.since) {
+            match s.load(Relaxed) {
+                0 => m.written(stream),
+                ns => m.writing(stream, self.epoch + Duration::from_nanos(ns - 1)),
+            }
+        }
+    }
+}
+
+/// A stream's sending half that marks when each write begins and ends ([`Writes`]).
 pub(super) struct Watched {
     tx: SendHalf,
     stream: u16,
-    to: crossbeam_channel::Sender<Input>,
+    writes: Arc<Writes>,
 }
 
 impl Watched {
     /// Seal and send `buf` ([`SendHalf::send_buf`]).
     pub(super) fn send_buf(&mut self, buf: &mut Vec<u8>) -> Result<(), EngineError> {
-        let _ = self.to.send(Input::Writing(self.stream, Instant::now()));
+        self.writes.begin(self.stream);
         let r = self.tx.send_buf(buf);
-        let _ = self.to.send(Input::Written(self.stream));
+        self.writes.end(self.stream);
         r
     }
 
     /// Send a keepalive ([`SendHalf::keepalive`]).
     pub(super) fn keepalive(&mut self) -> Result<(), EngineError> {
-        let _ = self.to.send(Input::Writing(self.stream, Instant::now()));
+        self.writes.begin(self.stream);
         let r = self.tx.keepalive();
-        let _ = self.to.send(Input::Written(self.stream));
+        self.writes.end(self.stream);
         r
     }
 }
@@ -52,16 +92,17 @@ fn spawn_control_writer(
     tx: SendHalf,
     records: crossbeam_channel::Receiver<Vec<u8>>,
     to: crossbeam_channel::Sender<Input>,
+    writes: Arc<Writes>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut w = Watched { tx, stream: 0, to };
+        let mut w = Watched { tx, stream: 0, writes };
         let mut buf = Vec::new();
         for rec in records {
             buf.clear();
             buf.resize(HEADER_LEN, 0);
             buf.extend_from_slice(&rec);
             if let Err(e) = w.send_buf(&mut buf) {
-                let _ = w.to.send(Input::ControlFailed(e));
+                let _ = to.send(Input::ControlFailed(e));
                 return;
             }
         }
@@ -85,12 +126,17 @@ pub(super) fn shared_state(o: &SendOpts, progress: Arc<Progress>, on_error: Erro
 }
 
 /// Start one thread per data stream; a stream that fails aborts the queue. Each reports its end.
-fn spawn_streams(data: Vec<Secured>, ctx: &Arc<Ctx>, to: &crossbeam_channel::Sender<Input>) -> Vec<JoinHandle<()>> {
+fn spawn_streams(
+    data: Vec<Secured>,
+    ctx: &Arc<Ctx>,
+    to: &crossbeam_channel::Sender<Input>,
+    writes: &Arc<Writes>,
+) -> Vec<JoinHandle<()>> {
     data.into_iter()
         .zip(1u16..)
         .map(|(s, stream)| {
             let (ctx, to) = (ctx.clone(), to.clone());
-            let mut tx = Watched { tx: s.tx, stream, to: to.clone() };
+            let mut tx = Watched { tx: s.tx, stream, writes: writes.clone() };
             std::thread::spawn(move || {
                 let r = stream_loop(&ctx, &mut tx);
                 if r.is_err() {
@@ -133,6 +179,12 @@ struct Driver<'a> {
     walking: bool,
     settled: bool,
     cancelled: bool,
+    /// The writes in progress, which the stream threads mark.
+    writes: Arc<Writes>,
+    /// The longest the driver sleeps without looking at [`Driver::writes`]: a quarter of the stall
+    /// timeout, so a write that began meanwhile is known to the machine well before its deadline,
+    /// which then wakes the driver exactly.
+    look: Duration,
 }
 
 impl Driver<'_> {
@@ -212,8 +264,6 @@ impl Driver<'_> {
                 let code = ErrorCode::Interrupted as u16;
                 self.m.abort(code, crate::copy::cancel::INTERRUPTED.as_bytes());
             }
-            Input::Writing(stream, at) => self.m.writing(stream, at),
-            Input::Written(stream) => self.m.written(stream),
             Input::ControlFailed(e) => self.fail_peer(e),
         }
     }
@@ -278,7 +328,9 @@ fn drive(d: &mut Driver<'_>, inputs: &Chan<Input>, walked: &Chan<Walked>) {
                 return;
             }
         }
-        let deadline = [d.m.poll_timeout(), explain_by].into_iter().flatten().min();
+        d.writes.report(&mut d.m);
+        let look = Instant::now() + d.look;
+        let deadline = [d.m.poll_timeout(), explain_by, Some(look)].into_iter().flatten().min();
         let timer = deadline.map_or_else(never, crossbeam_channel::at);
         let walk = if d.walking && d.m.can_offer() && !d.failed() { walked.clone() } else { never() };
         select! {
@@ -300,6 +352,7 @@ fn drive(d: &mut Driver<'_>, inputs: &Chan<Input>, walked: &Chan<Walked>) {
                 Err(_) => d.walked(Walked::Done),
             },
             recv(timer) -> _ => {
+                d.writes.report(&mut d.m);
                 if let Err(e) = d.m.handle_timeout(Instant::now()) {
                     if e.what == WRITE_STALL {
                         // A write is stuck: close everything, so that every thread ends.
@@ -390,7 +443,8 @@ pub(super) fn send_session(
     let streams_left = data.len();
     let reader = spawn_control_reader(control.rx, in_tx.clone());
     let (records, to_write) = crossbeam_channel::unbounded::<Vec<u8>>();
-    let writer = spawn_control_writer(control.tx, to_write, in_tx.clone());
+    let writes = Arc::new(Writes::new(data.len()));
+    let writer = spawn_control_writer(control.tx, to_write, in_tx.clone(), writes.clone());
     // Ctrl-C: tell the receiver, which ends the session and closes every stream, so every
     // thread here ends on its own.
     let watch = {
@@ -400,7 +454,7 @@ pub(super) fn send_session(
         })
     };
     let walker = spawn_walker(roots, &ctx, walk_tx, o);
-    let workers = spawn_streams(data, &ctx, &in_tx);
+    let workers = spawn_streams(data, &ctx, &in_tx, &writes);
     drop(in_tx);
     let cfg = SenderConfig {
         flags: o.flags,
@@ -422,6 +476,8 @@ pub(super) fn send_session(
         walking: true,
         settled: false,
         cancelled: false,
+        writes,
+        look: (o.stall_timeout / 4).max(Duration::from_millis(1)),
     };
     drive(&mut d, &in_rx, &walk_rx);
     drop(watch);
