@@ -561,6 +561,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let mut client = BenchClient::connect(cfg)?;
     if let Some(ms) = a.start_at {
         let at = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+        // A scheduled start (`--start-at`), the one wait here that is a time, not an event.
         if let Ok(wait) = at.duration_since(std::time::SystemTime::now()) {
             std::thread::sleep(wait);
         }

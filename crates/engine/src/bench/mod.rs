@@ -234,6 +234,8 @@ impl Sampler {
             if until.is_some_and(|u| now >= u) || stop() {
                 return None;
             }
+            // A schedule, not a poll for an event: the next interval's boundary (or the byte
+            // budget's next check), at most `nap` so a stop is seen within it.
             std::thread::sleep(wake.saturating_duration_since(now).min(self.nap));
         }
     }
@@ -740,7 +742,8 @@ impl BenchClient {
         let done = || counters.budget_spent();
         let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), &done, progress);
         counters.stop.store(true, Relaxed);
-        // Let the last datagrams land before the server stops counting.
+        // Let the last datagrams land before the server stops counting (kept on purpose: UDP in
+        // flight announces nothing to await).
         std::thread::sleep(Duration::from_millis(100));
         self.stop()?;
         let (udp, buffers) = running.join(&counters);

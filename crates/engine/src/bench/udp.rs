@@ -148,6 +148,8 @@ fn send_loop(
             }
         }
         if idle {
+            // Pacing, not polling (one of the sleeps the tree keeps on purpose): nothing to send
+            // until the rate allows the next datagram, at most 5 ms.
             let wait = pps.map_or(Duration::from_micros(50), |p| Duration::from_secs_f64((1.0 / p).min(0.005)));
             std::thread::sleep(wait);
         }
@@ -224,7 +226,9 @@ impl Client {
             }
             socks.push(Arc::new(s));
         }
-        // Give the registrations a moment to land before the start.
+        // Give the registrations a moment to land before the start (kept on purpose: the server
+        // acknowledges no registration, so there is no event to await; a lost one only costs
+        // that socket's first datagrams).
         std::thread::sleep(Duration::from_millis(20));
         Ok(Client { socks, tag: tag(ready), counters })
     }
