@@ -325,7 +325,7 @@ pub fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
     o
 }
 
-/// The columns of [`csv`], in order.
+/// The columns of [`csv()`], in order.
 pub const CSV_HEADER: [&str; 23] = [
     "test",
     "direction",
