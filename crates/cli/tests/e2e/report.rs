@@ -232,3 +232,28 @@ fn a_database_password_on_the_command_line_is_refused() {
         assert!(!err.contains("hunter2"), "{err}");
     }
 }
+
+#[test]
+fn tests_save_their_runs_in_their_own_store_never_in_the_users() {
+    // Set for this whole test process by `isolate_the_run_store` (main.rs), beneath cargo's
+    // target directory.
+    let store = PathBuf::from(std::env::var_os("LINERATE_DB").expect("LINERATE_DB is set for every test"));
+    assert!(store.starts_with(env!("CARGO_TARGET_TMPDIR")), "{}", store.display());
+    // A copy saved to the default store, run by a user whose home is `home`: the run lands in
+    // the test store, and the home's data directory stays empty.
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    std::fs::create_dir_all(home.join("src")).unwrap();
+    std::fs::write(home.join("src/f"), b"data").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .env("HOME", &home)
+        .env_remove("XDG_DATA_HOME")
+        .args(["cp", "-q"])
+        .arg(home.join("src"))
+        .arg(t.path().join("dst"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(store.is_file(), "the run went to {}", store.display());
+    assert!(!home.join(".local/share/linerate").exists(), "the user's store was touched");
+}
