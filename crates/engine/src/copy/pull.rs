@@ -224,3 +224,24 @@ pub fn pull(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_pull_refuses_a_file_for_contents_and_a_dry_run_creates_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let afile = t.path().join("afile");
+        std::fs::write(&afile, b"mine").unwrap();
+        let e = local_destination(&afile, b"tree/", true, false).unwrap_err();
+        assert!(matches!(&e, EngineError::Usage(m) if m.contains("not a directory")), "{e}");
+        assert_eq!(std::fs::read(&afile).unwrap(), b"mine");
+        let new = t.path().join("new");
+        let (d, name) = local_destination(&new, b"tree", true, true).unwrap();
+        assert!(d.absent && d.into_dir && name == b"tree" && !new.exists(), "a dry run made {}", new.display());
+        let (d, _) = local_destination(&new, b"tree", true, false).unwrap();
+        assert!(!d.absent && new.is_dir(), "a real run makes it");
+    }
+}
