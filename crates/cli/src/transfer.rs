@@ -12,6 +12,7 @@ use linerate_engine::EngineError;
 use linerate_model::doc::cp::{CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpuSeconds};
 use linerate_model::units::{format_rate, format_size};
 use linerate_proto::frame::Placement;
+use linerate_proto::ErrorCode;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
@@ -243,6 +244,25 @@ pub(crate) fn run_engine(
                 ),
             ))
         }
+        // The destination's file system took no more: the receiver ended the session at the
+        // first such write and said which file system and how much it wrote; add what was due.
+        Err(
+            ref e @ (EngineError::Remote { code: ErrorCode::Storage, ref message }
+            | EngineError::Aborted { code: ErrorCode::Storage, ref message }),
+        ) => {
+            let p = &progress;
+            let more = if p.walk_done.load(Relaxed) == 0 { "+" } else { "" };
+            let verb = if matches!(e, EngineError::Aborted { .. }) { "received" } else { "sent" };
+            Err(Error::new(
+                Kind::Session,
+                anyhow!(
+                    "the copy stopped: {message}; {} of {}{more} had been {verb}. Once the destination can \
+                     take the rest, the same command goes on from there",
+                    format_size(p.bytes.load(Relaxed) as f64),
+                    format_size(p.found_bytes.load(Relaxed) as f64)
+                ),
+            ))
+        }
         // A local copy's receiver is this machine's own process: no "server" to blame.
         Err(EngineError::Remote { code, message }) if is_local => Err(Error::new(
             Kind::of_engine(&EngineError::Remote { code, message: String::new() }),
@@ -322,6 +342,10 @@ pub fn summary_line(r: &CopyReport) -> String {
     let failed = r.files.saturating_sub(r.server.files);
     if failed > 0 {
         extra += &format!("; {failed} sent but not written (see above)");
+    }
+    // Files the receiver would not take (beneath a directory it could not create, reported once).
+    if r.refused_files > 0 {
+        extra += &format!("; {} not copied (see above)", r.refused_files);
     }
     let line = format!(
         "{} files, {} in {:.2} s: {} over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
@@ -444,6 +468,7 @@ mod tests {
             pulled: false,
             dry_run: false,
             would_send: (0, 0),
+            refused_files: 0,
         }
     }
 

@@ -844,9 +844,10 @@ fn control(
         shared.metrics.ended(Kind::Pull, &ended);
         return Some(o);
     }
+    let dry = flags & linerate_proto::frame::FLAG_DRY_RUN != 0;
     let resolved = match shared.cfg.paths {
-        PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources, Placement::of_flags(flags)),
-        PathMode::AsUser => fsx::resolve_user_destination(root, &dest, sources, Placement::of_flags(flags)),
+        PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources, Placement::of_flags(flags), dry),
+        PathMode::AsUser => fsx::resolve_user_destination(root, &dest, sources, Placement::of_flags(flags), dry),
     };
     let d = match resolved {
         Ok(d) => d,

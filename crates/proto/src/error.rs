@@ -109,6 +109,9 @@ pub enum ErrorCode {
     Denied = 16,
     /// The peer's user interrupted it (Ctrl-C, SIGTERM): it ended the session on purpose.
     Interrupted = 17,
+    /// The destination's file system took no more (full, over quota, or read-only): the receiver
+    /// ended the session at the first such failure, since every later write would fail alike.
+    Storage = 18,
 }
 
 impl ErrorCode {
@@ -132,6 +135,7 @@ impl ErrorCode {
             15 => Unsupported,
             16 => Denied,
             17 => Interrupted,
+            18 => Storage,
             _ => Protocol,
         }
     }
@@ -157,6 +161,7 @@ impl ErrorCode {
             Unsupported => "not offered by this server",
             Denied => "not permitted for this key",
             Interrupted => "interrupted by its user",
+            Storage => "the destination file system is full, over quota or read-only",
         }
     }
 }

@@ -51,10 +51,19 @@ DESTINATION:
 
 EXIT STATUS:
   0  everything was copied
-  1  the session completed but some entries failed (each is reported on stderr)
-  2  bad usage or configuration (flags, key file, a destination the server refused)
-  3  the session failed: connection, authentication, protocol or a fatal server error
-  130  interrupted (Ctrl-C, SIGTERM): what arrived is kept; run the same command to resume";
+  1  the session completed but some entries failed, each reported once on stderr: a
+     directory that cannot be created is one error and nothing beneath it is copied (as
+     rsync); a tree nested deeper than 1024 levels is copied but for the part below that.
+     Saved in the run store as incomplete, without a rate
+  2  bad usage or configuration (flags, key file, a destination refused before anything
+     is sent: a file where a directory must be, as in `cp dir/ file`)
+  3  the session failed: connection, authentication, protocol or a fatal server error;
+     also the destination's file system full (ENOSPC), over quota (EDQUOT) or read-only
+     (EROFS): the copy stops at the first such write with one message naming the file
+     system and what was written. Not saved in the run store
+  130  interrupted (Ctrl-C, SIGTERM): what arrived is kept; run the same command to resume
+
+  A dry run (-n) changes nothing at the destination, not even a directory to copy into.";
 
 /// `linerate cp` flags.
 #[derive(Args, Debug)]

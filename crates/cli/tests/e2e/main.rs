@@ -10,6 +10,7 @@ mod daemon;
 mod doctor;
 mod emu;
 mod exit_codes;
+mod failonce;
 mod faults;
 mod generate;
 mod lab;

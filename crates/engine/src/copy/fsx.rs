@@ -227,18 +227,23 @@ pub struct Destination {
     /// True when sources go into `dir` under their own names; false when the single source
     /// becomes the last path component (which `dir` is the parent of).
     pub into_dir: bool,
+    /// A dry run's destination directory that does not exist yet (it would be created): `dir`
+    /// is then its parent, and nothing beneath the destination exists.
+    pub absent: bool,
 }
 
 /// Resolve a destination path beneath `root` as `placement` asks
 /// ([`Placement`]): `Cp` follows `cp -r` (an existing directory
 /// receives the sources under their names; otherwise its parent must exist and exactly one source
 /// takes the final name); `Into` makes the destination a directory (creating its last component
-/// when absent); `As` makes the single source the destination itself.
+/// when absent, except in a `dry_run`, which creates nothing); `As` makes the single source (a
+/// directory's contents) the destination itself, refused up front when a non-directory is there.
 pub fn resolve_destination(
     root: &OwnedFd,
     dest: &[u8],
     sources: u32,
     placement: Placement,
+    dry_run: bool,
 ) -> Result<Destination, String> {
     let parts = name::split_dest(dest).map_err(|e| e.to_string())?;
     let shown = name::escape(dest);
@@ -250,7 +255,7 @@ pub fn resolve_destination(
         if placement == Placement::As {
             return Err(AS_NEEDS_A_NAME.into());
         }
-        return Ok(Destination { dir: open_root()?, into_dir: true });
+        return Ok(Destination { dir: open_root()?, into_dir: true, absent: false });
     };
     let mut dir = open_root()?;
     for p in parents {
@@ -258,7 +263,7 @@ pub fn resolve_destination(
     }
     let existing = rfs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW)
         .map(|st| rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory);
-    place(dir, last, existing, sources, placement, &shown, |dir| open_dir(dir, last))
+    place(dir, last, existing, sources, placement, dry_run, &shown, |dir| open_dir(dir, last))
 }
 
 /// The message for `As` without a name to give the copy.
@@ -266,32 +271,44 @@ const AS_NEEDS_A_NAME: &str =
     "copying a directory's contents (a source ending in '/') needs a destination directory name, not the top";
 
 /// The placement rules once the destination's parent `dir` is open and `existing` says whether
-/// `last` is a directory there (`Err(NOENT)`: nothing there).
+/// `last` is a directory there (`Err(NOENT)`: nothing there). Everything that can be refused is
+/// refused here, before anything is sent: a file where a directory must be (`As` takes only a
+/// directory's contents, `Into` needs a directory).
+#[allow(clippy::too_many_arguments)]
 fn place(
     dir: OwnedFd,
     last: &[u8],
     existing: Result<bool, Errno>,
     sources: u32,
     placement: Placement,
+    dry_run: bool,
     shown: &str,
     open: impl Fn(&OwnedFd) -> io::Result<OwnedFd>,
 ) -> Result<Destination, String> {
     let many = || format!("destination '{shown}' is not a directory, and {sources} sources need one");
+    let not_dir = || format!("destination '{shown}' exists and is not a directory");
+    let at = |dir, into_dir| Ok(Destination { dir, into_dir, absent: false });
     match (placement, existing) {
-        (Placement::As, Ok(_) | Err(Errno::NOENT)) if sources == 1 => Ok(Destination { dir, into_dir: false }),
+        // The source is a directory's contents: a file cannot take them.
+        (Placement::As, Ok(false)) if sources == 1 => {
+            Err(format!("{}; a directory's contents (a source ending in '/') need a directory", not_dir()))
+        }
+        (Placement::As, Ok(true) | Err(Errno::NOENT)) if sources == 1 => at(dir, false),
         (Placement::As, Ok(_) | Err(Errno::NOENT)) => Err(many()),
         (_, Ok(true)) => {
             let d = open(&dir).map_err(|e| format!("destination '{shown}': {e}"))?;
-            Ok(Destination { dir: d, into_dir: true })
+            at(d, true)
         }
+        // A dry run changes nothing: the destination would be created, and nothing is in it.
+        (Placement::Into, Err(Errno::NOENT)) if dry_run => Ok(Destination { dir, into_dir: true, absent: true }),
         (Placement::Into, Err(Errno::NOENT)) => {
             let (d, _) = make_dir(&dir, last).map_err(|e| format!("creating destination directory '{shown}': {e}"))?;
             // Made for the copy: the same mode a directory of the tree gets by default.
             let _ = rfs::fchmod(&d, Mode::from_raw_mode(0o777 & !umask()));
-            Ok(Destination { dir: d, into_dir: true })
+            at(d, true)
         }
-        (Placement::Into, Ok(false)) => Err(format!("destination '{shown}' exists and is not a directory")),
-        (Placement::Cp, Ok(false) | Err(Errno::NOENT)) if sources == 1 => Ok(Destination { dir, into_dir: false }),
+        (Placement::Into, Ok(false)) => Err(not_dir()),
+        (Placement::Cp, Ok(false) | Err(Errno::NOENT)) if sources == 1 => at(dir, false),
         (Placement::Cp, Ok(false) | Err(Errno::NOENT)) => Err(many()),
         (_, Err(e)) => Err(format!("destination '{shown}': {}", ioe(e))),
     }
@@ -307,6 +324,7 @@ pub fn resolve_user_destination(
     dest: &[u8],
     sources: u32,
     placement: Placement,
+    dry_run: bool,
 ) -> Result<Destination, String> {
     if dest.len() > linerate_proto::caps::MAX_PATH {
         return Err("destination path longer than 4096 bytes".into());
@@ -333,7 +351,7 @@ pub fn resolve_user_destination(
         }
         let whole: &[u8] = if dest.is_empty() { b"." } else { dest };
         match rfs::openat(base, whole, dir_flags, Mode::empty()) {
-            Ok(dir) => return Ok(Destination { dir, into_dir: true }),
+            Ok(dir) => return Ok(Destination { dir, into_dir: true, absent: false }),
             Err(Errno::NOENT | Errno::NOTDIR) => {}
             Err(e) => return Err(format!("destination '{shown}': {}", ioe(e))),
         }
@@ -349,9 +367,22 @@ pub fn resolve_user_destination(
         .map_err(|e| format!("destination '{shown}': parent '{}': {}", name::escape(parent), ioe(e)))?;
     let existing = rfs::statat(&dir, last, AtFlags::empty())
         .map(|st| rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory);
-    place(dir, last, existing, sources, placement, &shown, |dir| {
+    place(dir, last, existing, sources, placement, dry_run, &shown, |dir| {
         rfs::openat(dir, last, dir_flags, Mode::empty()).map_err(ioe)
     })
+}
+
+/// Why [`DirCache::get`] has no handle: a directory above could not be created (it was
+/// reported once; what lies beneath it is skipped without a message of its own, as rsync does).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("a parent directory could not be created")]
+pub struct BeneathFailed;
+
+impl BeneathFailed {
+    /// Whether `e` is this: the entry lies beneath a directory that failed.
+    pub fn is(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|inner| inner.is::<BeneathFailed>())
+    }
 }
 
 /// Open directory handles of a session, by directory id, bounded in number. A handle that was
@@ -381,9 +412,16 @@ impl DirCache {
         fd
     }
 
-    /// Remember that directory `id` could not be created; everything beneath it fails.
-    pub fn mark_failed(&mut self, id: u64) {
-        self.failed.insert(id);
+    /// Remember that directory `id` could not be created; everything beneath it fails with
+    /// [`BeneathFailed`]. Directory 0 is marked for a dry run's absent destination.
+    /// Returns whether it was not marked before.
+    pub fn mark_failed(&mut self, id: u64) -> bool {
+        self.failed.insert(id)
+    }
+
+    /// The handle of directory 0 (the destination, or its parent).
+    pub fn root(&self) -> Arc<OwnedFd> {
+        self.root.clone()
     }
 
     /// Remember that this session created directory `id`.
@@ -398,6 +436,9 @@ impl DirCache {
 
     /// The handle of directory `id`, reopening it if needed.
     pub fn get(&mut self, id: u64, tracker: &Tracker) -> io::Result<Arc<OwnedFd>> {
+        if self.failed.contains(&id) {
+            return Err(io::Error::other(BeneathFailed));
+        }
         if id == 0 {
             return Ok(self.root.clone());
         }
@@ -408,7 +449,7 @@ impl DirCache {
         let mut cur = id;
         let mut base = loop {
             if self.failed.contains(&cur) {
-                return Err(io::Error::other("a parent directory could not be created"));
+                return Err(io::Error::other(BeneathFailed));
             }
             if cur == 0 {
                 break self.root.clone();
@@ -632,25 +673,25 @@ mod tests {
         let b = base(&home);
         let elsewhere = ino(&open_root(&t.path().join("elsewhere")).unwrap());
         // Empty: the login directory itself.
-        let d = resolve_user_destination(&b, b"", 2, Placement::Cp).unwrap();
+        let d = resolve_user_destination(&b, b"", 2, Placement::Cp, false).unwrap();
         assert!(d.into_dir && ino(&d.dir) == ino(&b));
         // Relative, through a symlink in the prefix, and with `..`.
-        let d = resolve_user_destination(&b, b"link", 1, Placement::Cp).unwrap();
+        let d = resolve_user_destination(&b, b"link", 1, Placement::Cp, false).unwrap();
         assert!(d.into_dir && ino(&d.dir) == elsewhere);
-        let d = resolve_user_destination(&b, b"~/link", 1, Placement::Cp).unwrap();
+        let d = resolve_user_destination(&b, b"~/link", 1, Placement::Cp, false).unwrap();
         assert!(d.into_dir && ino(&d.dir) == elsewhere);
-        let d = resolve_user_destination(&b, b"~", 1, Placement::Cp).unwrap();
+        let d = resolve_user_destination(&b, b"~", 1, Placement::Cp, false).unwrap();
         assert!(d.into_dir && ino(&d.dir) == ino(&b));
-        let d = resolve_user_destination(&b, b"sub/../link/new", 1, Placement::Cp).unwrap();
+        let d = resolve_user_destination(&b, b"sub/../link/new", 1, Placement::Cp, false).unwrap();
         assert!(!d.into_dir && ino(&d.dir) == elsewhere);
         // Absolute.
         let abs = t.path().join("elsewhere/x");
-        let d = resolve_user_destination(&b, abs.as_os_str().as_bytes(), 1, Placement::Cp).unwrap();
+        let d = resolve_user_destination(&b, abs.as_os_str().as_bytes(), 1, Placement::Cp, false).unwrap();
         assert!(!d.into_dir && ino(&d.dir) == elsewhere);
         // A new name takes exactly one source; a missing parent is an error.
-        assert!(resolve_user_destination(&b, b"newname", 2, Placement::Cp).err().unwrap().contains("2 sources"));
-        assert!(resolve_user_destination(&b, b"nope/x", 1, Placement::Cp).is_err());
-        assert!(resolve_user_destination(&b, b"a\0b", 1, Placement::Cp).is_err());
+        assert!(resolve_user_destination(&b, b"newname", 2, Placement::Cp, false).err().unwrap().contains("2 sources"));
+        assert!(resolve_user_destination(&b, b"nope/x", 1, Placement::Cp, false).is_err());
+        assert!(resolve_user_destination(&b, b"a\0b", 1, Placement::Cp, false).is_err());
     }
 
     #[test]
@@ -663,9 +704,9 @@ mod tests {
         for user in [false, true] {
             let r = |dest: &[u8], n: u32, p: Placement| {
                 if user {
-                    resolve_user_destination(&b, dest, n, p)
+                    resolve_user_destination(&b, dest, n, p, false)
                 } else {
-                    resolve_destination(&b, dest, n, p)
+                    resolve_destination(&b, dest, n, p, false)
                 }
             };
             // Into: an existing directory, or one made now (and found again the next time).
@@ -679,17 +720,41 @@ mod tests {
             assert!(r(b"file", 1, Placement::Into).unwrap_err().contains("not a directory"));
             assert!(r(b"nope/x", 1, Placement::Into).is_err(), "only the last component is created");
             // As: the parent is the target whether or not a directory of that name exists.
-            for dest in [&b"has"[..], b"has/", b"absent", b"file"] {
+            for dest in [&b"has"[..], b"has/", b"absent"] {
                 let d = r(dest, 1, Placement::As).unwrap();
                 assert!(!d.into_dir && ino(&d.dir) == ino(&b), "{user} {}", String::from_utf8_lossy(dest));
             }
+            // A directory's contents never land on a file: refused before anything is sent.
+            let e = r(b"file", 1, Placement::As).unwrap_err();
+            assert!(e.contains("exists and is not a directory"), "{user}: {e}");
             assert!(r(b"has", 2, Placement::As).unwrap_err().contains("2 sources"));
             for top in [&b""[..], b"/"] {
                 assert!(r(top, 1, Placement::As).unwrap_err().contains("needs a destination directory name"));
             }
         }
-        assert!(resolve_user_destination(&b, b".", 1, Placement::As).is_err());
-        assert!(resolve_user_destination(&b, b"~", 1, Placement::As).is_err());
+        assert!(resolve_user_destination(&b, b".", 1, Placement::As, false).is_err());
+        assert!(resolve_user_destination(&b, b"~", 1, Placement::As, false).is_err());
+    }
+
+    #[test]
+    fn a_dry_run_creates_no_destination_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let b = base(t.path());
+        for user in [false, true] {
+            let d = if user {
+                resolve_user_destination(&b, b"new", 1, Placement::Into, true)
+            } else {
+                resolve_destination(&b, b"new", 1, Placement::Into, true)
+            }
+            .unwrap();
+            assert!(d.absent && d.into_dir && ino(&d.dir) == ino(&b), "{user}");
+            assert!(!t.path().join("new").exists(), "{user}: a dry run made the destination");
+        }
+        let mut cache = DirCache::new(base(t.path()));
+        cache.mark_failed(0);
+        let tracker = Tracker::new(1 << 20);
+        assert!(BeneathFailed::is(&cache.get(0, &tracker).unwrap_err()));
+        assert!(!BeneathFailed::is(&io::Error::other("x")));
     }
 
     #[test]

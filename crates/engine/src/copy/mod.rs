@@ -2,6 +2,7 @@
 //! ([`recv`]: checked by the protocol's tracker, written beneath the destination by directory
 //! handle), a pull's client ([`pull`]), and what they share — the walk ([`walk`]), confined
 //! filesystem operations ([`fsx`]), reading into record buffers ([`fill`]), resume journals ([`journal`]), chunked BLAKE3 ([`digest`]),
+//! the file system a destination is on ([`mounts`]),
 //! the work queue ([`sched`]) — plus tree comparison ([`diff`]) and sample trees ([`sample`]).
 
 pub mod cancel;
@@ -10,6 +11,7 @@ pub mod digest;
 pub mod fill;
 pub mod fsx;
 pub mod journal;
+pub mod mounts;
 pub mod pull;
 pub mod recv;
 pub mod sample;

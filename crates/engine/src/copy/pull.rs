@@ -38,20 +38,40 @@ fn asked_name(from: &[u8]) -> Result<Vec<u8>, EngineError> {
 /// without a trailing `/` goes into `into` (created when absent) under its own name; with a
 /// trailing `/`, `into` becomes the copy; a file goes into `into` if that is a directory or ends
 /// in `/`, else takes the name `into`. Returns the target and the local name of the tree.
-pub fn local_destination(into: &Path, from: &[u8], is_dir: bool) -> Result<(Destination, Vec<u8>), EngineError> {
+/// A dry run (`dry_run`) creates nothing: a destination directory that would be made is
+/// returned [`Destination::absent`], as its parent.
+pub fn local_destination(
+    into: &Path,
+    from: &[u8],
+    is_dir: bool,
+    dry_run: bool,
+) -> Result<(Destination, Vec<u8>), EngineError> {
     let shown = crate::copy::walk::shown(into);
     let contents = is_dir && (from.ends_with(b"/") || from.ends_with(b"/."));
     let into_slash = into.as_os_str().as_bytes().ends_with(b"/");
     let go_into = !contents && (is_dir || into.is_dir() || into_slash);
+    if contents && std::fs::symlink_metadata(into).is_ok_and(|m| !m.is_dir()) {
+        return Err(EngineError::Usage(format!(
+            "destination {shown} exists and is not a directory; a directory's contents (a source ending in '/') need a directory"
+        )));
+    }
     if go_into {
         let base = asked_name(from)?;
+        if !into.is_dir() && dry_run {
+            let parent = match into.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            let dir = fsx::open_root(parent).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
+            return Ok((Destination { dir, into_dir: true, absent: true }, base));
+        }
         if !into.is_dir() {
             std::fs::create_dir(into).map_err(|e| {
                 EngineError::Usage(format!("creating destination directory {shown}: {e} (its parent must exist)"))
             })?;
         }
         let dir = fsx::open_root(into).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
-        return Ok((Destination { dir, into_dir: true }, base));
+        return Ok((Destination { dir, into_dir: true, absent: false }, base));
     }
     // `into` itself is the copy: name it in its parent.
     let full = if into.is_dir() { into.canonicalize().unwrap_or_else(|_| into.to_path_buf()) } else { into.into() };
@@ -66,7 +86,7 @@ pub fn local_destination(into: &Path, from: &[u8], is_dir: bool) -> Result<(Dest
     };
     let dir = fsx::open_root(parent)
         .map_err(|e| EngineError::Usage(format!("destination directory {}: {e}", crate::copy::walk::shown(parent))))?;
-    Ok((Destination { dir, into_dir: false }, last))
+    Ok((Destination { dir, into_dir: false, absent: false }, last))
 }
 
 /// Check before connecting what can be checked of a pull's local destination: the directory it
@@ -112,7 +132,7 @@ pub fn pull(
         Frame::Pull(Pull { path: from, name: &asked }),
     ])?;
     let is_dir = send::await_target(&mut control, cfg.timeout)?;
-    let (dest, local) = local_destination(into, from, is_dir)?;
+    let (dest, local) = local_destination(into, from, is_dir, cfg.dry_run)?;
     let data = send::connect_data(cfg, &control, streams)?;
     let tag: String = control.session[..6].iter().map(|b| format!("{b:02x}")).collect();
     // The server is the sender here: it is as untrusted as any client of a server.
@@ -195,11 +215,33 @@ pub fn pull(
                 pulled: true,
                 dry_run: flags & linerate_proto::frame::FLAG_DRY_RUN != 0,
                 would_send: counts.would_send,
+                refused_files: counts.refused,
             })
         }
         Outcome::Aborted(a) => Err(match a.message.strip_prefix(crate::copy::recv::SENDER_ENDED) {
             Some(m) => EngineError::Remote { code: a.code, message: m.to_string() },
             None => EngineError::Aborted { code: a.code, message: a.message },
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_pull_refuses_a_file_for_contents_and_a_dry_run_creates_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let afile = t.path().join("afile");
+        std::fs::write(&afile, b"mine").unwrap();
+        let e = local_destination(&afile, b"tree/", true, false).unwrap_err();
+        assert!(matches!(&e, EngineError::Usage(m) if m.contains("not a directory")), "{e}");
+        assert_eq!(std::fs::read(&afile).unwrap(), b"mine");
+        let new = t.path().join("new");
+        let (d, name) = local_destination(&new, b"tree", true, true).unwrap();
+        assert!(d.absent && d.into_dir && name == b"tree" && !new.exists(), "a dry run made {}", new.display());
+        let (d, _) = local_destination(&new, b"tree", true, false).unwrap();
+        assert!(!d.absent && new.is_dir(), "a real run makes it");
     }
 }

@@ -241,6 +241,16 @@ fn entry(
     let mtime = mtime_of(m);
     let mode = m.permissions().mode() & 0o7777;
     if ft.is_dir() {
+        // The receiver refuses a directory nested deeper than this below the destination
+        // (linerate_proto::track): reported once here, its subtree not sent, the rest copied.
+        if stack.len() >= linerate_proto::caps::MAX_DEPTH as usize {
+            error(format!(
+                "{}: not copied: directories nest deeper than {} levels here (nothing beneath it is sent)",
+                shown(path),
+                linerate_proto::caps::MAX_DEPTH
+            ));
+            return true;
+        }
         let rd = match read_dir(path, beneath) {
             Ok(rd) => rd,
             Err(e) => {
@@ -277,6 +287,40 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use std::cell::Cell;
+
+    #[test]
+    fn a_tree_deeper_than_the_receiver_allows_is_cut_with_one_error() {
+        let t = tempfile::tempdir().unwrap();
+        let max = linerate_proto::caps::MAX_DEPTH as usize;
+        // Deeper than the limit by 3 levels (2 bytes a level: within PATH_MAX).
+        let mut deep = t.path().join("top");
+        for _ in 1..max + 3 {
+            deep.push("d");
+        }
+        fs::create_dir_all(&deep).unwrap();
+        fs::write(deep.join("deep"), b"x").unwrap();
+        fs::write(t.path().join("top/f"), b"y").unwrap();
+        let root = Root { path: t.path().join("top"), name: b"top".to_vec(), beneath: None };
+        let (mut dirs, mut files) = (0usize, Vec::new());
+        let errors = std::cell::RefCell::new(Vec::new());
+        walk(
+            std::slice::from_ref(&root),
+            |item| {
+                match item {
+                    Item::Dir { .. } => dirs += 1,
+                    Item::File(f) => files.push(f.name),
+                    _ => {}
+                }
+                true
+            },
+            &|e| errors.borrow_mut().push(e),
+        );
+        assert_eq!(dirs, max, "every directory the receiver takes is sent");
+        assert_eq!(files, vec![b"f".to_vec()], "the file beneath the cut is not sent; the rest is");
+        let errors = errors.into_inner();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("deeper than 1024 levels"), "{}", errors[0]);
+    }
 
     /// `root/pulled/a/b/f` beneath an anchor at `root`, and `outside/b/secret` next to it.
     fn fixture() -> (tempfile::TempDir, Arc<Anchor>, Root) {

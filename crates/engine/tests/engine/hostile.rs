@@ -179,8 +179,10 @@ fn a_symlink_entry_is_never_followed_by_later_writes() {
         ],
     );
     let (s, errors) = summary(v);
-    // Three directories refused, and every file beneath them.
-    assert!(s.errors >= 5, "{s:?} {errors:?}");
+    // Three directories refused, each once; what lies beneath them is skipped without an error
+    // of its own, as rsync skips a failed directory (issue 31).
+    assert_eq!(s.errors, 3, "{s:?} {errors:?}");
+    assert!(errors.iter().all(|(_, _, m)| m.contains("nothing beneath it is copied")), "{errors:?}");
     assert_eq!(s.files, 0, "{errors:?}");
     assert!(errors.iter().any(|(_, p, m)| p == b"etc" && m.contains("symlinks are never followed")), "{errors:?}");
     assert_eq!(fs::read_link(fx.root.join("etc")).unwrap(), Path::new("/etc"));

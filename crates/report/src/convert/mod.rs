@@ -74,13 +74,16 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
 }
 
 /// A `cp` summary → run: throughput, time, CPU seconds of both sides (and per gigabit moved),
-/// peak memory, errors; bars of CPU time and of the throughput.
+/// peak memory, errors; bars of CPU time and of the throughput. An incomplete copy (entries
+/// failed) keeps no rate: no `throughput`, `seconds` or per-gigabit figure, and its title says
+/// so; a bytes-sent rate of a copy that did not land would be compared as a speed (issue 31).
 pub fn from_cp(c: &CpSummary) -> RunReport {
-    let bps = c.gbit_per_s * 1e9;
-    let mut r = RunReport::new(
-        RunKind::Cp,
-        format!("cp: {} files, {} in {}", c.files, si(c.bytes as f64, "B"), si(c.seconds, "s")),
-    );
+    let bps = if c.complete { c.gbit_per_s * 1e9 } else { 0.0 };
+    let mut title = format!("cp: {} files, {} in {}", c.files, si(c.bytes as f64, "B"), si(c.seconds, "s"));
+    if !c.complete {
+        title += &format!(" — INCOMPLETE: {} errors", c.errors.local + c.errors.remote);
+    }
+    let mut r = RunReport::new(RunKind::Cp, title);
     r.params = RunParams {
         bytes: Some(c.bytes),
         files: Some(c.files),
@@ -92,8 +95,10 @@ pub fn from_cp(c: &CpSummary) -> RunReport {
         ..RunParams::default()
     };
     r.body = Some(Body::Cp(Box::new(c.clone())));
-    r.metric("throughput", bps, "bit/s", Better::Higher);
-    r.metric("seconds", c.seconds, "s", Better::Lower);
+    if c.complete {
+        r.metric("throughput", bps, "bit/s", Better::Higher);
+        r.metric("seconds", c.seconds, "s", Better::Lower);
+    }
     let mut cpu_bars = Vec::new();
     for (side, cpu, rss) in
         [("client", c.cpu.client, c.peak_rss_bytes.client), ("server", c.cpu.server, c.peak_rss_bytes.server)]
@@ -109,12 +114,14 @@ pub fn from_cp(c: &CpSummary) -> RunReport {
     }
     r.metric("errors", (c.errors.local + c.errors.remote) as f64, "", Better::Lower);
     r.charts.bars.push(BarChart { title: "CPU time".into(), unit: "s".into(), bars: cpu_bars, ceiling: None });
-    r.charts.bars.push(BarChart {
-        title: "Copy throughput".into(),
-        unit: "bit/s".into(),
-        bars: vec![Bar { label: "linerate cp".into(), value: bps }],
-        ceiling: None,
-    });
+    if c.complete {
+        r.charts.bars.push(BarChart {
+            title: "Copy throughput".into(),
+            unit: "bit/s".into(),
+            bars: vec![Bar { label: "linerate cp".into(), value: bps }],
+            ceiling: None,
+        });
+    }
     r
 }
 
@@ -200,6 +207,22 @@ mod tests {
         let r = from_json(v).unwrap();
         assert_eq!(r.kind, RunKind::Cp);
         assert!(matches!(&r.body, Some(Body::Cp(c)) if **c == linerate_model::doc::example::cp()));
+    }
+
+    #[test]
+    fn an_incomplete_copy_is_kept_without_a_rate() {
+        let whole = from_cp(&linerate_model::doc::example::cp());
+        assert!(whole.metrics.iter().any(|m| m.name == "throughput"), "a complete copy has its rate");
+        let mut c = linerate_model::doc::example::cp();
+        c.complete = false;
+        (c.errors.local, c.errors.remote) = (0, 1);
+        let r = from_cp(&c);
+        for name in ["throughput", "seconds", "cpu.client.per_gbit", "cpu.server.per_gbit"] {
+            assert!(r.metrics.iter().all(|m| m.name != name), "{name} kept for an incomplete copy");
+        }
+        assert!(r.metrics.iter().any(|m| m.name == "errors"));
+        assert!(r.title.ends_with("— INCOMPLETE: 1 errors"), "{}", r.title);
+        assert!(r.charts.bars.iter().all(|b| b.title != "Copy throughput"));
     }
 
     #[test]

@@ -98,7 +98,7 @@ impl RecvSession {
             self.report(ErrorCode::Io, &path, &format!("setting directory mode and time: {e}"));
         }
         let files = self.n.files.load(Relaxed);
-        if files + self.n.errors.load(Relaxed) < fin.files {
+        if files + self.n.errors.load(Relaxed) + self.n.beneath_failed.load(Relaxed) < fin.files {
             self.report(ErrorCode::Integrity, b"", &format!("client sent {} files, {files} arrived", fin.files));
         }
         let used = usage::thread().since(cpu0);
@@ -187,11 +187,11 @@ impl RecvSession {
         })?;
         let dry = self.has(FLAG_DRY_RUN);
         let chunk = u64::from(self.p.chunk_size.max(1));
-        let decided = (|| -> Result<Decision, String> {
+        let decided = (|| -> Result<Decision, (&str, Option<Arc<OwnedFd>>, std::io::Error)> {
             let parent = match parent {
                 Ok(p) => p,
                 Err(_) if dry => return Ok((WANT_ALL, Vec::new(), None)),
-                Err(e) => return Err(format!("cannot create file: {e}")),
+                Err(e) => return Err(("cannot create file", None, e)),
             };
             // In a directory this session created there is nothing to compare with.
             if !fresh && self.up_to_date(&parent, s, o.digest) {
@@ -204,11 +204,12 @@ impl RecvSession {
             }
             let tmp = fsx::temp_name(&self.p.tag, s.id);
             let (inc, jr, have) = if s.size > chunk {
-                let p = journal::open(&parent, &src).map_err(|e| format!("cannot create partial file: {e}"))?;
+                let p = journal::open(&parent, &src)
+                    .map_err(|e| ("cannot create partial file", Some(parent.clone()), e))?;
                 (fsx::Incoming { file: p.file, tmp: Some(p.name) }, Some(Mutex::new(p.journal)), p.have)
             } else {
-                let inc =
-                    fsx::create_incoming(&parent, &tmp, s.mode).map_err(|e| format!("cannot create file: {e}"))?;
+                let inc = fsx::create_incoming(&parent, &tmp, s.mode)
+                    .map_err(|e| ("cannot create file", Some(parent.clone()), e))?;
                 (inc, None, Vec::new())
             };
             let of = OpenFile {
@@ -226,13 +227,14 @@ impl RecvSession {
         })();
         let (verdict, have, of) = match decided {
             Ok(d) => d,
-            Err(msg) => {
+            Err((what, dir, e)) => {
                 let mut st = self.lock();
                 st.open.remove(&s.id);
                 st.tracker.abandon(s.id);
                 drop(st);
                 self.wake();
-                self.report(ErrorCode::Io, &path, &msg);
+                self.entry_failed(dir.as_deref(), s.parent, &path, what, &e)?;
+                self.n.refused.fetch_add(1, Relaxed);
                 self.lock().ctl.answer(s.id, WANT_REFUSED, &[])?;
                 return Ok(());
             }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::copy::fsx::{self};
+use crate::copy::mounts::Exhausted;
 use crate::usage::{self};
 use linerate_proto::frame::{
     Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_VERIFY,
@@ -98,7 +99,7 @@ impl RecvSession {
                         }
                         Err(e) => {
                             st.dirs.mark_failed(d.id);
-                            Some((Self::entry_path(st, d.parent, d.name), e))
+                            Some((Self::entry_path(st, d.parent, d.name), e, st.dirs.get(d.parent, &st.tracker).ok()))
                         }
                     })
                 }
@@ -110,7 +111,9 @@ impl RecvSession {
             None => {
                 self.n.dirs.fetch_add(1, Relaxed);
             }
-            Some((path, e)) => self.report(ErrorCode::Io, &path, &format!("cannot create directory: {e}")),
+            // Reported once; what lies beneath it is skipped without a message of its own, as
+            // rsync does ("Skipping any contents from this failed directory").
+            Some((path, e, parent)) => self.entry_failed(parent.as_deref(), d.parent, &path, CREATE_DIR, &e)?,
         }
         Ok(())
     }
@@ -126,11 +129,15 @@ impl RecvSession {
             return Ok(());
         }
         let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
-        match parent.and_then(|p| fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime)) {
+        let made = match parent {
+            Ok(p) => fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime).map_err(|e| (Some(p), e)),
+            Err(e) => Err((None, e)),
+        };
+        match made {
             Ok(()) => {
                 self.n.links.fetch_add(1, Relaxed);
             }
-            Err(e) => self.report(ErrorCode::Io, &path, &format!("cannot create symlink: {e}")),
+            Err((dir, e)) => self.entry_failed(dir.as_deref(), l.parent, &path, "cannot create symlink", &e)?,
         }
         Ok(())
     }
@@ -146,7 +153,10 @@ impl RecvSession {
             })
         })?;
         let tmp = fsx::temp_name(&self.p.tag, s.id);
-        let created = parent.and_then(|p| fsx::create_incoming(&p, &tmp, s.mode).map(|f| (p, f)));
+        let created = match parent {
+            Ok(p) => fsx::create_incoming(&p, &tmp, s.mode).map(|f| (p.clone(), f)).map_err(|e| (Some(p), e)),
+            Err(e) => Err((None, e)),
+        };
         let mut st = self.lock();
         let still_wanted = matches!(st.open.get(&s.id), Some(Slot::Creating));
         match created {
@@ -169,13 +179,12 @@ impl RecvSession {
                 st.open.insert(s.id, Slot::Ready(Arc::new(of)));
             }
             Ok((parent, inc)) => fsx::discard_incoming(&parent, &inc),
-            Err(e) => {
+            Err((dir, e)) => {
                 st.open.remove(&s.id);
                 st.tracker.abandon(s.id);
                 drop(st);
                 self.wake();
-                self.report(ErrorCode::Io, &path, &format!("cannot create file: {e}"));
-                return Ok(());
+                return self.entry_failed(dir.as_deref(), s.parent, &path, "cannot create file", &e);
             }
         }
         drop(st);
@@ -207,13 +216,21 @@ impl RecvSession {
             of.inc.file.write_all_at(c.data, c.offset)
         };
         if let Err(e) = written {
+            // A full file system ends the session (the file is kept for a resume, as on any abort).
+            if let Some(x) = Exhausted::of(&e) {
+                return Err(self.exhausted(Some(&of.parent), &of.path, x, &e));
+            }
             self.fail_file(c.file, ErrorCode::Io, &format!("write failed: {e}"));
             return Ok(());
         }
+        self.n.written.fetch_add(c.data.len() as u64, Relaxed);
         if let Some(j) = &of.journal {
             let index = c.offset / u64::from(self.p.chunk_size.max(1));
             let r = j.lock().unwrap_or_else(PoisonError::into_inner).record(&of.inc.file, index, c.data.len());
             if let Err(e) = r {
+                if let Some(x) = Exhausted::of(&e) {
+                    return Err(self.exhausted(Some(&of.parent), &of.path, x, &e));
+                }
                 self.fail_file(c.file, ErrorCode::Io, &format!("writing the resume journal: {e}"));
                 return Ok(());
             }
@@ -282,8 +299,15 @@ impl RecvSession {
 
     /// Every chunk is written and the end declared: verify, apply metadata, rename into place.
     pub(super) fn commit(&self, of: &OpenFile, done: Completion) -> Result<(), Abort> {
+        let mut full = None;
         let r = (|| -> Result<(), (ErrorCode, String)> {
-            let io = |what: &str, e: std::io::Error| (ErrorCode::Io, format!("{what}: {e}"));
+            let mut io = |what: &str, e: std::io::Error| {
+                if let Some(x) = Exhausted::of(&e) {
+                    full = Some((x, e));
+                    return (ErrorCode::Storage, String::new());
+                }
+                (ErrorCode::Io, format!("{what}: {e}"))
+            };
             if self.p.flags & FLAG_VERIFY != 0 {
                 let mut h = blake3::Hasher::new();
                 h.update_reader(&of.inc.file).map_err(|e| io("re-reading for verification", e))?;
@@ -317,6 +341,12 @@ impl RecvSession {
                     p.files.fetch_add(1, Relaxed);
                     use std::os::unix::ffi::OsStrExt;
                     p.on_file.call(std::path::Path::new(std::ffi::OsStr::from_bytes(&of.path)), done.size, true);
+                }
+            }
+            Err(_) if full.is_some() => {
+                // The file is complete in its temporary: kept for a resume, as on any abort.
+                if let Some((x, e)) = full {
+                    return Err(self.exhausted(Some(&of.parent), &of.path, x, &e));
                 }
             }
             Err((code, msg)) => {

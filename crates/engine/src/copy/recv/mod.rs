@@ -5,6 +5,7 @@
 
 use crate::copy::fsx::{self, Destination, DirCache};
 use crate::copy::journal::Journal;
+use crate::copy::mounts::{self, Exhausted};
 use crate::copy::send::{ListSink, Progress};
 use crate::net::conn::{RecvHalf, SendHalf};
 use crate::rate::SessionRate;
@@ -22,6 +23,9 @@ use std::time::{Duration, Instant};
 
 mod control;
 mod data;
+
+/// What failed when a directory could not be created ([`RecvSession::entry_failed`]).
+const CREATE_DIR: &str = "cannot create directory";
 
 /// How an abort caused by the sender's `Fatal` begins (a pull shows it as the server's error).
 pub const SENDER_ENDED: &str = "the sender ended the session: ";
@@ -106,6 +110,13 @@ struct Counters {
     deleted: AtomicU64,
     would_files: AtomicU64,
     would_bytes: AtomicU64,
+    /// Entries skipped without a message of their own beneath a directory that failed (which
+    /// was reported once).
+    beneath_failed: AtomicU64,
+    /// File bytes written to the destination by this session (named in a full disk's message).
+    written: AtomicU64,
+    /// Offered files answered `WANT_REFUSED`.
+    refused: AtomicU64,
 }
 
 /// Why a session ended early.
@@ -199,6 +210,8 @@ pub struct SyncCounts {
     pub deleted: u64,
     /// A dry run: files, and their bytes less what a resume would keep, that would be received.
     pub would_send: (u64, u64),
+    /// Files refused (not received): beneath a directory that failed, or failing themselves.
+    pub refused: u64,
 }
 
 /// How a session ended.
@@ -241,7 +254,14 @@ impl RecvSession {
                     Some(pull) => Tracker::for_pull(p.chunk_size, &pull.local),
                     None => Tracker::new(p.chunk_size),
                 },
-                dirs: DirCache::new(dest.dir),
+                dirs: {
+                    let mut dirs = DirCache::new(dest.dir);
+                    if dest.absent {
+                        // A dry run's destination that would be created: nothing in it exists.
+                        dirs.mark_failed(0);
+                    }
+                    dirs
+                },
                 open: HashMap::new(),
                 ctl: Receiver::new(p.flags, p.streams, p.idle_timeout, Instant::now()),
                 keeps: HashMap::new(),
@@ -281,6 +301,7 @@ impl RecvSession {
             resumed_bytes: self.n.resumed_bytes.load(Relaxed),
             deleted: self.n.deleted.load(Relaxed),
             would_send: (self.n.would_files.load(Relaxed), self.n.would_bytes.load(Relaxed)),
+            refused: self.n.refused.load(Relaxed),
         }
     }
 
@@ -418,6 +439,68 @@ impl RecvSession {
         }
         self.lock().ctl.report(code as u16, path, msg.as_bytes());
         let _ = self.flush_control();
+    }
+
+    /// A failure `e` to create entry `path` in directory `parent` (its handle `dir`, when open)
+    /// while `what`: an entry beneath a directory that failed is skipped without a message (that
+    /// directory was reported once; what lies beneath it is counted); a file system that takes
+    /// no more (full, over quota, read-only) ends the session with one message
+    /// ([`Self::exhausted`]); permission refused (EACCES, EPERM: the directory is not writable
+    /// or immutable) fails the directory itself, once, and nothing more is tried in it, as rsync
+    /// skips a failed directory; anything else is reported for this entry, and the rest goes on.
+    fn entry_failed(
+        &self,
+        dir: Option<&OwnedFd>,
+        parent: u64,
+        path: &[u8],
+        what: &str,
+        e: &std::io::Error,
+    ) -> Result<(), Abort> {
+        if fsx::BeneathFailed::is(e) {
+            self.n.beneath_failed.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+        if let Some(x) = Exhausted::of(e) {
+            return Err(self.exhausted(dir, path, x, e));
+        }
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            let mut st = self.lock();
+            let first = st.dirs.mark_failed(parent);
+            let shown = match st.tracker.dir_path(parent) {
+                p if p.is_empty() => "the destination".to_string(),
+                p => format!("'{}'", linerate_proto::name::escape(&p)),
+            };
+            drop(st);
+            if !first {
+                self.n.beneath_failed.fetch_add(1, Relaxed);
+                return Ok(());
+            }
+            self.report(ErrorCode::Io, path, &format!("{what}: {e}; nothing more is copied into {shown}"));
+            return Ok(());
+        }
+        // A directory that failed takes its subtree with it (DirCache::mark_failed): say so.
+        let beneath = if what == CREATE_DIR { "; nothing beneath it is copied" } else { "" };
+        self.report(ErrorCode::Io, path, &format!("{what}: {e}{beneath}"));
+        Ok(())
+    }
+
+    /// The abort that ends a session whose destination file system takes no more: which file
+    /// system, what happened to it, and how much this session wrote first.
+    fn exhausted(&self, dir: Option<&OwnedFd>, path: &[u8], x: Exhausted, e: &std::io::Error) -> Abort {
+        let fs = match dir {
+            Some(d) => mounts::describe(d),
+            None => mounts::describe(&*self.lock().dirs.root()),
+        };
+        let written = self.n.written.load(Relaxed);
+        Abort::new(
+            ErrorCode::Storage,
+            format!(
+                "{fs} {} after this copy wrote {} to it ({}: {e})",
+                x.what(),
+                linerate_model::units::format_size(written as f64),
+                linerate_proto::name::escape(path),
+            ),
+        )
     }
 
     /// Wait (bounded) until `f` returns Some: frames may refer to entries declared on other streams.

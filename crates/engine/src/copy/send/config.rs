@@ -265,6 +265,9 @@ pub struct CopyReport {
     pub dry_run: bool,
     /// In a dry run, the files and bytes (less what a resume would keep) that would be sent.
     pub would_send: (u64, u64),
+    /// Files the receiver would not take, so not sent: beneath a directory it could not create
+    /// (reported once, for the directory) or failing themselves (each reported).
+    pub refused_files: u64,
 }
 
 impl CopyReport {
@@ -346,6 +349,8 @@ pub struct Sent {
     pub deleted: u64,
     /// A dry run: the files and bytes that would have been sent.
     pub would_send: (u64, u64),
+    /// Files the receiver refused ([`CopyReport::refused_files`]).
+    pub refused_files: u64,
 }
 
 /// What one stream is assumed to keep in flight per round trip: this host's `tcp_rmem` and

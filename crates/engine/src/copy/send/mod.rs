@@ -45,6 +45,7 @@ struct Totals {
     deleted: AtomicU64,
     would_files: AtomicU64,
     would_bytes: AtomicU64,
+    refused_files: AtomicU64,
 }
 
 impl Totals {
@@ -69,6 +70,7 @@ impl Totals {
             resumed_bytes: self.resumed_bytes.load(Relaxed),
             deleted: self.deleted.load(Relaxed),
             would_send: (self.would_files.load(Relaxed), self.would_bytes.load(Relaxed)),
+            refused_files: self.refused_files.load(Relaxed),
         }
     }
 }
@@ -143,6 +145,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         pulled: false,
         dry_run: cfg.sync && cfg.dry_run,
         would_send: sent.would_send,
+        refused_files: sent.refused_files,
     })
 }
 

@@ -105,7 +105,10 @@ pub(super) fn on_want(
             t.skipped_bytes.fetch_add(f.size, Relaxed);
             skip(f.size);
         }
-        WANT_REFUSED => skip(f.size),
+        WANT_REFUSED => {
+            t.refused_files.fetch_add(1, Relaxed);
+            skip(f.size);
+        }
         _ if dry => {
             t.would_files.fetch_add(1, Relaxed);
             t.would_bytes.fetch_add(f.size - held, Relaxed);
