@@ -18,3 +18,4 @@ mod report;
 mod rerun;
 mod ssh;
 mod support;
+mod workfiles;
