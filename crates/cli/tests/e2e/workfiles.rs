@@ -244,3 +244,28 @@ fn a_destinations_working_directory_is_not_copied_and_one_a_peer_sends_is_not_wr
     assert_eq!(fs::read(p("b/c/ok")).unwrap(), b"ok");
     assert!(!p("b/c").join(forged).exists());
 }
+
+#[test]
+fn a_large_file_in_a_directory_on_another_mount_is_received_without_resume() {
+    if !crate::support::needs_root("a tmpfs mounted in a private mount namespace") {
+        return;
+    }
+    let t = scratch();
+    let (src, dest) = (t.path().join("src"), t.path().join("dest"));
+    tree_with_big(&src, "sub/big");
+    fs::create_dir_all(dest.join("src/sub")).unwrap();
+    // The copy's `src/sub` is another file system than `dest` (where the working directory
+    // is): a partial file could not be renamed there, so none is made.
+    let script = "mount -t tmpfs -o size=100m tmpfs \"$1\" && \"$2\" cp --no-save -q \"$3\" \"$4\" \
+                  && ls -A \"$4\" && ls -A \"$1\"; r=$?; umount \"$1\"; exit $r";
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(dest.join("src/sub"))
+        .arg(env!("CARGO_BIN_EXE_linerate"))
+        .arg(&src)
+        .arg(&dest);
+    let out = run(c);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(listed.lines().collect::<Vec<_>>(), ["src", "big"], "{listed}");
+}

@@ -124,7 +124,16 @@ pub fn is_work_dir_path(path: &Path, file_name: &[u8], anchor: Option<&Arc<Ancho
 /// Every working directory in `dest`, in name order (normally one; two sessions starting at
 /// once may each have made one).
 pub fn find_all(dest: &OwnedFd) -> io::Result<Vec<WorkDir>> {
-    let mut names: Vec<Vec<u8>> = fsx::list_dir(dest)?.into_iter().filter(|n| name::is_work_dir_name(n)).collect();
+    // Only names of the form are kept: a destination of a million entries costs one pass, not
+    // a copy of its names.
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    let mut d = rfs::Dir::read_from(dest).map_err(io::Error::from)?;
+    while let Some(e) = d.read() {
+        let e = e.map_err(io::Error::from)?;
+        if name::is_work_dir_name(e.file_name().to_bytes()) {
+            names.push(e.file_name().to_bytes().to_vec());
+        }
+    }
     names.sort();
     Ok(names.iter().filter_map(|n| WorkDir::open(dest, n).ok()).collect())
 }
