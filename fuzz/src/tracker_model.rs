@@ -5,7 +5,7 @@
 //! the wrong reason, files that complete early, late or twice, and drift of `open_files()`.
 //!
 //! For a declaration (`dir`, `link`, `file_start`) the model predicts the exact answer, with the
-//! checks in the tracker's order: the name (`.linerate-` names are reserved), a file's size, the
+//! checks in the tracker's order: the name (no name is reserved, `.linerate-` ones included), a file's size, the
 //! id, the parent (`NotYet`), depth or files in flight (`Limit`), the name in use (a file open at
 //! the same place, or any file declared in directory 0 this session), and for a pull
 //! ([`Harness::for_pull`], used by the `pull_receiver` target) the one entry directory 0 may
@@ -67,11 +67,12 @@ impl Parent {
     }
 }
 
-/// An entry name: a valid short one, a reserved one, or arbitrary bytes (empty, `.`, `..`, `/`,
+/// An entry name: a valid short one, one like the receiver's old working names, or arbitrary bytes (empty, `.`, `..`, `/`,
 /// NUL, too long).
 #[derive(Arbitrary, Debug, Clone)]
 pub enum Name {
-    /// `n0` .. `n15` (`v % 16`); from 240 up, the reserved `.linerate-0` .. `.linerate-15`.
+    /// `n0` .. `n15` (`v % 16`); from 240 up, `.linerate-0` .. `.linerate-15`
+    /// (ordinary names: no name is reserved).
     Short(u8),
     /// Any bytes.
     Raw(Vec<u8>),
@@ -317,11 +318,8 @@ pub struct Harness {
     pub features: Features,
 }
 
-/// Prefix of the receiver's own working files, which a peer may never declare.
-const RESERVED_PREFIX: &[u8] = b".linerate-";
-
 /// Whether a peer may declare an entry of this name: one path component (not empty, at most
-/// `MAX_NAME` bytes, not `.` or `..`, no `/` or NUL) that is not reserved for the receiver.
+/// `MAX_NAME` bytes, not `.` or `..`, no `/` or NUL); no name is reserved.
 pub fn name_ok(n: &[u8]) -> bool {
     !n.is_empty()
         && n.len() <= MAX_NAME
@@ -329,7 +327,6 @@ pub fn name_ok(n: &[u8]) -> bool {
         && n != b".."
         && !n.contains(&b'/')
         && !n.contains(&0)
-        && !n.starts_with(RESERVED_PREFIX)
 }
 
 /// Whether a symlink target is acceptable: not empty, at most `MAX_PATH` bytes, no NUL.
@@ -905,17 +902,12 @@ mod tests {
     }
 
     #[test]
-    fn model_reserves_the_receivers_working_names() {
-        assert_eq!(RESERVED_PREFIX, linerate_proto::name::RESERVED_PREFIX);
-        assert!(!name_ok(b".linerate-") && !name_ok(b".linerate-journal") && !name_ok(b".linerate-0"));
-        assert!(name_ok(b".linerate") && name_ok(b"x.linerate-") && name_ok(b"..linerate-"));
+    fn model_reserves_no_name() {
+        assert!(name_ok(b".linerate-") && name_ok(b".linerate-journal") && name_ok(b".linerate-settings"));
         let mut h = Harness::new();
-        // The name is checked first: BadName even under an undeclared parent or for a reused id.
-        assert_eq!(class(h.dir(1, 9, b".linerate-d", 0o755)), Class::BadName);
-        assert_eq!(class(h.link(0, b".linerate-l", b"x")), Class::BadName);
-        assert_eq!(class(h.file_start(1, 0, b".linerate-journal", 1 << 63)), Class::BadName);
-        assert_eq!(class(h.file_start(1, 0, b"f", 0)), Class::Accepted);
-        assert_eq!(class(h.file_start(1, 0, b".linerate-f", 0)), Class::BadName);
+        assert_eq!(class(h.dir(1, 0, b".linerate-d", 0o755)), Class::Accepted);
+        assert_eq!(class(h.link(0, b".linerate-l", b"x")), Class::Accepted);
+        assert_eq!(class(h.file_start(1, 0, b".linerate-journal", 1)), Class::Accepted);
         assert_eq!(Name::Short(241).bytes(), b".linerate-1");
         assert_eq!(Name::Short(239).bytes(), b"n15");
     }
@@ -989,7 +981,7 @@ mod tests {
         let mut h = Harness::for_pull(b"tree");
         // NotYet, bad names, reused ids come first; a refused entry does not use up the slot.
         assert_eq!(class(h.dir(1, 7, b"x", 0o755)), Class::NotYet);
-        assert_eq!(class(h.dir(1, 0, b".linerate-x", 0o755)), Class::BadName);
+        assert_eq!(class(h.dir(1, 0, b"bad/name", 0o755)), Class::BadName);
         assert_eq!(class(h.dir(1, 0, b"other", 0o755)), Class::Violation);
         assert_eq!(class(h.link(0, b"tree2", b"/etc")), Class::Violation);
         assert_eq!(class(h.file_start(5, 0, b"evil", 3)), Class::Violation);

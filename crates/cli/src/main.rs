@@ -11,7 +11,7 @@ mod ssh;
 mod transfer;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use cmd::{bench, cp, demo, doctor, generate, keygen, lab, mesh, mktree, report, serve};
+use cmd::{bench, clean, cp, demo, doctor, generate, keygen, lab, mesh, mktree, report, serve};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -25,6 +25,8 @@ struct Cli {
 enum Cmd {
     /// Copy files and directory trees, encrypted, over parallel streams.
     Cp(cp::CpArgs),
+    /// List and remove the partial files interrupted copies left at their destinations.
+    Clean(clean::CleanArgs),
     /// Run the agent: receives copies (with --root) and answers benchmarks.
     Serve(serve::ServeArgs),
     /// Benchmark the network against a `linerate serve` (netperf/uperf/iperf3-class tests).
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
     // Each command's messages begin with its name (`cp`'s with `linerate` alone, as scp's).
     let who = match &cli.cmd {
         Cmd::Cp(_) => "linerate",
+        Cmd::Clean(_) => "linerate clean",
         Cmd::Serve(_) => "linerate serve",
         Cmd::Bench(_) => "linerate bench",
         Cmd::Keygen(_) => "linerate keygen",
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
     };
     let done = match cli.cmd {
         Cmd::Cp(a) => cp::run_cp(a),
+        Cmd::Clean(a) => clean::run_clean(a),
         Cmd::Serve(a) => serve::run_serve(a),
         Cmd::Bench(a) => bench::run(*a),
         Cmd::Keygen(a) => keygen::run_keygen(a),

@@ -25,19 +25,24 @@ pub fn validate(name: &[u8]) -> Result<(), ProtoError> {
     Ok(())
 }
 
-/// Names beginning with this are the receiver's own working files (partial files, resume
-/// journals); a peer may not declare them.
-pub const RESERVED_PREFIX: &[u8] = b".linerate-";
+/// How the receiver's working directory is named: this, then 32 lowercase hex digits (128
+/// random bits), at the destination directory of a session. It holds resumable partial files and
+/// their journals; no user's name is taken (a name of exactly this form is the only one a
+/// receiver declines to write, see [`is_work_dir_name`]).
+pub const WORK_DIR_PREFIX: &[u8] = b".linerate-work-";
 
-/// Accept the name of an entry a peer declares in the tree: [`validate`], and not one of the
-/// receiver's working files ([`RESERVED_PREFIX`]), which a peer could otherwise plant (a forged
-/// resume journal) or collide with.
+/// Whether `name` has the form of a receiver's working directory: [`WORK_DIR_PREFIX`] and 32
+/// lowercase hex digits. A receiver never writes an entry of that name for a peer (it reports the
+/// entry and goes on), so a peer can neither write into a working directory nor plant one.
+pub fn is_work_dir_name(name: &[u8]) -> bool {
+    name.strip_prefix(WORK_DIR_PREFIX)
+        .is_some_and(|hex| hex.len() == 32 && hex.iter().all(|&b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+}
+
+/// Accept the name of an entry a peer declares in the tree: [`validate`]. No name is reserved:
+/// the receiver's working files are unnamed or live in its working directory.
 pub fn validate_entry(name: &[u8]) -> Result<(), ProtoError> {
-    validate(name)?;
-    if name.starts_with(RESERVED_PREFIX) {
-        return Err(ProtoError::BadName("names beginning with '.linerate-' are reserved for the receiver"));
-    }
-    Ok(())
+    validate(name)
 }
 
 /// Accept a symlink target: non-empty, at most [`MAX_PATH`] bytes, no NUL. The target is stored
@@ -125,6 +130,18 @@ mod tests {
         assert!(split_dest(b"a/../../x").is_err());
         assert!(split_dest(b"..").is_err());
         assert!(split_dest(&[b'a'; 4097]).is_err());
+    }
+
+    #[test]
+    fn no_name_is_reserved_and_only_the_exact_working_directory_form_is_recognised() {
+        for n in [&b".linerate-settings"[..], b".linerate-resume-0011223344556677.part", b".linerate-work-"] {
+            assert_eq!(validate_entry(n), Ok(()), "{n:?}");
+            assert!(!is_work_dir_name(n), "{n:?}");
+        }
+        assert!(is_work_dir_name(b".linerate-work-0123456789abcdef0123456789abcdef"));
+        assert!(!is_work_dir_name(b".linerate-work-0123456789ABCDEF0123456789abcdef"), "upper case");
+        assert!(!is_work_dir_name(b".linerate-work-0123456789abcdef0123456789abcde"), "31 digits");
+        assert!(!is_work_dir_name(b".linerate-work-0123456789abcdef0123456789abcdef0"), "33 digits");
     }
 
     #[test]

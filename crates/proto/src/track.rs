@@ -369,6 +369,13 @@ impl Tracker {
         ids.into_iter().map(|(_, id)| id).collect()
     }
 
+    /// Names of the directories and files declared in the destination itself (directory 0) this
+    /// session: the top of its tree.
+    pub fn top_names(&self) -> impl Iterator<Item = &[u8]> {
+        let dirs = self.dirs.iter().filter(|(&id, d)| id != 0 && d.parent == 0).map(|(_, d)| &*d.name);
+        dirs.chain(self.top_files.iter().map(|n| &**n))
+    }
+
     /// The path of directory `id` relative to the destination root, joined with `/`.
     pub fn dir_path(&self, mut id: u64) -> Vec<u8> {
         let mut parts: Vec<&[u8]> = Vec::new();
@@ -627,14 +634,17 @@ mod tests {
     }
 
     #[test]
-    fn refuses_the_receivers_working_file_names() {
+    fn names_like_the_receivers_old_working_files_are_ordinary_names() {
         let mut t = Tracker::new(CS);
         let j = b".linerate-resume-0011223344556677.journal";
-        assert!(matches!(t.file_start(&fs(1, 0, j, 1)), Err(ProtoError::BadName(_))));
-        assert!(matches!(t.dir(&d(1, 0, b".linerate-x")), Err(ProtoError::BadName(_))));
+        assert_eq!(t.file_start(&fs(1, 0, j, 1)).unwrap(), Step::Accepted);
+        assert_eq!(t.dir(&d(1, 0, b".linerate-x")).unwrap(), Step::Accepted);
         let l = LinkEntry { parent: 0, name: b".linerate-l", target: b"t", mtime: Time::default() };
-        assert!(matches!(t.link(&l), Err(ProtoError::BadName(_))));
-        assert_eq!(t.file_start(&fs(2, 0, b"linerate-ok", 1)).unwrap(), Step::Accepted);
+        assert_eq!(t.link(&l).unwrap(), Step::Accepted);
+        assert_eq!(t.file_start(&fs(2, 0, b".linerate-settings", 1)).unwrap(), Step::Accepted);
+        let mut top: Vec<&[u8]> = t.top_names().collect();
+        top.sort();
+        assert_eq!(top, [&b".linerate-resume-0011223344556677.journal"[..], b".linerate-settings", b".linerate-x"]);
     }
 
     #[test]

@@ -40,7 +40,10 @@ DESTINATION:
 
   Files already at the destination with the same size and mtime are skipped
   (--checksum: same BLAKE3); an interrupted large file resumes from the chunks
-  already received when the same command runs again.
+  already received when the same command runs again (they wait in a hidden
+  .linerate-work-* directory at the destination, which a completed copy removes
+  along with the chunks of files whose source is gone; `linerate clean DEST`
+  lists and removes what is left). No name is reserved.
 
   WHERE IT LANDS (rsync's rule: the same command run again lands in the same place):
     cp dir DEST      DEST/dir (DEST is created if absent)

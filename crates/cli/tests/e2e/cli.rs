@@ -123,9 +123,9 @@ fn copies_into_an_existing_directory_under_the_source_name() {
     assert_eq!(fs::read(t.path().join("afile")).unwrap(), b"keep");
 }
 
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
 }
 
 impl Drop for Serve {
@@ -145,7 +145,7 @@ fn announced(mut cmd: Command) -> Serve {
     Serve { child, addr }
 }
 
-fn serve(root: &Path, key: &Path) -> Serve {
+pub(crate) fn serve(root: &Path, key: &Path) -> Serve {
     let mut cmd = bin();
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--announce", "--quiet", "--root"])
         .arg(root)
@@ -154,7 +154,7 @@ fn serve(root: &Path, key: &Path) -> Serve {
     announced(cmd)
 }
 
-fn keygen(path: &Path) {
+pub(crate) fn keygen(path: &Path) {
     let out = bin().arg("keygen").arg(path).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(fs::metadata(path).unwrap().permissions().mode() & 0o777, 0o600);

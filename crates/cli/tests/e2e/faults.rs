@@ -66,9 +66,6 @@ fn only_complete_files(src: &Path, dst: &Path) -> usize {
         for e in rd.flatten() {
             let ft = e.file_type().unwrap();
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(".linerate-resume-") {
-                continue; // a resume journal's working file, kept for the next run
-            }
             assert!(!name.starts_with(".linerate-"), "temporary file left: {:?}", e.path());
             if ft.is_dir() {
                 stack.push(e.path());
@@ -183,17 +180,12 @@ fn finish(mut child: Child, limit: Duration) -> (ExitStatus, String) {
     (st, s)
 }
 
-/// Wait until the receiver has journaled chunks of a large file beneath `dst` (the interrupted
-/// copy will leave something to resume).
+/// Wait until the receiver has journaled chunks of a large file of the copy that lands in `dst`
+/// (in the working directory of `dst`'s parent, the session's destination directory): the
+/// interrupted copy will leave something to resume.
 fn wait_for_journal(dst: &Path, copy: &mut Child) {
-    let journaled = || {
-        [dst.to_path_buf(), dst.join("sub")].iter().any(|d| {
-            fs::read_dir(d).into_iter().flatten().flatten().any(|e| {
-                e.file_name().to_string_lossy().ends_with(".journal") && e.metadata().is_ok_and(|m| m.len() > 200)
-            })
-        })
-    };
     let parent = dst.parent().unwrap_or(dst);
+    let journaled = || crate::support::journaled(parent);
     let alive = || copy.try_wait().unwrap().is_none();
     let found = crate::support::await_files(&[parent], Duration::from_secs(60), alive, journaled);
     assert!(copy.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");

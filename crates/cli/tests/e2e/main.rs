@@ -20,6 +20,7 @@ mod report;
 mod rerun;
 mod ssh;
 mod support;
+mod workfiles;
 
 /// Every `linerate` these tests start saves its runs in this test process's own store beneath
 /// cargo's target directory, never in the user's (`~/.local/share/linerate/runs.sqlite`): set

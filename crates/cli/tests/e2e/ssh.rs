@@ -454,15 +454,11 @@ fn big_tree(src: &Path) {
     }
 }
 
-/// Wait until a resume journal with entries exists in `dir` (the receiver is mid-file).
+/// Wait until a resume journal with entries exists for the copy landing in `dir` (in the working
+/// directory of its parent): the receiver is mid-file.
 fn wait_for_journal(dir: &Path, child: &mut std::process::Child) {
-    let journaled =
-        || {
-            fs::read_dir(dir).into_iter().flatten().flatten().any(|e| {
-                e.file_name().to_string_lossy().ends_with(".journal") && e.metadata().is_ok_and(|m| m.len() > 200)
-            })
-        };
     let parent = dir.parent().unwrap_or(dir);
+    let journaled = || crate::support::journaled(parent);
     let alive = || child.try_wait().unwrap().is_none();
     let found = crate::support::await_files(&[parent], Duration::from_secs(60), alive, journaled);
     assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be interrupted");
@@ -499,7 +495,7 @@ fn a_push_killed_on_either_side_resumes_when_run_again() {
     wait_no_remote(&lab);
     assert!(!dst.join("src").read_dir().unwrap().any(|e| {
         let n = e.unwrap().file_name().to_string_lossy().into_owned();
-        n.starts_with(".linerate-") && !n.starts_with(".linerate-resume-")
+        n.starts_with(".linerate-")
     }));
     rerun_resumes(cmd(), &src, &dst.join("src"));
     // 2. SIGKILL of the remote linerate (the receiver).

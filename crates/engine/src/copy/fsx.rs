@@ -3,8 +3,9 @@
 //! Every write happens relative to a directory handle that was itself opened beneath the
 //! destination one validated component at a time with `O_NOFOLLOW | O_DIRECTORY`, so no name a
 //! peer sends and no symlink planted in the tree can steer a write outside the destination.
-//! Files are written under a temporary name in their final directory and renamed into place
-//! only when complete.
+//! Files are written unnamed (`O_TMPFILE`) or under an unguessable temporary name in their final
+//! directory, or for a resumable one in the receiver's working directory
+//! ([`crate::copy::workdir`]), and given their final name only when complete.
 
 use linerate_proto::frame::{Placement, Time};
 use linerate_proto::name;
@@ -51,9 +52,15 @@ pub fn make_dir(parent: &OwnedFd, name: &[u8]) -> io::Result<(OwnedFd, bool)> {
     }
 }
 
-/// The temporary name of file `id` of a session, in its final directory.
+/// The temporary name of file `id` of a session, in its final directory (used only where no
+/// unnamed file can be: a file system without `O_TMPFILE`, a symlink before its rename). It holds
+/// 64 random bits drawn once per process, so it never meets a user's name and a peer cannot
+/// predict it; no name is reserved for it.
 pub fn temp_name(session_tag: &str, id: u64) -> Vec<u8> {
-    format!(".linerate-{session_tag}-{id}.part").into_bytes()
+    static SALT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let salt = SALT
+        .get_or_init(|| crate::copy::workdir::random_hex(8).unwrap_or_else(|_| format!("{:016x}", std::process::id())));
+    format!(".linerate-tmp-{salt}-{session_tag}-{id}").into_bytes()
 }
 
 /// The process umask, read once (reading it means setting it, so do it before threads write).
@@ -188,7 +195,13 @@ pub fn set_meta(fd: &impl std::os::fd::AsFd, mode: u32, mtime: Time) -> io::Resu
 
 /// Move `tmp` to `name` within `parent`, replacing a file or symlink there.
 pub fn rename_into_place(parent: &OwnedFd, tmp: &[u8], name: &[u8]) -> io::Result<()> {
-    rfs::renameat(parent, tmp, parent, name).map_err(|e| match e {
+    rename_between(parent, tmp, parent, name)
+}
+
+/// Move `from` in directory `from_dir` to `name` in `parent` (a partial file from the working
+/// directory into place), replacing a file or symlink there.
+pub fn rename_between(from_dir: &OwnedFd, from: &[u8], parent: &OwnedFd, name: &[u8]) -> io::Result<()> {
+    rfs::renameat(from_dir, from, parent, name).map_err(|e| match e {
         Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST => {
             io::Error::new(io::ErrorKind::AlreadyExists, "a directory is in the way")
         }

@@ -1,10 +1,10 @@
 //! Resume journals: how a receiver keeps the finished chunks of a large file across an
 //! interrupted transfer, without hashing what it writes.
 //!
-//! A file of more than one chunk is written to a named partial file beside its final name,
-//! `.linerate-resume-<h>.part`, with a journal `.linerate-resume-<h>.journal` (`h` from the final
-//! name). The journal's header names the source it belongs to (size, modification time, chunk
-//! size, name) and the boot it was written in; each entry records the index of a chunk written
+//! A file of more than one chunk is written to a partial file in the receiver's working directory
+//! ([`crate::copy::workdir`]), `<k>.part`, with a journal `<k>.journal` (`k` from the file's path
+//! beneath the destination). The journal's header names the source it belongs to (size,
+//! modification time, chunk size, path) and the boot it was written in; each entry records the index of a chunk written
 //! to the partial file, as soon as it is written. Every second or 64 MiB the partial file is made
 //! durable (`fdatasync`), then a checkpoint entry is appended and the journal made durable.
 //!
@@ -14,6 +14,10 @@
 //! hashed: a chunk corrupted on disk by something other than a crash is not noticed here, only by
 //! `--verify`, which checks the whole file. The partial file is renamed into place only when
 //! complete, so nothing appears under its final name before it is whole.
+//!
+//! A journal read back is untrusted input (anyone who can write the destination can write it):
+//! its header must match the source exactly, the path it names is at most 4096 bytes, and at most
+//! [`MAX_ENTRIES`] entries are read.
 
 use linerate_proto::frame::Time;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
@@ -24,7 +28,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-const MAGIC: &[u8; 5] = b"LNRJ\x02";
+const MAGIC: &[u8; 5] = b"LNRJ\x03";
 /// An entry: a chunk index and its complement (so a zeroed or torn entry is never read as one).
 const ENTRY: usize = 16;
 /// The index of a checkpoint entry.
@@ -58,23 +62,40 @@ fn entry(index: u64) -> [u8; ENTRY] {
     e
 }
 
-/// The partial file's and the journal's names for final name `name`.
-pub fn names(name: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let h = blake3::hash(name);
-    let hex: String = h.as_bytes()[..8].iter().map(|b| format!("{b:02x}")).collect();
-    (format!(".linerate-resume-{hex}.part").into_bytes(), format!(".linerate-resume-{hex}.journal").into_bytes())
+/// The partial file's and the journal's names, in the working directory, for the file at `path`
+/// beneath the destination.
+pub fn names(path: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    crate::copy::workdir::key_names(&crate::copy::workdir::key(path))
 }
 
-/// Whether `name` is one of the receiver's own working files (never deleted by `--delete`).
-pub fn is_working_name(name: &[u8]) -> bool {
-    name.starts_with(b".linerate-")
+/// The path beneath the destination that journal `jname` in `work` belongs to, if it is a
+/// readable journal of this format (bounded: at most a header and a 4096-byte path are read).
+pub fn read_path(work: &OwnedFd, jname: &[u8]) -> Option<Vec<u8>> {
+    let f = rfs::openat(work, jname, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let f = File::from(f);
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let fixed = MAGIC.len() + 8 + 8 + 4 + 8;
+    let mut head = vec![0u8; fixed + 2];
+    f.read_exact_at(&mut head, 0).ok()?;
+    if head[..MAGIC.len()] != MAGIC[..] {
+        return None;
+    }
+    let len = usize::from(u16::from_be_bytes([head[fixed], head[fixed + 1]]));
+    if len == 0 || len > linerate_proto::caps::MAX_PATH {
+        return None;
+    }
+    let mut path = vec![0u8; len];
+    f.read_exact_at(&mut path, (fixed + 2) as u64).ok()?;
+    Some(path)
 }
 
 /// The source a journal belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Source<'a> {
-    /// Final name.
-    pub name: &'a [u8],
+    /// Path beneath the destination (the key of the partial file).
+    pub path: &'a [u8],
     /// Size in bytes.
     pub size: u64,
     /// Modification time.
@@ -90,8 +111,8 @@ impl Source<'_> {
         h.extend_from_slice(&self.mtime.sec.to_be_bytes());
         h.extend_from_slice(&self.mtime.nsec.to_be_bytes());
         h.extend_from_slice(&self.chunk.to_be_bytes());
-        h.extend_from_slice(&(self.name.len() as u16).to_be_bytes());
-        h.extend_from_slice(self.name);
+        h.extend_from_slice(&(self.path.len() as u16).to_be_bytes());
+        h.extend_from_slice(self.path);
         h
     }
     fn chunks(&self) -> u64 {
@@ -117,7 +138,7 @@ pub struct Journal {
 pub struct Partial {
     /// The partial file, open for writing.
     pub file: File,
-    /// Its name in the parent directory.
+    /// Its name in the working directory.
     pub name: Vec<u8>,
     /// Its journal.
     pub journal: Journal,
@@ -155,7 +176,7 @@ pub const MAX_ENTRIES: u64 = 1 << 21;
 /// The chunks a usable journal for `src` lets the receiver keep, in order, with the partial file
 /// and the journal; `None` when there is none. Linear in the journal's size: one buffered pass.
 fn trusted(parent: &OwnedFd, src: &Source<'_>) -> Option<(File, File, Vec<u64>)> {
-    let (pname, jname) = names(src.name);
+    let (pname, jname) = names(src.path);
     let journal = open_rw(parent, &jname).ok()?;
     let part = open_rw(parent, &pname).ok()?;
     let header = src.header();
@@ -207,14 +228,16 @@ fn ranges(idx: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
     out
 }
 
-/// What a dry run would reuse: the trusted ranges, without changing anything.
+/// What a dry run would reuse: the trusted ranges in working directory `parent`, without
+/// changing anything.
 pub fn probe(parent: &OwnedFd, src: &Source<'_>) -> Vec<(u64, u64)> {
     trusted(parent, src).map(|(_, _, ok)| ranges(ok.into_iter())).unwrap_or_default()
 }
 
-/// Open the partial file for `src` in `parent`, reusing every trusted chunk, or start afresh.
+/// Open the partial file for `src` in working directory `parent`, reusing every trusted chunk, or
+/// start afresh.
 pub fn open(parent: &OwnedFd, src: &Source<'_>) -> io::Result<Partial> {
-    let (pname, jname) = names(src.name);
+    let (pname, jname) = names(src.path);
     let mut body = src.header();
     body.extend_from_slice(&boot_id());
     if let Some((file, journal, ok)) = trusted(parent, src) {
@@ -281,17 +304,10 @@ impl Journal {
         self.holds
     }
 
-    /// The file is complete and renamed: the journal goes.
+    /// The file is complete and renamed: the journal goes (from working directory `parent`).
     pub fn remove(&self, parent: &OwnedFd) {
         let _ = rfs::unlinkat(parent, self.name.as_slice(), AtFlags::empty());
     }
-}
-
-/// Remove the partial file and journal of `name` (the source changed or failed).
-pub fn discard(parent: &OwnedFd, name: &[u8]) {
-    let (p, j) = names(name);
-    let _ = rfs::unlinkat(parent, p.as_slice(), AtFlags::empty());
-    let _ = rfs::unlinkat(parent, j.as_slice(), AtFlags::empty());
 }
 
 #[cfg(test)]
@@ -307,7 +323,7 @@ mod tests {
     const CS: u64 = 64 * 1024;
 
     fn src(size: u64) -> Source<'static> {
-        Source { name: b"big.bin", size, mtime: Time { sec: 5, nsec: 6 }, chunk: CS }
+        Source { path: b"dir/big.bin", size, mtime: Time { sec: 5, nsec: 6 }, chunk: CS }
     }
 
     fn path(d: &tempfile::TempDir, name: &[u8]) -> std::path::PathBuf {
@@ -322,7 +338,7 @@ mod tests {
 
     /// As if the machine had restarted since the journal was written.
     fn another_boot(d: &tempfile::TempDir, s: &Source<'_>) {
-        let (_, jname) = names(s.name);
+        let (_, jname) = names(s.path);
         let j = std::fs::OpenOptions::new().write(true).open(path(d, &jname)).unwrap();
         j.write_all_at(&[0xa5; BOOT], s.header().len() as u64).unwrap();
     }
@@ -377,7 +393,7 @@ mod tests {
         drop(p);
         assert_eq!(probe(&fd, &s), vec![(0, 1)]);
         // A torn last entry.
-        let (_, jname) = names(s.name);
+        let (_, jname) = names(s.path);
         let j = std::fs::OpenOptions::new().append(true).open(path(&d, &jname)).unwrap();
         use std::io::Write;
         (&j).write_all(&[0, 0, 0]).unwrap();
@@ -410,8 +426,30 @@ mod tests {
         let mut p = open(&fd, &s).unwrap();
         write(&mut p, &s, 0);
         drop(p);
-        let (_, jname) = names(s.name);
+        let (_, jname) = names(s.path);
         std::fs::OpenOptions::new().write(true).open(path(&d, &jname)).unwrap().write_all_at(b"LNRJ\x01", 0).unwrap();
         assert!(probe(&fd, &s).is_empty());
+    }
+
+    #[test]
+    fn a_journal_names_its_path_and_a_forged_one_is_read_within_bounds() {
+        let (d, fd) = dir();
+        let s = src(2 * CS);
+        drop(open(&fd, &s).unwrap());
+        let (_, jname) = names(s.path);
+        assert_eq!(read_path(&fd, &jname).as_deref(), Some(&b"dir/big.bin"[..]));
+        // A header claiming a path longer than any path, a short file, another format, a link.
+        let mut forged = s.header();
+        let at = forged.len() - s.path.len() - 2;
+        forged[at..at + 2].copy_from_slice(&u16::MAX.to_be_bytes());
+        std::fs::write(path(&d, &jname), &forged).unwrap();
+        assert_eq!(read_path(&fd, &jname), None);
+        std::fs::write(path(&d, &jname), &s.header()[..10]).unwrap();
+        assert_eq!(read_path(&fd, &jname), None);
+        std::fs::write(path(&d, &jname), b"LNRJ\x02 whatever").unwrap();
+        assert_eq!(read_path(&fd, &jname), None);
+        std::fs::remove_file(path(&d, &jname)).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", path(&d, &jname)).unwrap();
+        assert_eq!(read_path(&fd, &jname), None, "a symlink is never followed");
     }
 }

@@ -1,11 +1,13 @@
 //! Copying trees: the sending side ([`send`]: walk, queue, streams, offers), the receiving side
 //! ([`recv`]: checked by the protocol's tracker, written beneath the destination by directory
 //! handle), a pull's client ([`pull`]), and what they share — the walk ([`walk`]), confined
-//! filesystem operations ([`fsx`]), reading into record buffers ([`fill`]), resume journals ([`journal`]), chunked BLAKE3 ([`digest`]),
+//! filesystem operations ([`fsx`]), reading into record buffers ([`fill`]), resume journals ([`journal`]) in the receiver's working directory ([`workdir`]), chunked BLAKE3 ([`digest`]),
 //! the file system a destination is on ([`mounts`]),
-//! the work queue ([`sched`]) — plus tree comparison ([`diff`]) and sample trees ([`sample`]).
+//! the work queue ([`sched`]) — plus tree comparison ([`diff`]), sample trees ([`sample`]) and the cleaning of
+//! partial files interrupted copies left ([`clean`]).
 
 pub mod cancel;
+pub mod clean;
 pub mod diff;
 pub mod digest;
 pub mod fill;
@@ -18,3 +20,4 @@ pub mod sample;
 pub mod sched;
 pub mod send;
 pub mod walk;
+pub mod workdir;

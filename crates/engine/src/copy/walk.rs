@@ -1,5 +1,7 @@
 //! Walking source trees: a depth-first walk that never follows symlinks and emits each directory
 //! before anything inside it, so the receiver can always create a parent before its children.
+//! Every name is sent; only a receiver's working directory met in the tree (a tree that is itself
+//! a destination, [`crate::copy::workdir`]) is skipped.
 
 use crate::copy::fsx::Anchor;
 use linerate_proto::frame::Time;
@@ -189,10 +191,16 @@ pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) ->
                     stack.pop();
                     names.pop();
                 }
-                Some(Ok(de)) if de.file_name().as_bytes().starts_with(linerate_proto::name::RESERVED_PREFIX) => {
-                    // A receiver refuses these names (its own working files): say so, send the rest.
-                    let path = stack.last().map(|s| s.2.join(de.file_name())).unwrap_or_else(|| de.path());
-                    error(format!("{}: not sent: names beginning with .linerate- are reserved", shown(&path)));
+                Some(Ok(de))
+                    if linerate_proto::name::is_work_dir_name(de.file_name().as_bytes())
+                        && crate::copy::workdir::is_work_dir_path(
+                            &stack.last().map(|s| s.2.join(de.file_name())).unwrap_or_else(|| de.path()),
+                            de.file_name().as_bytes(),
+                            beneath,
+                        ) =>
+                {
+                    // A receiver's working directory (this tree is itself a destination): its
+                    // partial files are not part of the tree, as rsync skips its partial dir.
                 }
                 Some(Ok(de)) => {
                     if let Some(Some(list)) = names.last_mut() {

@@ -136,7 +136,10 @@ fn entries(dir: &Path, keep: impl Fn(&fs::DirEntry) -> bool) -> Vec<PathBuf> {
 }
 
 fn no_temp_files(dir: &Path) -> Vec<PathBuf> {
-    entries(dir, |e| e.file_name().to_string_lossy().starts_with(".linerate-"))
+    entries(dir, |e| {
+        let n = e.file_name().to_string_lossy().into_owned();
+        n.starts_with(".linerate-tmp-") || n.starts_with(".linerate-work-")
+    })
 }
 
 #[test]
@@ -280,10 +283,11 @@ fn a_tampered_record_aborts_the_session_and_commits_nothing() {
     assert!(err.to_string().contains("tampered"), "{err}");
     // The server's session ends on its own time; judge the destination once it has.
     assert!(crate::peer::eventually(Duration::from_secs(30), || srv.active_sessions() == 0));
-    // Only the resume journal's working files may stay (for the next run); nothing is committed.
+    // Only the working directory's partial file and journal may stay (for the next run); nothing
+    // is committed.
     let kept = entries(&root, |e| e.file_type().unwrap().is_file());
     assert!(!root.join("big").exists(), "nothing may appear under its final name");
-    assert!(kept.iter().all(|p| p.file_name().unwrap().to_string_lossy().starts_with(".linerate-resume-")), "{kept:?}");
+    assert!(kept.iter().all(|p| crate::peer::in_work_dir(p)), "{kept:?}");
 }
 
 #[test]

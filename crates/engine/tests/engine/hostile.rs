@@ -583,10 +583,8 @@ fn ten_flipped_bits_in_the_encrypted_stream_abort_and_commit_nothing() {
         let dest = fx.root.join(format!("flip-{at}"));
         assert!(!dest.join("big").exists(), "offset {at}: the big file was renamed into place");
         // (The big file's resume working files may stay for the next run.)
-        let committed: Vec<_> = snapshot(&dest, None)
-            .into_keys()
-            .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with(".linerate-resume-"))
-            .collect();
+        let committed: Vec<_> =
+            snapshot(&dest, None).into_keys().filter(|p| p.is_file() && !crate::peer::in_work_dir(p)).collect();
         // Small files sealed in records before the flipped one may be complete and committed;
         // each must then be byte for byte what was sent.
         for p in committed {
@@ -1727,13 +1725,27 @@ fn the_first_request_must_decode_whole_and_alone() {
 }
 
 #[test]
-fn reserved_working_file_names_are_refused() {
+fn no_name_is_reserved_but_a_working_directorys_is_never_written_for_a_peer() {
     let fx = Fx::new();
-    for name in [&b".linerate-resume-0123456789abcdef.journal"[..], b".linerate-x.part"] {
-        assert_fatal(&fx, &[file(1, 0, name, 1), chunk(1, 0, b"j"), end(1, 1)], ErrorCode::BadName, "reserved");
-        assert_fatal(&fx, &[dir(1, 0, name)], ErrorCode::BadName, "reserved");
+    // The old working names are ordinary names now.
+    let (s, errors) = summary(one_session(
+        &fx,
+        &[file(1, 0, b".linerate-resume-0123456789abcdef.journal", 1), chunk(1, 0, b"j"), end(1, 1)],
+    ));
+    assert_eq!((s.files, s.errors), (1, 0), "{errors:?}");
+    assert_eq!(fs::read(fx.root.join(".linerate-resume-0123456789abcdef.journal")).unwrap(), b"j");
+    // A name of the working directory's form: reported, not written, the session goes on.
+    let work = b".linerate-work-0123456789abcdef0123456789abcdef";
+    for frames in [
+        vec![dir(1, 0, work), file(1, 1, b"planted.journal", 1), chunk(1, 0, b"j"), end(1, 1)],
+        vec![file(1, 0, work, 1), chunk(1, 0, b"j"), end(1, 1)],
+        vec![link(0, work, b"/tmp")],
+    ] {
+        let (s, errors) = summary(one_session(&fx, &frames));
+        assert_eq!(s.files, 0, "{errors:?}");
+        assert!(!errors.is_empty() && errors[0].2.contains("linerate working directory"), "{errors:?}");
+        assert!(fs::symlink_metadata(fx.root.join(std::str::from_utf8(work).unwrap())).is_err());
     }
-    assert_eq!(fs::read_dir(&fx.root).unwrap().count(), 0);
     fx.check_confined();
 }
 

@@ -89,19 +89,20 @@ pub fn snapshot(dir: &Path, skip: Option<&Path>) -> Snapshot {
     out
 }
 
-/// Files beneath `dir` whose name marks them as temporary (`.linerate-*`).
+/// Files beneath `dir` whose name marks them as temporary (`.linerate-tmp-*`, see
+/// `fsx::temp_name`).
 pub fn temp_files(dir: &Path) -> Vec<PathBuf> {
     snapshot(dir, None)
         .into_keys()
-        // Temporary files, not the resume journal's working files, which an interrupted session
-        // keeps on purpose for the next run (see `journal`).
-        .filter(|p| {
-            p.file_name().is_some_and(|n| {
-                let n = n.to_string_lossy();
-                n.starts_with(".linerate-") && !n.starts_with(".linerate-resume-")
-            })
-        })
+        // Temporary files, not the working directory of resumable partial files, which an
+        // interrupted session keeps on purpose for the next run (see `workdir`).
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".linerate-tmp-")))
         .collect()
+}
+
+/// Whether `p` is a receiver's working directory or lies in one.
+pub fn in_work_dir(p: &Path) -> bool {
+    p.components().any(|c| c.as_os_str().to_string_lossy().starts_with(".linerate-work-"))
 }
 
 /// The state of /etc/passwd, the classic target of a write through a planted symlink.

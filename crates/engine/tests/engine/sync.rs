@@ -357,8 +357,10 @@ fn a_partial_chunk_corrupted_on_disk_fails_verify_and_the_next_run_sends_it_whol
     let part = fs::read_dir(fx.p("root"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| crate::peer::in_work_dir(p))
+        .flat_map(|w| fs::read_dir(w).unwrap().map(|e| e.unwrap().path()))
         .find(|p| p.to_string_lossy().ends_with(".part"))
-        .expect("a partial file is kept");
+        .expect("a partial file is kept in the working directory");
     let f = fs::File::options().write(true).open(&part).unwrap();
     f.write_all_at_start(b"\xff\xfe");
     let (mut verified, _) = fx.cfg(fx.srv.addr, vec![fx.p("src/f")], "f");

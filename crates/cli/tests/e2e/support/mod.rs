@@ -156,3 +156,35 @@ pub fn await_gone(pids: &[u32], limit: std::time::Duration) -> Vec<u32> {
         })
         .collect()
 }
+
+/// The receiver's working directories (`.linerate-work-<hex>`) in `dest`, the directory a copy
+/// landed in.
+pub fn work_dirs(dest: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = std::fs::read_dir(dest)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".linerate-work-"))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The files in the working directories of `dest` (partial files, journals, the marker).
+pub fn work_files(dest: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = work_dirs(dest)
+        .iter()
+        .flat_map(|w| std::fs::read_dir(w).into_iter().flatten().flatten().map(|e| e.path()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether a resume journal with entries is in a working directory of `dest` (a receiver is
+/// mid-file in a copy that landed in `dest`).
+pub fn journaled(dest: &std::path::Path) -> bool {
+    work_files(dest)
+        .iter()
+        .any(|p| p.extension().is_some_and(|x| x == "journal") && std::fs::metadata(p).is_ok_and(|m| m.len() > 200))
+}

@@ -4,6 +4,7 @@
 use super::*;
 use crate::copy::fsx::{self};
 use crate::copy::journal::{self};
+use crate::copy::workdir;
 use crate::usage::{self};
 use linerate_proto::copy::ReceiverEvent;
 use linerate_proto::frame::{
@@ -97,6 +98,10 @@ impl RecvSession {
         for (path, e) in meta_errors {
             self.report(ErrorCode::Io, &path, &format!("setting directory mode and time: {e}"));
         }
+        // Partial files of this tree whose source is gone go; a dry run changes nothing.
+        if self.p.flags & FLAG_DRY_RUN == 0 {
+            self.settle_work_dir(true);
+        }
         let files = self.n.files.load(Relaxed);
         if files + self.n.errors.load(Relaxed) + self.n.beneath_failed.load(Relaxed) < fin.files {
             self.report(ErrorCode::Integrity, b"", &format!("client sent {} files, {files} arrived", fin.files));
@@ -180,7 +185,11 @@ impl RecvSession {
                 Step::Accepted => {
                     st.open.insert(s.id, Slot::Creating);
                     let fresh = st.dirs.is_fresh(s.parent);
-                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name), fresh))
+                    let parent = match Self::admit(s.name) {
+                        Ok(()) => st.dirs.get(s.parent, &st.tracker),
+                        Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
+                    };
+                    Some((parent, Self::entry_path(st, s.parent, s.name), fresh))
                 }
                 _ => None,
             })
@@ -190,6 +199,7 @@ impl RecvSession {
         let decided = (|| -> Result<Decision, (&str, Option<Arc<OwnedFd>>, std::io::Error)> {
             let parent = match parent {
                 Ok(p) => p,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => return Err(("cannot create file", None, e)),
                 Err(_) if dry => return Ok((WANT_ALL, Vec::new(), None)),
                 Err(e) => return Err(("cannot create file", None, e)),
             };
@@ -197,25 +207,34 @@ impl RecvSession {
             if !fresh && self.up_to_date(&parent, s, o.digest) {
                 return Ok((WANT_NONE, Vec::new(), None));
             }
-            let src = journal::Source { name: s.name, size: s.size, mtime: s.mtime, chunk };
+            let src = journal::Source { path: &path, size: s.size, mtime: s.mtime, chunk };
+            // A large file resumes from (and is written to) a partial file in the working
+            // directory, when that can be renamed into the file's directory (the same mount);
+            // otherwise it is received unnamed, without resume.
+            let work = if s.size > chunk { self.work_dir(!dry).filter(|w| w.reaches(&parent)) } else { None };
             if dry {
-                let have = if s.size > chunk { journal::probe(&parent, &src) } else { Vec::new() };
+                let have = work.map(|w| journal::probe(&w.fd, &src)).unwrap_or_default();
                 return Ok((if have.is_empty() { WANT_ALL } else { WANT_MISSING }, have, None));
             }
             let tmp = fsx::temp_name(&self.p.tag, s.id);
-            let (inc, jr, have) = if s.size > chunk {
-                let p = journal::open(&parent, &src)
-                    .map_err(|e| ("cannot create partial file", Some(parent.clone()), e))?;
-                (fsx::Incoming { file: p.file, tmp: Some(p.name) }, Some(Mutex::new(p.journal)), p.have)
-            } else {
-                let inc = fsx::create_incoming(&parent, &tmp, s.mode)
-                    .map_err(|e| ("cannot create file", Some(parent.clone()), e))?;
-                (inc, None, Vec::new())
+            let (inc, jr, have) = match &work {
+                Some(w) => {
+                    let p = journal::open(&w.fd, &src)
+                        .map_err(|e| ("cannot create partial file", Some(parent.clone()), e))?;
+                    self.lock().offered.insert(workdir::key(&path));
+                    (fsx::Incoming { file: p.file, tmp: Some(p.name) }, Some(Mutex::new(p.journal)), p.have)
+                }
+                None => {
+                    let inc = fsx::create_incoming(&parent, &tmp, s.mode)
+                        .map_err(|e| ("cannot create file", Some(parent.clone()), e))?;
+                    (inc, None, Vec::new())
+                }
             };
             let of = OpenFile {
                 inc,
                 write: Mutex::new(()),
                 journal: jr,
+                partial_in: work,
                 parent,
                 path: path.clone(),
                 name: s.name.into(),
@@ -331,7 +350,9 @@ impl RecvSession {
         let Ok(dir) = dir else { return Ok(()) };
         let dry = self.has(FLAG_DRY_RUN);
         let extra = match fsx::list_dir(&dir) {
-            Ok(names) => names.into_iter().filter(|n| !set.contains(n.as_slice()) && !journal::is_working_name(n)),
+            // A working directory (of this destination or one beneath) is never deleted, as
+            // rsync protects its partial directory; `linerate clean` empties it.
+            Ok(names) => names.into_iter().filter(|n| !set.contains(n.as_slice()) && !workdir::is_work_dir(&dir, n)),
             Err(e) => {
                 self.report(ErrorCode::Io, &path, &format!("listing for --delete: {e}"));
                 return Ok(());

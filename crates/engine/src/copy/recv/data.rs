@@ -76,6 +76,11 @@ impl RecvSession {
         let failed = self.until(|st| {
             Ok(match st.tracker.dir(d)? {
                 Step::Accepted => {
+                    if let Err(why) = Self::admit(d.name) {
+                        st.dirs.mark_failed(d.id);
+                        let e = std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+                        return Ok(Some(Some((Self::entry_path(st, d.parent, d.name), e))));
+                    }
                     let dry = self.has(FLAG_DRY_RUN);
                     let r = st.dirs.get(d.parent, &st.tracker).and_then(|p| {
                         if dry {
@@ -121,7 +126,13 @@ impl RecvSession {
     pub(super) fn on_link(&self, l: &LinkEntry) -> Result<(), Abort> {
         let (parent, path) = self.until(|st| {
             Ok(match st.tracker.link(l)? {
-                Step::Accepted => Some((st.dirs.get(l.parent, &st.tracker), Self::entry_path(st, l.parent, l.name))),
+                Step::Accepted => {
+                    let parent = match Self::admit(l.name) {
+                        Ok(()) => st.dirs.get(l.parent, &st.tracker),
+                        Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
+                    };
+                    Some((parent, Self::entry_path(st, l.parent, l.name)))
+                }
                 _ => None,
             })
         })?;
@@ -147,7 +158,11 @@ impl RecvSession {
             Ok(match st.tracker.file_start(s)? {
                 Step::Accepted => {
                     st.open.insert(s.id, Slot::Creating);
-                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name)))
+                    let parent = match Self::admit(s.name) {
+                        Ok(()) => st.dirs.get(s.parent, &st.tracker),
+                        Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
+                    };
+                    Some((parent, Self::entry_path(st, s.parent, s.name)))
                 }
                 _ => None,
             })
@@ -169,6 +184,7 @@ impl RecvSession {
                     inc,
                     write: Mutex::new(()),
                     journal: None,
+                    partial_in: None,
                     parent,
                     path,
                     name: s.name.into(),
@@ -324,9 +340,15 @@ impl RecvSession {
             if self.p.flags & FLAG_FSYNC != 0 {
                 of.inc.file.sync_all().map_err(|e| io("fsync", e))?;
             }
-            fsx::commit_incoming(&of.parent, &of.inc, &of.name, &of.tmp).map_err(|e| io("renaming into place", e))?;
-            if let Some(j) = &of.journal {
-                j.lock().unwrap_or_else(PoisonError::into_inner).remove(&of.parent);
+            match (&of.partial_in, &of.inc.tmp) {
+                // A partial file: from the working directory into place (the same mount: checked
+                // when it was opened).
+                (Some(work), Some(part)) => fsx::rename_between(&work.fd, part, &of.parent, &of.name),
+                _ => fsx::commit_incoming(&of.parent, &of.inc, &of.name, &of.tmp),
+            }
+            .map_err(|e| io("renaming into place", e))?;
+            if let (Some(j), Some(work)) = (&of.journal, &of.partial_in) {
+                j.lock().unwrap_or_else(PoisonError::into_inner).remove(&work.fd);
             }
             if self.p.flags & FLAG_FSYNC != 0 {
                 fsx::sync_dir(&of.parent).map_err(|e| io("fsync of directory", e))?;

@@ -1,12 +1,16 @@
 //! The receiving side of a copy session. Each stream has its own thread; all of them feed one
 //! [`Tracker`] (the protocol's rules) under one lock, and do their file I/O outside it. A file is
-//! written to a temporary name beside its final one and renamed into place only when every chunk
-//! is written, its end has been declared and, with verification on, its BLAKE3 matches.
+//! written unnamed beside its final name (a large, resumable one to a partial file in the
+//! destination's working directory, [`crate::copy::workdir`]) and given its name only when every
+//! chunk is written, its end has been declared and, with verification on, its BLAKE3 matches.
+//! At the end of a session, partial files of its tree that it was not offered (their source is
+//! gone) are removed, and the working directory with them when it is empty.
 
 use crate::copy::fsx::{self, Destination, DirCache};
 use crate::copy::journal::Journal;
 use crate::copy::mounts::{self, Exhausted};
 use crate::copy::send::{ListSink, Progress};
+use crate::copy::workdir::{self, WorkDir};
 use crate::net::conn::{RecvHalf, SendHalf};
 use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
@@ -70,6 +74,8 @@ struct OpenFile {
     write: Mutex<()>,
     /// For a resumable (multi-chunk, sync) file: its journal.
     journal: Option<Mutex<Journal>>,
+    /// For a resumable file: the working directory that holds it (`inc.tmp` names it there).
+    partial_in: Option<Arc<WorkDir>>,
     parent: Arc<OwnedFd>,
     path: Vec<u8>,
     name: Box<[u8]>,
@@ -92,6 +98,16 @@ struct State {
     ctl: Receiver,
     /// `--delete`: names kept so far per directory (None once over the cap).
     keeps: HashMap<u64, Option<HashSet<Box<[u8]>>>>,
+    /// Keys of the partial files this session used ([`workdir::key`]).
+    offered: HashSet<String>,
+}
+
+/// The destination's working directory, looked for at most once and made at most once.
+#[derive(Default)]
+struct Work {
+    looked: bool,
+    made_failed: bool,
+    dir: Option<Arc<WorkDir>>,
 }
 
 #[derive(Default)]
@@ -173,6 +189,9 @@ fn next_record<'a>(rx: &'a mut RecvHalf, stream: &str, closed: &str, idle: Durat
 /// One copy session on the receiver.
 pub struct RecvSession {
     p: SessionParams,
+    /// The destination directory (directory 0), where the working directory lives.
+    dest: Option<OwnedFd>,
+    work: Mutex<Work>,
     state: Mutex<State>,
     changed: Condvar,
     control: Mutex<SendHalf>,
@@ -248,7 +267,10 @@ impl RecvSession {
         list: Option<ListSink>,
         on_error: Option<crate::copy::send::ErrorSink>,
     ) -> Arc<RecvSession> {
+        let dest_dir = dest.dir.try_clone().ok();
         Arc::new(RecvSession {
+            dest: dest_dir,
+            work: Mutex::new(Work::default()),
             state: Mutex::new(State {
                 tracker: match &p.pull_of {
                     Some(pull) => Tracker::for_pull(p.chunk_size, &pull.local),
@@ -265,6 +287,7 @@ impl RecvSession {
                 open: HashMap::new(),
                 ctl: Receiver::new(p.flags, p.streams, p.idle_timeout, Instant::now()),
                 keeps: HashMap::new(),
+                offered: HashSet::new(),
             }),
             p,
             changed: Condvar::new(),
@@ -312,17 +335,67 @@ impl RecvSession {
     /// Remove (or, for a resumable file when `keep` is set, preserve for the next run) what an
     /// unfinished file left behind.
     fn drop_file(of: &OpenFile, keep: bool) {
-        match &of.journal {
+        match (&of.journal, &of.partial_in) {
             // A partial file that holds nothing is no head start for the next run: not kept.
-            Some(j) if keep && j.lock().unwrap_or_else(PoisonError::into_inner).holds_chunks() => {
+            (Some(j), Some(_)) if keep && j.lock().unwrap_or_else(PoisonError::into_inner).holds_chunks() => {
                 let _ = j.lock().unwrap_or_else(PoisonError::into_inner).flush(&of.inc.file);
             }
-            Some(j) => {
-                fsx::discard_incoming(&of.parent, &of.inc);
-                j.lock().unwrap_or_else(PoisonError::into_inner).remove(&of.parent);
+            (Some(j), Some(work)) => {
+                fsx::discard_incoming(&work.fd, &of.inc);
+                j.lock().unwrap_or_else(PoisonError::into_inner).remove(&work.fd);
             }
-            None => fsx::discard_incoming(&of.parent, &of.inc),
+            _ => fsx::discard_incoming(&of.parent, &of.inc),
         }
+    }
+
+    /// The destination's working directory: looked for once; with `make`, made if there is none
+    /// (once: a destination that cannot take it receives without resume).
+    fn work_dir(&self, make: bool) -> Option<Arc<WorkDir>> {
+        let dest = self.dest.as_ref()?;
+        let mut w = self.work.lock().unwrap_or_else(PoisonError::into_inner);
+        if w.dir.is_none() && !w.looked {
+            w.looked = true;
+            w.dir = workdir::find(dest).ok().flatten().map(Arc::new);
+        }
+        if w.dir.is_none() && make && !w.made_failed {
+            match workdir::find_or_create(dest) {
+                Ok(d) => w.dir = Some(Arc::new(d)),
+                Err(_) => w.made_failed = true,
+            }
+        }
+        w.dir.clone()
+    }
+
+    /// The working directory, if this session has found or made one (no look at the disk).
+    fn known_work_dir(&self) -> Option<Arc<WorkDir>> {
+        self.work.lock().unwrap_or_else(PoisonError::into_inner).dir.clone()
+    }
+
+    /// The session is over: remove the partial files of its tree it was not offered (`clean`:
+    /// it completed) and the working directory if nothing is left in it.
+    fn settle_work_dir(&self, clean: bool) {
+        let Some(dest) = &self.dest else { return };
+        let work = if clean { self.work_dir(false) } else { self.known_work_dir() };
+        let Some(work) = work else { return };
+        if clean {
+            let all = workdir::leftovers(&work).unwrap_or_default();
+            if !all.is_empty() {
+                // The session's tree: the names it declared in the destination, among the tops of
+                // the leftovers' paths (one pass over the directories, and only when needed).
+                let tops: HashSet<&[u8]> =
+                    all.iter().filter_map(|l| l.path.as_deref()?.split(|&b| b == b'/').next()).collect();
+                let (roots, offered) = {
+                    let mut st = self.lock();
+                    let roots: HashSet<Vec<u8>> =
+                        st.tracker.top_names().filter(|n| tops.contains(n)).map(<[u8]>::to_vec).collect();
+                    (roots, std::mem::take(&mut st.offered))
+                };
+                for l in workdir::abandoned(&all, &roots, &offered) {
+                    workdir::remove(&work, &l.key);
+                }
+            }
+        }
+        workdir::remove_if_empty(dest, &work);
     }
 
     /// Wake waiters after a change made under the lock (the lock orders our change before any
@@ -398,6 +471,7 @@ impl RecvSession {
             let _ = self.apply_dir_meta(&mut st, false);
         }
         drop(st);
+        self.settle_work_dir(false);
         self.changed.notify_all();
     }
 
@@ -535,6 +609,16 @@ impl RecvSession {
             }
             st = self.wait(st, left);
         }
+    }
+
+    /// An entry the tracker accepted: refuse (`Err`, with the message to report) a name of the
+    /// working directory's form ([`linerate_proto::name::is_work_dir_name`]), which the receiver
+    /// never writes for a peer, so no peer can write into a working directory or plant one.
+    fn admit(name: &[u8]) -> Result<(), &'static str> {
+        if linerate_proto::name::is_work_dir_name(name) {
+            return Err("the name has the form of a linerate working directory, never written for a peer");
+        }
+        Ok(())
     }
 
     fn entry_path(st: &State, parent: u64, name: &[u8]) -> Vec<u8> {

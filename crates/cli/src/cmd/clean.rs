@@ -1,0 +1,54 @@
+//! `linerate clean`: list and remove the partial files interrupted copies left in destinations'
+//! working directories (`linerate_engine::copy::clean`).
+
+use crate::error::{Error, Kind, Result};
+use clap::Args;
+use linerate_engine::copy::clean::{self, CleanConfig};
+use std::io::Write;
+use std::path::PathBuf;
+
+const CLEAN_AFTER_HELP: &str = "\
+A copy that is interrupted keeps the chunks of its large files in a hidden working directory at
+its destination (.linerate-work-<random hex>); running the same copy again resumes them and
+removes those whose source is gone. `linerate clean` lists and removes the rest: give the
+destination directory you gave `linerate cp` (or any directory above it); everything beneath
+it is searched. The working directory goes too when nothing is left in it.";
+
+/// `linerate clean` flags.
+#[derive(Args, Debug)]
+#[command(after_help = CLEAN_AFTER_HELP)]
+pub struct CleanArgs {
+    /// Directories to search, each with everything beneath it (symlinks are not followed).
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// List what would be removed; remove nothing.
+    #[arg(long, short = 'n')]
+    dry_run: bool,
+    /// Only partial files last written longer ago than this (30m, 12h, 7d).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    older_than: Option<std::time::Duration>,
+}
+
+fn parse_age(s: &str) -> std::result::Result<std::time::Duration, String> {
+    linerate_model::units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Run `linerate clean`: 0 when everything found was handled, 1 when something could not be
+/// read or removed (each said on stderr).
+pub fn run_clean(a: CleanArgs) -> Result {
+    for d in &a.dirs {
+        if !d.is_dir() {
+            return Err(Error::usage(format!("{}: not a directory", linerate_engine::copy::walk::shown(d))));
+        }
+    }
+    let cfg = CleanConfig { paths: a.dirs, older_than: a.older_than, dry_run: a.dry_run };
+    let report = clean::clean(&cfg, std::time::SystemTime::now());
+    for e in &report.errors {
+        eprintln!("linerate clean: {e}");
+    }
+    std::io::stdout().lock().write_all(report.render().as_bytes()).map_err(|e| Error::new(Kind::Io, e))?;
+    if !report.errors.is_empty() {
+        return Err(Error::reported(Kind::Partial));
+    }
+    Ok(())
+}
