@@ -245,6 +245,9 @@ pub enum ReceiverEvent<'a> {
     Finish(Finish),
     /// The sender ended the session.
     Fatal(Fatal<'a>),
+    /// The name of a user or group id used by the offers that follow (checked by
+    /// [`crate::owner::IdMap::name`]).
+    IdName(crate::frame::IdName<'a>),
 }
 
 /// How long the streams may take to end after `Finish`, and a frame to wait for an entry
@@ -356,6 +359,7 @@ impl ReceiverControl {
                 Ok(ReceiverEvent::Finish(fin))
             }
             Frame::Fatal(f) => Ok(ReceiverEvent::Fatal(f)),
+            Frame::IdName(n) if self.flags & FLAG_SYNC != 0 => Ok(ReceiverEvent::IdName(n)),
             other => Err(ProtoError::Violation(format!("frame {other:?} is not allowed on the control stream now"))),
         }
     }

@@ -5,7 +5,8 @@ use super::*;
 use crate::copy::fsx::{self};
 use crate::usage::{self};
 use linerate_proto::frame::{
-    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_VERIFY,
+    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, SpecialEntry, FLAG_DRY_RUN, FLAG_FSYNC,
+    FLAG_VERIFY,
 };
 use linerate_proto::track::{Completion, Step};
 use linerate_proto::{frame, ErrorCode, ProtoError};
@@ -57,6 +58,11 @@ impl RecvSession {
                         s.name = self.local_name(s.parent, s.name);
                         self.on_file_start(&s)?
                     }
+                    Frame::Special(mut s) => {
+                        s.name = self.local_name(s.parent, s.name);
+                        self.on_special(&s)?
+                    }
+                    Frame::IdName(n) => self.on_id_name(&n)?,
                     Frame::Chunk(c) => self.on_chunk(&c)?,
                     Frame::FileEnd(e) => self.on_file_end(&e)?,
                     Frame::FileAbort(a) => self.on_file_abort(&a)?,
@@ -116,9 +122,13 @@ impl RecvSession {
     }
 
     pub(super) fn on_link(&self, l: &LinkEntry) -> Result<(), Abort> {
-        let (parent, path) = self.until(|st| {
+        let (parent, path, ids) = self.until(|st| {
             Ok(match st.tracker.link(l)? {
-                Step::Accepted => Some((st.dirs.get(l.parent, &st.tracker), Self::entry_path(st, l.parent, l.name))),
+                Step::Accepted => Some((
+                    st.dirs.get(l.parent, &st.tracker),
+                    Self::entry_path(st, l.parent, l.name),
+                    self.ids_for(st, l.owner),
+                )),
                 _ => None,
             })
         })?;
@@ -126,7 +136,7 @@ impl RecvSession {
             return Ok(());
         }
         let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
-        match parent.and_then(|p| fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime)) {
+        match parent.and_then(|p| fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime, ids)) {
             Ok(()) => {
                 self.n.links.fetch_add(1, Relaxed);
             }
@@ -135,12 +145,42 @@ impl RecvSession {
         Ok(())
     }
 
+    /// A device, FIFO or socket (`-D`): made under a temporary name with its owner, mode and time,
+    /// then renamed into place. Not counted in the summary's files or links.
+    pub(super) fn on_special(&self, s: &SpecialEntry) -> Result<(), Abort> {
+        let (parent, path, ids) = self.until(|st| {
+            Ok(match st.tracker.special(s)? {
+                Step::Accepted => Some((
+                    st.dirs.get(s.parent, &st.tracker),
+                    Self::entry_path(st, s.parent, s.name),
+                    self.ids_for(st, s.owner),
+                )),
+                _ => None,
+            })
+        })?;
+        // Only root makes devices; rsync's receiver of another user skips them silently too.
+        if self.has(FLAG_DRY_RUN) || (s.kind.is_device() && !self.privileges.root) {
+            return Ok(());
+        }
+        let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
+        let sp = fsx::Special { kind: s.kind, rdev: (s.major, s.minor), mode: s.mode, mtime: s.mtime };
+        if let Err(e) = parent.and_then(|p| fsx::make_special(&p, &tmp, s.name, sp, ids)) {
+            let what = if s.kind.is_device() { "device" } else { "special file" };
+            self.report(ErrorCode::Io, &path, &format!("cannot create {what}: {e}"));
+        }
+        Ok(())
+    }
+
     pub(super) fn on_file_start(&self, s: &FileStart) -> Result<(), Abort> {
-        let (parent, path) = self.until(|st| {
+        let (parent, path, ids) = self.until(|st| {
             Ok(match st.tracker.file_start(s)? {
                 Step::Accepted => {
                     st.open.insert(s.id, Slot::Creating);
-                    Some((st.dirs.get(s.parent, &st.tracker), Self::entry_path(st, s.parent, s.name)))
+                    Some((
+                        st.dirs.get(s.parent, &st.tracker),
+                        Self::entry_path(st, s.parent, s.name),
+                        self.ids_for(st, s.owner),
+                    ))
                 }
                 _ => None,
             })
@@ -165,6 +205,7 @@ impl RecvSession {
                     tmp,
                     mode: s.mode,
                     mtime: s.mtime,
+                    ids,
                 };
                 st.open.insert(s.id, Slot::Ready(Arc::new(of)));
             }
@@ -292,10 +333,11 @@ impl RecvSession {
                 }
             }
             // Every chunk was checked for offset and exact length and written, so the size is right.
-            if of.journal.is_none() && fsx::created_with(of.mode) {
+            if of.journal.is_none() && of.ids == (None, None) && fsx::created_with(of.mode) {
                 fsx::set_mtime(&of.inc.file, of.mtime).map_err(|e| io("setting the modification time", e))?;
             } else {
-                fsx::set_meta(&of.inc.file, of.mode, of.mtime).map_err(|e| io("setting mode and time", e))?;
+                fsx::set_meta_owned(&of.inc.file, of.mode, of.mtime, of.ids)
+                    .map_err(|e| io("setting owner, mode and time", e))?;
             }
             if self.p.flags & FLAG_FSYNC != 0 {
                 of.inc.file.sync_all().map_err(|e| io("fsync", e))?;

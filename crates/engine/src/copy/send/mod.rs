@@ -4,6 +4,7 @@
 
 mod config;
 mod offers;
+mod owners;
 mod reader;
 mod session;
 mod stream;
@@ -11,7 +12,7 @@ mod stream;
 pub(crate) use config::streams_for;
 pub use config::{
     names_contents, placement, streams_for_path, CopyConfig, CopyReport, ErrorSink, FileFn, FileHook, ListSink,
-    Progress, SendOpts, Sent, KEEPALIVE, PATH_TARGET_BPS, STALL_TIMEOUT, SUMMARY_WAIT,
+    Progress, SendOpts, Sent, SpecialKinds, KEEPALIVE, PATH_TARGET_BPS, STALL_TIMEOUT, SUMMARY_WAIT,
 };
 use session::*;
 use stream::*;
@@ -45,6 +46,8 @@ struct Totals {
     deleted: AtomicU64,
     would_files: AtomicU64,
     would_bytes: AtomicU64,
+    /// Devices, FIFOs and sockets not sent (no `-D`).
+    skipped_specials: AtomicU64,
 }
 
 impl Totals {
@@ -69,6 +72,7 @@ impl Totals {
             resumed_bytes: self.resumed_bytes.load(Relaxed),
             deleted: self.deleted.load(Relaxed),
             would_send: (self.would_files.load(Relaxed), self.would_bytes.load(Relaxed)),
+            skipped_specials: self.skipped_specials.load(Relaxed),
         }
     }
 }
@@ -87,6 +91,10 @@ struct Ctx {
     pace: SessionRate,
     /// What messages call the receiver ([`SendOpts::peer`]).
     peer: &'static str,
+    /// Owners and their names (`-o`, `-g`).
+    owners: owners::Owners,
+    /// Which devices, FIFOs and sockets are sent (`-D`); none without `FLAG_DEVICES`.
+    kinds: SpecialKinds,
 }
 
 impl Ctx {
@@ -143,6 +151,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         pulled: false,
         dry_run: cfg.sync && cfg.dry_run,
         would_send: sent.would_send,
+        skipped_specials: sent.skipped_specials,
     })
 }
 
