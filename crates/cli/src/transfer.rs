@@ -447,6 +447,7 @@ mod tests {
             pulled: false,
             dry_run: false,
             would_send: (0, 0),
+            skipped_specials: 0,
         }
     }
 

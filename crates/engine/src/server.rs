@@ -811,7 +811,7 @@ fn control(
         return Some(fatal(&mut sec.tx, ErrorCode::Denied, msg));
     }
     if let Some(msg) = refused_metadata(&shared.cfg, flags) {
-        return Some(fatal(&mut sec.tx, ErrorCode::Denied, msg));
+        return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, msg));
     }
     if streams == 0 || streams > caps::MAX_STREAMS || sources == 0 {
         return Some(fatal(

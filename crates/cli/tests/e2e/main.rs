@@ -13,6 +13,7 @@ mod faults;
 mod generate;
 mod lab;
 mod mesh;
+mod meta;
 mod metrics;
 mod report;
 mod rerun;

@@ -168,6 +168,7 @@ impl Pair {
                     ReceiverEvent::Keep(k) => self.rx_events.push((at, format!("Keep {} {}", k.dir, k.names.len()))),
                     ReceiverEvent::Finish(f) => self.rx_events.push((at, format!("Finish {}", f.files))),
                     ReceiverEvent::Fatal(f) => self.rx_events.push((at, format!("Fatal {}", f.code))),
+                    ReceiverEvent::IdName(n) => self.rx_events.push((at, format!("IdName {}", n.id))),
                 }
             }
             self.rx.end_record()

@@ -11,8 +11,11 @@ use std::sync::{Mutex, PoisonError};
 #[derive(Debug, Default)]
 pub(crate) struct Owners {
     flags: u32,
-    names: Mutex<HashMap<(IdKind, u32), Option<Vec<u8>>>>,
+    names: Mutex<NameCache>,
 }
+
+/// Names looked up by (kind, id); `None` for an id without a (valid) name here.
+type NameCache = HashMap<(IdKind, u32), Option<Vec<u8>>>;
 
 /// The ids one stream has named already.
 pub(crate) type Named = HashSet<(IdKind, u32)>;
