@@ -38,6 +38,12 @@ DESTINATION:
   Pull: `linerate cp HOST:PORT:PATH LOCAL` copies PATH from a running server;
   `linerate cp [user@]HOST:PATH LOCAL` copies it over ssh.
 
+  Kept always: modes, mtimes, symlinks (never followed). -a (rsync's -rlptgoD) adds
+  groups, owners when run as root (by name; --numeric-ids), devices, FIFOs and sockets;
+  a daemon allows owners and devices only with serve --keep-owners/--allow-devices.
+  Without -D, devices, FIFOs and sockets are skipped with one note (exit 0). -X/-A
+  (xattrs, ACLs) are accepted and not kept.
+
   Files already at the destination with the same size and mtime are skipped
   (--checksum: same BLAKE3); an interrupted large file resumes from the chunks
   already received when the same command runs again.
