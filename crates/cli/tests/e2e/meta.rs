@@ -69,6 +69,13 @@ fn archive_keeps_the_owners_of_files_directories_and_symlinks_as_root() {
     let mode = fs::metadata(a.join("src/f")).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o4755, "set-user-ID kept with its owner, as rsync -a as root");
 
+    // A rerun with nothing to send still fixes an owner changed since (as rsync -a).
+    chown(src.join("d/g"), Some(30), Some(40)).unwrap();
+    let out = cp(&["-q", "-a", s(&src), s(&a)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(owner(&a.join("src/d/g")), (30, 40), "an up-to-date file's owner");
+    assert_eq!(fs::read(a.join("src/d/g")).unwrap(), b"g");
+
     // Without -a/-o/-g: everything belongs to the receiving user, and no set-user-ID bit.
     let plain = t.path().join("plain");
     let out = cp(&["-q", s(&src), s(&plain)]);
@@ -91,7 +98,7 @@ fn archive_keeps_the_owners_of_files_directories_and_symlinks_as_root() {
     let out = cp(&["-q", "-g", s(&src), s(&g)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(owner(&g.join("src/d")), (0, 2));
-    assert_eq!(owner(&g.join("src/d/g")), (0, 4));
+    assert_eq!(owner(&g.join("src/d/g")), (0, 40));
 
     // --no-owner takes -a's -o back.
     let n = t.path().join("n");

@@ -228,6 +228,30 @@ fn chown_entry(parent: &OwnedFd, name: &[u8], ids: Ids) -> io::Result<()> {
         .map_err(|e| io::Error::other(format!("setting the owner: {}", ioe(e))))
 }
 
+/// Give existing regular file `name` in `parent` the owner and group `ids` where they differ
+/// (an up-to-date file on a rerun with `-o`/`-g`), then its mode again (`chown` clears
+/// set-user-ID bits). Nothing is done, and nothing opened, when they already match.
+pub fn fix_owner(parent: &OwnedFd, name: &[u8], mode: u32, ids: Ids) -> io::Result<()> {
+    if ids == (None, None) {
+        return Ok(());
+    }
+    let st = rfs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).map_err(ioe)?;
+    let differs = ids.0.is_some_and(|u| u != st.st_uid) || ids.1.is_some_and(|g| g != st.st_gid);
+    if !differs || rfs::FileType::from_raw_mode(st.st_mode) != rfs::FileType::RegularFile {
+        return Ok(());
+    }
+    // Opened without following a symlink and without blocking, and checked again, so that an
+    // entry swapped in since the stat (a link, a FIFO) is neither followed nor waited on.
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = rfs::openat(parent, name, flags, Mode::empty()).map_err(ioe)?;
+    if rfs::FileType::from_raw_mode(rfs::fstat(&fd).map_err(ioe)?.st_mode) != rfs::FileType::RegularFile {
+        return Ok(());
+    }
+    let (uid, gid) = owner_ids(ids);
+    rfs::fchown(&fd, uid, gid).map_err(ioe)?;
+    rfs::fchmod(&fd, mode_bits(mode, ids)).map_err(ioe)
+}
+
 /// A device, FIFO or socket node to create.
 #[derive(Debug, Clone, Copy)]
 pub struct Special {

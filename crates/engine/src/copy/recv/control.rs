@@ -207,6 +207,10 @@ impl RecvSession {
             };
             // In a directory this session created there is nothing to compare with.
             if !fresh && self.up_to_date(&parent, s, o.digest) {
+                // Up to date but owned by someone else (rsync -a fixes that on a rerun too).
+                if !dry {
+                    fsx::fix_owner(&parent, s.name, s.mode, ids).map_err(|e| format!("cannot set owner: {e}"))?;
+                }
                 return Ok((WANT_NONE, Vec::new(), None));
             }
             let src = journal::Source { name: s.name, size: s.size, mtime: s.mtime, chunk };
