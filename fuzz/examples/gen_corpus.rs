@@ -27,11 +27,31 @@ fn samples() -> Vec<(&'static str, Frame<'static>)> {
                 streams: 4,
             }),
         ),
-        ("dir", Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0o755, mtime: t })),
-        ("link", Frame::Link(LinkEntry { parent: 1, name: b"l", target: b"../x", mtime: Time { sec: -5, nsec: 0 } })),
+        (
+            "dir",
+            Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0o755, mtime: t, owner: Default::default() }),
+        ),
+        (
+            "link",
+            Frame::Link(LinkEntry {
+                parent: 1,
+                name: b"l",
+                target: b"../x",
+                mtime: Time { sec: -5, nsec: 0 },
+                owner: Default::default(),
+            }),
+        ),
         (
             "file_start",
-            Frame::FileStart(FileStart { id: 7, parent: 1, name: b"f.txt", size: 3, mode: 0o644, mtime: t }),
+            Frame::FileStart(FileStart {
+                id: 7,
+                parent: 1,
+                name: b"f.txt",
+                size: 3,
+                mode: 0o644,
+                mtime: t,
+                owner: Default::default(),
+            }),
         ),
         ("chunk", Frame::Chunk(Chunk { file: 7, offset: 0, data: b"abc" })),
         ("file_end_digest", Frame::FileEnd(FileEnd { file: 7, size: 3, digest: Some([0xab; 32]) })),
@@ -57,6 +77,20 @@ fn samples() -> Vec<(&'static str, Frame<'static>)> {
         ("fatal", Frame::Fatal(Fatal { code: 9, message: b"authentication failed" })),
         ("client_auth", Frame::ClientAuth(KeyAuth { key: [0x5a; 32], signature: [0xc3; 64] })),
         ("host_auth", Frame::HostAuth(KeyAuth { key: [0xa5; 32], signature: [0x3c; 64] })),
+        (
+            "special",
+            Frame::Special(SpecialEntry {
+                parent: 1,
+                name: b"null",
+                kind: SpecialKind::Char,
+                major: 1,
+                minor: 3,
+                mode: 0o666,
+                mtime: t,
+                owner: Owner { uid: 0, gid: 0 },
+            }),
+        ),
+        ("id_name", Frame::IdName(IdName { kind: IdKind::User, id: 65534, name: b"nobody" })),
     ]
 }
 
@@ -91,21 +125,30 @@ static TAIL: [u8; 4464] = [0x5a; 4464];
 /// not, on one stream.
 fn pull_sessions() -> Vec<(&'static str, Vec<Frame<'static>>)> {
     let t = Time { sec: 1_700_000_000, nsec: 0 };
-    let dir =
-        |id: u64, parent: u64, name: &'static [u8]| Frame::Dir(DirEntry { id, parent, name, mode: 0o755, mtime: t });
+    let dir = |id: u64, parent: u64, name: &'static [u8]| {
+        Frame::Dir(DirEntry { id, parent, name, mode: 0o755, mtime: t, owner: Default::default() })
+    };
     let file = |id: u64, parent: u64, name: &'static [u8], size: u64| {
-        Frame::FileStart(FileStart { id, parent, name, size, mode: 0o644, mtime: t })
+        Frame::FileStart(FileStart { id, parent, name, size, mode: 0o644, mtime: t, owner: Default::default() })
     };
     // The receiver's decision on an offer follows `mtime.nsec % 4`: all, skip, hold chunk 0,
     // hold chunks 1 and 2.
     let offer = |id: u64, parent: u64, name: &'static [u8], size: u64, nsec: u32| {
         Frame::Offer(Offer {
-            file: FileStart { id, parent, name, size, mode: 0o644, mtime: Time { sec: t.sec, nsec } },
+            file: FileStart {
+                id,
+                parent,
+                name,
+                size,
+                mode: 0o644,
+                mtime: Time { sec: t.sec, nsec },
+                owner: Default::default(),
+            },
             digest: None,
         })
     };
     let link = |parent: u64, name: &'static [u8], target: &'static [u8]| {
-        Frame::Link(LinkEntry { parent, name, target, mtime: t })
+        Frame::Link(LinkEntry { parent, name, target, mtime: t, owner: Default::default() })
     };
     let chunk = |file: u64, offset: u64, data: &'static [u8]| Frame::Chunk(Chunk { file, offset, data });
     let end = |file: u64, size: u64| Frame::FileEnd(FileEnd { file, size, digest: None });

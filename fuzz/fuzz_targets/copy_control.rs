@@ -40,6 +40,7 @@ fuzz_target!(|data: &[u8]| {
                     size: u64::from(op) << 16,
                     mode: 0,
                     mtime: Time::default(),
+                    owner: Default::default(),
                 };
                 let _ = m.offer(f, None, now);
                 if op & 8 != 0 {

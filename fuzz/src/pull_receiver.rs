@@ -127,6 +127,13 @@ impl<'a> Receiver<'a> {
                 let r = self.h.link(l.parent, l.name, l.target);
                 self.declared(&r, l.parent, l.name)
             }
+            Frame::Special(x) => {
+                // The model's special takes one byte for the device number: larger ones stand
+                // for "non-zero".
+                let dev = u8::try_from(x.major.max(x.minor)).unwrap_or(u8::MAX);
+                let r = self.h.special(x.parent, x.name, x.kind.byte() - 1, dev);
+                self.declared(&r, x.parent, x.name)
+            }
             Frame::FileStart(s) => {
                 let r = self.h.file_start(s.id, s.parent, s.name, s.size);
                 self.declared(&r, s.parent, s.name)
@@ -255,10 +262,18 @@ mod tests {
         b
     }
     fn dir(id: u64, parent: u64, name: &[u8]) -> Frame<'_> {
-        Frame::Dir(DirEntry { id, parent, name, mode: 0o755, mtime: Time::default() })
+        Frame::Dir(DirEntry { id, parent, name, mode: 0o755, mtime: Time::default(), owner: Default::default() })
     }
     fn file(id: u64, parent: u64, name: &[u8], size: u64) -> Frame<'_> {
-        Frame::FileStart(FileStart { id, parent, name, size, mode: 0o644, mtime: Time::default() })
+        Frame::FileStart(FileStart {
+            id,
+            parent,
+            name,
+            size,
+            mode: 0o644,
+            mtime: Time::default(),
+            owner: Default::default(),
+        })
     }
 
     #[test]
@@ -278,7 +293,13 @@ mod tests {
             Frame::FileEnd(FileEnd { file: 3, size: 3, digest: None }),
             file(3, 2, b"f", 3),
             dir(2, 1, b"sub"),
-            Frame::Link(LinkEntry { parent: 2, name: b"l", target: b"/etc/passwd", mtime: Time::default() }),
+            Frame::Link(LinkEntry {
+                parent: 2,
+                name: b"l",
+                target: b"/etc/passwd",
+                mtime: Time::default(),
+                owner: Default::default(),
+            }),
             dir(1, 0, b"tree"),
             file(4, 0, b"evil", 0),
             dir(5, 0, b"tree"),

@@ -16,7 +16,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use linerate_proto::caps::{MAX_DEPTH, MAX_NAME, MAX_OPEN_FILES, MAX_PATH};
-use linerate_proto::frame::{DirEntry, FileEnd, FileStart, LinkEntry, Time};
+use linerate_proto::frame::{DirEntry, FileEnd, FileStart, LinkEntry, Owner, SpecialEntry, SpecialKind, Time};
 use linerate_proto::track::{Completion, Step, Tracker};
 use linerate_proto::ProtoError;
 use std::collections::{HashMap, HashSet};
@@ -214,6 +214,17 @@ pub enum Op {
         /// How far back.
         back: u8,
     },
+    /// `Tracker::special`, last so that older seeds keep their meaning (the harness's tracker takes specials, as with `FLAG_DEVICES`)
+    Special {
+        /// Parent id.
+        parent: Parent,
+        /// Name.
+        name: Name,
+        /// Kind: a FIFO, socket, character or block device by `kind % 4`.
+        kind: u8,
+        /// Device number (major and minor both); non-zero is refused for a FIFO or socket.
+        dev: u8,
+    },
 }
 
 /// The input of the `tracker` target: operations read one after another until the bytes run
@@ -352,13 +363,13 @@ impl Default for Harness {
 impl Harness {
     /// A fresh `Tracker::new(65536)` and an empty model (only the root directory 0).
     pub fn new() -> Harness {
-        Self::with(Tracker::new(CHUNK_SIZE), None)
+        Self::with(Tracker::new(CHUNK_SIZE).with_specials(true), None)
     }
 
     /// A fresh `Tracker::for_pull(65536, name)` and an empty model that lets directory 0 receive
     /// one entry, named `name`.
     pub fn for_pull(name: &[u8]) -> Harness {
-        Self::with(Tracker::for_pull(CHUNK_SIZE, name), Some((name.to_vec(), false)))
+        Self::with(Tracker::for_pull(CHUNK_SIZE, name).with_specials(true), Some((name.to_vec(), false)))
     }
 
     fn with(t: Tracker, only: Option<(Vec<u8>, bool)>) -> Harness {
@@ -441,6 +452,9 @@ impl Harness {
             }
             Op::Link { parent, name, target } => {
                 let _ = self.link(parent.get(), &name.bytes(), target);
+            }
+            Op::Special { parent, name, kind, dev } => {
+                let _ = self.special(parent.get(), &name.bytes(), *kind, *dev);
             }
             Op::FileStart { id, parent, name, size } => {
                 let id = id.get();
@@ -581,7 +595,7 @@ impl Harness {
     /// `Tracker::dir`, checked against the model; returns the tracker's answer.
     pub fn dir(&mut self, id: u64, parent: u64, name: &[u8], mode: u32) -> Result<Step, ProtoError> {
         let want = self.expect_dir(id, parent, name);
-        let r = self.t.dir(&DirEntry { id, parent, name, mode, mtime: Time::default() });
+        let r = self.t.dir(&DirEntry { id, parent, name, mode, mtime: Time::default(), owner: Default::default() });
         self.seen(0, &r);
         assert_eq!(class_of(&r), want, "dir {id} under {parent} named {name:?}: {r:?}");
         if want == Class::Accepted {
@@ -596,9 +610,41 @@ impl Harness {
     /// `Tracker::link`, checked against the model; returns the tracker's answer.
     pub fn link(&mut self, parent: u64, name: &[u8], target: &[u8]) -> Result<Step, ProtoError> {
         let want = self.expect_link(parent, name, target);
-        let r = self.t.link(&LinkEntry { parent, name, target, mtime: Time::default() });
+        let r = self.t.link(&LinkEntry { parent, name, target, mtime: Time::default(), owner: Default::default() });
         self.seen(1, &r);
         assert_eq!(class_of(&r), want, "link {name:?} -> {target:?} under {parent}: {r:?}");
+        if want == Class::Accepted {
+            self.accepted_in(parent);
+        }
+        self.check_open();
+        r
+    }
+
+    /// `Tracker::special`, checked against the model (a link's rules, and no device number on a
+    /// FIFO or socket); returns the tracker's answer.
+    pub fn special(&mut self, parent: u64, name: &[u8], kind: u8, dev: u8) -> Result<Step, ProtoError> {
+        let kind =
+            [SpecialKind::Fifo, SpecialKind::Socket, SpecialKind::Char, SpecialKind::Block][usize::from(kind % 4)];
+        // A link's answer (any valid target), with the device-number check after the name's.
+        let want = match self.expect_link(parent, name, b"t") {
+            Class::BadName => Class::BadName,
+            _ if !kind.is_device() && dev != 0 => Class::Invalid,
+            c => c,
+        };
+        let (major, minor) = (u32::from(dev), u32::from(dev));
+        let e = SpecialEntry {
+            parent,
+            name,
+            kind,
+            major,
+            minor,
+            mode: 0o644,
+            mtime: Time::default(),
+            owner: Owner::default(),
+        };
+        let r = self.t.special(&e);
+        self.seen(7, &r);
+        assert_eq!(class_of(&r), want, "special {kind:?} {dev} {name:?} under {parent}: {r:?}");
         if want == Class::Accepted {
             self.accepted_in(parent);
         }
@@ -609,7 +655,15 @@ impl Harness {
     /// `Tracker::file_start`, checked against the model; returns the tracker's answer.
     pub fn file_start(&mut self, id: u64, parent: u64, name: &[u8], size: u64) -> Result<Step, ProtoError> {
         let want = self.expect_file_start(id, parent, name, size);
-        let r = self.t.file_start(&FileStart { id, parent, name, size, mode: 0o644, mtime: Time::default() });
+        let r = self.t.file_start(&FileStart {
+            id,
+            parent,
+            name,
+            size,
+            mode: 0o644,
+            mtime: Time::default(),
+            owner: Default::default(),
+        });
         self.seen(2, &r);
         assert_eq!(class_of(&r), want, "file {id} under {parent} named {name:?}, {size} bytes: {r:?}");
         if want == Class::Accepted {
@@ -888,6 +942,8 @@ mod tests {
             written(4), // discarded
             chunk(4, 0),
             Op::Link { parent: Parent::Raw(1), name: Name::Short(9), target: b"../x".to_vec() },
+            Op::Special { parent: Parent::Raw(1), name: Name::Short(10), kind: 2, dev: 1 },
+            Op::Special { parent: Parent::Raw(1), name: Name::Short(11), kind: 0, dev: 1 },
             Op::FileStartMany { first: 1000, count: 255 },
         ];
         let features = Harness::run(&ops);

@@ -32,7 +32,10 @@ pub(crate) struct LocalServer {
 pub(crate) fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalServer> {
     let exe = std::env::current_exe().context("finding the linerate executable")?;
     let mut child = Command::new(exe)
-        .args(["serve", "--listen", "127.0.0.1:0", "--key-file", "-", "--once", "--announce", "--quiet", "--root"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--key-file", "-", "--once", "--announce", "--quiet"])
+        // The same user as the client: owners, groups and devices as that user's privileges allow
+        // (as rsync's local receiver), not a daemon's refusal.
+        .args(["--keep-owners", "--allow-devices", "--root"])
         .arg(root)
         // Its own process group: the terminal's Ctrl-C reaches only the client, which then ends
         // the session in order (the server keeps what arrived and gives directories their modes).
@@ -469,6 +472,7 @@ mod tests {
             dry_run: false,
             would_send: (0, 0),
             refused_files: 0,
+            skipped_specials: 0,
         }
     }
 

@@ -90,6 +90,12 @@ pub struct ServerConfig {
     /// Networks a mesh task may send this agent's tests to (`serve --mesh-targets`); none: any
     /// address the agent reaches.
     pub mesh_targets: Option<Vec<ipnet::IpNet>>,
+    /// A push may ask to keep owners and groups (`-o`/`-g`, part of `-a`): `serve --keep-owners`,
+    /// or a server running as its user (ssh, a local copy). A daemon without it refuses them.
+    pub keep_owners: bool,
+    /// A push may create devices, FIFOs and sockets (`-D`, part of `-a`): `serve
+    /// --allow-devices`, or a server running as its user. A daemon without it refuses them.
+    pub allow_devices: bool,
 }
 
 /// After a shutdown's grace, how long aborted sessions have to end before the server stops
@@ -146,6 +152,8 @@ impl ServerConfig {
             shutdown_grace: Duration::from_secs(30),
             metrics: None,
             mesh_targets: None,
+            keep_owners: false,
+            allow_devices: false,
         }
     }
 
@@ -158,6 +166,9 @@ impl ServerConfig {
         cfg.once = true;
         cfg.first_connect_deadline = Some(deadline);
         cfg.log = false;
+        // As the ssh user, with that user's privileges (rsync over ssh does the same).
+        cfg.keep_owners = true;
+        cfg.allow_devices = true;
         cfg
     }
 
@@ -799,6 +810,9 @@ fn control(
         let msg = format!("{} is read-only on this server", grant.who());
         return Some(fatal(&mut sec.tx, ErrorCode::Denied, msg));
     }
+    if let Some(msg) = refused_metadata(&shared.cfg, flags) {
+        return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, msg));
+    }
     if streams == 0 || streams > caps::MAX_STREAMS || sources == 0 {
         return Some(fatal(
             &mut sec.tx,
@@ -899,6 +913,30 @@ fn key_label(grant: &Grant) -> Option<(String, String)> {
 /// `rate_per_client` and `key_cap` (bit/s, the `rate=` of the client's key when keys carry one).
 /// Pace what the session receives with it ([`RecvSession::pace_with`]) or what it sends (the
 /// sender's pace); the share ends when the last clone is dropped.
+/// Why a push's request to keep owners or create devices is refused: a daemon creates files
+/// owned by arbitrary users, or device nodes, only when its operator opted in (`serve
+/// --keep-owners`, `--allow-devices`). A pull only reads, and sends what it finds.
+fn refused_metadata(cfg: &ServerConfig, flags: u32) -> Option<String> {
+    if flags & frame::FLAG_PULL != 0 {
+        return None;
+    }
+    if flags & (frame::FLAG_OWNER | frame::FLAG_GROUP) != 0 && !cfg.keep_owners {
+        return Some(
+            "this server does not keep owners and groups (-o/-g, part of -a): its operator can allow it \
+             with `linerate serve --keep-owners`; or copy without them (-rlptD, or --no-owner --no-group)"
+                .into(),
+        );
+    }
+    if flags & frame::FLAG_DEVICES != 0 && !cfg.allow_devices {
+        return Some(
+            "this server does not create devices, FIFOs or sockets (-D, part of -a): its operator can \
+             allow it with `linerate serve --allow-devices`; or copy without them (--no-D)"
+                .into(),
+        );
+    }
+    None
+}
+
 fn admit_rate(shared: &Shared, key_cap: Option<u64>) -> SessionRate {
     shared.rates.admit(key_cap)
 }
@@ -1013,6 +1051,9 @@ fn serve_pull(
         list: None,
         peer: "client",
         pace,
+        // With FLAG_DEVICES the client asked for -D (or --devices/--specials: it receives what
+        // it asked for and the rest is sent anyway; rsync's server would filter, see USER_GUIDE).
+        kinds: crate::copy::send::SpecialKinds::ALL,
     };
     let (on, log) = (shared.cfg.log, Log::new(shared.cfg.log_format));
     let on_error: crate::copy::send::ErrorSink = Arc::new(move |m: String| {

@@ -4,7 +4,7 @@
 
 use crate::auth::{PUBLIC_KEY_LEN, SIGNATURE_LEN};
 use crate::caps::{
-    MAX_BENCH_DOC, MAX_CHUNK, MAX_KEEP_NAMES, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_WANT_RANGES, MIN_CHUNK,
+    MAX_BENCH_DOC, MAX_CHUNK, MAX_ID_NAME, MAX_KEEP_NAMES, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_WANT_RANGES, MIN_CHUNK,
 };
 use crate::ProtoError;
 
@@ -38,8 +38,31 @@ pub const FLAG_INTO: u32 = 128;
 /// `Begin.flags` (a push of one source): `dest` names the copy itself, even where a directory of
 /// that name exists (the copy then merges into it). See [`Placement`].
 pub const FLAG_AS: u32 = 256;
-const KNOWN_FLAGS: u32 =
-    FLAG_VERIFY | FLAG_FSYNC | FLAG_PULL | FLAG_SYNC | FLAG_CHECKSUM | FLAG_DELETE | FLAG_DRY_RUN | FLAG_INTO | FLAG_AS;
+/// `Begin.flags`: keep owners (`-o`): entries carry the sender's user ids (and, without
+/// [`FLAG_NUMERIC_IDS`], `IdName` frames name them); a receiver applies them only as root.
+pub const FLAG_OWNER: u32 = 1 << 9;
+/// `Begin.flags`: keep groups (`-g`): a receiver applies a group where it may (root: any; another
+/// user: the groups it is a member of).
+pub const FLAG_GROUP: u32 = 1 << 10;
+/// `Begin.flags` (with [`FLAG_OWNER`] or [`FLAG_GROUP`]): ids are applied as numbers; no names
+/// are sent or looked up (rsync's `--numeric-ids`).
+pub const FLAG_NUMERIC_IDS: u32 = 1 << 11;
+/// `Begin.flags`: the sender sends devices, FIFOs and sockets (`Special` frames; rsync's `-D`).
+/// Without it a `Special` is a violation.
+pub const FLAG_DEVICES: u32 = 1 << 12;
+const KNOWN_FLAGS: u32 = FLAG_VERIFY
+    | FLAG_FSYNC
+    | FLAG_PULL
+    | FLAG_SYNC
+    | FLAG_CHECKSUM
+    | FLAG_DELETE
+    | FLAG_DRY_RUN
+    | FLAG_INTO
+    | FLAG_AS
+    | FLAG_OWNER
+    | FLAG_GROUP
+    | FLAG_NUMERIC_IDS
+    | FLAG_DEVICES;
 
 /// Where a push's sources land relative to `Begin.dest`: the client decides (from the rsync rule
 /// for sources, docs/USER_GUIDE.md) so that running the same command again lands in the same
@@ -87,6 +110,98 @@ pub struct Time {
     pub nsec: u32,
 }
 
+/// The owner of an entry: the sender's numeric user and group ids. Always on the wire in `Dir`,
+/// `Link`, `FileStart` (and so `Offer`) and `Special`; meaningful only with [`FLAG_OWNER`] /
+/// [`FLAG_GROUP`] (a sender without them sends zeros, and a receiver ignores them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Owner {
+    /// User id on the sender.
+    pub uid: u32,
+    /// Group id on the sender.
+    pub gid: u32,
+}
+
+/// What a `Special` entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecialKind {
+    /// A named pipe (1).
+    Fifo,
+    /// A Unix-domain socket node (2).
+    Socket,
+    /// A character device (3), with its device number.
+    Char,
+    /// A block device (4), with its device number.
+    Block,
+}
+
+impl SpecialKind {
+    /// The wire byte.
+    pub fn byte(self) -> u8 {
+        match self {
+            SpecialKind::Fifo => 1,
+            SpecialKind::Socket => 2,
+            SpecialKind::Char => 3,
+            SpecialKind::Block => 4,
+        }
+    }
+    /// The kind of wire byte `b`, if any.
+    pub fn of_byte(b: u8) -> Option<SpecialKind> {
+        Some(match b {
+            1 => SpecialKind::Fifo,
+            2 => SpecialKind::Socket,
+            3 => SpecialKind::Char,
+            4 => SpecialKind::Block,
+            _ => return None,
+        })
+    }
+    /// True for the two device kinds (their device number matters).
+    pub fn is_device(self) -> bool {
+        matches!(self, SpecialKind::Char | SpecialKind::Block)
+    }
+}
+
+/// A device node, FIFO or socket (only with [`FLAG_DEVICES`]): recreated, never opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecialEntry<'a> {
+    /// Parent directory id.
+    pub parent: u64,
+    /// Name.
+    pub name: &'a [u8],
+    /// What it is.
+    pub kind: SpecialKind,
+    /// Device number, major part (0 for a FIFO or socket).
+    pub major: u32,
+    /// Device number, minor part (0 for a FIFO or socket).
+    pub minor: u32,
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time.
+    pub mtime: Time,
+    /// Owner (with the owner flags).
+    pub owner: Owner,
+}
+
+/// Whether an [`IdName`] names a user or a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdKind {
+    /// A user id (1).
+    User,
+    /// A group id (2).
+    Group,
+}
+
+/// Sender → receiver, on the stream of the entry that uses the id, before it (rsync's id lists):
+/// the name of a user or group id, so the receiver can map it to its own id of that name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdName<'a> {
+    /// User or group.
+    pub kind: IdKind,
+    /// The sender's id.
+    pub id: u32,
+    /// Its name on the sender (checked by [`crate::name::validate_id_name`] before use).
+    pub name: &'a [u8],
+}
+
 /// Client → server, first frame on the control stream: what to copy where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Begin<'a> {
@@ -115,6 +230,8 @@ pub struct DirEntry<'a> {
     pub mode: u32,
     /// Modification time, applied after its contents are written.
     pub mtime: Time,
+    /// Owner (with the owner flags), applied with its mode.
+    pub owner: Owner,
 }
 
 /// A symbolic link, recreated verbatim and never followed.
@@ -128,6 +245,8 @@ pub struct LinkEntry<'a> {
     pub target: &'a [u8],
     /// Modification time of the link itself.
     pub mtime: Time,
+    /// Owner of the link itself (with the owner flags).
+    pub owner: Owner,
 }
 
 /// A regular file whose chunks follow on any stream.
@@ -145,6 +264,8 @@ pub struct FileStart<'a> {
     pub mode: u32,
     /// Modification time.
     pub mtime: Time,
+    /// Owner (with the owner flags).
+    pub owner: Owner,
 }
 
 /// File data at a chunk-aligned offset. Its `Debug` shows the length of the data, not the data.
@@ -449,6 +570,10 @@ pub enum Frame<'a> {
     Offer(Offer<'a>),
     /// 0x0C: sender → receiver, control stream, `FLAG_DELETE`.
     Keep(Keep<'a>),
+    /// 0x0D: sender → receiver, data stream, `FLAG_DEVICES`: a device, FIFO or socket.
+    Special(SpecialEntry<'a>),
+    /// 0x0E: sender → receiver, any stream, owner flags without `FLAG_NUMERIC_IDS`: an id's name.
+    IdName(IdName<'a>),
     /// 0x85: receiver → sender, control stream: the answer to an `Offer`.
     Want(Want<'a>),
     /// 0x86: receiver → sender, control stream.
@@ -508,6 +633,8 @@ impl std::fmt::Debug for Frame<'_> {
             Frame::Pull(p) => p.fmt(f),
             Frame::Offer(o) => o.fmt(f),
             Frame::Keep(k) => k.fmt(f),
+            Frame::Special(x) => x.fmt(f),
+            Frame::IdName(x) => x.fmt(f),
             Frame::Want(w) => w.fmt(f),
             Frame::Note(n) => n.fmt(f),
             Frame::BenchRequest(d) => doc(f, "BenchRequest", d),
@@ -540,6 +667,8 @@ mod ty {
     pub const PULL: u8 = 0x0A;
     pub const OFFER: u8 = 0x0B;
     pub const KEEP: u8 = 0x0C;
+    pub const SPECIAL: u8 = 0x0D;
+    pub const ID_NAME: u8 = 0x0E;
     pub const WANT: u8 = 0x85;
     pub const NOTE: u8 = 0x86;
     pub const BENCH_REQUEST: u8 = 0x10;
@@ -573,6 +702,9 @@ impl W<'_> {
     }
     fn time(&mut self, t: Time) -> &mut Self {
         self.u64(t.sec as u64).u32(t.nsec)
+    }
+    fn owner(&mut self, o: Owner) -> &mut Self {
+        self.u32(o.uid).u32(o.gid)
     }
     /// A u16-length-prefixed byte string, truncated at `cap` (only our own messages can be long).
     fn bytes(&mut self, b: &[u8], cap: usize) -> &mut Self {
@@ -616,6 +748,9 @@ impl<'a> R<'a> {
         }
         Ok(Time { sec, nsec })
     }
+    fn owner(&mut self) -> Result<Owner, ProtoError> {
+        Ok(Owner { uid: self.u32()?, gid: self.u32()? })
+    }
     fn bytes(&mut self, cap: usize, what: &'static str) -> Result<&'a [u8], ProtoError> {
         let len = self.u16()? as usize;
         if len > cap {
@@ -654,13 +789,13 @@ impl Frame<'_> {
                 w.bytes(b.dest, MAX_PATH).u32(b.sources).u32(b.chunk_size).u32(b.flags).u16(b.streams);
             }
             Frame::Dir(d) => {
-                w.u64(d.id).u64(d.parent).bytes(d.name, MAX_NAME).u32(d.mode).time(d.mtime);
+                w.u64(d.id).u64(d.parent).bytes(d.name, MAX_NAME).u32(d.mode).time(d.mtime).owner(d.owner);
             }
             Frame::Link(l) => {
-                w.u64(l.parent).bytes(l.name, MAX_NAME).bytes(l.target, MAX_PATH).time(l.mtime);
+                w.u64(l.parent).bytes(l.name, MAX_NAME).bytes(l.target, MAX_PATH).time(l.mtime).owner(l.owner);
             }
             Frame::FileStart(f) => {
-                w.u64(f.id).u64(f.parent).bytes(f.name, MAX_NAME).u64(f.size).u32(f.mode).time(f.mtime);
+                w.u64(f.id).u64(f.parent).bytes(f.name, MAX_NAME).u64(f.size).u32(f.mode).time(f.mtime).owner(f.owner);
             }
             Frame::Chunk(c) => {
                 w.u64(c.file).u64(c.offset);
@@ -703,7 +838,7 @@ impl Frame<'_> {
             }
             Frame::Offer(o) => {
                 let f = &o.file;
-                w.u64(f.id).u64(f.parent).bytes(f.name, MAX_NAME).u64(f.size).u32(f.mode).time(f.mtime);
+                w.u64(f.id).u64(f.parent).bytes(f.name, MAX_NAME).u64(f.size).u32(f.mode).time(f.mtime).owner(f.owner);
                 match o.digest {
                     Some(d) => {
                         w.u8(1);
@@ -717,6 +852,17 @@ impl Frame<'_> {
             Frame::Keep(k) => {
                 w.u64(k.dir).u8(k.last as u8);
                 w.0.extend_from_slice(k.names.0);
+            }
+            Frame::Special(x) => {
+                w.u64(x.parent).bytes(x.name, MAX_NAME).u8(x.kind.byte()).u32(x.major).u32(x.minor);
+                w.u32(x.mode).time(x.mtime).owner(x.owner);
+            }
+            Frame::IdName(x) => {
+                let kind = match x.kind {
+                    IdKind::User => 1,
+                    IdKind::Group => 2,
+                };
+                w.u8(kind).u32(x.id).bytes(x.name, MAX_ID_NAME);
             }
             Frame::Want(x) => {
                 w.u64(x.file).u8(x.verdict).u16(x.have.len() as u16);
@@ -761,6 +907,8 @@ impl Frame<'_> {
             Frame::Pull(_) => ty::PULL,
             Frame::Offer(_) => ty::OFFER,
             Frame::Keep(_) => ty::KEEP,
+            Frame::Special(_) => ty::SPECIAL,
+            Frame::IdName(_) => ty::ID_NAME,
             Frame::Want(_) => ty::WANT,
             Frame::Note(_) => ty::NOTE,
             Frame::BenchRequest(_) => ty::BENCH_REQUEST,
@@ -816,12 +964,14 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             name: r.bytes(MAX_NAME, "name")?,
             mode: r.u32()?,
             mtime: r.time()?,
+            owner: r.owner()?,
         }),
         ty::LINK => Frame::Link(LinkEntry {
             parent: r.u64()?,
             name: r.bytes(MAX_NAME, "name")?,
             target: r.bytes(MAX_PATH, "link target")?,
             mtime: r.time()?,
+            owner: r.owner()?,
         }),
         ty::FILE_START => Frame::FileStart(FileStart {
             id: r.u64()?,
@@ -830,6 +980,7 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             size: r.u64()?,
             mode: r.u32()?,
             mtime: r.time()?,
+            owner: r.owner()?,
         }),
         ty::CHUNK => {
             let file = r.u64()?;
@@ -914,6 +1065,7 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
                 size: r.u64()?,
                 mode: r.u32()?,
                 mtime: r.time()?,
+                owner: r.owner()?,
             };
             let digest = match r.u8()? {
                 0 => None,
@@ -943,6 +1095,22 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             }
             let used = all.len() - r.b.len();
             Frame::Keep(Keep { dir, last, names: Names(&all[..used]) })
+        }
+        ty::SPECIAL => {
+            let parent = r.u64()?;
+            let name = r.bytes(MAX_NAME, "name")?;
+            let kind = SpecialKind::of_byte(r.u8()?).ok_or(ProtoError::Invalid("special file kind"))?;
+            let (major, minor) = (r.u32()?, r.u32()?);
+            let (mode, mtime, owner) = (r.u32()?, r.time()?, r.owner()?);
+            Frame::Special(SpecialEntry { parent, name, kind, major, minor, mode, mtime, owner })
+        }
+        ty::ID_NAME => {
+            let kind = match r.u8()? {
+                1 => IdKind::User,
+                2 => IdKind::Group,
+                _ => return Err(ProtoError::Invalid("id kind")),
+            };
+            Frame::IdName(IdName { kind, id: r.u32()?, name: r.bytes(MAX_ID_NAME, "user or group name")? })
         }
         ty::WANT => {
             let file = r.u64()?;
@@ -1022,9 +1190,46 @@ mod tests {
         let t = Time { sec: -5, nsec: 999_999_999 };
         vec![
             Frame::Begin(Begin { dest: b"a/b", sources: 2, chunk_size: 1 << 20, flags: FLAG_VERIFY, streams: 4 }),
-            Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0o755, mtime: t }),
-            Frame::Link(LinkEntry { parent: 1, name: b"l", target: b"../x", mtime: t }),
-            Frame::FileStart(FileStart { id: 7, parent: 1, name: b"f", size: 3, mode: 0o644, mtime: t }),
+            Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0o755, mtime: t, owner: Default::default() }),
+            Frame::Link(LinkEntry { parent: 1, name: b"l", target: b"../x", mtime: t, owner: Default::default() }),
+            Frame::FileStart(FileStart {
+                id: 7,
+                parent: 1,
+                name: b"f",
+                size: 3,
+                mode: 0o644,
+                mtime: t,
+                owner: Owner { uid: 65534, gid: u32::MAX },
+            }),
+            Frame::Begin(Begin {
+                dest: b"",
+                sources: 1,
+                chunk_size: 1 << 20,
+                flags: FLAG_OWNER | FLAG_GROUP | FLAG_NUMERIC_IDS | FLAG_DEVICES | FLAG_SYNC,
+                streams: 1,
+            }),
+            Frame::Special(SpecialEntry {
+                parent: 1,
+                name: b"null",
+                kind: SpecialKind::Char,
+                major: 1,
+                minor: 3,
+                mode: 0o666,
+                mtime: t,
+                owner: Owner { uid: 0, gid: 5 },
+            }),
+            Frame::Special(SpecialEntry {
+                parent: 0,
+                name: b"fifo",
+                kind: SpecialKind::Fifo,
+                major: 0,
+                minor: 0,
+                mode: 0o600,
+                mtime: t,
+                owner: Owner::default(),
+            }),
+            Frame::IdName(IdName { kind: IdKind::User, id: 1000, name: b"alice" }),
+            Frame::IdName(IdName { kind: IdKind::Group, id: 0, name: b"root" }),
             Frame::Chunk(Chunk { file: 7, offset: 0, data: b"abc" }),
             Frame::FileEnd(FileEnd { file: 7, size: 3, digest: Some([5; 32]) }),
             Frame::FileEnd(FileEnd { file: 7, size: 3, digest: None }),
@@ -1046,11 +1251,19 @@ mod tests {
             Frame::Fatal(Fatal { code: 9, message: b"bye" }),
             Frame::Pull(Pull { path: b"src/tree", name: b"tree" }),
             Frame::Offer(Offer {
-                file: FileStart { id: 8, parent: 1, name: b"g", size: 5 << 20, mode: 0o600, mtime: t },
+                file: FileStart {
+                    id: 8,
+                    parent: 1,
+                    name: b"g",
+                    size: 5 << 20,
+                    mode: 0o600,
+                    mtime: t,
+                    owner: Default::default(),
+                },
                 digest: Some([7; 32]),
             }),
             Frame::Offer(Offer {
-                file: FileStart { id: 9, parent: 0, name: b"h", size: 0, mode: 0, mtime: t },
+                file: FileStart { id: 9, parent: 0, name: b"h", size: 0, mode: 0, mtime: t, owner: Default::default() },
                 digest: None,
             }),
             Frame::Keep(Keep { dir: 1, last: true, names: Names(b"\0\0\0\x02\0\x01a\0\x02bc") }),
@@ -1231,14 +1444,49 @@ mod tests {
 
     #[test]
     fn rejects_bad_chunk_sizes_flags_and_nanoseconds() {
-        for (cs, flags) in [(1000, 0), (MIN_CHUNK / 2, 0), (MAX_CHUNK * 2, 0), (MIN_CHUNK, 0x200)] {
+        for (cs, flags) in [(1000, 0), (MIN_CHUNK / 2, 0), (MAX_CHUNK * 2, 0), (MIN_CHUNK, 1 << 15)] {
             let mut buf = Vec::new();
             Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: cs, flags, streams: 1 }).encode(&mut buf);
             assert!(matches!(decode(&buf), Err(ProtoError::Invalid(_))), "{cs} {flags}");
         }
         let mut buf = Vec::new();
-        Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0, mtime: Time { sec: 0, nsec: 1_000_000_000 } })
-            .encode(&mut buf);
+        Frame::Dir(DirEntry {
+            id: 1,
+            parent: 0,
+            name: b"d",
+            mode: 0,
+            mtime: Time { sec: 0, nsec: 1_000_000_000 },
+            owner: Default::default(),
+        })
+        .encode(&mut buf);
         assert_eq!(decode(&buf), Err(ProtoError::Invalid("nanoseconds")));
+    }
+
+    #[test]
+    fn rejects_a_bad_special_kind_id_kind_and_an_overlong_id_name() {
+        let mut buf = Vec::new();
+        let start = begin_frame(&mut buf, ty::SPECIAL);
+        W(&mut buf)
+            .u64(0)
+            .bytes(b"p", MAX_NAME)
+            .u8(5)
+            .u32(0)
+            .u32(0)
+            .u32(0)
+            .time(Time::default())
+            .owner(Owner::default());
+        end_frame(&mut buf, start);
+        assert_eq!(decode(&buf), Err(ProtoError::Invalid("special file kind")));
+        let mut buf = Vec::new();
+        let start = begin_frame(&mut buf, ty::ID_NAME);
+        W(&mut buf).u8(3).u32(0).bytes(b"root", MAX_ID_NAME);
+        end_frame(&mut buf, start);
+        assert_eq!(decode(&buf), Err(ProtoError::Invalid("id kind")));
+        let mut buf = Vec::new();
+        let start = begin_frame(&mut buf, ty::ID_NAME);
+        W(&mut buf).u8(1).u32(0).u16(256);
+        buf.extend_from_slice(&[b'a'; 256]);
+        end_frame(&mut buf, start);
+        assert!(matches!(decode(&buf), Err(ProtoError::TooLong { len: 256, cap: 255, .. })));
     }
 }

@@ -22,6 +22,7 @@ pub mod handshake;
 pub mod hello;
 pub mod mesh;
 pub mod name;
+pub mod owner;
 pub mod record;
 pub mod track;
 
@@ -83,4 +84,8 @@ pub mod caps {
     pub const MAX_BENCH_DOC: usize = 4 * 1024 * 1024;
     /// Largest mesh document (`MeshRequest`, `MeshResult`): a test and a summary of it.
     pub const MAX_MESH_DOC: usize = 64 * 1024;
+    /// Longest user or group name in an `IdName` frame (Linux's `LOGIN_NAME_MAX` less its NUL).
+    pub const MAX_ID_NAME: usize = 255;
+    /// Most distinct ids of each kind (users, groups) a receiver maps in one session.
+    pub const MAX_ID_NAMES: usize = 65536;
 }

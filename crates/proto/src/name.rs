@@ -60,6 +60,27 @@ pub fn validate_link_target(target: &[u8]) -> Result<(), ProtoError> {
     Ok(())
 }
 
+/// Accept a user or group name a peer sent in an `IdName` frame: non-empty, at most
+/// [`crate::caps::MAX_ID_NAME`] bytes, printable ASCII without `/`, `:` or a space (what
+/// `useradd`/`groupadd` and NSS accept), not starting with `-`, and not all digits (a name that
+/// looks like a number would be read as one by tools). The name is only looked up, never used as
+/// a path.
+pub fn validate_id_name(name: &[u8]) -> Result<(), ProtoError> {
+    if name.is_empty() {
+        return Err(ProtoError::BadName("empty user or group name"));
+    }
+    if name.len() > crate::caps::MAX_ID_NAME {
+        return Err(ProtoError::BadName("user or group name longer than 255 bytes"));
+    }
+    if name.iter().any(|&b| !b.is_ascii_graphic() || b == b'/' || b == b':') {
+        return Err(ProtoError::BadName("user or group name with a character other than printable ASCII"));
+    }
+    if name[0] == b'-' || name.iter().all(u8::is_ascii_digit) {
+        return Err(ProtoError::BadName("user or group name starting with '-' or all digits"));
+    }
+    Ok(())
+}
+
 /// Split a destination path (relative to the server's root) into validated components. Empty
 /// components and `.` are skipped, so `a//b/./c/` is `[a, b, c]` and `/` or `` is the root itself;
 /// `..` anywhere is refused.

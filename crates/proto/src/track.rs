@@ -8,7 +8,7 @@
 //! something not yet declared gets [`Step::NotYet`] and the caller retries it once more is known.
 
 use crate::caps::{MAX_DEPTH, MAX_OPEN_FILES};
-use crate::frame::{DirEntry, FileEnd, FileStart, LinkEntry, Time};
+use crate::frame::{DirEntry, FileEnd, FileStart, LinkEntry, Owner, SpecialEntry, Time};
 use crate::{name, ProtoError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -51,6 +51,8 @@ pub struct DirInfo {
     pub mode: u32,
     /// Modification time to apply at the end.
     pub mtime: Time,
+    /// The sender's owner of it (applied at the end with the owner flags).
+    pub owner: Owner,
     /// Nesting depth below the destination root.
     pub depth: u32,
 }
@@ -109,13 +111,25 @@ pub struct Tracker {
     top_files: HashSet<Box<[u8]>>,
     /// A pull: the one name the target may receive, and whether it has.
     only: Option<(Box<[u8]>, bool)>,
+    /// The session sends devices, FIFOs and sockets (`FLAG_DEVICES`).
+    specials: bool,
 }
 
 impl Tracker {
     /// A tracker for a session with this chunk size; directory 0 is the destination root.
     pub fn new(chunk_size: u32) -> Tracker {
         let mut dirs = HashMap::new();
-        dirs.insert(0, DirInfo { parent: 0, name: Box::default(), mode: 0, mtime: Time::default(), depth: 0 });
+        dirs.insert(
+            0,
+            DirInfo {
+                parent: 0,
+                name: Box::default(),
+                mode: 0,
+                mtime: Time::default(),
+                owner: Owner::default(),
+                depth: 0,
+            },
+        );
         Tracker {
             chunk_size: u64::from(chunk_size.max(1)),
             dirs,
@@ -125,7 +139,14 @@ impl Tracker {
             in_flight: HashSet::new(),
             top_files: HashSet::new(),
             only: None,
+            specials: false,
         }
+    }
+
+    /// Accept `Special` entries (a session with `FLAG_DEVICES`); without this they are refused.
+    pub fn with_specials(mut self, on: bool) -> Tracker {
+        self.specials = on;
+        self
     }
 
     /// A tracker for the receiving side of a pull that asked for `name`: the target may receive
@@ -172,7 +193,10 @@ impl Tracker {
             return Err(ProtoError::Limit(format!("directory nesting deeper than {MAX_DEPTH}")));
         }
         self.top_entry(d.parent, d.name)?;
-        self.dirs.insert(d.id, DirInfo { parent: d.parent, name: d.name.into(), mode: d.mode, mtime: d.mtime, depth });
+        self.dirs.insert(
+            d.id,
+            DirInfo { parent: d.parent, name: d.name.into(), mode: d.mode, mtime: d.mtime, owner: d.owner, depth },
+        );
         Ok(Step::Accepted)
     }
 
@@ -184,6 +208,24 @@ impl Tracker {
             return Ok(Step::NotYet);
         }
         self.top_entry(l.parent, l.name)?;
+        Ok(Step::Accepted)
+    }
+
+    /// A device, FIFO or socket declaration: only in a session with `FLAG_DEVICES` (else a
+    /// violation), with a valid name in a declared parent; like a link it has no id. A FIFO or
+    /// socket must carry device number 0.
+    pub fn special(&mut self, s: &SpecialEntry) -> Result<Step, ProtoError> {
+        if !self.specials {
+            return Err(ProtoError::Violation("a device, FIFO or socket in a session without devices".into()));
+        }
+        name::validate_entry(s.name)?;
+        if !s.kind.is_device() && (s.major, s.minor) != (0, 0) {
+            return Err(ProtoError::Invalid("a device number on a FIFO or socket"));
+        }
+        if !self.dirs.contains_key(&s.parent) {
+            return Ok(Step::NotYet);
+        }
+        self.top_entry(s.parent, s.name)?;
         Ok(Step::Accepted)
     }
 
@@ -409,7 +451,7 @@ mod tests {
 
     const CS: u32 = 64 * 1024;
     fn fs(id: u64, parent: u64, name: &[u8], size: u64) -> FileStart<'_> {
-        FileStart { id, parent, name, size, mode: 0o644, mtime: Time::default() }
+        FileStart { id, parent, name, size, mode: 0o644, mtime: Time::default(), owner: Default::default() }
     }
     fn end(file: u64, size: u64) -> FileEnd {
         FileEnd { file, size, digest: None }
@@ -495,7 +537,8 @@ mod tests {
         assert_eq!(t.file_start(&fs(1, 5, b"f", 1)).unwrap(), Step::NotYet);
         assert_eq!(t.chunk(9, 0, 1).unwrap(), Step::NotYet);
         assert_eq!(t.file_end(&end(9, 1)).unwrap(), Step::NotYet);
-        let d = DirEntry { id: 5, parent: 0, name: b"d", mode: 0o755, mtime: Time::default() };
+        let d =
+            DirEntry { id: 5, parent: 0, name: b"d", mode: 0o755, mtime: Time::default(), owner: Default::default() };
         assert_eq!(t.dir(&d).unwrap(), Step::Accepted);
         assert_eq!(t.file_start(&fs(1, 5, b"f", 1)).unwrap(), Step::Accepted);
         assert_eq!(t.dir_path(5), b"d");
@@ -504,7 +547,7 @@ mod tests {
     #[test]
     fn rejects_redeclared_ids_and_the_root_id() {
         let mut t = Tracker::new(CS);
-        let d = DirEntry { id: 0, parent: 0, name: b"d", mode: 0, mtime: Time::default() };
+        let d = DirEntry { id: 0, parent: 0, name: b"d", mode: 0, mtime: Time::default(), owner: Default::default() };
         assert!(t.dir(&d).is_err());
         let d = DirEntry { id: 1, ..d };
         t.dir(&d).unwrap();
@@ -517,10 +560,35 @@ mod tests {
     fn rejects_bad_names_in_every_declaration() {
         let mut t = Tracker::new(CS);
         for n in [&b".."[..], b"", b"a/b", b"."] {
-            assert!(t.dir(&DirEntry { id: 1, parent: 0, name: n, mode: 0, mtime: Time::default() }).is_err());
-            assert!(t.link(&LinkEntry { parent: 0, name: n, target: b"x", mtime: Time::default() }).is_err());
             assert!(t
-                .file_start(&FileStart { id: 1, parent: 0, name: n, size: 0, mode: 0, mtime: Time::default() })
+                .dir(&DirEntry {
+                    id: 1,
+                    parent: 0,
+                    name: n,
+                    mode: 0,
+                    mtime: Time::default(),
+                    owner: Default::default()
+                })
+                .is_err());
+            assert!(t
+                .link(&LinkEntry {
+                    parent: 0,
+                    name: n,
+                    target: b"x",
+                    mtime: Time::default(),
+                    owner: Default::default()
+                })
+                .is_err());
+            assert!(t
+                .file_start(&FileStart {
+                    id: 1,
+                    parent: 0,
+                    name: n,
+                    size: 0,
+                    mode: 0,
+                    mtime: Time::default(),
+                    owner: Default::default()
+                })
                 .is_err());
         }
     }
@@ -529,9 +597,24 @@ mod tests {
     fn caps_nesting_depth() {
         let mut t = Tracker::new(CS);
         for id in 1..=u64::from(MAX_DEPTH) {
-            t.dir(&DirEntry { id, parent: id - 1, name: b"d", mode: 0, mtime: Time::default() }).unwrap();
+            t.dir(&DirEntry {
+                id,
+                parent: id - 1,
+                name: b"d",
+                mode: 0,
+                mtime: Time::default(),
+                owner: Default::default(),
+            })
+            .unwrap();
         }
-        let deeper = DirEntry { id: 5000, parent: u64::from(MAX_DEPTH), name: b"d", mode: 0, mtime: Time::default() };
+        let deeper = DirEntry {
+            id: 5000,
+            parent: u64::from(MAX_DEPTH),
+            name: b"d",
+            mode: 0,
+            mtime: Time::default(),
+            owner: Default::default(),
+        };
         assert!(matches!(t.dir(&deeper), Err(ProtoError::Limit(_))));
         let order = t.dirs_deepest_first();
         assert_eq!(order.first(), Some(&u64::from(MAX_DEPTH)));
@@ -596,7 +679,15 @@ mod tests {
         assert!(t.file_end(&end(0, 0)).is_err(), "nor ended again");
         assert!(t.chunk(0, 0, 1).is_err(), "nor get more data");
         // Completed ids cost memory per gap, not per file.
-        t.dir(&DirEntry { id: 1, parent: 0, name: b"d", mode: 0o755, mtime: Time::default() }).unwrap();
+        t.dir(&DirEntry {
+            id: 1,
+            parent: 0,
+            name: b"d",
+            mode: 0o755,
+            mtime: Time::default(),
+            owner: Default::default(),
+        })
+        .unwrap();
         for id in 1..10_000 {
             t.file_start(&fs(id, 1, b"f", 0)).unwrap();
             t.file_end(&end(id, 0)).unwrap();
@@ -611,7 +702,7 @@ mod tests {
     }
 
     fn d(id: u64, parent: u64, name: &[u8]) -> DirEntry<'_> {
-        DirEntry { id, parent, name, mode: 0o777, mtime: Time::default() }
+        DirEntry { id, parent, name, mode: 0o777, mtime: Time::default(), owner: Default::default() }
     }
 
     #[test]
@@ -639,7 +730,13 @@ mod tests {
         let j = b".linerate-resume-0011223344556677.journal";
         assert_eq!(t.file_start(&fs(1, 0, j, 1)).unwrap(), Step::Accepted);
         assert_eq!(t.dir(&d(1, 0, b".linerate-x")).unwrap(), Step::Accepted);
-        let l = LinkEntry { parent: 0, name: b".linerate-l", target: b"t", mtime: Time::default() };
+        let l = LinkEntry {
+            parent: 0,
+            name: b".linerate-l",
+            target: b"t",
+            mtime: Time::default(),
+            owner: Default::default(),
+        };
         assert_eq!(t.link(&l).unwrap(), Step::Accepted);
         assert_eq!(t.file_start(&fs(2, 0, b".linerate-settings", 1)).unwrap(), Step::Accepted);
         let mut top: Vec<&[u8]> = t.top_names().collect();
@@ -650,13 +747,27 @@ mod tests {
     #[test]
     fn a_pull_accepts_only_the_requested_tree() {
         let big = 3 * u64::from(CS);
-        let link = |parent, name| LinkEntry { parent, name, target: b"/etc/shadow", mtime: Time::default() };
+        let link = |parent, name| LinkEntry {
+            parent,
+            name,
+            target: b"/etc/shadow",
+            mtime: Time::default(),
+            owner: Default::default(),
+        };
         // Everything beside the requested name is refused, whatever its kind.
         type Declare = fn(&mut Tracker) -> Result<Step, ProtoError>;
         let beside: [Declare; 3] = [
             |t| t.file_start(&fs(9, 0, b"victim.txt", 3 * u64::from(CS))),
             |t| t.dir(&d(9, 0, b"victimdir")),
-            |t| t.link(&LinkEntry { parent: 0, name: b"planted-link", target: b"/etc/shadow", mtime: Time::default() }),
+            |t| {
+                t.link(&LinkEntry {
+                    parent: 0,
+                    name: b"planted-link",
+                    target: b"/etc/shadow",
+                    mtime: Time::default(),
+                    owner: Default::default(),
+                })
+            },
         ];
         for (i, f) in beside.iter().enumerate() {
             let mut t = Tracker::for_pull(CS, b"tree");
@@ -680,5 +791,31 @@ mod tests {
         // A frame waiting for its parent is not judged before it has one.
         let mut t = Tracker::for_pull(CS, b"tree");
         assert_eq!(t.file_start(&fs(1, 7, b"victim.txt", 1)).unwrap(), Step::NotYet);
+    }
+
+    #[test]
+    fn refuses_specials_without_devices_and_checks_them_like_links() {
+        use crate::frame::SpecialKind;
+        let sp = |parent, name, kind, major| SpecialEntry {
+            parent,
+            name,
+            kind,
+            major,
+            minor: major,
+            mode: 0o644,
+            mtime: Time::default(),
+            owner: Owner::default(),
+        };
+        let mut t = Tracker::new(CS);
+        assert!(matches!(t.special(&sp(0, b"p", SpecialKind::Fifo, 0)), Err(ProtoError::Violation(_))));
+        let mut t = Tracker::new(CS).with_specials(true);
+        assert_eq!(t.special(&sp(0, b"null", SpecialKind::Char, 1)).unwrap(), Step::Accepted);
+        assert_eq!(t.special(&sp(9, b"late", SpecialKind::Fifo, 0)).unwrap(), Step::NotYet);
+        assert!(t.special(&sp(0, b"..", SpecialKind::Fifo, 0)).is_err());
+        assert!(t.special(&sp(0, b"a/b", SpecialKind::Block, 8)).is_err());
+        let fifo_with_a_device = sp(0, b"p", SpecialKind::Fifo, 0);
+        assert!(t.special(&SpecialEntry { minor: 3, ..fifo_with_a_device }).is_err());
+        let mut pull = Tracker::for_pull(CS, b"tree").with_specials(true);
+        assert!(pull.special(&sp(0, b"planted", SpecialKind::Char, 1)).is_err());
     }
 }

@@ -38,6 +38,12 @@ DESTINATION:
   Pull: `linerate cp HOST:PORT:PATH LOCAL` copies PATH from a running server;
   `linerate cp [user@]HOST:PATH LOCAL` copies it over ssh.
 
+  Kept always: modes, mtimes, symlinks (never followed). -a (rsync's -rlptgoD) adds
+  groups, owners when run as root (by name; --numeric-ids), devices, FIFOs and sockets;
+  a daemon allows owners and devices only with serve --keep-owners/--allow-devices.
+  Without -D, devices, FIFOs and sockets are skipped with one note (exit 0). -X/-A
+  (xattrs, ACLs) are accepted and not kept.
+
   Files already at the destination with the same size and mtime are skipped
   (--checksum: same BLAKE3); an interrupted large file resumes from the chunks
   already received when the same command runs again (they wait in a hidden
@@ -82,9 +88,47 @@ pub struct CpArgs {
     /// Accepted and ignored, for scp and cp habits: cp always copies whole trees.
     #[arg(short = 'r', hide = true)]
     recursive: bool,
-    /// Accepted and ignored, for rsync habits: cp always keeps modes, times and symlinks.
-    #[arg(short = 'a', hide = true)]
+    /// Archive mode, as rsync's -rlptgoD: modes, times and symlinks (always kept), groups (-g),
+    /// owners when run as root (-o), devices, FIFOs and sockets (-D). A daemon keeps owners and
+    /// creates devices only when its operator allows it (serve --keep-owners, --allow-devices).
+    #[arg(short = 'a', long)]
     archive: bool,
+    /// Keep owners (rsync -o): applied by a receiver running as root; mapped by user name unless
+    /// --numeric-ids.
+    #[arg(short = 'o', long)]
+    owner: bool,
+    /// Keep groups (rsync -g): applied by a receiver running as root, or where its user is a
+    /// member of the group; mapped by group name unless --numeric-ids.
+    #[arg(short = 'g', long)]
+    group: bool,
+    /// Owners and groups by number, not by name (rsync --numeric-ids).
+    #[arg(long)]
+    numeric_ids: bool,
+    /// Copy devices, FIFOs and sockets (rsync -D, --devices --specials); devices need a receiver
+    /// running as root. Without it they are skipped, with one note.
+    #[arg(short = 'D')]
+    devices_and_specials: bool,
+    /// Copy character and block devices (part of -D).
+    #[arg(long)]
+    devices: bool,
+    /// Copy FIFOs and sockets (part of -D).
+    #[arg(long)]
+    specials: bool,
+    /// Do not keep owners (turns off the -o of -a).
+    #[arg(long, visible_alias = "no-o")]
+    no_owner: bool,
+    /// Do not keep groups (turns off the -g of -a).
+    #[arg(long, visible_alias = "no-g")]
+    no_group: bool,
+    /// Do not copy devices, FIFOs and sockets (turns off the -D of -a).
+    #[arg(long = "no-D", visible_alias = "no-devices")]
+    no_devices: bool,
+    /// Extended attributes (rsync -X): not kept; accepted with a warning.
+    #[arg(short = 'X', long)]
+    xattrs: bool,
+    /// ACLs (rsync -A): not kept; accepted with a warning.
+    #[arg(short = 'A', long)]
+    acls: bool,
     #[command(flatten)]
     keys: crate::keys::ClientKeyArgs,
     /// Hash every file with BLAKE3 while reading; the receiver checks the written file before
@@ -143,6 +187,29 @@ pub struct CpArgs {
     dry_run: bool,
 }
 
+/// What of rsync's -a (-o, -g, -D) a copy keeps, from the flags.
+struct Meta {
+    owner: bool,
+    group: bool,
+    devices: bool,
+    specials: bool,
+}
+
+impl Meta {
+    /// `-a` keeps owners only when run as root (rsync's -o as another user would be refused by
+    /// a daemon and could not be applied by a receiver of that user anyway), groups always (a
+    /// receiver keeps those it may), and devices, FIFOs and sockets.
+    fn of(a: &CpArgs) -> Meta {
+        let root = rustix::process::geteuid().is_root();
+        Meta {
+            owner: (a.owner || (a.archive && root)) && !a.no_owner,
+            group: (a.group || a.archive) && !a.no_group,
+            devices: (a.devices || a.devices_and_specials || a.archive) && !a.no_devices,
+            specials: (a.specials || a.devices_and_specials || a.archive) && !a.no_devices,
+        }
+    }
+}
+
 /// `-P`: 1 to 256 streams; a number like scp's `-P PORT` gets a hint.
 fn parse_streams(s: &str) -> Result<u16, String> {
     let max = caps::MAX_STREAMS;
@@ -167,8 +234,8 @@ fn parse_chunk_size(s: &str) -> Result<u32, String> {
 }
 
 /// Run `linerate cp`: 0 everything was copied, 1 some entries failed, else the failure's kind.
-pub fn run_cp(a: CpArgs) -> Done {
-    let mut paths = a.paths;
+pub fn run_cp(mut a: CpArgs) -> Done {
+    let mut paths = std::mem::take(&mut a.paths);
     let Some(dest) = paths.pop() else {
         return Err(Error::usage("no destination"));
     };
@@ -178,7 +245,26 @@ pub fn run_cp(a: CpArgs) -> Done {
         _ => conn::preferred_suite(),
     };
     let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose };
+    let meta = Meta::of(&a);
+    if a.xattrs || a.acls {
+        eprintln!(
+            "linerate: warning: {} not kept: linerate does not copy extended attributes or ACLs (see docs/USER_GUIDE.md)",
+            match (a.xattrs, a.acls) {
+                (true, true) => "-X and -A: extended attributes and ACLs are",
+                (true, false) => "-X: extended attributes are",
+                _ => "-A: ACLs are",
+            }
+        );
+    }
     let job = crate::ssh::classify(&paths, &dest).map_err(|e| Error::new(Kind::Usage, e))?;
+    let local_dest = job.is_none() && matches!(crate::transfer::parse_dest(&dest), Ok(crate::transfer::Dest::Local(_)));
+    if meta.owner && local_dest && !rustix::process::geteuid().is_root() {
+        // Said once, not per file: the local receiver runs as this user.
+        eprintln!(
+            "linerate: note: -o: owners are kept only by a receiver running as root; not here \
+             (groups are, where you are a member)"
+        );
+    }
     let apply = |c: &mut CopyConfig| {
         match a.streams {
             Some(s) => c.streams = s,
@@ -203,6 +289,11 @@ pub fn run_cp(a: CpArgs) -> Done {
             }
         })));
         c.bwlimit = a.bwlimit;
+        c.owner = meta.owner;
+        c.group = meta.group;
+        c.numeric_ids = a.numeric_ids;
+        c.devices = meta.devices;
+        c.specials = meta.specials;
     };
     if job.is_some() && (a.keys.key_file.is_some() || a.keys.identity.is_some() || a.keys.strict_host_key) {
         return Err(Error::usage(
@@ -218,6 +309,12 @@ pub fn run_cp(a: CpArgs) -> Done {
         println!("{}", summary_json(&report));
     } else if !a.quiet {
         eprintln!("{}", summary_line(&report));
+    }
+    if report.skipped_specials > 0 && !a.quiet {
+        // rsync says "skipping non-regular file" for each and exits 0; one line says it all.
+        let n = report.skipped_specials;
+        let s = if n == 1 { "" } else { "s" };
+        eprintln!("linerate: skipped {n} non-regular file{s} (device, FIFO or socket): -D copies them");
     }
     // A dry run moved nothing: it is not a run to keep.
     if !a.no_save && !report.dry_run {

@@ -104,6 +104,16 @@ pub struct ServeArgs {
     /// (within its own cap), and what one leaves unused goes to the others.
     #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
     max_rate_total: Option<u64>,
+    /// Let clients keep owners and groups (cp -o/-g, part of -a): files may then be created owned
+    /// by any user and group, set-user-ID bits included, where this server runs as root.
+    /// Refused without it (a server started through ssh, or by a local cp, follows its user's
+    /// privileges instead).
+    #[arg(long)]
+    keep_owners: bool,
+    /// Let clients create devices, FIFOs and sockets (cp -D, part of -a); devices need this
+    /// server to run as root. Refused without it.
+    #[arg(long)]
+    allow_devices: bool,
     #[command(flatten)]
     ssh: crate::ssh::ServeSshArgs,
 }
@@ -210,6 +220,9 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
     cfg.keys = keys;
     cfg.metrics = a.metrics;
     cfg.mesh_targets = a.mesh_targets.clone();
+    // A server started through ssh has them already (ServerConfig::ssh_user).
+    cfg.keep_owners |= a.keep_owners;
+    cfg.allow_devices |= a.allow_devices;
     let server = match Server::bind(cfg) {
         Ok(s) => s,
         Err(e) => return fail(e.to_string(), Kind::Usage),

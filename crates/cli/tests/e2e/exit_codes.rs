@@ -45,15 +45,15 @@ fn every_subcommand_exits_with_the_documented_code_for_each_failure_kind() {
     let d = t.path();
     let p = |name: &str| d.join(name).to_str().unwrap().to_string();
     // Fixtures: a shared key, a regular file (a path beneath it cannot be made), a source tree
-    // with a FIFO (an entry that cannot be copied), a bad scenario, an ed25519 key.
+    // whose file `a` meets a directory in the way at the destination (an entry that cannot be
+    // copied), a bad scenario, an ed25519 key.
     let key = p("key");
     assert_eq!(run(d, &["keygen".into(), key.clone()]).status.code(), Some(0));
     fs::write(d.join("file"), b"not a directory").unwrap();
     let under_file = |rest: &str| format!("{}/{rest}", p("file"));
     fs::create_dir(d.join("src")).unwrap();
     fs::write(d.join("src/a"), b"alpha").unwrap();
-    let fifo = Command::new("mkfifo").arg(d.join("src/fifo")).status().unwrap();
-    assert!(fifo.success(), "mkfifo (coreutils) is needed");
+    fs::create_dir_all(d.join("dst/a/in-the-way")).unwrap();
     fs::write(d.join("bad.toml"), "name = \"bad\"\n[[host]]\nname = 7\n").unwrap();
     fs::write(d.join("bad-inventory.toml"), "agents = 3\n").unwrap();
     let dead = format!("127.0.0.1:{}", closed_port());
@@ -62,7 +62,12 @@ fn every_subcommand_exits_with_the_documented_code_for_each_failure_kind() {
 
     let rows = [
         // cp: 1 some entries failed, 2 usage, 3 the session failed.
-        row("cp, a FIFO among the sources", &["cp", "--no-save", "-q", &p("src/"), &p("dst")], 1, "entries failed"),
+        row(
+            "cp, a directory in the way of a file",
+            &["cp", "--no-save", "-q", &p("src/"), &p("dst")],
+            1,
+            "entries failed",
+        ),
         row("cp, a missing source", &["cp", "--no-save", &p("nope"), &p("dst2")], 2, "no such file"),
         row("cp, a remote destination without a key", &["cp", "--no-save", &p("src"), "h:7878:x"], 2, "key"),
         row(

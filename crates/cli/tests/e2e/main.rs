@@ -15,6 +15,7 @@ mod faults;
 mod generate;
 mod lab;
 mod mesh;
+mod meta;
 mod metrics;
 mod report;
 mod rerun;

@@ -189,8 +189,114 @@ pub fn safe_mode(mode: u32) -> Mode {
 
 /// Apply mode and modification time to an open file or directory.
 pub fn set_meta(fd: &impl std::os::fd::AsFd, mode: u32, mtime: Time) -> io::Result<()> {
-    rfs::fchmod(fd, safe_mode(mode)).map_err(ioe)?;
+    set_meta_owned(fd, mode, mtime, (None, None))
+}
+
+/// The owner and group to apply to an entry (`-o`, `-g`), each `None` when not kept; already
+/// filtered to what this process may set ([`crate::copy::ids::Privileges::allowed`]).
+pub type Ids = (Option<u32>, Option<u32>);
+
+/// The permission bits to apply: set-user-ID and set-group-ID only when both the owner and the
+/// group were applied as the sender had them (rsync -a as root keeps them; a file that would
+/// otherwise become set-user-ID to whoever receives it never is).
+pub fn mode_bits(mode: u32, ids: Ids) -> Mode {
+    if ids.0.is_some() && ids.1.is_some() {
+        Mode::from_raw_mode(mode & 0o7777)
+    } else {
+        safe_mode(mode)
+    }
+}
+
+fn owner_ids(ids: Ids) -> (Option<rustix::fs::Uid>, Option<rustix::fs::Gid>) {
+    // -1 means "leave it" to chown(2): never passed on (the caller's ids exclude it).
+    (
+        ids.0.filter(|&u| u != u32::MAX).map(rustix::fs::Uid::from_raw_unchecked),
+        ids.1.filter(|&g| g != u32::MAX).map(rustix::fs::Gid::from_raw_unchecked),
+    )
+}
+
+/// Owner, then mode (chown clears set-user-ID bits, so it goes first), then modification time.
+pub fn set_meta_owned(fd: &impl std::os::fd::AsFd, mode: u32, mtime: Time, ids: Ids) -> io::Result<()> {
+    let (uid, gid) = owner_ids(ids);
+    if uid.is_some() || gid.is_some() {
+        rfs::fchown(fd, uid, gid).map_err(|e| io::Error::other(format!("setting the owner: {}", ioe(e))))?;
+    }
+    rfs::fchmod(fd, mode_bits(mode, ids)).map_err(ioe)?;
     rfs::futimens(fd, &timestamps(mtime)).map_err(ioe)
+}
+
+/// Set the owner of entry `name` in `parent` itself, never what a symlink points to.
+fn chown_entry(parent: &OwnedFd, name: &[u8], ids: Ids) -> io::Result<()> {
+    let (uid, gid) = owner_ids(ids);
+    if uid.is_none() && gid.is_none() {
+        return Ok(());
+    }
+    rfs::chownat(parent, name, uid, gid, AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| io::Error::other(format!("setting the owner: {}", ioe(e))))
+}
+
+/// Give existing regular file `name` in `parent` the owner and group `ids` where they differ
+/// (an up-to-date file on a rerun with `-o`/`-g`), then its mode again (`chown` clears
+/// set-user-ID bits). Nothing is done, and nothing opened, when they already match.
+pub fn fix_owner(parent: &OwnedFd, name: &[u8], mode: u32, ids: Ids) -> io::Result<()> {
+    if ids == (None, None) {
+        return Ok(());
+    }
+    let st = rfs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).map_err(ioe)?;
+    let differs = ids.0.is_some_and(|u| u != st.st_uid) || ids.1.is_some_and(|g| g != st.st_gid);
+    if !differs || rfs::FileType::from_raw_mode(st.st_mode) != rfs::FileType::RegularFile {
+        return Ok(());
+    }
+    // Opened without following a symlink and without blocking, and checked again, so that an
+    // entry swapped in since the stat (a link, a FIFO) is neither followed nor waited on.
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = rfs::openat(parent, name, flags, Mode::empty()).map_err(ioe)?;
+    if rfs::FileType::from_raw_mode(rfs::fstat(&fd).map_err(ioe)?.st_mode) != rfs::FileType::RegularFile {
+        return Ok(());
+    }
+    let (uid, gid) = owner_ids(ids);
+    rfs::fchown(&fd, uid, gid).map_err(ioe)?;
+    rfs::fchmod(&fd, mode_bits(mode, ids)).map_err(ioe)
+}
+
+/// A device, FIFO or socket node to create.
+#[derive(Debug, Clone, Copy)]
+pub struct Special {
+    /// What it is.
+    pub kind: linerate_proto::frame::SpecialKind,
+    /// Device number (major, minor), for a device.
+    pub rdev: (u32, u32),
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time.
+    pub mtime: Time,
+}
+
+/// Create device, FIFO or socket node `name` beneath `parent` (temp name, owner, mode, time, then
+/// rename into place, replacing what is there unless it is a directory).
+pub fn make_special(parent: &OwnedFd, tmp: &[u8], name: &[u8], sp: Special, ids: Ids) -> io::Result<()> {
+    use linerate_proto::frame::SpecialKind;
+    let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
+    let ft = match sp.kind {
+        SpecialKind::Fifo => rfs::FileType::Fifo,
+        SpecialKind::Socket => rfs::FileType::Socket,
+        SpecialKind::Char => rfs::FileType::CharacterDevice,
+        SpecialKind::Block => rfs::FileType::BlockDevice,
+    };
+    let dev = if sp.kind.is_device() { rfs::makedev(sp.rdev.0, sp.rdev.1) } else { 0 };
+    // Created owner-only: no one else can open it before its owner and mode are set.
+    rfs::mknodat(parent, tmp, ft, Mode::from_raw_mode(0o600), dev).map_err(ioe)?;
+    let r = chown_entry(parent, tmp, ids)
+        .and_then(|()| {
+            // `tmp` is the node just made (not a symlink): chmodat cannot be redirected by it.
+            rfs::chmodat(parent, tmp, mode_bits(sp.mode, ids), AtFlags::empty()).map_err(ioe)
+        })
+        .and_then(|()| rfs::utimensat(parent, tmp, &timestamps(sp.mtime), AtFlags::SYMLINK_NOFOLLOW).map_err(ioe))
+        .and_then(|()| rename_into_place(parent, tmp, name));
+    if r.is_err() {
+        remove(parent, tmp);
+    }
+    r
 }
 
 /// Move `tmp` to `name` within `parent`, replacing a file or symlink there.
@@ -214,12 +320,13 @@ pub fn remove(parent: &OwnedFd, tmp: &[u8]) {
     let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
 }
 
-/// Create symlink `name -> target` beneath `parent` atomically (temp name + rename), with its mtime.
-pub fn make_symlink(parent: &OwnedFd, tmp: &[u8], name: &[u8], target: &[u8], mtime: Time) -> io::Result<()> {
+/// Create symlink `name -> target` beneath `parent` atomically (temp name + rename), with its
+/// owner (`lchown`, with `-o`/`-g`) and mtime.
+pub fn make_symlink(parent: &OwnedFd, tmp: &[u8], name: &[u8], target: &[u8], mtime: Time, ids: Ids) -> io::Result<()> {
     let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
     rfs::symlinkat(target, parent, tmp).map_err(ioe)?;
-    let r = rfs::utimensat(parent, tmp, &timestamps(mtime), AtFlags::SYMLINK_NOFOLLOW)
-        .map_err(ioe)
+    let r = chown_entry(parent, tmp, ids)
+        .and_then(|()| rfs::utimensat(parent, tmp, &timestamps(mtime), AtFlags::SYMLINK_NOFOLLOW).map_err(ioe))
         .and_then(|()| rename_into_place(parent, tmp, name));
     if r.is_err() {
         remove(parent, tmp);

@@ -12,6 +12,7 @@ pub mod diff;
 pub mod digest;
 pub mod fill;
 pub mod fsx;
+pub mod ids;
 pub mod journal;
 pub mod mounts;
 pub mod pull;

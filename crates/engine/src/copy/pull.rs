@@ -216,6 +216,8 @@ pub fn pull(
                 dry_run: flags & linerate_proto::frame::FLAG_DRY_RUN != 0,
                 would_send: counts.would_send,
                 refused_files: counts.refused,
+                // The server walked: what it skipped without -D is not reported back.
+                skipped_specials: 0,
             })
         }
         Outcome::Aborted(a) => Err(match a.message.strip_prefix(crate::copy::recv::SENDER_ENDED) {

@@ -4,7 +4,7 @@
 //! a destination, [`crate::copy::workdir`]) is skipped.
 
 use crate::copy::fsx::Anchor;
-use linerate_proto::frame::Time;
+use linerate_proto::frame::{Owner, SpecialKind, Time};
 use std::fs::{self, Metadata};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -33,6 +33,8 @@ pub struct SrcFile {
     pub mode: u32,
     /// Modification time when walked.
     pub mtime: Time,
+    /// Owner when walked.
+    pub owner: Owner,
     /// Sync: chunk ranges `(first, count)` the receiver already holds (not sent again).
     pub have: Option<std::sync::Arc<[(u64, u64)]>>,
     /// Open `path` only beneath this directory, following no symlink (a server's pull).
@@ -68,6 +70,8 @@ pub enum Item {
         mode: u32,
         /// Modification time.
         mtime: Time,
+        /// Owner.
+        owner: Owner,
     },
     /// A symlink, sent as its target text.
     Link {
@@ -79,9 +83,30 @@ pub enum Item {
         target: Vec<u8>,
         /// Modification time of the link.
         mtime: Time,
+        /// Owner of the link itself.
+        owner: Owner,
     },
     /// A regular file.
     File(SrcFile),
+    /// A device, FIFO or socket: sent only with `-D` (`FLAG_DEVICES`), else counted as skipped.
+    Special {
+        /// Parent directory id.
+        parent: u64,
+        /// Name.
+        name: Vec<u8>,
+        /// Where it is (for messages).
+        path: PathBuf,
+        /// What it is.
+        kind: SpecialKind,
+        /// Device number (major, minor); zeros for a FIFO or socket.
+        rdev: (u32, u32),
+        /// Permission bits.
+        mode: u32,
+        /// Modification time.
+        mtime: Time,
+        /// Owner.
+        owner: Owner,
+    },
     /// Every name in directory `dir` (only with [`walk_listing`]), after its last entry; not sent
     /// for a directory that could not be listed completely.
     Listing {
@@ -248,6 +273,7 @@ fn entry(
     let ft = m.file_type();
     let mtime = mtime_of(m);
     let mode = m.permissions().mode() & 0o7777;
+    let owner = Owner { uid: m.uid(), gid: m.gid() };
     if ft.is_dir() {
         // The receiver refuses a directory nested deeper than this below the destination
         // (linerate_proto::track): reported once here, its subtree not sent, the rest copied.
@@ -269,10 +295,10 @@ fn entry(
         let id = *next_dir;
         *next_dir += 1;
         stack.push((rd, id, path.to_path_buf()));
-        emit(Item::Dir { id, parent, name, mode, mtime })
+        emit(Item::Dir { id, parent, name, mode, mtime, owner })
     } else if ft.is_symlink() {
         match read_link(path, beneath) {
-            Ok(target) => emit(Item::Link { parent, name, target, mtime }),
+            Ok(target) => emit(Item::Link { parent, name, target, mtime, owner }),
             Err(e) => {
                 error(format!("{}: {e}", shown(path)));
                 true
@@ -283,11 +309,32 @@ fn entry(
         *next_file += 1;
         let path = path.to_path_buf();
         let beneath = beneath.cloned();
-        emit(Item::File(SrcFile { id, parent, name, path, size: m.len(), mode, mtime, have: None, beneath }))
+        emit(Item::File(SrcFile { id, parent, name, path, size: m.len(), mode, mtime, owner, have: None, beneath }))
+    } else if let Some(kind) = special_kind(&ft) {
+        let dev = m.rdev() as rustix::fs::Dev;
+        let rdev = if kind.is_device() { (rustix::fs::major(dev), rustix::fs::minor(dev)) } else { (0, 0) };
+        let path = path.to_path_buf();
+        emit(Item::Special { parent, name, path, kind, rdev, mode, mtime, owner })
     } else {
         error(format!("{}: not a regular file, directory or symlink; skipped", shown(path)));
         true
     }
+}
+
+/// The kind of a device, FIFO or socket.
+fn special_kind(ft: &std::fs::FileType) -> Option<SpecialKind> {
+    use std::os::unix::fs::FileTypeExt;
+    Some(if ft.is_fifo() {
+        SpecialKind::Fifo
+    } else if ft.is_socket() {
+        SpecialKind::Socket
+    } else if ft.is_char_device() {
+        SpecialKind::Char
+    } else if ft.is_block_device() {
+        SpecialKind::Block
+    } else {
+        return None;
+    })
 }
 
 #[cfg(test)]

@@ -37,13 +37,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn dir(id: u64, parent: u64, name: &[u8]) -> Frame<'_> {
-    Frame::Dir(DirEntry { id, parent, name, mode: 0o755, mtime: T0 })
+    Frame::Dir(DirEntry { id, parent, name, mode: 0o755, mtime: T0, owner: Default::default() })
 }
 fn file(id: u64, parent: u64, name: &[u8], size: u64) -> Frame<'_> {
-    Frame::FileStart(FileStart { id, parent, name, size, mode: 0o644, mtime: T0 })
+    Frame::FileStart(FileStart { id, parent, name, size, mode: 0o644, mtime: T0, owner: Default::default() })
 }
 fn link<'a>(parent: u64, name: &'a [u8], target: &'a [u8]) -> Frame<'a> {
-    Frame::Link(LinkEntry { parent, name, target, mtime: T0 })
+    Frame::Link(LinkEntry { parent, name, target, mtime: T0, owner: Default::default() })
 }
 fn chunk(file: u64, offset: u64, data: &[u8]) -> Frame<'_> {
     Frame::Chunk(Chunk { file, offset, data })
@@ -271,16 +271,25 @@ fn the_destination_root_keeps_its_mode_and_time_and_setuid_is_never_applied() {
     fs::File::open(&fx.root).unwrap().set_modified(stamp).unwrap();
     let before = fs::metadata(&fx.root).unwrap();
     // Directory 0 is the destination: it cannot be declared again, nor reached by name.
-    let wide = Frame::Dir(DirEntry { id: 0, parent: 0, name: b"x", mode: 0o777, mtime: T0 });
+    let wide = Frame::Dir(DirEntry { id: 0, parent: 0, name: b"x", mode: 0o777, mtime: T0, owner: Default::default() });
     assert_fatal(&fx, &[wide], ErrorCode::Protocol, "directory id 0 declared twice");
-    let dot = Frame::Dir(DirEntry { id: 1, parent: 0, name: b".", mode: 0o777, mtime: T0 });
+    let dot = Frame::Dir(DirEntry { id: 1, parent: 0, name: b".", mode: 0o777, mtime: T0, owner: Default::default() });
     assert_fatal(&fx, &[dot], ErrorCode::BadName, "'.' or '..'");
     let after = fs::metadata(&fx.root).unwrap();
     assert_eq!((after.mode(), after.mtime()), (before.mode(), before.mtime()));
     // A legitimate entry changes the root's mtime (the kernel does) but never its mode, and
     // set-user-ID / set-group-ID bits from a peer are dropped.
-    let suid = Frame::FileStart(FileStart { id: 1, parent: 0, name: b"suid", size: 1, mode: 0o6755, mtime: T0 });
-    let sdir = Frame::Dir(DirEntry { id: 1, parent: 0, name: b"sgid", mode: 0o2777, mtime: T0 });
+    let suid = Frame::FileStart(FileStart {
+        id: 1,
+        parent: 0,
+        name: b"suid",
+        size: 1,
+        mode: 0o6755,
+        mtime: T0,
+        owner: Default::default(),
+    });
+    let sdir =
+        Frame::Dir(DirEntry { id: 1, parent: 0, name: b"sgid", mode: 0o2777, mtime: T0, owner: Default::default() });
     let v = one_session(&fx, &[suid, chunk(1, 0, b"x"), end(1, 1), sdir]);
     let (s, errors) = summary(v);
     assert_eq!((s.files, s.dirs, s.errors), (1, 1, 0), "{errors:?}");
@@ -1501,12 +1510,19 @@ fn evil_pull_server(secret: &linerate_engine::auth::secret::Secret, evil: EvilPu
                         size: 2 * u64::from(CS) + 1,
                         mode: 0o666,
                         mtime: T0,
+                        owner: Default::default(),
                     };
                     let _ = sec.tx.send_frames(&[Frame::Offer(Offer { file: big, digest: None })]);
                 }
                 EvilPull::DirModeBeside => {
-                    let evil_dir =
-                        Frame::Dir(DirEntry { id: 2, parent: 0, name: b"victimdir", mode: 0o777, mtime: T0 });
+                    let evil_dir = Frame::Dir(DirEntry {
+                        id: 2,
+                        parent: 0,
+                        name: b"victimdir",
+                        mode: 0o777,
+                        mtime: T0,
+                        owner: Default::default(),
+                    });
                     let _ = d.send_frames(&[tree, evil_dir]);
                 }
                 EvilPull::DeleteBeside => {
@@ -1666,7 +1682,7 @@ fn two_files_of_one_name_in_one_session_are_refused_before_either_lands() {
     c.open_streams();
     let offer = |id| {
         Frame::Offer(Offer {
-            file: FileStart { id, parent: 0, name: b"y", size: big, mode: 0o644, mtime: T0 },
+            file: FileStart { id, parent: 0, name: b"y", size: big, mode: 0o644, mtime: T0, owner: Default::default() },
             digest: None,
         })
     };

@@ -245,6 +245,9 @@ pub enum ReceiverEvent<'a> {
     Finish(Finish),
     /// The sender ended the session.
     Fatal(Fatal<'a>),
+    /// The name of a user or group id used by the offers that follow (checked by
+    /// [`crate::owner::IdMap::name`]).
+    IdName(crate::frame::IdName<'a>),
 }
 
 /// How long the streams may take to end after `Finish`, and a frame to wait for an entry
@@ -356,6 +359,7 @@ impl ReceiverControl {
                 Ok(ReceiverEvent::Finish(fin))
             }
             Frame::Fatal(f) => Ok(ReceiverEvent::Fatal(f)),
+            Frame::IdName(n) if self.flags & FLAG_SYNC != 0 => Ok(ReceiverEvent::IdName(n)),
             other => Err(ProtoError::Violation(format!("frame {other:?} is not allowed on the control stream now"))),
         }
     }
@@ -463,7 +467,15 @@ mod tests {
     fn entries_or_requests_on_the_senders_control_stream_are_refused() {
         let t0 = Instant::now();
         let mut s = SenderControl::new(FLAG_SYNC, CS, T, t0);
-        let f = FileStart { id: 1, parent: 0, name: b"pushed", size: 4, mode: 0o644, mtime: Time::default() };
+        let f = FileStart {
+            id: 1,
+            parent: 0,
+            name: b"pushed",
+            size: 4,
+            mode: 0o644,
+            mtime: Time::default(),
+            owner: Default::default(),
+        };
         assert!(s.handle_frame(Frame::FileStart(f), t0).unwrap_err().to_string().contains("unexpected FileStart"));
         assert!(s.handle_frame(Frame::Target { dest_is_dir: true }, t0).is_err());
         let fatal = Fatal { code: 3, message: b"disk full" };
@@ -552,7 +564,15 @@ mod tests {
         let sizes = [10u64, 3 * u64::from(CS), 0];
         let mut record = Vec::new();
         for (i, &size) in sizes.iter().enumerate() {
-            let file = FileStart { id: i as u64, parent: 0, name: b"f", size, mode: 0o644, mtime: Time::default() };
+            let file = FileStart {
+                id: i as u64,
+                parent: 0,
+                name: b"f",
+                size,
+                mode: 0o644,
+                mtime: Time::default(),
+                owner: Default::default(),
+            };
             tx.offered(i as u64, size, at(1));
             Frame::Offer(Offer { file, digest: None }).encode(&mut record);
         }
@@ -599,7 +619,15 @@ mod tests {
     #[test]
     fn the_receivers_control_stream_takes_only_what_the_request_allows() {
         let t0 = Instant::now();
-        let f = FileStart { id: 1, parent: 0, name: b"f", size: 4, mode: 0o644, mtime: Time::default() };
+        let f = FileStart {
+            id: 1,
+            parent: 0,
+            name: b"f",
+            size: 4,
+            mode: 0o644,
+            mtime: Time::default(),
+            owner: Default::default(),
+        };
         let offer = Frame::Offer(Offer { file: f.clone(), digest: None });
         let keep = |dir| Frame::Keep(Keep { dir, last: true, names: Names::default() });
         let mut plain = ReceiverControl::new(0, 1, Duration::from_secs(1), t0);

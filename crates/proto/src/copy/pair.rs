@@ -97,7 +97,15 @@ impl Pair {
     }
 
     fn offer(&mut self, id: u64, size: u64) {
-        let f = FileStart { id, parent: 0, name: b"f", size, mode: 0o644, mtime: Time::default() };
+        let f = FileStart {
+            id,
+            parent: 0,
+            name: b"f",
+            size,
+            mode: 0o644,
+            mtime: Time::default(),
+            owner: Default::default(),
+        };
         self.tx.offer(f, None, self.now).unwrap();
     }
 
@@ -160,6 +168,7 @@ impl Pair {
                     ReceiverEvent::Keep(k) => self.rx_events.push((at, format!("Keep {} {}", k.dir, k.names.len()))),
                     ReceiverEvent::Finish(f) => self.rx_events.push((at, format!("Finish {}", f.files))),
                     ReceiverEvent::Fatal(f) => self.rx_events.push((at, format!("Fatal {}", f.code))),
+                    ReceiverEvent::IdName(n) => self.rx_events.push((at, format!("IdName {}", n.id))),
                 }
             }
             self.rx.end_record()
@@ -268,7 +277,15 @@ fn a_full_batch_or_a_full_window_goes_out_at_once() {
     let name = vec![b'n'; 255];
     let mut id = 0;
     while p.tx_sent.is_empty() {
-        let f = FileStart { id, parent: 0, name: &name, size: 1, mode: 0o644, mtime: Time::default() };
+        let f = FileStart {
+            id,
+            parent: 0,
+            name: &name,
+            size: 1,
+            mode: 0o644,
+            mtime: Time::default(),
+            owner: Default::default(),
+        };
         p.tx.offer(f, None, p.now).unwrap();
         id += 1;
         p.step();
@@ -285,7 +302,19 @@ fn a_full_batch_or_a_full_window_goes_out_at_once() {
     assert!(!p.tx.can_offer(), "the window is full");
     assert!(p
         .tx
-        .offer(FileStart { id: 9999, parent: 0, name: b"x", size: 1, mode: 0, mtime: Time::default() }, None, p.now)
+        .offer(
+            FileStart {
+                id: 9999,
+                parent: 0,
+                name: b"x",
+                size: 1,
+                mode: 0,
+                mtime: Time::default(),
+                owner: Default::default()
+            },
+            None,
+            p.now
+        )
         .is_err());
     p.step();
     assert_eq!(p.tx_sent.iter().map(|s| s.frames.len()).sum::<usize>(), OFFER_WINDOW);
@@ -475,7 +504,15 @@ fn the_receiver_answers_each_record_in_order_and_completely() {
     let now = Instant::now();
     let mut rec = Vec::new();
     for id in [4, 2] {
-        let file = FileStart { id, parent: 0, name: b"f", size: 1, mode: 0, mtime: Time::default() };
+        let file = FileStart {
+            id,
+            parent: 0,
+            name: b"f",
+            size: 1,
+            mode: 0,
+            mtime: Time::default(),
+            owner: Default::default(),
+        };
         Frame::Offer(frame::Offer { file, digest: None }).encode(&mut rec);
     }
     for f in frame::frames(&rec) {

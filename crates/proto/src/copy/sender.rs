@@ -158,6 +158,15 @@ impl Sender {
         Ok(())
     }
 
+    /// Name a user or group id (`IdName`) ahead of the offer that uses it: the control stream
+    /// keeps the order, so the receiver knows the name when the offer arrives. Only while the walk
+    /// offers (ignored after).
+    pub fn name_id(&mut self, n: crate::frame::IdName<'_>, now: Instant) {
+        if self.walking && !self.closing {
+            self.push(Frame::IdName(n), now);
+        }
+    }
+
     /// List directory `dir` for `--delete` (in frames of at most a quarter of the cap's names).
     pub fn keep<N: AsRef<[u8]>>(&mut self, dir: u64, names: &[N], now: Instant) {
         let mut scratch = Vec::new();

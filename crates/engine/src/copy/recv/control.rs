@@ -29,10 +29,20 @@ impl RecvSession {
         // add a third to the receiver's peak memory for a tree of many directories.
         let mut meta_errors = Vec::new();
         for id in st.tracker.dirs_deepest_first() {
-            let Some((mode, mtime)) = st.tracker.dir_info(id).map(|d| (d.mode, d.mtime)) else { continue };
+            let Some((mode, mtime, owner)) = st.tracker.dir_info(id).map(|d| (d.mode, d.mtime, d.owner)) else {
+                continue;
+            };
+            // The target (0) keeps its own owner; its mode is 0 here and is not applied either.
+            let ids = if id == 0 { (None, None) } else { self.ids_for(st, owner) };
             // A directory that could not be created was reported then; skip it here.
             if let Ok(fd) = st.dirs.get(id, &st.tracker) {
-                let r = fsx::set_meta(&*fd, mode, mtime).and_then(|()| if sync { fsx::sync_dir(&fd) } else { Ok(()) });
+                let r = fsx::set_meta_owned(&*fd, mode, mtime, ids).and_then(|()| {
+                    if sync {
+                        fsx::sync_dir(&fd)
+                    } else {
+                        Ok(())
+                    }
+                });
                 if let Err(e) = r {
                     meta_errors.push((st.tracker.dir_path(id), e.to_string()));
                 }
@@ -164,6 +174,7 @@ impl RecvSession {
                     self.on_offer(&o)?
                 }
                 ReceiverEvent::Keep(k) => self.on_keep(&k)?,
+                ReceiverEvent::IdName(n) => self.on_id_name(&n)?,
                 ReceiverEvent::Finish(x) => fin = Some(x),
                 ReceiverEvent::Fatal(f) => {
                     // The sender gave up (a pull's server, or a client its user interrupted); say
@@ -180,16 +191,17 @@ impl RecvSession {
     /// A file offered in a sync session: decide what of it to fetch, and get ready to receive it.
     pub(super) fn on_offer(&self, o: &Offer<'_>) -> Result<(), Abort> {
         let s = &o.file;
-        let (parent, path, fresh) = self.until_from(true, |st| {
+        let (parent, path, fresh, ids) = self.until_from(true, |st| {
             Ok(match st.tracker.file_start(s)? {
                 Step::Accepted => {
                     st.open.insert(s.id, Slot::Creating);
                     let fresh = st.dirs.is_fresh(s.parent);
+                    let ids = self.ids_for(st, s.owner);
                     let parent = match Self::admit(s.name) {
                         Ok(()) => st.dirs.get(s.parent, &st.tracker),
                         Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
                     };
-                    Some((parent, Self::entry_path(st, s.parent, s.name), fresh))
+                    Some((parent, Self::entry_path(st, s.parent, s.name), fresh, ids))
                 }
                 _ => None,
             })
@@ -205,6 +217,10 @@ impl RecvSession {
             };
             // In a directory this session created there is nothing to compare with.
             if !fresh && self.up_to_date(&parent, s, o.digest) {
+                // Up to date but owned by someone else (rsync -a fixes that on a rerun too).
+                if !dry {
+                    fsx::fix_owner(&parent, s.name, s.mode, ids).map_err(|e| format!("cannot set owner: {e}"))?;
+                }
                 return Ok((WANT_NONE, Vec::new(), None));
             }
             let src = journal::Source { path: &path, size: s.size, mtime: s.mtime, chunk };
@@ -241,6 +257,7 @@ impl RecvSession {
                 tmp,
                 mode: s.mode,
                 mtime: s.mtime,
+                ids,
             };
             Ok((if have.is_empty() { WANT_ALL } else { WANT_MISSING }, have, Some(of)))
         })();

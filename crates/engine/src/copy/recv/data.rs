@@ -6,7 +6,8 @@ use crate::copy::fsx::{self};
 use crate::copy::mounts::Exhausted;
 use crate::usage::{self};
 use linerate_proto::frame::{
-    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_VERIFY,
+    Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, SpecialEntry, FLAG_DRY_RUN, FLAG_FSYNC,
+    FLAG_VERIFY,
 };
 use linerate_proto::track::{Completion, Step};
 use linerate_proto::{frame, ErrorCode, ProtoError};
@@ -58,6 +59,11 @@ impl RecvSession {
                         s.name = self.local_name(s.parent, s.name);
                         self.on_file_start(&s)?
                     }
+                    Frame::Special(mut s) => {
+                        s.name = self.local_name(s.parent, s.name);
+                        self.on_special(&s)?
+                    }
+                    Frame::IdName(n) => self.on_id_name(&n)?,
                     Frame::Chunk(c) => self.on_chunk(&c)?,
                     Frame::FileEnd(e) => self.on_file_end(&e)?,
                     Frame::FileAbort(a) => self.on_file_abort(&a)?,
@@ -124,14 +130,14 @@ impl RecvSession {
     }
 
     pub(super) fn on_link(&self, l: &LinkEntry) -> Result<(), Abort> {
-        let (parent, path) = self.until(|st| {
+        let (parent, path, ids) = self.until(|st| {
             Ok(match st.tracker.link(l)? {
                 Step::Accepted => {
                     let parent = match Self::admit(l.name) {
                         Ok(()) => st.dirs.get(l.parent, &st.tracker),
                         Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
                     };
-                    Some((parent, Self::entry_path(st, l.parent, l.name)))
+                    Some((parent, Self::entry_path(st, l.parent, l.name), self.ids_for(st, l.owner)))
                 }
                 _ => None,
             })
@@ -141,7 +147,7 @@ impl RecvSession {
         }
         let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
         let made = match parent {
-            Ok(p) => fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime).map_err(|e| (Some(p), e)),
+            Ok(p) => fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime, ids).map_err(|e| (Some(p), e)),
             Err(e) => Err((None, e)),
         };
         match made {
@@ -153,8 +159,40 @@ impl RecvSession {
         Ok(())
     }
 
+    /// A device, FIFO or socket (`-D`): made under a temporary name with its owner, mode and time,
+    /// then renamed into place. Not counted in the summary's files or links.
+    pub(super) fn on_special(&self, s: &SpecialEntry) -> Result<(), Abort> {
+        let (parent, path, ids) = self.until(|st| {
+            Ok(match st.tracker.special(s)? {
+                Step::Accepted => {
+                    let parent = match Self::admit(s.name) {
+                        Ok(()) => st.dirs.get(s.parent, &st.tracker),
+                        Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
+                    };
+                    Some((parent, Self::entry_path(st, s.parent, s.name), self.ids_for(st, s.owner)))
+                }
+                _ => None,
+            })
+        })?;
+        // Only root makes devices; rsync's receiver of another user skips them silently too.
+        if self.has(FLAG_DRY_RUN) || (s.kind.is_device() && !self.privileges.root) {
+            return Ok(());
+        }
+        let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
+        let sp = fsx::Special { kind: s.kind, rdev: (s.major, s.minor), mode: s.mode, mtime: s.mtime };
+        let made = match parent {
+            Ok(p) => fsx::make_special(&p, &tmp, s.name, sp, ids).map_err(|e| (Some(p), e)),
+            Err(e) => Err((None, e)),
+        };
+        if let Err((dir, e)) = made {
+            let what = if s.kind.is_device() { "cannot create device" } else { "cannot create special file" };
+            self.entry_failed(dir.as_deref(), s.parent, &path, what, &e)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn on_file_start(&self, s: &FileStart) -> Result<(), Abort> {
-        let (parent, path) = self.until(|st| {
+        let (parent, path, ids) = self.until(|st| {
             Ok(match st.tracker.file_start(s)? {
                 Step::Accepted => {
                     st.open.insert(s.id, Slot::Creating);
@@ -162,7 +200,7 @@ impl RecvSession {
                         Ok(()) => st.dirs.get(s.parent, &st.tracker),
                         Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
                     };
-                    Some((parent, Self::entry_path(st, s.parent, s.name)))
+                    Some((parent, Self::entry_path(st, s.parent, s.name), self.ids_for(st, s.owner)))
                 }
                 _ => None,
             })
@@ -191,6 +229,7 @@ impl RecvSession {
                     tmp,
                     mode: s.mode,
                     mtime: s.mtime,
+                    ids,
                 };
                 st.open.insert(s.id, Slot::Ready(Arc::new(of)));
             }
@@ -332,10 +371,11 @@ impl RecvSession {
                 }
             }
             // Every chunk was checked for offset and exact length and written, so the size is right.
-            if of.journal.is_none() && fsx::created_with(of.mode) {
+            if of.journal.is_none() && of.ids == (None, None) && fsx::created_with(of.mode) {
                 fsx::set_mtime(&of.inc.file, of.mtime).map_err(|e| io("setting the modification time", e))?;
             } else {
-                fsx::set_meta(&of.inc.file, of.mode, of.mtime).map_err(|e| io("setting mode and time", e))?;
+                fsx::set_meta_owned(&of.inc.file, of.mode, of.mtime, of.ids)
+                    .map_err(|e| io("setting owner, mode and time", e))?;
             }
             if self.p.flags & FLAG_FSYNC != 0 {
                 of.inc.file.sync_all().map_err(|e| io("fsync", e))?;

@@ -82,6 +82,8 @@ struct OpenFile {
     tmp: Vec<u8>,
     mode: u32,
     mtime: Time,
+    /// The owner and group to apply before it is renamed into place (`-o`, `-g`).
+    ids: fsx::Ids,
 }
 
 enum Slot {
@@ -100,6 +102,8 @@ struct State {
     keeps: HashMap<u64, Option<HashSet<Box<[u8]>>>>,
     /// Keys of the partial files this session used ([`workdir::key`]).
     offered: HashSet<String>,
+    /// The sender's user and group ids mapped to this machine's (`-o`, `-g`).
+    ids: linerate_proto::owner::IdMap,
 }
 
 /// The destination's working directory, looked for at most once and made at most once.
@@ -210,6 +214,8 @@ pub struct RecvSession {
     on_error: Option<crate::copy::send::ErrorSink>,
     /// Paces what the data streams receive (a server's cap or fair share, a pull's --bwlimit).
     pace: OnceLock<SessionRate>,
+    /// Which owners and groups this process may apply.
+    privileges: crate::copy::ids::Privileges,
 }
 
 /// The answer to an offer: verdict, chunk ranges held, and the file to write (none when nothing
@@ -275,7 +281,9 @@ impl RecvSession {
                 tracker: match &p.pull_of {
                     Some(pull) => Tracker::for_pull(p.chunk_size, &pull.local),
                     None => Tracker::new(p.chunk_size),
-                },
+                }
+                .with_specials(p.flags & linerate_proto::frame::FLAG_DEVICES != 0),
+                ids: linerate_proto::owner::IdMap::new(p.flags),
                 dirs: {
                     let mut dirs = DirCache::new(dest.dir);
                     if dest.absent {
@@ -302,7 +310,25 @@ impl RecvSession {
             list,
             on_error,
             pace: OnceLock::new(),
+            privileges: crate::copy::ids::Privileges::of_process(),
         })
+    }
+
+    /// The owner and group to apply for the sender's `owner`: mapped by name, then limited to what
+    /// this process may set (owners as root, groups as root or a member).
+    fn ids_for(&self, st: &State, owner: linerate_proto::frame::Owner) -> fsx::Ids {
+        self.privileges.allowed(st.ids.local(owner))
+    }
+
+    /// An `IdName` from the sender: map the name to this machine's id (the number when unknown).
+    fn on_id_name(&self, n: &linerate_proto::frame::IdName<'_>) -> Result<(), Abort> {
+        use crate::copy::ids;
+        use linerate_proto::frame::IdKind;
+        self.lock().ids.name(n, |kind, name| match kind {
+            IdKind::User => ids::user_id(name),
+            IdKind::Group => ids::group_id(name),
+        })?;
+        Ok(())
     }
 
     /// A record arrived: with frames it is progress; a keepalive ends the session once nothing

@@ -7,7 +7,8 @@ use crate::net::conn::{self};
 use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
 use linerate_proto::frame::{
-    Finish, Placement, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY,
+    Finish, Placement, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DEVICES, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_GROUP,
+    FLAG_NUMERIC_IDS, FLAG_OWNER, FLAG_SYNC, FLAG_VERIFY,
 };
 use linerate_proto::hello::Suite;
 use std::net::SocketAddr;
@@ -71,6 +72,16 @@ pub struct CopyConfig {
     /// Where the sources land relative to `dest`. `new` leaves `cp -r`'s rule ([`Placement::Cp`]);
     /// `linerate cp` asks for the rsync rule's choice ([`placement`]).
     pub placement: Placement,
+    /// Keep owners (`-o`): the receiver applies them as root.
+    pub owner: bool,
+    /// Keep groups (`-g`).
+    pub group: bool,
+    /// Owners and groups by number, not by name (`--numeric-ids`).
+    pub numeric_ids: bool,
+    /// Send character and block devices (`--devices`, part of `-D`).
+    pub devices: bool,
+    /// Send FIFOs and sockets (`--specials`, part of `-D`).
+    pub specials: bool,
 }
 
 /// Where a push's sources land, by the rsync rule for sources, so that running the same command
@@ -142,6 +153,11 @@ impl CopyConfig {
             pace: SessionRate::unlimited(),
             placement: Placement::Cp,
             peer: "server",
+            owner: false,
+            group: false,
+            numeric_ids: false,
+            devices: false,
+            specials: false,
             dest,
             sources,
         }
@@ -157,6 +173,10 @@ impl CopyConfig {
             (self.sync && self.checksum, FLAG_CHECKSUM),
             (self.sync && self.delete, FLAG_DELETE),
             (self.sync && self.dry_run, FLAG_DRY_RUN),
+            (self.owner, FLAG_OWNER),
+            (self.group, FLAG_GROUP),
+            ((self.owner || self.group) && self.numeric_ids, FLAG_NUMERIC_IDS),
+            (self.devices || self.specials, FLAG_DEVICES),
         ] {
             if on {
                 f |= bit;
@@ -268,6 +288,9 @@ pub struct CopyReport {
     /// Files the receiver would not take, so not sent: beneath a directory it could not create
     /// (reported once, for the directory) or failing themselves (each reported).
     pub refused_files: u64,
+    /// Devices, FIFOs and sockets found and not sent (no `-D`), as rsync's "skipping non-regular
+    /// file".
+    pub skipped_specials: u64,
 }
 
 impl CopyReport {
@@ -309,6 +332,23 @@ pub struct SendOpts {
     pub peer: &'static str,
     /// Paces what the data streams send.
     pub pace: SessionRate,
+    /// Which special files are sent when the session has `FLAG_DEVICES`.
+    pub kinds: SpecialKinds,
+}
+
+/// Which non-regular files a sender sends with `FLAG_DEVICES` (rsync's `--devices` and
+/// `--specials`, which `-D` sets both of).
+#[derive(Debug, Clone, Copy)]
+pub struct SpecialKinds {
+    /// Character and block devices.
+    pub devices: bool,
+    /// FIFOs and sockets.
+    pub specials: bool,
+}
+
+impl SpecialKinds {
+    /// Both kinds (a server sending for a pull with `FLAG_DEVICES`).
+    pub const ALL: SpecialKinds = SpecialKinds { devices: true, specials: true };
 }
 
 impl SendOpts {
@@ -323,6 +363,7 @@ impl SendOpts {
             list: cfg.list.clone(),
             peer: cfg.peer,
             pace: if cfg.pace.is_limited() { cfg.pace.clone() } else { SessionRate::fixed(cfg.bwlimit) },
+            kinds: SpecialKinds { devices: cfg.devices, specials: cfg.specials },
         }
     }
     pub(super) fn has(&self, flag: u32) -> bool {
@@ -351,6 +392,8 @@ pub struct Sent {
     pub would_send: (u64, u64),
     /// Files the receiver refused ([`CopyReport::refused_files`]).
     pub refused_files: u64,
+    /// Devices, FIFOs and sockets not sent (no `-D`).
+    pub skipped_specials: u64,
 }
 
 /// What one stream is assumed to keep in flight per round trip: this host's `tcp_rmem` and

@@ -4,6 +4,7 @@
 
 mod config;
 mod offers;
+mod owners;
 mod reader;
 mod session;
 mod stream;
@@ -11,7 +12,7 @@ mod stream;
 pub(crate) use config::streams_for;
 pub use config::{
     names_contents, placement, streams_for_path, CopyConfig, CopyReport, ErrorSink, FileFn, FileHook, ListSink,
-    Progress, SendOpts, Sent, KEEPALIVE, PATH_TARGET_BPS, STALL_TIMEOUT, SUMMARY_WAIT,
+    Progress, SendOpts, Sent, SpecialKinds, KEEPALIVE, PATH_TARGET_BPS, STALL_TIMEOUT, SUMMARY_WAIT,
 };
 use session::*;
 use stream::*;
@@ -46,6 +47,8 @@ struct Totals {
     would_files: AtomicU64,
     would_bytes: AtomicU64,
     refused_files: AtomicU64,
+    /// Devices, FIFOs and sockets not sent (no `-D`).
+    skipped_specials: AtomicU64,
 }
 
 impl Totals {
@@ -71,6 +74,7 @@ impl Totals {
             deleted: self.deleted.load(Relaxed),
             would_send: (self.would_files.load(Relaxed), self.would_bytes.load(Relaxed)),
             refused_files: self.refused_files.load(Relaxed),
+            skipped_specials: self.skipped_specials.load(Relaxed),
         }
     }
 }
@@ -89,6 +93,10 @@ struct Ctx {
     pace: SessionRate,
     /// What messages call the receiver ([`SendOpts::peer`]).
     peer: &'static str,
+    /// Owners and their names (`-o`, `-g`).
+    owners: owners::Owners,
+    /// Which devices, FIFOs and sockets are sent (`-D`); none without `FLAG_DEVICES`.
+    kinds: SpecialKinds,
 }
 
 impl Ctx {
@@ -146,6 +154,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         dry_run: cfg.sync && cfg.dry_run,
         would_send: sent.would_send,
         refused_files: sent.refused_files,
+        skipped_specials: sent.skipped_specials,
     })
 }
 

@@ -57,6 +57,12 @@ pub(super) fn spawn_walker(roots: Vec<Root>, ctx: &Arc<Ctx>, walked: Chan<Walked
                         walked.send(Walked::Offer(f, digest)).is_ok()
                     }
                     Item::Listing { dir, names } => walked.send(Walked::Keep(dir, names)).is_ok(),
+                    Item::Special { kind, .. }
+                        if !(if kind.is_device() { ctx.kinds.devices } else { ctx.kinds.specials }) =>
+                    {
+                        ctx.totals.skipped_specials.fetch_add(1, Relaxed);
+                        true
+                    }
                     item => ctx.queue.push(item),
                 }
             },

@@ -122,6 +122,12 @@ pub(super) fn shared_state(o: &SendOpts, progress: Arc<Progress>, on_error: Erro
         on_error,
         pace: o.pace.clone(),
         peer: o.peer,
+        owners: owners::Owners::new(o.flags),
+        kinds: if o.has(linerate_proto::frame::FLAG_DEVICES) {
+            o.kinds
+        } else {
+            SpecialKinds { devices: false, specials: false }
+        },
     })
 }
 
@@ -172,6 +178,8 @@ struct Driver<'a> {
     ctl_sock: Option<TcpStream>,
     /// Offered files by id, to queue when their `Want` comes.
     files: HashMap<u64, SrcFile>,
+    /// Ids named on the control stream so far.
+    named: owners::Named,
     dry: bool,
     list: Option<ListSink>,
     ended: Ended,
@@ -272,8 +280,21 @@ impl Driver<'_> {
         let now = Instant::now();
         match w {
             Walked::Offer(f, digest) => {
-                let start =
-                    FileStart { id: f.id, parent: f.parent, name: &f.name, size: f.size, mode: f.mode, mtime: f.mtime };
+                let m = &mut self.m;
+                self.ctx.owners.name(f.owner, &mut self.named, |n| {
+                    if let Frame::IdName(n) = n {
+                        m.name_id(n, now);
+                    }
+                });
+                let start = FileStart {
+                    id: f.id,
+                    parent: f.parent,
+                    name: &f.name,
+                    size: f.size,
+                    mode: f.mode,
+                    mtime: f.mtime,
+                    owner: self.ctx.owners.wire(f.owner),
+                };
                 if self.m.offer(start, digest, now).is_ok() {
                     self.files.insert(f.id, f);
                 }
@@ -469,6 +490,7 @@ pub(super) fn send_session(
         data_socks,
         ctl_sock: ctl_sock.as_ref().and_then(|s| s.try_clone().ok()),
         files: HashMap::new(),
+        named: owners::Named::new(),
         dry: o.has(FLAG_DRY_RUN),
         list: o.list.clone(),
         ended: Ended { stream_err: None, stalled: false, write_stalled: false, peer: None, fin: None },

@@ -10,7 +10,7 @@ use crate::copy::walk::{self, shown, Item, SrcFile};
 use crate::net::conn::BATCH_TARGET;
 use crate::EngineError;
 use linerate_proto::caps::RECORD_OVERHEAD;
-use linerate_proto::frame::{self, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry};
+use linerate_proto::frame::{self, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, SpecialEntry};
 use linerate_proto::record::HEADER_LEN;
 use linerate_proto::ErrorCode;
 use std::fs::File;
@@ -53,6 +53,8 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
     let cap = ctx.chunk as usize + RECORD_OVERHEAD;
     let mut buf = Vec::with_capacity(cap + 64);
     reset(&mut buf);
+    // Ids named on this stream: an entry's owner is named on its own stream, before it.
+    let mut named = super::owners::Named::new();
     loop {
         let work = match ctx.queue.try_next(is_big(ctx.chunk)) {
             Some(w) => w,
@@ -72,13 +74,24 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
             }
         };
         match work {
-            Work::Item(Item::Dir { id, parent, name, mode, mtime }) => {
-                Frame::Dir(DirEntry { id, parent, name: &name, mode, mtime }).encode(&mut buf);
+            Work::Item(Item::Dir { id, parent, name, mode, mtime, owner }) => {
+                ctx.owners.name(owner, &mut named, |f| f.encode(&mut buf));
+                let owner = ctx.owners.wire(owner);
+                Frame::Dir(DirEntry { id, parent, name: &name, mode, mtime, owner }).encode(&mut buf);
                 ctx.totals.dirs.fetch_add(1, Relaxed);
             }
-            Work::Item(Item::Link { parent, name, target, mtime }) => {
-                Frame::Link(LinkEntry { parent, name: &name, target: &target, mtime }).encode(&mut buf);
+            Work::Item(Item::Link { parent, name, target, mtime, owner }) => {
+                ctx.owners.name(owner, &mut named, |f| f.encode(&mut buf));
+                let owner = ctx.owners.wire(owner);
+                Frame::Link(LinkEntry { parent, name: &name, target: &target, mtime, owner }).encode(&mut buf);
                 ctx.totals.links.fetch_add(1, Relaxed);
+            }
+            Work::Item(Item::Special { parent, name, path: _, kind, rdev, mode, mtime, owner }) => {
+                ctx.owners.name(owner, &mut named, |f| f.encode(&mut buf));
+                let owner = ctx.owners.wire(owner);
+                let (major, minor) = rdev;
+                Frame::Special(SpecialEntry { parent, name: &name, kind, major, minor, mode, mtime, owner })
+                    .encode(&mut buf);
             }
             Work::Item(Item::File(f)) if f.size > ctx.chunk => {
                 let id = f.id;
@@ -90,7 +103,8 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
                     Ok(big) => {
                         ctx.progress.on_file.call(&big.src.path, big.src.size, false);
                         if !ctx.sync {
-                            encode_start(&big.src, &mut buf);
+                            ctx.owners.name(big.src.owner, &mut named, |f| f.encode(&mut buf));
+                            encode_start(ctx, &big.src, &mut buf);
                         }
                         send_chunk(ctx, &big, 0, &mut buf);
                         ctx.queue.publish(Some(big));
@@ -116,6 +130,9 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
                     flush(ctx, tx, &mut buf)?;
                     reset(&mut buf);
                 }
+                if !ctx.sync {
+                    ctx.owners.name(f.owner, &mut named, |f| f.encode(&mut buf));
+                }
                 send_small(ctx, &f, &mut buf);
             }
             Work::Chunk(big, n) => {
@@ -137,7 +154,7 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
     flush(ctx, tx, &mut buf)
 }
 
-pub(super) fn encode_start(f: &SrcFile, buf: &mut Vec<u8>) {
+pub(super) fn encode_start(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
     Frame::FileStart(FileStart {
         id: f.id,
         parent: f.parent,
@@ -145,6 +162,7 @@ pub(super) fn encode_start(f: &SrcFile, buf: &mut Vec<u8>) {
         size: f.size,
         mode: f.mode,
         mtime: f.mtime,
+        owner: ctx.owners.wire(f.owner),
     })
     .encode(buf);
 }
@@ -168,7 +186,7 @@ pub(super) fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
     let result = (|| {
         let file = open_src(f).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
         if !ctx.sync {
-            encode_start(f, buf);
+            encode_start(ctx, f, buf);
         }
         let mut digest = None;
         if f.size > 0 {
