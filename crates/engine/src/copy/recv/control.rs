@@ -219,7 +219,8 @@ impl RecvSession {
             if !fresh && self.up_to_date(&parent, s, o.digest) {
                 // Up to date but owned by someone else (rsync -a fixes that on a rerun too).
                 if !dry {
-                    fsx::fix_owner(&parent, s.name, s.mode, ids).map_err(|e| format!("cannot set owner: {e}"))?;
+                    fsx::fix_owner(&parent, s.name, s.mode, ids)
+                        .map_err(|e| ("cannot set owner", Some(parent.clone()), e))?;
                 }
                 return Ok((WANT_NONE, Vec::new(), None));
             }

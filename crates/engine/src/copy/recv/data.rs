@@ -85,7 +85,7 @@ impl RecvSession {
                     if let Err(why) = Self::admit(d.name) {
                         st.dirs.mark_failed(d.id);
                         let e = std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
-                        return Ok(Some(Some((Self::entry_path(st, d.parent, d.name), e))));
+                        return Ok(Some(Some((Self::entry_path(st, d.parent, d.name), e, None))));
                     }
                     let dry = self.has(FLAG_DRY_RUN);
                     let r = st.dirs.get(d.parent, &st.tracker).and_then(|p| {
