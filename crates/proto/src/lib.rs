@@ -83,4 +83,9 @@ pub mod caps {
     pub const MAX_BENCH_DOC: usize = 4 * 1024 * 1024;
     /// Largest mesh document (`MeshRequest`, `MeshResult`): a test and a summary of it.
     pub const MAX_MESH_DOC: usize = 64 * 1024;
+    /// Most rules in a `Filter` frame (`--exclude`, `--include`, lines of `--exclude-from`).
+    pub const MAX_FILTER_RULES: usize = 4096;
+    /// Most pattern bytes, all rules of a `Filter` frame together (it travels in the first
+    /// request record, at most 1 MiB).
+    pub const MAX_FILTER_BYTES: usize = 256 * 1024;
 }

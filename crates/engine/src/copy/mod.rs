@@ -2,12 +2,13 @@
 //! ([`recv`]: checked by the protocol's tracker, written beneath the destination by directory
 //! handle), a pull's client ([`pull`]), and what they share — the walk ([`walk`]), confined
 //! filesystem operations ([`fsx`]), reading into record buffers ([`fill`]), resume journals ([`journal`]), chunked BLAKE3 ([`digest`]),
-//! the work queue ([`sched`]) — plus tree comparison ([`diff`]) and sample trees ([`sample`]).
+//! the work queue ([`sched`]), rsync's include/exclude rules ([`filter`]) — plus tree comparison ([`diff`]) and sample trees ([`sample`]).
 
 pub mod cancel;
 pub mod diff;
 pub mod digest;
 pub mod fill;
+pub mod filter;
 pub mod fsx;
 pub mod journal;
 pub mod pull;
