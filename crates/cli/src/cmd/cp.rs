@@ -49,6 +49,19 @@ DESTINATION:
     cp file DEST     DEST/file if DEST is a directory or ends in '/', else the file DEST
   A pull places the remote source by the same rule.
 
+FILTER RULES (--exclude, --include, --exclude-from, --include-from: rsync's rules):
+  Rules are checked in the order given and the first match wins; a name no rule
+  matches is copied. An excluded directory is not entered at all.
+    *.o            no '/': the last name, at any depth
+    /build         a leading '/': only at the top of the copied tree (for `cp dir DEST`
+                   that is dir's own name: /dir/build; for `cp dir/ DEST`, /build)
+    cache/         a trailing '/': directories only
+    doc/*.tmp      a '/' inside: the end of the path below the top of the copied tree
+    *  ?  [a-z]    stop at '/';   **  crosses '/';   dir/***  dir and all it holds
+  --include 'keep.o' --exclude '*.o' copies keep.o and no other .o file. With
+  --delete, names excluded are not deleted at the destination (--delete-excluded:
+  they are). Example: --exclude node_modules/ --exclude '*.o' --exclude-from .cpignore
+
 EXIT STATUS:
   0  everything was copied
   1  the session completed but some entries failed (each is reported on stderr)
@@ -129,6 +142,8 @@ pub struct CpArgs {
     /// Change nothing: list what would be sent (and deleted), on standard output.
     #[arg(long, short = 'n')]
     dry_run: bool,
+    #[command(flatten)]
+    filter: crate::filter::FilterArgs,
 }
 
 /// `-P`: 1 to 256 streams; a number like scp's `-P PORT` gets a hint.
@@ -166,6 +181,7 @@ pub fn run_cp(a: CpArgs) -> Done {
         _ => conn::preferred_suite(),
     };
     let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose };
+    let filter = a.filter.filter().map_err(|e| Error::new(Kind::Usage, e))?;
     let job = crate::ssh::classify(&paths, &dest).map_err(|e| Error::new(Kind::Usage, e))?;
     let apply = |c: &mut CopyConfig| {
         match a.streams {
@@ -180,7 +196,10 @@ pub fn run_cp(a: CpArgs) -> Done {
         c.timeout = Duration::from_secs(a.timeout.max(1));
         c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
         c.checksum = a.checksum;
-        c.delete = a.delete;
+        // --delete-excluded implies --delete, as in rsync.
+        c.delete = a.delete || a.filter.delete_excluded;
+        c.filter = filter.clone();
+        c.delete_excluded = a.filter.delete_excluded;
         c.dry_run = a.dry_run;
         let to_stderr = a.json;
         c.list = Some(send::ListSink(Arc::new(move |line: &str| {

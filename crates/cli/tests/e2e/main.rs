@@ -10,6 +10,7 @@ mod doctor;
 mod emu;
 mod exit_codes;
 mod faults;
+mod filter;
 mod generate;
 mod lab;
 mod mesh;

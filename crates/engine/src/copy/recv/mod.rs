@@ -3,6 +3,7 @@
 //! written to a temporary name beside its final one and renamed into place only when every chunk
 //! is written, its end has been declared and, with verification on, its BLAKE3 matches.
 
+use crate::copy::filter::TreeFilter;
 use crate::copy::fsx::{self, Destination, DirCache};
 use crate::copy::journal::Journal;
 use crate::copy::send::{ListSink, Progress};
@@ -46,6 +47,9 @@ pub struct SessionParams {
     pub idle_timeout: Duration,
     /// A pull: the one entry the target may receive ([`Tracker::for_pull`]).
     pub pull_of: Option<PullOf>,
+    /// `--delete` keeps the names these rules exclude (the sender's `--exclude`, unless
+    /// `--delete-excluded`).
+    pub keep: Option<TreeFilter>,
 }
 
 /// The one entry a pull's target receives: the server sends it under the name the client asked

@@ -3,6 +3,7 @@
 
 use crate::auth::keys::KeyClient;
 use crate::auth::secret::Secret;
+use crate::copy::filter::{Filter, TreeFilter};
 use crate::net::conn::{self};
 use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
@@ -71,6 +72,11 @@ pub struct CopyConfig {
     /// Where the sources land relative to `dest`. `new` leaves `cp -r`'s rule ([`Placement::Cp`]);
     /// `linerate cp` asks for the rsync rule's choice ([`placement`]).
     pub placement: Placement,
+    /// `--exclude`/`--include` rules: the sender skips what they exclude; under `--delete` the
+    /// receiver keeps what they exclude (sent to the server in a `Filter` frame).
+    pub filter: Option<Arc<Filter>>,
+    /// `--delete-excluded`: the rules do not keep names at the destination from `--delete`.
+    pub delete_excluded: bool,
 }
 
 /// Where a push's sources land, by the rsync rule for sources, so that running the same command
@@ -141,10 +147,18 @@ impl CopyConfig {
             bwlimit: None,
             pace: SessionRate::unlimited(),
             placement: Placement::Cp,
+            filter: None,
+            delete_excluded: false,
             peer: "server",
             dest,
             sources,
         }
+    }
+
+    /// The rules as applied to a tree whose root's name begins every path (`root_in_path`), or
+    /// `None` without rules.
+    pub fn tree_filter(&self, root_in_path: bool) -> Option<TreeFilter> {
+        self.filter.as_ref().filter(|f| !f.is_empty()).map(|f| TreeFilter { filter: f.clone(), root_in_path })
     }
 
     /// The `Begin.flags` this configuration asks for.
@@ -306,6 +320,8 @@ pub struct SendOpts {
     pub peer: &'static str,
     /// Paces what the data streams send.
     pub pace: SessionRate,
+    /// What the walk skips (`--exclude`).
+    pub filter: Option<TreeFilter>,
 }
 
 impl SendOpts {
@@ -320,6 +336,7 @@ impl SendOpts {
             list: cfg.list.clone(),
             peer: cfg.peer,
             pace: if cfg.pace.is_limited() { cfg.pace.clone() } else { SessionRate::fixed(cfg.bwlimit) },
+            filter: cfg.tree_filter(cfg.placement != Placement::As),
         }
     }
     pub(super) fn has(&self, flag: u32) -> bool {
