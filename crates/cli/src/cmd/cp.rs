@@ -53,8 +53,8 @@ FILTER RULES (--exclude, --include, --exclude-from, --include-from: rsync's rule
   Rules are checked in the order given and the first match wins; a name no rule
   matches is copied. An excluded directory is not entered at all.
     *.o            no '/': the last name, at any depth
-    /build         a leading '/': only at the top of the copied tree (for `cp dir DEST`
-                   that is dir's own name: /dir/build; for `cp dir/ DEST`, /build)
+    /dir/build     a leading '/': anchored at the transfer root; for `cp dir DEST` paths
+                   begin with dir's own name (/dir/build), for `cp dir/ DEST` below it (/build)
     cache/         a trailing '/': directories only
     doc/*.tmp      a '/' inside: the end of the path below the top of the copied tree
     *  ?  [a-z]    stop at '/';   **  crosses '/';   dir/***  dir and all it holds
