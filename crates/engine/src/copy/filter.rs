@@ -499,6 +499,31 @@ mod tests {
     }
 
     #[test]
+    fn every_short_pattern_of_wildcards_and_slashes_compiles_or_is_refused_without_a_panic() {
+        // The glue between rsync's syntax and globset (escapes, classes, `**` inside names,
+        // `/***`) on every pattern of up to three of these characters, peer input included.
+        let alphabet = ['*', '?', '[', ']', '!', '/', '\\', '{', '}', 'a'];
+        let mut patterns = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..3 {
+            last = last.iter().flat_map(|p| alphabet.iter().map(move |c| format!("{p}{c}"))).collect();
+            patterns.extend(last.iter().cloned());
+        }
+        patterns.extend(["a/***", "/***", "***", "a**b/**/c", "[!]a]/**", "\\*/x", "**/**"].map(String::from));
+        let mut compiled = 0;
+        for p in &patterns {
+            if let Ok(f) = Filter::new(vec![Rule { kind: RuleKind::Exclude, pattern: p.clone() }]) {
+                compiled += 1;
+                for path in ["a", "a/b", "{a}/b/a", "*/?", "[", "a/a/a/a"] {
+                    let _ = f.excluded(path.as_bytes(), true);
+                    let _ = f.excluded(path.as_bytes(), false);
+                }
+            }
+        }
+        assert!(compiled > patterns.len() / 2, "{compiled} of {}", patterns.len());
+    }
+
+    #[test]
     fn rules_travel_in_a_frame_and_come_back_the_same() {
         let f = filter(&["node_modules/", "+ keep.o", "*.o"]);
         let mut out = Vec::new();
