@@ -91,7 +91,15 @@ fn samples() -> Vec<(&'static str, Frame<'static>)> {
             }),
         ),
         ("id_name", Frame::IdName(IdName { kind: IdKind::User, id: 65534, name: b"nobody" })),
+        ("filter", filter_sample()),
     ]
+}
+
+/// `cp --include keep.o --exclude node_modules/ --exclude '*.o'` of a directory's contents.
+fn filter_sample() -> Frame<'static> {
+    let rules = [(RULE_INCLUDE, &b"keep.o"[..]), (RULE_EXCLUDE, b"node_modules/"), (RULE_EXCLUDE, b"*.o")];
+    let out: &'static mut Vec<u8> = Box::leak(Box::default());
+    Frame::Filter(FilterRules { flags: FILTER_CONTENTS, rules: Rules::encode(&rules, out) })
 }
 
 fn encode(frames: &[&Frame<'_>]) -> Vec<u8> {
@@ -310,6 +318,10 @@ fn main() {
         out.write("frame_decode", name, &encode(&[&f]));
     }
     out.write("frame_decode", "session", &session());
+    // filter_rules: the body of a Filter frame.
+    let f = encode(&[&filter_sample()]);
+    out.write("filter_rules", "three_rules", &f[5..]);
+    out.write("filter_rules", "none", &[0, 0, 0]);
 
     // pull_receiver: server frame streams of a pull of `tree`; each must pass the target's checks.
     for (name, frames) in pull_sessions() {

@@ -3,6 +3,7 @@
 
 mod cmd;
 mod error;
+mod filter;
 #[cfg(test)]
 mod flag_units;
 mod keys;

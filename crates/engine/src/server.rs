@@ -12,6 +12,7 @@
 use crate::auth::authorized::{Grant, KeyAuthConfig};
 use crate::auth::secret::Secret;
 use crate::bench::server::{self as bench_server, BenchServerConfig};
+use crate::copy::filter::{Filter, FilterError, TreeFilter};
 use crate::copy::fsx;
 use crate::copy::recv::{Abort, Outcome, RecvSession, SessionParams};
 use crate::log::{Field, Level, Log, LogFormat};
@@ -735,20 +736,27 @@ fn control(
     let root = key_root.as_ref().or(shared.root.as_ref());
     // The deadline covers everything up to the first request, however slowly its bytes come.
     let mut pull_from = None;
+    let mut rules = None;
     let begin = match sec.rx.recv_by(deadline) {
         Ok(Some(plain)) => match conn::decode_all(plain).as_deref() {
             Ok([Frame::Begin(_), ..]) if root.is_none() => {
                 let msg = "this server has no --root: it serves benchmarks only".to_string();
                 return Some(fatal(&mut sec.tx, ErrorCode::Unsupported, msg));
             }
-            Ok([Frame::Begin(b), Frame::Pull(p)]) if b.flags & frame::FLAG_PULL != 0 => {
+            Ok([Frame::Begin(b), Frame::Pull(p), filter @ ..])
+                if b.flags & frame::FLAG_PULL != 0 && matches!(filter, [] | [Frame::Filter(_)]) =>
+            {
                 pull_from = Some((p.path.to_vec(), p.name.to_vec()));
+                rules = peer_rules(filter);
                 Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
             }
-            Ok([Frame::Begin(b), ..]) if b.flags & frame::FLAG_PULL != 0 => {
-                Err(ProtoError::Violation("a pull's Begin must be followed by one Pull frame, alone".into()))
+            Ok([Frame::Begin(b), ..]) if b.flags & frame::FLAG_PULL != 0 => Err(ProtoError::Violation(
+                "a pull's Begin must be followed by one Pull frame, then at most one Filter frame".into(),
+            )),
+            Ok([Frame::Begin(b), filter @ ..]) if matches!(filter, [] | [Frame::Filter(_)]) => {
+                rules = peer_rules(filter);
+                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
             }
-            Ok([Frame::Begin(b)]) => Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams)),
             Ok([Frame::BenchRequest(doc)]) => {
                 let doc = doc.to_vec();
                 let ip = local.unwrap_or(IpAddr::from([127, 0, 0, 1]));
@@ -806,6 +814,11 @@ fn control(
         Ok(b) => b,
         Err(e) => return Some(fatal(&mut sec.tx, e.code(), e.to_string())),
     };
+    // The client's --exclude/--include rules: peer input, compiled here with the same caps.
+    let rules = match rules.transpose() {
+        Ok(r) => r,
+        Err(e) => return Some(fatal(&mut sec.tx, ErrorCode::BadParams, format!("the copy's filter rules: {e}"))),
+    };
     if grant.read_only && flags & frame::FLAG_PULL == 0 {
         let msg = format!("{} is read-only on this server", grant.who());
         return Some(fatal(&mut sec.tx, ErrorCode::Denied, msg));
@@ -849,7 +862,7 @@ fn control(
     if let Some((path, name)) = pull_from {
         let pace = admit_rate(shared, grant.rate);
         let _active = shared.metrics.active(Kind::Pull);
-        let o = serve_pull(shared, sec, sock, root, &path, name, chunk_size, flags, streams, pace);
+        let o = serve_pull(shared, sec, sock, root, (&path, name, rules), chunk_size, flags, streams, pace);
         let sent = match &o {
             Outcome::Done(s) => (s.bytes, s.files),
             Outcome::Aborted(_) => (0, 0),
@@ -869,8 +882,12 @@ fn control(
     };
     let into_dir = d.into_dir;
     let tag: String = sec.session[..6].iter().map(|b| format!("{b:02x}")).collect();
+    // Under --delete, names the rules exclude are kept (unless the client said --delete-excluded).
+    let keep = rules
+        .filter(|(_, f)| f & frame::FILTER_DELETE_EXCLUDED == 0)
+        .map(|(filter, f)| TreeFilter { filter: Arc::new(filter), root_in_path: f & frame::FILTER_CONTENTS == 0 });
     let params =
-        SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout, pull_of: None };
+        SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout, pull_of: None, keep };
     let session = RecvSession::new(params, d, sec.tx);
     session.pace_with(admit_rate(shared, grant.rate));
     shared.track_recv(running, &session);
@@ -902,6 +919,14 @@ fn control(
     shared.metrics.ended(Kind::Push, &ended);
     shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
     Some(outcome)
+}
+
+/// The rules of a `Filter` frame (`[]`: none) and its flags, or why they cannot be used.
+fn peer_rules(filter: &[Frame<'_>]) -> Option<Result<(Filter, u8), FilterError>> {
+    match filter {
+        [Frame::Filter(f)] => Some(Filter::of_frame(f).map(|c| (c, f.flags))),
+        _ => None,
+    }
 }
 
 /// How `--metrics` labels the session's key: its fingerprint and comment (none for a shared secret).
@@ -995,8 +1020,7 @@ fn serve_pull(
     mut sec: conn::Secured,
     sock: Option<TcpStream>,
     root: &OwnedFd,
-    path: &[u8],
-    name: Vec<u8>,
+    (path, name, rules): (&[u8], Vec<u8>, Option<(Filter, u8)>),
     chunk_size: u32,
     flags: u32,
     streams: u16,
@@ -1054,6 +1078,12 @@ fn serve_pull(
         // With FLAG_DEVICES the client asked for -D (or --devices/--specials: it receives what
         // it asked for and the rest is sent anyway; rsync's server would filter, see USER_GUIDE).
         kinds: crate::copy::send::SpecialKinds::ALL,
+        // The walk skips what the client's rules exclude; a source named with a trailing '/' is
+        // the transfer root itself.
+        filter: rules.map(|(filter, f)| TreeFilter {
+            filter: Arc::new(filter),
+            root_in_path: !(f & frame::FILTER_CONTENTS != 0 && is_dir),
+        }),
     };
     let (on, log) = (shared.cfg.log, Log::new(shared.cfg.log_format));
     let on_error: crate::copy::send::ErrorSink = Arc::new(move |m: String| {

@@ -101,7 +101,8 @@ pub enum ErrorCode {
     UnknownSession = 12,
     /// The sender could not read a source entry.
     SourceRead = 13,
-    /// Benchmark parameters were refused (wrong type, out of range, over an admission cap).
+    /// Benchmark parameters were refused (wrong type, out of range, over an admission cap), or a
+    /// copy's filter rules (a pattern that is not UTF-8 or does not compile).
     BadParams = 14,
     /// The server does not offer this service (for example cp without a `--root`).
     Unsupported = 15,

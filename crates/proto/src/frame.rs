@@ -4,7 +4,8 @@
 
 use crate::auth::{PUBLIC_KEY_LEN, SIGNATURE_LEN};
 use crate::caps::{
-    MAX_BENCH_DOC, MAX_CHUNK, MAX_ID_NAME, MAX_KEEP_NAMES, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_WANT_RANGES, MIN_CHUNK,
+    MAX_BENCH_DOC, MAX_CHUNK, MAX_FILTER_BYTES, MAX_FILTER_RULES, MAX_ID_NAME, MAX_KEEP_NAMES, MAX_MESSAGE, MAX_NAME,
+    MAX_PATH, MAX_WANT_RANGES, MIN_CHUNK,
 };
 use crate::ProtoError;
 
@@ -503,6 +504,77 @@ pub struct Note<'a> {
     pub path: &'a [u8],
 }
 
+/// Client → server, in the record of `Begin` (after `Pull` in a pull), only when the user gave
+/// rules: rsync's `--exclude`/`--include` rules, in order (the first match wins). A push's receiver
+/// uses them to protect excluded names from `--delete`; a pull's sender skips what they exclude.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterRules<'a> {
+    /// `FILTER_*` bits.
+    pub flags: u8,
+    /// The rules.
+    pub rules: Rules<'a>,
+}
+
+/// `FilterRules.flags`: the transfer root is the source directory itself (a source named with a
+/// trailing `/`): paths matched begin below it, without the root's own name.
+pub const FILTER_CONTENTS: u8 = 1;
+/// `FilterRules.flags`: `--delete-excluded`: the rules do not protect names from `--delete`.
+pub const FILTER_DELETE_EXCLUDED: u8 = 2;
+const KNOWN_FILTER_FLAGS: u8 = FILTER_CONTENTS | FILTER_DELETE_EXCLUDED;
+/// A rule's kind: exclude (`- PATTERN`).
+pub const RULE_EXCLUDE: u8 = 0;
+/// A rule's kind: include (`+ PATTERN`).
+pub const RULE_INCLUDE: u8 = 1;
+
+/// Encoded rules: `count: u16`, then each as `kind: u8 | len: u16 | pattern` (the decoder has
+/// checked the kinds, the lengths and the caps).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rules<'a>(&'a [u8]);
+
+impl<'a> Rules<'a> {
+    /// Encode `rules` (`(kind, pattern)`; patterns cut at [`MAX_PATH`], at most
+    /// [`MAX_FILTER_RULES`] kept) into `out`, which the returned value borrows.
+    pub fn encode<P: AsRef<[u8]>>(rules: &[(u8, P)], out: &'a mut Vec<u8>) -> Rules<'a> {
+        out.clear();
+        let kept = &rules[..rules.len().min(MAX_FILTER_RULES)];
+        out.extend_from_slice(&(kept.len() as u16).to_be_bytes());
+        for (kind, p) in kept {
+            let p = p.as_ref();
+            let p = &p[..p.len().min(MAX_PATH)];
+            out.push(*kind);
+            out.extend_from_slice(&(p.len() as u16).to_be_bytes());
+            out.extend_from_slice(p);
+        }
+        Rules(out)
+    }
+    /// The rules, in order: `(kind, pattern)`.
+    pub fn iter(&self) -> impl Iterator<Item = (u8, &'a [u8])> + 'a {
+        let mut rest = self.0.get(2..).unwrap_or_default();
+        std::iter::from_fn(move || {
+            let (&kind, tail) = rest.split_first()?;
+            let (len, tail) = tail.split_first_chunk::<2>()?;
+            let len = u16::from_be_bytes(*len) as usize;
+            let pattern = tail.get(..len)?;
+            rest = &tail[len..];
+            Some((kind, pattern))
+        })
+    }
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.0.get(..2).map_or(0, |c| u16::from_be_bytes([c[0], c[1]]) as usize)
+    }
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Debug for Rules<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} rules>", self.len())
+    }
+}
+
 /// `Note.kind`: deleted (`--delete`).
 pub const NOTE_DELETED: u8 = 1;
 /// `Note.kind`: would be deleted (`--delete --dry-run`).
@@ -601,6 +673,8 @@ pub enum Frame<'a> {
     MeshRequest(&'a [u8]),
     /// 0x94: agent → controller: how the test went; JSON [`crate::mesh::MeshReport`].
     MeshResult(&'a [u8]),
+    /// 0x15: client → server, in the record of `Begin` (and `Pull`): `--exclude`/`--include`.
+    Filter(FilterRules<'a>),
 }
 
 impl std::fmt::Debug for Chunk<'_> {
@@ -646,6 +720,7 @@ impl std::fmt::Debug for Frame<'_> {
             Frame::MeshResult(d) => doc(f, "MeshResult", d),
             Frame::ClientAuth(a) => write!(f, "ClientAuth({a:?})"),
             Frame::HostAuth(a) => write!(f, "HostAuth({a:?})"),
+            Frame::Filter(r) => r.fmt(f),
         }
     }
 }
@@ -680,6 +755,7 @@ mod ty {
     pub const HOST_AUTH: u8 = 0x87;
     pub const MESH_REQUEST: u8 = 0x14;
     pub const MESH_RESULT: u8 = 0x94;
+    pub const FILTER: u8 = 0x15;
 }
 
 struct W<'a>(&'a mut Vec<u8>);
@@ -765,6 +841,14 @@ impl<'a> R<'a> {
             Err(ProtoError::Invalid("trailing bytes in frame"))
         }
     }
+}
+
+/// `len` of `what`, refused when over `cap`.
+fn within_cap(what: &'static str, len: usize, cap: usize) -> Result<(), ProtoError> {
+    if len > cap {
+        return Err(ProtoError::TooLong { what, len: len as u64, cap: cap as u64 });
+    }
+    Ok(())
 }
 
 fn begin_frame(buf: &mut Vec<u8>, ty: u8) -> usize {
@@ -885,6 +969,10 @@ impl Frame<'_> {
                 w.0.extend_from_slice(&a.key);
                 w.0.extend_from_slice(&a.signature);
             }
+            Frame::Filter(r) => {
+                w.u8(r.flags);
+                w.0.extend_from_slice(r.rules.0);
+            }
         }
         end_frame(buf, start);
     }
@@ -920,6 +1008,7 @@ impl Frame<'_> {
             Frame::MeshResult(_) => ty::MESH_RESULT,
             Frame::ClientAuth(_) => ty::CLIENT_AUTH,
             Frame::HostAuth(_) => ty::HOST_AUTH,
+            Frame::Filter(_) => ty::FILTER,
         }
     }
 }
@@ -1027,13 +1116,7 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
         }),
         ty::FATAL => Frame::Fatal(Fatal { code: r.u16()?, message: r.bytes(MAX_MESSAGE, "message")? }),
         ty::MESH_REQUEST | ty::MESH_RESULT => {
-            if len > crate::caps::MAX_MESH_DOC {
-                return Err(ProtoError::TooLong {
-                    what: "mesh document",
-                    len: len as u64,
-                    cap: crate::caps::MAX_MESH_DOC as u64,
-                });
-            }
+            within_cap("mesh document", len, crate::caps::MAX_MESH_DOC)?;
             let doc = r.take(len)?;
             if t == ty::MESH_REQUEST {
                 Frame::MeshRequest(doc)
@@ -1042,13 +1125,7 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             }
         }
         ty::BENCH_REQUEST | ty::BENCH_READY | ty::BENCH_RESULT => {
-            if len > MAX_BENCH_DOC {
-                return Err(ProtoError::TooLong {
-                    what: "benchmark document",
-                    len: len as u64,
-                    cap: MAX_BENCH_DOC as u64,
-                });
-            }
+            within_cap("benchmark document", len, MAX_BENCH_DOC)?;
             let doc = r.take(len)?;
             match t {
                 ty::BENCH_REQUEST => Frame::BenchRequest(doc),
@@ -1083,13 +1160,7 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             };
             let all = r.b;
             let count = r.u32()? as usize;
-            if count > MAX_KEEP_NAMES {
-                return Err(ProtoError::TooLong {
-                    what: "names in Keep",
-                    len: count as u64,
-                    cap: MAX_KEEP_NAMES as u64,
-                });
-            }
+            within_cap("names in Keep", count, MAX_KEEP_NAMES)?;
             for _ in 0..count {
                 r.bytes(MAX_NAME, "name")?;
             }
@@ -1119,13 +1190,7 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
                 return Err(ProtoError::Invalid("want verdict"));
             }
             let count = r.u16()? as usize;
-            if count > MAX_WANT_RANGES {
-                return Err(ProtoError::TooLong {
-                    what: "ranges in Want",
-                    len: count as u64,
-                    cap: MAX_WANT_RANGES as u64,
-                });
-            }
+            within_cap("ranges in Want", count, MAX_WANT_RANGES)?;
             let have = Ranges(r.take(count * 16)?);
             Frame::Want(Want { file, verdict, have })
         }
@@ -1146,6 +1211,29 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             } else {
                 Frame::HostAuth(a)
             }
+        }
+        ty::FILTER => {
+            let flags = r.u8()?;
+            if flags & !KNOWN_FILTER_FLAGS != 0 {
+                return Err(ProtoError::Invalid("unknown filter flags"));
+            }
+            let all = r.b;
+            let count = r.u16()? as usize;
+            within_cap("filter rules", count, MAX_FILTER_RULES)?;
+            let mut total = 0usize;
+            for _ in 0..count {
+                if r.u8()? > RULE_INCLUDE {
+                    return Err(ProtoError::Invalid("filter rule kind"));
+                }
+                let p = r.bytes(MAX_PATH, "filter pattern")?;
+                if p.is_empty() {
+                    return Err(ProtoError::Invalid("empty filter pattern"));
+                }
+                total += p.len();
+            }
+            within_cap("filter patterns", total, MAX_FILTER_BYTES)?;
+            let used = all.len() - r.b.len();
+            Frame::Filter(FilterRules { flags, rules: Rules(&all[..used]) })
         }
         other => return Err(ProtoError::UnknownFrame(other)),
     };
@@ -1283,6 +1371,8 @@ mod tests {
             Frame::MeshResult(b"{}"),
             Frame::ClientAuth(KeyAuth { key: [1; 32], signature: [2; 64] }),
             Frame::HostAuth(KeyAuth { key: [3; 32], signature: [4; 64] }),
+            Frame::Filter(FilterRules { flags: FILTER_CONTENTS, rules: Rules(b"\0\x02\0\0\x04*.rs\x01\0\x02a/") }),
+            Frame::Filter(FilterRules { flags: 0, rules: Rules(b"\0\0") }),
         ]
     }
 
@@ -1394,6 +1484,58 @@ mod tests {
         W(&mut buf).u64(1).u8(9).u16(0);
         end_frame(&mut buf, start);
         assert!(decode(&buf).is_err(), "unknown verdict");
+    }
+
+    #[test]
+    fn filter_rules_encode_iterate_and_refuse_what_breaks_the_rules() {
+        let mut out = Vec::new();
+        let rules = Rules::encode(&[(RULE_EXCLUDE, b"node_modules/".as_slice()), (RULE_INCLUDE, b"*.c")], &mut out);
+        assert_eq!(rules.len(), 2);
+        assert_eq!(rules.iter().collect::<Vec<_>>(), vec![(RULE_EXCLUDE, b"node_modules/".as_slice()), (1, b"*.c")]);
+        let f = Frame::Filter(FilterRules { flags: FILTER_DELETE_EXCLUDED, rules });
+        let mut buf = Vec::new();
+        f.encode(&mut buf);
+        assert_eq!(decode(&buf), Ok((f, buf.len())));
+        assert_eq!(
+            format!("{:?}", Frame::Filter(FilterRules { flags: 0, rules })),
+            "FilterRules { flags: 0, rules: <2 rules> }"
+        );
+        let body = |b: &mut Vec<u8>, f: &dyn Fn(&mut W)| {
+            b.clear();
+            let start = begin_frame(b, ty::FILTER);
+            f(&mut W(b));
+            end_frame(b, start);
+        };
+        body(&mut buf, &|w| {
+            w.u8(4).u16(0);
+        });
+        assert_eq!(decode(&buf), Err(ProtoError::Invalid("unknown filter flags")));
+        body(&mut buf, &|w| {
+            w.u8(0).u16(1).u8(2).bytes(b"x", 9);
+        });
+        assert_eq!(decode(&buf), Err(ProtoError::Invalid("filter rule kind")));
+        body(&mut buf, &|w| {
+            w.u8(0).u16(1).u8(0).u16(0);
+        });
+        assert_eq!(decode(&buf), Err(ProtoError::Invalid("empty filter pattern")));
+        body(&mut buf, &|w| {
+            w.u8(0).u16(2).u8(0).bytes(b"x", 9);
+        });
+        assert!(matches!(decode(&buf), Err(ProtoError::Truncated(_))), "two rules announced, one present");
+        body(&mut buf, &|w| {
+            w.u8(0).u16(MAX_FILTER_RULES as u16 + 1);
+        });
+        assert!(matches!(decode(&buf), Err(ProtoError::TooLong { what: "filter rules", .. })));
+        // Every pattern within MAX_PATH, but together over MAX_FILTER_BYTES.
+        let n = MAX_FILTER_BYTES / MAX_PATH + 1;
+        let long = vec![b'a'; MAX_PATH];
+        body(&mut buf, &|w| {
+            w.u8(0).u16(n as u16);
+            for _ in 0..n {
+                w.u8(0).bytes(&long, MAX_PATH);
+            }
+        });
+        assert!(matches!(decode(&buf), Err(ProtoError::TooLong { what: "filter patterns", .. })));
     }
 
     #[test]

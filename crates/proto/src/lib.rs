@@ -88,4 +88,9 @@ pub mod caps {
     pub const MAX_ID_NAME: usize = 255;
     /// Most distinct ids of each kind (users, groups) a receiver maps in one session.
     pub const MAX_ID_NAMES: usize = 65536;
+    /// Most rules in a `Filter` frame (`--exclude`, `--include`, lines of `--exclude-from`).
+    pub const MAX_FILTER_RULES: usize = 4096;
+    /// Most pattern bytes, all rules of a `Filter` frame together (it travels in the first
+    /// request record, at most 1 MiB).
+    pub const MAX_FILTER_BYTES: usize = 256 * 1024;
 }

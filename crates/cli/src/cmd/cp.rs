@@ -58,6 +58,19 @@ DESTINATION:
     cp file DEST     DEST/file if DEST is a directory or ends in '/', else the file DEST
   A pull places the remote source by the same rule.
 
+FILTER RULES (--exclude, --include, --exclude-from, --include-from: rsync's rules):
+  Rules are checked in the order given and the first match wins; a name no rule
+  matches is copied. An excluded directory is not entered at all.
+    *.o            no '/': the last name, at any depth
+    /dir/build     a leading '/': anchored at the transfer root; for `cp dir DEST` paths
+                   begin with dir's own name (/dir/build), for `cp dir/ DEST` below it (/build)
+    cache/         a trailing '/': directories only
+    doc/*.tmp      a '/' inside: the end of the path below the top of the copied tree
+    *  ?  [a-z]    stop at '/';   **  crosses '/';   dir/***  dir and all it holds
+  --include 'keep.o' --exclude '*.o' copies keep.o and no other .o file. With
+  --delete, names excluded are not deleted at the destination (--delete-excluded:
+  they are). Example: --exclude node_modules/ --exclude '*.o' --exclude-from .cpignore
+
 EXIT STATUS:
   0  everything was copied
   1  the session completed but some entries failed, each reported once on stderr: a
@@ -185,6 +198,8 @@ pub struct CpArgs {
     /// Change nothing: list what would be sent (and deleted), on standard output.
     #[arg(long, short = 'n')]
     dry_run: bool,
+    #[command(flatten)]
+    filter: crate::filter::FilterArgs,
 }
 
 /// What of rsync's -a (-o, -g, -D) a copy keeps, from the flags.
@@ -256,6 +271,7 @@ pub fn run_cp(mut a: CpArgs) -> Done {
             }
         );
     }
+    let filter = a.filter.filter().map_err(|e| Error::new(Kind::Usage, e))?;
     let job = crate::ssh::classify(&paths, &dest).map_err(|e| Error::new(Kind::Usage, e))?;
     let local_dest = job.is_none() && matches!(crate::transfer::parse_dest(&dest), Ok(crate::transfer::Dest::Local(_)));
     if meta.owner && local_dest && !rustix::process::geteuid().is_root() {
@@ -278,7 +294,10 @@ pub fn run_cp(mut a: CpArgs) -> Done {
         c.timeout = Duration::from_secs(a.timeout.max(1));
         c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
         c.checksum = a.checksum;
-        c.delete = a.delete;
+        // --delete-excluded implies --delete, as in rsync.
+        c.delete = a.delete || a.filter.delete_excluded;
+        c.filter = filter.clone();
+        c.delete_excluded = a.filter.delete_excluded;
         c.dry_run = a.dry_run;
         let to_stderr = a.json;
         c.list = Some(send::ListSink(Arc::new(move |line: &str| {

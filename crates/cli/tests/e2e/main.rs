@@ -12,6 +12,7 @@ mod emu;
 mod exit_codes;
 mod failonce;
 mod faults;
+mod filter;
 mod generate;
 mod lab;
 mod mesh;

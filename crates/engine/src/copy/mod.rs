@@ -2,7 +2,7 @@
 //! ([`recv`]: checked by the protocol's tracker, written beneath the destination by directory
 //! handle), a pull's client ([`pull`]), and what they share — the walk ([`walk`]), confined
 //! filesystem operations ([`fsx`]), reading into record buffers ([`fill`]), resume journals ([`journal`]) in the receiver's working directory ([`workdir`]), chunked BLAKE3 ([`digest`]),
-//! the file system a destination is on ([`mounts`]),
+//! the file system a destination is on ([`mounts`]), rsync's include/exclude rules ([`filter`]),
 //! the work queue ([`sched`]) — plus tree comparison ([`diff`]), sample trees ([`sample`]) and the cleaning of
 //! partial files interrupted copies left ([`clean`]).
 
@@ -11,6 +11,7 @@ pub mod clean;
 pub mod diff;
 pub mod digest;
 pub mod fill;
+pub mod filter;
 pub mod fsx;
 pub mod ids;
 pub mod journal;

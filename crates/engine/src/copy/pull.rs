@@ -127,10 +127,20 @@ pub fn pull(
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
     let streams = send::streams_for(cfg, control.rx.socket());
     let flags = cfg.flags() | FLAG_PULL;
-    control.tx.send_frames(&[
+    // The server's walk skips what the rules exclude; a source named with a trailing '/' is the
+    // transfer root itself, as for a push.
+    let contents = from.ends_with(b"/") || from.ends_with(b"/.");
+    let tree_filter = cfg.tree_filter(!contents);
+    let mut rules = Vec::new();
+    let mut frames = vec![
         Frame::Begin(frame::Begin { dest: b"", sources: 1, chunk_size: cfg.chunk_size, flags, streams }),
         Frame::Pull(Pull { path: from, name: &asked }),
-    ])?;
+    ];
+    if let Some(t) = &tree_filter {
+        let flags = t.frame_flags(cfg.delete_excluded);
+        frames.push(Frame::Filter(frame::FilterRules { flags, rules: t.filter.encode(&mut rules) }));
+    }
+    control.tx.send_frames(&frames)?;
     let is_dir = send::await_target(&mut control, cfg.timeout)?;
     let (dest, local) = local_destination(into, from, is_dir, cfg.dry_run)?;
     let data = send::connect_data(cfg, &control, streams)?;
@@ -144,6 +154,7 @@ pub fn pull(
         tag,
         idle_timeout: cfg.stall_timeout,
         pull_of: Some(PullOf { asked, local }),
+        keep: tree_filter.filter(|_| !cfg.delete_excluded),
     };
     let session = RecvSession::with_display(
         params,

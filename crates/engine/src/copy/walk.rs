@@ -3,6 +3,7 @@
 //! Every name is sent; only a receiver's working directory met in the tree (a tree that is itself
 //! a destination, [`crate::copy::workdir`]) is skipped.
 
+use crate::copy::filter::TreeFilter;
 use crate::copy::fsx::Anchor;
 use linerate_proto::frame::{Owner, SpecialKind, Time};
 use std::fs::{self, Metadata};
@@ -167,7 +168,19 @@ pub fn walk(roots: &[Root], emit: impl FnMut(Item) -> bool, error: &dyn Fn(Strin
 
 /// [`walk`], also emitting an [`Item::Listing`] of each directory when `listing` is set (for
 /// `--delete`; memory then grows with the names of the directories being walked).
-pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) -> bool, error: &dyn Fn(String)) {
+pub fn walk_listing(roots: &[Root], listing: bool, emit: impl FnMut(Item) -> bool, error: &dyn Fn(String)) {
+    walk_filtered(roots, listing, None, emit, error);
+}
+
+/// [`walk_listing`], skipping what `filter` excludes: an excluded entry is not emitted, listed
+/// or counted, and an excluded directory is not entered.
+pub fn walk_filtered(
+    roots: &[Root],
+    listing: bool,
+    filter: Option<&TreeFilter>,
+    mut emit: impl FnMut(Item) -> bool,
+    error: &dyn Fn(String),
+) {
     let mut next_dir = 1u64;
     let mut next_file = 1u64;
     for root in roots {
@@ -178,6 +191,9 @@ pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) ->
                 continue;
             }
         };
+        if filter.is_some_and(|f| f.excluded(&root.name, b"", meta.is_dir())) {
+            continue;
+        }
         let mut stack: Vec<(fs::ReadDir, u64, PathBuf)> = Vec::new();
         // Names seen per directory on the stack (with `listing`); None after a listing error.
         let mut names: Vec<Option<Vec<Vec<u8>>>> = Vec::new();
@@ -215,6 +231,8 @@ pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) ->
                     error(format!("{p}: {e}"));
                     stack.pop();
                     names.pop();
+                }
+                Some(Ok(de)) if filter.is_some_and(|f| excluded(f, root, stack.last().map(|s| s.2.as_path()), &de)) => {
                 }
                 Some(Ok(de))
                     if linerate_proto::name::is_work_dir_name(de.file_name().as_bytes())
@@ -256,6 +274,20 @@ pub fn walk_listing(roots: &[Root], listing: bool, mut emit: impl FnMut(Item) ->
             }
         }
     }
+}
+
+/// Whether `filter` excludes entry `de` of directory `dir` in the walk of `root`.
+fn excluded(filter: &TreeFilter, root: &Root, dir: Option<&Path>, de: &fs::DirEntry) -> bool {
+    let mut rel = dir
+        .and_then(|d| d.strip_prefix(&root.path).ok())
+        .map(|r| r.as_os_str().as_bytes().to_vec())
+        .unwrap_or_default();
+    if !rel.is_empty() {
+        rel.push(b'/');
+    }
+    rel.extend_from_slice(de.file_name().as_bytes());
+    let is_dir = de.file_type().is_ok_and(|t| t.is_dir());
+    filter.excluded(&root.name, &rel, is_dir)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -446,6 +478,85 @@ mod tests {
         std::os::unix::fs::symlink(t.path().join("outside/b"), pulled.join("a/b")).unwrap();
         let e = f.open().unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    }
+
+    #[test]
+    fn excluded_entries_are_neither_emitted_nor_listed_and_an_excluded_directory_is_not_entered() {
+        use crate::copy::filter::{push_rule, Filter, RuleKind};
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        fs::create_dir_all(src.join("web/node_modules/pkg")).unwrap();
+        fs::create_dir_all(src.join("sub")).unwrap();
+        for f in ["keep.c", "a.o", "sub/b.o", "sub/keep.o", "web/node_modules/pkg/x.js", "web/app.js"] {
+            fs::write(src.join(f), b"x").unwrap();
+        }
+        // Entering node_modules would meet this FIFO and report it: an error proves the walk went in.
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            src.join("web/node_modules/fifo"),
+            rustix::fs::FileType::Fifo,
+            0o644.into(),
+            0,
+        )
+        .unwrap();
+        let mut rules = Vec::new();
+        for r in ["node_modules/", "+ keep.o", "*.o"] {
+            push_rule(&mut rules, r, RuleKind::Exclude);
+        }
+        let filter = TreeFilter { filter: Arc::new(Filter::new(rules).unwrap()), root_in_path: true };
+        let root = Root { path: src.clone(), name: b"src".to_vec(), beneath: None };
+        let (mut seen, mut listed) = (Vec::new(), Vec::new());
+        let errors = std::cell::RefCell::new(Vec::new());
+        walk_filtered(
+            std::slice::from_ref(&root),
+            true,
+            Some(&filter),
+            |item| {
+                match item {
+                    Item::File(f) => seen.push(f.path.strip_prefix(&src).unwrap().display().to_string()),
+                    Item::Listing { names, .. } => listed.extend(names),
+                    _ => {}
+                }
+                true
+            },
+            &|e| errors.borrow_mut().push(e),
+        );
+        seen.sort();
+        assert_eq!(seen, ["keep.c", "sub/keep.o", "web/app.js"]);
+        assert!(errors.borrow().is_empty(), "{:?}", errors.borrow());
+        assert!(!listed.iter().any(|n| n == b"node_modules" || n == b"a.o"), "excluded names are not listed");
+        // The root itself is matched by its name, unless it is the transfer root.
+        let out = TreeFilter {
+            filter: Arc::new(
+                Filter::new(vec![crate::copy::filter::Rule { kind: RuleKind::Exclude, pattern: "/src".into() }])
+                    .unwrap(),
+            ),
+            root_in_path: true,
+        };
+        let mut n = 0;
+        walk_filtered(
+            std::slice::from_ref(&root),
+            false,
+            Some(&out),
+            |_| {
+                n += 1;
+                true
+            },
+            &|_| {},
+        );
+        assert_eq!(n, 0);
+        let contents = TreeFilter { root_in_path: false, ..out };
+        walk_filtered(
+            std::slice::from_ref(&root),
+            false,
+            Some(&contents),
+            |_| {
+                n += 1;
+                true
+            },
+            &|_| {},
+        );
+        assert!(n > 5, "{n}");
     }
 
     #[test]

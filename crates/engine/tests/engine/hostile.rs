@@ -1741,6 +1741,57 @@ fn the_first_request_must_decode_whole_and_alone() {
 }
 
 #[test]
+fn filter_rules_a_server_cannot_use_end_the_session_with_bad_params_and_write_nothing() {
+    use linerate_proto::frame::{FilterRules, Pull, Rules, FLAG_PULL, RULE_EXCLUDE};
+    let fx = Fx::new();
+    fs::create_dir(fx.root.join("src")).unwrap();
+    let mut ok = Vec::new();
+    Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: 0, streams: 1 }).encode(&mut ok);
+    let pull = |rec: &mut Vec<u8>| {
+        Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: FLAG_PULL, streams: 1 }).encode(rec);
+        Frame::Pull(Pull { path: b"src", name: b"src" }).encode(rec);
+    };
+    let mut cases = Vec::new();
+    // A pattern that is not UTF-8, one globset refuses, one that matches nothing: push and pull.
+    for p in [&b"\xff\xfe*"[..], b"[a", b"/"] {
+        for pulled in [false, true] {
+            let mut rec = Vec::new();
+            if pulled {
+                pull(&mut rec);
+            } else {
+                rec.extend_from_slice(&ok);
+            }
+            let mut rules = Vec::new();
+            Frame::Filter(FilterRules { flags: 0, rules: Rules::encode(&[(RULE_EXCLUDE, p)], &mut rules) })
+                .encode(&mut rec);
+            cases.push((rec, ErrorCode::BadParams));
+        }
+    }
+    // Two Filter frames, and one before Pull.
+    let mut twice = ok.clone();
+    let mut rules = Vec::new();
+    let f = Frame::Filter(FilterRules { flags: 0, rules: Rules::encode(&[(RULE_EXCLUDE, b"x")], &mut rules) });
+    f.encode(&mut twice);
+    f.encode(&mut twice);
+    cases.push((twice, ErrorCode::Protocol));
+    let mut early = Vec::new();
+    Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: FLAG_PULL, streams: 1 }).encode(&mut early);
+    f.encode(&mut early);
+    Frame::Pull(Pull { path: b"src", name: b"src" }).encode(&mut early);
+    cases.push((early, ErrorCode::Protocol));
+    for (plain, want) in cases {
+        let mut c = fx.client();
+        let mut buf = vec![0u8; linerate_proto::record::HEADER_LEN];
+        buf.extend_from_slice(&plain);
+        c.ctl.tx.send_buf(&mut buf).unwrap();
+        let v = c.verdict();
+        assert_eq!(v.fatal().0, code(want), "{v:?}");
+    }
+    assert_eq!(fs::read_dir(&fx.root).unwrap().count(), 1, "only src");
+    fx.check_confined();
+}
+
+#[test]
 fn no_name_is_reserved_but_a_working_directorys_is_never_written_for_a_peer() {
     let fx = Fx::new();
     // The old working names are ordinary names now.

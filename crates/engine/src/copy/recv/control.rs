@@ -367,10 +367,22 @@ impl RecvSession {
         // A directory that does not exist (dry run) or could not be made has nothing to delete.
         let Ok(dir) = dir else { return Ok(()) };
         let dry = self.has(FLAG_DRY_RUN);
+        // What the sender's rules exclude stays (rsync's "protect"), unless --delete-excluded.
+        use rustix::fs as rfs;
+        let protected = |n: &[u8]| {
+            self.p.keep.as_ref().is_some_and(|f| {
+                let is_dir = rfs::statat(&*dir, n, rfs::AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory);
+                f.excluded_in(&path, n, is_dir)
+            })
+        };
         let extra = match fsx::list_dir(&dir) {
             // A working directory (of this destination or one beneath) is never deleted, as
-            // rsync protects its partial directory; `linerate clean` empties it.
-            Ok(names) => names.into_iter().filter(|n| !set.contains(n.as_slice()) && !workdir::is_work_dir(&dir, n)),
+            // rsync protects its partial directory; `linerate clean` empties it. Excluded names
+            // are kept (without --delete-excluded).
+            Ok(names) => names
+                .into_iter()
+                .filter(|n| !set.contains(n.as_slice()) && !workdir::is_work_dir(&dir, n) && !protected(n)),
             Err(e) => {
                 self.report(ErrorCode::Io, &path, &format!("listing for --delete: {e}"));
                 return Ok(());

@@ -6,6 +6,7 @@
 //! At the end of a session, partial files of its tree that it was not offered (their source is
 //! gone) are removed, and the working directory with them when it is empty.
 
+use crate::copy::filter::TreeFilter;
 use crate::copy::fsx::{self, Destination, DirCache};
 use crate::copy::journal::Journal;
 use crate::copy::mounts::{self, Exhausted};
@@ -54,6 +55,9 @@ pub struct SessionParams {
     pub idle_timeout: Duration,
     /// A pull: the one entry the target may receive ([`Tracker::for_pull`]).
     pub pull_of: Option<PullOf>,
+    /// `--delete` keeps the names these rules exclude (the sender's `--exclude`, unless
+    /// `--delete-excluded`).
+    pub keep: Option<TreeFilter>,
 }
 
 /// The one entry a pull's target receives: the server sends it under the name the client asked

@@ -3,6 +3,7 @@
 
 use crate::auth::keys::KeyClient;
 use crate::auth::secret::Secret;
+use crate::copy::filter::{Filter, TreeFilter};
 use crate::net::conn::{self};
 use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
@@ -82,6 +83,11 @@ pub struct CopyConfig {
     pub devices: bool,
     /// Send FIFOs and sockets (`--specials`, part of `-D`).
     pub specials: bool,
+    /// `--exclude`/`--include` rules: the sender skips what they exclude; under `--delete` the
+    /// receiver keeps what they exclude (sent to the server in a `Filter` frame).
+    pub filter: Option<Arc<Filter>>,
+    /// `--delete-excluded`: the rules do not keep names at the destination from `--delete`.
+    pub delete_excluded: bool,
 }
 
 /// Where a push's sources land, by the rsync rule for sources, so that running the same command
@@ -152,6 +158,8 @@ impl CopyConfig {
             bwlimit: None,
             pace: SessionRate::unlimited(),
             placement: Placement::Cp,
+            filter: None,
+            delete_excluded: false,
             peer: "server",
             owner: false,
             group: false,
@@ -161,6 +169,12 @@ impl CopyConfig {
             dest,
             sources,
         }
+    }
+
+    /// The rules as applied to a tree whose root's name begins every path (`root_in_path`), or
+    /// `None` without rules.
+    pub fn tree_filter(&self, root_in_path: bool) -> Option<TreeFilter> {
+        self.filter.as_ref().filter(|f| !f.is_empty()).map(|f| TreeFilter { filter: f.clone(), root_in_path })
     }
 
     /// The `Begin.flags` this configuration asks for.
@@ -334,6 +348,8 @@ pub struct SendOpts {
     pub pace: SessionRate,
     /// Which special files are sent when the session has `FLAG_DEVICES`.
     pub kinds: SpecialKinds,
+    /// What the walk skips (`--exclude`).
+    pub filter: Option<TreeFilter>,
 }
 
 /// Which non-regular files a sender sends with `FLAG_DEVICES` (rsync's `--devices` and
@@ -364,6 +380,7 @@ impl SendOpts {
             peer: cfg.peer,
             pace: if cfg.pace.is_limited() { cfg.pace.clone() } else { SessionRate::fixed(cfg.bwlimit) },
             kinds: SpecialKinds { devices: cfg.devices, specials: cfg.specials },
+            filter: cfg.tree_filter(cfg.placement != Placement::As),
         }
     }
     pub(super) fn has(&self, flag: u32) -> bool {

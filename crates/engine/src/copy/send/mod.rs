@@ -123,13 +123,22 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     let cpu0 = usage::process();
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
     let streams = config::streams_for(cfg, control.rx.socket());
-    control.tx.send_frames(&[Frame::Begin(frame::Begin {
+    let begin = Frame::Begin(frame::Begin {
         dest: &cfg.dest,
         sources: cfg.sources.len() as u32,
         chunk_size: cfg.chunk_size,
         flags: cfg.flags(),
         streams,
-    })])?;
+    });
+    // The receiver needs the rules too: under --delete it keeps the names they exclude.
+    let mut rules = Vec::new();
+    let filter = cfg.tree_filter(cfg.placement != frame::Placement::As).map(|t| {
+        Frame::Filter(frame::FilterRules {
+            flags: t.frame_flags(cfg.delete_excluded),
+            rules: t.filter.encode(&mut rules),
+        })
+    });
+    control.tx.send_frames(&[Some(begin), filter].into_iter().flatten().collect::<Vec<_>>())?;
     let into_dir = await_target(&mut control, cfg.timeout)?;
     let roots = roots(&cfg.sources, &cfg.dest, into_dir)?;
     let data = connect_data(cfg, &control, streams)?;

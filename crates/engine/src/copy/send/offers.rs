@@ -28,11 +28,13 @@ pub(super) const WALK_AHEAD: usize = 256;
 pub(super) fn spawn_walker(roots: Vec<Root>, ctx: &Arc<Ctx>, walked: Chan<Walked>, o: &SendOpts) -> JoinHandle<()> {
     let ctx = ctx.clone();
     let (listing, checksum) = (o.has(linerate_proto::frame::FLAG_DELETE), o.has(linerate_proto::frame::FLAG_CHECKSUM));
+    let filter = o.filter.clone();
     std::thread::spawn(move || {
         let err = |m: String| ctx.fail(m);
-        walk::walk_listing(
+        walk::walk_filtered(
             &roots,
             listing && ctx.sync,
+            filter.as_ref(),
             |item| {
                 if let Item::File(f) = &item {
                     ctx.progress.found_files.fetch_add(1, Relaxed);
