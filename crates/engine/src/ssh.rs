@@ -267,7 +267,8 @@ mod tests {
         let e = Announce::parse("LINERATE 999 SOMETHING else SOFTWARE 9.9.9").unwrap_err();
         assert!(matches!(e, AnnounceError::Version { remote: 999, .. }), "{e:?}");
         let msg = e.to_string();
-        assert!(msg.contains("999") && msg.contains("9.9.9") && msg.contains("version 1"), "{msg}");
+        let ours = format!("version {}", linerate_proto::PROTOCOL_VERSION);
+        assert!(msg.contains("999") && msg.contains("9.9.9") && msg.contains(&ours), "{msg}");
     }
 
     #[test]
