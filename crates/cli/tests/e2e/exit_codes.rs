@@ -2,7 +2,8 @@
 //! into one failure (bad usage, a session that cannot start, a store or a file that cannot be
 //! written, a partial run) and checks the code README.md and docs/USER_GUIDE.md promise for it,
 //! and that the message names the cause. `crates/cli/src/error.rs` holds the one kind → code
-//! mapping; these rows check that each command gives its failures the right kind.
+//! mapping; these rows check that each command gives its failures the right kind. A closed
+//! standard output or error (141) needs a real pipe closed early: `pipes.rs`.
 
 use std::fs;
 use std::net::TcpListener;

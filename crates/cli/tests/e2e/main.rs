@@ -14,6 +14,7 @@ mod generate;
 mod lab;
 mod mesh;
 mod metrics;
+mod pipes;
 mod report;
 mod rerun;
 mod ssh;
