@@ -79,7 +79,12 @@ pub fn from_cp(c: &CpSummary) -> RunReport {
     let bps = c.gbit_per_s * 1e9;
     let mut r = RunReport::new(
         RunKind::Cp,
-        format!("cp: {} files, {} in {}", c.files, si(c.bytes as f64, "B"), si(c.seconds, "s")),
+        format!(
+            "cp: {}, {} in {}",
+            linerate_model::units::count(c.files, "file"),
+            si(c.bytes as f64, "B"),
+            si(c.seconds, "s")
+        ),
     );
     r.params = RunParams {
         bytes: Some(c.bytes),
