@@ -52,7 +52,7 @@ pub fn run_demo(a: DemoArgs) -> Result {
 fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
     let src = work.join("src");
     let dst = work.join("copy");
-    std::fs::create_dir_all(&src).with_context(|| format!("making {}", src.display())).io()?;
+    std::fs::create_dir_all(&src).with_context(|| format!("making the sample tree in {}", work.display())).io()?;
     errln!("making a sample tree in {} ...", src.display())?;
     let made = (|| -> std::io::Result<(u64, u64)> {
         let big = make_tree(
