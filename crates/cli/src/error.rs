@@ -31,6 +31,11 @@ pub enum Kind {
     /// Interrupted (Ctrl-C, SIGTERM): 128 + SIGINT, as a shell reports a process killed by
     /// SIGINT; what was done is kept.
     Interrupted,
+    /// Standard output or standard error was closed early (`| head`): the command ended quietly,
+    /// work in flight stopped in order as by Ctrl-C (a copy keeps what arrived): 141, 128 +
+    /// SIGPIPE, as a shell reports `find | head` or GNU `cp -v | head` — never 0, since part of
+    /// the work or of its report did not happen.
+    Closed,
     /// `lab exec`: the command run inside the lab exited with this status (passed on as is).
     Exited(u8),
 }
@@ -44,6 +49,7 @@ impl Kind {
             Kind::Session | Kind::Store | Kind::Io | Kind::Internal => 3,
             Kind::Regressed => 4,
             Kind::Interrupted => 130,
+            Kind::Closed => 141,
             Kind::Exited(c) => c,
         }
     }
@@ -137,14 +143,15 @@ impl Error {
         Error { kind: self.kind, source: self.source.map(|s| s.context(c)) }
     }
 
-    /// Whether the failure is a closed standard output (`| head`): not an error worth a word
-    /// (ripgrep's rule), so `main` exits quietly.
+    /// Whether the failure is a closed standard output or error (`| head`): not an error worth a
+    /// word (ripgrep's rule), so `main` exits quietly with [`Kind::Closed`]'s code.
     pub fn is_broken_pipe(&self) -> bool {
-        self.source.as_ref().is_some_and(|s| {
-            s.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        self.kind == Kind::Closed
+            || self.source.as_ref().is_some_and(|s| {
+                s.chain().any(|c| {
+                    c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                })
             })
-        })
     }
 }
 
@@ -240,6 +247,7 @@ mod tests {
             (Kind::Internal, 3),
             (Kind::Regressed, 4),
             (Kind::Interrupted, 130),
+            (Kind::Closed, 141),
             (Kind::Exited(0), 0),
             (Kind::Exited(42), 42),
         ];

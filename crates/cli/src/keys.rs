@@ -51,6 +51,10 @@ impl ClientKeyArgs {
             .ok_or_else(|| anyhow!("no config directory for known_hosts: set HOME or XDG_CONFIG_HOME"))?;
         let mut client = KeyClient::new(Arc::new(identity), known_hosts, keys::host_name(host, port));
         client.strict = self.strict_host_key;
+        // A closed stderr loses the note, nothing more (a copy's own output sees the pipe).
+        client.note = Arc::new(|m: String| {
+            let _ = errln!("linerate: {m}");
+        });
         Ok((Secret::generate()?, Some(client)))
     }
 }

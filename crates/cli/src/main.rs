@@ -1,6 +1,9 @@
 //! `linerate`: the command-line front end. Flags are parsed here and turned into engine
 //! configurations; all the work happens in `linerate-engine`.
 
+// First: its `outln!`/`errln!` macros are used by every module below.
+#[macro_use]
+mod out;
 mod cmd;
 mod error;
 mod filter;
@@ -85,14 +88,17 @@ fn main() -> ExitCode {
 }
 
 /// The one place a failure becomes an exit code (and its message is printed): the code of its
-/// [`error::Kind`], or 0 for a closed standard output (`| head`), which is not worth a word.
+/// [`error::Kind`]; a closed standard output or error (`| head`) is not worth a word and exits
+/// with [`error::Kind::Closed`]'s code, whatever else failed after it.
 fn exit_code(who: &str, done: error::Result) -> u8 {
     match done {
+        Ok(()) if out::closed() => error::Kind::Closed.code(),
         Ok(()) => 0,
-        Err(e) if e.is_broken_pipe() => 0,
+        Err(e) if e.is_broken_pipe() || out::closed() => error::Kind::Closed.code(),
         Err(e) => {
             if let Some(m) = e.message() {
-                eprintln!("{who}: {m:#}");
+                // Nobody may read it (stderr closed too): the code is all that is left.
+                let _ = errln!("{who}: {m:#}");
             }
             e.kind().code()
         }

@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use linerate_engine::copy::send::{FileHook, Progress};
 use linerate_engine::copy::walk::shown;
 use linerate_engine::shutdown::Stopper;
-use linerate_model::units::{format_rate, format_size};
+use linerate_model::units::{format_size, RateUnit};
 use std::io::IsTerminal;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,6 +22,8 @@ pub struct Show {
     pub force: bool,
     /// List each file as it has been sent (`-v`).
     pub verbose: bool,
+    /// Rates in bits (default) or bytes per second (`--bytes`), the summary's too.
+    pub unit: RateUnit,
 }
 
 /// How often the bar is redrawn from the counters (a pace, not a poll: a stop ends the wait).
@@ -80,11 +82,13 @@ impl Bar {
                     rate.update(c.bytes, start.elapsed());
                     if !bar.is_hidden() {
                         let name = current.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                        bar.set_message(bar_line(&c, &rate, &name, terminal_width()));
+                        bar.set_message(bar_line(&c, &rate, &name, terminal_width(), show.unit));
                     }
                     if plain && last_line.elapsed() >= Duration::from_secs(1) {
                         let r = (c.bytes - last_bytes.min(c.bytes)) as f64 / last_line.elapsed().as_secs_f64();
-                        eprintln!("{}", plain_line(&c, r, start.elapsed(), &rate));
+                        if errln!("{}", plain_line(&c, r, start.elapsed(), &rate, show.unit)).is_err() {
+                            break; // stderr is gone (a closed pipe stops the copy: crate::out)
+                        }
                         last_line = Instant::now();
                         last_bytes = c.bytes;
                     }
@@ -106,10 +110,11 @@ impl Bar {
         self.bar.finish_and_clear();
     }
 
-    /// Print a line above the bar without garbling it.
+    /// Print a line above the bar without garbling it. A failed write is not returned: a closed
+    /// pipe stops the copy ([`crate::out`]), and the copy's end reports it.
     pub fn println(bar: &ProgressBar, line: &str) {
         if bar.is_hidden() {
-            eprintln!("{line}");
+            let _ = errln!("{line}");
         } else {
             bar.println(line);
         }
@@ -133,7 +138,8 @@ struct Counts {
 
 impl Counts {
     fn files_text(&self) -> String {
-        format!("{}/{}{} files", self.files, self.found, if self.walking { "+" } else { "" })
+        let noun = if self.found == 1 && !self.walking { "file" } else { "files" };
+        format!("{}/{}{} {noun}", self.files, self.found, if self.walking { "+" } else { "" })
     }
 }
 
@@ -222,10 +228,10 @@ fn terminal_width() -> usize {
 /// The bar's line, at most `width - 1` columns: what matters first (percent, bytes, rate, ETA,
 /// files), then the bar and the current file's name in whatever room is left, never cut midway
 /// through a figure.
-fn bar_line(c: &Counts, rate: &Rate, name: &str, width: usize) -> String {
+fn bar_line(c: &Counts, rate: &Rate, name: &str, width: usize, unit: RateUnit) -> String {
     let pct =
         if c.total > 0 && !c.walking { (c.bytes * 100 / c.total).min(100).to_string() + "%" } else { "-%".into() };
-    let speed = rate.per_sec().map_or("-".into(), |r| format!("{}/s", format_size(r)));
+    let speed = rate.per_sec().map_or("-".into(), |r| unit.format(r));
     let eta = rate.eta(c).map_or("-".into(), clock);
     let core = format!(
         "{pct:>4} {}/{} {speed} ETA {eta} {}",
@@ -265,15 +271,14 @@ fn bar_line(c: &Counts, rate: &Rate, name: &str, width: usize) -> String {
 }
 
 /// The line printed each second when progress is forced without a terminal.
-fn plain_line(c: &Counts, rate: f64, elapsed: Duration, smooth: &Rate) -> String {
+fn plain_line(c: &Counts, rate: f64, elapsed: Duration, smooth: &Rate, unit: RateUnit) -> String {
     let pct = if c.total > 0 { (c.bytes as f64 * 100.0 / c.total as f64).min(100.0) } else { 0.0 };
     let eta = smooth.eta(c).map_or("-".into(), clock);
     format!(
-        "linerate: {pct:3.0}% {}/{} {}/s ({}) elapsed {} ETA {eta} {}",
+        "linerate: {pct:3.0}% {}/{} {} elapsed {} ETA {eta} {}",
         format_size(c.bytes as f64),
         format_size(c.total as f64),
-        format_size(rate),
-        format_rate(rate * 8.0),
+        unit.format(rate),
         clock(elapsed.as_secs_f64()),
         c.files_text()
     )
@@ -297,18 +302,20 @@ mod tests {
     fn plain_progress_line_has_percent_bytes_rate_eta_and_files() {
         let c = Counts { bytes: 500_000_000, total: 2_000_000_000, files: 12, found: 340, walking: false };
         assert_eq!(
-            plain_line(&c, 100e6, Duration::from_secs(5), &steady(100e6, 5)),
-            "linerate:  25% 500 MB/2 GB 100 MB/s (800 Mbit/s) elapsed 0:05 ETA 0:15 12/340 files"
+            plain_line(&c, 100e6, Duration::from_secs(5), &steady(100e6, 5), RateUnit::Bits),
+            "linerate:  25% 500 MB/2 GB 800 Mbit/s elapsed 0:05 ETA 0:15 12/340 files"
         );
+        assert!(plain_line(&c, 100e6, Duration::from_secs(5), &steady(100e6, 5), RateUnit::Bytes)
+            .contains(" 100 MB/s elapsed"));
         let c = Counts { walking: true, ..c };
-        assert!(plain_line(&c, 0.0, Duration::from_secs(3700), &Rate::default())
+        assert!(plain_line(&c, 0.0, Duration::from_secs(3700), &Rate::default(), RateUnit::Bits)
             .ends_with("elapsed 1:01:40 ETA - 12/340+ files"));
     }
 
     #[test]
     fn no_rate_or_eta_before_there_is_one_and_a_burst_does_not_swing_the_eta() {
         let c = Counts { bytes: 0, total: 3_000_000_000, files: 0, found: 1000, walking: false };
-        let line = bar_line(&c, &Rate::default(), "", 120);
+        let line = bar_line(&c, &Rate::default(), "", 120, RateUnit::Bits);
         assert!(line.contains(" - ETA - ") && !line.contains("0 B/s") && !line.contains("0s"), "{line}");
         // 100 MB/s for 10 s, then one second at 1 GB/s: the ETA moves, but not tenfold.
         let mut r = steady(100e6, 10);
@@ -326,7 +333,7 @@ mod tests {
         let c = Counts { bytes: 431_000_000, total: 3_132_000_000, files: 138, found: 1000, walking: false };
         let r = steady(112e6, 6);
         for width in [40, 60, 80, 100, 200] {
-            let line = bar_line(&c, &r, "tree/d0000/a-rather-long-file-name-000138.bin", width);
+            let line = bar_line(&c, &r, "tree/d0000/a-rather-long-file-name-000138.bin", width, RateUnit::Bytes);
             assert!(line.chars().count() < width, "{width}: {line}");
             if width >= 60 {
                 assert!(line.contains("138/1000 files"), "{width}: {line}");

@@ -449,11 +449,11 @@ fn pick_addr(ann: &Announce, target: &SshTarget, words: &[String]) -> Result<Soc
         .next()
         .ok_or_else(|| anyhow!("{}: no address", escape(name.as_bytes())))?;
     if !ssh::reachable(addr, PROBE) {
-        eprintln!(
+        errln!(
             "linerate: note: port {} on {} is not reachable directly; if a firewall blocks it, add --via-ssh",
             ann.port,
             escape(name.as_bytes())
-        );
+        )?;
     }
     Ok(addr)
 }
@@ -478,10 +478,10 @@ pub fn copy(
         Job::Pull { target, .. } => target,
     };
     if args.via_ssh {
-        eprintln!(
+        errln!(
             "linerate: warning: --via-ssh carries every stream through one ssh connection; expect it to be \
              slower than a direct connection"
-        );
+        )?;
     }
     let remote = Remote::start(target, args)?;
     let mut cfg = CopyConfig::new(remote.addr, remote.secret.clone(), Vec::new(), Vec::new());
@@ -502,7 +502,7 @@ pub fn copy(
         None,
     );
     if let (Some(n), false) = (remote.forwarded(), quiet) {
-        eprintln!("linerate: --via-ssh: {n} connections carried through ssh");
+        let _ = errln!("linerate: --via-ssh: {n} connections carried through ssh");
     }
     remote.finish(result.is_ok());
     result
@@ -559,7 +559,7 @@ pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout
     // connection) is gone, and nobody will ever read what we would write.
     std::thread::spawn(|| {
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-        eprintln!("linerate serve: the ssh connection closed; exiting");
+        let _ = errln!("linerate serve: the ssh connection closed; exiting");
         std::process::exit(i32::from(Kind::Session.code()));
     });
     match server.run() {

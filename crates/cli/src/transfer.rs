@@ -10,7 +10,7 @@ use linerate_engine::copy::send::{self, CopyConfig, CopyReport, Progress};
 use linerate_engine::shutdown::Stopper;
 use linerate_engine::EngineError;
 use linerate_model::doc::cp::{CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpuSeconds};
-use linerate_model::units::{format_rate, format_size};
+use linerate_model::units::{count, format_size, RateUnit};
 use linerate_proto::frame::Placement;
 use linerate_proto::ErrorCode;
 use std::io::{BufRead, BufReader, Write};
@@ -216,6 +216,8 @@ pub(crate) fn run_engine(
         let _ = signal_hook::flag::register(sig, seen.clone());
     }
     let _ = stopper.on_signals(&signals, |_| {});
+    // A closed standard output or error (`| head`) interrupts the copy the same way, quietly.
+    crate::out::stop_on_close(&stopper);
     let progress = Arc::new(Progress { on_file: hook, cancel: stopper.shutdown(), ..Progress::default() });
     let bar = Bar::start(bar, progress.clone(), show, current);
     let handle = bar.handle();
@@ -231,17 +233,22 @@ pub(crate) fn run_engine(
         let _ = server.child.wait();
     }
     match result {
+        // Whatever the copy did, its report (or its listing) was cut: say nothing more.
+        _ if crate::out::closed() => Err(Error::reported(Kind::Closed)),
         Ok(r) => Ok(r),
         Err(EngineError::Interrupted) => {
             let p = &progress;
             let (files, bytes) = (p.files.load(Relaxed), p.bytes.load(Relaxed));
             let (found_files, found_bytes) = (p.found_files.load(Relaxed), p.found_bytes.load(Relaxed));
             let more = if p.walk_done.load(Relaxed) == 0 { "+" } else { "" };
+            // Counted as sent: the receiver keeps each file it had finished when told to stop,
+            // which may be a few fewer (it says nothing more once interrupted).
             Err(Error::new(
                 Kind::Interrupted,
                 anyhow!(
-                    "interrupted after {files} of {found_files}{more} files ({} of {}{more}) were copied; \
-                     run the same command to resume",
+                    "interrupted after sending {files} of {found_files}{more} {} ({} of {}{more}); the files \
+                     finished at the destination are kept; run the same command to resume",
+                    if found_files == 1 && more.is_empty() { "file" } else { "files" },
                     format_size(bytes as f64),
                     format_size(found_bytes as f64)
                 ),
@@ -313,14 +320,18 @@ pub fn summary_doc(r: &CopyReport) -> CpSummary {
     }
 }
 
-/// A one-line human summary.
-pub fn summary_line(r: &CopyReport) -> String {
+/// Below this many bytes moved, a copy's time is its set-up (connect, handshake, a local
+/// server's start), not the transfer: no rate is shown ("4.02 bit/s" for a 1-byte file).
+const RATE_FLOOR: u64 = 1_000_000;
+
+/// A one-line human summary, rates in `unit` (the progress line's).
+pub fn summary_line(r: &CopyReport, unit: RateUnit) -> String {
     if r.dry_run {
         // Nothing moved: say what would, in the same words as the listing above it.
         let verb = if r.pulled { "receive" } else { "send" };
         let mut line = format!(
-            "dry run, nothing changed: would {verb} {} files ({})",
-            r.would_send.0,
+            "dry run, nothing changed: would {verb} {} ({})",
+            count(r.would_send.0, "file"),
             format_size(r.would_send.1 as f64)
         );
         if r.deleted > 0 {
@@ -350,13 +361,15 @@ pub fn summary_line(r: &CopyReport) -> String {
     if r.refused_files > 0 {
         extra += &format!("; {} not copied (see above)", r.refused_files);
     }
+    let moved = r.bytes.saturating_sub(r.resumed_bytes);
+    let rate =
+        if moved >= RATE_FLOOR { format!(": {}", unit.format(r.gbit_per_s() * 1e9 / 8.0)) } else { String::new() };
     let line = format!(
-        "{} files, {} in {:.2} s: {} over {} streams ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
-        r.files.min(r.server.files),
+        "{}, {} in {:.2} s{rate} over {} ({}); CPU client {:.2}s user {:.2}s sys, server {:.2}s user {:.2}s sys",
+        count(r.files.min(r.server.files), "file"),
         format_size(r.bytes as f64),
         r.seconds,
-        format_rate(r.gbit_per_s() * 1e9),
-        r.streams,
+        count(u64::from(r.streams), "stream"),
         r.cipher,
         r.client_cpu.user_us as f64 / 1e6,
         r.client_cpu.sys_us as f64 / 1e6,
@@ -383,20 +396,20 @@ pub(crate) fn changed_nothing(r: &CopyReport) -> bool {
 
 /// Keeps the run in the report store, unless it [changed nothing](changed_nothing); a failure
 /// to save is a warning, not a failed copy. A dry run is never given to it (`cp.rs`).
-pub(crate) fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, quiet: bool) {
+pub(crate) fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, quiet: bool) -> crate::error::Result {
     if changed_nothing(report) {
         if !quiet {
-            eprintln!("nothing was sent or changed: not saved as a run");
+            errln!("nothing was sent or changed: not saved as a run")?;
         }
-        return;
+        return Ok(());
     }
     let mut run = linerate_report::from_cp(&summary_doc(report));
     run.params.destination = Some(linerate_engine::copy::walk::shown(dest));
     let saved = crate::cmd::report::save_run(db, &run);
     match saved {
-        Ok(id) if !quiet => eprintln!("saved as run {id} (linerate report show {id})"),
-        Ok(_) => {}
-        Err(e) => eprintln!("linerate: warning: the run was not saved: {e:#}"),
+        Ok(id) if !quiet => errln!("saved as run {id} (linerate report show {id})"),
+        Ok(_) => Ok(()),
+        Err(e) => errln!("linerate: warning: the run was not saved: {e:#}"),
     }
 }
 
@@ -480,15 +493,35 @@ mod tests {
     fn the_summary_counts_only_files_written_and_a_dry_run_says_what_it_would_do() {
         let mut r = report(1000, 3_000_000, 0);
         r.server.files = 999; // one failed on a full disk after it was sent
-        let line = summary_line(&r);
+        let line = summary_line(&r, RateUnit::Bits);
         assert!(line.starts_with("999 files, ") && line.contains("1 sent but not written"), "{line}");
         let mut dry = report(0, 0, 2);
         (dry.dry_run, dry.would_send) = (true, (607, 1_900_000_000));
-        let line = summary_line(&dry);
+        let line = summary_line(&dry, RateUnit::Bits);
         assert_eq!(
             line,
             "dry run, nothing changed: would send 607 files (1.9 GB), would delete 2; 10 up to date (4.1 kB)"
         );
+    }
+
+    #[test]
+    fn summary_lines() {
+        // One file, one stream, a tiny copy (no rate: its time is the set-up), then a real one
+        // in bits (the default) and in bytes (--bytes), and a one-file dry run.
+        let mut one = report(1, 4, 0);
+        (one.server.files, one.streams, one.skipped_files) = (1, 1, 0);
+        let mut big = report(1200, 3_000_000_000, 0);
+        big.server.files = 1200;
+        big.seconds = 2.5;
+        let mut dry = report(0, 0, 0);
+        (dry.dry_run, dry.would_send, dry.skipped_files) = (true, (1, 4096), 0);
+        let lines = [
+            summary_line(&one, RateUnit::Bits),
+            summary_line(&big, RateUnit::Bits),
+            summary_line(&big, RateUnit::Bytes),
+            summary_line(&dry, RateUnit::Bits),
+        ];
+        insta::assert_snapshot!(lines.join("\n"));
     }
 
     #[test]

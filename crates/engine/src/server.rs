@@ -1148,9 +1148,14 @@ fn log_copy(shared: &Shared, client: &Client, outcome: &Outcome) {
     let who = &client.peer;
     match outcome {
         Outcome::Done(s) => {
+            let n = linerate_model::units::count;
             let msg = format!(
-                "{who}: {} files, {} bytes, {} dirs, {} links, {} errors",
-                s.files, s.bytes, s.dirs, s.links, s.errors
+                "{who}: {}, {}, {}, {}, {}",
+                n(s.files, "file"),
+                n(s.bytes, "byte"),
+                n(s.dirs, "dir"),
+                n(s.links, "link"),
+                n(s.errors, "error")
             );
             let counts = [
                 ("files", s.files.into()),

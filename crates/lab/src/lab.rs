@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// Where a lab tells what it cannot return (a teardown's problems on drop).
+type Tell = Box<dyn FnMut(&str) + Send>;
+
 /// A lab that is up. Dropping it tears it down.
 pub struct Lab {
     /// The plan it was built from.
@@ -20,6 +23,8 @@ pub struct Lab {
     finished: bool,
     /// Handles of the emulator processes, reaped at teardown.
     children: Vec<Box<dyn crate::exec::Process>>,
+    /// Told of each problem of a teardown on drop (the library prints nothing): [`Lab::on_drop_problem`].
+    on_drop_problem: Option<Tell>,
 }
 
 /// Installs handlers for SIGINT, SIGTERM and SIGHUP that set the returned flag; the lab
@@ -119,7 +124,7 @@ impl Lab {
         };
         // Recorded before anything exists, so a crash at any point leaves a cleanable record.
         state.save()?;
-        let mut lab = Lab { plan, state, ex, finished: false, children: Vec::new() };
+        let mut lab = Lab { plan, state, ex, finished: false, children: Vec::new(), on_drop_problem: None };
         let cmds = lab.plan.commands.clone();
         for (i, c) in cmds.iter().enumerate() {
             if i == lab.plan.emulators_at {
@@ -202,6 +207,12 @@ impl Lab {
             .ok_or_else(|| LabError::Scenario(format!("unknown host '{host}'")))
     }
 
+    /// Where the problems of a teardown on drop (an error path; [`Lab::down`] returns them
+    /// instead) are told.
+    pub fn on_drop_problem(&mut self, tell: impl FnMut(&str) + Send + 'static) {
+        self.on_drop_problem = Some(Box::new(tell));
+    }
+
     /// Tears the lab down now; returns what could not be removed.
     pub fn down(mut self) -> Vec<String> {
         self.finished = true;
@@ -230,7 +241,9 @@ impl Drop for Lab {
         if !self.finished {
             self.finished = true;
             for p in self.state.teardown(self.ex.as_mut()) {
-                eprintln!("linerate lab: teardown: {p}");
+                if let Some(tell) = self.on_drop_problem.as_mut() {
+                    tell(&p);
+                }
             }
             self.reap();
         }

@@ -397,6 +397,43 @@ pub fn format_size_iec(bytes: f64) -> String {
     format!("{} B", significant(bytes, 3))
 }
 
+/// The unit a rate is shown in: bits per second (the default, as iperf3 and the rest of
+/// linerate show rates) or bytes per second (`cp --bytes`, as rsync and scp show them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RateUnit {
+    /// `9.41 Gbit/s`.
+    #[default]
+    Bits,
+    /// `1.18 GB/s`.
+    Bytes,
+}
+
+impl RateUnit {
+    /// `bytes_per_s` in this unit, for people: [`format_rate`] or `format_size(..)/s`.
+    pub fn format(self, bytes_per_s: f64) -> String {
+        match self {
+            RateUnit::Bits => format_rate(bytes_per_s * 8.0),
+            RateUnit::Bytes => format_si(bytes_per_s, "B/s"),
+        }
+    }
+}
+
+/// `n` and its noun, singular or plural as `n` needs: `1 file`, `2 files`, `0 entries`,
+/// `3 places` — the one plural rule for counts shown to people. `noun` is the singular; a
+/// consonant and `y` become `ies`, a final `s`, `x`, `ch` or `sh` takes `es`, anything else `s`.
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    let b = noun.as_bytes();
+    let plural = match b {
+        [.., c, b'y'] if !b"aeiou".contains(c) => format!("{}ies", &noun[..noun.len() - 1]),
+        [.., b's' | b'x'] | [.., b'c' | b's', b'h'] => format!("{noun}es"),
+        _ => format!("{noun}s"),
+    };
+    format!("{n} {plural}")
+}
+
 /// Serde support for a size field in a file: a number of bytes, or a string in the size
 /// grammar (`file_size = "1.6MB"`). Use with `#[serde(deserialize_with = ...)]`.
 pub mod serde_size {
@@ -436,6 +473,25 @@ pub mod serde_size {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_shows_in_bits_or_bytes() {
+        assert_eq!(RateUnit::Bits.format(125e6), "1 Gbit/s");
+        assert_eq!(RateUnit::Bytes.format(125e6), "125 MB/s");
+        assert_eq!(RateUnit::default(), RateUnit::Bits);
+    }
+
+    #[test]
+    fn counts_take_the_plural_they_need() {
+        assert_eq!(count(1, "file"), "1 file");
+        assert_eq!(count(0, "file"), "0 files");
+        assert_eq!(count(2, "entry"), "2 entries");
+        assert_eq!(count(1, "entry"), "1 entry");
+        assert_eq!(count(3, "day"), "3 days");
+        assert_eq!(count(2, "byte"), "2 bytes");
+        assert_eq!(count(4, "match"), "4 matches");
+        assert_eq!(count(5, "pass"), "5 passes");
+    }
 
     const KI: u64 = 1024;
     const MI: u64 = 1024 * 1024;

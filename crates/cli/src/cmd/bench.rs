@@ -544,8 +544,8 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     };
     // The report (live lines, tables, the JSON or CSV document) goes to stdout, or with
     // --logfile to the end of that file; diagnostics to stderr.
-    let to: Box<dyn std::io::Write> = match &a.logfile {
-        Some(f) => Box::new(
+    let to = match &a.logfile {
+        Some(f) => Some(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -553,12 +553,16 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
                 .with_context(|| format!("--logfile {}", f.display()))
                 .usage()?,
         ),
-        None => Box::new(std::io::stdout()),
+        None => None,
     };
     // The JSON and CSV documents stay machine-readable: no prefixes.
     let plain = a.json || a.csv;
     let mut out = Out { to, title: a.title.clone().filter(|_| !plain), timestamps: a.timestamps && !plain };
     let mut client = BenchClient::connect(cfg)?;
+    // A closed standard output or error (`| head`) ends the test at its next interval, quietly.
+    let stopper = linerate_engine::shutdown::Stopper::new();
+    crate::out::stop_on_close(&stopper);
+    client.cancel_on(stopper.shutdown());
     if let Some(ms) = a.start_at {
         let at = std::time::UNIX_EPOCH + Duration::from_millis(ms);
         // A scheduled start (`--start-at`), the one wait here that is a time, not an event.
@@ -571,17 +575,21 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let mut done = Vec::new();
     for (labels, spec) in points {
         if live {
-            out.say(&text::banner(&spec, &addr, &labels));
+            out.say(&text::banner(&spec, &addr, &labels))?;
         }
         let mut runs = Vec::new();
         let mut last = None;
         for _ in 0..rmax {
             let mut show = |iv: &IntervalCounts| {
                 if live {
-                    out.say(&text::interval_line(&spec, iv));
+                    // A closed pipe stops the test (above); the error is seen after it.
+                    let _ = out.say(&text::interval_line(&spec, iv));
                 }
             };
             let r = client.run(&spec, &mut show)?;
+            if crate::out::closed() {
+                return Err(Error::reported(crate::error::Kind::Closed));
+            }
             let s = r.summary(link);
             runs.push(headline(&spec, &s));
             last = Some((r, s));
@@ -591,14 +599,14 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         }
         let Some((result, summary)) = last else { continue };
         if !(a.json || a.csv) {
-            out.say(&text::table(&result, &summary, &runs, level as u32));
+            out.say(&text::table(&result, &summary, &runs, level as u32))?;
         }
         let behind = result.latency.as_ref().and_then(|l| l.behind_schedule);
         if let Some(w) = text::missed_schedule(&result.spec, summary.transactions_per_s, behind) {
-            eprintln!("linerate bench: warning: {w}");
+            errln!("linerate bench: warning: {w}")?;
         }
         if let Some(w) = text::coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
-            eprintln!("linerate bench: note: {w}");
+            errln!("linerate bench: note: {w}")?;
         }
         done.push(Point { labels, result, summary, runs });
     }
@@ -615,32 +623,33 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             .internal()
             .and_then(|run| crate::cmd::report::save_run(a.db.as_deref(), &run));
         match saved {
-            Ok(id) if !(a.quiet || a.json || a.csv) => eprintln!("saved as run {id} (linerate report show {id})"),
+            Ok(id) if !(a.quiet || a.json || a.csv) => errln!("saved as run {id} (linerate report show {id})")?,
             Ok(_) => {}
-            Err(e) => eprintln!("linerate bench: warning: the run was not saved: {e:#}"),
+            Err(e) => errln!("linerate bench: warning: the run was not saved: {e:#}")?,
         }
     }
     if a.json {
-        out.say(&serde_json::to_string(&doc).internal()?);
+        out.say(&serde_json::to_string(&doc).internal()?)?;
     } else if a.csv {
-        out.say(text::csv(&done).trim_end());
+        out.say(text::csv(&done).trim_end())?;
     } else if done.len() > 1 {
-        out.say(&text::sweep_table(&done));
+        out.say(&text::sweep_table(&done))?;
     }
-    out.to.flush().context("writing the report").io()?;
     Ok(())
 }
 
 /// Where the report goes, and what each of its lines starts with (-T, --timestamps).
 struct Out {
-    to: Box<dyn std::io::Write>,
+    /// `--logfile`, or standard output.
+    to: Option<std::fs::File>,
     title: Option<String>,
     timestamps: bool,
 }
 
 impl Out {
-    /// Each line of `text` (a closed stdout, as in `| head`, is not an error worth a panic).
-    fn say(&mut self, text: &str) {
+    /// Each line of `text`, prefixed; a closed stdout (`| head`) is [`crate::error::Kind::Closed`].
+    fn say(&mut self, text: &str) -> crate::error::Result {
+        let mut all = String::new();
         for line in text.split('\n') {
             let mut prefix = String::new();
             if self.timestamps {
@@ -654,7 +663,11 @@ impl Out {
                 prefix += t;
                 prefix += ":  ";
             }
-            let _ = writeln!(self.to, "{prefix}{line}");
+            all += &format!("{prefix}{line}\n");
+        }
+        match &mut self.to {
+            Some(f) => f.write_all(all.as_bytes()).context("writing the report (--logfile)").io(),
+            None => crate::out::bytes(crate::out::To::Out, all.as_bytes()),
         }
     }
 }

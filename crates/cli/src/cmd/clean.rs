@@ -4,7 +4,6 @@
 use crate::error::{Error, Kind, Result};
 use clap::Args;
 use linerate_engine::copy::clean::{self, CleanConfig};
-use std::io::Write;
 use std::path::PathBuf;
 
 const CLEAN_AFTER_HELP: &str = "\
@@ -44,9 +43,9 @@ pub fn run_clean(a: CleanArgs) -> Result {
     let cfg = CleanConfig { paths: a.dirs, older_than: a.older_than, dry_run: a.dry_run };
     let report = clean::clean(&cfg, std::time::SystemTime::now());
     for e in &report.errors {
-        eprintln!("linerate clean: {e}");
+        errln!("linerate clean: {e}")?;
     }
-    std::io::stdout().lock().write_all(report.render().as_bytes()).map_err(|e| Error::new(Kind::Io, e))?;
+    crate::out::bytes(crate::out::To::Out, report.render().as_bytes())?;
     if !report.errors.is_empty() {
         return Err(Error::reported(Kind::Partial));
     }

@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use linerate_engine::copy::send::{self, CopyConfig};
 use linerate_engine::net::conn;
+use linerate_model::units::RateUnit;
 use linerate_proto::caps;
 use linerate_proto::hello::Suite;
 use std::path::PathBuf;
@@ -84,15 +85,17 @@ EXIT STATUS:
      (EROFS): the copy stops at the first such write with one message naming the file
      system and what was written. Not saved in the run store
   130  interrupted (Ctrl-C, SIGTERM): what arrived is kept; run the same command to resume
+  141  standard output or error closed early (| head): the copy stops as for Ctrl-C,
+       quietly (128 + SIGPIPE, as a shell shows for a program killed by a closed pipe)
 
   A dry run (-n) changes nothing at the destination, not even a directory to copy into.";
 
 /// `linerate cp` flags.
 #[derive(Args, Debug)]
-#[command(after_help = CP_AFTER_HELP)]
+#[command(after_help = CP_AFTER_HELP, override_usage = "linerate cp [OPTIONS] SRC... DEST")]
 pub struct CpArgs {
-    /// Sources, then the destination.
-    #[arg(required = true, num_args = 2.., value_name = "SRC... DEST")]
+    /// Sources (SRC...), then the destination (DEST).
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
     paths: Vec<PathBuf>,
     /// Parallel TCP streams [default: the number of CPU cores, 2 to 8; more, up to 16, on a path
     /// with a round trip of 2 ms or more: enough for 2.5 Gbit/s with the kernel's TCP window].
@@ -166,6 +169,13 @@ pub struct CpArgs {
     /// Show progress even when stderr is not a terminal: a plain line every second.
     #[arg(long, conflicts_with = "quiet")]
     progress: bool,
+    /// Rates in bytes per second (MB/s), progress and summary alike.
+    #[arg(long, conflicts_with = "bits")]
+    bytes: bool,
+    /// Rates in bits per second (Mbit/s, Gbit/s), progress and summary alike: the default, as
+    /// iperf3 and `linerate bench` show them.
+    #[arg(long)]
+    bits: bool,
     /// Chunk size for large files: a size, a power of two from 64K to 8M (K, M: ×1024).
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_chunk_size)]
     chunk_size: u32,
@@ -259,27 +269,28 @@ pub fn run_cp(mut a: CpArgs) -> Done {
         "chacha20-poly1305" => Suite::ChaCha20Poly1305,
         _ => conn::preferred_suite(),
     };
-    let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose };
+    let unit = if a.bytes { RateUnit::Bytes } else { RateUnit::Bits };
+    let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose, unit };
     let meta = Meta::of(&a);
     if a.xattrs || a.acls {
-        eprintln!(
+        errln!(
             "linerate: warning: {} not kept: linerate does not copy extended attributes or ACLs (see docs/USER_GUIDE.md)",
             match (a.xattrs, a.acls) {
                 (true, true) => "-X and -A: extended attributes and ACLs are",
                 (true, false) => "-X: extended attributes are",
                 _ => "-A: ACLs are",
             }
-        );
+        )?;
     }
     let filter = a.filter.filter().map_err(|e| Error::new(Kind::Usage, e))?;
     let job = crate::ssh::classify(&paths, &dest).map_err(|e| Error::new(Kind::Usage, e))?;
     let local_dest = job.is_none() && matches!(crate::transfer::parse_dest(&dest), Ok(crate::transfer::Dest::Local(_)));
     if meta.owner && local_dest && !rustix::process::geteuid().is_root() {
         // Said once, not per file: the local receiver runs as this user.
-        eprintln!(
+        errln!(
             "linerate: note: -o: owners are kept only by a receiver running as root; not here \
              (groups are, where you are a member)"
-        );
+        )?;
     }
     let apply = |c: &mut CopyConfig| {
         match a.streams {
@@ -300,12 +311,10 @@ pub fn run_cp(mut a: CpArgs) -> Done {
         c.delete_excluded = a.filter.delete_excluded;
         c.dry_run = a.dry_run;
         let to_stderr = a.json;
+        // A closed pipe stops the copy (crate::out), so the result is not needed here.
+        let to = if to_stderr { crate::out::To::Err } else { crate::out::To::Out };
         c.list = Some(send::ListSink(Arc::new(move |line: &str| {
-            if to_stderr {
-                eprintln!("{line}");
-            } else {
-                println!("{line}");
-            }
+            let _ = crate::out::line(to, format_args!("{line}"));
         })));
         c.bwlimit = a.bwlimit;
         c.owner = meta.owner;
@@ -325,19 +334,18 @@ pub fn run_cp(mut a: CpArgs) -> Done {
         None => copy_showing(paths, &dest, &a.keys, apply, show),
     }?;
     if a.json {
-        println!("{}", summary_json(&report));
+        outln!("{}", summary_json(&report))?;
     } else if !a.quiet {
-        eprintln!("{}", summary_line(&report));
+        errln!("{}", summary_line(&report, unit))?;
     }
     if report.skipped_specials > 0 && !a.quiet {
         // rsync says "skipping non-regular file" for each and exits 0; one line says it all.
-        let n = report.skipped_specials;
-        let s = if n == 1 { "" } else { "s" };
-        eprintln!("linerate: skipped {n} non-regular file{s} (device, FIFO or socket): -D copies them");
+        let n = linerate_model::units::count(report.skipped_specials, "non-regular file");
+        errln!("linerate: skipped {n} (device, FIFO or socket): -D copies them")?;
     }
     // A dry run moved nothing: it is not a run to keep.
     if !a.no_save && !report.dry_run {
-        save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json);
+        save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json)?;
     }
     if !report.is_complete() {
         return Err(Error::msg(
@@ -359,6 +367,17 @@ mod tests {
     use crate::cmd::serve::parse_buffer_memory;
     use crate::transfer::{parse_dest, Dest};
     use std::path::Path;
+
+    #[test]
+    fn the_usage_line_reads_sources_then_the_destination() {
+        use clap::CommandFactory;
+        let mut cli = crate::Cli::command();
+        let cp = cli.find_subcommand_mut("cp").expect("a cp subcommand");
+        insta::assert_snapshot!(cp.render_usage().to_string());
+        // The arguments' own line names them once, not as "<SRC... DEST> <SRC... DEST>...".
+        let help = cp.render_help().to_string();
+        assert!(!help.contains("<SRC... DEST>"), "{help}");
+    }
 
     #[test]
     fn parses_remote_and_local_destinations() {

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use clap::Args;
 use linerate_engine::copy::diff::compare_trees;
 use linerate_engine::copy::sample::{make_tree, Sizes, TreeSpec};
-use linerate_model::units::{format_size, parse_size};
+use linerate_model::units::{count, format_size, parse_size};
 use std::path::PathBuf;
 
 /// `linerate demo` flags.
@@ -44,7 +44,7 @@ pub fn run_demo(a: DemoArgs) -> Result {
     if !a.keep {
         let _ = std::fs::remove_dir_all(&work);
     } else {
-        eprintln!("trees kept in {}", work.display());
+        errln!("trees kept in {}", work.display())?;
     }
     done
 }
@@ -52,8 +52,9 @@ pub fn run_demo(a: DemoArgs) -> Result {
 fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
     let src = work.join("src");
     let dst = work.join("copy");
-    let made = std::fs::create_dir_all(&src).and_then(|()| {
-        eprintln!("making a sample tree in {} ...", src.display());
+    std::fs::create_dir_all(&src).with_context(|| format!("making the sample tree in {}", work.display())).io()?;
+    errln!("making a sample tree in {} ...", src.display())?;
+    let made = (|| -> std::io::Result<(u64, u64)> {
         let big = make_tree(
             &src.join("large"),
             TreeSpec { files: a.files, sizes: Sizes::LogNormal { mean: a.mean_size }, per_dir: 100, seed: 7 },
@@ -68,9 +69,9 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
         std::fs::write(src.join("empty-file"), b"")?;
         std::os::unix::fs::symlink("large/d0000", src.join("link-to-large"))?;
         Ok((big.0 + small.0 + 1, big.1 + small.1))
-    });
+    })();
     let (files, bytes) = made.with_context(|| format!("making the sample tree in {}", work.display())).io()?;
-    eprintln!("copying {files} files, {}, encrypted, through a local server ...", format_size(bytes as f64));
+    errln!("copying {}, {}, encrypted, through a local server ...", count(files, "file"), format_size(bytes as f64))?;
     let report = copy_to(
         // `src/`: the copy is `dst` itself (the rsync rule of `cp`).
         vec![src.join("")],
@@ -83,23 +84,22 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
         },
         a.json,
     )?;
-    eprintln!("{}", summary_line(&report));
+    errln!("{}", summary_line(&report, linerate_model::units::RateUnit::Bits))?;
     if a.json {
-        println!("{}", summary_json(&report));
+        outln!("{}", summary_json(&report))?;
     }
     match compare_trees(&src, &dst, true) {
         Ok(c) if c.count == 0 && c.files == files => {
-            eprintln!(
-                "verified: {} files and {} identical, with modes, mtimes and symlinks",
-                c.files,
+            errln!(
+                "verified: {} and {} identical, with modes, mtimes and symlinks",
+                count(c.files, "file"),
                 format_size(c.bytes as f64)
-            );
-            Ok(())
+            )
         }
         Ok(c) => {
-            eprintln!("linerate demo: the copy differs from the source in {} places:", c.count);
+            errln!("linerate demo: the copy differs from the source in {}:", count(c.count as u64, "place"))?;
             for d in c.differences {
-                eprintln!("  {d}");
+                errln!("  {d}")?;
             }
             Err(Error::reported(Kind::Partial))
         }

@@ -137,18 +137,10 @@ pub fn run_doctor(a: DoctorArgs) -> Result {
     let report = doctor::analyze(facts, &acfg);
     if a.json {
         let j = serde_json::to_string_pretty(&report).context("cannot encode the report").internal()?;
-        out(&format!("{j}\n"));
+        outln!("{j}")
     } else {
-        out(&linerate_doctor::text::human(&report));
+        crate::out::bytes(crate::out::To::Out, linerate_doctor::text::human(&report).as_bytes())
     }
-    Ok(())
-}
-
-/// Write to stdout; a closed pipe (`| head`) is not an error worth a panic.
-fn out(text: &str) {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    let _ = o.write_all(text.as_bytes()).and_then(|()| o.flush());
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ use crate::error::ResultExt;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use clap_complete::Shell;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What to generate.
@@ -42,9 +41,9 @@ pub struct GenerateArgs {
 /// or script that cannot be written is [`crate::error::Kind::Io`].
 pub fn run_generate(a: GenerateArgs, cmd: clap::Command) -> crate::error::Result {
     match (a.what.shell(), &a.dir) {
-        (Some(shell), None) => completion(cmd, shell).io(),
+        (Some(shell), None) => completion(cmd, shell),
         (Some(_), Some(_)) => Err(crate::error::Error::usage("--dir goes with `man` only")),
-        (None, None) => man_page(cmd).io(),
+        (None, None) => man_page(cmd),
         (None, Some(dir)) => man_pages(cmd, dir).io(),
     }
 }
@@ -63,16 +62,16 @@ impl What {
     }
 }
 
-fn completion(mut cmd: clap::Command, shell: Shell) -> Result<()> {
+fn completion(mut cmd: clap::Command, shell: Shell) -> crate::error::Result {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "linerate", &mut out);
-    std::io::stdout().lock().write_all(&out).context("writing to standard output")
+    crate::out::bytes(crate::out::To::Out, &out)
 }
 
-fn man_page(cmd: clap::Command) -> Result<()> {
+fn man_page(cmd: clap::Command) -> crate::error::Result {
     let mut out = Vec::new();
-    clap_mangen::Man::new(cmd).render(&mut out).context("rendering the man page")?;
-    std::io::stdout().lock().write_all(&out).context("writing to standard output")
+    clap_mangen::Man::new(cmd).render(&mut out).context("rendering the man page").io()?;
+    crate::out::bytes(crate::out::To::Out, &out)
 }
 
 fn man_pages(cmd: clap::Command, dir: &Path) -> Result<()> {
@@ -80,9 +79,8 @@ fn man_pages(cmd: clap::Command, dir: &Path) -> Result<()> {
     clap_mangen::generate_to(cmd, dir).with_context(|| format!("writing man pages into {}", dir.display()))?;
     let mut names: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     names.sort();
-    let mut out = std::io::stdout().lock();
     for n in names.iter().filter(|n| n.to_string_lossy().ends_with(".1")) {
-        writeln!(out, "{}", dir.join(n).display())?;
+        outln!("{}", dir.join(n).display())?;
     }
     Ok(())
 }

@@ -54,8 +54,7 @@ fn keygen(a: &KeygenArgs) -> Result<()> {
         }
         make_parent(file)?;
         Secret::generate().map_err(key_err)?.write_new(file).map_err(key_err)?;
-        eprintln!("wrote a new key to {}", file.display());
-        return Ok(());
+        return errln!("wrote a new key to {}", file.display());
     }
     let file = match &a.file {
         Some(f) => f.clone(),
@@ -72,13 +71,12 @@ fn keygen(a: &KeygenArgs) -> Result<()> {
     let comment = a.comment.clone().unwrap_or_else(keys::default_comment);
     let id = Identity::write_new(&file, &comment).map_err(key_err)?;
     let public = keys::pub_path(&file);
-    eprintln!(
+    errln!(
         "wrote a new ed25519 key to {} and its public key to {}\nfingerprint {}",
         file.display(),
         public.display(),
         id.public().fingerprint()
-    );
+    )?;
     // The public line on stdout, ready for a server's authorized keys file.
-    println!("{}", id.public().to_line(&comment));
-    Ok(())
+    outln!("{}", id.public().to_line(&comment))
 }

@@ -125,34 +125,66 @@ pub fn run_lab(a: LabArgs) -> crate::error::Result {
     })
 }
 
-fn print_hosts(plan: &Plan) {
+fn print_hosts(plan: &Plan) -> crate::error::Result {
     for (h, p) in &plan.hosts {
         let addrs: Vec<String> = p
             .ifaces
             .iter()
             .map(|i| format!("{} {}/{}", i.name, linerate_lab::scenario::fmt_ip(i.addr), i.prefix))
             .collect();
-        println!("  {h:<12} netns {:<24} {}", p.ns, addrs.join(", "));
+        outln!("  {h:<12} netns {:<24} {}", p.ns, addrs.join(", "))?;
     }
+    Ok(())
+}
+
+/// Told of a stale run cleaned before a new lab is built.
+fn cleaned_stale(id: &str) {
+    let _ = errln!("linerate lab: cleaned stale run {id}");
+}
+
+/// Told of a problem of a lab torn down on an error path (a closed stderr loses it).
+fn drop_problem(p: &str) {
+    let _ = errln!("linerate lab: teardown: {p}");
 }
 
 fn up(file: PathBuf, detach: bool) -> Result<()> {
     let sc = Scenario::load(&file)?;
     let (stop, stopped) = linerate_lab::lab::signal_stop()?;
-    let lab = Lab::up(&sc, &file, detach, &stop, &mut |id| eprintln!("linerate lab: cleaned stale run {id}"))?;
-    println!("lab {} up: scenario {} ({} namespaces)", lab.plan.run, sc.name, lab.plan.namespaces.len());
-    print_hosts(&lab.plan);
-    if detach {
-        let id = lab.plan.run.clone();
+    let mut lab = Lab::up(&sc, &file, detach, &stop, &mut cleaned_stale)?;
+    lab.on_drop_problem(drop_problem);
+    // A closed standard output or error (`| head -1`) tears the lab down as Ctrl-C does, even
+    // while it waits with nothing to print.
+    let wake = linerate_model::shutdown::Stopper::new();
+    crate::out::stop_on_close(&wake);
+    let shown = (|| {
+        outln!("lab {} up: scenario {} ({} namespaces)", lab.plan.run, sc.name, lab.plan.namespaces.len())?;
+        print_hosts(&lab.plan)?;
+        if detach {
+            let id = &lab.plan.run;
+            outln!("detached; `linerate lab exec HOST -- CMD` to use it, `linerate lab down {id}` to remove it")
+        } else {
+            outln!("`linerate lab exec HOST -- CMD` from another terminal; Ctrl-C tears it down")
+        }
+    })();
+    if detach && shown.is_ok() {
         lab.detach()?;
-        println!("detached; `linerate lab exec HOST -- CMD` to use it, `linerate lab down {id}` to remove it");
         return Ok(());
     }
-    println!("`linerate lab exec HOST -- CMD` from another terminal; Ctrl-C tears it down");
-    stopped.wait();
+    if shown.is_ok() {
+        let w = wake.clone();
+        stopped.on_stop(move || {
+            w.stop();
+        });
+        crate::out::watch_closed();
+        wake.shutdown().wait();
+    }
     let id = lab.plan.run.clone();
     let problems = lab.down();
     report_down(&id, &problems);
+    shown?;
+    if crate::out::closed() {
+        return Err(Error::reported(Kind::Closed).into());
+    }
     // Each problem is on its line above.
     if problems.is_empty() {
         Ok(())
@@ -161,12 +193,13 @@ fn up(file: PathBuf, detach: bool) -> Result<()> {
     }
 }
 
+/// The end of a teardown, on stderr; a closed stderr loses it (the exit code says the rest).
 fn report_down(id: &str, problems: &[String]) {
     if problems.is_empty() {
-        eprintln!("lab {id} torn down");
+        let _ = errln!("lab {id} torn down");
     } else {
         for p in problems {
-            eprintln!("linerate lab: {id}: {p}");
+            let _ = errln!("linerate lab: {id}: {p}");
         }
     }
 }
@@ -176,7 +209,7 @@ fn down(run: Option<String>, all: bool) -> Result<()> {
     let mut done = Ok(());
     for s in runs {
         if s.ask_owner_to_stop(Duration::from_secs(15)) {
-            eprintln!("lab {} torn down by its owner (pid {})", s.run, s.pid);
+            let _ = errln!("lab {} torn down by its owner (pid {})", s.run, s.pid);
             continue;
         }
         let problems = s.teardown(&mut SystemExecutor);
@@ -191,9 +224,9 @@ fn down(run: Option<String>, all: bool) -> Result<()> {
 fn status(json: bool) -> Result<()> {
     let runs = RunState::list();
     if json {
-        println!("{}", linerate_lab::state::status_json(&runs)?);
+        outln!("{}", linerate_lab::state::status_json(&runs)?)?;
     } else {
-        print!("{}", linerate_lab::state::status_text(&runs));
+        crate::out::bytes(crate::out::To::Out, linerate_lab::state::status_text(&runs).as_bytes())?;
     }
     Ok(())
 }
@@ -210,7 +243,7 @@ fn set(link: &str, changes: &[String], dir: &str, run: Option<&str>) -> Result<(
         .into());
     };
     let request = if changes == ["stats"] { "stats".to_string() } else { format!("set {dir} {}", changes.join(" ")) };
-    println!("{}", linerate_lab::emu::ask(sock, &request)?);
+    outln!("{}", linerate_lab::emu::ask(sock, &request)?)?;
     Ok(())
 }
 
@@ -246,40 +279,51 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     }
     let me = std::env::current_exe().context("finding the linerate executable")?;
     let stop = linerate_lab::lab::signal_flag()?;
-    let mut lab = Lab::up(&sc, &file, false, &stop, &mut |id| eprintln!("linerate lab: cleaned stale run {id}"))?;
-    eprintln!("lab {} up: scenario {}", lab.plan.run, sc.name);
+    let mut lab = Lab::up(&sc, &file, false, &stop, &mut cleaned_stale)?;
+    lab.on_drop_problem(drop_problem);
+    // A closed stderr (`2>&1 | head`) stops the runs between steps, as a signal does.
+    let flag = stop.clone();
+    let wake = linerate_model::shutdown::Stopper::new();
+    wake.shutdown().on_stop(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+    crate::out::stop_on_close(&wake);
+    errln!("lab {} up: scenario {}", lab.plan.run, sc.name)?;
     let out = output.unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", sc.name, lab.plan.run)));
-    let mut log = |l: &str| eprintln!("{l}");
+    let mut log = |l: &str| {
+        let _ = errln!("{l}");
+    };
     let mut cfg = RunnerConfig { linerate: me, stop: &stop, log: &mut log };
     let result = run_all(&mut lab, &sc, &mut cfg);
     let id = lab.plan.run.clone();
     let problems = lab.down();
     report_down(&id, &problems);
+    if crate::out::closed() {
+        return Err(Error::reported(Kind::Closed).into());
+    }
     let mut doc = result?;
     doc.time_scale = scale;
     let text = serde_json::to_string_pretty(&doc)?;
     std::fs::write(&out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
-    eprintln!("results: {}", out.display());
+    errln!("results: {}", out.display())?;
     // The run's report: an HTML page beside the results, and the run kept in the store.
     match linerate_report::from_lab(&doc) {
         Ok(rep) => {
             let html = out.with_extension("html");
             match crate::cmd::report::write_html(std::slice::from_ref(&rep), 5.0, &html) {
-                Ok(()) => eprintln!("report: {}", html.display()),
-                Err(e) => eprintln!("linerate lab: warning: no HTML report: {e:#}"),
+                Ok(()) => errln!("report: {}", html.display())?,
+                Err(e) => errln!("linerate lab: warning: no HTML report: {e:#}")?,
             }
             if !no_save {
                 match crate::cmd::report::save_run(db.as_deref(), &rep) {
-                    Ok(id) => eprintln!("saved as run {id} (linerate report show {id})"),
-                    Err(e) => eprintln!("linerate lab: warning: the run was not saved: {e:#}"),
+                    Ok(id) => errln!("saved as run {id} (linerate report show {id})")?,
+                    Err(e) => errln!("linerate lab: warning: the run was not saved: {e:#}")?,
                 }
             }
         }
-        Err(e) => eprintln!("linerate lab: warning: no report from the results: {e}"),
+        Err(e) => errln!("linerate lab: warning: no report from the results: {e}")?,
     }
     let all_ok = doc.runs.iter().all(|r| r.ok);
     if !all_ok && !problems.is_empty() {
-        eprintln!("linerate lab: {}", failures(&doc));
+        errln!("linerate lab: {}", failures(&doc))?;
     }
     if !problems.is_empty() {
         // The teardown's problems are on their lines above.
@@ -318,10 +362,10 @@ fn failures(doc: &linerate_model::doc::lab::LabDocument) -> String {
 fn plan(file: PathBuf) -> Result<()> {
     let sc = Scenario::load(&file)?;
     let p = Plan::new(&sc, "lrPLAN")?;
-    println!("# {} — run id shown as lrPLAN", sc.name);
-    print_hosts(&p);
+    outln!("# {} — run id shown as lrPLAN", sc.name)?;
+    print_hosts(&p)?;
     for c in &p.commands {
-        println!("{}", c.join(" "));
+        outln!("{}", c.join(" "))?;
     }
     Ok(())
 }

@@ -92,15 +92,16 @@ pub fn run_mesh(a: MeshArgs) -> Result {
         let quiet = a.quiet;
         let r = run_round(&inv, &agents, round, &stop, &mut |t| {
             if !quiet {
-                eprintln!("{}", line(&inv, round, t));
+                // A closed stderr is seen at the round's end (the next line below).
+                let _ = errln!("{}", line(&inv, round, t));
             }
         });
         let rep = to_report(&inv, &r);
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&rep).internal()?);
+            outln!("{}", serde_json::to_string_pretty(&rep).internal()?)?;
         }
         let saved = if a.no_save { None } else { Some(save_run(a.db.as_deref(), &rep)?) };
-        eprintln!(
+        errln!(
             "linerate mesh: round {round}: {} ran, {} failed ({} retries, {} waves){}{}",
             r.tally.done,
             r.tally.failed,
@@ -115,7 +116,7 @@ pub fn run_mesh(a: MeshArgs) -> Result {
                 )
             },
             saved.map_or(String::new(), |id| format!("; saved as {id}"))
-        );
+        )?;
         // Each failed test is on its line above and in the stored run.
         done = match (r.tally.done, r.tally.failed) {
             (0, f) if f > 0 => Err(Error::reported(Kind::Session)),

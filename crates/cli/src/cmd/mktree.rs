@@ -4,7 +4,7 @@ use crate::error::{Result, ResultExt};
 use anyhow::Context;
 use clap::Args;
 use linerate_engine::copy::sample::{make_tree, Sizes, TreeSpec};
-use linerate_model::units::parse_size;
+use linerate_model::units::{count, parse_size};
 use std::path::PathBuf;
 
 /// `linerate mktree` flags.
@@ -40,6 +40,5 @@ pub fn run_mktree(a: MktreeArgs) -> Result {
     };
     let spec = TreeSpec { files: a.files, sizes, per_dir: a.per_dir, seed: a.seed };
     let (files, bytes) = make_tree(&a.dir, spec, |_, _| {}).with_context(|| a.dir.display().to_string()).io()?;
-    eprintln!("{}: {files} files, {bytes} bytes", a.dir.display());
-    Ok(())
+    errln!("{}: {}, {}", a.dir.display(), count(files, "file"), count(bytes, "byte"))
 }

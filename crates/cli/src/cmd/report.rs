@@ -9,7 +9,7 @@ use linerate_report::export::{self, Format};
 use linerate_report::list::clean;
 use linerate_report::svg::ChartKind;
 use linerate_report::{RunReport, Store};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 const REPORT_AFTER_HELP: &str = "\
@@ -169,15 +169,12 @@ fn lookup(store: &mut Store, id: &str) -> crate::error::Result<RunReport> {
     })
 }
 
-fn write_out(output: Option<&Path>, text: &str) -> Result<()> {
+fn write_out(output: Option<&Path>, text: &str) -> crate::error::Result {
     match output {
         Some(p) if p.as_os_str() != "-" => {
-            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))
+            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display())).io()
         }
-        _ => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write to stdout")
-        }
+        _ => crate::out::bytes(crate::out::To::Out, text.as_bytes()),
     }
 }
 
@@ -207,15 +204,15 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             let runs = store.list().context("cannot list runs").store()?;
             let text = if json { linerate_report::list::json_lines(&runs) } else { linerate_report::list::text(&runs) };
             if runs.is_empty() && !json {
-                eprintln!("no runs in {}", store.path());
+                errln!("no runs in {}", store.path())?;
             }
-            write_out(None, &text).io()?;
+            write_out(None, &text)?;
             Ok(())
         }
         ReportCmd::Show { id } => {
             let mut store = open(db)?;
             let r = lookup(&mut store, &id)?;
-            write_out(None, &export::to_markdown(&r)).io()?;
+            write_out(None, &export::to_markdown(&r))?;
             Ok(())
         }
         ReportCmd::Export { id, format, output } => {
@@ -226,14 +223,14 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
                 ExportFormat::Csv => Format::Csv,
                 ExportFormat::Md => Format::Md,
             };
-            write_out(output.as_deref(), &export::export(&r, f)).io()?;
+            write_out(output.as_deref(), &export::export(&r, f))?;
             Ok(())
         }
         ReportCmd::Rm { id } => {
             let mut store = open(db)?;
             lookup(&mut store, &id)?;
             let full = store.remove(&id).context("cannot delete the run").store()?;
-            eprintln!("removed run {full}");
+            errln!("removed run {full}")?;
             Ok(())
         }
         ReportCmd::Import { file } => {
@@ -244,15 +241,15 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             // `bench --json > f && report import f`: bench saved the run already
             let same = store.find_same(&r).context("cannot read the store").store()?;
             if let Some(id) = same {
-                eprintln!("already stored as run {id}; not stored again");
-                println!("{id}");
+                errln!("already stored as run {id}; not stored again")?;
+                outln!("{id}")?;
                 return Ok(());
             }
             store.insert(&r).map_err(|e| match e {
                 linerate_report::ReportError::Duplicate(_) => Error::new(Kind::Usage, e),
                 other => Error::new(Kind::Store, anyhow::Error::new(other).context("cannot save the run")),
             })?;
-            println!("{}", r.id);
+            outln!("{}", r.id)?;
             Ok(())
         }
         ReportCmd::Compare { a, b, threshold, force } => {
@@ -273,9 +270,9 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
                 )));
             }
             for w in &c.warnings {
-                eprintln!("linerate report: warning: {}", clean(w));
+                errln!("linerate report: warning: {}", clean(w))?;
             }
-            write_out(None, &c.to_text()).io()?;
+            write_out(None, &c.to_text())?;
             if c.has_regression() {
                 let n = c.rows.iter().filter(|r| r.regression).count();
                 return Err(Error::msg(
@@ -289,7 +286,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             let mut store = open(db)?;
             let runs = ids.iter().map(|id| lookup(&mut store, id)).collect::<crate::error::Result<Vec<_>>>()?;
             write_html(&runs, threshold, &output).io()?;
-            eprintln!("wrote {}", output.display());
+            errln!("wrote {}", output.display())?;
             Ok(())
         }
         ReportCmd::Mesh { id, against, threshold, test, output } => {
@@ -306,7 +303,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
                 let m = m.ok_or_else(|| Error::usage(format!("run {} has no test {test:?}", run.id)))?;
                 linerate_report::mesh::matrix_svg(m, threshold)
             };
-            write_out(Some(&output), &text).io()?;
+            write_out(Some(&output), &text)?;
             Ok(())
         }
         ReportCmd::Svg { id, chart, output } => {
@@ -318,7 +315,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             let mut store = open(db)?;
             let r = lookup(&mut store, &id)?;
             let svg = linerate_report::svg::render(&r, kind, index).usage()?;
-            write_out(Some(&output), &svg).io()?;
+            write_out(Some(&output), &svg)?;
             Ok(())
         }
     }

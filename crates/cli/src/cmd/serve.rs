@@ -10,7 +10,6 @@ use linerate_engine::log::{Level, Log, LogFormat};
 use linerate_engine::server::{Server, ServerConfig};
 use linerate_engine::shutdown::{Stage, Stopper};
 use linerate_model::units::format_rate;
-use std::io::Write;
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -162,6 +161,17 @@ pub(crate) fn parse_buffer_memory(s: &str) -> Result<u64, String> {
     linerate_model::units::parse_size(t).map_err(|e| e.to_string())
 }
 
+/// The log line of `--max-rate-per-client` and `--max-rate-total`: only the caps given.
+fn caps_line(each: Option<u64>, total: Option<u64>) -> String {
+    let rate = |r: u64| format_rate(r as f64);
+    match (each, total) {
+        (Some(e), Some(t)) => format!("copy sessions capped at {} each, {} in total (split fairly)", rate(e), rate(t)),
+        (Some(e), None) => format!("copy sessions capped at {} each", rate(e)),
+        (None, Some(t)) => format!("copy sessions capped at {} in total (split fairly)", rate(t)),
+        (None, None) => "copy sessions not capped".into(),
+    }
+}
+
 pub fn run_serve(a: ServeArgs) -> crate::error::Result {
     if a.ssh.ssh {
         let (hs, idle) = (Duration::from_secs(a.handshake_timeout.max(1)), Duration::from_secs(a.idle_timeout.max(1)));
@@ -228,11 +238,11 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
         Err(e) => return fail(e.to_string(), Kind::Usage),
     };
     if a.announce {
-        println!("LINERATE {} LISTEN {}", linerate_proto::PROTOCOL_VERSION, server.local_addr());
+        // Whoever started us reads this line: without it nobody can connect.
+        outln!("LINERATE {} LISTEN {}", linerate_proto::PROTOCOL_VERSION, server.local_addr())?;
         if let Some(m) = server.metrics_addr() {
-            println!("LINERATE {} METRICS {m}", linerate_proto::PROTOCOL_VERSION);
+            outln!("LINERATE {} METRICS {m}", linerate_proto::PROTOCOL_VERSION)?;
         }
-        let _ = std::io::stdout().flush();
     } else if !a.quiet {
         let addr = server.local_addr().to_string();
         log.emit(Level::Info, &format!("listening on {addr}"), &[("listen", addr.as_str().into())]);
@@ -245,12 +255,7 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
         log.emit(Level::Info, &format!("metrics on http://{m}/metrics"), &[("metrics", m.to_string().into())]);
     }
     if !a.quiet && (a.max_rate_per_client.is_some() || a.max_rate_total.is_some()) {
-        let cap = |r: Option<u64>| r.map_or("none".to_string(), |r| format_rate(r as f64));
-        let msg = format!(
-            "copy sessions capped at {} each, {} in total (split fairly)",
-            cap(a.max_rate_per_client),
-            cap(a.max_rate_total)
-        );
+        let msg = caps_line(a.max_rate_per_client, a.max_rate_total);
         log.emit(Level::Info, &msg, &[]);
     }
     if let Err(e) = stop_on_signals(server.stopper(), a.shutdown_grace, (!a.quiet).then_some(log)) {
@@ -287,6 +292,16 @@ fn stop_on_signals(stopper: Stopper, grace: u64, log: Option<Log>) -> std::io::R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_caps_line_names_only_the_caps_given() {
+        assert_eq!(caps_line(Some(500_000_000), None), "copy sessions capped at 500 Mbit/s each");
+        assert_eq!(caps_line(None, Some(2_000_000_000)), "copy sessions capped at 2 Gbit/s in total (split fairly)");
+        assert_eq!(
+            caps_line(Some(1_000_000_000), Some(4_000_000_000)),
+            "copy sessions capped at 1 Gbit/s each, 4 Gbit/s in total (split fairly)"
+        );
+    }
 
     #[test]
     fn data_ports_are_a_range_or_one_port() {

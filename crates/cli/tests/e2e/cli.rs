@@ -263,7 +263,7 @@ fn pulls_from_a_running_server_then_skips_what_is_there_and_lists_a_dry_run() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!("dry run, nothing changed: would receive 1 files (7 B); {} up to date", files - 1)),
+        err.contains(&format!("dry run, nothing changed: would receive 1 file (7 B); {} up to date", files - 1)),
         "{err}"
     );
     assert!(!err.contains("saved as run"), "a dry run was saved: {err}");
@@ -663,7 +663,8 @@ fn bwlimit_paces_the_copy_and_progress_lists_escaped_names() {
     assert!(err.contains("/src/tab\\x09here\\x1b[1m"), "{err}");
     assert!(!err.contains('\x1b'), "raw escape printed: {err:?}");
     let line = err.lines().find(|l| l.starts_with("linerate: ") && l.contains("% ")).unwrap_or_else(|| panic!("{err}"));
-    assert!(line.contains("ETA") && line.contains("bit/s)") && line.contains("files"), "{line}");
+    // One rate unit, bits by default, as the summary line below it.
+    assert!(line.contains("ETA") && line.contains("bit/s elapsed") && line.contains("files"), "{line}");
     // A nonsense limit is a usage error.
     let out = bin().args(["cp", "--no-save", "--bwlimit", "fast"]).arg(&src).arg(t.path().join("x")).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -718,6 +719,7 @@ fn cp_help_documents_every_exit_code() {
         (2, "bad usage or configuration"),
         (3, "the session failed"),
         (130, "run the same command to resume"),
+        (141, "closed early"),
     ] {
         assert!(section.contains(&format!("\n  {code}  ")), "exit code {code} missing: {section}");
         assert!(section.contains(words), "exit code {code}: {words:?} missing: {section}");

@@ -18,6 +18,7 @@ mod lab;
 mod mesh;
 mod meta;
 mod metrics;
+mod pipes;
 mod report;
 mod rerun;
 mod ssh;

@@ -354,7 +354,8 @@ pub struct KeyClient {
     /// Accept only the host key with this fingerprint (`SHA256:…`), without reading or writing
     /// known_hosts (a mesh inventory pins its agents' keys).
     pub pinned: Option<String>,
-    /// Receives the note printed when a host key is added on first contact.
+    /// Receives the note for the user when a host key is added on first contact (the library
+    /// prints nothing: the caller shows it; dropped by default).
     pub note: NoteSink,
 }
 
@@ -374,14 +375,7 @@ impl KeyClient {
     /// A client with `identity` for server `host` (`name:port`), checked against `known_hosts`;
     /// first-contact notes go to stderr.
     pub fn new(identity: Arc<Identity>, known_hosts: PathBuf, host: String) -> KeyClient {
-        KeyClient {
-            identity,
-            known_hosts,
-            host,
-            strict: false,
-            pinned: None,
-            note: Arc::new(|m: String| eprintln!("linerate: {m}")),
-        }
+        KeyClient { identity, known_hosts, host, strict: false, pinned: None, note: Arc::new(|_: String| {}) }
     }
 
     /// A client with `identity` for server `host` that accepts only the host key whose

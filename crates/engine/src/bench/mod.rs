@@ -477,13 +477,22 @@ pub struct BenchClient {
     rx: RecvHalf,
     machine: ClientMachine,
     cfg: BenchClientConfig,
+    /// Ends a running test early, in order, at its next interval ([`BenchClient::cancel_on`]).
+    cancel: crate::shutdown::Shutdown,
 }
 
 impl BenchClient {
     /// Connect and authenticate.
     pub fn connect(cfg: BenchClientConfig) -> Result<BenchClient, EngineError> {
         let sec = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
-        Ok(BenchClient { tx: sec.tx, rx: sec.rx, machine: ClientMachine::default(), cfg })
+        let cancel = crate::shutdown::Shutdown::never();
+        Ok(BenchClient { tx: sec.tx, rx: sec.rx, machine: ClientMachine::default(), cfg, cancel })
+    }
+
+    /// A stop of `cancel` ends the running test at its next interval, as its end would (the
+    /// server is told to stop; the result covers the time run): the CLI's closed output.
+    pub fn cancel_on(&mut self, cancel: crate::shutdown::Shutdown) {
+        self.cancel = cancel;
     }
 
     fn recv_event(&mut self, timeout: Duration) -> Result<ClientEvent, EngineError> {
@@ -650,7 +659,8 @@ impl BenchClient {
         // A byte count (iperf3 -n) ends the test when every connection has ended: the sender
         // shuts its side down after its last byte, the receiver closes on reading that end, so
         // each byte sent was counted by the receiver before the client says stop.
-        let done = || spec.bytes.is_some() && counters.closed.load(Relaxed) >= conns;
+        let cancel = self.cancel.clone();
+        let done = || (spec.bytes.is_some() && counters.closed.load(Relaxed) >= conns) || cancel.is_stopped();
         if spec.bytes.is_some() {
             sampler.check_every(Duration::from_millis(2));
         }
@@ -739,7 +749,8 @@ impl BenchClient {
         }
         counters.release();
         let running = side.start(spec, self.cfg.tuning.cpu);
-        let done = || counters.budget_spent();
+        let cancel = self.cancel.clone();
+        let done = || counters.budget_spent() || cancel.is_stopped();
         let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), &done, progress);
         counters.stop.store(true, Relaxed);
         // Let the last datagrams land before the server stops counting (kept on purpose: UDP in

@@ -79,9 +79,14 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
 /// so; a bytes-sent rate of a copy that did not land would be compared as a speed (issue 31).
 pub fn from_cp(c: &CpSummary) -> RunReport {
     let bps = if c.complete { c.gbit_per_s * 1e9 } else { 0.0 };
-    let mut title = format!("cp: {} files, {} in {}", c.files, si(c.bytes as f64, "B"), si(c.seconds, "s"));
+    let mut title = format!(
+        "cp: {}, {} in {}",
+        linerate_model::units::count(c.files, "file"),
+        si(c.bytes as f64, "B"),
+        si(c.seconds, "s")
+    );
     if !c.complete {
-        title += &format!(" — INCOMPLETE: {} errors", c.errors.local + c.errors.remote);
+        title += &format!(" — INCOMPLETE: {}", linerate_model::units::count(c.errors.local + c.errors.remote, "error"));
     }
     let mut r = RunReport::new(RunKind::Cp, title);
     r.params = RunParams {
