@@ -732,12 +732,14 @@ fn control(
             }
             Ok([Frame::Begin(b), Frame::Pull(p)]) if b.flags & frame::FLAG_PULL != 0 => {
                 pull_from = Some((p.path.to_vec(), p.name.to_vec()));
-                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
+                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams, b.modify_window))
             }
             Ok([Frame::Begin(b), ..]) if b.flags & frame::FLAG_PULL != 0 => {
                 Err(ProtoError::Violation("a pull's Begin must be followed by one Pull frame, alone".into()))
             }
-            Ok([Frame::Begin(b)]) => Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams)),
+            Ok([Frame::Begin(b)]) => {
+                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams, b.modify_window))
+            }
             Ok([Frame::BenchRequest(doc)]) => {
                 let doc = doc.to_vec();
                 let ip = local.unwrap_or(IpAddr::from([127, 0, 0, 1]));
@@ -791,7 +793,7 @@ fn control(
         Err(e) if e.is_timeout() => Err(ProtoError::Violation("no request before the handshake deadline".into())),
         Err(e) => Err(ProtoError::Violation(e.to_string())),
     };
-    let (dest, sources, chunk_size, flags, streams) = match begin {
+    let (dest, sources, chunk_size, flags, streams, modify_window) = match begin {
         Ok(b) => b,
         Err(e) => return Some(fatal(&mut sec.tx, e.code(), e.to_string())),
     };
@@ -854,8 +856,8 @@ fn control(
     };
     let into_dir = d.into_dir;
     let tag: String = sec.session[..6].iter().map(|b| format!("{b:02x}")).collect();
-    let params =
-        SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout, pull_of: None };
+    let idle_timeout = shared.cfg.idle_timeout;
+    let params = SessionParams { flags, chunk_size, streams, tag, idle_timeout, pull_of: None, modify_window };
     let session = RecvSession::new(params, d, sec.tx);
     session.pace_with(admit_rate(shared, grant.rate));
     shared.track_recv(running, &session);

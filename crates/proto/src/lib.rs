@@ -83,4 +83,13 @@ pub mod caps {
     pub const MAX_BENCH_DOC: usize = 4 * 1024 * 1024;
     /// Largest mesh document (`MeshRequest`, `MeshResult`): a test and a summary of it.
     pub const MAX_MESH_DOC: usize = 64 * 1024;
+    /// Largest `--modify-window` a `Begin` may carry, in seconds (a year: rsync's common uses are
+    /// 1 or 2 s for FAT and 3601 s for daylight-saving shifts).
+    pub const MAX_MODIFY_WINDOW: u32 = 366 * 86_400;
+    /// Most files with several names (`-H`) one session tracks: the sender remembers the first
+    /// name of at most this many inodes, the receiver where at most this many landed. Past it,
+    /// further names are sent as separate files.
+    pub const MAX_LINK_TARGETS: usize = 1 << 18;
+    /// Most hard links a receiver holds waiting for their first name to be committed.
+    pub const MAX_PENDING_LINKS: usize = 1 << 16;
 }

@@ -108,7 +108,14 @@ pub fn pull(
     let streams = send::streams_for(cfg, control.rx.socket());
     let flags = cfg.flags() | FLAG_PULL;
     control.tx.send_frames(&[
-        Frame::Begin(frame::Begin { dest: b"", sources: 1, chunk_size: cfg.chunk_size, flags, streams }),
+        Frame::Begin(frame::Begin {
+            dest: b"",
+            sources: 1,
+            chunk_size: cfg.chunk_size,
+            flags,
+            streams,
+            modify_window: cfg.modify_window,
+        }),
         Frame::Pull(Pull { path: from, name: &asked }),
     ])?;
     let is_dir = send::await_target(&mut control, cfg.timeout)?;
@@ -124,6 +131,7 @@ pub fn pull(
         tag,
         idle_timeout: cfg.stall_timeout,
         pull_of: Some(PullOf { asked, local }),
+        modify_window: cfg.modify_window,
     };
     let session = RecvSession::with_display(
         params,

@@ -1703,7 +1703,7 @@ fn two_sources_of_one_name_are_refused_before_a_byte_is_sent() {
 #[test]
 fn the_first_request_must_decode_whole_and_alone() {
     let fx = Fx::new();
-    let begin = Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: 0, streams: 1 });
+    let begin = Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: 0, streams: 1, modify_window: 0 });
     let mut record = Vec::new();
     begin.encode(&mut record);
     // Begin, then three bytes of garbage.

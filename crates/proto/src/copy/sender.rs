@@ -8,7 +8,7 @@
 
 use super::{Expired, SenderControl, SenderEvent, SenderTimeouts};
 use crate::caps::MAX_KEEP_NAMES;
-use crate::frame::{self, Fatal, FileStart, Finish, Frame, Keep, Names, Offer, Summary, FLAG_SYNC};
+use crate::frame::{self, Fatal, FileStart, Finish, Frame, HardLink, Keep, Names, Offer, Summary, FLAG_SYNC};
 use crate::ProtoError;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -155,6 +155,16 @@ impl Sender {
         if !self.can_offer() {
             self.flush();
         }
+        Ok(())
+    }
+
+    /// `-H` in a sync session: announce a link target (before its offer) or send a further name,
+    /// in order with the offers.
+    pub fn hard_link(&mut self, l: HardLink<'_>, now: Instant) -> Result<(), ProtoError> {
+        if !self.sync || !self.walking || self.closing {
+            return Err(ProtoError::Violation("a hard link outside the walk of a sync session".into()));
+        }
+        self.push(Frame::HardLink(l), now);
         Ok(())
     }
 

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 mod control;
 mod data;
+mod links;
 
 /// How an abort caused by the sender's `Fatal` begins (a pull shows it as the server's error).
 pub const SENDER_ENDED: &str = "the sender ended the session: ";
@@ -46,6 +47,8 @@ pub struct SessionParams {
     pub idle_timeout: Duration,
     /// A pull: the one entry the target may receive ([`Tracker::for_pull`]).
     pub pull_of: Option<PullOf>,
+    /// `--modify-window`, seconds (checked against its cap when `Begin` was decoded).
+    pub modify_window: u32,
 }
 
 /// The one entry a pull's target receives: the server sends it under the name the client asked

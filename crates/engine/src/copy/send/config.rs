@@ -7,7 +7,8 @@ use crate::net::conn::{self};
 use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
 use linerate_proto::frame::{
-    Finish, Placement, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_SYNC, FLAG_VERIFY,
+    Finish, Placement, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_HARD_LINKS, FLAG_SPARSE,
+    FLAG_SYNC, FLAG_VERIFY,
 };
 use linerate_proto::hello::Suite;
 use std::net::SocketAddr;
@@ -68,6 +69,13 @@ pub struct CopyConfig {
     pub pace: SessionRate,
     /// What to call the receiver in messages: "server", or for a local copy "destination".
     pub peer: &'static str,
+    /// `-H`: files with several names in the tree are sent once and linked on the receiver.
+    pub hard_links: bool,
+    /// `-S`: holes of sparse files are not sent, and stay holes on the receiver.
+    pub sparse: bool,
+    /// `--modify-window`: modification times within this many seconds count as equal in the
+    /// up-to-date check (0: to the nanosecond).
+    pub modify_window: u32,
     /// Where the sources land relative to `dest`. `new` leaves `cp -r`'s rule ([`Placement::Cp`]);
     /// `linerate cp` asks for the rsync rule's choice ([`placement`]).
     pub placement: Placement,
@@ -141,6 +149,9 @@ impl CopyConfig {
             bwlimit: None,
             pace: SessionRate::unlimited(),
             placement: Placement::Cp,
+            hard_links: false,
+            sparse: false,
+            modify_window: 0,
             peer: "server",
             dest,
             sources,
@@ -157,6 +168,8 @@ impl CopyConfig {
             (self.sync && self.checksum, FLAG_CHECKSUM),
             (self.sync && self.delete, FLAG_DELETE),
             (self.sync && self.dry_run, FLAG_DRY_RUN),
+            (self.hard_links, FLAG_HARD_LINKS),
+            (self.sparse, FLAG_SPARSE),
         ] {
             if on {
                 f |= bit;

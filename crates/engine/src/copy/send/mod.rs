@@ -79,6 +79,8 @@ struct Ctx {
     verify: bool,
     /// Files were offered (declared) on the control stream: no `FileStart` on data streams.
     sync: bool,
+    /// `-S`: chunks that are holes at the source go as `Hole` frames.
+    sparse: bool,
     keepalive: Duration,
     totals: Totals,
     progress: Arc<Progress>,
@@ -119,6 +121,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         chunk_size: cfg.chunk_size,
         flags: cfg.flags(),
         streams,
+        modify_window: cfg.modify_window,
     })])?;
     let into_dir = await_target(&mut control, cfg.timeout)?;
     let roots = roots(&cfg.sources, &cfg.dest, into_dir)?;
