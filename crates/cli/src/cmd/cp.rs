@@ -142,7 +142,7 @@ pub struct CpArgs {
     /// Modification times within N seconds count as equal when deciding whether a file is up to
     /// date (as rsync's --modify-window; 0, the default, compares to the nanosecond; 1 or 2 for
     /// FAT or SMB destinations, 3601 across a daylight-saving shift). At most 31622400.
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_modify_window)]
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = parse_modify_window)]
     modify_window: u32,
 }
 

@@ -12,6 +12,7 @@ mod exit_codes;
 mod faults;
 mod generate;
 mod lab;
+mod links;
 mod mesh;
 mod metrics;
 mod report;
