@@ -40,6 +40,14 @@ fn linked_tree(src: &Path) {
     fs::write(src.join("single"), b"alone").unwrap();
 }
 
+/// A scratch directory holding [`linked_tree`] at `src`, and a run store.
+fn linked() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let (src, db) = (t.path().join("src"), t.path().join("runs.sqlite"));
+    linked_tree(&src);
+    (t, src, db)
+}
+
 fn inode(p: &Path) -> (u64, u64) {
     let m = fs::symlink_metadata(p).unwrap();
     (m.ino(), m.nlink())
@@ -58,9 +66,7 @@ fn assert_linked(dst: &Path) {
 
 #[test]
 fn hard_links_arrive_as_one_inode_with_h_and_as_separate_files_without() {
-    let t = tempfile::tempdir().unwrap();
-    let (src, db) = (t.path().join("src"), t.path().join("runs.sqlite"));
-    linked_tree(&src);
+    let (t, src, db) = linked();
     let dst = t.path().join("dst");
     let out = cp(&db, &["-H", "--json"], &src.join(""), &dst);
     assert_linked(&dst);
@@ -88,9 +94,7 @@ fn hard_links_arrive_as_one_inode_with_h_and_as_separate_files_without() {
 
 #[test]
 fn a_new_name_of_a_file_found_up_to_date_is_linked_to_it() {
-    let t = tempfile::tempdir().unwrap();
-    let (src, db) = (t.path().join("src"), t.path().join("runs.sqlite"));
-    linked_tree(&src);
+    let (t, src, db) = linked();
     let dst = t.path().join("dst");
     cp(&db, &["-H"], &src.join(""), &dst);
     fs::hard_link(src.join("single"), src.join("b/single-too")).unwrap();
