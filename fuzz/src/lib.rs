@@ -44,5 +44,6 @@ pub fn handshake_prologue(suite: Suite) -> Vec<u8> {
 }
 
 pub mod bench_model;
+pub mod links_model;
 pub mod pull_receiver;
 pub mod tracker_model;

@@ -748,14 +748,14 @@ fn control(
             {
                 pull_from = Some((p.path.to_vec(), p.name.to_vec()));
                 rules = peer_rules(filter);
-                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
+                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams, b.modify_window))
             }
             Ok([Frame::Begin(b), ..]) if b.flags & frame::FLAG_PULL != 0 => Err(ProtoError::Violation(
                 "a pull's Begin must be followed by one Pull frame, then at most one Filter frame".into(),
             )),
             Ok([Frame::Begin(b), filter @ ..]) if matches!(filter, [] | [Frame::Filter(_)]) => {
                 rules = peer_rules(filter);
-                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams))
+                Ok((b.dest.to_vec(), b.sources, b.chunk_size, b.flags, b.streams, b.modify_window))
             }
             Ok([Frame::BenchRequest(doc)]) => {
                 let doc = doc.to_vec();
@@ -810,7 +810,7 @@ fn control(
         Err(e) if e.is_timeout() => Err(ProtoError::Violation("no request before the handshake deadline".into())),
         Err(e) => Err(ProtoError::Violation(e.to_string())),
     };
-    let (dest, sources, chunk_size, flags, streams) = match begin {
+    let (dest, sources, chunk_size, flags, streams, modify_window) = match begin {
         Ok(b) => b,
         Err(e) => return Some(fatal(&mut sec.tx, e.code(), e.to_string())),
     };
@@ -886,8 +886,8 @@ fn control(
     let keep = rules
         .filter(|(_, f)| f & frame::FILTER_DELETE_EXCLUDED == 0)
         .map(|(filter, f)| TreeFilter { filter: Arc::new(filter), root_in_path: f & frame::FILTER_CONTENTS == 0 });
-    let params =
-        SessionParams { flags, chunk_size, streams, tag, idle_timeout: shared.cfg.idle_timeout, pull_of: None, keep };
+    let idle_timeout = shared.cfg.idle_timeout;
+    let params = SessionParams { flags, chunk_size, streams, tag, idle_timeout, pull_of: None, keep, modify_window };
     let session = RecvSession::new(params, d, sec.tx);
     session.pace_with(admit_rate(shared, grant.rate));
     shared.track_recv(running, &session);

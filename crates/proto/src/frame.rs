@@ -4,8 +4,8 @@
 
 use crate::auth::{PUBLIC_KEY_LEN, SIGNATURE_LEN};
 use crate::caps::{
-    MAX_BENCH_DOC, MAX_CHUNK, MAX_FILTER_BYTES, MAX_FILTER_RULES, MAX_ID_NAME, MAX_KEEP_NAMES, MAX_MESSAGE, MAX_NAME,
-    MAX_PATH, MAX_WANT_RANGES, MIN_CHUNK,
+    MAX_BENCH_DOC, MAX_CHUNK, MAX_FILTER_BYTES, MAX_FILTER_RULES, MAX_ID_NAME, MAX_KEEP_NAMES, MAX_MESSAGE,
+    MAX_MODIFY_WINDOW, MAX_NAME, MAX_PATH, MAX_WANT_RANGES, MIN_CHUNK,
 };
 use crate::ProtoError;
 
@@ -51,6 +51,12 @@ pub const FLAG_NUMERIC_IDS: u32 = 1 << 11;
 /// `Begin.flags`: the sender sends devices, FIFOs and sockets (`Special` frames; rsync's `-D`).
 /// Without it a `Special` is a violation.
 pub const FLAG_DEVICES: u32 = 1 << 12;
+/// `Begin.flags` (`-H`): a file with several names in the tree is sent once; its other names
+/// travel as [`HardLink`] entries and are linked on the receiver.
+pub const FLAG_HARD_LINKS: u32 = 1 << 13;
+/// `Begin.flags` (`-S`): holes of sparse files are not sent ([`Hole`]) and are left as holes on
+/// the receiver, which also leaves blocks of zeros unwritten.
+pub const FLAG_SPARSE: u32 = 1 << 14;
 const KNOWN_FLAGS: u32 = FLAG_VERIFY
     | FLAG_FSYNC
     | FLAG_PULL
@@ -63,7 +69,9 @@ const KNOWN_FLAGS: u32 = FLAG_VERIFY
     | FLAG_OWNER
     | FLAG_GROUP
     | FLAG_NUMERIC_IDS
-    | FLAG_DEVICES;
+    | FLAG_DEVICES
+    | FLAG_HARD_LINKS
+    | FLAG_SPARSE;
 
 /// Where a push's sources land relative to `Begin.dest`: the client decides (from the rsync rule
 /// for sources, docs/USER_GUIDE.md) so that running the same command again lands in the same
@@ -216,6 +224,10 @@ pub struct Begin<'a> {
     pub flags: u32,
     /// Number of data streams the client will open besides control.
     pub streams: u16,
+    /// `--modify-window`: seconds within which two modification times count as equal in the
+    /// receiver's up-to-date check (0: equal to the nanosecond); at most
+    /// [`crate::caps::MAX_MODIFY_WINDOW`].
+    pub modify_window: u32,
 }
 
 /// A directory to create (or merge into) under `parent`.
@@ -267,6 +279,37 @@ pub struct FileStart<'a> {
     pub mtime: Time,
     /// Owner (with the owner flags).
     pub owner: Owner,
+}
+
+/// `HardLink.kind`: file `file` has further names to come: the receiver keeps where it lands.
+/// Sent before the file's `FileStart` (on the same stream) or `Offer`.
+pub const LINK_TARGET: u8 = 0;
+/// `HardLink.kind`: `name` in `parent` is another name of file `file`.
+pub const LINK_NAME: u8 = 1;
+
+/// `-H`: a file's further name, or the announcement that a file will have some.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HardLink<'a> {
+    /// [`LINK_TARGET`] or [`LINK_NAME`].
+    pub kind: u8,
+    /// The file id of the first name (a file of this session, announced with [`LINK_TARGET`]).
+    pub file: u64,
+    /// Parent directory id of the new name (0 with [`LINK_TARGET`]).
+    pub parent: u64,
+    /// The new name (empty with [`LINK_TARGET`]).
+    pub name: &'a [u8],
+}
+
+/// `-S`: whole chunks of a file that are a hole at the source: nothing to write, they count as
+/// received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hole {
+    /// File id.
+    pub file: u64,
+    /// Offset, a multiple of the session's chunk size.
+    pub offset: u64,
+    /// Length: whole chunks, the last of which may end at the end of the file.
+    pub len: u64,
 }
 
 /// File data at a chunk-aligned offset. Its `Debug` shows the length of the data, not the data.
@@ -675,6 +718,11 @@ pub enum Frame<'a> {
     MeshResult(&'a [u8]),
     /// 0x15: client → server, in the record of `Begin` (and `Pull`): `--exclude`/`--include`.
     Filter(FilterRules<'a>),
+    /// 0x0F: sender → receiver (`FLAG_HARD_LINKS`): on a data stream, or on the control stream
+    /// in a sync session.
+    HardLink(HardLink<'a>),
+    /// 0x17: sender → receiver, data stream (`FLAG_SPARSE`).
+    Hole(Hole),
 }
 
 impl std::fmt::Debug for Chunk<'_> {
@@ -721,6 +769,8 @@ impl std::fmt::Debug for Frame<'_> {
             Frame::ClientAuth(a) => write!(f, "ClientAuth({a:?})"),
             Frame::HostAuth(a) => write!(f, "HostAuth({a:?})"),
             Frame::Filter(r) => r.fmt(f),
+            Frame::HardLink(l) => l.fmt(f),
+            Frame::Hole(h) => h.fmt(f),
         }
     }
 }
@@ -756,6 +806,8 @@ mod ty {
     pub const MESH_REQUEST: u8 = 0x14;
     pub const MESH_RESULT: u8 = 0x94;
     pub const FILTER: u8 = 0x15;
+    pub const HARD_LINK: u8 = 0x0F;
+    pub const HOLE: u8 = 0x17;
 }
 
 struct W<'a>(&'a mut Vec<u8>);
@@ -871,6 +923,7 @@ impl Frame<'_> {
         match self {
             Frame::Begin(b) => {
                 w.bytes(b.dest, MAX_PATH).u32(b.sources).u32(b.chunk_size).u32(b.flags).u16(b.streams);
+                w.u32(b.modify_window);
             }
             Frame::Dir(d) => {
                 w.u64(d.id).u64(d.parent).bytes(d.name, MAX_NAME).u32(d.mode).time(d.mtime).owner(d.owner);
@@ -964,6 +1017,12 @@ impl Frame<'_> {
                 w.0.extend_from_slice(d);
             }
             Frame::BenchGo | Frame::BenchStop => {}
+            Frame::HardLink(l) => {
+                w.u8(l.kind).u64(l.file).u64(l.parent).bytes(l.name, MAX_NAME);
+            }
+            Frame::Hole(h) => {
+                w.u64(h.file).u64(h.offset).u64(h.len);
+            }
             Frame::ClientAuth(a) | Frame::HostAuth(a) => {
                 w.u8(KEY_ALG_ED25519);
                 w.0.extend_from_slice(&a.key);
@@ -1009,6 +1068,8 @@ impl Frame<'_> {
             Frame::ClientAuth(_) => ty::CLIENT_AUTH,
             Frame::HostAuth(_) => ty::HOST_AUTH,
             Frame::Filter(_) => ty::FILTER,
+            Frame::HardLink(_) => ty::HARD_LINK,
+            Frame::Hole(_) => ty::HOLE,
         }
     }
 }
@@ -1036,6 +1097,10 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             let chunk_size = r.u32()?;
             let flags = r.u32()?;
             let streams = r.u16()?;
+            let modify_window = r.u32()?;
+            if modify_window > MAX_MODIFY_WINDOW {
+                return Err(ProtoError::Invalid("modify window"));
+            }
             if !chunk_size.is_power_of_two() || !(MIN_CHUNK..=MAX_CHUNK).contains(&chunk_size) {
                 return Err(ProtoError::Invalid("chunk size"));
             }
@@ -1045,7 +1110,7 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             if flags & (FLAG_INTO | FLAG_AS) == FLAG_INTO | FLAG_AS {
                 return Err(ProtoError::Invalid("both placement flags"));
             }
-            Frame::Begin(Begin { dest, sources, chunk_size, flags, streams })
+            Frame::Begin(Begin { dest, sources, chunk_size, flags, streams, modify_window })
         }
         ty::DIR => Frame::Dir(DirEntry {
             id: r.u64()?,
@@ -1195,6 +1260,18 @@ pub fn decode(buf: &[u8]) -> Result<(Frame<'_>, usize), ProtoError> {
             Frame::Want(Want { file, verdict, have })
         }
         ty::NOTE => Frame::Note(Note { kind: r.u8()?, path: r.bytes(MAX_PATH, "path")? }),
+        ty::HARD_LINK => {
+            let l = HardLink { kind: r.u8()?, file: r.u64()?, parent: r.u64()?, name: r.bytes(MAX_NAME, "name")? };
+            match l.kind {
+                LINK_TARGET if l.parent != 0 || !l.name.is_empty() => {
+                    return Err(ProtoError::Invalid("hard link announcement with a name"))
+                }
+                LINK_TARGET | LINK_NAME => {}
+                _ => return Err(ProtoError::Invalid("hard link kind")),
+            }
+            Frame::HardLink(l)
+        }
+        ty::HOLE => Frame::Hole(Hole { file: r.u64()?, offset: r.u64()?, len: r.u64()? }),
         ty::BENCH_GO => Frame::BenchGo,
         ty::BENCH_STOP => Frame::BenchStop,
         ty::CLIENT_AUTH | ty::HOST_AUTH => {
@@ -1277,7 +1354,14 @@ mod tests {
     fn samples() -> Vec<Frame<'static>> {
         let t = Time { sec: -5, nsec: 999_999_999 };
         vec![
-            Frame::Begin(Begin { dest: b"a/b", sources: 2, chunk_size: 1 << 20, flags: FLAG_VERIFY, streams: 4 }),
+            Frame::Begin(Begin {
+                dest: b"a/b",
+                sources: 2,
+                chunk_size: 1 << 20,
+                flags: FLAG_VERIFY | FLAG_HARD_LINKS | FLAG_SPARSE,
+                streams: 4,
+                modify_window: 2,
+            }),
             Frame::Dir(DirEntry { id: 1, parent: 0, name: b"d", mode: 0o755, mtime: t, owner: Default::default() }),
             Frame::Link(LinkEntry { parent: 1, name: b"l", target: b"../x", mtime: t, owner: Default::default() }),
             Frame::FileStart(FileStart {
@@ -1295,6 +1379,7 @@ mod tests {
                 chunk_size: 1 << 20,
                 flags: FLAG_OWNER | FLAG_GROUP | FLAG_NUMERIC_IDS | FLAG_DEVICES | FLAG_SYNC,
                 streams: 1,
+                modify_window: 0,
             }),
             Frame::Special(SpecialEntry {
                 parent: 1,
@@ -1373,6 +1458,9 @@ mod tests {
             Frame::HostAuth(KeyAuth { key: [3; 32], signature: [4; 64] }),
             Frame::Filter(FilterRules { flags: FILTER_CONTENTS, rules: Rules(b"\0\x02\0\0\x04*.rs\x01\0\x02a/") }),
             Frame::Filter(FilterRules { flags: 0, rules: Rules(b"\0\0") }),
+            Frame::HardLink(HardLink { kind: LINK_NAME, file: 7, parent: 1, name: b"second" }),
+            Frame::HardLink(HardLink { kind: LINK_TARGET, file: 7, parent: 0, name: b"" }),
+            Frame::Hole(Hole { file: 7, offset: 1 << 20, len: 3 << 20 }),
         ]
     }
 
@@ -1394,12 +1482,20 @@ mod tests {
         for p in [Placement::Cp, Placement::Into, Placement::As] {
             assert_eq!(Placement::of_flags(p.flag() | FLAG_SYNC), p);
             let mut buf = Vec::new();
-            let begin = Begin { dest: b"d", sources: 1, chunk_size: 1 << 20, flags: p.flag(), streams: 2 };
+            let begin =
+                Begin { dest: b"d", sources: 1, chunk_size: 1 << 20, flags: p.flag(), streams: 2, modify_window: 0 };
             Frame::Begin(begin.clone()).encode(&mut buf);
             assert_eq!(decode(&buf), Ok((Frame::Begin(begin), buf.len())));
         }
         let mut buf = Vec::new();
-        let both = Begin { dest: b"d", sources: 1, chunk_size: 1 << 20, flags: FLAG_INTO | FLAG_AS, streams: 2 };
+        let both = Begin {
+            dest: b"d",
+            sources: 1,
+            chunk_size: 1 << 20,
+            flags: FLAG_INTO | FLAG_AS,
+            streams: 2,
+            modify_window: 0,
+        };
         Frame::Begin(both).encode(&mut buf);
         assert_eq!(decode(&buf), Err(ProtoError::Invalid("both placement flags")));
     }
@@ -1539,6 +1635,18 @@ mod tests {
     }
 
     #[test]
+    fn rejects_hard_link_frames_of_unknown_kind_or_announcements_with_a_name() {
+        let mut buf = Vec::new();
+        Frame::HardLink(HardLink { kind: 2, file: 1, parent: 0, name: b"" }).encode(&mut buf);
+        assert_eq!(decode(&buf), Err(ProtoError::Invalid("hard link kind")));
+        for (parent, name) in [(1, &b""[..]), (0, b"x")] {
+            let mut buf = Vec::new();
+            Frame::HardLink(HardLink { kind: LINK_TARGET, file: 1, parent, name }).encode(&mut buf);
+            assert_eq!(decode(&buf), Err(ProtoError::Invalid("hard link announcement with a name")));
+        }
+    }
+
+    #[test]
     fn rejects_unknown_types_and_trailing_bytes() {
         assert_eq!(decode(&[0x7f, 0, 0, 0, 0]), Err(ProtoError::UnknownFrame(0x7f)));
         assert!(matches!(decode(&[ty::END, 0, 0, 0, 1, 0]), Err(ProtoError::Invalid(_))));
@@ -1586,10 +1694,18 @@ mod tests {
 
     #[test]
     fn rejects_bad_chunk_sizes_flags_and_nanoseconds() {
-        for (cs, flags) in [(1000, 0), (MIN_CHUNK / 2, 0), (MAX_CHUNK * 2, 0), (MIN_CHUNK, 1 << 15)] {
+        for (cs, flags, window) in [
+            (1000, 0, 0),
+            (MIN_CHUNK / 2, 0, 0),
+            (MAX_CHUNK * 2, 0, 0),
+            (MIN_CHUNK, 1 << 20, 0),
+            (MIN_CHUNK, 0, MAX_MODIFY_WINDOW + 1),
+            (MIN_CHUNK, 0, u32::MAX),
+        ] {
             let mut buf = Vec::new();
-            Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: cs, flags, streams: 1 }).encode(&mut buf);
-            assert!(matches!(decode(&buf), Err(ProtoError::Invalid(_))), "{cs} {flags}");
+            let b = Begin { dest: b"", sources: 1, chunk_size: cs, flags, streams: 1, modify_window: window };
+            Frame::Begin(b).encode(&mut buf);
+            assert!(matches!(decode(&buf), Err(ProtoError::Invalid(_))), "{cs} {flags} {window}");
         }
         let mut buf = Vec::new();
         Frame::Dir(DirEntry {

@@ -93,4 +93,13 @@ pub mod caps {
     /// Most pattern bytes, all rules of a `Filter` frame together (it travels in the first
     /// request record, at most 1 MiB).
     pub const MAX_FILTER_BYTES: usize = 256 * 1024;
+    /// Largest `--modify-window` a `Begin` may carry, in seconds (a year: rsync's common uses are
+    /// 1 or 2 s for FAT and 3601 s for daylight-saving shifts).
+    pub const MAX_MODIFY_WINDOW: u32 = 366 * 86_400;
+    /// Most files with several names (`-H`) one session tracks: the sender remembers the first
+    /// name of at most this many inodes, the receiver where at most this many landed. Past it,
+    /// further names are sent as separate files.
+    pub const MAX_LINK_TARGETS: usize = 1 << 18;
+    /// Most hard links a receiver holds waiting for their first name to be committed.
+    pub const MAX_PENDING_LINKS: usize = 1 << 16;
 }

@@ -7,8 +7,8 @@
 //! without I/O. Frames may arrive on different streams in any order; a frame that refers to
 //! something not yet declared gets [`Step::NotYet`] and the caller retries it once more is known.
 
-use crate::caps::{MAX_DEPTH, MAX_OPEN_FILES};
-use crate::frame::{DirEntry, FileEnd, FileStart, LinkEntry, Owner, SpecialEntry, Time};
+use crate::caps::{MAX_DEPTH, MAX_LINK_TARGETS, MAX_OPEN_FILES, MAX_PENDING_LINKS};
+use crate::frame::{DirEntry, FileEnd, FileStart, HardLink, Hole, LinkEntry, Owner, SpecialEntry, Time};
 use crate::{name, ProtoError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -38,6 +38,57 @@ pub struct Completion {
     pub size: u64,
     /// The sender's BLAKE3 digest, when verification was asked for.
     pub digest: Option<[u8; 32]>,
+}
+
+/// What to do with a hard link ([`Tracker::hard_link`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkStep {
+    /// The parent directory or the first name is not declared yet; retry later.
+    NotYet,
+    /// The first name is committed (or was up to date): link to `name` in directory `dir` now.
+    Now {
+        /// Directory id of the first name.
+        dir: u64,
+        /// The first name.
+        name: Arc<[u8]>,
+    },
+    /// The first name is still in flight: the link is kept and handed out by
+    /// [`Tracker::take_links`] once the file is committed or has failed.
+    Queued,
+    /// The first name failed: this name cannot be linked (report it once).
+    TargetFailed,
+}
+
+/// Names waiting for a first name that is now settled ([`Tracker::take_links`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettledLinks {
+    /// Whether the first name was committed (link them) or failed (report them).
+    pub ok: bool,
+    /// Directory id of the first name.
+    pub dir: u64,
+    /// The first name.
+    pub name: Arc<[u8]>,
+    /// The names to link: `(parent directory id, name)`.
+    pub links: Vec<(u64, Box<[u8]>)>,
+}
+
+/// Where a file announced as having several names stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TargetState {
+    /// Announced, declared, in flight, or complete and being committed.
+    Waiting,
+    /// Under its first name on disk (committed, or found up to date).
+    Committed,
+    /// Given up on.
+    Failed,
+}
+
+/// A file announced with `LINK_TARGET`: where it lands and the names waiting for it.
+#[derive(Debug)]
+struct Target {
+    place: Option<(u64, Arc<[u8]>)>,
+    state: TargetState,
+    pending: Vec<(u64, Box<[u8]>)>,
 }
 
 /// A declared directory.
@@ -91,6 +142,22 @@ impl RangeSet {
         self.0.insert(start, next_end.unwrap_or(i));
         true
     }
+
+    /// Insert every member of `first..=last` (`first <= last`); false, and nothing changed, if
+    /// any of them was already present. Costs a few map operations whatever the range's length.
+    fn insert_range(&mut self, first: u64, last: u64) -> bool {
+        if matches!(self.0.range(..=last).next_back(), Some((_, &e)) if e >= first) {
+            return false;
+        }
+        let prev = first.checked_sub(1).and_then(|p| self.0.range(..=p).next_back().map(|(&s, &e)| (s, e)));
+        let start = match prev {
+            Some((s, e)) if e + 1 == first => s,
+            _ => first,
+        };
+        let end = last.checked_add(1).and_then(|n| self.0.remove(&n)).unwrap_or(last);
+        self.0.insert(start, end);
+        true
+    }
 }
 
 /// The receiver's view of one session's tree.
@@ -113,6 +180,10 @@ pub struct Tracker {
     only: Option<(Box<[u8]>, bool)>,
     /// The session sends devices, FIFOs and sockets (`FLAG_DEVICES`).
     specials: bool,
+    /// `-H`: files announced as having further names (at most [`MAX_LINK_TARGETS`]).
+    targets: HashMap<u64, Target>,
+    /// Names waiting in `targets` (at most [`MAX_PENDING_LINKS`]).
+    pending_links: usize,
 }
 
 impl Tracker {
@@ -140,6 +211,8 @@ impl Tracker {
             top_files: HashSet::new(),
             only: None,
             specials: false,
+            targets: HashMap::new(),
+            pending_links: 0,
         }
     }
 
@@ -260,6 +333,9 @@ impl Tracker {
         if f.parent == 0 {
             self.top_files.insert(f.name.into());
         }
+        if let Some(t) = self.targets.get_mut(&f.id) {
+            t.place = Some(place.clone());
+        }
         let chunks = f.size.div_ceil(self.chunk_size);
         self.files.insert(
             f.id,
@@ -366,11 +442,142 @@ impl Tracker {
         n
     }
 
+    /// `-S`: chunks `offset..offset + len` of file `file` are a hole at the source; they count
+    /// as received and written. Whole chunks only (the last may end at the end of the file), each
+    /// once, and never one that was also sent as data.
+    pub fn hole(&mut self, h: &Hole) -> Result<Step, ProtoError> {
+        if self.dead.contains(h.file) {
+            return Ok(Step::Discard);
+        }
+        if self.done.contains(h.file) {
+            return Err(ProtoError::Violation(format!("hole in file {}, which is already complete", h.file)));
+        }
+        let cs = self.chunk_size;
+        let Some(f) = self.files.get_mut(&h.file) else {
+            return Ok(Step::NotYet);
+        };
+        let end = h.offset.checked_add(h.len).filter(|&e| e <= f.size && h.len > 0);
+        let Some(end) = end.filter(|&e| h.offset % cs == 0 && (e % cs == 0 || e == f.size)) else {
+            return Err(ProtoError::Violation(format!(
+                "hole {}+{} out of range or not whole chunks for file {}",
+                h.offset, h.len, h.file
+            )));
+        };
+        let (first, last) = (h.offset / cs, end.div_ceil(cs) - 1);
+        if !f.claimed.insert_range(first, last) {
+            return Err(ProtoError::Violation(format!(
+                "hole {}+{} of file {} overlaps chunks already received",
+                h.offset, h.len, h.file
+            )));
+        }
+        f.written += last - first + 1;
+        Ok(self.complete_if_done(h.file))
+    }
+
+    /// `-H`: file `file` will have further names (`LINK_TARGET`), announced before it is
+    /// declared: where it lands is kept for them.
+    pub fn announce_link_target(&mut self, file: u64) -> Result<(), ProtoError> {
+        if self.targets.contains_key(&file) {
+            return Err(ProtoError::Violation(format!("file {file} announced twice as a link target")));
+        }
+        if self.files.contains_key(&file) || self.done.contains(file) || self.dead.contains(file) {
+            return Err(ProtoError::Violation(format!("file {file} announced as a link target after its declaration")));
+        }
+        if self.targets.len() >= MAX_LINK_TARGETS {
+            return Err(ProtoError::Limit(format!("more than {MAX_LINK_TARGETS} files with several names")));
+        }
+        self.targets.insert(file, Target { place: None, state: TargetState::Waiting, pending: Vec::new() });
+        Ok(())
+    }
+
+    /// `-H`: `l.name` in `l.parent` is another name of file `l.file`, which must be a file of this
+    /// session announced as a link target: never anything else at the destination.
+    pub fn hard_link(&mut self, l: &HardLink) -> Result<LinkStep, ProtoError> {
+        name::validate_entry(l.name)?;
+        if !self.dirs.contains_key(&l.parent) {
+            return Ok(LinkStep::NotYet);
+        }
+        let Some(t) = self.targets.get(&l.file) else {
+            if self.files.contains_key(&l.file) || self.done.contains(l.file) || self.dead.contains(l.file) {
+                return Err(ProtoError::Violation(format!(
+                    "a hard link to file {}, which was not announced as having other names",
+                    l.file
+                )));
+            }
+            return Ok(LinkStep::NotYet);
+        };
+        let Some((dir, first)) = t.place.clone() else { return Ok(LinkStep::NotYet) };
+        let state = t.state;
+        let place = (l.parent, Arc::from(l.name));
+        if place == (dir, first.clone())
+            || self.in_flight.contains(&place)
+            || (l.parent == 0 && self.top_files.contains(l.name))
+        {
+            return Err(ProtoError::Violation(format!(
+                "a hard link named '{}' onto a file of that name in this session",
+                name::escape(&self.entry_path(l.parent, l.name))
+            )));
+        }
+        self.top_entry(l.parent, l.name)?;
+        if l.parent == 0 {
+            self.top_files.insert(l.name.into());
+        }
+        match state {
+            TargetState::Committed => Ok(LinkStep::Now { dir, name: first }),
+            TargetState::Failed => Ok(LinkStep::TargetFailed),
+            TargetState::Waiting => {
+                if self.pending_links >= MAX_PENDING_LINKS {
+                    return Err(ProtoError::Limit(format!(
+                        "more than {MAX_PENDING_LINKS} hard links waiting for their first name"
+                    )));
+                }
+                self.pending_links += 1;
+                if let Some(t) = self.targets.get_mut(&l.file) {
+                    t.pending.push((l.parent, l.name.into()));
+                }
+                Ok(LinkStep::Queued)
+            }
+        }
+    }
+
+    /// A file this session completed is now committed under its name (`ok`), or committing it
+    /// failed: its waiting names can be settled ([`Tracker::take_links`]).
+    pub fn committed(&mut self, file: u64, ok: bool) {
+        self.settle(file, ok);
+    }
+
+    fn settle(&mut self, file: u64, ok: bool) {
+        if let Some(t) = self.targets.get_mut(&file).filter(|t| t.state == TargetState::Waiting) {
+            t.state = if ok { TargetState::Committed } else { TargetState::Failed };
+        }
+    }
+
+    /// The names that waited for file `file`, once it is committed or has failed.
+    pub fn take_links(&mut self, file: u64) -> Option<SettledLinks> {
+        let t = self.targets.get_mut(&file).filter(|t| t.state != TargetState::Waiting && !t.pending.is_empty())?;
+        let (dir, name) = t.place.clone()?;
+        let links = std::mem::take(&mut t.pending);
+        self.pending_links -= links.len();
+        Some(SettledLinks { ok: t.state == TargetState::Committed, dir, name, links })
+    }
+
+    /// At a session's end: every name still waiting, its first name given up on.
+    pub fn fail_waiting_links(&mut self) -> Vec<SettledLinks> {
+        let ids: Vec<u64> = self.targets.iter().filter(|(_, t)| !t.pending.is_empty()).map(|(&id, _)| id).collect();
+        ids.into_iter()
+            .filter_map(|id| {
+                self.settle(id, false);
+                self.take_links(id)
+            })
+            .collect()
+    }
+
     /// Sync: declared file `file` needs nothing (the destination is up to date, or this is a dry
     /// run): it is complete, and any later frame for it is a violation.
     pub fn skip(&mut self, file: u64) -> bool {
         if self.close(file).is_some() {
             self.done.insert(file);
+            self.settle(file, true);
             true
         } else {
             false
@@ -382,6 +589,7 @@ impl Tracker {
     pub fn abandon(&mut self, file: u64) -> bool {
         if self.close(file).is_some() {
             self.dead.insert(file);
+            self.settle(file, false);
             true
         } else {
             self.dead.contains(file)
@@ -817,5 +1025,158 @@ mod tests {
         assert!(t.special(&SpecialEntry { minor: 3, ..fifo_with_a_device }).is_err());
         let mut pull = Tracker::for_pull(CS, b"tree").with_specials(true);
         assert!(pull.special(&sp(0, b"planted", SpecialKind::Char, 1)).is_err());
+    }
+
+    fn hl(file: u64, parent: u64, name: &[u8]) -> HardLink<'_> {
+        HardLink { kind: crate::frame::LINK_NAME, file, parent, name }
+    }
+
+    #[test]
+    fn a_hard_link_to_an_unknown_id_waits_and_to_an_unannounced_file_is_refused() {
+        let mut t = Tracker::new(CS);
+        assert_eq!(t.hard_link(&hl(9, 0, b"l")).unwrap(), LinkStep::NotYet, "unknown id: not declared yet");
+        assert_eq!(t.hard_link(&hl(9, 4, b"l")).unwrap(), LinkStep::NotYet, "unknown parent");
+        // A file of this session that was never announced as having other names.
+        t.file_start(&fs(1, 0, b"f", 1)).unwrap();
+        assert!(matches!(t.hard_link(&hl(1, 0, b"l")), Err(ProtoError::Violation(_))));
+        // Announced, not declared yet: wait for its declaration.
+        t.announce_link_target(2).unwrap();
+        assert_eq!(t.hard_link(&hl(2, 0, b"l")).unwrap(), LinkStep::NotYet);
+        // Bad names are refused like any entry's.
+        assert!(matches!(t.hard_link(&hl(2, 0, b"..")), Err(ProtoError::BadName(_))));
+    }
+
+    #[test]
+    fn a_hard_link_to_a_directory_id_never_resolves() {
+        // Directory and file ids are apart: a directory's id names no file, so the link waits
+        // (and the receiver refuses it once nothing else can arrive).
+        let mut t = Tracker::new(CS);
+        t.dir(&d(5, 0, b"dir")).unwrap();
+        assert_eq!(t.hard_link(&hl(5, 0, b"l")).unwrap(), LinkStep::NotYet);
+        assert!(t.announce_link_target(5).is_ok(), "file id 5 is free");
+        assert_eq!(t.hard_link(&hl(5, 0, b"l")).unwrap(), LinkStep::NotYet, "announced, never declared");
+    }
+
+    #[test]
+    fn a_link_target_is_announced_once_before_its_declaration() {
+        let mut t = Tracker::new(CS);
+        t.announce_link_target(1).unwrap();
+        assert!(matches!(t.announce_link_target(1), Err(ProtoError::Violation(_))), "twice");
+        t.file_start(&fs(2, 0, b"f", 1)).unwrap();
+        assert!(matches!(t.announce_link_target(2), Err(ProtoError::Violation(_))), "after FileStart");
+    }
+
+    #[test]
+    fn a_hard_link_onto_a_name_in_flight_or_twice_in_the_target_is_refused() {
+        let mut t = Tracker::new(CS);
+        t.dir(&d(1, 0, b"d")).unwrap();
+        t.announce_link_target(1).unwrap();
+        t.file_start(&fs(1, 1, b"first", 10)).unwrap();
+        t.file_start(&fs(2, 1, b"busy", 10)).unwrap();
+        let e = t.hard_link(&hl(1, 1, b"busy")).unwrap_err();
+        assert!(e.to_string().contains("'d/busy'"), "{e}");
+        assert!(t.hard_link(&hl(1, 1, b"first")).is_err(), "onto its own first name");
+        assert_eq!(t.hard_link(&hl(1, 0, b"top")).unwrap(), LinkStep::Queued);
+        assert!(t.hard_link(&hl(1, 0, b"top")).is_err(), "the same name in the target twice");
+    }
+
+    #[test]
+    fn hard_links_before_the_target_commits_wait_for_it_and_after_it_link_at_once() {
+        let mut t = Tracker::new(CS);
+        t.dir(&d(1, 0, b"a")).unwrap();
+        t.dir(&d(2, 0, b"b")).unwrap();
+        t.announce_link_target(7).unwrap();
+        t.file_start(&fs(7, 1, b"first", 3)).unwrap();
+        assert_eq!(t.hard_link(&hl(7, 2, b"second")).unwrap(), LinkStep::Queued);
+        assert_eq!(t.take_links(7), None, "still in flight");
+        t.chunk(7, 0, 3).unwrap();
+        t.chunk_written(7);
+        assert!(matches!(t.file_end(&end(7, 3)).unwrap(), Step::Complete(_)));
+        // Complete is not yet on disk: a link arriving now still waits for the commit.
+        assert_eq!(t.hard_link(&hl(7, 2, b"third")).unwrap(), LinkStep::Queued);
+        assert_eq!(t.take_links(7), None, "being committed");
+        t.committed(7, true);
+        let settled = t.take_links(7).unwrap();
+        assert!(settled.ok);
+        assert_eq!((settled.dir, &*settled.name), (1, &b"first"[..]));
+        assert_eq!(settled.links, vec![(2, Box::from(&b"second"[..])), (2, Box::from(&b"third"[..]))]);
+        assert_eq!(t.take_links(7), None, "handed out once");
+        assert_eq!(
+            t.hard_link(&hl(7, 0, b"fourth")).unwrap(),
+            LinkStep::Now { dir: 1, name: Arc::from(&b"first"[..]) }
+        );
+    }
+
+    #[test]
+    fn hard_links_to_a_failed_target_fail_once_and_to_a_skipped_one_link() {
+        let mut t = Tracker::new(CS);
+        t.announce_link_target(1).unwrap();
+        t.file_start(&fs(1, 0, b"bad", 3)).unwrap();
+        assert_eq!(t.hard_link(&hl(1, 0, b"l1")).unwrap(), LinkStep::Queued);
+        assert!(t.abandon(1));
+        let settled = t.take_links(1).unwrap();
+        assert!(!settled.ok);
+        assert_eq!(settled.links.len(), 1);
+        assert_eq!(t.hard_link(&hl(1, 0, b"l2")).unwrap(), LinkStep::TargetFailed);
+        // Sync: a first name found up to date is a target like a committed one.
+        t.announce_link_target(2).unwrap();
+        t.file_start(&fs(2, 0, b"same", 3)).unwrap();
+        assert!(t.skip(2));
+        assert!(matches!(t.hard_link(&hl(2, 0, b"l3")).unwrap(), LinkStep::Now { dir: 0, .. }));
+        // A commit that failed fails the names waiting for it.
+        t.announce_link_target(3).unwrap();
+        t.file_start(&fs(3, 0, b"c", 0)).unwrap();
+        assert!(matches!(t.file_end(&end(3, 0)).unwrap(), Step::Complete(_)));
+        assert_eq!(t.hard_link(&hl(3, 0, b"l4")).unwrap(), LinkStep::Queued);
+        t.committed(3, false);
+        assert!(!t.take_links(3).unwrap().ok);
+        // And at the end, whatever still waits.
+        t.announce_link_target(4).unwrap();
+        t.file_start(&fs(4, 0, b"e", 3)).unwrap();
+        assert_eq!(t.hard_link(&hl(4, 0, b"l5")).unwrap(), LinkStep::Queued);
+        let left = t.fail_waiting_links();
+        assert_eq!(left.len(), 1);
+        assert!(!left[0].ok);
+    }
+
+    #[test]
+    fn holes_count_as_written_chunks_once_and_only_whole_ones() {
+        let mut t = Tracker::new(CS);
+        let cs = u64::from(CS);
+        let size = 4 * cs + 7;
+        t.file_start(&fs(1, 0, b"sparse", size)).unwrap();
+        let hole = |offset, len| Hole { file: 1, offset, len };
+        assert!(t.hole(&hole(1, cs)).is_err(), "misaligned");
+        assert!(t.hole(&hole(0, cs / 2)).is_err(), "part of a chunk");
+        assert!(t.hole(&hole(0, 0)).is_err(), "empty");
+        assert!(t.hole(&hole(cs, u64::MAX)).is_err(), "past the end (and no loop over 2^64)");
+        assert!(t.hole(&hole(4 * cs, 8)).is_err(), "past the end of the file");
+        assert_eq!(t.hole(&hole(cs, 2 * cs)).unwrap(), Step::Accepted);
+        assert!(t.hole(&hole(2 * cs, cs)).is_err(), "overlaps a hole");
+        assert!(t.chunk(1, cs, CS as usize).is_err(), "a hole's chunk sent as data");
+        t.chunk(1, 0, CS as usize).unwrap();
+        assert_eq!(t.chunk_written(1), Step::Accepted);
+        assert!(t.hole(&hole(0, cs)).is_err(), "overlaps data");
+        assert_eq!(t.hole(&hole(3 * cs, cs + 7)).unwrap(), Step::Accepted, "the last chunk ends at the file's end");
+        assert_eq!(t.file_end(&end(1, size)).unwrap(), Step::Complete(Completion { file: 1, size, digest: None }));
+        assert!(t.hole(&hole(0, cs)).is_err(), "after completion");
+        assert_eq!(t.hole(&Hole { file: 2, offset: 0, len: cs }).unwrap(), Step::NotYet);
+    }
+
+    #[test]
+    fn range_set_inserts_ranges_and_refuses_overlaps() {
+        let mut r = RangeSet::default();
+        assert!(r.insert_range(10, 19));
+        assert!(!r.insert_range(19, 30));
+        assert!(!r.insert_range(0, 10));
+        assert!(!r.insert_range(12, 13));
+        assert!(r.insert_range(0, 9));
+        assert!(r.insert_range(20, u64::MAX));
+        assert_eq!(r.0.len(), 1);
+        assert_eq!(r.0.get(&0), Some(&u64::MAX));
+        let mut r = RangeSet::default();
+        assert!(r.insert(5));
+        assert!(r.insert_range(0, 4) && r.insert_range(6, 6));
+        assert_eq!(r.0.get(&0), Some(&6));
     }
 }

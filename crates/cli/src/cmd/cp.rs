@@ -210,6 +210,21 @@ pub struct CpArgs {
     dry_run: bool,
     #[command(flatten)]
     filter: crate::filter::FilterArgs,
+    /// Keep hard links (as rsync -H): a file with several names in the copied tree is sent once
+    /// and its other names are linked to it at the destination. Without -H each name arrives as
+    /// a file of its own.
+    #[arg(long, short = 'H')]
+    hard_links: bool,
+    /// Keep sparse files sparse (as rsync -S): holes found with SEEK_DATA/SEEK_HOLE are not
+    /// sent, and holes and blocks of zeros are left unwritten at the destination. Without -S
+    /// files arrive dense.
+    #[arg(long, short = 'S')]
+    sparse: bool,
+    /// Modification times within N seconds count as equal when deciding whether a file is up to
+    /// date (as rsync's --modify-window; 0, the default, compares to the nanosecond; 1 or 2 for
+    /// FAT or SMB destinations, 3601 across a daylight-saving shift). At most 31622400.
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = parse_modify_window)]
+    modify_window: u32,
 }
 
 /// What of rsync's -a (-o, -g, -D) a copy keeps, from the flags.
@@ -232,6 +247,18 @@ impl Meta {
             devices: (a.devices || a.devices_and_specials || a.archive) && !a.no_devices,
             specials: (a.specials || a.devices_and_specials || a.archive) && !a.no_devices,
         }
+    }
+}
+
+/// `--modify-window`: whole seconds from 0 to a year ([`caps::MAX_MODIFY_WINDOW`]).
+fn parse_modify_window(s: &str) -> Result<u32, String> {
+    match s.parse::<i64>() {
+        Ok(n) if (0..=i64::from(caps::MAX_MODIFY_WINDOW)).contains(&n) => Ok(n as u32),
+        Ok(n) if n < 0 => Err(format!(
+            "{n}: --modify-window takes whole seconds from 0 (rsync's negative values, for nanoseconds, \
+             are the default here: 0 compares to the nanosecond)"
+        )),
+        _ => Err(format!("'{s}': --modify-window takes whole seconds from 0 to {}", caps::MAX_MODIFY_WINDOW)),
     }
 }
 
@@ -310,6 +337,9 @@ pub fn run_cp(mut a: CpArgs) -> Done {
         c.filter = filter.clone();
         c.delete_excluded = a.filter.delete_excluded;
         c.dry_run = a.dry_run;
+        c.hard_links = a.hard_links;
+        c.sparse = a.sparse;
+        c.modify_window = a.modify_window;
         let to_stderr = a.json;
         // A closed pipe stops the copy (crate::out), so the result is not needed here.
         let to = if to_stderr { crate::out::To::Err } else { crate::out::To::Out };

@@ -866,3 +866,40 @@ fn serve_text_log_lines_start_with_a_utc_time_stamp() {
     assert!(ts.len() == 24 && ts.starts_with("20") && ts.ends_with('Z'), "{err}");
     assert_eq!(rest, "linerate serve: cannot parse listen address 'nowhere'\n");
 }
+
+#[test]
+fn pulls_hard_links_as_links_and_holes_as_holes_with_h_and_s() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let t = scratch();
+    let root = t.path().join("root");
+    let src = root.join("tree");
+    fs::create_dir_all(src.join("a")).unwrap();
+    fs::create_dir_all(src.join("b")).unwrap();
+    fs::write(src.join("a/first"), b"one file, two names").unwrap();
+    fs::hard_link(src.join("a/first"), src.join("b/second")).unwrap();
+    let sparse = fs::File::create(src.join("sparse")).unwrap();
+    sparse.set_len(16 << 20).unwrap();
+    sparse.write_all_at(b"the end", (16 << 20) - 7).unwrap();
+    let key = t.path().join("key");
+    keygen(&key);
+    let srv = serve(&root, &key);
+    let local = t.path().join("local");
+    fs::create_dir(&local).unwrap();
+    let out = bin()
+        .args(["cp", "-q", "-H", "-S", "--db"])
+        .arg(t.path().join("runs.sqlite"))
+        .arg("--key-file")
+        .arg(&key)
+        .arg(format!("{}:tree", srv.addr))
+        .arg(&local)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (a, b) =
+        (fs::metadata(local.join("tree/a/first")).unwrap(), fs::metadata(local.join("tree/b/second")).unwrap());
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2), "the pulled names are one file");
+    let s = fs::metadata(local.join("tree/sparse")).unwrap();
+    assert_eq!(s.len(), 16 << 20);
+    assert!(s.blocks() * 512 <= 64 * 1024, "{} bytes used", s.blocks() * 512);
+    assert_eq!(fs::read(local.join("tree/sparse")).unwrap(), fs::read(src.join("sparse")).unwrap());
+}

@@ -15,6 +15,7 @@ mod faults;
 mod filter;
 mod generate;
 mod lab;
+mod links;
 mod mesh;
 mod meta;
 mod metrics;

@@ -334,6 +334,65 @@ pub fn make_symlink(parent: &OwnedFd, tmp: &[u8], name: &[u8], target: &[u8], mt
     r
 }
 
+/// `-H`: give the regular file `first` in `target_dir` the further name `name` in `dir`, never
+/// following a symlink: linked under `tmp`, checked to be that same regular file, and renamed
+/// over whatever `name` was (a file or symlink). Nothing changes when `name` already is that file
+/// (a second run).
+pub fn hard_link(target_dir: &OwnedFd, first: &[u8], dir: &OwnedFd, name: &[u8], tmp: &[u8]) -> io::Result<()> {
+    use rustix::fs::FileType;
+    let regular = |st: &rfs::Stat| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+    let t = rfs::statat(target_dir, first, AtFlags::SYMLINK_NOFOLLOW).map_err(ioe)?;
+    if !regular(&t) {
+        return Err(io::Error::other("its first name is no longer a regular file"));
+    }
+    if let Ok(cur) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        if (cur.st_dev, cur.st_ino) == (t.st_dev, t.st_ino) {
+            return Ok(());
+        }
+    }
+    let _ = rfs::unlinkat(dir, tmp, AtFlags::empty());
+    // No AT_SYMLINK_FOLLOW: a symlink swapped in meanwhile is linked itself, never its target,
+    // and then refused below.
+    rfs::linkat(target_dir, first, dir, tmp, AtFlags::empty()).map_err(ioe)?;
+    let linked = rfs::statat(dir, tmp, AtFlags::SYMLINK_NOFOLLOW).map_err(ioe);
+    let r = match linked {
+        Ok(l) if regular(&l) && (l.st_dev, l.st_ino) == (t.st_dev, t.st_ino) => rename_into_place(dir, tmp, name),
+        Ok(_) => Err(io::Error::other("its first name changed while being linked")),
+        Err(e) => Err(e),
+    };
+    if r.is_err() {
+        remove(dir, tmp);
+    }
+    r
+}
+
+/// Size of the blocks [`write_sparse`] leaves unwritten when they hold only zeros.
+pub const SPARSE_BLOCK: usize = 4096;
+
+/// `-S`: write `data` at `offset` (a multiple of [`SPARSE_BLOCK`]), leaving blocks of zeros
+/// unwritten so that they stay holes in a new file; the caller gives the file its full size.
+pub fn write_sparse(file: &File, data: &[u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut run: Option<usize> = None;
+    let mut at = 0;
+    for block in data.chunks(SPARSE_BLOCK) {
+        let zero = block.iter().all(|&b| b == 0);
+        match (zero, run) {
+            (false, None) => run = Some(at),
+            (true, Some(start)) => {
+                file.write_all_at(&data[start..at], offset + start as u64)?;
+                run = None;
+            }
+            _ => {}
+        }
+        at += block.len();
+    }
+    if let Some(start) = run {
+        file.write_all_at(&data[start..], offset + start as u64)?;
+    }
+    Ok(())
+}
+
 /// fsync a directory.
 pub fn sync_dir(fd: &OwnedFd) -> io::Result<()> {
     rfs::fsync(fd).map_err(ioe)
@@ -898,5 +957,42 @@ mod tests {
         for bad in [&b""[..], b"~", b"~/", b".", b"sub/..", b"missing", b"a\0b"] {
             assert!(resolve_user_source(&b, bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn a_hard_link_is_the_same_file_replaces_a_file_and_refuses_a_symlink_or_a_directory() {
+        use std::os::unix::fs::MetadataExt;
+        let t = tempfile::tempdir().unwrap();
+        let d = base(t.path());
+        std::fs::write(t.path().join("first"), b"data").unwrap();
+        std::fs::write(t.path().join("old"), b"old").unwrap();
+        hard_link(&d, b"first", &d, b"old", b"tmp").unwrap();
+        let (a, b) =
+            (std::fs::metadata(t.path().join("first")).unwrap(), std::fs::metadata(t.path().join("old")).unwrap());
+        assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+        hard_link(&d, b"first", &d, b"old", b"tmp").unwrap();
+        assert_eq!(std::fs::metadata(t.path().join("first")).unwrap().nlink(), 2, "already linked: unchanged");
+        std::os::unix::fs::symlink("/etc/passwd", t.path().join("sym")).unwrap();
+        assert!(hard_link(&d, b"sym", &d, b"new", b"tmp").is_err(), "a symlink as first name");
+        std::fs::create_dir(t.path().join("dir")).unwrap();
+        assert!(hard_link(&d, b"dir", &d, b"new", b"tmp").is_err(), "a directory as first name");
+        assert!(!t.path().join("new").exists() && !t.path().join("tmp").exists());
+    }
+
+    #[test]
+    fn sparse_writes_leave_zero_blocks_unwritten() {
+        use std::os::unix::fs::MetadataExt;
+        let t = tempfile::tempdir().unwrap();
+        let f = File::options().create(true).truncate(true).read(true).write(true).open(t.path().join("s")).unwrap();
+        let mut data = vec![0u8; 1 << 20];
+        data[5] = 1;
+        data[(1 << 20) - 1] = 2;
+        write_sparse(&f, &data, 1 << 20).unwrap();
+        f.set_len(3 << 20).unwrap();
+        let m = f.metadata().unwrap();
+        assert!(m.blocks() * 512 <= 64 * 1024, "{} blocks", m.blocks());
+        let mut back = vec![0u8; 1 << 20];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut back, 1 << 20).unwrap();
+        assert_eq!(back, data);
     }
 }

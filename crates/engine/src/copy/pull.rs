@@ -133,7 +133,14 @@ pub fn pull(
     let tree_filter = cfg.tree_filter(!contents);
     let mut rules = Vec::new();
     let mut frames = vec![
-        Frame::Begin(frame::Begin { dest: b"", sources: 1, chunk_size: cfg.chunk_size, flags, streams }),
+        Frame::Begin(frame::Begin {
+            dest: b"",
+            sources: 1,
+            chunk_size: cfg.chunk_size,
+            flags,
+            streams,
+            modify_window: cfg.modify_window,
+        }),
         Frame::Pull(Pull { path: from, name: &asked }),
     ];
     if let Some(t) = &tree_filter {
@@ -155,6 +162,7 @@ pub fn pull(
         idle_timeout: cfg.stall_timeout,
         pull_of: Some(PullOf { asked, local }),
         keep: tree_filter.filter(|_| !cfg.delete_excluded),
+        modify_window: cfg.modify_window,
     };
     let session = RecvSession::with_display(
         params,

@@ -40,6 +40,10 @@ pub struct SrcFile {
     pub have: Option<std::sync::Arc<[(u64, u64)]>>,
     /// Open `path` only beneath this directory, following no symlink (a server's pull).
     pub beneath: Option<Arc<Anchor>>,
+    /// `(st_dev, st_ino)` when the file has several names (`st_nlink > 1`), for `-H`.
+    pub inode: Option<(u64, u64)>,
+    /// `-H`: further names of this file follow; the receiver is told to keep where it lands.
+    pub link_target: bool,
 }
 
 impl SrcFile {
@@ -107,6 +111,16 @@ pub enum Item {
         mtime: Time,
         /// Owner.
         owner: Owner,
+    },
+    /// `-H`: a further name of file `file` (sent earlier under its first name). Made by the
+    /// sender from [`Item::File`]s of one inode; the walk itself never emits it.
+    HardLink {
+        /// Parent directory id.
+        parent: u64,
+        /// Name.
+        name: Vec<u8>,
+        /// File id of the first name.
+        file: u64,
     },
     /// Every name in directory `dir` (only with [`walk_listing`]), after its last entry; not sent
     /// for a directory that could not be listed completely.
@@ -341,7 +355,22 @@ fn entry(
         *next_file += 1;
         let path = path.to_path_buf();
         let beneath = beneath.cloned();
-        emit(Item::File(SrcFile { id, parent, name, path, size: m.len(), mode, mtime, owner, have: None, beneath }))
+        let inode = (m.nlink() > 1).then(|| (m.dev(), m.ino()));
+        let size = m.len();
+        emit(Item::File(SrcFile {
+            id,
+            parent,
+            name,
+            path,
+            size,
+            mode,
+            mtime,
+            owner,
+            have: None,
+            beneath,
+            inode,
+            link_target: false,
+        }))
     } else if let Some(kind) = special_kind(&ft) {
         let dev = m.rdev() as rustix::fs::Dev;
         let rdev = if kind.is_device() { (rustix::fs::major(dev), rustix::fs::minor(dev)) } else { (0, 0) };

@@ -301,8 +301,15 @@ fn a_stream_from_another_session_is_refused() {
     let open = || {
         let mut c =
             conn::connect(srv.addr, StreamKind::Control, suite, &secret.0, [0; 16], 0, Duration::from_secs(5)).unwrap();
-        c.tx.send_frames(&[Frame::Begin(Begin { dest: b"d", sources: 1, chunk_size: CHUNK, flags: 0, streams: 2 })])
-            .unwrap();
+        c.tx.send_frames(&[Frame::Begin(Begin {
+            dest: b"d",
+            sources: 1,
+            chunk_size: CHUNK,
+            flags: 0,
+            streams: 2,
+            modify_window: 0,
+        })])
+        .unwrap();
         let plain = c.rx.recv().unwrap().unwrap().to_vec();
         assert!(matches!(conn::decode_all(&plain).unwrap()[0], Frame::Target { dest_is_dir: true }));
         c
@@ -484,8 +491,15 @@ fn a_silent_authenticated_client_is_dropped_at_the_idle_timeout() {
     let srv = Server::bind(cfg).unwrap().spawn();
     let suite = conn::preferred_suite();
     let begin = |c: &mut conn::Secured| {
-        c.tx.send_frames(&[Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CHUNK, flags: 0, streams: 1 })])
-            .unwrap();
+        c.tx.send_frames(&[Frame::Begin(Begin {
+            dest: b"",
+            sources: 1,
+            chunk_size: CHUNK,
+            flags: 0,
+            streams: 1,
+            modify_window: 0,
+        })])
+        .unwrap();
         let _target = c.rx.recv().unwrap().unwrap().to_vec();
     };
     let fatal = |c: &mut conn::Secured| {

@@ -1719,7 +1719,7 @@ fn two_sources_of_one_name_are_refused_before_a_byte_is_sent() {
 #[test]
 fn the_first_request_must_decode_whole_and_alone() {
     let fx = Fx::new();
-    let begin = Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: 0, streams: 1 });
+    let begin = Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: 0, streams: 1, modify_window: 0 });
     let mut record = Vec::new();
     begin.encode(&mut record);
     // Begin, then three bytes of garbage.
@@ -1746,9 +1746,11 @@ fn filter_rules_a_server_cannot_use_end_the_session_with_bad_params_and_write_no
     let fx = Fx::new();
     fs::create_dir(fx.root.join("src")).unwrap();
     let mut ok = Vec::new();
-    Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: 0, streams: 1 }).encode(&mut ok);
+    Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: 0, streams: 1, modify_window: 0 })
+        .encode(&mut ok);
     let pull = |rec: &mut Vec<u8>| {
-        Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: FLAG_PULL, streams: 1 }).encode(rec);
+        Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: FLAG_PULL, streams: 1, modify_window: 0 })
+            .encode(rec);
         Frame::Pull(Pull { path: b"src", name: b"src" }).encode(rec);
     };
     let mut cases = Vec::new();
@@ -1775,7 +1777,8 @@ fn filter_rules_a_server_cannot_use_end_the_session_with_bad_params_and_write_no
     f.encode(&mut twice);
     cases.push((twice, ErrorCode::Protocol));
     let mut early = Vec::new();
-    Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: FLAG_PULL, streams: 1 }).encode(&mut early);
+    Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: FLAG_PULL, streams: 1, modify_window: 0 })
+        .encode(&mut early);
     f.encode(&mut early);
     Frame::Pull(Pull { path: b"src", name: b"src" }).encode(&mut early);
     cases.push((early, ErrorCode::Protocol));

@@ -188,7 +188,7 @@ fn hand_rolled(fx: &Fx, make: impl FnOnce(&[u8; 32]) -> KeyAuth) -> (u16, String
     assert_eq!(host.key, fx.host.public().0);
     linerate_proto::auth::verify(Signer::Host, &host.key, &host.signature, &hash).unwrap();
     sec.tx.send_frames(&[Frame::ClientAuth(make(&hash))]).unwrap();
-    let begin = Begin { dest: b"out", sources: 1, chunk_size: 1 << 20, flags: 0, streams: 1 };
+    let begin = Begin { dest: b"out", sources: 1, chunk_size: 1 << 20, flags: 0, streams: 1, modify_window: 0 };
     let _ = sec.tx.send_frames(&[Frame::Begin(begin)]);
     let plain = sec.rx.recv().unwrap().unwrap();
     match conn::decode_all(plain).unwrap().as_slice() {

@@ -242,7 +242,10 @@ impl Client {
     /// Send `Begin` and read the answer: whether the destination is a directory, or the fatal.
     pub fn begin(&mut self, dest: &[u8], streams: u16, flags: u32) -> Result<bool, Verdict> {
         self.streams = streams;
-        self.ctl.tx.send_frames(&[Frame::Begin(Begin { dest, sources: 1, chunk_size: CS, flags, streams })]).unwrap();
+        self.ctl
+            .tx
+            .send_frames(&[Frame::Begin(Begin { dest, sources: 1, chunk_size: CS, flags, streams, modify_window: 0 })])
+            .unwrap();
         self.ctl.rx.set_timeout(Some(VERDICT_WAIT));
         let plain = match self.ctl.rx.recv() {
             Ok(Some(p)) => p.to_vec(),

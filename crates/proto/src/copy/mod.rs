@@ -16,8 +16,8 @@ pub mod receiver;
 pub mod sender;
 
 use crate::frame::{
-    ErrorReport, Fatal, Finish, Frame, Keep, Note, Offer, Summary, Want, FLAG_DELETE, FLAG_DRY_RUN, FLAG_SYNC,
-    NOTE_DELETED, NOTE_WOULD_DELETE, WANT_MISSING,
+    ErrorReport, Fatal, Finish, Frame, HardLink, Keep, Note, Offer, Summary, Want, FLAG_DELETE, FLAG_DRY_RUN,
+    FLAG_HARD_LINKS, FLAG_SYNC, NOTE_DELETED, NOTE_WOULD_DELETE, WANT_MISSING,
 };
 use crate::ProtoError;
 use std::collections::HashMap;
@@ -241,6 +241,9 @@ pub enum ReceiverEvent<'a> {
     Offer(Offer<'a>),
     /// Names a directory keeps (`delete`), never for the target.
     Keep(Keep<'a>),
+    /// `-H` in a sync session: a file's further name, or the announcement of one, in order with
+    /// the offers.
+    HardLink(HardLink<'a>),
     /// The sender sent everything; every data stream must now end.
     Finish(Finish),
     /// The sender ended the session.
@@ -353,6 +356,9 @@ impl ReceiverControl {
                     return Err(ProtoError::Violation("Keep for the destination itself".into()));
                 }
                 Ok(ReceiverEvent::Keep(k))
+            }
+            Frame::HardLink(l) if self.flags & FLAG_SYNC != 0 && self.flags & FLAG_HARD_LINKS != 0 => {
+                Ok(ReceiverEvent::HardLink(l))
             }
             Frame::Finish(fin) => {
                 self.finished = Some((fin, now));

@@ -166,6 +166,7 @@ impl Pair {
                         }
                     }
                     ReceiverEvent::Keep(k) => self.rx_events.push((at, format!("Keep {} {}", k.dir, k.names.len()))),
+                    ReceiverEvent::HardLink(l) => self.rx_events.push((at, format!("HardLink {} {}", l.kind, l.file))),
                     ReceiverEvent::Finish(f) => self.rx_events.push((at, format!("Finish {}", f.files))),
                     ReceiverEvent::Fatal(f) => self.rx_events.push((at, format!("Fatal {}", f.code))),
                     ReceiverEvent::IdName(n) => self.rx_events.push((at, format!("IdName {}", n.id))),
@@ -590,4 +591,28 @@ fn a_write_that_makes_no_progress_for_the_stall_timeout_ends_the_session() {
     assert_eq!(at, blocked + secs(3));
     assert_eq!(why, "no progress sending to the receiver within 3 s");
     assert!(p.tx.is_over() && p.tx.poll_timeout().is_none());
+}
+
+#[test]
+fn hard_links_travel_in_order_with_the_offers_in_a_sync_session_with_the_flag_only() {
+    use crate::frame::{HardLink, FLAG_HARD_LINKS, LINK_NAME, LINK_TARGET};
+    let mut p = Pair::new(FLAG_SYNC | FLAG_HARD_LINKS, secs(20), T, secs(300));
+    p.tx.hard_link(HardLink { kind: LINK_TARGET, file: 3, parent: 0, name: b"" }, p.now).unwrap();
+    p.offer(3, 10);
+    p.tx.hard_link(HardLink { kind: LINK_NAME, file: 3, parent: 0, name: b"again" }, p.now).unwrap();
+    p.drive_until(ms(100));
+    assert_eq!(p.tx_sent[0].frames, ["HardLink", "Offer", "HardLink"]);
+    let seen: Vec<_> = p.rx_events.iter().map(|(_, e)| e.as_str()).collect();
+    assert_eq!(seen, ["HardLink 0 3", "Offer 3", "HardLink 1 3"]);
+    assert!(p.rx_error.is_none());
+    // Without the flag the receiver refuses them; without sync the sender does not send them here.
+    let mut plain = Pair::sync();
+    plain.tx.hard_link(HardLink { kind: LINK_NAME, file: 3, parent: 0, name: b"x" }, plain.now).unwrap();
+    plain.drive_until(ms(100));
+    assert!(plain.rx_error.unwrap().1.contains("not allowed on the control stream"));
+    let mut tx = Sender::new(
+        SenderConfig { flags: FLAG_HARD_LINKS, chunk_size: CS, timeouts: T, keepalive: secs(20) },
+        plain.now,
+    );
+    assert!(tx.hard_link(HardLink { kind: LINK_NAME, file: 3, parent: 0, name: b"x" }, plain.now).is_err());
 }

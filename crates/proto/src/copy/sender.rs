@@ -8,7 +8,7 @@
 
 use super::{Expired, SenderControl, SenderEvent, SenderTimeouts};
 use crate::caps::MAX_KEEP_NAMES;
-use crate::frame::{self, Fatal, FileStart, Finish, Frame, Keep, Names, Offer, Summary, FLAG_SYNC};
+use crate::frame::{self, Fatal, FileStart, Finish, Frame, HardLink, Keep, Names, Offer, Summary, FLAG_SYNC};
 use crate::ProtoError;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -165,6 +165,16 @@ impl Sender {
         if self.walking && !self.closing {
             self.push(Frame::IdName(n), now);
         }
+    }
+
+    /// `-H` in a sync session: announce a link target (before its offer) or send a further name,
+    /// in order with the offers.
+    pub fn hard_link(&mut self, l: HardLink<'_>, now: Instant) -> Result<(), ProtoError> {
+        if !self.sync || !self.walking || self.closing {
+            return Err(ProtoError::Violation("a hard link outside the walk of a sync session".into()));
+        }
+        self.push(Frame::HardLink(l), now);
+        Ok(())
     }
 
     /// List directory `dir` for `--delete` (in frames of at most a quarter of the cap's names).

@@ -19,6 +19,16 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+/// Whether a destination's modification time (seconds, nanoseconds) and the source's count as
+/// equal: to the nanosecond with no window, else (rsync's `--modify-window`) when their seconds
+/// differ by at most `window`, nanoseconds ignored.
+fn same_mtime((sec, nsec): (i64, impl Into<i128>), src: frame::Time, window: u32) -> bool {
+    if window == 0 {
+        return sec == src.sec && nsec.into() == i128::from(src.nsec);
+    }
+    sec.abs_diff(src.sec) <= u64::from(window)
+}
+
 impl RecvSession {
     /// Give every directory declared so far its mode and modification time (deepest first, so a
     /// parent's time is not disturbed afterwards), fsyncing each with `sync`; what failed, by
@@ -105,6 +115,7 @@ impl RecvSession {
                 self.report(ErrorCode::Integrity, b"", "a declared file never completed");
             }
         }
+        self.fail_waiting_links();
         for (path, e) in meta_errors {
             self.report(ErrorCode::Io, &path, &format!("setting directory mode and time: {e}"));
         }
@@ -175,6 +186,7 @@ impl RecvSession {
                 }
                 ReceiverEvent::Keep(k) => self.on_keep(&k)?,
                 ReceiverEvent::IdName(n) => self.on_id_name(&n)?,
+                ReceiverEvent::HardLink(l) => self.on_hard_link(&l, true)?,
                 ReceiverEvent::Finish(x) => fin = Some(x),
                 ReceiverEvent::Fatal(f) => {
                     // The sender gave up (a pull's server, or a client its user interrupted); say
@@ -273,6 +285,7 @@ impl RecvSession {
                 self.entry_failed(dir.as_deref(), s.parent, &path, what, &e)?;
                 self.n.refused.fetch_add(1, Relaxed);
                 self.lock().ctl.answer(s.id, WANT_REFUSED, &[])?;
+                self.settle_links(s.id);
                 return Ok(());
             }
         };
@@ -317,6 +330,7 @@ impl RecvSession {
         st.ctl.answer(s.id, verdict, &have)?;
         drop(st);
         self.wake();
+        self.settle_links(s.id);
         Ok(())
     }
 
@@ -335,7 +349,7 @@ impl RecvSession {
             let mut h = blake3::Hasher::new();
             return h.update_reader(std::fs::File::from(fd)).is_ok() && *h.finalize().as_bytes() == want;
         }
-        st.st_mtime == s.mtime.sec && i128::from(st.st_mtime_nsec) == i128::from(s.mtime.nsec)
+        same_mtime((st.st_mtime, st.st_mtime_nsec), s.mtime, self.p.modify_window)
     }
 
     /// `--delete`: the names source directory `k.dir` holds; after the last part, remove
@@ -419,5 +433,24 @@ impl RecvSession {
     pub(super) fn aborted_outcome(&self) -> Outcome {
         let a = self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner).clone();
         Outcome::Aborted(a.unwrap_or(Abort::protocol("aborted")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_mtime;
+    use linerate_proto::frame::Time;
+
+    #[test]
+    fn modify_window_compares_seconds_within_the_window_and_nanoseconds_without_one() {
+        let src = Time { sec: 1000, nsec: 500 };
+        assert!(same_mtime((1000, 500i64), src, 0));
+        assert!(!same_mtime((1000, 501i64), src, 0), "no window: to the nanosecond");
+        assert!(!same_mtime((1001, 500i64), src, 0));
+        assert!(same_mtime((1000, 0i64), src, 1), "a window ignores nanoseconds");
+        assert!(same_mtime((1002, 0i64), src, 2) && same_mtime((998, 999i64), src, 2));
+        assert!(!same_mtime((1003, 0i64), src, 2) && !same_mtime((997, 0i64), src, 2));
+        // Hostile times do not overflow.
+        assert!(!same_mtime((i64::MAX, 0i64), Time { sec: i64::MIN, nsec: 0 }, u32::MAX));
     }
 }

@@ -7,7 +7,7 @@ use crate::copy::mounts::Exhausted;
 use crate::usage::{self};
 use linerate_proto::frame::{
     Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, SpecialEntry, FLAG_DRY_RUN, FLAG_FSYNC,
-    FLAG_VERIFY,
+    FLAG_SPARSE, FLAG_VERIFY,
 };
 use linerate_proto::track::{Completion, Step};
 use linerate_proto::{frame, ErrorCode, ProtoError};
@@ -67,6 +67,8 @@ impl RecvSession {
                     Frame::Chunk(c) => self.on_chunk(&c)?,
                     Frame::FileEnd(e) => self.on_file_end(&e)?,
                     Frame::FileAbort(a) => self.on_file_abort(&a)?,
+                    Frame::HardLink(l) => self.on_hard_link(&l, false)?,
+                    Frame::Hole(h) => self.on_hole(&h)?,
                     Frame::End => return Ok(()),
                     other => {
                         return Err(
@@ -239,7 +241,9 @@ impl RecvSession {
                 st.tracker.abandon(s.id);
                 drop(st);
                 self.wake();
-                return self.entry_failed(dir.as_deref(), s.parent, &path, "cannot create file", &e);
+                let r = self.entry_failed(dir.as_deref(), s.parent, &path, "cannot create file", &e);
+                self.settle_links(s.id);
+                return r;
             }
         }
         drop(st);
@@ -268,7 +272,11 @@ impl RecvSession {
         };
         let written = {
             let _turn = of.write.lock().unwrap_or_else(PoisonError::into_inner);
-            of.inc.file.write_all_at(c.data, c.offset)
+            if self.has(FLAG_SPARSE) {
+                fsx::write_sparse(&of.inc.file, c.data, c.offset)
+            } else {
+                of.inc.file.write_all_at(c.data, c.offset)
+            }
         };
         if let Err(e) = written {
             // A full file system ends the session (the file is kept for a resume, as on any abort).
@@ -308,13 +316,22 @@ impl RecvSession {
         if self.p.flags & FLAG_VERIFY != 0 && e.digest.is_none() {
             return Err(ProtoError::Violation("file end without a digest in a verified session".into()).into());
         }
-        // The file's slot is taken in the same look as the tracker's verdict (a file still being
-        // created is waited for first).
+        self.completing(e.file, |t| t.file_end(e))
+    }
+
+    /// A frame that may complete file `file` (its end, or a hole): `judge` is the tracker's
+    /// verdict, and the file's slot is taken in the same look (a file still being created is
+    /// waited for first); a complete file is committed.
+    pub(super) fn completing(
+        &self,
+        file: u64,
+        mut judge: impl FnMut(&mut Tracker) -> Result<Step, ProtoError>,
+    ) -> Result<(), Abort> {
         let done = self.until(|st| {
-            if matches!(st.open.get(&e.file), Some(Slot::Creating)) {
+            if matches!(st.open.get(&file), Some(Slot::Creating)) {
                 return Ok(None);
             }
-            Ok(match st.tracker.file_end(e)? {
+            Ok(match judge(&mut st.tracker)? {
                 Step::NotYet => None,
                 Step::Complete(done) => {
                     let slot = st.open.remove(&done.file);
@@ -336,6 +353,7 @@ impl RecvSession {
             Self::drop_file(&of, false);
         }
         self.wake();
+        self.settle_links(a.file);
         Ok(())
     }
 
@@ -350,6 +368,7 @@ impl RecvSession {
             Self::drop_file(&of, false);
             self.report(code, &of.path, msg);
         }
+        self.settle_links(id);
     }
 
     /// Every chunk is written and the end declared: verify, apply metadata, rename into place.
@@ -363,6 +382,10 @@ impl RecvSession {
                 }
                 (ErrorCode::Io, format!("{what}: {e}"))
             };
+            if self.has(FLAG_SPARSE) {
+                // Holes and unwritten zeros at the end: the file still gets its full size.
+                of.inc.file.set_len(done.size).map_err(|e| io("setting the size", e))?;
+            }
             if self.p.flags & FLAG_VERIFY != 0 {
                 let mut h = blake3::Hasher::new();
                 h.update_reader(&of.inc.file).map_err(|e| io("re-reading for verification", e))?;
@@ -397,6 +420,7 @@ impl RecvSession {
         })();
         match r {
             Ok(()) => {
+                self.committed(done.file, true);
                 self.n.files.fetch_add(1, Relaxed);
                 self.n.bytes.fetch_add(done.size, Relaxed);
                 if let Some(p) = &self.progress {
@@ -414,6 +438,7 @@ impl RecvSession {
             Err((code, msg)) => {
                 Self::drop_file(of, false);
                 self.report(code, &of.path, &msg);
+                self.committed(done.file, false);
             }
         }
         Ok(())

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 mod control;
 mod data;
+mod links;
 
 /// What failed when a directory could not be created ([`RecvSession::entry_failed`]).
 const CREATE_DIR: &str = "cannot create directory";
@@ -58,6 +59,8 @@ pub struct SessionParams {
     /// `--delete` keeps the names these rules exclude (the sender's `--exclude`, unless
     /// `--delete-excluded`).
     pub keep: Option<TreeFilter>,
+    /// `--modify-window`, seconds (checked against its cap when `Begin` was decoded).
+    pub modify_window: u32,
 }
 
 /// The one entry a pull's target receives: the server sends it under the name the client asked

@@ -9,7 +9,7 @@ use crate::rate::SessionRate;
 use crate::usage::CpuTimes;
 use linerate_proto::frame::{
     Finish, Placement, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DEVICES, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_GROUP,
-    FLAG_NUMERIC_IDS, FLAG_OWNER, FLAG_SYNC, FLAG_VERIFY,
+    FLAG_HARD_LINKS, FLAG_NUMERIC_IDS, FLAG_OWNER, FLAG_SPARSE, FLAG_SYNC, FLAG_VERIFY,
 };
 use linerate_proto::hello::Suite;
 use std::net::SocketAddr;
@@ -70,6 +70,13 @@ pub struct CopyConfig {
     pub pace: SessionRate,
     /// What to call the receiver in messages: "server", or for a local copy "destination".
     pub peer: &'static str,
+    /// `-H`: files with several names in the tree are sent once and linked on the receiver.
+    pub hard_links: bool,
+    /// `-S`: holes of sparse files are not sent, and stay holes on the receiver.
+    pub sparse: bool,
+    /// `--modify-window`: modification times within this many seconds count as equal in the
+    /// up-to-date check (0: to the nanosecond).
+    pub modify_window: u32,
     /// Where the sources land relative to `dest`. `new` leaves `cp -r`'s rule ([`Placement::Cp`]);
     /// `linerate cp` asks for the rsync rule's choice ([`placement`]).
     pub placement: Placement,
@@ -160,6 +167,9 @@ impl CopyConfig {
             placement: Placement::Cp,
             filter: None,
             delete_excluded: false,
+            hard_links: false,
+            sparse: false,
+            modify_window: 0,
             peer: "server",
             owner: false,
             group: false,
@@ -191,6 +201,8 @@ impl CopyConfig {
             (self.group, FLAG_GROUP),
             ((self.owner || self.group) && self.numeric_ids, FLAG_NUMERIC_IDS),
             (self.devices || self.specials, FLAG_DEVICES),
+            (self.hard_links, FLAG_HARD_LINKS),
+            (self.sparse, FLAG_SPARSE),
         ] {
             if on {
                 f |= bit;

@@ -85,6 +85,8 @@ struct Ctx {
     verify: bool,
     /// Files were offered (declared) on the control stream: no `FileStart` on data streams.
     sync: bool,
+    /// `-S`: chunks that are holes at the source go as `Hole` frames.
+    sparse: bool,
     keepalive: Duration,
     totals: Totals,
     progress: Arc<Progress>,
@@ -129,6 +131,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         chunk_size: cfg.chunk_size,
         flags: cfg.flags(),
         streams,
+        modify_window: cfg.modify_window,
     });
     // The receiver needs the rules too: under --delete it keeps the names they exclude.
     let mut rules = Vec::new();

@@ -6,6 +6,7 @@
 use super::*;
 use crate::copy::walk::{self, shown, Item, SrcFile};
 use crossbeam_channel::Sender as Chan;
+use linerate_proto::caps::MAX_LINK_TARGETS;
 use linerate_proto::frame::{WANT_MISSING, WANT_NONE, WANT_REFUSED};
 use std::thread::JoinHandle;
 
@@ -15,6 +16,8 @@ pub(super) enum Walked {
     Offer(SrcFile, Option<[u8; 32]>),
     /// A directory's names, for `--delete`.
     Keep(u64, Vec<Vec<u8>>),
+    /// `-H`: a further name `(parent, name, file id of the first name)`, in order with the offers.
+    HardLink(u64, Vec<u8>, u64),
     /// The walk is over.
     Done,
 }
@@ -29,13 +32,16 @@ pub(super) fn spawn_walker(roots: Vec<Root>, ctx: &Arc<Ctx>, walked: Chan<Walked
     let ctx = ctx.clone();
     let (listing, checksum) = (o.has(linerate_proto::frame::FLAG_DELETE), o.has(linerate_proto::frame::FLAG_CHECKSUM));
     let filter = o.filter.clone();
+    let hard_links = o.has(linerate_proto::frame::FLAG_HARD_LINKS);
     std::thread::spawn(move || {
         let err = |m: String| ctx.fail(m);
+        let mut links = Links::default();
         walk::walk_filtered(
             &roots,
             listing && ctx.sync,
             filter.as_ref(),
             |item| {
+                let item = if hard_links { links.item(item, &ctx) } else { item };
                 if let Item::File(f) = &item {
                     ctx.progress.found_files.fetch_add(1, Relaxed);
                     ctx.progress.found_bytes.fetch_add(f.size, Relaxed);
@@ -65,6 +71,9 @@ pub(super) fn spawn_walker(roots: Vec<Root>, ctx: &Arc<Ctx>, walked: Chan<Walked
                         ctx.totals.skipped_specials.fetch_add(1, Relaxed);
                         true
                     }
+                    Item::HardLink { parent, name, file } if ctx.sync => {
+                        walked.send(Walked::HardLink(parent, name, file)).is_ok()
+                    }
                     item => ctx.queue.push(item),
                 }
             },
@@ -72,6 +81,37 @@ pub(super) fn spawn_walker(roots: Vec<Root>, ctx: &Arc<Ctx>, walked: Chan<Walked
         );
         let _ = walked.send(Walked::Done);
     })
+}
+
+/// `-H` on the sending side: the first name of each inode with several names, by `(st_dev,
+/// st_ino)`, at most [`MAX_LINK_TARGETS`] of them (the receiver keeps no more); past that, further
+/// names go as separate files, said once.
+#[derive(Default)]
+struct Links {
+    first: HashMap<(u64, u64), u64>,
+    full: bool,
+}
+
+impl Links {
+    /// The item to send for walked `item`: a further name of a file already sent becomes a
+    /// [`Item::HardLink`]; a first name is marked as a link target.
+    fn item(&mut self, item: Item, ctx: &Ctx) -> Item {
+        let Item::File(mut f) = item else { return item };
+        let Some(inode) = f.inode else { return Item::File(f) };
+        if let Some(&file) = self.first.get(&inode) {
+            return Item::HardLink { parent: f.parent, name: f.name, file };
+        }
+        if self.first.len() < MAX_LINK_TARGETS {
+            self.first.insert(inode, f.id);
+            f.link_target = true;
+        } else if !std::mem::replace(&mut self.full, true) {
+            (ctx.on_error)(format!(
+                "{}: more than {MAX_LINK_TARGETS} files with several names: further names are copied as separate files",
+                shown(&f.path)
+            ));
+        }
+        Item::File(f)
+    }
 }
 
 pub(super) fn hash_file(f: &SrcFile) -> Result<[u8; 32], String> {

@@ -14,7 +14,7 @@ use crate::net::conn::{Secured, SendHalf};
 use crossbeam_channel::{never, select, Receiver as Chan};
 use linerate_proto::copy::sender::{Event, Sender, SenderConfig, WRITE_STALL};
 use linerate_proto::copy::SenderTimeouts;
-use linerate_proto::frame::{FileStart, FLAG_DRY_RUN, NOTE_WOULD_DELETE};
+use linerate_proto::frame::{FileStart, HardLink, FLAG_DRY_RUN, LINK_NAME, LINK_TARGET, NOTE_WOULD_DELETE};
 use linerate_proto::record::HEADER_LEN;
 use std::net::TcpStream;
 use std::sync::atomic::AtomicU64;
@@ -116,6 +116,7 @@ pub(super) fn shared_state(o: &SendOpts, progress: Arc<Progress>, on_error: Erro
         chunk: o.chunk,
         verify: o.has(linerate_proto::frame::FLAG_VERIFY),
         sync: o.has(linerate_proto::frame::FLAG_SYNC),
+        sparse: o.has(linerate_proto::frame::FLAG_SPARSE),
         keepalive: o.keepalive,
         totals: Totals::default(),
         progress,
@@ -280,6 +281,9 @@ impl Driver<'_> {
         let now = Instant::now();
         match w {
             Walked::Offer(f, digest) => {
+                if f.link_target {
+                    let _ = self.m.hard_link(HardLink { kind: LINK_TARGET, file: f.id, parent: 0, name: b"" }, now);
+                }
                 let m = &mut self.m;
                 self.ctx.owners.name(f.owner, &mut self.named, |n| {
                     if let Frame::IdName(n) = n {
@@ -300,6 +304,10 @@ impl Driver<'_> {
                 }
             }
             Walked::Keep(dir, names) => self.m.keep(dir, &names, now),
+            Walked::HardLink(parent, name, file) => {
+                // Not counted in the totals: see the receiver (`recv/links.rs`).
+                let _ = self.m.hard_link(HardLink { kind: LINK_NAME, file, parent, name: &name }, now);
+            }
             Walked::Done => {
                 self.walking = false;
                 self.m.walk_done();

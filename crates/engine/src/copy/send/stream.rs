@@ -10,7 +10,10 @@ use crate::copy::walk::{self, shown, Item, SrcFile};
 use crate::net::conn::BATCH_TARGET;
 use crate::EngineError;
 use linerate_proto::caps::RECORD_OVERHEAD;
-use linerate_proto::frame::{self, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, SpecialEntry};
+use linerate_proto::frame::{
+    self, DirEntry, FileAbort, FileEnd, FileStart, Frame, HardLink, Hole, LinkEntry, SpecialEntry, LINK_NAME,
+    LINK_TARGET,
+};
 use linerate_proto::record::HEADER_LEN;
 use linerate_proto::ErrorCode;
 use std::fs::File;
@@ -94,7 +97,6 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
                     .encode(&mut buf);
             }
             Work::Item(Item::File(f)) if f.size > ctx.chunk => {
-                let id = f.id;
                 if buf.len() > HEADER_LEN && buf.len() + ctx.chunk as usize + 1024 > cap {
                     flush(ctx, tx, &mut buf)?;
                     reset(&mut buf);
@@ -109,18 +111,10 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
                         send_chunk(ctx, &big, 0, &mut buf);
                         ctx.queue.publish(Some(big));
                     }
-                    Err(msg) => {
+                    Err(failed) => {
+                        let (f, msg) = *failed;
                         ctx.queue.publish(None);
-                        if ctx.sync {
-                            // The offer declared it: withdraw it.
-                            let code = if msg.contains("changed while") {
-                                ErrorCode::SourceChanged
-                            } else {
-                                ErrorCode::SourceRead
-                            };
-                            Frame::FileAbort(FileAbort { file: id, code: code as u16, message: msg.as_bytes() })
-                                .encode(&mut buf);
-                        }
+                        withdraw(ctx, &f, &msg, &mut buf);
                         ctx.fail(msg);
                     }
                 }
@@ -142,6 +136,10 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
                 }
                 send_chunk(ctx, &big, n, &mut buf);
             }
+            Work::Item(Item::HardLink { parent, name, file }) => {
+                // Not counted in the totals: see the receiver (`recv/links.rs`).
+                Frame::HardLink(HardLink { kind: LINK_NAME, file, parent, name: &name }).encode(&mut buf);
+            }
             // Listings go to the control stream, never into the queue.
             Work::Item(Item::Listing { .. }) => {}
         }
@@ -155,6 +153,10 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
 }
 
 pub(super) fn encode_start(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
+    if f.link_target {
+        // On the same stream, before the declaration: the receiver keeps where it lands.
+        Frame::HardLink(HardLink { kind: LINK_TARGET, file: f.id, parent: 0, name: b"" }).encode(buf);
+    }
     Frame::FileStart(FileStart {
         id: f.id,
         parent: f.parent,
@@ -213,19 +215,45 @@ pub(super) fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
         }
         Err(msg) => {
             buf.truncate(mark);
-            if ctx.sync {
-                // The offer declared it: withdraw it.
-                let code = if msg.contains("changed while") { ErrorCode::SourceChanged } else { ErrorCode::SourceRead };
-                Frame::FileAbort(FileAbort { file: f.id, code: code as u16, message: msg.as_bytes() }).encode(buf);
-            }
+            withdraw(ctx, f, &msg, buf);
             ctx.fail(msg);
         }
     }
 }
 
-pub(super) fn open_big(ctx: &Ctx, f: SrcFile) -> Result<Arc<BigFile>, String> {
-    let file = open_src(&f).map_err(|e| format!("{}: {e}", shown(&f.path)))?;
-    unchanged(&f, &file)?;
+/// A file that could not be read: an offer declared it (sync), so it is withdrawn; a link target
+/// is declared and withdrawn, so that its further names fail at once instead of waiting for it.
+fn withdraw(ctx: &Ctx, f: &SrcFile, msg: &str, buf: &mut Vec<u8>) {
+    if !ctx.sync && !f.link_target {
+        return;
+    }
+    if !ctx.sync {
+        encode_start(ctx, f, buf);
+    }
+    let code = if msg.contains("changed while") { ErrorCode::SourceChanged } else { ErrorCode::SourceRead };
+    Frame::FileAbort(FileAbort { file: f.id, code: code as u16, message: msg.as_bytes() }).encode(buf);
+}
+
+/// `-S`: whether `len` bytes at `off` are all hole (`SEEK_DATA` finds no data before their end).
+/// A file system without `SEEK_DATA` reports no holes.
+fn is_hole(file: &File, off: u64, len: u64) -> bool {
+    match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(off)) {
+        Ok(data) => data >= off.saturating_add(len),
+        Err(e) => e == rustix::io::Errno::NXIO,
+    }
+}
+
+pub(super) fn open_big(ctx: &Ctx, f: SrcFile) -> Result<Arc<BigFile>, Box<(SrcFile, String)>> {
+    let file = match open_src(&f) {
+        Ok(file) => file,
+        Err(e) => {
+            let msg = format!("{}: {e}", shown(&f.path));
+            return Err(Box::new((f, msg)));
+        }
+    };
+    if let Err(msg) = unchanged(&f, &file) {
+        return Err(Box::new((f, msg)));
+    }
     let chunks = f.size.div_ceil(ctx.chunk);
     let parts = ctx.verify.then(|| Mutex::new(vec![None; chunks as usize]));
     Ok(Arc::new(BigFile { src: f, file, chunks, remaining: AtomicU64::new(chunks), failed: Mutex::new(None), parts }))
@@ -238,14 +266,21 @@ pub(super) fn send_chunk(ctx: &Ctx, big: &BigFile, n: u64, buf: &mut Vec<u8>) {
     let len = (big.src.size - off).min(ctx.chunk) as usize;
     let mark = buf.len();
     let held = big.src.have.as_ref().is_some_and(|h| h.iter().any(|&(first, count)| n >= first && n - first < count));
-    if held && big.parts.is_none() {
-        // The receiver has it; nothing to read.
+    // A hole goes as a `Hole` frame: nothing to send, nothing to write.
+    let hole = ctx.sparse && !held && is_hole(&big.file, off, len as u64);
+    let skip = held || hole;
+    if skip && big.parts.is_none() {
+        // The receiver has it, or it is a hole; nothing to read.
     } else {
         frame::encode_chunk_header(buf, big.src.id, off, len);
     }
     let at = buf.len();
-    if held && big.parts.is_none() {
+    if skip && big.parts.is_none() {
         buf.truncate(mark);
+        if hole {
+            Frame::Hole(Hole { file: big.src.id, offset: off, len: len as u64 }).encode(buf);
+            ctx.progress.bytes.fetch_add(len as u64, Relaxed);
+        }
     } else {
         match fill::append_at(&big.file, buf, len, off) {
             Ok(()) => {
@@ -253,10 +288,15 @@ pub(super) fn send_chunk(ctx: &Ctx, big: &BigFile, n: u64, buf: &mut Vec<u8>) {
                     let p = digest::hash_chunk(&buf[at..], off, big.src.size);
                     parts.lock().unwrap_or_else(PoisonError::into_inner)[n as usize] = Some(p);
                 }
-                if held {
-                    // Read only for the whole-file digest; the receiver has these bytes.
+                if skip {
+                    // Read only for the whole-file digest; the receiver has these bytes, or they
+                    // are a hole.
                     buf.truncate(mark);
-                } else {
+                    if hole {
+                        Frame::Hole(Hole { file: big.src.id, offset: off, len: len as u64 }).encode(buf);
+                    }
+                }
+                if !held {
                     ctx.progress.bytes.fetch_add(len as u64, Relaxed);
                 }
             }
