@@ -90,6 +90,7 @@ pub fn run(ops: &[Op]) {
                     name: &n,
                     mode: 0o755,
                     mtime: Time::default(),
+                    owner: Default::default(),
                 });
             }
             Op::Announce(f) => {
@@ -107,6 +108,7 @@ pub fn run(ops: &[Op]) {
                     size,
                     mode: 0o644,
                     mtime: Time::default(),
+                    owner: Default::default(),
                 };
                 if t.file_start(&f) == Ok(Step::Accepted) {
                     sizes.insert(u64::from(*id), size);
