@@ -948,7 +948,8 @@ fn refused_metadata(cfg: &ServerConfig, flags: u32) -> Option<String> {
     if flags & (frame::FLAG_OWNER | frame::FLAG_GROUP) != 0 && !cfg.keep_owners {
         return Some(
             "this server does not keep owners and groups (-o/-g, part of -a): its operator can allow it \
-             with `linerate serve --keep-owners`; or copy without them (-rlptD, or --no-owner --no-group)"
+             with `linerate serve --keep-owners`; or copy without them (-rlpt instead of -a, or add \
+             --no-owner --no-group)"
                 .into(),
         );
     }

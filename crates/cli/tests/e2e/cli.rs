@@ -141,7 +141,7 @@ fn announced(mut cmd: Command) -> Serve {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let addr = line.trim().rsplit(' ').next().unwrap().to_string();
-    assert!(line.starts_with("LINERATE 1 LISTEN 127.0.0.1:"), "{line}");
+    assert!(line.starts_with(&format!("{}LISTEN 127.0.0.1:", crate::support::ANNOUNCE)), "{line}");
     Serve { child, addr }
 }
 

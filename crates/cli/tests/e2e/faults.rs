@@ -115,7 +115,7 @@ impl Serve {
             .unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert!(line.starts_with("LINERATE 1 LISTEN "), "{line:?}");
+        assert!(line.starts_with(&format!("{}LISTEN ", crate::support::ANNOUNCE)), "{line:?}");
         let addr = line.trim().rsplit(' ').next().unwrap().to_string();
         let log = Arc::new((Mutex::new(String::new()), Condvar::new()));
         let (l2, mut err) = (log.clone(), child.stderr.take().unwrap());

@@ -114,7 +114,7 @@ struct Daemon {
 }
 
 impl Daemon {
-    /// Start it and read its announce line (`LINERATE 1 LISTEN ADDR`); its log is not kept.
+    /// Start it and read its announce line (`LINERATE <version> LISTEN ADDR`); its log is not kept.
     fn start(mut cmd: Command) -> Daemon {
         use std::io::{BufRead, BufReader};
         let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();

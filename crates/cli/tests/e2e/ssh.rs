@@ -233,7 +233,7 @@ fn the_remote_gives_up_after_its_deadline_and_its_secret_is_not_in_argv() {
     BufReader::new(ssh.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let secret = line.split_whitespace().skip_while(|w| *w != "SECRET").nth(1).unwrap().to_string();
     assert_eq!(secret.len(), 64, "{line}");
-    assert!(line.starts_with("LINERATE 2 PORT "), "{line}");
+    assert!(line.starts_with(&format!("{}PORT ", crate::support::ANNOUNCE)), "{line}");
     assert!(line.contains(" ADDR 198.18.67.2"), "the address from SSH_CONNECTION: {line}");
     // While it waits, no process in the server's namespace carries the secret in its argv.
     let pids = lab.server_pids();
@@ -300,7 +300,7 @@ fn a_version_mismatch_and_a_silent_remote_are_named() {
     let o = cp_with(&newer);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
-    assert!(out.contains("protocol version 999 (linerate 9.9.9)") && out.contains("speaks version 1"), "{out}");
+    assert!(out.contains("protocol version 999 (linerate 9.9.9)") && out.contains("speaks version 2"), "{out}");
     assert!(!out.contains(&"ab".repeat(32)), "{out}");
     let chatty = script("chatty", "echo 'Welcome to the lab'; echo 'oops' >&2; exit 7");
     let o = cp_with(&chatty);
