@@ -1,12 +1,12 @@
 //! The binary's one way to write for the user (issue 31): every line to standard output or
-//! standard error goes through [`line`] (the [`outln!`] and [`errln!`] macros), which returns
+//! standard error goes through [`line()`] (the `outln!` and `errln!` macros), which returns
 //! the write's error instead of panicking as `println!` does on a closed pipe.
 //!
 //! A closed pipe (`linerate cp -v … | head -1`: EPIPE, as Rust's runtime ignores SIGPIPE) is a
 //! quiet end, not an error worth a word (ripgrep's rule): the first one is remembered
 //! ([`closed`]) and stops whatever work registered a [`Stopper`] ([`stop_on_close`]) — a copy
 //! in flight is interrupted in order as by Ctrl-C — and `main` exits with
-//! [`Kind::Closed`](crate::error::Kind::Closed)'s code without a message. Threads that cannot
+//! [`Kind::Closed`]'s code without a message. Threads that cannot
 //! return an error (progress, per-file lines, listings) ignore the result: the stop does the rest.
 
 use crate::error::{Error, Kind};
@@ -117,7 +117,7 @@ pub fn write(to: To, text: fmt::Arguments<'_>) -> crate::error::Result {
     }
 }
 
-/// Write `b` as is to `to`, flushed: [`write`] for bulk output (a document, a page, a script).
+/// Write `b` as is to `to`, flushed: `write` for bulk output (a document, a page, a script).
 pub fn bytes(to: To, b: &[u8]) -> crate::error::Result {
     let r = match to {
         To::Out => {
@@ -132,7 +132,7 @@ pub fn bytes(to: To, b: &[u8]) -> crate::error::Result {
     r.map_err(|e| failed(to, e))
 }
 
-/// Write one line (`text` and a newline) to `to`: [`write`].
+/// Write one line (`text` and a newline) to `to`: `write`.
 pub fn line(to: To, text: fmt::Arguments<'_>) -> crate::error::Result {
     write(to, format_args!("{text}\n"))
 }
