@@ -226,7 +226,7 @@ mod tests {
             assert!(r.metrics.iter().all(|m| m.name != name), "{name} kept for an incomplete copy");
         }
         assert!(r.metrics.iter().any(|m| m.name == "errors"));
-        assert!(r.title.ends_with("— INCOMPLETE: 1 errors"), "{}", r.title);
+        assert!(r.title.ends_with("— INCOMPLETE: 1 error"), "{}", r.title);
         assert!(r.charts.bars.iter().all(|b| b.title != "Copy throughput"));
     }
 
