@@ -209,10 +209,7 @@ impl RecvSession {
                     st.open.insert(s.id, Slot::Creating);
                     let fresh = st.dirs.is_fresh(s.parent);
                     let ids = self.ids_for(st, s.owner);
-                    let parent = match Self::admit(s.name) {
-                        Ok(()) => st.dirs.get(s.parent, &st.tracker),
-                        Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
-                    };
+                    let parent = Self::parent_for(st, s.parent, s.name);
                     Some((parent, Self::entry_path(st, s.parent, s.name), fresh, ids))
                 }
                 _ => None,

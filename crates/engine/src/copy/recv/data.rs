@@ -135,10 +135,7 @@ impl RecvSession {
         let (parent, path, ids) = self.until(|st| {
             Ok(match st.tracker.link(l)? {
                 Step::Accepted => {
-                    let parent = match Self::admit(l.name) {
-                        Ok(()) => st.dirs.get(l.parent, &st.tracker),
-                        Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
-                    };
+                    let parent = Self::parent_for(st, l.parent, l.name);
                     Some((parent, Self::entry_path(st, l.parent, l.name), self.ids_for(st, l.owner)))
                 }
                 _ => None,
@@ -167,10 +164,7 @@ impl RecvSession {
         let (parent, path, ids) = self.until(|st| {
             Ok(match st.tracker.special(s)? {
                 Step::Accepted => {
-                    let parent = match Self::admit(s.name) {
-                        Ok(()) => st.dirs.get(s.parent, &st.tracker),
-                        Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
-                    };
+                    let parent = Self::parent_for(st, s.parent, s.name);
                     Some((parent, Self::entry_path(st, s.parent, s.name), self.ids_for(st, s.owner)))
                 }
                 _ => None,
@@ -198,10 +192,7 @@ impl RecvSession {
             Ok(match st.tracker.file_start(s)? {
                 Step::Accepted => {
                     st.open.insert(s.id, Slot::Creating);
-                    let parent = match Self::admit(s.name) {
-                        Ok(()) => st.dirs.get(s.parent, &st.tracker),
-                        Err(why) => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)),
-                    };
+                    let parent = Self::parent_for(st, s.parent, s.name);
                     Some((parent, Self::entry_path(st, s.parent, s.name), self.ids_for(st, s.owner)))
                 }
                 _ => None,

@@ -654,6 +654,13 @@ impl RecvSession {
         Ok(())
     }
 
+    /// The handle of directory `parent` for a new entry `name`, or why the entry is refused there
+    /// ([`Self::admit`], as `InvalidInput`, or the directory's own failure).
+    fn parent_for(st: &mut State, parent: u64, name: &[u8]) -> std::io::Result<Arc<OwnedFd>> {
+        Self::admit(name).map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
+        st.dirs.get(parent, &st.tracker)
+    }
+
     fn entry_path(st: &State, parent: u64, name: &[u8]) -> Vec<u8> {
         let mut p = st.tracker.dir_path(parent);
         if !p.is_empty() {

@@ -14,7 +14,7 @@ use crate::net::conn::{Secured, SendHalf};
 use crossbeam_channel::{never, select, Receiver as Chan};
 use linerate_proto::copy::sender::{Event, Sender, SenderConfig, WRITE_STALL};
 use linerate_proto::copy::SenderTimeouts;
-use linerate_proto::frame::{FileStart, HardLink, FLAG_DRY_RUN, LINK_NAME, LINK_TARGET, NOTE_WOULD_DELETE};
+use linerate_proto::frame::{HardLink, FLAG_DRY_RUN, LINK_NAME, LINK_TARGET, NOTE_WOULD_DELETE};
 use linerate_proto::record::HEADER_LEN;
 use std::net::TcpStream;
 use std::sync::atomic::AtomicU64;
@@ -290,15 +290,7 @@ impl Driver<'_> {
                         m.name_id(n, now);
                     }
                 });
-                let start = FileStart {
-                    id: f.id,
-                    parent: f.parent,
-                    name: &f.name,
-                    size: f.size,
-                    mode: f.mode,
-                    mtime: f.mtime,
-                    owner: self.ctx.owners.wire(f.owner),
-                };
+                let start = super::stream::file_start(self.ctx, &f);
                 if self.m.offer(start, digest, now).is_ok() {
                     self.files.insert(f.id, f);
                 }

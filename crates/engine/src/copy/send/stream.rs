@@ -157,7 +157,12 @@ pub(super) fn encode_start(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
         // On the same stream, before the declaration: the receiver keeps where it lands.
         Frame::HardLink(HardLink { kind: LINK_TARGET, file: f.id, parent: 0, name: b"" }).encode(buf);
     }
-    Frame::FileStart(FileStart {
+    Frame::FileStart(file_start(ctx, f)).encode(buf);
+}
+
+/// How file `f` is declared (`FileStart`, or an `Offer` in a sync session).
+pub(super) fn file_start<'a>(ctx: &Ctx, f: &'a SrcFile) -> FileStart<'a> {
+    FileStart {
         id: f.id,
         parent: f.parent,
         name: &f.name,
@@ -165,8 +170,7 @@ pub(super) fn encode_start(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
         mode: f.mode,
         mtime: f.mtime,
         owner: ctx.owners.wire(f.owner),
-    })
-    .encode(buf);
+    }
 }
 
 pub(super) fn open_src(f: &SrcFile) -> std::io::Result<File> {
