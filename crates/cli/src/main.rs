@@ -11,11 +11,12 @@ mod filter;
 mod flag_units;
 mod keys;
 mod progress;
+mod provision;
 mod ssh;
 mod transfer;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use cmd::{bench, clean, cp, demo, doctor, generate, keygen, lab, mesh, mktree, report, serve};
+use cmd::{bench, cache, clean, cp, demo, doctor, generate, keygen, lab, mesh, mktree, report, serve};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -31,6 +32,8 @@ enum Cmd {
     Cp(cp::CpArgs),
     /// List and remove the partial files interrupted copies left at their destinations.
     Clean(clean::CleanArgs),
+    /// List or remove the copies of linerate that `cp` uploaded to hosts over ssh.
+    Cache(cache::CacheArgs),
     /// Run the agent: receives copies (with --root) and answers benchmarks.
     Serve(serve::ServeArgs),
     /// Benchmark the network against a `linerate serve` (netperf/uperf/iperf3-class tests).
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
     let who = match &cli.cmd {
         Cmd::Cp(_) => "linerate",
         Cmd::Clean(_) => "linerate clean",
+        Cmd::Cache(_) => "linerate cache",
         Cmd::Serve(_) => "linerate serve",
         Cmd::Bench(_) => "linerate bench",
         Cmd::Keygen(_) => "linerate keygen",
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
     let done = match cli.cmd {
         Cmd::Cp(a) => cp::run_cp(a),
         Cmd::Clean(a) => clean::run_clean(a),
+        Cmd::Cache(a) => cache::run_cache(a),
         Cmd::Serve(a) => serve::run_serve(a),
         Cmd::Bench(a) => bench::run(*a),
         Cmd::Keygen(a) => keygen::run_keygen(a),

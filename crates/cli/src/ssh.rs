@@ -22,7 +22,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::provision::{self, shell_quote};
+use linerate_model::doc::cp::{CpPhases, RemoteLinerate};
 
 /// `linerate cp` flags for `[user@]host:PATH` operands.
 #[derive(Args, Debug, Default, Clone)]
@@ -32,8 +35,15 @@ pub struct SshArgs {
     #[arg(short = 'e', long = "rsh", value_name = "COMMAND")]
     pub rsh: Option<String>,
     /// The linerate program on the remote host (found in the remote PATH unless absolute).
-    #[arg(long, value_name = "PATH", default_value = "linerate")]
-    pub remote_linerate: String,
+    /// Without it, cp runs the copy of itself it uploaded to the remote user's cache before, or
+    /// a `linerate` of this protocol version on the remote PATH, or else uploads itself once
+    /// (see --no-upload).
+    #[arg(long, value_name = "PATH")]
+    pub remote_linerate: Option<String>,
+    /// Never send this executable to the remote host: fail (exit 2) when it has no usable
+    /// linerate. The environment variable LINERATE_NO_UPLOAD=1 does the same.
+    #[arg(long)]
+    pub no_upload: bool,
     /// Carry the streams through the ssh connection (for a firewall that blocks the direct
     /// connection to the remote's ephemeral port). Slower: one ssh connection, one core.
     #[arg(long)]
@@ -55,6 +65,10 @@ pub struct ServeSshArgs {
     /// With --once: seconds to wait for the client to connect before giving up.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub connect_deadline: u64,
+    /// Print `LINERATE-PROTOCOL <version> SOFTWARE <version>` and exit: how `cp` tells whether
+    /// the linerate on a remote PATH can serve it.
+    #[arg(long, hide = true, exclusive = true)]
+    pub ssh_protocol: bool,
 }
 
 /// An `[user@]host:PATH` operand.
@@ -165,14 +179,6 @@ pub fn classify(sources: &[PathBuf], dest: &Path) -> Result<Option<Job>> {
     }
 }
 
-/// Quote a word for the remote shell (ssh always hands the command line to one).
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric() || b"_./-+=:,@%".contains(&c)) {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 /// The command that starts ssh: `-e COMMAND` split as rsync splits it, or `ssh`.
 fn rsh_words(args: &SshArgs) -> Result<Vec<String>> {
     let words = split_rsh(args.rsh.as_deref().unwrap_or("ssh"))?;
@@ -217,6 +223,11 @@ fn split_rsh(s: &str) -> Result<Vec<String>> {
     Ok(words)
 }
 
+/// The ssh command of `args` (`-e`, or `ssh`), without a destination.
+pub fn ssh_command(args: &SshArgs) -> Result<Command> {
+    Ok(rsh_command(&rsh_words(args)?))
+}
+
 fn rsh_command(words: &[String]) -> Command {
     let mut c = Command::new(&words[0]);
     c.args(&words[1..]);
@@ -247,6 +258,8 @@ pub struct Remote {
     pub addr: SocketAddr,
     /// The session's one-time secret.
     pub secret: Secret,
+    /// How the remote side started.
+    pub phases: CpPhases,
     fwd: Option<Forwarder>,
     ctl: Option<tempfile::TempDir>,
 }
@@ -255,9 +268,33 @@ pub struct Remote {
 /// looking for the announce line.
 const MAX_PRELUDE_LINES: usize = 64;
 
+/// Which remote linerate to start.
+enum Boot {
+    /// `--remote-linerate PATH` (or `linerate`, when this executable cannot be read).
+    Given(String),
+    /// The cache, the PATH, or an upload of this executable ([`provision`]).
+    Provision(provision::Exe),
+}
+
+/// Whether this run may upload: `--no-upload`, then `LINERATE_NO_UPLOAD` (set to anything but
+/// empty, `0`, `false`, `no` or `off`).
+fn upload_policy(args: &SshArgs) -> provision::Upload {
+    if args.no_upload {
+        return provision::Upload::RefusedByFlag;
+    }
+    match std::env::var("LINERATE_NO_UPLOAD") {
+        Ok(v) if !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no" | "off") => {
+            provision::Upload::RefusedByEnv
+        }
+        _ => provision::Upload::Allowed,
+    }
+}
+
 impl Remote {
-    /// Start `ssh ... -- [user@]host 'linerate' serve --once --ssh` and read its announce line.
-    pub fn start(target: &SshTarget, args: &SshArgs) -> crate::error::Result<Remote> {
+    /// Start the remote side through ssh (`--remote-linerate`, or the boot script that finds or
+    /// uploads one) and read its announce line.
+    pub fn start(target: &SshTarget, args: &SshArgs, quiet: bool) -> crate::error::Result<Remote> {
+        let started = Instant::now();
         let words = rsh_words(args).usage()?;
         let ctl = if args.via_ssh {
             let d = tempfile::Builder::new()
@@ -273,10 +310,30 @@ impl Remote {
         } else {
             None
         };
-        let mut remote_cmd = format!("{} serve --once --ssh", shell_quote(&args.remote_linerate));
-        if args.via_ssh {
-            remote_cmd.push_str(" --ssh-loopback");
-        }
+        let extra: &[&str] = if args.via_ssh { &["--ssh-loopback"] } else { &[] };
+        let boot = match &args.remote_linerate {
+            Some(p) => Boot::Given(p.clone()),
+            None => match provision::Exe::current() {
+                Ok(exe) => Boot::Provision(exe),
+                Err(e) => {
+                    if !quiet {
+                        errln!("linerate: note: cannot offer this program to the remote host ({e:#}); trying its `linerate`")?;
+                    }
+                    Boot::Given("linerate".into())
+                }
+            },
+        };
+        let remote_cmd = match &boot {
+            Boot::Given(p) => {
+                let mut c = format!("{} serve --once --ssh", shell_quote(p));
+                for e in extra {
+                    c.push(' ');
+                    c.push_str(e);
+                }
+                c
+            }
+            Boot::Provision(exe) => provision::boot_command(exe, extra),
+        };
         let mut cmd = rsh_command(&words);
         cmd.arg("-T");
         if let Some(d) = &ctl {
@@ -288,25 +345,75 @@ impl Remote {
             .stderr(Stdio::inherit());
         let mut child = cmd.spawn().with_context(|| format!("starting {}", words[0])).usage()?;
         let stdin = child.stdin.take();
-        let announce = match child.stdout.take() {
-            Some(out) => read_announce(out),
-            None => Err(AnnounceFailure::Eof(None)),
-        };
+        let stdout = child.stdout.take();
         let mut remote = Remote {
             ssh: Some(child),
             stdin,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             secret: Secret([0; 32]),
+            phases: CpPhases::default(),
             fwd: None,
             ctl,
         };
-        let ann = match announce {
-            Ok(a) => a,
-            Err(e) => {
-                let status = remote.kill_ssh(Duration::from_secs(5));
-                return Err(Error::new(Kind::Session, remote_failed(e, status, target, args)));
+        let given = match &boot {
+            Boot::Given(p) => Some(p.as_str()),
+            Boot::Provision(_) => None,
+        };
+        let Some(out) = stdout else {
+            let status = remote.kill_ssh(Duration::from_secs(5));
+            return Err(Error::new(Kind::Session, remote_failed(AnnounceFailure::Eof(None), status, target, given)));
+        };
+        let mut out = BufReader::new(out);
+        let mut probe = provision::Probe::new();
+        let mut ran = RemoteLinerate::Given;
+        let mut upload_started = None;
+        let ann = loop {
+            match read_announce(&mut out, &mut probe) {
+                Ok(Startup::Announce(a)) => break a,
+                Ok(Startup::Probe) => {
+                    let Boot::Provision(exe) = &boot else { unreachable!("only the boot script probes") };
+                    if upload_started.is_some() {
+                        // The upload was answered by another probe: the script failed after it.
+                        let why = probe.failed.clone().unwrap_or_else(|| "it ended".into());
+                        let _ = remote.kill_ssh(Duration::from_secs(5));
+                        return Err(Error::new(
+                            Kind::Session,
+                            anyhow!("the upload of linerate to {} failed: {why}", escape(target.host.as_bytes())),
+                        ));
+                    }
+                    let host = escape(target.host.as_bytes());
+                    let local = provision::Local::this(exe);
+                    if let Err(why) = provision::decide(&probe, &local, &exe.name, &host, upload_policy(args)) {
+                        if let Some(mut i) = remote.stdin.take() {
+                            let _ = i.write_all(b"QUIT\n");
+                        }
+                        let _ = remote.kill_ssh(Duration::from_secs(5));
+                        return Err(Error::new(Kind::Usage, anyhow!(why)));
+                    }
+                    upload_started = Some(Instant::now());
+                    remote.phases.upload_bytes = remote.upload(exe, &host, &probe, quiet)?;
+                    probe = provision::Probe::new();
+                }
+                Ok(Startup::Ran(how)) => ran = how,
+                Err(e) => {
+                    let status = remote.kill_ssh(Duration::from_secs(5));
+                    let e = match (e, &probe.failed) {
+                        (AnnounceFailure::Eof(_), Some(why)) => anyhow!(
+                            "the upload of linerate to {} failed: {why}; {}",
+                            escape(target.host.as_bytes()),
+                            exit_words(status)
+                        ),
+                        (e, _) => remote_failed(e, status, target, given),
+                    };
+                    return Err(Error::new(Kind::Session, e));
+                }
             }
         };
+        // Keep reading (and discarding) so the remote never blocks or fails on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        remote.phases.remote_linerate = if given.is_some() { RemoteLinerate::Given } else { ran };
+        remote.phases.remote_start_s = started.elapsed().as_secs_f64();
+        remote.phases.upload_s = upload_started.map_or(0.0, |t| t.elapsed().as_secs_f64());
         remote.secret = ann.secret.clone();
         if let Some(d) = &remote.ctl {
             let ctl_path = d.path().join("ctl");
@@ -327,6 +434,42 @@ impl Remote {
         Ok(remote)
     }
 
+    /// Send this executable to the boot script, with a progress bar on a terminal.
+    fn upload(
+        &mut self,
+        exe: &provision::Exe,
+        host: &str,
+        probe: &provision::Probe,
+        quiet: bool,
+    ) -> crate::error::Result<u64> {
+        let dir = match &probe.cache {
+            Some(Ok(d)) => d.clone(),
+            _ => String::new(),
+        };
+        if !quiet {
+            errln!(
+                "linerate: {host} has no usable linerate: sending this one ({}) to {dir} there, once (--no-upload refuses)",
+                linerate_model::units::format_size(exe.size as f64)
+            )?;
+        }
+        let bar = if quiet {
+            indicatif::ProgressBar::hidden()
+        } else {
+            indicatif::ProgressBar::with_draw_target(Some(exe.size), indicatif::ProgressDrawTarget::stderr())
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "linerate: uploading {bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(Error::msg(Kind::Session, "ssh's standard input is gone"));
+        };
+        let sent = provision::upload(exe, stdin, |n| bar.set_position(n));
+        bar.finish_and_clear();
+        sent.map_err(|e| Error::new(Kind::Session, e.context(format!("uploading linerate to {host}"))))
+    }
     /// Connections the `--via-ssh` forwarder carried.
     pub fn forwarded(&self) -> Option<u64> {
         self.fwd.as_ref().map(Forwarder::accepted)
@@ -373,22 +516,43 @@ enum AnnounceFailure {
     Bad(AnnounceError),
 }
 
-fn read_announce(out: impl Read + Send + 'static) -> Result<Announce, AnnounceFailure> {
-    let mut r = BufReader::new(out);
+/// What the remote side said before or instead of its announce line.
+enum Startup {
+    /// The announce line: the remote linerate runs.
+    Announce(Announce),
+    /// The boot script's probe ended (`end`) or reported a failure (`fail`): it waits for an
+    /// answer, or has given up.
+    Probe,
+    /// The boot script said which linerate it runs.
+    Ran(RemoteLinerate),
+}
+
+/// Read the remote's output up to its announce line, a finished probe, or a `run` note;
+/// other lines (a login banner) are skipped, at most [`MAX_PRELUDE_LINES`] of them.
+fn read_announce(r: &mut impl BufRead, probe: &mut provision::Probe) -> Result<Startup, AnnounceFailure> {
     let mut other = None;
     for _ in 0..MAX_PRELUDE_LINES {
         let mut line = Vec::new();
-        match (&mut r).take(4096).read_until(b'\n', &mut line) {
+        match r.take(4096).read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => return Err(AnnounceFailure::Eof(other)),
             Ok(_) => {}
         }
         let text = String::from_utf8_lossy(&line);
-        match Announce::parse(&text) {
-            Ok(a) => {
-                // Keep reading (and discarding) so the remote never blocks or fails on a full pipe.
-                std::thread::spawn(move || std::io::copy(&mut r, &mut std::io::sink()));
-                return Ok(a);
+        if let Some(how) = text.trim_end().strip_prefix("LINERATE-PROBE run ") {
+            return Ok(Startup::Ran(match how.split(' ').next() {
+                Some("cache") => RemoteLinerate::Cache,
+                Some("uploaded") => RemoteLinerate::Uploaded,
+                _ => RemoteLinerate::Path,
+            }));
+        }
+        if probe.add(&text) {
+            if probe.complete || probe.failed.is_some() {
+                return Ok(Startup::Probe);
             }
+            continue;
+        }
+        match Announce::parse(&text) {
+            Ok(a) => return Ok(Startup::Announce(a)),
             Err(AnnounceError::NotAnnounce) => {
                 if other.is_none() && !text.contains("SECRET") {
                     let shown: String = escape(text.trim_end().as_bytes()).chars().take(100).collect();
@@ -401,22 +565,39 @@ fn read_announce(out: impl Read + Send + 'static) -> Result<Announce, AnnounceFa
     Err(AnnounceFailure::Eof(other))
 }
 
-fn remote_failed(f: AnnounceFailure, status: Option<ExitStatus>, target: &SshTarget, args: &SshArgs) -> anyhow::Error {
-    let host = escape(target.host.as_bytes());
-    let status = match status.map(|s| (s.code(), s)) {
-        Some((Some(255), _)) => "ssh exited with status 255: the ssh connection failed (see its message above)".into(),
-        Some((Some(127), _)) => format!(
-            "ssh exited with status 127: '{}' was not found on {host}; install linerate there or name it with --remote-linerate PATH",
-            escape(args.remote_linerate.as_bytes())
-        ),
-        Some((Some(2), _)) => format!(
-            "ssh exited with status 2: the remote '{}' refused its command line (older than this linerate, \
-             without `serve --ssh`?)",
-            escape(args.remote_linerate.as_bytes())
-        ),
+/// How ssh ended, in words.
+fn exit_words(status: Option<ExitStatus>) -> String {
+    match status.map(|s| (s.code(), s)) {
         Some((Some(c), _)) => format!("ssh exited with status {c}"),
         Some((None, s)) => format!("ssh ended: {s}"),
         None => "ssh did not end and was killed".into(),
+    }
+}
+
+fn remote_failed(
+    f: AnnounceFailure,
+    status: Option<ExitStatus>,
+    target: &SshTarget,
+    given: Option<&str>,
+) -> anyhow::Error {
+    let host = escape(target.host.as_bytes());
+    let program = escape(given.unwrap_or("linerate").as_bytes());
+    let status = match status.map(|s| s.code()) {
+        Some(Some(255)) => "ssh exited with status 255: the ssh connection failed (see its message above)".into(),
+        Some(Some(127)) if given.is_some() => format!(
+            "ssh exited with status 127: '{program}' was not found on {host}; install linerate there or name it with \
+             --remote-linerate PATH"
+        ),
+        Some(Some(126)) if given.is_none() => format!(
+            "ssh exited with status 126: the uploaded linerate could not be run on {host} (is the remote user's cache \
+             on a file system mounted noexec? Remove it with `linerate cache clean {host}`, or install linerate there \
+             and name it with --remote-linerate PATH)"
+        ),
+        Some(Some(2)) => format!(
+            "ssh exited with status 2: the remote '{program}' refused its command line (older than this linerate, \
+             without `serve --ssh`?)"
+        ),
+        _ => exit_words(status),
     };
     match f {
         AnnounceFailure::Bad(e @ AnnounceError::Version { .. }) => anyhow!(
@@ -483,7 +664,8 @@ pub fn copy(
              slower than a direct connection"
         )?;
     }
-    let remote = Remote::start(target, args)?;
+    let remote = Remote::start(target, args, show.quiet)?;
+    let phases = remote.phases;
     let mut cfg = CopyConfig::new(remote.addr, remote.secret.clone(), Vec::new(), Vec::new());
     cfg.streams = crate::transfer::default_streams();
     cfg_fn(&mut cfg);
@@ -505,7 +687,10 @@ pub fn copy(
         let _ = errln!("linerate: --via-ssh: {n} connections carried through ssh");
     }
     remote.finish(result.is_ok());
-    result
+    result.map(|mut r| {
+        r.phases = Some(CpPhases { copy_s: r.seconds, ..phases });
+        r
+    })
 }
 
 /// `linerate serve --once --ssh`: started by `linerate cp` through ssh.

@@ -317,6 +317,7 @@ pub fn summary_doc(r: &CopyReport) -> CpSummary {
         resumed_bytes: r.resumed_bytes,
         deleted: r.deleted,
         dry_run: r.dry_run.then_some(CpSkipped { files: r.would_send.0, bytes: r.would_send.1 }),
+        phases: r.phases,
     }
 }
 
@@ -484,6 +485,7 @@ mod tests {
             pulled: false,
             dry_run: false,
             would_send: (0, 0),
+            phases: None,
             refused_files: 0,
             skipped_specials: 0,
         }

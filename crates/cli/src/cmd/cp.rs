@@ -23,6 +23,11 @@ DESTINATION:
                    then connect to HOST directly (--via-ssh: through the ssh connection).
                    PATH is relative to the remote home unless absolute, as for scp, and
                    never passes through a remote shell. IPv6: [user@][ADDR]:PATH.
+                   Nothing to install there: without a linerate of this protocol
+                   version on HOST, cp uploads itself once into the remote user's
+                   ~/.cache/linerate/ (checked by SHA-256 before it runs) and reuses it;
+                   --no-upload or LINERATE_NO_UPLOAD=1 refuses, `linerate cache clean
+                   HOST` removes it.
   HOST:PORT:PATH   a running `linerate serve`; PATH is relative to its --root.
                    IPv6: [ADDR]:PORT:PATH. Needs --key-file with the server's shared
                    key, or for a daemon with --authorized-keys an ed25519 identity

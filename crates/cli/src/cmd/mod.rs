@@ -5,6 +5,7 @@
 //! and the error type (`error`).
 
 pub mod bench;
+pub mod cache;
 pub mod clean;
 pub mod cp;
 pub mod demo;

@@ -173,6 +173,15 @@ fn caps_line(each: Option<u64>, total: Option<u64>) -> String {
 }
 
 pub fn run_serve(a: ServeArgs) -> crate::error::Result {
+    if a.ssh.ssh_protocol {
+        outln!(
+            "{} {} SOFTWARE {}",
+            crate::provision::PROTOCOL_TAG,
+            linerate_proto::PROTOCOL_VERSION,
+            env!("CARGO_PKG_VERSION")
+        )?;
+        return Ok(());
+    }
     if a.ssh.ssh {
         let (hs, idle) = (Duration::from_secs(a.handshake_timeout.max(1)), Duration::from_secs(a.idle_timeout.max(1)));
         return crate::ssh::run_serve_ssh(&a.ssh, hs, idle);

@@ -20,6 +20,7 @@ mod mesh;
 mod meta;
 mod metrics;
 mod pipes;
+mod provision;
 mod report;
 mod rerun;
 mod ssh;

@@ -234,6 +234,7 @@ pub fn pull(
                 pulled: true,
                 dry_run: flags & linerate_proto::frame::FLAG_DRY_RUN != 0,
                 would_send: counts.would_send,
+                phases: None,
                 refused_files: counts.refused,
                 // The server walked: what it skipped without -D is not reported back.
                 skipped_specials: 0,

@@ -50,6 +50,42 @@ pub struct CpSummary {
     /// for a real copy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<CpSkipped>,
+    /// Where the time went before and during the session, for a copy over ssh. Absent for
+    /// other copies and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<CpPhases>,
+}
+
+/// The phases of a copy over ssh, in order.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct CpPhases {
+    /// Seconds from starting ssh to the remote side's announcement: the ssh login, the probe,
+    /// an upload of linerate if one was needed, and the remote's start.
+    pub remote_start_s: f64,
+    /// Which linerate ran on the remote host.
+    pub remote_linerate: RemoteLinerate,
+    /// Bytes of this executable sent to the remote host (0 unless `uploaded`).
+    pub upload_bytes: u64,
+    /// Seconds from the first uploaded byte to the remote's announcement (its SHA-256 check
+    /// and start included); 0 unless `uploaded`.
+    pub upload_s: f64,
+    /// Seconds of the copy session itself (connect to the receiver's summary), as `seconds`.
+    pub copy_s: f64,
+}
+
+/// Which linerate ran on the remote host of a copy over ssh.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoteLinerate {
+    /// The one named by `--remote-linerate`.
+    #[default]
+    Given,
+    /// The one an earlier run uploaded to the remote user's cache.
+    Cache,
+    /// One installed on the remote `PATH`.
+    Path,
+    /// This executable, uploaded by this run.
+    Uploaded,
 }
 
 /// Failed entries of a copy.

@@ -32,6 +32,7 @@ pub fn cp() -> CpSummary {
         resumed_bytes: 1_000_000,
         deleted: 5,
         dry_run: None,
+        phases: None,
     }
 }
 

@@ -42,6 +42,28 @@ fn find(names: &[&str]) -> Option<PathBuf> {
     None
 }
 
+/// How the server side of a lab differs from the default (root, the sshd's own PATH).
+#[derive(Default)]
+pub struct Options {
+    /// Log in as a new user made for this lab (removed with it), with an empty home beneath the
+    /// lab's directory, instead of root.
+    pub user: bool,
+    /// The remote sessions' PATH (sshd's `SetEnv`), instead of sshd's default.
+    pub remote_path: Option<String>,
+}
+
+/// A user made for one lab.
+pub struct LabUser {
+    /// Its name.
+    pub name: String,
+    /// Its home directory (empty when made).
+    pub home: PathBuf,
+    /// Its uid.
+    pub uid: u32,
+    /// Its gid.
+    pub gid: u32,
+}
+
 /// The lab. Create with [`SshLab::start`].
 pub struct SshLab {
     /// The client's namespace.
@@ -54,6 +76,8 @@ pub struct SshLab {
     pub ssh_config: PathBuf,
     /// The client's end of the veth pair (in `client_ns`).
     pub client_dev: String,
+    /// The user the client logs in as, when not root ([`Options::user`]).
+    pub user: Option<LabUser>,
     sshd: Option<Child>,
     sshd_log: PathBuf,
 }
@@ -63,6 +87,11 @@ impl SshLab {
     /// root otherwise, or without ssh/sshd/ssh-keygen/ip, the test fails saying why. CI runs as
     /// root with all of them installed.
     pub fn start() -> Option<SshLab> {
+        Self::start_with(Options::default())
+    }
+
+    /// Build a lab as [`SshLab::start`] does, changed by `opts`.
+    pub fn start_with(opts: Options) -> Option<SshLab> {
         if !super::needs_root("the ssh lab (two network namespaces and an sshd)") {
             return None;
         }
@@ -81,6 +110,7 @@ impl SshLab {
             ssh_config: dir.path().join("ssh_config"),
             sshd_log: dir.path().join("sshd.log"),
             dir,
+            user: None,
             sshd: None,
         };
         // From here on, Drop cleans up whatever was made.
@@ -106,6 +136,29 @@ impl SshLab {
             assert!(ip(&["-n", ns, "link", "set", "lo", "up"]) && ip(&["-n", ns, "link", "set", d, "up"]));
         }
         let d = lab.dir.path().to_path_buf();
+        if opts.user {
+            // The lab's directory must be reachable by the user (sshd reads authorized_keys as it).
+            fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+            let name = format!("lrp{id}");
+            let home = d.join(format!("home-{name}"));
+            let st = Command::new("useradd")
+                .args(["-M", "-N", "-g", "nogroup", "-s", "/bin/sh", "-p", "*", "-d"])
+                .arg(&home)
+                .arg(&name)
+                .status()
+                .expect("useradd (package passwd)");
+            assert!(st.success(), "useradd {name} failed");
+            // From here on, Drop removes the user.
+            lab.user = Some(LabUser { name: name.clone(), home: home.clone(), uid: 0, gid: 0 });
+            let id = |flag: &str| -> u32 {
+                let o = Command::new("id").args([flag, &name]).output().unwrap();
+                String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+            };
+            let (uid, gid) = (id("-u"), id("-g"));
+            lab.user = Some(LabUser { name, home: home.clone(), uid, gid });
+            fs::create_dir(&home).unwrap();
+            std::os::unix::fs::chown(&home, Some(uid), Some(gid)).unwrap();
+        }
         let (hk, uk) = (d.join("host_key"), d.join("user_key"));
         for k in [&hk, &uk] {
             let st = Command::new(&keygen)
@@ -124,18 +177,20 @@ impl SshLab {
                 "Port 22\nListenAddress {SERVER_IP}\nHostKey {}\nAuthorizedKeysFile {}\nPidFile none\n\
                  PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
                  PermitRootLogin prohibit-password\nStrictModes no\nAllowTcpForwarding yes\nSubsystem sftp internal-sftp\nLogLevel ERROR\n\
-                 MaxStartups 100\nMaxSessions 100\n",
+                 MaxStartups 100\nMaxSessions 100\n{}",
                 hk.display(),
-                d.join("authorized_keys").display()
+                d.join("authorized_keys").display(),
+                opts.remote_path.as_ref().map(|p| format!("SetEnv PATH={p}\n")).unwrap_or_default()
             ),
         )
         .unwrap();
         fs::write(
             &lab.ssh_config,
             format!(
-                "Host {HOST}\n  HostName {SERVER_IP}\n  User root\n  IdentityFile {}\n  IdentitiesOnly yes\n  \
+                "Host {HOST}\n  HostName {SERVER_IP}\n  User {}\n  IdentityFile {}\n  IdentitiesOnly yes\n  \
                  UserKnownHostsFile {}\n  HostKeyAlias linerate-sshlab\n  StrictHostKeyChecking yes\n  \
                  BatchMode yes\n  LogLevel ERROR\n  ConnectTimeout 10\n",
+                lab.user.as_ref().map_or("root", |u| u.name.as_str()),
                 uk.display(),
                 d.join("known_hosts").display()
             ),
@@ -197,6 +252,14 @@ impl SshLab {
         format!("ssh -F {}", self.ssh_config.display())
     }
 
+    /// `linerate cp --rsh "ssh -F cfg"` in the client's namespace: the remote linerate is found
+    /// (or uploaded) by cp itself.
+    pub fn cp_bare(&self) -> Command {
+        let mut c = self.in_client(env!("CARGO_BIN_EXE_linerate"));
+        c.args(["cp", "--no-save", "--rsh", &self.rsh()]);
+        c
+    }
+
     /// `linerate cp --rsh "ssh -F cfg" --remote-linerate <this build>` in the client's namespace.
     pub fn cp(&self) -> Command {
         let mut c = self.in_client(env!("CARGO_BIN_EXE_linerate"));
@@ -246,6 +309,9 @@ impl Drop for SshLab {
         // Deleting a namespace removes its end of the veth pair, and with it the other end.
         let _ = ip(&["netns", "del", &self.client_ns]);
         let _ = ip(&["netns", "del", &self.server_ns]);
+        if let Some(u) = &self.user {
+            let _ = Command::new("userdel").arg("-f").arg(&u.name).stderr(Stdio::null()).status();
+        }
     }
 }
 

@@ -311,6 +311,8 @@ pub struct CopyReport {
     pub dry_run: bool,
     /// In a dry run, the files and bytes (less what a resume would keep) that would be sent.
     pub would_send: (u64, u64),
+    /// The phases of a copy over ssh (set by the command that started the remote side).
+    pub phases: Option<linerate_model::doc::cp::CpPhases>,
     /// Files the receiver would not take, so not sent: beneath a directory it could not create
     /// (reported once, for the directory) or failing themselves (each reported).
     pub refused_files: u64,

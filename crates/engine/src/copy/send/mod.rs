@@ -165,6 +165,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         pulled: false,
         dry_run: cfg.sync && cfg.dry_run,
         would_send: sent.would_send,
+        phases: None,
         refused_files: sent.refused_files,
         skipped_specials: sent.skipped_specials,
     })
