@@ -2,7 +2,8 @@
 //! user has an empty home and no linerate on its PATH: the first copy uploads this executable
 //! and copies, the second runs the cached copy without uploading, a cache made writable by others
 //! is refused, `--no-upload` and `LINERATE_NO_UPLOAD` refuse with their message, `linerate cache`
-//! lists and removes the remote copy, and a host whose `uname -m` says aarch64 is told so.
+//! lists and removes the remote copy, a host whose `uname -m` says aarch64 is told so, and a
+//! linerate on the remote PATH is used when it speaks this protocol and named when it does not.
 
 use crate::support::sshlab::{run_bounded, text, Options, SshLab, HOST};
 use std::fs;
@@ -88,11 +89,12 @@ fn cp_uploads_itself_once_to_a_host_with_only_sshd() {
     // Nothing else was left in the cache (no temporary upload file).
     assert_eq!(fs::read_dir(bin.parent().unwrap()).unwrap().count(), 1);
 
-    // Second run, a pull: the cached copy runs, nothing is uploaded.
+    // Second run, a pull through an ssh ControlMaster (--via-ssh: the boot script passes
+    // --ssh-loopback on): the cached copy runs, nothing is uploaded.
     let back = lab.dir.path().join("back");
     fs::create_dir(&back).unwrap();
     let mut c = lab.cp_bare();
-    c.arg("--json").arg(format!("{HOST}:dst/src")).arg(&back);
+    c.args(["--json", "--via-ssh"]).arg(format!("{HOST}:dst/src")).arg(&back);
     let o = run_bounded(c, LIMIT);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     same_tree(&src, &back.join("src"));
@@ -167,4 +169,50 @@ fn a_host_that_cannot_run_this_build_is_told_what_was_found() {
     assert_eq!(t.lines().count(), 1, "one message: {t}");
     // Nothing was sent or made there.
     assert!(!user.home.join(".cache").exists() && !user.home.join("dst").exists());
+}
+
+#[test]
+fn an_installed_linerate_of_this_protocol_is_used_and_an_older_one_is_named() {
+    // A directory on the remote PATH with a `linerate`: first this build, then an old one.
+    let bin = tempfile::Builder::new().prefix("linerate-path-").tempdir().unwrap();
+    fs::set_permissions(bin.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let installed = bin.path().join("linerate");
+    let script = |body: &str| {
+        fs::write(&installed, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&installed, fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    script(&format!("exec {} \"$@\"", env!("CARGO_BIN_EXE_linerate")));
+    let Some(lab) = SshLab::start_with(Options {
+        user: true,
+        remote_path: Some(format!("{}:/usr/bin:/bin", bin.path().display())),
+    }) else {
+        return;
+    };
+    let user = lab.user.as_ref().unwrap();
+    let src = lab.dir.path().join("src");
+    tree(&src);
+    let mut c = lab.cp_bare();
+    c.arg("--json").arg(&src).arg(format!("{HOST}:"));
+    let o = run_bounded(c, LIMIT);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let j = json(&o);
+    assert_eq!(j["phases"]["remote_linerate"], "path", "{j}");
+    assert_eq!(j["phases"]["upload_bytes"], 0, "{j}");
+    same_tree(&src, &user.home.join("src"));
+    assert!(!user.home.join(".cache").exists(), "nothing is cached when an installed linerate serves");
+    // An older linerate (protocol 1) is not run; with uploads refused, the message names it.
+    script("echo LINERATE-PROTOCOL 1 SOFTWARE 0.0.1; exit 0");
+    let mut c = lab.cp_bare();
+    c.arg("--no-upload").arg(&src).arg(format!("{HOST}:again"));
+    let o = run_bounded(c, LIMIT);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains(&format!(
+            "the linerate at {} there answered \"LINERATE-PROTOCOL 1 SOFTWARE 0.0.1\"",
+            installed.display()
+        )),
+        "{t}"
+    );
+    assert!(!user.home.join("again").exists());
 }
