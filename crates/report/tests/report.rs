@@ -59,7 +59,10 @@ fn cp_summary_converts_to_throughput_and_cpu() {
 fn bench_document_converts_sweep_intervals_flows_and_latency() {
     let r = pinned("bench.json");
     assert_eq!(r.kind, RunKind::Bench);
-    assert_eq!(r.title, "bench tcp-stream to 198.18.0.2:7878");
+    // named by its key parameters (issue 33)
+    let named =
+        "(direction forward, connections 4, duration 10 s, message size 131072 B, points 5, sweep connections 1–64)";
+    assert_eq!(r.title, format!("bench tcp-stream to 198.18.0.2:7878 {named}"));
     assert_eq!(metric(&r, "throughput"), 9.32e9);
     assert_eq!(metric(&r, "latency.p99"), 142.0);
     assert!((metric(&r, "cpu.local") - 15.3).abs() < 1e-9);
@@ -111,7 +114,7 @@ fn lab_document_converts_tools_against_the_iperf3_ceiling() {
 fn real_bench_sweep_gives_one_line_per_message_size() {
     // `linerate bench 127.0.0.1:PORT -t 1 --sweep conns=1,2,4 --sweep msg=16K,128K --json`
     let r = pinned("bench-real-sweep.json");
-    assert_eq!(r.title, "bench tcp-stream to 127.0.0.1:39779");
+    assert!(r.title.starts_with("bench tcp-stream to 127.0.0.1:39779 (direction send, "), "{}", r.title);
     assert_eq!(r.params.sweep.as_deref(), Some("connections"));
     let thr = &r.charts.xy[0];
     assert_eq!(thr.x.label, "connections");
@@ -220,7 +223,7 @@ fn every_figure_of_the_typed_documents_reaches_the_report() {
     let r = from_json(serde_json::to_value(&bench).unwrap()).unwrap();
     let s = bench.summary.as_ref().unwrap();
     let test = bench.test.as_ref().unwrap();
-    assert_eq!(r.title, format!("bench {} to {}", test.test, test.server));
+    assert_eq!(r.title, format!("bench {} to {} ({})", test.test, test.server, linerate_report::compare::label(&r)));
     assert_eq!(r.created, "2026-11-22T05:47:16Z");
     assert_eq!(r.tool_version, bench.tool.version);
     assert_eq!(r.params.msg_size, Some(test.msg_size));

@@ -236,6 +236,26 @@ impl Store {
         Ok(None)
     }
 
+    /// The last `k` runs of the same test as `run` ([`crate::compare::same_test`]) stored before
+    /// it (in `report list` order), oldest first: the baseline of `report compare --against
+    /// last:K`.
+    pub fn last_of_same_test(&mut self, run: &RunReport, k: usize) -> Result<Vec<RunReport>, ReportError> {
+        let list = self.list()?;
+        let end = list.iter().position(|s| s.id == run.id).unwrap_or(list.len());
+        let mut out = Vec::new();
+        for s in list[..end].iter().rev().filter(|s| s.kind == run.kind.as_str()) {
+            if out.len() == k {
+                break;
+            }
+            let r = self.get(&s.id)?;
+            if crate::compare::same_test(&r, run) {
+                out.push(r);
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
     /// The full id of the run whose id is `id` or starts with `id`.
     pub fn resolve(&mut self, id: &str) -> Result<String, ReportError> {
         match self {
