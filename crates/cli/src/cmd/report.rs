@@ -123,7 +123,8 @@ enum ReportCmd {
     Mesh {
         /// The mesh run [default: the newest mesh run in the store].
         id: Option<String>,
-        /// The baseline round [default: the mesh run stored before it, if any].
+        /// The baseline round [default: the mesh run stored before it, if any]; `last:K`: the
+        /// median of the last K rounds of the same agents and tests.
         #[arg(long, value_name = "ID")]
         against: Option<String>,
         /// Changes beyond this percentage are coloured.

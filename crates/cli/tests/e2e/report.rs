@@ -121,7 +121,8 @@ fn compare_names_a_rate_cap_and_list_shows_it() {
     let t = tempfile::tempdir().unwrap();
     let db = t.path().join("runs.sqlite");
     let open = import(&db, &fixture("bench.json"));
-    let capped = import(&db, &changed(t.path(), "capped.json", "bench.json", |d| d["test"]["rate"] = 5_000_000_000u64.into()));
+    let capped =
+        import(&db, &changed(t.path(), "capped.json", "bench.json", |d| d["test"]["rate"] = 5_000_000_000u64.into()));
     let out = report(&db, &["compare", &open, &capped]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("rate cap differs: A –, B 5 Gbit/s"), "{}", text(&out));
