@@ -689,6 +689,19 @@ fn headless(profile: &Path) -> Command {
 }
 
 #[test]
+fn html_never_draws_unlike_tests_on_one_axis() {
+    let mut second = pinned("bench.json");
+    second.id = "20261122-054716-second".into();
+    let runs = [pinned("bench.json"), second, pinned("bench-real-rr.json")];
+    let html = html::report(&runs, 5.0);
+    // the two stream runs share a chart; the request/response run's throughput has none with them
+    assert!(html.contains("throughput by run (bench tcp-stream)"), "no chart of the stream runs");
+    assert!(!html.contains("by run (bench tcp-rr)"), "one rr run: nothing to draw it beside");
+    // nor a change against a stream run in the summary (it was -100.0 %)
+    assert!(!html.contains("(-100.0%)") && !html.contains("(-99."), "an rr run judged against a stream run");
+}
+
+#[test]
 fn html_report_renders_in_headless_chromium() {
     let t = tempfile::tempdir().unwrap();
     let mut second = pinned("bench.json");
