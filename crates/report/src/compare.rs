@@ -1,14 +1,55 @@
 //! `report compare`: every metric of two runs side by side with the relative change, and
-//! which changes are regressions beyond a threshold (the direction comes from `better`). Only a
-//! run's goal figures ([`RunReport::is_goal`]) can regress; the others (retransmits, CPU,
-//! errors) are shown as informational. Runs of different kinds or with different key
-//! parameters (connections, test, duration, message size) are flagged, since their figures
-//! measure different things.
+//! which changes are regressions (the direction comes from `better`). Only a run's goal figures
+//! ([`RunReport::is_goal`]) can regress; the others (retransmits, CPU, errors) are shown as
+//! informational. A goal figure regresses only when its change is worse than the threshold AND
+//! beyond the noise measured on the two sides ([`Rule`], issue 33): the noise band is
+//! `σ × √(sd_A² + sd_B²)`, each side's standard deviation from its `--repeat` runs, its
+//! reporting intervals, or the runs a baseline was made of ([`baseline`]).
+//! Runs of different kinds or with different key parameters ([`key_params`]) measure different
+//! things: they are named as [`Comparison::differences`], and the CLI refuses them without
+//! `--force`.
 
 use crate::convert::lab::FAILED_PREFIX;
 use crate::convert::si;
-use crate::model::{Better, RunKind, RunReport};
+use crate::model::{Better, RunKind, RunReport, SpreadOf};
+use linerate_model::stats::{beyond_noise, median, noise_band, NOISE_SIGMAS};
 use linerate_model::units::significant;
+
+/// How a change is judged: worse than `threshold_pct` percent in the figure's bad direction,
+/// and beyond `sigmas` standard deviations of the noise of both sides.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rule {
+    /// Allowed change, percent.
+    pub threshold_pct: f64,
+    /// How many standard deviations of measured noise a change must exceed; 0 turns the noise
+    /// test off (the threshold alone decides).
+    pub sigmas: f64,
+}
+
+impl Rule {
+    /// The threshold with the default noise test ([`NOISE_SIGMAS`]).
+    pub fn new(threshold_pct: f64) -> Rule {
+        Rule { threshold_pct, sigmas: NOISE_SIGMAS }
+    }
+}
+
+/// A key parameter whose value differs between the runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    /// The parameter (`rate cap`, `connections`).
+    pub name: &'static str,
+    /// Its value in A, as shown (`None`: A does not have it).
+    pub a: Option<String>,
+    /// Its value in B.
+    pub b: Option<String>,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = |x: &Option<String>| x.clone().unwrap_or_else(|| "–".into());
+        write!(f, "{} differs: A {}, B {}", self.name, v(&self.a), v(&self.b))
+    }
+}
 
 /// One figure of a comparison.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,7 +70,11 @@ pub struct Row {
     pub goal: bool,
     /// The change is worse than the threshold.
     pub worse: bool,
-    /// A goal figure worse than the threshold.
+    /// The noise band in percent of `|a|` ([`Rule`]), when either side's spread was measured.
+    pub noise_pct: Option<f64>,
+    /// A goal figure worse than the threshold but within the noise: not a regression.
+    pub within_noise: bool,
+    /// A goal figure worse than the threshold and beyond the noise.
     pub regression: bool,
 }
 
@@ -42,6 +87,8 @@ pub struct Comparison {
     pub b: String,
     /// Threshold in percent.
     pub threshold_pct: f64,
+    /// The rule the rows were judged by.
+    pub rule: Rule,
     /// One row per metric name found in either run, baseline order first.
     pub rows: Vec<Row>,
     /// One line per run (baseline first): id, time, title and key parameters, so that runs
@@ -49,6 +96,8 @@ pub struct Comparison {
     pub runs: [String; 2],
     /// The runs are of different kinds (`bench` against `cp`): their figures do not compare.
     pub kinds_differ: bool,
+    /// The key parameters whose values differ (none when the kinds differ).
+    pub differences: Vec<Difference>,
     /// What makes the runs unlike: a different kind, different key parameters.
     pub warnings: Vec<String>,
 }
@@ -59,9 +108,27 @@ impl Comparison {
         self.rows.iter().any(|r| r.regression)
     }
 
-    /// A plain-text table for the terminal, after a line per run and the warnings.
+    /// Whether the runs measure different things: other kinds, or key parameters that differ.
+    pub fn unlike(&self) -> bool {
+        self.kinds_differ || !self.differences.is_empty()
+    }
+
+    /// The rule in words, for the line under the runs.
+    pub fn rule_text(&self) -> String {
+        if self.rule.sigmas > 0.0 {
+            format!(
+                "a goal figure regresses when worse than {}% and beyond {} σ of the measured noise",
+                significant(self.threshold_pct, 6),
+                significant(self.rule.sigmas, 6)
+            )
+        } else {
+            format!("a goal figure regresses when worse than {}%", significant(self.threshold_pct, 6))
+        }
+    }
+
+    /// A plain-text table for the terminal, after a line per run, the rule and the warnings.
     pub fn to_text(&self) -> String {
-        let mut s = format!("A  {}\nB  {}\n", self.runs[0], self.runs[1]);
+        let mut s = format!("A  {}\nB  {}\nrule: {}\n", self.runs[0], self.runs[1], self.rule_text());
         for w in &self.warnings {
             s.push_str(&format!("warning: {w}\n"));
         }
@@ -71,13 +138,21 @@ impl Comparison {
             format!("A {}", self.a),
             format!("B {}", self.b),
             "change".to_string(),
+            "noise".to_string(),
             String::new(),
         ]];
         for r in &self.rows {
             let v = |x: Option<f64>| x.map_or_else(|| "–".to_string(), |x| si(x, &r.unit));
             let change = r.change_pct.map_or_else(|| "–".into(), |c| format!("{c:+.1}%"));
+            let noise = r.noise_pct.map_or_else(String::new, |n| format!("±{n:.1}%"));
             let flag = if r.regression {
-                format!("REGRESSION (beyond {}%)", self.threshold_pct)
+                if r.noise_pct.is_some() {
+                    format!("REGRESSION (beyond {}% and the noise)", self.threshold_pct)
+                } else {
+                    format!("REGRESSION (beyond {}%; no spread measured)", self.threshold_pct)
+                }
+            } else if r.within_noise {
+                "worse, within the noise".to_string()
             } else if r.worse {
                 "worse (informational)".to_string()
             } else if r.change_pct.is_some_and(|c| c.abs() > self.threshold_pct) {
@@ -85,10 +160,10 @@ impl Comparison {
             } else {
                 String::new()
             };
-            out.push([r.name.clone(), v(r.a), v(r.b), change, flag]);
+            out.push([r.name.clone(), v(r.a), v(r.b), change, noise, flag]);
         }
         let widths: Vec<usize> =
-            (0..5).map(|i| out.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
+            (0..6).map(|i| out.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
         for row in &out {
             let line: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
             s.push_str(line.join("  ").trim_end());
@@ -123,15 +198,21 @@ fn incomplete_groups(a: &RunReport, b: &RunReport, rows: &mut [Row], warnings: &
         for row in rows.iter_mut() {
             let of_group = row.name.split_once('.').is_some_and(|(_, k)| k == g);
             if of_group && !row.name.starts_with(FAILED_PREFIX) {
-                (row.change_pct, row.worse, row.regression) = (None, false, false);
+                (row.change_pct, row.worse, row.within_noise, row.regression) = (None, false, false, false);
             }
         }
     }
 }
 
-/// Compares `b` against baseline `a`; a change worse than `threshold_pct` percent in the
-/// metric's bad direction is a regression.
+/// Compares `b` against baseline `a` by the default [`Rule`] for `threshold_pct`.
 pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
+    compare_by(a, b, Rule::new(threshold_pct))
+}
+
+/// Compares `b` against baseline `a`: a goal figure's change worse than the rule's threshold in
+/// the metric's bad direction, and beyond the noise of both sides, is a regression.
+pub fn compare_by(a: &RunReport, b: &RunReport, rule: Rule) -> Comparison {
+    let threshold_pct = rule.threshold_pct;
     let mut names: Vec<&str> = a.metrics.iter().map(|m| m.name.as_str()).collect();
     for m in &b.metrics {
         if !names.contains(&m.name.as_str()) {
@@ -164,6 +245,13 @@ pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
                 },
                 _ => false,
             };
+            let sd = |r: &RunReport| r.spread(name).map(|s| s.sd);
+            let band = noise_band(sd(a), sd(b), rule.sigmas).filter(|_| rule.sigmas > 0.0);
+            let noise_pct = band.zip(va).filter(|(_, x)| *x != 0.0).map(|(n, x)| n / x.abs() * 100.0);
+            let beyond = match (va, vb) {
+                (Some(x), Some(y)) => beyond_noise(x, y, band),
+                _ => true,
+            };
             Row {
                 name: name.to_string(),
                 unit,
@@ -173,7 +261,9 @@ pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
                 better,
                 goal,
                 worse,
-                regression: worse && goal,
+                noise_pct,
+                within_noise: worse && goal && !beyond,
+                regression: worse && goal && beyond,
             }
         })
         .collect::<Vec<Row>>();
@@ -188,40 +278,83 @@ pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
             b.kind.as_str()
         ));
     }
-    let (ka, kb) = (key_params(a), key_params(b));
-    let mut names: Vec<&str> = ka.iter().map(|(k, _)| *k).collect();
-    names.extend(kb.iter().map(|(k, _)| *k).filter(|k| !ka.iter().any(|(x, _)| x == k)));
-    for name in names {
-        let va = ka.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str());
-        let vb = kb.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str());
-        if va != vb && !kinds_differ {
-            warnings.push(format!("{name} differs: A {}, B {}", va.unwrap_or("–"), vb.unwrap_or("–")));
-        }
-    }
+    let differences = if kinds_differ { Vec::new() } else { differences(a, b) };
+    warnings.extend(differences.iter().map(ToString::to_string));
     Comparison {
         a: a.id.clone(),
         b: b.id.clone(),
         threshold_pct,
+        rule,
         rows,
         runs: [describe(a), describe(b)],
         kinds_differ,
+        differences,
         warnings,
     }
+}
+
+/// The key parameters ([`key_params`]) whose values differ between `a` and `b`, A's order first.
+pub fn differences(a: &RunReport, b: &RunReport) -> Vec<Difference> {
+    let (ka, kb) = (key_params(a), key_params(b));
+    let mut names: Vec<&'static str> = ka.iter().map(|(k, _)| *k).collect();
+    names.extend(kb.iter().map(|(k, _)| *k).filter(|k| !ka.iter().any(|(x, _)| x == k)));
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let va = ka.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone());
+            let vb = kb.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone());
+            (va != vb).then_some(Difference { name, a: va, b: vb })
+        })
+        .collect()
+}
+
+/// Whether `a` and `b` are runs of the same test: the same kind, key parameters and target
+/// (a bench run's agent), so that one can be the other's baseline.
+pub fn same_test(a: &RunReport, b: &RunReport) -> bool {
+    a.kind == b.kind && a.params.server == b.params.server && differences(a, b).is_empty()
+}
+
+/// The baseline made of `runs` (of the same test, oldest first): for every metric they all
+/// have, the median of their values, with their standard deviation as its spread (a single
+/// run keeps its own spread); the newest run's parameters. Its id is `last:N`. `None` without
+/// runs.
+pub fn baseline(runs: &[RunReport]) -> Option<RunReport> {
+    let newest = runs.last()?;
+    let mut r = RunReport::new(newest.kind, String::new());
+    r.id = format!("last:{}", runs.len());
+    r.created.clone_from(&newest.created);
+    r.params = newest.params.clone();
+    r.hosts = newest.hosts.clone();
+    for m in &newest.metrics {
+        let values: Option<Vec<f64>> = runs.iter().map(|x| x.find_metric(&m.name).map(|n| n.value)).collect();
+        let Some(med) = values.as_deref().and_then(median) else { continue };
+        r.metric(&m.name, med, &m.unit, m.better);
+        if runs.len() >= 2 {
+            r.set_spread(&m.name, values.as_deref().unwrap_or_default(), SpreadOf::Runs);
+        } else if let Some(s) = newest.spread(&m.name) {
+            r.spreads.push(s.clone());
+        }
+    }
+    let ids: Vec<&str> = runs.iter().map(|x| x.id.as_str()).collect();
+    r.title = format!("median of the last {} runs of the test ({}): {}", runs.len(), ids.join(", "), newest.title);
+    Some(r)
 }
 
 /// A run on one line: id, time, title and key parameters.
 pub fn describe(r: &RunReport) -> String {
     let params: Vec<String> = key_params(r).into_iter().map(|(k, v)| format!("{k} {v}")).collect();
     let mut s = format!("{}  {}  {}", r.id, r.created, r.title);
-    if !params.is_empty() {
+    if !params.is_empty() && !r.title.ends_with(&format!("({})", label(r))) {
         s.push_str(&format!("  ({})", params.join(", ")));
     }
     s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
-/// The parameters that decide whether two runs measure the same thing, as (name, value shown):
-/// the test, its direction, connections or streams, the rate cap, duration, message size, a
-/// sweep's points and range, a lab's scenario.
+/// The parameters that decide whether two runs measure the same thing (the run's identity), as
+/// (name, value shown): the test, its direction (`bidir` too), connections or streams, the rate
+/// cap, duration, message, response and buffer sizes, congestion control, MSS, the path's MTU
+/// when known, the profile, a sweep's points and range, a lab's scenario, a mesh's agents and
+/// tests.
 pub fn key_params(r: &RunReport) -> Vec<(&'static str, String)> {
     let p = &r.params;
     let n = |x: f64| significant(x, 6);
@@ -248,6 +381,30 @@ pub fn key_params(r: &RunReport) -> Vec<(&'static str, String)> {
             if let Some(m) = p.msg_size {
                 out.push(("message size", format!("{} B", n(f64::from(m)))));
             }
+            if let Some(m) = p.resp_size.filter(|m| *m > 0) {
+                out.push(("response size", format!("{} B", n(f64::from(m)))));
+            }
+            if let Some(m) = p.sndbuf {
+                out.push(("send buffer", format!("{} B", n(f64::from(m)))));
+            }
+            if let Some(m) = p.rcvbuf {
+                out.push(("receive buffer", format!("{} B", n(f64::from(m)))));
+            }
+            if let Some(c) = &p.congestion {
+                out.push(("congestion", c.clone()));
+            }
+            if let Some(m) = p.mss {
+                out.push(("MSS", format!("{} B", n(f64::from(m)))));
+            }
+            if let Some(m) = p.mtu {
+                out.push(("MTU", format!("{} B", n(f64::from(m)))));
+            }
+            if let Some(x) = &p.profile {
+                out.push(("profile", x.name.clone()));
+            }
+            if let Some(x) = p.bytes {
+                out.push(("bytes", si(x as f64, "B")));
+            }
             if let Some(x) = p.points {
                 out.push(("points", n(x as f64)));
             }
@@ -268,9 +425,27 @@ pub fn key_params(r: &RunReport) -> Vec<(&'static str, String)> {
                 out.push(("time scale", n(f)));
             }
         }
-        RunKind::Mesh => {}
+        RunKind::Mesh => {
+            if let Some(a) = &p.agents {
+                out.push(("agents", a.join(" ")));
+            }
+            if let Some(t) = &p.tests {
+                out.push(("tests", t.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(" ")));
+            }
+        }
     }
     out
+}
+
+/// The key parameters besides the test, on one line (`connections 8, rate cap 5 Gbit/s, …`):
+/// what names a run in `report list` and the HTML report beside its title.
+pub fn label(r: &RunReport) -> String {
+    key_params(r)
+        .into_iter()
+        .filter(|(k, _)| *k != "test")
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -380,5 +555,71 @@ mod tests {
         let mut capped = a.clone();
         capped.params.rate = Some(2_000_000_000);
         assert_eq!(compare(&a, &capped, 5.0).warnings, ["rate cap differs: A –, B 2 Gbit/s"]);
+    }
+    /// A stream run of `bps` whose throughput varies by `sd` from interval to interval.
+    fn noisy(bps: f64, sd: f64) -> RunReport {
+        let mut r = bench("tcp-stream", &[("throughput", bps, "bit/s", Better::Higher)]);
+        r.set_spread("throughput", &[bps - sd, bps + sd], SpreadOf::Intervals);
+        r
+    }
+
+    #[test]
+    fn a_change_within_the_measured_noise_is_not_a_regression() {
+        // the spread of [x - s, x + s] is s·√2
+        let (a, s) = (10e9, 0.5e9 / 2f64.sqrt());
+        let c = compare(&noisy(a, s), &noisy(a * 0.92, s), 5.0);
+        let row = &c.rows[0];
+        // band = 3 · √(0.5² + 0.5²) Gbit/s = 2.12 Gbit/s, 21.2 % of A: -8 % is inside
+        assert!(row.worse && row.within_noise && !row.regression, "{}", c.to_text());
+        assert!((row.noise_pct.unwrap() - 21.213).abs() < 0.01, "{:?}", row.noise_pct);
+        let text = c.to_text();
+        assert!(text.contains("±21.2%") && text.contains("worse, within the noise"), "{text}");
+        assert!(text.contains("rule: a goal figure regresses when worse than 5% and beyond 3 σ"), "{text}");
+        // beyond the band it is
+        let c = compare(&noisy(a, s), &noisy(a * 0.7, s), 5.0);
+        assert!(c.rows[0].regression && c.to_text().contains("REGRESSION (beyond 5% and the noise)"));
+        // a noise test of 0 sigmas is the threshold alone
+        let c = compare_by(&noisy(a, s), &noisy(a * 0.92, s), Rule { threshold_pct: 5.0, sigmas: 0.0 });
+        assert!(c.rows[0].regression && c.rows[0].noise_pct.is_none(), "{}", c.to_text());
+        // quiet runs: a 15 % slowdown is caught
+        let c = compare(&noisy(a, 0.05e9), &noisy(a * 0.85, 0.01e9), 5.0);
+        assert!(c.has_regression(), "{}", c.to_text());
+        // no spread measured on either side: the threshold decides, and the table says so
+        let c = compare(&bench("tcp-stream", &[("throughput", a, "bit/s", Better::Higher)]), &noisy(a * 0.9, 0.0), 5.0);
+        assert!(c.has_regression(), "one side with no spread, the other's is 0: {}", c.to_text());
+        let plain = |x| bench("tcp-stream", &[("throughput", x, "bit/s", Better::Higher)]);
+        let c = compare(&plain(a), &plain(a * 0.9), 5.0);
+        assert!(c.to_text().contains("no spread measured"), "{}", c.to_text());
+    }
+
+    #[test]
+    fn a_capped_run_is_unlike_an_uncapped_one_and_named() {
+        let a = noisy(10e9, 0.1e9);
+        let mut capped = noisy(5e9, 0.01e9);
+        capped.params.rate = Some(5_000_000_000);
+        let c = compare(&a, &capped, 5.0);
+        assert!(c.unlike() && !c.kinds_differ);
+        assert_eq!(c.differences.len(), 1);
+        assert_eq!(c.differences[0].to_string(), "rate cap differs: A –, B 5 Gbit/s");
+        assert!(!same_test(&a, &capped) && same_test(&a, &noisy(9e9, 1.0)));
+        assert!(label(&capped).contains("rate cap 5 Gbit/s"), "{}", label(&capped));
+    }
+
+    #[test]
+    fn the_last_k_baseline_is_the_median_with_the_runs_spread() {
+        let runs: Vec<RunReport> = [9.0e9, 10.0e9, 9.6e9].iter().map(|x| noisy(*x, 1e6)).collect();
+        let base = baseline(&runs).unwrap();
+        assert_eq!(base.id, "last:3");
+        assert_eq!(base.find_metric("throughput").unwrap().value, 9.6e9);
+        let s = base.spread("throughput").unwrap();
+        assert_eq!((s.n, s.of), (3, SpreadOf::Runs));
+        assert!((s.sd - 0.503_322e9).abs() < 1e3, "{}", s.sd);
+        // 9.0 is -6.25 %: beyond the threshold, within 3 σ of the runs
+        assert!(!compare(&base, &noisy(9.0e9, 1e6), 5.0).has_regression());
+        assert!(compare(&base, &noisy(7.5e9, 1e6), 5.0).has_regression());
+        // one run keeps its own spread
+        let one = baseline(&runs[..1]).unwrap();
+        assert_eq!(one.spread("throughput").map(|s| s.of), Some(SpreadOf::Intervals));
+        assert!(baseline(&[]).is_none());
     }
 }

@@ -259,8 +259,10 @@ fn summary(s: &mut String, runs: &[RunReport], threshold_pct: f64) {
                 None => s.push_str("<td class=\"n\">–</td>"),
                 Some(m) => {
                     let row = cmps[i].rows.iter().find(|x| &x.name == name);
+                    // no change against a run of another kind or test: they do not share an axis
+                    let like = axis_class(r) == axis_class(base);
                     let (class, change) = match row.and_then(|x| x.change_pct.map(|c| (x, c))) {
-                        Some((x, c)) if i > 0 => {
+                        Some((x, c)) if i > 0 && like => {
                             let better = match x.better {
                                 Better::Higher => c > 0.0,
                                 Better::Lower => c < 0.0,
@@ -287,27 +289,45 @@ fn summary(s: &mut String, runs: &[RunReport], threshold_pct: f64) {
     s.push_str("</table>");
 }
 
-/// With several runs: one bar chart per rate metric that two or more of them have, one bar per
-/// run that has it.
+/// What may share an axis: runs of one kind and one test (a request/response test's throughput
+/// is never drawn beside a stream test's, issue 33).
+fn axis_class(r: &RunReport) -> String {
+    format!("{} {}", r.kind.as_str(), r.test_name().unwrap_or_default())
+}
+
+/// With several runs: for each class of like runs ([`axis_class`]), one bar chart per rate
+/// metric that two or more of them have, one bar per run that has it.
 fn side_by_side(s: &mut String, runs: &[RunReport]) {
-    let mut shared: Vec<&str> = Vec::new();
-    for m in runs.iter().flat_map(|r| &r.metrics) {
-        let have = runs.iter().filter(|r| r.find_metric(&m.name).is_some_and(|x| x.unit == "bit/s")).count();
-        if m.unit == "bit/s" && have >= 2 && !shared.contains(&m.name.as_str()) && shared.len() < 4 {
-            shared.push(&m.name);
+    let mut classes: Vec<String> = Vec::new();
+    for r in runs {
+        if !classes.contains(&axis_class(r)) {
+            classes.push(axis_class(r));
         }
     }
-    if shared.is_empty() {
+    let mut charts: Vec<(String, &str, Vec<&RunReport>)> = Vec::new();
+    for class in &classes {
+        let like: Vec<&RunReport> = runs.iter().filter(|r| axis_class(r) == *class).collect();
+        for m in like.iter().flat_map(|r| &r.metrics) {
+            let have = like.iter().filter(|r| r.find_metric(&m.name).is_some_and(|x| x.unit == "bit/s")).count();
+            let new = !charts.iter().any(|(c, n, _)| c == class && *n == m.name);
+            if m.unit == "bit/s" && have >= 2 && new && charts.len() < 4 {
+                charts.push((class.clone(), &m.name, like.clone()));
+            }
+        }
+    }
+    if charts.is_empty() {
         return;
     }
     s.push_str(
         "<h2>Runs side by side</h2><div class=\"grid\" style=\"grid-template-columns:repeat(2,minmax(0,1fr))\">",
     );
-    for name in shared {
+    for (class, name, like) in charts {
+        let title =
+            if classes.len() > 1 { format!("{name} by run ({})", class.trim_end()) } else { format!("{name} by run") };
         let chart = crate::model::BarChart {
-            title: format!("{name} by run"),
+            title,
             unit: "bit/s".into(),
-            bars: runs
+            bars: like
                 .iter()
                 .filter_map(|r| {
                     let m = r.find_metric(name)?;

@@ -44,6 +44,11 @@ pub struct RunReport {
     /// Headline figures; `report compare` compares these by name.
     #[serde(default)]
     pub metrics: Vec<Metric>,
+    /// The measured spread of figures, by metric name: what `report compare` weighs a change
+    /// against before it calls it a regression (issue 33). Absent in runs stored before it was
+    /// measured, and for figures measured once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "lenient_vec")]
+    pub spreads: Vec<Spread>,
     /// Chart data.
     #[serde(default)]
     pub charts: Charts,
@@ -85,6 +90,11 @@ fn lenient<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Optio
         Some(Either::Typed(t)) => Some(t),
         _ => None,
     })
+}
+
+/// Reads a list, leaving it empty when it does not have the list's type.
+fn lenient_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    Ok(lenient(d)?.unwrap_or_default())
 }
 
 /// A lab scenario as a parameter: the scenario file's `{name, description, file}`, or, in
@@ -173,6 +183,9 @@ pub struct RunParams {
     /// cp: symlinks sent.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
     pub links: Option<u64>,
+    /// Bench: the MTU of the path, when the run knew it (from its efficiency figures).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub mtu: Option<u32>,
     /// Bench: `TCP_MAXSEG` (`-M`).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
     pub mss: Option<u32>,
@@ -435,6 +448,44 @@ pub struct Metric {
     pub better: Better,
 }
 
+/// How much a figure varies between measurements of the same thing: the standard deviation of
+/// its samples, in the figure's unit.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Spread {
+    /// The metric's name.
+    pub metric: String,
+    /// The samples' standard deviation (n − 1), in the metric's unit.
+    pub sd: f64,
+    /// How many samples.
+    pub n: u64,
+    /// What the samples are.
+    pub of: SpreadOf,
+}
+
+/// What a [`Spread`]'s samples are.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SpreadOf {
+    /// The run's reporting intervals (warm-up and a partial last interval left out): how one
+    /// interval varies, a stand-in for how the run would vary if made again.
+    Intervals,
+    /// `--repeat`: the runs of the same test, each one figure.
+    Repeats,
+    /// A baseline made of the last runs of the same test (`report compare --against last:K`).
+    Runs,
+}
+
+impl SpreadOf {
+    /// The lowercase name shown and stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpreadOf::Intervals => "intervals",
+            SpreadOf::Repeats => "repeats",
+            SpreadOf::Runs => "runs",
+        }
+    }
+}
+
 /// All chart data of a run; every list may be empty.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct Charts {
@@ -586,6 +637,7 @@ impl RunReport {
             params: RunParams::default(),
             hosts: Hosts::default(),
             metrics: Vec::new(),
+            spreads: Vec::new(),
             charts: Charts::default(),
             tables: Vec::new(),
             body: None,
@@ -611,6 +663,20 @@ impl RunReport {
     /// The metric called `name`, if present.
     pub fn find_metric(&self, name: &str) -> Option<&Metric> {
         self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// The spread measured for metric `name`, if any.
+    pub fn spread(&self, name: &str) -> Option<&Spread> {
+        self.spreads.iter().find(|s| s.metric == name)
+    }
+
+    /// Records the spread of metric `name` from its samples (nothing when there are fewer than
+    /// two, or one is not finite).
+    pub fn set_spread(&mut self, name: &str, samples: &[f64], of: SpreadOf) {
+        if let Some(sd) = linerate_model::stats::std_dev(samples) {
+            self.spreads.retain(|s| s.metric != name);
+            self.spreads.push(Spread { metric: name.to_string(), sd, n: samples.len() as u64, of });
+        }
     }
 
     /// The bench test a run made (`tcp-stream`, `tcp-rr`), from its parameters.

@@ -59,7 +59,10 @@ fn cp_summary_converts_to_throughput_and_cpu() {
 fn bench_document_converts_sweep_intervals_flows_and_latency() {
     let r = pinned("bench.json");
     assert_eq!(r.kind, RunKind::Bench);
-    assert_eq!(r.title, "bench tcp-stream to 198.18.0.2:7878");
+    // named by its key parameters (issue 33)
+    let named =
+        "(direction forward, connections 4, duration 10 s, message size 131072 B, points 5, sweep connections 1–64)";
+    assert_eq!(r.title, format!("bench tcp-stream to 198.18.0.2:7878 {named}"));
     assert_eq!(metric(&r, "throughput"), 9.32e9);
     assert_eq!(metric(&r, "latency.p99"), 142.0);
     assert!((metric(&r, "cpu.local") - 15.3).abs() < 1e-9);
@@ -111,7 +114,7 @@ fn lab_document_converts_tools_against_the_iperf3_ceiling() {
 fn real_bench_sweep_gives_one_line_per_message_size() {
     // `linerate bench 127.0.0.1:PORT -t 1 --sweep conns=1,2,4 --sweep msg=16K,128K --json`
     let r = pinned("bench-real-sweep.json");
-    assert_eq!(r.title, "bench tcp-stream to 127.0.0.1:39779");
+    assert!(r.title.starts_with("bench tcp-stream to 127.0.0.1:39779 (direction send, "), "{}", r.title);
     assert_eq!(r.params.sweep.as_deref(), Some("connections"));
     let thr = &r.charts.xy[0];
     assert_eq!(thr.x.label, "connections");
@@ -220,7 +223,7 @@ fn every_figure_of_the_typed_documents_reaches_the_report() {
     let r = from_json(serde_json::to_value(&bench).unwrap()).unwrap();
     let s = bench.summary.as_ref().unwrap();
     let test = bench.test.as_ref().unwrap();
-    assert_eq!(r.title, format!("bench {} to {}", test.test, test.server));
+    assert_eq!(r.title, format!("bench {} to {} ({})", test.test, test.server, linerate_report::compare::label(&r)));
     assert_eq!(r.created, "2026-11-22T05:47:16Z");
     assert_eq!(r.tool_version, bench.tool.version);
     assert_eq!(r.params.msg_size, Some(test.msg_size));
@@ -683,6 +686,19 @@ fn headless(profile: &Path) -> Command {
     .env("XDG_CONFIG_HOME", profile.join("config"))
     .env("XDG_CACHE_HOME", profile.join("cache"));
     c
+}
+
+#[test]
+fn html_never_draws_unlike_tests_on_one_axis() {
+    let mut second = pinned("bench.json");
+    second.id = "20261122-054716-second".into();
+    let runs = [pinned("bench.json"), second, pinned("bench-real-rr.json")];
+    let html = html::report(&runs, 5.0);
+    // the two stream runs share a chart; the request/response run's throughput has none with them
+    assert!(html.contains("throughput by run (bench tcp-stream)"), "no chart of the stream runs");
+    assert!(!html.contains("by run (bench tcp-rr)"), "one rr run: nothing to draw it beside");
+    // nor a change against a stream run in the summary (it was -100.0 %)
+    assert!(!html.contains("(-100.0%)") && !html.contains("(-99."), "an rr run judged against a stream run");
 }
 
 #[test]

@@ -19,13 +19,22 @@ STORE:
   `cp` saves every run there unless given --no-save. An ID may be abbreviated to any
   unique prefix.
 
+COMPARE:
+  A goal figure regresses only when its change is worse than --threshold AND beyond the
+  noise: SIGMAS x sqrt(sd_A^2 + sd_B^2), each side's standard deviation measured across its
+  --repeat runs, else across its reporting intervals, or, for `--against last:K`, across
+  the K runs its median is taken from. A figure without a measured spread is judged by the
+  threshold alone. Runs whose kinds or key parameters differ (test, direction, connections,
+  rate cap, duration, sizes, congestion, MTU, profile, sweep) are refused without --force.
+
 EXIT STATUS:
-  0  success (compare: no goal figure regressed beyond the threshold)
+  0  success (compare: no goal figure regressed beyond the threshold and the noise)
   2  bad usage, an unknown or ambiguous run id, an unreadable document, or compare: runs
-     of different kinds without --force
+     of different kinds or key parameters without --force
   3  the store could not be opened, read or written
   4  compare: a goal figure (throughput of a stream test, transactions or latency of a
-     request/response test, time or rate of a copy) regressed beyond --threshold";
+     request/response test, time or rate of a copy) regressed beyond --threshold and the
+     noise";
 
 /// `linerate report` flags.
 #[derive(Args, Debug)]
@@ -76,17 +85,24 @@ enum ReportCmd {
         file: PathBuf,
     },
     /// Every figure of two runs side by side; exit 4 if a goal figure of B regressed against A
-    /// beyond the threshold (other figures, such as retransmits, are informational). Warns when
-    /// the runs' key parameters differ; refuses runs of different kinds without --force.
+    /// beyond the threshold and the measured noise (other figures, such as retransmits, are
+    /// informational). Refuses runs of different kinds or key parameters without --force.
     Compare {
-        /// Baseline run.
-        a: String,
-        /// New run.
-        b: String,
+        /// `A B` (baseline, new run), or `B` alone with --against.
+        #[arg(required = true, num_args = 1..=2, value_name = "RUN")]
+        runs: Vec<String>,
+        /// The baseline instead of A: `last:K`, the median of the last K runs of the same test
+        /// (same kind, key parameters and agent) stored before B.
+        #[arg(long, value_name = "last:K")]
+        against: Option<String>,
         /// Allowed change in percent in each figure's bad direction.
         #[arg(long, default_value_t = 5.0)]
         threshold: f64,
-        /// Compare runs of different kinds (a bench run with a cp run) anyway.
+        /// How many standard deviations of measured noise a change must exceed to count (0: the
+        /// threshold alone decides).
+        #[arg(long, default_value_t = linerate_model::stats::NOISE_SIGMAS, value_name = "N")]
+        sigmas: f64,
+        /// Compare runs of different kinds or key parameters anyway, side by side.
         #[arg(long)]
         force: bool,
     },
@@ -107,7 +123,8 @@ enum ReportCmd {
     Mesh {
         /// The mesh run [default: the newest mesh run in the store].
         id: Option<String>,
-        /// The baseline round [default: the mesh run stored before it, if any].
+        /// The baseline round [default: the mesh run stored before it, if any]; `last:K`: the
+        /// median of the last K rounds of the same agents and tests.
         #[arg(long, value_name = "ID")]
         against: Option<String>,
         /// Changes beyond this percentage are coloured.
@@ -252,13 +269,40 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             outln!("{}", r.id)?;
             Ok(())
         }
-        ReportCmd::Compare { a, b, threshold, force } => {
+        ReportCmd::Compare { runs, against, threshold, sigmas, force } => {
             if !(threshold.is_finite() && threshold >= 0.0) {
                 return Err(Error::usage(format!("--threshold must be a percentage ≥ 0, not {threshold}")));
             }
+            if !(sigmas.is_finite() && sigmas >= 0.0) {
+                return Err(Error::usage(format!("--sigmas must be a number ≥ 0, not {sigmas}")));
+            }
             let mut store = open(db)?;
-            let (ra, rb) = (lookup(&mut store, &a)?, lookup(&mut store, &b)?);
-            let c = linerate_report::compare(&ra, &rb, threshold);
+            let (ra, rb) = match (against.as_deref(), runs.as_slice()) {
+                (None, [a, b]) => (lookup(&mut store, a)?, lookup(&mut store, b)?),
+                (Some(spec), [b]) => {
+                    let k = parse_last(spec)?;
+                    let rb = lookup(&mut store, b)?;
+                    let before = store.last_of_same_test(&rb, k).context("cannot read the store").store()?;
+                    let base = linerate_report::compare::baseline(&before).ok_or_else(|| {
+                        Error::usage(format!("no run of the same test as {} is stored before it", clean(&rb.id)))
+                    })?;
+                    if before.len() < k {
+                        errln!(
+                            "linerate report: warning: only {} run(s) of the same test before {}; the baseline is their median",
+                            before.len(),
+                            clean(&rb.id)
+                        )?;
+                    }
+                    (base, rb)
+                }
+                (None, _) => return Err(Error::usage("compare needs two runs, A and B, or one with --against last:K")),
+                (Some(_), _) => return Err(Error::usage("with --against, give only the new run B")),
+            };
+            let c = linerate_report::compare::compare_by(
+                &ra,
+                &rb,
+                linerate_report::compare::Rule { threshold_pct: threshold, sigmas },
+            );
             if c.kinds_differ && !force {
                 return Err(Error::usage(format!(
                     "run {} is a {} run and run {} a {} run: their figures do not compare; give --force to \
@@ -269,6 +313,15 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
                     rb.kind.as_str()
                 )));
             }
+            if c.unlike() && !force {
+                let what: Vec<String> = c.differences.iter().map(|d| clean(&d.to_string())).collect();
+                return Err(Error::usage(format!(
+                    "runs {} and {} measure different things ({}); give --force to compare them side by side anyway",
+                    clean(&ra.id),
+                    clean(&rb.id),
+                    what.join("; ")
+                )));
+            }
             for w in &c.warnings {
                 errln!("linerate report: warning: {}", clean(w))?;
             }
@@ -277,7 +330,10 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
                 let n = c.rows.iter().filter(|r| r.regression).count();
                 return Err(Error::msg(
                     Kind::Regressed,
-                    format!("{n} figure(s) regressed by more than {threshold}% from {} to {}", ra.id, rb.id),
+                    format!(
+                        "{n} figure(s) regressed by more than {threshold}% and the noise from {} to {}",
+                        ra.id, rb.id
+                    ),
                 ));
             }
             Ok(())
@@ -319,6 +375,14 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             Ok(())
         }
     }
+}
+
+/// `last:K` (K from 1 to 1000) → K.
+fn parse_last(spec: &str) -> crate::error::Result<usize> {
+    spec.strip_prefix("last:")
+        .and_then(|k| k.parse::<usize>().ok())
+        .filter(|k| (1..=1000).contains(k))
+        .ok_or_else(|| Error::usage(format!("--against {}: expected last:K, K from 1 to 1000", clean(spec))))
 }
 
 /// Writes the single-file HTML report of `runs` to `path`.

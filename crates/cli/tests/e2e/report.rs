@@ -96,12 +96,16 @@ fn compare_warns_about_unlike_runs_and_refuses_other_kinds_without_force() {
     let db = t.path().join("runs.sqlite");
     let one = import(&db, &changed(t.path(), "one.json", "bench.json", |d| d["test"]["connections"] = 1.into()));
     let eight = import(&db, &changed(t.path(), "eight.json", "bench.json", |d| d["test"]["connections"] = 8.into()));
+    // unlike runs are refused, naming the difference, unless --force shows them side by side
     let out = report(&db, &["compare", &one, &eight]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("connections differs: A 1, B 8") && text(&out).contains("--force"), "{}", text(&out));
+    let out = report(&db, &["compare", &one, &eight, "--force"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("warning: connections differs: A 1, B 8"), "{stdout}");
     assert!(stderr.contains("warning: connections differs: A 1, B 8"), "{stderr}");
-    assert!(stdout.contains("(test tcp-stream, direction forward, connections 1, duration 10 s"), "{stdout}");
+    assert!(stdout.contains("(direction forward, connections 1, duration 10 s"), "{stdout}");
 
     let cp = import(&db, &fixture("cp.json"));
     let out = report(&db, &["compare", &one, &cp]);
@@ -110,6 +114,73 @@ fn compare_warns_about_unlike_runs_and_refuses_other_kinds_without_force() {
     let out = report(&db, &["compare", &one, &cp, "--force"]);
     assert_ne!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("warning: the runs are of different kinds"));
+}
+
+#[test]
+fn compare_names_a_rate_cap_and_list_shows_it() {
+    let t = tempfile::tempdir().unwrap();
+    let db = t.path().join("runs.sqlite");
+    let open = import(&db, &fixture("bench.json"));
+    let capped =
+        import(&db, &changed(t.path(), "capped.json", "bench.json", |d| d["test"]["rate"] = 5_000_000_000u64.into()));
+    let out = report(&db, &["compare", &open, &capped]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("rate cap differs: A –, B 5 Gbit/s"), "{}", text(&out));
+    let out = report(&db, &["compare", &open, &capped, "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("warning: rate cap differs: A –, B 5 Gbit/s"), "{stdout}");
+    let list = String::from_utf8_lossy(&report(&db, &["list"]).stdout).to_string();
+    let line = list.lines().find(|l| l.starts_with(&capped)).unwrap();
+    assert!(line.contains("rate cap 5 Gbit/s") && line.contains("connections 4"), "{line}");
+    assert!(!list.lines().find(|l| l.starts_with(&open)).unwrap().contains("rate cap"), "{list}");
+}
+
+#[test]
+fn compare_against_the_median_of_the_last_runs_weighs_their_spread() {
+    let t = tempfile::tempdir().unwrap();
+    let db = t.path().join("runs.sqlite");
+    let run = |n: u64, tps: f64| {
+        let name = format!("rr{n}.json");
+        import(
+            &db,
+            &changed(t.path(), &name, "bench-real-rr.json", |d| {
+                d["started_unix_s"] = (1_795_000_000 + n * 60).into();
+                d["summary"]["transactions_per_s"] = tps.into();
+                d["points"][0]["summary"]["transactions_per_s"] = tps.into();
+            }),
+        )
+    };
+    // three runs of the same test (90, 100, 96 k/s), then a run of another test between
+    for (n, tps) in [(1, 90e3), (2, 100e3), (3, 96e3)] {
+        run(n, tps);
+    }
+    let other = import(
+        &db,
+        &changed(t.path(), "other.json", "bench-real-rr.json", |d| {
+            d["started_unix_s"] = (1_795_000_000 + 4 * 60).into();
+            d["test"]["connections"] = 7.into();
+            d["summary"]["transactions_per_s"] = 1e3.into();
+        }),
+    );
+    // -6.25 % against the median 96 k/s: beyond 5 %, within 3 σ of the three runs (sd 5 k/s)
+    let within = run(5, 90e3);
+    let out = report(&db, &["compare", "--against", "last:3", &within]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("A  last:3") && stdout.contains("median of the last 3 runs"), "{stdout}");
+    let line = stdout.lines().find(|l| l.starts_with("transactions ")).unwrap();
+    assert!(line.contains("-6.") && line.contains("worse, within the noise"), "{line}");
+    // far below: a regression; the run of 7 connections was never part of the baseline
+    let slow = run(6, 60e3);
+    let out = report(&db, &["compare", "--against", "last:3", &slow]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(!text(&out).contains(&other), "{}", text(&out));
+    // too few runs: their median, with a warning; none: refused
+    let out = report(&db, &["compare", "--against", "last:50", &slow]);
+    assert!(text(&out).contains("only 4 run(s) of the same test"), "{}", text(&out));
+    assert_eq!(report(&db, &["compare", "--against", "last:0", &slow]).status.code(), Some(2));
+    assert_eq!(report(&db, &["compare", "--against", "last:3", &slow, &within]).status.code(), Some(2));
 }
 
 #[test]

@@ -96,10 +96,13 @@ pub fn from_bench(doc: &BenchDocument) -> Result<RunReport, ReportError> {
         // written before `sweep` existed: the parameters whose values differ between points
         None => super::legacy::varying(points.iter().map(|(t, _)| t)),
     };
-    Ok(bench_report(BenchParts {
+    let mut r = bench_report(BenchParts {
         name: doc.test.as_ref().map_or_else(|| "bench".into(), |t| t.test.clone()),
         target: doc.test.as_ref().map(|t| t.server.clone()),
-        params: doc.test.as_ref().map(test_params).unwrap_or_default(),
+        params: RunParams {
+            mtu: doc.summary.as_ref().and_then(|s| s.efficiency).map(|e| e.mtu).filter(|m| *m > 0),
+            ..doc.test.as_ref().map(test_params).unwrap_or_default()
+        },
         hosts: Hosts { local: doc.hosts.local.clone(), remote: doc.hosts.remote.clone(), machine: None },
         body: Some(Body::Bench(Box::new(doc.clone()))),
         stamp: Some((doc.started_unix_s, doc.tool.version.clone())),
@@ -109,7 +112,9 @@ pub fn from_bench(doc: &BenchDocument) -> Result<RunReport, ReportError> {
         connections: doc.connections.clone().unwrap_or_default(),
         sweep,
         points,
-    }))
+    });
+    repeat_spread(&mut r, doc);
+    Ok(r)
 }
 
 /// A test's fields as run parameters.
@@ -157,10 +162,18 @@ pub(crate) fn latency_points(l: &Latency) -> Vec<[f64; 2]> {
 }
 
 /// A line of rates over time, each interval's rate at its end (so the time axis ends where the
-/// test did). A trailing interval that is partial (under half as long as the median interval) or
-/// empty (no bits, after intervals that had some) is the tail of the test's shutdown, not a drop
-/// in rate, and is left out.
+/// test did), the test's shutdown left out ([`steady`]).
 pub(crate) fn intervals_line(name: &str, intervals: impl IntoIterator<Item = (f64, f64, f64)>) -> Option<Line> {
+    let points: Vec<[f64; 2]> =
+        steady(intervals.into_iter().collect()).into_iter().map(|(_, end, bps)| [end, bps]).collect();
+    (!points.is_empty()).then(|| Line { name: name.to_string(), points })
+}
+
+/// Intervals as (start, end, value) without the tail of the test's shutdown: a trailing interval
+/// that is partial (under half as long as the median interval) or empty (nothing, after
+/// intervals that had something) is not a drop in rate, and is left out; so is any interval
+/// whose figures are not finite.
+pub(crate) fn steady(intervals: Vec<(f64, f64, f64)>) -> Vec<(f64, f64, f64)> {
     let mut iv: Vec<(f64, f64, f64)> =
         intervals.into_iter().filter(|(s, e, b)| s.is_finite() && e.is_finite() && b.is_finite()).collect();
     if iv.len() >= 2 {
@@ -174,8 +187,44 @@ pub(crate) fn intervals_line(name: &str, intervals: impl IntoIterator<Item = (f6
             }
         }
     }
-    let points: Vec<[f64; 2]> = iv.into_iter().map(|(_, end, bps)| [end, bps]).collect();
-    (!points.is_empty()).then(|| Line { name: name.to_string(), points })
+    iv
+}
+
+/// The spread of a bench run's goal figure across its reporting intervals after the warm-up
+/// (the shutdown's tail left out), for a run of one point (issue 33).
+fn interval_spread(r: &mut RunReport, intervals: &[BenchInterval], points: usize) {
+    if points > 1 {
+        return;
+    }
+    let rr = r.is_request_response();
+    let goal = if rr { "transactions" } else { "throughput" };
+    let pick = |i: &BenchInterval| if rr { i.transactions_per_s } else { i.bps };
+    let samples: Vec<f64> =
+        steady(intervals.iter().filter(|i| !i.omitted).map(|i| (i.start_s, i.end_s, pick(i))).collect())
+            .into_iter()
+            .map(|(_, _, x)| x)
+            .collect();
+    if r.find_metric(goal).is_some() {
+        r.set_spread(goal, &samples, SpreadOf::Intervals);
+    }
+}
+
+/// The spread of a bench run's goal figure across its `--repeat` runs when it has two or more
+/// (in place of the intervals'); for a sweep, of the best point's repeats.
+fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
+    let rr = r.is_request_response();
+    let (goal, best) = if rr { ("transactions", "transactions.best") } else { ("throughput", "throughput.best") };
+    let repeats = |i: usize| doc.points.get(i).map(|p| p.repeats.runs.clone()).filter(|runs| runs.len() >= 2);
+    if doc.points.len() <= 1 {
+        if let Some(runs) = repeats(0).filter(|_| r.find_metric(goal).is_some()) {
+            r.set_spread(goal, &runs, SpreadOf::Repeats);
+        }
+    } else if let Some(value) = r.find_metric(best).map(|m| m.value) {
+        let figure = |s: &BenchSummary| if rr { s.transactions_per_s } else { Some(s.throughput_bps) };
+        if let Some(runs) = doc.points.iter().position(|p| figure(&p.summary) == Some(value)).and_then(repeats) {
+            r.set_spread(best, &runs, SpreadOf::Repeats);
+        }
+    }
 }
 
 /// One bar per connection, labelled `#ID`.
@@ -277,6 +326,7 @@ pub(crate) fn bench_report(p: BenchParts) -> RunReport {
     if let Some(f) = &p.figures {
         summary_metrics(&mut r, f);
     }
+    interval_spread(&mut r, &p.intervals, p.points.len());
     if let Some(line) = intervals_line("total", p.intervals.iter().map(|i| (i.start_s, i.end_s, i.bps))) {
         r.charts.series.push(TimeChart {
             title: "Throughput over time".into(),
@@ -325,6 +375,11 @@ pub(crate) fn bench_report(p: BenchParts) -> RunReport {
     let mut ordered: Vec<(u8, Metric)> = rank.into_iter().zip(std::mem::take(&mut r.metrics)).collect();
     ordered.sort_by_key(|(rank, _)| *rank);
     r.metrics = ordered.into_iter().map(|(_, m)| m).collect();
+    // named by its key parameters, so that `report list` tells a capped or reversed run apart
+    let label = crate::compare::label(&r);
+    if !label.is_empty() {
+        r.title = format!("{} ({label})", r.title);
+    }
     r
 }
 

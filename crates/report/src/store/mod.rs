@@ -152,7 +152,8 @@ impl Store {
     }
 
     /// A mesh round and its baseline for `report mesh`: round `id` (default: the newest mesh run)
-    /// and round `against` (default: the mesh run stored before it, if any).
+    /// and round `against` (default: the mesh run stored before it, if any; `last:K`: the
+    /// median of the last K rounds of the same agents and tests, [`crate::compare::baseline`]).
     pub fn mesh_round(
         &mut self,
         id: Option<&str>,
@@ -168,6 +169,15 @@ impl Store {
             Some(a) => Some(a.to_string()),
             None => meshes.iter().position(|m| *m == run.id).and_then(|i| i.checked_sub(1)).map(|i| meshes[i].clone()),
         };
+        // `last:K`: the median of the last K rounds of the same agents and tests, their spread
+        // as its noise (what `report compare --against last:K` compares with)
+        if let Some(k) = base_id.as_deref().and_then(|b| b.strip_prefix("last:")) {
+            let k = k.parse::<usize>().ok().filter(|k| (1..=1000).contains(k)).ok_or_else(|| {
+                ReportError::Invalid(format!("--against last:{k}: expected last:K, K from 1 to 1000"))
+            })?;
+            let before = self.last_of_same_test(&run, k)?;
+            return Ok((run, crate::compare::baseline(&before)));
+        }
         let base = base_id.map(|b| self.get(&b)).transpose()?;
         Ok((run, base))
     }
@@ -236,6 +246,26 @@ impl Store {
         Ok(None)
     }
 
+    /// The last `k` runs of the same test as `run` ([`crate::compare::same_test`]) stored before
+    /// it (in `report list` order), oldest first: the baseline of `report compare --against
+    /// last:K`.
+    pub fn last_of_same_test(&mut self, run: &RunReport, k: usize) -> Result<Vec<RunReport>, ReportError> {
+        let list = self.list()?;
+        let end = list.iter().position(|s| s.id == run.id).unwrap_or(list.len());
+        let mut out = Vec::new();
+        for s in list[..end].iter().rev().filter(|s| s.kind == run.kind.as_str()) {
+            if out.len() == k {
+                break;
+            }
+            let r = self.get(&s.id)?;
+            if crate::compare::same_test(&r, run) {
+                out.push(r);
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
     /// The full id of the run whose id is `id` or starts with `id`.
     pub fn resolve(&mut self, id: &str) -> Result<String, ReportError> {
         match self {
@@ -302,5 +332,29 @@ mod tests {
         );
         r.headline = None;
         assert!(r.json_line().contains(r#""headline":null"#));
+    }
+    #[test]
+    fn a_mesh_round_against_last_k_is_the_median_of_like_rounds_before_it() {
+        let mut store = Store::open_in_memory().unwrap();
+        let round = |n: u64, agents: &[&str], v: f64| {
+            let mut r = RunReport::new(crate::model::RunKind::Mesh, format!("mesh round {n}"));
+            r.id = format!("2026010{n}-000000-00000{n}");
+            r.created = format!("2026-01-0{n}T00:00:00Z");
+            r.params.agents = Some(agents.iter().map(|a| a.to_string()).collect());
+            r.metric("tput:a>b", v, "bit/s", Better::Higher);
+            r
+        };
+        for (n, agents, v) in [(1, ["a", "b"], 8.0), (2, ["a", "x"], 1.0), (3, ["a", "b"], 10.0), (4, ["a", "b"], 9.0)]
+        {
+            store.insert(&round(n, &agents, v)).unwrap();
+        }
+        store.insert(&round(5, &["a", "b"], 2.0)).unwrap();
+        let (run, base) = store.mesh_round(None, Some("last:3")).unwrap();
+        let base = base.unwrap();
+        assert_eq!((run.id.as_str(), base.id.as_str()), ("20260105-000000-000005", "last:3"));
+        // rounds 1, 3 and 4: round 2 had other agents
+        assert_eq!(base.find_metric("tput:a>b").unwrap().value, 9.0);
+        assert_eq!(base.spread("tput:a>b").map(|s| s.n), Some(3));
+        assert!(store.mesh_round(None, Some("last:0")).is_err());
     }
 }
