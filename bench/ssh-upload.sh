@@ -68,7 +68,7 @@ ip -n "$NS_S" addr add "$S_IP/30" dev "${DEV}p"
 for pair in "$NS_C $DEV" "$NS_S ${DEV}p"; do
     set -- $pair
     ip -n "$1" link set lo up; ip -n "$1" link set "$2" up mtu 1500
-    tc -n "$1" qdisc add dev "$2" root tbf rate 10gbit burst 4MiB latency 10ms
+    tc -n "$1" qdisc add dev "$2" root tbf rate 10gbit burst 4mb latency 10ms
 done
 
 K=$WORK/keys; mkdir "$K"; chmod 755 "$K"
