@@ -342,9 +342,14 @@ fn collect_path(roots: &Roots, peer: &str, cfg: &CollectConfig, probe: Option<&d
         Ok(x) => r.rtt = Some(x),
         Err(e) => r.rtt_error = Some(e.to_string()),
     }
-    match path::path_mtu(addr.ip()) {
-        Ok(x) => r.pmtu = Some(x),
-        Err(e) => r.pmtu_error = Some(e.to_string()),
+    if r.iface.as_deref() == Some("lo") {
+        // no path to probe: no hop lies between, and lo's MTU is no link's
+        r.pmtu_error = Some("the peer is on this host (lo): no path MTU to probe".into());
+    } else {
+        match path::path_mtu(addr.ip()) {
+            Ok(x) => r.pmtu = Some(x),
+            Err(e) => r.pmtu_error = Some(e.to_string()),
+        }
     }
     match probe {
         None => r.probe_error = Some("no rate probe in this build (it comes with `linerate bench`)".into()),
