@@ -89,6 +89,7 @@ impl Kind {
         match e {
             ReportError::StoreTooNew { .. }
             | ReportError::Postgres { .. }
+            | ReportError::PostgresTls { .. }
             | ReportError::Sqlite { .. }
             | ReportError::Io { .. }
             | ReportError::NoFreeId { .. } => Kind::Store,

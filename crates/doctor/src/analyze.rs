@@ -5,6 +5,7 @@
 //! the facts from the live host. Issue 8; the formulas are documented in docs/USER_GUIDE.md.
 
 use crate::host::aead::{self, AeadRates};
+use crate::host::copycost::{self, CopyCost};
 use crate::host::cpu::CpuFacts;
 use crate::host::ethtool::{self, Offloads};
 use crate::host::nic::{self, NicFacts};
@@ -131,6 +132,9 @@ pub struct Facts {
     pub primary: Option<String>,
     /// Measured AEAD rates on one core.
     pub aead: Option<AeadRates>,
+    /// Measured per-byte costs of a copy besides the AEAD (hash, page-cache copy, TCP stack).
+    #[serde(default)]
+    pub copy: Option<CopyCost>,
     /// Path to the peer, with `--peer`.
     pub path: Option<PathReport>,
 }
@@ -154,7 +158,7 @@ impl AnalysisConfig {
 /// One limit on the rate, with how it was computed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Limit {
-    /// `line rate`, `pcie`, `crypto`, `tcp buffers`.
+    /// `line rate`, `pcie`, `crypto`, `cpu per byte`, `tcp buffers`.
     pub name: String,
     /// Bits per second.
     pub bps: f64,
@@ -275,10 +279,15 @@ pub struct CollectConfig {
 /// Gather the facts under `roots` (plus netlink, tc, sockets when `cfg.live`).
 pub fn collect(roots: &Roots, cfg: &CollectConfig, probe: Option<&dyn RateProbe>) -> Result<Facts, DoctorError> {
     let all = nic::list(roots, true);
-    let names: Vec<String> = match &cfg.iface {
-        Some(i) if all.contains(i) => vec![i.clone()],
-        Some(i) => return Err(DoctorError::NoSuchInterface { name: i.clone(), present: all.join(", ") }),
-        None => all.into_iter().filter(|n| cfg.include_lo || n != "lo").collect(),
+    let path = cfg.peer.as_deref().map(|p| collect_path(roots, p, cfg, probe));
+    let route = path.as_ref().and_then(|p| p.iface.clone());
+    let names: Vec<String> = match (&cfg.iface, route) {
+        (Some(i), _) if all.contains(i) => vec![i.clone()],
+        (Some(i), _) => return Err(DoctorError::NoSuchInterface { name: i.clone(), present: all.join(", ") }),
+        // the interface the route to the peer uses carries the transfer; the others' advice
+        // would not apply to it (a loopback peer is `lo`, and no NIC is involved)
+        (None, Some(r)) if all.contains(&r) => vec![r],
+        (None, _) => all.into_iter().filter(|n| cfg.include_lo || n != "lo").collect(),
     };
     let nics: Vec<NicReport> = names
         .iter()
@@ -288,7 +297,6 @@ pub fn collect(roots: &Roots, cfg: &CollectConfig, probe: Option<&dyn RateProbe>
             qdisc: if cfg.live { qdisc::show(n).ok() } else { None },
         })
         .collect();
-    let path = cfg.peer.as_deref().map(|p| collect_path(roots, p, cfg, probe));
     let primary = cfg
         .iface
         .clone()
@@ -303,6 +311,7 @@ pub fn collect(roots: &Roots, cfg: &CollectConfig, probe: Option<&dyn RateProbe>
         nics,
         primary,
         aead: cfg.aead_budget.map(aead::measure),
+        copy: cfg.aead_budget.map(copycost::measure),
         path,
     })
 }
@@ -333,9 +342,14 @@ fn collect_path(roots: &Roots, peer: &str, cfg: &CollectConfig, probe: Option<&d
         Ok(x) => r.rtt = Some(x),
         Err(e) => r.rtt_error = Some(e.to_string()),
     }
-    match path::path_mtu(addr.ip()) {
-        Ok(x) => r.pmtu = Some(x),
-        Err(e) => r.pmtu_error = Some(e.to_string()),
+    if r.iface.as_deref() == Some("lo") {
+        // no path to probe: no hop lies between, and lo's MTU is no link's
+        r.pmtu_error = Some("the peer is on this host (lo): no path MTU to probe".into());
+    } else {
+        match path::path_mtu(addr.ip()) {
+            Ok(x) => r.pmtu = Some(x),
+            Err(e) => r.pmtu_error = Some(e.to_string()),
+        }
     }
     match probe {
         None => r.probe_error = Some("no rate probe in this build (it comes with `linerate bench`)".into()),
@@ -375,6 +389,8 @@ struct Nic<'a> {
     f: &'a NicFacts,
     name: &'a str,
     physical: bool,
+    /// A paravirtual NIC or software link ([`NicFacts::is_virtual`]): no cable, no link speed.
+    virt: bool,
     line: Option<f64>,
     cpu: &'a CpuFacts,
 }
@@ -393,6 +409,7 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
         f,
         name: f.name.as_str(),
         physical: f.driver.is_some(),
+        virt: f.is_virtual(),
         line: f.speed_mbps.map(|m| m as f64 * 1e6),
         cpu,
     };
@@ -401,13 +418,25 @@ fn nic_findings(o: &mut Out, n: &NicReport, cpu: &CpuFacts) {
     }
 }
 
-/// A physical NIC whose link speed the kernel does not report.
+/// A NIC whose link speed the kernel does not report: a cable to check on a physical one, the
+/// host's business on a paravirtual one (virtio, netvsc...).
 fn link_speed_unknown(c: &Nic<'_>, o: &mut Out) {
     let f = c.f;
     let name = c.name;
     let physical = c.physical;
     let line = c.line;
-    if physical && line.is_none() {
+    if physical && c.virt && line.is_none() {
+        o.add(
+            "link-speed-virtual",
+            Severity::Info,
+            name,
+            format!(
+                "virtual NIC ({}): no link speed to read; its rate is whatever the host behind it gives",
+                f.driver.as_deref().unwrap_or("?")
+            ),
+            None,
+        );
+    } else if physical && line.is_none() {
         o.add(
             "link-speed-unknown",
             Severity::Info,
@@ -879,17 +908,21 @@ fn crypto(c: &Host<'_>, o: &mut Out) {
 }
 
 /// What limits a transfer over many streams, in words, with its ceiling.
-fn bottleneck(multi_stream: &Estimate, line: Option<f64>) -> String {
+fn bottleneck(multi_stream: &Estimate, line: Option<f64>, local: bool) -> String {
     match (&multi_stream.limited_by, multi_stream.ceiling_bps) {
         (Some(name), Some(c)) => {
             let what = match name.as_str() {
                 "line rate" => "the link itself (good: nothing on this host is slower)",
                 "pcie" => "the PCIe slot",
                 "crypto" => "encryption on the CPU",
+                "cpu per byte" => "the CPU: encryption, hashing, copies and the TCP stack for every byte",
                 _ => "TCP buffer limits for this RTT",
             };
-            let unknown_link =
-                if line.is_none() { " (the link speed is unknown, so the link is not counted)" } else { "" };
+            let unknown_link = match line {
+                None if local => " (the peer is on this host: no link, both ends share its CPU)",
+                None => " (the link speed is unknown, so the link is not counted)",
+                Some(_) => "",
+            };
             format!("{what}, at {}{unknown_link}", format_rate(c))
         }
         _ => "unknown (no link speed, PCIe, crypto or buffer figures)".into(),
@@ -957,7 +990,10 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
         let name = if a.aes_256_gcm_bps >= a.chacha20_poly1305_bps { "AES-256-GCM" } else { "ChaCha20-Poly1305" };
         (a.best_bps(), name)
     });
-    let crypto_cores = streams.min(cpu.cores.max(1));
+    // a peer on this host (loopback, or one of its own addresses) runs both ends on its cores
+    let local = facts.path.as_ref().and_then(|p| p.iface.as_deref()) == Some("lo");
+    let cores_per_end = if local { (cpu.cores / 2).max(1) } else { cpu.cores.max(1) };
+    let crypto_cores = streams.min(cores_per_end);
     let mut single = common.clone();
     let mut multi = common;
     if let Some((r, name)) = best {
@@ -966,6 +1002,29 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             name: "crypto".into(),
             bps: r * f64::from(crypto_cores),
             formula: format!("{name} {} per core × {crypto_cores} cores", format_rate(r)),
+        });
+    }
+    if let (Some((r, name)), Some(c)) = (best, facts.copy.as_ref().filter(|c| c.complete())) {
+        // CPU time per bit on one end: seal (or open), hash, one page-cache copy, one TCP stack
+        let per_end = 1.0 / r + 1.0 / c.blake3_bps + 1.0 / c.memcpy_bps + 0.5 / c.tcp_both_ends_bps;
+        let one_core = 1.0 / per_end;
+        let parts = format!(
+            "per byte on each end: {name} {}, BLAKE3 {}, page-cache copy {}, TCP stack {} = {} per core",
+            format_rate(r),
+            format_rate(c.blake3_bps),
+            format_rate(c.memcpy_bps),
+            format_rate(2.0 * c.tcp_both_ends_bps),
+            format_rate(one_core)
+        );
+        // one stream takes one core per end; both ends of a loopback copy share one core on a 1-core host
+        let (one, shared) =
+            if local && cpu.cores < 2 { (one_core / 2.0, "; both ends on this 1-core host") } else { (one_core, "") };
+        single.push(Limit { name: "cpu per byte".into(), bps: one, formula: format!("{parts}{shared}") });
+        let both = if local { format!(" (both ends on this host: {} cores / 2)", cpu.cores) } else { String::new() };
+        multi.push(Limit {
+            name: "cpu per byte".into(),
+            bps: one_core * f64::from(crypto_cores),
+            formula: format!("{parts} × {crypto_cores} cores{both}"),
         });
     }
     if let Some(w) = window {
@@ -1012,7 +1071,7 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             }
         }
     }
-    let bottleneck = bottleneck(&multi_stream, line);
+    let bottleneck = bottleneck(&multi_stream, line, local);
     o.findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     let actions = actions(&o.findings);
     let verdict = Verdict {
@@ -1266,6 +1325,70 @@ mod tests {
         let r = analyze(fx.facts("eth0"), &AnalysisConfig { rtt_s: 0.02, streams: 8 });
         assert!(ids(&r).contains(&"tcp-buffers-below-bdp"));
         assert!(ids(&r).contains(&"congestion-control-long-rtt"));
+    }
+
+    /// Issue 33: on a virtio NIC the local check said "check the cable".
+    #[test]
+    fn a_virtio_nic_is_virtual_and_has_no_cable_to_check() {
+        let fx = Fx::new();
+        let d = "sys/class/net/eth0";
+        for (f, v) in [("speed", "-1"), ("mtu", "1500"), ("operstate", "up"), ("device/numa_node", "-1")] {
+            fx.write(&format!("{d}/{f}"), &format!("{v}\n"));
+        }
+        fx.write(&format!("{d}/queues/rx-0/rps_cpus"), "00\n");
+        fx.write(&format!("{d}/queues/tx-0/xps_cpus"), "00\n");
+        std::os::unix::fs::symlink(
+            "../../../bus/virtio/drivers/virtio_net",
+            fx.dir.path().join(d).join("device/driver"),
+        )
+        .unwrap();
+        let facts = fx.facts("eth0");
+        assert!(facts.nics[0].facts.is_virtual());
+        let r = analyze(facts, &cfg());
+        let f = finding(&r, "link-speed-virtual");
+        assert!(f.message.contains("virtual NIC (virtio_net)") && f.fix.is_none(), "{f:?}");
+        assert!(!ids(&r).contains(&"link-speed-unknown"));
+        assert!(r.findings.iter().all(|f| !format!("{f:?}").contains("cable")), "{:#?}", r.findings);
+        // a physical NIC that reports no speed still gets the cable check
+        fx.nic("eth1", -1, 1500, 8, None);
+        let r = analyze(fx.facts("eth1"), &cfg());
+        assert!(finding(&r, "link-speed-unknown").fix.as_deref().unwrap().contains("check the cable"));
+    }
+
+    /// Issue 33: a loopback peer went "via eth0" with `ethtool -L eth0` advice, and the ceiling
+    /// was encryption alone (173 Gbit/s predicted, 47 measured).
+    #[test]
+    fn a_loopback_peer_is_lo_without_nic_advice_and_its_ceiling_is_the_cpu_per_byte() {
+        let fx = Fx::new();
+        fx.nic("eth0", 10_000, 1500, 1, None); // one queue: would get `ethtool -L eth0`
+        fx.write("sys/class/net/lo/mtu", "65536\n");
+        fx.write(
+            "proc/net/route",
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+             eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+        );
+        let c = CollectConfig { peer: Some("127.0.0.1:7878".into()), ..CollectConfig::default() };
+        let mut facts = collect(&fx.roots(), &c, None).unwrap();
+        assert_eq!(facts.path.as_ref().unwrap().iface.as_deref(), Some("lo"));
+        assert_eq!(facts.primary.as_deref(), Some("lo"));
+        assert_eq!(facts.nics.iter().map(|n| n.facts.name.as_str()).collect::<Vec<_>>(), ["lo"]);
+        facts.aead = Some(AeadRates { aes_256_gcm_bps: 32e9, chacha20_poly1305_bps: 16e9 });
+        facts.copy = Some(CopyCost { blake3_bps: 32e9, memcpy_bps: 64e9, tcp_both_ends_bps: 32e9 });
+        let r = analyze(facts, &cfg());
+        assert!(r.findings.iter().all(|f| !format!("{f:?}").contains("eth0")), "{:#?}", r.findings);
+        // per bit on one end: 1/32 (AEAD) + 1/32 (BLAKE3) + 1/64 (copy) + 0.5/32 (TCP) = 6/64 ns,
+        // 10.7 Gbit/s per core; 8 cores hold both ends: 4 per end, 42.7 Gbit/s, where encryption
+        // alone would say 4 × 32 = 128
+        let (one, m) = (64e9 / 6.0, &r.verdict.multi_stream);
+        assert_eq!(m.limited_by.as_deref(), Some("cpu per byte"));
+        assert!((m.ceiling_bps.unwrap() - 4.0 * one).abs() < 1.0, "{m:?}");
+        let crypto = m.limits.iter().find(|l| l.name == "crypto").unwrap();
+        assert_eq!(crypto.bps, 128e9);
+        let s = &r.verdict.single_stream;
+        assert!((s.ceiling_bps.unwrap() - one).abs() < 1.0, "{s:?}");
+        assert!(m.limits.iter().any(|l| l.formula.contains("both ends on this host: 8 cores / 2")), "{m:?}");
+        assert!(r.verdict.bottleneck.starts_with("the CPU: encryption, hashing, copies"), "{}", r.verdict.bottleneck);
+        assert!(r.verdict.bottleneck.contains("the peer is on this host"), "{}", r.verdict.bottleneck);
     }
 
     #[test]

@@ -80,6 +80,15 @@ pub fn human(r: &Report) -> String {
             format_rate(a.chacha20_poly1305_bps)
         );
     }
+    if let Some(c) = &f.copy {
+        let _ = writeln!(
+            o,
+            "COPY  per core: BLAKE3 {} · page-cache copy {} · TCP over loopback (both ends) {}",
+            format_rate(c.blake3_bps),
+            format_rate(c.memcpy_bps),
+            format_rate(c.tcp_both_ends_bps)
+        );
+    }
     let t = &f.tcp;
     let iec = |b: u64| format_size_iec(b as f64);
     let _ = writeln!(

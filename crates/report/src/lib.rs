@@ -52,14 +52,22 @@ pub enum ReportError {
         /// The newest version this build knows.
         known: i64,
     },
-    /// PostgreSQL failed.
-    #[error("database {db}: {source}")]
+    /// PostgreSQL failed. The message carries the error's causes (the server's message, the
+    /// TLS reason), so it is not also given as a source to be printed twice.
+    #[error("database {db}: {}", chain(error))]
     Postgres {
         /// The database URL, without its password.
         db: String,
         /// The PostgreSQL error.
-        #[source]
-        source: postgres::Error,
+        error: postgres::Error,
+    },
+    /// TLS to PostgreSQL could not be set up, or its handshake failed.
+    #[error("database {db}: {error}")]
+    PostgresTls {
+        /// The database URL, without its password.
+        db: String,
+        /// What went wrong (in the message, not a source: see `Postgres`).
+        error: crate::store::pgtls::PgTlsError,
     },
     /// SQLite failed.
     #[error("database {path}: {source}")]
@@ -113,4 +121,17 @@ pub enum ReportError {
         /// The store.
         db: String,
     },
+}
+
+/// An error and its causes on one line: `postgres::Error` says only its kind ("db error",
+/// "error performing TLS handshake") and keeps the server's message or the reason in its source.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
 }

@@ -799,6 +799,16 @@ mod postgres_store {
     impl Cluster {
         /// `None` when not root and `LINERATE_SKIP_ROOT_TESTS=1` (said on stderr).
         fn start() -> Option<Cluster> {
+            Cluster::start_with(None)
+        }
+
+        /// A cluster that speaks TLS only (pg_hba: `hostssl`), with `cert` as its certificate
+        /// and key; `None` as [`Cluster::start`].
+        fn start_tls(cert: &Pki) -> Option<Cluster> {
+            Cluster::start_with(Some(cert))
+        }
+
+        fn start_with(tls: Option<&Pki>) -> Option<Cluster> {
             if !rustix::process::geteuid().is_root() {
                 if std::env::var_os(SKIP).is_some_and(|v| v == "1") {
                     eprintln!("SKIPPED, not run: the PostgreSQL store tests need root to run PostgreSQL as its user ({SKIP}=1)");
@@ -819,11 +829,26 @@ mod postgres_store {
                 .unwrap();
             assert!(o.status.success(), "initdb: {}", String::from_utf8_lossy(&o.stderr));
             let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let mut tls_args = Vec::new();
+            if let Some(pki) = tls {
+                // TCP only with TLS: plaintext gets "no pg_hba.conf entry ... no encryption"
+                std::fs::write(data.join("pg_hba.conf"), "local all all trust\nhostssl all all 127.0.0.1/32 trust\n")
+                    .unwrap();
+                for (from, to) in [(&pki.server_crt, "server.crt"), (&pki.server_key, "server.key")] {
+                    std::fs::copy(from, data.join(to)).unwrap();
+                }
+                let o = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&data).output().unwrap();
+                assert!(o.status.success());
+                std::fs::set_permissions(data.join("server.key"), std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                    .unwrap();
+                tls_args.extend(["-c", "ssl=on"]);
+            }
             let server = as_postgres(bin.join("postgres"))
                 .arg("-D")
                 .arg(&data)
                 .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-k"])
                 .arg(&sock)
+                .args(&tls_args)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -872,6 +897,69 @@ mod postgres_store {
         }
     }
 
+    /// Throwaway certificates made with the openssl command: a CA, a server certificate it
+    /// signs for the name `localhost` only, and another CA that signed nothing here.
+    struct Pki {
+        _dir: tempfile::TempDir,
+        ca: PathBuf,
+        other_ca: PathBuf,
+        server_crt: PathBuf,
+        server_key: PathBuf,
+    }
+
+    impl Pki {
+        fn new() -> Pki {
+            let dir = tempfile::tempdir().unwrap();
+            let p = |n: &str| dir.path().join(n);
+            let openssl = |args: &[&str]| {
+                let o = Command::new("openssl").args(args).current_dir(dir.path()).output().unwrap_or_else(|e| {
+                    panic!("the TLS store test needs the openssl command (.ci/run installs it): {e}")
+                });
+                assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+            };
+            let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+            for ca in ["ca", "other-ca"] {
+                let (k, c, subj) = (format!("{ca}.key"), format!("{ca}.pem"), format!("/CN=linerate test {ca}"));
+                let mut a = vec!["req", "-x509", "-days", "2", "-subj", &subj, "-keyout", &k, "-out", &c];
+                a.extend(key);
+                a.extend(["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"]);
+                openssl(&a);
+            }
+            let mut a = vec!["req", "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.csr"];
+            a.extend(key);
+            openssl(&a);
+            std::fs::write(
+                p("ext.cnf"),
+                "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+            )
+            .unwrap();
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "ext.cnf",
+                "-out",
+                "server.crt",
+            ]);
+            Pki {
+                ca: p("ca.pem"),
+                other_ca: p("other-ca.pem"),
+                server_crt: p("server.crt"),
+                server_key: p("server.key"),
+                _dir: dir,
+            }
+        }
+    }
+
     fn runs() -> Vec<RunReport> {
         let mut out: Vec<RunReport> = FIXTURES.iter().map(|f| pinned(f)).collect();
         for (i, r) in out.iter_mut().enumerate() {
@@ -907,6 +995,57 @@ mod postgres_store {
         assert!(matches!(pg.insert(&runs()[0]), Err(ReportError::Duplicate(_))));
         assert_eq!(pg.remove(a).unwrap(), *a);
         assert!(matches!(pg.get(a), Err(ReportError::NotFound(_))));
+        // a server without TLS fails sslmode=require: never a silent downgrade
+        let e = PgStore::connect(&format!("{url}?sslmode=require")).err().unwrap().to_string();
+        assert!(e.contains("server does not support TLS"), "{e}");
+    }
+
+    /// Issue 33: a store a fleet can use is one behind TLS. verify-full passes by the name in
+    /// the certificate, a wrong CA or a wrong name fails saying so, and nothing is plaintext.
+    #[test]
+    fn tls_store_verifies_the_server_and_a_wrong_ca_fails_clearly() {
+        let pki = Pki::new();
+        let Some(c) = Cluster::start_tls(&pki) else { return };
+        let by_addr = c.db("tls");
+        let by_name = by_addr.replace("127.0.0.1", "localhost");
+        let (ca, other) = (pki.ca.display().to_string(), pki.other_ca.display().to_string());
+
+        let mut s = PgStore::connect(&format!("{by_name}?sslmode=verify-full&sslrootcert={ca}")).unwrap();
+        s.insert(&runs()[0]).unwrap();
+        assert_eq!(s.list().unwrap().len(), 1);
+        // the server refuses plaintext, so what just worked was TLS
+        let e = PgStore::connect(&format!("{by_addr}?sslmode=disable")).err().unwrap().to_string();
+        assert!(e.contains("no encryption"), "{e}");
+
+        // the certificate names localhost, not 127.0.0.1: verify-full says so, verify-ca passes
+        let e = PgStore::connect(&format!("{by_addr}?sslmode=verify-full&sslrootcert={ca}")).err().unwrap();
+        assert!(matches!(e, ReportError::PostgresTls { .. }), "{e:?}");
+        let e = e.to_string();
+        assert!(
+            e.contains("TLS handshake failed: invalid peer certificate: certificate not valid for name \"127.0.0.1\""),
+            "{e}"
+        );
+        let mut s = PgStore::connect(&format!("{by_addr}?sslmode=verify-ca&sslrootcert={ca}")).unwrap();
+        assert_eq!(s.list().unwrap().len(), 1);
+
+        // a CA that did not sign the server's certificate: refused, naming the file
+        for mode in ["verify-full", "verify-ca", "require"] {
+            let e =
+                PgStore::connect(&format!("{by_name}?sslmode={mode}&sslrootcert={other}")).err().unwrap().to_string();
+            assert!(
+                e.contains("TLS handshake failed: the server's certificate is not signed by a trusted CA")
+                    && e.contains(&format!("checked against the CA in {other}")),
+                "{mode}: {e}"
+            );
+        }
+        // libpq's require without a root: encrypted, unchecked; the key-value form as well
+        let kv = format!("host=127.0.0.1 port={} user=postgres dbname=tls sslmode=require", c.port);
+        assert_eq!(PgStore::connect(&kv).unwrap().list().unwrap().len(), 1);
+        let e = PgStore::connect(&format!("{by_name}?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("sslrootcert /nonexistent/ca.pem: "), "{e}");
     }
 
     #[test]
@@ -966,7 +1105,7 @@ mod postgres_store {
         let url = format!("postgres://me:hunter2@127.0.0.1:{port}/runs");
         let e = PgStore::connect(&url).err().unwrap().to_string();
         assert!(e.contains("me:***@127.0.0.1") && !e.contains("hunter2"), "{e}");
-        let e = PgStore::connect("postgres://me@db.example/runs?sslmode=require").err().unwrap().to_string();
-        assert!(e.contains("will not fall back"), "{e}");
+        let e = PgStore::connect("postgres://me@db.example/runs?sslmode=prefer").err().unwrap().to_string();
+        assert!(e.contains("never falls back to plaintext"), "{e}");
     }
 }

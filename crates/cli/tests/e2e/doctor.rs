@@ -60,6 +60,28 @@ fn doctor_reports_this_host_as_json_and_refuses_an_unknown_interface() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("give one, e.g. 20ms"));
 }
 
+/// Issue 33: against a loopback peer doctor said "via eth0", proposed `ethtool -L eth0` and
+/// predicted encryption alone as the ceiling.
+#[test]
+fn doctor_against_a_loopback_peer_names_lo_gives_no_nic_advice_and_counts_the_copy_cpu() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let peer = l.local_addr().unwrap().to_string();
+    let out = Command::new(bin()).args(["doctor", "--json", "--peer", &peer]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["facts"]["path"]["iface"], "lo", "{j}");
+    assert_eq!(j["facts"]["primary"], "lo");
+    let nics: Vec<&str> = j["facts"]["nics"].as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(nics, ["lo"]);
+    let text = j["findings"].to_string() + &j["verdict"]["actions"].to_string();
+    assert!(!text.contains("ethtool") && !text.contains("cable"), "{text}");
+    let multi = &j["verdict"]["multi_stream"];
+    assert_eq!(multi["limited_by"], "cpu per byte", "{multi}");
+    let crypto = multi["limits"].as_array().unwrap().iter().find(|l| l["name"] == "crypto").unwrap();
+    assert!(multi["ceiling_bps"].as_f64().unwrap() < crypto["bps"].as_f64().unwrap(), "{multi}");
+    drop(l);
+}
+
 #[test]
 fn doctor_names_a_path_mtu_mismatch_across_namespaces() {
     if !crate::support::needs_root("creating network namespaces") {

@@ -8,6 +8,7 @@
 //! [`mod@crate::analyze`]. Issue 8.
 
 pub mod aead;
+pub mod copycost;
 pub mod cpu;
 pub mod ethtool;
 pub mod nic;

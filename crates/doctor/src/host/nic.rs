@@ -58,6 +58,18 @@ pub struct NicFacts {
     pub irqs: Vec<IrqFacts>,
 }
 
+/// Drivers of paravirtual NICs and software links: a guest's or a namespace's view of a link
+/// whose speed and cabling belong to the host behind it.
+pub const VIRTUAL_DRIVERS: &[&str] = &["virtio_net", "vif", "xen-netfront", "hv_netvsc", "vmxnet3", "veth", "tun"];
+
+impl NicFacts {
+    /// Whether the interface is virtual: no device behind it (loopback, veth, bridges), or a
+    /// paravirtual driver ([`VIRTUAL_DRIVERS`]).
+    pub fn is_virtual(&self) -> bool {
+        self.driver.as_deref().is_none_or(|d| VIRTUAL_DRIVERS.contains(&d))
+    }
+}
+
 /// Interface names under `class/net`, sorted; loopback only if asked.
 pub fn list(roots: &Roots, include_lo: bool) -> Vec<String> {
     let mut v: Vec<String> = match std::fs::read_dir(roots.sys.join("class/net")) {

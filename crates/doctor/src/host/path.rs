@@ -57,9 +57,30 @@ pub fn resolve_peer(peer: &str) -> Result<SocketAddr, PathError> {
     with_port.to_socket_addrs().map_err(|e| err(e.to_string()))?.next().ok_or_else(|| err("no address".to_string()))
 }
 
-/// The interface the IPv4 routing table (`/proc/net/route`, longest prefix, lowest metric)
-/// sends traffic for `dst` through.
+/// The addresses of this host (`/32 host LOCAL` entries of `/proc/net/fib_trie`): the kernel
+/// delivers traffic to them through `lo`, whatever interface carries them.
+pub fn local_addrs(roots: &Roots) -> Vec<Ipv4Addr> {
+    let Some(text) = read(&roots.proc.join("net/fib_trie")) else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut last: Option<Ipv4Addr> = None;
+    for line in text.lines().take(1_000_000) {
+        let t = line.trim_start_matches([' ', '|', '+', '-']).trim();
+        if let Ok(a) = t.parse::<Ipv4Addr>() {
+            last = Some(a);
+        } else if t == "/32 host LOCAL" {
+            out.extend(last.filter(|a| !out.contains(a)));
+        }
+    }
+    out
+}
+
+/// The interface traffic for `dst` leaves through: `lo` for a loopback address or one of this
+/// host's own (the local table, which `/proc/net/route` does not show), else the IPv4 routing
+/// table's choice (`/proc/net/route`, longest prefix, lowest metric).
 pub fn route_iface(roots: &Roots, dst: Ipv4Addr) -> Option<String> {
+    if dst.is_loopback() || local_addrs(roots).contains(&dst) {
+        return Some("lo".to_string());
+    }
     let text = read(&roots.proc.join("net/route"))?;
     let dst = u32::from_be_bytes(dst.octets());
     let mut best: Option<(u32, u32, String)> = None; // (prefix length, metric, iface)
@@ -289,21 +310,46 @@ mod tests {
         assert!(resolve_peer("localhost:x").is_err());
     }
 
-    #[test]
-    fn picks_the_longest_matching_route() {
+    /// A procfs fixture with these files under `proc/net/`.
+    fn net_fixture(files: &[(&str, &str)]) -> (tempfile::TempDir, Roots) {
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(t.path().join("proc/net")).unwrap();
-        std::fs::write(
-            t.path().join("proc/net/route"),
-            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
-             eth0\t00000000\t010012C6\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
-             veth1\t000012C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
-             down0\t020012C6\t00000000\t0000\t0\t0\t0\tFFFFFFFF\t0\t0\t0\n",
-        )
-        .unwrap();
+        for (name, text) in files {
+            std::fs::write(t.path().join("proc/net").join(name), text).unwrap();
+        }
         let r = Roots::under(t.path());
+        (t, r)
+    }
+
+    const ROUTE_HEADER: &str = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n";
+
+    #[test]
+    fn picks_the_longest_matching_route() {
+        let routes = format!(
+            "{ROUTE_HEADER}eth0\t00000000\t010012C6\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+             veth1\t000012C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+             down0\t020012C6\t00000000\t0000\t0\t0\t0\tFFFFFFFF\t0\t0\t0\n"
+        );
+        let (_t, r) = net_fixture(&[("route", &routes)]);
         assert_eq!(route_iface(&r, "198.18.0.2".parse().unwrap()).as_deref(), Some("veth1"));
         assert_eq!(route_iface(&r, "203.0.113.1".parse().unwrap()).as_deref(), Some("eth0"));
+    }
+
+    /// Issue 33: a loopback peer went "via eth0" (the default route of the main table).
+    #[test]
+    fn loopback_and_own_addresses_route_through_lo() {
+        let routes = format!("{ROUTE_HEADER}eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n");
+        let trie = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n\
+             \x20    +-- 127.0.0.0/8 2 0 2\n           |-- 127.0.0.1\n              /32 host LOCAL\n\
+             \x20       |-- 192.0.2.0\n              /24 link UNICAST\n           |-- 192.0.2.2\n\
+             \x20             /32 host LOCAL\n        |-- 192.0.2.255\n           /32 link BROADCAST\n";
+        let (_t, r) = net_fixture(&[("route", &routes), ("fib_trie", trie)]);
+        assert_eq!(local_addrs(&r), ["127.0.0.1".parse::<Ipv4Addr>().unwrap(), "192.0.2.2".parse().unwrap()]);
+        for local in ["127.0.0.1", "127.3.2.1", "192.0.2.2"] {
+            assert_eq!(route_iface(&r, local.parse().unwrap()).as_deref(), Some("lo"), "{local}");
+        }
+        assert_eq!(route_iface(&r, "192.0.2.1".parse().unwrap()).as_deref(), Some("eth0"));
+        assert_eq!(route_iface(&r, "192.0.2.255".parse().unwrap()).as_deref(), Some("eth0"));
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! The run store: every saved run as its JSON document, plus a metrics table for listing and
-//! queries, in one SQLite file ([`sqlite`]) or one PostgreSQL database ([`postgres`]) that many
-//! agents and controllers write at once. Both have the same layout versions and migrations:
+//! queries, in one SQLite file ([`sqlite`]) or one PostgreSQL database ([`postgres`], over TLS
+//! with [`pgtls`]) that many agents and controllers write at once. Both have the same layout versions and migrations:
 //! opening a store migrates it forward one step at a time inside a transaction, and refuses a
 //! newer one.
 //!
 //! Versions: 0 = empty; 1 = `runs` table; 2 = `metrics` table (backfilled from the stored
 //! documents) and an index on the creation time.
 
+pub mod pgtls;
 pub mod postgres;
 pub mod sqlite;
 

@@ -1,11 +1,13 @@
 //! The PostgreSQL store: the same layout and versions as SQLite's, for many writers at once.
 //! The version lives in `linerate_meta`; migrations run in a transaction holding an advisory
-//! lock, so two processes opening an old database together migrate it once. Connections are
-//! plaintext unless the URL asks for TLS, which this build refuses rather than silently
-//! downgrading; a TCP connection to another host must say `sslmode=disable` to be allowed. The
-//! URL (or key-value string) is read by `postgres::Config`; only `sslmode` is looked up in the
-//! text as well, since the parsed config cannot tell it missing from `prefer`.
+//! lock, so two processes opening an old database together migrate it once. The connection is
+//! TLS (rustls, [`super::pgtls`]) when the URL's `sslmode` says `require`, `verify-ca` or
+//! `verify-full`, and never falls back to plaintext; without `sslmode` it is plaintext, which
+//! is allowed to this machine only: another host needs an `sslmode`, `disable` included. The
+//! URL (or key-value string) is read by `postgres::Config` once `sslmode` and `sslrootcert`
+//! are taken out.
 
+use super::pgtls::{self, PgTlsError, SslMode};
 use super::{RunSummary, STORE_VERSION};
 use crate::model::{Better, Metric, RunReport};
 use crate::ReportError;
@@ -100,15 +102,6 @@ pub fn has_password(url: &str) -> bool {
     }
 }
 
-/// The `sslmode` the connection string names, if it names one: the one option whose absence
-/// `postgres::Config` does not tell apart from `prefer`, and whose libpq values (`verify-full`)
-/// it does not all know.
-fn sslmode_given(url: &str) -> Option<&str> {
-    let at = url.find("sslmode=")? + "sslmode=".len();
-    let v = &url[at..];
-    Some(&v[..v.find(['&', ' ', '\t']).unwrap_or(v.len())])
-}
-
 /// Whether every host `config` names is this machine (a Unix socket, or loopback by name or
 /// address); no host at all is the default socket.
 fn all_local(config: &postgres::Config) -> bool {
@@ -121,30 +114,20 @@ fn all_local(config: &postgres::Config) -> bool {
     })
 }
 
-/// Refuses TLS (this build has none, and never falls back to plaintext from it), and plaintext
-/// to another host unless the URL asks for it with `sslmode=disable`.
-fn ssl_check(url: &str, config: &postgres::Config) -> Result<(), String> {
-    let remote = || {
-        let h = config.get_hosts().iter().find_map(|h| match h {
-            postgres::config::Host::Tcp(h) => Some(h.clone()),
-            postgres::config::Host::Unix(_) => None,
-        });
-        h.unwrap_or_default()
-    };
-    match sslmode_given(url) {
-        Some("disable") => Ok(()),
-        None if all_local(config) => Ok(()),
-        None => Err(format!(
-            "{} is reached over the network and linerate speaks to PostgreSQL without TLS: add \
-             sslmode=disable to the URL if the network is trusted, or reach the database through a \
-             local socket or an ssh tunnel",
-            remote()
-        )),
-        Some(m) => Err(format!(
-            "sslmode={m}: this linerate cannot use TLS to PostgreSQL and will not fall back to \
-             plaintext; use sslmode=disable on a trusted network, a local socket, or an ssh tunnel"
-        )),
+/// Refuses plaintext to another host unless the URL asks for it with `sslmode=disable`.
+fn plaintext_check(mode: Option<SslMode>, config: &postgres::Config) -> Result<(), String> {
+    if mode.is_some() || all_local(config) {
+        return Ok(());
     }
+    let host = config.get_hosts().iter().find_map(|h| match h {
+        postgres::config::Host::Tcp(h) => Some(h.clone()),
+        postgres::config::Host::Unix(_) => None,
+    });
+    Err(format!(
+        "{} is reached over the network: add sslmode=verify-full (with sslrootcert=CA.pem, or the \
+         system CA store) for TLS, or sslmode=disable if the network is trusted",
+        host.unwrap_or_default()
+    ))
 }
 
 /// The password for `config` from `PGPASSWORD`, else from the password file (`PGPASSFILE`, else
@@ -187,24 +170,34 @@ impl PgStore {
     /// `host=/socket/dir`) and migrates the schema.
     pub fn connect(url: &str) -> Result<PgStore, ReportError> {
         let shown = redact(url);
-        let invalid = |m: String| ReportError::Invalid(format!("database {shown}: {m}"));
-        if let Some(m) = sslmode_given(url).filter(|m| !["disable", "prefer", "require"].contains(m)) {
-            // a libpq mode postgres::Config does not know: the same refusal as for the ones it does
-            return Err(invalid(format!(
-                "sslmode={m}: this linerate cannot use TLS to PostgreSQL and will not fall back to plaintext"
-            )));
-        }
-        let pg = |source| ReportError::Postgres { db: shown.clone(), source };
-        let mut config: postgres::Config = url.parse().map_err(pg)?;
-        ssl_check(url, &config).map_err(invalid)?;
-        // libpq's `prefer` would try TLS and fall back; this build never tries it.
-        config.ssl_mode(postgres::config::SslMode::Disable);
+        let tls_err = |error| ReportError::PostgresTls { db: shown.clone(), error };
+        let opts = pgtls::split(url).map_err(tls_err)?;
+        let pg = |error| ReportError::Postgres { db: shown.clone(), error };
+        let mut config: postgres::Config = opts.rest.parse().map_err(pg)?;
+        plaintext_check(opts.mode, &config).map_err(|m| ReportError::Invalid(format!("database {shown}: {m}")))?;
         if config.get_password().is_none() {
             if let Some(p) = password_from_env(&config) {
                 config.password(p);
             }
         }
-        let client = config.connect(NoTls).map_err(pg)?;
+        let client = match opts.mode.unwrap_or(SslMode::Disable) {
+            SslMode::Disable => {
+                config.ssl_mode(postgres::config::SslMode::Disable);
+                config.connect(NoTls).map_err(pg)?
+            }
+            mode => {
+                let roots = pgtls::roots_for(mode, opts.rootcert.as_deref());
+                let tls = pgtls::client_config(mode, &roots).map_err(tls_err)?;
+                // `Require` in postgres::Config: TLS or an error, never plaintext
+                config.ssl_mode(postgres::config::SslMode::Require);
+                config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls)).map_err(|source| {
+                    match pgtls::rustls_cause(&source).cloned() {
+                        Some(cause) => tls_err(PgTlsError::Handshake { roots, cause }),
+                        None => pg(source),
+                    }
+                })?
+            }
+        };
         let mut s = PgStore { client, shown };
         s.migrate()?;
         Ok(s)
@@ -212,7 +205,7 @@ impl PgStore {
 
     fn err(&self) -> impl Fn(postgres::Error) -> ReportError + use<> {
         let db = self.shown.clone();
-        move |source| ReportError::Postgres { db: db.clone(), source }
+        move |error| ReportError::Postgres { db: db.clone(), error }
     }
 
     fn migrate(&mut self) -> Result<(), ReportError> {
@@ -349,21 +342,24 @@ mod tests {
     }
 
     #[test]
-    fn tls_is_refused_rather_than_downgraded_and_remote_plaintext_must_be_asked_for() {
-        let check = |url: &str| ssl_check(url, &url.parse().unwrap());
+    fn plaintext_to_another_host_must_be_asked_for_and_prefer_is_refused() {
+        let check = |url: &str| {
+            let o = pgtls::split(url).unwrap();
+            plaintext_check(o.mode, &o.rest.parse().unwrap())
+        };
         assert!(check("postgres://me@127.0.0.1:5432/runs").is_ok());
         assert!(check("postgres://me@localhost/runs").is_ok());
         assert!(check("postgres://me@[::1]:5432/runs").is_ok());
         assert!(check("postgres:///runs?host=/var/run/postgresql").is_ok());
         assert!(check("host=/var/run/postgresql dbname=runs").is_ok());
         assert!(check("postgres://me@db.example/runs?sslmode=disable").is_ok());
+        assert!(check("postgres://me@db.example/runs?sslmode=verify-full").is_ok());
         assert!(check("postgres://me@db.example/runs").unwrap_err().contains("db.example is reached over the network"));
-        assert!(check("postgres://me@localhost,db.example/runs").unwrap_err().contains("sslmode=disable"));
-        for m in ["require", "prefer"] {
-            let e = check(&format!("postgres://me@127.0.0.1/runs?sslmode={m}")).unwrap_err();
-            assert!(e.contains("will not fall back"), "{m}: {e}");
+        assert!(check("postgres://me@localhost,db.example/runs").unwrap_err().contains("sslmode=verify-full"));
+        for m in ["prefer", "allow"] {
+            let e = PgStore::connect(&format!("postgres://me:s3cret@127.0.0.1/runs?sslmode={m}")).err().unwrap();
+            let e = e.to_string();
+            assert!(e.contains("never falls back to plaintext") && !e.contains("s3cret"), "{m}: {e}");
         }
-        let e = PgStore::connect("postgres://me:s3cret@127.0.0.1/runs?sslmode=verify-full").err().unwrap().to_string();
-        assert!(e.contains("will not fall back") && !e.contains("s3cret"), "{e}");
     }
 }
