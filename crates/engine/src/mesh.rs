@@ -57,13 +57,15 @@ pub struct Rules<'a> {
 /// The agent's side: `doc` is the session's `MeshRequest`. Checks the key may ask (`mesh`), the
 /// task against this agent's caps and the peer against its allowed targets, then runs the test
 /// against the peer with `host_key` as this agent's identity, and answers `MeshResult` (or
-/// `Fatal`). Returns a line for the log.
+/// `Fatal`). Returns a line for the log; `on_outcome` sees each test's outcome (for the
+/// agent's metrics).
 pub fn serve_task(
     doc: &[u8],
     tx: &mut SendHalf,
     grant: &Grant,
     host_key: Option<Arc<Identity>>,
     rules: &Rules<'_>,
+    on_outcome: &mut dyn FnMut(&MeshTask, &MeshOutcome),
 ) -> Result<String, String> {
     if !grant.mesh {
         let msg = format!("{} may not ask for mesh tests (give it the `mesh` option in authorized_keys)", grant.who());
@@ -83,6 +85,7 @@ pub fn serve_task(
         Ok(Some(a)) => a,
         Ok(None) | Err(_) => {
             let outcome = MeshOutcome::PeerUnreachable { message: format!("{} does not resolve", task.peer) };
+            on_outcome(&task, &outcome);
             tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))]).map_err(|e| e.to_string())?;
             return Ok(format!("mesh test {} to {} failed: does not resolve", task.test.kind.name(), task.peer));
         }
@@ -96,6 +99,7 @@ pub fn serve_task(
         }
     }
     let outcome = run_against_peer(&task, addr, host_key);
+    on_outcome(&task, &outcome);
     let line = match &outcome {
         MeshOutcome::Done(r) => {
             format!("mesh test {} to {}: {:.0} bit/s", task.test.kind.name(), task.peer, r.throughput_bps)

@@ -1,6 +1,9 @@
 //! `serve --metrics ADDR`: the agent's counters in the Prometheus text format (version 0.0.4)
 //! on `GET /metrics`, over plain HTTP. Counting is a handful of relaxed atomics on the session
-//! paths; a scrape turns them into metric families of the `prometheus` crate, whose encoder
+//! paths; a running session's bytes are read live from its own progress counters at each scrape
+//! (so a copy or a benchmark shows while it runs, not only once it ends), and the last mesh
+//! result of each pair this agent measured from is kept for the scrape. A scrape turns all of it
+//! into metric families of the `prometheus` crate, whose encoder
 //! writes the exposition (names, labels and help text escaped by it), and requests are parsed
 //! by `httparse`. The endpoint serves each request on a thread of its own (32 at once, 4 from
 //! one address), with 2 s to read a whole request of at most 8 KiB and as long to write the
@@ -15,14 +18,15 @@
 use crate::net::accept::{Accepted, Acceptor};
 use crate::usage;
 use linerate_model::shutdown::Shutdown;
+use linerate_proto::mesh::{MeshOutcome, MeshReport};
 use linerate_proto::ErrorCode;
-use prometheus::{Counter, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{Counter, Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Largest request read.
 pub const MAX_REQUEST: usize = 8 * 1024;
@@ -30,6 +34,8 @@ pub const MAX_REQUEST: usize = 8 * 1024;
 pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most keys with their own series (more are counted under `key="other"`).
 pub const MAX_KEYS: usize = 1024;
+/// Most mesh pairs (test kind, peer) with series of their own.
+pub const MAX_PAIRS: usize = 1024;
 
 /// What a session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +75,40 @@ struct KeyBytes {
     sent: u64,
 }
 
+/// Reads a running session's bytes so far: (received, sent).
+type Reader = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
+
+/// The byte counters, and the sessions whose bytes are still moving: a scrape adds what each
+/// running session has moved so far to what ended sessions moved, all under one lock, so a
+/// session ending between two scrapes never makes a counter go back.
+#[derive(Default)]
+struct Bytes {
+    received: [u64; 4],
+    sent: [u64; 4],
+    /// Running sessions that said how to read their bytes, by their [`Active`] number.
+    live: BTreeMap<u64, (usize, Reader)>,
+    keys: BTreeMap<String, KeyBytes>,
+}
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bytes")
+            .field("received", &self.received)
+            .field("sent", &self.sent)
+            .field("live", &self.live.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The last mesh result of one (test, peer) pair this agent measured from.
+#[derive(Debug, Clone)]
+struct PairResult {
+    /// Unix seconds when it arrived.
+    at: f64,
+    /// The figures, when the test ran (none: the peer was unreachable or the test failed).
+    report: Option<MeshReport>,
+}
+
 /// The agent's counters.
 #[derive(Debug)]
 pub struct Metrics {
@@ -76,26 +116,70 @@ pub struct Metrics {
     active: [AtomicU64; 4],
     ok: [AtomicU64; 4],
     failed: [AtomicU64; 4],
-    bytes_received: [AtomicU64; 4],
-    bytes_sent: [AtomicU64; 4],
     files_received: AtomicU64,
     files_sent: AtomicU64,
     refused: [AtomicU64; 7],
     handshake_failures: AtomicU64,
-    keys: Mutex<BTreeMap<String, KeyBytes>>,
+    next_active: AtomicU64,
+    bytes: Mutex<Bytes>,
+    /// By (test kind, peer).
+    mesh: Mutex<BTreeMap<(String, String), PairResult>>,
 }
 
-/// A running session: counted active until dropped.
+/// A running session: counted active until it ends or is dropped.
 #[must_use]
-pub struct Active<'a>(&'a AtomicU64);
+pub struct Active<'a> {
+    m: &'a Metrics,
+    kind: usize,
+    id: u64,
+}
 
-impl Drop for Active<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
+impl Active<'_> {
+    /// Count the bytes `read` returns (received, sent: totals so far, never going back) as
+    /// this session's while it runs: each scrape reads them.
+    pub fn watch(&self, read: impl Fn() -> (u64, u64) + Send + Sync + 'static) {
+        self.m.bytes().live.insert(self.id, (self.kind, Box::new(read)));
+    }
+
+    /// The session ended: counted by its result, its bytes the larger of what it says it moved
+    /// and what was last read of it (an aborted copy says 0 but moved what was read).
+    pub fn end(self, e: &Ended) {
+        let m = self.m;
+        let i = self.kind;
+        if e.ok { &m.ok[i] } else { &m.failed[i] }.fetch_add(1, Relaxed);
+        m.files_received.fetch_add(e.received.1, Relaxed);
+        m.files_sent.fetch_add(e.sent.1, Relaxed);
+        let mut b = m.bytes();
+        let (r, s) = b.live.remove(&self.id).map_or((0, 0), |(_, read)| read());
+        let (r, s) = (r.max(e.received.0), s.max(e.sent.0));
+        b.received[i] += r;
+        b.sent[i] += s;
+        // Per key: copies' file bytes only.
+        if let (Some((fp, name)), true) = (&e.key, matches!(KINDS[i].0, Kind::Push | Kind::Pull)) {
+            let slot = if b.keys.contains_key(fp) || b.keys.len() < MAX_KEYS { fp.clone() } else { "other".into() };
+            let k = b.keys.entry(slot).or_default();
+            k.name = label(name);
+            k.received += r;
+            k.sent += s;
+        }
     }
 }
 
-/// How a session ended, for [`Metrics::ended`].
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        // Bytes of a session that ended without `end` stay counted.
+        let mut b = self.m.bytes();
+        if let Some((i, read)) = b.live.remove(&self.id) {
+            let (r, s) = read();
+            b.received[i] += r;
+            b.sent[i] += s;
+        }
+        drop(b);
+        self.m.active[self.kind].fetch_sub(1, Relaxed);
+    }
+}
+
+/// How a session ended, for [`Active::end`].
 #[derive(Debug, Clone, Default)]
 pub struct Ended {
     /// It completed.
@@ -115,13 +199,13 @@ impl Default for Metrics {
             active: Default::default(),
             ok: Default::default(),
             failed: Default::default(),
-            bytes_received: Default::default(),
-            bytes_sent: Default::default(),
             files_received: AtomicU64::new(0),
             files_sent: AtomicU64::new(0),
             refused: Default::default(),
             handshake_failures: AtomicU64::new(0),
-            keys: Mutex::new(BTreeMap::new()),
+            next_active: AtomicU64::new(0),
+            bytes: Mutex::default(),
+            mesh: Mutex::default(),
         }
     }
 }
@@ -136,30 +220,20 @@ fn label(s: &str) -> String {
     s.chars().filter(|c| !c.is_control() || *c == '\n').take(64).collect()
 }
 
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
 impl Metrics {
-    /// A session of `kind` starts.
-    pub fn active(&self, kind: Kind) -> Active<'_> {
-        let a = &self.active[idx(kind)];
-        a.fetch_add(1, Relaxed);
-        Active(a)
+    fn bytes(&self) -> std::sync::MutexGuard<'_, Bytes> {
+        self.bytes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A session of `kind` ended.
-    pub fn ended(&self, kind: Kind, e: &Ended) {
-        let i = idx(kind);
-        if e.ok { &self.ok[i] } else { &self.failed[i] }.fetch_add(1, Relaxed);
-        self.bytes_received[i].fetch_add(e.received.0, Relaxed);
-        self.bytes_sent[i].fetch_add(e.sent.0, Relaxed);
-        self.files_received.fetch_add(e.received.1, Relaxed);
-        self.files_sent.fetch_add(e.sent.1, Relaxed);
-        if let Some((fp, name)) = &e.key {
-            let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-            let slot = if keys.contains_key(fp) || keys.len() < MAX_KEYS { fp.clone() } else { "other".into() };
-            let k = keys.entry(slot).or_default();
-            k.name = label(name);
-            k.received += e.received.0;
-            k.sent += e.sent.0;
-        }
+    /// A session of `kind` starts.
+    pub fn active(&self, kind: Kind) -> Active<'_> {
+        let kind = idx(kind);
+        self.active[kind].fetch_add(1, Relaxed);
+        Active { m: self, kind, id: self.next_active.fetch_add(1, Relaxed) }
     }
 
     /// A connection was refused with `code` (before or at authentication).
@@ -167,9 +241,23 @@ impl Metrics {
         self.refused[reason(code)].fetch_add(1, Relaxed);
     }
 
-    /// A handshake failed (a bad preamble, a failed authentication proof, a timeout).
+    /// A handshake failed (a bad preamble, a timeout; a failed proof is `refused(Auth)`).
     pub fn handshake_failed(&self) {
         self.handshake_failures.fetch_add(1, Relaxed);
+    }
+
+    /// A mesh test this agent ran (a `test` to `peer`) came back with `outcome`: it replaces the
+    /// pair's last result. At most [`MAX_PAIRS`] pairs are kept; a new one beyond them is not.
+    pub fn mesh_result(&self, test: &str, peer: &str, outcome: &MeshOutcome) {
+        let report = match outcome {
+            MeshOutcome::Done(r) => Some(r.clone()),
+            MeshOutcome::PeerUnreachable { .. } | MeshOutcome::Failed { .. } => None,
+        };
+        let mut mesh = self.mesh.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (label(test), label(peer));
+        if mesh.len() < MAX_PAIRS || mesh.contains_key(&key) {
+            mesh.insert(key, PairResult { at: unix_now(), report });
+        }
     }
 
     /// Everything, in the text format; `paced_bps` is the rate the agent's pacing allows now
@@ -195,15 +283,35 @@ impl Metrics {
         };
         let active = gauges("linerate_sessions_active", "Sessions running now, by kind.", &["kind"])?;
         let total = counters("linerate_sessions_total", "Sessions ended, by kind and result.", &["kind", "result"])?;
-        let received = counters("linerate_received_bytes_total", "File bytes received, by kind.", &["kind"])?;
-        let sent = counters("linerate_sent_bytes_total", "File bytes sent, by kind.", &["kind"])?;
+        let received = counters(
+            "linerate_received_bytes_total",
+            "Bytes received, by kind (file bytes of copies, payload of benchmarks), running sessions included.",
+            &["kind"],
+        )?;
+        let sent = counters(
+            "linerate_sent_bytes_total",
+            "Bytes sent, by kind (file bytes of copies, payload of benchmarks), running sessions included.",
+            &["kind"],
+        )?;
+        let (bytes_received, bytes_sent, keys) = {
+            let b = self.bytes();
+            let (mut rx, mut tx) = (b.received, b.sent);
+            for (i, read) in b.live.values() {
+                let (r, s) = read();
+                rx[*i] += r;
+                tx[*i] += s;
+            }
+            let keys: Vec<(String, String, u64, u64)> =
+                b.keys.iter().map(|(fp, k)| (label(fp), k.name.clone(), k.received, k.sent)).collect();
+            (rx, tx, keys)
+        };
         for (k, n) in KINDS {
             let i = idx(k);
             active.with_label_values(&[n]).set(i64::try_from(load(&self.active[i])).unwrap_or(i64::MAX));
             total.with_label_values(&[n, "ok"]).inc_by(load(&self.ok[i]));
             total.with_label_values(&[n, "error"]).inc_by(load(&self.failed[i]));
-            received.with_label_values(&[n]).inc_by(load(&self.bytes_received[i]));
-            sent.with_label_values(&[n]).inc_by(load(&self.bytes_sent[i]));
+            received.with_label_values(&[n]).inc_by(bytes_received[i]);
+            sent.with_label_values(&[n]).inc_by(bytes_sent[i]);
         }
         let files = counters("linerate_files_total", "Files received and sent.", &["direction"])?;
         files.with_label_values(&["received"]).inc_by(load(&self.files_received));
@@ -214,7 +322,7 @@ impl Metrics {
         }
         let failures = IntCounter::new(
             "linerate_handshake_failures_total",
-            "Handshakes that failed (bad preamble, failed proof, timeout).",
+            "Handshakes that failed otherwise than by a refusal (bad preamble, timeout).",
         )?;
         failures.inc_by(load(&self.handshake_failures));
         r.register(Box::new(failures))?;
@@ -223,11 +331,11 @@ impl Metrics {
             "File bytes by authorized key (daemon mode).",
             &["key", "name", "direction"],
         )?;
-        for (fp, k) in self.keys.lock().unwrap_or_else(PoisonError::into_inner).iter() {
-            let fp = label(fp);
-            per_key.with_label_values(&[fp.as_str(), &k.name, "received"]).inc_by(k.received);
-            per_key.with_label_values(&[fp.as_str(), &k.name, "sent"]).inc_by(k.sent);
+        for (fp, name, rx, tx) in &keys {
+            per_key.with_label_values(&[fp.as_str(), name, "received"]).inc_by(*rx);
+            per_key.with_label_values(&[fp.as_str(), name, "sent"]).inc_by(*tx);
         }
+        self.mesh_families(&r)?;
         if let Some(p) = paced_bps {
             let g = IntGauge::new("linerate_paced_rate_bits", "Rate the agent's pacing allows now, bit/s.")?;
             g.set(i64::try_from(p).unwrap_or(i64::MAX));
@@ -247,6 +355,56 @@ impl Metrics {
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
         Ok(r)
+    }
+
+    /// The last mesh result of each pair, as gauges labelled by `test` and `peer` (no series
+    /// until this agent ran a mesh test).
+    fn mesh_families(&self, r: &Registry) -> prometheus::Result<()> {
+        let gauges = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<GaugeVec> {
+            let g = GaugeVec::new(Opts::new(name, help), labels)?;
+            r.register(Box::new(g.clone()))?;
+            Ok(g)
+        };
+        let mesh = self.mesh.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if mesh.is_empty() {
+            return Ok(());
+        }
+        let l = &["test", "peer"];
+        let at = gauges("linerate_mesh_result_timestamp_seconds", "Unix time the pair's last mesh result arrived.", l)?;
+        let age = gauges("linerate_mesh_result_age_seconds", "Seconds since the pair's last mesh result arrived.", l)?;
+        let up = gauges(
+            "linerate_mesh_up",
+            "1 if the pair's last mesh test ran, 0 if it failed or the peer was unreachable.",
+            l,
+        )?;
+        let tput = gauges("linerate_mesh_throughput_bits", "Goodput of the pair's last mesh test, bit/s.", l)?;
+        let rtt = gauges("linerate_mesh_rtt_seconds", "Mean smoothed TCP round trip of the pair's last mesh test.", l)?;
+        let lat = gauges(
+            "linerate_mesh_latency_seconds",
+            "Round-trip latency of the pair's last mesh test (tcp-rr), by quantile.",
+            &["test", "peer", "quantile"],
+        )?;
+        let loss = gauges("linerate_mesh_loss_ratio", "Datagram loss of the pair's last mesh test (udp), 0 to 1.", l)?;
+        let now = unix_now();
+        for ((test, peer), p) in &mesh {
+            let v = [test.as_str(), peer.as_str()];
+            at.with_label_values(&v).set(p.at);
+            age.with_label_values(&v).set((now - p.at).max(0.0));
+            up.with_label_values(&v).set(if p.report.is_some() { 1.0 } else { 0.0 });
+            let Some(rep) = &p.report else { continue };
+            tput.with_label_values(&v).set(rep.throughput_bps);
+            if let Some(us) = rep.rtt_us {
+                rtt.with_label_values(&v).set(us / 1e6);
+            }
+            if let Some(l) = &rep.latency_us {
+                lat.with_label_values(&[test, peer, "0.5"]).set(l.p50 / 1e6);
+                lat.with_label_values(&[test, peer, "0.99"]).set(l.p99 / 1e6);
+            }
+            if let Some(pct) = rep.loss_pct {
+                loss.with_label_values(&v).set(pct / 100.0);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -378,20 +536,15 @@ mod tests {
     #[test]
     fn counters_render_in_the_text_format() {
         let m = Metrics::default();
-        {
-            let _a = m.active(Kind::Push);
-            assert!(m.render(None).contains("linerate_sessions_active{kind=\"push\"} 1"));
-        }
-        m.ended(
-            Kind::Push,
-            &Ended {
-                ok: true,
-                received: (1000, 3),
-                key: Some(("SHA256:abc".into(), "al\"ice\n".into())),
-                ..Default::default()
-            },
-        );
-        m.ended(Kind::Pull, &Ended { ok: false, sent: (10, 1), ..Default::default() });
+        let a = m.active(Kind::Push);
+        assert!(m.render(None).contains("linerate_sessions_active{kind=\"push\"} 1"));
+        a.end(&Ended {
+            ok: true,
+            received: (1000, 3),
+            key: Some(("SHA256:abc".into(), "al\"ice\n".into())),
+            ..Default::default()
+        });
+        m.active(Kind::Pull).end(&Ended { ok: false, sent: (10, 1), ..Default::default() });
         m.refused(ErrorCode::Auth);
         m.refused(ErrorCode::Version);
         m.handshake_failed();
@@ -423,19 +576,109 @@ mod tests {
     fn keys_beyond_the_cap_share_one_series() {
         let m = Metrics::default();
         for i in 0..MAX_KEYS + 10 {
-            m.ended(
-                Kind::Push,
-                &Ended {
-                    ok: true,
-                    received: (1, 0),
-                    key: Some((format!("k{i}"), String::new())),
-                    ..Default::default()
-                },
-            );
+            m.active(Kind::Push).end(&Ended {
+                ok: true,
+                received: (1, 0),
+                key: Some((format!("k{i}"), String::new())),
+                ..Default::default()
+            });
         }
         let t = m.render(None);
         assert_eq!(t.matches("direction=\"received\"").count() - 1, MAX_KEYS + 1, "the cap, and `other`");
         assert!(t.contains("{direction=\"received\",key=\"other\",name=\"\"} 10"), "{t}");
+    }
+
+    #[test]
+    fn running_sessions_count_their_bytes_and_counters_never_go_back() {
+        let m = Metrics::default();
+        let moved = Arc::new(AtomicU64::new(0));
+        let value = |t: &str, series: &str| -> u64 {
+            let l = t.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} not in\n{t}"));
+            l.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        let push = m.active(Kind::Push);
+        push.watch({
+            let n = moved.clone();
+            move || (n.load(Relaxed), 0)
+        });
+        let bench = m.active(Kind::Bench);
+        bench.watch(|| (7, 9));
+        moved.store(4096, Relaxed);
+        let t = m.render(None);
+        assert_eq!(value(&t, "linerate_received_bytes_total{kind=\"push\"}"), 4096, "mid-copy");
+        assert_eq!(value(&t, "linerate_received_bytes_total{kind=\"bench\"}"), 7);
+        assert_eq!(value(&t, "linerate_sent_bytes_total{kind=\"bench\"}"), 9);
+        // An aborted copy says it received nothing: what was read of it stays counted.
+        moved.store(5000, Relaxed);
+        push.end(&Ended { ok: false, ..Default::default() });
+        let t = m.render(None);
+        assert_eq!(value(&t, "linerate_received_bytes_total{kind=\"push\"}"), 5000);
+        assert_eq!(value(&t, "linerate_sessions_active{kind=\"push\"}"), 0);
+        // A complete copy counts what it says when that is more than its live reading.
+        let p = m.active(Kind::Push);
+        p.watch(|| (10, 0));
+        p.end(&Ended { ok: true, received: (100, 1), ..Default::default() });
+        // A session dropped without `end` keeps its bytes.
+        drop(bench);
+        let t = m.render(None);
+        assert_eq!(value(&t, "linerate_received_bytes_total{kind=\"push\"}"), 5100);
+        assert_eq!(value(&t, "linerate_sent_bytes_total{kind=\"bench\"}"), 9);
+        assert_eq!(value(&t, "linerate_sessions_active{kind=\"bench\"}"), 0);
+    }
+
+    #[test]
+    fn the_last_mesh_result_of_each_pair_is_exported() {
+        use linerate_proto::mesh::{MeshLatency, MESH_DOC_VERSION};
+        let m = Metrics::default();
+        assert!(!m.render(None).contains("linerate_mesh_"), "no mesh series before a mesh test");
+        let report = MeshReport {
+            version: MESH_DOC_VERSION,
+            started_unix_s: 0,
+            seconds: 5.0,
+            throughput_bps: 9.5e9,
+            retransmits: 0,
+            rtt_us: Some(40.0),
+            latency_us: None,
+            transactions_per_s: None,
+            loss_pct: None,
+            cpu_busy: (0.1, 0.1),
+        };
+        m.mesh_result("tcp-stream", "10.0.0.2:7878", &MeshOutcome::Done(report.clone()));
+        let rr = MeshReport { latency_us: Some(MeshLatency { p50: 30.0, p99: 50.0 }), ..report.clone() };
+        m.mesh_result("tcp-rr", "10.0.0.2:7878", &MeshOutcome::Done(rr));
+        let udp = MeshReport { loss_pct: Some(2.5), ..report };
+        m.mesh_result("udp-stream", "10.0.0.3:7878", &MeshOutcome::Done(udp));
+        m.mesh_result(
+            "tcp-stream",
+            "10.0.0.3:7878",
+            &MeshOutcome::Done(MeshReport { throughput_bps: 1.0, ..report_of(&m) }),
+        );
+        m.mesh_result("tcp-stream", "10.0.0.3:7878", &MeshOutcome::PeerUnreachable { message: "refused".into() });
+        let t = m.render(None);
+        for want in [
+            "linerate_mesh_throughput_bits{peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 9500000000",
+            "linerate_mesh_rtt_seconds{peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 0.00004",
+            "linerate_mesh_latency_seconds{peer=\"10.0.0.2:7878\",quantile=\"0.99\",test=\"tcp-rr\"} 0.00005",
+            "linerate_mesh_loss_ratio{peer=\"10.0.0.3:7878\",test=\"udp-stream\"} 0.025",
+            "linerate_mesh_up{peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 1",
+            // the last result replaces the one before: unreachable now, and no stale figure
+            "linerate_mesh_up{peer=\"10.0.0.3:7878\",test=\"tcp-stream\"} 0",
+            "linerate_mesh_result_age_seconds{peer=\"10.0.0.3:7878\",test=\"tcp-stream\"} ",
+            "linerate_mesh_result_timestamp_seconds{peer=\"10.0.0.3:7878\",test=\"tcp-stream\"} ",
+        ] {
+            assert!(t.contains(want), "{want} not in\n{t}");
+        }
+        assert!(!t.contains("linerate_mesh_throughput_bits{peer=\"10.0.0.3:7878\",test=\"tcp-stream\"}"), "{t}");
+        // pairs beyond the cap get no series
+        for i in 0..MAX_PAIRS + 5 {
+            m.mesh_result("tcp-rr", &format!("h{i}:1"), &MeshOutcome::Failed { message: String::new() });
+        }
+        assert_eq!(m.render(None).matches("linerate_mesh_up{").count(), MAX_PAIRS);
+    }
+
+    /// Any stored report of `m` (the test above stores one first).
+    fn report_of(m: &Metrics) -> MeshReport {
+        m.mesh.lock().unwrap().values().find_map(|p| p.report.clone()).unwrap()
     }
 
     #[test]

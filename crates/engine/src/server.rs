@@ -640,6 +640,8 @@ fn handle(shared: Arc<Shared>, sock: TcpStream, slot: HandshakeId) {
                 if source.kind() == std::io::ErrorKind::UnexpectedEof && context.contains("preamble"));
             match &e {
                 EngineError::Refused { code } => shared.metrics.refused(*code),
+                // A wrong shared key, or a key's proof that does not verify.
+                EngineError::Proto(linerate_proto::ProtoError::Auth) => shared.metrics.refused(ErrorCode::Auth),
                 EngineError::Proto(linerate_proto::ProtoError::Version { .. }) => {
                     shared.metrics.refused(ErrorCode::Version)
                 }
@@ -760,20 +762,23 @@ fn control(
             Ok([Frame::BenchRequest(doc)]) => {
                 let doc = doc.to_vec();
                 let ip = local.unwrap_or(IpAddr::from([127, 0, 0, 1]));
-                let _active = shared.metrics.active(Kind::Bench);
+                let active = shared.metrics.active(Kind::Bench);
+                let moved = Arc::new(bench_server::Moved::default());
+                active.watch({
+                    let m = moved.clone();
+                    move || m.read()
+                });
                 let on_test = |t: &bench_server::TestDone| log_test(shared, client, t);
                 let ends = bench_server::Ends { local: ip, client: client.ip };
-                let r =
-                    bench_server::serve_session(&doc, sec.tx, sec.rx, ends, &shared.cfg.bench, &shared.tests, on_test);
-                shared
-                    .metrics
-                    .ended(Kind::Bench, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
+                let (cfg, tests) = (&shared.cfg.bench, &shared.tests);
+                let r = bench_server::serve_session(&doc, sec.tx, sec.rx, ends, cfg, tests, &moved, on_test);
+                active.end(&Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
                 log_bench(shared, client, &r);
                 return None;
             }
             Ok([Frame::MeshRequest(doc)]) => {
                 let host_key = shared.cfg.keys.as_ref().map(|k| k.host_key.clone());
-                let _active = shared.metrics.active(Kind::Mesh);
+                let active = shared.metrics.active(Kind::Mesh);
                 // A mesh task is a benchmark test this agent runs: it takes one of --max-tests.
                 let r = if shared.tests.fetch_add(1, Relaxed) >= shared.cfg.bench.max_tests {
                     let msg = format!("{} tests are running; try again later", shared.cfg.bench.max_tests);
@@ -783,10 +788,13 @@ fn control(
                         limits: &shared.cfg.bench.limits,
                         targets: shared.cfg.mesh_targets.as_deref(),
                     };
-                    crate::mesh::serve_task(doc, &mut sec.tx, grant, host_key, &rules)
+                    let mut record = |t: &linerate_proto::mesh::MeshTask, o: &linerate_proto::mesh::MeshOutcome| {
+                        shared.metrics.mesh_result(t.test.kind.name(), &t.peer, o);
+                    };
+                    crate::mesh::serve_task(doc, &mut sec.tx, grant, host_key, &rules, &mut record)
                 };
                 shared.tests.fetch_sub(1, Relaxed);
-                shared.metrics.ended(Kind::Mesh, &Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
+                active.end(&Ended { ok: r.is_ok(), key: key_label(grant), ..Default::default() });
                 match r {
                     Ok(line) => shared.log(Level::Info, &line, &client.fields(Some("mesh"), "done", [])),
                     Err(e) => {
@@ -861,14 +869,19 @@ fn control(
     };
     if let Some((path, name)) = pull_from {
         let pace = admit_rate(shared, grant.rate);
-        let _active = shared.metrics.active(Kind::Pull);
-        let o = serve_pull(shared, sec, sock, root, (&path, name, rules), chunk_size, flags, streams, pace);
+        let active = shared.metrics.active(Kind::Pull);
+        let progress = Arc::new(crate::copy::send::Progress::default());
+        active.watch({
+            let p = progress.clone();
+            move || (0, p.bytes.load(Relaxed))
+        });
+        let what = (&path[..], name, rules);
+        let o = serve_pull(shared, sec, sock, root, what, chunk_size, flags, streams, pace, progress);
         let sent = match &o {
             Outcome::Done(s) => (s.bytes, s.files),
             Outcome::Aborted(_) => (0, 0),
         };
-        let ended = Ended { ok: matches!(o, Outcome::Done(_)), sent, key: key_label(grant), ..Default::default() };
-        shared.metrics.ended(Kind::Pull, &ended);
+        active.end(&Ended { ok: matches!(o, Outcome::Done(_)), sent, key: key_label(grant), ..Default::default() });
         return Some(o);
     }
     let dry = flags & linerate_proto::frame::FLAG_DRY_RUN != 0;
@@ -888,7 +901,9 @@ fn control(
         .map(|(filter, f)| TreeFilter { filter: Arc::new(filter), root_in_path: f & frame::FILTER_CONTENTS == 0 });
     let idle_timeout = shared.cfg.idle_timeout;
     let params = SessionParams { flags, chunk_size, streams, tag, idle_timeout, pull_of: None, keep, modify_window };
-    let session = RecvSession::new(params, d, sec.tx);
+    // The session's live counters, which `--metrics` reads while it runs.
+    let progress = Arc::new(crate::copy::send::Progress::default());
+    let session = RecvSession::with_display(params, d, sec.tx, Some(progress.clone()), None, None);
     session.pace_with(admit_rate(shared, grant.rate));
     shared.track_recv(running, &session);
     if let Some(s) = sock {
@@ -901,6 +916,7 @@ fn control(
         .unwrap_or_else(PoisonError::into_inner)
         .insert(sec.session, (sec.stream_psk.clone(), Sink::Recv(session.clone())));
     let active = shared.metrics.active(Kind::Push);
+    active.watch(move || (progress.bytes.load(Relaxed), 0));
     let outcome = match session.send_control(&[Frame::Target { dest_is_dir: into_dir }]) {
         Ok(()) => {
             sec.rx.set_timeout(None);
@@ -909,14 +925,16 @@ fn control(
         }
         Err(e) => Outcome::Aborted(Abort::new(ErrorCode::Protocol, e.to_string())),
     };
-    drop(active);
     let received = match &outcome {
         Outcome::Done(s) => (s.bytes, s.files),
         Outcome::Aborted(_) => (0, 0),
     };
-    let ended =
-        Ended { ok: matches!(outcome, Outcome::Done(_)), received, key: key_label(grant), ..Default::default() };
-    shared.metrics.ended(Kind::Push, &ended);
+    active.end(&Ended {
+        ok: matches!(outcome, Outcome::Done(_)),
+        received,
+        key: key_label(grant),
+        ..Default::default()
+    });
     shared.sessions.lock().unwrap_or_else(PoisonError::into_inner).remove(&sec.session);
     Some(outcome)
 }
@@ -1026,6 +1044,7 @@ fn serve_pull(
     flags: u32,
     streams: u16,
     pace: SessionRate,
+    progress: Arc<crate::copy::send::Progress>,
 ) -> Outcome {
     let _ = sock;
     if let Err(e) = linerate_proto::name::validate(&name) {
@@ -1096,7 +1115,6 @@ fn serve_pull(
     // The walk stays beneath the directory the source was resolved in, following no symlink.
     let anchor = Arc::new(fsx::Anchor::new(dir));
     let roots = vec![crate::copy::walk::Root { path: src, name, beneath: Some(anchor) }];
-    let progress = Arc::new(crate::copy::send::Progress::default());
     let r = crate::copy::send::run_sender(sec, data, roots, &opts, progress, on_error);
     match r {
         Ok(sent) => Outcome::Done(sent.summary),

@@ -78,6 +78,22 @@ fn query(prom: &str, q: &str) -> f64 {
     }
 }
 
+/// Starts `linerate serve ARGS --metrics 127.0.0.1:0 --announce` (stderr as `log` says): the
+/// agent, its address and its metrics address, from its two announce lines.
+fn agent_with_metrics(args: impl FnOnce(&mut Command), log: Stdio) -> (Guard, String, String) {
+    let mut cmd = bin();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--announce"]);
+    args(&mut cmd);
+    let mut serve = cmd.stdout(Stdio::piped()).stderr(log).spawn().unwrap();
+    let mut out = BufReader::new(serve.stdout.take().unwrap());
+    let (mut l1, mut l2) = (String::new(), String::new());
+    out.read_line(&mut l1).unwrap();
+    out.read_line(&mut l2).unwrap();
+    assert!(l2.contains(" METRICS "), "{l2:?}");
+    let last = |l: &str| l.trim().rsplit(' ').next().unwrap().to_string();
+    (Guard(serve), last(&l1), last(&l2))
+}
+
 #[test]
 fn prometheus_scrapes_the_agents_counters() {
     let promtool = program("promtool");
@@ -104,25 +120,13 @@ fn prometheus_scrapes_the_agents_counters() {
     for i in 0..3 {
         crate::support::noise(&d.join(format!("src/f{i}")), 100_000 + i);
     }
-    let mut serve = bin()
-        .args(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--announce", "--quiet", "--root"])
-        .arg(d.join("root"))
-        .arg("--host-key")
-        .arg(d.join("host_key"))
-        .arg("--authorized-keys")
-        .arg(d.join("authorized_keys"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(serve.stdout.take().unwrap());
-    let (mut l1, mut l2) = (String::new(), String::new());
-    out.read_line(&mut l1).unwrap();
-    out.read_line(&mut l2).unwrap();
-    let _serve = Guard(serve);
-    let addr = l1.trim().rsplit(' ').next().unwrap().to_string();
-    assert!(l2.contains(" METRICS "), "{l2:?}");
-    let metrics = l2.trim().rsplit(' ').next().unwrap().to_string();
+    let (_serve, addr, metrics) = agent_with_metrics(
+        |c| {
+            c.arg("--quiet").arg("--root").arg(d.join("root")).arg("--host-key").arg(d.join("host_key"));
+            c.arg("--authorized-keys").arg(d.join("authorized_keys"));
+        },
+        Stdio::null(),
+    );
 
     let cp = |key: &str, args: &[&str]| {
         bin().arg("cp").args(args).arg("--identity").arg(d.join(key)).env("XDG_CONFIG_HOME", &cfg).output().unwrap()
@@ -190,4 +194,155 @@ fn prometheus_scrapes_the_agents_counters() {
     assert_eq!(query(&p, "linerate_sessions_active{kind=\"push\"}"), 0.0);
     assert!(query(&p, "process_resident_memory_bytes") > 1e6);
     assert!(query(&p, "process_cpu_seconds_total") > 0.0);
+}
+
+/// The value of `series` (a whole name with its labels, as the exposition writes it) in `body`.
+fn sample(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Issue 33: a copy's bytes show while it runs (a scrape with the push still active already
+/// counts bytes), a benchmark's bytes are counted, and a wrong shared key is a refusal for
+/// `auth`, not a handshake failure.
+#[test]
+fn a_scrape_mid_copy_sees_bytes_and_a_wrong_key_is_refused_for_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (key, other) = (d.join("key"), d.join("other"));
+    crate::cli::keygen(&key);
+    crate::cli::keygen(&other);
+    fs::create_dir(d.join("root")).unwrap();
+    let size = 4_000_000;
+    crate::support::noise(&d.join("big"), size);
+    let (_serve, addr, metrics) = agent_with_metrics(
+        |c| {
+            c.arg("--quiet").arg("--root").arg(d.join("root")).arg("--key-file").arg(&key);
+        },
+        Stdio::null(),
+    );
+
+    // 4 MB at 8 Mbit/s: about 4 s of copying, scraped as fast as the endpoint answers.
+    let cp = bin()
+        .args(["cp", "--no-save", "-q", "--bwlimit", "8Mbit", "--key-file"])
+        .arg(&key)
+        .arg(d.join("big"))
+        .arg(format!("{addr}:big"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut cp = Guard(cp);
+    let mut seen = None;
+    while cp.0.try_wait().unwrap().is_none() {
+        let (code, body) = get(&metrics, "/metrics");
+        assert_eq!(code, 200, "{body}");
+        let active = sample(&body, "linerate_sessions_active{kind=\"push\"}").unwrap();
+        let bytes = sample(&body, "linerate_received_bytes_total{kind=\"push\"}").unwrap();
+        if active == 1.0 && bytes > 0.0 {
+            seen = Some(bytes);
+            break;
+        }
+    }
+    let mid = seen.expect("no scrape saw the push's bytes while it was running");
+    assert!(mid < size as f64, "{mid} bytes counted mid-copy of {size}");
+    let status = cp.0.wait().unwrap();
+    assert!(status.success(), "the copy failed");
+    let (_, body) = get(&metrics, "/metrics");
+    assert_eq!(sample(&body, "linerate_received_bytes_total{kind=\"push\"}"), Some(size as f64), "{body}");
+
+    let o = bin().args(["bench", &addr, "-t", "1", "-q", "--key-file"]).arg(&key).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "bench: {}", text(&o));
+    let (_, body) = get(&metrics, "/metrics");
+    let bench = sample(&body, "linerate_received_bytes_total{kind=\"bench\"}").unwrap();
+    assert!(bench > 1e6, "a 1 s loopback benchmark moved {bench} bytes to the agent\n{body}");
+
+    let o = bin()
+        .args(["cp", "--no-save", "-q", "--key-file"])
+        .arg(&other)
+        .arg(d.join("big"))
+        .arg(format!("{addr}:nope"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "a wrong key: {}", text(&o));
+    let (_, body) = get(&metrics, "/metrics");
+    assert_eq!(sample(&body, "linerate_refused_connections_total{reason=\"auth\"}"), Some(1.0), "{body}");
+    assert_eq!(sample(&body, "linerate_handshake_failures_total"), Some(0.0), "{body}");
+}
+
+/// An agent for a mesh: benchmark-only, with a host key, the fleet's authorized_keys and
+/// `--metrics`; its address, fingerprint and metrics address.
+fn mesh_agent(dir: &Path, authorized: &Path) -> (Guard, String, String, String) {
+    let (mut agent, addr, metrics) = agent_with_metrics(
+        |c| {
+            c.arg("--host-key").arg(dir.join("host_key")).arg("--authorized-keys").arg(authorized);
+        },
+        Stdio::piped(),
+    );
+    // The first log line names the host key; the rest is drained so the agent never blocks.
+    let mut err = BufReader::new(agent.0.stderr.take().unwrap());
+    let mut note = String::new();
+    err.read_line(&mut note).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let fp = note.split_whitespace().find(|w| w.starts_with("SHA256:")).unwrap_or_else(|| panic!("{note}"));
+    (agent, addr, fp.trim_end_matches(';').to_string(), metrics)
+}
+
+/// Issue 33: after a mesh round, each agent exports its pairs' last results (throughput,
+/// latency, age, up) under the test kind and the peer, as a Prometheus alert needs them.
+#[test]
+fn a_mesh_round_is_exported_per_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keygen = |f: &Path| {
+        let o = bin().args(["keygen", "--type", "ed25519"]).arg(f).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let mut lines = vec![format!("mesh {}", keygen(&d.join("ctl")))];
+    for i in 0..2 {
+        fs::create_dir(d.join(format!("a{i}"))).unwrap();
+        lines.push(format!("ro {}", keygen(&d.join(format!("a{i}/host_key")))));
+    }
+    fs::write(d.join("authorized_keys"), lines.join("\n") + "\n").unwrap();
+    let agents: Vec<_> = (0..2).map(|i| mesh_agent(&d.join(format!("a{i}")), &d.join("authorized_keys"))).collect();
+    let mut inv = String::new();
+    for (i, (_, addr, fp, _)) in agents.iter().enumerate() {
+        inv += &format!("[[agent]]\nname = \"a{i}\"\naddress = \"{addr}\"\nhost_key = \"{fp}\"\n");
+    }
+    inv += "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\nduration = \"1s\"\n";
+    inv += "[[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\nduration = \"1s\"\n";
+    fs::write(d.join("inventory.toml"), inv).unwrap();
+    let o = bin()
+        .arg("mesh")
+        .arg(d.join("inventory.toml"))
+        .arg("--identity")
+        .arg(d.join("ctl"))
+        .args(["--once", "-q"])
+        .env("LINERATE_DB", d.join("runs.sqlite"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for (i, (_, _, _, metrics)) in agents.iter().enumerate() {
+        let peer = &agents[1 - i].1;
+        let (code, body) = get(metrics, "/metrics");
+        assert_eq!(code, 200);
+        let s = |name: &str, test: &str, extra: &str| {
+            sample(&body, &format!("{name}{{peer=\"{peer}\",{extra}test=\"{test}\"}}"))
+        };
+        assert_eq!(s("linerate_mesh_up", "tcp-stream", ""), Some(1.0), "a{i} to {peer}:\n{body}");
+        assert!(s("linerate_mesh_throughput_bits", "tcp-stream", "").is_some_and(|b| b > 1e6), "{body}");
+        let age = s("linerate_mesh_result_age_seconds", "tcp-stream", "").unwrap();
+        assert!((0.0..600.0).contains(&age), "{age}");
+        // Latency runs one way, from the lower-numbered agent: a0 has it, a1 has no such series.
+        let p99 = s("linerate_mesh_latency_seconds", "tcp-rr", "quantile=\"0.99\",");
+        if i == 0 {
+            assert_eq!(s("linerate_mesh_up", "tcp-rr", ""), Some(1.0), "{body}");
+            assert!(p99.is_some_and(|p| p > 0.0 && p < 1.0), "{p99:?} s\n{body}");
+        } else {
+            assert_eq!((p99, s("linerate_mesh_up", "tcp-rr", "")), (None, None), "{body}");
+        }
+        // The agent also counts the sessions the controller opened: one per test it ran.
+        let tasks = if i == 0 { 2.0 } else { 1.0 };
+        assert_eq!(sample(&body, "linerate_sessions_total{kind=\"mesh\",result=\"ok\"}"), Some(tasks), "{body}");
+    }
 }

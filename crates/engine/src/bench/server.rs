@@ -22,7 +22,7 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Most data connections from the client's own address waiting at once, per test (to show
@@ -157,9 +157,45 @@ impl TestDone {
     }
 }
 
+/// The payload bytes a benchmark session's tests moved on this side so far, warm-up included:
+/// what `serve --metrics` reads while the session runs.
+#[derive(Default)]
+pub struct Moved(Mutex<MovedState>);
+
+#[derive(Default)]
+struct MovedState {
+    /// (received, sent) by the tests that ended.
+    done: (u64, u64),
+    /// The running test's counters.
+    current: Option<Arc<Counters>>,
+}
+
+impl Moved {
+    /// Bytes (received, sent) so far; never less than an earlier reading.
+    pub fn read(&self) -> (u64, u64) {
+        let m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (r, t) = m.current.as_ref().map_or((0, 0), |c| c.totals());
+        (m.done.0 + r, m.done.1 + t)
+    }
+
+    fn start(&self, c: &Arc<Counters>) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).current = Some(c.clone());
+    }
+
+    fn finish(&self) {
+        let mut m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = m.current.take() {
+            let (r, t) = c.totals();
+            m.done = (m.done.0 + r, m.done.1 + t);
+        }
+    }
+}
+
 /// Run a benchmark session whose first frame was `BenchRequest(first)`; returns the number of
 /// tests run, and tells `on_test` about each as it ends. Data ports open on `ends.local`. A client that goes away (an interrupted one)
-/// ends it with an error for which [`EngineError::is_peer_gone`] holds.
+/// ends it with an error for which [`EngineError::is_peer_gone`] holds. `moved` counts the
+/// bytes its tests move, as they move.
+#[allow(clippy::too_many_arguments)]
 pub fn serve_session(
     first: &[u8],
     mut tx: SendHalf,
@@ -167,6 +203,7 @@ pub fn serve_session(
     ends: Ends,
     cfg: &BenchServerConfig,
     running: &AtomicUsize,
+    moved: &Moved,
     mut on_test: impl FnMut(&TestDone),
 ) -> Result<u64, EngineError> {
     let mut machine = ServerMachine::default();
@@ -185,7 +222,8 @@ pub fn serve_session(
             running.fetch_sub(1, Relaxed);
             return fatal(&mut tx, ErrorCode::Busy, format!("{} tests are running; try again later", cfg.max_tests));
         }
-        let r = run_test(&spec, &mut machine, &mut tx, &mut rx, ends, cfg, running);
+        let r = run_test(&spec, &mut machine, &mut tx, &mut rx, ends, cfg, running, moved);
+        moved.finish();
         running.fetch_sub(1, Relaxed);
         on_test(&TestDone::of(spec.kind, &r?));
         tests += 1;
@@ -221,6 +259,7 @@ fn next_event(rx: &mut RecvHalf, machine: &mut ServerMachine, timeout: Duration)
     Ok(machine.handle(&f)?)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_test(
     spec: &TestSpec,
     machine: &mut ServerMachine,
@@ -229,11 +268,13 @@ fn run_test(
     ends: Ends,
     cfg: &BenchServerConfig,
     running: &AtomicUsize,
+    moved: &Moved,
 ) -> Result<SideReport, EngineError> {
     // Tests of other clients running beside this one share the machine whose CPU is reported.
     let mut concurrent = running.load(Relaxed);
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
+    moved.start(&counters);
     if let (Some(b), Direction::Receive) = (spec.bytes, spec.direction) {
         counters.limit_bytes(b);
     }
