@@ -4,7 +4,7 @@
 //! [`linerate_model::doc::mesh::pair_metric`]) and the `pairs` table, which is also the
 //! scheduler's timeline (each try's start and end).
 
-use crate::inventory::{class, Inventory};
+use crate::inventory::Inventory;
 use crate::round::{RoundResult, TaskResult};
 use crate::schedule::Class;
 use linerate_model::doc::mesh::{pair_metric, MeshRound, MeshTally, MeshTest, MeshTry, PairFigure, PairFigures};
@@ -26,12 +26,12 @@ pub const PAIR_COLUMNS: [&str; 12] = [
     "end (s)",
 ];
 
-/// The figure a test of `kind_class` is compared by: throughput for a test that has the path
-/// to itself, the median latency for one that shares it.
-pub fn figure_of(kind_class: Class) -> PairFigure {
-    match kind_class {
+/// The figure a test of `class` is compared by: throughput for a test that has the path to
+/// itself, the median latency for a latency test.
+pub fn figure_of(class: Class) -> PairFigure {
+    match class {
         Class::Exclusive => PairFigure::Throughput,
-        Class::Shared => PairFigure::LatencyP50,
+        Class::Normal | Class::Background => PairFigure::LatencyP50,
     }
 }
 
@@ -82,6 +82,7 @@ pub fn to_round(inv: &Inventory, r: &RoundResult) -> MeshRound {
                 duration_s: t.duration.as_secs_f64(),
                 streams: t.streams,
                 both_ways: t.both_ways,
+                under_load: t.under_load,
             })
             .collect(),
         tally: MeshTally {
@@ -118,7 +119,7 @@ pub fn to_report(inv: &Inventory, r: &RoundResult) -> RunReport {
     };
     let mut rows = Vec::with_capacity(round.tries.len());
     for (t, task) in round.tries.iter().zip(&r.tries) {
-        let figure = figure_of(class(inv.tests[task.task.test].kind));
+        let figure = figure_of(inv.tests[task.task.test].class());
         if let Some(f) = &t.figures {
             let name = pair_metric(&t.test, &t.from, &t.to, figure);
             match figure {
