@@ -97,6 +97,20 @@ pub fn to_round(inv: &Inventory, r: &RoundResult) -> MeshRound {
     }
 }
 
+/// A run that stands for `inv`'s mesh (its agents and tests, no round): what the run store
+/// matches rounds of the same mesh by, to number the next one.
+pub fn like(inv: &Inventory) -> RunReport {
+    let empty = RoundResult {
+        round: 0,
+        started: std::time::SystemTime::UNIX_EPOCH,
+        tries: Vec::new(),
+        tally: crate::schedule::Tally::default(),
+        down: Vec::new(),
+        stopped: false,
+    };
+    to_report(inv, &empty)
+}
+
 /// Round `r` of `inv` as a run.
 pub fn to_report(inv: &Inventory, r: &RoundResult) -> RunReport {
     let round = to_round(inv, r);
@@ -162,6 +176,7 @@ mod tests {
     use crate::round::Try;
     use crate::schedule::{Tally, Task};
     use linerate_proto::mesh::{MeshLatency, MeshReport};
+    use linerate_report::mesh::State;
 
     fn inventory() -> Inventory {
         let fp = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
@@ -218,8 +233,11 @@ mod tests {
         assert_eq!(round.tries[2].status, "failed: reset");
         assert_eq!(rep.tables[0].rows[2][5], Cell::Null, "a failed try has no figures");
         assert_eq!(rep.params.agents.as_deref(), Some(&round.agents[..]));
-        let m = linerate_report::mesh::matrices(&rep, None).unwrap_or_default();
+        let m = linerate_report::mesh::matrices(&rep, None, &[]).unwrap_or_default();
         assert_eq!(m.len(), 2);
-        assert_eq!((m[0].cells[0][1], m[1].cells[1][2]), (Some((9e8, None)), Some((80.0, None))));
+        assert_eq!((m[0].cells[0][1].value(), m[1].cells[1][2].value()), (Some(9e8), Some(80.0)));
+        assert_eq!(m[0].cells[2][0].state, State::Failed("failed: reset".into()), "failed, not unmeasured");
+        assert_eq!(m[0].cells[1][0].state, State::NotMeasured);
+        assert!(linerate_report::mesh::same_mesh(&like(&inv), &rep), "the same mesh");
     }
 }
