@@ -249,10 +249,13 @@ pub fn matrix_svg(m: &Matrix, threshold: f64) -> String {
     let cell = (720.0 / n as f64).clamp(MIN_CELL, 90.0);
     let font = (cell / 4.0).clamp(9.0, 13.0);
     let titles = title_lines(m);
+    let history = match m.rounds_before {
+        0 => String::new(),
+        k => format!("; line: the last {} rounds", k + 1),
+    };
     let legend = format!(
         "green: better by {threshold}% or more, red: worse, grey: within, white: no baseline; \
-         hatched red: failed; mid grey with a dash: not measured; line: the last {} rounds",
-        m.rounds_before + 1
+         hatched red: failed; mid grey with a dash: not measured{history}"
     );
     let text_w =
         titles.iter().map(|t| 7.6 * t.chars().count() as f64).fold(6.2 * legend.chars().count() as f64, f64::max);
