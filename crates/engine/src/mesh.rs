@@ -40,6 +40,12 @@ fn unreachable(e: &EngineError) -> bool {
     }
 }
 
+/// Whether `e` is an agent refusing a test because its `--max-tests` are all taken: worth
+/// trying again after a backoff, as an unreachable agent is (the scheduler's rule).
+fn agent_busy(e: &EngineError) -> bool {
+    matches!(e, EngineError::Remote { code: ErrorCode::Busy, .. })
+}
+
 pub(crate) fn send_fatal(tx: &mut SendHalf, code: ErrorCode, msg: &str) -> Result<String, String> {
     let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
     Err(msg.to_string())
@@ -140,7 +146,7 @@ fn run_against_peer(task: &MeshTask, addr: SocketAddr, host_key: Arc<Identity>) 
                 cpu_busy: (busy(&s.cpu.local), busy(&s.cpu.remote)),
             })
         }
-        Err(e) if unreachable(&e) => MeshOutcome::PeerUnreachable { message: e.to_string() },
+        Err(e) if unreachable(&e) || agent_busy(&e) => MeshOutcome::PeerUnreachable { message: e.to_string() },
         Err(e) => MeshOutcome::Failed { message: e.to_string() },
     }
 }
@@ -174,7 +180,8 @@ pub fn run_task(
     let test = Duration::from_millis(task.test.duration_ms.saturating_add(task.test.omit_ms));
     // the agent connects to its peer (PEER_TIMEOUT), runs the test, and collects results
     let wait = test + PEER_TIMEOUT * 2 + timeout + Duration::from_secs(10);
-    recv_outcome(&mut rx, wait).map_err(TaskError::Failed)
+    recv_outcome(&mut rx, wait)
+        .map_err(|e| if agent_busy(&e) { TaskError::Unreachable(e) } else { TaskError::Failed(e) })
 }
 
 fn recv_outcome(rx: &mut RecvHalf, wait: Duration) -> Result<MeshOutcome, EngineError> {

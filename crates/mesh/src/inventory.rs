@@ -20,8 +20,13 @@
 //!
 //! [[test]]
 //! name = "rtt"
-//! kind = "tcp-rr"                       # latency: runs beside the throughput tests
+//! kind = "tcp-rr"                       # latency: never beside a throughput test on its agents
 //! duration = "5s"
+//!
+//! [[test]]
+//! name = "rtt-loaded"
+//! kind = "tcp-rr"
+//! under_load = true                     # on purpose: beside the throughput tests
 //! ```
 
 use crate::schedule::{Class, Limits, TestPlan};
@@ -63,12 +68,9 @@ pub enum InventoryError {
 
 pub use linerate_proto::bench::TestKind;
 
-/// How the scheduler treats a test of `kind`: bulk tests exclusive, round trips beside them.
-pub fn class(kind: TestKind) -> Class {
-    match kind {
-        TestKind::TcpRr => Class::Shared,
-        _ => Class::Exclusive,
-    }
+/// Whether a test of `kind` measures latency (round trips) rather than throughput.
+pub fn is_latency(kind: TestKind) -> bool {
+    kind == TestKind::TcpRr
 }
 
 #[derive(Deserialize)]
@@ -111,6 +113,7 @@ struct RawTest {
     rate: Option<units::Rate>,
     #[serde(default)]
     both_ways: Option<bool>,
+    under_load: Option<bool>,
 }
 
 /// An agent of the mesh.
@@ -141,6 +144,20 @@ pub struct Test {
     pub rate: Option<u64>,
     /// Both directions of every pair, or one.
     pub both_ways: bool,
+    /// A latency test measured beside the throughput tests on purpose (`under_load = true`).
+    pub under_load: bool,
+}
+
+impl Test {
+    /// How the scheduler treats it: throughput tests exclusive, latency tests normal (never
+    /// beside a throughput test on their agents), or background when asked under load.
+    pub fn class(&self) -> Class {
+        match (is_latency(self.kind), self.under_load) {
+            (false, _) => Class::Exclusive,
+            (true, false) => Class::Normal,
+            (true, true) => Class::Background,
+        }
+    }
 }
 
 /// A checked inventory.
@@ -266,8 +283,12 @@ impl Inventory {
             if t.kind == TestKind::UdpStream && rate.is_none() {
                 return Err(format!("{what}: a udp-stream test needs a rate"));
             }
-            let both_ways = t.both_ways.unwrap_or(class(t.kind) == Class::Exclusive);
-            tests.push(Test { name: t.name, kind: t.kind, duration: d, streams, rate, both_ways });
+            let under_load = t.under_load.unwrap_or(false);
+            if under_load && !is_latency(t.kind) {
+                return Err(format!("{what}: under_load is for latency tests (tcp-rr), not {}", t.kind.name()));
+            }
+            let both_ways = t.both_ways.unwrap_or(!is_latency(t.kind));
+            tests.push(Test { name: t.name, kind: t.kind, duration: d, streams, rate, both_ways, under_load });
         }
         if tests.is_empty() || tests.len() > MAX_TESTS {
             return Err(format!("{} tests: 1 to {MAX_TESTS}", tests.len()));
@@ -300,7 +321,7 @@ impl Inventory {
 
     /// The tests as the scheduler sees them.
     pub fn plans(&self) -> Vec<TestPlan> {
-        self.tests.iter().map(|t| TestPlan { class: class(t.kind), both_ways: t.both_ways }).collect()
+        self.tests.iter().map(|t| TestPlan { class: t.class(), both_ways: t.both_ways }).collect()
     }
 }
 
@@ -321,7 +342,8 @@ mod tests {
     fn a_good_inventory_reads_with_its_defaults() {
         let inv = Inventory::parse(&two_agents(
             "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\nstreams = 4\n\
-             [[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\nduration = \"5s\"\n",
+             [[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\nduration = \"5s\"\n\
+             [[test]]\nname = \"loaded\"\nkind = \"tcp-rr\"\nunder_load = true\n",
         ))
         .unwrap();
         assert_eq!(inv.interval, Some(Duration::from_secs(3600)));
@@ -329,7 +351,10 @@ mod tests {
         assert_eq!((inv.agents[1].host.as_str(), inv.agents[1].port), ("fd00::2", 9000));
         assert_eq!(inv.tests[0].duration, Duration::from_secs(10));
         assert!(inv.tests[0].both_ways && !inv.tests[1].both_ways, "throughput both ways, latency one");
-        assert_eq!(inv.plans()[1].class, Class::Shared);
+        assert_eq!(
+            inv.plans().iter().map(|p| p.class).collect::<Vec<_>>(),
+            [Class::Exclusive, Class::Normal, Class::Background]
+        );
     }
 
     #[test]
@@ -341,6 +366,7 @@ mod tests {
             (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-crr\"\n"), "a mesh runs"),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-stream\"\nduration = \"1h\"\n"), "duration from"),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"udp-stream\"\n"), "needs a rate"),
+            (two_agents(&format!("{t}under_load = true\n")), "under_load is for latency tests"),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"udp-stream\"\nrate = \"fast\"\n"), "rate = \"fast\""),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-rr\"\nduration = \"5 weeks\"\n"), "unknown unit"),
             (two_agents(t).replace("\"1h\"", "\"1 fortnight\""), "interval = \"1 fortnight\""),

@@ -4,7 +4,7 @@
 //! [`linerate_model::doc::mesh::pair_metric`]) and the `pairs` table, which is also the
 //! scheduler's timeline (each try's start and end).
 
-use crate::inventory::{class, Inventory};
+use crate::inventory::Inventory;
 use crate::round::{RoundResult, TaskResult};
 use crate::schedule::Class;
 use linerate_model::doc::mesh::{pair_metric, MeshRound, MeshTally, MeshTest, MeshTry, PairFigure, PairFigures};
@@ -26,12 +26,12 @@ pub const PAIR_COLUMNS: [&str; 12] = [
     "end (s)",
 ];
 
-/// The figure a test of `kind_class` is compared by: throughput for a test that has the path
-/// to itself, the median latency for one that shares it.
-pub fn figure_of(kind_class: Class) -> PairFigure {
-    match kind_class {
+/// The figure a test of `class` is compared by: throughput for a test that has the path to
+/// itself, the median latency for a latency test.
+pub fn figure_of(class: Class) -> PairFigure {
+    match class {
         Class::Exclusive => PairFigure::Throughput,
-        Class::Shared => PairFigure::LatencyP50,
+        Class::Normal | Class::Background => PairFigure::LatencyP50,
     }
 }
 
@@ -82,6 +82,7 @@ pub fn to_round(inv: &Inventory, r: &RoundResult) -> MeshRound {
                 duration_s: t.duration.as_secs_f64(),
                 streams: t.streams,
                 both_ways: t.both_ways,
+                under_load: t.under_load,
             })
             .collect(),
         tally: MeshTally {
@@ -94,6 +95,20 @@ pub fn to_round(inv: &Inventory, r: &RoundResult) -> MeshRound {
         },
         tries,
     }
+}
+
+/// A run that stands for `inv`'s mesh (its agents and tests, no round): what the run store
+/// matches rounds of the same mesh by, to number the next one.
+pub fn like(inv: &Inventory) -> RunReport {
+    let empty = RoundResult {
+        round: 0,
+        started: std::time::SystemTime::UNIX_EPOCH,
+        tries: Vec::new(),
+        tally: crate::schedule::Tally::default(),
+        down: Vec::new(),
+        stopped: false,
+    };
+    to_report(inv, &empty)
 }
 
 /// Round `r` of `inv` as a run.
@@ -118,7 +133,7 @@ pub fn to_report(inv: &Inventory, r: &RoundResult) -> RunReport {
     };
     let mut rows = Vec::with_capacity(round.tries.len());
     for (t, task) in round.tries.iter().zip(&r.tries) {
-        let figure = figure_of(class(inv.tests[task.task.test].kind));
+        let figure = figure_of(inv.tests[task.task.test].class());
         if let Some(f) = &t.figures {
             let name = pair_metric(&t.test, &t.from, &t.to, figure);
             match figure {
@@ -161,6 +176,7 @@ mod tests {
     use crate::round::Try;
     use crate::schedule::{Tally, Task};
     use linerate_proto::mesh::{MeshLatency, MeshReport};
+    use linerate_report::mesh::State;
 
     fn inventory() -> Inventory {
         let fp = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
@@ -217,8 +233,11 @@ mod tests {
         assert_eq!(round.tries[2].status, "failed: reset");
         assert_eq!(rep.tables[0].rows[2][5], Cell::Null, "a failed try has no figures");
         assert_eq!(rep.params.agents.as_deref(), Some(&round.agents[..]));
-        let m = linerate_report::mesh::matrices(&rep, None).unwrap_or_default();
+        let m = linerate_report::mesh::matrices(&rep, None, &[]).unwrap_or_default();
         assert_eq!(m.len(), 2);
-        assert_eq!((m[0].cells[0][1], m[1].cells[1][2]), (Some((9e8, None)), Some((80.0, None))));
+        assert_eq!((m[0].cells[0][1].value(), m[1].cells[1][2].value()), (Some(9e8), Some(80.0)));
+        assert_eq!(m[0].cells[2][0].state, State::Failed("failed: reset".into()), "failed, not unmeasured");
+        assert_eq!(m[0].cells[1][0].state, State::NotMeasured);
+        assert!(linerate_report::mesh::same_mesh(&like(&inv), &rep), "the same mesh");
     }
 }

@@ -1,14 +1,24 @@
 //! A mesh round's scheduler, without I/O: which tests start when, so that every ordered pair of
-//! agents runs every test once per round and no agent ever takes part in two throughput tests
-//! at once (pScheduler's rule: a throughput test on a shared host measures the other test).
+//! agents runs every test once per round, no agent ever takes part in two throughput tests at
+//! once, and no latency test runs beside a throughput test on either of its agents (a
+//! throughput test on a shared host measures the other test, and a latency test beside one
+//! measures the queue it builds: issue 33 saw p99 308–1,053 µs against 34 µs idle).
 //!
-//! Throughput tests ([`Class::Exclusive`]) run in **waves** with synchronised starts: a wave
-//! begins when the previous one has ended entirely, and takes, in order, every pending test
-//! whose two agents are free in this wave (at most `max_parallel`). The order is the round-robin
-//! "circle" tournament: for N agents, N − 1 rounds of N / 2 disjoint pairs (N rounds with one
-//! agent resting when N is odd), once per direction and test, so a wave is one such round and
-//! every agent is busy in every wave. Latency tests ([`Class::Shared`]) run beside them in waves
-//! of their own, built the same way (one latency test per agent at a time).
+//! The classes are pScheduler's, declared per test and only read here:
+//! [`Class::Exclusive`] (throughput) has both its agents to itself; [`Class::Normal`] (latency)
+//! may run beside other latency tests but never beside an exclusive one on either agent;
+//! [`Class::Background`] (latency measured under load on purpose, the inventory's
+//! `under_load = true`) runs beside anything, one per agent at a time.
+//!
+//! Exclusive and normal tests run in **waves** with synchronised starts: a wave begins when the
+//! previous one has ended entirely, and takes, in order, every pending test whose two agents are
+//! free in this wave (at most `max_parallel` exclusive, `max_shared` normal). Waves alternate:
+//! a throughput wave, then a latency wave while latency tests are pending; a wave's free agents
+//! (an odd fleet's resting one, an agent back from backoff) take tests of the other class, so
+//! nothing waits that could run. The order is the round-robin "circle" tournament: for N agents,
+//! N − 1 rounds of N / 2 disjoint pairs (N rounds with one agent resting when N is odd), once per
+//! direction and test, so a wave is one such round and every agent is busy in every wave.
+//! Background tests run in waves of their own beside the others.
 //!
 //! An agent that cannot be reached ([`Outcome::Unreachable`]) is left alone for a backoff that
 //! doubles each time, its test tried again after it; after `retries` failures in a row it is
@@ -23,13 +33,16 @@ use std::time::{Duration, Instant};
 /// An agent: its index in the inventory.
 pub type AgentId = usize;
 
-/// Whether a test needs its agents to itself.
+/// A test's scheduling class (pScheduler's `exclusive`, `normal`, `background`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
-    /// Throughput: never beside another exclusive test on either agent.
+    /// Throughput: never beside another exclusive or a normal test on either agent.
     Exclusive,
-    /// Latency: light, runs beside throughput tests (one per agent at a time).
-    Shared,
+    /// Latency: beside other normal tests (one per agent at a time), never beside an exclusive
+    /// test on either agent.
+    Normal,
+    /// Latency under load, on purpose: beside anything (one per agent at a time).
+    Background,
 }
 
 /// One test of the inventory as the scheduler sees it.
@@ -75,7 +88,7 @@ pub enum Outcome {
 pub struct Limits {
     /// Most exclusive tests in one wave.
     pub max_parallel: usize,
-    /// Most latency tests at once.
+    /// Most latency tests (normal or background) in one wave.
     pub max_shared: usize,
     /// Tries after the first failure of an agent before it counts as down for the round.
     pub retries: u32,
@@ -119,7 +132,7 @@ pub struct Tally {
     pub retried: u64,
     /// Agents found down in this round.
     pub down: u64,
-    /// Exclusive waves started.
+    /// Waves of exclusive and normal tests started (background tests run beside them).
     pub waves: u64,
 }
 
@@ -134,18 +147,17 @@ struct Queue {
 }
 
 impl Queue {
-    /// A wave: in order, pending tasks whose agents are not `held` and not yet in the wave, up
-    /// to `max`, looking at most `window` tasks ahead.
-    fn wave(&mut self, held: &[Option<Instant>], n_held: usize, max: usize, window: usize) -> Vec<Task> {
-        let mut taken = vec![false; held.len()];
-        let mut n_free = held.len().saturating_sub(n_held);
+    /// Adds to a wave: in order, pending tasks whose agents are not `held` and not yet `taken`,
+    /// up to `max`, looking at most `window` tasks ahead; marks their agents taken.
+    fn wave(&mut self, taken: &mut [bool], held: &[Option<Instant>], max: usize, window: usize) -> Vec<Task> {
+        let free = |taken: &[bool], a: AgentId| !taken[a] && held[a].is_none();
+        let mut n_free = (0..taken.len()).filter(|&a| free(taken, a)).count();
         let mut out = Vec::new();
         let (mut i, mut seen) = (0, 0);
         while i < self.pending.len() && out.len() < max && n_free >= 2 && seen < window {
             let t = self.pending[i];
             seen += 1;
-            let free = |a: AgentId| !taken[a] && held[a].is_none();
-            if free(t.from) && free(t.to) {
+            if free(taken, t.from) && free(taken, t.to) {
                 taken[t.from] = true;
                 taken[t.to] = true;
                 n_free -= 2;
@@ -158,6 +170,10 @@ impl Queue {
         }
         out
     }
+
+    fn idle(&self) -> bool {
+        self.pending.is_empty() && self.running.is_empty()
+    }
 }
 
 /// One round of a mesh.
@@ -166,7 +182,10 @@ pub struct Scheduler {
     limits: Limits,
     agents: usize,
     exclusive: Queue,
-    shared: Queue,
+    normal: Queue,
+    background: Queue,
+    /// The next foreground wave starts with latency tests (waves alternate).
+    latency_turn: bool,
     /// Per agent: failures in a row, left alone until, down for the round.
     fails: Vec<u32>,
     hold: Vec<Option<Instant>>,
@@ -217,7 +236,9 @@ impl Scheduler {
             limits,
             agents,
             exclusive: Queue::default(),
-            shared: Queue::default(),
+            normal: Queue::default(),
+            background: Queue::default(),
+            latency_turn: false,
             fails: vec![0; agents],
             hold: vec![None; agents],
             down: vec![false; agents],
@@ -237,7 +258,8 @@ impl Scheduler {
                 id += 1;
                 match tests[ti].class {
                     Class::Exclusive => s.exclusive.pending.push_back(task),
-                    Class::Shared => s.shared.pending.push_back(task),
+                    Class::Normal => s.normal.pending.push_back(task),
+                    Class::Background => s.background.pending.push_back(task),
                 }
             }
         }
@@ -246,10 +268,10 @@ impl Scheduler {
 
     /// Tasks in the round, ended or not.
     pub fn len(&self) -> usize {
-        self.exclusive.pending.len()
-            + self.exclusive.running.len()
-            + self.shared.pending.len()
-            + self.shared.running.len()
+        [&self.exclusive, &self.normal, &self.background]
+            .iter()
+            .map(|q| q.pending.len() + q.running.len())
+            .sum::<usize>()
             + (self.tally.done + self.tally.failed) as usize
     }
 
@@ -276,20 +298,34 @@ impl Scheduler {
             keep
         });
         let mut start = Vec::new();
-        // A wave starts only when the queue's last one has ended entirely: synchronised starts.
-        if self.exclusive.running.is_empty() && !self.exclusive.pending.is_empty() {
-            let wave = self.exclusive.wave(&self.hold, self.held.len(), self.limits.max_parallel.max(1), window);
-            self.tally.waves += u64::from(!wave.is_empty());
-            start.extend(wave);
+        // A wave starts only when the last one has ended entirely: synchronised starts. Exclusive
+        // and normal tests share the waves, so a latency test never runs beside a throughput test
+        // on either of its agents.
+        let foreground_busy = !self.exclusive.running.is_empty() || !self.normal.running.is_empty();
+        let foreground_pending = !self.exclusive.pending.is_empty() || !self.normal.pending.is_empty();
+        if !foreground_busy && foreground_pending {
+            let mut taken = vec![false; self.agents];
+            let (max_x, max_n) = (self.limits.max_parallel.max(1), self.limits.max_shared.max(1));
+            let latency_first = self.latency_turn && !self.normal.pending.is_empty();
+            if latency_first {
+                start.extend(self.normal.wave(&mut taken, &self.hold, max_n, window));
+                start.extend(self.exclusive.wave(&mut taken, &self.hold, max_x, window));
+            } else {
+                start.extend(self.exclusive.wave(&mut taken, &self.hold, max_x, window));
+                start.extend(self.normal.wave(&mut taken, &self.hold, max_n, window));
+            }
+            self.latency_turn = !latency_first;
+            self.tally.waves += u64::from(!start.is_empty());
         }
-        if self.shared.running.is_empty() && !self.shared.pending.is_empty() {
-            start.extend(self.shared.wave(&self.hold, self.held.len(), self.limits.max_shared.max(1), window));
+        if self.background.running.is_empty() && !self.background.pending.is_empty() {
+            let mut taken = vec![false; self.agents];
+            start.extend(self.background.wave(&mut taken, &self.hold, self.limits.max_shared.max(1), window));
         }
         if !start.is_empty() {
             return Poll::Start(start);
         }
-        let running = !self.exclusive.running.is_empty() || !self.shared.running.is_empty();
-        if !running && self.exclusive.pending.is_empty() && self.shared.pending.is_empty() {
+        let all = [&self.exclusive, &self.normal, &self.background];
+        if all.iter().all(|q| q.idle()) {
             return Poll::Done;
         }
         // Waiting for a running task to end, or for an agent's backoff to pass.
@@ -298,12 +334,12 @@ impl Scheduler {
 
     /// Task `id` ended at `now` with `outcome`. Unknown or already ended ids are ignored.
     pub fn handle_done(&mut self, id: u32, outcome: Outcome, now: Instant) {
-        let (task, exclusive) = match self.exclusive.running.remove(&id) {
-            Some(t) => (t, true),
-            None => match self.shared.running.remove(&id) {
-                Some(t) => (t, false),
-                None => return,
-            },
+        let Some((task, queue)) = [&mut self.exclusive, &mut self.normal, &mut self.background]
+            .into_iter()
+            .enumerate()
+            .find_map(|(k, q)| q.running.remove(&id).map(|t| (t, k)))
+        else {
+            return;
         };
         match outcome {
             Outcome::Done => {
@@ -328,7 +364,11 @@ impl Scheduler {
                 }
                 // first in line once the agent is back, so a retry does not go to the round's end
                 let again = Task { attempt: task.attempt + 1, ..task };
-                let q = if exclusive { &mut self.exclusive } else { &mut self.shared };
+                let q = match queue {
+                    0 => &mut self.exclusive,
+                    1 => &mut self.normal,
+                    _ => &mut self.background,
+                };
                 q.pending.push_front(again);
             }
         }
@@ -342,7 +382,7 @@ impl Scheduler {
         self.tally.down += 1;
         self.hold[a] = None;
         self.held.retain(|&h| h != a);
-        for q in [&mut self.exclusive, &mut self.shared] {
+        for q in [&mut self.exclusive, &mut self.normal, &mut self.background] {
             let before = q.pending.len();
             q.pending.retain(|t| t.from != a && t.to != a);
             self.tally.failed += (before - q.pending.len()) as u64;
@@ -361,7 +401,8 @@ mod tests {
     use std::collections::{BinaryHeap, HashMap, HashSet};
 
     const THROUGHPUT: TestPlan = TestPlan { class: Class::Exclusive, both_ways: true };
-    const LATENCY: TestPlan = TestPlan { class: Class::Shared, both_ways: false };
+    const LATENCY: TestPlan = TestPlan { class: Class::Normal, both_ways: false };
+    const UNDER_LOAD: TestPlan = TestPlan { class: Class::Background, both_ways: false };
 
     #[test]
     fn the_circle_covers_every_pair_once_in_disjoint_rounds() {
@@ -450,39 +491,66 @@ mod tests {
         panic!("the round did not finish");
     }
 
-    /// No agent in two exclusive tries at once; returns how many exclusive tries each agent had.
+    /// No agent in two exclusive tries at once, nor in a normal (latency) try while in an
+    /// exclusive one; returns how many exclusive tries each agent had.
     fn assert_no_overlap(sim: &Sim, tests: &[TestPlan], agents: usize) -> Vec<u64> {
-        let mut per: Vec<Vec<(u64, u64)>> = vec![Vec::new(); agents];
+        let mut per: Vec<Vec<(u64, u64, Class)>> = vec![Vec::new(); agents];
         for (s, e, t, _) in &sim.tries {
-            if tests[t.test].class == Class::Exclusive {
-                per[t.from].push((*s, *e));
-                per[t.to].push((*s, *e));
+            let class = tests[t.test].class;
+            if class != Class::Background {
+                per[t.from].push((*s, *e, class));
+                per[t.to].push((*s, *e, class));
             }
         }
         for (a, spans) in per.iter_mut().enumerate() {
-            spans.sort();
-            for w in spans.windows(2) {
-                assert!(w[1].0 >= w[0].1, "agent {a} double-booked: {:?} and {:?}", w[0], w[1]);
+            spans.sort_by_key(|&(s, e, _)| (s, e));
+            for (i, x) in spans.iter().enumerate() {
+                for y in &spans[i + 1..] {
+                    let either = x.2 == Class::Exclusive || y.2 == Class::Exclusive;
+                    assert!(!either || y.0 >= x.1, "agent {a} double-booked: {x:?} and {y:?}");
+                }
             }
         }
-        per.iter().map(|p| p.len() as u64).collect()
+        per.iter().map(|p| p.iter().filter(|s| s.2 == Class::Exclusive).count() as u64).collect()
     }
 
     #[test]
     fn a_round_of_six_agents_runs_every_pair_both_ways_in_waves_without_overlap() {
         let tests = [THROUGHPUT, LATENCY];
-        let sim = simulate(6, &tests, Limits::default(), 0, |_| 10, |_| Outcome::Done);
-        assert_eq!(sim.tally, Tally { done: 30 + 15, failed: 0, retried: 0, down: 0, waves: 10 });
+        let sim = simulate(6, &tests, Limits::default(), 0, |t| if t.test == 0 { 10 } else { 4 }, |_| Outcome::Done);
+        assert_eq!(sim.tally, Tally { done: 30 + 15, failed: 0, retried: 0, down: 0, waves: 15 });
         let per = assert_no_overlap(&sim, &tests, 6);
         assert!(per.iter().all(|&n| n == 10), "each agent in 2 × 5 throughput tests: {per:?}");
         let ordered: HashSet<(usize, usize)> =
             sim.tries.iter().filter(|(_, _, t, _)| t.test == 0).map(|(_, _, t, _)| (t.from, t.to)).collect();
         assert_eq!(ordered.len(), 30, "every ordered pair");
-        // 10 waves of 10 ns, back to back; the latency tests ran beside them
-        assert_eq!(sim.end, 100);
+        // 10 throughput waves of 10 ns and 5 latency waves of 4 ns, back to back, alternating
+        assert_eq!(sim.end, 10 * 10 + 5 * 4);
         let starts: HashSet<u64> = sim.tries.iter().filter(|(_, _, t, _)| t.test == 0).map(|(s, _, _, _)| *s).collect();
         assert_eq!(starts.len(), 10, "each wave's tests start together");
-        assert!(sim.tries.iter().any(|(s, _, t, _)| t.test == 1 && *s == 0), "latency beside throughput");
+        assert!(sim.tries.iter().any(|(s, _, t, _)| t.test == 1 && *s == 10), "the first latency wave is second");
+    }
+
+    /// Issue 33: a latency test never beside a throughput test on either of its agents, however
+    /// the waves fall (odd fleets with a resting agent, a dead agent's backoff holes) — unless
+    /// the inventory asks for it under load, when it runs beside them.
+    #[test]
+    fn latency_never_runs_beside_throughput_on_its_agents_unless_asked_under_load() {
+        for n in [2, 3, 5, 6, 7, 12] {
+            let tests = [THROUGHPUT, LATENCY, TestPlan { class: Class::Exclusive, both_ways: false }, LATENCY];
+            let dead = |t: &Task| if t.from == 1 && t.attempt == 0 { Outcome::Unreachable(1) } else { Outcome::Done };
+            let limits = Limits { backoff: Duration::from_nanos(7), ..Limits::default() };
+            let sim = simulate(n, &tests, limits, 3, |t| 5 + (t.id as u64 % 4) * 3, dead);
+            let pairs = (n * (n - 1) / 2) as u64;
+            assert_eq!(sim.tally.done, 2 * pairs + pairs + pairs + pairs, "n = {n}");
+            assert_no_overlap(&sim, &tests, n);
+        }
+        // under load on purpose: beside the throughput waves, from the start
+        let tests = [THROUGHPUT, UNDER_LOAD];
+        let sim = simulate(6, &tests, Limits::default(), 0, |_| 10, |_| Outcome::Done);
+        assert_eq!((sim.tally.done, sim.tally.waves), (45, 10), "the latency tests took no wave of their own");
+        assert!(sim.tries.iter().any(|(s, _, t, _)| t.test == 1 && *s == 0), "under load: beside throughput");
+        assert_eq!(sim.end, 100);
     }
 
     #[test]
@@ -548,9 +616,10 @@ mod tests {
         }
         assert!(done.iter().enumerate().all(|(a, &d)| d == if a == 7 { 0 } else { 998 }), "{done:?}");
         assert!(tries.iter().all(|&t| t <= 999 + 3), "at most the retries more");
-        // waves: the 999 circle rounds, and a few more where agent 7's backoff left holes
-        assert!((999..=1010).contains(&sim.tally.waves), "waves {}", sim.tally.waves);
-        assert!(sim.end <= 1010 * 12_000, "round took {}", sim.end);
+        // waves: the 999 circle rounds of each test, and a few more where agent 7's backoff left
+        // holes
+        assert!((1998..=2010).contains(&sim.tally.waves), "waves {}", sim.tally.waves);
+        assert!(sim.end <= 2010 * 12_000, "round took {}", sim.end);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use clap::Args;
 use linerate_engine::auth::keys::{self, Identity};
 use linerate_engine::shutdown::Stopper;
 use linerate_mesh::inventory::Inventory;
-use linerate_mesh::report::to_report;
+use linerate_mesh::report::{like, to_report};
 use linerate_mesh::round::{run_round, NetAgents, TaskResult, Try};
 use linerate_model::units::format_rate;
 use std::path::PathBuf;
@@ -61,6 +61,15 @@ fn line(inv: &Inventory, round: u64, t: &Try) -> String {
     format!("linerate mesh: round {round}: {} {a} > {b}: {what} ({:.1}-{:.1} s)", test.name, t.start_s, t.end_s)
 }
 
+/// The number of the next round of `inv`'s mesh in the run store (1 for a new mesh).
+fn next_round(db: Option<&std::path::Path>, inv: &Inventory) -> Result<u64> {
+    let path = linerate_report::store::store_path(db).usage()?;
+    let mut store = linerate_report::store::Store::open(&path)
+        .with_context(|| format!("cannot open the run store {}", path.display()))
+        .store()?;
+    store.next_mesh_round(&like(inv)).with_context(|| format!("cannot read the run store {}", path.display())).store()
+}
+
 /// Runs `linerate mesh`: 0 every test ran, 1 some failed ([`Kind::Partial`]), 2 bad usage (the
 /// inventory, the key), 3 no test ran at all ([`Kind::Session`]) or the round could not be
 /// stored ([`Kind::Store`]).
@@ -86,8 +95,10 @@ pub fn run_mesh(a: MeshArgs) -> Result {
     let stop = stopper.shutdown();
     let agents = NetAgents { inv: &inv, identity };
     let interval = if a.once { None } else { inv.interval };
+    // Rounds are numbered on from the last stored round of the same mesh (agents and tests).
+    let first = if a.no_save { 1 } else { next_round(a.db.as_deref(), &inv)? };
     let mut done = Ok(());
-    for round in 0u64.. {
+    for round in first.. {
         let began = Instant::now();
         let quiet = a.quiet;
         let r = run_round(&inv, &agents, round, &stop, &mut |t| {

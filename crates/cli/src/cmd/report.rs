@@ -348,10 +348,12 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
         ReportCmd::Mesh { id, against, threshold, test, output } => {
             let mut store = open(db)?;
             let (run, base) = store.mesh_round(id.as_deref(), against.as_deref()).map_err(Error::from)?;
+            let keep = linerate_report::mesh::HISTORY - 1;
+            let history = store.mesh_history(&run, keep).map_err(Error::from)?;
             let text = if output.extension().is_some_and(|e| e == "html") {
-                linerate_report::mesh::mesh_html(&run, base.as_ref(), threshold).usage()?
+                linerate_report::mesh::mesh_html(&run, base.as_ref(), &history, threshold).usage()?
             } else {
-                let ms = linerate_report::mesh::matrices(&run, base.as_ref()).usage()?;
+                let ms = linerate_report::mesh::matrices(&run, base.as_ref(), &history).usage()?;
                 let m = match &test {
                     Some(t) => ms.iter().find(|m| m.test == *t),
                     None => ms.first(),

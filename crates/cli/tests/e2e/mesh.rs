@@ -116,11 +116,11 @@ fn a_round_measures_every_pair_without_overlap_and_is_stored() {
         assert!(m["value"].as_f64().unwrap() > 1e6, "{m}");
     }
     assert_eq!(metrics.iter().filter(|m| m["name"].as_str().unwrap().ends_with(":p50")).count(), 3);
-    // The timeline: no agent in two throughput tests at once.
+    // The timeline: no agent in two throughput tests at once, nor in a round trip beside one.
     let tput: Vec<_> = rows.iter().filter(|r| r[0] == "tput").collect();
     for x in &tput {
-        for y in &tput {
-            if std::ptr::eq(*x, *y) {
+        for y in &rows {
+            if std::ptr::eq(*x, y) {
                 continue;
             }
             let shared = [&x[1], &x[2]].iter().any(|n| **n == y[1] || **n == y[2]);
@@ -133,11 +133,16 @@ fn a_round_measures_every_pair_without_overlap_and_is_stored() {
     let db = f.dir.path().join("runs.sqlite");
     let report = |args: &[&str]| bin().arg("report").args(args).env("LINERATE_DB", &db).output().unwrap();
     let l = report(&["list"]);
-    assert!(text(&l).contains("mesh round 0"), "{}", text(&l));
+    assert!(text(&l).contains("mesh round 1"), "rounds are numbered from 1: {}", text(&l));
+    // The next round of the same mesh is numbered on from the stored one.
+    let o = f.mesh(&inv, "ctl", &["--once", "--json", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let next: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(next["params"]["round"], 2, "{}", next["title"]);
     // A later round where a0 > a1 fell to half: `report compare` exits 4 naming that pair, and the
     // matrix colours that cell red against the round before.
-    let mut later = run.clone();
-    later["id"] = serde_json::json!(format!("{}-later", run["id"].as_str().unwrap()));
+    let mut later = next.clone();
+    later["id"] = serde_json::json!(format!("{}-later", next["id"].as_str().unwrap()));
     later["created"] = serde_json::json!("2099-01-01T00:00:00Z");
     for m in later["metrics"].as_array_mut().unwrap() {
         if m["name"] == "tput:a0>a1" {
@@ -148,7 +153,7 @@ fn a_round_measures_every_pair_without_overlap_and_is_stored() {
     fs::write(&file, serde_json::to_vec(&later).unwrap()).unwrap();
     let i = report(&["import", file.to_str().unwrap()]);
     assert_eq!(i.status.code(), Some(0), "{}", text(&i));
-    let (a, b) = (run["id"].as_str().unwrap(), later["id"].as_str().unwrap());
+    let (a, b) = (next["id"].as_str().unwrap(), later["id"].as_str().unwrap());
     let c = report(&["compare", a, b, "--threshold", "40"]);
     assert_eq!(c.status.code(), Some(4), "{}", text(&c));
     assert!(text(&c).contains("tput:a0>a1"), "{}", text(&c));
@@ -158,6 +163,7 @@ fn a_round_measures_every_pair_without_overlap_and_is_stored() {
     let page = fs::read_to_string(&html).unwrap();
     assert_eq!(page.matches("<svg").count(), 2, "a matrix per test");
     assert!(page.contains(&format!("against <code>{a}</code>")), "the previous round is the baseline");
+    assert!(page.contains("2 earlier rounds in each cell's history"), "rounds 1 and 2 before the later one");
     assert_eq!(page.matches("#f4a6a6").count(), 1, "one cell worse: a0 > a1");
     assert!(page.contains("-50%"));
     let svg = report(&["mesh", b, "--test", "rtt", "-o", "-"]);
@@ -245,8 +251,8 @@ fn an_agent_that_is_down_is_given_up_after_its_retries() {
 
 /// Issue 17's lab: six hosts on one switch, host h6's link shaped to 100 Mbit/s, an agent in
 /// each, the controller in h1. One round: every pair measured both ways, every pair with h6 slow
-/// and the others fast, no agent in two throughput tests at once (the round's timeline), and
-/// nothing of the lab left behind.
+/// and the others fast, no agent in two throughput tests at once and no round trip beside a
+/// throughput test on its agents (the round's timeline), and nothing of the lab left behind.
 #[test]
 fn six_agents_on_a_switch_with_one_slow_link_show_its_pairs_slow() {
     use crate::lab::{assert_clean, can_run, sigint, start_up, wait_exit};
@@ -324,14 +330,19 @@ fn six_agents_on_a_switch_with_one_slow_link_show_its_pairs_slow() {
         assert!(slow.iter().all(|&x| x < 110e6), "h6's pairs are bound by its 100 Mbit/s link: {slow:?}");
         let fast_min = fast.iter().copied().fold(f64::INFINITY, f64::min);
         assert!(fast_min > 5.0 * 100e6, "the other pairs are not: {fast:?}");
+        // Issue 33: no agent in two throughput tests at once, and no latency test beside a
+        // throughput test on either of its agents (pScheduler's exclusive and normal classes).
         for x in &tput {
-            for y in &tput {
-                let shared = !std::ptr::eq(*x, *y) && [&x[1], &x[2]].iter().any(|n| **n == y[1] || **n == y[2]);
+            for y in rows.iter().filter(|y| !std::ptr::eq(*x, *y)) {
+                let shared = [&x[1], &x[2]].iter().any(|n| **n == y[1] || **n == y[2]);
                 let (xs, xe) = (x[10].as_f64().unwrap(), x[11].as_f64().unwrap());
                 let (ys, ye) = (y[10].as_f64().unwrap(), y[11].as_f64().unwrap());
                 assert!(!shared || xe <= ys + 1e-3 || ye <= xs + 1e-3, "overlap: {x:?} {y:?}");
             }
         }
+        let rtt: Vec<_> = rows.iter().filter(|r| r[0] == "rtt").collect();
+        assert_eq!(rtt.len(), 15, "every pair's round trip");
+        assert!(rtt.iter().all(|r| r[6].as_f64().is_some_and(|p50| p50 > 0.0)), "{rtt:?}");
         drop(agents);
     }));
     sigint(&up);
@@ -387,6 +398,6 @@ fn sigterm_finishes_the_running_tests_saves_the_round_and_exits() {
     let rows = pairs(&run);
     assert!(rows.len() < 12 + 6, "the round was cut short: {} tests", rows.len());
     assert!(rows.iter().all(|r| r[4] == "ok"), "the running tests finished: {rows:?}");
-    assert!(!rest.contains("round 1"), "no next round: {rest}");
+    assert!(!rest.contains("round 2"), "no next round: {rest}");
     assert!(rest.contains("saved as"), "{rest}");
 }

@@ -34,6 +34,10 @@ pub struct MeshTest {
     pub streams: u64,
     /// Run from each end of a pair.
     pub both_ways: bool,
+    /// A latency test measured beside the throughput tests on purpose (the inventory's
+    /// `under_load`); otherwise a latency test never shares an agent with a throughput test.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub under_load: bool,
 }
 
 /// The round's counts.

@@ -183,6 +183,33 @@ impl Store {
         Ok((run, base))
     }
 
+    /// Earlier rounds of the same mesh as `run` (same agents and tests), oldest first: at most
+    /// `keep`, looking back through at most 8 × `keep` + 56 mesh runs stored before it (other
+    /// meshes may share the store).
+    pub fn mesh_history(&mut self, run: &RunReport, keep: usize) -> Result<Vec<RunReport>, ReportError> {
+        let meshes: Vec<String> = self.list()?.into_iter().filter(|r| r.kind == "mesh").map(|r| r.id).collect();
+        let before = meshes.iter().position(|m| *m == run.id).unwrap_or(meshes.len());
+        let mut out = Vec::new();
+        for id in meshes[..before].iter().rev().take(8 * keep + 56) {
+            let r = self.get(id)?;
+            if crate::mesh::same_mesh(&r, run) {
+                out.push(r);
+                if out.len() == keep {
+                    break;
+                }
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// The number of the next round of the mesh `like` stands for (same agents and tests): one
+    /// past the newest such round stored (looking back through 64 mesh runs), else 1.
+    pub fn next_mesh_round(&mut self, like: &RunReport) -> Result<u64, ReportError> {
+        let last = self.mesh_history(like, 1)?;
+        Ok(last.first().and_then(|r| r.params.round).map_or(1, |n| n.saturating_add(1)))
+    }
+
     /// The default database: `$LINERATE_DB`, else `$XDG_DATA_HOME/linerate/runs.sqlite` (or
     /// `~/.local/share/linerate/runs.sqlite`).
     pub fn default_path() -> Option<PathBuf> {
