@@ -489,6 +489,12 @@ impl BenchClient {
         Ok(BenchClient { tx: sec.tx, rx: sec.rx, machine: ClientMachine::default(), cfg, cancel })
     }
 
+    /// The MSS of the control connection (`TCP_MAXSEG`), which iperf3 takes as the default UDP
+    /// datagram size; none where the kernel does not say.
+    pub fn control_mss(&self) -> Option<u32> {
+        self.tx.mss()
+    }
+
     /// A stop of `cancel` ends the running test at its next interval, as its end would (the
     /// server is told to stop; the result covers the time run): the CLI's closed output.
     pub fn cancel_on(&mut self, cancel: crate::shutdown::Shutdown) {
@@ -524,6 +530,17 @@ impl BenchClient {
         spec: &TestSpec,
         progress: &mut dyn FnMut(&IntervalCounts),
     ) -> Result<TestResult, EngineError> {
+        self.run_admitted(spec, &mut |_| {}, progress)
+    }
+
+    /// [`BenchClient::run`], telling `admitted` the test as the server admitted it (a test until
+    /// stopped, iperf3 `-t 0`, with the duration the server's cap grants) before it starts.
+    pub fn run_admitted(
+        &mut self,
+        spec: &TestSpec,
+        admitted: &mut dyn FnMut(&TestSpec),
+        progress: &mut dyn FnMut(&IntervalCounts),
+    ) -> Result<TestResult, EngineError> {
         let wall = SystemTime::now();
         check_local_options(spec, &self.cfg.tuning, self.cfg.addr)?;
         let doc = self.machine.request(spec)?;
@@ -532,6 +549,12 @@ impl BenchClient {
             ClientEvent::Ready(r) => r,
             _ => return Err(ProtoError::Violation("expected BenchReady".into()).into()),
         };
+        let mut granted = spec.clone();
+        if let (true, Some(d)) = (spec.until_stopped, ready.duration_ms) {
+            granted.duration_ms = d;
+        }
+        let spec = &granted;
+        admitted(spec);
         let host = crate::bench::stats::host_metadata();
         let outcome = if spec.kind == TestKind::UdpStream {
             self.run_udp(spec, &ready, progress)

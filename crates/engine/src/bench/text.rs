@@ -36,15 +36,41 @@ pub fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> S
         Some(b) => {
             format!("until {} are sent (at most {} s)", format_size_iec(b as f64), s.duration_ms as f64 / 1000.0)
         }
+        None if s.until_stopped => "until Ctrl-C (at most the agent's cap)".to_string(),
         None => format!("{} s", s.duration_ms as f64 / 1000.0),
     };
+    let datagrams = match s.kind {
+        TestKind::UdpStream => format!(", {}-byte datagrams", s.msg_size),
+        _ => String::new(),
+    };
     format!(
-        "linerate bench {} to {addr}, {} connection{}, {dir}, {length}{}{pt}",
+        "linerate bench {} to {addr}, {} connection{}, {dir}, {length}{}{datagrams}{}{pt}",
         s.kind.name(),
         s.initial_connections(),
         if s.initial_connections() == 1 { "" } else { "s" },
-        if s.omit_ms > 0 { format!(" after {} s warm-up", s.omit_ms as f64 / 1000.0) } else { String::new() }
+        if s.omit_ms > 0 { format!(" after {} s warm-up", s.omit_ms as f64 / 1000.0) } else { String::new() },
+        pacing(s),
     )
+}
+
+/// The pace of a stream test as iperf3 states `-b`: per stream, and in all with several.
+fn pacing(s: &TestSpec) -> String {
+    let Some(total) = s.rate.filter(|_| matches!(s.kind, TestKind::TcpStream | TestKind::UdpStream)) else {
+        return String::new();
+    };
+    let n = s.initial_connections().max(1);
+    if n == 1 {
+        return format!(", paced at {}", format_rate(total as f64));
+    }
+    format!(", paced at {} per stream ({} in all)", format_rate(total as f64 / n as f64), format_rate(total as f64))
+}
+
+/// The line said once a test until Ctrl-C (iperf3 `-t 0`) is admitted: how long the agent lets
+/// it run at most.
+pub fn granted(s: &TestSpec) -> Option<String> {
+    s.until_stopped.then(|| {
+        format!("running until Ctrl-C, at most {} s (the agent's cap)", (s.duration_ms + s.omit_ms) as f64 / 1000.0)
+    })
 }
 
 /// One live line per reporting interval: the rates each way and transactions/s.
@@ -52,10 +78,11 @@ pub fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     let mut line = format!("[{:6.2}-{:6.2} s]", iv.start_s, iv.end_s);
     if iv.tx > 0 {
-        line += &format!("  sent {:>12}", format_rate(iv.tx as f64 * 8.0 / secs));
+        line += &format!("  sent {:>10} {:>12}", format_size_iec(iv.tx as f64), format_rate(iv.tx as f64 * 8.0 / secs));
     }
     if iv.rx > 0 {
-        line += &format!("  received {:>12}", format_rate(iv.rx as f64 * 8.0 / secs));
+        let (b, r) = (format_size_iec(iv.rx as f64), format_rate(iv.rx as f64 * 8.0 / secs));
+        line += &format!("  received {b:>10} {r:>12}");
     }
     if matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile) {
         line += &format!("  {:>10.0} trans/s", iv.transactions as f64 / secs);
@@ -602,5 +629,19 @@ mod tests {
         assert_eq!(text.lines().count(), 4);
         assert_eq!(text.lines().next().unwrap(), CSV_HEADER.join(","));
         insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn banners_say_the_pace_per_stream_and_the_agents_cap_for_a_test_until_ctrl_c() {
+        let addr: SocketAddr = "127.0.0.1:7878".parse().unwrap();
+        let mut paced = TestSpec::new(TestKind::TcpStream);
+        (paced.connections, paced.rate) = (4, Some(400_000_000));
+        let mut forever = TestSpec::new(TestKind::UdpStream);
+        (forever.msg_size, forever.rate, forever.until_stopped) = (32_768, Some(1_000_000), true);
+        let mut all = banner(&paced, &addr, &[]) + "\n" + &banner(&forever, &addr, &[]) + "\n";
+        assert_eq!(granted(&paced), None);
+        forever.duration_ms = 3_600_000;
+        all += &granted(&forever).unwrap();
+        insta::assert_snapshot!(all);
     }
 }
