@@ -524,6 +524,13 @@ pub struct IntervalCounts {
     pub tx: u64,
     /// Transactions completed in the interval.
     pub transactions: u64,
+    /// TCP segments this side's connections retransmitted in the interval, where sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrans: Option<u64>,
+    /// Mean congestion window of this side's connections near the interval's end, bytes, where
+    /// sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd: Option<u64>,
 }
 
 /// UDP receiver counts.

@@ -660,6 +660,10 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
                 }
             };
             let r = client.run_admitted(&spec, &mut admitted, &mut show)?;
+            let got = text::receiver_lines(&r);
+            if lines && !got.is_empty() {
+                out.say(got.trim_end())?;
+            }
             if crate::out::closed() {
                 return Err(Error::reported(crate::error::Kind::Closed));
             }

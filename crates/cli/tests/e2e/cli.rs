@@ -474,6 +474,12 @@ fn bench_b_is_per_stream_as_iperf3s_and_zero_t_i_and_b_mean_what_they_mean_there
     assert_eq!(v["test"]["rate"], 400_000_000u64, "{}", v["test"]);
     let bps = v["summary"]["throughput_bps"].as_f64().unwrap();
     assert!((300e6..=430e6).contains(&bps), "-P 4 -b 100M moved {bps} bit/s, not ~400 Mbit/s");
+    // Interval entries carry what iperf3's lines do: bytes each side, retransmits and cwnd.
+    let first = &v["intervals"][0];
+    for k in ["bytes", "sent_bytes", "retransmits", "cwnd_bytes"] {
+        assert!(first[k].is_u64(), "{k} missing: {first}");
+    }
+    assert!(first["cwnd_bytes"].as_u64().unwrap() > 0, "{first}");
     let conns = v["connections"].as_array().unwrap();
     assert_eq!(conns.len(), 4);
     for c in conns {
@@ -517,6 +523,14 @@ fn bench_b_is_per_stream_as_iperf3s_and_zero_t_i_and_b_mean_what_they_mean_there
     assert!(!banner.contains("paced"), "{banner}");
     let size: u32 = banner.split("-byte datagrams").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
     assert!(size > 1460, "{banner}");
+    // UDP: the receiver's loss per interval, in the JSON and in the lines after the test.
+    let out = bench(&["-u", "-b", "50M", "-t", "1", "-i", "0.5", "--json"]).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["intervals"][0]["lost_pct"].is_f64(), "{}", v["intervals"]);
+    let out = bench(&["-u", "-b", "50M", "-t", "1", "-i", "0.5"]).unwrap();
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(o.lines().any(|l| l.contains("server received") && l.contains("lost")), "{o}");
 }
 
 #[test]

@@ -235,6 +235,7 @@ fn run_test(
     let mut concurrent = running.load(Relaxed);
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
+    counters.track_tcp(spec);
     if let (Some(b), Direction::Receive) = (spec.bytes, spec.direction) {
         counters.limit_bytes(b);
     }

@@ -87,10 +87,41 @@ pub fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
     if matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile) {
         line += &format!("  {:>10.0} trans/s", iv.transactions as f64 / secs);
     }
+    if let Some(r) = iv.retrans {
+        line += &format!("  retr {r:>4}");
+    }
+    if let Some(c) = iv.cwnd {
+        line += &format!("  cwnd {:>10}", format_size_iec(c as f64));
+    }
     if iv.start_s * 1000.0 < spec.omit_ms as f64 {
         line += "  (warm-up)";
     }
     line
+}
+
+/// After a UDP test, the receiver's intervals as iperf3's server prints them: what arrived, and
+/// the loss against what the sender sent in the same span; none for other tests.
+pub fn receiver_lines(r: &TestResult) -> String {
+    if r.spec.kind != TestKind::UdpStream {
+        return String::new();
+    }
+    let who = if r.spec.direction == Direction::Send { "server" } else { "client" };
+    let mut o = String::new();
+    for (iv, d) in crate::bench::doc::interval_details(r) {
+        let secs = (iv.end_s - iv.start_s).max(1e-9);
+        let rate = format_rate(iv.rx as f64 * 8.0 / secs);
+        o += &format!(
+            "[{:6.2}-{:6.2} s]  {who} received {:>10} {rate:>12}",
+            iv.start_s,
+            iv.end_s,
+            format_size_iec(iv.rx as f64)
+        );
+        if let Some(l) = d.lost_pct {
+            o += &format!("  lost {l:.1}%");
+        }
+        o.push('\n');
+    }
+    o
 }
 
 /// An open-loop test that fell behind its schedule: what was asked, what was achieved. Its
@@ -610,13 +641,29 @@ mod tests {
             all += &banner(&p.result.spec, &addr, &p.labels);
             all += "\n";
             let ivs = [
-                IntervalCounts { start_s: 0.0, end_s: 0.5, rx: 0, tx: 400_000_000, transactions: 0 },
-                IntervalCounts { start_s: 1.0, end_s: 2.0, rx: 1000, tx: 2000, transactions: 3000 },
+                IntervalCounts { start_s: 0.0, end_s: 0.5, tx: 400_000_000, ..Default::default() },
+                IntervalCounts {
+                    start_s: 1.0,
+                    end_s: 2.0,
+                    rx: 1000,
+                    tx: 2000,
+                    transactions: 3000,
+                    ..Default::default()
+                },
+                IntervalCounts {
+                    start_s: 2.0,
+                    end_s: 3.0,
+                    tx: 125_000_000,
+                    retrans: Some(12),
+                    cwnd: Some(2_949_120),
+                    ..Default::default()
+                },
             ];
             for iv in ivs {
                 all += &interval_line(&p.result.spec, &iv);
                 all += "\n";
             }
+            all += &receiver_lines(&p.result);
             all += &table(&p.result, &p.summary, &p.runs, 95);
         }
         all += &sweep_table(&pts);
@@ -643,5 +690,35 @@ mod tests {
         forever.duration_ms = 3_600_000;
         all += &granted(&forever).unwrap();
         insta::assert_snapshot!(all);
+    }
+
+    #[test]
+    fn after_a_udp_test_the_receivers_intervals_say_the_loss_against_what_was_sent() {
+        use linerate_proto::bench::SideReport;
+        let iv = |start_s: f64, rx: u64, tx: u64| IntervalCounts {
+            start_s,
+            end_s: start_s + 1.0,
+            rx,
+            tx,
+            ..Default::default()
+        };
+        let side = |intervals| SideReport { intervals, ..Default::default() };
+        let mut r = TestResult {
+            spec: TestSpec::new(TestKind::UdpStream),
+            started: std::time::UNIX_EPOCH,
+            // The sender offered 125 MB each second; the receiver got 97.5 MB, then all of it.
+            local: side(vec![iv(0.0, 0, 125_000_000), iv(1.0, 0, 125_000_000)]),
+            remote: side(vec![iv(0.0, 97_500_000, 0), iv(1.0, 125_000_000, 0)]),
+            latency: None,
+            group_latency: Vec::new(),
+        };
+        let d = crate::bench::doc::interval_details(&r);
+        assert_eq!(d.iter().map(|(_, d)| d.lost_pct.map(|l| l.round())).collect::<Vec<_>>(), [Some(22.0), Some(0.0)]);
+        assert_eq!((d[0].1.bytes, d[0].1.sent_bytes), (Some(97_500_000), Some(125_000_000)));
+        let lines = receiver_lines(&r);
+        insta::assert_snapshot!(lines);
+        r.spec = TestSpec::new(TestKind::TcpStream);
+        assert_eq!(receiver_lines(&r), "", "TCP has no receiver lines: its loss is retransmitted");
+        assert_eq!(crate::bench::doc::interval_details(&r)[0].1.lost_pct, None);
     }
 }
