@@ -130,6 +130,10 @@ pub struct TestSpec {
     /// or udp-stream from the client; at most [`MAX_TEST_BYTES`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// Run until the client stops it (iperf3 `-t 0`): the server grants its own cap as the
+    /// duration ([`TestSpec::grant_until_stopped`]) and says so in [`Ready::duration_ms`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub until_stopped: bool,
 }
 
 impl TestSpec {
@@ -161,6 +165,15 @@ impl TestSpec {
             tos: None,
             server_cpu: None,
             bytes: None,
+            until_stopped: false,
+        }
+    }
+
+    /// A test that runs until stopped gets the longest duration `lim` allows, the warm-up
+    /// included; other tests are left as they are.
+    pub fn grant_until_stopped(&mut self, lim: &Limits) {
+        if self.until_stopped {
+            self.duration_ms = lim.max_duration_ms.saturating_sub(self.omit_ms).max(1);
         }
     }
 
@@ -340,6 +353,10 @@ pub struct Ready {
     pub tcp_port: u16,
     /// UDP port of the test's socket, for udp-stream.
     pub udp_port: Option<u16>,
+    /// For a test that runs until stopped: the duration granted, the server's cap less the
+    /// warm-up, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 /// A data connection's preamble: which test and which connection it is, and the cookie.
@@ -507,6 +524,13 @@ pub struct IntervalCounts {
     pub tx: u64,
     /// Transactions completed in the interval.
     pub transactions: u64,
+    /// TCP segments this side's connections retransmitted in the interval, where sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrans: Option<u64>,
+    /// Mean congestion window of this side's connections near the interval's end, bytes, where
+    /// sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd: Option<u64>,
 }
 
 /// UDP receiver counts.
@@ -746,6 +770,13 @@ impl ClientMachine {
                 if r.version != BENCH_DOC_VERSION {
                     return Err(ProtoError::Violation("benchmark admission version".into()));
                 }
+                if let Some(spec) = self.spec.as_mut().filter(|s| s.until_stopped) {
+                    // The server's grant bounds the intervals its result may hold.
+                    let d = r.duration_ms.ok_or_else(|| {
+                        ProtoError::Violation("admission of a test until stopped without its duration".into())
+                    })?;
+                    spec.duration_ms = d;
+                }
                 self.phase = Phase::Admitted;
                 Ok(ClientEvent::Ready(r))
             }
@@ -772,7 +803,14 @@ mod tests {
     use crate::frame::{self, Frame};
 
     fn ready() -> Ready {
-        Ready { version: BENCH_DOC_VERSION, test: [7; 16], cookie: [9; 32], tcp_port: 4000, udp_port: None }
+        Ready {
+            version: BENCH_DOC_VERSION,
+            test: [7; 16],
+            cookie: [9; 32],
+            tcp_port: 4000,
+            udp_port: None,
+            duration_ms: None,
+        }
     }
 
     /// Encode a frame and decode it again, as the wire would.
@@ -817,6 +855,34 @@ mod tests {
             s.finished();
             assert_eq!((c.phase(), s.phase()), (Phase::Idle, Phase::Idle));
         }
+    }
+
+    #[test]
+    fn a_test_until_stopped_runs_for_the_servers_cap_and_its_result_may_fill_it() {
+        let lim = Limits { max_duration_ms: 60_000, ..Limits::default() };
+        let mut spec = TestSpec::new(TestKind::TcpStream);
+        (spec.duration_ms, spec.omit_ms, spec.until_stopped) = (0, 2_000, true);
+        let mut c = ClientMachine::default();
+        c.request(&spec).unwrap();
+        spec.grant_until_stopped(&lim);
+        assert_eq!(spec.duration_ms, 58_000, "the cap less the warm-up");
+        spec.validate(&lim).unwrap();
+        // An admission that does not say the grant is refused: the result could not be bounded.
+        let mut bare = ClientMachine::default();
+        bare.request(&spec).unwrap();
+        assert!(bare.handle(&Frame::BenchReady(&encode_doc(&ready()))).is_err());
+        let r = Ready { duration_ms: Some(spec.duration_ms), ..ready() };
+        c.handle(&Frame::BenchReady(&encode_doc(&r))).unwrap();
+        c.go().unwrap();
+        c.handle(&Frame::BenchGo).unwrap();
+        c.stop().unwrap();
+        let intervals = vec![IntervalCounts::default(); 60];
+        let rep = SideReport { version: BENCH_DOC_VERSION, intervals, ..Default::default() };
+        assert!(matches!(c.handle(&Frame::BenchResult(&encode_doc(&rep))).unwrap(), ClientEvent::Result(_)));
+        // A plain test keeps its own duration.
+        let mut plain = TestSpec::new(TestKind::TcpStream);
+        plain.grant_until_stopped(&lim);
+        assert_eq!(plain.duration_ms, 10_000);
     }
 
     #[test]

@@ -461,8 +461,14 @@ fn a_bench_run_with_one_interval_draws_its_point() {
     use linerate_model::doc::{bench::BenchInterval, example};
     let mut doc = example::bench();
     doc.points.truncate(1);
-    doc.intervals =
-        Some(vec![BenchInterval { start_s: 0.0, end_s: 1.0, bps: 5e8, transactions_per_s: 1.0, omitted: false }]);
+    doc.intervals = Some(vec![BenchInterval {
+        start_s: 0.0,
+        end_s: 1.0,
+        bps: 5e8,
+        transactions_per_s: 1.0,
+        omitted: false,
+        detail: Default::default(),
+    }]);
     let r = from_bench(&doc).unwrap();
     assert_eq!(r.charts.series[0].lines[0].points, vec![[1.0, 5e8]]);
     let s = svg::render(&r, ChartKind::Series, 0).unwrap();
@@ -481,6 +487,7 @@ fn throughput_over_time_ends_with_the_last_full_interval() {
         bps,
         transactions_per_s: 0.0,
         omitted: false,
+        detail: Default::default(),
     };
     let mut doc = example::bench();
     doc.points.truncate(1);

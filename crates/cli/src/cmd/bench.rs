@@ -22,8 +22,9 @@ use std::time::Duration;
 const AFTER_HELP: &str = "\
 TESTS:
   tcp-stream  bulk TCP (netperf TCP_STREAM, iperf3): -P connections, -l write size, -R, --bidir
-  udp-stream  paced UDP (-u; --rate bit/s, 1 Mbit/s by default as in iperf3, 0 unpaced; or
-              --pps); loss, reordering and jitter at the receiver
+  udp-stream  paced UDP (-u; -b bit/s per stream, 1 Mbit/s by default as in iperf3, 0 unpaced;
+              or --pps in all); datagrams of the control connection's MSS unless -l (iperf3's
+              rule); loss, reordering and jitter at the receiver
   tcp-rr      request/response on open connections (netperf TCP_RR): -l request, --response
   tcp-crr     connect/request/response/close (netperf TCP_CRR)
   --profile   a uperf-style TOML workload (see profiles/)
@@ -39,6 +40,8 @@ IPERF3 HABITS:
   -c HOST, -p PORT, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T,
   --timestamps, --logfile, -C ALGO, -M SIZE, --dscp, -S, --cport, -A N,M, -n SIZE and -k N
   mean what they mean in iperf3 (with -n or -k, -t is a safety cap, 600 s unless given).
+  -b is per stream (-P 4 -b 100M sends 400 Mbit/s in all), 0 unpaced; -t 0 runs until Ctrl-C,
+  at most the agent's cap (said when it starts); -i 0 prints no interval lines.
   -s [-p PORT] [-B ADDR] [-1] --key-file FILE runs the agent for benchmarks, as `linerate
   serve --listen ADDR:PORT --key-file FILE [--once]` (the key is what iperf3 lacks: clients
   give the same file). The report goes to stdout (or --logfile), warnings and errors to stderr.
@@ -94,7 +97,8 @@ pub struct BenchArgs {
     /// group's connection count.
     #[arg(short = 'P', long = "parallel")]
     connections: Option<u32>,
-    /// Seconds to measure [default: 10]; with -n or -k, a safety cap [default then: 600].
+    /// Seconds to measure [default: 10]; with -n or -k, a safety cap [default then: 600]. 0:
+    /// until Ctrl-C, at most the agent's cap (iperf3 -t 0).
     #[arg(short = 't', long = "time")]
     time: Option<f64>,
     /// End once this many bytes are sent over all connections, the warm-up included (iperf3
@@ -107,7 +111,7 @@ pub struct BenchArgs {
     /// Seconds of warm-up run first and not counted (iperf3 -O).
     #[arg(short = 'O', long, default_value_t = 0.0)]
     omit: f64,
-    /// Seconds between interval reports.
+    /// Seconds between interval reports; 0: no interval lines (iperf3 -i 0).
     #[arg(short = 'i', long, default_value_t = 1.0)]
     interval: f64,
     /// The server sends, the client receives.
@@ -131,11 +135,12 @@ pub struct BenchArgs {
     /// SO_RCVBUF only.
     #[arg(long, value_name = "SIZE", value_parser = parse_size32)]
     rcvbuf: Option<u32>,
-    /// Target: a rate for stream tests (2.5G, 1gbit, 50MB/s), transactions/s for rr/crr (open
-    /// loop). UDP is paced at 1 Mbit/s unless given, as iperf3's is; 0: as fast as it goes.
-    #[arg(short = 'b', long, value_name = "RATE", value_parser = units::parse_rate)]
+    /// Target: for stream tests a rate per stream, as iperf3's -b (2.5G, 1gbit, 50MB/s; -P 4 -b
+    /// 100M sends 400 Mbit/s in all); for rr/crr transactions/s in all (open loop). UDP is
+    /// paced at 1 Mbit/s per stream unless given, as iperf3's is. 0: unpaced.
+    #[arg(short = 'b', long, value_name = "RATE", value_parser = parse_bench_rate)]
     rate: Option<u64>,
-    /// UDP packets per second (sets --rate from the datagram size).
+    /// UDP packets per second in all (sets --rate from the datagram size).
     #[arg(long)]
     pps: Option<u64>,
     /// Send with sendfile from a memory file (zero copy).
@@ -322,6 +327,29 @@ fn parse_byte(t: &str) -> Option<u8> {
     }
 }
 
+/// `-b`: a rate in the one grammar, or 0 (any unit) for unpaced, as iperf3's `-b 0`.
+fn parse_bench_rate(s: &str) -> Result<u64, String> {
+    match units::parse_rate(s) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let t = s.trim();
+            let num = &t[..t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len())];
+            if num.parse::<f64>().is_ok_and(|v| v == 0.0) {
+                Ok(0)
+            } else {
+                Err(e.to_string())
+            }
+        }
+    }
+}
+
+/// The UDP datagram size when -l is not given, by iperf3's rule: the MSS of the control
+/// connection (32 KiB on Linux loopback), else 1460 bytes; within what a datagram may carry.
+fn udp_default_size(control_mss: Option<u32>) -> u32 {
+    use linerate_proto::bench::{MAX_UDP_PAYLOAD, MIN_UDP_PAYLOAD};
+    control_mss.unwrap_or(1460).clamp(MIN_UDP_PAYLOAD, MAX_UDP_PAYLOAD)
+}
+
 /// A size in the one grammar.
 fn parse_size64(s: &str) -> Result<u64, String> {
     units::parse_size(s).map_err(|e| e.to_string())
@@ -348,8 +376,8 @@ fn secs_ms(v: f64, what: &str) -> Result<u64> {
     Ok((v * 1000.0).round() as u64)
 }
 
-/// The base test from the flags.
-fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
+/// The base test from the flags; `udp_size` is the datagram size when -l does not give one.
+fn base_spec(a: &BenchArgs, udp_size: u32) -> Result<TestSpec> {
     let kind = match (a.profile.is_some(), a.test.as_str()) {
         (true, _) => TestKind::Profile,
         _ if a.udp => TestKind::UdpStream,
@@ -363,9 +391,18 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     // With a byte count the clock is only a cap.
     let counted = a.bytes.is_some() || a.blockcount.is_some();
     s.duration_ms = secs_ms(a.time.unwrap_or(if counted { 600.0 } else { 10.0 }), "--time")?;
+    // -t 0: until Ctrl-C; the agent grants its cap as the duration.
+    s.until_stopped = s.duration_ms == 0 && a.time.is_some();
     s.bytes = a.bytes;
     s.omit_ms = secs_ms(a.omit, "--omit")?;
-    s.interval_ms = secs_ms(a.interval, "--interval")?;
+    // -i 0 prints no interval lines; the samples are still taken, each second.
+    s.interval_ms = match secs_ms(a.interval, "--interval")? {
+        0 => 1000,
+        ms => ms,
+    };
+    if kind == TestKind::UdpStream {
+        s.msg_size = udp_size;
+    }
     s.direction = if a.bidir {
         Direction::Bidir
     } else if a.reverse {
@@ -384,17 +421,19 @@ fn base_spec(a: &BenchArgs) -> Result<TestSpec> {
     }
     s.sndbuf = a.sndbuf.or(a.window);
     s.rcvbuf = a.rcvbuf.or(a.window);
+    // For stream tests a rate per stream here, made the total by `sweep::rate_per_stream`
+    // once each point's connection count is known.
     s.rate = match (kind, a.rate) {
         // Paced by default, as iperf3's UDP is (1 Mbit/s); 0 asks for no pacing.
         (TestKind::UdpStream, None) if a.pps.is_none() => Some(UDP_DEFAULT_RATE),
-        (TestKind::UdpStream, Some(0)) => None,
+        (_, Some(0)) => None,
         (_, r) => r,
     };
     if let Some(pps) = a.pps {
         if kind != TestKind::UdpStream {
             bail!("--pps applies to udp-stream");
         }
-        s.rate = Some(pps.saturating_mul(u64::from(s.msg_size)) * 8);
+        s.rate = Some(pps.saturating_mul(u64::from(s.msg_size)).saturating_mul(8));
     }
     s.zerocopy = a.zerocopy;
     s.nodelay = a.nodelay;
@@ -508,17 +547,29 @@ fn run_as_server(a: &BenchArgs) -> crate::error::Result {
     super::serve::run_serve(s)
 }
 
-fn run_inner(a: &BenchArgs) -> crate::error::Result {
-    let base = base_spec(a).usage()?;
-    let mut points = sweep::points(&base, &a.sweep).usage()?;
+/// Every point of the run: the base test, its sweep, the block count (-k) and the rate per
+/// stream (-b) made totals; `udp_size` as for [`base_spec`].
+fn make_points(a: &BenchArgs, udp_size: u32) -> Result<Vec<sweep::SweepPoint>> {
+    let base = base_spec(a, udp_size)?;
+    let mut points = sweep::points(&base, &a.sweep)?;
     sweep::count_blocks(&mut points, a.blockcount);
+    if a.pps.is_none() {
+        sweep::rate_per_stream(&mut points);
+    }
+    Ok(points)
+}
+
+fn run_inner(a: &BenchArgs) -> crate::error::Result {
+    let mut points = make_points(a, udp_default_size(None)).usage()?;
     let (rmin, rmax) = pair(&a.repeat, "--repeat").usage()?;
     let (level, width) = pair(&a.confidence, "--confidence").usage()?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
     // Every rule that does not depend on the server's caps, before anything is printed.
     let open = linerate_proto::bench::Limits { max_duration_ms: u64::MAX, ..Default::default() };
     for (_, spec) in &points {
-        spec.validate(&open).map_err(Error::usage)?;
+        let mut s = spec.clone();
+        s.grant_until_stopped(&open);
+        s.validate(&open).map_err(Error::usage)?;
     }
     let server = a.server.as_deref().or(a.client.as_deref()).unwrap_or_default();
     let family = if a.ipv4 {
@@ -559,9 +610,23 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let plain = a.json || a.csv;
     let mut out = Out { to, title: a.title.clone().filter(|_| !plain), timestamps: a.timestamps && !plain };
     let mut client = BenchClient::connect(cfg)?;
+    if a.length.is_none() && points.iter().any(|(_, s)| s.kind == TestKind::UdpStream) {
+        // iperf3's datagram size is the control connection's MSS, known only now.
+        points = make_points(a, udp_default_size(client.control_mss())).usage()?;
+    }
     // A closed standard output or error (`| head`) ends the test at its next interval, quietly.
     let stopper = linerate_engine::shutdown::Stopper::new();
     crate::out::stop_on_close(&stopper);
+    // Ctrl-C or SIGTERM ends the running test in order, as its end would: what it measured is
+    // printed and saved (iperf3 -t 0 ends so); a second one ends the process at once.
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
+    for sig in signals {
+        let code = i32::from(crate::error::Kind::Interrupted.code());
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, code, interrupted.clone());
+        let _ = signal_hook::flag::register(sig, interrupted.clone());
+    }
+    stopper.on_signals(&signals, |_| {}).context("installing signal handlers").internal()?;
     client.cancel_on(stopper.shutdown());
     if let Some(ms) = a.start_at {
         let at = std::time::UNIX_EPOCH + Duration::from_millis(ms);
@@ -571,6 +636,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         }
     }
     let live = !(a.quiet || a.json || a.csv);
+    let lines = live && a.interval > 0.0;
     let link = a.link_rate.map(|r| (r as f64, a.mtu));
     let mut done = Vec::new();
     for (labels, spec) in points {
@@ -580,13 +646,24 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         let mut runs = Vec::new();
         let mut last = None;
         for _ in 0..rmax {
+            // Both callbacks print; they run one at a time.
+            let say = std::cell::RefCell::new(&mut out);
             let mut show = |iv: &IntervalCounts| {
-                if live {
+                if lines {
                     // A closed pipe stops the test (above); the error is seen after it.
-                    let _ = out.say(&text::interval_line(&spec, iv));
+                    let _ = say.borrow_mut().say(&text::interval_line(&spec, iv));
                 }
             };
-            let r = client.run(&spec, &mut show)?;
+            let mut admitted = |s: &TestSpec| {
+                if let Some(l) = text::granted(s).filter(|_| live) {
+                    let _ = say.borrow_mut().say(&l);
+                }
+            };
+            let r = client.run_admitted(&spec, &mut admitted, &mut show)?;
+            let got = text::receiver_lines(&r);
+            if lines && !got.is_empty() {
+                out.say(got.trim_end())?;
+            }
             if crate::out::closed() {
                 return Err(Error::reported(crate::error::Kind::Closed));
             }
@@ -594,6 +671,9 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             runs.push(headline(&spec, &s));
             last = Some((r, s));
             if runs.len() >= rmin && (rmax == 1 || confident_enough(&runs, level as u32, width, rmin)) {
+                break;
+            }
+            if stopper.shutdown().is_stopped() {
                 break;
             }
         }
@@ -609,6 +689,9 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             errln!("linerate bench: note: {w}")?;
         }
         done.push(Point { labels, result, summary, runs });
+        if stopper.shutdown().is_stopped() {
+            break;
+        }
     }
     let cfg = DocumentConfig {
         addr,
@@ -634,6 +717,10 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         out.say(text::csv(&done).trim_end())?;
     } else if done.len() > 1 {
         out.say(&text::sweep_table(&done))?;
+    }
+    // Ctrl-C is how a test until stopped (-t 0) ends; any other test it cut short says so.
+    if interrupted.load(std::sync::atomic::Ordering::Relaxed) && !done.iter().all(|p| p.result.spec.until_stopped) {
+        return Err(Error::reported(crate::error::Kind::Interrupted));
     }
     Ok(())
 }
@@ -691,8 +778,8 @@ mod tests {
         assert_eq!(parse_tos("184"), Ok(184));
         assert!(parse_tos("256").is_err());
         let a = parse(&["--dscp", "af21"]);
-        assert_eq!(base_spec(&a).unwrap().tos, Some(18 << 2), "sent as the TOS byte, DSCP × 4");
-        assert_eq!(base_spec(&parse(&["-S", "0x10"])).unwrap().tos, Some(0x10));
+        assert_eq!(base_spec(&a, 1460).unwrap().tos, Some(18 << 2), "sent as the TOS byte, DSCP × 4");
+        assert_eq!(base_spec(&parse(&["-S", "0x10"]), 1460).unwrap().tos, Some(0x10));
     }
 
     #[test]
@@ -703,18 +790,18 @@ mod tests {
         for bad in ["", ",", "x", "1,y", "-1"] {
             assert!(parse_affinity(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(base_spec(&parse(&["-A", "0,1"])).unwrap().server_cpu, Some(1));
+        assert_eq!(base_spec(&parse(&["-A", "0,1"]), 1460).unwrap().server_cpu, Some(1));
     }
 
     #[test]
     fn a_byte_or_block_count_makes_the_time_a_cap() {
-        let s = base_spec(&parse(&["-n", "10M"])).unwrap();
+        let s = base_spec(&parse(&["-n", "10M"]), 1460).unwrap();
         assert_eq!((s.bytes, s.duration_ms), (Some(10 << 20), 600_000));
-        let s = base_spec(&parse(&["-n", "1G", "-t", "30"])).unwrap();
+        let s = base_spec(&parse(&["-n", "1G", "-t", "30"]), 1460).unwrap();
         assert_eq!((s.bytes, s.duration_ms), (Some(1 << 30), 30_000));
-        assert_eq!(base_spec(&parse(&[])).unwrap().duration_ms, 10_000);
+        assert_eq!(base_spec(&parse(&[]), 1460).unwrap().duration_ms, 10_000);
         let a = parse(&["-k", "100", "-l", "1K", "--sweep", "msg=1K,2K"]);
-        let mut pts = sweep::points(&base_spec(&a).unwrap(), &a.sweep).unwrap();
+        let mut pts = sweep::points(&base_spec(&a, 1460).unwrap(), &a.sweep).unwrap();
         sweep::count_blocks(&mut pts, a.blockcount);
         assert_eq!(pts.iter().map(|p| p.1.bytes).collect::<Vec<_>>(), [Some(102_400), Some(204_800)]);
         assert!(text::banner(&pts[0].1, &"127.0.0.1:1".parse().unwrap(), &[]).contains("until 100 KiB are sent"));
@@ -729,6 +816,39 @@ mod tests {
         }
         let argv = ["bench", "127.0.0.1", "--key-file", "k"].iter().chain(args);
         <Cli as clap::Parser>::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}")).a
+    }
+
+    #[test]
+    fn iperf3s_b_t_and_i_zero_and_its_udp_datagram_rule() {
+        for (s, v) in [("0", 0), ("0M", 0), ("0.0G", 0), ("100M", 100_000_000), ("1gbit", 1_000_000_000)] {
+            assert_eq!(parse_bench_rate(s), Ok(v), "{s}");
+        }
+        for bad in ["0.1", "x", "-1M", ""] {
+            assert!(parse_bench_rate(bad).is_err(), "{bad:?}");
+        }
+        // -b per stream, as iperf3's: four streams of 100 Mbit/s are 400 in all.
+        let pts = make_points(&parse(&["-P", "4", "-b", "100M"]), 1460).unwrap();
+        assert_eq!(pts[0].1.rate, Some(400_000_000));
+        let pts = make_points(&parse(&["-u", "-P", "2"]), 1460).unwrap();
+        assert_eq!(pts[0].1.rate, Some(2 * UDP_DEFAULT_RATE), "iperf3's 1 Mbit/s per UDP stream");
+        for args in [&["-b", "0"][..], &["-u", "-b", "0"], &["--test", "tcp-rr", "-b", "0"]] {
+            assert_eq!(make_points(&parse(args), 1460).unwrap()[0].1.rate, None, "{args:?}: unpaced");
+        }
+        let a = parse(&["-u", "-P", "2", "--pps", "1000", "-l", "100"]);
+        assert_eq!(make_points(&a, 1460).unwrap()[0].1.rate, Some(800_000), "--pps is in all");
+        let rr = parse(&["--test", "tcp-rr", "-P", "4", "-b", "1000"]);
+        assert_eq!(make_points(&rr, 1460).unwrap()[0].1.rate, Some(1000), "transactions/s in all");
+        // -t 0: until stopped, the duration the agent's grant; -i 0: no lines, samples each second.
+        let s = base_spec(&parse(&["-t", "0", "-i", "0"]), 1460).unwrap();
+        assert!(s.until_stopped && s.duration_ms == 0 && s.interval_ms == 1000, "{s:?}");
+        assert!(!base_spec(&parse(&["-t", "1"]), 1460).unwrap().until_stopped);
+        // The UDP datagram: the control connection's MSS (32 KiB on loopback), else 1460.
+        assert_eq!(udp_default_size(Some(32_768)), 32_768);
+        assert_eq!(udp_default_size(None), 1460);
+        assert_eq!(udp_default_size(Some(65_483)), 65_483);
+        assert_eq!(udp_default_size(Some(1)), linerate_proto::bench::MIN_UDP_PAYLOAD);
+        assert_eq!(base_spec(&parse(&["-u"]), 32_768).unwrap().msg_size, 32_768);
+        assert_eq!(base_spec(&parse(&["-u", "-l", "64"]), 32_768).unwrap().msg_size, 64, "-l wins");
     }
 
     #[test]

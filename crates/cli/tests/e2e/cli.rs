@@ -463,6 +463,77 @@ fn bench_prints_the_versioned_json_document_and_csv() {
 }
 
 #[test]
+fn bench_b_is_per_stream_as_iperf3s_and_zero_t_i_and_b_mean_what_they_mean_there() {
+    let (_t, key, srv) = keyed_agent(&["--max-duration", "30"]);
+    let bench =
+        |args: &[&str]| bin().args(["bench", &srv.addr, "--no-save", "--key-file"]).arg(&key).args(args).output();
+    // -P 4 -b 100M: 100 Mbit/s on each stream, ~400 Mbit/s in all (a total would send 100).
+    let out = bench(&["--json", "-P", "4", "-b", "100M", "-t", "2"]).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["test"]["rate"], 400_000_000u64, "{}", v["test"]);
+    let bps = v["summary"]["throughput_bps"].as_f64().unwrap();
+    assert!((300e6..=430e6).contains(&bps), "-P 4 -b 100M moved {bps} bit/s, not ~400 Mbit/s");
+    // Interval entries carry what iperf3's lines do: bytes each side, retransmits and cwnd.
+    let first = &v["intervals"][0];
+    for k in ["bytes", "sent_bytes", "retransmits", "cwnd_bytes"] {
+        assert!(first[k].is_u64(), "{k} missing: {first}");
+    }
+    assert!(first["cwnd_bytes"].as_u64().unwrap() > 0, "{first}");
+    let conns = v["connections"].as_array().unwrap();
+    assert_eq!(conns.len(), 4);
+    for c in conns {
+        let b = c["bps"].as_f64().unwrap();
+        assert!((60e6..=110e6).contains(&b), "a stream not near its 100 Mbit/s: {c}");
+    }
+
+    // -t 0 runs until Ctrl-C, saying the agent's cap; the result is printed and the exit is 0.
+    let mut child = bin()
+        .args(["bench", &srv.addr, "--no-save", "-t", "0", "-i", "0.1", "-b", "20M", "--key-file"])
+        .arg(&key)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut head = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        let interval = l.starts_with('[');
+        head.push(l);
+        if interval {
+            break;
+        }
+    }
+    assert!(head.iter().any(|l| l == "running until Ctrl-C, at most 30 s (the agent's cap)"), "{head:?}");
+    assert!(head[0].contains("until Ctrl-C"), "{head:?}");
+    crate::lab::sigint(&child);
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = crate::support::exit_within(&mut child, std::time::Duration::from_secs(30)).expect("-t 0 ended");
+    assert_eq!(status.code(), Some(0), "{head:?} {rest:?}");
+    assert!(rest.iter().any(|l| l.trim_start().starts_with("goodput")), "{rest:?}");
+
+    // -i 0: no interval lines; -b 0: unpaced, and UDP's datagram is the control connection's
+    // MSS (loopback's is far over the 1460 bytes of a path without one), said in the banner.
+    let out = bench(&["-u", "-b", "0", "-i", "0", "-t", "0.3"]).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(!o.lines().any(|l| l.starts_with('[')), "-i 0 printed interval lines: {o}");
+    let banner = o.lines().next().unwrap();
+    assert!(!banner.contains("paced"), "{banner}");
+    let size: u32 = banner.split("-byte datagrams").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(size > 1460, "{banner}");
+    // UDP: the receiver's loss per interval, in the JSON and in the lines after the test.
+    let out = bench(&["-u", "-b", "50M", "-t", "1", "-i", "0.5", "--json"]).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["intervals"][0]["lost_pct"].is_f64(), "{}", v["intervals"]);
+    let out = bench(&["-u", "-b", "50M", "-t", "1", "-i", "0.5"]).unwrap();
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(o.lines().any(|l| l.contains("server received") && l.contains("lost")), "{o}");
+}
+
+#[test]
 fn bench_refuses_bad_parameters_with_exit_code_2() {
     let t = scratch();
     let key = t.path().join("key");
@@ -476,7 +547,7 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     // Refused before anything is printed but the reason; iperf3 habits get a hint.
     for (args, words) in [
-        (&["-i", "0"][..], "interval 0 ms"),
+        (&["-i", "0.001"][..], "interval 1 ms"),
         (&["-s"][..], "cannot be used with"),
         (&["-1"][..], "add -s to run the agent"),
         (&["-B", "127.0.0.1"][..], "add -s to run the agent"),

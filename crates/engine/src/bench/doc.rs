@@ -8,10 +8,10 @@ use super::text::Point;
 use super::ClientTuning;
 use linerate_model::doc::bench::{
     BenchConnection, BenchDocument, BenchHosts, BenchInterval, BenchPoint, BenchSummary, BenchTest, BufferPair,
-    Buffers, Repeats, SidePair, SweepParam, TcpStats, TestOptions, BENCH_SCHEMA,
+    Buffers, IntervalDetail, Repeats, SidePair, SweepParam, TcpStats, TestOptions, BENCH_SCHEMA,
 };
 use linerate_model::doc::ToolInfo;
-use linerate_proto::bench::{Direction, TcpSample, TestKind, TestSpec};
+use linerate_proto::bench::{Direction, IntervalCounts, TcpSample, TestKind, TestSpec};
 use std::net::SocketAddr;
 
 /// How the document is stamped and judged.
@@ -111,13 +111,9 @@ pub fn summary_doc(s: &Summary) -> BenchSummary {
 
 /// Intervals as the receiver of the bulk saw them (the client's for rr-like tests).
 fn intervals_doc(r: &TestResult) -> Vec<BenchInterval> {
-    let side = match (r.spec.kind, r.spec.direction) {
-        (TestKind::TcpStream | TestKind::UdpStream, Direction::Send) => &r.remote,
-        _ => &r.local,
-    };
-    side.intervals
-        .iter()
-        .map(|iv| {
+    interval_details(r)
+        .into_iter()
+        .map(|(iv, detail)| {
             let secs = (iv.end_s - iv.start_s).max(1e-9);
             let bytes = if r.spec.direction == Direction::Bidir { iv.rx + iv.tx } else { iv.rx.max(iv.tx) };
             BenchInterval {
@@ -126,7 +122,40 @@ fn intervals_doc(r: &TestResult) -> Vec<BenchInterval> {
                 bps: bytes as f64 * 8.0 / secs,
                 transactions_per_s: iv.transactions as f64 / secs,
                 omitted: iv.start_s * 1000.0 < r.spec.omit_ms as f64,
+                detail,
             }
+        })
+        .collect()
+}
+
+/// Each interval of the bulk's receiver (the client's for rr-like tests) with what iperf3's
+/// interval lines add: its bytes, the sender's bytes in the same span, for UDP the loss between
+/// the two, for TCP the sender's retransmits and congestion window (where its side sampled them).
+pub fn interval_details(r: &TestResult) -> Vec<(IntervalCounts, IntervalDetail)> {
+    let one_way = matches!(r.spec.kind, TestKind::TcpStream | TestKind::UdpStream)
+        && matches!(r.spec.direction, Direction::Send | Direction::Receive);
+    let (receiver, sender) = match r.spec.direction {
+        Direction::Send if one_way => (&r.remote, Some(&r.local)),
+        Direction::Receive if one_way => (&r.local, Some(&r.remote)),
+        _ => (&r.local, None),
+    };
+    receiver
+        .intervals
+        .iter()
+        .enumerate()
+        .map(|(i, iv)| {
+            // The two sides close their intervals on their own clocks, from their own Go.
+            let half = r.spec.interval_ms as f64 / 2000.0;
+            let sent = sender.and_then(|s| s.intervals.get(i)).filter(|s| (s.start_s - iv.start_s).abs() < half);
+            let mut d = IntervalDetail { bytes: one_way.then_some(iv.rx), ..IntervalDetail::default() };
+            if let Some(s) = sent {
+                d.sent_bytes = Some(s.tx);
+                if r.spec.kind == TestKind::UdpStream && s.tx > 0 {
+                    d.lost_pct = Some((1.0 - iv.rx as f64 / s.tx as f64).max(0.0) * 100.0);
+                }
+                (d.retransmits, d.cwnd_bytes) = (s.retrans, s.cwnd);
+            }
+            (*iv, d)
         })
         .collect()
 }

@@ -359,6 +359,9 @@ impl Conn {
     }
 }
 
+/// How often a worker refreshes its sending connections' TCP figures for the interval lines.
+const TCP_SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
 /// Everything one worker thread owns.
 pub(crate) struct Worker {
     poll: Poll,
@@ -391,6 +394,8 @@ pub(crate) struct Worker {
     in_flight: usize,
     /// When the worker's last open-loop request fell due and left.
     last_request: Option<Instant>,
+    /// When the worker last sampled its sending connections' TCP figures for the intervals.
+    last_tcp_sample: Option<Instant>,
 }
 
 /// The sending end of a worker: hand it connections and wake it.
@@ -455,6 +460,7 @@ pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
         errors: Vec::new(),
         in_flight: 0,
         last_request: None,
+        last_tcp_sample: None,
     };
     Ok((w, WorkerHandle { tx, waker }))
 }
@@ -511,6 +517,24 @@ enum Drive {
 }
 
 impl Worker {
+    /// Refresh the retransmits and congestion window of this worker's sending connections in the
+    /// counters, for the interval lines: every [`TCP_SAMPLE_EVERY`] at most, and only in a test
+    /// that asked for it ([`Counters::track_tcp`]: a syscall per connection).
+    fn sample_tcp(&mut self, now: Instant) {
+        if !self.counters.tracks_tcp() || self.last_tcp_sample.is_some_and(|t| now < t + TCP_SAMPLE_EVERY) {
+            return;
+        }
+        self.last_tcp_sample = Some(now);
+        for c in self.conns.iter().flatten() {
+            if !matches!(c.role, Role::Source { .. } | Role::Duplex { .. }) {
+                continue;
+            }
+            if let Some(t) = c.sock.as_ref().and_then(|s| crate::net::sys::tcp_info(s).ok()) {
+                self.counters.note_tcp(c.slot as usize, t.retrans, u64::from(t.cwnd) * u64::from(t.mss));
+            }
+        }
+    }
+
     /// Run until `counters.stop`; then gather TCP statistics and close everything.
     pub(crate) fn run(mut self) -> Worker {
         let mut events = Events::with_capacity(1024);
@@ -545,6 +569,7 @@ impl Worker {
                     }
                 }
             }
+            self.sample_tcp(now);
             let mut timeout = Duration::from_millis(50);
             if !self.again.is_empty() {
                 timeout = Duration::ZERO;

@@ -55,6 +55,11 @@ pub(crate) struct Counters {
     budget: AtomicU64,
     /// Connections that ended (closed by the peer or failed).
     pub closed: AtomicU64,
+    /// Per connection, the last sampled TCP retransmits (over its life) and congestion window
+    /// in bytes, for the interval lines; sampled only when `track_tcp` is set.
+    retrans: Box<[AtomicU64]>,
+    cwnd: Box<[AtomicU64]>,
+    track_tcp: AtomicBool,
     start: OnceLock<Instant>,
     omit: Duration,
 }
@@ -73,6 +78,9 @@ impl Counters {
             started: AtomicBool::new(false),
             budget: AtomicU64::new(u64::MAX),
             closed: AtomicU64::new(0),
+            retrans: mk(),
+            cwnd: mk(),
+            track_tcp: AtomicBool::new(false),
             start: OnceLock::new(),
             omit,
         })
@@ -88,6 +96,40 @@ impl Counters {
         if let Some(c) = self.tx.get(slot) {
             c.fetch_add(n as u64, Relaxed);
         }
+    }
+
+    /// Sample the sending connections' retransmits and congestion window for the intervals, as
+    /// iperf3's lines show them: TCP stream tests of at most [`TCP_TRACKED_CONNS`] connections
+    /// (each sample is a syscall per connection).
+    pub(crate) fn track_tcp(&self, spec: &TestSpec) {
+        let on = spec.kind == TestKind::TcpStream && spec.initial_connections() <= TCP_TRACKED_CONNS;
+        self.track_tcp.store(on, Relaxed);
+    }
+
+    pub(crate) fn tracks_tcp(&self) -> bool {
+        self.track_tcp.load(Relaxed)
+    }
+
+    /// A sending connection's retransmits over its life and its congestion window in bytes.
+    pub(crate) fn note_tcp(&self, slot: usize, retrans: u32, cwnd_bytes: u64) {
+        if let (Some(r), Some(c)) = (self.retrans.get(slot), self.cwnd.get(slot)) {
+            r.store(u64::from(retrans), Relaxed);
+            c.store(cwnd_bytes, Relaxed);
+        }
+    }
+
+    /// Retransmits of all sending connections so far, and their mean congestion window in
+    /// bytes; none before any was sampled.
+    fn tcp_figures(&self) -> Option<(u64, u64)> {
+        if !self.tracks_tcp() {
+            return None;
+        }
+        let windows: Vec<u64> = self.cwnd.iter().map(|c| c.load(Relaxed)).filter(|c| *c > 0).collect();
+        if windows.is_empty() {
+            return None;
+        }
+        let retrans = self.retrans.iter().map(|r| r.load(Relaxed)).sum();
+        Some((retrans, windows.iter().sum::<u64>() / windows.len() as u64))
     }
 
     /// This side sends `bytes` in all and then ends its streams (iperf3 `-n`).
@@ -167,6 +209,8 @@ pub(crate) struct Sampler {
     interval: Duration,
     next: Instant,
     last: (u64, u64, u64),
+    /// Retransmits counted up to the last interval.
+    last_retrans: u64,
     last_t: f64,
     pub intervals: Vec<IntervalCounts>,
     base: Option<Baseline>,
@@ -189,6 +233,7 @@ impl Sampler {
             interval,
             next: start + interval,
             last: (0, 0, 0),
+            last_retrans: 0,
             last_t: 0.0,
             intervals: Vec::new(),
             base: None,
@@ -244,13 +289,19 @@ impl Sampler {
         let (rx, tx) = self.counters.totals();
         let tr = self.counters.transactions.load(Relaxed);
         let end_s = t.duration_since(start).as_secs_f64();
+        let tcp = self.counters.tcp_figures();
         let iv = IntervalCounts {
             start_s: self.last_t,
             end_s,
             rx: rx.saturating_sub(self.last.0),
             tx: tx.saturating_sub(self.last.1),
             transactions: tr.saturating_sub(self.last.2),
+            retrans: tcp.map(|(r, _)| r.saturating_sub(self.last_retrans)),
+            cwnd: tcp.map(|(_, c)| c),
         };
+        if let Some((r, _)) = tcp {
+            self.last_retrans = r;
+        }
         self.last = (rx, tx, tr);
         self.last_t = end_s;
         self.intervals.push(iv);
@@ -303,6 +354,8 @@ impl Sampler {
                     last.rx += iv.rx;
                     last.tx += iv.tx;
                     last.transactions += iv.transactions;
+                    last.retrans = iv.retrans.map(|r| r + last.retrans.unwrap_or(0));
+                    last.cwnd = iv.cwnd.or(last.cwnd);
                 }
             }
         }
@@ -433,6 +486,10 @@ pub(crate) fn spawn_worker<T: Send + 'static>(
     })
 }
 
+/// The most connections whose TCP figures the interval lines carry (iperf3 prints a line per
+/// stream; beyond this many, a syscall per connection per sample costs more than it tells).
+pub const TCP_TRACKED_CONNS: u64 = 128;
+
 /// Worker threads for a test: one per core, never more than connections.
 pub(crate) fn worker_count(conns: u64) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -489,6 +546,12 @@ impl BenchClient {
         Ok(BenchClient { tx: sec.tx, rx: sec.rx, machine: ClientMachine::default(), cfg, cancel })
     }
 
+    /// The MSS of the control connection (`TCP_MAXSEG`), which iperf3 takes as the default UDP
+    /// datagram size; none where the kernel does not say.
+    pub fn control_mss(&self) -> Option<u32> {
+        self.tx.mss()
+    }
+
     /// A stop of `cancel` ends the running test at its next interval, as its end would (the
     /// server is told to stop; the result covers the time run): the CLI's closed output.
     pub fn cancel_on(&mut self, cancel: crate::shutdown::Shutdown) {
@@ -524,6 +587,17 @@ impl BenchClient {
         spec: &TestSpec,
         progress: &mut dyn FnMut(&IntervalCounts),
     ) -> Result<TestResult, EngineError> {
+        self.run_admitted(spec, &mut |_| {}, progress)
+    }
+
+    /// [`BenchClient::run`], telling `admitted` the test as the server admitted it (a test until
+    /// stopped, iperf3 `-t 0`, with the duration the server's cap grants) before it starts.
+    pub fn run_admitted(
+        &mut self,
+        spec: &TestSpec,
+        admitted: &mut dyn FnMut(&TestSpec),
+        progress: &mut dyn FnMut(&IntervalCounts),
+    ) -> Result<TestResult, EngineError> {
         let wall = SystemTime::now();
         check_local_options(spec, &self.cfg.tuning, self.cfg.addr)?;
         let doc = self.machine.request(spec)?;
@@ -532,6 +606,12 @@ impl BenchClient {
             ClientEvent::Ready(r) => r,
             _ => return Err(ProtoError::Violation("expected BenchReady".into()).into()),
         };
+        let mut granted = spec.clone();
+        if let (true, Some(d)) = (spec.until_stopped, ready.duration_ms) {
+            granted.duration_ms = d;
+        }
+        let spec = &granted;
+        admitted(spec);
         let host = crate::bench::stats::host_metadata();
         let outcome = if spec.kind == TestKind::UdpStream {
             self.run_udp(spec, &ready, progress)
@@ -582,6 +662,7 @@ impl BenchClient {
     ) -> Result<Measured, EngineError> {
         let conns = spec.initial_connections();
         let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
+        counters.track_tcp(spec);
         if let (Some(b), Direction::Send) = (spec.bytes, spec.direction) {
             counters.limit_bytes(b);
         }

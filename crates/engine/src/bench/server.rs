@@ -210,11 +210,12 @@ pub fn serve_session(
     let mut doc = first.to_vec();
     let mut tests = 0;
     loop {
-        let spec = match machine.handle(&Frame::BenchRequest(&doc)) {
+        let mut spec = match machine.handle(&Frame::BenchRequest(&doc)) {
             Ok(ServerEvent::Request(s)) => s,
             Ok(_) => return fatal(&mut tx, ErrorCode::Protocol, "expected a test request".into()),
             Err(e) => return fatal(&mut tx, ErrorCode::BadParams, e.to_string()),
         };
+        spec.grant_until_stopped(&cfg.limits);
         if let Err(msg) = spec.validate(&cfg.limits) {
             return fatal(&mut tx, ErrorCode::BadParams, msg);
         }
@@ -275,6 +276,7 @@ fn run_test(
     let conns = spec.initial_connections();
     let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
     moved.start(&counters);
+    counters.track_tcp(spec);
     if let (Some(b), Direction::Receive) = (spec.bytes, spec.direction) {
         counters.limit_bytes(b);
     }
@@ -295,6 +297,7 @@ fn run_test(
         cookie: random(),
         tcp_port,
         udp_port: udp_sock.as_ref().and_then(|u| u.local_addr().ok()).map(|a| a.port()),
+        duration_ms: spec.until_stopped.then_some(spec.duration_ms),
     };
     // Workers and the acceptor run from admission on; sources wait for the start.
     let zerocopy = if spec.zerocopy { Some(Arc::new(zerocopy_file(spec.msg_size as usize)?)) } else { None };

@@ -3,7 +3,7 @@
 //! (N writes of each point's own write size).
 
 use linerate_model::units::parse_size;
-use linerate_proto::bench::TestSpec;
+use linerate_proto::bench::{TestKind, TestSpec};
 
 /// A sweep point: its (key, value) labels and its test.
 pub type SweepPoint = (Vec<(String, String)>, TestSpec);
@@ -80,11 +80,21 @@ pub fn count_blocks(points: &mut [SweepPoint], blocks: Option<u64>) {
     }
 }
 
+/// A stream test's `-b` is per stream, as iperf3's is: each point's total rate is the rate per
+/// stream times its connections (a `--sweep conns` point scales with its count). Other kinds
+/// keep their rate as given (rr/crr: transactions/s in all).
+pub fn rate_per_stream(points: &mut [SweepPoint]) {
+    for (_, s) in points {
+        if matches!(s.kind, TestKind::TcpStream | TestKind::UdpStream) {
+            s.rate = s.rate.map(|r| r.saturating_mul(u64::from(s.connections.max(1))));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use linerate_proto::bench::TestKind;
 
     #[test]
     fn sweeps_run_every_combination() {
@@ -112,5 +122,20 @@ mod tests {
         let mut pts = points(&base, &["msg=1K,2K".into()]).unwrap();
         count_blocks(&mut pts, Some(100));
         assert_eq!(pts.iter().map(|(_, s)| s.bytes).collect::<Vec<_>>(), [Some(102_400), Some(204_800)]);
+    }
+
+    #[test]
+    fn a_stream_rate_is_per_stream_and_an_rr_rate_in_all() {
+        let mut base = TestSpec::new(TestKind::TcpStream);
+        base.rate = Some(100_000_000);
+        let mut pts = points(&base, &["conns=1,4".into()]).unwrap();
+        let mut rr = TestSpec::new(TestKind::TcpRr);
+        (rr.rate, rr.connections) = (Some(1000), 4);
+        pts.push((Vec::new(), rr));
+        rate_per_stream(&mut pts);
+        assert_eq!(
+            pts.iter().map(|p| p.1.rate).collect::<Vec<_>>(),
+            [Some(100_000_000), Some(400_000_000), Some(1000)]
+        );
     }
 }

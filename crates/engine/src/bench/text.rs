@@ -36,15 +36,41 @@ pub fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> S
         Some(b) => {
             format!("until {} are sent (at most {} s)", format_size_iec(b as f64), s.duration_ms as f64 / 1000.0)
         }
+        None if s.until_stopped => "until Ctrl-C (at most the agent's cap)".to_string(),
         None => format!("{} s", s.duration_ms as f64 / 1000.0),
     };
+    let datagrams = match s.kind {
+        TestKind::UdpStream => format!(", {}-byte datagrams", s.msg_size),
+        _ => String::new(),
+    };
     format!(
-        "linerate bench {} to {addr}, {} connection{}, {dir}, {length}{}{pt}",
+        "linerate bench {} to {addr}, {} connection{}, {dir}, {length}{}{datagrams}{}{pt}",
         s.kind.name(),
         s.initial_connections(),
         if s.initial_connections() == 1 { "" } else { "s" },
-        if s.omit_ms > 0 { format!(" after {} s warm-up", s.omit_ms as f64 / 1000.0) } else { String::new() }
+        if s.omit_ms > 0 { format!(" after {} s warm-up", s.omit_ms as f64 / 1000.0) } else { String::new() },
+        pacing(s),
     )
+}
+
+/// The pace of a stream test as iperf3 states `-b`: per stream, and in all with several.
+fn pacing(s: &TestSpec) -> String {
+    let Some(total) = s.rate.filter(|_| matches!(s.kind, TestKind::TcpStream | TestKind::UdpStream)) else {
+        return String::new();
+    };
+    let n = s.initial_connections().max(1);
+    if n == 1 {
+        return format!(", paced at {}", format_rate(total as f64));
+    }
+    format!(", paced at {} per stream ({} in all)", format_rate(total as f64 / n as f64), format_rate(total as f64))
+}
+
+/// The line said once a test until Ctrl-C (iperf3 `-t 0`) is admitted: how long the agent lets
+/// it run at most.
+pub fn granted(s: &TestSpec) -> Option<String> {
+    s.until_stopped.then(|| {
+        format!("running until Ctrl-C, at most {} s (the agent's cap)", (s.duration_ms + s.omit_ms) as f64 / 1000.0)
+    })
 }
 
 /// One live line per reporting interval: the rates each way and transactions/s.
@@ -52,18 +78,50 @@ pub fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     let mut line = format!("[{:6.2}-{:6.2} s]", iv.start_s, iv.end_s);
     if iv.tx > 0 {
-        line += &format!("  sent {:>12}", format_rate(iv.tx as f64 * 8.0 / secs));
+        line += &format!("  sent {:>10} {:>12}", format_size_iec(iv.tx as f64), format_rate(iv.tx as f64 * 8.0 / secs));
     }
     if iv.rx > 0 {
-        line += &format!("  received {:>12}", format_rate(iv.rx as f64 * 8.0 / secs));
+        let (b, r) = (format_size_iec(iv.rx as f64), format_rate(iv.rx as f64 * 8.0 / secs));
+        line += &format!("  received {b:>10} {r:>12}");
     }
     if matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile) {
         line += &format!("  {:>10.0} trans/s", iv.transactions as f64 / secs);
+    }
+    if let Some(r) = iv.retrans {
+        line += &format!("  retr {r:>4}");
+    }
+    if let Some(c) = iv.cwnd {
+        line += &format!("  cwnd {:>10}", format_size_iec(c as f64));
     }
     if iv.start_s * 1000.0 < spec.omit_ms as f64 {
         line += "  (warm-up)";
     }
     line
+}
+
+/// After a UDP test, the receiver's intervals as iperf3's server prints them: what arrived, and
+/// the loss against what the sender sent in the same span; none for other tests.
+pub fn receiver_lines(r: &TestResult) -> String {
+    if r.spec.kind != TestKind::UdpStream {
+        return String::new();
+    }
+    let who = if r.spec.direction == Direction::Send { "server" } else { "client" };
+    let mut o = String::new();
+    for (iv, d) in crate::bench::doc::interval_details(r) {
+        let secs = (iv.end_s - iv.start_s).max(1e-9);
+        let rate = format_rate(iv.rx as f64 * 8.0 / secs);
+        o += &format!(
+            "[{:6.2}-{:6.2} s]  {who} received {:>10} {rate:>12}",
+            iv.start_s,
+            iv.end_s,
+            format_size_iec(iv.rx as f64)
+        );
+        if let Some(l) = d.lost_pct {
+            o += &format!("  lost {l:.1}%");
+        }
+        o.push('\n');
+    }
+    o
 }
 
 /// An open-loop test that fell behind its schedule: what was asked, what was achieved. Its
@@ -583,13 +641,29 @@ mod tests {
             all += &banner(&p.result.spec, &addr, &p.labels);
             all += "\n";
             let ivs = [
-                IntervalCounts { start_s: 0.0, end_s: 0.5, rx: 0, tx: 400_000_000, transactions: 0 },
-                IntervalCounts { start_s: 1.0, end_s: 2.0, rx: 1000, tx: 2000, transactions: 3000 },
+                IntervalCounts { start_s: 0.0, end_s: 0.5, tx: 400_000_000, ..Default::default() },
+                IntervalCounts {
+                    start_s: 1.0,
+                    end_s: 2.0,
+                    rx: 1000,
+                    tx: 2000,
+                    transactions: 3000,
+                    ..Default::default()
+                },
+                IntervalCounts {
+                    start_s: 2.0,
+                    end_s: 3.0,
+                    tx: 125_000_000,
+                    retrans: Some(12),
+                    cwnd: Some(2_949_120),
+                    ..Default::default()
+                },
             ];
             for iv in ivs {
                 all += &interval_line(&p.result.spec, &iv);
                 all += "\n";
             }
+            all += &receiver_lines(&p.result);
             all += &table(&p.result, &p.summary, &p.runs, 95);
         }
         all += &sweep_table(&pts);
@@ -602,5 +676,49 @@ mod tests {
         assert_eq!(text.lines().count(), 4);
         assert_eq!(text.lines().next().unwrap(), CSV_HEADER.join(","));
         insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn banners_say_the_pace_per_stream_and_the_agents_cap_for_a_test_until_ctrl_c() {
+        let addr: SocketAddr = "127.0.0.1:7878".parse().unwrap();
+        let mut paced = TestSpec::new(TestKind::TcpStream);
+        (paced.connections, paced.rate) = (4, Some(400_000_000));
+        let mut forever = TestSpec::new(TestKind::UdpStream);
+        (forever.msg_size, forever.rate, forever.until_stopped) = (32_768, Some(1_000_000), true);
+        let mut all = banner(&paced, &addr, &[]) + "\n" + &banner(&forever, &addr, &[]) + "\n";
+        assert_eq!(granted(&paced), None);
+        forever.duration_ms = 3_600_000;
+        all += &granted(&forever).unwrap();
+        insta::assert_snapshot!(all);
+    }
+
+    #[test]
+    fn after_a_udp_test_the_receivers_intervals_say_the_loss_against_what_was_sent() {
+        use linerate_proto::bench::SideReport;
+        let iv = |start_s: f64, rx: u64, tx: u64| IntervalCounts {
+            start_s,
+            end_s: start_s + 1.0,
+            rx,
+            tx,
+            ..Default::default()
+        };
+        let side = |intervals| SideReport { intervals, ..Default::default() };
+        let mut r = TestResult {
+            spec: TestSpec::new(TestKind::UdpStream),
+            started: std::time::UNIX_EPOCH,
+            // The sender offered 125 MB each second; the receiver got 97.5 MB, then all of it.
+            local: side(vec![iv(0.0, 0, 125_000_000), iv(1.0, 0, 125_000_000)]),
+            remote: side(vec![iv(0.0, 97_500_000, 0), iv(1.0, 125_000_000, 0)]),
+            latency: None,
+            group_latency: Vec::new(),
+        };
+        let d = crate::bench::doc::interval_details(&r);
+        assert_eq!(d.iter().map(|(_, d)| d.lost_pct.map(|l| l.round())).collect::<Vec<_>>(), [Some(22.0), Some(0.0)]);
+        assert_eq!((d[0].1.bytes, d[0].1.sent_bytes), (Some(97_500_000), Some(125_000_000)));
+        let lines = receiver_lines(&r);
+        insta::assert_snapshot!(lines);
+        r.spec = TestSpec::new(TestKind::TcpStream);
+        assert_eq!(receiver_lines(&r), "", "TCP has no receiver lines: its loss is retransmitted");
+        assert_eq!(crate::bench::doc::interval_details(&r)[0].1.lost_pct, None);
     }
 }

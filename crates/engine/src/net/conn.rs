@@ -98,6 +98,11 @@ impl SendHalf {
         self.send_frames(&[])
     }
 
+    /// The connection's MSS (`TCP_MAXSEG`), where the kernel says.
+    pub fn mss(&self) -> Option<u32> {
+        socket2::SockRef::from(&self.sock).tcp_mss().ok().filter(|m| *m > 0)
+    }
+
     /// Close our sending direction.
     pub fn shutdown(&self) {
         let _ = self.sock.shutdown(Shutdown::Both);

@@ -440,6 +440,33 @@ pub struct BenchInterval {
     pub transactions_per_s: f64,
     /// Inside the warm-up (not counted).
     pub omitted: bool,
+    /// What else iperf3's interval lines carry, where it was measured.
+    #[serde(flatten)]
+    pub detail: IntervalDetail,
+}
+
+/// An interval's bytes on each side, the UDP receiver's loss and the TCP sender's retransmits and
+/// congestion window, as iperf3's interval lines carry them; each left out where not measured.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct IntervalDetail {
+    /// Bytes the receiver of the bulk got in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Bytes the sender sent in its own interval of the same span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_bytes: Option<u64>,
+    /// UDP: the receiver's loss in the interval, percent: bytes received against bytes sent in
+    /// the same span, so a datagram in flight across a boundary counts in the next one (the
+    /// test's loss, from sequence numbers, is exact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_pct: Option<f64>,
+    /// TCP: segments the client's sending connections retransmitted in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// TCP: the client's sending connections' congestion window near the interval's end, bytes,
+    /// mean over the connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd_bytes: Option<u64>,
 }
 
 /// One connection's goodput.

@@ -150,6 +150,7 @@ fn intervals(bps: f64) -> Vec<BenchInterval> {
             bps: bps + f64::from(i) * 1e7,
             transactions_per_s: 48_000.0,
             omitted: i == 0,
+            detail: Default::default(),
         })
         .collect()
 }

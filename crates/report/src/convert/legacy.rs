@@ -215,6 +215,7 @@ fn sample_intervals(s: &Sample) -> Vec<BenchInterval> {
         bps: i.bps,
         transactions_per_s: 0.0,
         omitted: false,
+        detail: Default::default(),
     };
     s.intervals.iter().map(iv).collect()
 }
