@@ -379,6 +379,22 @@ mod tests {
     }
 
     #[test]
+    fn a_gso_send_the_kernel_refuses_goes_out_one_datagram_a_message() {
+        let (tx, rx) = pair();
+        let mut s = Sender::new(tx.clone(), None, 64, &[7; 64]);
+        let mut r = Receiver::new(rx, 64);
+        // Segments of 1 byte: 64-byte trains pass the kernel's segment limit, so it refuses
+        // them (EINVAL) as a NIC without the offload would (EIO).
+        setsockopt_int(&tx, libc::SOL_UDP, libc::UDP_SEGMENT, 1).unwrap();
+        assert!(s.capacity() > 32, "GSO on at first: {}", s.capacity());
+        assert_eq!(s.send(40).unwrap(), 32, "one batch of single datagrams");
+        assert_eq!(s.capacity(), 32, "GSO is off for the socket from then on");
+        let got = drain(&mut r, 32);
+        assert_eq!(got.len(), 32);
+        assert!(got.iter().all(|d| d.len() == 64));
+    }
+
+    #[test]
     fn without_gro_each_message_is_one_datagram() {
         let (tx, rx) = pair();
         let mut r = Receiver::new(rx.clone(), 64);
