@@ -5,6 +5,7 @@
 //! counts into the figures people read, [`doc`] into the typed bench document, and [`text`]
 //! renders them as `linerate bench` prints them.
 
+pub(crate) mod dgram;
 pub mod doc;
 pub(crate) mod io;
 pub(crate) mod scripts;

@@ -254,11 +254,15 @@ pub fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
         }
     }
     if let (Some(loss), Some(pps)) = (s.loss_pct, s.packets_per_s) {
+        // Datagrams per second on both sides: the sender's (counted after the warm-up) beside
+        // the receiver's.
+        let snd = if r.spec.direction == linerate_proto::bench::Direction::Receive { &r.remote } else { &r.local };
+        let sent_pps = snd.udp.map_or(0.0, |u| if snd.seconds > 0.0 { u.sent as f64 / snd.seconds } else { 0.0 });
         row(
             &mut o,
             "udp",
             format!(
-                "loss {loss:.3}%  {pps:.0} packets/s received  {} out of order  {} duplicated  jitter {:.1} µs  offered {}",
+                "loss {loss:.3}%  {sent_pps:.0} packets/s sent, {pps:.0} received  {} out of order  {} duplicated  jitter {:.1} µs  offered {}",
                 s.out_of_order.unwrap_or(0),
                 s.duplicates.unwrap_or(0),
                 s.jitter_us.unwrap_or(0.0),

@@ -1,8 +1,10 @@
 //! udp-stream: paced datagrams with sequence numbers, counted at the receiver (loss, reordering,
 //! duplicates, jitter). Each client socket first registers its address with the server by a
 //! datagram carrying the test's tag, so the server knows which socket is which connection and,
-//! in reverse mode, where to send.
+//! in reverse mode, where to send. Datagrams move in batches, many per system call each side
+//! ([`super::dgram`]), and are counted one by one.
 
+use super::dgram::{size_recv_buffer, Receiver, Sender};
 use super::Counters;
 use crate::EngineError;
 use linerate_proto::bench::{Direction, Ready, TestSpec, UdpCounts, UdpHeader, UDP_HEADER_LEN};
@@ -96,7 +98,9 @@ fn tag(ready: &Ready) -> [u8; 8] {
     t
 }
 
-/// Send paced datagrams on `socks` (slot, socket, destination) until `counters.stop`.
+/// Send paced datagrams on `socks` (slot, socket, destination) until `counters.stop`, in batches
+/// (see [`super::dgram`]): as many as the rate allows since the last batch, up to a batch. The
+/// datagrams of one batch carry the same send time.
 fn send_loop(
     socks: &[(u32, Arc<UdpSocket>, Option<SocketAddr>)],
     spec: &TestSpec,
@@ -105,7 +109,8 @@ fn send_loop(
     total_conns: u64,
 ) -> u64 {
     let size = spec.msg_size as usize;
-    let mut buf = super::io::pattern(size);
+    let fill = super::io::pattern(size);
+    let mut batches: Vec<Sender> = socks.iter().map(|(_, s, to)| Sender::new(s.clone(), *to, size, &fill)).collect();
     let pps = spec.rate.map(|r| r as f64 / 8.0 / size as f64 / total_conns.max(1) as f64);
     let start = Instant::now();
     let omit_ns = counters.omit_ns();
@@ -114,37 +119,31 @@ fn send_loop(
     while !counters.stop.load(Relaxed) {
         let elapsed = start.elapsed().as_secs_f64();
         let mut idle = true;
-        for (k, (slot, s, to)) in socks.iter().enumerate() {
-            let due = pps.map_or(seqs[k] + 64, |p| (p * elapsed) as u64 + 1);
-            let mut burst = 0;
-            while seqs[k] < due && burst < 64 {
-                // A byte count (iperf3 -n): the last datagram goes out whole.
-                let taken = counters.take(size);
-                if taken == 0 {
-                    break;
+        for (k, ((slot, _, _), tx)) in socks.iter().zip(batches.iter_mut()).enumerate() {
+            let room = tx.capacity() as u64;
+            let due = pps.map_or(seqs[k] + room, |p| (p * elapsed) as u64 + 1);
+            let want = due.saturating_sub(seqs[k]).min(room) as usize;
+            // A byte count (iperf3 -n): the last datagram goes out whole.
+            let taken = if want == 0 { 0 } else { counters.take(want * size) };
+            if taken == 0 {
+                continue;
+            }
+            let n = taken.div_ceil(size);
+            let now_ns = counters.since_start().as_nanos() as u64;
+            for i in 0..n {
+                UdpHeader { tag, seq: seqs[k] + i as u64, sent_ns: now_ns }
+                    .write(&mut tx.datagram_mut(i)[..UDP_HEADER_LEN]);
+            }
+            // A full socket buffer or an ICMP error from a closed port: try again later.
+            let m = tx.send(n).unwrap_or(0);
+            counters.give_back(taken.saturating_sub(m * size));
+            if m > 0 {
+                counters.add_tx(*slot as usize, m * size);
+                seqs[k] += m as u64;
+                if now_ns >= omit_ns {
+                    sent += m as u64;
                 }
-                let now_ns = counters.since_start().as_nanos() as u64;
-                UdpHeader { tag, seq: seqs[k], sent_ns: now_ns }.write(&mut buf[..UDP_HEADER_LEN]);
-                let r = match to {
-                    Some(a) => s.send_to(&buf, a),
-                    None => s.send(&buf),
-                };
-                match r {
-                    Ok(n) => {
-                        counters.add_tx(*slot as usize, n);
-                        seqs[k] += 1;
-                        if now_ns >= omit_ns {
-                            sent += 1;
-                        }
-                        burst += 1;
-                        idle = false;
-                    }
-                    // A full socket buffer or an ICMP error from a closed port: try again later.
-                    Err(_) => {
-                        counters.give_back(taken);
-                        break;
-                    }
-                }
+                idle = false;
             }
         }
         if idle {
@@ -155,6 +154,45 @@ fn send_loop(
         }
     }
     sent
+}
+
+/// Receive on `rx` until `counters.stop`: each datagram carrying the test's tag is counted for
+/// the connection `slot_of` names from its source address (registrations go to `on_register`).
+fn receive_loop(
+    rx: &mut Receiver,
+    tag: [u8; 8],
+    c: &Counters,
+    states: &mut [RecvState],
+    mut slot_of: impl FnMut(Option<SocketAddr>) -> Option<usize>,
+    mut on_register: impl FnMut(&[u8], Option<SocketAddr>),
+) {
+    let omit_ns = c.omit_ns();
+    while !c.stop.load(Relaxed) {
+        let Ok(n) = rx.recv() else { continue };
+        if n == 0 {
+            continue;
+        }
+        let now_ns = c.since_start().as_nanos() as u64;
+        for j in 0..n {
+            let Some(m) = rx.message(j) else { continue };
+            let slot = slot_of(m.from);
+            let mut bytes = 0;
+            for d in m.datagrams() {
+                let Some(h) = UdpHeader::read(d).filter(|h| h.tag == tag) else { continue };
+                if h.seq == REGISTER {
+                    on_register(d, m.from);
+                    continue;
+                }
+                if let Some(st) = slot.and_then(|i| states.get_mut(i)) {
+                    bytes += d.len();
+                    st.on_datagram(&h, d.len(), now_ns, omit_ns);
+                }
+            }
+            if bytes > 0 {
+                c.add_rx(slot.unwrap_or(0), bytes);
+            }
+        }
+    }
 }
 
 /// A UDP test in progress on one side.
@@ -255,21 +293,16 @@ impl Client {
             }
             Direction::Receive => {
                 for (i, s) in self.socks.iter().enumerate() {
-                    let (s, c, tag) = (s.clone(), self.counters.clone(), self.tag);
+                    let (s, c, tag, size) = (s.clone(), self.counters.clone(), self.tag, spec.msg_size as usize);
+                    if spec.rcvbuf.is_none() {
+                        size_recv_buffer(&s, spec.rate, size, spec.connections);
+                    }
                     run.receivers.push(super::spawn_worker(cpu, move || {
-                        let mut st = RecvState::default();
-                        let mut buf = vec![0u8; 65_536];
-                        while !c.stop.load(Relaxed) {
-                            if let Ok(n) = s.recv(&mut buf) {
-                                if let Some(h) =
-                                    UdpHeader::read(&buf[..n]).filter(|h| h.tag == tag && h.seq != REGISTER)
-                                {
-                                    c.add_rx(i, n);
-                                    st.on_datagram(&h, n, c.since_start().as_nanos() as u64, c.omit_ns());
-                                }
-                            }
-                        }
-                        vec![st]
+                        // Socket i's datagrams are connection i's (its counters' slot).
+                        let mut st = vec![RecvState::default(); i + 1];
+                        let mut rx = Receiver::new(s, size);
+                        receive_loop(&mut rx, tag, &c, &mut st, |_| Some(i), |_, _| ());
+                        vec![st.swap_remove(i)]
                     }));
                 }
             }
@@ -336,22 +369,28 @@ impl Server {
         let (s, c, t, n, p) = (self.sock.clone(), self.counters.clone(), self.tag, self.conns, self.peers.clone());
         match spec.direction {
             Direction::Send | Direction::Bidir => {
+                if spec.rcvbuf.is_none() {
+                    size_recv_buffer(&s, spec.rate, spec.msg_size as usize, 1);
+                }
+                let size = spec.msg_size as usize;
                 run.receivers.push(super::spawn_worker(cpu, move || {
                     let mut states = vec![RecvState::default(); n as usize];
-                    let mut buf = vec![0u8; 65_536];
-                    while !c.stop.load(Relaxed) {
-                        let Ok((len, from)) = s.recv_from(&mut buf) else { continue };
-                        let Some(h) = UdpHeader::read(&buf[..len]).filter(|h| h.tag == t) else { continue };
-                        if h.seq == REGISTER {
-                            register(&buf[..len], from, t, n, &p);
-                            continue;
+                    let mut rx = Receiver::new(s, size);
+                    // The registered addresses, copied: looked up again only for an unknown one.
+                    let mut known = p.lock().map(|m| m.clone()).unwrap_or_default();
+                    let slot_of = |from: Option<SocketAddr>| {
+                        let from = from?;
+                        if !known.contains_key(&from) {
+                            known = p.lock().map(|m| m.clone()).unwrap_or_default();
                         }
-                        let slot = p.lock().ok().and_then(|m| m.get(&from).copied());
-                        if let Some(st) = slot.and_then(|i| states.get_mut(i as usize)) {
-                            c.add_rx(slot.unwrap_or(0) as usize, len);
-                            st.on_datagram(&h, len, c.since_start().as_nanos() as u64, c.omit_ns());
+                        known.get(&from).map(|&i| i as usize)
+                    };
+                    let on_register = |d: &[u8], from: Option<SocketAddr>| {
+                        if let Some(from) = from {
+                            register(d, from, t, n, &p);
                         }
-                    }
+                    };
+                    receive_loop(&mut rx, t, &c, &mut states, slot_of, on_register);
                     states
                 }));
             }

@@ -275,6 +275,29 @@ fn tcp_crr_opens_a_connection_per_transaction() {
 }
 
 #[test]
+fn unpaced_small_datagrams_are_counted_one_by_one_through_the_batches() {
+    // Unpaced 64-byte datagrams leave in sendmmsg batches of GSO trains and arrive as GRO trains
+    // (issue 33): each must still be counted once, at its own size, both ways.
+    let (h, secret) = agent(|_| {});
+    for dir in [Direction::Send, Direction::Receive] {
+        let mut s = spec(TestKind::UdpStream, 2, 400);
+        s.direction = dir;
+        s.msg_size = 64;
+        s.rate = None;
+        let r = run(&h, &secret, &s);
+        let (snd, rcv) = if dir == Direction::Send { (&r.local, &r.remote) } else { (&r.remote, &r.local) };
+        let (sent, u) = (snd.udp.unwrap().sent, rcv.udp.unwrap());
+        assert!(u.received > 1_000, "{dir:?}: received {} of {sent}", u.received);
+        assert!(u.received <= sent, "{dir:?}: received {} of {sent}", u.received);
+        assert_eq!(u.bytes, u.received * 64, "{dir:?}: a train cut at the wrong size");
+        assert_eq!(u.duplicates, 0, "{dir:?}");
+        let tx: u64 = snd.conns.iter().map(|c| c.tx).sum();
+        assert_eq!(tx % 64, 0, "{dir:?}: whole datagrams sent");
+        assert!(r.local.errors.is_empty() && r.remote.errors.is_empty(), "{:?} {:?}", r.local.errors, r.remote.errors);
+    }
+}
+
+#[test]
 fn udp_stream_counts_loss_at_the_receiver_both_ways() {
     let (h, secret) = agent(|_| {});
     for dir in [Direction::Send, Direction::Receive] {
