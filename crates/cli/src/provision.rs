@@ -503,7 +503,9 @@ mod tests {
         let exe = Exe { path: "/x".into(), size: 10, name: "0.1.0-0123456789abcdef".into(), glibc: None };
         let c = boot_command(&exe, &["--ssh-loopback"]);
         assert!(c.starts_with("exec /bin/sh -c 'umask 077;"), "{c}");
-        assert!(c.ends_with("' linerate-boot 0.1.0-0123456789abcdef 10 2 --ssh-loopback"), "{c}");
+        let tail =
+            format!("' linerate-boot 0.1.0-0123456789abcdef 10 {} --ssh-loopback", linerate_proto::PROTOCOL_VERSION);
+        assert!(c.ends_with(&tail), "{c}");
     }
 
     #[test]

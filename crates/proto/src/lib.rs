@@ -29,7 +29,7 @@ pub mod track;
 pub use error::{ErrorCode, ProtoError};
 
 /// Protocol version carried in every preamble; peers must match exactly.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Caps on everything a peer can make us allocate or track.
 pub mod caps {

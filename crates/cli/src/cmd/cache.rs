@@ -35,7 +35,7 @@ enum CacheCmd {
 
 #[derive(Args, Debug)]
 struct CacheTarget {
-    /// Hosts to look at through ssh ([user@]host); this host when none.
+    /// Hosts to look at through ssh (`[user@]host`); this host when none.
     #[arg(value_name = "HOST")]
     hosts: Vec<String>,
     /// Program that starts ssh, split as for `cp -e`.

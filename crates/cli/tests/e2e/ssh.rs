@@ -300,7 +300,7 @@ fn a_version_mismatch_and_a_silent_remote_are_named() {
     let o = cp_with(&newer);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
-    assert!(out.contains("protocol version 999 (linerate 9.9.9)") && out.contains("speaks version 2"), "{out}");
+    assert!(out.contains("protocol version 999 (linerate 9.9.9)") && out.contains("speaks version 3"), "{out}");
     assert!(!out.contains(&"ab".repeat(32)), "{out}");
     let chatty = script("chatty", "echo 'Welcome to the lab'; echo 'oops' >&2; exit 7");
     let o = cp_with(&chatty);

@@ -5,7 +5,7 @@ pub mod sshlab;
 /// How a server's announce line begins: the protocol version this build speaks
 /// (`linerate_proto::PROTOCOL_VERSION`, docs/PROTOCOL.md), pinned here so that a change of the
 /// wire's version is a deliberate change of these tests too.
-pub const ANNOUNCE: &str = "LINERATE 2 ";
+pub const ANNOUNCE: &str = "LINERATE 3 ";
 
 /// Variable that lets a run without root skip the tests that need it, knowingly.
 pub const SKIP_ROOT: &str = "LINERATE_SKIP_ROOT_TESTS";
