@@ -36,6 +36,10 @@ pub enum State {
         value: f64,
         /// Change against the baseline, percent.
         change: Option<f64>,
+        /// The pair's noise band, percent of the baseline: `NOISE_SIGMAS · √2 · sd` of its
+        /// figure over the earlier rounds (two or more), the rule of `report compare`. A change
+        /// within it is not coloured as better or worse. `None`: no spread measured.
+        noise: Option<f64>,
     },
 }
 
@@ -161,11 +165,17 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>, history: &[RunReport]
                     Some(metric) => {
                         m.unit = metric.unit.clone();
                         m.better = metric.better;
-                        let change = then
-                            .get(&metric.name)
-                            .filter(|old| old.value != 0.0)
-                            .map(|old| (metric.value - old.value) / old.value * 100.0);
-                        cell.state = State::Measured { value: metric.value, change };
+                        let old = then.get(&metric.name).map(|o| o.value).filter(|v| *v != 0.0);
+                        let change = old.map(|o| (metric.value - o) / o * 100.0);
+                        // The pair's own noise: the spread of its figure over the earlier rounds,
+                        // for both sides of the comparison (each is one measurement of the pair).
+                        let seen: Vec<f64> = cell.history.iter().flatten().copied().collect();
+                        let sd = linerate_model::stats::std_dev(&seen);
+                        let noise = old.and_then(|o| {
+                            linerate_model::stats::noise_band(sd, sd, linerate_model::stats::NOISE_SIGMAS)
+                                .map(|band| band / o.abs() * 100.0)
+                        });
+                        cell.state = State::Measured { value: metric.value, change, noise };
                     }
                     None => {
                         if let Some(st) = status.get(&(test.as_str(), a.as_str(), b.as_str())).filter(|s| **s != "ok") {
@@ -186,10 +196,12 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>, history: &[RunReport]
     Ok(out)
 }
 
-/// A cell's fill: by the change's direction against `better`, beyond `threshold` percent.
-fn fill(change: Option<f64>, better: Better, threshold: f64) -> &'static str {
+/// A cell's fill: by the change's direction against `better`, beyond `threshold` percent and
+/// beyond the pair's `noise` band (percent; the rule of `report compare`).
+fn fill(change: Option<f64>, noise: Option<f64>, better: Better, threshold: f64) -> &'static str {
     match change {
         None => "#ffffff",
+        Some(c) if noise.is_some_and(|n| c.abs() <= n) => "#e8e8e8",
         Some(c) => {
             let good = if better == Better::Higher { c } else { -c };
             if good <= -threshold {
@@ -254,7 +266,7 @@ pub fn matrix_svg(m: &Matrix, threshold: f64) -> String {
         k => format!("; line: the last {} rounds", k + 1),
     };
     let legend = format!(
-        "green: better by {threshold}% or more, red: worse, grey: within, white: no baseline; \
+        "green: better by {threshold}%+ and past the pair's noise, red: worse, grey: within, white: no baseline; \
          hatched red: failed; mid grey with a dash: not measured{history}"
     );
     let text_w =
@@ -311,15 +323,19 @@ pub fn matrix_svg(m: &Matrix, threshold: f64) -> String {
             let (f, tip) = match &c.state {
                 State::NotMeasured => (NOT_MEASURED, format!("{pair}: not measured in this round")),
                 State::Failed(st) => ("url(#failed)", format!("{pair}: {st}")),
-                State::Measured { value, change } => {
+                State::Measured { value, change, noise } => {
                     let mut t = format!("{pair}: {}", si(*value, &m.unit));
                     if let Some(ch) = change {
                         let _ = write!(t, ", {ch:+.1}% against the baseline");
+                        if let Some(n) = noise {
+                            let within = if ch.abs() <= *n { "within" } else { "beyond" };
+                            let _ = write!(t, " ({within} the pair's noise, ±{n:.1}%)");
+                        }
                     }
                     if let Some((lo, hi)) = c.spread() {
                         let _ = write!(t, "; last rounds {} to {}", si(lo, &m.unit), si(hi, &m.unit));
                     }
-                    (fill(*change, m.better, threshold), t)
+                    (fill(*change, *noise, m.better, threshold), t)
                 }
             };
             let _ = write!(
@@ -339,7 +355,7 @@ pub fn matrix_svg(m: &Matrix, threshold: f64) -> String {
             match &c.state {
                 State::NotMeasured => text_at(&mut s, font / 3.0, font, "#666", "nm", "–"),
                 State::Failed(_) => text_at(&mut s, font / 3.0, font, "#a00000", "failed", "failed"),
-                State::Measured { value, change } => {
+                State::Measured { value, change, .. } => {
                     let big = cell >= 56.0;
                     let top =
                         if big { -font * 0.55 } else { font / 3.0 - if c.history.is_empty() { 0.0 } else { 3.0 } };
@@ -452,11 +468,36 @@ mod tests {
         r
     }
 
-    fn measured(c: &Cell) -> (f64, Option<f64>) {
+    fn measured(c: &Cell) -> (f64, Option<f64>, Option<f64>) {
         match c.state {
-            State::Measured { value, change } => (value, change),
+            State::Measured { value, change, noise } => (value, change, noise),
             ref other => panic!("not measured: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_change_within_the_pairs_own_noise_is_not_called_worse() {
+        // a > b has swung between 0.7 and 1.3 Gbit/s over its last rounds; b > a has been steady.
+        let rounds: Vec<RunReport> = [(0.7e9, 1.0e9), (1.3e9, 1.01e9), (0.8e9, 0.99e9), (1.2e9, 1.0e9)]
+            .iter()
+            .enumerate()
+            .map(|(k, (ab, ba))| round(k as u64 + 1, &[("tput:a>b", *ab), ("tput:b>a", *ba)]))
+            .collect();
+        let base = round(5, &[("tput:a>b", 1e9), ("tput:b>a", 1e9)]);
+        let new = round(6, &[("tput:a>b", 8e8), ("tput:b>a", 8e8)]);
+        let ms = matrices(&new, Some(&base), &rounds).unwrap();
+        let t = &ms[0];
+        let f = |c: &Cell| {
+            let (_, change, noise) = measured(c);
+            fill(change, noise, t.better, 10.0)
+        };
+        assert_eq!(f(&t.cells[0][1]), "#e8e8e8", "-20 % on a pair this noisy: within its noise");
+        assert_eq!(f(&t.cells[1][0]), "#f4a6a6", "-20 % on a steady pair: worse");
+        let svg = matrix_svg(t, 10.0);
+        assert!(
+            svg.contains("-20.0% against the baseline (within the pair") && svg.contains("(beyond the pair"),
+            "{svg}"
+        );
     }
 
     #[test]
@@ -483,17 +524,24 @@ mod tests {
         assert_eq!(ms.len(), 2);
         let t = &ms[0];
         assert_eq!((t.unit.as_str(), t.better, t.round, t.rounds_before), ("bit/s", Better::Higher, Some(3), 2));
-        assert_eq!(measured(&t.cells[0][1]), (5e8, Some(-50.0)));
+        let (v, ch, noise) = measured(&t.cells[0][1]);
+        assert_eq!((v, ch), (5e8, Some(-50.0)));
+        // 3 σ of the difference of two measurements whose sd is that of 1.1e9 and 1e9: 30 %.
+        assert!(noise.is_some_and(|n| (n - 30.0).abs() < 1e-6), "{noise:?}");
         assert_eq!(t.cells[0][1].history, [Some(1.1e9), Some(1e9)]);
         assert_eq!(t.cells[0][1].spread(), Some((5e8, 1.1e9)));
-        assert_eq!(measured(&t.cells[0][2]), (2e9, None), "no baseline for a>c");
+        assert_eq!(measured(&t.cells[0][2]), (2e9, None, None), "no baseline for a>c");
         assert_eq!(t.cells[2][0].state, State::Failed("failed: reset".into()), "c>a failed");
         assert_eq!(t.cells[1][2].state, State::NotMeasured, "b>c was not measured: not a failure");
-        assert_eq!(fill(measured(&t.cells[0][1]).1, t.better, 10.0), "#f4a6a6", "halved: worse");
-        assert_eq!(fill(measured(&t.cells[1][0]).1, t.better, 10.0), "#e8e8e8", "+1 %: within");
+        let f = |c: &Cell, m: &Matrix| {
+            let (_, change, noise) = measured(c);
+            fill(change, noise, m.better, 10.0)
+        };
+        assert_eq!(f(&t.cells[0][1], t), "#f4a6a6", "halved: worse");
+        assert_eq!(f(&t.cells[1][0], t), "#e8e8e8", "+1 %: within");
         let r = &ms[1];
         assert_eq!(r.better, Better::Lower);
-        assert_eq!(fill(measured(&r.cells[0][1]).1, r.better, 10.0), "#f4a6a6", "latency up 50 %: worse");
+        assert_eq!(f(&r.cells[0][1], r), "#f4a6a6", "latency up 50 %: worse");
         let svg = matrix_svg(t, 10.0);
         for want in [
             "500M",
