@@ -57,10 +57,18 @@ pub fn make_dir(parent: &OwnedFd, name: &[u8]) -> io::Result<(OwnedFd, bool)> {
 /// 64 random bits drawn once per process, so it never meets a user's name and a peer cannot
 /// predict it; no name is reserved for it.
 pub fn temp_name(session_tag: &str, id: u64) -> Vec<u8> {
+    let mut name = temp_prefix(session_tag);
+    name.extend_from_slice(id.to_string().as_bytes());
+    name
+}
+
+/// What every [`temp_name`] of a session begins with: how the session's own `--delete` pass
+/// knows a name that another of its streams is about to rename into place.
+pub fn temp_prefix(session_tag: &str) -> Vec<u8> {
     static SALT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let salt = SALT
         .get_or_init(|| crate::copy::workdir::random_hex(8).unwrap_or_else(|_| format!("{:016x}", std::process::id())));
-    format!(".linerate-tmp-{salt}-{session_tag}-{id}").into_bytes()
+    format!(".linerate-tmp-{salt}-{session_tag}-").into_bytes()
 }
 
 /// The process umask, read once (reading it means setting it, so do it before threads write).
@@ -799,6 +807,17 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use std::os::unix::ffi::OsStrExt;
+
+    #[test]
+    fn a_sessions_temporary_names_share_its_prefix_and_no_other_sessions() {
+        let (a, b) = (temp_prefix("s1"), temp_prefix("s2"));
+        for id in [0, 7, u64::MAX] {
+            assert!(temp_name("s1", id).starts_with(&a));
+            assert!(!temp_name("s2", id).starts_with(&a));
+        }
+        assert!(!b"a-user-file".starts_with(&a) && a.starts_with(b".linerate-tmp-"));
+        assert_ne!(a, b);
+    }
 
     fn base(p: &std::path::Path) -> OwnedFd {
         open_root(p).unwrap()

@@ -387,13 +387,18 @@ impl RecvSession {
                 f.excluded_in(&path, n, is_dir)
             })
         };
+        let own_temp = fsx::temp_prefix(&self.p.tag);
         let extra = match fsx::list_dir(&dir) {
             // A working directory (of this destination or one beneath) is never deleted, as
             // rsync protects its partial directory; `linerate clean` empties it. Excluded names
-            // are kept (without --delete-excluded).
-            Ok(names) => names
-                .into_iter()
-                .filter(|n| !set.contains(n.as_slice()) && !workdir::is_work_dir(&dir, n) && !protected(n)),
+            // are kept (without --delete-excluded), and so are this session's own temporary
+            // names (a link or special another stream is about to rename into place).
+            Ok(names) => names.into_iter().filter(|n| {
+                !set.contains(n.as_slice())
+                    && !workdir::is_work_dir(&dir, n)
+                    && !n.starts_with(&own_temp)
+                    && !protected(n)
+            }),
             Err(e) => {
                 self.report(ErrorCode::Io, &path, &format!("listing for --delete: {e}"));
                 return Ok(());
@@ -406,9 +411,14 @@ impl RecvSession {
             }
             shown.extend_from_slice(&name);
             if !dry {
-                if let Err(e) = fsx::remove_tree(&dir, &name) {
-                    self.report(ErrorCode::Io, &shown, &format!("cannot delete: {e}"));
-                    continue;
+                match fsx::remove_tree(&dir, &name) {
+                    Ok(()) => {}
+                    // Gone since the listing (as rsync, a vanished name is not an error).
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        self.report(ErrorCode::Io, &shown, &format!("cannot delete: {e}"));
+                        continue;
+                    }
                 }
             }
             self.n.deleted.fetch_add(1, Relaxed);
