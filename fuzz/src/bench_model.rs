@@ -142,6 +142,7 @@ impl Wire {
                     cookie: [2; 32],
                     tcp_port: *port,
                     udp_port: None,
+                    duration_ms: None,
                 };
                 Frame::BenchReady(&d.apply(encode_doc(&r))).encode(&mut out)
             }
