@@ -1,30 +1,39 @@
 #!/usr/bin/env bash
 # The false-alarm rate of `linerate report compare` on this machine (issue 33): PAIRS pairs of
-# identical `bench -t T` runs back to back, each pair compared (how many are flagged as a
-# regression: the goal is none at the default settings), and after each pair a run capped at
-# (100 - SLOW) % of the pair's first figure, compared with it (how many are caught: the goal is
-# all). iperf3 runs the same identical pair alternating with linerate's, so its run-to-run spread
-# is printed beside linerate's. Also judged against the median of the last K runs
-# (`--against last:K`), as a fleet's rounds are (false alarms only: a capped run is another test).
+# identical measurements back to back, each `bench -t T --repeat N` (N runs of T seconds, the
+# figure their mean, its noise the mean's standard error), each pair compared (how many are
+# flagged as a regression: the goal is none at the default settings), and after each pair one
+# capped at (100 - SLOW) % of the pair's first figure, compared with it (how many are caught:
+# the goal is all). iperf3 runs of T seconds alternate with linerate's so that its run-to-run
+# spread is printed beside linerate's. Also judged against the median of the last K
+# measurements (`--against last:K`), as a fleet's rounds are (false alarms only: a capped run is
+# another test).
 #
-# Usage: bench/noise-false-alarms.sh [--pairs N] [--time T] [--slow PCT] [--last K]
+# Why N runs: on the 2-core VM two identical single runs differ by 10 % (median) and up to 39 %,
+# iperf3's as much, so one run against one run cannot tell a 15 % change from noise; the mean of
+# N runs is known √N times better (the rule: docs/USER_GUIDE.md, "Noise").
+#
+# Usage: bench/noise-false-alarms.sh [--pairs N] [--time T] [--repeat N] [--slow PCT] [--last K]
 #                                    [--linerate PATH] [--keep DIR] [--judge-only DIR]
+#   --time T          seconds per run (default 1)
+#   --repeat N        runs per measurement (default 15)
 #   --keep DIR        keep the run store and the ids in DIR (default: a temporary directory)
 #   --judge-only DIR  do not measure: judge the runs kept in DIR again (after a rule change)
 # Exit: 0 when the measurement ran (goals met or not), 1 when a tool failed, 2 bad usage.
 set -euo pipefail
 
-PAIRS=20 TIME=5 SLOW=15 LAST=5 LR="" KEEP="" JUDGE=""
+PAIRS=20 TIME=1 REPEAT=15 SLOW=15 LAST=5 LR="" KEEP="" JUDGE=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --pairs) PAIRS="$2"; shift 2 ;;
     --time) TIME="$2"; shift 2 ;;
+    --repeat) REPEAT="$2"; shift 2 ;;
     --slow) SLOW="$2"; shift 2 ;;
     --last) LAST="$2"; shift 2 ;;
     --linerate) LR="$2"; shift 2 ;;
     --keep) KEEP="$2"; shift 2 ;;
     --judge-only) JUDGE="$2"; shift 2 ;;
-    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
     *) echo "noise-false-alarms: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -60,35 +69,54 @@ if [ -z "$JUDGE" ]; then
   sleep 0.5
   # one linerate run: its id on stdout, its goodput in $work/last.bps
   lr() {
-    "$LINERATE" bench "127.0.0.1:$LP" --key-file "$work/key" -t "$TIME" --db "$db" --json "$@" \
-      > "$work/last.json" 2> "$work/last.err" || { cat "$work/last.err" >&2; die "linerate bench failed"; }
-    python3 -c "import json;print(json.load(open('$work/last.json'))['summary']['throughput_bps'])" > "$work/last.bps"
+    local tag="$1"; shift
+    "$LINERATE" bench "127.0.0.1:$LP" --key-file "$work/key" -t "$TIME" --repeat "$REPEAT" --db "$db" \
+      --json "$@" > "$work/last.json" 2> "$work/last.err" || { cat "$work/last.err" >&2; die "linerate bench failed"; }
+    # the measurement's figure (the runs' mean); each run's figure kept for the spread
+    python3 - "$work/last.json" "$work/last.bps" "$work/runs.$tag" <<'PY'
+import json, sys
+runs = json.load(open(sys.argv[1]))["points"][0]["repeats"]["runs"]
+open(sys.argv[2], "w").write(f"{sum(runs) / len(runs)}\n")
+with open(sys.argv[3], "a") as f:
+    f.write("".join(f"{x}\n" for x in runs))
+PY
     "$LINERATE" report --db "$db" list | tail -n 1 | cut -d' ' -f1
   }
   ip3() {
     iperf3 -c 127.0.0.1 -p "$IP" -t "$TIME" -J > "$work/i.json" || die "iperf3 failed"
     python3 -c "import json;print(json.load(open('$work/i.json'))['end']['sum_received']['bits_per_second'])"
   }
-  : > "$work/pairs"
+  : > "$work/pairs"; : > "$work/runs.same"; : > "$work/runs.capped"; : > "$work/runs.iperf3"
   for i in $(seq 1 "$PAIRS"); do
     ia=$(ip3)
-    a=$(lr); abps=$(cat "$work/last.bps")
+    a=$(lr same); abps=$(cat "$work/last.bps")
     ib=$(ip3)
-    b=$(lr); bbps=$(cat "$work/last.bps")
+    b=$(lr same); bbps=$(cat "$work/last.bps")
     cap=$(python3 -c "print(int($abps * (100 - $SLOW) / 100))")
-    c=$(lr -b "$cap"); cbps=$(cat "$work/last.bps")
+    c=$(lr capped -b "$cap"); cbps=$(cat "$work/last.bps")
     echo "$a $b $c $abps $bbps $cbps $ia $ib" >> "$work/pairs"
+    echo "$ia" >> "$work/runs.iperf3"; echo "$ib" >> "$work/runs.iperf3"
     echo "pair $i: linerate A $abps B $bbps capped $cbps; iperf3 A $ia B $ib" >&2
   done
 fi
 
-echo "== $PAIRS pairs of identical \`bench -t $TIME\` runs, and a run capped $SLOW % below each pair's first"
-python3 - "$work/pairs" <<'EOF'
-import sys, statistics
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+echo "== $PAIRS pairs of identical \`bench -t $TIME --repeat $REPEAT\` measurements, and one capped $SLOW % below each pair's first"
+python3 - "$work" <<'EOF'
+import sys, statistics as st
+w = sys.argv[1]
+rows = [l.split() for l in open(f"{w}/pairs") if l.strip()]
+def runs(name):
+    try:
+        return [float(x) for x in open(f"{w}/runs.{name}") if x.strip()]
+    except FileNotFoundError:
+        return []
+for name, v in (("linerate", runs("same")), ("iperf3", runs("iperf3"))):
+    if len(v) >= 2:
+        print(f"{name:9} single runs: {len(v)}, mean {st.mean(v) / 1e9:.2f} Gbit/s, sd {st.stdev(v) / st.mean(v) * 100:.1f} %")
 for name, (x, y) in (("linerate", (3, 4)), ("iperf3", (6, 7))):
     d = [abs(float(r[y]) - float(r[x])) / float(r[x]) * 100 for r in rows]
-    print(f"{name:9} identical pairs: |B - A| / A median {statistics.median(d):.1f} %, max {max(d):.1f} %")
+    what = "means of the runs" if name == "linerate" else "single runs"
+    print(f"{name:9} identical pairs ({what}): |B - A| / A median {st.median(d):.1f} %, max {max(d):.1f} %")
 EOF
 flagged=0 caught=0 n=0
 while read -r a b c _; do

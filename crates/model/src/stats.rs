@@ -70,6 +70,19 @@ pub fn std_dev(values: &[f64]) -> Option<f64> {
 /// comparisons (one side of a normal distribution beyond 3 σ).
 pub const NOISE_SIGMAS: f64 = 3.0;
 
+/// The standard error of a mean of `n` samples whose standard deviation is `sd`: `sd / √n`, how
+/// far the mean is expected to fall from the true value (hyperfine's and netperf's rule for
+/// repeated runs).
+///
+/// * `n` = 0, or `sd` negative or not finite: `None`.
+pub fn standard_error(sd: f64, n: u64) -> Option<f64> {
+    (n > 0 && sd.is_finite() && sd >= 0.0).then(|| sd / (n as f64).sqrt())
+}
+
+/// How much wider the standard error of a median is than a mean's, for normal samples: √(π/2)
+/// ≈ 1.2533 (the median is the less efficient estimator; the price of its robustness).
+pub const MEDIAN_SE_FACTOR: f64 = 1.253_314_137_315_500_3;
+
 /// The noise band of a change from `a` to `b`, each given as a standard deviation (`None`: not
 /// measured, counted as 0): `sigmas · √(sd_a² + sd_b²)`, the spread of the difference of two
 /// independent measurements, `sigmas` times. `None` when neither side has a spread (nothing is
@@ -112,6 +125,16 @@ mod tests {
         assert_eq!(jain(&[1.0, f64::NAN]), None, "NaN");
         assert_eq!(jain(&[1.0, f64::INFINITY]), None, "infinite");
         assert_eq!(jain(&[2.0, -1.0]), None, "negative");
+    }
+
+    #[test]
+    fn standard_error_shrinks_with_the_root_of_the_count() {
+        assert_eq!(standard_error(10.0, 4), Some(5.0));
+        assert_eq!(standard_error(3.0, 1), Some(3.0));
+        assert_eq!(standard_error(3.0, 0), None);
+        assert_eq!(standard_error(-1.0, 4), None);
+        assert_eq!(standard_error(f64::NAN, 4), None);
+        assert!((MEDIAN_SE_FACTOR - (std::f64::consts::PI / 2.0).sqrt()).abs() < 1e-15);
     }
 
     #[test]

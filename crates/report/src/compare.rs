@@ -3,8 +3,9 @@
 //! ([`RunReport::is_goal`]) can regress; the others (retransmits, CPU, errors) are shown as
 //! informational. A goal figure regresses only when its change is worse than the threshold AND
 //! beyond the noise measured on the two sides ([`Rule`], issue 33): the noise band is
-//! `σ × √(sd_A² + sd_B²)`, each side's standard deviation from its `--repeat` runs, its
-//! reporting intervals, or the runs a baseline was made of ([`baseline`]).
+//! `σ × √(n_A² + n_B²)`, each side's noise the uncertainty of its figure ([`crate::model::Spread::noise`]):
+//! the standard error of the mean of its `--repeat` runs, of the median of the runs a baseline
+//! was made of ([`baseline`]), or for one run its reporting intervals' standard deviation.
 //! Runs of different kinds or with different key parameters ([`key_params`]) measure different
 //! things: they are named as [`Comparison::differences`], and the CLI refuses them without
 //! `--force`.
@@ -245,7 +246,7 @@ pub fn compare_by(a: &RunReport, b: &RunReport, rule: Rule) -> Comparison {
                 },
                 _ => false,
             };
-            let sd = |r: &RunReport| r.spread(name).map(|s| s.sd);
+            let sd = |r: &RunReport| r.spread(name).map(|s| s.noise());
             let band = noise_band(sd(a), sd(b), rule.sigmas).filter(|_| rule.sigmas > 0.0);
             let noise_pct = band.zip(va).filter(|(_, x)| *x != 0.0).map(|(n, x)| n / x.abs() * 100.0);
             let beyond = match (va, vb) {
@@ -590,6 +591,27 @@ mod tests {
         let plain = |x| bench("tcp-stream", &[("throughput", x, "bit/s", Better::Higher)]);
         let c = compare(&plain(a), &plain(a * 0.9), 5.0);
         assert!(c.to_text().contains("no spread measured"), "{}", c.to_text());
+    }
+
+    #[test]
+    fn repeats_are_judged_by_the_standard_error_of_their_mean() {
+        // ten runs alternating ±1 Gbit/s about the mean: sd 1.054 Gbit/s, the mean's 0.333
+        let runs = |bps: f64, of| {
+            let mut r = bench("tcp-stream", &[("throughput", bps, "bit/s", Better::Higher)]);
+            let samples: Vec<f64> = (0..10).map(|i| bps + if i % 2 == 0 { 1e9 } else { -1e9 }).collect();
+            r.set_spread("throughput", &samples, of);
+            r
+        };
+        let (a, b) = (runs(10e9, SpreadOf::Repeats), runs(8.5e9, SpreadOf::Repeats));
+        let c = compare(&a, &b, 5.0);
+        // band 3 · √2 · 0.333 = 1.41 Gbit/s: -15 % (1.5) is beyond it
+        assert!(c.has_regression(), "{}", c.to_text());
+        assert!((c.rows[0].noise_pct.unwrap() - 14.14).abs() < 0.01, "{:?}", c.rows[0].noise_pct);
+        // the same spread of one run's intervals is how one run varies: -15 % is within it
+        let c = compare(&runs(10e9, SpreadOf::Intervals), &runs(8.5e9, SpreadOf::Intervals), 5.0);
+        assert!(!c.has_regression() && c.rows[0].within_noise, "{}", c.to_text());
+        // a change of two standard errors is noise
+        assert!(!compare(&a, &runs(9.4e9, SpreadOf::Repeats), 5.0).has_regression());
     }
 
     #[test]

@@ -449,7 +449,7 @@ pub struct Metric {
 }
 
 /// How much a figure varies between measurements of the same thing: the standard deviation of
-/// its samples, in the figure's unit.
+/// its samples, in the figure's unit; [`Spread::noise`] is how uncertain the figure itself is.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Spread {
     /// The metric's name.
@@ -473,6 +473,25 @@ pub enum SpreadOf {
     Repeats,
     /// A baseline made of the last runs of the same test (`report compare --against last:K`).
     Runs,
+}
+
+impl Spread {
+    /// How far the figure this spread belongs to is expected to fall from the true value, in its
+    /// unit (issue 33), by what the figure is:
+    ///
+    /// * one run, spread of its intervals: `sd` itself. One run is one sample of the test; how it
+    ///   would differ if made again is estimated by how one interval differs from the next (on
+    ///   the 2-core VM the 1 s intervals' spread, ~10 %, is what separate 5 s runs show, 11–12 %);
+    /// * the mean of `n` `--repeat` runs: its standard error `sd / √n`;
+    /// * the median of the last `n` runs (a baseline): `√(π/2) · sd / √n`.
+    pub fn noise(&self) -> f64 {
+        use linerate_model::stats::{standard_error, MEDIAN_SE_FACTOR};
+        match self.of {
+            SpreadOf::Intervals => self.sd,
+            SpreadOf::Repeats => standard_error(self.sd, self.n).unwrap_or(self.sd),
+            SpreadOf::Runs => MEDIAN_SE_FACTOR * standard_error(self.sd, self.n).unwrap_or(self.sd),
+        }
+    }
 }
 
 impl SpreadOf {

@@ -155,7 +155,8 @@ pub struct BenchArgs {
     /// Sweep a parameter: msg=..., buf=..., conns=... (repeatable; every combination runs).
     #[arg(long, value_name = "KEY=V1,V2,...")]
     sweep: Vec<String>,
-    /// Runs per point: MIN,MAX (stops early once --confidence is met).
+    /// Runs per point, each a session of its own: N, or MIN,MAX (stops early once --confidence
+    /// is met).
     #[arg(long, default_value = "1,1")]
     repeat: String,
     /// Confidence rule for repeats: LEVEL,WIDTH% (95 or 99; the interval's width in % of the mean).
@@ -561,7 +562,11 @@ fn make_points(a: &BenchArgs, udp_size: u32) -> Result<Vec<sweep::SweepPoint>> {
 
 fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let mut points = make_points(a, udp_default_size(None)).usage()?;
-    let (rmin, rmax) = pair(&a.repeat, "--repeat").usage()?;
+    // `--repeat N`: exactly N runs (hyperfine's `--runs N`); MIN,MAX: until confident
+    let (rmin, rmax) = match a.repeat.trim().parse::<f64>() {
+        Ok(n) => (n, n),
+        Err(_) => pair(&a.repeat, "--repeat").usage()?,
+    };
     let (level, width) = pair(&a.confidence, "--confidence").usage()?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
     // Every rule that does not depend on the server's caps, before anything is printed.
@@ -609,7 +614,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     // The JSON and CSV documents stay machine-readable: no prefixes.
     let plain = a.json || a.csv;
     let mut out = Out { to, title: a.title.clone().filter(|_| !plain), timestamps: a.timestamps && !plain };
-    let mut client = BenchClient::connect(cfg)?;
+    let mut client = BenchClient::connect(cfg.clone())?;
     if a.length.is_none() && points.iter().any(|(_, s)| s.kind == TestKind::UdpStream) {
         // iperf3's datagram size is the control connection's MSS, known only now.
         points = make_points(a, udp_default_size(client.control_mss())).usage()?;
@@ -645,7 +650,16 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         }
         let mut runs = Vec::new();
         let mut last = None;
-        for _ in 0..rmax {
+        for repeat in 0..rmax {
+            if repeat > 0 {
+                // Each repeat is a session of its own: on a VM the rate of one session differs
+                // from the next by more than its runs differ from each other (issue 33: 15 runs
+                // in one session gave means 2.5 × further apart than their standard errors said,
+                // 15 sessions 1.3 ×), so only separate sessions make the repeats' spread the
+                // noise of the measurement.
+                client = BenchClient::connect(cfg.clone())?;
+                client.cancel_on(stopper.shutdown());
+            }
             // Both callbacks print; they run one at a time.
             let say = std::cell::RefCell::new(&mut out);
             let mut show = |iv: &IntervalCounts| {

@@ -209,22 +209,26 @@ fn interval_spread(r: &mut RunReport, intervals: &[BenchInterval], points: usize
     }
 }
 
-/// The spread of a bench run's goal figure across its `--repeat` runs when it has two or more
-/// (in place of the intervals'); for a sweep, of the best point's repeats.
+/// With two or more `--repeat` runs, the goal figure is their mean (as netperf's and
+/// hyperfine's: the value the confidence interval is centred on, not the last run's) and its
+/// spread theirs, in place of the intervals'; for a sweep, the best point's.
 fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
     let rr = r.is_request_response();
     let (goal, best) = if rr { ("transactions", "transactions.best") } else { ("throughput", "throughput.best") };
     let repeats = |i: usize| doc.points.get(i).map(|p| p.repeats.runs.clone()).filter(|runs| runs.len() >= 2);
-    if doc.points.len() <= 1 {
-        if let Some(runs) = repeats(0).filter(|_| r.find_metric(goal).is_some()) {
-            r.set_spread(goal, &runs, SpreadOf::Repeats);
-        }
-    } else if let Some(value) = r.find_metric(best).map(|m| m.value) {
+    let (name, runs) = if doc.points.len() <= 1 {
+        (goal, repeats(0))
+    } else {
+        let Some(value) = r.find_metric(best).map(|m| m.value) else { return };
         let figure = |s: &BenchSummary| if rr { s.transactions_per_s } else { Some(s.throughput_bps) };
-        if let Some(runs) = doc.points.iter().position(|p| figure(&p.summary) == Some(value)).and_then(repeats) {
-            r.set_spread(best, &runs, SpreadOf::Repeats);
-        }
+        (best, doc.points.iter().position(|p| figure(&p.summary) == Some(value)).and_then(repeats))
+    };
+    let Some(runs) = runs else { return };
+    let Some(m) = r.metrics.iter_mut().find(|m| m.name == name) else { return };
+    if let Some(mean) = linerate_model::stats::mean(&runs) {
+        m.value = mean;
     }
+    r.set_spread(name, &runs, SpreadOf::Repeats);
 }
 
 /// One bar per connection, labelled `#ID`.
@@ -464,6 +468,29 @@ fn sweep_charts(r: &mut RunReport, name: &str, sweep: &[SweepParam], points: &[(
 mod tests {
     use super::*;
     use linerate_model::doc::example;
+
+    #[test]
+    fn repeated_runs_are_stored_as_their_mean_with_their_spread() {
+        let mut doc = example::bench();
+        doc.points.truncate(1);
+        doc.sweep = Some(Vec::new());
+        for t in doc.test.iter_mut().chain([&mut doc.points[0].test]) {
+            t.kind = "tcp-stream".into();
+            t.test = "tcp-stream".into();
+        }
+        let last = doc.points[0].summary.throughput_bps;
+        doc.points[0].repeats.runs = vec![8e9, 10e9, 12e9, last];
+        let r = from_bench(&doc).unwrap();
+        let want = (30e9 + last) / 4.0;
+        assert_eq!(r.find_metric("throughput").unwrap().value, want, "the mean, not the last run's {last}");
+        let s = r.spread("throughput").unwrap();
+        assert_eq!((s.n, s.of), (4, SpreadOf::Repeats));
+        // one run: its own figure, spread over its intervals (when it has two or more)
+        doc.points[0].repeats.runs = vec![last];
+        let r = from_bench(&doc).unwrap();
+        assert_eq!(r.find_metric("throughput").unwrap().value, last);
+        assert_ne!(r.spread("throughput").map(|s| s.of), Some(SpreadOf::Repeats));
+    }
 
     #[test]
     fn a_profiles_groups_become_metrics_and_latency_lines_of_their_own() {
