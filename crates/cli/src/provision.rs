@@ -77,7 +77,7 @@ fn elf_facts(file: File) -> Result<ElfFacts> {
                     && note.n_type(endian) == object::elf::NT_GNU_BUILD_ID
                     && note.desc().len() >= 8
                 {
-                    id = Some(note.desc().iter().map(|b| format!("{b:02x}")).collect());
+                    id = Some(hex::encode(note.desc()));
                 }
             }
         }
@@ -118,7 +118,7 @@ pub fn sha256_hex(path: &std::path::Path) -> Result<String> {
         }
         ctx.update(&buf[..n]);
     }
-    Ok(ctx.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(ctx.finish().as_ref()))
 }
 
 /// The tag of the script's probe lines.

@@ -894,7 +894,7 @@ fn control(
         Err(msg) => return Some(fatal(&mut sec.tx, ErrorCode::Destination, msg)),
     };
     let into_dir = d.into_dir;
-    let tag: String = sec.session[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let tag = hex::encode(&sec.session[..6]);
     // Under --delete, names the rules exclude are kept (unless the client said --delete-excluded).
     let keep = rules
         .filter(|(_, f)| f & frame::FILTER_DELETE_EXCLUDED == 0)

@@ -639,7 +639,7 @@ pub const KEY_ALG_ED25519: u8 = 1;
 
 impl std::fmt::Debug for KeyAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let head: String = self.key[..4].iter().map(|b| format!("{b:02x}")).collect();
+        let head = hex::encode(&self.key[..4]);
         write!(f, "KeyAuth {{ key: {head}.., signature: <64 bytes> }}")
     }
 }

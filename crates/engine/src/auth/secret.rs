@@ -35,7 +35,7 @@ impl Secret {
 
     /// The secret as 64 lowercase hex digits (the key-file format).
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(self.0)
     }
 
     /// Parse 64 hex digits, ignoring surrounding whitespace.

@@ -187,7 +187,7 @@ pub fn remove_if_empty(dest: &OwnedFd, work: &WorkDir) -> bool {
 
 /// The key of the file at `path` beneath the destination: 128 bits of its BLAKE3, in hex.
 pub fn key(path: &[u8]) -> String {
-    blake3::hash(path).as_bytes()[..16].iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(&blake3::hash(path).as_bytes()[..16])
 }
 
 /// Names of the partial file and the journal of key `key` in the working directory.
