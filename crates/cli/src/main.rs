@@ -56,7 +56,17 @@ enum Cmd {
     Generate(generate::GenerateArgs),
 }
 
+/// When `main` began: the origin of a copy's `timeline` (the exec and the loader before it take
+/// about a millisecond).
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// When this process's `main` began.
+pub(crate) fn started() -> std::time::Instant {
+    *STARTED.get_or_init(std::time::Instant::now)
+}
+
 fn main() -> ExitCode {
+    started();
     let cli = Cli::parse();
     // Each command's messages begin with its name (`cp`'s with `linerate` alone, as scp's).
     let who = match &cli.cmd {

@@ -9,7 +9,9 @@ use linerate_engine::auth::secret::Secret;
 use linerate_engine::copy::send::{self, CopyConfig, CopyReport, Progress};
 use linerate_engine::shutdown::Stopper;
 use linerate_engine::EngineError;
-use linerate_model::doc::cp::{CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpuSeconds};
+use linerate_model::doc::cp::{
+    CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpTimeline, CpuSeconds,
+};
 use linerate_model::units::{count, format_size, RateUnit};
 use linerate_proto::frame::Placement;
 use linerate_proto::ErrorCode;
@@ -223,6 +225,7 @@ pub(crate) fn run_engine(
     let handle = bar.handle();
     let sink: send::ErrorSink = Arc::new(move |m: String| Bar::println(&handle, &format!("linerate: {m}")));
     let result = f(progress.clone(), sink);
+    let returned = std::time::Instant::now();
     bar.finish();
     let is_local = local.is_some();
     if let Some(server) = local {
@@ -235,7 +238,10 @@ pub(crate) fn run_engine(
     match result {
         // Whatever the copy did, its report (or its listing) was cut: say nothing more.
         _ if crate::out::closed() => Err(Error::reported(Kind::Closed)),
-        Ok(r) => Ok(r),
+        Ok(mut r) => {
+            r.timeline = Some(timeline(&r, returned, std::time::Instant::now()));
+            Ok(r)
+        }
         Err(EngineError::Interrupted) => {
             let p = &progress;
             let (files, bytes) = (p.files.load(Relaxed), p.bytes.load(Relaxed));
@@ -282,6 +288,16 @@ pub(crate) fn run_engine(
     }
 }
 
+/// The whole command's timeline: the session's phases (a push's own; a pull's as one transfer)
+/// between the time before it (from `main`) and after it (`returned` from the session, `now`).
+fn timeline(r: &CopyReport, returned: std::time::Instant, now: std::time::Instant) -> CpTimeline {
+    let session = r.timeline.unwrap_or(CpTimeline { transfer_s: r.seconds, ..CpTimeline::default() });
+    let total_s = now.saturating_duration_since(crate::started()).as_secs_f64();
+    let end_s = now.saturating_duration_since(returned).as_secs_f64();
+    let inside = session.connect_s + session.transfer_s + session.finish_s + session.close_s;
+    CpTimeline { start_s: (total_s - end_s - inside).max(0.0), end_s, total_s, ..session }
+}
+
 /// Whether `child` exits within `limit` (it is not killed).
 fn exited_within(child: &mut Child, limit: Duration) -> bool {
     linerate_engine::proc::exit_within(child, limit).is_some()
@@ -318,6 +334,7 @@ pub fn summary_doc(r: &CopyReport) -> CpSummary {
         deleted: r.deleted,
         dry_run: r.dry_run.then_some(CpSkipped { files: r.would_send.0, bytes: r.would_send.1 }),
         phases: r.phases,
+        timeline: r.timeline,
     }
 }
 
@@ -486,6 +503,7 @@ mod tests {
             dry_run: false,
             would_send: (0, 0),
             phases: None,
+            timeline: None,
             refused_files: 0,
             skipped_specials: 0,
         }

@@ -46,6 +46,7 @@ fn local_copy_prints_a_json_summary_with_both_sides() {
     let src = t.path().join("src");
     tree(&src);
     let db = t.path().join("runs.sqlite");
+    let spawned = std::time::Instant::now();
     let out = bin()
         .env("LINERATE_DB", &db)
         .args(["cp", "--json", "-P", "3"])
@@ -53,7 +54,20 @@ fn local_copy_prints_a_json_summary_with_both_sides() {
         .arg(t.path().join("dst"))
         .output()
         .unwrap();
+    let waited = spawned.elapsed().as_secs_f64();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // the command's timeline (issue 34): consecutive phases that add up to its total, the
+    // session's inside `seconds`, and the total inside the process's life as the test saw it
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t_ = &j["timeline"];
+    let phase = |k: &str| t_[k].as_f64().unwrap_or_else(|| panic!("timeline.{k} missing: {j}"));
+    let parts = ["start_s", "connect_s", "transfer_s", "finish_s", "close_s", "end_s"].map(phase);
+    assert!(parts.iter().all(|p| *p >= 0.0), "{t_}");
+    assert!((parts.iter().sum::<f64>() - phase("total_s")).abs() < 1e-6, "{t_}");
+    let session = parts[1] + parts[2] + parts[3] + parts[4];
+    assert!((session - j["seconds"].as_f64().unwrap()).abs() < 0.01, "session {session} in {j}");
+    assert!(phase("transfer_s") > 0.0 && phase("start_s") > 0.0, "{t_}");
+    assert!(phase("total_s") <= waited, "total {} > the process's {waited} s", phase("total_s"));
     same(&src, &t.path().join("dst"));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["files"], 3);

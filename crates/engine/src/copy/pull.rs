@@ -151,7 +151,7 @@ pub fn pull(
     let is_dir = send::await_target(&mut control, cfg.timeout)?;
     let (dest, local) = local_destination(into, from, is_dir, cfg.dry_run)?;
     let data = send::connect_data(cfg, &control, streams)?;
-    let tag: String = control.session[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let tag = hex::encode(&control.session[..6]);
     // The server is the sender here: it is as untrusted as any client of a server.
     // Only the one tree asked for may arrive: its name in the target, everything else beneath it.
     let params = SessionParams {
@@ -235,6 +235,7 @@ pub fn pull(
                 dry_run: flags & linerate_proto::frame::FLAG_DRY_RUN != 0,
                 would_send: counts.would_send,
                 phases: None,
+                timeline: None,
                 refused_files: counts.refused,
                 // The server walked: what it skipped without -D is not reported back.
                 skipped_specials: 0,

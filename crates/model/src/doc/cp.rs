@@ -54,6 +54,35 @@ pub struct CpSummary {
     /// other copies and in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<CpPhases>,
+    /// Where the whole command's wall time went, process start to the report (issue 34). Absent
+    /// in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<CpTimeline>,
+}
+
+/// The whole command's wall time in consecutive phases, seconds; they add up to `total_s`.
+/// The session's own phases (`connect_s` to `close_s`) are the sending side's view, so a pull
+/// has only their sum, in `transfer_s`.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct CpTimeline {
+    /// From the start of `main` to the first connect: arguments, keys, a local receiver's start,
+    /// over ssh the login, the probe, an upload and the remote's start (`phases`).
+    pub start_s: f64,
+    /// The control connection, its handshake, the destination's answer and the data streams'
+    /// handshakes.
+    pub connect_s: f64,
+    /// The walk, the offers and every byte, to the sender's `Finish` (the receiver may still be
+    /// writing).
+    pub transfer_s: f64,
+    /// From `Finish` to the receiver's summary: the last writes, renames into place, directory
+    /// times and modes, `--fsync`.
+    pub finish_s: f64,
+    /// From the summary to the end of the session: its threads joined, sockets closed.
+    pub close_s: f64,
+    /// From the session's end to the report: a local receiver's exit awaited, the result saved.
+    pub end_s: f64,
+    /// All of them: the command's wall time up to the report.
+    pub total_s: f64,
 }
 
 /// The phases of a copy over ssh, in order.

@@ -33,6 +33,7 @@ pub fn cp() -> CpSummary {
         deleted: 5,
         dry_run: None,
         phases: None,
+        timeline: None,
     }
 }
 

@@ -313,6 +313,9 @@ pub struct CopyReport {
     pub would_send: (u64, u64),
     /// The phases of a copy over ssh (set by the command that started the remote side).
     pub phases: Option<linerate_model::doc::cp::CpPhases>,
+    /// The session's phases, for a push (a pull's sender is the other side): `connect_s` to
+    /// `close_s`; the command that ran it adds the rest.
+    pub timeline: Option<linerate_model::doc::cp::CpTimeline>,
     /// Files the receiver would not take, so not sent: beneath a directory it could not create
     /// (reported once, for the directory) or failing themselves (each reported).
     pub refused_files: u64,
@@ -425,6 +428,10 @@ pub struct Sent {
     pub refused_files: u64,
     /// Devices, FIFOs and sockets not sent (no `-D`).
     pub skipped_specials: u64,
+    /// When `Finish` went (every byte sent) and when the summary came.
+    pub finished_at: Option<std::time::Instant>,
+    /// When the receiver's summary came.
+    pub summary_at: Option<std::time::Instant>,
 }
 
 /// What one stream is assumed to keep in flight per round trip: this host's `tcp_rmem` and

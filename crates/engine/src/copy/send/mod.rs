@@ -75,6 +75,8 @@ impl Totals {
             would_send: (self.would_files.load(Relaxed), self.would_bytes.load(Relaxed)),
             refused_files: self.refused_files.load(Relaxed),
             skipped_specials: self.skipped_specials.load(Relaxed),
+            finished_at: None,
+            summary_at: None,
         }
     }
 }
@@ -145,7 +147,18 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     let into_dir = await_target(&mut control, cfg.timeout)?;
     let roots = roots(&cfg.sources, &cfg.dest, into_dir)?;
     let data = connect_data(cfg, &control, streams)?;
+    let connected = Instant::now();
     let sent = run_sender(control, data, roots, &SendOpts::of(cfg), progress, on_error)?;
+    let end = Instant::now();
+    let secs = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64();
+    let (fin, summary) = (sent.finished_at.unwrap_or(end), sent.summary_at.unwrap_or(end));
+    let timeline = linerate_model::doc::cp::CpTimeline {
+        connect_s: secs(start, connected),
+        transfer_s: secs(connected, fin),
+        finish_s: secs(fin, summary),
+        close_s: secs(summary, end),
+        ..Default::default()
+    };
     Ok(CopyReport {
         bytes: sent.fin.bytes,
         files: sent.fin.files,
@@ -166,6 +179,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         dry_run: cfg.sync && cfg.dry_run,
         would_send: sent.would_send,
         phases: None,
+        timeline: Some(timeline),
         refused_files: sent.refused_files,
         skipped_specials: sent.skipped_specials,
     })

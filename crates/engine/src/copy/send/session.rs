@@ -167,6 +167,9 @@ struct Ended {
     peer: Option<Result<Summary, EngineError>>,
     /// `Finish` went out with these totals.
     fin: Option<Finish>,
+    /// When `Finish` went, and when the summary came.
+    fin_at: Option<Instant>,
+    summary_at: Option<Instant>,
 }
 
 /// Everything the driver owns.
@@ -246,6 +249,9 @@ impl Driver<'_> {
                     ListSink::say(&self.list, &format!("{what} {}", name::escape(&path)));
                 }
                 Event::Summary(s) => {
+                    if self.ended.peer.is_none() {
+                        self.ended.summary_at = Some(Instant::now());
+                    }
                     self.ended.peer.get_or_insert(Ok(s));
                 }
                 Event::Fatal { code, message } => self.fail_peer(remote(code, &message)),
@@ -337,6 +343,7 @@ fn drive(d: &mut Driver<'_>, inputs: &Chan<Input>, walked: &Chan<Walked>) {
             let fin = d.ctx.totals.finish();
             if d.m.finish(fin, Instant::now()).is_ok() {
                 d.ended.fin = Some(fin);
+                d.ended.fin_at = Some(Instant::now());
             }
             d.transmit();
         }
@@ -493,7 +500,15 @@ pub(super) fn send_session(
         named: owners::Named::new(),
         dry: o.has(FLAG_DRY_RUN),
         list: o.list.clone(),
-        ended: Ended { stream_err: None, stalled: false, write_stalled: false, peer: None, fin: None },
+        ended: Ended {
+            stream_err: None,
+            stalled: false,
+            write_stalled: false,
+            peer: None,
+            fin: None,
+            fin_at: None,
+            summary_at: None,
+        },
         streams_left,
         walking: true,
         settled: false,
@@ -526,7 +541,9 @@ pub(super) fn send_session(
         return Err(explain(e, ended.peer, o));
     }
     match (ended.fin, ended.peer) {
-        (Some(fin), Some(Ok(summary))) => Ok(ctx.totals.sent(fin, summary)),
+        (Some(fin), Some(Ok(summary))) => {
+            Ok(Sent { finished_at: ended.fin_at, summary_at: ended.summary_at, ..ctx.totals.sent(fin, summary) })
+        }
         (_, Some(Err(e))) => Err(e),
         _ => Err(EngineError::Internal("the session ended without a summary".into())),
     }
