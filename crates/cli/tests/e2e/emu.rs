@@ -100,7 +100,13 @@ fn ping_sees_the_configured_round_trip_from_1_to_200_ms_and_lab_set_changes_it()
     let stats: serde_json::Value = serde_json::from_str(&lab.set(&["stats"])).unwrap();
     assert!(stats["a_to_b"]["down_drops"].as_u64().unwrap() >= 2, "{stats}");
     lab.set(&["up", "delay=0ms"]);
-    assert!(lab.ping_median(3) < 1.0);
+    // Restored, without the delay: as above, a measurement a busy host disturbed (steal only
+    // adds delay) is taken again, at most three times.
+    let mut seen = Vec::new();
+    while seen.len() < 3 && seen.last().is_none_or(|m: &f64| *m >= 1.0) {
+        seen.push(lab.ping_median(9));
+    }
+    assert!(seen.last().is_some_and(|m| *m < 1.0), "up again with delay=0ms: ping medians {seen:.3?} ms");
 }
 
 /// `linerate serve` in b (with `root`, for copies), for `linerate bench` or `cp` from a, once it
