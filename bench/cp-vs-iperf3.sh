@@ -323,16 +323,21 @@ CP_ARGS=(cp --json -q --no-save)
 if [ -n "$STREAMS" ]; then CP_ARGS+=(-P "$STREAMS"); fi
 
 # run_cp NAME SRC EXPECTED_FILES EXPECTED_BYTES -> sets CP_* variables
+# prefault BYTES: warm the memory a copy of BYTES will write (see "Why tmpfs"): written and
+# freed just before, for every tool alike.
+prefault() {
+    dd if=/dev/zero of="$WORK/prefault" bs=1M count=$(( ($1 >> 20) + 1 )) status=none \
+        || fail "cannot write the scratch file $WORK/prefault (is tmpfs full?)"
+    rm -f -- "$WORK/prefault"
+}
+
 # [TO [DIR]]: copy to TO (default $DEST) whose files land in DIR (default TO): a daemon's
 # HOST:PORT:TAG and its directory. CP_WALL: the whole command's wall seconds.
 run_cp() {
     local name=$1 src=$2 want_files=$3 want_bytes=$4 to=${5:-$DEST} dir=${6:-${5:-$DEST}} rc=0 fields got t0 t1 w0 w1
     local json="$WORK/cp-$name.json" err="$WORK/cp-$name.err"
     rm -rf -- "$dir"
-    # Warm the memory the copy will write (see "Why tmpfs"): written and freed just before.
-    dd if=/dev/zero of="$WORK/prefault" bs=1M count=$(( (want_bytes >> 20) + 1 )) status=none \
-        || fail "cannot write the scratch file $WORK/prefault (is tmpfs full?)"
-    rm -f -- "$WORK/prefault"
+    prefault "$want_bytes"
     t0=$(busy_ticks)
     w0=$(date +%s%N)
     "$LINERATE" "${CP_ARGS[@]}" "${KEY_ARGS[@]}" "$src/" "$to" >"$json" 2>"$err" || rc=$?   # src/: TO is the copy
@@ -362,9 +367,7 @@ run_cp() {
 run_tar() {
     local src=$1 want_files=$2 want_bytes=$3 w0 w1 got
     rm -rf -- "$DEST"; mkdir -- "$DEST"
-    dd if=/dev/zero of="$WORK/prefault" bs=1M count=$(( (want_bytes >> 20) + 1 )) status=none \
-        || fail "cannot write the scratch file $WORK/prefault (is tmpfs full?)"
-    rm -f -- "$WORK/prefault"
+    prefault "$want_bytes"
     w0=$(date +%s%N)
     tar -C "$src" -cf - . | tar -C "$DEST" -xf - || fail "tar c | tar x of $src failed"
     w1=$(date +%s%N)

@@ -47,10 +47,7 @@ impl Secret {
             ));
         }
         let mut b = [0u8; 32];
-        for (i, out) in b.iter_mut().enumerate() {
-            *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
-                .map_err(|_| EngineError::Secret("a key must be 64 hex digits".into()))?;
-        }
+        hex::decode_to_slice(s, &mut b).map_err(|_| EngineError::Secret("a key must be 64 hex digits".into()))?;
         Ok(Secret(b))
     }
 

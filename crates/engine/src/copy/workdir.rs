@@ -38,7 +38,7 @@ pub fn random_hex(bytes: usize) -> io::Result<String> {
     let mut b = vec![0u8; bytes];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b)
         .map_err(|_| io::Error::other("the system random generator failed"))?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+    Ok(hex::encode(b))
 }
 
 /// Which mounted file system a directory is on: a rename between two directories works only

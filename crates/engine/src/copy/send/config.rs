@@ -406,7 +406,7 @@ impl SendOpts {
 }
 
 /// What the sending side of a session did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Sent {
     /// The totals sent in `Finish`.
     pub fin: Finish,
@@ -428,10 +428,10 @@ pub struct Sent {
     pub refused_files: u64,
     /// Devices, FIFOs and sockets not sent (no `-D`).
     pub skipped_specials: u64,
-    /// When `Finish` went (every byte sent) and when the summary came.
-    pub finished_at: Option<std::time::Instant>,
+    /// When `Finish` went (every byte sent).
+    pub finished_at: std::time::Instant,
     /// When the receiver's summary came.
-    pub summary_at: Option<std::time::Instant>,
+    pub summary_at: std::time::Instant,
 }
 
 /// What one stream is assumed to keep in flight per round trip: this host's `tcp_rmem` and

@@ -62,11 +62,14 @@ impl Totals {
         }
     }
 
-    /// What was sent: `fin`, the receiver's `summary` and these totals.
-    fn sent(&self, fin: Finish, summary: Summary) -> Sent {
+    /// What was sent: `fin` (at `finished_at`), the receiver's `summary` (at `summary_at`) and
+    /// these totals.
+    fn sent(&self, fin: Finish, summary: Summary, finished_at: Instant, summary_at: Instant) -> Sent {
         Sent {
             fin,
             summary,
+            finished_at,
+            summary_at,
             local_errors: self.errors.load(Relaxed),
             skipped_files: self.skipped_files.load(Relaxed),
             skipped_bytes: self.skipped_bytes.load(Relaxed),
@@ -75,8 +78,6 @@ impl Totals {
             would_send: (self.would_files.load(Relaxed), self.would_bytes.load(Relaxed)),
             refused_files: self.refused_files.load(Relaxed),
             skipped_specials: self.skipped_specials.load(Relaxed),
-            finished_at: None,
-            summary_at: None,
         }
     }
 }
@@ -151,12 +152,11 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
     let sent = run_sender(control, data, roots, &SendOpts::of(cfg), progress, on_error)?;
     let end = Instant::now();
     let secs = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64();
-    let (fin, summary) = (sent.finished_at.unwrap_or(end), sent.summary_at.unwrap_or(end));
     let timeline = linerate_model::doc::cp::CpTimeline {
         connect_s: secs(start, connected),
-        transfer_s: secs(connected, fin),
-        finish_s: secs(fin, summary),
-        close_s: secs(summary, end),
+        transfer_s: secs(connected, sent.finished_at),
+        finish_s: secs(sent.finished_at, sent.summary_at),
+        close_s: secs(sent.summary_at, end),
         ..Default::default()
     };
     Ok(CopyReport {

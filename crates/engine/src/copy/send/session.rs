@@ -165,10 +165,9 @@ struct Ended {
     write_stalled: bool,
     /// What the receiver (or the control stream) said last: its summary, or why it ended.
     peer: Option<Result<Summary, EngineError>>,
-    /// `Finish` went out with these totals.
-    fin: Option<Finish>,
-    /// When `Finish` went, and when the summary came.
-    fin_at: Option<Instant>,
+    /// `Finish` went out with these totals, at this time.
+    fin: Option<(Finish, Instant)>,
+    /// When the summary came.
     summary_at: Option<Instant>,
 }
 
@@ -342,8 +341,7 @@ fn drive(d: &mut Driver<'_>, inputs: &Chan<Input>, walked: &Chan<Walked>) {
             // totals.
             let fin = d.ctx.totals.finish();
             if d.m.finish(fin, Instant::now()).is_ok() {
-                d.ended.fin = Some(fin);
-                d.ended.fin_at = Some(Instant::now());
+                d.ended.fin = Some((fin, Instant::now()));
             }
             d.transmit();
         }
@@ -506,7 +504,6 @@ pub(super) fn send_session(
             write_stalled: false,
             peer: None,
             fin: None,
-            fin_at: None,
             summary_at: None,
         },
         streams_left,
@@ -541,8 +538,9 @@ pub(super) fn send_session(
         return Err(explain(e, ended.peer, o));
     }
     match (ended.fin, ended.peer) {
-        (Some(fin), Some(Ok(summary))) => {
-            Ok(Sent { finished_at: ended.fin_at, summary_at: ended.summary_at, ..ctx.totals.sent(fin, summary) })
+        // the summary's time was taken when it came, which made `peer` Some(Ok)
+        (Some((fin, at)), Some(Ok(summary))) => {
+            Ok(ctx.totals.sent(fin, summary, at, ended.summary_at.unwrap_or_else(Instant::now)))
         }
         (_, Some(Err(e))) => Err(e),
         _ => Err(EngineError::Internal("the session ended without a summary".into())),
