@@ -154,6 +154,36 @@ fn a_full_destination_stops_at_the_first_enospc_with_one_message_and_exit_3() {
     assert!(!s.saved_runs().contains("cp:"), "a failed copy is not saved: {}", s.saved_runs());
 }
 
+#[test]
+fn a_destination_out_of_inodes_stops_with_one_message_and_exit_3() {
+    if !needs_root("a tmpfs of 64 inodes") {
+        return;
+    }
+    let s = Scratch::new();
+    // Small files in directories the copy creates: each is created by the data stream that
+    // brings its chunk, after the control stream answered for it, so the failure is found there.
+    let src = s.path().join("many");
+    for d in 0..3 {
+        let dir = src.join(format!("d{d}"));
+        fs::create_dir_all(&dir).unwrap();
+        for i in 0..100 {
+            fs::write(dir.join(format!("f{i}")), vec![b'x'; 1000]).unwrap();
+        }
+    }
+    let few = s.path().join("few");
+    fs::create_dir(&few).unwrap();
+    let out = s.run_mounted(
+        "mount -t tmpfs -o size=20m,nr_inodes=64 tmpfs \"$D\"",
+        &few,
+        &["cp".as_ref(), "-q".as_ref(), src.as_os_str(), few.as_os_str()],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let errors = error_lines(&out);
+    assert_eq!(errors.len(), 1, "one message, not one per file: {errors:#?}");
+    assert!(errors[0].contains(&format!("the file system at {} (tmpfs) filled up", few.display())), "{}", errors[0]);
+    assert!(!s.saved_runs().contains("cp:"), "a failed copy is not saved: {}", s.saved_runs());
+}
+
 /// `chattr +i` on a directory (root ignores modes, not the immutable flag), undone on drop so
 /// the scratch directory can be removed.
 struct Immutable(PathBuf);

@@ -87,32 +87,23 @@ impl RecvSession {
         if self.aborted.load(Relaxed) {
             return self.aborted_outcome();
         }
-        let leftovers: Vec<(u64, Option<Arc<OpenFile>>)> = st
-            .tracker
-            .open_file_ids()
-            .into_iter()
-            .map(|id| {
-                (
-                    id,
-                    match st.open.remove(&id) {
-                        Some(Slot::Ready(of)) => Some(of),
-                        _ => None,
-                    },
-                )
-            })
-            .collect();
-        for (id, _) in &leftovers {
-            st.tracker.abandon(*id);
+        let ids = st.tracker.open_file_ids();
+        let leftovers: Vec<Option<Slot>> = ids.iter().map(|id| st.open.remove(id)).collect();
+        for id in ids {
+            st.tracker.abandon(id);
         }
         let meta_errors = self.apply_dir_meta(&mut st, self.p.flags & FLAG_FSYNC != 0);
         drop(st);
-        for (_, of) in leftovers {
-            if let Some(of) = of {
-                // A resumable file keeps its journaled chunks for the next run.
-                Self::drop_file(&of, true);
-                self.report(ErrorCode::Integrity, &of.path, "incomplete: not every chunk arrived");
-            } else {
-                self.report(ErrorCode::Integrity, b"", "a declared file never completed");
+        const INCOMPLETE: &str = "incomplete: not every chunk arrived";
+        for slot in leftovers {
+            match slot {
+                Some(Slot::Ready(of)) => {
+                    // A resumable file keeps its journaled chunks for the next run.
+                    Self::drop_file(&of, true);
+                    self.report(ErrorCode::Integrity, &of.path, INCOMPLETE);
+                }
+                Some(Slot::Deferred(new)) => self.report(ErrorCode::Integrity, &new.path, INCOMPLETE),
+                _ => self.report(ErrorCode::Integrity, b"", "a declared file never completed"),
             }
         }
         self.fail_waiting_links();
@@ -224,7 +215,20 @@ impl RecvSession {
                 Err(_) if dry => return Ok((WANT_ALL, Vec::new(), None)),
                 Err(e) => return Err(("cannot create file", None, e)),
             };
-            // In a directory this session created there is nothing to compare with.
+            // In a directory this session created there is nothing to compare with: a file of
+            // one chunk is wanted whole, and created by the data stream that brings it.
+            if fresh && !dry && s.size <= chunk {
+                let new = NewFile {
+                    parent,
+                    dir: s.parent,
+                    path: path.clone(),
+                    name: s.name.into(),
+                    mode: s.mode,
+                    mtime: s.mtime,
+                    ids,
+                };
+                return Ok((WANT_ALL, Vec::new(), Some(Slot::Deferred(Box::new(new)))));
+            }
             if !fresh && self.up_to_date(&parent, s, o.digest) {
                 // Up to date but owned by someone else (rsync -a fixes that on a rerun too).
                 if !dry {
@@ -269,7 +273,7 @@ impl RecvSession {
                 mtime: s.mtime,
                 ids,
             };
-            Ok((if have.is_empty() { WANT_ALL } else { WANT_MISSING }, have, Some(of)))
+            Ok((if have.is_empty() { WANT_ALL } else { WANT_MISSING }, have, Some(Slot::Ready(Arc::new(of)))))
         })();
         let (verdict, have, of) = match decided {
             Ok(d) => d,
@@ -293,9 +297,9 @@ impl RecvSession {
             .sum();
         let mut st = self.lock();
         match of {
-            Some(of) => {
+            Some(slot) => {
                 st.tracker.prefill(s.id, have.iter().copied());
-                st.open.insert(s.id, Slot::Ready(Arc::new(of)));
+                st.open.insert(s.id, slot);
                 self.n.resumed_bytes.fetch_add(held, Relaxed);
                 if let Some(p) = &self.progress {
                     p.found_files.fetch_add(1, Relaxed);

@@ -198,19 +198,40 @@ impl RecvSession {
                 _ => None,
             })
         })?;
-        let tmp = fsx::temp_name(&self.p.tag, s.id);
-        let created = match parent {
-            Ok(p) => fsx::create_incoming(&p, &tmp, s.mode).map(|f| (p.clone(), f)).map_err(|e| (Some(p), e)),
-            Err(e) => Err((None, e)),
+        let parent = match parent {
+            Ok(p) => p,
+            Err(e) => {
+                let mut st = self.lock();
+                st.open.remove(&s.id);
+                st.tracker.abandon(s.id);
+                drop(st);
+                self.wake();
+                let r = self.entry_failed(None, s.parent, &path, "cannot create file", &e);
+                self.settle_links(s.id);
+                return r;
+            }
         };
+        let new = NewFile { parent, dir: s.parent, path, name: s.name.into(), mode: s.mode, mtime: s.mtime, ids };
+        if self.create(s.id, new)? {
+            if let Some(p) = &self.progress {
+                p.found_files.fetch_add(1, Relaxed);
+                p.found_bytes.fetch_add(s.size, Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Create file `id` (its slot is [`Slot::Creating`]) and make it ready for its chunks;
+    /// whether it was (not when the file was abandoned meanwhile, or could not be created,
+    /// which is reported as that file's error).
+    pub(super) fn create(&self, id: u64, new: NewFile) -> Result<bool, Abort> {
+        let tmp = fsx::temp_name(&self.p.tag, id);
+        let created = fsx::create_incoming(&new.parent, &tmp, new.mode);
         let mut st = self.lock();
-        let still_wanted = matches!(st.open.get(&s.id), Some(Slot::Creating));
+        let still_wanted = matches!(st.open.get(&id), Some(Slot::Creating));
         match created {
-            Ok((parent, inc)) if still_wanted => {
-                if let Some(p) = &self.progress {
-                    p.found_files.fetch_add(1, Relaxed);
-                    p.found_bytes.fetch_add(s.size, Relaxed);
-                }
+            Ok(inc) if still_wanted => {
+                let NewFile { parent, path, name, mode, mtime, ids, .. } = new;
                 let of = OpenFile {
                     inc,
                     write: Mutex::new(()),
@@ -218,46 +239,74 @@ impl RecvSession {
                     partial_in: None,
                     parent,
                     path,
-                    name: s.name.into(),
+                    name,
                     tmp,
-                    mode: s.mode,
-                    mtime: s.mtime,
+                    mode,
+                    mtime,
                     ids,
                 };
-                st.open.insert(s.id, Slot::Ready(Arc::new(of)));
-            }
-            Ok((parent, inc)) => fsx::discard_incoming(&parent, &inc),
-            Err((dir, e)) => {
-                st.open.remove(&s.id);
-                st.tracker.abandon(s.id);
+                st.open.insert(id, Slot::Ready(Arc::new(of)));
                 drop(st);
                 self.wake();
-                let r = self.entry_failed(dir.as_deref(), s.parent, &path, "cannot create file", &e);
-                self.settle_links(s.id);
-                return r;
+                Ok(true)
+            }
+            Ok(inc) => {
+                drop(st);
+                fsx::discard_incoming(&new.parent, &inc);
+                Ok(false)
+            }
+            Err(e) => {
+                st.open.remove(&id);
+                st.tracker.abandon(id);
+                drop(st);
+                self.wake();
+                let r = self.entry_failed(Some(&new.parent), new.dir, &new.path, "cannot create file", &e);
+                self.settle_links(id);
+                r.map(|()| false)
             }
         }
-        drop(st);
-        self.wake();
-        Ok(())
+    }
+
+    /// Under the state's lock, before a frame of file `id` is judged: `Err` with the file to
+    /// create when it is [`Slot::Deferred`] (now [`Slot::Creating`]: this stream creates it),
+    /// `Ok(false)` while another stream creates it (wait), `Ok(true)` to go on.
+    fn claim(st: &mut State, id: u64) -> Result<bool, Box<NewFile>> {
+        match st.open.get_mut(&id) {
+            Some(Slot::Creating) => Ok(false),
+            Some(slot @ Slot::Deferred(_)) => match std::mem::replace(slot, Slot::Creating) {
+                Slot::Deferred(new) => Err(new),
+                _ => unreachable!("matched as Deferred just above"),
+            },
+            _ => Ok(true),
+        }
     }
 
     pub(super) fn on_chunk(&self, c: &Chunk) -> Result<(), Abort> {
         // One look under the lock: the tracker's verdict and, if accepted, the open file (a file
         // still being created is waited for before the tracker is asked).
-        let (step, of) = self.until(|st| {
-            if matches!(st.open.get(&c.file), Some(Slot::Creating)) {
-                return Ok(None);
+        let (step, of) = loop {
+            let judged = self.until(|st| {
+                match Self::claim(st, c.file) {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(None),
+                    Err(new) => return Ok(Some(Err(new))),
+                }
+                Ok(match st.tracker.chunk(c.file, c.offset, c.data.len())? {
+                    Step::NotYet => None,
+                    Step::Accepted => match st.open.get(&c.file) {
+                        Some(Slot::Ready(of)) => Some(Ok((Step::Accepted, Some(of.clone())))),
+                        _ => Some(Ok((Step::Accepted, None))),
+                    },
+                    s => Some(Ok((s, None))),
+                })
+            })?;
+            match judged {
+                Ok(j) => break j,
+                Err(new) => {
+                    self.create(c.file, *new)?;
+                }
             }
-            Ok(match st.tracker.chunk(c.file, c.offset, c.data.len())? {
-                Step::NotYet => None,
-                Step::Accepted => match st.open.get(&c.file) {
-                    Some(Slot::Ready(of)) => Some((Step::Accepted, Some(of.clone()))),
-                    _ => Some((Step::Accepted, None)),
-                },
-                s => Some((s, None)),
-            })
-        })?;
+        };
         let Some(of) = of.filter(|_| step == Step::Accepted) else {
             return Ok(());
         };
@@ -318,19 +367,29 @@ impl RecvSession {
         file: u64,
         mut judge: impl FnMut(&mut Tracker) -> Result<Step, ProtoError>,
     ) -> Result<(), Abort> {
-        let done = self.until(|st| {
-            if matches!(st.open.get(&file), Some(Slot::Creating)) {
-                return Ok(None);
-            }
-            Ok(match judge(&mut st.tracker)? {
-                Step::NotYet => None,
-                Step::Complete(done) => {
-                    let slot = st.open.remove(&done.file);
-                    Some(Some((done, slot)))
+        let done = loop {
+            let judged = self.until(|st| {
+                match Self::claim(st, file) {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(None),
+                    Err(new) => return Ok(Some(Err(new))),
                 }
-                _ => Some(None),
-            })
-        })?;
+                Ok(match judge(&mut st.tracker)? {
+                    Step::NotYet => None,
+                    Step::Complete(done) => {
+                        let slot = st.open.remove(&done.file);
+                        Some(Ok(Some((done, slot))))
+                    }
+                    _ => Some(Ok(None)),
+                })
+            })?;
+            match judged {
+                Ok(d) => break d,
+                Err(new) => {
+                    self.create(file, *new)?;
+                }
+            }
+        };
         if let Some((done, Some(Slot::Ready(of)))) = done {
             self.commit(&of, done)?;
         }

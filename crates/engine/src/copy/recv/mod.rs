@@ -93,7 +93,23 @@ struct OpenFile {
     ids: fsx::Ids,
 }
 
+/// A file to create, with what its [`OpenFile`] needs besides the file itself.
+struct NewFile {
+    parent: Arc<OwnedFd>,
+    /// The id of its directory.
+    dir: u64,
+    path: Vec<u8>,
+    name: Box<[u8]>,
+    mode: u32,
+    mtime: Time,
+    ids: fsx::Ids,
+}
+
 enum Slot {
+    /// Answered "send it all" in a directory this session created, not yet created: the first
+    /// data stream that needs it creates it, so the control stream only answers and the files
+    /// of a new tree are created on every data stream's thread, not one after another on one.
+    Deferred(Box<NewFile>),
     Creating,
     Ready(Arc<OpenFile>),
 }
@@ -226,8 +242,8 @@ pub struct RecvSession {
 }
 
 /// The answer to an offer: verdict, chunk ranges held, and the file to write (none when nothing
-/// will be written).
-type Decision = (u8, Vec<(u64, u64)>, Option<OpenFile>);
+/// will be written): [`Slot::Ready`] or [`Slot::Deferred`].
+type Decision = (u8, Vec<(u64, u64)>, Option<Slot>);
 
 /// What a pull's receiving side did beyond its summary.
 #[derive(Debug, Clone, Copy, Default)]
