@@ -2,7 +2,8 @@
 //! --authorized-keys`, each listing the controller's key with `mesh` and the agents' host keys),
 //! one round of a throughput test both ways and a round-trip test; every pair measured, no agent
 //! in two throughput tests at once (from the round's own timeline), the run stored; and the
-//! refusals: a controller key without `mesh`, a wrong pinned host key, an agent that is down.
+//! refusals: a controller key without `mesh`, a wrong pinned host key, an agent that is down;
+//! an agent that is busy (its `--max-tests` taken), tried again after a backoff.
 
 use crate::support::sshlab::text;
 use std::fs;
@@ -247,6 +248,51 @@ fn an_agent_that_is_down_is_given_up_after_its_retries() {
     assert!(rows.iter().filter(|r| r[1] != "a1" && r[2] != "a1").all(|r| r[4] == "ok"), "{rows:?}");
     assert!(rows.iter().any(|r| r[4].as_str().unwrap().starts_with("unreachable a1")), "{rows:?}");
     assert!(text(&o).contains("down: a1"), "{}", text(&o));
+}
+
+/// Issue 33: an agent whose `--max-tests` are all taken refuses a task as busy; the controller
+/// backs off and tries again, as for an agent it cannot reach, and the round completes once the
+/// slot is free (a busy agent is neither a failure nor down).
+#[test]
+fn a_busy_agent_is_tried_again_after_a_backoff_and_its_tests_run() {
+    use std::io::BufRead;
+    let mut f = Fleet::new(2);
+    drop(f.agents.remove(1));
+    let ak = f.dir.path().join("authorized_keys");
+    f.agents.insert(1, agent(&f.dir.path().join("a1"), &ak, &["--max-tests", "1"]));
+    // Hold a1's one test slot: a 3 s benchmark by another key, seen running (its first interval).
+    let cfg = f.dir.path().join("config");
+    let mut hold = bin()
+        .args(["bench", &f.agents[1].addr, "-t", "3", "-i", "0.2", "--no-save", "--identity"])
+        .arg(f.dir.path().join("plain"))
+        .env("XDG_CONFIG_HOME", &cfg)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(hold.stdout.take().unwrap()).lines();
+    let first = lines.by_ref().map_while(Result::ok).find(|l| l.contains("bit/s"));
+    assert!(first.is_some(), "the holding benchmark never printed an interval");
+    // Backoffs of 0.2, 0.4, 0.8, 1.6 and 3.2 s outlast the 3 s the slot is held.
+    let inv = f.inventory(&[], "");
+    let t = fs::read_to_string(&inv).unwrap().replace("retries = 1", "retries = 6");
+    fs::write(&inv, t).unwrap();
+    let o = f.mesh(&inv, "ctl", &["--once", "--no-save", "--json", "-q"]);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let held = hold.wait().unwrap();
+    assert!(held.success(), "the holding benchmark failed: {rest:?}");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // A row per try: a1's first tries busy, every pair's last try measured.
+    let rows = pairs(&run);
+    assert!(rows.iter().any(|r| r[4].as_str().unwrap().contains("(server busy)")), "{rows:?}");
+    for r in &rows {
+        let last = rows.iter().filter(|x| x[..3] == r[..3]).map(|x| x[3].as_u64().unwrap()).max();
+        assert!(r[3].as_u64() != last || r[4] == "ok", "the last try failed: {r:?}");
+    }
+    let tally = &run["params"]["tally"];
+    assert!(tally["retried"].as_u64().unwrap() >= 1, "a1 was busy at first: {tally}");
+    assert_eq!(tally["down"], serde_json::json!([]), "{tally}");
 }
 
 /// Issue 17's lab: six hosts on one switch, host h6's link shaped to 100 Mbit/s, an agent in
