@@ -83,10 +83,11 @@ pub fn human(r: &Report) -> String {
     if let Some(c) = &f.copy {
         let _ = writeln!(
             o,
-            "COPY  per core: BLAKE3 {} · page-cache copy {} · TCP over loopback (both ends) {}",
-            format_rate(c.blake3_bps),
-            format_rate(c.memcpy_bps),
-            format_rate(c.tcp_both_ends_bps)
+            "COPY  per core: page-cache read {} · write {} · TCP over loopback (both ends) {} · BLAKE3 {} (--verify, --checksum)",
+            format_rate(c.page_read_bps),
+            format_rate(c.page_write_bps),
+            format_rate(c.tcp_both_ends_bps),
+            format_rate(c.blake3_bps)
         );
     }
     let t = &f.tcp;
