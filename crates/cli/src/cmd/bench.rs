@@ -11,6 +11,7 @@ use linerate_engine::bench::sweep;
 use linerate_engine::bench::text::{self, Point};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning};
 use linerate_engine::net::conn;
+use linerate_model::doc::bench::RunLatency;
 use linerate_model::units;
 use linerate_model::DEFAULT_PORT;
 use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
@@ -649,6 +650,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             out.say(&text::banner(&spec, &addr, &labels))?;
         }
         let mut runs = Vec::new();
+        let mut latencies = Vec::new();
         let mut last = None;
         for repeat in 0..rmax {
             if repeat > 0 {
@@ -683,6 +685,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             }
             let s = r.summary(link);
             runs.push(headline(&spec, &s));
+            latencies.extend(s.latency_us.as_ref().map(RunLatency::of));
             last = Some((r, s));
             if runs.len() >= rmin && (rmax == 1 || confident_enough(&runs, level as u32, width, rmin)) {
                 break;
@@ -702,7 +705,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         if let Some(w) = text::coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
             errln!("linerate bench: note: {w}")?;
         }
-        done.push(Point { labels, result, summary, runs });
+        done.push(Point { labels, result, summary, runs, latencies });
         if stopper.shutdown().is_stopped() {
             break;
         }

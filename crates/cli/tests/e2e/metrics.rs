@@ -202,8 +202,9 @@ fn sample(body: &str, series: &str) -> Option<f64> {
 }
 
 /// Issue 33: a copy's bytes show while it runs (a scrape with the push still active already
-/// counts bytes), a benchmark's bytes are counted, and a wrong shared key is a refusal for
-/// `auth`, not a handshake failure.
+/// counts bytes), a benchmark's bytes are counted, `--repeat` is a session per run whose figures
+/// (throughput, or a round trip's latency percentiles) are stored as their mean with their
+/// spread, and a wrong shared key is a refusal for `auth`, not a handshake failure.
 #[test]
 fn a_scrape_mid_copy_sees_bytes_and_a_wrong_key_is_refused_for_auth() {
     let dir = tempfile::tempdir().unwrap();
@@ -272,6 +273,22 @@ fn a_scrape_mid_copy_sees_bytes_and_a_wrong_key_is_refused_for_auth() {
     let run = linerate_report::from_bench(&doc).unwrap();
     let mean = runs.iter().sum::<f64>() / 3.0;
     assert_eq!(run.find_metric("throughput").map(|m| m.value), Some(mean), "{runs:?}");
+    // A round-trip test's repeats keep each run's latency percentiles: the stored p99 is their
+    // mean, with their spread
+    let o = bin()
+        .args(["bench", &addr, "--test", "tcp-rr", "-t", "0.3", "--repeat", "3", "--json", "--no-save", "--key-file"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "bench tcp-rr --repeat 3: {}", text(&o));
+    let doc: linerate_model::doc::bench::BenchDocument = serde_json::from_slice(&o.stdout).unwrap();
+    let lat = &doc.points[0].repeats.latency_us;
+    assert_eq!(lat.len(), 3, "{lat:?}");
+    let run = linerate_report::from_bench(&doc).unwrap();
+    let mean = lat.iter().map(|l| l.p99).sum::<f64>() / 3.0;
+    assert!((run.find_metric("latency.p99").unwrap().value - mean).abs() < 1e-9, "{lat:?}");
+    let s = run.spread("latency.p99").unwrap();
+    assert_eq!((s.n, s.of), (3, linerate_report::model::SpreadOf::Repeats), "{s:?}");
 
     let o = bin()
         .args(["cp", "--no-save", "-q", "--key-file"])

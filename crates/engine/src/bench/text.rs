@@ -3,6 +3,7 @@
 //! warnings about a missed schedule or coarse fairness, a sweep's summary and the CSV rows.
 
 use crate::bench::stats::{busy, confidence, Fairness, Latency, Summary, TestResult};
+use linerate_model::doc::bench::RunLatency;
 use linerate_model::units::{format_rate, format_size_iec};
 use linerate_proto::bench::{Direction, IntervalCounts, TestKind, TestSpec};
 use std::net::SocketAddr;
@@ -18,6 +19,8 @@ pub struct Point {
     pub summary: Summary,
     /// The headline figure of every repeat (goodput, or transactions/s for rr-like tests).
     pub runs: Vec<f64>,
+    /// Tests with transactions: every repeat's latency percentiles (empty for others).
+    pub latencies: Vec<RunLatency>,
 }
 
 /// The line that opens a test: what runs, to where, for how long, and the sweep point.
@@ -572,6 +575,7 @@ mod tests {
             result: r,
             summary: s,
             runs: vec![9.1e9, 8.8e9, 8.9e9],
+            latencies: Vec::new(),
         };
 
         let mut rr = TestSpec::new(TestKind::TcpRr);
@@ -600,7 +604,13 @@ mod tests {
             group_latency: Vec::new(),
         };
         let s = r.summary(None);
-        let second = Point { labels: vec![("conns".into(), "1".into())], result: r, summary: s, runs: vec![3000.0] };
+        let second = Point {
+            labels: vec![("conns".into(), "1".into())],
+            result: r,
+            summary: s,
+            runs: vec![3000.0],
+            latencies: Vec::new(),
+        };
 
         let mut udp = TestSpec::new(TestKind::UdpStream);
         udp.rate = Some(1_000_000);
@@ -630,7 +640,13 @@ mod tests {
             group_latency: Vec::new(),
         };
         let s = r.summary(None);
-        let third = Point { labels: vec![("msg".into(), "1448".into())], result: r, summary: s, runs: vec![9.9e5] };
+        let third = Point {
+            labels: vec![("msg".into(), "1448".into())],
+            result: r,
+            summary: s,
+            runs: vec![9.9e5],
+            latencies: Vec::new(),
+        };
         vec![first, second, third]
     }
 

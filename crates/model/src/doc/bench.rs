@@ -525,6 +525,10 @@ pub struct BenchPoint {
 pub struct Repeats {
     /// The headline figure of every run (goodput, or transactions/s for rr-like tests).
     pub runs: Vec<f64>,
+    /// Tests with transactions: every run's latency percentiles, in the order of `runs` (absent
+    /// for other tests, and in documents written before they were kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_us: Vec<RunLatency>,
     /// Their confidence interval (two runs or more).
     #[serde(deserialize_with = "super::required")]
     pub confidence: Option<Confidence>,
@@ -532,6 +536,32 @@ pub struct Repeats {
     pub target_width_pct: f64,
     /// Whether the runs met it: `confidence.full_width_pct` at most `target_width_pct`.
     pub met: bool,
+}
+
+/// One run's latency percentiles, microseconds: what a repeated test's latency figures are the
+/// mean of, and their spread.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct RunLatency {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th.
+    pub p99: f64,
+    /// 99.9th.
+    pub p999: f64,
+}
+
+impl RunLatency {
+    /// The percentiles of `l`.
+    pub fn of(l: &Latency) -> RunLatency {
+        RunLatency { p50: l.p50, p90: l.p90, p99: l.p99, p999: l.p999 }
+    }
+
+    /// The named figures, as `latency.NAME` metrics are called.
+    pub fn figures(&self) -> [(&'static str, f64); 4] {
+        [("p50", self.p50), ("p90", self.p90), ("p99", self.p99), ("p999", self.p999)]
+    }
 }
 
 /// Mean and confidence interval of repeated measurements.

@@ -171,6 +171,7 @@ pub fn bench() -> BenchDocument {
                 intervals: intervals(bps),
                 repeats: Repeats {
                     runs: vec![bps - 1e7, bps + 1e7],
+                    latency_us: Vec::new(),
                     confidence: Some(Confidence {
                         n: 2,
                         mean: bps,

@@ -223,12 +223,29 @@ fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
         let figure = |s: &BenchSummary| if rr { s.transactions_per_s } else { Some(s.throughput_bps) };
         (best, doc.points.iter().position(|p| figure(&p.summary) == Some(value)).and_then(repeats))
     };
-    let Some(runs) = runs else { return };
-    let Some(m) = r.metrics.iter_mut().find(|m| m.name == name) else { return };
-    if let Some(mean) = linerate_model::stats::mean(&runs) {
-        m.value = mean;
+    if let Some(runs) = runs {
+        if let Some(m) = r.metrics.iter_mut().find(|m| m.name == name) {
+            if let Some(mean) = linerate_model::stats::mean(&runs) {
+                m.value = mean;
+            }
+            r.set_spread(name, &runs, SpreadOf::Repeats);
+        }
     }
-    r.set_spread(name, &runs, SpreadOf::Repeats);
+    // A test of one point with transactions: its latency percentiles the same way, each run's
+    // percentile a sample (a sweep's latency figures are its first point's, left as they are).
+    let latencies = match doc.points.as_slice() {
+        [p] if p.repeats.latency_us.len() >= 2 => &p.repeats.latency_us,
+        _ => return,
+    };
+    for (i, (k, _)) in latencies[0].figures().into_iter().enumerate() {
+        let samples: Vec<f64> = latencies.iter().map(|l| l.figures()[i].1).collect();
+        let name = format!("latency.{k}");
+        let Some(m) = r.metrics.iter_mut().find(|m| m.name == name) else { continue };
+        if let Some(mean) = linerate_model::stats::mean(&samples) {
+            m.value = mean;
+        }
+        r.set_spread(&name, &samples, SpreadOf::Repeats);
+    }
 }
 
 /// One bar per connection, labelled `#ID`.
@@ -469,15 +486,21 @@ mod tests {
     use super::*;
     use linerate_model::doc::example;
 
-    #[test]
-    fn repeated_runs_are_stored_as_their_mean_with_their_spread() {
+    /// The example document cut to its first point, as a test of kind `kind` without a sweep.
+    fn one_point(kind: &str) -> BenchDocument {
         let mut doc = example::bench();
         doc.points.truncate(1);
         doc.sweep = Some(Vec::new());
         for t in doc.test.iter_mut().chain([&mut doc.points[0].test]) {
-            t.kind = "tcp-stream".into();
-            t.test = "tcp-stream".into();
+            t.kind = kind.into();
+            t.test = kind.into();
         }
+        doc
+    }
+
+    #[test]
+    fn repeated_runs_are_stored_as_their_mean_with_their_spread() {
+        let mut doc = one_point("tcp-stream");
         let last = doc.points[0].summary.throughput_bps;
         doc.points[0].repeats.runs = vec![8e9, 10e9, 12e9, last];
         let r = from_bench(&doc).unwrap();
@@ -490,6 +513,36 @@ mod tests {
         let r = from_bench(&doc).unwrap();
         assert_eq!(r.find_metric("throughput").unwrap().value, last);
         assert_ne!(r.spread("throughput").map(|s| s.of), Some(SpreadOf::Repeats));
+    }
+
+    #[test]
+    fn repeated_latency_percentiles_are_stored_as_their_mean_with_their_spread_and_judged_by_it() {
+        use linerate_model::doc::bench::RunLatency;
+        let rr = |p99s: [f64; 3]| {
+            let mut doc = one_point("tcp-rr");
+            let summary = doc.summary.clone().unwrap();
+            assert!(summary.latency_us.is_some(), "the example has latency");
+            doc.points[0].summary = summary;
+            doc.points[0].repeats.runs = vec![20e3, 21e3, 19e3];
+            doc.points[0].repeats.latency_us =
+                p99s.iter().map(|&p99| RunLatency { p50: 40.0, p90: 60.0, p99, p999: 2.0 * p99 }).collect();
+            from_bench(&doc).unwrap()
+        };
+        let a = rr([90.0, 100.0, 110.0]);
+        assert_eq!(a.find_metric("latency.p99").unwrap().value, 100.0, "the mean of the runs' p99");
+        assert_eq!(a.find_metric("latency.p999").unwrap().value, 200.0);
+        let s = a.spread("latency.p99").unwrap();
+        assert_eq!((s.n, s.of, s.sd), (3, SpreadOf::Repeats, 10.0));
+        // p50 did not move between runs: no spread to speak of
+        assert_eq!(a.spread("latency.p50").unwrap().sd, 0.0);
+        // p99 +15 %: within 3 · √2 · 10/√3 = 24.5 µs of noise; +40 % is beyond it
+        let row = |c: &crate::compare::Comparison| {
+            c.rows.iter().find(|r| r.name == "latency.p99").map(|r| (r.within_noise, r.regression)).unwrap()
+        };
+        let c = crate::compare::compare(&a, &rr([105.0, 115.0, 125.0]), 5.0);
+        assert_eq!(row(&c), (true, false), "{}", c.to_text());
+        let c = crate::compare::compare(&a, &rr([130.0, 140.0, 150.0]), 5.0);
+        assert_eq!(row(&c), (false, true), "{}", c.to_text());
     }
 
     #[test]
