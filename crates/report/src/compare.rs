@@ -281,6 +281,7 @@ pub fn compare_by(a: &RunReport, b: &RunReport, rule: Rule) -> Comparison {
     }
     let differences = if kinds_differ { Vec::new() } else { differences(a, b) };
     warnings.extend(differences.iter().map(ToString::to_string));
+    warnings.extend(steal_warning(a, b));
     Comparison {
         a: a.id.clone(),
         b: b.id.clone(),
@@ -292,6 +293,27 @@ pub fn compare_by(a: &RunReport, b: &RunReport, rule: Rule) -> Comparison {
         differences,
         warnings,
     }
+}
+
+/// Two runs whose hypervisors took shares of the CPU further apart than this (percentage
+/// points) are named: on the development VM a loopback test's rate fell with the steal share
+/// (60 one-second iperf3 runs: correlation −0.87, steal 0–39 %).
+const STEAL_GAP_PCT: f64 = 5.0;
+
+/// The most the hypervisor took from either machine of run `r`, percent of its CPU time.
+fn steal(r: &RunReport) -> Option<f64> {
+    ["steal.local", "steal.remote"].into_iter().filter_map(|n| r.find_metric(n)).map(|m| m.value).reduce(f64::max)
+}
+
+/// A warning when the two runs' steal differs by more than [`STEAL_GAP_PCT`].
+fn steal_warning(a: &RunReport, b: &RunReport) -> Option<String> {
+    let (sa, sb) = (steal(a)?, steal(b)?);
+    ((sa - sb).abs() > STEAL_GAP_PCT).then(|| {
+        format!(
+            "the hypervisor took {sa:.0} % of a machine's CPU during A and {sb:.0} % during B: a test the CPU \
+             bounds runs slower by about that share, so part of the change is the host's, not the test's"
+        )
+    })
 }
 
 /// The key parameters ([`key_params`]) whose values differ between `a` and `b`, A's order first.
@@ -562,6 +584,24 @@ mod tests {
         let mut r = bench("tcp-stream", &[("throughput", bps, "bit/s", Better::Higher)]);
         r.set_spread("throughput", &[bps - sd, bps + sd], SpreadOf::Intervals);
         r
+    }
+
+    #[test]
+    fn runs_whose_hypervisor_took_different_shares_of_the_cpu_are_named() {
+        let with_steal = |bps: f64, local: f64, remote: f64| {
+            let mut r = noisy(bps, 1e6);
+            r.metric("steal.local", local, "%", Better::Lower);
+            r.metric("steal.remote", remote, "%", Better::Lower);
+            r
+        };
+        let c = compare(&with_steal(10e9, 2.0, 0.0), &with_steal(8e9, 1.0, 20.0), 5.0);
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(c.warnings[0].starts_with("the hypervisor took 2 % of a machine's CPU during A and 20 % during B"));
+        assert!(c.to_text().contains("warning: the hypervisor took"), "{}", c.to_text());
+        assert!(!c.unlike(), "a warning, not a refusal");
+        // within 5 points, or a run that did not count it: nothing
+        assert!(compare(&with_steal(10e9, 2.0, 0.0), &with_steal(8e9, 6.0, 1.0), 5.0).warnings.is_empty());
+        assert!(compare(&noisy(10e9, 1e6), &with_steal(8e9, 30.0, 0.0), 5.0).warnings.is_empty());
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub(crate) struct Figures {
     pub cpu: [Option<f64>; 2],
     /// CPU cores of each machine, local then remote (the contract sample has none).
     pub cores: [Option<f64>; 2],
+    /// The share of each machine's CPU time the hypervisor took (steal), local then remote.
+    pub steal: [Option<f64>; 2],
     /// A profile's groups (rrul's bulk flows and latency probe), each with its own figures.
     pub groups: Vec<GroupFigures>,
 }
@@ -58,6 +60,7 @@ impl From<&BenchSummary> for Figures {
             ],
             cpu: [Some(s.cpu.local.busy()), Some(s.cpu.remote.busy())],
             cores: [s.cpu.local.cores, s.cpu.remote.cores].map(|c| (c > 0).then_some(f64::from(c))),
+            steal: [Some(s.cpu.local.steal), Some(s.cpu.remote.steal)],
             groups: s.groups.clone(),
         }
     }
@@ -287,6 +290,7 @@ fn summary_metrics(r: &mut RunReport, f: &Figures) {
         opt(r, &format!("service_demand_tran.{side}"), f.service_demand_tran[i], "us", Better::Lower);
     }
     for (i, side) in ["local", "remote"].into_iter().enumerate() {
+        opt(r, &format!("steal.{side}"), f.steal[i].map(|x| x * 100.0), "%", Better::Lower);
         if let Some(c) = f.cpu[i] {
             r.metric(&format!("cpu.{side}"), c * 100.0, "%", Better::Lower);
             // CPU seconds per gigabit moved, as cp has it: the busy share of the machine is
@@ -503,7 +507,12 @@ mod tests {
         let mut doc = one_point("tcp-stream");
         let last = doc.points[0].summary.throughput_bps;
         doc.points[0].repeats.runs = vec![8e9, 10e9, 12e9, last];
+        for s in doc.summary.iter_mut().chain([&mut doc.points[0].summary]) {
+            s.cpu.remote.steal = 0.125;
+        }
         let r = from_bench(&doc).unwrap();
+        let steal = |side: &str| r.find_metric(&format!("steal.{side}")).map(|m| m.value);
+        assert_eq!((steal("local"), steal("remote")), (Some(0.0), Some(12.5)), "the hypervisor's share, percent");
         let want = (30e9 + last) / 4.0;
         assert_eq!(r.find_metric("throughput").unwrap().value, want, "the mean, not the last run's {last}");
         let s = r.spread("throughput").unwrap();
