@@ -69,16 +69,16 @@ fn rate(bytes: u64, cpu: Duration) -> f64 {
     }
 }
 
-/// Runs `step` (which handles [`RECORD`] bytes) until `budget` of wall time or [`MAX_BYTES`];
-/// returns the rate in the thread's CPU time.
-fn on_one_core(budget: Duration, mut step: impl FnMut()) -> f64 {
+/// Runs `step` (which handles `size` bytes) until `budget` of wall time or [`MAX_BYTES`];
+/// returns the rate in the thread's CPU time, `None` as soon as a step fails.
+fn on_one_core(budget: Duration, size: usize, mut step: impl FnMut() -> Option<()>) -> Option<f64> {
     let (start, cpu0) = (Instant::now(), thread_cpu());
     let mut bytes = 0u64;
     while start.elapsed() < budget && bytes < MAX_BYTES {
-        step();
-        bytes += RECORD as u64;
+        step()?;
+        bytes += size as u64;
     }
-    rate(bytes, thread_cpu().saturating_sub(cpu0))
+    Some(rate(bytes, thread_cpu().saturating_sub(cpu0)))
 }
 
 /// TCP over loopback for about `budget`: a writer here, a reader on a thread; the CPU time of
@@ -128,36 +128,35 @@ fn page_cache(budget: Duration) -> Option<(f64, f64)> {
     let fd = rustix::fs::memfd_create("linerate-doctor", rustix::fs::MemfdFlags::CLOEXEC).ok()?;
     let file = File::from(fd);
     let data = vec![0x5au8; IO];
-    let (start, cpu0) = (Instant::now(), thread_cpu());
-    let (mut bytes, mut at) = (0u64, 0u64);
-    while start.elapsed() < budget && bytes < MAX_BYTES {
+    let mut at = 0u64;
+    let write = on_one_core(budget, IO, || {
         if at == PAGE_FILE {
             file.set_len(0).ok()?;
             at = 0;
         }
         file.write_all_at(&data, at).ok()?;
         at += IO as u64;
-        bytes += IO as u64;
-    }
-    let write = rate(bytes, thread_cpu().saturating_sub(cpu0));
+        Some(())
+    })?;
     let mut sink = vec![0u8; IO];
-    let (start, cpu0) = (Instant::now(), thread_cpu());
-    let (mut bytes, mut from) = (0u64, 0u64);
-    while start.elapsed() < budget / 2 && bytes < MAX_BYTES && at > 0 {
+    let mut from = 0u64;
+    let read = on_one_core(budget / 2, IO, || {
         file.read_exact_at(&mut sink, from).ok()?;
-        from = (from + IO as u64) % at;
-        bytes += IO as u64;
-    }
-    Some((rate(bytes, thread_cpu().saturating_sub(cpu0)), write))
+        from = (from + IO as u64) % at.max(IO as u64);
+        Some(())
+    })?;
+    Some((read, write))
 }
 
 /// Measure the costs, about `budget` in total (a quarter each; the page-cache reads half that).
 pub fn measure(budget: Duration) -> CopyCost {
     let quarter = budget / 4;
     let data = vec![0x5au8; RECORD];
-    let blake3_bps = on_one_core(quarter, || {
+    let blake3_bps = on_one_core(quarter, RECORD, || {
         std::hint::black_box(blake3::hash(std::hint::black_box(&data)));
-    });
+        Some(())
+    })
+    .unwrap_or(0.0);
     let (page_read_bps, page_write_bps) = page_cache(quarter).unwrap_or((0.0, 0.0));
     CopyCost { blake3_bps, page_read_bps, page_write_bps, tcp_both_ends_bps: tcp_both_ends(quarter).unwrap_or(0.0) }
 }

@@ -200,16 +200,7 @@ impl RecvSession {
         })?;
         let parent = match parent {
             Ok(p) => p,
-            Err(e) => {
-                let mut st = self.lock();
-                st.open.remove(&s.id);
-                st.tracker.abandon(s.id);
-                drop(st);
-                self.wake();
-                let r = self.entry_failed(None, s.parent, &path, "cannot create file", &e);
-                self.settle_links(s.id);
-                return r;
-            }
+            Err(e) => return self.creation_failed(s.id, None, s.parent, &path, &e),
         };
         let new = NewFile { parent, dir: s.parent, path, name: s.name.into(), mode: s.mode, mtime: s.mtime, ids };
         if self.create(s.id, new)? {
@@ -256,13 +247,51 @@ impl RecvSession {
                 Ok(false)
             }
             Err(e) => {
-                st.open.remove(&id);
-                st.tracker.abandon(id);
                 drop(st);
-                self.wake();
-                let r = self.entry_failed(Some(&new.parent), new.dir, &new.path, "cannot create file", &e);
-                self.settle_links(id);
-                r.map(|()| false)
+                self.creation_failed(id, Some(&new.parent), new.dir, &new.path, &e).map(|()| false)
+            }
+        }
+    }
+
+    /// File `id` could not be created (in directory `dir`, id `dir_id`): it is given up, its
+    /// waiting links settled, and the failure reported as that entry's.
+    fn creation_failed(
+        &self,
+        id: u64,
+        dir: Option<&OwnedFd>,
+        dir_id: u64,
+        path: &[u8],
+        e: &std::io::Error,
+    ) -> Result<(), Abort> {
+        let mut st = self.lock();
+        st.open.remove(&id);
+        st.tracker.abandon(id);
+        drop(st);
+        self.wake();
+        let r = self.entry_failed(dir, dir_id, path, "cannot create file", e);
+        self.settle_links(id);
+        r
+    }
+
+    /// [`Self::until`] for a frame of file `id`: a file still being created is waited for, and
+    /// one answered but not yet created ([`Slot::Deferred`]) is created by this stream first;
+    /// then `f` judges the frame.
+    fn until_created<T>(
+        &self,
+        id: u64,
+        mut f: impl FnMut(&mut State) -> Result<Option<T>, ProtoError>,
+    ) -> Result<T, Abort> {
+        loop {
+            let judged = self.until(|st| match Self::claim(st, id) {
+                Ok(true) => Ok(f(st)?.map(Ok)),
+                Ok(false) => Ok(None),
+                Err(new) => Ok(Some(Err(new))),
+            })?;
+            match judged {
+                Ok(v) => return Ok(v),
+                Err(new) => {
+                    self.create(id, *new)?;
+                }
             }
         }
     }
@@ -284,29 +313,16 @@ impl RecvSession {
     pub(super) fn on_chunk(&self, c: &Chunk) -> Result<(), Abort> {
         // One look under the lock: the tracker's verdict and, if accepted, the open file (a file
         // still being created is waited for before the tracker is asked).
-        let (step, of) = loop {
-            let judged = self.until(|st| {
-                match Self::claim(st, c.file) {
-                    Ok(true) => {}
-                    Ok(false) => return Ok(None),
-                    Err(new) => return Ok(Some(Err(new))),
-                }
-                Ok(match st.tracker.chunk(c.file, c.offset, c.data.len())? {
-                    Step::NotYet => None,
-                    Step::Accepted => match st.open.get(&c.file) {
-                        Some(Slot::Ready(of)) => Some(Ok((Step::Accepted, Some(of.clone())))),
-                        _ => Some(Ok((Step::Accepted, None))),
-                    },
-                    s => Some(Ok((s, None))),
-                })
-            })?;
-            match judged {
-                Ok(j) => break j,
-                Err(new) => {
-                    self.create(c.file, *new)?;
-                }
-            }
-        };
+        let (step, of) = self.until_created(c.file, |st| {
+            Ok(match st.tracker.chunk(c.file, c.offset, c.data.len())? {
+                Step::NotYet => None,
+                Step::Accepted => match st.open.get(&c.file) {
+                    Some(Slot::Ready(of)) => Some((Step::Accepted, Some(of.clone()))),
+                    _ => Some((Step::Accepted, None)),
+                },
+                s => Some((s, None)),
+            })
+        })?;
         let Some(of) = of.filter(|_| step == Step::Accepted) else {
             return Ok(());
         };
@@ -367,29 +383,16 @@ impl RecvSession {
         file: u64,
         mut judge: impl FnMut(&mut Tracker) -> Result<Step, ProtoError>,
     ) -> Result<(), Abort> {
-        let done = loop {
-            let judged = self.until(|st| {
-                match Self::claim(st, file) {
-                    Ok(true) => {}
-                    Ok(false) => return Ok(None),
-                    Err(new) => return Ok(Some(Err(new))),
+        let done = self.until_created(file, |st| {
+            Ok(match judge(&mut st.tracker)? {
+                Step::NotYet => None,
+                Step::Complete(done) => {
+                    let slot = st.open.remove(&done.file);
+                    Some(Some((done, slot)))
                 }
-                Ok(match judge(&mut st.tracker)? {
-                    Step::NotYet => None,
-                    Step::Complete(done) => {
-                        let slot = st.open.remove(&done.file);
-                        Some(Ok(Some((done, slot))))
-                    }
-                    _ => Some(Ok(None)),
-                })
-            })?;
-            match judged {
-                Ok(d) => break d,
-                Err(new) => {
-                    self.create(file, *new)?;
-                }
-            }
-        };
+                _ => Some(None),
+            })
+        })?;
         if let Some((done, Some(Slot::Ready(of)))) = done {
             self.commit(&of, done)?;
         }
