@@ -326,13 +326,23 @@ impl RecvSession {
         let Some(of) = of.filter(|_| step == Step::Accepted) else {
             return Ok(());
         };
-        let written = {
+        // The chunk and its journal entry in one turn: an abort (which takes the turn before it
+        // judges what a partial file holds) never sees the bytes without their entry.
+        let (written, journaled) = {
             let _turn = of.write.lock().unwrap_or_else(PoisonError::into_inner);
-            if self.has(FLAG_SPARSE) {
+            let written = if self.has(FLAG_SPARSE) {
                 fsx::write_sparse(&of.inc.file, c.data, c.offset)
             } else {
                 of.inc.file.write_all_at(c.data, c.offset)
-            }
+            };
+            let journaled = match (&written, &of.journal) {
+                (Ok(()), Some(j)) => {
+                    let index = c.offset / u64::from(self.p.chunk_size.max(1));
+                    j.lock().unwrap_or_else(PoisonError::into_inner).record(&of.inc.file, index, c.data.len())
+                }
+                _ => Ok(()),
+            };
+            (written, journaled)
         };
         if let Err(e) = written {
             // A full file system ends the session (the file is kept for a resume, as on any abort).
@@ -343,16 +353,12 @@ impl RecvSession {
             return Ok(());
         }
         self.n.written.fetch_add(c.data.len() as u64, Relaxed);
-        if let Some(j) = &of.journal {
-            let index = c.offset / u64::from(self.p.chunk_size.max(1));
-            let r = j.lock().unwrap_or_else(PoisonError::into_inner).record(&of.inc.file, index, c.data.len());
-            if let Err(e) = r {
-                if let Some(x) = Exhausted::of(&e) {
-                    return Err(self.exhausted(Some(&of.parent), &of.path, x, &e));
-                }
-                self.fail_file(c.file, ErrorCode::Io, &format!("writing the resume journal: {e}"));
-                return Ok(());
+        if let Err(e) = journaled {
+            if let Some(x) = Exhausted::of(&e) {
+                return Err(self.exhausted(Some(&of.parent), &of.path, x, &e));
             }
+            self.fail_file(c.file, ErrorCode::Io, &format!("writing the resume journal: {e}"));
+            return Ok(());
         }
         if let Some(p) = &self.progress {
             p.bytes.fetch_add(c.data.len() as u64, Relaxed);

@@ -384,6 +384,8 @@ impl RecvSession {
     /// Remove (or, for a resumable file when `keep` is set, preserve for the next run) what an
     /// unfinished file left behind.
     fn drop_file(of: &OpenFile, keep: bool) {
+        // After any chunk being written (on a data stream's thread) and its journal entry.
+        let _turn = of.write.lock().unwrap_or_else(PoisonError::into_inner);
         match (&of.journal, &of.partial_in) {
             // A partial file that holds nothing is no head start for the next run: not kept.
             (Some(j), Some(_)) if keep && j.lock().unwrap_or_else(PoisonError::into_inner).holds_chunks() => {
