@@ -17,8 +17,10 @@
 #                                    [--linerate PATH] [--keep DIR] [--judge-only DIR]
 #   --time T          seconds per run (default 1)
 #   --repeat N        runs per measurement (default 15)
-#   --keep DIR        keep the run store and the ids in DIR (default: a temporary directory)
-#   --judge-only DIR  do not measure: judge the runs kept in DIR again (after a rule change)
+#   --keep DIR        keep the run store, the ids and each measurement's document (doc.ID.json)
+#                     in DIR (default: a temporary directory)
+#   --judge-only DIR  do not measure: judge the measurements kept in DIR again (after a rule
+#                     change; their documents are imported anew with the given linerate)
 # Exit: 0 when the measurement ran (goals met or not), 1 when a tool failed, 2 bad usage.
 set -euo pipefail
 
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     --linerate) LR="$2"; shift 2 ;;
     --keep) KEEP="$2"; shift 2 ;;
     --judge-only) JUDGE="$2"; shift 2 ;;
-    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,24p "$0"; exit 0 ;;
     *) echo "noise-false-alarms: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -80,7 +82,11 @@ open(sys.argv[2], "w").write(f"{sum(runs) / len(runs)}\n")
 with open(sys.argv[3], "a") as f:
     f.write("".join(f"{x}\n" for x in runs))
 PY
-    "$LINERATE" report --db "$db" list | tail -n 1 | cut -d' ' -f1
+    local id
+    id=$("$LINERATE" report --db "$db" list | tail -n 1 | cut -d' ' -f1)
+    # each measurement's document kept (its runs and their steal), for analyses of the rule
+    cp "$work/last.json" "$work/doc.$id.json"
+    echo "$id"
   }
   ip3() {
     iperf3 -c 127.0.0.1 -p "$IP" -t "$TIME" -J > "$work/i.json" || die "iperf3 failed"
@@ -118,6 +124,23 @@ for name, (x, y) in (("linerate", (3, 4)), ("iperf3", (6, 7))):
     what = "means of the runs" if name == "linerate" else "single runs"
     print(f"{name:9} identical pairs ({what}): |B - A| / A median {st.median(d):.1f} %, max {max(d):.1f} %")
 EOF
+# Judging again (after a change of how a document becomes a stored run): the kept documents
+# are imported anew, in the order they were measured, into a store of their own.
+if [ -n "$JUDGE" ] && ls "$work"/doc.*.json >/dev/null 2>&1; then
+  db="$work/judged.sqlite"; rm -f "$db"
+  declare -A fresh
+  while read -r a b c _; do
+    for id in "$a" "$b" "$c"; do
+      fresh[$id]=$("$LINERATE" report --db "$db" import "$work/doc.$id.json") || die "import of doc.$id.json failed"
+    done
+  done < "$work/pairs"
+  while read -r a b c rest; do
+    echo "${fresh[$a]} ${fresh[$b]} ${fresh[$c]} $rest"
+  done < "$work/pairs" > "$work/pairs.judged"
+  pairs="$work/pairs.judged"
+else
+  pairs="$work/pairs"
+fi
 flagged=0 caught=0 n=0
 while read -r a b c _; do
   n=$((n + 1))
@@ -127,7 +150,7 @@ while read -r a b c _; do
   # the cap makes the runs unlike (a key parameter differs): --force compares them anyway
   "$LINERATE" report --db "$db" compare --force "$a" "$c" >/dev/null 2>&1 && rc=0 || rc=$?
   [ "$rc" -eq 4 ] && caught=$((caught + 1))
-done < "$work/pairs"
+done < "$pairs"
 echo "report compare A B (identical): $flagged of $n flagged as a regression (false alarms)"
 echo "report compare A capped:        $caught of $n caught"
 
@@ -138,5 +161,5 @@ while read -r a b c _; do
   n=$((n + 1))
   "$LINERATE" report --db "$db" compare --against "last:$LAST" "$b" >/dev/null 2>&1 && rc=0 || rc=$?
   [ "$rc" -eq 4 ] && flagged=$((flagged + 1))
-done < "$work/pairs"
+done < "$pairs"
 echo "report compare --against last:$LAST B: $flagged of $n flagged (false alarms)"

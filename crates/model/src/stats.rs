@@ -105,9 +105,61 @@ pub fn beyond_noise(a: f64, b: f64, band: Option<f64>) -> bool {
     band.is_none_or(|n| (b - a).abs() > n)
 }
 
+/// A least-squares line `y = a + b·x` through the points: the value at `x` = 0 (`a`), the slope
+/// (`b`) and the standard error of `a` (`√(s² (1/n + x̄²/Sxx))`, `s²` the residuals' variance
+/// over `n − 2`). How `report` estimates a figure at zero hypervisor steal from runs that each
+/// had their own (issue 33).
+///
+/// * fewer than 3 points, lengths that differ, a value not finite, or every `x` the same: `None`.
+pub fn line_fit(x: &[f64], y: &[f64]) -> Option<LineFit> {
+    let n = x.len();
+    if n < 3 || y.len() != n || x.iter().chain(y).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let (mx, my) = (mean(x)?, mean(y)?);
+    let sxx: f64 = x.iter().map(|v| (v - mx).powi(2)).sum();
+    if sxx <= f64::EPSILON * n as f64 {
+        return None;
+    }
+    let slope = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum::<f64>() / sxx;
+    let at_zero = my - slope * mx;
+    let s2 = x.iter().zip(y).map(|(a, b)| (b - at_zero - slope * a).powi(2)).sum::<f64>() / (n - 2) as f64;
+    let se = (s2 * (1.0 / n as f64 + mx * mx / sxx)).sqrt();
+    Some(LineFit { at_zero, slope, at_zero_se: se })
+}
+
+/// A least-squares line ([`line_fit`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LineFit {
+    /// Its value at x = 0.
+    pub at_zero: f64,
+    /// Its slope.
+    pub slope: f64,
+    /// The standard error of `at_zero`.
+    pub at_zero_se: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_fit_finds_the_value_at_zero_and_how_sure_it_is() {
+        // y = 10 − 20·x exactly: no residual, no doubt
+        let x = [0.0, 0.1, 0.2, 0.3];
+        let y: Vec<f64> = x.iter().map(|v| 10.0 - 20.0 * v).collect();
+        let f = line_fit(&x, &y).unwrap();
+        assert!((f.at_zero - 10.0).abs() < 1e-9 && (f.slope + 20.0).abs() < 1e-9 && f.at_zero_se < 1e-9, "{f:?}");
+        // residuals +1, −1, −1, +1 (orthogonal to x: the line stays): s² = 4 / 2 = 2, x̄ = 0.15,
+        // Sxx = 0.05, so se = √(2 · (1/4 + 0.0225/0.05)) = √1.4
+        let y2 = [y[0] + 1.0, y[1] - 1.0, y[2] - 1.0, y[3] + 1.0];
+        let f = line_fit(&x, &y2).unwrap();
+        assert!((f.at_zero - 10.0).abs() < 1e-9 && (f.at_zero_se - 1.4f64.sqrt()).abs() < 1e-9, "{f:?}");
+        // nothing to fit
+        assert!(line_fit(&[0.1; 4], &y).is_none(), "every x the same");
+        assert!(line_fit(&x[..2], &y[..2]).is_none() && line_fit(&x, &y[..3]).is_none());
+        assert!(line_fit(&[0.0, f64::NAN, 0.2], &[1.0, 2.0, 3.0]).is_none());
+    }
 
     #[test]
     fn jain_of_equal_rates_is_one_and_of_one_hog_is_one_over_n() {

@@ -9,6 +9,10 @@
 //! Runs of different kinds or with different key parameters ([`key_params`]) measure different
 //! things: they are named as [`Comparison::differences`], and the CLI refuses them without
 //! `--force`.
+//!
+//! On a virtual machine the hypervisor's steal moves a CPU-bound figure from one run to the
+//! next. When both runs carry a goal figure with the steal taken out (`NAME.steal_adjusted`,
+//! [`STEAL_ADJUSTED`], from `--repeat` runs), the change is judged by that figure.
 
 use crate::convert::lab::FAILED_PREFIX;
 use crate::convert::si;
@@ -75,7 +79,12 @@ pub struct Row {
     pub noise_pct: Option<f64>,
     /// A goal figure worse than the threshold but within the noise: not a regression.
     pub within_noise: bool,
-    /// A goal figure worse than the threshold and beyond the noise.
+    /// A goal figure judged by its counterpart without the hypervisor's steal
+    /// ([`STEAL_ADJUSTED`]), which both runs have: `within_noise` and `regression` are that
+    /// figure's, `worse`, `change_pct` and `noise_pct` the figure's as measured.
+    pub without_steal: bool,
+    /// A goal figure worse than the threshold and beyond the noise (judged without the
+    /// hypervisor's steal when `without_steal`).
     pub regression: bool,
 }
 
@@ -118,7 +127,8 @@ impl Comparison {
     pub fn rule_text(&self) -> String {
         if self.rule.sigmas > 0.0 {
             format!(
-                "a goal figure regresses when worse than {}% and beyond {} σ of the measured noise",
+                "a goal figure regresses when worse than {}% and beyond {} σ of the measured noise \
+                 (judged without the hypervisor's steal when both runs have the figure so)",
                 significant(self.threshold_pct, 6),
                 significant(self.rule.sigmas, 6)
             )
@@ -146,14 +156,20 @@ impl Comparison {
             let v = |x: Option<f64>| x.map_or_else(|| "–".to_string(), |x| si(x, &r.unit));
             let change = r.change_pct.map_or_else(|| "–".into(), |c| format!("{c:+.1}%"));
             let noise = r.noise_pct.map_or_else(String::new, |n| format!("±{n:.1}%"));
-            let flag = if r.regression {
+            let flag = if r.regression && r.without_steal {
+                format!("REGRESSION (beyond {}% and the noise without the hypervisor's steal)", self.threshold_pct)
+            } else if r.regression {
                 if r.noise_pct.is_some() {
                     format!("REGRESSION (beyond {}% and the noise)", self.threshold_pct)
                 } else {
                     format!("REGRESSION (beyond {}%; no spread measured)", self.threshold_pct)
                 }
+            } else if r.within_noise && r.without_steal {
+                "worse, within the noise without the hypervisor's steal".to_string()
             } else if r.within_noise {
                 "worse, within the noise".to_string()
+            } else if r.worse && r.without_steal {
+                "worse as measured, not without the hypervisor's steal".to_string()
             } else if r.worse {
                 "worse (informational)".to_string()
             } else if r.change_pct.is_some_and(|c| c.abs() > self.threshold_pct) {
@@ -199,7 +215,8 @@ fn incomplete_groups(a: &RunReport, b: &RunReport, rows: &mut [Row], warnings: &
         for row in rows.iter_mut() {
             let of_group = row.name.split_once('.').is_some_and(|(_, k)| k == g);
             if of_group && !row.name.starts_with(FAILED_PREFIX) {
-                (row.change_pct, row.worse, row.within_noise, row.regression) = (None, false, false, false);
+                (row.change_pct, row.worse, row.within_noise, row.without_steal, row.regression) =
+                    (None, false, false, false, false);
             }
         }
     }
@@ -227,44 +244,27 @@ pub fn compare_by(a: &RunReport, b: &RunReport, rule: Rule) -> Comparison {
             let mb = b.find_metric(name);
             let (unit, better) = ma.or(mb).map_or((String::new(), Better::Higher), |m| (m.unit.clone(), m.better));
             let (va, vb) = (ma.map(|m| m.value), mb.map(|m| m.value));
-            let change_pct = match (va, vb) {
-                (Some(x), Some(y)) if x != 0.0 => Some((y - x) / x.abs() * 100.0),
-                _ => None,
-            };
+            let j = judge(a, b, name, better, rule);
             // a goal of both runs: a stream test's throughput is not judged against a
             // request/response test's
             let goal = a.is_goal(name) && b.is_goal(name);
-            let worse = match (va, vb, change_pct) {
-                (_, _, Some(c)) => match better {
-                    Better::Higher => c < -threshold_pct,
-                    Better::Lower => c > threshold_pct,
-                },
-                // from zero: any worsening counts (e.g. errors 0 → 3)
-                (Some(x), Some(y), None) => match better {
-                    Better::Higher => y < x,
-                    Better::Lower => y > x,
-                },
-                _ => false,
-            };
-            let sd = |r: &RunReport| r.spread(name).map(|s| s.noise());
-            let band = noise_band(sd(a), sd(b), rule.sigmas).filter(|_| rule.sigmas > 0.0);
-            let noise_pct = band.zip(va).filter(|(_, x)| *x != 0.0).map(|(n, x)| n / x.abs() * 100.0);
-            let beyond = match (va, vb) {
-                (Some(x), Some(y)) => beyond_noise(x, y, band),
-                _ => true,
-            };
+            // judged by the same figure without the hypervisor's steal, when both runs have it
+            let adjusted = format!("{name}{STEAL_ADJUSTED}");
+            let without_steal = goal && a.find_metric(&adjusted).is_some() && b.find_metric(&adjusted).is_some();
+            let k = if without_steal { judge(a, b, &adjusted, better, rule) } else { j };
             Row {
                 name: name.to_string(),
                 unit,
                 a: va,
                 b: vb,
-                change_pct,
+                change_pct: j.change_pct,
                 better,
                 goal,
-                worse,
-                noise_pct,
-                within_noise: worse && goal && !beyond,
-                regression: worse && goal && beyond,
+                worse: j.worse,
+                noise_pct: j.noise_pct,
+                within_noise: k.worse && goal && !k.beyond,
+                without_steal,
+                regression: k.worse && goal && k.beyond,
             }
         })
         .collect::<Vec<Row>>();
@@ -294,6 +294,52 @@ pub fn compare_by(a: &RunReport, b: &RunReport, rule: Rule) -> Comparison {
         warnings,
     }
 }
+
+/// How metric `name` changed from `a` to `b` under `rule`.
+#[derive(Clone, Copy)]
+struct Judged {
+    change_pct: Option<f64>,
+    /// Worse than the threshold in the metric's bad direction.
+    worse: bool,
+    /// The noise band in percent of `|a|`, when either side's spread was measured.
+    noise_pct: Option<f64>,
+    /// The change is beyond the noise band (or there is none).
+    beyond: bool,
+}
+
+fn judge(a: &RunReport, b: &RunReport, name: &str, better: Better, rule: Rule) -> Judged {
+    let (va, vb) = (a.find_metric(name).map(|m| m.value), b.find_metric(name).map(|m| m.value));
+    let change_pct = match (va, vb) {
+        (Some(x), Some(y)) if x != 0.0 => Some((y - x) / x.abs() * 100.0),
+        _ => None,
+    };
+    let worse = match (va, vb, change_pct) {
+        (_, _, Some(c)) => match better {
+            Better::Higher => c < -rule.threshold_pct,
+            Better::Lower => c > rule.threshold_pct,
+        },
+        // from zero: any worsening counts (e.g. errors 0 → 3)
+        (Some(x), Some(y), None) => match better {
+            Better::Higher => y < x,
+            Better::Lower => y > x,
+        },
+        _ => false,
+    };
+    let sd = |r: &RunReport| r.spread(name).map(|s| s.noise());
+    let band = noise_band(sd(a), sd(b), rule.sigmas).filter(|_| rule.sigmas > 0.0);
+    let noise_pct = band.zip(va).filter(|(_, x)| *x != 0.0).map(|(n, x)| n / x.abs() * 100.0);
+    let beyond = match (va, vb) {
+        (Some(x), Some(y)) => beyond_noise(x, y, band),
+        _ => true,
+    };
+    Judged { change_pct, worse, noise_pct, beyond }
+}
+
+/// The suffix of a goal figure with the hypervisor's steal taken out
+/// (`throughput.steal_adjusted`): a repeated run's figure at zero steal, from the least-squares
+/// line through its runs' (steal, figure) points; for a run with a rate cap, which its cap
+/// bounds, the runs' mean (`crate::convert::bench`).
+pub const STEAL_ADJUSTED: &str = ".steal_adjusted";
 
 /// Two runs whose hypervisors took shares of the CPU further apart than this (percentage
 /// points) are named: on the development VM a loopback test's rate fell with the steal share
@@ -584,6 +630,42 @@ mod tests {
         let mut r = bench("tcp-stream", &[("throughput", bps, "bit/s", Better::Higher)]);
         r.set_spread("throughput", &[bps - sd, bps + sd], SpreadOf::Intervals);
         r
+    }
+
+    /// A quiet run of `bps` whose hypervisor took `steal` (0–1) of its CPU, with its figure
+    /// without the steal.
+    fn stolen(bps: f64, steal: f64) -> RunReport {
+        let mut r = noisy(bps, 0.1e9);
+        let adjusted = format!("throughput{STEAL_ADJUSTED}");
+        r.metric(&adjusted, bps / (1.0 - steal), "bit/s", Better::Higher);
+        r.set_spread(&adjusted, &[bps / (1.0 - steal) - 0.1e9, bps / (1.0 - steal) + 0.1e9], SpreadOf::Intervals);
+        r
+    }
+
+    #[test]
+    fn a_figure_both_runs_have_without_the_hypervisors_steal_is_judged_by_it() {
+        // 20 % slower with 20 points more steal: the same once the steal is out
+        let c = compare(&stolen(10e9, 0.0), &stolen(8e9, 0.2), 5.0);
+        let row = &c.rows[0];
+        assert!(row.worse && row.without_steal && !row.regression && !c.has_regression(), "{}", c.to_text());
+        assert!(c.to_text().contains("worse as measured, not without the hypervisor's steal"), "{}", c.to_text());
+        // 20 % slower with the same steal: a regression
+        let c = compare(&stolen(10e9, 0.1), &stolen(8e9, 0.1), 5.0);
+        assert!(c.rows[0].regression && c.rows[0].without_steal, "{}", c.to_text());
+        assert!(c.to_text().contains("REGRESSION (beyond 5% and the noise without the hypervisor's steal)"));
+        // 30 % slower with 10 points more steal: still 22 % slower without it
+        assert!(compare(&stolen(10e9, 0.0), &stolen(7e9, 0.1), 5.0).rows[0].regression);
+        // as fast with all of the CPU as A was with 70 % of it: slower per CPU, a regression
+        let c = compare(&stolen(10e9, 0.3), &stolen(10e9, 0.0), 5.0);
+        assert!(c.rows[0].regression && !c.rows[0].worse, "{}", c.to_text());
+        // one side without the figure (a single run, an older run): the figures as measured decide
+        let c = compare(&stolen(10e9, 0.0), &noisy(8e9, 0.1e9), 5.0);
+        assert!(c.rows[0].regression && !c.rows[0].without_steal, "{}", c.to_text());
+        let c = compare(&stolen(10e9, 0.0), &noisy(10e9, 0.1e9), 5.0);
+        assert!(!c.has_regression(), "{}", c.to_text());
+        // the figure's own row is informational
+        let row = c.rows.iter().find(|r| r.name.ends_with(STEAL_ADJUSTED)).unwrap();
+        assert!(!row.goal && !row.regression);
     }
 
     #[test]

@@ -473,6 +473,9 @@ pub enum SpreadOf {
     Repeats,
     /// A baseline made of the last runs of the same test (`report compare --against last:K`).
     Runs,
+    /// A least-squares estimate from `n` runs (a figure at zero hypervisor steal, issue 33):
+    /// `sd` is its standard error.
+    Fit,
 }
 
 impl Spread {
@@ -483,13 +486,15 @@ impl Spread {
     ///   would differ if made again is estimated by how one interval differs from the next (on
     ///   the 2-core VM the 1 s intervals' spread, ~10 %, is what separate 5 s runs show, 11–12 %);
     /// * the mean of `n` `--repeat` runs: its standard error `sd / √n`;
-    /// * the median of the last `n` runs (a baseline): `√(π/2) · sd / √n`.
+    /// * the median of the last `n` runs (a baseline): `√(π/2) · sd / √n`;
+    /// * a least-squares estimate: `sd`, its standard error.
     pub fn noise(&self) -> f64 {
         use linerate_model::stats::{standard_error, MEDIAN_SE_FACTOR};
         match self.of {
             SpreadOf::Intervals => self.sd,
             SpreadOf::Repeats => standard_error(self.sd, self.n).unwrap_or(self.sd),
             SpreadOf::Runs => MEDIAN_SE_FACTOR * standard_error(self.sd, self.n).unwrap_or(self.sd),
+            SpreadOf::Fit => self.sd,
         }
     }
 }
@@ -501,6 +506,7 @@ impl SpreadOf {
             SpreadOf::Intervals => "intervals",
             SpreadOf::Repeats => "repeats",
             SpreadOf::Runs => "runs",
+            SpreadOf::Fit => "fit",
         }
     }
 }

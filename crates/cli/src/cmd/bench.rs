@@ -11,7 +11,7 @@ use linerate_engine::bench::sweep;
 use linerate_engine::bench::text::{self, Point};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning};
 use linerate_engine::net::conn;
-use linerate_model::doc::bench::RunLatency;
+use linerate_model::doc::bench::{RunLatency, SidePair};
 use linerate_model::units;
 use linerate_model::DEFAULT_PORT;
 use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
@@ -651,6 +651,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         }
         let mut runs = Vec::new();
         let mut latencies = Vec::new();
+        let mut steal = Vec::new();
         let mut last = None;
         for repeat in 0..rmax {
             if repeat > 0 {
@@ -686,6 +687,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             let s = r.summary(link);
             runs.push(headline(&spec, &s));
             latencies.extend(s.latency_us.as_ref().map(RunLatency::of));
+            steal.push(SidePair { local: s.cpu.local.steal, remote: s.cpu.remote.steal });
             last = Some((r, s));
             if runs.len() >= rmin && (rmax == 1 || confident_enough(&runs, level as u32, width, rmin)) {
                 break;
@@ -705,7 +707,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         if let Some(w) = text::coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
             errln!("linerate bench: note: {w}")?;
         }
-        done.push(Point { labels, result, summary, runs, latencies });
+        done.push(Point { labels, result, summary, runs, latencies, steal });
         if stopper.shutdown().is_stopped() {
             break;
         }

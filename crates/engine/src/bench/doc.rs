@@ -42,6 +42,7 @@ pub fn document(points: &[Point], cfg: &DocumentConfig) -> BenchDocument {
             repeats: Repeats {
                 runs: p.runs.to_vec(),
                 latency_us: p.latencies.clone(),
+                steal: p.steal.clone(),
                 confidence: confidence(&p.runs, cfg.level),
                 target_width_pct: cfg.width_pct,
                 met: p.runs.len() > 1 && confident_enough(&p.runs, cfg.level, cfg.width_pct, 2),

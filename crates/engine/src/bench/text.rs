@@ -3,7 +3,7 @@
 //! warnings about a missed schedule or coarse fairness, a sweep's summary and the CSV rows.
 
 use crate::bench::stats::{busy, confidence, Fairness, Latency, Summary, TestResult};
-use linerate_model::doc::bench::RunLatency;
+use linerate_model::doc::bench::{RunLatency, SidePair};
 use linerate_model::units::{format_rate, format_size_iec};
 use linerate_proto::bench::{Direction, IntervalCounts, TestKind, TestSpec};
 use std::net::SocketAddr;
@@ -21,6 +21,8 @@ pub struct Point {
     pub runs: Vec<f64>,
     /// Tests with transactions: every repeat's latency percentiles (empty for others).
     pub latencies: Vec<RunLatency>,
+    /// Every repeat's steal share of each machine (0–1).
+    pub steal: Vec<SidePair>,
 }
 
 /// The line that opens a test: what runs, to where, for how long, and the sweep point.
@@ -576,6 +578,7 @@ mod tests {
             summary: s,
             runs: vec![9.1e9, 8.8e9, 8.9e9],
             latencies: Vec::new(),
+            steal: Vec::new(),
         };
 
         let mut rr = TestSpec::new(TestKind::TcpRr);
@@ -610,6 +613,7 @@ mod tests {
             summary: s,
             runs: vec![3000.0],
             latencies: Vec::new(),
+            steal: Vec::new(),
         };
 
         let mut udp = TestSpec::new(TestKind::UdpStream);
@@ -646,6 +650,7 @@ mod tests {
             summary: s,
             runs: vec![9.9e5],
             latencies: Vec::new(),
+            steal: Vec::new(),
         };
         vec![first, second, third]
     }

@@ -529,6 +529,10 @@ pub struct Repeats {
     /// for other tests, and in documents written before they were kept).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub latency_us: Vec<RunLatency>,
+    /// Every run's share of each machine's CPU time the hypervisor took (steal, 0–1), in the
+    /// order of `runs` (absent in documents written before it was kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steal: Vec<SidePair>,
     /// Their confidence interval (two runs or more).
     #[serde(deserialize_with = "super::required")]
     pub confidence: Option<Confidence>,

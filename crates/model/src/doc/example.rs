@@ -172,6 +172,7 @@ pub fn bench() -> BenchDocument {
                 repeats: Repeats {
                     runs: vec![bps - 1e7, bps + 1e7],
                     latency_us: Vec::new(),
+                    steal: vec![SidePair { local: 0.02, remote: 0.0 }, SidePair { local: 0.01, remote: 0.0 }],
                     confidence: Some(Confidence {
                         n: 2,
                         mean: bps,
