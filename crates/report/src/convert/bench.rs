@@ -215,7 +215,8 @@ fn interval_spread(r: &mut RunReport, intervals: &[BenchInterval], points: usize
 
 /// With two or more `--repeat` runs, the goal figure is their mean (as netperf's and
 /// hyperfine's: the value the confidence interval is centred on, not the last run's) and its
-/// spread theirs, in place of the intervals'; for a sweep, the best point's.
+/// spread theirs, in place of the intervals'; for a sweep, the best point's. Each machine's
+/// steal share, when the runs kept theirs, is their mean too.
 fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
     let rr = r.is_request_response();
     let (goal, best) = if rr { ("transactions", "transactions.best") } else { ("throughput", "throughput.best") };
@@ -233,6 +234,20 @@ fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
                 m.value = mean;
             }
             r.set_spread(name, &runs, SpreadOf::Repeats);
+        }
+    }
+    // A test of one point whose runs kept their steal: each machine's share the runs' mean.
+    if let [p] = doc.points.as_slice() {
+        let steal = &p.repeats.steal;
+        if p.repeats.runs.len() >= 2 && steal.len() == p.repeats.runs.len() {
+            for (i, side) in ["local", "remote"].into_iter().enumerate() {
+                let shares: Vec<f64> = steal.iter().map(|s| [s.local, s.remote][i] * 100.0).collect();
+                let mean = linerate_model::stats::mean(&shares);
+                if let (Some(m), Some(mean)) = (r.metrics.iter_mut().find(|m| m.name == format!("steal.{side}")), mean)
+                {
+                    m.value = mean;
+                }
+            }
         }
     }
     // A test of one point with transactions: its latency percentiles the same way, each run's
@@ -260,19 +275,12 @@ fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
 /// a test the CPU bounds loses to the steal as much as it does here, one a link bounds not at
 /// all (slope 0). A line that rises with the steal (noise) says the steal cost nothing, and a
 /// run with a rate cap is bound by its cap, not by the CPU: for both, the runs' mean and their
-/// spread. With per-run steal, `steal.local`/`.remote` are the runs' mean.
+/// spread.
 fn steal_adjusted(r: &mut RunReport, doc: &BenchDocument) {
     let [p] = doc.points.as_slice() else { return };
     let (runs, steal) = (&p.repeats.runs, &p.repeats.steal);
     if runs.len() < 3 || steal.len() != runs.len() {
         return;
-    }
-    for (i, side) in ["local", "remote"].into_iter().enumerate() {
-        let shares: Vec<f64> = steal.iter().map(|s| [s.local, s.remote][i] * 100.0).collect();
-        let mean = linerate_model::stats::mean(&shares);
-        if let (Some(m), Some(mean)) = (r.metrics.iter_mut().find(|m| m.name == format!("steal.{side}")), mean) {
-            m.value = mean;
-        }
     }
     let goal = if r.is_request_response() { "transactions" } else { "throughput" };
     let Some(m) = r.find_metric(goal).cloned() else { return };
