@@ -596,6 +596,11 @@ impl Tracker {
         }
     }
 
+    /// Whether file `file` is declared and neither complete nor abandoned.
+    pub fn is_open(&self, file: u64) -> bool {
+        self.files.contains_key(&file)
+    }
+
     /// Files declared but not yet complete or abandoned.
     pub fn open_files(&self) -> usize {
         self.files.len()

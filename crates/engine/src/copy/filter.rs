@@ -13,7 +13,7 @@
 //! only in a pattern with a wildcard (`*`, `?`, `[`).
 
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
-use linerate_proto::caps::{MAX_FILTER_BYTES, MAX_FILTER_RULES, MAX_PATH};
+use linerate_proto::caps::{MAX_FILTER_BYTES, MAX_FILTER_REGEX, MAX_FILTER_RULES, MAX_PATH};
 use linerate_proto::frame::{FilterRules, Rules, FILTER_CONTENTS, FILTER_DELETE_EXCLUDED, RULE_EXCLUDE, RULE_INCLUDE};
 use std::sync::Arc;
 
@@ -41,7 +41,7 @@ pub enum FilterError {
     /// A pattern globset cannot compile, or one that matches nothing (`/`).
     #[error("filter pattern '{pattern}': {reason}")]
     BadPattern {
-        /// The pattern as given.
+        /// The pattern, escaped and cut to 64 characters (empty: the rules together).
         pattern: String,
         /// Why.
         reason: String,
@@ -49,6 +49,22 @@ pub enum FilterError {
     /// An empty pattern (a rule line of `- ` alone).
     #[error("an empty filter pattern")]
     Empty,
+    /// The rules up to this one compile to more than [`MAX_FILTER_REGEX`] bytes of regular
+    /// expressions (checked before anything is compiled).
+    #[error(
+        "filter rule {rule} '{pattern}' takes the rules past {cap} bytes of compiled patterns ({len}): \
+         use fewer rules, or fewer wildcards in them"
+    )]
+    TooComplex {
+        /// The rule's number, from 1.
+        rule: usize,
+        /// The pattern, escaped and cut to 64 characters.
+        pattern: String,
+        /// Bytes of regular expressions up to and including this rule.
+        len: usize,
+        /// [`MAX_FILTER_REGEX`].
+        cap: usize,
+    },
     /// A pattern from a peer that is not UTF-8.
     #[error("a filter pattern is not UTF-8: {0}")]
     NotUtf8(String),
@@ -135,8 +151,9 @@ impl Filter {
         }
         let (mut names, mut paths) = (GlobSetBuilder::new(), GlobSetBuilder::new());
         let (mut names_of, mut paths_of) = (Vec::new(), Vec::new());
+        let mut compiled = 0usize;
         for (i, r) in rules.iter().enumerate() {
-            let bad = |reason: &str| FilterError::BadPattern { pattern: r.pattern.clone(), reason: reason.to_string() };
+            let bad = |reason: &str| FilterError::BadPattern { pattern: shown(&r.pattern), reason: reason.to_string() };
             if r.pattern.is_empty() {
                 return Err(FilterError::Empty);
             }
@@ -166,6 +183,11 @@ impl Filter {
                     .empty_alternates(true)
                     .build()
                     .map_err(|e| bad(&e.kind().to_string()))?;
+                compiled = compiled.saturating_add(g.regex().len());
+                if compiled > MAX_FILTER_REGEX {
+                    let (pattern, cap) = (shown(&r.pattern), MAX_FILTER_REGEX);
+                    return Err(FilterError::TooComplex { rule: i + 1, pattern, len: compiled, cap });
+                }
                 let of = GlobOf { rule: i, dir_only };
                 if whole_path {
                     paths.add(g);
@@ -177,7 +199,10 @@ impl Filter {
             }
         }
         let build = |b: GlobSetBuilder| {
-            b.build().map_err(|e| FilterError::BadPattern { pattern: String::new(), reason: e.to_string() })
+            b.build().map_err(|e| FilterError::BadPattern {
+                pattern: String::new(),
+                reason: format!("the rules together: {e}"),
+            })
         };
         Ok(Filter { rules, names: build(names)?, names_of, paths: build(paths)?, paths_of })
     }
@@ -232,6 +257,15 @@ impl Filter {
         }
         Filter::new(rules)
     }
+}
+
+/// A pattern as an error shows it: escaped, and cut to 64 characters.
+fn shown(pattern: &str) -> String {
+    let mut s: String = pattern.chars().take(64).collect();
+    if s.len() < pattern.len() {
+        s.push('…');
+    }
+    linerate_proto::name::escape(s.as_bytes())
 }
 
 /// A wildcard pattern of rsync's as a glob for globset (which then runs with `literal_separator`
@@ -496,6 +530,31 @@ mod tests {
         assert!(matches!(Filter::new(many), Err(FilterError::TooMany { .. })));
         let long = Rule { kind: RuleKind::Exclude, pattern: "x".repeat(MAX_PATH + 1) };
         assert!(matches!(Filter::new(vec![long]), Err(FilterError::TooLong { .. })));
+    }
+
+    /// Issue 42: 87 patterns of `**/` × 1000 (inside every size cap) made globset take 273 MB
+    /// before it failed; the budget refuses them before anything is compiled, naming the rule,
+    /// while the largest ordinary rule sets compile.
+    #[test]
+    fn rules_that_would_compile_past_the_budget_are_refused_first_and_named() {
+        let rules = |ps: Vec<String>| {
+            Filter::new(ps.into_iter().map(|pattern| Rule { kind: RuleKind::Exclude, pattern }).collect())
+        };
+        let deep = (0..87).map(|i| format!("\x1b{}x{i}", "**/".repeat(1000))).collect();
+        let err = rules(deep).unwrap_err();
+        match &err {
+            FilterError::TooComplex { rule, pattern, len, cap } => {
+                assert!(*rule > 1 && *rule < 87, "{rule}");
+                assert!(len > cap && *cap == MAX_FILTER_REGEX);
+                assert!(pattern.starts_with("\\x1b**/**/") && pattern.ends_with('…'), "{pattern}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!err.to_string().contains('\x1b'), "{err}");
+        let n = MAX_FILTER_RULES;
+        rules((0..n).map(|i| format!("*.o{i}")).collect()).unwrap();
+        rules((0..n).map(|i| format!("**/dir/name{i}")).collect()).unwrap();
+        rules((0..n / 4).map(|i| format!("build-*/**/cache/*.tmp{i}")).collect()).unwrap();
     }
 
     #[test]

@@ -20,8 +20,8 @@ use linerate_engine::EngineError;
 use linerate_proto::bench::{encode_doc, TestKind, TestSpec};
 use linerate_proto::caps::{MAX_BENCH_DOC, MAX_DEPTH, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_RECORD};
 use linerate_proto::frame::{
-    Begin, Chunk, DirEntry, FileEnd, FileStart, Finish, Frame, Keep, LinkEntry, Names, Note, Offer, Ranges, Summary,
-    Want, FLAG_VERIFY,
+    Begin, Chunk, DirEntry, FileEnd, FileStart, Finish, Frame, HardLink, Hole, Keep, LinkEntry, Names, Note, Offer,
+    Ranges, Summary, Want, FLAG_HARD_LINKS, FLAG_SPARSE, FLAG_VERIFY, LINK_NAME, LINK_TARGET,
 };
 use linerate_proto::hello::{AuthMode, ClientHello, StreamKind};
 use linerate_proto::ErrorCode;
@@ -58,8 +58,15 @@ fn code(c: ErrorCode) -> u16 {
 /// Run one session on data stream 1 with `frames` (each its own record), then End and Finish,
 /// and return the verdict; within 5 s, so a refusal comes at once, not after a timeout.
 fn one_session(fx: &Fx, frames: &[Frame<'_>]) -> Verdict {
+    session_with(fx, 0, frames)
+}
+
+/// [`one_session`] with `Begin.flags` `flags`.
+fn session_with(fx: &Fx, flags: u32, frames: &[Frame<'_>]) -> Verdict {
     peer::within(Duration::from_secs(5), "one session", || {
-        let mut c = fx.session(b"", 1);
+        let mut c = fx.client();
+        c.begin(b"", 1, flags).unwrap();
+        c.open_streams();
         for f in frames {
             c.send(1, std::slice::from_ref(f));
         }
@@ -380,6 +387,39 @@ fn a_missing_final_chunk_or_a_huge_sparse_size_commits_nothing() {
     assert_eq!(s.files, 0, "{errors:?}");
     assert!(s.errors >= 1, "{errors:?}");
     assert!(!fx.root.join("huge").exists());
+    fx.check_confined();
+}
+
+/// Issue 42: a `Hole` is 24 bytes whatever its length, and with `verify` the receiver hashes its
+/// zeros. A sparse file with a hole the budget covers is verified and committed; a 1 TiB hole
+/// (about six minutes of one core) fails its file with `Limit` at once, and the session goes on.
+#[test]
+fn a_hole_the_client_never_sent_is_hashed_only_within_the_session_budget() {
+    let fx = Fx::new();
+    let cs = u64::from(CS);
+    let data = vec![7u8; CS as usize];
+    let mut whole = data.clone();
+    whole.resize(2 * CS as usize, 0);
+    let vast = 1u64 << 40;
+    let hole = |file, offset, len| Frame::Hole(Hole { file, offset, len });
+    let fin = |file, size, digest| Frame::FileEnd(FileEnd { file, size, digest: Some(digest) });
+    let frames = [
+        file(1, 0, b"sparse", 2 * cs),
+        chunk(1, 0, &data),
+        hole(1, cs, cs),
+        fin(1, 2 * cs, *blake3::hash(&whole).as_bytes()),
+        file(2, 0, b"vast", vast),
+        hole(2, 0, vast),
+        fin(2, vast, [0; 32]),
+    ];
+    let (s, errors) = summary(session_with(&fx, FLAG_SPARSE | FLAG_VERIFY, &frames));
+    assert_eq!(s.files, 1, "{errors:?}");
+    assert_eq!(fs::read(fx.root.join("sparse")).unwrap(), whole);
+    assert!(
+        errors.iter().any(|(c, p, m)| *c == code(ErrorCode::Limit) && p == b"vast" && m.contains("budget")),
+        "{errors:?}"
+    );
+    assert!(!fx.root.join("vast").exists());
     fx.check_confined();
 }
 
@@ -1203,6 +1243,18 @@ struct ChildServer {
     log_thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// In the child (see [`serve_if_child`]), serve and never return; in the test, a scratch
+/// directory with an empty `root` in it and a child server for test `test` serving it, with
+/// `nofile` descriptors at most.
+fn child_serving(test: &str, nofile: Option<u64>) -> (tempfile::TempDir, PathBuf, ChildServer) {
+    serve_if_child();
+    let t = scratch();
+    let root = t.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let srv = ChildServer::spawn_with(test, &root, nofile, None);
+    (t, root, srv)
+}
+
 impl ChildServer {
     fn spawn(test: &str, root: &Path) -> ChildServer {
         ChildServer::spawn_with(test, root, None, None)
@@ -1409,16 +1461,8 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers() {
     // Regression: accept() failing with EMFILE was retried at once, forever, on a full core.
-    serve_if_child();
-    let t = scratch();
-    let root = t.path().join("root");
-    fs::create_dir(&root).unwrap();
-    let srv = ChildServer::spawn_with(
-        "hostile::an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers",
-        &root,
-        Some(48),
-        None,
-    );
+    let test = "hostile::an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers";
+    let (_t, _, srv) = child_serving(test, Some(48));
     // Connections in handshake from four addresses (16 each at most) take two descriptors each
     // on the agent: more than it may open.
     let mut held = Vec::new();
@@ -1740,6 +1784,74 @@ fn the_first_request_must_decode_whole_and_alone() {
     fx.check_confined();
 }
 
+/// SECURITY.md's per-session bounds: a session with as many files in flight as it may have, on
+/// four streams, holds at most its sockets, those files, 256 directory handles and a few more
+/// descriptors, and a thread per stream and one more; all are released when it ends.
+#[test]
+fn a_session_holds_no_more_descriptors_than_its_bound_and_frees_them() {
+    let test = "hostile::a_session_holds_no_more_descriptors_than_its_bound_and_frees_them";
+    let (_t, root, srv) = child_serving(test, Some(16_384));
+    summary(send_dirs(&mut srv.session(1), 1, 10));
+    let pid = srv.child.id();
+    let count = |what: &str| fs::read_dir(format!("/proc/{pid}/{what}")).map_or(0, |d| d.count());
+    let (fds0, threads0) = (count("fd"), count("task"));
+    let files = linerate_proto::caps::MAX_OPEN_FILES as u64;
+    let streams = 4u16;
+    let mut c = srv.session(streams);
+    // Every file two chunks long and sent its first: all open, none complete.
+    let data = vec![3u8; CS as usize];
+    for id in 0..files {
+        let name = format!("f{id}");
+        c.send(1 + (id % 4) as usize, &[file(id, 0, name.as_bytes(), 2 * u64::from(CS)), chunk(id, 0, &data)]);
+    }
+    let bound = 1 + usize::from(streams) + files as usize + 256 + 8;
+    let all_open = peer::eventually(Duration::from_secs(120), || count("fd") >= fds0 + files as usize);
+    let (fds, threads) = (count("fd") - fds0, count("task") - threads0);
+    eprintln!("{files} files in flight on {streams} streams: {fds} descriptors, {threads} threads more");
+    assert!(all_open, "the files never all opened: {fds} descriptors more");
+    assert!(fds <= bound, "{fds} descriptors more than before, bound {bound}");
+    assert!(threads <= 1 + usize::from(streams), "{threads} threads more than before");
+    // One more file in flight ends the session; everything it held is released.
+    c.send(1, &[file(files, 0, b"one-more", 10)]);
+    assert!(c.verdict().fatal().1.contains("files in flight"));
+    assert!(peer::eventually(Duration::from_secs(60), || count("fd") <= fds0 && count("task") <= threads0));
+    srv.stop();
+    assert_eq!(temp_files(&root), Vec::<PathBuf>::new());
+}
+
+/// Issue 42: a pull whose `Filter` holds 87 patterns of `**/` × 1000 (about 256 KiB, inside
+/// every cap) raised the server's peak memory by about 270 MB before it failed with a message
+/// that named no rule. The budget refuses it before anything is compiled.
+#[test]
+fn filter_rules_past_the_compile_budget_are_refused_by_name_before_they_cost_memory() {
+    use linerate_proto::frame::{FilterRules, Pull, Rules, FLAG_PULL, RULE_EXCLUDE};
+    let test = "hostile::filter_rules_past_the_compile_budget_are_refused_by_name_before_they_cost_memory";
+    let (_t, root, srv) = child_serving(test, None);
+    fs::create_dir(root.join("src")).unwrap();
+    summary(send_dirs(&mut srv.session(1), 1, 10));
+    let base = srv.hwm();
+    let patterns: Vec<Vec<u8>> = (0..87).map(|i| format!("{}x{i}", "**/".repeat(1000)).into_bytes()).collect();
+    let listed: Vec<(u8, &[u8])> = patterns.iter().map(|p| (RULE_EXCLUDE, p.as_slice())).collect();
+    let mut plain = Vec::new();
+    Frame::Begin(Begin { dest: b"", sources: 1, chunk_size: CS, flags: FLAG_PULL, streams: 1, modify_window: 0 })
+        .encode(&mut plain);
+    Frame::Pull(Pull { path: b"src", name: b"src" }).encode(&mut plain);
+    let mut rules = Vec::new();
+    Frame::Filter(FilterRules { flags: 0, rules: Rules::encode(&listed, &mut rules) }).encode(&mut plain);
+    let mut c = Client::connect(srv.addr, &srv.secret);
+    let mut buf = vec![0u8; linerate_proto::record::HEADER_LEN];
+    buf.extend_from_slice(&plain);
+    c.ctl.tx.send_buf(&mut buf).unwrap();
+    let v = c.verdict();
+    let (got, msg) = v.fatal();
+    assert_eq!(got, code(ErrorCode::BadParams), "{msg}");
+    assert!(msg.contains("filter rule") && msg.contains("'**/**/"), "{msg}");
+    let grown = srv.hwm().saturating_sub(base);
+    srv.stop();
+    eprintln!("filter rules past the budget: the server grew by {} KiB", grown >> 10);
+    assert!(grown < 16 << 20, "the server grew by {grown} bytes for rules it refused");
+}
+
 #[test]
 fn filter_rules_a_server_cannot_use_end_the_session_with_bad_params_and_write_nothing() {
     use linerate_proto::frame::{FilterRules, Pull, Rules, FLAG_PULL, RULE_EXCLUDE};
@@ -1816,6 +1928,14 @@ fn no_name_is_reserved_but_a_working_directorys_is_never_written_for_a_peer() {
         assert!(!errors.is_empty() && errors[0].2.contains("linerate working directory"), "{errors:?}");
         assert!(fs::symlink_metadata(fx.root.join(std::str::from_utf8(work).unwrap())).is_err());
     }
+    // A further name of a hard-linked file passes the same gate (issue 42): it is written only
+    // after its first name is committed, by another path than the entries above.
+    let hard = |kind, name| Frame::HardLink(HardLink { kind, file: 1, parent: 0, name });
+    let frames = [hard(LINK_TARGET, b""), file(1, 0, b"first", 1), chunk(1, 0, b"h"), end(1, 1), hard(LINK_NAME, work)];
+    let (_, errors) = summary(session_with(&fx, FLAG_HARD_LINKS, &frames));
+    assert!(errors.iter().any(|e| e.2.contains("linerate working directory")), "{errors:?}");
+    assert!(fs::symlink_metadata(fx.root.join(std::str::from_utf8(work).unwrap())).is_err());
+    assert_eq!(fs::read(fx.root.join("first")).unwrap(), b"h");
     fx.check_confined();
 }
 

@@ -446,8 +446,11 @@ impl RecvSession {
                 of.inc.file.set_len(done.size).map_err(|e| io("setting the size", e))?;
             }
             if self.p.flags & FLAG_VERIFY != 0 {
+                // Read while the session lives: an abort (the client gone, a deadline) stops the
+                // hashing at the next read instead of letting it hold a core and the session.
                 let mut h = blake3::Hasher::new();
-                h.update_reader(&of.inc.file).map_err(|e| io("re-reading for verification", e))?;
+                let mut file = WhileAlive { file: &of.inc.file, aborted: &self.aborted };
+                h.update_reader(&mut file).map_err(|e| io("re-reading for verification", e))?;
                 if Some(*h.finalize().as_bytes()) != done.digest {
                     return Err((ErrorCode::Integrity, "BLAKE3 of the written file differs from the source".into()));
                 }
@@ -494,6 +497,11 @@ impl RecvSession {
                     return Err(self.exhausted(Some(&of.parent), &of.path, x, &e));
                 }
             }
+            // Ended mid-verification: kept for a resume, as on any abort.
+            Err(_) if self.aborted.load(Relaxed) => {
+                Self::drop_file(of, true);
+                return Err(Abort::protocol("session aborted"));
+            }
             Err((code, msg)) => {
                 Self::drop_file(of, false);
                 self.report(code, &of.path, &msg);
@@ -501,5 +509,44 @@ impl RecvSession {
             }
         }
         Ok(())
+    }
+}
+
+/// A file read only while its session is alive (see [`RecvSession::commit`]).
+struct WhileAlive<'a> {
+    file: &'a std::fs::File,
+    aborted: &'a std::sync::atomic::AtomicBool,
+}
+
+impl std::io::Read for WhileAlive<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.aborted.load(Relaxed) {
+            return Err(std::io::Error::other("the session ended"));
+        }
+        std::io::Read::read(&mut self.file, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WhileAlive;
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+    #[test]
+    fn a_check_stops_reading_when_its_session_ends() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&[7u8; 4096]).unwrap();
+        let aborted = AtomicBool::new(false);
+        let mut buf = [0u8; 1024];
+        let mut r = WhileAlive { file: &f, aborted: &aborted };
+        std::io::Seek::rewind(&mut &f).unwrap();
+        assert_eq!(r.read(&mut buf).unwrap(), 1024);
+        aborted.store(true, Relaxed);
+        let e = r.read(&mut buf).unwrap_err();
+        assert!(e.to_string().contains("session ended"), "{e}");
+        // And blake3's reader loop gives up on it rather than retrying.
+        let mut h = blake3::Hasher::new();
+        assert!(h.update_reader(WhileAlive { file: &f, aborted: &aborted }).is_err());
     }
 }

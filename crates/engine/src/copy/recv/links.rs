@@ -4,7 +4,10 @@
 
 use super::*;
 use crate::copy::fsx::{self};
-use linerate_proto::frame::{HardLink, Hole, FLAG_HARD_LINKS, FLAG_SPARSE, LINK_TARGET};
+use linerate_model::units::format_size_iec;
+use linerate_proto::caps::{HOLE_VERIFY_ALLOWANCE, HOLE_VERIFY_PER_BYTE};
+use linerate_proto::frame::{HardLink, Hole, FLAG_HARD_LINKS, FLAG_SPARSE, FLAG_VERIFY, LINK_TARGET};
+use linerate_proto::track::Step;
 use linerate_proto::track::{LinkStep, SettledLinks};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -79,7 +82,8 @@ impl RecvSession {
             let mut guard = self.lock();
             let st = &mut *guard;
             let target = st.dirs.get(dir, &st.tracker);
-            let at = st.dirs.get(parent, &st.tracker);
+            // Through the one gate every entry's name passes (a working directory's form refused).
+            let at = Self::parent_for(st, parent, name);
             (target, at, Self::entry_path(st, parent, name))
         };
         let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
@@ -91,11 +95,47 @@ impl RecvSession {
         }
     }
 
-    /// `-S`: chunks that are a hole at the source.
+    /// `-S`: chunks that are a hole at the source. With `verify` the zeros of a hole are hashed
+    /// when the file is checked, which the sender's 24-byte frame does not pay for: they are
+    /// charged to the session's budget ([`HOLE_VERIFY_ALLOWANCE`] and [`HOLE_VERIFY_PER_BYTE`]
+    /// per data byte received), and a hole past it fails its file (`Limit`) before any hashing.
     pub(super) fn on_hole(&self, h: &Hole) -> Result<(), Abort> {
         if !self.has(FLAG_SPARSE) {
             return Err(ProtoError::Violation("a hole in a session without -S".into()).into());
         }
-        self.completing(h.file, |t| t.hole(h))
+        let verify = self.has(FLAG_VERIFY);
+        let mut refused = None;
+        self.completing(h.file, |t| {
+            if verify && t.is_open(h.file) {
+                if let Err(why) = self.charge_hole(h.len) {
+                    t.abandon(h.file);
+                    refused = Some(why);
+                    return Ok(Step::Discard);
+                }
+            }
+            t.hole(h)
+        })?;
+        if let Some(why) = refused {
+            self.fail_file(h.file, ErrorCode::Limit, &why);
+        }
+        Ok(())
+    }
+
+    /// Charge `len` hole bytes to the session's verification budget, or say why not (nothing is
+    /// charged then).
+    fn charge_hole(&self, len: u64) -> Result<(), String> {
+        let data = self.n.written.load(Relaxed);
+        let budget = HOLE_VERIFY_ALLOWANCE.saturating_add(data.saturating_mul(HOLE_VERIFY_PER_BYTE));
+        let r = self.n.holes.fetch_update(Relaxed, Relaxed, |h| h.checked_add(len).filter(|&t| t <= budget));
+        r.map(|_| ()).map_err(|charged| {
+            format!(
+                "verifying it would hash {} of holes, past this session's budget for zeros it was not sent \
+                 ({} of {}: {} and {HOLE_VERIFY_PER_BYTE} per byte of data received); copy it without --verify",
+                format_size_iec(len as f64),
+                format_size_iec(charged as f64),
+                format_size_iec(budget as f64),
+                format_size_iec(HOLE_VERIFY_ALLOWANCE as f64),
+            )
+        })
     }
 }

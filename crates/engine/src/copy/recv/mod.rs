@@ -158,6 +158,9 @@ struct Counters {
     beneath_failed: AtomicU64,
     /// File bytes written to the destination by this session (named in a full disk's message).
     written: AtomicU64,
+    /// `-S` with `verify`: hole bytes charged to the session's budget for hashing zeros it was
+    /// not sent ([`links`]).
+    holes: AtomicU64,
     /// Offered files answered `WANT_REFUSED`.
     refused: AtomicU64,
 }
