@@ -55,10 +55,11 @@ print(p["50.000"], p["99.000"], p["99.900"])
 EOF
 }
 
-# linerate: open loop at the same rate, one connection, the same message in both directions.
+# linerate: open loop at the same rate, one connection, the same message in both directions,
+# with its defaults (TCP_NODELAY for request/response tests, as sockperf's).
 linerate_run() { # rate -> "p50 p99 p999 achieved"
   "$LR" bench "127.0.0.1:$LP" --key-file "$work/key" --test tcp-rr -l "$SIZE" --response "$SIZE" \
-    --rate "$1" -t "$TIME" --omit 1 -N --json --no-save >"$work/lr.json" 2>"$work/lr.err" \
+    --rate "$1" -t "$TIME" --omit 1 --json --no-save >"$work/lr.json" 2>"$work/lr.err" \
     || { cat "$work/lr.err" >&2; return 1; }
   grep -h "schedule was missed" "$work/lr.err" >&2 || true
   python3 - "$work/lr.json" <<'EOF'

@@ -159,7 +159,10 @@ impl TestSpec {
             rcvbuf: None,
             rate: None,
             zerocopy: false,
-            nodelay: false,
+            // A request/response test measures the network, not Nagle's wait for the previous
+            // answer's ACK (issue 43: open-loop tcp-rr at 1000/s read p50 1 ms, the interval):
+            // TCP_NODELAY by default, as sockperf and netperf's TCP_RR set it.
+            nodelay: matches!(kind, TestKind::TcpRr | TestKind::TcpCrr),
             profile: None,
             congestion: None,
             tos: None,

@@ -147,9 +147,14 @@ pub struct BenchArgs {
     /// Send with sendfile from a memory file (zero copy).
     #[arg(short = 'Z', long)]
     zerocopy: bool,
-    /// TCP_NODELAY.
+    /// TCP_NODELAY (the default for tcp-rr and tcp-crr, as sockperf's: their latency is then
+    /// the network's, not Nagle's).
     #[arg(short = 'N', long)]
     nodelay: bool,
+    /// Leave Nagle's algorithm on in tcp-rr and tcp-crr (small requests wait for the previous
+    /// answer's ACK, as an application without TCP_NODELAY sees).
+    #[arg(long, conflicts_with = "nodelay")]
+    no_nodelay: bool,
     /// Run a TOML workload profile.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
@@ -223,7 +228,7 @@ pub struct BenchArgs {
 }
 
 /// The options that only a client has: refused with `-s`, which runs the agent instead.
-const CLIENT_ONLY: [&str; 43] = [
+const CLIENT_ONLY: [&str; 44] = [
     "server",
     "client",
     "title",
@@ -249,6 +254,7 @@ const CLIENT_ONLY: [&str; 43] = [
     "pps",
     "zerocopy",
     "nodelay",
+    "no_nodelay",
     "profile",
     "sweep",
     "repeat",
@@ -438,7 +444,8 @@ fn base_spec(a: &BenchArgs, udp_size: u32) -> Result<TestSpec> {
         s.rate = Some(pps.saturating_mul(u64::from(s.msg_size)).saturating_mul(8));
     }
     s.zerocopy = a.zerocopy;
-    s.nodelay = a.nodelay;
+    // The test kind's default (on for request/response) unless a flag says.
+    s.nodelay = (s.nodelay || a.nodelay) && !a.no_nodelay;
     s.congestion = a.congestion.clone();
     s.tos = a.tos.or(a.dscp.map(|d| d << 2));
     s.server_cpu = a.affinity.and_then(|(_, m)| m);
@@ -702,6 +709,9 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         }
         let behind = result.latency.as_ref().and_then(|l| l.behind_schedule);
         if let Some(w) = text::missed_schedule(&result.spec, summary.transactions_per_s, behind) {
+            errln!("linerate bench: warning: {w}")?;
+        }
+        if let Some(w) = text::interval_latency(&result.spec, result.latency.as_ref().map(|l| l.p50)) {
             errln!("linerate bench: warning: {w}")?;
         }
         if let Some(w) = text::coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {

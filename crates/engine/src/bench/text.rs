@@ -156,6 +156,31 @@ pub fn missed_schedule(spec: &TestSpec, achieved: Option<f64>, behind: Option<f6
     ))
 }
 
+/// An open-loop request/response test whose median latency is within 10 % of its request
+/// interval: the answers probably waited for the next request (Nagle's algorithm and delayed
+/// ACKs hold a small write until the previous one is acknowledged), so the figure is the
+/// schedule's, not the network's.
+pub fn interval_latency(spec: &TestSpec, p50_us: Option<f64>) -> Option<String> {
+    let rate = spec.rate.filter(|&r| r > 0)? as f64;
+    if !matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr) {
+        return None;
+    }
+    let p50 = p50_us?;
+    let interval = 1e6 * f64::from(spec.connections.max(1)) / rate;
+    if (p50 - interval).abs() > 0.1 * interval {
+        return None;
+    }
+    let why = if spec.nodelay {
+        "the answers kept pace with the requests only"
+    } else {
+        "without TCP_NODELAY (--no-nodelay) a request waits for the previous answer's ACK (Nagle)"
+    };
+    Some(format!(
+        "the median latency ({p50:.0} µs) is within 10% of the request interval ({interval:.0} µs): {why}, \
+         so it measures the schedule, not the network"
+    ))
+}
+
 /// Per-connection bytes are exact (counted per read at the receiver), but a sender moves whole
 /// `-l` writes: with thousands of connections each makes only a few in the test, so the rates
 /// come in steps of one write and the fairness figures are only as fine as that. Says so when
@@ -508,6 +533,23 @@ mod tests {
         let mut stream = TestSpec::new(TestKind::TcpStream);
         stream.rate = Some(1_000_000_000);
         assert_eq!(missed_schedule(&stream, Some(1.0), Some(1.0)), None, "a paced stream is not a schedule");
+    }
+
+    #[test]
+    fn a_median_at_the_request_interval_is_called_the_schedules() {
+        let mut rr = TestSpec::new(TestKind::TcpRr);
+        assert!(rr.nodelay, "request/response tests set TCP_NODELAY by default");
+        assert!(!TestSpec::new(TestKind::TcpStream).nodelay);
+        assert_eq!(interval_latency(&rr, Some(1037.0)), None, "closed loop");
+        rr.rate = Some(1000);
+        rr.nodelay = false;
+        // Issue 43's measurement: p50 1,037 µs at 1000/s without TCP_NODELAY.
+        let w = interval_latency(&rr, Some(1037.0)).unwrap();
+        assert!(w.contains("(1037 µs) is within 10% of the request interval (1000 µs)") && w.contains("Nagle"), "{w}");
+        assert_eq!(interval_latency(&rr, Some(55.0)), None, "the network's figure");
+        rr.connections = 4;
+        assert_eq!(interval_latency(&rr, Some(1037.0)), None, "4 connections: a 4 ms interval each");
+        assert!(interval_latency(&rr, Some(3900.0)).is_some());
     }
 
     #[test]
