@@ -97,7 +97,10 @@ EXIT STATUS:
 
 /// `linerate cp` flags.
 #[derive(Args, Debug)]
-#[command(after_help = CP_AFTER_HELP, override_usage = "linerate cp [OPTIONS] SRC... DEST")]
+// `-h` is rsync's `--human-readable` here (`cp -avh src/ dst/` is rsync's everyday line), so
+// clap's `-h` for help is off and help is `--help` alone (issue 42: `-avh` printed the help and
+// exited 0 having copied nothing).
+#[command(after_help = CP_AFTER_HELP, override_usage = "linerate cp [OPTIONS] SRC... DEST", disable_help_flag = true)]
 pub struct CpArgs {
     /// Sources (SRC...), then the destination (DEST).
     #[arg(required = true, num_args = 2.., value_name = "PATH")]
@@ -181,6 +184,10 @@ pub struct CpArgs {
     /// iperf3 and `linerate bench` show them.
     #[arg(long)]
     bits: bool,
+    /// Accepted for rsync habits (rsync's -h, --human-readable): sizes and rates are always shown
+    /// for people (`1.2 GB`, `899 Mbit/s`); --json gives exact numbers.
+    #[arg(short = 'h', long, action = clap::ArgAction::Count)]
+    human_readable: u8,
     /// Chunk size for large files: a size, a power of two from 64K to 8M (K, M: ×1024).
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_chunk_size)]
     chunk_size: u32,
@@ -230,6 +237,9 @@ pub struct CpArgs {
     /// FAT or SMB destinations, 3601 across a daylight-saving shift). At most 31622400.
     #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = parse_modify_window)]
     modify_window: u32,
+    /// Print help (`-h` is --human-readable, as in rsync).
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
 }
 
 /// What of rsync's -a (-o, -g, -D) a copy keeps, from the flags.

@@ -988,3 +988,55 @@ fn pulls_hard_links_as_links_and_holes_as_holes_with_h_and_s() {
     assert!(s.blocks() * 512 <= 64 * 1024, "{} bytes used", s.blocks() * 512);
     assert_eq!(fs::read(local.join("tree/sparse")).unwrap(), fs::read(src.join("sparse")).unwrap());
 }
+
+#[test]
+fn rsyncs_avh_copies_the_tree_with_h_as_human_readable() {
+    // Issue 42: `-h` was clap's help, so rsync's everyday `-avh` printed the help and exited 0
+    // having copied nothing.
+    let t = scratch();
+    let src = t.path().join("src");
+    tree(&src);
+    let dst = t.path().join("dst");
+    let out = bin().args(["cp", "--no-save", "-avh"]).arg(src.join("")).arg(&dst).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains("Usage:"), "{}", text(&out));
+    same(&src, &dst);
+    // Long and repeated forms too; help is `--help` alone, and says what `-h` is.
+    let out = bin().args(["cp", "--no-save", "-q", "--human-readable", "-hh"]).arg(&src).arg(&dst).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    same(&src, &dst.join("src"));
+    let out = bin().args(["cp", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("-h, --human-readable"), "{}", text(&out));
+}
+
+#[test]
+fn a_command_line_answered_with_help_exits_2_unless_help_was_asked_for() {
+    // Issue 42: no command line may end with 0 having done nothing it asked for. What clap answers
+    // with the help (a missing subcommand or argument) is a usage error: help on stderr, exit 2.
+    let falls_back: [&[&str]; 9] = [
+        &[],
+        &["cp"],
+        &["cp", "-h"],
+        &["cp", "-avh"],
+        &["cp", "only-one"],
+        &["report"],
+        &["lab"],
+        &["mesh"],
+        &["cache"],
+    ];
+    for args in falls_back {
+        let out = bin().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "linerate {args:?}: {}", text(&out));
+        assert!(out.stdout.is_empty(), "linerate {args:?}: help belongs on stderr: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Usage:"), "linerate {args:?}: {}", text(&out));
+    }
+    // Asked for, it is the answer: stdout, exit 0.
+    for args in
+        [&["--help"][..], &["-h"], &["help"], &["help", "cp"], &["cp", "--help"], &["bench", "-h"], &["--version"]]
+    {
+        let out = bin().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "linerate {args:?}: {}", text(&out));
+        assert!(!out.stdout.is_empty(), "linerate {args:?}: {}", text(&out));
+    }
+}
