@@ -239,26 +239,30 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// Add one `LINERATE-PROBE key value...` line (untrusted: capped, unknown keys ignored).
-    /// Returns false for a line that is not a probe line.
-    pub fn add(&mut self, line: &str) -> bool {
-        let Some(rest) = line.trim_end().strip_prefix(PROBE_TAG) else { return false };
-        let Some(rest) = rest.strip_prefix(' ') else { return rest.is_empty() };
-        let (key, value) = rest.split_once(' ').unwrap_or((rest, ""));
-        let value: String = escape(value.as_bytes()).chars().take(300).collect();
+    /// Add one `LINERATE-PROBE key value...` line, as the remote's bytes (untrusted: capped,
+    /// unknown keys ignored, values escaped as names are, so a byte that is not UTF-8 shows as
+    /// `\xNN`). Returns false for a line that is not a probe line.
+    pub fn add(&mut self, line: impl AsRef<[u8]>) -> bool {
+        let Some(rest) = line.as_ref().trim_ascii_end().strip_prefix(PROBE_TAG.as_bytes()) else { return false };
+        let Some(rest) = rest.strip_prefix(b" ") else { return rest.is_empty() };
+        let (key, value) = match rest.iter().position(|&b| b == b' ') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &b""[..]),
+        };
+        let value: String = escape(value).chars().take(300).collect();
         match key {
-            "os" => self.os = value,
-            "arch" => self.arch = value,
-            "libc" => self.libc = value,
-            "found" => {
+            b"os" => self.os = value,
+            b"arch" => self.arch = value,
+            b"libc" => self.libc = value,
+            b"found" => {
                 let (path, said) = value.split_once(' ').unwrap_or((&value, ""));
                 self.found = Some((path.to_string(), said.to_string()));
             }
-            "cache" => self.cache = Some(Ok(value)),
-            "unsafe" => self.cache = Some(Err(value)),
-            "nosum" => self.sum = false,
-            "end" => self.complete = true,
-            "fail" => self.failed = Some(value),
+            b"cache" => self.cache = Some(Ok(value)),
+            b"unsafe" => self.cache = Some(Err(value)),
+            b"nosum" => self.sum = false,
+            b"end" => self.complete = true,
+            b"fail" => self.failed = Some(value),
             _ => {}
         }
         true
@@ -489,10 +493,20 @@ mod tests {
         assert!(!p.add("LINERATE 2 PORT 1 SECRET x"));
         assert!(!p.add("Welcome to the server"));
         assert!(!p.add("LINERATE-PROBEX os Linux"));
-        assert!(p.add(&format!("LINERATE-PROBE os {}", "L".repeat(10_000))));
+        assert!(p.add(format!("LINERATE-PROBE os {}", "L".repeat(10_000))));
         assert_eq!(p.os.len(), 300);
         assert!(p.add("LINERATE-PROBE os \u{1b}[31mred"));
         assert!(!p.os.contains('\u{1b}'), "{}", p.os);
+    }
+
+    #[test]
+    fn probe_bytes_that_are_not_utf8_are_escaped_as_names_are() {
+        // Issue 42: they showed as U+FFFD, not as SECURITY.md's `\xNN`.
+        let mut p = Probe::new();
+        assert!(p.add(b"LINERATE-PROBE fail could not create /home/\xff\xfeu\\x\n"));
+        assert_eq!(p.failed.as_deref(), Some(r"could not create /home/\xff\xfeu\\x"));
+        assert!(p.add(b"LINERATE-PROBE arch x86\xc3_64"));
+        assert_eq!(p.arch, r"x86\xc3_64");
     }
 
     #[test]

@@ -86,6 +86,8 @@ EXIT STATUS:
   2  bad usage or configuration (flags, key file, a destination refused before anything
      is sent: a file where a directory must be, as in `cp dir/ file`)
   3  the session failed: connection, authentication, protocol or a fatal server error;
+     over ssh, the remote side not started: ssh failed, or the remote printed nothing
+     within --ssh-timeout or did not announce itself within --ssh-start-timeout;
      also the destination's file system full (ENOSPC), over quota (EDQUOT) or read-only
      (EROFS): the copy stops at the first such write with one message naming the file
      system and what was written. Not saved in the run store
@@ -198,7 +200,7 @@ pub struct CpArgs {
     #[arg(long, default_value_t = 15)]
     timeout: u64,
     /// Seconds a stream may make no progress sending before the copy fails (a cut link, a
-    /// stalled server).
+    /// stalled server); over ssh, also the self-upload's bound when ssh takes no byte.
     #[arg(long, default_value_t = 300)]
     stall_timeout: u64,
     /// Run store to save this run in (a SQLite file or a postgres:// URL) [default: $LINERATE_DB, else the user's data directory].
