@@ -578,6 +578,14 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         assert!(text(&out).contains(words) && !text(&out).contains(" to 127.0.0.1:"), "{args:?}: {}", text(&out));
     }
+    // Issue 42: an instant far ahead waited silently; more than a day ahead is refused before
+    // connecting (bounded: before, this waited for the year 3015).
+    let mut far = bin();
+    far.args(["bench", &srv.addr, "--no-save", "--start-at", "33000000000000", "--key-file"]).arg(&key);
+    let out = crate::support::sshlab::run_bounded(far, std::time::Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("at most a day (86400000 ms)"), "{}", text(&out));
+    assert!(!text(&out).contains(" to 127.0.0.1:"), "{}", text(&out));
     // iperf3's spelling runs: -c HOST -u -J, and UDP is paced at iperf3's 1 Mbit/s by default.
     let out = bin()
         .args(["bench", "-c", &srv.addr, "-u", "-t", "1", "-J", "--no-save", "--key-file"])
