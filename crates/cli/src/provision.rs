@@ -386,11 +386,13 @@ pub fn decide(p: &Probe, local: &Local, exe_name: &str, host: &str, upload: Uplo
 }
 
 /// Send `UPLOAD <size> <sha256>` and the executable's bytes to the boot script, calling
-/// `progress` with the bytes sent so far. Returns the bytes sent.
+/// `progress` with the bytes sent so far (0 once the line is written: hashing the executable
+/// first is this side's time, not ssh's). Returns the bytes sent.
 pub fn upload(exe: &Exe, to: &mut impl Write, mut progress: impl FnMut(u64)) -> Result<u64> {
     let sum = sha256_hex(&exe.path)?;
     let mut f = File::open(&exe.path).context("opening this program's executable")?;
     writeln!(to, "UPLOAD {} {sum}", exe.size).context("sending to ssh")?;
+    progress(0);
     let mut buf = vec![0u8; 256 << 10];
     let mut sent = 0u64;
     while sent < exe.size {
@@ -550,7 +552,7 @@ mod tests {
         assert_eq!(upload(&exe, &mut out, |n| seen.push(n)).unwrap(), 5);
         let sum = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
         assert_eq!(out, format!("UPLOAD 5 {sum}\nhello").into_bytes());
-        assert_eq!(seen, [5]);
+        assert_eq!(seen, [0, 5]);
         // A file that shrank since it was measured is not sent as if whole.
         let exe = Exe { size: 9, ..exe };
         assert!(upload(&exe, &mut Vec::new(), |_| {}).is_err());

@@ -640,3 +640,17 @@ fn the_remotes_bytes_are_escaped_as_names_are() {
     assert!(out.contains(r"protocol version 999 (linerate \x1b]0;x\xff)"), "{out}");
     assert!(!out.contains('\u{fffd}') && !out.contains('\u{1b}'), "{out}");
 }
+
+#[test]
+fn a_remote_that_stops_reading_the_upload_is_stopped_at_the_stall_timeout() {
+    // A probe this build can run on (the facts of this host, as the boot script reports them),
+    // then a remote that never reads what it was sent: the upload fills the pipe and stops.
+    let (dir, rsh) = fake_ssh(
+        "p() { echo \"LINERATE-PROBE $*\"; }; p os \"$(uname -s)\"; p arch \"$(uname -m)\"; \
+         p libc \"$(getconf GNU_LIBC_VERSION)\"; p cache /nowhere/linerate/x; p end; exec sleep 600",
+    );
+    let o = cp_through(dir.path(), &rsh, &["--stall-timeout", "1"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains("uploading linerate to host: ssh took no byte for 1s (--stall-timeout); stopped"), "{out}");
+}
