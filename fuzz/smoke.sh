@@ -23,9 +23,13 @@ esac
 timeout_s="${FUZZ_TIMEOUT:-20}"
 read -r -a extra <<< "${FUZZ_ARGS:-}"
 
+# cargo-fuzz is installed beneath target/ (removed with `cargo clean`), not into ~/.cargo/bin;
+# one found on the PATH is used as it is.
+tools="$root/target/tools"
+export PATH="$tools/bin:$PATH"
 if ! cargo fuzz --version >/dev/null 2>&1; then
-  echo "== installing cargo-fuzz"
-  cargo install cargo-fuzz --locked
+  echo "== installing cargo-fuzz into $tools"
+  cargo install --root "$tools" cargo-fuzz --locked
 fi
 
 cd "$root"
@@ -38,7 +42,8 @@ else
   mapfile -t targets < <(cargo fuzz list --fuzz-dir "$fuzz_dir")
 fi
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/linerate-fuzz.XXXXXX")"
+mkdir -p "$root/target/tmp"
+work="$(mktemp -d "$root/target/tmp/linerate-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 failed=()

@@ -67,7 +67,10 @@ pub(crate) fn started() -> std::time::Instant {
 
 fn main() -> ExitCode {
     started();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return ExitCode::from(parse_failed(&e)),
+    };
     // Each command's messages begin with its name (`cp`'s with `linerate` alone, as scp's).
     let who = match &cli.cmd {
         Cmd::Cp(_) => "linerate",
@@ -100,6 +103,22 @@ fn main() -> ExitCode {
         Cmd::Generate(a) => generate::run_generate(a, Cli::command()),
     };
     ExitCode::from(exit_code(who, done))
+}
+
+/// A command line that is not a command: the help or the version asked for (`--help`, `help`,
+/// `--version`) is printed on stdout, exit 0; anything else, including the help clap shows in
+/// place of a missing subcommand or argument, goes to stderr with the usage code (2): no command
+/// line ends with 0 having done nothing that was asked (issue 42).
+fn parse_failed(e: &clap::Error) -> u8 {
+    use clap::error::ErrorKind;
+    let asked = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    // Nobody may read it (a closed pipe): the code is all that is left.
+    let _ = e.print();
+    if asked {
+        0
+    } else {
+        error::Kind::Usage.code()
+    }
 }
 
 /// The one place a failure becomes an exit code (and its message is printed): the code of its

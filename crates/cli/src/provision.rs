@@ -239,26 +239,30 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// Add one `LINERATE-PROBE key value...` line (untrusted: capped, unknown keys ignored).
-    /// Returns false for a line that is not a probe line.
-    pub fn add(&mut self, line: &str) -> bool {
-        let Some(rest) = line.trim_end().strip_prefix(PROBE_TAG) else { return false };
-        let Some(rest) = rest.strip_prefix(' ') else { return rest.is_empty() };
-        let (key, value) = rest.split_once(' ').unwrap_or((rest, ""));
-        let value: String = escape(value.as_bytes()).chars().take(300).collect();
+    /// Add one `LINERATE-PROBE key value...` line, as the remote's bytes (untrusted: capped,
+    /// unknown keys ignored, values escaped as names are, so a byte that is not UTF-8 shows as
+    /// `\xNN`). Returns false for a line that is not a probe line.
+    pub fn add(&mut self, line: impl AsRef<[u8]>) -> bool {
+        let Some(rest) = line.as_ref().trim_ascii_end().strip_prefix(PROBE_TAG.as_bytes()) else { return false };
+        let Some(rest) = rest.strip_prefix(b" ") else { return rest.is_empty() };
+        let (key, value) = match rest.iter().position(|&b| b == b' ') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &b""[..]),
+        };
+        let value: String = escape(value).chars().take(300).collect();
         match key {
-            "os" => self.os = value,
-            "arch" => self.arch = value,
-            "libc" => self.libc = value,
-            "found" => {
+            b"os" => self.os = value,
+            b"arch" => self.arch = value,
+            b"libc" => self.libc = value,
+            b"found" => {
                 let (path, said) = value.split_once(' ').unwrap_or((&value, ""));
                 self.found = Some((path.to_string(), said.to_string()));
             }
-            "cache" => self.cache = Some(Ok(value)),
-            "unsafe" => self.cache = Some(Err(value)),
-            "nosum" => self.sum = false,
-            "end" => self.complete = true,
-            "fail" => self.failed = Some(value),
+            b"cache" => self.cache = Some(Ok(value)),
+            b"unsafe" => self.cache = Some(Err(value)),
+            b"nosum" => self.sum = false,
+            b"end" => self.complete = true,
+            b"fail" => self.failed = Some(value),
             _ => {}
         }
         true
@@ -382,11 +386,13 @@ pub fn decide(p: &Probe, local: &Local, exe_name: &str, host: &str, upload: Uplo
 }
 
 /// Send `UPLOAD <size> <sha256>` and the executable's bytes to the boot script, calling
-/// `progress` with the bytes sent so far. Returns the bytes sent.
+/// `progress` with the bytes sent so far (0 once the line is written: hashing the executable
+/// first is this side's time, not ssh's). Returns the bytes sent.
 pub fn upload(exe: &Exe, to: &mut impl Write, mut progress: impl FnMut(u64)) -> Result<u64> {
     let sum = sha256_hex(&exe.path)?;
     let mut f = File::open(&exe.path).context("opening this program's executable")?;
     writeln!(to, "UPLOAD {} {sum}", exe.size).context("sending to ssh")?;
+    progress(0);
     let mut buf = vec![0u8; 256 << 10];
     let mut sent = 0u64;
     while sent < exe.size {
@@ -489,10 +495,20 @@ mod tests {
         assert!(!p.add("LINERATE 2 PORT 1 SECRET x"));
         assert!(!p.add("Welcome to the server"));
         assert!(!p.add("LINERATE-PROBEX os Linux"));
-        assert!(p.add(&format!("LINERATE-PROBE os {}", "L".repeat(10_000))));
+        assert!(p.add(format!("LINERATE-PROBE os {}", "L".repeat(10_000))));
         assert_eq!(p.os.len(), 300);
         assert!(p.add("LINERATE-PROBE os \u{1b}[31mred"));
         assert!(!p.os.contains('\u{1b}'), "{}", p.os);
+    }
+
+    #[test]
+    fn probe_bytes_that_are_not_utf8_are_escaped_as_names_are() {
+        // Issue 42: they showed as U+FFFD, not as SECURITY.md's `\xNN`.
+        let mut p = Probe::new();
+        assert!(p.add(b"LINERATE-PROBE fail could not create /home/\xff\xfeu\\x\n"));
+        assert_eq!(p.failed.as_deref(), Some(r"could not create /home/\xff\xfeu\\x"));
+        assert!(p.add(b"LINERATE-PROBE arch x86\xc3_64"));
+        assert_eq!(p.arch, r"x86\xc3_64");
     }
 
     #[test]
@@ -536,7 +552,7 @@ mod tests {
         assert_eq!(upload(&exe, &mut out, |n| seen.push(n)).unwrap(), 5);
         let sum = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
         assert_eq!(out, format!("UPLOAD 5 {sum}\nhello").into_bytes());
-        assert_eq!(seen, [5]);
+        assert_eq!(seen, [0, 5]);
         // A file that shrank since it was measured is not sent as if whole.
         let exe = Exe { size: 9, ..exe };
         assert!(upload(&exe, &mut Vec::new(), |_| {}).is_err());

@@ -20,7 +20,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 
 use std::time::{Duration, Instant};
 
@@ -28,7 +29,7 @@ use crate::provision::{self, shell_quote};
 use linerate_model::doc::cp::{CpPhases, RemoteLinerate};
 
 /// `linerate cp` flags for `[user@]host:PATH` operands.
-#[derive(Args, Debug, Default, Clone)]
+#[derive(Args, Debug, Clone)]
 pub struct SshArgs {
     /// Program that starts the remote side instead of `ssh`, with its arguments, split as rsync
     /// splits -e (spaces separate, quotes keep spaces, no shell): -e "ssh -p 2222 -i 'my key'".
@@ -48,6 +49,54 @@ pub struct SshArgs {
     /// connection to the remote's ephemeral port). Slower: one ssh connection, one core.
     #[arg(long)]
     pub via_ssh: bool,
+    /// How long the remote side may take to print its first line after ssh starts: ssh
+    /// connecting and authenticating (a password or passphrase typed at its prompt included) and
+    /// the remote login shell starting. A duration (30, 30s, 2m, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_ssh_timeout)]
+    pub ssh_timeout: Duration,
+    /// How long the remote side may take, from the start of ssh, to announce itself (its port and
+    /// one-time key), not counting the time the self-upload spends sending, which ends instead
+    /// when ssh takes no byte for --stall-timeout. A duration (120, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_ssh_timeout)]
+    pub ssh_start_timeout: Duration,
+}
+
+/// The default of `--ssh-timeout`: the remote's first line.
+const SSH_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default of `--ssh-start-timeout`: the remote's announce line.
+const SSH_START_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl Default for SshArgs {
+    fn default() -> SshArgs {
+        SshArgs {
+            rsh: None,
+            remote_linerate: None,
+            no_upload: false,
+            via_ssh: false,
+            ssh_timeout: SSH_TIMEOUT,
+            ssh_start_timeout: SSH_START_TIMEOUT,
+        }
+    }
+}
+
+/// `--ssh-timeout`, `--ssh-start-timeout`: a duration in the one grammar, more than zero.
+fn parse_ssh_timeout(s: &str) -> Result<Duration, String> {
+    match linerate_model::units::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err(format!("'{s}': give a duration above zero (30, 30s, 2m, 500ms)")),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A duration as the flags take it: `30s`, `1.5s`, `200ms`.
+fn shown(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.as_millis() < 1000 {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.3}s", d.as_secs_f64())
+    }
 }
 
 /// `linerate serve` flags for being started by `linerate cp` through ssh.
@@ -268,6 +317,73 @@ pub struct Remote {
 /// looking for the announce line.
 const MAX_PRELUDE_LINES: usize = 64;
 
+/// Longest line of the remote's output read as one; a longer one is read as several.
+const MAX_LINE: u64 = 4096;
+
+/// The remote's standard output, read line by line on a thread of its own so that every wait for
+/// it has a deadline ([`StartClock`]): a remote that prints nothing and never exits cannot hold
+/// `cp` (issue 42). A few lines wait in a bounded queue; once the reader is dropped (after the
+/// announce line) the thread reads and discards the rest, so the remote never blocks on a full
+/// pipe, and ends with it.
+struct Lines {
+    rx: mpsc::Receiver<Vec<u8>>,
+}
+
+impl Lines {
+    fn spawn(out: ChildStdout) -> Lines {
+        let (tx, rx) = mpsc::sync_channel(8);
+        std::thread::spawn(move || {
+            let mut out = BufReader::new(out);
+            loop {
+                let mut line = Vec::new();
+                match (&mut out).take(MAX_LINE).read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                if tx.send(line).is_err() {
+                    let _ = std::io::copy(&mut out, &mut std::io::sink());
+                    return;
+                }
+            }
+        });
+        Lines { rx }
+    }
+
+    /// The next line, or why there is none: the output ended, or `until` passed.
+    fn next(&self, until: Instant) -> Result<Vec<u8>, mpsc::RecvTimeoutError> {
+        self.rx.recv_timeout(until.saturating_duration_since(Instant::now()))
+    }
+}
+
+/// The start-up's deadlines: the remote's first line (`--ssh-timeout`) and its announce line
+/// (`--ssh-start-timeout`, moved on by the time an upload spent sending).
+struct StartClock {
+    first: Instant,
+    whole: Instant,
+    /// Whether a first line came.
+    spoke: bool,
+}
+
+impl StartClock {
+    fn new(started: Instant, args: &SshArgs) -> StartClock {
+        StartClock { first: started + args.ssh_timeout, whole: started + args.ssh_start_timeout, spoke: false }
+    }
+
+    /// Until when to wait for the next line.
+    fn until(&self) -> Instant {
+        if self.first_line_due() {
+            self.first
+        } else {
+            self.whole
+        }
+    }
+
+    /// Whether the next deadline is the first line's.
+    fn first_line_due(&self) -> bool {
+        !self.spoke && self.first <= self.whole
+    }
+}
+
 /// Which remote linerate to start.
 enum Boot {
     /// `--remote-linerate PATH` (or `linerate`, when this executable cannot be read).
@@ -292,8 +408,9 @@ fn upload_policy(args: &SshArgs) -> provision::Upload {
 
 impl Remote {
     /// Start the remote side through ssh (`--remote-linerate`, or the boot script that finds or
-    /// uploads one) and read its announce line.
-    pub fn start(target: &SshTarget, args: &SshArgs, quiet: bool) -> crate::error::Result<Remote> {
+    /// uploads one) and read its announce line, within `args`' deadlines; `stall` bounds the
+    /// self-upload instead (it fails when ssh takes no byte for that long).
+    pub fn start(target: &SshTarget, args: &SshArgs, quiet: bool, stall: Duration) -> crate::error::Result<Remote> {
         let started = Instant::now();
         let words = rsh_words(args).usage()?;
         let ctl = if args.via_ssh {
@@ -344,6 +461,7 @@ impl Remote {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         let mut child = cmd.spawn().with_context(|| format!("starting {}", words[0])).usage()?;
+        let mut clock = StartClock::new(Instant::now(), args);
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let mut remote = Remote {
@@ -361,14 +479,15 @@ impl Remote {
         };
         let Some(out) = stdout else {
             let status = remote.kill_ssh(Duration::from_secs(5));
-            return Err(Error::new(Kind::Session, remote_failed(AnnounceFailure::Eof(None), status, target, given)));
+            let e = remote_failed(AnnounceFailure::Eof(None), status, target, given, args);
+            return Err(Error::new(Kind::Session, e));
         };
-        let mut out = BufReader::new(out);
+        let lines = Lines::spawn(out);
         let mut probe = provision::Probe::new();
         let mut ran = RemoteLinerate::Given;
         let mut upload_started = None;
         let ann = loop {
-            match read_announce(&mut out, &mut probe) {
+            match read_announce(&lines, &mut probe, &mut clock) {
                 Ok(Startup::Announce(a)) => break a,
                 Ok(Startup::Probe) => {
                     let Boot::Provision(exe) = &boot else { unreachable!("only the boot script probes") };
@@ -390,27 +509,33 @@ impl Remote {
                         let _ = remote.kill_ssh(Duration::from_secs(5));
                         return Err(Error::new(Kind::Usage, anyhow!(why)));
                     }
-                    upload_started = Some(Instant::now());
-                    remote.phases.upload_bytes = remote.upload(exe, &host, &probe, quiet)?;
+                    let sending = Instant::now();
+                    upload_started = Some(sending);
+                    remote.phases.upload_bytes = remote.upload(exe, &host, &probe, quiet, stall)?;
+                    // The upload's own time is bounded by `stall`, not by the start-up's deadline.
+                    clock.whole += sending.elapsed();
                     probe = provision::Probe::new();
                 }
                 Ok(Startup::Ran(how)) => ran = how,
                 Err(e) => {
-                    let status = remote.kill_ssh(Duration::from_secs(5));
+                    // A remote past its deadline is not given more time to end by itself.
+                    let grace =
+                        if matches!(e, AnnounceFailure::Late { .. }) { Duration::ZERO } else { Duration::from_secs(5) };
+                    let status = remote.kill_ssh(grace);
                     let e = match (e, &probe.failed) {
                         (AnnounceFailure::Eof(_), Some(why)) => anyhow!(
                             "the upload of linerate to {} failed: {why}; {}",
                             escape(target.host.as_bytes()),
                             exit_words(status)
                         ),
-                        (e, _) => remote_failed(e, status, target, given),
+                        (e, _) => remote_failed(e, status, target, given, args),
                     };
                     return Err(Error::new(Kind::Session, e));
                 }
             }
         };
-        // Keep reading (and discarding) so the remote never blocks or fails on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        // From here `lines`' thread reads and discards, so the remote never blocks on a full pipe.
+        drop(lines);
         remote.phases.remote_linerate = if given.is_some() { RemoteLinerate::Given } else { ran };
         remote.phases.remote_start_s = started.elapsed().as_secs_f64();
         remote.phases.upload_s = upload_started.map_or(0.0, |t| t.elapsed().as_secs_f64());
@@ -434,13 +559,16 @@ impl Remote {
         Ok(remote)
     }
 
-    /// Send this executable to the boot script, with a progress bar on a terminal.
+    /// Send this executable to the boot script, with a progress bar on a terminal. It is written
+    /// on a thread of its own, so that a remote that stops reading (its pipe full) ends it after
+    /// `stall` without progress instead of holding `cp` (issue 42).
     fn upload(
         &mut self,
         exe: &provision::Exe,
         host: &str,
         probe: &provision::Probe,
         quiet: bool,
+        stall: Duration,
     ) -> crate::error::Result<u64> {
         let dir = match &probe.cache {
             Some(Ok(d)) => d.clone(),
@@ -463,10 +591,42 @@ impl Remote {
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
-        let Some(stdin) = self.stdin.as_mut() else {
+        let Some(mut stdin) = self.stdin.take() else {
             return Err(Error::msg(Kind::Session, "ssh's standard input is gone"));
         };
-        let sent = provision::upload(exe, stdin, |n| bar.set_position(n));
+        /// What the sending thread reports.
+        enum Sending {
+            Progress(u64),
+            Done(Result<u64>, ChildStdin),
+        }
+        let (tx, rx) = mpsc::channel();
+        let (exe, progress) = (exe.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let sent = provision::upload(&exe, &mut stdin, |n| {
+                let _ = progress.send(Sending::Progress(n));
+            });
+            let _ = tx.send(Sending::Done(sent, stdin));
+        });
+        let sent = loop {
+            match rx.recv_timeout(stall) {
+                Ok(Sending::Progress(n)) => bar.set_position(n),
+                Ok(Sending::Done(sent, stdin)) => {
+                    self.stdin = Some(stdin);
+                    break sent;
+                }
+                // The thread stays blocked in its write until ssh is killed (the caller drops us).
+                Err(_) => {
+                    bar.finish_and_clear();
+                    return Err(Error::msg(
+                        Kind::Session,
+                        format!(
+                            "uploading linerate to {host}: ssh took no byte for {} (--stall-timeout); stopped",
+                            shown(stall)
+                        ),
+                    ));
+                }
+            }
+        };
         bar.finish_and_clear();
         sent.map_err(|e| Error::new(Kind::Session, e.context(format!("uploading linerate to {host}"))))
     }
@@ -514,6 +674,9 @@ enum AnnounceFailure {
     Eof(Option<String>),
     /// A line was found but is unusable.
     Bad(AnnounceError),
+    /// A deadline passed: the first line's (`first`), else the announce line's; the first other
+    /// line seen.
+    Late { first: bool, other: Option<String> },
 }
 
 /// What the remote side said before or instead of its announce line.
@@ -527,25 +690,36 @@ enum Startup {
     Ran(RemoteLinerate),
 }
 
-/// Read the remote's output up to its announce line, a finished probe, or a `run` note;
-/// other lines (a login banner) are skipped, at most [`MAX_PRELUDE_LINES`] of them.
-fn read_announce(r: &mut impl BufRead, probe: &mut provision::Probe) -> Result<Startup, AnnounceFailure> {
+/// Read the remote's output up to its announce line, a finished probe, or a `run` note, by the
+/// deadlines of `clock`; other lines (a login banner) are skipped, at most
+/// [`MAX_PRELUDE_LINES`] of them. Whatever of the remote's bytes is shown is escaped as names
+/// are ([`escape`]: `\xNN` for a control character or a byte that is not UTF-8).
+fn read_announce(
+    lines: &Lines,
+    probe: &mut provision::Probe,
+    clock: &mut StartClock,
+) -> Result<Startup, AnnounceFailure> {
     let mut other = None;
     for _ in 0..MAX_PRELUDE_LINES {
-        let mut line = Vec::new();
-        match r.take(4096).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return Err(AnnounceFailure::Eof(other)),
-            Ok(_) => {}
-        }
-        let text = String::from_utf8_lossy(&line);
-        if let Some(how) = text.trim_end().strip_prefix("LINERATE-PROBE run ") {
+        let line = match lines.next(clock.until()) {
+            Ok(line) => line,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(AnnounceFailure::Eof(other)),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(AnnounceFailure::Late { first: clock.first_line_due(), other })
+            }
+        };
+        clock.spoke = true;
+        // The line as it may be shown, and as it is parsed: an announce line is plain ASCII,
+        // unchanged by escaping, and whatever an error quotes of it is escaped already.
+        let text = escape(line.trim_ascii_end());
+        if let Some(how) = text.strip_prefix("LINERATE-PROBE run ") {
             return Ok(Startup::Ran(match how.split(' ').next() {
                 Some("cache") => RemoteLinerate::Cache,
                 Some("uploaded") => RemoteLinerate::Uploaded,
                 _ => RemoteLinerate::Path,
             }));
         }
-        if probe.add(&text) {
+        if probe.add(&line) {
             if probe.complete || probe.failed.is_some() {
                 return Ok(Startup::Probe);
             }
@@ -555,8 +729,7 @@ fn read_announce(r: &mut impl BufRead, probe: &mut provision::Probe) -> Result<S
             Ok(a) => return Ok(Startup::Announce(a)),
             Err(AnnounceError::NotAnnounce) => {
                 if other.is_none() && !text.contains("SECRET") {
-                    let shown: String = escape(text.trim_end().as_bytes()).chars().take(100).collect();
-                    other = Some(shown);
+                    other = Some(text.chars().take(100).collect());
                 }
             }
             Err(e) => return Err(AnnounceFailure::Bad(e)),
@@ -579,6 +752,7 @@ fn remote_failed(
     status: Option<ExitStatus>,
     target: &SshTarget,
     given: Option<&str>,
+    args: &SshArgs,
 ) -> anyhow::Error {
     let host = escape(target.host.as_bytes());
     let program = escape(given.unwrap_or("linerate").as_bytes());
@@ -599,11 +773,28 @@ fn remote_failed(
         ),
         _ => exit_words(status),
     };
+    // What an error quotes of the remote's line (its SOFTWARE) is escaped: the line was, before
+    // it was parsed (read_announce).
     match f {
         AnnounceFailure::Bad(e @ AnnounceError::Version { .. }) => anyhow!(
             "{e}: install the same linerate version on both hosts (or name the remote one with --remote-linerate PATH)"
         ),
         AnnounceFailure::Bad(e) => anyhow!("the remote linerate on {host} announced nothing usable: {e}; {status}"),
+        AnnounceFailure::Late { first: true, .. } => anyhow!(
+            "the remote side on {host} printed nothing within {t} of starting ssh (--ssh-timeout {t}), so ssh was \
+             stopped: ssh may have been waiting to connect or for an answer at a prompt, or the remote login shell \
+             hung. Try `ssh {login} true` by hand; raise --ssh-timeout for a slow login",
+            t = shown(args.ssh_timeout),
+            login = escape(target.login.as_bytes()),
+        ),
+        AnnounceFailure::Late { first: false, other } => {
+            let began = other.map(|l| format!(" (its output began with \"{l}\")")).unwrap_or_default();
+            anyhow!(
+                "the remote side on {host} did not announce itself within {t} of starting ssh \
+                 (--ssh-start-timeout {t}; an upload's sending not counted){began}, so ssh was stopped",
+                t = shown(args.ssh_start_timeout),
+            )
+        }
         AnnounceFailure::Eof(Some(line)) => {
             anyhow!("the remote side on {host} did not announce itself (its output began with \"{line}\"); {status}")
         }
@@ -664,11 +855,14 @@ pub fn copy(
              slower than a direct connection"
         )?;
     }
-    let remote = Remote::start(target, args, show.quiet)?;
-    let phases = remote.phases;
-    let mut cfg = CopyConfig::new(remote.addr, remote.secret.clone(), Vec::new(), Vec::new());
+    // The flags first (the upload's stall bound is one), the remote's address and key once known.
+    let mut cfg = CopyConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), Secret([0; 32]), Vec::new(), Vec::new());
     cfg.streams = crate::transfer::default_streams();
     cfg_fn(&mut cfg);
+    let remote = Remote::start(target, args, show.quiet, cfg.stall_timeout)?;
+    let phases = remote.phases;
+    cfg.addr = remote.addr;
+    cfg.secret = remote.secret.clone();
     let quiet = show.quiet;
     let result = crate::transfer::run_engine(
         show,

@@ -18,7 +18,7 @@ use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSp
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const AFTER_HELP: &str = "\
 TESTS:
@@ -216,7 +216,8 @@ pub struct BenchArgs {
     /// Connect and authenticate, then wait until this wall-clock instant (milliseconds since
     /// the Unix epoch) before the first test, so that clients started one after another
     /// measure at the same time (`linerate lab run` starts a group's members so). An instant
-    /// already past starts at once.
+    /// already past starts at once; one more than a day ahead is refused. A wait of a second or
+    /// more is said on stderr.
     #[arg(long, value_name = "UNIX_MS")]
     start_at: Option<u64>,
     /// Run store to save this run in (a SQLite file or a postgres:// URL) [default: $LINERATE_DB, else the user's data directory].
@@ -274,6 +275,40 @@ const CLIENT_ONLY: [&str; 44] = [
     "db",
     "no_save",
 ];
+
+/// The furthest ahead `--start-at` may be: a day. A wait beyond it is more likely a wrong clock
+/// or a unit mistake (seconds for milliseconds read the other way) than a plan, and a later start
+/// is a scheduler's job (issue 42: an instant a year ahead waited silently).
+const START_AT_AHEAD: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The instant `--start-at UNIX_MS` names, seen at `now`: refused more than [`START_AT_AHEAD`]
+/// ahead.
+fn start_at(ms: u64, now: SystemTime) -> Result<SystemTime, String> {
+    let at = UNIX_EPOCH.checked_add(Duration::from_millis(ms));
+    let ahead = at.and_then(|t| t.duration_since(now).ok()).unwrap_or_default();
+    match at {
+        Some(at) if ahead <= START_AT_AHEAD => Ok(at),
+        _ => Err(format!(
+            "--start-at {ms} ({}) is {} ahead; at most a day ({} ms) is accepted (milliseconds since the Unix \
+             epoch: now is {}; a later start is a job for a scheduler: cron, a systemd timer, `linerate mesh`)",
+            linerate_model::time::rfc3339_millis(ms),
+            if at.is_some() { span(ahead) } else { "too far".to_string() },
+            START_AT_AHEAD.as_millis(),
+            now.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis(),
+        )),
+    }
+}
+
+/// A span for people: `4.2 s`, `12 min 5 s`, `25 h 20 min`, `2 d 4 h`.
+fn span(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{:.1} s", d.as_secs_f64()),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        3600..172_800 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
+    }
+}
 
 /// The UDP rate when none is given: iperf3's default, 1 Mbit/s.
 const UDP_DEFAULT_RATE: u64 = 1_000_000;
@@ -570,6 +605,9 @@ fn make_points(a: &BenchArgs, udp_size: u32) -> Result<Vec<sweep::SweepPoint>> {
 
 fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let mut points = make_points(a, udp_default_size(None)).usage()?;
+    // Before anything is sent: a start too far ahead is refused at once.
+    let start =
+        a.start_at.map(|ms| start_at(ms, SystemTime::now()).map(|at| (ms, at))).transpose().map_err(Error::usage)?;
     // `--repeat N`: exactly N runs (hyperfine's `--runs N`); MIN,MAX: until confident
     let (rmin, rmax) = match a.repeat.trim().parse::<f64>() {
         Ok(n) => (n, n),
@@ -641,11 +679,22 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     }
     stopper.on_signals(&signals, |_| {}).context("installing signal handlers").internal()?;
     client.cancel_on(stopper.shutdown());
-    if let Some(ms) = a.start_at {
-        let at = std::time::UNIX_EPOCH + Duration::from_millis(ms);
-        // A scheduled start (`--start-at`), the one wait here that is a time, not an event.
-        if let Ok(wait) = at.duration_since(std::time::SystemTime::now()) {
-            std::thread::sleep(wait);
+    if let Some((ms, at)) = start {
+        // A scheduled start (`--start-at`), the one wait here that is a time, not an event; Ctrl-C
+        // ends it as it would end a test.
+        if let Ok(wait) = at.duration_since(SystemTime::now()) {
+            if wait >= Duration::from_secs(1) {
+                errln!(
+                    "linerate bench: connected; waiting {} for --start-at {ms} ({}) before the first test",
+                    span(wait),
+                    linerate_model::time::rfc3339_millis(ms)
+                )?;
+            }
+            if stopper.shutdown().wait_timeout(wait) {
+                let signalled = interrupted.load(std::sync::atomic::Ordering::Relaxed);
+                let kind = if signalled { crate::error::Kind::Interrupted } else { crate::error::Kind::Closed };
+                return Err(Error::reported(kind));
+            }
         }
     }
     let live = !(a.quiet || a.json || a.csv);
@@ -791,6 +840,25 @@ impl Out {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn start_at_is_refused_more_than_a_day_ahead() {
+        let now = UNIX_EPOCH + Duration::from_millis(1_800_000_000_000);
+        let day = 24 * 3600 * 1000;
+        // Past, now, and exactly a day ahead are taken.
+        assert_eq!(start_at(1_000, now), Ok(UNIX_EPOCH + Duration::from_millis(1_000)));
+        assert!(start_at(1_800_000_000_000, now).is_ok());
+        assert!(start_at(1_800_000_000_000 + day, now).is_ok());
+        // A millisecond more is refused, naming the bound; so is a year, and the end of time.
+        let e = start_at(1_800_000_000_000 + day + 1, now).unwrap_err();
+        assert!(e.contains("at most a day (86400000 ms)") && e.contains("24 h 0 min ahead"), "{e}");
+        let e = start_at(1_800_000_000_000 + 365 * day, now).unwrap_err();
+        assert!(e.contains("365 d 0 h ahead") && e.contains("now is 1800000000000"), "{e}");
+        assert!(start_at(u64::MAX, now).is_err());
+        assert_eq!(span(Duration::from_millis(4_300)), "4.3 s");
+        assert_eq!(span(Duration::from_secs(725)), "12 min 5 s");
+        assert_eq!(span(Duration::from_secs(3 * 3600 + 20 * 60)), "3 h 20 min");
+    }
 
     #[test]
     fn dscp_names_and_numbers_and_tos_bytes_parse() {

@@ -86,6 +86,8 @@ EXIT STATUS:
   2  bad usage or configuration (flags, key file, a destination refused before anything
      is sent: a file where a directory must be, as in `cp dir/ file`)
   3  the session failed: connection, authentication, protocol or a fatal server error;
+     over ssh, the remote side not started: ssh failed, or the remote printed nothing
+     within --ssh-timeout or did not announce itself within --ssh-start-timeout;
      also the destination's file system full (ENOSPC), over quota (EDQUOT) or read-only
      (EROFS): the copy stops at the first such write with one message naming the file
      system and what was written. Not saved in the run store
@@ -97,7 +99,10 @@ EXIT STATUS:
 
 /// `linerate cp` flags.
 #[derive(Args, Debug)]
-#[command(after_help = CP_AFTER_HELP, override_usage = "linerate cp [OPTIONS] SRC... DEST")]
+// `-h` is rsync's `--human-readable` here (`cp -avh src/ dst/` is rsync's everyday line), so
+// clap's `-h` for help is off and help is `--help` alone (issue 42: `-avh` printed the help and
+// exited 0 having copied nothing).
+#[command(after_help = CP_AFTER_HELP, override_usage = "linerate cp [OPTIONS] SRC... DEST", disable_help_flag = true)]
 pub struct CpArgs {
     /// Sources (SRC...), then the destination (DEST).
     #[arg(required = true, num_args = 2.., value_name = "PATH")]
@@ -181,6 +186,10 @@ pub struct CpArgs {
     /// iperf3 and `linerate bench` show them.
     #[arg(long)]
     bits: bool,
+    /// Accepted for rsync habits (rsync's -h, --human-readable): sizes and rates are always shown
+    /// for people (`1.2 GB`, `899 Mbit/s`); --json gives exact numbers.
+    #[arg(short = 'h', long, action = clap::ArgAction::Count)]
+    human_readable: u8,
     /// Chunk size for large files: a size, a power of two from 64K to 8M (K, M: ×1024).
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_chunk_size)]
     chunk_size: u32,
@@ -191,7 +200,7 @@ pub struct CpArgs {
     #[arg(long, default_value_t = 15)]
     timeout: u64,
     /// Seconds a stream may make no progress sending before the copy fails (a cut link, a
-    /// stalled server).
+    /// stalled server); over ssh, also the self-upload's bound when ssh takes no byte.
     #[arg(long, default_value_t = 300)]
     stall_timeout: u64,
     /// Run store to save this run in (a SQLite file or a postgres:// URL) [default: $LINERATE_DB, else the user's data directory].
@@ -230,6 +239,9 @@ pub struct CpArgs {
     /// FAT or SMB destinations, 3601 across a daylight-saving shift). At most 31622400.
     #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = parse_modify_window)]
     modify_window: u32,
+    /// Print help (`-h` is --human-readable, as in rsync).
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
 }
 
 /// What of rsync's -a (-o, -g, -D) a copy keeps, from the flags.

@@ -578,6 +578,14 @@ fn bench_refuses_bad_parameters_with_exit_code_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         assert!(text(&out).contains(words) && !text(&out).contains(" to 127.0.0.1:"), "{args:?}: {}", text(&out));
     }
+    // Issue 42: an instant far ahead waited silently; more than a day ahead is refused before
+    // connecting (bounded: before, this waited for the year 3015).
+    let mut far = bin();
+    far.args(["bench", &srv.addr, "--no-save", "--start-at", "33000000000000", "--key-file"]).arg(&key);
+    let out = crate::support::sshlab::run_bounded(far, std::time::Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("at most a day (86400000 ms)"), "{}", text(&out));
+    assert!(!text(&out).contains(" to 127.0.0.1:"), "{}", text(&out));
     // iperf3's spelling runs: -c HOST -u -J, and UDP is paced at iperf3's 1 Mbit/s by default.
     let out = bin()
         .args(["bench", "-c", &srv.addr, "-u", "-t", "1", "-J", "--no-save", "--key-file"])
@@ -987,4 +995,56 @@ fn pulls_hard_links_as_links_and_holes_as_holes_with_h_and_s() {
     assert_eq!(s.len(), 16 << 20);
     assert!(s.blocks() * 512 <= 64 * 1024, "{} bytes used", s.blocks() * 512);
     assert_eq!(fs::read(local.join("tree/sparse")).unwrap(), fs::read(src.join("sparse")).unwrap());
+}
+
+#[test]
+fn rsyncs_avh_copies_the_tree_with_h_as_human_readable() {
+    // Issue 42: `-h` was clap's help, so rsync's everyday `-avh` printed the help and exited 0
+    // having copied nothing.
+    let t = scratch();
+    let src = t.path().join("src");
+    tree(&src);
+    let dst = t.path().join("dst");
+    let out = bin().args(["cp", "--no-save", "-avh"]).arg(src.join("")).arg(&dst).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains("Usage:"), "{}", text(&out));
+    same(&src, &dst);
+    // Long and repeated forms too; help is `--help` alone, and says what `-h` is.
+    let out = bin().args(["cp", "--no-save", "-q", "--human-readable", "-hh"]).arg(&src).arg(&dst).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    same(&src, &dst.join("src"));
+    let out = bin().args(["cp", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("-h, --human-readable"), "{}", text(&out));
+}
+
+#[test]
+fn a_command_line_answered_with_help_exits_2_unless_help_was_asked_for() {
+    // Issue 42: no command line may end with 0 having done nothing it asked for. What clap answers
+    // with the help (a missing subcommand or argument) is a usage error: help on stderr, exit 2.
+    let falls_back: [&[&str]; 9] = [
+        &[],
+        &["cp"],
+        &["cp", "-h"],
+        &["cp", "-avh"],
+        &["cp", "only-one"],
+        &["report"],
+        &["lab"],
+        &["mesh"],
+        &["cache"],
+    ];
+    for args in falls_back {
+        let out = bin().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "linerate {args:?}: {}", text(&out));
+        assert!(out.stdout.is_empty(), "linerate {args:?}: help belongs on stderr: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Usage:"), "linerate {args:?}: {}", text(&out));
+    }
+    // Asked for, it is the answer: stdout, exit 0.
+    for args in
+        [&["--help"][..], &["-h"], &["help"], &["help", "cp"], &["cp", "--help"], &["bench", "-h"], &["--version"]]
+    {
+        let out = bin().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "linerate {args:?}: {}", text(&out));
+        assert!(!out.stdout.is_empty(), "linerate {args:?}: {}", text(&out));
+    }
 }

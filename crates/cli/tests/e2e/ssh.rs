@@ -578,3 +578,79 @@ fn sync_over_ssh_skips_unchanged_finds_hidden_changes_with_checksum_and_deletes_
     assert!(!dst.join("src/a/extra").exists() && dst.join("beside").exists());
     same_tree(&src, &dst.join("src"));
 }
+
+/// A scratch directory beneath cargo's target directory, and in it an executable `-e` program
+/// (a fake ssh: the remote side's output is what `body` prints, whatever ssh was asked to run).
+fn fake_ssh(body: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::Builder::new().prefix("linerate-fakessh-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let p = dir.path().join("ssh");
+    fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(dir.path().join("f"), b"x").unwrap();
+    (dir, p)
+}
+
+/// `linerate cp DIR/f host:dst` through the fake ssh `rsh`, with `flags`.
+fn cp_through(dir: &Path, rsh: &Path, flags: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_linerate"));
+    cmd.args(["cp", "--no-save", "-q", "--rsh"]).arg(rsh).args(flags).arg(dir.join("f")).arg("host:dst");
+    run_bounded(cmd, LIMIT)
+}
+
+#[test]
+fn a_remote_that_prints_nothing_is_stopped_at_the_first_line_deadline() {
+    // Issue 42: a remote that prints nothing and never exits kept cp waiting without end. `exec`:
+    // the sleep is the process cp starts, and ends with it.
+    let (dir, rsh) = fake_ssh("exec sleep 600");
+    let o = cp_through(dir.path(), &rsh, &["--ssh-timeout", "200ms"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains("on host printed nothing within 200ms of starting ssh (--ssh-timeout 200ms)"), "{out}");
+    assert!(out.contains("ssh was stopped"), "{out}");
+}
+
+#[test]
+fn a_remote_that_never_announces_itself_is_stopped_at_the_start_up_deadline() {
+    let (dir, rsh) = fake_ssh("echo 'Welcome to the lab'; exec sleep 600");
+    let o = cp_through(dir.path(), &rsh, &["--ssh-start-timeout", "300ms"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains("did not announce itself within 300ms of starting ssh (--ssh-start-timeout 300ms"), "{out}");
+    assert!(out.contains("its output began with \"Welcome to the lab\""), "{out}");
+    // A zero deadline is no deadline: refused as usage.
+    let o = cp_through(dir.path(), &rsh, &["--ssh-timeout", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn the_remotes_bytes_are_escaped_as_names_are() {
+    // Issue 42: bytes that are not UTF-8 showed as U+FFFD, not as SECURITY.md's `\xNN`; a control
+    // character in the SOFTWARE of an announce line of another version reached the terminal.
+    let (dir, rsh) = fake_ssh(r"printf 'hi \377\376 \033[31mred\n'; exit 7");
+    let o = cp_through(dir.path(), &rsh, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains(r#"its output began with "hi \xff\xfe \x1b[31mred""#), "{out}");
+    assert!(!out.contains('\u{fffd}') && !out.contains('\u{1b}'), "{out}");
+    let (dir, rsh) =
+        fake_ssh(&format!(r"printf 'LINERATE 999 PORT 1 SECRET {} SOFTWARE \033]0;x\377\n'", "ab".repeat(32)));
+    let o = cp_through(dir.path(), &rsh, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains(r"protocol version 999 (linerate \x1b]0;x\xff)"), "{out}");
+    assert!(!out.contains('\u{fffd}') && !out.contains('\u{1b}'), "{out}");
+}
+
+#[test]
+fn a_remote_that_stops_reading_the_upload_is_stopped_at_the_stall_timeout() {
+    // A probe this build can run on (the facts of this host, as the boot script reports them),
+    // then a remote that never reads what it was sent: the upload fills the pipe and stops.
+    let (dir, rsh) = fake_ssh(
+        "p() { echo \"LINERATE-PROBE $*\"; }; p os \"$(uname -s)\"; p arch \"$(uname -m)\"; \
+         p libc \"$(getconf GNU_LIBC_VERSION)\"; p cache /nowhere/linerate/x; p end; exec sleep 600",
+    );
+    let o = cp_through(dir.path(), &rsh, &["--stall-timeout", "1"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains("uploading linerate to host: ssh took no byte for 1s (--stall-timeout); stopped"), "{out}");
+}
