@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod cli;
+mod converge;
 mod daemon;
 mod doctor;
 mod emu;

@@ -8,7 +8,7 @@ use std::os::unix::fs::{chown, lchown, symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::needs_root;
+use crate::support::{needs_root, Daemon};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_linerate"));
@@ -105,32 +105,6 @@ fn archive_keeps_the_owners_of_files_directories_and_symlinks_as_root() {
     let out = cp(&["-q", "-a", "--no-owner", s(&src), s(&n)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(owner(&n.join("src/f")), (0, 65534));
-}
-
-/// A `serve --announce` started by `cmd`, killed when dropped.
-struct Daemon {
-    child: std::process::Child,
-    addr: String,
-}
-
-impl Daemon {
-    /// Start it and read its announce line (`LINERATE <version> LISTEN ADDR`); its log is not kept.
-    fn start(mut cmd: Command) -> Daemon {
-        use std::io::{BufRead, BufReader};
-        let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
-        assert!(addr.contains(':'), "no announce line: {line:?}");
-        Daemon { child, addr }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A user and group created for one test and removed when dropped, even when the test fails.

@@ -52,6 +52,31 @@ pub fn make_dir(parent: &OwnedFd, name: &[u8]) -> io::Result<(OwnedFd, bool)> {
     }
 }
 
+/// Create directory `name` beneath `parent` for the tree being received: an existing directory
+/// is opened, and a file, symlink or special in its place is removed first (never followed), as
+/// rsync turns a file into a directory with or without `--delete` (issue 42). Returns the handle
+/// and whether the directory was made now.
+pub fn make_dir_replacing(parent: &OwnedFd, name: &[u8]) -> io::Result<(OwnedFd, bool)> {
+    match make_dir(parent, name) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            // Only a non-directory goes (`unlinkat` without `AT_REMOVEDIR` refuses a directory,
+            // so one swapped in meanwhile stays, and so does everything in it).
+            rfs::unlinkat(parent, name, AtFlags::empty()).map_err(|e| match e {
+                Errno::ISDIR | Errno::PERM => io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "exists and is not a directory, and could not be removed to make one",
+                ),
+                e => ioe(e),
+            })?;
+            match rfs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
+                Ok(()) => Ok((open_dir(parent, name)?, true)),
+                Err(e) => Err(ioe(e)),
+            }
+        }
+        r => r,
+    }
+}
+
 /// The temporary name of file `id` of a session, in its final directory (used only where no
 /// unnamed file can be: a file system without `O_TMPFILE`, a symlink before its rename). It holds
 /// 64 random bits drawn once per process, so it never meets a user's name and a peer cannot
@@ -120,22 +145,22 @@ pub fn create_incoming(parent: &OwnedFd, tmp: &[u8], mode: u32) -> io::Result<In
     Ok(Incoming { file: File::from(fd), tmp: Some(tmp.to_vec()) })
 }
 
-/// Give a complete file its final name, replacing a file or symlink there. An unnamed file is
-/// linked in directly when the name is free (one directory operation), else linked under
-/// `spare` and renamed over the old entry.
-pub fn commit_incoming(parent: &OwnedFd, inc: &Incoming, name: &[u8], spare: &[u8]) -> io::Result<()> {
+/// Give a complete file its final name, replacing a file or symlink there (a directory as `way`
+/// allows). An unnamed file is linked in directly when the name is free (one directory
+/// operation), else linked under `spare` and renamed over the old entry.
+pub fn commit_incoming(parent: &OwnedFd, inc: &Incoming, name: &[u8], spare: &[u8], way: InTheWay) -> io::Result<()> {
     let Some(tmp) = &inc.tmp else {
         return match link_unnamed(&inc.file, parent, name) {
             Ok(()) => Ok(()),
             Err(Errno::EXIST) => {
                 let _ = rfs::unlinkat(parent, spare, AtFlags::empty());
                 link_unnamed(&inc.file, parent, spare).map_err(ioe)?;
-                rename_into_place(parent, spare, name).inspect_err(|_| remove(parent, spare))
+                rename_into_place(parent, spare, name, way).inspect_err(|_| remove(parent, spare))
             }
             Err(e) => Err(ioe(e)),
         };
     };
-    rename_into_place(parent, tmp, name)
+    rename_into_place(parent, tmp, name, way)
 }
 
 /// Give unnamed file `file` the name `parent/name`. By the handle itself (`AT_EMPTY_PATH`, allowed
@@ -243,28 +268,34 @@ fn chown_entry(parent: &OwnedFd, name: &[u8], ids: Ids) -> io::Result<()> {
         .map_err(|e| io::Error::other(format!("setting the owner: {}", ioe(e))))
 }
 
-/// Give existing regular file `name` in `parent` the owner and group `ids` where they differ
-/// (an up-to-date file on a rerun with `-o`/`-g`), then its mode again (`chown` clears
-/// set-user-ID bits). Nothing is done, and nothing opened, when they already match.
-pub fn fix_owner(parent: &OwnedFd, name: &[u8], mode: u32, ids: Ids) -> io::Result<()> {
-    if ids == (None, None) {
-        return Ok(());
-    }
-    let st = rfs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).map_err(ioe)?;
-    let differs = ids.0.is_some_and(|u| u != st.st_uid) || ids.1.is_some_and(|g| g != st.st_gid);
-    if !differs || rfs::FileType::from_raw_mode(st.st_mode) != rfs::FileType::RegularFile {
-        return Ok(());
-    }
-    // Opened without following a symlink and without blocking, and checked again, so that an
-    // entry swapped in since the stat (a link, a FIFO) is neither followed nor waited on.
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let fd = rfs::openat(parent, name, flags, Mode::empty()).map_err(ioe)?;
-    if rfs::FileType::from_raw_mode(rfs::fstat(&fd).map_err(ioe)?.st_mode) != rfs::FileType::RegularFile {
-        return Ok(());
-    }
+/// Whether an existing entry (`st`) has other permission bits, or another owner or group where
+/// `ids` keeps them, than receiving a file of `mode` would give it: what an up-to-date file still
+/// needs on a rerun (rsync -a applies it too: issue 42).
+pub fn meta_differs(st: &rfs::Stat, mode: u32, ids: Ids) -> bool {
     let (uid, gid) = owner_ids(ids);
-    rfs::fchown(&fd, uid, gid).map_err(ioe)?;
-    rfs::fchmod(&fd, mode_bits(mode, ids)).map_err(ioe)
+    st.st_mode & 0o7777 != mode_bits(mode, ids).as_raw_mode()
+        || uid.is_some_and(|u| u.as_raw() != st.st_uid)
+        || gid.is_some_and(|g| g.as_raw() != st.st_gid)
+}
+
+/// Open regular file `name` in `parent` read-only, to read it or to change its metadata through
+/// the handle: `None` when it is not the regular file `seen` (its `statat` without following,
+/// made first because opening a device can have effects). Never follows a symlink, never waits on
+/// a FIFO swapped in since the look, and never takes another file for it.
+pub fn open_regular(parent: &OwnedFd, name: &[u8], seen: &rfs::Stat) -> io::Result<Option<(OwnedFd, rfs::Stat)>> {
+    if rfs::FileType::from_raw_mode(seen.st_mode) != rfs::FileType::RegularFile {
+        return Ok(None);
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = match rfs::openat(parent, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::LOOP | Errno::NOENT | Errno::NXIO) => return Ok(None),
+        Err(e) => return Err(ioe(e)),
+    };
+    let st = rfs::fstat(&fd).map_err(ioe)?;
+    let same = rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::RegularFile
+        && (st.st_dev, st.st_ino) == (seen.st_dev, seen.st_ino);
+    Ok(same.then_some((fd, st)))
 }
 
 /// A device, FIFO or socket node to create.
@@ -281,8 +312,8 @@ pub struct Special {
 }
 
 /// Create device, FIFO or socket node `name` beneath `parent` (temp name, owner, mode, time, then
-/// rename into place, replacing what is there unless it is a directory).
-pub fn make_special(parent: &OwnedFd, tmp: &[u8], name: &[u8], sp: Special, ids: Ids) -> io::Result<()> {
+/// rename into place, replacing what is there, a directory as `way` allows).
+pub fn make_special(parent: &OwnedFd, tmp: &[u8], name: &[u8], sp: Special, ids: Ids, way: InTheWay) -> io::Result<()> {
     use linerate_proto::frame::SpecialKind;
     let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
     let ft = match sp.kind {
@@ -300,27 +331,64 @@ pub fn make_special(parent: &OwnedFd, tmp: &[u8], name: &[u8], sp: Special, ids:
             rfs::chmodat(parent, tmp, mode_bits(sp.mode, ids), AtFlags::empty()).map_err(ioe)
         })
         .and_then(|()| rfs::utimensat(parent, tmp, &timestamps(sp.mtime), AtFlags::SYMLINK_NOFOLLOW).map_err(ioe))
-        .and_then(|()| rename_into_place(parent, tmp, name));
+        .and_then(|()| rename_into_place(parent, tmp, name, way));
     if r.is_err() {
         remove(parent, tmp);
     }
     r
 }
 
-/// Move `tmp` to `name` within `parent`, replacing a file or symlink there.
-pub fn rename_into_place(parent: &OwnedFd, tmp: &[u8], name: &[u8]) -> io::Result<()> {
-    rename_between(parent, tmp, parent, name)
+/// What a file, symlink or special renamed into place may remove when a directory holds its name
+/// (a type change, issue 42): rsync's rule. A directory of the working directory's form is never
+/// removed (a peer cannot name one, see [`linerate_proto::name::is_work_dir_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InTheWay {
+    /// Only an empty directory (rsync without `--delete`: "cannot delete non-empty directory").
+    EmptyDir,
+    /// A directory and everything beneath it, by [`remove_tree`] (rsync with `--delete`).
+    Tree,
+}
+
+/// Move `tmp` to `name` within `parent`, replacing a file or symlink there, and a directory as
+/// `way` allows.
+pub fn rename_into_place(parent: &OwnedFd, tmp: &[u8], name: &[u8], way: InTheWay) -> io::Result<()> {
+    rename_between(parent, tmp, parent, name, way)
 }
 
 /// Move `from` in directory `from_dir` to `name` in `parent` (a partial file from the working
-/// directory into place), replacing a file or symlink there.
-pub fn rename_between(from_dir: &OwnedFd, from: &[u8], parent: &OwnedFd, name: &[u8]) -> io::Result<()> {
-    rfs::renameat(from_dir, from, parent, name).map_err(|e| match e {
+/// directory into place), replacing a file or symlink there, and a directory as `way` allows.
+pub fn rename_between(from_dir: &OwnedFd, from: &[u8], parent: &OwnedFd, name: &[u8], way: InTheWay) -> io::Result<()> {
+    let rename = || rfs::renameat(from_dir, from, parent, name);
+    match rename() {
+        Ok(()) => return Ok(()),
+        Err(Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST) => {}
+        Err(e) => return Err(ioe(e)),
+    }
+    make_way(parent, name, way)?;
+    // Once: a directory made there again meanwhile is in the way again.
+    rename().map_err(|e| match e {
         Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST => {
             io::Error::new(io::ErrorKind::AlreadyExists, "a directory is in the way")
         }
         e => ioe(e),
     })
+}
+
+/// Remove directory `name` of `parent`, which holds the name of a non-directory being renamed
+/// into place, as `way` allows; never following a symlink ([`remove_tree`]).
+fn make_way(parent: &OwnedFd, name: &[u8], way: InTheWay) -> io::Result<()> {
+    let in_the_way =
+        |why: &str| io::Error::new(io::ErrorKind::AlreadyExists, format!("a directory is in the way ({why})"));
+    if name::is_work_dir_name(name) {
+        return Err(in_the_way("a linerate working directory is never removed"));
+    }
+    match way {
+        InTheWay::Tree => remove_tree(parent, name),
+        InTheWay::EmptyDir => rfs::unlinkat(parent, name, AtFlags::REMOVEDIR).map_err(|e| match e {
+            Errno::NOTEMPTY | Errno::EXIST => in_the_way("not empty; --delete replaces it, as rsync does"),
+            e => ioe(e),
+        }),
+    }
 }
 
 /// Remove a temporary file, ignoring a missing one.
@@ -329,13 +397,21 @@ pub fn remove(parent: &OwnedFd, tmp: &[u8]) {
 }
 
 /// Create symlink `name -> target` beneath `parent` atomically (temp name + rename), with its
-/// owner (`lchown`, with `-o`/`-g`) and mtime.
-pub fn make_symlink(parent: &OwnedFd, tmp: &[u8], name: &[u8], target: &[u8], mtime: Time, ids: Ids) -> io::Result<()> {
+/// owner (`lchown`, with `-o`/`-g`) and mtime, replacing what is there, a directory as `way` allows.
+pub fn make_symlink(
+    parent: &OwnedFd,
+    tmp: &[u8],
+    name: &[u8],
+    target: &[u8],
+    mtime: Time,
+    ids: Ids,
+    way: InTheWay,
+) -> io::Result<()> {
     let _ = rfs::unlinkat(parent, tmp, AtFlags::empty());
     rfs::symlinkat(target, parent, tmp).map_err(ioe)?;
     let r = chown_entry(parent, tmp, ids)
         .and_then(|()| rfs::utimensat(parent, tmp, &timestamps(mtime), AtFlags::SYMLINK_NOFOLLOW).map_err(ioe))
-        .and_then(|()| rename_into_place(parent, tmp, name));
+        .and_then(|()| rename_into_place(parent, tmp, name, way));
     if r.is_err() {
         remove(parent, tmp);
     }
@@ -344,9 +420,16 @@ pub fn make_symlink(parent: &OwnedFd, tmp: &[u8], name: &[u8], target: &[u8], mt
 
 /// `-H`: give the regular file `first` in `target_dir` the further name `name` in `dir`, never
 /// following a symlink: linked under `tmp`, checked to be that same regular file, and renamed
-/// over whatever `name` was (a file or symlink). Nothing changes when `name` already is that file
-/// (a second run).
-pub fn hard_link(target_dir: &OwnedFd, first: &[u8], dir: &OwnedFd, name: &[u8], tmp: &[u8]) -> io::Result<()> {
+/// over whatever `name` was (a file or symlink; a directory as `way` allows). Nothing changes
+/// when `name` already is that file (a second run).
+pub fn hard_link(
+    target_dir: &OwnedFd,
+    first: &[u8],
+    dir: &OwnedFd,
+    name: &[u8],
+    tmp: &[u8],
+    way: InTheWay,
+) -> io::Result<()> {
     use rustix::fs::FileType;
     let regular = |st: &rfs::Stat| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
     let t = rfs::statat(target_dir, first, AtFlags::SYMLINK_NOFOLLOW).map_err(ioe)?;
@@ -364,7 +447,7 @@ pub fn hard_link(target_dir: &OwnedFd, first: &[u8], dir: &OwnedFd, name: &[u8],
     rfs::linkat(target_dir, first, dir, tmp, AtFlags::empty()).map_err(ioe)?;
     let linked = rfs::statat(dir, tmp, AtFlags::SYMLINK_NOFOLLOW).map_err(ioe);
     let r = match linked {
-        Ok(l) if regular(&l) && (l.st_dev, l.st_ino) == (t.st_dev, t.st_ino) => rename_into_place(dir, tmp, name),
+        Ok(l) if regular(&l) && (l.st_dev, l.st_ino) == (t.st_dev, t.st_ino) => rename_into_place(dir, tmp, name, way),
         Ok(_) => Err(io::Error::other("its first name changed while being linked")),
         Err(e) => Err(e),
     };
@@ -862,6 +945,113 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_replaces_a_file_or_a_symlink_without_following_it() {
+        let t = tempfile::tempdir().unwrap();
+        let (dest, outside) = (t.path().join("dest"), t.path().join("outside"));
+        std::fs::create_dir_all(dest.join("dir")).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("kept"), b"k").unwrap();
+        std::fs::write(dest.join("file"), b"f").unwrap();
+        std::os::unix::fs::symlink(&outside, dest.join("link")).unwrap();
+        let d = base(&dest);
+        for name in ["file", "link"] {
+            let (fd, made) = make_dir_replacing(&d, name.as_bytes()).unwrap();
+            assert!(made, "{name}: made now, so nothing in it predates the session");
+            assert!(dest.join(name).symlink_metadata().unwrap().is_dir(), "{name}");
+            assert_eq!(
+                ino(&fd),
+                dest.join(name).symlink_metadata().map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap()
+            );
+        }
+        assert_eq!(std::fs::read(outside.join("kept")).unwrap(), b"k", "the symlink's target untouched");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
+        assert!(!make_dir_replacing(&d, b"dir").unwrap().1, "a directory is opened, not replaced");
+    }
+
+    #[test]
+    fn a_directory_in_the_way_of_a_file_goes_as_rsync_decides_and_never_beyond_it() {
+        let t = tempfile::tempdir().unwrap();
+        let (dest, outside) = (t.path().join("dest"), t.path().join("outside"));
+        std::fs::create_dir(&dest).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("kept"), b"k").unwrap();
+        let d = base(&dest);
+        let full = |name: &str| {
+            std::fs::create_dir_all(dest.join(name).join("deep/er")).unwrap();
+            std::fs::write(dest.join(name).join("deep/er/x"), b"x").unwrap();
+            std::os::unix::fs::symlink(&outside, dest.join(name).join("out")).unwrap();
+            std::os::unix::fs::symlink(outside.join("kept"), dest.join(name).join("deep/kept")).unwrap();
+        };
+        let tmp = |n: &str| std::fs::write(dest.join(n), n.as_bytes()).unwrap();
+        // Without --delete: an empty directory goes, one that holds something stays.
+        std::fs::create_dir(dest.join("empty")).unwrap();
+        tmp("t1");
+        rename_into_place(&d, b"t1", b"empty", InTheWay::EmptyDir).unwrap();
+        assert_eq!(std::fs::read(dest.join("empty")).unwrap(), b"t1");
+        full("full");
+        tmp("t2");
+        let e = rename_into_place(&d, b"t2", b"full", InTheWay::EmptyDir).unwrap_err();
+        assert!(e.to_string().contains("not empty") && e.to_string().contains("--delete"), "{e}");
+        assert!(dest.join("full/deep/er/x").exists() && dest.join("t2").exists(), "nothing removed");
+        // With --delete: the whole tree, links removed and never followed.
+        rename_into_place(&d, b"t2", b"full", InTheWay::Tree).unwrap();
+        assert_eq!(std::fs::read(dest.join("full")).unwrap(), b"t2");
+        assert_eq!(std::fs::read(outside.join("kept")).unwrap(), b"k");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
+        // A directory of the working directory's form is never removed, whatever is asked.
+        let work = ".linerate-work-0123456789abcdef0123456789abcdef";
+        std::fs::create_dir(dest.join(work)).unwrap();
+        tmp("t3");
+        for way in [InTheWay::EmptyDir, InTheWay::Tree] {
+            let e = rename_into_place(&d, b"t3", work.as_bytes(), way).unwrap_err();
+            assert!(e.to_string().contains("working directory"), "{e}");
+            assert!(dest.join(work).is_dir());
+        }
+    }
+
+    #[test]
+    fn metadata_differs_in_mode_or_in_the_owners_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        std::fs::write(&p, b"f").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let st = rfs::stat(&p).unwrap();
+        let (uid, gid) = (st.st_uid, st.st_gid);
+        assert!(!meta_differs(&st, 0o644, (None, None)));
+        assert!(!meta_differs(&st, 0o100644, (None, None)), "the file type bits are not the mode");
+        assert!(meta_differs(&st, 0o600, (None, None)), "the finding: a chmod 600");
+        assert!(!meta_differs(&st, 0o4644, (None, None)), "set-user-ID is never applied without its owner");
+        assert!(meta_differs(&st, 0o4644, (Some(uid), Some(gid))), "and is with it");
+        assert!(!meta_differs(&st, 0o644, (Some(uid), Some(gid))));
+        assert!(meta_differs(&st, 0o644, (Some(uid + 1), None)) && meta_differs(&st, 0o644, (None, Some(gid + 1))));
+        assert!(!meta_differs(&st, 0o644, (Some(u32::MAX), Some(u32::MAX))), "-1 is never applied");
+    }
+
+    #[test]
+    fn open_regular_opens_only_the_regular_file_it_was_shown() {
+        let t = tempfile::tempdir().unwrap();
+        let d = base(t.path());
+        std::fs::write(t.path().join("f"), b"f").unwrap();
+        std::fs::write(t.path().join("g"), b"g").unwrap();
+        std::os::unix::fs::symlink("f", t.path().join("l")).unwrap();
+        assert!(rustix::fs::mknodat(&d, "fifo", rfs::FileType::Fifo, Mode::from_raw_mode(0o600), 0).is_ok());
+        let seen = |n: &str| rfs::statat(&d, n, AtFlags::SYMLINK_NOFOLLOW).unwrap();
+        assert!(open_regular(&d, b"f", &seen("f")).unwrap().is_some());
+        for n in ["l", "fifo"] {
+            assert!(open_regular(&d, n.as_bytes(), &seen(n)).unwrap().is_none(), "{n}");
+        }
+        // Swapped since the look: a symlink or another file is not taken for it.
+        let f = seen("f");
+        std::fs::rename(t.path().join("f"), t.path().join("f-old")).unwrap();
+        std::os::unix::fs::symlink("g", t.path().join("f")).unwrap();
+        assert!(open_regular(&d, b"f", &f).unwrap().is_none(), "a symlink swapped in");
+        std::fs::remove_file(t.path().join("f")).unwrap();
+        std::fs::copy(t.path().join("g"), t.path().join("f")).unwrap();
+        assert!(open_regular(&d, b"f", &f).unwrap().is_none(), "another file swapped in");
+    }
+
+    #[test]
     fn user_destination_resolves_like_scp() {
         let t = tempfile::tempdir().unwrap();
         let home = t.path().join("home");
@@ -985,16 +1175,16 @@ mod tests {
         let d = base(t.path());
         std::fs::write(t.path().join("first"), b"data").unwrap();
         std::fs::write(t.path().join("old"), b"old").unwrap();
-        hard_link(&d, b"first", &d, b"old", b"tmp").unwrap();
+        hard_link(&d, b"first", &d, b"old", b"tmp", InTheWay::EmptyDir).unwrap();
         let (a, b) =
             (std::fs::metadata(t.path().join("first")).unwrap(), std::fs::metadata(t.path().join("old")).unwrap());
         assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
-        hard_link(&d, b"first", &d, b"old", b"tmp").unwrap();
+        hard_link(&d, b"first", &d, b"old", b"tmp", InTheWay::EmptyDir).unwrap();
         assert_eq!(std::fs::metadata(t.path().join("first")).unwrap().nlink(), 2, "already linked: unchanged");
         std::os::unix::fs::symlink("/etc/passwd", t.path().join("sym")).unwrap();
-        assert!(hard_link(&d, b"sym", &d, b"new", b"tmp").is_err(), "a symlink as first name");
+        assert!(hard_link(&d, b"sym", &d, b"new", b"tmp", InTheWay::EmptyDir).is_err(), "a symlink as first name");
         std::fs::create_dir(t.path().join("dir")).unwrap();
-        assert!(hard_link(&d, b"dir", &d, b"new", b"tmp").is_err(), "a directory as first name");
+        assert!(hard_link(&d, b"dir", &d, b"new", b"tmp", InTheWay::EmptyDir).is_err(), "a directory as first name");
         assert!(!t.path().join("new").exists() && !t.path().join("tmp").exists());
     }
 

@@ -66,6 +66,34 @@ pub fn spawn_announced(mut cmd: std::process::Command) -> Announced {
     Announced { child, addr: addr.to_string(), fingerprint }
 }
 
+/// A `serve --announce` started by `cmd`, killed when dropped.
+pub struct Daemon {
+    /// The server.
+    pub child: std::process::Child,
+    /// `IP:PORT` it listens on.
+    pub addr: String,
+}
+
+impl Daemon {
+    /// Start it and read its announce line (`LINERATE <version> LISTEN ADDR`); its log is not kept.
+    pub fn start(mut cmd: std::process::Command) -> Daemon {
+        use std::io::{BufRead, BufReader};
+        let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
+        assert!(addr.contains(':'), "no announce line: {line:?}");
+        Daemon { child, addr }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// How `child` exited, if it did within `limit` (a bound that only guards against a hang); past
 /// it the child is killed and `None` returned (its status is then `child.wait()`'s). Waits on the
 /// child itself (waitpid in a scoped thread), never by polling.

@@ -11,6 +11,17 @@ use linerate_proto::frame::{
     FileStart, Finish, Keep, Offer, Summary, FLAG_CHECKSUM, FLAG_DRY_RUN, FLAG_FSYNC, NOTE_DELETED, NOTE_WOULD_DELETE,
     WANT_ALL, WANT_MISSING, WANT_NONE, WANT_REFUSED,
 };
+
+/// What the destination holds of an offered file ([`RecvSession::held`]).
+pub(super) enum Held {
+    /// Nothing worth keeping: the file is received.
+    Nothing,
+    /// The file, data and metadata: nothing to do.
+    Same,
+    /// Its data, opened read-only (never through a symlink); its mode, owner, group or time
+    /// differ. `shared`: it has other names.
+    Data { file: OwnedFd, shared: bool },
+}
 use linerate_proto::track::Step;
 use linerate_proto::{frame, ErrorCode};
 use std::collections::HashSet;
@@ -27,6 +38,15 @@ fn same_mtime((sec, nsec): (i64, impl Into<i128>), src: frame::Time, window: u32
         return sec == src.sec && nsec.into() == i128::from(src.nsec);
     }
     sec.abs_diff(src.sec) <= u64::from(window)
+}
+
+/// The chunk ranges to answer as held for a file whose data is up to date and whose metadata is
+/// not (issue 42): all of them, so that none is sent and the metadata is applied in place, for a
+/// file of more than one `chunk` without other names (`shared`: another name's mode is not this
+/// copy's to change). `None`: receive it again (a small file costs one chunk; the sender reads
+/// `have` only for files of several chunks).
+fn held_whole(size: u64, chunk: u64, shared: bool) -> Option<Vec<(u64, u64)>> {
+    (size > chunk && !shared).then(|| vec![(0, size.div_ceil(chunk))])
 }
 
 impl RecvSession {
@@ -229,13 +249,39 @@ impl RecvSession {
                 };
                 return Ok((WANT_ALL, Vec::new(), Some(Slot::Deferred(Box::new(new)))));
             }
-            if !fresh && self.up_to_date(&parent, s, o.digest) {
-                // Up to date but owned by someone else (rsync -a fixes that on a rerun too).
-                if !dry {
-                    fsx::fix_owner(&parent, s.name, s.mode, ids)
-                        .map_err(|e| ("cannot set owner", Some(parent.clone()), e))?;
+            if !fresh {
+                match self.held(&parent, s, o.digest, ids) {
+                    Held::Same => return Ok((WANT_NONE, Vec::new(), None)),
+                    // The data is there and only its metadata differs (rsync -a applies it on a
+                    // rerun too): a file of more than one chunk is answered as held whole, so the
+                    // sender sends none of it and its end applies the metadata to the file in
+                    // place. A smaller one (a resend costs one chunk at most), or one with other
+                    // names, whose mode is not this copy's to change through this one, is received
+                    // again and replaces it.
+                    Held::Data { file, shared } => {
+                        if let Some(all) = held_whole(s.size, chunk, shared) {
+                            if dry {
+                                return Ok((WANT_MISSING, all, None));
+                            }
+                            let of = OpenFile {
+                                inc: fsx::Incoming { file: file.into(), tmp: None },
+                                write: Mutex::new(()),
+                                journal: None,
+                                partial_in: None,
+                                in_place: true,
+                                parent,
+                                path: path.clone(),
+                                name: s.name.into(),
+                                tmp: Vec::new(),
+                                mode: s.mode,
+                                mtime: s.mtime,
+                                ids,
+                            };
+                            return Ok((WANT_MISSING, all, Some(Slot::Ready(Arc::new(of)))));
+                        }
+                    }
+                    Held::Nothing => {}
                 }
-                return Ok((WANT_NONE, Vec::new(), None));
             }
             let src = journal::Source { path: &path, size: s.size, mtime: s.mtime, chunk };
             // A large file resumes from (and is written to) a partial file in the working
@@ -265,6 +311,7 @@ impl RecvSession {
                 write: Mutex::new(()),
                 journal: jr,
                 partial_in: work,
+                in_place: false,
                 parent,
                 path: path.clone(),
                 name: s.name.into(),
@@ -318,12 +365,13 @@ impl RecvSession {
                 }
                 if dry && verdict != WANT_NONE {
                     if let Some(l) = &self.list {
-                        let how = if held > 0 {
-                            format!(" (resume: {held} of {} bytes held)", s.size)
-                        } else {
-                            String::new()
-                        };
-                        (l.0)(&format!("would receive {}{how}", linerate_proto::name::escape(&path)));
+                        let shown = linerate_proto::name::escape(&path);
+                        (l.0)(&match held {
+                            0 => format!("would receive {shown}"),
+                            // Its data is all there: only its metadata would change.
+                            h if h == s.size => format!("would update {shown} (its data is already there)"),
+                            h => format!("would receive {shown} (resume: {h} of {} bytes held)", s.size),
+                        });
                     }
                 }
             }
@@ -335,22 +383,47 @@ impl RecvSession {
         Ok(())
     }
 
-    /// Whether the destination already holds offered file `s`: a regular file of the same size
-    /// and modification time, or, with `--checksum`, of the same size and BLAKE3.
-    pub(super) fn up_to_date(&self, parent: &OwnedFd, s: &FileStart<'_>, digest: Option<[u8; 32]>) -> bool {
-        use rustix::fs::{self as rfs, AtFlags, FileType};
-        let Ok(st) = rfs::statat(parent, s.name, AtFlags::SYMLINK_NOFOLLOW) else { return false };
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_size as u64 != s.size {
-            return false;
+    /// What the destination holds of offered file `s`: a regular file of the same size and
+    /// modification time, or with `--checksum` of the same size and BLAKE3, holds its data; it is
+    /// the same when its mode, its owner and group where kept (`ids`), and with `--checksum` its
+    /// time are too ([`fsx::meta_differs`]).
+    pub(super) fn held(&self, parent: &OwnedFd, s: &FileStart<'_>, digest: Option<[u8; 32]>, ids: fsx::Ids) -> Held {
+        use rustix::fs::{self as rfs, AtFlags};
+        let Ok(st) = rfs::statat(parent, s.name, AtFlags::SYMLINK_NOFOLLOW) else { return Held::Nothing };
+        if st.st_size as u64 != s.size {
+            return Held::Nothing;
         }
-        if self.has(FLAG_CHECKSUM) {
-            let Some(want) = digest else { return false };
-            let flags = rfs::OFlags::RDONLY | rfs::OFlags::NOFOLLOW | rfs::OFlags::CLOEXEC;
-            let Ok(fd) = rfs::openat(parent, s.name, flags, rfs::Mode::empty()) else { return false };
+        let same_time = same_mtime((st.st_mtime, st.st_mtime_nsec), s.mtime, self.p.modify_window);
+        let open = || match fsx::open_regular(parent, s.name, &st) {
+            Ok(Some((fd, now))) => Some((fd, now)),
+            _ => None,
+        };
+        let opened = if self.has(FLAG_CHECKSUM) {
+            let Some(want) = digest else { return Held::Nothing };
+            let Some((fd, now)) = open() else { return Held::Nothing };
             let mut h = blake3::Hasher::new();
-            return h.update_reader(std::fs::File::from(fd)).is_ok() && *h.finalize().as_bytes() == want;
-        }
-        same_mtime((st.st_mtime, st.st_mtime_nsec), s.mtime, self.p.modify_window)
+            let mut reader = std::fs::File::from(fd);
+            if h.update_reader(&mut reader).is_err() || *h.finalize().as_bytes() != want {
+                return Held::Nothing;
+            }
+            if same_time && !fsx::meta_differs(&now, s.mode, ids) {
+                return Held::Same;
+            }
+            (reader.into(), now)
+        } else {
+            if !same_time {
+                return Held::Nothing;
+            }
+            if rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::RegularFile
+                && !fsx::meta_differs(&st, s.mode, ids)
+            {
+                return Held::Same;
+            }
+            let Some(opened) = open() else { return Held::Nothing };
+            opened
+        };
+        let (fd, now) = opened;
+        Held::Data { file: fd, shared: now.st_nlink > 1 }
     }
 
     /// `--delete`: the names source directory `k.dir` holds; after the last part, remove
@@ -449,8 +522,19 @@ impl RecvSession {
 
 #[cfg(test)]
 mod tests {
-    use super::same_mtime;
+    use super::{held_whole, same_mtime};
     use linerate_proto::frame::Time;
+
+    #[test]
+    fn only_a_file_of_several_chunks_without_other_names_is_updated_in_place() {
+        let chunk = 64 << 10;
+        assert_eq!(held_whole(chunk + 1, chunk, false), Some(vec![(0, 2)]), "every chunk, the last one short");
+        assert_eq!(held_whole(3 * chunk, chunk, false), Some(vec![(0, 3)]));
+        assert_eq!(held_whole(u64::MAX, 1 << 23, false), Some(vec![(0, 1 << 41)]), "no overflow");
+        assert_eq!(held_whole(chunk, chunk, false), None, "one chunk: sent again");
+        assert_eq!(held_whole(0, chunk, false), None, "no chunk to hold");
+        assert_eq!(held_whole(3 * chunk, chunk, true), None, "another name shares its mode");
+    }
 
     #[test]
     fn modify_window_compares_seconds_within_the_window_and_nanoseconds_without_one() {

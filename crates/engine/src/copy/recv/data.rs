@@ -94,7 +94,7 @@ impl RecvSession {
                         if dry {
                             fsx::open_dir(&p, d.name).map(|fd| (fd, false))
                         } else {
-                            fsx::make_dir(&p, d.name)
+                            fsx::make_dir_replacing(&p, d.name)
                         }
                     });
                     if dry && r.is_err() {
@@ -146,7 +146,9 @@ impl RecvSession {
         }
         let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
         let made = match parent {
-            Ok(p) => fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime, ids).map_err(|e| (Some(p), e)),
+            Ok(p) => {
+                fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime, ids, self.in_the_way()).map_err(|e| (Some(p), e))
+            }
             Err(e) => Err((None, e)),
         };
         match made {
@@ -177,7 +179,7 @@ impl RecvSession {
         let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
         let sp = fsx::Special { kind: s.kind, rdev: (s.major, s.minor), mode: s.mode, mtime: s.mtime };
         let made = match parent {
-            Ok(p) => fsx::make_special(&p, &tmp, s.name, sp, ids).map_err(|e| (Some(p), e)),
+            Ok(p) => fsx::make_special(&p, &tmp, s.name, sp, ids, self.in_the_way()).map_err(|e| (Some(p), e)),
             Err(e) => Err((None, e)),
         };
         if let Err((dir, e)) = made {
@@ -228,6 +230,7 @@ impl RecvSession {
                     write: Mutex::new(()),
                     journal: None,
                     partial_in: None,
+                    in_place: false,
                     parent,
                     path,
                     name,
@@ -441,22 +444,32 @@ impl RecvSession {
                 }
                 (ErrorCode::Io, format!("{what}: {e}"))
             };
-            if self.has(FLAG_SPARSE) {
+            if self.has(FLAG_SPARSE) && !of.in_place {
                 // Holes and unwritten zeros at the end: the file still gets its full size.
                 of.inc.file.set_len(done.size).map_err(|e| io("setting the size", e))?;
             }
             if self.p.flags & FLAG_VERIFY != 0 {
+                if of.in_place {
+                    // Read from its start (the up-to-date check may have read it already).
+                    use std::io::Seek;
+                    (&of.inc.file).rewind().map_err(|e| io("re-reading for verification", e))?;
+                }
                 // Read while the session lives: an abort (the client gone, a deadline) stops the
                 // hashing at the next read instead of letting it hold a core and the session.
                 let mut h = blake3::Hasher::new();
                 let mut file = WhileAlive { file: &of.inc.file, aborted: &self.aborted };
                 h.update_reader(&mut file).map_err(|e| io("re-reading for verification", e))?;
                 if Some(*h.finalize().as_bytes()) != done.digest {
-                    return Err((ErrorCode::Integrity, "BLAKE3 of the written file differs from the source".into()));
+                    let what = if of.in_place {
+                        "BLAKE3 of the file at the destination"
+                    } else {
+                        "BLAKE3 of the written file"
+                    };
+                    return Err((ErrorCode::Integrity, format!("{what} differs from the source")));
                 }
             }
             // Every chunk was checked for offset and exact length and written, so the size is right.
-            if of.journal.is_none() && of.ids == (None, None) && fsx::created_with(of.mode) {
+            if !of.in_place && of.journal.is_none() && of.ids == (None, None) && fsx::created_with(of.mode) {
                 fsx::set_mtime(&of.inc.file, of.mtime).map_err(|e| io("setting the modification time", e))?;
             } else {
                 fsx::set_meta_owned(&of.inc.file, of.mode, of.mtime, of.ids)
@@ -465,11 +478,16 @@ impl RecvSession {
             if self.p.flags & FLAG_FSYNC != 0 {
                 of.inc.file.sync_all().map_err(|e| io("fsync", e))?;
             }
+            if of.in_place {
+                // Already under its name: only its metadata changed.
+                return Ok(());
+            }
+            let way = self.in_the_way();
             match (&of.partial_in, &of.inc.tmp) {
                 // A partial file: from the working directory into place (the same mount: checked
                 // when it was opened).
-                (Some(work), Some(part)) => fsx::rename_between(&work.fd, part, &of.parent, &of.name),
-                _ => fsx::commit_incoming(&of.parent, &of.inc, &of.name, &of.tmp),
+                (Some(work), Some(part)) => fsx::rename_between(&work.fd, part, &of.parent, &of.name, way),
+                _ => fsx::commit_incoming(&of.parent, &of.inc, &of.name, &of.tmp, way),
             }
             .map_err(|e| io("renaming into place", e))?;
             if let (Some(j), Some(work)) = (&of.journal, &of.partial_in) {

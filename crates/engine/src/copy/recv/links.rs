@@ -87,7 +87,7 @@ impl RecvSession {
             (target, at, Self::entry_path(st, parent, name))
         };
         let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
-        match target.and_then(|t| at.and_then(|a| fsx::hard_link(&t, first, &a, name, &tmp))) {
+        match target.and_then(|t| at.and_then(|a| fsx::hard_link(&t, first, &a, name, &tmp, self.in_the_way()))) {
             // A further name is not counted as a file on either side, as rsync's "regular files
             // transferred" does not count it (docs/PROTOCOL.md); a failure is an error like any.
             Ok(()) => {}

@@ -83,6 +83,9 @@ struct OpenFile {
     journal: Option<Mutex<Journal>>,
     /// For a resumable file: the working directory that holds it (`inc.tmp` names it there).
     partial_in: Option<Arc<WorkDir>>,
+    /// The destination's own file, whose data is up to date (every chunk answered as held):
+    /// opened read-only, given its metadata at its end, never renamed.
+    in_place: bool,
     parent: Arc<OwnedFd>,
     path: Vec<u8>,
     name: Box<[u8]>,
@@ -382,6 +385,16 @@ impl RecvSession {
 
     fn has(&self, flag: u32) -> bool {
         self.p.flags & flag != 0
+    }
+
+    /// What an entry may remove when a directory holds its name (a type change): rsync's rule,
+    /// the whole directory with `--delete`, else only an empty one.
+    fn in_the_way(&self) -> fsx::InTheWay {
+        if self.has(linerate_proto::frame::FLAG_DELETE) {
+            fsx::InTheWay::Tree
+        } else {
+            fsx::InTheWay::EmptyDir
+        }
     }
 
     /// Remove (or, for a resumable file when `keep` is set, preserve for the next run) what an

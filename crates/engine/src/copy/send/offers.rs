@@ -161,8 +161,15 @@ pub(super) fn on_want(
             t.would_files.fetch_add(1, Relaxed);
             t.would_bytes.fetch_add(f.size - held, Relaxed);
             skip(f.size);
-            let how = if held > 0 { format!(" (resume: {held} of {} bytes held)", f.size) } else { String::new() };
-            ListSink::say(list, &format!("would send {}{how}", shown(&f.path)));
+            ListSink::say(
+                list,
+                &match held {
+                    0 => format!("would send {}", shown(&f.path)),
+                    // The receiver holds all of it: only its metadata would change.
+                    h if h == f.size => format!("would update {} (its data is already there)", shown(&f.path)),
+                    h => format!("would send {} (resume: {h} of {} bytes held)", shown(&f.path), f.size),
+                },
+            );
         }
         verdict => {
             if verdict == WANT_MISSING && held > 0 {
