@@ -105,6 +105,8 @@ impl RecvSession {
             st = self.wait(st, left.max(Duration::from_millis(1)));
         }
         if self.aborted.load(Relaxed) {
+            // Not under the state's lock: the abort in progress needs it to finish.
+            drop(st);
             return self.aborted_outcome();
         }
         let ids = st.tracker.open_file_ids();
@@ -514,6 +516,8 @@ impl RecvSession {
         Ok(())
     }
 
+    /// Why the session was aborted, once the abort has told the client (it holds the reason's
+    /// lock until then). Never called under the state's lock.
     pub(super) fn aborted_outcome(&self) -> Outcome {
         let a = self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner).clone();
         Outcome::Aborted(a.unwrap_or(Abort::protocol("aborted")))

@@ -518,10 +518,15 @@ impl RecvSession {
 
     /// End the session: tell the client why, close every stream, remove temporary files.
     pub fn abort(&self, a: Abort) {
+        // Held until the `Fatal` is out and the streams are closed: the session's outcome waits
+        // for it ([`Self::aborted_outcome`]), so a `serve --once` cannot exit between another
+        // thread's seeing `aborted` and this one's telling the client why (the client then read
+        // only "unexpected end of file").
+        let mut reason = self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner);
         if self.aborted.swap(true, Relaxed) {
             return;
         }
-        *self.abort_reason.lock().unwrap_or_else(PoisonError::into_inner) = Some(a.clone());
+        *reason = Some(a.clone());
         self.lock().ctl.abort(a.code as u16, a.message.as_bytes());
         let _ = self.flush_control();
         for s in self.sockets.lock().unwrap_or_else(PoisonError::into_inner).iter() {
@@ -540,6 +545,7 @@ impl RecvSession {
         drop(st);
         self.settle_work_dir(false);
         self.changed.notify_all();
+        drop(reason);
     }
 
     /// Send frames on the control stream before the session runs (the server's `Target`).
