@@ -256,16 +256,28 @@ fn a_scrape_mid_copy_sees_bytes_and_a_wrong_key_is_refused_for_auth() {
     let (_, body) = get(&metrics, "/metrics");
     let bench = sample(&body, "linerate_received_bytes_total{kind=\"bench\"}").unwrap();
     assert!(bench > 1e6, "a 1 s loopback benchmark moved {bench} bytes to the agent\n{body}");
-    // `--repeat 3`: three runs, each a session of its own (issue 33); the figure is their mean
+    // `--repeat 3`: three runs, each a session of its own (issue 33); the figure is their mean.
+    // A session is counted when the agent ends it, which may be just after its client exits: each
+    // count is read once no benchmark session is running (a bounded look, not a wait for time).
     let sessions = |body: &str| sample(body, "linerate_sessions_total{kind=\"bench\",result=\"ok\"}").unwrap_or(0.0);
-    let before = sessions(&body);
+    let settled = || {
+        for _ in 0..500 {
+            let (_, body) = get(&metrics, "/metrics");
+            if sample(&body, "linerate_sessions_active{kind=\"bench\"}") == Some(0.0) {
+                return body;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("a benchmark session still running 10 s after its client exited");
+    };
+    let before = sessions(&settled());
     let o = bin()
         .args(["bench", &addr, "-t", "0.3", "--repeat", "3", "--json", "--no-save", "--key-file"])
         .arg(&key)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "bench --repeat 3: {}", text(&o));
-    let (_, body) = get(&metrics, "/metrics");
+    let body = settled();
     assert_eq!(sessions(&body) - before, 3.0, "three repeats, three sessions\n{body}");
     let doc: linerate_model::doc::bench::BenchDocument = serde_json::from_slice(&o.stdout).unwrap();
     let runs = &doc.points[0].repeats.runs;
