@@ -125,7 +125,25 @@ pub fn line_fit(x: &[f64], y: &[f64]) -> Option<LineFit> {
     let at_zero = my - slope * mx;
     let s2 = x.iter().zip(y).map(|(a, b)| (b - at_zero - slope * a).powi(2)).sum::<f64>() / (n - 2) as f64;
     let se = (s2 * (1.0 / n as f64 + mx * mx / sxx)).sqrt();
-    Some(LineFit { at_zero, slope, at_zero_se: se })
+    Some(LineFit { at_zero, slope, at_zero_se: se, slope_se: (s2 / sxx).sqrt(), n })
+}
+
+/// Two-sided Student t critical values for 95 % and 99 % confidence, by degrees of freedom 1..30
+/// (the last stands for every larger number).
+const T95: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+    2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+];
+const T99: [f64; 30] = [
+    63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977, 2.947, 2.921,
+    2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750,
+];
+
+/// The two-sided Student t critical value at `level` percent confidence (99, else 95) for `dof`
+/// degrees of freedom (at least 1; 30 and more read the 30 row, a slight overstatement).
+pub fn student_t(level: u32, dof: usize) -> f64 {
+    let table = if level >= 99 { &T99 } else { &T95 };
+    table[dof.clamp(1, table.len()) - 1]
 }
 
 /// A least-squares line ([`line_fit`]).
@@ -137,6 +155,19 @@ pub struct LineFit {
     pub slope: f64,
     /// The standard error of `at_zero`.
     pub at_zero_se: f64,
+    /// The standard error of `slope` (`√(s² / Sxx)`).
+    pub slope_se: f64,
+    /// How many points it was fitted to.
+    pub n: usize,
+}
+
+impl LineFit {
+    /// Whether the slope is told apart from zero at 95 % confidence: `|slope|` beyond Student's
+    /// t for `n − 2` degrees of freedom times its standard error. A line through points that
+    /// scatter around a flat one is not a trend to extrapolate by.
+    pub fn slope_is_significant(&self) -> bool {
+        self.slope.abs() > student_t(95, self.n.saturating_sub(2)) * self.slope_se
+    }
 }
 
 #[cfg(test)]

@@ -134,6 +134,12 @@ pub struct TestSpec {
     /// duration ([`TestSpec::grant_until_stopped`]) and says so in [`Ready::duration_ms`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub until_stopped: bool,
+    /// tcp-stream `--bidir` with connections of their own each way, as iperf3's `--bidir -P N`
+    /// opens them: `connections` send from the client (data connections `0..N`) and as many
+    /// send from the server (`N..2N`), so the test opens `2N`. Without it each of the `N`
+    /// connections carries both directions. An agent older than the field refuses it by name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub each_way: bool,
 }
 
 impl TestSpec {
@@ -169,6 +175,7 @@ impl TestSpec {
             server_cpu: None,
             bytes: None,
             until_stopped: false,
+            each_way: false,
         }
     }
 
@@ -196,7 +203,10 @@ impl TestSpec {
             }
             (TestKind::Profile, None) => return Err("a profile test needs a profile".into()),
             (_, Some(_)) => return Err("a profile was sent with a test that is not a profile test".into()),
-            _ => u64::from(self.connections),
+            _ if self.each_way && (self.kind, self.direction) != (TestKind::TcpStream, Direction::Bidir) => {
+                return Err("a connection each way applies to tcp-stream --bidir only".into())
+            }
+            _ => self.initial_connections(),
         };
         if conns == 0 || conns > u64::from(lim.max_connections) {
             return Err(format!("connections {conns}: must be 1 to {} on this server", lim.max_connections));
@@ -296,6 +306,7 @@ impl TestSpec {
     pub fn initial_connections(&self) -> u64 {
         match &self.profile {
             Some(p) => p.connections(),
+            None if self.each_way => 2 * u64::from(self.connections),
             None => u64::from(self.connections),
         }
     }

@@ -6,7 +6,7 @@ use crate::error::{Error, ResultExt};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use linerate_engine::bench::doc::{document, DocumentConfig};
-use linerate_engine::bench::stats::{confident_enough, Summary};
+use linerate_engine::bench::stats::confident_enough;
 use linerate_engine::bench::sweep;
 use linerate_engine::bench::text::{self, Point};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning};
@@ -453,6 +453,8 @@ fn base_spec(a: &BenchArgs, udp_size: u32) -> Result<TestSpec> {
     } else {
         Direction::Send
     };
+    // iperf3's --bidir -P N: N connections each way, 2N in all
+    s.each_way = a.bidir && kind == TestKind::TcpStream;
     if let Some(l) = a.length {
         s.msg_size = l;
         if a.response.is_none() && matches!(kind, TestKind::TcpRr | TestKind::TcpCrr) {
@@ -536,14 +538,6 @@ fn resolve_family(server: &str, family: Option<u8>, port: Option<u16>) -> Result
             Some(f) => format!("{server}: no IPv{f} address"),
             None => format!("{server}: no address"),
         })
-}
-
-/// The figure a point is judged by for repeats: transactions/s for rr-like tests, else goodput.
-fn headline(spec: &TestSpec, s: &Summary) -> f64 {
-    match spec.kind {
-        TestKind::TcpRr | TestKind::TcpCrr => s.transactions_per_s.unwrap_or(0.0),
-        _ => s.throughput_bps,
-    }
 }
 
 /// Run `linerate bench`: 0 the test ran, 2 bad usage or a test the server refused, 3 the
@@ -741,7 +735,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
                 return Err(Error::reported(crate::error::Kind::Closed));
             }
             let s = r.summary(link);
-            runs.push(headline(&spec, &s));
+            runs.push(s.headline(spec.kind));
             latencies.extend(s.latency_us.as_ref().map(RunLatency::of));
             steal.push(SidePair { local: s.cpu.local.steal, remote: s.cpu.remote.steal });
             last = Some((r, s));
@@ -752,7 +746,9 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
                 break;
             }
         }
-        let Some((result, summary)) = last else { continue };
+        let Some((result, mut summary)) = last else { continue };
+        // One figure per point: what is printed, the document and the store all have the mean.
+        summary.mean_of_repeats(spec.kind, &runs, &latencies);
         if !(a.json || a.csv) {
             out.say(&text::table(&result, &summary, &runs, level as u32))?;
         }

@@ -105,6 +105,10 @@ enum ReportCmd {
         /// Compare runs of different kinds or key parameters anyway, side by side.
         #[arg(long)]
         force: bool,
+        /// Judge every figure as measured, never by its counterpart without the hypervisor's
+        /// steal (which repeated runs carry where the steal varied enough to fit a line).
+        #[arg(long)]
+        no_steal_adjust: bool,
     },
     /// One self-contained HTML file with every chart of the runs, side by side.
     Html {
@@ -269,7 +273,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             outln!("{}", r.id)?;
             Ok(())
         }
-        ReportCmd::Compare { runs, against, threshold, sigmas, force } => {
+        ReportCmd::Compare { runs, against, threshold, sigmas, force, no_steal_adjust } => {
             if !(threshold.is_finite() && threshold >= 0.0) {
                 return Err(Error::usage(format!("--threshold must be a percentage ≥ 0, not {threshold}")));
             }
@@ -301,7 +305,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             let c = linerate_report::compare::compare_by(
                 &ra,
                 &rb,
-                linerate_report::compare::Rule { threshold_pct: threshold, sigmas },
+                linerate_report::compare::Rule { threshold_pct: threshold, sigmas, steal_adjust: !no_steal_adjust },
             );
             if c.kinds_differ && !force {
                 return Err(Error::usage(format!(

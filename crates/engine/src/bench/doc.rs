@@ -242,6 +242,7 @@ pub fn test_doc(s: &TestSpec, addr: &SocketAddr, tuning: &ClientTuning) -> Bench
             cport: tuning.cport,
             client_cpu: tuning.cpu,
             server_cpu: s.server_cpu,
+            each_way: s.each_way,
         },
     }
 }

@@ -25,6 +25,19 @@ const TIMER: Token = Token(usize::MAX - 1);
 /// share a worker. With many, every turn is one read or write, so a pass over all of them is
 /// short and no connection starves (see [`Worker::turn`]).
 const TURN: usize = 16;
+
+/// The time's worth of a paced stream one write may carry: 10 ms, at most a write buffer (`-l`).
+/// iperf3 writes whole blocks when its 1 ms pacing timer allows; this writes at most 100 times a
+/// second per stream, however slow the pace.
+const PACE_QUANTUM: Duration = Duration::from_millis(10);
+
+/// How far above its pace a paced stream's kernel pacing rate is set: the user-space pacer
+/// keeps the average, the kernel only spreads each quantum. At exactly the pace BBR's cycles
+/// below it were not made up (5 Gbit/s asked, 4.5 delivered on loopback).
+const PACING_HEADROOM: f64 = 1.25;
+
+/// The least a paced write carries (a slow pace waits for this much): one full segment.
+const MIN_PACE_WRITE: u64 = 1448;
 /// Connections per worker above which a turn is a single read or write.
 const MANY: usize = 32;
 /// How long before an open-loop request is due its worker stops sleeping and polls instead:
@@ -50,6 +63,11 @@ pub(crate) struct SockOpts {
     pub mss: Option<u32>,
     /// IP_TOS (IPv4) or IPV6_TCLASS (IPv6).
     pub tos: Option<u8>,
+    /// SO_MAX_PACING_RATE, bytes/s: a paced stream's sender is paced by the kernel (TCP's own
+    /// pacing, or fq's), so that the bursts the user-space pacer writes ([`PACE_QUANTUM`])
+    /// leave as a steady stream; [`PACING_HEADROOM`] above the pace, which the user-space pacer
+    /// keeps.
+    pub pacing: Option<u64>,
 }
 
 impl SockOpts {
@@ -62,6 +80,10 @@ impl SockOpts {
             congestion: spec.congestion.clone(),
             mss: None,
             tos: spec.tos,
+            pacing: (spec.kind == linerate_proto::bench::TestKind::TcpStream)
+                .then(|| super::scripts::pace(spec, super::scripts::senders(spec)))
+                .flatten()
+                .map(|p| (p.per_sec * PACING_HEADROOM).ceil() as u64),
         }
     }
 
@@ -85,6 +107,10 @@ impl SockOpts {
         }
         if let Some(t) = self.tos {
             set_tos(s, t)?;
+        }
+        if let Some(rate) = self.pacing {
+            // Best effort: where the kernel refuses it, the user-space pacer alone keeps the rate.
+            let _ = crate::net::sys::set_max_pacing_rate(&**s, rate);
         }
         Ok(())
     }
@@ -194,6 +220,24 @@ impl Dialer {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pace {
     pub per_sec: f64,
+}
+
+impl Pace {
+    /// A paced stream's next write, `elapsed` into the test with `sent` bytes written and a
+    /// write buffer of `buf` bytes: `Ok(bytes)` to write now, or `Err(wait)` until a quantum is
+    /// allowed. Writes come in quanta ([`PACE_QUANTUM`] of the pace, at least a segment, at most
+    /// the buffer), not in whatever a few microseconds allowed: a write per ACK of ~200 bytes
+    /// cost 10-16 x iperf3's client CPU at 100 Mbit/s (issue 43). The kernel's pacing
+    /// (`SO_MAX_PACING_RATE`) spreads each quantum on the wire.
+    pub(crate) fn next_write(&self, sent: u64, elapsed: Duration, buf: usize) -> Result<usize, Duration> {
+        let quantum = ((self.per_sec * PACE_QUANTUM.as_secs_f64()) as u64).max(MIN_PACE_WRITE).min(buf as u64).max(1);
+        let allowed = (self.per_sec * elapsed.as_secs_f64()) as u64;
+        if sent + quantum > allowed {
+            let wait = Duration::from_secs_f64(((sent + quantum - allowed) as f64 / self.per_sec).min(1.0));
+            return Err(wait.max(Duration::from_micros(200)));
+        }
+        Ok(buf.min(usize::try_from(allowed - sent).unwrap_or(usize::MAX)))
+    }
 }
 
 /// What a connection does.
@@ -797,13 +841,10 @@ impl Worker {
         for _ in 0..turn {
             let mut n = self.wbuf.len();
             if let Some(p) = pace {
-                let elapsed = self.counters.since_start();
-                let allowed = (p.per_sec * elapsed.as_secs_f64()) as u64;
-                if c.sent >= allowed {
-                    let wait = Duration::from_secs_f64(((c.sent + n as u64 - allowed) as f64 / p.per_sec).min(1.0));
-                    return Drive::Park(Instant::now() + wait.max(Duration::from_micros(200)));
+                match p.next_write(c.sent, self.counters.since_start(), n) {
+                    Ok(k) => n = k,
+                    Err(wait) => return Drive::Park(Instant::now() + wait),
                 }
-                n = n.min((allowed - c.sent).max(1) as usize);
             }
             // A byte count (iperf3 -n) spent: end this side of the stream; the receiver closes
             // once it has read everything, and that close ends the connection here.
@@ -1393,6 +1434,36 @@ fn closed_or(e: io::Error) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paced_stream_writes_in_quanta_and_keeps_its_average() {
+        let ms = Duration::from_millis;
+        // 100 Mbit/s: 12.5 MB/s, a 10 ms quantum of 125,000 bytes within a 128 KiB buffer
+        let p = Pace { per_sec: 12.5e6 };
+        assert_eq!(p.next_write(0, ms(0), 131_072), Err(ms(10)), "nothing allowed yet: wait for a quantum");
+        // a few microseconds' allowance is not written: the wait is for the rest of a quantum
+        assert_eq!(
+            p.next_write(125_000, Duration::from_micros(10_016), 131_072),
+            Err(ms(10) - Duration::from_micros(16))
+        );
+        assert_eq!(p.next_write(0, ms(10), 131_072), Ok(125_000));
+        // behind its schedule (a slow loop): catches up a buffer at a time
+        assert_eq!(p.next_write(0, ms(100), 131_072), Ok(131_072));
+        // over a second of writes the pace is kept: at most what the time allowed
+        let (mut sent, mut t, mut writes) = (0u64, Duration::ZERO, 0);
+        while t < Duration::from_secs(1) {
+            match p.next_write(sent, t, 131_072) {
+                Ok(n) => (sent, writes) = (sent + n as u64, writes + 1),
+                Err(wait) => t += wait,
+            }
+        }
+        assert!(writes <= 101 && (12.3e6..=12.5e6).contains(&(sent as f64)), "{writes} writes, {sent} bytes");
+        // a slow pace writes a segment at least; a tiny buffer (-l 100) is written whole
+        let slow = Pace { per_sec: 1000.0 };
+        assert_eq!(slow.next_write(0, Duration::from_secs(2), 131_072), Ok(2000));
+        assert!(slow.next_write(0, Duration::from_secs(1), 131_072).is_err(), "1000 bytes: under a segment");
+        assert_eq!(slow.next_write(0, Duration::from_secs(1), 100), Ok(100));
+    }
 
     #[test]
     fn dialed_sockets_carry_the_congestion_control_asked_for() {

@@ -32,11 +32,13 @@ pub(crate) fn pace(spec: &TestSpec, conns: u64) -> Option<Pace> {
 
 /// The role of a long-lived client connection.
 pub(crate) fn client_role(spec: &TestSpec, slot: u32) -> Role {
-    let p = pace(spec, spec.initial_connections());
+    let p = pace(spec, senders(spec));
     match spec.kind {
         TestKind::TcpStream => match spec.direction {
             Direction::Send => Role::Source { pace: p },
             Direction::Receive => Role::Sink,
+            Direction::Bidir if spec.each_way && slot < spec.connections => Role::Source { pace: p },
+            Direction::Bidir if spec.each_way => Role::Sink,
             Direction::Bidir => Role::Duplex { pace: p },
         },
         // Open loop on long-lived connections: pipelined, as sockperf's under-load mode.
@@ -51,13 +53,24 @@ pub(crate) fn client_role(spec: &TestSpec, slot: u32) -> Role {
     }
 }
 
-/// The role of a server connection for this test.
-pub(crate) fn server_role(spec: &TestSpec) -> Role {
-    let p = pace(spec, spec.initial_connections());
+/// The connections that send in each direction that sends: a total rate is shared by them.
+pub(crate) fn senders(spec: &TestSpec) -> u64 {
+    if spec.each_way {
+        u64::from(spec.connections)
+    } else {
+        spec.initial_connections()
+    }
+}
+
+/// The role of the server's end of data connection `slot` for this test.
+pub(crate) fn server_role(spec: &TestSpec, slot: u32) -> Role {
+    let p = pace(spec, senders(spec));
     match spec.kind {
         TestKind::TcpStream => match spec.direction {
             Direction::Send => Role::Sink,
             Direction::Receive => Role::Source { pace: p },
+            Direction::Bidir if spec.each_way && slot < spec.connections => Role::Sink,
+            Direction::Bidir if spec.each_way => Role::Source { pace: p },
             Direction::Bidir => Role::Duplex { pace: p },
         },
         TestKind::TcpRr | TestKind::TcpCrr => Role::RrServer {

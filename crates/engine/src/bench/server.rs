@@ -597,7 +597,7 @@ impl Acceptor {
                 next_shared += 1;
                 &workers[(next_shared - 1) % shared.max(1)]
             };
-            w.give(Conn::new(s, h.conn, scripts::server_role(spec)));
+            w.give(Conn::new(s, h.conn, scripts::server_role(spec, h.conn)));
         };
         let mut refused = 0u64;
         while !stop.load(Relaxed) {

@@ -24,8 +24,8 @@ pub struct TestResult {
     pub group_latency: Vec<Option<Latency>>,
 }
 
-use linerate_model::doc::bench::CurvePoint;
 pub use linerate_model::doc::bench::{Confidence, Efficiency, Fairness, GroupFigures, Latency};
+use linerate_model::doc::bench::{CurvePoint, RunLatency};
 use linerate_model::host::HostInfo;
 
 /// Latency percentiles, in microseconds, of a histogram of nanoseconds.
@@ -140,6 +140,44 @@ pub struct Summary {
 }
 
 pub use linerate_model::doc::bench::CpuPair;
+
+impl Summary {
+    /// The figure a point is judged by for repeats: transactions/s for rr-like tests, else
+    /// goodput.
+    pub fn headline(&self, kind: TestKind) -> f64 {
+        match kind {
+            TestKind::TcpRr | TestKind::TcpCrr => self.transactions_per_s.unwrap_or(0.0),
+            _ => self.throughput_bps,
+        }
+    }
+
+    /// A repeated point's figures as the store keeps them (issue 43: the text and `--json` had
+    /// the last run's 8.61 Gbit/s where the store had the mean, 7.84): its headline
+    /// ([`Summary::headline`]) the mean of the runs' (`runs`), its latency percentiles the mean
+    /// of the runs' percentiles (`latencies`). The rest (each direction, CPU, connections) stays
+    /// the last run's. Fewer than two runs change nothing.
+    pub fn mean_of_repeats(&mut self, kind: TestKind, runs: &[f64], latencies: &[RunLatency]) {
+        use linerate_model::stats::mean;
+        if runs.len() < 2 {
+            return;
+        }
+        if let Some(m) = mean(runs) {
+            match kind {
+                TestKind::TcpRr | TestKind::TcpCrr => self.transactions_per_s = Some(m),
+                _ => self.throughput_bps = m,
+            }
+        }
+        if let (Some(l), true) = (&mut self.latency_us, latencies.len() >= 2) {
+            let of = |f: fn(&RunLatency) -> f64| mean(&latencies.iter().map(f).collect::<Vec<_>>());
+            (l.p50, l.p90, l.p99, l.p999) = (
+                of(|r| r.p50).unwrap_or(l.p50),
+                of(|r| r.p90).unwrap_or(l.p90),
+                of(|r| r.p99).unwrap_or(l.p99),
+                of(|r| r.p999).unwrap_or(l.p999),
+            );
+        }
+    }
+}
 
 /// Busy share of the machine: everything but idle and time stolen by the hypervisor.
 pub fn busy(c: &CpuShare) -> f64 {
@@ -293,16 +331,6 @@ fn timestamps_on() -> bool {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_timestamps").map_or(true, |s| s.trim() != "0")
 }
 
-/// Two-sided Student t critical values for 95% and 99% confidence, by degrees of freedom 1..30.
-const T95: [f64; 30] = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-    2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-];
-const T99: [f64; 30] = [
-    63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977, 2.947, 2.921,
-    2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750,
-];
-
 /// The confidence interval of `xs` at `level` (95 or 99) percent; None for fewer than 2 values.
 pub fn confidence(xs: &[f64], level: u32) -> Option<Confidence> {
     let n = xs.len();
@@ -311,8 +339,7 @@ pub fn confidence(xs: &[f64], level: u32) -> Option<Confidence> {
     }
     let mean = xs.iter().sum::<f64>() / n as f64;
     let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let table = if level >= 99 { &T99 } else { &T95 };
-    let t = table[(n - 2).min(table.len() - 1)];
+    let t = linerate_model::stats::student_t(level, n - 1);
     let hw = t * (var / n as f64).sqrt();
     Some(Confidence {
         n,

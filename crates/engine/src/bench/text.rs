@@ -48,8 +48,9 @@ pub fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> S
         TestKind::UdpStream => format!(", {}-byte datagrams", s.msg_size),
         _ => String::new(),
     };
+    let each_way = if s.each_way { format!(" ({} each way)", s.connections) } else { String::new() };
     format!(
-        "linerate bench {} to {addr}, {} connection{}, {dir}, {length}{}{datagrams}{}{pt}",
+        "linerate bench {} to {addr}, {} connection{}{each_way}, {dir}, {length}{}{datagrams}{}{pt}",
         s.kind.name(),
         s.initial_connections(),
         if s.initial_connections() == 1 { "" } else { "s" },
@@ -63,11 +64,14 @@ fn pacing(s: &TestSpec) -> String {
     let Some(total) = s.rate.filter(|_| matches!(s.kind, TestKind::TcpStream | TestKind::UdpStream)) else {
         return String::new();
     };
-    let n = s.initial_connections().max(1);
+    // each way: the rate is each direction's, shared by its senders
+    let (n, all) =
+        if s.each_way { (u64::from(s.connections), " each way") } else { (s.initial_connections(), " in all") };
+    let n = n.max(1);
     if n == 1 {
-        return format!(", paced at {}", format_rate(total as f64));
+        return format!(", paced at {}{}", format_rate(total as f64), if s.each_way { all } else { "" });
     }
-    format!(", paced at {} per stream ({} in all)", format_rate(total as f64 / n as f64), format_rate(total as f64))
+    format!(", paced at {} per stream ({}{all})", format_rate(total as f64 / n as f64), format_rate(total as f64))
 }
 
 /// The line said once a test until Ctrl-C (iperf3 `-t 0`) is admitted: how long the agent lets
@@ -251,21 +255,29 @@ pub fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
     let mut o = String::from("\n");
     o += &per_connection(r);
     let row = |o: &mut String, k: &str, v: String| o.push_str(&format!("  {k:<18}{v}\n"));
+    // A repeated point's headline and percentiles are its runs' mean (`Summary::mean_of_repeats`),
+    // its other figures the last run's: each line says which.
+    let repeated = runs.len() > 1;
+    let (mean, last) =
+        if repeated { (format!(" (the mean of {} runs)", runs.len()), "the last run: ") } else { (String::new(), "") };
+    let rr = s.transactions_per_s.is_some();
     row(
         &mut o,
         "goodput",
         format!(
-            "{}  (client→server {}, server→client {}; counted at the receiver)",
+            "{}{}  ({last}client→server {}, server→client {}; counted at the receiver)",
             format_rate(s.throughput_bps),
+            if rr { "" } else { mean.as_str() },
             format_rate(s.send_bps),
             format_rate(s.receive_bps)
         ),
     );
     if let Some(t) = s.transactions_per_s {
-        row(&mut o, "transactions", format!("{t:.0}/s"));
+        row(&mut o, "transactions", format!("{t:.0}/s{mean}"));
     }
     if let Some(l) = &s.latency_us {
-        row(&mut o, "latency µs", latency_line(l));
+        let which = if repeated { " (p50–p99.9: the mean of the runs')" } else { "" };
+        row(&mut o, "latency µs", format!("{}{which}", latency_line(l)));
     }
     // A profile's groups each on their own: the latency probe apart from the bulk beside it.
     if s.groups.len() > 1 {
@@ -738,6 +750,33 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_points_table_prints_the_mean_the_store_keeps_and_says_what_is_the_last_runs() {
+        let mut pts = fixture_points();
+        let p = &mut pts[0];
+        p.runs = vec![8.61e9, 7.0e9, 7.91e9];
+        p.summary.throughput_bps = 8.61e9;
+        p.summary.mean_of_repeats(p.result.spec.kind, &p.runs, &[]);
+        let t = table(&p.result, &p.summary, &p.runs, 95);
+        let goodput = t.lines().find(|l| l.trim_start().starts_with("goodput")).unwrap();
+        assert!(goodput.contains("7.84 Gbit/s (the mean of 3 runs)  (the last run: client→server"), "{goodput}");
+        // transactions: the mean of the runs', latency percentiles the mean of theirs
+        let p = &mut pts[1];
+        p.runs = vec![3000.0, 2000.0];
+        let lat = |p50| linerate_model::doc::bench::RunLatency { p50, p90: 40.0, p99: 50.0, p999: 60.0 };
+        p.summary.mean_of_repeats(p.result.spec.kind, &p.runs, &[lat(20.0), lat(30.0)]);
+        assert_eq!(p.summary.transactions_per_s, Some(2500.0));
+        assert_eq!(p.summary.latency_us.as_ref().map(|l| (l.p50, l.p99)), Some((25.0, 50.0)));
+        let t = table(&p.result, &p.summary, &p.runs, 95);
+        assert!(t.contains("transactions      2500/s (the mean of 2 runs)"), "{t}");
+        assert!(t.contains("(p50–p99.9: the mean of the runs')"), "{t}");
+        // one run: its own figures, unchanged
+        let p = &mut pts[2];
+        let before = p.summary.throughput_bps;
+        p.summary.mean_of_repeats(p.result.spec.kind, &[1.0], &[]);
+        assert_eq!(p.summary.throughput_bps, before);
+    }
+
+    #[test]
     fn the_csv_has_a_header_and_a_row_per_point() {
         let text = csv(&fixture_points());
         assert_eq!(text.lines().count(), 4);
@@ -752,7 +791,11 @@ mod tests {
         (paced.connections, paced.rate) = (4, Some(400_000_000));
         let mut forever = TestSpec::new(TestKind::UdpStream);
         (forever.msg_size, forever.rate, forever.until_stopped) = (32_768, Some(1_000_000), true);
+        let mut bidir = paced.clone();
+        (bidir.direction, bidir.each_way, bidir.connections, bidir.rate) =
+            (linerate_proto::bench::Direction::Bidir, true, 2, Some(200_000_000));
         let mut all = banner(&paced, &addr, &[]) + "\n" + &banner(&forever, &addr, &[]) + "\n";
+        all += &(banner(&bidir, &addr, &[]) + "\n");
         assert_eq!(granted(&paced), None);
         forever.duration_ms = 3_600_000;
         all += &granted(&forever).unwrap();

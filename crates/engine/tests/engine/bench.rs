@@ -88,6 +88,33 @@ fn tcp_stream_each_direction_counts_at_the_receiver() {
 }
 
 #[test]
+fn bidir_each_way_opens_its_connections_in_each_direction_as_iperf3_does() {
+    let (h, secret) = agent(|_| {});
+    let mut s = spec(TestKind::TcpStream, 2, 400);
+    s.direction = Direction::Bidir;
+    s.each_way = true;
+    let r = run(&h, &secret, &s);
+    // 2 each way: the server accepted 4 data connections; 0 and 1 carry the client's data
+    // only, 2 and 3 the server's only (a connection carrying both would count on both sides)
+    assert_eq!((r.local.conns.len(), r.remote.conns.len()), (4, 4), "{:?}", r.remote.conns);
+    for id in 0..4u32 {
+        let at = |side: &[linerate_proto::bench::ConnCounts]| side.iter().find(|c| c.id == id).map_or(0, |c| c.rx);
+        let (srv, cli) = (at(&r.remote.conns), at(&r.local.conns));
+        if id < 2 {
+            assert!(srv > 100_000 && cli == 0, "connection {id} sends from the client: server got {srv}, client {cli}");
+        } else {
+            assert!(cli > 100_000 && srv == 0, "connection {id} sends from the server: server got {srv}, client {cli}");
+        }
+    }
+    let sum = r.summary(None);
+    assert!(sum.send_bps > 1e6 && sum.receive_bps > 1e6, "{} {}", sum.send_bps, sum.receive_bps);
+    // each way applies to tcp-stream --bidir only
+    let mut bad = spec(TestKind::TcpStream, 2, 100);
+    bad.each_way = true;
+    assert!(bad.validate(&linerate_proto::bench::Limits::default()).is_err());
+}
+
+#[test]
 fn congestion_control_is_set_on_both_sides_or_refused_naming_the_sysctl() {
     let (h, secret) = agent(|_| {});
     let in_use = |h: &linerate_model::host::HostInfo| h.congestion_control_in_use.clone();

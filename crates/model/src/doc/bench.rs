@@ -75,6 +75,10 @@ pub struct TestOptions {
     /// See `client_cpu`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu: Option<u32>,
+    /// `--bidir` over connections of their own each way (`connections` each way, as iperf3's
+    /// `--bidir -P N`); absent: each connection carried both directions (before issue 43).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub each_way: bool,
 }
 
 /// A test as the client asked for it: the protocol's test spec (`linerate_proto::bench::TestSpec`)

@@ -127,7 +127,8 @@ fn test_params(t: &BenchTest) -> RunParams {
     RunParams {
         version: Some(t.version),
         kind: Some(t.kind.clone()),
-        direction: Some(t.direction.clone()),
+        // a connection each way is another test than connections carrying both ways
+        direction: Some(if o.each_way { format!("{} each way", t.direction) } else { t.direction.clone() }),
         connections: Some(t.connections),
         duration_ms: Some(t.duration_ms),
         omit_ms: Some(t.omit_ms),
@@ -267,15 +268,24 @@ fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
     }
 }
 
+/// The least spread of the runs' steal (standard deviation, share of the CPU time) a line through
+/// their (steal, figure) points is fitted to: 1 percentage point. Below it the runs were made at
+/// about the same steal and the line's slope is the figure's noise over a tick of `/proc/stat`
+/// (issue 43: readings of 0 and one 0.005 gave a slope of −186 Gbit/s per unit of steal and a
+/// figure 5.2 % above every run).
+pub const MIN_STEAL_SD: f64 = 0.01;
+
 /// A repeated one-point run's goal figure with the hypervisor's steal taken out (issue 33):
 /// `GOAL.steal_adjusted` ([`crate::compare::STEAL_ADJUSTED`]), from the runs that kept their
 /// steal (`--repeat`, three or more): the figure at zero steal of the least-squares line through
 /// the runs' (steal, figure) points (the larger of the two machines' steal), with the standard
 /// error of that estimate as its noise ([`SpreadOf::Fit`]). The line is the measurement's own:
 /// a test the CPU bounds loses to the steal as much as it does here, one a link bounds not at
-/// all (slope 0). A line that rises with the steal (noise) says the steal cost nothing, and a
-/// run with a rate cap is bound by its cap, not by the CPU: for both, the runs' mean and their
-/// spread.
+/// all (slope 0). The line is used only where it can be estimated (issue 43): the runs' steal
+/// spread at least [`MIN_STEAL_SD`], and a slope that falls with the steal and is told apart
+/// from zero ([`linerate_model::stats::LineFit::slope_is_significant`]). Otherwise, and for a
+/// run with a rate cap (bound by its cap, not by the CPU), the figure is the runs' mean with
+/// their spread ([`SpreadOf::Repeats`]), and `report compare` says which of the two it judged.
 fn steal_adjusted(r: &mut RunReport, doc: &BenchDocument) {
     let [p] = doc.points.as_slice() else { return };
     let (runs, steal) = (&p.repeats.runs, &p.repeats.steal);
@@ -290,7 +300,7 @@ fn steal_adjusted(r: &mut RunReport, doc: &BenchDocument) {
         return;
     }
     let name = format!("{goal}{}", crate::compare::STEAL_ADJUSTED);
-    match linerate_model::stats::line_fit(&stolen, runs).filter(|f| f.slope < 0.0 && !capped) {
+    match steal_fit(&stolen, runs).filter(|_| !capped) {
         Some(f) => {
             r.metric(&name, f.at_zero, &m.unit, m.better);
             r.spreads.push(Spread { metric: name, sd: f.at_zero_se, n: runs.len() as u64, of: SpreadOf::Fit });
@@ -301,6 +311,16 @@ fn steal_adjusted(r: &mut RunReport, doc: &BenchDocument) {
             r.set_spread(&name, runs, SpreadOf::Repeats);
         }
     }
+}
+
+/// The line through the runs' (steal, figure) points, where it can be estimated: the steal
+/// spread at least [`MIN_STEAL_SD`], a slope that falls and is significant.
+fn steal_fit(stolen: &[f64], runs: &[f64]) -> Option<linerate_model::stats::LineFit> {
+    let spread = linerate_model::stats::std_dev(stolen)?;
+    if spread < MIN_STEAL_SD {
+        return None;
+    }
+    linerate_model::stats::line_fit(stolen, runs).filter(|f| f.slope < 0.0 && f.slope_is_significant())
 }
 
 /// One bar per connection, labelled `#ID`.
@@ -610,6 +630,23 @@ mod tests {
         let r = from_bench(&doc).unwrap();
         assert!(close(r.find_metric(name).unwrap().value, 10e9));
         assert_eq!(r.spread(name).map(|s| (s.n, s.of)), Some((4, SpreadOf::Repeats)));
+        // issue 43's case: steal read 0 but for one tick of 0.005 in one run, a run faster than
+        // the others: the line would put the figure at zero steal above every run; the mean
+        doc.points[0].repeats.runs = vec![8.0e9, 7.6e9, 8.1e9, 7.7e9, 7.5e9];
+        doc.points[0].repeats.steal = [0.0, 0.0, 0.0, 0.005, 0.0].map(|x| pair(x, 0.0)).to_vec();
+        let r = from_bench(&doc).unwrap();
+        assert!(close(r.find_metric(name).unwrap().value, 7.78e9), "{:?}", r.find_metric(name));
+        assert_eq!(r.spread(name).map(|s| s.of), Some(SpreadOf::Repeats));
+        // the steal spread enough, but the runs scatter around a flat line: no trend, the mean
+        doc.points[0].repeats.steal = [0.0, 0.1, 0.2, 0.0, 0.1].map(|x| pair(0.0, x)).to_vec();
+        doc.points[0].repeats.runs = vec![8e9, 9e9, 8.5e9, 9.5e9, 8.2e9];
+        let r = from_bench(&doc).unwrap();
+        assert_eq!(r.spread(name).map(|s| s.of), Some(SpreadOf::Repeats), "{:?}", r.find_metric(name));
+        // the same steal with a clear fall: fitted
+        doc.points[0].repeats.runs = vec![10e9, 8.1e9, 5.9e9, 10.1e9, 8e9];
+        let r = from_bench(&doc).unwrap();
+        assert_eq!(r.spread(name).map(|s| s.of), Some(SpreadOf::Fit), "{:?}", r.find_metric(name));
+        doc.points[0].repeats.runs = vec![8e9, 10e9, 6e9, 9e9];
         // every run's steal the same: nothing to fit, the mean
         doc.points[0].repeats.steal = vec![pair(0.1, 0.0); 4];
         assert_eq!(from_bench(&doc).unwrap().spread(name).map(|s| s.of), Some(SpreadOf::Repeats));
