@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 pub mod bench;
 pub mod cp;
 pub mod example;
+pub mod iperf3;
 pub mod lab;
 pub mod mesh;
 

@@ -177,6 +177,11 @@ pub struct BenchArgs {
     /// Print one JSON document (schema linerate.bench/1) on stdout (iperf3 -J).
     #[arg(short = 'J', long, conflicts_with = "csv")]
     json: bool,
+    /// Print iperf3's -J document instead (its field names for what both tools have: end.sum_sent,
+    /// end.sum_received, intervals[].sum...), so that parsers written for iperf3 read the test.
+    /// One tcp-stream or udp-stream test: no --sweep, --repeat or profile.
+    #[arg(long, conflicts_with_all = ["csv", "json"])]
+    json_iperf3: bool,
     /// TCP congestion control on the data connections of both hosts (reno, cubic, bbr; iperf3
     /// -C); the kernel must offer it (sysctl net.ipv4.tcp_available_congestion_control).
     #[arg(short = 'C', long = "congestion", value_name = "ALGO", value_parser = parse_congestion)]
@@ -229,7 +234,7 @@ pub struct BenchArgs {
 }
 
 /// The options that only a client has: refused with `-s`, which runs the agent instead.
-const CLIENT_ONLY: [&str; 44] = [
+const CLIENT_ONLY: [&str; 45] = [
     "server",
     "client",
     "title",
@@ -261,6 +266,7 @@ const CLIENT_ONLY: [&str; 44] = [
     "repeat",
     "confidence",
     "json",
+    "json_iperf3",
     "csv",
     "congestion",
     "set_mss",
@@ -609,6 +615,16 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     };
     let (level, width) = pair(&a.confidence, "--confidence").usage()?;
     let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
+    if a.json_iperf3 {
+        use linerate_model::doc::iperf3::NotIperf3;
+        if points.len() != 1 || rmax > 1 {
+            return Err(Error::usage(format!("--json-iperf3: {}", NotIperf3::NotOnePoint)));
+        }
+        if let Some((_, s)) = points.iter().find(|(_, s)| !matches!(s.kind, TestKind::TcpStream | TestKind::UdpStream))
+        {
+            return Err(Error::usage(format!("--json-iperf3: {}", NotIperf3::Kind(s.kind.name().into()))));
+        }
+    }
     // Every rule that does not depend on the server's caps, before anything is printed.
     let open = linerate_proto::bench::Limits { max_duration_ms: u64::MAX, ..Default::default() };
     for (_, spec) in &points {
@@ -652,7 +668,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         None => None,
     };
     // The JSON and CSV documents stay machine-readable: no prefixes.
-    let plain = a.json || a.csv;
+    let plain = a.json || a.csv || a.json_iperf3;
     let mut out = Out { to, title: a.title.clone().filter(|_| !plain), timestamps: a.timestamps && !plain };
     let mut client = BenchClient::connect(cfg.clone())?;
     if a.length.is_none() && points.iter().any(|(_, s)| s.kind == TestKind::UdpStream) {
@@ -691,7 +707,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             }
         }
     }
-    let live = !(a.quiet || a.json || a.csv);
+    let live = !(a.quiet || a.json || a.csv || a.json_iperf3);
     let lines = live && a.interval > 0.0;
     let link = a.link_rate.map(|r| (r as f64, a.mtu));
     let mut done = Vec::new();
@@ -749,7 +765,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         let Some((result, mut summary)) = last else { continue };
         // One figure per point: what is printed, the document and the store all have the mean.
         summary.mean_of_repeats(spec.kind, &runs, &latencies);
-        if !(a.json || a.csv) {
+        if !(a.json || a.csv || a.json_iperf3) {
             out.say(&text::table(&result, &summary, &runs, level as u32))?;
         }
         let behind = result.latency.as_ref().and_then(|l| l.behind_schedule);
@@ -780,12 +796,18 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             .internal()
             .and_then(|run| crate::cmd::report::save_run(a.db.as_deref(), &run));
         match saved {
-            Ok(id) if !(a.quiet || a.json || a.csv) => errln!("saved as run {id} (linerate report show {id})")?,
+            Ok(id) if !(a.quiet || a.json || a.csv || a.json_iperf3) => {
+                errln!("saved as run {id} (linerate report show {id})")?
+            }
             Ok(_) => {}
             Err(e) => errln!("linerate bench: warning: the run was not saved: {e:#}")?,
         }
     }
-    if a.json {
+    if a.json_iperf3 {
+        let i =
+            linerate_model::doc::iperf3::from_bench(&doc).map_err(|e| Error::usage(format!("--json-iperf3: {e}")))?;
+        out.say(&serde_json::to_string_pretty(&i).internal()?)?;
+    } else if a.json {
         out.say(&serde_json::to_string(&doc).internal()?)?;
     } else if a.csv {
         out.say(text::csv(&done).trim_end())?;

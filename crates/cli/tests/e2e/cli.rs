@@ -408,6 +408,41 @@ fn exit_within_a_minute(agent: &mut std::process::Child, what: &str) -> std::pro
 }
 
 #[test]
+fn bench_json_iperf3_is_read_where_iperf3s_parsers_look_and_bidir_opens_a_connection_each_way() {
+    let (_t, key, srv) = keyed_agent(&[]);
+    let bench = |args: &[&str]| {
+        bin().args(["bench", &srv.addr, "--no-save", "--key-file"]).arg(&key).args(args).output().unwrap()
+    };
+    let out = bench(&["--json-iperf3", "-P", "2", "-t", "0.5", "-i", "0.1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["start"]["test_start"]["protocol"].as_str(), v["start"]["test_start"]["num_streams"].as_u64()),
+        (Some("TCP"), Some(2))
+    );
+    let (sent, got) = (&v["end"]["sum_sent"], &v["end"]["sum_received"]);
+    assert!(got["bits_per_second"].as_f64().unwrap() > 1e6 && got["bytes"].as_u64().unwrap() > 0, "{got}");
+    assert!(sent["bytes"].as_u64() >= got["bytes"].as_u64(), "sent {sent}, received {got}");
+    assert!(v["intervals"].as_array().unwrap().len() >= 3 && v["intervals"][0]["sum"]["bits_per_second"].is_f64());
+    assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 2);
+    // iperf3's JSON is one stream test: a repeat or request/response is refused before it runs
+    for args in
+        [&["--json-iperf3", "--repeat", "2", "-t", "0.2"][..], &["--json-iperf3", "--test", "tcp-rr", "-t", "0.2"]]
+    {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--json-iperf3: iperf3's JSON"), "{}", text(&out));
+    }
+    // --bidir -P 2: four sockets, two each way, as iperf3's --bidir -P 2 (issue 43)
+    let out = bench(&["--json", "--bidir", "-P", "2", "-t", "0.5"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["test"]["connections"].as_u64(), v["test"]["each_way"].as_bool()), (Some(2), Some(true)));
+    assert_eq!(v["connections"].as_array().unwrap().len(), 4, "{}", v["connections"]);
+    assert!(v["summary"]["send_bps"].as_f64().unwrap() > 1e6 && v["summary"]["receive_bps"].as_f64().unwrap() > 1e6);
+}
+
+#[test]
 fn bench_prints_the_versioned_json_document_and_csv() {
     let (t, key, srv) = keyed_agent(&[]);
     let out = bin()
