@@ -3,8 +3,8 @@
 # the same run, alternating, medians of --runs. One stream, --size-byte datagrams (64), unpaced
 # on both sides (iperf3 -b 0; linerate --pps far above what loopback carries). Counted at the
 # receiver: datagrams per second that arrived, and the loss it saw (sent but not received).
-# linerate is measured twice per run: as built (sendmmsg + UDP GSO, recvmmsg + UDP GRO) and with
-# LINERATE_UDP_OFFLOAD=off (the same batches, one datagram per message), so the share of the
+# linerate is measured twice per run: by default (sendmmsg/recvmmsg batches, one datagram per
+# message: one packet on the wire) and with --gsro (UDP GSO and GRO trains), so the share of the
 # gain the kernel's offloads bring is shown apart.
 #
 # Usage: bench/udp-pps-vs-iperf3.sh [--runs R] [--time T] [--size B] [--linerate PATH]
@@ -37,13 +37,12 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT INT TERM
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-IP=$(port); LP=$(port); OP=$(port)
+IP=$(port); LP=$(port)
 "$LR" keygen "$work/key" 2>/dev/null
 iperf3 -s -B 127.0.0.1 -p "$IP" >/dev/null 2>&1 & pids+=($!)
 "$LR" serve --listen "127.0.0.1:$LP" --key-file "$work/key" --quiet & pids+=($!)
-LINERATE_UDP_OFFLOAD=off "$LR" serve --listen "127.0.0.1:$OP" --key-file "$work/key" --quiet & pids+=($!)
 # Wait until both servers accept (no fixed sleep): each port answers a TCP connect.
-for p in "$IP" "$LP" "$OP"; do
+for p in "$IP" "$LP"; do
   python3 - "$p" <<'PY' || die "a server did not start on port $p"
 import socket, sys, time
 end = time.monotonic() + 10
@@ -70,9 +69,9 @@ pk, lost, secs = s["packets"], s["lost_packets"], s["seconds"]
 print((pk - lost) / secs, 100.0 * lost / max(pk, 1), sent["packets"] / sent["seconds"])
 PY
 }
-linerate_run() { # $1 = LINERATE_UDP_OFFLOAD value ("" = as built), $2 = the server's port
-  LINERATE_UDP_OFFLOAD="$1" "$LR" bench "127.0.0.1:$2" --key-file "$work/key" -u -l "$SIZE" --pps "$PPS" \
-    -t "$TIME" --json --no-save > "$work/l.json" || return 1
+linerate_run() { # $@ = extra flags (--gsro)
+  "$LR" bench "127.0.0.1:$LP" --key-file "$work/key" -u -l "$SIZE" --pps "$PPS" \
+    -t "$TIME" --json --no-save "$@" > "$work/l.json" || return 1
   python3 - "$work/l.json" "$SIZE" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
@@ -84,15 +83,15 @@ echo "== $SIZE-byte UDP datagrams, one stream, $RUNS runs of $TIME s, alternatin
 : > "$work/rows"
 for r in $(seq 1 "$RUNS"); do
   read -r ip il is < <(iperf_run) || die "iperf3 failed"
-  read -r lp ll ls < <(linerate_run "" "$LP") || die "linerate bench failed"
-  read -r op ol os < <(linerate_run off "$OP") || die "linerate bench (LINERATE_UDP_OFFLOAD=off) failed"
+  read -r lp ll ls < <(linerate_run) || die "linerate bench failed"
+  read -r op ol os < <(linerate_run --gsro) || die "linerate bench --gsro failed"
   echo "$ip $il $is $lp $ll $ls $op $ol $os" >> "$work/rows"
   python3 - "$ip" "$il" "$is" "$lp" "$ll" "$ls" "$op" "$ol" "$os" <<'PY'
 import sys
 ip, il, is_, lp, ll, ls, op, ol, os_ = map(float, sys.argv[1:])
 print(f"  run: iperf3 {ip:>11,.0f}/s rx ({il:5.2f}% loss, {is_:>11,.0f}/s tx)   "
       f"linerate {lp:>11,.0f}/s rx ({ll:5.2f}% loss, {ls:>11,.0f}/s tx)   "
-      f"no offload {op:>11,.0f}/s rx ({ol:5.2f}% loss)   x{lp/ip:.1f}")
+      f"--gsro {op:>11,.0f}/s rx ({ol:5.2f}% loss)   x{lp/ip:.1f}")
 PY
 done
 python3 - "$work/rows" <<'PY'
@@ -100,7 +99,7 @@ import sys, statistics as st
 rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
 m = [st.median(r[i] for r in rows) for i in range(9)]
 print(f"median received/s: iperf3 {m[0]:,.0f} ({m[1]:.2f}% loss), linerate {m[3]:,.0f} ({m[4]:.2f}% loss), "
-      f"linerate without GSO/GRO {m[6]:,.0f} ({m[7]:.2f}% loss)")
-print(f"median sent/s: iperf3 {m[2]:,.0f}, linerate {m[5]:,.0f}, linerate without GSO/GRO {m[8]:,.0f}")
-print(f"linerate / iperf3 received packets/s: {m[3]/m[0]:.1f}x (goal >= 5x); without GSO/GRO {m[6]/m[0]:.1f}x")
+      f"linerate --gsro {m[6]:,.0f} ({m[7]:.2f}% loss)")
+print(f"median sent/s: iperf3 {m[2]:,.0f}, linerate {m[5]:,.0f}, linerate --gsro {m[8]:,.0f}")
+print(f"linerate / iperf3 received datagrams/s: {m[3]/m[0]:.1f}x; with --gsro {m[6]/m[0]:.1f}x")
 PY

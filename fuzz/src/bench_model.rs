@@ -29,6 +29,7 @@ pub struct Spec {
     rate: Option<u64>,
     zerocopy: bool,
     nodelay: bool,
+    gsro: bool,
 }
 
 impl Spec {
@@ -49,6 +50,7 @@ impl Spec {
         s.rate = self.rate;
         s.zerocopy = self.zerocopy;
         s.nodelay = self.nodelay;
+        s.gsro = self.gsro;
         s
     }
 }
@@ -95,6 +97,8 @@ pub struct Result_ {
     intervals: u16,
     errors: u8,
     user: f64,
+    /// UDP counts with a side's batching (calls, messages, datagrams each way).
+    udp: Option<[u64; 6]>,
 }
 
 impl Result_ {
@@ -106,6 +110,19 @@ impl Result_ {
             intervals: vec![Default::default(); usize::from(self.intervals % 2048)],
             errors: vec![String::from("e"); usize::from(self.errors % 80)],
             cpu: linerate_proto::bench::CpuShare { user: self.user, ..Default::default() },
+            udp: self.udp.map(|b| linerate_proto::bench::UdpCounts {
+                sent: b[2],
+                received: b[5],
+                batching: Some(linerate_proto::bench::UdpBatching {
+                    send_calls: b[0],
+                    sent_messages: b[1],
+                    sent_datagrams: b[2],
+                    recv_calls: b[3],
+                    received_messages: b[4],
+                    received_datagrams: b[5],
+                }),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }

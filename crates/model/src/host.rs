@@ -110,6 +110,26 @@ pub struct HostInfo {
     /// figures cover them all (the server's description only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrent_tests: Option<u64>,
+    /// Packets the interface that routes to the peer counted over the test (UDP tests, where
+    /// the route's interface was found): every packet on it, the warm-up, the control
+    /// connection and other traffic included, beside which the tool's own count is read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interface_packets: Option<InterfacePackets>,
+}
+
+/// An interface's packet counters (`/sys/class/net/IF/statistics/{rx,tx}_packets`) moved over
+/// a window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InterfacePackets {
+    /// The interface.
+    pub name: String,
+    /// Packets it received in the window.
+    pub rx_packets: u64,
+    /// Packets it sent.
+    pub tx_packets: u64,
+    /// The window, seconds.
+    pub seconds: f64,
 }
 
 /// Reads a field that may be `null` as its default (a side that had nothing to describe).

@@ -140,6 +140,14 @@ pub struct TestSpec {
     /// connections carries both directions. An agent older than the field refuses it by name.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub each_way: bool,
+    /// UDP GSO on the sending sockets and GRO on the receiving ones, both sides (iperf3 3.19's
+    /// `--gsro`): the kernel cuts and joins trains of datagrams, so a send or receive carries
+    /// many datagrams and per-datagram timing is lost. Off unless asked (issue 43: a packet rate
+    /// counts packets as the wire carries them); udp-stream only. Sent only when on, so a server
+    /// from before the field reads a default test, and one that does not know it refuses a test
+    /// that asks for it (unknown field) rather than running it without.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gsro: bool,
 }
 
 impl TestSpec {
@@ -176,6 +184,7 @@ impl TestSpec {
             bytes: None,
             until_stopped: false,
             each_way: false,
+            gsro: false,
         }
     }
 
@@ -293,6 +302,9 @@ impl TestSpec {
                             client (not -R)"
                     .into());
             }
+        }
+        if self.gsro && self.kind != TestKind::UdpStream {
+            return Err("GSO/GRO (--gsro) applies to udp-stream".into());
         }
         if let Some(c) = self.server_cpu {
             if c >= MAX_CPU {
@@ -566,6 +578,31 @@ pub struct UdpCounts {
     pub expected: u64,
     /// Mean inter-arrival jitter (RFC 3550 style), microseconds.
     pub jitter_us: f64,
+    /// How this side's datagrams travelled. In a peer's report only for a test with
+    /// [`TestSpec::gsro`]: a peer from before the field refuses fields it does not know, and
+    /// one that can ask for `gsro` knows this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batching: Option<UdpBatching>,
+}
+
+/// How one side's datagrams travelled, counted over the whole test: system calls, messages (a
+/// GSO or GRO train is one message, otherwise a message is one datagram) and datagrams, each
+/// way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UdpBatching {
+    /// `sendmmsg` calls that sent something.
+    pub send_calls: u64,
+    /// Messages they sent.
+    pub sent_messages: u64,
+    /// Datagrams in those messages.
+    pub sent_datagrams: u64,
+    /// `recvmmsg` calls that returned something.
+    pub recv_calls: u64,
+    /// Messages they returned.
+    pub received_messages: u64,
+    /// Datagrams in those messages.
+    pub received_datagrams: u64,
 }
 
 /// What one side measured in one test; the server sends its own in `BenchResult`.
@@ -1009,6 +1046,7 @@ mod tests {
                 Box::new(|s| (s.kind, s.msg_size, s.congestion) = (TestKind::UdpStream, 64, Some("reno".into()))),
                 "TCP tests",
             ),
+            (Box::new(|s| s.gsro = true), "--gsro) applies to udp-stream"),
         ];
         for (mutate, want) in cases {
             let mut s = ok.clone();
@@ -1022,6 +1060,47 @@ mod tests {
         udp.msg_size = 64;
         udp.direction = Direction::Bidir;
         assert!(udp.validate(&lim).is_err());
+    }
+
+    #[test]
+    fn gsro_travels_only_when_asked_so_an_old_peer_reads_a_default_udp_test() {
+        let lim = Limits::default();
+        let mut udp = TestSpec::new(TestKind::UdpStream);
+        udp.msg_size = 64;
+        let plain = String::from_utf8(encode_doc(&udp)).unwrap();
+        assert!(!plain.contains("gsro"), "{plain}");
+        // A server that knows the field reads a request without it (an old client's) as off.
+        let mut s = ServerMachine::default();
+        match s.handle(&Frame::BenchRequest(plain.as_bytes())).unwrap() {
+            ServerEvent::Request(got) => assert!(!got.gsro && got.validate(&lim).is_ok()),
+            e => panic!("{e:?}"),
+        }
+        udp.gsro = true;
+        let asked = encode_doc(&udp);
+        let mut s = ServerMachine::default();
+        match s.handle(&Frame::BenchRequest(&asked)).unwrap() {
+            ServerEvent::Request(got) => assert_eq!(got, udp, "the field round-trips"),
+            e => panic!("{e:?}"),
+        }
+        // A server from before the field refuses the test rather than run it without trains:
+        // its TestSpec denies unknown fields, as ours does for a field we do not know.
+        let mut v: serde_json::Value = serde_json::from_slice(&asked).unwrap();
+        v["gsro_from_a_later_version"] = true.into();
+        let mut s = ServerMachine::default();
+        assert!(s.handle(&Frame::BenchRequest(v.to_string().as_bytes())).is_err());
+    }
+
+    #[test]
+    fn udp_batching_stays_off_the_wire_unless_counted_and_round_trips() {
+        let plain = UdpCounts { sent: 3, ..Default::default() };
+        let text = serde_json::to_string(&plain).unwrap();
+        assert!(!text.contains("batching"), "an old peer's UdpCounts denies unknown fields: {text}");
+        let b = UdpBatching { send_calls: 1, sent_messages: 2, sent_datagrams: 128, ..Default::default() };
+        let with = UdpCounts { batching: Some(b), ..plain };
+        let back: UdpCounts = decode_doc(serde_json::to_string(&with).unwrap().as_bytes(), "udp").unwrap();
+        assert_eq!(back, with);
+        let old: UdpCounts = decode_doc(text.as_bytes(), "udp").unwrap();
+        assert_eq!(old.batching, None);
     }
 
     #[test]

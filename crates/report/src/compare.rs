@@ -506,7 +506,7 @@ pub fn describe(r: &RunReport) -> String {
 /// The parameters that decide whether two runs measure the same thing (the run's identity), as
 /// (name, value shown): the test, its direction (`bidir` too), connections or streams, the rate
 /// cap, duration, message, response and buffer sizes, congestion control, MSS, the path's MTU
-/// when known, the profile, a sweep's points and range, a lab's scenario, a mesh's agents and
+/// when known, UDP GSO/GRO, the profile, a sweep's points and range, a lab's scenario, a mesh's agents and
 /// tests.
 pub fn key_params(r: &RunReport) -> Vec<(&'static str, String)> {
     let p = &r.params;
@@ -551,6 +551,12 @@ pub fn key_params(r: &RunReport) -> Vec<(&'static str, String)> {
             }
             if let Some(m) = p.mtu {
                 out.push(("MTU", format!("{} B", n(f64::from(m)))));
+            }
+            // Trains of datagrams through the stack count many datagrams per packet on the wire
+            // (issue 43): a run with GSO/GRO and one without measure different things. A UDP run
+            // from before the option has no value, and differs from both.
+            if let Some(g) = p.gsro {
+                out.push(("GSO/GRO", if g { "on" } else { "off" }.to_string()));
             }
             if let Some(x) = &p.profile {
                 out.push(("profile", x.name.clone()));
@@ -882,6 +888,25 @@ mod tests {
         assert_eq!(c.differences[0].to_string(), "rate cap differs: A –, B 5 Gbit/s");
         assert!(!same_test(&a, &capped) && same_test(&a, &noisy(9e9, 1.0)));
         assert!(label(&capped).contains("rate cap 5 Gbit/s"), "{}", label(&capped));
+    }
+
+    #[test]
+    fn a_udp_run_with_gso_and_gro_is_unlike_one_without() {
+        let udp = |gsro: Option<bool>| {
+            let mut r = bench("udp-stream", &[("throughput", 1e9, "bit/s", Better::Higher)]);
+            r.set_spread("throughput", &[0.99e9, 1.01e9], SpreadOf::Intervals);
+            r.params.gsro = gsro;
+            r
+        };
+        let c = compare(&udp(Some(false)), &udp(Some(true)), 5.0);
+        assert!(c.unlike() && !c.kinds_differ, "{}", c.to_text());
+        assert_eq!(c.differences.len(), 1);
+        assert_eq!(c.differences[0].to_string(), "GSO/GRO differs: A off, B on");
+        assert!(!compare(&udp(Some(false)), &udp(Some(false)), 5.0).unlike());
+        assert!(!compare(&udp(Some(true)), &udp(Some(true)), 5.0).unlike());
+        // A run from before the option used them unless told otherwise: not like a new default.
+        assert!(compare(&udp(None), &udp(Some(false)), 5.0).unlike());
+        assert!(label(&udp(Some(true))).contains("GSO/GRO on"), "{}", label(&udp(Some(true))));
     }
 
     #[test]

@@ -165,6 +165,10 @@ pub struct RunParams {
     /// cp: files sent.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
     pub files: Option<u64>,
+    /// Bench, udp-stream: UDP GSO and GRO asked for (`--gsro`); absent in UDP runs from before
+    /// it was an option (which used them unless `LINERATE_UDP_OFFLOAD=off` was set).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub gsro: Option<bool>,
     /// Lab: when the scenario ended, seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
     pub finished_unix: Option<u64>,

@@ -39,8 +39,8 @@ SWEEPS AND REPEATS:
 
 IPERF3 HABITS:
   -c HOST, -p PORT, -4, -6, -u, -b, -l, -w, -R, --bidir, -O, -i, -J, -Z, -P, -t, -T,
-  --timestamps, --logfile, -C ALGO, -M SIZE, --dscp, -S, --cport, -A N,M, -n SIZE and -k N
-  mean what they mean in iperf3 (with -n or -k, -t is a safety cap, 600 s unless given).
+  --timestamps, --logfile, -C ALGO, -M SIZE, --dscp, -S, --cport, -A N,M, -n SIZE, -k N and
+  --gsro mean what they mean in iperf3 (with -n or -k, -t is a safety cap, 600 s unless given).
   -b is per stream (-P 4 -b 100M sends 400 Mbit/s in all), 0 unpaced; -t 0 runs until Ctrl-C,
   at most the agent's cap (said when it starts); -i 0 prints no interval lines.
   -s [-p PORT] [-B ADDR] [-1] --key-file FILE runs the agent for benchmarks, as `linerate
@@ -206,6 +206,12 @@ pub struct BenchArgs {
     /// two ECN bits clear.
     #[arg(short = 'S', long, value_name = "TOS", value_parser = parse_tos)]
     tos: Option<u8>,
+    /// UDP GSO and GRO (iperf3 3.19 --gsro), both hosts for this test: the kernel moves trains
+    /// of datagrams, so a 64-byte test sends and receives far more datagrams than the wire
+    /// carries packets, and jitter cannot be measured. Off by default: one datagram is one
+    /// packet (sendmmsg/recvmmsg batching stays on). udp-stream only; the run records it.
+    #[arg(long)]
+    gsro: bool,
     /// Append the report (what goes to stdout) to FILE instead, as iperf3's --logfile.
     #[arg(long, value_name = "FILE")]
     logfile: Option<PathBuf>,
@@ -234,7 +240,7 @@ pub struct BenchArgs {
 }
 
 /// The options that only a client has: refused with `-s`, which runs the agent instead.
-const CLIENT_ONLY: [&str; 45] = [
+const CLIENT_ONLY: [&str; 46] = [
     "server",
     "client",
     "title",
@@ -274,6 +280,7 @@ const CLIENT_ONLY: [&str; 45] = [
     "cport",
     "dscp",
     "tos",
+    "gsro",
     "logfile",
     "link_rate",
     "timeout",
@@ -491,6 +498,10 @@ fn base_spec(a: &BenchArgs, udp_size: u32) -> Result<TestSpec> {
     s.nodelay = (s.nodelay || a.nodelay) && !a.no_nodelay;
     s.congestion = a.congestion.clone();
     s.tos = a.tos.or(a.dscp.map(|d| d << 2));
+    if a.gsro && kind != TestKind::UdpStream {
+        bail!("--gsro applies to udp-stream (-u)");
+    }
+    s.gsro = a.gsro;
     s.server_cpu = a.affinity.and_then(|(_, m)| m);
     if let Some(p) = &a.profile {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading profile {}", p.display()))?;
@@ -895,6 +906,14 @@ mod tests {
         let a = parse(&["--dscp", "af21"]);
         assert_eq!(base_spec(&a, 1460).unwrap().tos, Some(18 << 2), "sent as the TOS byte, DSCP × 4");
         assert_eq!(base_spec(&parse(&["-S", "0x10"]), 1460).unwrap().tos, Some(0x10));
+    }
+
+    #[test]
+    fn gsro_is_off_unless_asked_and_only_for_udp() {
+        assert!(!base_spec(&parse(&["-u"]), 1460).unwrap().gsro, "one datagram a packet by default");
+        assert!(base_spec(&parse(&["-u", "--gsro"]), 1460).unwrap().gsro);
+        let e = base_spec(&parse(&["--gsro"]), 1460).unwrap_err().to_string();
+        assert!(e.contains("--gsro applies to udp-stream"), "{e}");
     }
 
     #[test]

@@ -577,6 +577,33 @@ fn bench_b_is_per_stream_as_iperf3s_and_zero_t_i_and_b_mean_what_they_mean_there
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["intervals"][0]["lost_pct"].is_f64(), "{}", v["intervals"]);
+    // Issue 43: by default no GSO/GRO (one datagram a packet), recorded as such; goodput over
+    // the sender's window is what was offered less what was lost.
+    assert_eq!(v["test"]["gsro"], false, "{}", v["test"]);
+    let s = &v["summary"];
+    assert_eq!(s["udp_batching"]["datagrams_per_train"].as_f64(), Some(1.0), "{s}");
+    assert!(s["udp_batching"]["datagrams_per_send_call"].as_f64().is_some_and(|n| n >= 1.0), "{s}");
+    assert!(s["jitter_us"].is_f64(), "{s}");
+    let (got, offered, loss) =
+        (s["throughput_bps"].as_f64().unwrap(), s["sender_bps"].as_f64().unwrap(), s["loss_pct"].as_f64().unwrap());
+    let want = offered * (1.0 - loss / 100.0);
+    assert!((got - want).abs() <= 0.01 * offered, "goodput {got} against offered {offered} less {loss}% lost: {s}");
+    // The interface that routes to the agent (loopback) has its packets counted beside.
+    assert_eq!(v["hosts"]["local"]["interface_packets"]["name"], "lo", "{}", v["hosts"]["local"]);
+    assert!(v["hosts"]["local"]["interface_packets"]["tx_packets"].as_u64().is_some_and(|n| n > 0));
+    // --gsro asks both hosts for trains, and the run says how long they were; no jitter then.
+    let out = bench(&["-u", "-l", "64", "-b", "0", "-t", "0.3", "--gsro", "--json"]).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["test"]["gsro"], true, "{}", v["test"]);
+    let s = &v["summary"];
+    assert!(s["udp_batching"]["datagrams_per_train"].as_f64().is_some_and(|n| n > 1.0), "{s}");
+    assert!(s["udp_batching"]["datagrams_per_received_train"].as_f64().is_some(), "the agent's count: {s}");
+    assert!(s["jitter_us"].is_null(), "{s}");
+    let out = bench(&["-u", "-l", "64", "-b", "0", "-t", "0.3", "--gsro"]).unwrap();
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(o.contains("GSO trains of") && o.contains("jitter not measured"), "{o}");
+    assert!(o.lines().any(|l| l.contains("interface") && l.contains("client lo rx")), "{o}");
     let out = bench(&["-u", "-b", "50M", "-t", "1", "-i", "0.5"]).unwrap();
     let o = String::from_utf8_lossy(&out.stdout);
     assert!(o.lines().any(|l| l.contains("server received") && l.contains("lost")), "{o}");

@@ -1,11 +1,15 @@
 //! Batched datagram I/O for udp-stream (issue 33): a test of small datagrams must not be one
 //! system call per datagram on each side, as iperf3's is. The sender hands the kernel many
-//! datagrams per `sendmmsg`, each message a UDP GSO (`UDP_SEGMENT`) train the kernel cuts into
-//! datagrams of the test's size; the receiver takes many per `recvmmsg`, each message possibly a
-//! UDP GRO train it cuts again at the size the kernel reports. Where the kernel refuses GSO or GRO
-//! the socket goes on without it (one datagram per message), so old kernels and NICs without the
-//! checksum offload GSO needs still run the test. The one module of the UDP path with `unsafe`:
-//! the `mmsghdr` arrays point into buffers this struct owns for the length of each call.
+//! datagrams per `sendmmsg` and the receiver takes many per `recvmmsg`, each message one datagram,
+//! one packet on the wire. Asked for (`--gsro`, [`Offload`]), each message is instead a UDP GSO
+//! (`UDP_SEGMENT`) train the kernel cuts into datagrams of the test's size, and the receiver's a
+//! UDP GRO train it cuts again at the size the kernel reports: fewer, larger packets through the
+//! stack, so off by default (issue 43: 64-byte datagrams read 7.3 M packets/s where the veth
+//! counted 129 k). Where the kernel refuses GSO or GRO the socket goes on without it, so old
+//! kernels and NICs without the checksum offload GSO needs still run the test. Each side counts
+//! its calls, messages and datagrams ([`Batching`]) so a run says how its datagrams travelled.
+//! The one module of the UDP path with `unsafe`: the `mmsghdr` arrays point into buffers this
+//! struct owns for the length of each call.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -28,11 +32,43 @@ const GRO_MESSAGE: usize = 65_536;
 /// `u64`s so the buffer is aligned as a `cmsghdr` must be.
 const CTRL_WORDS: usize = 3;
 
-/// Whether GSO and GRO may be asked for: `LINERATE_UDP_OFFLOAD=off` keeps the batching but
-/// sends and receives one datagram per message, to measure what the offloads add or to step
-/// around a NIC that mishandles them.
-fn offload_allowed() -> bool {
-    std::env::var_os("LINERATE_UDP_OFFLOAD").is_none_or(|v| v != "off")
+/// Whether a socket asks the kernel for trains of datagrams: GSO when sending, GRO when
+/// receiving (the test's `gsro`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offload {
+    /// One datagram per message: what the packet counts count is what the wire carries.
+    Off,
+    /// GSO / GRO trains where the kernel grants them.
+    Trains,
+}
+
+impl Offload {
+    /// The test's choice.
+    pub(crate) fn of(gsro: bool) -> Offload {
+        if gsro {
+            Offload::Trains
+        } else {
+            Offload::Off
+        }
+    }
+}
+
+/// How one side's datagrams travelled: system calls, messages (a GSO or GRO train is one
+/// message) and datagrams, counted over the whole test (warm-up included; only their ratios are
+/// reported).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Batching {
+    pub calls: u64,
+    pub messages: u64,
+    pub datagrams: u64,
+}
+
+impl Batching {
+    pub(crate) fn add(&mut self, o: Batching) {
+        self.calls += o.calls;
+        self.messages += o.messages;
+        self.datagrams += o.datagrams;
+    }
 }
 
 fn setsockopt_int(sock: &UdpSocket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
@@ -87,15 +123,23 @@ pub(crate) struct Sender {
     /// Messages per call.
     msgs: usize,
     buf: Vec<u8>,
+    counted: Batching,
 }
 
 impl Sender {
-    /// A batch for datagrams of `size` bytes (at least 1), whose contents start as `fill`.
-    pub(crate) fn new(sock: Arc<UdpSocket>, dest: Option<SocketAddr>, size: usize, fill: &[u8]) -> Sender {
+    /// A batch for datagrams of `size` bytes (at least 1), whose contents start as `fill`; GSO
+    /// trains only when `offload` asks and the kernel grants them.
+    pub(crate) fn new(
+        sock: Arc<UdpSocket>,
+        dest: Option<SocketAddr>,
+        size: usize,
+        fill: &[u8],
+        offload: Offload,
+    ) -> Sender {
         let size = size.max(1);
         let mut gso = (MAX_PAYLOAD / size).min(GSO_SEGMENTS);
         if gso > 1
-            && (!offload_allowed()
+            && (offload == Offload::Off
                 || setsockopt_int(&sock, libc::SOL_UDP, libc::UDP_SEGMENT, size as libc::c_int).is_err())
         {
             gso = 1;
@@ -107,7 +151,12 @@ impl Sender {
             buf.extend_from_slice(&fill[..fill.len().min(size)]);
             buf.resize(buf.len().next_multiple_of(size), 0);
         }
-        Sender { sock, dest: dest.map(socket2::SockAddr::from), size, gso, msgs, buf }
+        Sender { sock, dest: dest.map(socket2::SockAddr::from), size, gso, msgs, buf, counted: Batching::default() }
+    }
+
+    /// Calls, messages and datagrams sent so far.
+    pub(crate) fn batching(&self) -> Batching {
+        self.counted
     }
 
     /// Datagrams one [`Sender::send`] can carry.
@@ -157,7 +206,9 @@ impl Sender {
         let rc = unsafe { libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), count as libc::c_uint, 0) };
         if rc >= 0 {
             let m = rc as usize;
-            return Ok((m * per).min(n));
+            let sent = (m * per).min(n);
+            self.counted.add(Batching { calls: 1, messages: m as u64, datagrams: sent as u64 });
+            return Ok(sent);
         }
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
@@ -197,12 +248,14 @@ pub(crate) struct Receiver {
     names: Vec<libc::sockaddr_storage>,
     /// (length, segment size, name length) of each message the last call filled.
     got: Vec<(usize, usize, libc::socklen_t)>,
+    counted: Batching,
 }
 
 impl Receiver {
-    /// A batch for datagrams up to `size` bytes; asks the kernel for GRO trains.
-    pub(crate) fn new(sock: Arc<UdpSocket>, size: usize) -> Receiver {
-        let gro = offload_allowed() && setsockopt_int(&sock, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+    /// A batch for datagrams up to `size` bytes; asks the kernel for GRO trains when `offload`
+    /// says.
+    pub(crate) fn new(sock: Arc<UdpSocket>, size: usize, offload: Offload) -> Receiver {
+        let gro = offload == Offload::Trains && setsockopt_int(&sock, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
         // A datagram larger than expected (a peer's) is cut to the slot, never overflows it.
         let slot = if gro { GRO_MESSAGE } else { size.clamp(2048, GRO_MESSAGE) };
         let msgs = (BATCH_BYTES / slot).clamp(1, BATCH);
@@ -214,7 +267,13 @@ impl Receiver {
             // SAFETY: `sockaddr_storage` is plain integers; all zeroes is valid.
             names: vec![unsafe { zeroed() }; msgs],
             got: Vec::with_capacity(msgs),
+            counted: Batching::default(),
         }
+    }
+
+    /// Calls that returned messages, messages and datagrams received so far.
+    pub(crate) fn batching(&self) -> Batching {
+        self.counted
     }
 
     /// Wait for at least one message (up to the socket's read timeout) and take what else is
@@ -265,7 +324,10 @@ impl Receiver {
             let len = (h.msg_len as usize).min(slot);
             let segment = gro_segment(&h.msg_hdr).filter(|&s| s > 0).unwrap_or(len);
             self.got.push((len, segment, h.msg_hdr.msg_namelen));
+            self.counted.datagrams += len.div_ceil(segment.max(1)).max(1) as u64;
         }
+        self.counted.calls += 1;
+        self.counted.messages += self.got.len() as u64;
         Ok(self.got.len())
     }
 
@@ -347,8 +409,8 @@ mod tests {
     #[test]
     fn a_batch_of_small_datagrams_arrives_whole_and_in_order() {
         let (tx, rx) = pair();
-        let mut s = Sender::new(tx.clone(), None, 64, &[0xaa; 64]);
-        let mut r = Receiver::new(rx, 64);
+        let mut s = Sender::new(tx.clone(), None, 64, &[0xaa; 64], Offload::Trains);
+        let mut r = Receiver::new(rx, 64, Offload::Trains);
         let n = s.capacity().min(500);
         for i in 0..n {
             s.datagram_mut(i)[..4].copy_from_slice(&(i as u32).to_be_bytes());
@@ -368,8 +430,8 @@ mod tests {
         let (tx, rx) = pair();
         let to = rx.local_addr().unwrap();
         let free = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
-        let mut s = Sender::new(free.clone(), Some(to), 100, &[1; 100]);
-        let mut r = Receiver::new(rx, 100);
+        let mut s = Sender::new(free.clone(), Some(to), 100, &[1; 100], Offload::Off);
+        let mut r = Receiver::new(rx, 100, Offload::Off);
         assert_eq!(s.send(3).unwrap(), 3);
         let n = r.recv().unwrap();
         assert!(n >= 1);
@@ -381,8 +443,8 @@ mod tests {
     #[test]
     fn a_gso_send_the_kernel_refuses_goes_out_one_datagram_a_message() {
         let (tx, rx) = pair();
-        let mut s = Sender::new(tx.clone(), None, 64, &[7; 64]);
-        let mut r = Receiver::new(rx, 64);
+        let mut s = Sender::new(tx.clone(), None, 64, &[7; 64], Offload::Trains);
+        let mut r = Receiver::new(rx, 64, Offload::Trains);
         // Segments of 1 byte: 64-byte trains pass the kernel's segment limit, so it refuses
         // them (EINVAL) as a NIC without the offload would (EIO).
         setsockopt_int(&tx, libc::SOL_UDP, libc::UDP_SEGMENT, 1).unwrap();
@@ -397,13 +459,54 @@ mod tests {
     #[test]
     fn without_gro_each_message_is_one_datagram() {
         let (tx, rx) = pair();
-        let mut r = Receiver::new(rx.clone(), 64);
+        let mut r = Receiver::new(rx.clone(), 64, Offload::Trains);
         setsockopt_int(&rx, libc::SOL_UDP, libc::UDP_GRO, 0).unwrap();
         for i in 0u8..5 {
             tx.send(&[i; 40]).unwrap();
         }
         let got = drain(&mut r, 5);
         assert_eq!(got, (0u8..5).map(|i| vec![i; 40]).collect::<Vec<_>>());
+    }
+
+    fn getsockopt_int(sock: &UdpSocket, level: libc::c_int, name: libc::c_int) -> libc::c_int {
+        let mut v: libc::c_int = -1;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into `v`, on this stack frame.
+        let rc =
+            unsafe { libc::getsockopt(sock.as_raw_fd(), level, name, (&mut v as *mut libc::c_int).cast(), &mut len) };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        v
+    }
+
+    #[test]
+    fn without_gsro_no_socket_asks_for_trains_and_each_datagram_is_its_own_message() {
+        assert_eq!(Offload::of(false), Offload::Off);
+        let (tx, rx) = pair();
+        let mut s = Sender::new(tx.clone(), None, 64, &[3; 64], Offload::Off);
+        let mut r = Receiver::new(rx.clone(), 64, Offload::Off);
+        assert_eq!(getsockopt_int(&tx, libc::SOL_UDP, libc::UDP_SEGMENT), 0, "no GSO segment size");
+        assert_eq!(getsockopt_int(&rx, libc::SOL_UDP, libc::UDP_GRO), 0, "no GRO");
+        assert_eq!(s.capacity(), BATCH, "a batch of single datagrams");
+        assert_eq!(s.send(20).unwrap(), 20);
+        let got = drain(&mut r, 20);
+        assert_eq!(got.len(), 20);
+        assert_eq!(s.batching(), Batching { calls: 1, messages: 20, datagrams: 20 });
+        let b = r.batching();
+        assert_eq!((b.messages, b.datagrams), (20, 20), "{b:?}");
+    }
+
+    #[test]
+    fn with_gsro_the_sockets_ask_for_trains_and_count_them() {
+        assert_eq!(Offload::of(true), Offload::Trains);
+        let (tx, rx) = pair();
+        let mut s = Sender::new(tx.clone(), None, 64, &[3; 64], Offload::Trains);
+        let mut r = Receiver::new(rx.clone(), 64, Offload::Trains);
+        assert_eq!(getsockopt_int(&tx, libc::SOL_UDP, libc::UDP_SEGMENT), 64, "GSO cuts at the datagram size");
+        assert_eq!(getsockopt_int(&rx, libc::SOL_UDP, libc::UDP_GRO), 1);
+        assert_eq!(s.send(128).unwrap(), 128);
+        assert_eq!(s.batching(), Batching { calls: 1, messages: 2, datagrams: 128 }, "two trains of 64");
+        assert_eq!(drain(&mut r, 128).len(), 128);
+        assert_eq!(r.batching().datagrams, 128, "{:?}", r.batching());
     }
 
     #[test]

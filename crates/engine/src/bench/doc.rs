@@ -99,6 +99,7 @@ pub fn summary_doc(s: &Summary) -> BenchSummary {
         packets_per_s: s.packets_per_s,
         jitter_us: s.jitter_us,
         sender_bps: s.sender_bps,
+        udp_batching: s.udp_batching,
         cpu: s.cpu,
         service_demand_us_per_kb: pair(s.service_demand_us_per_kb),
         service_demand_us_per_tran: s.service_demand_us_per_tran.map(pair),
@@ -243,6 +244,7 @@ pub fn test_doc(s: &TestSpec, addr: &SocketAddr, tuning: &ClientTuning) -> Bench
             client_cpu: tuning.cpu,
             server_cpu: s.server_cpu,
             each_way: s.each_way,
+            gsro: (s.kind == TestKind::UdpStream).then_some(s.gsro),
         },
     }
 }

@@ -631,6 +631,7 @@ impl BenchClient {
         local.host = HostInfo {
             congestion_control_in_use: local.host.congestion_control_in_use.take(),
             workers_pinned_to_core: local.host.workers_pinned_to_core,
+            interface_packets: local.host.interface_packets.take(),
             ..host
         };
         let remote = match self.recv_event(self.cfg.timeout + Duration::from_secs(10))? {
@@ -829,6 +830,7 @@ impl BenchClient {
         if spec.bytes.is_some() {
             sampler.check_every(Duration::from_millis(2));
         }
+        let probe = stats::InterfaceProbe::start(self.cfg.addr.ip());
         counters.release();
         let running = side.start(spec, self.cfg.tuning.cpu);
         let cancel = self.cancel.clone();
@@ -843,6 +845,7 @@ impl BenchClient {
         let mut report = sampler.finish(now, buffers, Vec::new());
         report.udp = Some(udp);
         report.host.workers_pinned_to_core = self.cfg.tuning.cpu;
+        report.host.interface_packets = probe.and_then(stats::InterfaceProbe::finish);
         Ok((report, None, Vec::new()))
     }
 }

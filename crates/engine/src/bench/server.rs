@@ -4,12 +4,13 @@
 //! workload, and report what this side counted.
 
 use super::io::{self, Conn, WorkerHandle};
+use super::stats::InterfaceProbe;
 use super::{scripts, udp, worker_count, Counters, Sampler};
 use crate::net::conn::{RecvHalf, SendHalf};
 use crate::EngineError;
 use linerate_proto::bench::{
     encode_doc, DataHello, Direction, Limits, Ready, ServerEvent, ServerMachine, SideReport, TestKind, TestSpec,
-    BENCH_DOC_VERSION, DATA_ACK, DATA_HELLO_LEN,
+    UdpCounts, BENCH_DOC_VERSION, DATA_ACK, DATA_HELLO_LEN,
 };
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::{ErrorCode, ProtoError};
@@ -342,6 +343,8 @@ fn run_test(
             let _ = h.waker.wake();
         }
     };
+    let mut probe_slot = None;
+    let probe = &mut probe_slot;
     let result = (|| -> Result<(Sampler, Instant, Option<udp::Running>), EngineError> {
         tx.send_frames(&[Frame::BenchReady(&encode_doc(&ready))])?;
         machine.admitted();
@@ -354,6 +357,7 @@ fn run_test(
         // The baseline is taken before anything may move and before the client hears Go.
         let start = counters.start_now();
         let mut sampler = Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start);
+        *probe = if spec.kind == TestKind::UdpStream { ends.client.and_then(InterfaceProbe::start) } else { None };
         counters.release();
         for h in &handles {
             let _ = h.waker.wake();
@@ -403,8 +407,11 @@ fn run_test(
         buffers = b;
     }
     let mut report = sampler.finish(now, buffers, errors);
-    report.udp = udp_counts;
+    // A client from before the batching counts refuses fields it does not know; one that can
+    // ask for `gsro` knows them.
+    report.udp = udp_counts.map(|u| if spec.gsro { u } else { UdpCounts { batching: None, ..u } });
     report.host = linerate_model::host::HostInfo {
+        interface_packets: probe_slot.and_then(InterfaceProbe::finish),
         congestion_control_in_use: congestion,
         workers_pinned_to_core: spec.server_cpu,
         // The machine's CPU shares cover every test running: say how many were.

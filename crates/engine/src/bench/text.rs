@@ -45,6 +45,7 @@ pub fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> S
         None => format!("{} s", s.duration_ms as f64 / 1000.0),
     };
     let datagrams = match s.kind {
+        TestKind::UdpStream if s.gsro => format!(", {}-byte datagrams in GSO/GRO trains (--gsro)", s.msg_size),
         TestKind::UdpStream => format!(", {}-byte datagrams", s.msg_size),
         _ => String::new(),
     };
@@ -249,6 +250,40 @@ fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
+/// The packet counters of the interfaces routing to the peer, each side's where it found one,
+/// beside the datagrams the tool counted: every packet on them from the test's start until
+/// its last datagrams landed (the control connection and other traffic included), so counts,
+/// not rates over windows of different lengths.
+fn interface_line(r: &TestResult, sent: u64, received: u64) -> Option<String> {
+    let side = |who: &str, h: &linerate_model::host::HostInfo| {
+        h.interface_packets.as_ref().map(|p| {
+            format!(
+                "{who} {} rx {}, tx {} packets",
+                linerate_proto::name::escape(p.name.as_bytes()),
+                p.rx_packets,
+                p.tx_packets
+            )
+        })
+    };
+    let parts: Vec<String> =
+        [side("client", &r.local.host), side("server", &r.remote.host)].into_iter().flatten().collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "{}; the test counted {sent} datagrams sent, {received} received (the interface counts all its packets)",
+            parts.join("; ")
+        )
+    })
+}
+
+/// Datagrams per train as shown: an integer when whole, else one decimal.
+fn train_len(n: f64) -> String {
+    if (n - n.round()).abs() < 0.05 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
+    }
+}
+
 /// The table after a test: per-connection lines, goodput, transactions, latency, groups, UDP,
 /// fairness, CPU of both hosts, service demand, TCP, line-rate efficiency, repeats, errors.
 pub fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
@@ -300,17 +335,36 @@ pub fn table(r: &TestResult, s: &Summary, runs: &[f64], level: u32) -> String {
         // the receiver's.
         let snd = if r.spec.direction == linerate_proto::bench::Direction::Receive { &r.remote } else { &r.local };
         let sent_pps = snd.udp.map_or(0.0, |u| if snd.seconds > 0.0 { u.sent as f64 / snd.seconds } else { 0.0 });
+        // Without --gsro a datagram is a packet on the wire; with it the kernel moved trains,
+        // and the line says how long they were.
+        let (what, sent_trains, got_trains) = if r.spec.gsro {
+            let b = s.udp_batching.unwrap_or_default();
+            let trains = |n: Option<f64>, who: &str| {
+                n.map_or(format!(" ({who} trains)"), |n| format!(" ({who} trains of {})", train_len(n)))
+            };
+            ("datagrams/s", trains(b.datagrams_per_train, "GSO"), trains(b.datagrams_per_received_train, "GRO"))
+        } else {
+            ("packets/s", String::new(), String::new())
+        };
+        let jitter = match s.jitter_us {
+            Some(j) => format!("jitter {j:.1} µs"),
+            None => "jitter not measured (a GSO/GRO train carries one time)".to_string(),
+        };
         row(
             &mut o,
             "udp",
             format!(
-                "loss {loss:.3}%  {sent_pps:.0} packets/s sent, {pps:.0} received  {} out of order  {} duplicated  jitter {:.1} µs  offered {}",
+                "loss {loss:.3}%  {sent_pps:.0} {what} sent{sent_trains}, {pps:.0} received{got_trains}  {} out of order  {} duplicated  {jitter}  offered {}",
                 s.out_of_order.unwrap_or(0),
                 s.duplicates.unwrap_or(0),
-                s.jitter_us.unwrap_or(0.0),
                 format_rate(s.sender_bps.unwrap_or(0.0))
             ),
         );
+        let rcv = if r.spec.direction == linerate_proto::bench::Direction::Receive { &r.local } else { &r.remote };
+        let counts = (snd.udp.map_or(0, |u| u.sent), rcv.udp.map_or(0, |u| u.received));
+        if let Some(v) = interface_line(r, counts.0, counts.1) {
+            row(&mut o, "interface", v);
+        }
     }
     if let Some(f) = &s.fairness {
         row(

@@ -4,10 +4,10 @@
 //! in reverse mode, where to send. Datagrams move in batches, many per system call each side
 //! ([`super::dgram`]), and are counted one by one.
 
-use super::dgram::{size_recv_buffer, Receiver, Sender};
+use super::dgram::{size_recv_buffer, Batching, Offload, Receiver, Sender};
 use super::Counters;
 use crate::EngineError;
-use linerate_proto::bench::{Direction, Ready, TestSpec, UdpCounts, UdpHeader, UDP_HEADER_LEN};
+use linerate_proto::bench::{Direction, Ready, TestSpec, UdpBatching, UdpCounts, UdpHeader, UDP_HEADER_LEN};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering::Relaxed;
@@ -79,8 +79,16 @@ impl RecvState {
     }
 }
 
-fn merge(states: &[RecvState], sent: u64) -> UdpCounts {
+fn merge(states: &[RecvState], sent: u64, tx: Batching, rx: Batching) -> UdpCounts {
     let n = states.iter().filter(|s| s.received > 0).count().max(1) as f64;
+    let batching = UdpBatching {
+        send_calls: tx.calls,
+        sent_messages: tx.messages,
+        sent_datagrams: tx.datagrams,
+        recv_calls: rx.calls,
+        received_messages: rx.messages,
+        received_datagrams: rx.datagrams,
+    };
     UdpCounts {
         sent,
         received: states.iter().map(|s| s.received).sum(),
@@ -89,6 +97,7 @@ fn merge(states: &[RecvState], sent: u64) -> UdpCounts {
         duplicates: states.iter().map(|s| s.dups).sum(),
         expected: states.iter().map(|s| s.next).sum(),
         jitter_us: states.iter().map(|s| s.jitter_ns).sum::<f64>() / n / 1000.0,
+        batching: Some(batching),
     }
 }
 
@@ -100,17 +109,20 @@ fn tag(ready: &Ready) -> [u8; 8] {
 
 /// Send paced datagrams on `socks` (slot, socket, destination) until `counters.stop`, in batches
 /// (see [`super::dgram`]): as many as the rate allows since the last batch, up to a batch. The
-/// datagrams of one batch carry the same send time.
+/// datagrams of one batch carry the same send time. The datagrams sent after the warm-up, and
+/// how all of them travelled.
 fn send_loop(
     socks: &[(u32, Arc<UdpSocket>, Option<SocketAddr>)],
     spec: &TestSpec,
     tag: [u8; 8],
     counters: &Counters,
     total_conns: u64,
-) -> u64 {
+) -> (u64, Batching) {
     let size = spec.msg_size as usize;
     let fill = super::io::pattern(size);
-    let mut batches: Vec<Sender> = socks.iter().map(|(_, s, to)| Sender::new(s.clone(), *to, size, &fill)).collect();
+    let offload = Offload::of(spec.gsro);
+    let mut batches: Vec<Sender> =
+        socks.iter().map(|(_, s, to)| Sender::new(s.clone(), *to, size, &fill, offload)).collect();
     let pps = spec.rate.map(|r| r as f64 / 8.0 / size as f64 / total_conns.max(1) as f64);
     let start = Instant::now();
     let omit_ns = counters.omit_ns();
@@ -153,7 +165,9 @@ fn send_loop(
             std::thread::sleep(wait);
         }
     }
-    sent
+    let mut travelled = Batching::default();
+    batches.iter().for_each(|b| travelled.add(b.batching()));
+    (sent, travelled)
 }
 
 /// Receive on `rx` until `counters.stop`: each datagram carrying the test's tag is counted for
@@ -197,8 +211,8 @@ fn receive_loop(
 
 /// A UDP test in progress on one side.
 pub(crate) struct Running {
-    senders: Vec<JoinHandle<u64>>,
-    receivers: Vec<JoinHandle<Vec<RecvState>>>,
+    senders: Vec<JoinHandle<(u64, Batching)>>,
+    receivers: Vec<JoinHandle<(Vec<RecvState>, Batching)>>,
     buffers: Option<(u32, u32)>,
 }
 
@@ -206,9 +220,17 @@ impl Running {
     /// Wait for the threads (the caller set `counters.stop`) and merge the counts.
     pub(crate) fn join(self, counters: &Counters) -> (UdpCounts, Option<(u32, u32)>) {
         counters.stop.store(true, Relaxed);
-        let sent = self.senders.into_iter().filter_map(|t| t.join().ok()).sum();
-        let states: Vec<RecvState> = self.receivers.into_iter().filter_map(|t| t.join().ok()).flatten().collect();
-        (merge(&states, sent), self.buffers)
+        let (mut sent, mut tx, mut rx) = (0, Batching::default(), Batching::default());
+        for (n, b) in self.senders.into_iter().filter_map(|t| t.join().ok()) {
+            sent += n;
+            tx.add(b);
+        }
+        let mut states = Vec::new();
+        for (st, b) in self.receivers.into_iter().filter_map(|t| t.join().ok()) {
+            states.extend(st);
+            rx.add(b);
+        }
+        (merge(&states, sent, tx, rx), self.buffers)
     }
 }
 
@@ -292,6 +314,7 @@ impl Client {
                 }
             }
             Direction::Receive => {
+                let offload = Offload::of(spec.gsro);
                 for (i, s) in self.socks.iter().enumerate() {
                     let (s, c, tag, size) = (s.clone(), self.counters.clone(), self.tag, spec.msg_size as usize);
                     if spec.rcvbuf.is_none() {
@@ -300,9 +323,9 @@ impl Client {
                     run.receivers.push(super::spawn_worker(cpu, move || {
                         // Socket i's datagrams are connection i's (its counters' slot).
                         let mut st = vec![RecvState::default(); i + 1];
-                        let mut rx = Receiver::new(s, size);
+                        let mut rx = Receiver::new(s, size, offload);
                         receive_loop(&mut rx, tag, &c, &mut st, |_| Some(i), |_, _| ());
-                        vec![st.swap_remove(i)]
+                        (vec![st.swap_remove(i)], rx.batching())
                     }));
                 }
             }
@@ -372,10 +395,10 @@ impl Server {
                 if spec.rcvbuf.is_none() {
                     size_recv_buffer(&s, spec.rate, spec.msg_size as usize, 1);
                 }
-                let size = spec.msg_size as usize;
+                let (size, offload) = (spec.msg_size as usize, Offload::of(spec.gsro));
                 run.receivers.push(super::spawn_worker(cpu, move || {
                     let mut states = vec![RecvState::default(); n as usize];
-                    let mut rx = Receiver::new(s, size);
+                    let mut rx = Receiver::new(s, size, offload);
                     // The registered addresses, copied: looked up again only for an unknown one.
                     let mut known = p.lock().map(|m| m.clone()).unwrap_or_default();
                     let slot_of = |from: Option<SocketAddr>| {
@@ -391,7 +414,8 @@ impl Server {
                         }
                     };
                     receive_loop(&mut rx, t, &c, &mut states, slot_of, on_register);
-                    states
+                    let travelled = rx.batching();
+                    (states, travelled)
                 }));
             }
             Direction::Receive => {
@@ -433,7 +457,7 @@ mod tests {
         for s in [0, 1, 3, 2, 2, 5, 6] {
             st.on_datagram(&h(s), 100, s * 1000 + 50, 0);
         }
-        let c = merge(&[st], 8);
+        let c = merge(&[st], 8, Batching::default(), Batching::default());
         assert_eq!(c.received, 6, "{:?}", c.received);
         assert_eq!(c.duplicates, 1);
         assert_eq!(c.out_of_order, 1, "2 arrived after 3");
@@ -449,7 +473,7 @@ mod tests {
         for s in 0..10 {
             st.on_datagram(&h(s), 100, s * 1000 + 50, 5000);
         }
-        let c = merge(&[st], 5);
+        let c = merge(&[st], 5, Batching::default(), Batching::default());
         assert_eq!(c.received, 5, "seq 5..9 were sent at 5000 ns and later");
         assert_eq!(c.expected, 10);
     }

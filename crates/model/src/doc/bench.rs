@@ -79,6 +79,11 @@ pub struct TestOptions {
     /// `--bidir -P N`); absent: each connection carried both directions (before issue 43).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub each_way: bool,
+    /// udp-stream: whether UDP GSO and GRO were asked for (`--gsro`); written for every UDP
+    /// test since it was an option (absent in older UDP runs, which used them unless
+    /// `LINERATE_UDP_OFFLOAD=off` was set), absent for TCP tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gsro: Option<bool>,
 }
 
 /// A test as the client asked for it: the protocol's test spec (`linerate_proto::bench::TestSpec`)
@@ -230,6 +235,9 @@ pub struct BenchSummary {
     /// What the sender offered, bit/s (udp).
     #[serde(deserialize_with = "super::required")]
     pub sender_bps: Option<f64>,
+    /// How the datagrams travelled (udp), where the side was counted; absent in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_batching: Option<UdpBatching>,
     /// Both hosts' CPU over the measured time.
     pub cpu: CpuPair,
     /// CPU µs per KB moved (netperf's service demand), per host.
@@ -253,6 +261,21 @@ pub struct BenchSummary {
     /// probe apart from the bulk flows); absent outside profiles.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupFigures>,
+}
+
+/// How a UDP test's datagrams travelled: per system call and per message (a GSO or GRO train
+/// is one message: one super-packet through the stack, cut into datagrams at the far end of it).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct UdpBatching {
+    /// Datagrams per `sendmmsg` call on the sender.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagrams_per_send_call: Option<f64>,
+    /// Datagrams per message the sender handed the kernel: its GSO train length (1 without GSO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagrams_per_train: Option<f64>,
+    /// Datagrams per message the receiver read: its GRO train length (1 without GRO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagrams_per_received_train: Option<f64>,
 }
 
 /// The figures of one group of a profile.

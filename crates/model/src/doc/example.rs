@@ -128,6 +128,7 @@ pub fn bench_summary(bps: f64, connections: u64) -> BenchSummary {
         packets_per_s: Some(812_000.0),
         jitter_us: Some(4.5),
         sender_bps: Some(bps + 1e7),
+        udp_batching: None,
         cpu: CpuPair { local: cpu_share(0.25), remote: cpu_share(0.5) },
         service_demand_us_per_kb: SidePair { local: 0.21, remote: 0.32 },
         service_demand_us_per_tran: Some(SidePair { local: 4.2, remote: 6.4 }),

@@ -150,6 +150,7 @@ fn test_params(t: &BenchTest) -> RunParams {
         cport: o.cport,
         client_cpu: o.client_cpu,
         server_cpu: o.server_cpu,
+        gsro: o.gsro,
         ..RunParams::default()
     }
 }

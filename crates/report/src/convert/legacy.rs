@@ -295,6 +295,7 @@ fn sample_document(v: &Value) -> Result<BenchDocument, ReportError> {
         packets_per_s: None,
         jitter_us: None,
         sender_bps: None,
+        udp_batching: None,
         cpu: CpuPair {
             local: cpu(x.cpu.as_ref().and_then(|c| c.local)),
             remote: cpu(x.cpu.as_ref().and_then(|c| c.remote)),
