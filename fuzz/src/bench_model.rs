@@ -251,6 +251,7 @@ impl Harness {
                         let want: Result<TestSpec, _> = decode_doc(doc, "test request");
                         match (r, want) {
                             (Ok(ServerEvent::Request(got)), Ok(want)) => {
+                                let got = *got;
                                 assert_eq!(got, want);
                                 self.features |= bit(0);
                                 // The document re-encodes to an equal test.

@@ -702,7 +702,7 @@ pub struct ServerMachine {
 #[derive(Debug, PartialEq)]
 pub enum ServerEvent {
     /// Validate and admit this test, then call [`ServerMachine::admitted`].
-    Request(TestSpec),
+    Request(Box<TestSpec>),
     /// Start the test and answer `BenchGo`.
     Go,
     /// Stop and send the result, then call [`ServerMachine::finished`].
@@ -726,7 +726,7 @@ impl ServerMachine {
         let out = match (self.phase, f) {
             (Phase::Idle, Frame::BenchRequest(doc)) => {
                 self.phase = Phase::Requested;
-                ServerEvent::Request(decode_doc(doc, "test request")?)
+                ServerEvent::Request(Box::new(decode_doc(doc, "test request")?))
             }
             (Phase::Admitted, Frame::BenchGo) => {
                 self.phase = Phase::Running;
@@ -881,7 +881,7 @@ mod tests {
             let req = wire(Frame::BenchRequest(&c.request(&spec).unwrap()));
             let (f, _) = frame::decode(&req).unwrap();
             let ServerEvent::Request(got) = s.handle(&f).unwrap() else { panic!("not a request") };
-            assert_eq!(got, spec);
+            assert_eq!(*got, spec);
             got.validate(&Limits::default()).unwrap();
             s.admitted();
             let r = ready();
@@ -1079,7 +1079,7 @@ mod tests {
         let asked = encode_doc(&udp);
         let mut s = ServerMachine::default();
         match s.handle(&Frame::BenchRequest(&asked)).unwrap() {
-            ServerEvent::Request(got) => assert_eq!(got, udp, "the field round-trips"),
+            ServerEvent::Request(got) => assert_eq!(*got, udp, "the field round-trips"),
             e => panic!("{e:?}"),
         }
         // A server from before the field refuses the test rather than run it without trains:

@@ -212,7 +212,7 @@ pub fn serve_session(
     let mut tests = 0;
     loop {
         let mut spec = match machine.handle(&Frame::BenchRequest(&doc)) {
-            Ok(ServerEvent::Request(s)) => s,
+            Ok(ServerEvent::Request(s)) => *s,
             Ok(_) => return fatal(&mut tx, ErrorCode::Protocol, "expected a test request".into()),
             Err(e) => return fatal(&mut tx, ErrorCode::BadParams, e.to_string()),
         };
