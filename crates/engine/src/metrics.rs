@@ -397,7 +397,7 @@ impl Metrics {
         let age = gauges("linerate_mesh_result_age_seconds", "Seconds since the pair's last mesh result arrived.", l)?;
         let up = gauges(
             "linerate_mesh_up",
-            "1 if the pair's last mesh test ran, 0 if it failed or the peer was unreachable.",
+            "1 if the pair's last mesh test ran, 0 if it failed, the peer was unreachable or the controller found it down.",
             l,
         )?;
         let tput = gauges("linerate_mesh_throughput_bits", "Goodput of the pair's last mesh test, bit/s.", l)?;
@@ -708,7 +708,10 @@ mod tests {
         ] {
             assert!(t.contains(want), "{want} not in\n{t}");
         }
-        assert!(!t.contains("linerate_mesh_throughput_bits{agent=\"\",peer=\"10.0.0.3:7878\""), "{t}");
+        assert!(
+            !t.contains("linerate_mesh_throughput_bits{agent=\"\",peer=\"10.0.0.3:7878\",test=\"tcp-stream\"}"),
+            "{t}"
+        );
         assert!(!t.contains("linerate_mesh_interval_seconds"), "no interval before a task says it");
         // Issue 43: two tests of one kind are two series, named as the inventory names the test
         // and the agents; the interval is exported; a pair recorded as failed is down.
