@@ -13,7 +13,7 @@ use linerate_proto::bench::{decode_doc, encode_doc, Limits};
 use linerate_proto::error::ErrorCode;
 use linerate_proto::frame::{self, Frame};
 use linerate_proto::hello::Suite;
-use linerate_proto::mesh::{MeshLatency, MeshOutcome, MeshReport, MeshTask, MESH_DOC_VERSION};
+use linerate_proto::mesh::{MeshLatency, MeshOutcome, MeshReport, MeshSpread, MeshTask, MESH_DOC_VERSION};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -87,6 +87,14 @@ pub fn serve_task(
     if let Err(e) = task.validate(rules.limits) {
         return send_fatal(tx, ErrorCode::BadParams, &format!("mesh task refused: {e}"));
     }
+    if let Some(reason) = &task.failed {
+        // The controller gave the peer up for the round: nothing runs, the pair is down.
+        let outcome = MeshOutcome::Failed { message: reason.clone() };
+        on_outcome(&task, &outcome);
+        tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))]).map_err(|e| e.to_string())?;
+        let reason = linerate_proto::name::escape(reason.as_bytes());
+        return Ok(format!("mesh test {} to {} recorded as failed: {reason}", task.test.kind.name(), task.peer));
+    }
     let addr = match task.peer.to_socket_addrs().map(|mut a| a.next()) {
         Ok(Some(a)) => a,
         Ok(None) | Err(_) => {
@@ -144,11 +152,32 @@ fn run_against_peer(task: &MeshTask, addr: SocketAddr, host_key: Arc<Identity>) 
                 transactions_per_s: s.transactions_per_s,
                 loss_pct: s.loss_pct,
                 cpu_busy: (busy(&s.cpu.local), busy(&s.cpu.remote)),
+                spread: interval_spread(&r, s.latency_us.as_ref().map(|l| l.p50)),
             })
         }
         Err(e) if unreachable(&e) || agent_busy(&e) => MeshOutcome::PeerUnreachable { message: e.to_string() },
         Err(e) => MeshOutcome::Failed { message: e.to_string() },
     }
+}
+
+/// The spread of a test's figures over its reporting intervals (warm-up and a partial last
+/// interval left out), as `report` takes a bench run's (issue 43): goodput's, and for a
+/// round-trip test the median's, from the intervals' transaction rates (a closed loop's round
+/// trip is the inverse of its rate, so the relative spreads agree).
+fn interval_spread(r: &crate::bench::stats::TestResult, p50_us: Option<f64>) -> Option<MeshSpread> {
+    use linerate_model::stats::{mean, std_dev, steady};
+    let iv: Vec<_> = crate::bench::doc::intervals_doc(r).into_iter().filter(|i| !i.omitted).collect();
+    let pick = |f: fn(&linerate_model::doc::bench::BenchInterval) -> f64| -> Vec<f64> {
+        steady(iv.iter().map(|i| (i.start_s, i.end_s, f(i))).collect()).into_iter().map(|(_, _, x)| x).collect()
+    };
+    let bps = pick(|i| i.bps);
+    let tps = pick(|i| i.transactions_per_s);
+    let p50_us = p50_us.and_then(|p50| {
+        let m = mean(&tps).filter(|m| *m > 0.0)?;
+        Some(std_dev(&tps)? / m * p50)
+    });
+    let s = MeshSpread { intervals: bps.len() as u64, throughput_bps: std_dev(&bps)?, p50_us };
+    s.is_valid().then_some(s)
 }
 
 /// Why a controller's request did not come back with an outcome.

@@ -18,7 +18,7 @@
 use crate::net::accept::{Accepted, Acceptor};
 use crate::usage;
 use linerate_model::shutdown::Shutdown;
-use linerate_proto::mesh::{MeshOutcome, MeshReport};
+use linerate_proto::mesh::{MeshOutcome, MeshReport, MeshTask};
 use linerate_proto::ErrorCode;
 use prometheus::{Counter, Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use std::collections::BTreeMap;
@@ -103,6 +103,8 @@ impl std::fmt::Debug for Bytes {
 /// The last mesh result of one (test, peer) pair this agent measured from.
 #[derive(Debug, Clone)]
 struct PairResult {
+    /// This agent's inventory name, when the controller gave it.
+    agent: String,
     /// Unix seconds when it arrived.
     at: f64,
     /// The figures, when the test ran (none: the peer was unreachable or the test failed).
@@ -122,8 +124,11 @@ pub struct Metrics {
     handshake_failures: AtomicU64,
     next_active: AtomicU64,
     bytes: Mutex<Bytes>,
-    /// By (test kind, peer).
+    /// By (test, peer): the inventory's names, or the kind and the address from an older
+    /// controller.
     mesh: Mutex<BTreeMap<(String, String), PairResult>>,
+    /// The mesh's configured time between rounds, seconds, as its last task said.
+    mesh_interval: Mutex<Option<u64>>,
 }
 
 /// A running session: counted active until it ends or is dropped.
@@ -206,6 +211,7 @@ impl Default for Metrics {
             next_active: AtomicU64::new(0),
             bytes: Mutex::default(),
             mesh: Mutex::default(),
+            mesh_interval: Mutex::default(),
         }
     }
 }
@@ -246,17 +252,26 @@ impl Metrics {
         self.handshake_failures.fetch_add(1, Relaxed);
     }
 
-    /// A mesh test this agent ran (a `test` to `peer`) came back with `outcome`: it replaces the
-    /// pair's last result. At most [`MAX_PAIRS`] pairs are kept; a new one beyond them is not.
-    pub fn mesh_result(&self, test: &str, peer: &str, outcome: &MeshOutcome) {
+    /// A mesh task this agent ran came back with `outcome` (or was recorded as failed): it
+    /// replaces the pair's last result. The pair is named by the inventory's test and peer names
+    /// the task carries (issue 43), else the kind and the peer's address. At most [`MAX_PAIRS`]
+    /// pairs are kept; a new one beyond them is not.
+    pub fn mesh_result(&self, task: &MeshTask, outcome: &MeshOutcome) {
         let report = match outcome {
             MeshOutcome::Done(r) => Some(r.clone()),
             MeshOutcome::PeerUnreachable { .. } | MeshOutcome::Failed { .. } => None,
         };
+        if let Some(i) = task.interval_s {
+            *self.mesh_interval.lock().unwrap_or_else(PoisonError::into_inner) = Some(i);
+        }
+        let (test, agent, peer) = match &task.names {
+            Some(n) => (n.test.as_str(), n.agent.as_str(), n.peer.as_str()),
+            None => (task.test.kind.name(), "", task.peer.as_str()),
+        };
         let mut mesh = self.mesh.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (label(test), label(peer));
         if mesh.len() < MAX_PAIRS || mesh.contains_key(&key) {
-            mesh.insert(key, PairResult { at: unix_now(), report });
+            mesh.insert(key, PairResult { agent: label(agent), at: unix_now(), report });
         }
     }
 
@@ -369,12 +384,20 @@ impl Metrics {
         if mesh.is_empty() {
             return Ok(());
         }
-        let l = &["test", "peer"];
+        if let Some(i) = *self.mesh_interval.lock().unwrap_or_else(PoisonError::into_inner) {
+            let g = prometheus::Gauge::new(
+                "linerate_mesh_interval_seconds",
+                "The mesh's configured time between rounds (the inventory's interval), as its last task said.",
+            )?;
+            r.register(Box::new(g.clone()))?;
+            g.set(i as f64);
+        }
+        let l = &["test", "agent", "peer"];
         let at = gauges("linerate_mesh_result_timestamp_seconds", "Unix time the pair's last mesh result arrived.", l)?;
         let age = gauges("linerate_mesh_result_age_seconds", "Seconds since the pair's last mesh result arrived.", l)?;
         let up = gauges(
             "linerate_mesh_up",
-            "1 if the pair's last mesh test ran, 0 if it failed or the peer was unreachable.",
+            "1 if the pair's last mesh test ran, 0 if it failed, the peer was unreachable or the controller found it down.",
             l,
         )?;
         let tput = gauges("linerate_mesh_throughput_bits", "Goodput of the pair's last mesh test, bit/s.", l)?;
@@ -382,12 +405,12 @@ impl Metrics {
         let lat = gauges(
             "linerate_mesh_latency_seconds",
             "Round-trip latency of the pair's last mesh test (tcp-rr), by quantile.",
-            &["test", "peer", "quantile"],
+            &["test", "agent", "peer", "quantile"],
         )?;
         let loss = gauges("linerate_mesh_loss_ratio", "Datagram loss of the pair's last mesh test (udp), 0 to 1.", l)?;
         let now = unix_now();
         for ((test, peer), p) in &mesh {
-            let v = [test.as_str(), peer.as_str()];
+            let v = [test.as_str(), p.agent.as_str(), peer.as_str()];
             at.with_label_values(&v).set(p.at);
             age.with_label_values(&v).set((now - p.at).max(0.0));
             up.with_label_values(&v).set(if p.report.is_some() { 1.0 } else { 0.0 });
@@ -397,8 +420,8 @@ impl Metrics {
                 rtt.with_label_values(&v).set(us / 1e6);
             }
             if let Some(l) = &rep.latency_us {
-                lat.with_label_values(&[test, peer, "0.5"]).set(l.p50 / 1e6);
-                lat.with_label_values(&[test, peer, "0.99"]).set(l.p99 / 1e6);
+                lat.with_label_values(&[test, &p.agent, peer, "0.5"]).set(l.p50 / 1e6);
+                lat.with_label_values(&[test, &p.agent, peer, "0.99"]).set(l.p99 / 1e6);
             }
             if let Some(pct) = rep.loss_pct {
                 loss.with_label_values(&v).set(pct / 100.0);
@@ -626,6 +649,23 @@ mod tests {
         assert_eq!(value(&t, "linerate_sessions_active{kind=\"bench\"}"), 0);
     }
 
+    /// A mesh task to `peer` for test `test`: named as the inventory names them (issue 43) when
+    /// `test` is not a kind, else as an older controller sends it.
+    fn task(test: &str, peer: &str) -> MeshTask {
+        use linerate_proto::bench::{TestKind, TestSpec};
+        use linerate_proto::mesh::MeshNames;
+        let kind = [TestKind::TcpStream, TestKind::TcpRr, TestKind::UdpStream].into_iter().find(|k| k.name() == test);
+        MeshTask {
+            version: 1,
+            peer: format!("{peer}:7878"),
+            peer_host_key: String::new(),
+            test: TestSpec::new(kind.unwrap_or(TestKind::TcpRr)),
+            names: kind.is_none().then(|| MeshNames { test: test.into(), agent: "a".into(), peer: peer.into() }),
+            interval_s: kind.is_none().then_some(3600),
+            failed: None,
+        }
+    }
+
     #[test]
     fn the_last_mesh_result_of_each_pair_is_exported() {
         use linerate_proto::mesh::{MeshLatency, MESH_DOC_VERSION};
@@ -642,36 +682,54 @@ mod tests {
             transactions_per_s: None,
             loss_pct: None,
             cpu_busy: (0.1, 0.1),
+            spread: None,
         };
-        m.mesh_result("tcp-stream", "10.0.0.2:7878", &MeshOutcome::Done(report.clone()));
+        m.mesh_result(&task("tcp-stream", "10.0.0.2"), &MeshOutcome::Done(report.clone()));
         let rr = MeshReport { latency_us: Some(MeshLatency { p50: 30.0, p99: 50.0 }), ..report.clone() };
-        m.mesh_result("tcp-rr", "10.0.0.2:7878", &MeshOutcome::Done(rr));
+        m.mesh_result(&task("tcp-rr", "10.0.0.2"), &MeshOutcome::Done(rr.clone()));
         let udp = MeshReport { loss_pct: Some(2.5), ..report };
-        m.mesh_result("udp-stream", "10.0.0.3:7878", &MeshOutcome::Done(udp));
+        m.mesh_result(&task("udp-stream", "10.0.0.3"), &MeshOutcome::Done(udp));
         m.mesh_result(
-            "tcp-stream",
-            "10.0.0.3:7878",
+            &task("tcp-stream", "10.0.0.3"),
             &MeshOutcome::Done(MeshReport { throughput_bps: 1.0, ..report_of(&m) }),
         );
-        m.mesh_result("tcp-stream", "10.0.0.3:7878", &MeshOutcome::PeerUnreachable { message: "refused".into() });
+        m.mesh_result(&task("tcp-stream", "10.0.0.3"), &MeshOutcome::PeerUnreachable { message: "refused".into() });
         let t = m.render(None);
         for want in [
-            "linerate_mesh_throughput_bits{peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 9500000000",
-            "linerate_mesh_rtt_seconds{peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 0.00004",
-            "linerate_mesh_latency_seconds{peer=\"10.0.0.2:7878\",quantile=\"0.99\",test=\"tcp-rr\"} 0.00005",
-            "linerate_mesh_loss_ratio{peer=\"10.0.0.3:7878\",test=\"udp-stream\"} 0.025",
-            "linerate_mesh_up{peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 1",
+            "linerate_mesh_throughput_bits{agent=\"\",peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 9500000000",
+            "linerate_mesh_rtt_seconds{agent=\"\",peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 0.00004",
+            "linerate_mesh_latency_seconds{agent=\"\",peer=\"10.0.0.2:7878\",quantile=\"0.99\",test=\"tcp-rr\"} 0.00005",
+            "linerate_mesh_loss_ratio{agent=\"\",peer=\"10.0.0.3:7878\",test=\"udp-stream\"} 0.025",
+            "linerate_mesh_up{agent=\"\",peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 1",
             // the last result replaces the one before: unreachable now, and no stale figure
-            "linerate_mesh_up{peer=\"10.0.0.3:7878\",test=\"tcp-stream\"} 0",
-            "linerate_mesh_result_age_seconds{peer=\"10.0.0.3:7878\",test=\"tcp-stream\"} ",
-            "linerate_mesh_result_timestamp_seconds{peer=\"10.0.0.3:7878\",test=\"tcp-stream\"} ",
+            "linerate_mesh_up{agent=\"\",peer=\"10.0.0.3:7878\",test=\"tcp-stream\"} 0",
+            "linerate_mesh_result_age_seconds{agent=\"\",peer=\"10.0.0.3:7878\",test=\"tcp-stream\"} ",
+            "linerate_mesh_result_timestamp_seconds{agent=\"\",peer=\"10.0.0.3:7878\",test=\"tcp-stream\"} ",
         ] {
             assert!(t.contains(want), "{want} not in\n{t}");
         }
-        assert!(!t.contains("linerate_mesh_throughput_bits{peer=\"10.0.0.3:7878\",test=\"tcp-stream\"}"), "{t}");
+        assert!(
+            !t.contains("linerate_mesh_throughput_bits{agent=\"\",peer=\"10.0.0.3:7878\",test=\"tcp-stream\"}"),
+            "{t}"
+        );
+        assert!(!t.contains("linerate_mesh_interval_seconds"), "no interval before a task says it");
+        // Issue 43: two tests of one kind are two series, named as the inventory names the test
+        // and the agents; the interval is exported; a pair recorded as failed is down.
+        m.mesh_result(&task("rtt", "ams-2"), &MeshOutcome::Done(rr.clone()));
+        m.mesh_result(&task("rtt-loaded", "ams-2"), &MeshOutcome::Done(rr));
+        m.mesh_result(&task("tput", "ams-2"), &MeshOutcome::Failed { message: "agent down: ams-2".into() });
+        let t = m.render(None);
+        for want in [
+            "linerate_mesh_latency_seconds{agent=\"a\",peer=\"ams-2\",quantile=\"0.5\",test=\"rtt\"} 0.00003",
+            "linerate_mesh_latency_seconds{agent=\"a\",peer=\"ams-2\",quantile=\"0.5\",test=\"rtt-loaded\"} 0.00003",
+            "linerate_mesh_up{agent=\"a\",peer=\"ams-2\",test=\"tput\"} 0",
+            "linerate_mesh_interval_seconds 3600",
+        ] {
+            assert!(t.contains(want), "{want} not in\n{t}");
+        }
         // pairs beyond the cap get no series
         for i in 0..MAX_PAIRS + 5 {
-            m.mesh_result("tcp-rr", &format!("h{i}:1"), &MeshOutcome::Failed { message: String::new() });
+            m.mesh_result(&task("tcp-rr", &format!("h{i}")), &MeshOutcome::Failed { message: String::new() });
         }
         assert_eq!(m.render(None).matches("linerate_mesh_up{").count(), MAX_PAIRS);
     }

@@ -789,7 +789,7 @@ fn control(
                         targets: shared.cfg.mesh_targets.as_deref(),
                     };
                     let mut record = |t: &linerate_proto::mesh::MeshTask, o: &linerate_proto::mesh::MeshOutcome| {
-                        shared.metrics.mesh_result(t.test.kind.name(), &t.peer, o);
+                        shared.metrics.mesh_result(t, o);
                     };
                     crate::mesh::serve_task(doc, &mut sec.tx, grant, host_key, &rules, &mut record)
                 };

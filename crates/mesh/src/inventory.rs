@@ -178,10 +178,7 @@ pub struct Inventory {
 }
 
 fn check_name(what: &str, n: &str) -> Result<(), String> {
-    let ok = !n.is_empty()
-        && n.len() <= 63
-        && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
-    if ok {
+    if linerate_proto::mesh::is_name(n) {
         Ok(())
     } else {
         Err(format!("{what} name {n:?}: 1 to 63 of a-z, 0-9, '.', '_', '-'"))
@@ -215,6 +212,38 @@ fn host_port(a: &str) -> Result<(String, u16), String> {
         return Err(bad());
     }
     Ok((h.to_string(), port))
+}
+
+/// The under-load tests can all be scheduled under load (issue 43): each needs a throughput
+/// test at least as long as itself on both its agents for the whole of it, so the scheduler
+/// starts it only with such a wave ([`crate::schedule`]). A throughput direction (a test one
+/// way, or each way of a `both_ways` one) loads every agent of the fleet in as many waves as an
+/// under-load direction needs, so the under-load directions must be no more than the throughput
+/// directions at least as long as them — counted longest first, each throughput direction
+/// covering one under-load direction.
+fn check_under_load(tests: &[Test]) -> Result<(), String> {
+    let dirs = |t: &Test| if t.both_ways { 2 } else { 1 };
+    let mut loaded: Vec<&Test> = tests.iter().filter(|t| t.under_load).collect();
+    loaded.sort_by_key(|t| std::cmp::Reverse(t.duration));
+    let mut need = 0usize;
+    for t in loaded {
+        need += dirs(t);
+        let have: usize = tests.iter().filter(|x| !is_latency(x.kind) && x.duration >= t.duration).map(dirs).sum();
+        if need > have {
+            let what = if have == 0 {
+                "no throughput test (tcp-stream, udp-stream) is".to_string()
+            } else {
+                format!("the throughput tests at least as long as it cover {have} of the {need} under-load directions")
+            };
+            return Err(format!(
+                "test {:?}: under_load needs a throughput test at least as long ({} s) on both its agents for all \
+                 of it, and {what}: add one, shorten it, or set both_ways = false",
+                t.name,
+                t.duration.as_secs_f64()
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Inventory {
@@ -293,6 +322,7 @@ impl Inventory {
         if tests.is_empty() || tests.len() > MAX_TESTS {
             return Err(format!("{} tests: 1 to {MAX_TESTS}", tests.len()));
         }
+        check_under_load(&tests)?;
         let interval = raw.interval.map(units::Duration::get);
         if interval.is_some_and(|i| i < Duration::from_secs(60)) {
             return Err("interval: at least 1 minute".into());
@@ -321,7 +351,7 @@ impl Inventory {
 
     /// The tests as the scheduler sees them.
     pub fn plans(&self) -> Vec<TestPlan> {
-        self.tests.iter().map(|t| TestPlan { class: t.class(), both_ways: t.both_ways }).collect()
+        self.tests.iter().map(|t| TestPlan { class: t.class(), both_ways: t.both_ways, duration: t.duration }).collect()
     }
 }
 
@@ -367,6 +397,25 @@ mod tests {
             (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-stream\"\nduration = \"1h\"\n"), "duration from"),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"udp-stream\"\n"), "needs a rate"),
             (two_agents(&format!("{t}under_load = true\n")), "under_load is for latency tests"),
+            // issue 43: an under-load test the throughput tests cannot cover for all of it
+            (
+                two_agents("[[test]]\nname = \"l\"\nkind = \"tcp-rr\"\nunder_load = true\n"),
+                "test \"l\": under_load needs a throughput test at least as long (10 s) on both its agents for all \
+                 of it, and no throughput test (tcp-stream, udp-stream) is",
+            ),
+            (
+                two_agents(&format!(
+                    "{t}duration = \"5s\"\n[[test]]\nname = \"l\"\nkind = \"tcp-rr\"\nunder_load = true\n"
+                )),
+                "no throughput test",
+            ),
+            (
+                two_agents(&format!(
+                    "{t}both_ways = false\n[[test]]\nname = \"l\"\nkind = \"tcp-rr\"\nunder_load = true\n\
+                     [[test]]\nname = \"m\"\nkind = \"tcp-rr\"\nunder_load = true\n"
+                )),
+                "cover 1 of the 2 under-load directions",
+            ),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"udp-stream\"\nrate = \"fast\"\n"), "rate = \"fast\""),
             (two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-rr\"\nduration = \"5 weeks\"\n"), "unknown unit"),
             (two_agents(t).replace("\"1h\"", "\"1 fortnight\""), "interval = \"1 fortnight\""),

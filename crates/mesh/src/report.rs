@@ -8,7 +8,10 @@ use crate::inventory::Inventory;
 use crate::round::{RoundResult, TaskResult};
 use crate::schedule::Class;
 use linerate_model::doc::mesh::{pair_metric, MeshRound, MeshTally, MeshTest, MeshTry, PairFigure, PairFigures};
-use linerate_report::{Better, Body, Cell, RunKind, RunParams, RunReport, Table};
+use linerate_report::{Better, Body, Cell, RunKind, RunParams, RunReport, Spread, SpreadOf, Table};
+
+/// How a try's status starts when its agent was down and it was not tried.
+pub use linerate_model::doc::mesh::AGENT_DOWN;
 
 /// The columns of the `pairs` table.
 pub const PAIR_COLUMNS: [&str; 12] = [
@@ -51,12 +54,14 @@ pub fn to_round(inv: &Inventory, r: &RoundResult) -> MeshRound {
                         p99_us: m.latency_us.map(|l| l.p99),
                         retransmits: m.retransmits,
                         loss_pct: m.loss_pct,
+                        spread: m.spread.filter(|s| s.is_valid()),
                     }),
                 ),
                 TaskResult::Unreachable { agent, message } => {
                     (format!("unreachable {}: {message}", inv.agents[*agent].name), None)
                 }
                 TaskResult::Failed { message } => (format!("failed: {message}"), None),
+                TaskResult::Down { agent } => (format!("{AGENT_DOWN}: {}", inv.agents[*agent].name), None),
             };
             MeshTry {
                 test: inv.tests[t.task.test].name.clone(),
@@ -136,12 +141,16 @@ pub fn to_report(inv: &Inventory, r: &RoundResult) -> RunReport {
         let figure = figure_of(inv.tests[task.task.test].class());
         if let Some(f) = &t.figures {
             let name = pair_metric(&t.test, &t.from, &t.to, figure);
-            match figure {
-                PairFigure::Throughput => rep.metric(&name, f.throughput_bps, "bit/s", Better::Higher),
-                PairFigure::LatencyP50 => {
-                    if let Some(p50) = f.p50_us {
-                        rep.metric(&name, p50, "us", Better::Lower);
-                    }
+            let value = match figure {
+                PairFigure::Throughput => Some((f.throughput_bps, "bit/s", Better::Higher)),
+                PairFigure::LatencyP50 => f.p50_us.map(|p50| (p50, "us", Better::Lower)),
+            };
+            if let Some((v, unit, better)) = value {
+                rep.metric(&name, v, unit, better);
+                // the test's own spread over its intervals, as a bench run's (issue 43)
+                if let Some((sd, n)) = f.spread.and_then(|s| s.of(figure).map(|sd| (sd, s.intervals))) {
+                    rep.spreads.retain(|s| s.metric != name);
+                    rep.spreads.push(Spread { metric: name, sd, n, of: SpreadOf::Intervals });
                 }
             }
         }
@@ -200,7 +209,55 @@ mod tests {
             transactions_per_s: None,
             loss_pct: None,
             cpu_busy: (0.0, 0.0),
+            spread: None,
         })
+    }
+
+    /// `done` with a spread over 10 intervals of `pct` percent of its figures.
+    fn spread(r: TaskResult, pct: f64) -> TaskResult {
+        let TaskResult::Done(mut m) = r else { return r };
+        m.spread = Some(linerate_proto::mesh::MeshSpread {
+            intervals: 10,
+            throughput_bps: m.throughput_bps * pct / 100.0,
+            p50_us: m.latency_us.map(|l| l.p50 * pct / 100.0),
+        });
+        TaskResult::Done(m)
+    }
+
+    /// Issue 43: each pair's figure carries its test's spread, so `report compare` of two rounds
+    /// judges a pair by its own noise: rounds alike within it show no regression, a pair that
+    /// halved does.
+    #[test]
+    fn rounds_alike_within_their_tests_spread_compare_without_a_regression() {
+        let inv = inventory();
+        let task = |test, from, to| Task { id: 0, test, from, to, attempt: 0 };
+        let round = |n: u64, tput: f64, rtt: f64| {
+            let tries = vec![
+                Try { task: task(0, 0, 1), start_s: 0.0, end_s: 1.0, result: spread(done(tput, None), 5.0) },
+                Try { task: task(0, 1, 0), start_s: 1.0, end_s: 2.0, result: spread(done(9e8, None), 5.0) },
+                Try { task: task(1, 1, 2), start_s: 2.0, end_s: 3.0, result: spread(done(1e6, Some(rtt)), 5.0) },
+            ];
+            let r = RoundResult {
+                round: n,
+                started: std::time::SystemTime::UNIX_EPOCH,
+                tries,
+                tally: Tally { done: 3, ..Tally::default() },
+                down: Vec::new(),
+                stopped: false,
+            };
+            to_report(&inv, &r)
+        };
+        let (a, b) = (round(1, 9e8, 80.0), round(2, 8.3e8, 88.0));
+        let s = a.spread("rtt:a1>a2:p50").unwrap();
+        assert_eq!((s.sd, s.n, s.of), (4.0, 10, SpreadOf::Intervals));
+        let Some(Body::Mesh(kept)) = &a.body else { panic!() };
+        assert_eq!(kept.tries[0].figures.and_then(|f| f.spread).map(|s| s.intervals), Some(10), "kept in the round");
+        let c = linerate_report::compare(&a, &b, 5.0);
+        assert!(!c.has_regression(), "-8 % and +10 % within a 5 % spread's band:\n{}", c.to_text());
+        assert_eq!(c.rows.iter().filter(|r| r.within_noise).count(), 2, "{}", c.to_text());
+        assert!(!linerate_report::compare(&a, &a, 5.0).has_regression(), "identical rounds");
+        let c = linerate_report::compare(&a, &round(2, 4.5e8, 80.0), 5.0);
+        assert!(c.has_regression() && c.to_text().contains("tput:a0>a1"), "{}", c.to_text());
     }
 
     #[test]

@@ -4,14 +4,20 @@
 //! its start and end for the timeline; a stop request (SIGTERM, a [`Shutdown`]) starts nothing
 //! new and lets the running tests finish. The round waits for a test's end, the scheduler's next
 //! start or the stop at once, on channels.
+//!
+//! A task the scheduler gives up without a try (its agent down, or an under-load test with no
+//! throughput left to run beside) is recorded as a failed try, so the round's tries and its
+//! tally agree; at the round's end each agent whose test toward a down agent was given up is
+//! told so ([`Agents::record_failed`]), and its `linerate_mesh_up` toward that agent goes to 0
+//! within the round (issue 43: it kept the previous round's figure and 1).
 
 use crate::inventory::{Inventory, Test};
-use crate::schedule::{AgentId, Outcome, Poll, Scheduler, Tally, Task};
+use crate::schedule::{AgentId, GiveUp, Outcome, Poll, Scheduler, Tally, Task};
 use linerate_engine::auth::keys::Identity;
 use linerate_engine::mesh::{run_task, TaskError};
 use linerate_engine::shutdown::Shutdown;
 use linerate_proto::bench::{Direction, TestSpec};
-use linerate_proto::mesh::{MeshOutcome, MeshReport, MeshTask, MESH_DOC_VERSION};
+use linerate_proto::mesh::{MeshNames, MeshOutcome, MeshReport, MeshTask, MESH_DOC_VERSION};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -33,12 +39,22 @@ pub enum TaskResult {
         /// What happened.
         message: String,
     },
+    /// Not tried: `agent` was down for the round (after its retries).
+    Down {
+        /// The agent down.
+        agent: AgentId,
+    },
 }
 
 /// The boundary: run `task` (test `test` from agent `task.from` to agent `task.to`).
 pub trait Agents: Sync {
     /// Run it and say how it went.
     fn run(&self, task: &Task, test: &Test) -> TaskResult;
+
+    /// Tell agent `task.from` that `task` failed without a try, for `reason` (its peer is
+    /// down), so that its metrics show the pair down. Best effort: an agent that cannot be told
+    /// keeps its last result, which ages into the stale alert.
+    fn record_failed(&self, task: &Task, test: &Test, reason: &str);
 }
 
 /// One try, as the timeline shows it.
@@ -84,6 +100,7 @@ pub fn run_round(
     let mut tries = Vec::new();
     let mut running = 0usize;
     let mut stopped = false;
+    let mut tell = Vec::new();
     std::thread::scope(|scope| {
         let (tx, rx) = crossbeam_channel::unbounded::<(Task, f64, TaskResult)>();
         loop {
@@ -91,7 +108,9 @@ pub fn run_round(
             if stop.is_stopped() {
                 stopped = true;
             }
-            let wait = match if stopped { Poll::Wait(None) } else { sched.poll(now) } {
+            let poll = if stopped { Poll::Wait(None) } else { sched.poll(now) };
+            given_up(&mut sched, t0, &mut tries, &mut tell, log);
+            let wait = match poll {
                 Poll::Done => break,
                 Poll::Start(batch) => {
                     for task in batch {
@@ -124,16 +143,51 @@ pub fn run_round(
                 let outcome = match &result {
                     TaskResult::Done(_) => Outcome::Done,
                     TaskResult::Unreachable { agent, .. } => Outcome::Unreachable(*agent),
-                    TaskResult::Failed { .. } => Outcome::Failed,
+                    TaskResult::Failed { .. } | TaskResult::Down { .. } => Outcome::Failed,
                 };
                 let t = Try { task, start_s, end_s: t0.elapsed().as_secs_f64(), result };
                 log(&t);
                 tries.push(t);
                 sched.handle_done(task.id, outcome, Instant::now());
+                given_up(&mut sched, t0, &mut tries, &mut tell, log);
             }
+        }
+        // Each agent whose test toward a down agent was given up hears of it, all at once.
+        let down: Vec<AgentId> = sched.down().collect();
+        for (task, agent) in tell.iter().filter(|(t, _)| !down.contains(&t.from)) {
+            let reason = format!("agent down: {} (given up after its retries)", inv.agents[*agent].name);
+            scope.spawn(move || agents.record_failed(task, &inv.tests[task.test], &reason));
         }
     });
     RoundResult { round, started, tries, tally: sched.tally(), down: sched.down().collect(), stopped }
+}
+
+/// Records the tasks `sched` ended without a try as failed tries of no length, logged like the
+/// others; `tell` gets those whose client is to hear that its peer is down.
+fn given_up(
+    sched: &mut Scheduler,
+    t0: Instant,
+    tries: &mut Vec<Try>,
+    tell: &mut Vec<(Task, AgentId)>,
+    log: &mut dyn FnMut(&Try),
+) {
+    for (task, why) in sched.poll_given_up() {
+        let at = t0.elapsed().as_secs_f64();
+        let result = match why {
+            GiveUp::AgentDown(agent) => {
+                if agent != task.from {
+                    tell.push((task, agent));
+                }
+                TaskResult::Down { agent }
+            }
+            GiveUp::NoLoad => TaskResult::Failed {
+                message: "not run: no throughput test was left to run it under load beside".into(),
+            },
+        };
+        let t = Try { task, start_s: at, end_s: at, result };
+        log(&t);
+        tries.push(t);
+    }
 }
 
 /// The real agents: each task goes to its first agent as a mesh request, signed with the
@@ -145,17 +199,38 @@ pub struct NetAgents<'a> {
     pub identity: Arc<Identity>,
 }
 
-/// The bench test a mesh test stands for.
+/// The bench test a mesh test stands for: reporting intervals of a tenth of it (100 ms to 1 s),
+/// so that even a short test has the intervals its spread is taken from.
 pub fn spec(test: &Test) -> TestSpec {
     let mut s = TestSpec::new(test.kind);
     s.direction = Direction::Send;
     s.connections = test.streams as u32;
     s.duration_ms = test.duration.as_millis() as u64;
+    s.interval_ms = (s.duration_ms / 10).clamp(100, 1000);
     s.rate = test.rate;
     s
 }
 
 impl NetAgents<'_> {
+    /// The request for `task`, named as the inventory names its test and agents.
+    fn request(&self, task: &Task, test: &Test, failed: Option<String>) -> MeshTask {
+        let (from, to) = (&self.inv.agents[task.from], &self.inv.agents[task.to]);
+        let peer = if to.host.contains(':') {
+            format!("[{}]:{}", to.host, to.port)
+        } else {
+            format!("{}:{}", to.host, to.port)
+        };
+        MeshTask {
+            version: MESH_DOC_VERSION,
+            peer,
+            peer_host_key: to.host_key.clone(),
+            test: spec(test),
+            names: Some(MeshNames { test: test.name.clone(), agent: from.name.clone(), peer: to.name.clone() }),
+            interval_s: self.inv.interval.map(|i| i.as_secs().max(1)),
+            failed,
+        }
+    }
+
     fn addr(&self, a: AgentId) -> Result<SocketAddr, String> {
         let ag = &self.inv.agents[a];
         (ag.host.as_str(), ag.port)
@@ -168,17 +243,12 @@ impl NetAgents<'_> {
 
 impl Agents for NetAgents<'_> {
     fn run(&self, task: &Task, test: &Test) -> TaskResult {
-        let (from, to) = (&self.inv.agents[task.from], &self.inv.agents[task.to]);
+        let from = &self.inv.agents[task.from];
         let addr = match self.addr(task.from) {
             Ok(a) => a,
             Err(message) => return TaskResult::Unreachable { agent: task.from, message },
         };
-        let peer = if to.host.contains(':') {
-            format!("[{}]:{}", to.host, to.port)
-        } else {
-            format!("{}:{}", to.host, to.port)
-        };
-        let mt = MeshTask { version: MESH_DOC_VERSION, peer, peer_host_key: to.host_key.clone(), test: spec(test) };
+        let mt = self.request(task, test, None);
         match run_task(addr, &from.host_key, self.identity.clone(), &mt, self.inv.connect_timeout) {
             Ok(MeshOutcome::Done(r)) => TaskResult::Done(r),
             Ok(MeshOutcome::PeerUnreachable { message }) => TaskResult::Unreachable { agent: task.to, message },
@@ -187,6 +257,13 @@ impl Agents for NetAgents<'_> {
             Err(TaskError::Failed(e)) => TaskResult::Failed { message: e.to_string() },
         }
     }
+
+    fn record_failed(&self, task: &Task, test: &Test, reason: &str) {
+        let Ok(addr) = self.addr(task.from) else { return };
+        let mt = self.request(task, test, Some(reason.to_string()));
+        let key = &self.inv.agents[task.from].host_key;
+        let _ = run_task(addr, key, self.identity.clone(), &mt, self.inv.connect_timeout);
+    }
 }
 
 #[cfg(test)]
@@ -194,6 +271,7 @@ mod tests {
     use super::*;
     use crate::schedule::Class;
     use linerate_engine::shutdown::Stopper;
+    use std::collections::HashMap;
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -203,6 +281,12 @@ mod tests {
         dead: Option<AgentId>,
         busy: Mutex<Vec<(u32, u32)>>,
         overlaps: Mutex<u32>,
+        /// (from, to, reason) of each pair told it failed.
+        told: Mutex<Vec<(AgentId, AgentId, String)>>,
+    }
+
+    fn fake(ms: u64, dead: Option<AgentId>, n: usize) -> Fake {
+        Fake { ms, dead, busy: Mutex::new(vec![(0, 0); n]), overlaps: Mutex::new(0), told: Mutex::default() }
     }
 
     impl Agents for Fake {
@@ -251,7 +335,12 @@ mod tests {
                 transactions_per_s: None,
                 loss_pct: None,
                 cpu_busy: (0.0, 0.0),
+                spread: None,
             })
+        }
+
+        fn record_failed(&self, task: &Task, _: &Test, reason: &str) {
+            self.told.lock().unwrap().push((task.from, task.to, reason.to_string()));
         }
     }
 
@@ -268,7 +357,7 @@ mod tests {
     #[test]
     fn a_round_runs_every_task_on_threads_without_overlap() {
         let inv = inventory(6);
-        let fake = Fake { ms: 20, dead: None, busy: Mutex::new(vec![(0, 0); 6]), overlaps: Mutex::new(0) };
+        let fake = fake(20, None, 6);
         let mut lines = 0;
         let r = run_round(&inv, &fake, 0, &Shutdown::never(), &mut |_| lines += 1);
         assert_eq!(r.tries.len(), 30 + 15);
@@ -286,12 +375,27 @@ mod tests {
     #[test]
     fn a_dead_agent_is_given_up_and_a_stop_lets_running_tests_finish() {
         let inv = inventory(4);
-        let fake = Fake { ms: 5, dead: Some(3), busy: Mutex::new(vec![(0, 0); 4]), overlaps: Mutex::new(0) };
-        let r = run_round(&inv, &fake, 0, &Shutdown::never(), &mut |_| {});
+        let dead = fake(5, Some(3), 4);
+        let r = run_round(&inv, &dead, 0, &Shutdown::never(), &mut |_| {});
         assert_eq!(r.down, vec![3]);
         assert_eq!(r.tally.done, 6 + 3, "the other three agents' pairs");
+        // Issue 43: every task of agent 3 ended as a try (its last one failed or down), as many
+        // as the tally's failures; each agent whose test toward it was given up was told.
+        let mut last: HashMap<(usize, usize, usize), &TaskResult> = HashMap::new();
+        for t in &r.tries {
+            last.insert((t.task.test, t.task.from, t.task.to), &t.result);
+        }
+        let failed = last.values().filter(|r| !matches!(r, TaskResult::Done(_))).count() as u64;
+        assert_eq!((failed, r.tally.failed), (3 * 2 + 3, 3 * 2 + 3), "tput both ways and rtt with agent 3");
+        let down = r.tries.iter().filter(|t| t.result == TaskResult::Down { agent: 3 }).count();
+        let told = dead.told.lock().unwrap().clone();
+        assert!(down >= 6 && told.len() >= 2, "given up: {down}, told: {told:?}");
+        assert!(told.iter().all(|(from, to, why)| *from != 3 && *to == 3 && why.starts_with("agent down: a3")));
+        let given_up_toward_3 =
+            r.tries.iter().filter(|t| t.result == TaskResult::Down { agent: 3 } && t.task.from != 3).count();
+        assert_eq!(told.len(), given_up_toward_3, "told exactly the clients of the given-up tests");
         let stop = Stopper::new();
-        let slow = Fake { ms: 200, dead: None, busy: Mutex::new(vec![(0, 0); 4]), overlaps: Mutex::new(0) };
+        let slow = fake(200, None, 4);
         let mut n = 0;
         let r = run_round(&inv, &slow, 0, &stop.shutdown(), &mut |_| {
             n += 1;

@@ -18,7 +18,13 @@
 //! nothing waits that could run. The order is the round-robin "circle" tournament: for N agents,
 //! N − 1 rounds of N / 2 disjoint pairs (N rounds with one agent resting when N is odd), once per
 //! direction and test, so a wave is one such round and every agent is busy in every wave.
-//! Background tests run in waves of their own beside the others.
+//! A background test (latency under load) is under load for the whole of it (issue 43: one was
+//! stored "under load" from a wave where neither of its agents carried traffic): it starts only
+//! with a throughput wave, on a pair whose two agents each run a throughput test of that wave
+//! at least as long as it, so both carry traffic from its start to its end; one per agent at a
+//! time. The inventory refuses under-load tests the throughput tests cannot cover
+//! ([`crate::inventory`]); one left when no throughput test is (agents down, retries) is given
+//! up ([`GiveUp::NoLoad`]), never run unloaded.
 //!
 //! An agent that cannot be reached ([`Outcome::Unreachable`]) is left alone for a backoff that
 //! doubles each time, its test tried again after it; after `retries` failures in a row it is
@@ -53,6 +59,17 @@ pub struct TestPlan {
     /// Run it both ways (a → b and b → a), or only from the lower-numbered agent of each pair's
     /// first direction.
     pub both_ways: bool,
+    /// How long it runs: a background test starts only beside throughput tests at least as long.
+    pub duration: Duration,
+}
+
+/// Why a task ended without being tried ([`Scheduler::poll_given_up`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveUp {
+    /// This agent is down for the round.
+    AgentDown(AgentId),
+    /// A background (under load) test with no throughput test left to run beside.
+    NoLoad,
 }
 
 /// A test to run: test `test` of the inventory from agent `from` (the client) to agent `to`.
@@ -147,9 +164,16 @@ struct Queue {
 }
 
 impl Queue {
-    /// Adds to a wave: in order, pending tasks whose agents are not `held` and not yet `taken`,
-    /// up to `max`, looking at most `window` tasks ahead; marks their agents taken.
-    fn wave(&mut self, taken: &mut [bool], held: &[Option<Instant>], max: usize, window: usize) -> Vec<Task> {
+    /// Adds to a wave: in order, pending tasks that `fit` and whose agents are not `held` and not
+    /// yet `taken`, up to `max`, looking at most `window` tasks ahead; marks their agents taken.
+    fn wave(
+        &mut self,
+        taken: &mut [bool],
+        held: &[Option<Instant>],
+        max: usize,
+        window: usize,
+        fit: impl Fn(&Task) -> bool,
+    ) -> Vec<Task> {
         let free = |taken: &[bool], a: AgentId| !taken[a] && held[a].is_none();
         let mut n_free = (0..taken.len()).filter(|&a| free(taken, a)).count();
         let mut out = Vec::new();
@@ -157,7 +181,7 @@ impl Queue {
         while i < self.pending.len() && out.len() < max && n_free >= 2 && seen < window {
             let t = self.pending[i];
             seen += 1;
-            if free(taken, t.from) && free(taken, t.to) {
+            if free(taken, t.from) && free(taken, t.to) && fit(&t) {
                 taken[t.from] = true;
                 taken[t.to] = true;
                 n_free -= 2;
@@ -192,6 +216,10 @@ pub struct Scheduler {
     down: Vec<bool>,
     /// The agents with a hold.
     held: Vec<AgentId>,
+    /// Each test's plan (durations and classes).
+    plans: Vec<TestPlan>,
+    /// Tasks ended without a try, not yet polled.
+    given_up: Vec<(Task, GiveUp)>,
     tally: Tally,
 }
 
@@ -243,6 +271,8 @@ impl Scheduler {
             hold: vec![None; agents],
             down: vec![false; agents],
             held: Vec::new(),
+            plans: tests.to_vec(),
+            given_up: Vec::new(),
             tally: Tally::default(),
         };
         if units.is_empty() {
@@ -308,18 +338,43 @@ impl Scheduler {
             let (max_x, max_n) = (self.limits.max_parallel.max(1), self.limits.max_shared.max(1));
             let latency_first = self.latency_turn && !self.normal.pending.is_empty();
             if latency_first {
-                start.extend(self.normal.wave(&mut taken, &self.hold, max_n, window));
-                start.extend(self.exclusive.wave(&mut taken, &self.hold, max_x, window));
+                start.extend(self.normal.wave(&mut taken, &self.hold, max_n, window, |_| true));
+                start.extend(self.exclusive.wave(&mut taken, &self.hold, max_x, window, |_| true));
             } else {
-                start.extend(self.exclusive.wave(&mut taken, &self.hold, max_x, window));
-                start.extend(self.normal.wave(&mut taken, &self.hold, max_n, window));
+                start.extend(self.exclusive.wave(&mut taken, &self.hold, max_x, window, |_| true));
+                start.extend(self.normal.wave(&mut taken, &self.hold, max_n, window, |_| true));
             }
             self.latency_turn = !latency_first;
             self.tally.waves += u64::from(!start.is_empty());
         }
-        if self.background.running.is_empty() && !self.background.pending.is_empty() {
+        // Background tests start with the throughput tests that load both their agents.
+        if !start.is_empty() && !self.background.pending.is_empty() {
+            let mut load = vec![Duration::ZERO; self.agents];
+            for t in start.iter().filter(|t| self.plans[t.test].class == Class::Exclusive) {
+                load[t.from] = self.plans[t.test].duration;
+                load[t.to] = self.plans[t.test].duration;
+            }
             let mut taken = vec![false; self.agents];
-            start.extend(self.background.wave(&mut taken, &self.hold, self.limits.max_shared.max(1), window));
+            for t in self.background.running.values() {
+                taken[t.from] = true;
+                taken[t.to] = true;
+            }
+            for (a, d) in load.iter().enumerate() {
+                taken[a] |= d.is_zero();
+            }
+            // both agents loaded at least as long as the test (else it waits for a longer wave)
+            let plans = &self.plans;
+            let fit = |t: &Task| load[t.from].min(load[t.to]) >= plans[t.test].duration;
+            let max = self.limits.max_shared.max(1);
+            start.extend(self.background.wave(&mut taken, &self.hold, max, window, fit));
+        }
+        let no_load = self.exclusive.idle();
+        if no_load && !self.background.pending.is_empty() {
+            // no throughput test left to run beside: never run one unloaded
+            for t in std::mem::take(&mut self.background.pending) {
+                self.tally.failed += 1;
+                self.given_up.push((t, GiveUp::NoLoad));
+            }
         }
         if !start.is_empty() {
             return Poll::Start(start);
@@ -383,10 +438,18 @@ impl Scheduler {
         self.hold[a] = None;
         self.held.retain(|&h| h != a);
         for q in [&mut self.exclusive, &mut self.normal, &mut self.background] {
-            let before = q.pending.len();
-            q.pending.retain(|t| t.from != a && t.to != a);
-            self.tally.failed += (before - q.pending.len()) as u64;
+            let (gone, kept): (Vec<Task>, Vec<Task>) = q.pending.drain(..).partition(|t| t.from == a || t.to == a);
+            q.pending = kept.into();
+            self.tally.failed += gone.len() as u64;
+            self.given_up.extend(gone.into_iter().map(|t| (t, GiveUp::AgentDown(a))));
         }
+    }
+
+    /// Tasks ended without a try since the last call (counted failed in the tally): an agent
+    /// down's, or an under-load test's with no throughput left. The caller records them as
+    /// failed tries, so a round's tries and its tally agree.
+    pub fn poll_given_up(&mut self) -> Vec<(Task, GiveUp)> {
+        std::mem::take(&mut self.given_up)
     }
 
     /// Agents found down so far.
@@ -400,9 +463,11 @@ mod tests {
     use super::*;
     use std::collections::{BinaryHeap, HashMap, HashSet};
 
-    const THROUGHPUT: TestPlan = TestPlan { class: Class::Exclusive, both_ways: true };
-    const LATENCY: TestPlan = TestPlan { class: Class::Normal, both_ways: false };
-    const UNDER_LOAD: TestPlan = TestPlan { class: Class::Background, both_ways: false };
+    const S10: Duration = Duration::from_secs(10);
+    const THROUGHPUT: TestPlan = TestPlan { class: Class::Exclusive, both_ways: true, duration: S10 };
+    const LATENCY: TestPlan = TestPlan { class: Class::Normal, both_ways: false, duration: S10 };
+    const UNDER_LOAD: TestPlan = TestPlan { class: Class::Background, both_ways: false, duration: S10 };
+    const ONE_WAY: TestPlan = TestPlan { class: Class::Exclusive, both_ways: false, duration: S10 };
 
     #[test]
     fn the_circle_covers_every_pair_once_in_disjoint_rounds() {
@@ -433,6 +498,8 @@ mod tests {
         tries: Vec<(u64, u64, Task, Outcome)>,
         tally: Tally,
         end: u64,
+        /// Tasks ended without a try, and when.
+        given_up: Vec<(u64, Task, GiveUp)>,
     }
 
     /// Runs a round on a virtual clock: every try takes `dur(task)` ns; `outcome` decides how it
@@ -452,8 +519,11 @@ mod tests {
         let mut ends: BinaryHeap<std::cmp::Reverse<(u64, u32)>> = BinaryHeap::new();
         let mut started: HashMap<u32, (u64, Task)> = HashMap::new();
         let mut tries = Vec::new();
+        let mut given_up = Vec::new();
         for _ in 0..50_000_000 {
-            match s.poll(at(now)) {
+            let poll = s.poll(at(now));
+            given_up.extend(s.poll_given_up().into_iter().map(|(t, g)| (now, t, g)));
+            match poll {
                 Poll::Start(ts) => {
                     for t in ts {
                         assert!(started.insert(t.id, (now, t)).is_none(), "started twice while running");
@@ -462,7 +532,7 @@ mod tests {
                 }
                 Poll::Done => {
                     assert!(ends.is_empty());
-                    return Sim { tries, tally: s.tally(), end: now };
+                    return Sim { tries, tally: s.tally(), end: now, given_up };
                 }
                 Poll::Wait(until) => {
                     let next_end = ends.peek().map(|r| r.0 .0);
@@ -484,6 +554,7 @@ mod tests {
                         let o = outcome(&task);
                         tries.push((st, e, task, o));
                         s.handle_done(id, o, at(now));
+                        given_up.extend(s.poll_given_up().into_iter().map(|(t, g)| (now, t, g)));
                     }
                 }
             }
@@ -537,7 +608,7 @@ mod tests {
     #[test]
     fn latency_never_runs_beside_throughput_on_its_agents_unless_asked_under_load() {
         for n in [2, 3, 5, 6, 7, 12] {
-            let tests = [THROUGHPUT, LATENCY, TestPlan { class: Class::Exclusive, both_ways: false }, LATENCY];
+            let tests = [THROUGHPUT, LATENCY, ONE_WAY, LATENCY];
             let dead = |t: &Task| if t.from == 1 && t.attempt == 0 { Outcome::Unreachable(1) } else { Outcome::Done };
             let limits = Limits { backoff: Duration::from_nanos(7), ..Limits::default() };
             let sim = simulate(n, &tests, limits, 3, |t| 5 + (t.id as u64 % 4) * 3, dead);
@@ -562,6 +633,11 @@ mod tests {
         let sim = simulate(6, &tests, limits, 0, |_| 10, dead);
         // agent 5: 4 tries (the first and 3 retries), then down; its 10 tasks fail, the other 20 run
         assert_eq!((sim.tally.done, sim.tally.failed, sim.tally.retried, sim.tally.down), (20, 10, 3, 1));
+        // issue 43: the 9 tasks never tried are handed back, so the round shows them failed
+        assert_eq!(sim.given_up.len(), 9);
+        assert!(sim.given_up.iter().all(|(_, t, g)| *g == GiveUp::AgentDown(5) && (t.from == 5 || t.to == 5)));
+        let tried: HashSet<u32> = sim.tries.iter().map(|(_, _, t, _)| t.id).collect();
+        assert!(sim.given_up.iter().all(|(_, t, _)| !tried.contains(&t.id)), "given up means never tried");
         assert_no_overlap(&sim, &tests, 6);
         // the backoff doubled: agent 5's tries start at least 100, 200, 400 ns after the last ended
         let fives: Vec<(u64, u64)> =
@@ -586,7 +662,7 @@ mod tests {
     #[test]
     fn a_thousand_agents_complete_a_round_fairly_and_never_double_booked() {
         let n = 1000;
-        let tests = [TestPlan { class: Class::Exclusive, both_ways: false }, LATENCY];
+        let tests = [ONE_WAY, LATENCY];
         let limits = Limits {
             max_parallel: 500,
             max_shared: 500,
@@ -625,7 +701,7 @@ mod tests {
     #[test]
     fn rounds_cut_short_cover_the_pairs_evenly_over_time() {
         // 8 agents, one way: 7 waves a round; each round is cut after 3 waves.
-        let tests = [TestPlan { class: Class::Exclusive, both_ways: false }];
+        let tests = [ONE_WAY];
         let mut covered: HashMap<(usize, usize), u32> = HashMap::new();
         for round in 0..7 {
             let mut s = Scheduler::new(8, &tests, Limits::default(), round);
@@ -640,6 +716,48 @@ mod tests {
         }
         assert_eq!(covered.len(), 28, "every pair ran in 7 cut rounds");
         assert!(covered.values().all(|&c| c == 3), "each pair 3 times: {covered:?}");
+    }
+
+    /// Issue 43: a background (under load) test runs only while both its agents carry a
+    /// throughput test, from its start to its end; one that no throughput test can cover is
+    /// given up, never run unloaded.
+    #[test]
+    fn an_under_load_test_runs_only_while_both_its_agents_carry_throughput() {
+        let secs = |s: u64| Duration::from_secs(s);
+        let dur = |tests: &[TestPlan]| {
+            let d: Vec<u64> = tests.iter().map(|p| p.duration.as_secs()).collect();
+            move |t: &Task| d[t.test]
+        };
+        for n in [2, 5, 6, 7] {
+            let tests = [TestPlan { duration: secs(5), ..UNDER_LOAD }, THROUGHPUT, LATENCY];
+            let sim = simulate(n, &tests, Limits::default(), 1, dur(&tests), |_| Outcome::Done);
+            let pairs = (n * (n - 1) / 2) as u64;
+            assert_eq!(sim.tally.done, pairs + 2 * pairs + pairs, "n = {n}: every test ran");
+            assert!(sim.given_up.is_empty());
+            assert_no_overlap(&sim, &tests, n);
+            for (s, e, t, _) in sim.tries.iter().filter(|x| x.2.test == 0) {
+                for a in [t.from, t.to] {
+                    let loaded = sim
+                        .tries
+                        .iter()
+                        .any(|(xs, xe, x, _)| x.test == 1 && (x.from == a || x.to == a) && xs <= s && xe >= e);
+                    assert!(loaded, "n = {n}: under-load {t:?} ({s}-{e}) without throughput on agent {a}");
+                }
+            }
+        }
+        // longer than any throughput test (the inventory refuses this): never run, given up
+        let tests = [THROUGHPUT, TestPlan { duration: secs(20), ..UNDER_LOAD }];
+        let sim = simulate(4, &tests, Limits::default(), 0, dur(&tests), |_| Outcome::Done);
+        assert!(sim.tries.iter().all(|x| x.2.test == 0), "no under-load try");
+        assert_eq!((sim.given_up.len(), sim.tally.failed), (6, 6));
+        assert!(sim.given_up.iter().all(|(at, _, g)| *g == GiveUp::NoLoad && *at == sim.end), "once load ran out");
+        // an agent down: its under-load tests are given up with it, the others still loaded
+        let tests = [THROUGHPUT, UNDER_LOAD];
+        let limits = Limits { backoff: Duration::from_nanos(1), retries: 0, ..Limits::default() };
+        let dead = |t: &Task| if t.from == 3 || t.to == 3 { Outcome::Unreachable(3) } else { Outcome::Done };
+        let sim = simulate(6, &tests, limits, 0, dur(&tests), dead);
+        assert!(sim.given_up.iter().all(|(_, t, g)| *g == GiveUp::AgentDown(3) && (t.from == 3 || t.to == 3)));
+        assert_eq!(sim.tally.done, 20 + 10, "the other five agents' pairs, both tests");
     }
 
     #[test]

@@ -170,6 +170,28 @@ impl LineFit {
     }
 }
 
+/// Intervals as (start, end, value) without the tail of the test's shutdown: a trailing interval
+/// that is partial (under half as long as the median interval) or empty (nothing, after
+/// intervals that had something) is not a drop in rate, and is left out; so is any interval
+/// whose figures are not finite. What a run's spread over its intervals is taken from, for a
+/// bench run (`report`) and a mesh test (the agent) alike.
+pub fn steady(intervals: Vec<(f64, f64, f64)>) -> Vec<(f64, f64, f64)> {
+    let mut iv: Vec<(f64, f64, f64)> =
+        intervals.into_iter().filter(|(s, e, b)| s.is_finite() && e.is_finite() && b.is_finite()).collect();
+    if iv.len() >= 2 {
+        let mut lengths: Vec<f64> = iv.iter().map(|(s, e, _)| e - s).collect();
+        lengths.sort_by(f64::total_cmp);
+        let typical = lengths[lengths.len() / 2];
+        if let Some(&(s, e, b)) = iv.last() {
+            let before = iv[..iv.len() - 1].iter().any(|(_, _, b)| *b > 0.0);
+            if e - s < typical / 2.0 || (b == 0.0 && before) {
+                iv.pop();
+            }
+        }
+    }
+    iv
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

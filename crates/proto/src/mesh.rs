@@ -27,6 +27,41 @@ pub struct MeshTask {
     pub peer_host_key: String,
     /// The test, as `linerate bench` requests it.
     pub test: TestSpec,
+    /// The inventory's names for the test, this agent and the peer: the labels of the agent's
+    /// `linerate_mesh_*` series (issue 43: the kind and the peer's address made `rtt` and
+    /// `rtt-loaded` one series). Absent from an older controller: the kind and the address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<MeshNames>,
+    /// The mesh's configured time between rounds, seconds: exported as
+    /// `linerate_mesh_interval_seconds`, which the stale alert reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<u64>,
+    /// Run nothing: the pair's test is failed for this round for this reason (the controller
+    /// gave its peer up as down), and the agent records it so (its `linerate_mesh_up` goes to 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+/// The inventory's names of a mesh task's test and agents.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MeshNames {
+    /// The test's name (`rtt-loaded`).
+    pub test: String,
+    /// The agent that runs the task.
+    pub agent: String,
+    /// The peer it measures against.
+    pub peer: String,
+}
+
+/// Longest reason of a [`MeshTask::failed`].
+pub const MAX_REASON: usize = 1024;
+
+/// Whether `n` is an inventory name: 1 to 63 of `a-z`, `0-9`, `.`, `_`, `-`.
+pub fn is_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 63
+        && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
 }
 
 /// Whether `fp` looks like a host key fingerprint (`SHA256:` and 43 characters of base64).
@@ -54,6 +89,17 @@ impl MeshTask {
         }
         if !is_fingerprint(&self.peer_host_key) {
             return Err("peer_host_key: SHA256: and 43 characters of base64".into());
+        }
+        if let Some(n) = &self.names {
+            if ![&n.test, &n.agent, &n.peer].iter().all(|x| is_name(x)) {
+                return Err("names: 1 to 63 of a-z, 0-9, '.', '_', '-' each".into());
+            }
+        }
+        if self.interval_s.is_some_and(|i| i == 0 || i > 366 * 86_400) {
+            return Err("interval_s: 1 s to a year".into());
+        }
+        if self.failed.as_ref().is_some_and(|r| r.len() > MAX_REASON) {
+            return Err(format!("failed: at most {MAX_REASON} bytes"));
         }
         self.test.validate(lim)
     }
@@ -93,7 +139,15 @@ pub struct MeshReport {
     pub loss_pct: Option<f64>,
     /// Busy share of the agent's and the peer's CPUs (0 to 1).
     pub cpu_busy: (f64, f64),
+    /// The spread of the test's figures over its reporting intervals (warm-up and a partial
+    /// last interval left out), as a bench run's: what `report` judges a change of the pair by
+    /// (issue 43). Absent from an older agent, or with fewer than two intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<MeshSpread>,
 }
+
+/// How a mesh test's figures varied over its reporting intervals (the stored round's type).
+pub use linerate_model::doc::mesh::PairSpread as MeshSpread;
 
 /// How a mesh test ended.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -122,7 +176,15 @@ mod tests {
     const FP: &str = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
 
     fn task(peer: &str, fp: &str) -> MeshTask {
-        MeshTask { version: 1, peer: peer.into(), peer_host_key: fp.into(), test: TestSpec::new(TestKind::TcpStream) }
+        MeshTask {
+            version: 1,
+            peer: peer.into(),
+            peer_host_key: fp.into(),
+            test: TestSpec::new(TestKind::TcpStream),
+            names: None,
+            interval_s: None,
+            failed: None,
+        }
     }
 
     #[test]
@@ -153,6 +215,21 @@ mod tests {
         assert!(v2.validate(&lim).unwrap_err().contains("version"));
         let unknown = br#"{"version":1,"peer":"a:1","peer_host_key":"x","test":{},"extra":1}"#;
         assert!(decode_doc::<MeshTask>(unknown, "mesh task").is_err());
+        // issue 43: the inventory's names, the interval and a failure to record travel along,
+        // checked; a task without them is written as before (an older agent reads it)
+        let names = MeshNames { test: "rtt-loaded".into(), agent: "fra-1".into(), peer: "ams-2".into() };
+        let t = MeshTask { names: Some(names.clone()), interval_s: Some(3600), failed: Some("down".into()), ..t };
+        assert_eq!(t.validate(&lim), Ok(()));
+        assert_eq!(decode_doc::<MeshTask>(&encode_doc(&t), "mesh task").unwrap(), t);
+        assert!(!String::from_utf8_lossy(&encode_doc(&task("a:1", FP))).contains("names"));
+        for bad in [
+            MeshTask { names: Some(MeshNames { peer: "AMS 2".into(), ..names.clone() }), ..t.clone() },
+            MeshTask { names: Some(MeshNames { test: String::new(), ..names }), ..t.clone() },
+            MeshTask { interval_s: Some(0), ..t.clone() },
+            MeshTask { failed: Some("x".repeat(MAX_REASON + 1)), ..t.clone() },
+        ] {
+            assert!(bad.validate(&lim).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -168,7 +245,11 @@ mod tests {
             transactions_per_s: None,
             loss_pct: None,
             cpu_busy: (0.5, 0.4),
+            spread: Some(MeshSpread { intervals: 10, throughput_bps: 1e8, p50_us: None }),
         };
+        assert!(r.spread.unwrap().is_valid());
+        let bad = MeshSpread { intervals: 10, throughput_bps: f64::NAN, p50_us: None };
+        assert!(!bad.is_valid() && !MeshSpread { intervals: 1, ..r.spread.unwrap() }.is_valid());
         for o in [
             MeshOutcome::Done(r),
             MeshOutcome::PeerUnreachable { message: "refused".into() },

@@ -1,10 +1,15 @@
 //! The mesh matrix (`linerate report mesh`): for a run of kind `mesh`, one matrix per test —
 //! rows the agent that ran the test, columns the agent it measured against — each cell the
 //! pair's figure, coloured by its change against a baseline round: green better and red worse
-//! beyond the threshold, grey within it, white where there is nothing to compare. A pair whose
-//! test failed is hatched red and says so; a pair the round did not measure (one-way tests,
-//! a round cut short, an agent down before its turn) is plain grey with a dash, so the two are
-//! never mistaken. Each cell carries its spread over the last rounds of the same mesh and a
+//! beyond the threshold and beyond its noise, grey within either, white where there is nothing to
+//! compare. The noise is the pair's own spread over its earlier rounds once it has
+//! [`MIN_NOISE_ROUNDS`] of them, else the test's own spread over its intervals (as `report
+//! compare` judges a bench run), and a cell with neither is not judged: grey, never coloured by
+//! the threshold alone (issue 43: two identical rounds coloured 7 of 20 cells). A coloured cell
+//! judged by the test's spread has a dotted outline. A pair whose test failed is hatched red and
+//! says so, "agent down" when one of its agents was down for the round; a pair the round did not
+//! schedule (one-way tests, a round cut short) is plain grey with a dash, so they are never
+//! mistaken. Each cell carries its spread over the last rounds of the same mesh and a
 //! small history of them (a sparkline); the title names the round, its time, the test (kind,
 //! duration, streams, "under load") and the unit. Readable at 100 agents: cells never shrink
 //! below [`MIN_CELL`] px, values are written short (`9.41G`, `35µ`). SVG in the style of
@@ -14,7 +19,8 @@ use crate::convert::si;
 use crate::model::{Better, Body, Metric, RunKind, RunReport};
 use crate::svg::esc;
 use crate::ReportError;
-use linerate_model::doc::mesh::{pair_metric, MeshTest, PairFigure};
+use linerate_model::doc::mesh::{pair_metric, MeshTest, PairFigure, AGENT_DOWN};
+use linerate_model::stats::{noise_band, std_dev, NOISE_SIGMAS};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -30,17 +36,34 @@ pub enum State {
     NotMeasured,
     /// It ran and failed: the last try's status.
     Failed(String),
+    /// It failed because this agent was down for the round (tried and unreachable, or not
+    /// tried after the agent's retries): the agent's name.
+    Down(String),
     /// The pair's figure and its change against the baseline in percent (if it has one).
     Measured {
         /// The figure.
         value: f64,
         /// Change against the baseline, percent.
         change: Option<f64>,
-        /// The pair's noise band, percent of the baseline: `NOISE_SIGMAS · √2 · sd` of its
-        /// figure over the earlier rounds (three or more), the rule of `report compare`. A change
-        /// within it is not coloured as better or worse. `None`: no spread measured.
+        /// The noise band, percent of the baseline, by `rule`. A change within it is not
+        /// coloured as better or worse; without one (`None`) the change is not judged.
         noise: Option<f64>,
+        /// Which noise judged the change.
+        rule: Noise,
     },
+}
+
+/// Which noise a cell's change was judged against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Noise {
+    /// The pair's own spread over its earlier rounds ([`MIN_NOISE_ROUNDS`] or more):
+    /// `NOISE_SIGMAS · √2 · sd`.
+    PairRounds,
+    /// The test's own spread over its reporting intervals, this round's and the baseline's
+    /// (`report compare`'s rule for one run against one).
+    TestSpread,
+    /// Neither: too few earlier rounds and no spread measured; not judged.
+    None,
 }
 
 /// One cell: its state, and the pair's figure in the rounds before (oldest first; `None`
@@ -111,12 +134,26 @@ pub fn same_mesh(a: &RunReport, b: &RunReport) -> bool {
     a.kind == RunKind::Mesh && b.kind == RunKind::Mesh && names(a).is_some() && names(a) == names(b)
 }
 
-/// The last try's status of each (test, from, to) of a round kept whole.
-fn statuses(r: &RunReport) -> HashMap<(&str, &str, &str), &str> {
+/// The state of each (test, from, to) of a round kept whole whose last try failed: down when
+/// either agent was down for the round (its tries unreachable, or not tried: `agent down`),
+/// else failed with the try's status.
+fn failures(r: &RunReport) -> HashMap<(&str, &str, &str), State> {
     let mut m = HashMap::new();
     if let Some(Body::Mesh(round)) = &r.body {
+        let down = |n: &str| round.tally.down.iter().any(|d| d == n);
         for t in &round.tries {
-            m.insert((t.test.as_str(), t.from.as_str(), t.to.as_str()), t.status.as_str());
+            let key = (t.test.as_str(), t.from.as_str(), t.to.as_str());
+            if t.status == "ok" {
+                m.remove(&key);
+                continue;
+            }
+            let gone = [t.to.as_str(), t.from.as_str()].into_iter().find(|a| down(a));
+            let gone = gone.or_else(|| t.status.strip_prefix(AGENT_DOWN).map(|n| n.trim_start_matches(": ")));
+            let state = match gone {
+                Some(a) => State::Down(a.to_string()),
+                None => State::Failed(t.status.clone()),
+            };
+            m.insert(key, state);
         }
     }
     m
@@ -129,13 +166,17 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>, history: &[RunReport]
         return Err(ReportError::Invalid(format!("run {} is a {} run, not a mesh round", run.id, run.kind.as_str())));
     }
     let (agents, tests) = agents_and_tests(run)?;
-    let status = statuses(run);
+    let failed = failures(run);
     let history = &history[history.len().saturating_sub(HISTORY - 1)..];
     // Each run's metrics by name, once: a 100-agent round has 10,000 pairs per test.
     let index = |r: &'_ RunReport| -> HashMap<String, Metric> {
         r.metrics.iter().map(|m| (m.name.clone(), m.clone())).collect()
     };
     let (now, then) = (index(run), base.map(index).unwrap_or_default());
+    let spreads = |r: &'_ RunReport| -> HashMap<String, f64> {
+        r.spreads.iter().map(|s| (s.metric.clone(), s.noise())).collect()
+    };
+    let (own_now, own_then) = (spreads(run), base.map(spreads).unwrap_or_default());
     let before: Vec<HashMap<String, Metric>> = history.iter().map(index).collect();
     let mut out = Vec::new();
     for spec in tests {
@@ -167,21 +208,13 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>, history: &[RunReport]
                         m.better = metric.better;
                         let old = then.get(&metric.name).map(|o| o.value).filter(|v| *v != 0.0);
                         let change = old.map(|o| (metric.value - o) / o * 100.0);
-                        // The pair's own noise: the spread of its figure over the earlier rounds,
-                        // for both sides of the comparison (each is one measurement of the pair).
-                        // Three earlier rounds at least: a spread from two is a guess.
-                        let seen: Vec<f64> = cell.history.iter().flatten().copied().collect();
-                        let sd =
-                            if seen.len() >= MIN_NOISE_ROUNDS { linerate_model::stats::std_dev(&seen) } else { None };
-                        let noise = old.and_then(|o| {
-                            linerate_model::stats::noise_band(sd, sd, linerate_model::stats::NOISE_SIGMAS)
-                                .map(|band| band / o.abs() * 100.0)
-                        });
-                        cell.state = State::Measured { value: metric.value, change, noise };
+                        let (noise, rule) = judge(&cell.history, own_now.get(&metric.name), own_then.get(&metric.name));
+                        let noise = noise.zip(old).map(|(band, o)| band / o.abs() * 100.0);
+                        cell.state = State::Measured { value: metric.value, change, noise, rule };
                     }
                     None => {
-                        if let Some(st) = status.get(&(test.as_str(), a.as_str(), b.as_str())).filter(|s| **s != "ok") {
-                            cell.state = State::Failed(st.to_string());
+                        if let Some(st) = failed.get(&(test.as_str(), a.as_str(), b.as_str())) {
+                            cell.state = st.clone();
                         }
                     }
                 }
@@ -198,12 +231,30 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>, history: &[RunReport]
     Ok(out)
 }
 
+/// The noise band of a pair's figure, in its unit, and the rule that gave it: the spread of the
+/// pair's figure over its earlier rounds (`history`) with [`MIN_NOISE_ROUNDS`] of them, for both
+/// sides of the comparison (each is one measurement of the pair); else the test's own spread
+/// this round (`now`) and in the baseline (`then`), as `report compare` judges two runs; else
+/// none (the change is not judged).
+fn judge(history: &[Option<f64>], now: Option<&f64>, then: Option<&f64>) -> (Option<f64>, Noise) {
+    let seen: Vec<f64> = history.iter().flatten().copied().collect();
+    if seen.len() >= MIN_NOISE_ROUNDS {
+        if let Some(sd) = std_dev(&seen) {
+            return (noise_band(Some(sd), Some(sd), NOISE_SIGMAS), Noise::PairRounds);
+        }
+    }
+    match noise_band(now.copied(), then.copied(), NOISE_SIGMAS) {
+        Some(band) => (Some(band), Noise::TestSpread),
+        None => (None, Noise::None),
+    }
+}
+
 /// A cell's fill: by the change's direction against `better`, beyond `threshold` percent and
-/// beyond the pair's `noise` band (percent; the rule of `report compare`).
+/// beyond its `noise` band (percent); grey within either, and without a band (not judged).
 fn fill(change: Option<f64>, noise: Option<f64>, better: Better, threshold: f64) -> &'static str {
     match change {
         None => "#ffffff",
-        Some(c) if noise.is_some_and(|n| c.abs() <= n) => "#e8e8e8",
+        Some(c) if noise.is_none_or(|n| c.abs() <= n) => "#e8e8e8",
         Some(c) => {
             let good = if better == Better::Higher { c } else { -c };
             if good <= -threshold {
@@ -218,8 +269,8 @@ fn fill(change: Option<f64>, noise: Option<f64>, better: Better, threshold: f64)
 }
 
 /// Earlier rounds a pair needs before its own spread counts as its noise; with fewer, a change is
-/// judged by the threshold alone.
-const MIN_NOISE_ROUNDS: usize = 3;
+/// judged by the test's own spread, or not at all.
+pub const MIN_NOISE_ROUNDS: usize = 3;
 
 /// Fill of a pair the round did not measure.
 const NOT_MEASURED: &str = "#b0b0b0";
@@ -272,15 +323,18 @@ pub fn matrix_svg(m: &Matrix, threshold: f64) -> String {
         k => format!("; line: the last {} rounds", k + 1),
     };
     let legend = format!(
-        "green: better by {threshold}%+ and past the pair's noise, red: worse, grey: within, white: no baseline; \
-         hatched red: failed; mid grey with a dash: not measured{history}"
+        "green: better by {threshold}%+ and past the pair's noise over {MIN_NOISE_ROUNDS}+ rounds (dotted outline: \
+         past the test's own spread, fewer rounds), red: worse; grey: within, or no noise known; white: no baseline"
     );
-    let text_w =
-        titles.iter().map(|t| 7.6 * t.chars().count() as f64).fold(6.2 * legend.chars().count() as f64, f64::max);
+    let legend2 = format!("hatched red: failed, or agent down; mid grey with a dash: not scheduled{history}");
+    let text_w = titles
+        .iter()
+        .map(|t| 7.6 * t.chars().count() as f64)
+        .fold(6.2 * legend.chars().count().max(legend2.chars().count()) as f64, f64::max);
     // the column labels lean right by half their length (rotated 60°) past the last column
     let grid_w = label_w + cell * n as f64 + 12.0 + label_w * 0.5;
     let w = grid_w.max(text_w + 24.0);
-    let (x0, y0) = (label_w, 96.0 + label_w * 0.87);
+    let (x0, y0) = (label_w, 110.0 + label_w * 0.87);
     let h = y0 + cell * n as f64 + 20.0;
     let mut s = String::new();
     let _ = write!(
@@ -292,10 +346,12 @@ pub fn matrix_svg(m: &Matrix, threshold: f64) -> String {
          <rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\
          <text class=\"title\" x=\"12\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{}</text>\
          <text class=\"title\" x=\"12\" y=\"46\" font-size=\"13\">{}</text>\
-         <text class=\"legend\" x=\"12\" y=\"66\" font-size=\"11\" fill=\"#555\">{}</text>",
+         <text class=\"legend\" x=\"12\" y=\"66\" font-size=\"11\" fill=\"#555\">{}</text>\
+         <text class=\"legend\" x=\"12\" y=\"80\" font-size=\"11\" fill=\"#555\">{}</text>",
         esc(&titles[0]),
         esc(&titles[1]),
-        esc(&legend)
+        esc(&legend),
+        esc(&legend2)
     );
     for (k, a) in m.agents.iter().enumerate() {
         let c = x0 + cell * (k as f64 + 0.5);
@@ -326,28 +382,47 @@ pub fn matrix_svg(m: &Matrix, threshold: f64) -> String {
                 continue;
             }
             let pair = format!("{} > {}", m.agents[i], m.agents[j]);
+            let mut outline = "stroke=\"#fff\"";
             let (f, tip) = match &c.state {
-                State::NotMeasured => (NOT_MEASURED, format!("{pair}: not measured in this round")),
+                State::NotMeasured => (NOT_MEASURED, format!("{pair}: not scheduled in this round")),
                 State::Failed(st) => ("url(#failed)", format!("{pair}: {st}")),
-                State::Measured { value, change, noise } => {
+                State::Down(a) => ("url(#failed)", format!("{pair}: {AGENT_DOWN}: {a}, failed for the round")),
+                State::Measured { value, change, noise, rule } => {
                     let mut t = format!("{pair}: {}", si(*value, &m.unit));
                     if let Some(ch) = change {
                         let _ = write!(t, ", {ch:+.1}% against the baseline");
-                        if let Some(n) = noise {
-                            let within = if ch.abs() <= *n { "within" } else { "beyond" };
-                            let _ = write!(t, " ({within} the pair's noise, ±{n:.1}%)");
+                        let whose = match rule {
+                            Noise::PairRounds => "the pair's noise over its last rounds",
+                            Noise::TestSpread => "the test's own spread",
+                            Noise::None => "",
+                        };
+                        match noise {
+                            Some(n) => {
+                                let within = if ch.abs() <= *n { "within" } else { "past" };
+                                let _ = write!(t, " ({within} {whose}, ±{n:.1}%)");
+                            }
+                            None => {
+                                let _ = write!(
+                                    t,
+                                    " (not judged: no spread measured, fewer than {MIN_NOISE_ROUNDS} earlier rounds)"
+                                );
+                            }
                         }
                     }
                     if let Some((lo, hi)) = c.spread() {
                         let _ = write!(t, "; last rounds {} to {}", si(lo, &m.unit), si(hi, &m.unit));
                     }
-                    (fill(*change, *noise, m.better, threshold), t)
+                    let f = fill(*change, *noise, m.better, threshold);
+                    if *rule == Noise::TestSpread && f != "#e8e8e8" && f != "#ffffff" {
+                        outline = "stroke=\"#333\" stroke-dasharray=\"2 2\"";
+                    }
+                    (f, t)
                 }
             };
             let _ = write!(
                 s,
                 "<g class=\"cell\"><title>{}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{cell:.1}\" height=\"{cell:.1}\" \
-                 fill=\"{f}\" stroke=\"#fff\"/>",
+                 fill=\"{f}\" {outline}/>",
                 esc(&tip)
             );
             let text_at = |s: &mut String, dy: f64, size: f64, colour: &str, class: &str, t: &str| {
@@ -361,6 +436,10 @@ pub fn matrix_svg(m: &Matrix, threshold: f64) -> String {
             match &c.state {
                 State::NotMeasured => text_at(&mut s, font / 3.0, font, "#666", "nm", "–"),
                 State::Failed(_) => text_at(&mut s, font / 3.0, font, "#a00000", "failed", "failed"),
+                State::Down(_) => {
+                    text_at(&mut s, -font * 0.25, font * 0.85, "#a00000", "failed down", "agent");
+                    text_at(&mut s, font * 0.75, font * 0.85, "#a00000", "failed down", "down");
+                }
                 State::Measured { value, change, .. } => {
                     let big = cell >= 56.0;
                     let top =
@@ -476,9 +555,109 @@ mod tests {
 
     fn measured(c: &Cell) -> (f64, Option<f64>, Option<f64>) {
         match c.state {
-            State::Measured { value, change, noise } => (value, change, noise),
+            State::Measured { value, change, noise, .. } => (value, change, noise),
             ref other => panic!("not measured: {other:?}"),
         }
+    }
+
+    fn rule(c: &Cell) -> Noise {
+        match c.state {
+            State::Measured { rule, .. } => rule,
+            ref other => panic!("not measured: {other:?}"),
+        }
+    }
+
+    /// `r` with a spread over its intervals of `pct` percent of each figure.
+    fn with_spread(mut r: RunReport, pct: f64) -> RunReport {
+        use crate::model::{Spread, SpreadOf};
+        r.spreads = r
+            .metrics
+            .iter()
+            .map(|m| Spread { metric: m.name.clone(), sd: m.value * pct / 100.0, n: 10, of: SpreadOf::Intervals })
+            .collect();
+        r
+    }
+
+    /// Issue 43: two identical rounds colour nothing; with fewer than three earlier rounds and no
+    /// spread measured nothing is coloured past "within"; the test's own spread judges until the
+    /// pair's rounds can, and the cell and the legend say which did.
+    #[test]
+    fn short_history_colours_nothing_and_each_cell_says_which_noise_judged_it() {
+        let figures = [("tput:a>b", 1e9), ("tput:b>a", 9e8), ("rtt:a>b:p50", 40.0)];
+        let ms = matrices(&round(2, &figures), Some(&round(1, &figures)), &[round(1, &figures)]).unwrap();
+        for m in &ms {
+            for c in m.cells.iter().flatten().filter(|c| c.value().is_some()) {
+                let (_, change, noise) = measured(c);
+                assert_eq!((change, fill(change, noise, m.better, 10.0)), (Some(0.0), "#e8e8e8"));
+            }
+        }
+        // no spread, two rounds: halved but not judged
+        let old = round(1, &figures);
+        let new = round(2, &[("tput:a>b", 5e8), ("tput:b>a", 9e8)]);
+        let t = &matrices(&new, Some(&old), std::slice::from_ref(&old)).unwrap()[0];
+        assert_eq!((measured(&t.cells[0][1]).2, rule(&t.cells[0][1])), (None, Noise::None));
+        assert_eq!(fill(Some(-50.0), None, Better::Higher, 10.0), "#e8e8e8", "not judged: grey");
+        assert!(matrix_svg(t, 10.0).contains("not judged: no spread measured, fewer than 3 earlier rounds"));
+        // the test's own spread (5 % a side: a band of 3·√2·5 = 21 %): -50 % is past it, -15 % within
+        let (old, new) =
+            (with_spread(old, 5.0), with_spread(round(2, &[("tput:a>b", 5e8), ("tput:b>a", 7.65e8)]), 5.0));
+        let t = &matrices(&new, Some(&old), std::slice::from_ref(&old)).unwrap()[0];
+        let f = |c: &Cell| {
+            let (_, change, noise) = measured(c);
+            fill(change, noise, t.better, 10.0)
+        };
+        assert_eq!((rule(&t.cells[0][1]), f(&t.cells[0][1])), (Noise::TestSpread, "#f4a6a6"));
+        assert_eq!(f(&t.cells[1][0]), "#e8e8e8", "-15 % within the test's own spread");
+        let svg = matrix_svg(t, 10.0);
+        assert!(svg.contains("past the test&#39;s own spread, ±") && svg.contains("stroke-dasharray"), "{svg}");
+        assert!(svg.contains("dotted outline: past the test&#39;s own spread"), "the legend names both rules");
+        // three earlier rounds: the pair's own noise judges, whatever the test's spread says
+        let hist: Vec<RunReport> = (1..=3).map(|k| with_spread(round(k, &figures), 5.0)).collect();
+        let t = &matrices(&new, hist.last(), &hist).unwrap()[0];
+        assert_eq!(rule(&t.cells[0][1]), Noise::PairRounds);
+        assert!(matrix_svg(t, 10.0).contains("past the pair&#39;s noise over its last rounds"));
+    }
+
+    /// Issue 43: a down agent's pairs are failed cells saying "agent down", tried or not, as many
+    /// as the round's tally counts; a pair not scheduled stays a grey dash.
+    #[test]
+    fn a_down_agents_pairs_are_failed_cells_saying_agent_down() {
+        use linerate_model::doc::mesh::MeshTally;
+        let mut r = round(4, &[("tput:a>b", 1e9), ("tput:b>a", 1e9)]);
+        let t = |test: &str, from: &str, to: &str, status: &str| MeshTry {
+            test: test.into(),
+            from: from.into(),
+            to: to.into(),
+            status: status.into(),
+            ..MeshTry::default()
+        };
+        let tries = vec![
+            t("tput", "a", "b", "ok"),
+            t("tput", "b", "a", "ok"),
+            t("tput", "a", "c", "unreachable c: connection refused"),
+            t("tput", "a", "c", "unreachable c: connection refused"),
+            t("tput", "c", "a", "agent down: c"),
+            t("tput", "b", "c", "agent down: c"),
+            t("tput", "c", "b", "agent down: c"),
+            t("rtt", "a", "c", "agent down: c"),
+            t("rtt", "b", "c", "agent down: c"),
+        ];
+        let tally = MeshTally { done: 2, failed: 6, down: vec!["c".into()], ..MeshTally::default() };
+        r.body = Some(Body::Mesh(Box::new(MeshRound {
+            round: 4,
+            agents: ["a", "b", "c"].map(String::from).to_vec(),
+            tests: r.params.tests.clone().unwrap_or_default(),
+            tally,
+            tries,
+        })));
+        let ms = matrices(&r, None, &[]).unwrap();
+        let down: usize =
+            ms.iter().map(|m| m.cells.iter().flatten().filter(|c| c.state == State::Down("c".into())).count()).sum();
+        assert_eq!(down, 6, "as many as the tally's failures");
+        assert_eq!(ms[1].cells[0][1].state, State::NotMeasured, "rtt a > b: not scheduled, not down");
+        let svg = matrix_svg(&ms[0], 10.0);
+        assert_eq!(svg.matches(">agent</text>").count(), 4);
+        assert!(svg.contains("a &gt; c: agent down: c, failed for the round"), "{svg}");
     }
 
     #[test]
@@ -501,7 +680,7 @@ mod tests {
         assert_eq!(f(&t.cells[1][0]), "#f4a6a6", "-20 % on a steady pair: worse");
         let svg = matrix_svg(t, 10.0);
         assert!(
-            svg.contains("-20.0% against the baseline (within the pair") && svg.contains("(beyond the pair"),
+            svg.contains("-20.0% against the baseline (within the pair") && svg.contains("(past the pair"),
             "{svg}"
         );
     }
@@ -526,12 +705,14 @@ mod tests {
             tries: vec![tried("c", "a", "failed: reset"), tried("a", "b", "ok")],
             ..MeshRound::default()
         })));
+        let (old, older, new) = (with_spread(old, 2.0), with_spread(older, 2.0), with_spread(new, 2.0));
         let ms = matrices(&new, Some(&old), &[older.clone(), old.clone()]).unwrap();
         assert_eq!(ms.len(), 2);
         let t = &ms[0];
         assert_eq!((t.unit.as_str(), t.better, t.round, t.rounds_before), ("bit/s", Better::Higher, Some(3), 2));
-        // Two earlier rounds are too few to say the pair's noise: the threshold alone judges.
-        assert_eq!(measured(&t.cells[0][1]), (5e8, Some(-50.0), None));
+        // Two earlier rounds are too few to say the pair's noise: the test's own spread judges.
+        assert_eq!(measured(&t.cells[0][1]).0, 5e8);
+        assert_eq!(rule(&t.cells[0][1]), Noise::TestSpread);
         assert_eq!(t.cells[0][1].history, [Some(1.1e9), Some(1e9)]);
         assert_eq!(t.cells[0][1].spread(), Some((5e8, 1.1e9)));
         assert_eq!(measured(&t.cells[0][2]), (2e9, None, None), "no baseline for a>c");
@@ -570,8 +751,8 @@ mod tests {
 
     #[test]
     fn a_small_matrix_renders_as_its_snapshot() {
-        let old = round(6, &[("tput:a>b", 1e9), ("tput:b>a", 9.4e9), ("rtt:a>b:p50", 35.0)]);
-        let new = round(7, &[("tput:a>b", 9.41e9), ("tput:b>a", 9.3e9), ("rtt:a>b:p50", 41.0)]);
+        let old = with_spread(round(6, &[("tput:a>b", 1e9), ("tput:b>a", 9.4e9), ("rtt:a>b:p50", 35.0)]), 2.0);
+        let new = with_spread(round(7, &[("tput:a>b", 9.41e9), ("tput:b>a", 9.3e9), ("rtt:a>b:p50", 41.0)]), 2.0);
         let ms = matrices(&new, Some(&old), std::slice::from_ref(&old)).unwrap();
         insta::assert_snapshot!("mesh_matrix_3_agents", matrix_svg(&ms[0], 10.0));
     }

@@ -57,6 +57,7 @@ fn line(inv: &Inventory, round: u64, t: &Try) -> String {
             format!("{} unreachable: {message}", inv.agents[*agent].name)
         }
         TaskResult::Failed { message } => format!("failed: {message}"),
+        TaskResult::Down { agent } => format!("not tried: {} is down", inv.agents[*agent].name),
     };
     format!("linerate mesh: round {round}: {} {a} > {b}: {what} ({:.1}-{:.1} s)", test.name, t.start_s, t.end_s)
 }

@@ -333,28 +333,36 @@ fn mesh_agent(dir: &Path, authorized: &Path) -> (Guard, String, String, String) 
     (agent, addr, fp.trim_end_matches(';').to_string(), metrics)
 }
 
-/// Issue 33: after a mesh round, each agent exports its pairs' last results (throughput,
-/// latency, age, up) under the test kind and the peer, as a Prometheus alert needs them.
-#[test]
-fn a_mesh_round_is_exported_per_pair() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// `n` mesh agents `a0`… in `d` (keys, a shared authorized_keys with the controller's key `ctl`
+/// given `mesh`), and the inventory's `[[agent]]` lines for them.
+fn mesh_fleet(d: &Path, n: usize) -> (Vec<(Guard, String, String, String)>, String) {
     let keygen = |f: &Path| {
         let o = bin().args(["keygen", "--type", "ed25519"]).arg(f).output().unwrap();
         assert!(o.status.success(), "{}", text(&o));
         String::from_utf8(o.stdout).unwrap().trim().to_string()
     };
     let mut lines = vec![format!("mesh {}", keygen(&d.join("ctl")))];
-    for i in 0..2 {
+    for i in 0..n {
         fs::create_dir(d.join(format!("a{i}"))).unwrap();
         lines.push(format!("ro {}", keygen(&d.join(format!("a{i}/host_key")))));
     }
     fs::write(d.join("authorized_keys"), lines.join("\n") + "\n").unwrap();
-    let agents: Vec<_> = (0..2).map(|i| mesh_agent(&d.join(format!("a{i}")), &d.join("authorized_keys"))).collect();
+    let agents: Vec<_> = (0..n).map(|i| mesh_agent(&d.join(format!("a{i}")), &d.join("authorized_keys"))).collect();
     let mut inv = String::new();
     for (i, (_, addr, fp, _)) in agents.iter().enumerate() {
         inv += &format!("[[agent]]\nname = \"a{i}\"\naddress = \"{addr}\"\nhost_key = \"{fp}\"\n");
     }
+    (agents, inv)
+}
+
+/// Issue 33: after a mesh round, each agent exports its pairs' last results (throughput,
+/// latency, age, up) under the inventory's test, agent and peer names (issue 43), as a
+/// Prometheus alert needs them.
+#[test]
+fn a_mesh_round_is_exported_per_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (agents, mut inv) = mesh_fleet(d, 2);
     inv += "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\nduration = \"1s\"\n";
     inv += "[[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\nduration = \"1s\"\n";
     fs::write(d.join("inventory.toml"), inv).unwrap();
@@ -369,26 +377,134 @@ fn a_mesh_round_is_exported_per_pair() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     for (i, (_, _, _, metrics)) in agents.iter().enumerate() {
-        let peer = &agents[1 - i].1;
+        let peer = format!("a{}", 1 - i);
         let (code, body) = get(metrics, "/metrics");
         assert_eq!(code, 200);
         let s = |name: &str, test: &str, extra: &str| {
-            sample(&body, &format!("{name}{{peer=\"{peer}\",{extra}test=\"{test}\"}}"))
+            sample(&body, &format!("{name}{{agent=\"a{i}\",peer=\"{peer}\",{extra}test=\"{test}\"}}"))
         };
-        assert_eq!(s("linerate_mesh_up", "tcp-stream", ""), Some(1.0), "a{i} to {peer}:\n{body}");
-        assert!(s("linerate_mesh_throughput_bits", "tcp-stream", "").is_some_and(|b| b > 1e6), "{body}");
-        let age = s("linerate_mesh_result_age_seconds", "tcp-stream", "").unwrap();
+        assert_eq!(s("linerate_mesh_up", "tput", ""), Some(1.0), "a{i} to {peer}:\n{body}");
+        assert!(s("linerate_mesh_throughput_bits", "tput", "").is_some_and(|b| b > 1e6), "{body}");
+        let age = s("linerate_mesh_result_age_seconds", "tput", "").unwrap();
         assert!((0.0..600.0).contains(&age), "{age}");
         // Latency runs one way, from the lower-numbered agent: a0 has it, a1 has no such series.
-        let p99 = s("linerate_mesh_latency_seconds", "tcp-rr", "quantile=\"0.99\",");
+        let p99 = s("linerate_mesh_latency_seconds", "rtt", "quantile=\"0.99\",");
         if i == 0 {
-            assert_eq!(s("linerate_mesh_up", "tcp-rr", ""), Some(1.0), "{body}");
+            assert_eq!(s("linerate_mesh_up", "rtt", ""), Some(1.0), "{body}");
             assert!(p99.is_some_and(|p| p > 0.0 && p < 1.0), "{p99:?} s\n{body}");
         } else {
-            assert_eq!((p99, s("linerate_mesh_up", "tcp-rr", "")), (None, None), "{body}");
+            assert_eq!((p99, s("linerate_mesh_up", "rtt", "")), (None, None), "{body}");
         }
         // The agent also counts the sessions the controller opened: one per test it ran.
         let tasks = if i == 0 { 2.0 } else { 1.0 };
         assert_eq!(sample(&body, "linerate_sessions_total{kind=\"mesh\",result=\"ok\"}"), Some(tasks), "{body}");
     }
+}
+
+/// Issue 43: an agent killed between two rounds. Its tests are failed pairs marked "agent down"
+/// in the round (as many as the tally's failures) and in `report mesh`, never "not scheduled";
+/// every other agent exports `linerate_mesh_up 0` toward it within that round, under the
+/// inventory's test and agent names, with the interval; and `promtool test rules`, fed the
+/// series the agents export, fires `LinerateMeshPairFailing` for exactly those pairs. Needs
+/// `promtool` on the PATH: fails, loudly, when it is not.
+#[test]
+fn a_killed_agents_pairs_fail_and_its_peers_export_up_0_toward_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (agents, fleet) = mesh_fleet(d, 4);
+    let mut agents: Vec<_> = agents.into_iter().map(Some).collect();
+    let mut inv =
+        String::from("interval = \"1h\"\n[limits]\nbackoff = \"200ms\"\nretries = 1\nconnect_timeout = \"2s\"\n");
+    inv += &fleet;
+    inv += "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\nduration = \"1s\"\n";
+    inv += "[[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\nduration = \"1s\"\n";
+    fs::write(d.join("inventory.toml"), inv).unwrap();
+    let db = d.join("runs.sqlite");
+    let mesh = || {
+        bin()
+            .arg("mesh")
+            .arg(d.join("inventory.toml"))
+            .arg("--identity")
+            .arg(d.join("ctl"))
+            .args(["--once", "--json", "-q"])
+            .env("LINERATE_DB", &db)
+            .output()
+            .unwrap()
+    };
+    let o = mesh();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let metrics: Vec<String> = agents.iter().map(|a| a.as_ref().unwrap().3.clone()).collect();
+    let up = |i: usize, test: &str, peer: &str| {
+        let (_, body) = get(&metrics[i], "/metrics");
+        sample(&body, &format!("linerate_mesh_up{{agent=\"a{i}\",peer=\"{peer}\",test=\"{test}\"}}"))
+    };
+    assert_eq!(up(0, "tput", "a2"), Some(1.0), "named as the inventory names them");
+    // a2 killed (the process this test started): the next round finds it down
+    drop(agents[2].take());
+    let o = mesh();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tally = &run["params"]["tally"];
+    assert_eq!(tally["down"], serde_json::json!(["a2"]), "{tally}");
+    // each pair's last try: those with a2 failed, the rest measured
+    let rows = run["tables"][0]["rows"].as_array().unwrap();
+    let mut last = std::collections::BTreeMap::new();
+    for r in rows {
+        last.insert((r[0].as_str().unwrap(), r[1].as_str().unwrap(), r[2].as_str().unwrap()), r[4].as_str().unwrap());
+    }
+    let with_a2: Vec<_> = last.iter().filter(|((_, f, t), _)| *f == "a2" || *t == "a2").collect();
+    assert_eq!(with_a2.len(), 6 + 3, "tput both ways and rtt one way, every pair with a2 tried or given up");
+    assert!(with_a2.iter().all(|(_, s)| **s != "ok"), "{with_a2:?}");
+    assert!(with_a2.iter().any(|(_, s)| s.starts_with("agent down: a2")), "{with_a2:?}");
+    assert!(last.iter().filter(|((_, f, t), _)| *f != "a2" && *t != "a2").all(|(_, s)| *s == "ok"), "{last:?}");
+    assert_eq!(tally["failed"].as_u64(), Some(with_a2.len() as u64), "the tally and the pairs agree: {tally}");
+    // the matrix: every pair with a2 marked "agent down", none of them a "not scheduled" dash
+    let page = d.join("mesh.html");
+    let r = bin().args(["report", "mesh", "-o"]).arg(&page).env("LINERATE_DB", &db).output().unwrap();
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let page = fs::read_to_string(&page).unwrap();
+    assert_eq!(page.matches(">agent</text>").count(), with_a2.len(), "one 'agent down' cell per failed pair");
+    assert_eq!(page.matches("agent down: a2, failed for the round").count(), with_a2.len());
+    // every other agent exports up 0 toward a2 for each test it runs toward it, in this round
+    let mut series = Vec::new();
+    for i in [0, 1, 3] {
+        let (_, body) = get(&metrics[i], "/metrics");
+        assert_eq!(sample(&body, "linerate_mesh_interval_seconds"), Some(3600.0), "{body}");
+        for l in body.lines().filter(|l| l.starts_with("linerate_mesh_up{")) {
+            let (s, v) = l.rsplit_once(' ').unwrap();
+            series.push((i, s.to_string(), v.parse::<f64>().unwrap()));
+        }
+        assert_eq!(up(i, "tput", "a2"), Some(0.0), "a{i} toward a2:\n{body}");
+        let client = last.contains_key(&("rtt", format!("a{i}").as_str(), "a2"));
+        assert_eq!(up(i, "rtt", "a2"), client.then_some(0.0), "a{i} rtt toward a2:\n{body}");
+    }
+    let down: Vec<_> = series.iter().filter(|(_, _, v)| *v == 0.0).collect();
+    assert!(down.iter().all(|(_, s, _)| s.contains("peer=\"a2\"")), "{down:?}");
+    assert_eq!(down.len(), with_a2.iter().filter(|((_, f, _), _)| *f != "a2").count(), "{series:?}");
+    // promtool, fed the exported series for 20 minutes, fires LinerateMeshPairFailing for them
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/linerate.rules.yml");
+    let mut t = format!(
+        "rule_files:\n  - {}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n",
+        rules.display()
+    );
+    for (i, s, v) in &series {
+        let s = s.replace('{', &format!("{{instance=\"a{i}:9478\",job=\"linerate\","));
+        t += &format!("      - series: '{s}'\n        values: '{v}x20'\n");
+    }
+    t += "    alert_rule_test:\n      - eval_time: 15m\n        alertname: LinerateMeshPairFailing\n        exp_alerts:\n";
+    for (i, s, _) in &down {
+        let label = |k: &str| s.split(&format!("{k}=\"")).nth(1).and_then(|x| x.split('"').next()).unwrap().to_string();
+        let (test, peer) = (label("test"), label("peer"));
+        t += &format!(
+            "          - exp_labels: {{severity: warning, instance: \"a{i}:9478\", job: linerate, agent: a{i}, test: {test}, peer: {peer}}}\n            \
+             exp_annotations:\n              summary: \"{test} from a{i}:9478 to {peer} failed\"\n              \
+             description: \"The pair's last mesh test did not run (the peer was unreachable or down, or the test failed).\"\n"
+        );
+    }
+    let file = d.join("round.test.yml");
+    fs::write(&file, &t).unwrap();
+    let p = Command::new("promtool").args(["test", "rules"]).arg(&file).output().unwrap_or_else(|e| {
+        panic!("this test needs promtool (apt-get install prometheus) to run the alert rules: {e}")
+    });
+    assert!(p.status.success(), "promtool:\n{}\n{t}", text(&p));
 }

@@ -113,7 +113,7 @@ pub fn summary_doc(s: &Summary) -> BenchSummary {
 }
 
 /// Intervals as the receiver of the bulk saw them (the client's for rr-like tests).
-fn intervals_doc(r: &TestResult) -> Vec<BenchInterval> {
+pub(crate) fn intervals_doc(r: &TestResult) -> Vec<BenchInterval> {
     interval_details(r)
         .into_iter()
         .map(|(iv, detail)| {

@@ -57,6 +57,10 @@ pub struct MeshTally {
     pub stopped: bool,
 }
 
+/// How a try's status starts when it was not tried because an agent was down for the round
+/// (`agent down: NAME`): the matrix draws it as such, not as "not measured".
+pub const AGENT_DOWN: &str = "agent down";
+
 /// One try of a test from one agent to another.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct MeshTry {
@@ -68,7 +72,7 @@ pub struct MeshTry {
     pub to: String,
     /// Attempt, from 0.
     pub attempt: u32,
-    /// `ok`, `unreachable AGENT: ...` or `failed: ...`.
+    /// `ok`, `unreachable AGENT: ...`, `failed: ...` or `agent down: AGENT` ([`AGENT_DOWN`]).
     pub status: String,
     /// Its figures, when it ran.
     pub figures: Option<PairFigures>,
@@ -91,6 +95,40 @@ pub struct PairFigures {
     pub retransmits: u64,
     /// Datagram loss, percent (UDP).
     pub loss_pct: Option<f64>,
+    /// How the figures varied over the test's reporting intervals: the pair's own noise, as a
+    /// bench run's (issue 43). Absent from an older agent, or with fewer than two intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<PairSpread>,
+}
+
+/// How a test's figures varied from one reporting interval to the next (warm-up and a partial
+/// last interval left out): standard deviations (n − 1) over `intervals` intervals.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PairSpread {
+    /// Intervals counted (2 or more).
+    pub intervals: u64,
+    /// Of the goodput, bit/s.
+    pub throughput_bps: f64,
+    /// Of the median round trip, µs (tcp-rr): the intervals' transaction rates' relative
+    /// spread times the median, since a closed loop's round trip is the inverse of its rate.
+    pub p50_us: Option<f64>,
+}
+
+impl PairSpread {
+    /// Whether every figure is finite and not negative (a peer's document is checked before use).
+    pub fn is_valid(&self) -> bool {
+        let ok = |x: f64| x.is_finite() && x >= 0.0;
+        self.intervals >= 2 && ok(self.throughput_bps) && self.p50_us.is_none_or(ok)
+    }
+
+    /// The spread of `figure`, in its unit.
+    pub fn of(&self, figure: PairFigure) -> Option<f64> {
+        match figure {
+            PairFigure::Throughput => Some(self.throughput_bps),
+            PairFigure::LatencyP50 => self.p50_us,
+        }
+    }
 }
 
 /// Which figure of a pair its metric carries.
