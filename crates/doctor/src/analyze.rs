@@ -11,6 +11,7 @@ use crate::host::ethtool::{self, Offloads};
 use crate::host::nic::{self, NicFacts};
 use crate::host::path::{self, PmtuFacts, RttFacts};
 use crate::host::qdisc::{self, QdiscFacts};
+use crate::host::repeat::{Repeat, Spread};
 use crate::host::tcp::TcpFacts;
 use crate::host::{read_trim, Roots};
 use linerate_model::units::{format_rate, format_size_iec};
@@ -156,15 +157,41 @@ impl AnalysisConfig {
 }
 
 /// One limit on the rate, with how it was computed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Limit {
     /// `line rate`, `pcie`, `crypto`, `cpu per byte`, `tcp buffers`.
     pub name: String,
-    /// Bits per second.
+    /// Bits per second (from the median round of what was measured).
     pub bps: f64,
     /// The formula with its numbers.
     pub formula: String,
+    /// From the slowest rounds of what was measured, bit/s; `None` for a limit computed from
+    /// facts alone (a link speed, a PCIe link, a buffer).
+    #[serde(default)]
+    pub low_bps: Option<f64>,
+    /// From the fastest rounds, bit/s (as `low_bps`).
+    #[serde(default)]
+    pub high_bps: Option<f64>,
 }
+
+impl Limit {
+    /// A limit computed from measured rates: its median, with the range of its rounds where
+    /// they were measured.
+    fn measured(name: &str, s: Spread, formula: String) -> Limit {
+        Limit {
+            name: name.into(),
+            bps: s.median_bps,
+            formula,
+            low_bps: (s.rounds > 0).then_some(s.low_bps),
+            high_bps: (s.rounds > 0).then_some(s.high_bps),
+        }
+    }
+}
+
+/// What the rate probe to a peer measures (`doctor --peer --key-file`): a `linerate bench`
+/// tcp-stream test, from memory to memory and unencrypted, not an encrypted copy through the
+/// page cache (issue 43: printed under a copy's ceiling, 6–12 × above it).
+pub const PROBE_MEASURES: &str = "memory-to-memory TCP (linerate bench tcp-stream), unencrypted, not a copy";
 
 /// Expected ceiling for one transfer shape.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -179,6 +206,16 @@ pub struct Estimate {
     pub limited_by: Option<String>,
     /// Rate measured by the probe, when one ran.
     pub measured_bps: Option<f64>,
+    /// The ceiling from the slowest rounds of the micro-benchmarks: the lowest of the limits'
+    /// `low_bps` (or `bps`); `None` when no limit has a measured range.
+    #[serde(default)]
+    pub ceiling_low_bps: Option<f64>,
+    /// The ceiling from the fastest rounds (as `ceiling_low_bps`).
+    #[serde(default)]
+    pub ceiling_high_bps: Option<f64>,
+    /// What `measured_bps` measures ([`PROBE_MEASURES`]), when a probe ran.
+    #[serde(default)]
+    pub measured_by: Option<String>,
 }
 
 /// The bottom line.
@@ -268,7 +305,8 @@ pub struct CollectConfig {
     pub peer: Option<String>,
     /// Ask the live kernel (netlink, tc, sockets); off for fixture trees.
     pub live: bool,
-    /// Time for the AEAD measurement; `None` skips it.
+    /// Time for each micro-benchmark (the two AEADs, BLAKE3, page-cache writes and reads, TCP
+    /// over loopback), each repeated within it as [`Repeat::DOCTOR`] says; `None` skips them.
     pub aead_budget: Option<Duration>,
     /// Streams of the multi-stream rate probe.
     pub probe_streams: u32,
@@ -310,8 +348,8 @@ pub fn collect(roots: &Roots, cfg: &CollectConfig, probe: Option<&dyn RateProbe>
         tcp: TcpFacts::read(roots),
         nics,
         primary,
-        aead: cfg.aead_budget.map(aead::measure),
-        copy: cfg.aead_budget.map(copycost::measure),
+        aead: cfg.aead_budget.map(|b| aead::measure(&Repeat { budget: b, ..Repeat::DOCTOR })),
+        copy: cfg.aead_budget.map(|b| copycost::measure(&Repeat { budget: b, ..Repeat::DOCTOR })),
         path,
     })
 }
@@ -972,6 +1010,7 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             name: "line rate".into(),
             bps: l,
             formula: format!("{} link speed", primary.map(|n| n.facts.name.as_str()).unwrap_or("")),
+            ..Limit::default()
         });
     }
     if let Some(p) = primary.and_then(|n| n.facts.pcie.as_ref()) {
@@ -984,11 +1023,13 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
                 pcie_lane_gbps(p.current_gts) / p.current_gts,
                 p.current_width
             ),
+            ..Limit::default()
         });
     }
+    // the faster AEAD by its median, over its rounds (its median alone where none were kept)
     let best = facts.aead.as_ref().map(|a| {
-        let name = if a.aes_256_gcm_bps >= a.chacha20_poly1305_bps { "AES-256-GCM" } else { "ChaCha20-Poly1305" };
-        (a.best_bps(), name)
+        let (name, bps, spread) = a.best();
+        (spread.unwrap_or(Spread { median_bps: bps, low_bps: bps, high_bps: bps, rounds: 0 }), name)
     });
     // a peer on this host (loopback, or one of its own addresses) runs both ends on its cores
     let local = facts.path.as_ref().and_then(|p| p.iface.as_deref()) == Some("lo");
@@ -996,19 +1037,33 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
     let crypto_cores = streams.min(cores_per_end);
     let mut single = common.clone();
     let mut multi = common;
-    if let Some((r, name)) = best {
-        single.push(Limit { name: "crypto".into(), bps: r, formula: format!("{name} {} on one core", format_rate(r)) });
-        multi.push(Limit {
-            name: "crypto".into(),
-            bps: r * f64::from(crypto_cores),
-            formula: format!("{name} {} per core × {crypto_cores} cores", format_rate(r)),
-        });
+    if let Some((a, name)) = best {
+        let r = a.median_bps;
+        single.push(Limit::measured("crypto", a, format!("{name} {} on one core", format_rate(r))));
+        let n = f64::from(crypto_cores);
+        multi.push(Limit::measured(
+            "crypto",
+            a.map(|x| x * n),
+            format!("{name} {} per core × {crypto_cores} cores", format_rate(r)),
+        ));
     }
-    if let (Some((r, name)), Some(c)) = (best, facts.copy.as_ref().filter(|c| c.complete())) {
+    if let (Some((a, name)), Some(c)) = (best, facts.copy.as_ref().filter(|c| c.complete())) {
+        let r = a.median_bps;
         // CPU time per bit on the dearer end: seal (or open), its page-cache pass (the
         // receiver's writes into new pages), one TCP stack; a plain copy hashes nothing
-        let per_end = 1.0 / r + 1.0 / c.page_bps() + 0.5 / c.tcp_both_ends_bps;
-        let one_core = 1.0 / per_end;
+        let per_core = |aead: f64, page: f64, tcp: f64| 1.0 / (1.0 / aead + 1.0 / page + 0.5 / tcp);
+        let one_core = per_core(r, c.page_bps(), c.tcp_both_ends_bps);
+        // the range: every cost at its slowest round, then at its fastest (a rate falls as each
+        // of its costs' rates falls); only where every cost has its rounds
+        let range = match (a.rounds > 0, c.page_spread(), c.spread.map(|s| s.tcp_both_ends)) {
+            (true, Some(p), Some(t)) => Spread {
+                median_bps: one_core,
+                low_bps: per_core(a.low_bps, p.low_bps, t.low_bps),
+                high_bps: per_core(a.high_bps, p.high_bps, t.high_bps),
+                rounds: a.rounds.min(p.rounds).min(t.rounds),
+            },
+            _ => Spread { median_bps: one_core, low_bps: one_core, high_bps: one_core, rounds: 0 },
+        };
         let parts = format!(
             "per byte on each end: {name} {}, page cache {}, TCP stack {} = {} per core",
             format_rate(r),
@@ -1017,15 +1072,15 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             format_rate(one_core)
         );
         // one stream takes one core per end; both ends of a loopback copy share one core on a 1-core host
-        let (one, shared) =
-            if local && cpu.cores < 2 { (one_core / 2.0, "; both ends on this 1-core host") } else { (one_core, "") };
-        single.push(Limit { name: "cpu per byte".into(), bps: one, formula: format!("{parts}{shared}") });
+        let (share, shared) = if local && cpu.cores < 2 { (0.5, "; both ends on this 1-core host") } else { (1.0, "") };
+        single.push(Limit::measured("cpu per byte", range.map(|x| x * share), format!("{parts}{shared}")));
         let both = if local { format!(" (both ends on this host: {} cores / 2)", cpu.cores) } else { String::new() };
-        multi.push(Limit {
-            name: "cpu per byte".into(),
-            bps: one_core * f64::from(crypto_cores),
-            formula: format!("{parts} × {crypto_cores} cores{both}"),
-        });
+        let n = f64::from(crypto_cores);
+        multi.push(Limit::measured(
+            "cpu per byte",
+            range.map(|x| x * n),
+            format!("{parts} × {crypto_cores} cores{both}"),
+        ));
     }
     if let Some(w) = window {
         let one = w * 8.0 / rtt_s;
@@ -1034,35 +1089,47 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
             name: "tcp buffers".into(),
             bps: one,
             formula: format!("{} usable window / {ms:.3} ms RTT", format_size_iec(w)),
+            ..Limit::default()
         });
         multi.push(Limit {
             name: "tcp buffers".into(),
             bps: one * f64::from(streams),
             formula: format!("{} usable window / {ms:.3} ms RTT × {streams} streams", format_size_iec(w)),
+            ..Limit::default()
         });
     }
     let probe = facts.path.as_ref().and_then(|p| p.probe.as_ref());
     let estimate = |limits: Vec<Limit>, n: u32, measured: Option<f64>| {
         let min = limits.iter().min_by(|a, b| a.bps.total_cmp(&b.bps));
+        // the range of the ceiling: the lowest limit at each end (a limit without a measured
+        // range is the same at both); none when no limit has one
+        let ranged = limits.iter().any(|l| l.low_bps.is_some());
+        let lowest = |end: fn(&Limit) -> Option<f64>| {
+            limits.iter().map(|l| end(l).unwrap_or(l.bps)).min_by(f64::total_cmp).filter(|_| ranged)
+        };
         Estimate {
             streams: n,
             ceiling_bps: min.map(|m| m.bps),
             limited_by: min.map(|m| m.name.clone()),
+            ceiling_low_bps: lowest(|l| l.low_bps),
+            ceiling_high_bps: lowest(|l| l.high_bps),
             limits: limits.clone(),
+            measured_by: measured.map(|_| PROBE_MEASURES.to_string()),
             measured_bps: measured,
         }
     };
     let single_stream = estimate(single, 1, probe.map(|p| p.single_bps));
     let multi_stream = estimate(multi, probe.map(|p| p.multi_streams).unwrap_or(streams), probe.map(|p| p.multi_bps));
     for (e, what) in [(&single_stream, "single-stream"), (&multi_stream, "multi-stream")] {
-        if let (Some(m), Some(c)) = (e.measured_bps, e.ceiling_bps) {
+        // judged against the ceiling's low end: a probe under half of the slowest rounds'
+        if let (Some(m), Some(c)) = (e.measured_bps, e.ceiling_low_bps.or(e.ceiling_bps)) {
             if m < c * 0.5 {
                 o.add(
                     "measured-below-ceiling",
                     Severity::Warn,
                     "path",
                     format!(
-                        "{what} probe measured {}, under half the expected {}: the limit is elsewhere (peer, path, CPU spent in the stack)",
+                        "{what} probe (memory-to-memory TCP, unencrypted) measured {}, under half the expected {}: the limit is elsewhere (peer, path, CPU spent in the stack)",
                         format_rate(m),
                         format_rate(c)
                     ),
@@ -1163,7 +1230,7 @@ mod tests {
             let cfg = CollectConfig { iface: Some(iface.into()), ..CollectConfig::default() };
             let mut f = collect(&self.roots(), &cfg, None).unwrap();
             // Fast crypto so that it never is the limit unless a test says so.
-            f.aead = Some(AeadRates { aes_256_gcm_bps: 40e9, chacha20_poly1305_bps: 20e9 });
+            f.aead = Some(AeadRates { aes_256_gcm_bps: 40e9, chacha20_poly1305_bps: 20e9, ..AeadRates::default() });
             f
         }
     }
@@ -1372,9 +1439,14 @@ mod tests {
         assert_eq!(facts.path.as_ref().unwrap().iface.as_deref(), Some("lo"));
         assert_eq!(facts.primary.as_deref(), Some("lo"));
         assert_eq!(facts.nics.iter().map(|n| n.facts.name.as_str()).collect::<Vec<_>>(), ["lo"]);
-        facts.aead = Some(AeadRates { aes_256_gcm_bps: 32e9, chacha20_poly1305_bps: 16e9 });
-        facts.copy =
-            Some(CopyCost { blake3_bps: 8e9, page_read_bps: 64e9, page_write_bps: 32e9, tcp_both_ends_bps: 16e9 });
+        facts.aead = Some(AeadRates { aes_256_gcm_bps: 32e9, chacha20_poly1305_bps: 16e9, ..AeadRates::default() });
+        facts.copy = Some(CopyCost {
+            blake3_bps: 8e9,
+            page_read_bps: 64e9,
+            page_write_bps: 32e9,
+            tcp_both_ends_bps: 16e9,
+            spread: None,
+        });
         let r = analyze(facts, &cfg());
         assert!(r.findings.iter().all(|f| !format!("{f:?}").contains("eth0")), "{:#?}", r.findings);
         // per bit on the dearer end: 1/32 (AEAD) + 1/32 (the receiver's page-cache writes, not
@@ -1401,7 +1473,7 @@ mod tests {
         fx.write("proc/sys/net/ipv4/tcp_rmem", "4096 131072 268435456\n");
         fx.write("proc/sys/net/ipv4/tcp_wmem", "4096 16384 268435456\n");
         let mut facts = fx.facts("eth0");
-        facts.aead = Some(AeadRates { aes_256_gcm_bps: 5e9, chacha20_poly1305_bps: 2e9 });
+        facts.aead = Some(AeadRates { aes_256_gcm_bps: 5e9, chacha20_poly1305_bps: 2e9, ..AeadRates::default() });
         facts.path = Some(PathReport {
             peer: "198.18.0.2:7878".into(),
             probe: Some(ProbeResults { single_bps: 1e9, multi_bps: 30e9, multi_streams: 8 }),
@@ -1415,7 +1487,96 @@ mod tests {
         assert_eq!(r.verdict.multi_stream.limited_by.as_deref(), Some("crypto"));
         assert_eq!(r.verdict.single_stream.measured_bps, Some(1e9));
         let m = finding(&r, "measured-below-ceiling");
-        assert!(m.message.starts_with("single-stream probe measured 1 Gbit/s"), "{m:?}");
+        assert!(
+            m.message.starts_with("single-stream probe (memory-to-memory TCP, unencrypted) measured 1 Gbit/s"),
+            "{m:?}"
+        );
+        assert_eq!(r.verdict.single_stream.measured_by.as_deref(), Some(PROBE_MEASURES));
+    }
+
+    /// Issue 43: the ceiling moved 18.6 → 5.4 Gbit/s between two runs of one 75 ms test; now
+    /// each figure is a spread of rounds and the ceiling a range.
+    #[test]
+    fn the_ceiling_is_a_range_from_the_slowest_and_fastest_rounds() {
+        use crate::host::copycost::CopyCostSpread;
+        let fx = Fx::new();
+        fx.nic("eth0", 100_000, 9000, 8, None);
+        fx.write("proc/sys/net/ipv4/tcp_rmem", "4096 131072 268435456\n");
+        fx.write("proc/sys/net/ipv4/tcp_wmem", "4096 16384 268435456\n");
+        let mut facts = fx.facts("eth0");
+        let s =
+            |low: f64, median: f64, high: f64| Spread { median_bps: median, low_bps: low, high_bps: high, rounds: 5 };
+        facts.aead = Some(AeadRates {
+            aes_256_gcm_bps: 32e9,
+            chacha20_poly1305_bps: 16e9,
+            aes_256_gcm: Some(s(16e9, 32e9, 64e9)),
+            chacha20_poly1305: Some(s(16e9, 16e9, 16e9)),
+        });
+        let page = s(16e9, 32e9, 64e9);
+        facts.copy = Some(CopyCost {
+            blake3_bps: 8e9,
+            page_read_bps: 64e9,
+            page_write_bps: 32e9,
+            tcp_both_ends_bps: 16e9,
+            spread: Some(CopyCostSpread {
+                blake3: s(8e9, 8e9, 8e9),
+                page_read: s(64e9, 64e9, 64e9),
+                page_write: page,
+                tcp_both_ends: s(8e9, 16e9, 32e9),
+            }),
+        });
+        let r = analyze(facts, &cfg());
+        // per core: median 1/(1/32 + 1/32 + 0.5/16) = 32/3; every cost at half (low) and at
+        // double (high): 16/3 and 64/3 Gbit/s
+        let e = &r.verdict.single_stream;
+        assert_eq!(e.limited_by.as_deref(), Some("cpu per byte"));
+        let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1.0);
+        assert!(near(e.ceiling_bps, 32e9 / 3.0), "{e:?}");
+        assert!(near(e.ceiling_low_bps, 16e9 / 3.0) && near(e.ceiling_high_bps, 64e9 / 3.0), "{e:?}");
+        let crypto = e.limits.iter().find(|l| l.name == "crypto").unwrap();
+        assert_eq!((crypto.low_bps, crypto.bps, crypto.high_bps), (Some(16e9), 32e9, Some(64e9)));
+        // 8 streams on 8 cores: eight times the range, 42.7 to 170.7 Gbit/s, but a limit
+        // without a range caps both ends: the 100 Gbit/s line rate is the high end
+        let m = &r.verdict.multi_stream;
+        assert!(near(m.ceiling_bps, 8.0 * 32e9 / 3.0), "{m:?}");
+        assert!(near(m.ceiling_low_bps, 8.0 * 16e9 / 3.0) && near(m.ceiling_high_bps, 100e9), "{m:?}");
+        assert_eq!(m.limits.iter().find(|l| l.name == "line rate").unwrap().low_bps, None);
+        // without the rounds (an older report): no range
+        let mut f = fx.facts("eth0");
+        f.aead = Some(AeadRates { aes_256_gcm_bps: 32e9, chacha20_poly1305_bps: 16e9, ..AeadRates::default() });
+        let e = analyze(f, &cfg()).verdict.single_stream;
+        assert_eq!((e.ceiling_low_bps, e.ceiling_high_bps), (None, None), "{e:?}");
+    }
+
+    /// Issue 43: a TAP's nominal 10 Mbit/s (and a veth's 10 Gbit/s) is no line rate.
+    #[test]
+    fn a_virtual_interface_s_nominal_speed_is_no_line_rate() {
+        let fx = Fx::new();
+        for (name, mbps) in [("tap0", "10"), ("veth0", "10000")] {
+            let d = format!("sys/class/net/{name}");
+            for (f, v) in [("speed", mbps), ("mtu", "1500"), ("operstate", "up")] {
+                fx.write(&format!("{d}/{f}"), &format!("{v}\n"));
+            }
+            fx.write(&format!("{d}/uevent"), &format!("INTERFACE={name}\nIFINDEX=7\n"));
+            let f = fx.facts(name);
+            let n = &f.nics[0].facts;
+            assert_eq!((n.speed_mbps, n.nominal_speed_mbps), (None, Some(mbps.parse().unwrap())), "{n:?}");
+            let r = analyze(f, &cfg());
+            let e = &r.verdict.single_stream;
+            assert!(e.limits.iter().all(|l| l.name != "line rate"), "{e:?}");
+            assert!(r.findings.iter().all(|f| !f.message.contains("Mbit/s link")), "{:#?}", r.findings);
+        }
+        // a bond or a VLAN carries its members' speed: that one is real
+        let d = "sys/class/net/bond0";
+        for (f, v) in
+            [("speed", "20000"), ("mtu", "9000"), ("operstate", "up"), ("uevent", "DEVTYPE=bond\nINTERFACE=bond0")]
+        {
+            fx.write(&format!("{d}/{f}"), &format!("{v}\n"));
+        }
+        let f = fx.facts("bond0");
+        assert_eq!(f.nics[0].facts.speed_mbps, Some(20_000));
+        let r = analyze(f, &cfg());
+        assert!(r.verdict.single_stream.limits.iter().any(|l| l.name == "line rate" && l.bps == 20e9));
     }
 
     #[test]

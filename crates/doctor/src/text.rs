@@ -1,7 +1,8 @@
 //! The text report of `linerate doctor`, rendered from the [`Report`] this crate owns (the CLI
 //! only prints it): host, interfaces, path, findings and verdict, aligned for a terminal.
 
-use crate::{analyze::pcie_gen, Estimate, Report, Severity};
+use crate::host::repeat::Spread;
+use crate::{analyze::pcie_gen, Estimate, Report, Severity, PROBE_MEASURES};
 use linerate_model::units::{format_rate, format_size_iec};
 use std::fmt::Write as _;
 
@@ -34,15 +35,43 @@ fn cpus(v: &[u32]) -> String {
     out.join(",")
 }
 
+/// `low`–`high` with the unit once where both have the same (`4.1–5.3 Gbit/s`).
+fn range(low: f64, high: f64) -> String {
+    let (a, b) = (format_rate(low), format_rate(high));
+    match (a.split_once(' '), b.split_once(' ')) {
+        (Some((x, u)), Some((y, v))) if u == v => format!("{x}–{y} {u}"),
+        _ => format!("{a} – {b}"),
+    }
+}
+
+/// A measured rate: its median, and the range of its rounds where there were several.
+fn spread(bps: f64, s: Option<Spread>) -> String {
+    match s {
+        Some(s) if s.rounds > 1 => {
+            format!("{} ({}, {} runs)", format_rate(bps), range(s.low_bps, s.high_bps), s.rounds)
+        }
+        _ => format_rate(bps),
+    }
+}
+
 fn estimate(out: &mut String, label: &str, e: &Estimate) {
-    let ceiling = e.ceiling_bps.map(format_rate).unwrap_or_else(|| "unknown".into());
+    let ceiling = match (e.ceiling_bps, e.ceiling_low_bps, e.ceiling_high_bps) {
+        (Some(m), Some(lo), Some(hi)) => format!("{} (median {})", range(lo, hi), format_rate(m)),
+        (Some(m), _, _) => format_rate(m),
+        _ => "unknown".into(),
+    };
     let by = e.limited_by.as_deref().map(|b| format!(", limited by {b}")).unwrap_or_default();
     let _ = writeln!(out, "  {label:<22} {ceiling}{by}");
     for l in &e.limits {
-        let _ = writeln!(out, "    {:<12} {:>14}   {}", l.name, format_rate(l.bps), esc(&l.formula));
+        let runs = match (l.low_bps, l.high_bps) {
+            (Some(lo), Some(hi)) => format!(" (slowest–fastest runs: {})", range(lo, hi)),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "    {:<12} {:>14}   {}{runs}", l.name, format_rate(l.bps), esc(&l.formula));
     }
     if let Some(m) = e.measured_bps {
-        let _ = writeln!(out, "    {:<12} {:>14}", "measured", format_rate(m));
+        let what = e.measured_by.as_deref().unwrap_or(PROBE_MEASURES);
+        let _ = writeln!(out, "    {:<12} {:>14}   {}", "measured", format_rate(m), esc(what));
     }
 }
 
@@ -76,18 +105,18 @@ pub fn human(r: &Report) -> String {
         let _ = writeln!(
             o,
             "AEAD  per core: AES-256-GCM {} · ChaCha20-Poly1305 {}",
-            format_rate(a.aes_256_gcm_bps),
-            format_rate(a.chacha20_poly1305_bps)
+            spread(a.aes_256_gcm_bps, a.aes_256_gcm),
+            spread(a.chacha20_poly1305_bps, a.chacha20_poly1305)
         );
     }
     if let Some(c) = &f.copy {
         let _ = writeln!(
             o,
             "COPY  per core: page-cache read {} · write {} · TCP over loopback (both ends) {} · BLAKE3 {} (--verify, --checksum)",
-            format_rate(c.page_read_bps),
-            format_rate(c.page_write_bps),
-            format_rate(c.tcp_both_ends_bps),
-            format_rate(c.blake3_bps)
+            spread(c.page_read_bps, c.spread.map(|s| s.page_read)),
+            spread(c.page_write_bps, c.spread.map(|s| s.page_write)),
+            spread(c.tcp_both_ends_bps, c.spread.map(|s| s.tcp_both_ends)),
+            spread(c.blake3_bps, c.spread.map(|s| s.blake3))
         );
     }
     let t = &f.tcp;
@@ -262,6 +291,62 @@ mod tests {
         assert!(text.contains("fix: move the card to a slot wired x8"), "{text}");
         assert!(text.contains("first bottleneck: the PCIe slot, at 6.4 Gbit/s"), "{text}");
         assert!(text.contains("gen1 x4 / gen2 x8"), "{text}");
+        insta::assert_snapshot!(text);
+    }
+
+    /// Issue 43: the ceiling as a range of the micro-benchmarks' rounds; the rate probe named
+    /// for what it is; a TAP's nominal 10 Mbit/s no line rate.
+    #[test]
+    fn text_report_prints_the_ceiling_as_a_range_and_names_the_memory_probe() {
+        use crate::host::aead::AeadRates;
+        use crate::host::copycost::{CopyCost, CopyCostSpread};
+        use crate::host::nic::NicFacts;
+        use crate::{Facts, NicReport, PathReport, ProbeResults};
+        let s =
+            |low: f64, median: f64, high: f64| Spread { median_bps: median, low_bps: low, high_bps: high, rounds: 7 };
+        let tap = NicFacts {
+            name: "tap0".into(),
+            mtu: Some(1500),
+            nominal_speed_mbps: Some(10),
+            rx_queues: 1,
+            tx_queues: 1,
+            ..NicFacts::default()
+        };
+        let facts = Facts {
+            cpu: crate::host::cpu::CpuFacts { cores: 2, logical_cpus: 2, ..Default::default() },
+            nics: vec![NicReport { facts: tap, ..NicReport::default() }],
+            primary: Some("tap0".into()),
+            aead: Some(AeadRates {
+                aes_256_gcm_bps: 12e9,
+                chacha20_poly1305_bps: 6e9,
+                aes_256_gcm: Some(s(9e9, 12e9, 13e9)),
+                chacha20_poly1305: Some(s(5e9, 6e9, 6.5e9)),
+            }),
+            copy: Some(CopyCost {
+                blake3_bps: 8e9,
+                page_read_bps: 40e9,
+                page_write_bps: 12e9,
+                tcp_both_ends_bps: 10e9,
+                spread: Some(CopyCostSpread {
+                    blake3: s(7e9, 8e9, 9e9),
+                    page_read: s(30e9, 40e9, 45e9),
+                    page_write: s(5.4e9, 12e9, 18.6e9),
+                    tcp_both_ends: s(8e9, 10e9, 11e9),
+                }),
+            }),
+            path: Some(PathReport {
+                peer: "198.18.0.2:7878".into(),
+                iface: Some("tap0".into()),
+                probe: Some(ProbeResults { single_bps: 20e9, multi_bps: 30e9, multi_streams: 2 }),
+                ..PathReport::default()
+            }),
+            ..Facts::default()
+        };
+        let text = human(&analyze(facts, &AnalysisConfig::for_cores(2)));
+        let single = text.lines().find(|l| l.contains("single stream:")).unwrap_or_else(|| panic!("{text}"));
+        assert!(single.contains("Gbit/s (median ") && single.contains("–"), "{single}");
+        assert!(text.contains("measured          20 Gbit/s   memory-to-memory TCP"), "{text}");
+        assert!(!text.contains("line rate"), "a TAP's nominal speed is no line rate:\n{text}");
         insta::assert_snapshot!(text);
     }
 

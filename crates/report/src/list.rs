@@ -9,11 +9,13 @@ pub fn clean(s: &str) -> String {
     s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
-/// `report list`: id, kind, creation time, headline figure and title, aligned, a line each.
+/// `report list`: id, kind, creation time, headline figure and title, aligned, a line each. A
+/// run without a headline figure (a copy too small for a rate, a lab run that measured
+/// nothing) shows `-`.
 pub fn text(runs: &[RunSummary]) -> String {
     let mut out = String::new();
     for r in runs {
-        let head = r.headline.as_ref().map_or(String::new(), |m| si(m.value, &m.unit));
+        let head = r.headline.as_ref().map_or("-".into(), |m| si(m.value, &m.unit));
         out.push_str(&format!("{}  {:<5}  {}  {:>14}  {}\n", r.id, r.kind, r.created, head, clean(&r.title)));
     }
     out

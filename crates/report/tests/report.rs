@@ -209,7 +209,7 @@ fn every_figure_of_the_typed_documents_reaches_the_report() {
     use linerate_model::doc::example;
     let cp = example::cp();
     let r = from_json(serde_json::to_value(&cp).unwrap()).unwrap();
-    assert_eq!(metric(&r, "throughput"), cp.gbit_per_s * 1e9);
+    assert_eq!(metric(&r, "throughput"), cp.gbit_per_s.unwrap() * 1e9);
     assert_eq!(metric(&r, "seconds"), cp.seconds);
     assert_eq!(metric(&r, "cpu.client"), cp.cpu.client.total());
     assert_eq!(metric(&r, "cpu.server"), cp.cpu.server.total());

@@ -13,7 +13,9 @@ const DOCTOR_AFTER_HELP: &str = "\
 CHECKS:
   per interface: link speed, MTU, driver, PCIe link vs the card's maximum and its ceiling,
   queues, interrupt spread, RPS, offloads (ethtool netlink), qdisc, NUMA node;
-  host: cores, SMT, NUMA, governor, AES-NI/VAES/AVX2/PCLMULQDQ, AEAD speed per core (0.3 s),
+  host: cores, SMT, NUMA, governor, AES-NI/VAES/AVX2/PCLMULQDQ; per core the speed of the
+  AEADs, page-cache writes and reads, TCP over loopback and BLAKE3, each repeated at least 5
+  times within 0.25 s (median and slowest-fastest range; the ceiling is printed as a range);
   congestion control, tcp_rmem/tcp_wmem/rmem_max/wmem_max against the bandwidth-delay product;
   with --peer: RTT (TCP connect to the serve port) and path MTU (ICMP echo, Don't Fragment;
   needs root or ping sockets). See docs/USER_GUIDE.md for the formulas.
@@ -44,14 +46,16 @@ pub struct DoctorArgs {
     #[arg(long, short = 'P')]
     streams: Option<u32>,
     /// Key file of the --peer agent: with it, doctor measures single- and multi-stream rates
-    /// with a 2 s `linerate bench` tcp-stream test each.
+    /// with a 2 s `linerate bench` tcp-stream test each (memory to memory, unencrypted: not a
+    /// copy's rate).
     #[arg(long, value_name = "FILE", conflicts_with = "identity")]
     key_file: Option<std::path::PathBuf>,
     /// ed25519 identity for a --peer in daemon mode (`serve --authorized-keys`): with it, doctor
     /// measures the rates as with --key-file.
     #[arg(long, value_name = "FILE")]
     identity: Option<std::path::PathBuf>,
-    /// Skip the 0.3 s AEAD measurement (the crypto limit is then left out).
+    /// Skip the micro-benchmarks (about 1.5 s: AEADs, page cache, TCP, BLAKE3); the crypto and
+    /// CPU-per-byte limits are then left out.
     #[arg(long)]
     no_crypto_bench: bool,
     /// Print one JSON document (schema "linerate.doctor/1") instead of the text report.
@@ -121,7 +125,7 @@ pub fn run_doctor(a: DoctorArgs) -> Result {
         include_lo: a.include_lo,
         peer: a.peer.clone(),
         live: true,
-        aead_budget: (!a.no_crypto_bench).then(|| Duration::from_millis(300)),
+        aead_budget: (!a.no_crypto_bench).then_some(linerate_doctor::host::repeat::Repeat::DOCTOR.budget),
         probe_streams: a.streams.unwrap_or(cores.clamp(2, 8)),
         probe_secs: 2.0,
     };

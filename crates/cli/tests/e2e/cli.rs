@@ -96,6 +96,47 @@ fn local_copy_prints_a_json_summary_with_both_sides() {
 }
 
 #[test]
+fn a_six_byte_copy_has_no_rate_in_its_summary_json_or_report() {
+    // issue 43: `report list` showed `149 bit/s` for a 6-byte copy
+    let t = scratch();
+    fs::write(t.path().join("six"), b"sixby\n").unwrap();
+    let db = t.path().join("runs.sqlite");
+    let out =
+        bin().env("LINERATE_DB", &db).args(["cp"]).arg(t.path().join("six")).arg(t.path().join("a")).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let line = String::from_utf8_lossy(&out.stderr).lines().find(|l| l.starts_with("1 file, ")).map(str::to_string);
+    let line = line.unwrap_or_else(|| panic!("no summary line: {}", text(&out)));
+    assert!(line.contains(" 6 B in ") && !line.contains("bit/s") && !line.contains("B/s"), "{line}");
+    let out = bin()
+        .env("LINERATE_DB", &db)
+        .args(["cp", "--json"])
+        .arg(t.path().join("six"))
+        .arg(t.path().join("b"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["bytes"], 6, "{j}");
+    assert!(j.get("gbit_per_s").is_some_and(serde_json::Value::is_null), "a rate for 6 bytes: {j}");
+    // both runs were saved, each without a headline rate
+    let out = bin().env("LINERATE_DB", &db).args(["report", "list", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let runs: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(runs.iter().all(|r| r["kind"] == "cp" && r["headline"].is_null()), "{runs:?}");
+    let out = bin().env("LINERATE_DB", &db).args(["report", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(list.lines().all(|l| l.contains("  cp     ") && l.contains("  -  ") && !l.contains("bit/s")), "{list}");
+    let id = runs[1]["id"].as_str().unwrap();
+    let out = bin().env("LINERATE_DB", &db).args(["report", "show", id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(!shown.contains("bit/s") && !shown.contains("throughput"), "{shown}");
+}
+
+#[test]
 fn copies_into_an_existing_directory_under_the_source_name() {
     let t = scratch();
     let src = t.path().join("src");

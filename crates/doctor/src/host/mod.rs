@@ -14,6 +14,7 @@ pub mod ethtool;
 pub mod nic;
 pub mod path;
 pub mod qdisc;
+pub mod repeat;
 pub mod tcp;
 
 use std::path::{Path, PathBuf};

@@ -38,8 +38,12 @@ pub struct NicFacts {
     pub name: String,
     /// MTU in bytes.
     pub mtu: Option<u32>,
-    /// Link speed in Mbit/s (`None` when down or virtual).
+    /// Link speed in Mbit/s (`None` when down, unknown, or only nominal: [`nominal`]).
     pub speed_mbps: Option<u64>,
+    /// The speed the kernel reports for an interface where it is only nominal ([`nominal`]: a
+    /// TAP's 10 Mbit/s, a veth's 10 Gbit/s), Mbit/s; never a line rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nominal_speed_mbps: Option<u64>,
     /// `operstate` (up, down, unknown...).
     pub operstate: Option<String>,
     /// Kernel driver bound to the device (`device/driver` link), `None` for virtual interfaces.
@@ -81,10 +85,31 @@ pub fn list(roots: &Roots, include_lo: bool) -> Vec<String> {
     v
 }
 
-/// Link speed of the interface directory in Mbit/s; `None` when unknown (-1, down, virtual).
+/// Link speed of the interface directory in Mbit/s; `None` when unknown (-1, down) or only
+/// [`nominal`].
 pub fn speed(dir: &Path) -> Option<u64> {
+    reported_speed(dir).filter(|_| !nominal(dir))
+}
+
+/// The speed the kernel reports, Mbit/s, whatever it means; `None` for -1 or none.
+fn reported_speed(dir: &Path) -> Option<u64> {
     let s: i64 = read_num(&dir.join("speed"))?;
     (s > 0).then_some(s as u64)
+}
+
+/// Whether the speed the kernel reports for the interface directory is nominal, not a line
+/// rate (issue 43: a TAP's 10 Mbit/s was compared as one): a software interface (no device
+/// behind it: TAP/tun, veth, a bridge) or a paravirtual NIC ([`VIRTUAL_DRIVERS`]). A bond, a
+/// team or a VLAN (`DEVTYPE` in its `uevent`) reports its physical members' speed, which is
+/// real.
+pub fn nominal(dir: &Path) -> bool {
+    let driver = std::fs::read_link(dir.join("device/driver")).ok();
+    match driver.as_ref().and_then(|p| p.file_name()).and_then(|f| f.to_str()) {
+        Some(d) => VIRTUAL_DRIVERS.contains(&d),
+        None => !read(&dir.join("uevent")).is_some_and(|u| {
+            u.lines().any(|l| matches!(l.trim().strip_prefix("DEVTYPE="), Some("bond" | "team" | "vlan")))
+        }),
+    }
 }
 
 /// Parse `current_link_speed`-style text ("8.0 GT/s PCIe", "5 GT/s") into GT/s.
@@ -147,6 +172,7 @@ impl NicFacts {
             name: name.to_string(),
             mtu: read_num(&dir.join("mtu")),
             speed_mbps: speed(&dir),
+            nominal_speed_mbps: reported_speed(&dir).filter(|_| nominal(&dir)),
             operstate: read_trim(&dir.join("operstate")),
             driver,
             pcie,

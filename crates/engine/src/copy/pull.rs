@@ -239,6 +239,7 @@ pub fn pull(
                 refused_files: counts.refused,
                 // The server walked: what it skipped without -D is not reported back.
                 skipped_specials: 0,
+                page_cache_bytes: None,
             })
         }
         Outcome::Aborted(a) => Err(match a.message.strip_prefix(crate::copy::recv::SENDER_ENDED) {

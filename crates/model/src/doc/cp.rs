@@ -17,8 +17,10 @@ pub struct CpSummary {
     pub links: u64,
     /// Wall-clock seconds from first connect to the receiver's summary.
     pub seconds: f64,
-    /// Goodput, Gbit/s (SI), of the bytes moved in this run.
-    pub gbit_per_s: f64,
+    /// Goodput, Gbit/s (SI), of the bytes moved in this run; `null` for a copy too small or too
+    /// short to have a rate ([`rate_bps`]). Earlier versions always wrote a number.
+    #[serde(deserialize_with = "super::required")]
+    pub gbit_per_s: Option<f64>,
     /// Data streams used.
     pub streams: u32,
     /// The AEAD used (`aes-256-gcm`, `chacha20-poly1305`).
@@ -58,6 +60,43 @@ pub struct CpSummary {
     /// in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<CpTimeline>,
+    /// Bytes still in the page cache, not yet on the disk, when a copy to this host ended without
+    /// `--fsync` (the rise of `Dirty` + `Writeback` in `/proc/meminfo` over the copy), given only
+    /// where it is large enough to change what the rate means ([`unwritten_share`]): the rate is
+    /// then to the page cache. Absent otherwise and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_bytes: Option<u64>,
+}
+
+/// Below this many bytes moved, a copy's time is its set-up (connect, handshakes, a local
+/// receiver's start), not a transfer: it has no rate (issue 43: `149 bit/s` for a 6-byte copy).
+pub const RATE_MIN_BYTES: u64 = 1 << 20;
+
+/// Below this many seconds, a copy's clock is too coarse for a rate (the same rule).
+pub const RATE_MIN_SECONDS: f64 = 0.010;
+
+/// The goodput of a copy that moved `moved` bytes in `seconds`, bit/s: `None` when it moved
+/// fewer than [`RATE_MIN_BYTES`] or took less than [`RATE_MIN_SECONDS`] (or the time is not a
+/// number). The summary line, `--json` and the report store all take the rate from here.
+pub fn rate_bps(moved: u64, seconds: f64) -> Option<f64> {
+    (moved >= RATE_MIN_BYTES && seconds.is_finite() && seconds >= RATE_MIN_SECONDS)
+        .then(|| moved as f64 * 8.0 / seconds)
+}
+
+/// Page-cache data that counts against a rate: at least this share of the bytes moved...
+pub const UNWRITTEN_MIN_SHARE: f64 = 0.10;
+
+/// ... and at least this many bytes (a small copy's dirty pages are written in a moment).
+pub const UNWRITTEN_MIN_BYTES: u64 = 64 << 20;
+
+/// How much of a copy's `moved` bytes was still in the page cache at its end, given the host's
+/// dirty and under-writeback bytes (`Dirty:` + `Writeback:` of `/proc/meminfo`) at its start and
+/// its end: the rise, at most `moved`, when it is at least [`UNWRITTEN_MIN_SHARE`] of `moved`
+/// and [`UNWRITTEN_MIN_BYTES`]; else `None` (the rate counts the disk, near enough). The host's
+/// other writers move the figure too: it is an estimate, and it says so where it is printed.
+pub fn unwritten_share(moved: u64, dirty_start: u64, dirty_end: u64) -> Option<u64> {
+    let rise = dirty_end.saturating_sub(dirty_start).min(moved);
+    (rise >= UNWRITTEN_MIN_BYTES && rise as f64 >= UNWRITTEN_MIN_SHARE * moved as f64).then_some(rise)
 }
 
 /// The whole command's wall time in consecutive phases, seconds; they add up to `total_s`.
@@ -191,4 +230,34 @@ pub struct CpSkipped {
     pub files: u64,
     /// Bytes in those files.
     pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_too_small_or_too_short_has_no_rate() {
+        // issue 43: 6 bytes in 0.32 s read `149 bit/s`
+        assert_eq!(rate_bps(6, 0.322), None);
+        assert_eq!(rate_bps(RATE_MIN_BYTES - 1, 10.0), None, "under 1 MiB");
+        assert_eq!(rate_bps(1 << 30, 0.009), None, "under 10 ms");
+        assert_eq!(rate_bps(1 << 30, f64::NAN), None);
+        assert_eq!(rate_bps(1 << 30, f64::INFINITY), None);
+        assert_eq!(rate_bps(RATE_MIN_BYTES, RATE_MIN_SECONDS), Some(RATE_MIN_BYTES as f64 * 8.0 / 0.010));
+        assert_eq!(rate_bps(1_000_000_000, 2.0), Some(4e9));
+    }
+
+    #[test]
+    fn the_page_cache_counts_when_a_tenth_and_64_mib_are_still_unwritten() {
+        const MIB: u64 = 1 << 20;
+        // issue 43: 340 MB of a 2 GB copy still dirty at the end
+        assert_eq!(unwritten_share(2000 * MIB, 10 * MIB, 350 * MIB), Some(340 * MIB));
+        assert_eq!(unwritten_share(2000 * MIB, 10 * MIB, 199 * MIB), None, "under a tenth");
+        assert_eq!(unwritten_share(300 * MIB, 0, 63 * MIB), None, "a tenth but under 64 MiB");
+        assert_eq!(unwritten_share(300 * MIB, 0, 64 * MIB), Some(64 * MIB), "both edges are inside");
+        assert_eq!(unwritten_share(100 * MIB, 900 * MIB, 10 * MIB), None, "less dirty at the end");
+        assert_eq!(unwritten_share(100 * MIB, 0, 5000 * MIB), Some(100 * MIB), "never more than was moved");
+        assert_eq!(unwritten_share(0, 0, 5000 * MIB), None, "nothing moved");
+    }
 }

@@ -16,7 +16,7 @@ pub fn cp() -> CpSummary {
         dirs: 33,
         links: 2,
         seconds: 2.05,
-        gbit_per_s: 8.38,
+        gbit_per_s: Some(8.38),
         streams: 4,
         cipher: "aes-256-gcm".into(),
         complete: true,
@@ -34,6 +34,7 @@ pub fn cp() -> CpSummary {
         dry_run: None,
         phases: None,
         timeline: None,
+        page_cache_bytes: Some(356_515_840),
     }
 }
 

@@ -77,8 +77,16 @@ pub fn from_lab_json(v: &Value) -> Result<RunReport, ReportError> {
 /// peak memory, errors; bars of CPU time and of the throughput. An incomplete copy (entries
 /// failed) keeps no rate: no `throughput`, `seconds` or per-gigabit figure, and its title says
 /// so; a bytes-sent rate of a copy that did not land would be compared as a speed (issue 31).
+/// A copy too small or too short for a rate ([`linerate_model::doc::cp::rate_bps`], judged
+/// here from its counts, so older summaries that carry a number follow the same rule) keeps
+/// no `throughput` and no per-gigabit figure either (issue 43: `149 bit/s` for 6 bytes).
 pub fn from_cp(c: &CpSummary) -> RunReport {
-    let bps = if c.complete { c.gbit_per_s * 1e9 } else { 0.0 };
+    let moved = c.bytes.saturating_sub(c.resumed_bytes);
+    let has_rate = linerate_model::doc::cp::rate_bps(moved, c.seconds).is_some();
+    let bps = match c.gbit_per_s {
+        Some(g) if c.complete && has_rate => g * 1e9,
+        _ => 0.0,
+    };
     let mut title = format!(
         "cp: {}, {} in {}",
         linerate_model::units::count(c.files, "file"),
@@ -101,7 +109,9 @@ pub fn from_cp(c: &CpSummary) -> RunReport {
     };
     r.body = Some(Body::Cp(Box::new(c.clone())));
     if c.complete {
-        r.metric("throughput", bps, "bit/s", Better::Higher);
+        if bps > 0.0 {
+            r.metric("throughput", bps, "bit/s", Better::Higher);
+        }
         r.metric("seconds", c.seconds, "s", Better::Lower);
     }
     let mut cpu_bars = Vec::new();
@@ -119,7 +129,7 @@ pub fn from_cp(c: &CpSummary) -> RunReport {
     }
     r.metric("errors", (c.errors.local + c.errors.remote) as f64, "", Better::Lower);
     r.charts.bars.push(BarChart { title: "CPU time".into(), unit: "s".into(), bars: cpu_bars, ceiling: None });
-    if c.complete {
+    if bps > 0.0 {
         r.charts.bars.push(BarChart {
             title: "Copy throughput".into(),
             unit: "bit/s".into(),
@@ -228,6 +238,28 @@ mod tests {
         assert!(r.metrics.iter().any(|m| m.name == "errors"));
         assert!(r.title.ends_with("— INCOMPLETE: 1 error"), "{}", r.title);
         assert!(r.charts.bars.iter().all(|b| b.title != "Copy throughput"));
+    }
+
+    #[test]
+    fn a_copy_too_small_for_a_rate_is_kept_without_one() {
+        // issue 43: a 6-byte copy in 0.32 s was listed at `149 bit/s`; an older summary carries
+        // that number, a newer one `null`: neither becomes a rate
+        let mut c = linerate_model::doc::example::cp();
+        (c.bytes, c.resumed_bytes, c.seconds, c.gbit_per_s) = (6, 0, 0.322, Some(1.49e-7));
+        for gbit in [Some(1.49e-7), None] {
+            c.gbit_per_s = gbit;
+            let r = from_cp(&c);
+            for name in ["throughput", "cpu.client.per_gbit", "cpu.server.per_gbit"] {
+                assert!(r.metrics.iter().all(|m| m.name != name), "{name} kept for 6 bytes ({gbit:?})");
+            }
+            assert!(r.metrics.iter().any(|m| m.name == "seconds"), "its time is kept");
+            assert!(r.charts.bars.iter().all(|b| b.title != "Copy throughput"));
+            assert_eq!(r.headline().map(|m| m.name.as_str()), Some("seconds"));
+        }
+        // a whole-sized copy whose bytes a resume kept moved 6: no rate either
+        let mut c = linerate_model::doc::example::cp();
+        c.resumed_bytes = c.bytes - 6;
+        assert!(from_cp(&c).metrics.iter().all(|m| m.name != "throughput"));
     }
 
     #[test]

@@ -322,17 +322,22 @@ pub struct CopyReport {
     /// Devices, FIFOs and sockets found and not sent (no `-D`), as rsync's "skipping non-regular
     /// file".
     pub skipped_specials: u64,
+    /// Bytes of this copy still in the page cache at its end, where that makes its rate one to
+    /// the page cache ([`linerate_model::doc::cp::unwritten_share`]); set by the command that
+    /// ran a copy to this host without `--fsync`.
+    pub page_cache_bytes: Option<u64>,
 }
 
 impl CopyReport {
-    /// Goodput in Gbit/s (SI): file bytes transferred in this run (bytes a resume kept are not
-    /// counted).
-    pub fn gbit_per_s(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.bytes.saturating_sub(self.resumed_bytes) as f64 * 8.0 / self.seconds / 1e9
-        } else {
-            0.0
-        }
+    /// File bytes transferred in this run (bytes a resume kept are not counted).
+    pub fn moved(&self) -> u64 {
+        self.bytes.saturating_sub(self.resumed_bytes)
+    }
+
+    /// Goodput in Gbit/s (SI) of the bytes [moved](Self::moved); `None` for a copy too small or
+    /// too short to have a rate ([`linerate_model::doc::cp::rate_bps`]).
+    pub fn gbit_per_s(&self) -> Option<f64> {
+        linerate_model::doc::cp::rate_bps(self.moved(), self.seconds).map(|b| b / 1e9)
     }
 
     /// True when every entry arrived.

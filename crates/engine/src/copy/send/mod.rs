@@ -182,6 +182,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         timeline: Some(timeline),
         refused_files: sent.refused_files,
         skipped_specials: sent.skipped_specials,
+        page_cache_bytes: None,
     })
 }
 
