@@ -147,12 +147,16 @@ pub struct AnalysisConfig {
     pub rtt_s: f64,
     /// Streams of a multi-stream transfer (default: cores, 2 to 8, like `linerate cp`).
     pub streams: u32,
+    /// The line rate, bit/s, as the user gives it (`--link-rate`): for a path whose interface
+    /// reports no speed or only a nominal one (a VM's virtio, a TAP, a veth), and over the one
+    /// it reports where given.
+    pub link_bps: Option<f64>,
 }
 
 impl AnalysisConfig {
     /// Defaults for a host with `cores` cores.
     pub fn for_cores(cores: u32) -> AnalysisConfig {
-        AnalysisConfig { rtt_s: 0.001, streams: cores.clamp(2, 8) }
+        AnalysisConfig { rtt_s: 0.001, streams: cores.clamp(2, 8), link_bps: None }
     }
 }
 
@@ -988,7 +992,7 @@ pub fn analyze(facts: Facts, cfg: &AnalysisConfig) -> Report {
         nic_findings(&mut o, n, cpu);
     }
     let primary = facts.primary.as_ref().and_then(|p| facts.nics.iter().find(|n| &n.facts.name == p));
-    let line = primary.and_then(|n| n.facts.speed_mbps).map(|m| m as f64 * 1e6);
+    let line = cfg.link_bps.or_else(|| primary.and_then(|n| n.facts.speed_mbps).map(|m| m as f64 * 1e6));
 
     let measured_rtt = facts.path.as_ref().and_then(|p| p.rtt.as_ref()).map(|r| r.median_us / 1e6);
     let (rtt_s, rtt_source) = match measured_rtt {
@@ -1374,7 +1378,7 @@ mod tests {
         fx.nic("eth0", 10_000, 9000, 8, None);
         fx.write("proc/sys/net/ipv4/tcp_rmem", "4096 87380 212992\n");
         fx.write("proc/sys/net/ipv4/tcp_wmem", "4096 16384 212992\n");
-        let r = analyze(fx.facts("eth0"), &AnalysisConfig { rtt_s: 0.001, streams: 8 });
+        let r = analyze(fx.facts("eth0"), &AnalysisConfig { rtt_s: 0.001, streams: 8, link_bps: None });
         let f = finding(&r, "tcp-buffers-below-bdp");
         assert_eq!(f.severity, Severity::Critical);
         assert!(f.fix.as_deref().unwrap().contains("net.ipv4.tcp_rmem=\"4096 131072 4194304\""), "{f:?}");
@@ -1389,9 +1393,17 @@ mod tests {
         let fx = Fx::new();
         fx.nic("eth0", 10_000, 9000, 8, None);
         assert!(!ids(&analyze(fx.facts("eth0"), &cfg())).contains(&"tcp-buffers-below-bdp"));
-        let r = analyze(fx.facts("eth0"), &AnalysisConfig { rtt_s: 0.02, streams: 8 });
+        let r = analyze(fx.facts("eth0"), &AnalysisConfig { rtt_s: 0.02, streams: 8, link_bps: None });
         assert!(ids(&r).contains(&"tcp-buffers-below-bdp"));
         assert!(ids(&r).contains(&"congestion-control-long-rtt"));
+        // a link whose speed the kernel does not report (-1: a VM, a TAP): no line rate to hold
+        // the buffers against, unless the user gives one (--link-rate)
+        let fx = Fx::new();
+        fx.nic("eth0", -1, 1500, 8, None);
+        let slow = AnalysisConfig { rtt_s: 0.1, streams: 1, link_bps: None };
+        assert!(!ids(&analyze(fx.facts("eth0"), &slow)).contains(&"tcp-buffers-below-bdp"));
+        let given = AnalysisConfig { link_bps: Some(1e9), ..slow };
+        assert!(ids(&analyze(fx.facts("eth0"), &given)).contains(&"tcp-buffers-below-bdp"));
     }
 
     /// Issue 33: on a virtio NIC the local check said "check the cable".

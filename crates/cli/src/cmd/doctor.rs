@@ -42,6 +42,10 @@ pub struct DoctorArgs {
     /// Round-trip time for the buffer check when no peer is measured (e.g. 1ms, 250us, 0.04s).
     #[arg(long, default_value = "1ms", value_parser = parse_rtt)]
     rtt: Duration,
+    /// The line rate (10G, 1gbit) where the interface cannot say it: a VM's virtio NIC, a TAP or
+    /// a veth report no speed or a nominal one, which doctor never takes for a line rate.
+    #[arg(long, value_name = "RATE", value_parser = linerate_model::units::parse_rate)]
+    link_rate: Option<u64>,
     /// Streams of the multi-stream estimate [default: the number of cores, 2 to 8, as cp].
     #[arg(long, short = 'P')]
     streams: Option<u32>,
@@ -135,6 +139,7 @@ pub fn run_doctor(a: DoctorArgs) -> Result {
         doctor::collect(&Roots::default(), &ccfg, probe.as_ref().map(|p| p as &dyn doctor::RateProbe)).usage()?;
     let mut acfg = AnalysisConfig::for_cores(facts.cpu.cores);
     acfg.rtt_s = a.rtt.as_secs_f64();
+    acfg.link_bps = a.link_rate.map(|r| r as f64);
     if let Some(s) = a.streams {
         acfg.streams = s.clamp(1, 4096);
     }

@@ -432,7 +432,10 @@ fn doctor_names_the_buffer_limit_of_a_100_ms_path_and_predicts_one_iperf3_stream
     let (root, key) = (t.path().join("root"), t.path().join("key"));
     with_daemon(&lab, &root, &key, || {
         let me = env!("CARGO_BIN_EXE_linerate");
-        let o = lab.exec("a", &[me, "doctor", "--peer", "198.18.1.2:7878", "--json", "--no-crypto-bench", "-P", "1"]);
+        let o = lab.exec(
+            "a",
+            &[me, "doctor", "--peer", "198.18.1.2:7878", "--json", "--no-crypto-bench", "-P", "1", "--link-rate", "1G"],
+        );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let f = d["findings"].as_array().unwrap().iter().find(|f| f["id"] == "tcp-buffers-below-bdp");
