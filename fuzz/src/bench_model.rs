@@ -414,8 +414,9 @@ mod tests {
             rate: None,
             zerocopy: false,
             nodelay: false,
+            gsro: false,
         };
-        let res = Result_ { version: 0, seconds: 1.0, conns: 2, intervals: 10, errors: 0, user: 0.1 };
+        let res = Result_ { version: 0, seconds: 1.0, conns: 2, intervals: 10, errors: 0, user: 0.1, udp: None };
         let ops = vec![
             Op::ClientRequest(spec.clone()),
             Op::ToServer(Wire::Request(spec, Doc::Valid)),
