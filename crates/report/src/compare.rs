@@ -6,6 +6,9 @@
 //! `σ × √(n_A² + n_B²)`, each side's noise the uncertainty of its figure ([`crate::model::Spread::noise`]):
 //! the standard error of the mean of its `--repeat` runs, of the median of the runs a baseline
 //! was made of ([`baseline`]), or for one run its reporting intervals' standard deviation.
+//! Against a baseline, B's noise is at least the baseline runs' standard deviation: B is one
+//! more measurement, as far from their median as one of them is from another (issue 43: with
+//! B's own spread alone, 1 in 20 identical measurements was flagged).
 //! Runs of different kinds or with different key parameters ([`key_params`]) measure different
 //! things: they are named as [`Comparison::differences`], and the CLI refuses them without
 //! `--force`.
@@ -396,7 +399,15 @@ fn judge(a: &RunReport, b: &RunReport, name: &str, better: Better, rule: Rule) -
         _ => false,
     };
     let sd = |r: &RunReport| r.spread(name).map(|s| s.noise());
-    let band = noise_band(sd(a), sd(b), rule.sigmas).filter(|_| rule.sigmas > 0.0);
+    // Against a baseline of earlier measurements (`last:K`), B is one more measurement of the
+    // test: it falls from their median as far as one of them falls from another (their sd,
+    // the host's drift included), whatever its own runs' spread says — a prediction band.
+    let drift = a.spread(name).filter(|s| s.of == SpreadOf::Runs && s.n >= 2).map(|s| s.sd);
+    let noise_b = match (sd(b), drift) {
+        (Some(x), Some(d)) => Some(x.max(d)),
+        (x, d) => x.or(d),
+    };
+    let band = noise_band(sd(a), noise_b, rule.sigmas).filter(|_| rule.sigmas > 0.0);
     let noise_pct = band.zip(va).filter(|(_, x)| *x != 0.0).map(|(n, x)| n / x.abs() * 100.0);
     let beyond = match (va, vb) {
         (Some(x), Some(y)) => beyond_noise(x, y, band),
@@ -875,6 +886,24 @@ mod tests {
         assert!(!c.has_regression() && c.rows[0].within_noise, "{}", c.to_text());
         // a change of two standard errors is noise
         assert!(!compare(&a, &runs(9.4e9, SpreadOf::Repeats), 5.0).has_regression());
+    }
+
+    #[test]
+    fn against_a_baseline_a_run_counts_as_one_more_measurement_of_the_test() {
+        // five earlier measurements 10 ± 0.5 Gbit/s (sd 0.5): their median's noise is
+        // √(π/2) · 0.5 / √5 = 0.28; a new one at 8.8 (-12 %) with a tight spread of its own
+        let history: Vec<RunReport> = [9.5e9, 10.5e9, 10e9, 9.5e9, 10.5e9].iter().map(|&x| noisy(x, 0.01e9)).collect();
+        let base = baseline(&history).unwrap();
+        let b = noisy(8.8e9, 0.01e9);
+        let c = compare(&base, &b, 5.0);
+        // the band counts how far one measurement falls from another: 3 · √(0.28² + 0.5²) = 1.72
+        assert!(!c.has_regression() && c.rows[0].within_noise, "{}", c.to_text());
+        assert!((c.rows[0].noise_pct.unwrap() - 17.2).abs() < 0.1, "{:?}", c.rows[0].noise_pct);
+        // a fall of 25 % is beyond it
+        assert!(compare(&base, &noisy(7.5e9, 0.01e9), 5.0).has_regression());
+        // between two measurements (no baseline), B keeps its own spread: the same -12 % regresses
+        let c = compare(&noisy(10e9, 0.01e9), &b, 5.0);
+        assert!(c.has_regression(), "{}", c.to_text());
     }
 
     #[test]
