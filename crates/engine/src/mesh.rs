@@ -9,6 +9,7 @@ use crate::bench::stats::busy;
 use crate::bench::{BenchClient, BenchClientConfig};
 use crate::net::conn::{self, RecvHalf, SendHalf};
 use crate::EngineError;
+use hdrhistogram::Histogram;
 use linerate_proto::bench::{decode_doc, encode_doc, Limits};
 use linerate_proto::error::ErrorCode;
 use linerate_proto::frame::{self, Frame};
@@ -60,18 +61,23 @@ pub struct Rules<'a> {
     pub targets: Option<&'a [ipnet::IpNet]>,
 }
 
+/// What sees each mesh test an agent ran: the task, its outcome and, when it ran and timed
+/// transactions, its latency histogram in nanoseconds.
+pub type OnOutcome<'a> = dyn FnMut(&MeshTask, &MeshOutcome, Option<&Histogram<u64>>) + 'a;
+
 /// The agent's side: `doc` is the session's `MeshRequest`. Checks the key may ask (`mesh`), the
 /// task against this agent's caps and the peer against its allowed targets, then runs the test
 /// against the peer with `host_key` as this agent's identity, and answers `MeshResult` (or
-/// `Fatal`). Returns a line for the log; `on_outcome` sees each test's outcome (for the
-/// agent's metrics).
+/// `Fatal`). Returns a line for the log; `on_outcome` sees each test's outcome and, for a test
+/// that ran and times transactions, its latency histogram in nanoseconds (for the agent's
+/// metrics: it is measured here, where it is exported, so it never crosses the wire).
 pub fn serve_task(
     doc: &[u8],
     tx: &mut SendHalf,
     grant: &Grant,
     host_key: Option<Arc<Identity>>,
     rules: &Rules<'_>,
-    on_outcome: &mut dyn FnMut(&MeshTask, &MeshOutcome),
+    on_outcome: &mut OnOutcome<'_>,
 ) -> Result<String, String> {
     if !grant.mesh {
         let msg = format!("{} may not ask for mesh tests (give it the `mesh` option in authorized_keys)", grant.who());
@@ -90,7 +96,7 @@ pub fn serve_task(
     if let Some(reason) = &task.failed {
         // The controller gave the peer up for the round: nothing runs, the pair is down.
         let outcome = MeshOutcome::Failed { message: reason.clone() };
-        on_outcome(&task, &outcome);
+        on_outcome(&task, &outcome, None);
         tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))]).map_err(|e| e.to_string())?;
         let reason = linerate_proto::name::escape(reason.as_bytes());
         return Ok(format!("mesh test {} to {} recorded as failed: {reason}", task.test.kind.name(), task.peer));
@@ -99,7 +105,7 @@ pub fn serve_task(
         Ok(Some(a)) => a,
         Ok(None) | Err(_) => {
             let outcome = MeshOutcome::PeerUnreachable { message: format!("{} does not resolve", task.peer) };
-            on_outcome(&task, &outcome);
+            on_outcome(&task, &outcome, None);
             tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))]).map_err(|e| e.to_string())?;
             return Ok(format!("mesh test {} to {} failed: does not resolve", task.test.kind.name(), task.peer));
         }
@@ -112,8 +118,8 @@ pub fn serve_task(
             return send_fatal(tx, ErrorCode::Denied, &msg);
         }
     }
-    let outcome = run_against_peer(&task, addr, host_key);
-    on_outcome(&task, &outcome);
+    let (outcome, latency) = run_against_peer(&task, addr, host_key);
+    on_outcome(&task, &outcome, latency.as_ref());
     let line = match &outcome {
         MeshOutcome::Done(r) => {
             format!("mesh test {} to {}: {:.0} bit/s", task.test.kind.name(), task.peer, r.throughput_bps)
@@ -126,7 +132,13 @@ pub fn serve_task(
     Ok(line)
 }
 
-fn run_against_peer(task: &MeshTask, addr: SocketAddr, host_key: Arc<Identity>) -> MeshOutcome {
+/// Run `task`'s test against the peer at `addr`: its outcome, and the test's latency histogram
+/// when it ran and times transactions.
+fn run_against_peer(
+    task: &MeshTask,
+    addr: SocketAddr,
+    host_key: Arc<Identity>,
+) -> (MeshOutcome, Option<Histogram<u64>>) {
     let name = host_name(&addr.ip().to_string(), addr.port());
     let cfg = BenchClientConfig {
         addr,
@@ -139,9 +151,9 @@ fn run_against_peer(task: &MeshTask, addr: SocketAddr, host_key: Arc<Identity>) 
     let started = SystemTime::now();
     let result = BenchClient::connect(cfg).and_then(|mut c| c.run(&task.test, &mut |_| {}));
     match result {
-        Ok(r) => {
+        Ok(mut r) => {
             let s = r.summary(None);
-            MeshOutcome::Done(MeshReport {
+            let outcome = MeshOutcome::Done(MeshReport {
                 version: MESH_DOC_VERSION,
                 started_unix_s: started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
                 seconds: s.seconds,
@@ -153,10 +165,11 @@ fn run_against_peer(task: &MeshTask, addr: SocketAddr, host_key: Arc<Identity>) 
                 loss_pct: s.loss_pct,
                 cpu_busy: (busy(&s.cpu.local), busy(&s.cpu.remote)),
                 spread: interval_spread(&r, s.latency_us.as_ref().map(|l| l.p50)),
-            })
+            });
+            (outcome, r.histogram.take())
         }
-        Err(e) if unreachable(&e) || agent_busy(&e) => MeshOutcome::PeerUnreachable { message: e.to_string() },
-        Err(e) => MeshOutcome::Failed { message: e.to_string() },
+        Err(e) if unreachable(&e) || agent_busy(&e) => (MeshOutcome::PeerUnreachable { message: e.to_string() }, None),
+        Err(e) => (MeshOutcome::Failed { message: e.to_string() }, None),
     }
 }
 

@@ -14,12 +14,22 @@
 //! Why `prometheus` and not `prometheus-client`: the latter writes only OpenMetrics 1.0 (an
 //! `info` type, a counter's `TYPE` line without `_total`, `# EOF`), which changes the
 //! documented 0.0.4 format and which Prometheus 2's `promtool check metrics` refuses.
+//!
+//! The mesh's transaction latency is also a classic histogram (issue 43): fixed buckets
+//! ([`LATENCY_BUCKETS_NS`]) counted from each test's HDR histogram and added up over the rounds,
+//! so `rate()` and `histogram_quantile()` work on it. Not a native histogram: those travel only
+//! in the protobuf exposition (or OpenMetrics 2), which this endpoint does not speak and which a
+//! Prometheus reads only with a feature flag; classic buckets work in the text format with every
+//! Prometheus and with `promtool`.
 
 use crate::net::accept::{Accepted, Acceptor};
 use crate::usage;
+use hdrhistogram::Histogram;
 use linerate_model::shutdown::Shutdown;
 use linerate_proto::mesh::{MeshOutcome, MeshReport, MeshTask};
 use linerate_proto::ErrorCode;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{Bucket, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Counter, Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -100,6 +110,115 @@ impl std::fmt::Debug for Bytes {
     }
 }
 
+/// Upper bounds of the buckets of `linerate_mesh_transaction_latency_seconds`, nanoseconds:
+/// 10 µs to 1 s in the 1, 2.5, 5 steps of Prometheus's default buckets, moved down from theirs
+/// (5 ms to 10 s, for web requests) to the round trips a mesh measures, from a rack's tens of
+/// microseconds to a continent's hundreds of milliseconds; a slower transaction counts in `+Inf`
+/// alone. Fixed, so that every agent's series add up and `histogram_quantile` can merge them.
+pub const LATENCY_BUCKETS_NS: [u64; 16] = [
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+];
+
+/// Transaction latencies in the buckets of [`LATENCY_BUCKETS_NS`]: what one test measured, or
+/// a pair's sum over every round this agent ran it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LatencyBuckets {
+    /// Transactions at or below each bound (cumulative, as Prometheus's `le`).
+    pub at_or_below: [u64; LATENCY_BUCKETS_NS.len()],
+    /// Their latencies' sum, seconds.
+    pub sum_s: f64,
+    /// Transactions in all (the `+Inf` bucket).
+    pub count: u64,
+}
+
+impl LatencyBuckets {
+    /// The buckets of one test's latency histogram (nanoseconds), counted by the histogram
+    /// itself (`count_between`): a transaction within its resolution (3 significant digits) of
+    /// a bound counts at or below it. The sum is its mean times its count.
+    pub fn of(h: &Histogram<u64>) -> LatencyBuckets {
+        let mut at_or_below = [0; LATENCY_BUCKETS_NS.len()];
+        for (n, bound) in at_or_below.iter_mut().zip(LATENCY_BUCKETS_NS) {
+            *n = h.count_between(0, bound);
+        }
+        LatencyBuckets { at_or_below, sum_s: h.mean() * h.len() as f64 / 1e9, count: h.len() }
+    }
+
+    /// Another round's transactions added.
+    fn add(&mut self, other: &LatencyBuckets) {
+        for (n, o) in self.at_or_below.iter_mut().zip(other.at_or_below) {
+            *n = n.saturating_add(o);
+        }
+        self.sum_s += other.sum_s;
+        self.count = self.count.saturating_add(other.count);
+    }
+
+    /// As a metric of the text format's histogram type, labelled `labels` (sorted by name).
+    fn metric(&self, labels: &[(&str, &str)]) -> Metric {
+        let buckets = self
+            .at_or_below
+            .iter()
+            .zip(LATENCY_BUCKETS_NS)
+            .map(|(n, bound)| {
+                let mut b = Bucket::default();
+                b.set_upper_bound(bound as f64 / 1e9);
+                b.set_cumulative_count(*n);
+                b
+            })
+            .collect();
+        let mut h = prometheus::proto::Histogram::default();
+        h.set_bucket(buckets);
+        h.set_sample_count(self.count);
+        h.set_sample_sum(self.sum_s);
+        let mut m = Metric::default();
+        m.set_label(
+            labels
+                .iter()
+                .map(|(k, v)| {
+                    let mut l = LabelPair::default();
+                    l.set_name((*k).to_string());
+                    l.set_value((*v).to_string());
+                    l
+                })
+                .collect(),
+        );
+        m.set_histogram(h);
+        m
+    }
+}
+
+/// A metric family written out whole (the mesh's latency histograms, whose counts come from
+/// HDR histograms rather than from `observe` calls), registered as any other so that its name
+/// is checked against the rest.
+struct Family {
+    desc: Desc,
+    family: MetricFamily,
+}
+
+impl Collector for Family {
+    fn desc(&self) -> Vec<&Desc> {
+        vec![&self.desc]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        vec![self.family.clone()]
+    }
+}
+
 /// The last mesh result of one (test, peer) pair this agent measured from.
 #[derive(Debug, Clone)]
 struct PairResult {
@@ -109,6 +228,9 @@ struct PairResult {
     at: f64,
     /// The figures, when the test ran (none: the peer was unreachable or the test failed).
     report: Option<MeshReport>,
+    /// The transactions of every round of this pair's test that ran and timed some (none
+    /// before the first such round).
+    latency: Option<LatencyBuckets>,
 }
 
 /// The agent's counters.
@@ -253,14 +375,17 @@ impl Metrics {
     }
 
     /// A mesh task this agent ran came back with `outcome` (or was recorded as failed): it
-    /// replaces the pair's last result. The pair is named by the inventory's test and peer names
-    /// the task carries (issue 43), else the kind and the peer's address. At most [`MAX_PAIRS`]
-    /// pairs are kept; a new one beyond them is not.
-    pub fn mesh_result(&self, task: &MeshTask, outcome: &MeshOutcome) {
+    /// replaces the pair's last result, and the transactions `latency` timed (the test's
+    /// histogram, nanoseconds) join the pair's over the earlier rounds; a test that did not run
+    /// adds none. The pair is named by the inventory's test and peer names the task carries
+    /// (issue 43), else the kind and the peer's address. At most [`MAX_PAIRS`] pairs are kept; a
+    /// new one beyond them is not.
+    pub fn mesh_result(&self, task: &MeshTask, outcome: &MeshOutcome, latency: Option<&Histogram<u64>>) {
         let report = match outcome {
             MeshOutcome::Done(r) => Some(r.clone()),
             MeshOutcome::PeerUnreachable { .. } | MeshOutcome::Failed { .. } => None,
         };
+        let timed = latency.filter(|h| report.is_some() && !h.is_empty()).map(LatencyBuckets::of);
         if let Some(i) = task.interval_s {
             *self.mesh_interval.lock().unwrap_or_else(PoisonError::into_inner) = Some(i);
         }
@@ -271,7 +396,11 @@ impl Metrics {
         let mut mesh = self.mesh.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (label(test), label(peer));
         if mesh.len() < MAX_PAIRS || mesh.contains_key(&key) {
-            mesh.insert(key, PairResult { agent: label(agent), at: unix_now(), report });
+            let mut latency = mesh.get(&key).and_then(|p| p.latency.clone());
+            if let Some(t) = &timed {
+                latency.get_or_insert_with(LatencyBuckets::default).add(t);
+            }
+            mesh.insert(key, PairResult { agent: label(agent), at: unix_now(), report, latency });
         }
     }
 
@@ -408,9 +537,16 @@ impl Metrics {
             &["test", "agent", "peer", "quantile"],
         )?;
         let loss = gauges("linerate_mesh_loss_ratio", "Datagram loss of the pair's last mesh test (udp), 0 to 1.", l)?;
+        let name = "linerate_mesh_transaction_latency_seconds";
+        let help = "Transaction latency (request to response) of the pair's mesh tests over every round that ran, \
+                    counted from each test's HDR histogram.";
+        let mut histograms = Vec::new();
         let now = unix_now();
         for ((test, peer), p) in &mesh {
             let v = [test.as_str(), p.agent.as_str(), peer.as_str()];
+            if let Some(b) = &p.latency {
+                histograms.push(b.metric(&[("agent", &p.agent), ("peer", peer), ("test", test)]));
+            }
             at.with_label_values(&v).set(p.at);
             age.with_label_values(&v).set((now - p.at).max(0.0));
             up.with_label_values(&v).set(if p.report.is_some() { 1.0 } else { 0.0 });
@@ -426,6 +562,16 @@ impl Metrics {
             if let Some(pct) = rep.loss_pct {
                 loss.with_label_values(&v).set(pct / 100.0);
             }
+        }
+        if !histograms.is_empty() {
+            let labels = l.iter().map(|k| (*k).to_string()).collect();
+            let desc = Desc::new(name.into(), help.into(), labels, Default::default())?;
+            let mut family = MetricFamily::default();
+            family.set_name(name.into());
+            family.set_help(help.into());
+            family.set_field_type(MetricType::HISTOGRAM);
+            family.set_metric(histograms);
+            r.register(Box::new(Family { desc, family }))?;
         }
         Ok(())
     }
@@ -684,16 +830,21 @@ mod tests {
             cpu_busy: (0.1, 0.1),
             spread: None,
         };
-        m.mesh_result(&task("tcp-stream", "10.0.0.2"), &MeshOutcome::Done(report.clone()));
+        m.mesh_result(&task("tcp-stream", "10.0.0.2"), &MeshOutcome::Done(report.clone()), None);
         let rr = MeshReport { latency_us: Some(MeshLatency { p50: 30.0, p99: 50.0 }), ..report.clone() };
-        m.mesh_result(&task("tcp-rr", "10.0.0.2"), &MeshOutcome::Done(rr.clone()));
+        m.mesh_result(&task("tcp-rr", "10.0.0.2"), &MeshOutcome::Done(rr.clone()), None);
         let udp = MeshReport { loss_pct: Some(2.5), ..report };
-        m.mesh_result(&task("udp-stream", "10.0.0.3"), &MeshOutcome::Done(udp));
+        m.mesh_result(&task("udp-stream", "10.0.0.3"), &MeshOutcome::Done(udp), None);
         m.mesh_result(
             &task("tcp-stream", "10.0.0.3"),
             &MeshOutcome::Done(MeshReport { throughput_bps: 1.0, ..report_of(&m) }),
+            None,
         );
-        m.mesh_result(&task("tcp-stream", "10.0.0.3"), &MeshOutcome::PeerUnreachable { message: "refused".into() });
+        m.mesh_result(
+            &task("tcp-stream", "10.0.0.3"),
+            &MeshOutcome::PeerUnreachable { message: "refused".into() },
+            None,
+        );
         let t = m.render(None);
         for want in [
             "linerate_mesh_throughput_bits{agent=\"\",peer=\"10.0.0.2:7878\",test=\"tcp-stream\"} 9500000000",
@@ -715,9 +866,9 @@ mod tests {
         assert!(!t.contains("linerate_mesh_interval_seconds"), "no interval before a task says it");
         // Issue 43: two tests of one kind are two series, named as the inventory names the test
         // and the agents; the interval is exported; a pair recorded as failed is down.
-        m.mesh_result(&task("rtt", "ams-2"), &MeshOutcome::Done(rr.clone()));
-        m.mesh_result(&task("rtt-loaded", "ams-2"), &MeshOutcome::Done(rr));
-        m.mesh_result(&task("tput", "ams-2"), &MeshOutcome::Failed { message: "agent down: ams-2".into() });
+        m.mesh_result(&task("rtt", "ams-2"), &MeshOutcome::Done(rr.clone()), None);
+        m.mesh_result(&task("rtt-loaded", "ams-2"), &MeshOutcome::Done(rr), None);
+        m.mesh_result(&task("tput", "ams-2"), &MeshOutcome::Failed { message: "agent down: ams-2".into() }, None);
         let t = m.render(None);
         for want in [
             "linerate_mesh_latency_seconds{agent=\"a\",peer=\"ams-2\",quantile=\"0.5\",test=\"rtt\"} 0.00003",
@@ -729,9 +880,89 @@ mod tests {
         }
         // pairs beyond the cap get no series
         for i in 0..MAX_PAIRS + 5 {
-            m.mesh_result(&task("tcp-rr", &format!("h{i}")), &MeshOutcome::Failed { message: String::new() });
+            m.mesh_result(&task("tcp-rr", &format!("h{i}")), &MeshOutcome::Failed { message: String::new() }, None);
         }
         assert_eq!(m.render(None).matches("linerate_mesh_up{").count(), MAX_PAIRS);
+    }
+
+    /// Issue 43: a pair's transactions as a Prometheus histogram, counted from the test's HDR
+    /// histogram: cumulative buckets, `+Inf` and `_count` the number of transactions, `_sum`
+    /// their latencies; a second round adds to the first (counters that never go back); a
+    /// failed round, a stream test and an empty histogram add nothing.
+    #[test]
+    fn a_pairs_transactions_are_a_histogram_accumulated_over_rounds() {
+        use linerate_proto::mesh::{MeshLatency, MESH_DOC_VERSION};
+        let report = MeshReport {
+            version: MESH_DOC_VERSION,
+            started_unix_s: 0,
+            seconds: 1.0,
+            throughput_bps: 1e6,
+            retransmits: 0,
+            rtt_us: None,
+            latency_us: Some(MeshLatency { p50: 30.0, p99: 300.0 }),
+            transactions_per_s: Some(1e4),
+            loss_pct: None,
+            cpu_busy: (0.1, 0.1),
+            spread: None,
+        };
+        // 30 µs ×100, 70 µs ×50, 300 µs ×9, 2 s ×1 (beyond the last bound).
+        let mut h = crate::bench::io::new_histogram();
+        h.record_n(30_000, 100).unwrap();
+        h.record_n(70_000, 50).unwrap();
+        h.record_n(300_000, 9).unwrap();
+        h.record(2_000_000_000).unwrap();
+        let b = LatencyBuckets::of(&h);
+        assert_eq!(b.at_or_below, [0, 0, 100, 150, 150, 159, 159, 159, 159, 159, 159, 159, 159, 159, 159, 159]);
+        assert_eq!(b.count, 160);
+        let sum = 100.0 * 30e-6 + 50.0 * 70e-6 + 9.0 * 300e-6 + 2.0;
+        assert!((b.sum_s - sum).abs() < sum * 1e-3, "{} against {sum}", b.sum_s);
+
+        let m = Metrics::default();
+        let done = MeshOutcome::Done(report.clone());
+        m.mesh_result(&task("rtt", "b"), &done, Some(&h));
+        let series = |t: &str, suffix: &str| -> Vec<(String, f64)> {
+            let head =
+                format!("linerate_mesh_transaction_latency_seconds{suffix}{{agent=\"a\",peer=\"b\",test=\"rtt\"");
+            t.lines()
+                .filter(|l| l.starts_with(&head))
+                .map(|l| {
+                    let (k, v) = l.rsplit_once(' ').unwrap();
+                    (k[head.len()..].to_string(), v.parse().unwrap())
+                })
+                .collect()
+        };
+        let t = m.render(None);
+        assert!(t.contains("# TYPE linerate_mesh_transaction_latency_seconds histogram"), "{t}");
+        let first = series(&t, "_bucket");
+        let le: Vec<&str> = first.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(le.len(), LATENCY_BUCKETS_NS.len() + 1, "{le:?}");
+        assert_eq!(
+            (le[0], le[2], le[15], le[16]),
+            (",le=\"0.00001\"}", ",le=\"0.00005\"}", ",le=\"1\"}", ",le=\"+Inf\"}")
+        );
+        let counts: Vec<f64> = first.iter().map(|(_, v)| *v).collect();
+        assert_eq!(&counts[..6], [0.0, 0.0, 100.0, 150.0, 150.0, 159.0]);
+        assert_eq!((counts[15], counts[16]), (159.0, 160.0), "+Inf is every transaction");
+        assert_eq!(series(&t, "_count"), [("}".to_string(), 160.0)]);
+
+        // A second round adds to the first; a failed round and a stream test's none add nothing.
+        let mut h2 = crate::bench::io::new_histogram();
+        h2.record_n(20_000, 10).unwrap();
+        m.mesh_result(&task("rtt", "b"), &done, Some(&h2));
+        m.mesh_result(&task("rtt", "b"), &MeshOutcome::Failed { message: "refused".into() }, Some(&h2));
+        m.mesh_result(&task("rtt", "b"), &done, Some(&crate::bench::io::new_histogram()));
+        m.mesh_result(&task("tput", "b"), &done, None);
+        let t = m.render(None);
+        let second: Vec<f64> = series(&t, "_bucket").iter().map(|(_, v)| *v).collect();
+        assert_eq!(&second[..6], [0.0, 10.0, 110.0, 160.0, 160.0, 169.0]);
+        assert!(second.iter().zip(&counts).all(|(b, a)| b >= a), "counters never go back: {counts:?} then {second:?}");
+        assert!(second.windows(2).all(|w| w[0] <= w[1]), "cumulative: {second:?}");
+        assert_eq!(series(&t, "_count"), [("}".to_string(), 170.0)]);
+        let sum2 = series(&t, "_sum")[0].1;
+        assert!((sum2 - (sum + 10.0 * 20e-6)).abs() < sum * 1e-3, "{sum2}");
+        // the last round ran without a transaction: the pair is up, its histogram as it was
+        assert!(t.contains("linerate_mesh_up{agent=\"a\",peer=\"b\",test=\"rtt\"} 1"), "{t}");
+        assert!(!t.contains("linerate_mesh_transaction_latency_seconds_count{agent=\"a\",peer=\"b\",test=\"tput\"}"));
     }
 
     /// Any stored report of `m` (the test above stores one first).

@@ -788,8 +788,10 @@ fn control(
                         limits: &shared.cfg.bench.limits,
                         targets: shared.cfg.mesh_targets.as_deref(),
                     };
-                    let mut record = |t: &linerate_proto::mesh::MeshTask, o: &linerate_proto::mesh::MeshOutcome| {
-                        shared.metrics.mesh_result(t, o);
+                    let mut record = |t: &linerate_proto::mesh::MeshTask,
+                                      o: &linerate_proto::mesh::MeshOutcome,
+                                      h: Option<&hdrhistogram::Histogram<u64>>| {
+                        shared.metrics.mesh_result(t, o, h);
                     };
                     crate::mesh::serve_task(doc, &mut sec.tx, grant, host_key, &rules, &mut record)
                 };

@@ -9,7 +9,7 @@ use linerate_engine::bench::doc::{document, DocumentConfig};
 use linerate_engine::bench::stats::confident_enough;
 use linerate_engine::bench::sweep;
 use linerate_engine::bench::text::{self, Point};
-use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning};
+use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_engine::net::conn;
 use linerate_model::doc::bench::{RunLatency, SidePair};
 use linerate_model::units;
@@ -17,7 +17,7 @@ use linerate_model::DEFAULT_PORT;
 use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const AFTER_HELP: &str = "\
@@ -48,7 +48,8 @@ IPERF3 HABITS:
   give the same file). The report goes to stdout (or --logfile), warnings and errors to stderr.
 
 EXIT STATUS:
-  0  the test ran     2  bad usage or a test the server refused     3  connection or protocol failure";
+  0  the test ran     2  bad usage or a test the server refused     3  connection or protocol failure,
+  or a --hgrm file that could not be written after the test";
 
 /// `linerate bench` flags.
 #[derive(Args, Debug)]
@@ -215,6 +216,13 @@ pub struct BenchArgs {
     /// Append the report (what goes to stdout) to FILE instead, as iperf3's --logfile.
     #[arg(long, value_name = "FILE")]
     logfile: Option<PathBuf>,
+    /// Write the test's latency histogram to PATH as HdrHistogram's percentile distribution
+    /// (.hgrm, microseconds, as wrk2 writes it; HdrHistogram's plotter and hdr-plot draw it):
+    /// every transaction after the warm-up, over all connections. tcp-rr, tcp-crr or a profile
+    /// (with two or more groups each group's too, at PATH with .gN before the extension); one
+    /// test: no --sweep or --repeat. Written whole, then renamed over PATH.
+    #[arg(long, value_name = "PATH")]
+    hgrm: Option<PathBuf>,
     /// Print CSV (one row per sweep point) on stdout.
     #[arg(long)]
     csv: bool,
@@ -240,7 +248,7 @@ pub struct BenchArgs {
 }
 
 /// The options that only a client has: refused with `-s`, which runs the agent instead.
-const CLIENT_ONLY: [&str; 46] = [
+const CLIENT_ONLY: [&str; 47] = [
     "server",
     "client",
     "title",
@@ -282,6 +290,7 @@ const CLIENT_ONLY: [&str; 46] = [
     "tos",
     "gsro",
     "logfile",
+    "hgrm",
     "link_rate",
     "timeout",
     "start_at",
@@ -636,6 +645,13 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             return Err(Error::usage(format!("--json-iperf3: {}", NotIperf3::Kind(s.kind.name().into()))));
         }
     }
+    if let Some(path) = &a.hgrm {
+        if let Some(why) = hgrm_refusal(&points, rmax) {
+            return Err(Error::usage(format!("--hgrm: {why}")));
+        }
+        // An unwritable PATH is found now, not after the test.
+        check_writable(path).map_err(|e| Error::usage(format!("--hgrm {}: {e}", shown(path))))?;
+    }
     // Every rule that does not depend on the server's caps, before anything is printed.
     let open = linerate_proto::bench::Limits { max_duration_ms: u64::MAX, ..Default::default() };
     for (_, spec) in &points {
@@ -722,6 +738,8 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let lines = live && a.interval > 0.0;
     let link = a.link_rate.map(|r| (r as f64, a.mtu));
     let mut done = Vec::new();
+    // `--hgrm`'s files, rendered once the test has run.
+    let mut hgrm = Vec::new();
     for (labels, spec) in points {
         if live {
             out.say(&text::banner(&spec, &addr, &labels))?;
@@ -773,7 +791,13 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
                 break;
             }
         }
-        let Some((result, mut summary)) = last else { continue };
+        let Some((mut result, mut summary)) = last else { continue };
+        if let Some(path) = &a.hgrm {
+            hgrm = hgrm_files(path, &result);
+        }
+        // Nothing else reads the histograms (a few hundred KB each): not kept for the document.
+        result.histogram = None;
+        result.group_histograms = Vec::new();
         // One figure per point: what is printed, the document and the store all have the mean.
         summary.mean_of_repeats(spec.kind, &runs, &latencies);
         if !(a.json || a.csv || a.json_iperf3) {
@@ -825,11 +849,113 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     } else if done.len() > 1 {
         out.say(&text::sweep_table(&done))?;
     }
+    for (path, text, transactions) in &hgrm {
+        write_atomically(path, text).with_context(|| format!("--hgrm: writing {}", shown(path))).io()?;
+        if !(a.quiet || a.json || a.csv) {
+            errln!("latency histogram ({transactions} transactions) written to {}", shown(path))?;
+        }
+    }
+    if hgrm.first().is_some_and(|(_, _, n)| *n == 0) {
+        errln!("linerate bench: warning: --hgrm: no transaction was timed after the warm-up: the file holds none")?;
+    }
     // Ctrl-C is how a test until stopped (-t 0) ends; any other test it cut short says so.
     if interrupted.load(std::sync::atomic::Ordering::Relaxed) && !done.iter().all(|p| p.result.spec.until_stopped) {
         return Err(Error::reported(crate::error::Kind::Interrupted));
     }
     Ok(())
+}
+
+/// Why `--hgrm` cannot take these points (`rmax` runs each), if it cannot: it writes the one
+/// histogram of one test (a sweep's points or a point's repeats would each need a file, and the
+/// figures printed for repeats are means that no one histogram holds), and only tests that time
+/// transactions have one.
+fn hgrm_refusal(points: &[sweep::SweepPoint], rmax: usize) -> Option<String> {
+    if points.len() != 1 || rmax > 1 {
+        return Some(
+            "one test writes one histogram: a --sweep or --repeat is refused (run each point on its own, each with its \
+             own --hgrm)"
+                .into(),
+        );
+    }
+    let kind = points.first()?.1.kind;
+    matches!(kind, TestKind::TcpStream | TestKind::UdpStream).then(|| {
+        format!(
+            "a {} test times no transactions, so it has no latency: give tcp-rr, tcp-crr or a --profile",
+            kind.name()
+        )
+    })
+}
+
+/// A path for messages, control characters escaped.
+fn shown(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    linerate_proto::name::escape(path.as_os_str().as_bytes())
+}
+
+/// The directory a file at `path` is written in.
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Whether a file can be written at `path`: `path` is no directory, its directory is one, and
+/// a temporary file can be made in it (and is removed at once).
+fn check_writable(path: &Path) -> std::io::Result<()> {
+    use std::io::{Error, ErrorKind};
+    if path.is_dir() {
+        return Err(Error::new(ErrorKind::IsADirectory, "is a directory"));
+    }
+    let dir = dir_of(path);
+    // A missing directory (or a file in its place) is named as such, not by a temporary name.
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(Error::new(ErrorKind::NotADirectory, format!("{} is not a directory", shown(dir)))),
+        Err(e) => return Err(Error::new(e.kind(), format!("{}: {e}", shown(dir)))),
+    }
+    tempfile::Builder::new().prefix(".linerate-hgrm-").tempfile_in(dir).map(drop)
+}
+
+/// Write `text` at `path` whole or not at all: into a temporary file beside it (mode 0666 less
+/// the umask, as a file the shell creates), flushed to disk, then renamed over `path`.
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".linerate-hgrm-")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir_of(path))?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// `--hgrm PATH`'s files for a test that ran: PATH with every transaction, and with a profile of
+/// two or more groups each group's at PATH with `.gN` before its extension (`rrul.hgrm` →
+/// `rrul.g3.hgrm` for the third `[[group]]`), a group without transactions an empty distribution;
+/// with each file the number of transactions it holds.
+fn hgrm_files(path: &Path, r: &TestResult) -> Vec<(PathBuf, String, u64)> {
+    use linerate_engine::bench::hgrm::latency_hgrm;
+    let Some(all) = &r.histogram else { return Vec::new() };
+    let mut files = vec![(path.to_path_buf(), latency_hgrm(all), all.len())];
+    if r.group_histograms.len() >= 2 {
+        for (i, h) in r.group_histograms.iter().enumerate() {
+            files.push((group_path(path, i + 1), latency_hgrm(h), h.len()));
+        }
+    }
+    files
+}
+
+/// `PATH` with `.gN` before its extension: `x.hgrm` → `x.g2.hgrm`, `x` → `x.g2`.
+fn group_path(path: &Path, n: usize) -> PathBuf {
+    let mut name = path.file_stem().unwrap_or_default().to_os_string();
+    name.push(format!(".g{n}"));
+    if let Some(ext) = path.extension() {
+        name.push(".");
+        name.push(ext);
+    }
+    path.with_file_name(name)
 }
 
 /// Where the report goes, and what each of its lines starts with (-T, --timestamps).
@@ -983,6 +1109,44 @@ mod tests {
         assert_eq!(udp_default_size(Some(1)), linerate_proto::bench::MIN_UDP_PAYLOAD);
         assert_eq!(base_spec(&parse(&["-u"]), 32_768).unwrap().msg_size, 32_768);
         assert_eq!(base_spec(&parse(&["-u", "-l", "64"]), 32_768).unwrap().msg_size, 64, "-l wins");
+    }
+
+    #[test]
+    fn hgrm_takes_one_request_response_test_and_refuses_streams_sweeps_and_repeats() {
+        let refusal = |args: &[&str], rmax| hgrm_refusal(&make_points(&parse(args), 1460).unwrap(), rmax);
+        assert_eq!(refusal(&["--test", "tcp-rr"], 1), None);
+        assert_eq!(refusal(&["--test", "tcp-crr", "-P", "4", "-b", "1000"], 1), None);
+        for (args, rmax, want) in [
+            (&["--test", "tcp-stream"][..], 1, "a tcp-stream test times no transactions"),
+            (&["-u"], 1, "a udp-stream test times no transactions"),
+            (&["--test", "tcp-rr", "--sweep", "msg=1,1K"], 1, "a --sweep or --repeat is refused"),
+            (&["--test", "tcp-rr"], 3, "a --sweep or --repeat is refused"),
+        ] {
+            let why = refusal(args, rmax).unwrap_or_else(|| panic!("{args:?} ×{rmax} taken"));
+            assert!(why.contains(want), "{args:?}: {why}");
+        }
+    }
+
+    #[test]
+    fn hgrm_files_are_written_whole_and_unwritable_paths_are_found_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("rr.hgrm");
+        assert_eq!(group_path(&f, 3), dir.path().join("rr.g3.hgrm"));
+        assert_eq!(group_path(Path::new("x"), 1), Path::new("x.g1"));
+        check_writable(&f).unwrap();
+        write_atomically(&f, "one\n").unwrap();
+        write_atomically(&f, "two\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "two\n", "replaced");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, [std::ffi::OsString::from("rr.hgrm")], "no temporary file left");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o600, 0o600, "{mode:o}");
+        // A missing directory, a directory, a path under a file: refused before any test.
+        for bad in [dir.path().join("no/such/dir/x.hgrm"), dir.path().to_path_buf(), f.join("x.hgrm")] {
+            assert!(check_writable(&bad).is_err(), "{}", bad.display());
+            assert!(write_atomically(&bad, "x").is_err(), "{}", bad.display());
+        }
     }
 
     #[test]

@@ -483,6 +483,106 @@ fn bench_json_iperf3_is_read_where_iperf3s_parsers_look_and_bidir_opens_a_connec
     assert!(v["summary"]["send_bps"].as_f64().unwrap() > 1e6 && v["summary"]["receive_bps"].as_f64().unwrap() > 1e6);
 }
 
+/// The rows of an `.hgrm` file (value µs, quantile, count up to it) and its footer's total.
+fn hgrm_rows(hgrm: &str) -> (Vec<(f64, f64, u64)>, u64) {
+    let mut lines = hgrm.lines();
+    assert_eq!(lines.next(), Some("       Value     Percentile TotalCount 1/(1-Percentile)"), "{hgrm}");
+    assert_eq!(lines.next(), Some(""), "{hgrm}");
+    let mut rows = Vec::new();
+    let mut total = None;
+    for l in lines {
+        if let Some(t) = l.strip_prefix("#[Max     = ") {
+            total = t.split("Total count    =").nth(1).and_then(|c| c.trim_end_matches(']').trim().parse().ok());
+        } else if !l.starts_with("#[") {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            assert!(w.len() == 4 || (w.len() == 3 && w[1] == "1.000000000000"), "{l:?}");
+            rows.push((w[0].parse().unwrap(), w[1].parse().unwrap(), w[2].parse().unwrap()));
+        }
+    }
+    (rows, total.unwrap_or_else(|| panic!("no total in {hgrm}")))
+}
+
+/// Issue 43: `--hgrm` writes the histogram the report's percentiles were read from (every
+/// transaction after the warm-up, over both connections): its sample count is the report's, its
+/// 50 % row the report's p50 and its last row the max, the report's p99 lies between its rows
+/// around 0.99 (no row falls on 0.99 itself: 0.9890625, 0.990625); a profile of two groups adds
+/// a file per group; streams, sweeps, repeats and an unwritable path are refused before the
+/// test, exit 2, and leave no file.
+#[test]
+fn bench_hgrm_holds_the_histogram_the_reports_percentiles_come_from() {
+    let (t, key, srv) = keyed_agent(&[]);
+    let bench = |args: &[&str]| {
+        bin().args(["bench", &srv.addr, "--no-save", "-q", "--key-file"]).arg(&key).args(args).output().unwrap()
+    };
+    let f = t.path().join("rr.hgrm");
+    let path = f.to_str().unwrap();
+    let out = bench(&["--test", "tcp-rr", "-P", "2", "-t", "1", "-O", "0.3", "--hgrm", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report = String::from_utf8(out.stdout).unwrap();
+    let line = report.lines().find(|l| l.contains("latency µs")).unwrap_or_else(|| panic!("{report}"));
+    let figure = |k: &str| -> &str {
+        let at = line.find(&format!(" {k} ")).unwrap_or_else(|| panic!("{k} in {line}")) + k.len() + 2;
+        line[at..].split_whitespace().next().unwrap()
+    };
+    let samples: u64 = line.split('(').nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let (rows, total) = hgrm_rows(&fs::read_to_string(&f).unwrap());
+    assert!(samples > 100 && total == samples, "{total} in the file, {samples} in {line}");
+    assert_eq!(rows.last().unwrap().2, total);
+    let p50 = rows.iter().find(|r| r.1 == 0.5).unwrap().0;
+    assert_eq!(format!("{p50:.1}"), figure("p50"), "{line}");
+    assert_eq!(format!("{:.1}", rows.last().unwrap().0), figure("max"), "{line}");
+    let p99: f64 = figure("p99").parse().unwrap();
+    let below = rows.iter().filter(|r| r.1 <= 0.99).map(|r| r.0).fold(0.0, f64::max);
+    let above = rows.iter().filter(|r| r.1 >= 0.99).map(|r| r.0).fold(f64::INFINITY, f64::min);
+    assert!(below - 0.05 <= p99 && p99 <= above + 0.05, "p99 {p99} not within the rows' {below} to {above}");
+    assert!(rows.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 < w[1].1 && w[0].2 <= w[1].2), "{rows:?}");
+    assert_eq!(fs::metadata(&f).unwrap().permissions().mode() & 0o600, 0o600);
+
+    // A profile of two groups: the whole, and each group's (the bulk group's empty).
+    let prof = t.path().join("two.toml");
+    fs::write(
+        &prof,
+        "name = \"two\"\n[[group]]\nname = \"probe\"\nconnections = 1\n[[group.transaction]]\n\
+         flowops = [{ op = \"write\", size = 64 }, { op = \"read\", size = 64 }]\n\
+         [[group]]\nname = \"bulk\"\nconnections = 1\n[[group.transaction]]\nflowops = [{ op = \"write\", size = \"64K\" }]\n",
+    )
+    .unwrap();
+    let pf = t.path().join("two.hgrm");
+    let out = bench(&["--profile", prof.to_str().unwrap(), "-t", "1", "--hgrm", pf.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (_, all) = hgrm_rows(&fs::read_to_string(&pf).unwrap());
+    let (_, probe) = hgrm_rows(&fs::read_to_string(t.path().join("two.g1.hgrm")).unwrap());
+    let (bulk_rows, bulk) = hgrm_rows(&fs::read_to_string(t.path().join("two.g2.hgrm")).unwrap());
+    assert!(all > 0 && all == probe, "{all} in all, {probe} in the probe group");
+    assert_eq!((bulk_rows.len(), bulk), (0, 0), "bulk writes are no transactions");
+
+    // Refused before the test, exit 2, nothing written.
+    let missing = t.path().join("no/such/dir/x.hgrm");
+    let gone = t.path().join("refused.hgrm");
+    let no_dir = format!("{}: No such file or directory", missing.parent().unwrap().display());
+    for (args, why) in [
+        (
+            vec!["--test", "tcp-stream", "-t", "0.2", "--hgrm", gone.to_str().unwrap()],
+            "a tcp-stream test times no transactions",
+        ),
+        (vec!["-u", "-t", "0.2", "--hgrm", gone.to_str().unwrap()], "a udp-stream test times no transactions"),
+        (
+            vec!["--test", "tcp-rr", "--sweep", "msg=1,1K", "--hgrm", gone.to_str().unwrap()],
+            "--sweep or --repeat is refused",
+        ),
+        (vec!["--test", "tcp-rr", "--repeat", "2", "--hgrm", gone.to_str().unwrap()], "--sweep or --repeat is refused"),
+        (vec!["--test", "tcp-rr", "--hgrm", missing.to_str().unwrap()], no_dir.as_str()),
+        (vec!["--test", "tcp-rr", "--hgrm", t.path().to_str().unwrap()], "is a directory"),
+    ] {
+        let out = bench(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--hgrm") && err.contains(why), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "refused before anything is printed: {}", text(&out));
+    }
+    assert!(!gone.exists() && !missing.exists());
+}
+
 #[test]
 fn bench_prints_the_versioned_json_document_and_csv() {
     let (t, key, srv) = keyed_agent(&[]);

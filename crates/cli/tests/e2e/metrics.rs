@@ -96,7 +96,6 @@ fn agent_with_metrics(args: impl FnOnce(&mut Command), log: Stdio) -> (Guard, St
 
 #[test]
 fn prometheus_scrapes_the_agents_counters() {
-    let promtool = program("promtool");
     let prometheus = program("prometheus");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -150,16 +149,7 @@ fn prometheus_scrapes_the_agents_counters() {
     // The endpoint: well-formed for promtool, 404 elsewhere.
     let (code, body) = get(&metrics, "/metrics");
     assert_eq!(code, 200, "{body}");
-    let mut check = Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let c = check.wait_with_output().unwrap();
-    assert!(c.status.success(), "promtool check metrics: {}\n{body}", text(&c));
+    assert_eq!(promtool_lint(&body), Vec::<String>::new(), "{body}");
     assert_eq!(get(&metrics, "/").0, 404);
     assert!(!body.contains(&d.display().to_string()), "no path in the metrics");
 
@@ -355,9 +345,40 @@ fn mesh_fleet(d: &Path, n: usize) -> (Vec<(Guard, String, String, String)>, Stri
     (agents, inv)
 }
 
+/// `promtool check metrics` of an exposition: it must parse (promtool exits 1 on a format
+/// error); what its lint finds against Prometheus's naming conventions (units, `_total`, a
+/// histogram's `_bucket`, `_sum` and `_count`; exit 3) is returned, a problem a line.
+fn promtool_lint(body: &str) -> Vec<String> {
+    let mut check = Command::new(program("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let c = check.wait_with_output().unwrap();
+    assert!(matches!(c.status.code(), Some(0 | 3)), "promtool check metrics: {}\n{body}", text(&c));
+    text(&c).lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect()
+}
+
+/// The `_bucket` samples of `series` (`{labels` without the closing brace) in `body`: each
+/// bucket's `le` and count, in the exposition's order.
+fn buckets(body: &str, series: &str) -> Vec<(String, f64)> {
+    let head = format!("linerate_mesh_transaction_latency_seconds_bucket{series},le=\"");
+    body.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&head)?;
+            let (le, v) = rest.split_once("\"} ")?;
+            Some((le.to_string(), v.parse().unwrap()))
+        })
+        .collect()
+}
+
 /// Issue 33: after a mesh round, each agent exports its pairs' last results (throughput,
 /// latency, age, up) under the inventory's test, agent and peer names (issue 43), as a
-/// Prometheus alert needs them.
+/// Prometheus alert needs them; and (issue 43) the round-trip test's transactions as a
+/// histogram that the next round adds to, which `promtool check metrics` accepts.
 #[test]
 fn a_mesh_round_is_exported_per_pair() {
     let dir = tempfile::tempdir().unwrap();
@@ -366,16 +387,19 @@ fn a_mesh_round_is_exported_per_pair() {
     inv += "[[test]]\nname = \"tput\"\nkind = \"tcp-stream\"\nduration = \"1s\"\n";
     inv += "[[test]]\nname = \"rtt\"\nkind = \"tcp-rr\"\nduration = \"1s\"\n";
     fs::write(d.join("inventory.toml"), inv).unwrap();
-    let o = bin()
-        .arg("mesh")
-        .arg(d.join("inventory.toml"))
-        .arg("--identity")
-        .arg(d.join("ctl"))
-        .args(["--once", "-q"])
-        .env("LINERATE_DB", d.join("runs.sqlite"))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let round = || {
+        let o = bin()
+            .arg("mesh")
+            .arg(d.join("inventory.toml"))
+            .arg("--identity")
+            .arg(d.join("ctl"))
+            .args(["--once", "-q"])
+            .env("LINERATE_DB", d.join("runs.sqlite"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    };
+    round();
     for (i, (_, _, _, metrics)) in agents.iter().enumerate() {
         let peer = format!("a{}", 1 - i);
         let (code, body) = get(metrics, "/metrics");
@@ -398,7 +422,45 @@ fn a_mesh_round_is_exported_per_pair() {
         // The agent also counts the sessions the controller opened: one per test it ran.
         let tasks = if i == 0 { 2.0 } else { 1.0 };
         assert_eq!(sample(&body, "linerate_sessions_total{kind=\"mesh\",result=\"ok\"}"), Some(tasks), "{body}");
+        // It parses; the lint's complaints are the older gauges' (a `quantile` label on a gauge,
+        // bits), none the histogram's.
+        let lint = promtool_lint(&body);
+        assert!(lint.iter().all(|l| !l.contains("transaction_latency")), "{lint:?}");
     }
+    // The round trips as a histogram: a0's, cumulative, +Inf every transaction; none for the
+    // stream test, none on a1. A second round adds to the first.
+    let rtt = "{agent=\"a0\",peer=\"a1\",test=\"rtt\"";
+    let scrape = |i: usize| get(&agents[i].3, "/metrics").1;
+    let body = scrape(0);
+    let first = buckets(&body, rtt);
+    assert_eq!(first.len(), 17, "16 bounds and +Inf\n{body}");
+    assert_eq!((first[0].0.as_str(), first[16].0.as_str()), ("0.00001", "+Inf"));
+    assert!(first.windows(2).all(|w| w[0].1 <= w[1].1), "cumulative: {first:?}");
+    let count = sample(&body, &format!("linerate_mesh_transaction_latency_seconds_count{rtt}}}")).unwrap();
+    assert!(count > 100.0 && first[16].1 == count, "{count}: {first:?}");
+    let sum = sample(&body, &format!("linerate_mesh_transaction_latency_seconds_sum{rtt}}}")).unwrap();
+    assert!(sum > 0.0 && sum / count < 1.0, "mean {} s", sum / count);
+    // The same test as the p50 gauge: the first bucket at or above it holds half the round trips.
+    let p50 = sample(&body, "linerate_mesh_latency_seconds{agent=\"a0\",peer=\"a1\",quantile=\"0.5\",test=\"rtt\"}");
+    let p50 = p50.unwrap_or_else(|| panic!("no p50\n{body}"));
+    let (_, half) = first.iter().find(|(le, _)| le == "+Inf" || le.parse::<f64>().unwrap() >= p50).unwrap();
+    assert!(*half >= count / 2.0, "p50 {p50} s: {first:?}");
+    assert!(buckets(&body, "{agent=\"a0\",peer=\"a1\",test=\"tput\"").is_empty(), "{body}");
+    assert!(!scrape(1).contains("linerate_mesh_transaction_latency_seconds"), "a1 ran no round trips");
+    round();
+    let body = scrape(0);
+    let second = buckets(&body, rtt);
+    let count2 = sample(&body, &format!("linerate_mesh_transaction_latency_seconds_count{rtt}}}")).unwrap();
+    assert!(count2 > count && second[16].1 == count2, "{count} then {count2}");
+    assert!(second.iter().zip(&first).all(|(b, a)| b.1 >= a.1), "counters never go back: {first:?} then {second:?}");
+    // The family alone passes promtool's lint, help and type lines included.
+    let family: String = body
+        .lines()
+        .filter(|l| l.contains("linerate_mesh_transaction_latency_seconds"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(family.contains("# TYPE linerate_mesh_transaction_latency_seconds histogram"), "{body}");
+    assert_eq!(promtool_lint(&family), Vec::<String>::new(), "{family}");
 }
 
 /// Issue 43: an agent killed between two rounds. Its tests are failed pairs marked "agent down"

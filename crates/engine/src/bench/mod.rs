@@ -2,11 +2,13 @@
 //! sampling and summing that both sides share. `io` drives TCP connections, `udp` the UDP
 //! test, [`server`] the agent's side, `scripts` the client's request/response and profile
 //! workloads, [`sweep`] makes a sweep's points from a base test, [`stats`] turns two sides'
-//! counts into the figures people read, [`doc`] into the typed bench document, and [`text`]
-//! renders them as `linerate bench` prints them.
+//! counts into the figures people read, [`doc`] into the typed bench document, [`text`]
+//! renders them as `linerate bench` prints them, and [`hgrm`] writes a latency histogram as
+//! HdrHistogram's percentile distribution (`--hgrm`).
 
 pub(crate) mod dgram;
 pub mod doc;
+pub mod hgrm;
 pub(crate) mod io;
 pub(crate) mod scripts;
 pub mod server;
@@ -34,9 +36,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-/// What the client measured of one test: its side's counts, the latency of all transactions,
-/// and per profile group (empty outside profiles).
-type Measured = (SideReport, Option<Latency>, Vec<Option<Latency>>);
+/// What the client measured of one test.
+struct Measured {
+    /// Its side's counts.
+    report: SideReport,
+    /// The latency of all transactions, and per profile group (empty outside profiles).
+    latency: Option<Latency>,
+    group_latency: Vec<Option<Latency>>,
+    /// The histograms they were read from (see [`TestResult::histogram`]).
+    histogram: Option<Histogram<u64>>,
+    group_histograms: Vec<Histogram<u64>>,
+}
 
 pub use stats::{Latency, TestResult};
 
@@ -619,7 +629,7 @@ impl BenchClient {
         } else {
             self.run_tcp(spec, &ready, progress)
         };
-        let (mut local, latency, group_latency) = match outcome {
+        let Measured { report: mut local, latency, group_latency, histogram, group_histograms } = match outcome {
             Ok(x) => x,
             Err(e) => {
                 // Tell the server to wind down; the session is unusable after a failed test.
@@ -638,7 +648,16 @@ impl BenchClient {
             ClientEvent::Result(r) => *r,
             _ => return Err(ProtoError::Violation("expected BenchResult".into()).into()),
         };
-        Ok(TestResult { spec: spec.clone(), started: wall, local, remote, latency, group_latency })
+        Ok(TestResult {
+            spec: spec.clone(),
+            started: wall,
+            local,
+            remote,
+            latency,
+            group_latency,
+            histogram,
+            group_histograms,
+        })
     }
 
     /// Send Go and wait for the server's Go.
@@ -802,13 +821,18 @@ impl BenchClient {
             l
         });
         // Per group only where there are groups to tell apart.
-        let group_latency = match &spec.profile {
-            Some(p) if spec.kind == TestKind::Profile => (0..p.groups.len())
-                .map(|g| groups.get(g).filter(|h| !h.is_empty()).map(stats::latency_from_histogram))
-                .collect(),
+        let group_histograms: Vec<Histogram<u64>> = match &spec.profile {
+            Some(p) if spec.kind == TestKind::Profile => {
+                groups.resize_with(p.groups.len().max(groups.len()), io::new_histogram);
+                groups.truncate(p.groups.len());
+                groups
+            }
             _ => Vec::new(),
         };
-        Ok((report, latency, group_latency))
+        let group_latency =
+            group_histograms.iter().map(|h| (!h.is_empty()).then(|| stats::latency_from_histogram(h))).collect();
+        let histogram = (spec.kind != TestKind::TcpStream).then_some(hist);
+        Ok(Measured { report, latency, group_latency, histogram, group_histograms })
     }
 
     fn run_udp(
@@ -846,7 +870,7 @@ impl BenchClient {
         report.udp = Some(udp);
         report.host.workers_pinned_to_core = self.cfg.tuning.cpu;
         report.host.interface_packets = probe.and_then(stats::InterfaceProbe::finish);
-        Ok((report, None, Vec::new()))
+        Ok(Measured { report, latency: None, group_latency: Vec::new(), histogram: None, group_histograms: Vec::new() })
     }
 }
 

@@ -22,6 +22,13 @@ pub struct TestResult {
     /// A profile's latency per group, in the profile's order (`None` for a group without
     /// transactions: bulk writes or streamed reads); empty outside profiles.
     pub group_latency: Vec<Option<Latency>>,
+    /// The histogram `latency` was read from, in nanoseconds: every transaction timed after the
+    /// warm-up, merged over all connections and workers; empty when none was timed, `None` for
+    /// tests without transactions (tcp-stream, udp-stream). What `bench --hgrm` writes.
+    pub histogram: Option<Histogram<u64>>,
+    /// A profile's histograms per group, in the profile's order (empty for a group without
+    /// transactions); empty outside profiles.
+    pub group_histograms: Vec<Histogram<u64>>,
 }
 
 pub use linerate_model::doc::bench::{Confidence, Efficiency, Fairness, GroupFigures, Latency};
@@ -461,6 +468,24 @@ impl InterfaceProbe {
     }
 }
 
+/// A test's result from its two sides' counts alone, started at the epoch, with no latency:
+/// the unit tests' fixture.
+#[cfg(test)]
+impl TestResult {
+    pub(crate) fn of_sides(spec: TestSpec, local: SideReport, remote: SideReport) -> TestResult {
+        TestResult {
+            spec,
+            started: SystemTime::UNIX_EPOCH,
+            local,
+            remote,
+            latency: None,
+            group_latency: Vec::new(),
+            histogram: None,
+            group_histograms: Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,7 +517,7 @@ mod tests {
             ..Default::default()
         };
         let (local, remote) = if direction == Direction::Receive { (receiver, sender) } else { (sender, receiver) };
-        TestResult { spec, started: SystemTime::UNIX_EPOCH, local, remote, latency: None, group_latency: Vec::new() }
+        TestResult::of_sides(spec, local, remote)
     }
 
     #[test]

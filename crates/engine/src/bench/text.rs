@@ -677,8 +677,7 @@ mod tests {
             errors: vec!["connection 3 refused: busy".into()],
             ..Default::default()
         };
-        let started = std::time::UNIX_EPOCH;
-        let r = TestResult { spec: stream, started, local, remote, latency: None, group_latency: Vec::new() };
+        let r = TestResult::of_sides(stream, local, remote);
         let s = r.summary(Some((10e9, 1500)));
         let first = Point {
             labels: vec![("conns".into(), "3".into())],
@@ -707,12 +706,9 @@ mod tests {
             ..Default::default()
         };
         let r = TestResult {
-            spec: rr,
-            started,
-            local: side(6000),
-            remote: side(6000),
             latency: Some(crate::bench::stats::latency_from_histogram(&h)),
-            group_latency: Vec::new(),
+            histogram: Some(h),
+            ..TestResult::of_sides(rr, side(6000), side(6000))
         };
         let s = r.summary(None);
         let second = Point {
@@ -743,14 +739,7 @@ mod tests {
             udp,
             ..Default::default()
         };
-        let r = TestResult {
-            spec: udp,
-            started,
-            local: side(0, 375_032, Some(sent)),
-            remote: side(373_584, 0, Some(got)),
-            latency: None,
-            group_latency: Vec::new(),
-        };
+        let r = TestResult::of_sides(udp, side(0, 375_032, Some(sent)), side(373_584, 0, Some(got)));
         let s = r.summary(None);
         let third = Point {
             labels: vec![("msg".into(), "1448".into())],
@@ -867,15 +856,12 @@ mod tests {
             ..Default::default()
         };
         let side = |intervals| SideReport { intervals, ..Default::default() };
-        let mut r = TestResult {
-            spec: TestSpec::new(TestKind::UdpStream),
-            started: std::time::UNIX_EPOCH,
-            // The sender offered 125 MB each second; the receiver got 97.5 MB, then all of it.
-            local: side(vec![iv(0.0, 0, 125_000_000), iv(1.0, 0, 125_000_000)]),
-            remote: side(vec![iv(0.0, 97_500_000, 0), iv(1.0, 125_000_000, 0)]),
-            latency: None,
-            group_latency: Vec::new(),
-        };
+        // The sender offered 125 MB each second; the receiver got 97.5 MB, then all of it.
+        let mut r = TestResult::of_sides(
+            TestSpec::new(TestKind::UdpStream),
+            side(vec![iv(0.0, 0, 125_000_000), iv(1.0, 0, 125_000_000)]),
+            side(vec![iv(0.0, 97_500_000, 0), iv(1.0, 125_000_000, 0)]),
+        );
         let d = crate::bench::doc::interval_details(&r);
         assert_eq!(d.iter().map(|(_, d)| d.lost_pct.map(|l| l.round())).collect::<Vec<_>>(), [Some(22.0), Some(0.0)]);
         assert_eq!((d[0].1.bytes, d[0].1.sent_bytes), (Some(97_500_000), Some(125_000_000)));
