@@ -77,3 +77,22 @@ fn fields_added_later_read_as_absent_from_older_documents() {
     assert!(doc.lab.links.iter().all(|l| l.burst_bytes.is_none() && l.latency_us.is_none()));
     assert!(doc.runs.iter().all(|r| r.mode.is_none() && r.machine_cpu_s.is_none()));
 }
+
+#[test]
+fn an_intervals_streams_are_written_only_when_kept_and_read_back() {
+    use linerate_model::doc::bench::{BenchDocument, BenchStream};
+    let mut doc = example::bench();
+    let v = serde_json::to_value(&doc).unwrap();
+    assert!(v["intervals"][0].get("streams").is_none(), "none kept: no key, as in documents before it");
+    let s = BenchStream { id: 1, sent_bytes: 1000, bps: 8000.0, retransmits: Some(2), ..BenchStream::default() };
+    doc.intervals.as_mut().unwrap()[0].detail.streams = vec![s];
+    let v = serde_json::to_value(&doc).unwrap();
+    let got = &v["intervals"][0]["streams"][0];
+    assert_eq!(
+        (got["id"].as_u64(), got["sent_bytes"].as_u64(), got["received_bytes"].as_u64()),
+        (Some(1), Some(1000), Some(0))
+    );
+    assert!(got.get("cwnd_bytes").is_none() && got.get("transactions_per_s").is_none(), "{got}");
+    let back: BenchDocument = serde_json::from_value(v).unwrap();
+    assert_eq!(back, doc);
+}

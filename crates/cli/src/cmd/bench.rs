@@ -9,12 +9,12 @@ use linerate_engine::bench::doc::{document, DocumentConfig};
 use linerate_engine::bench::stats::confident_enough;
 use linerate_engine::bench::sweep;
 use linerate_engine::bench::text::{self, Point};
-use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
+use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, LiveInterval, TestResult};
 use linerate_engine::net::conn;
 use linerate_model::doc::bench::{RunLatency, SidePair};
 use linerate_model::units;
 use linerate_model::DEFAULT_PORT;
-use linerate_proto::bench::{Direction, IntervalCounts, Profile, TestKind, TestSpec};
+use linerate_proto::bench::{Direction, Profile, TestKind, TestSpec};
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -760,10 +760,11 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
             }
             // Both callbacks print; they run one at a time.
             let say = std::cell::RefCell::new(&mut out);
-            let mut show = |iv: &IntervalCounts| {
+            let mut show = |iv: &LiveInterval<'_>| {
                 if lines {
-                    // A closed pipe stops the test (above); the error is seen after it.
-                    let _ = say.borrow_mut().say(&text::interval_line(&spec, iv));
+                    // A closed pipe stops the test (above); the error is seen after it. With -P,
+                    // a line per stream and their sum, written at once.
+                    let _ = say.borrow_mut().say(&text::interval_lines(&spec, iv.counts, iv.streams));
                 }
             };
             let mut admitted = |s: &TestSpec| {

@@ -466,6 +466,18 @@ fn bench_json_iperf3_is_read_where_iperf3s_parsers_look_and_bidir_opens_a_connec
     assert!(sent["bytes"].as_u64() >= got["bytes"].as_u64(), "sent {sent}, received {got}");
     assert!(v["intervals"].as_array().unwrap().len() >= 3 && v["intervals"][0]["sum"]["bits_per_second"].is_f64());
     assert_eq!(v["end"]["streams"].as_array().unwrap().len(), 2);
+    // intervals[].streams: each stream's own interval, as iperf3's client writes it (issue 43)
+    let mut moved = [0u64; 2];
+    for iv in v["intervals"].as_array().unwrap() {
+        let ss = iv["streams"].as_array().unwrap();
+        assert_eq!(ss.len(), 2, "{iv}");
+        for (k, st) in ss.iter().enumerate() {
+            assert_eq!((st["socket"].as_u64(), st["sender"].as_bool()), (Some(k as u64), Some(true)), "{st}");
+            assert_eq!((&st["start"], &st["end"]), (&iv["sum"]["start"], &iv["sum"]["end"]), "{iv}");
+            moved[k] += st["bytes"].as_u64().unwrap();
+        }
+    }
+    assert!(moved.iter().all(|b| *b > 0), "{moved:?}");
     // iperf3's JSON is one stream test: a repeat or request/response is refused before it runs
     for args in
         [&["--json-iperf3", "--repeat", "2", "-t", "0.2"][..], &["--json-iperf3", "--test", "tcp-rr", "-t", "0.2"]]
@@ -481,6 +493,31 @@ fn bench_json_iperf3_is_read_where_iperf3s_parsers_look_and_bidir_opens_a_connec
     assert_eq!((v["test"]["connections"].as_u64(), v["test"]["each_way"].as_bool()), (Some(2), Some(true)));
     assert_eq!(v["connections"].as_array().unwrap().len(), 4, "{}", v["connections"]);
     assert!(v["summary"]["send_bps"].as_f64().unwrap() > 1e6 && v["summary"]["receive_bps"].as_f64().unwrap() > 1e6);
+    // each interval has the four streams, 0 and 1 sending, 2 and 3 receiving
+    let (mut sent, mut got) = ([0u64; 4], [0u64; 4]);
+    for iv in v["intervals"].as_array().unwrap() {
+        let ss = iv["streams"].as_array().unwrap();
+        assert_eq!(ss.iter().map(|s| s["id"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1, 2, 3], "{iv}");
+        for (k, st) in ss.iter().enumerate() {
+            (sent[k], got[k]) =
+                (sent[k] + st["sent_bytes"].as_u64().unwrap(), got[k] + st["received_bytes"].as_u64().unwrap());
+        }
+    }
+    assert!(sent[..2].iter().chain(&got[2..]).all(|b| *b > 0), "sent {sent:?} received {got:?}");
+    assert!(sent[2..].iter().chain(&got[..2]).all(|b| *b == 0), "sent {sent:?} received {got:?}");
+    // the text: a line per stream and their [SUM] each interval, as iperf3 prints -P
+    let out = bench(&["-P", "2", "-t", "0.5", "-i", "0.1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('[')).collect();
+    let sums: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].starts_with("[SUM] [")).collect();
+    assert!(sums.len() >= 4, "{stdout}");
+    for i in sums {
+        // "[SUM] [  0.10-  0.20 s]  sent …": the streams' lines above it, of the same span
+        let span = &lines[i][6..23];
+        assert!(i >= 2 && lines[i - 2].starts_with(&format!("[  0] {span}  sent ")), "{stdout}");
+        assert!(lines[i - 1].starts_with(&format!("[  1] {span}  sent ")), "{stdout}");
+    }
 }
 
 /// The rows of an `.hgrm` file (value µs, quantile, count up to it) and its footer's total.

@@ -7,8 +7,8 @@ use super::stats::{confidence, confident_enough, Summary, TestResult};
 use super::text::Point;
 use super::ClientTuning;
 use linerate_model::doc::bench::{
-    BenchConnection, BenchDocument, BenchHosts, BenchInterval, BenchPoint, BenchSummary, BenchTest, BufferPair,
-    Buffers, IntervalDetail, Repeats, SidePair, SweepParam, TcpStats, TestOptions, BENCH_SCHEMA,
+    BenchConnection, BenchDocument, BenchHosts, BenchInterval, BenchPoint, BenchStream, BenchSummary, BenchTest,
+    BufferPair, Buffers, IntervalDetail, Repeats, SidePair, SweepParam, TcpStats, TestOptions, BENCH_SCHEMA,
 };
 use linerate_model::doc::ToolInfo;
 use linerate_proto::bench::{Direction, IntervalCounts, TcpSample, TestKind, TestSpec};
@@ -133,7 +133,8 @@ pub(crate) fn intervals_doc(r: &TestResult) -> Vec<BenchInterval> {
 
 /// Each interval of the bulk's receiver (the client's for rr-like tests) with what iperf3's
 /// interval lines add: its bytes, the sender's bytes in the same span, for UDP the loss between
-/// the two, for TCP the sender's retransmits and congestion window (where its side sampled them).
+/// the two, for TCP the sender's retransmits and congestion window (where its side sampled them),
+/// and each stream's figures as the client counted them in the same span (where it kept them).
 pub fn interval_details(r: &TestResult) -> Vec<(IntervalCounts, IntervalDetail)> {
     let one_way = matches!(r.spec.kind, TestKind::TcpStream | TestKind::UdpStream)
         && matches!(r.spec.direction, Direction::Send | Direction::Receive);
@@ -150,7 +151,11 @@ pub fn interval_details(r: &TestResult) -> Vec<(IntervalCounts, IntervalDetail)>
             // The two sides close their intervals on their own clocks, from their own Go.
             let half = r.spec.interval_ms as f64 / 2000.0;
             let sent = sender.and_then(|s| s.intervals.get(i)).filter(|s| (s.start_s - iv.start_s).abs() < half);
-            let mut d = IntervalDetail { bytes: one_way.then_some(iv.rx), ..IntervalDetail::default() };
+            let mut d = IntervalDetail {
+                bytes: one_way.then_some(iv.rx),
+                streams: streams_doc(r, i, iv.start_s),
+                ..IntervalDetail::default()
+            };
             if let Some(s) = sent {
                 d.sent_bytes = Some(s.tx);
                 if r.spec.kind == TestKind::UdpStream && s.tx > 0 {
@@ -159,6 +164,30 @@ pub fn interval_details(r: &TestResult) -> Vec<(IntervalCounts, IntervalDetail)>
                 (d.retransmits, d.cwnd_bytes) = (s.retrans, s.cwnd);
             }
             (*iv, d)
+        })
+        .collect()
+}
+
+/// The client's per-connection counts of its interval `i`, when that interval starts where the
+/// receiver's (at `start_s`) does: both sides close intervals on their own clocks.
+fn streams_doc(r: &TestResult, i: usize, start_s: f64) -> Vec<BenchStream> {
+    let half = r.spec.interval_ms as f64 / 2000.0;
+    let (Some(iv), Some(streams)) = (r.local.intervals.get(i), r.streams.get(i)) else { return Vec::new() };
+    if (iv.start_s - start_s).abs() >= half {
+        return Vec::new();
+    }
+    let secs = (iv.end_s - iv.start_s).max(1e-9);
+    let rr = matches!(r.spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile);
+    streams
+        .iter()
+        .map(|s| BenchStream {
+            id: s.id,
+            sent_bytes: s.tx,
+            received_bytes: s.rx,
+            bps: (s.tx + s.rx) as f64 * 8.0 / secs,
+            transactions_per_s: rr.then(|| s.transactions as f64 / secs),
+            retransmits: s.retrans,
+            cwnd_bytes: s.cwnd,
         })
         .collect()
 }
@@ -259,6 +288,62 @@ mod tests {
         assert_eq!(swept("parallel"), Some(SweepParam::Connections));
         assert_eq!(swept("window"), Some(SweepParam::Sndbuf));
         assert_eq!(swept("rate"), None);
+    }
+
+    #[test]
+    fn each_interval_of_the_document_has_the_clients_streams_of_the_same_span() {
+        use crate::bench::stats::StreamCounts;
+        use linerate_proto::bench::SideReport;
+        let mut spec = TestSpec::new(TestKind::TcpStream);
+        (spec.connections, spec.interval_ms) = (2, 1000);
+        let iv = |start_s, rx, tx| IntervalCounts { start_s, end_s: start_s + 1.0, rx, tx, ..Default::default() };
+        let st = |id, tx, retrans: Option<u64>| StreamCounts {
+            id,
+            tx,
+            retrans,
+            cwnd: retrans.map(|_| 1000),
+            ..Default::default()
+        };
+        let r = TestResult {
+            spec,
+            started: std::time::UNIX_EPOCH,
+            local: SideReport {
+                intervals: vec![iv(0.0, 0, 300), iv(1.0, 0, 500), iv(2.0, 0, 100)],
+                ..Default::default()
+            },
+            // the agent's intervals, from its own Go; its third is of another span
+            remote: SideReport {
+                intervals: vec![iv(0.01, 290, 0), iv(1.01, 500, 0), iv(2.9, 100, 0)],
+                ..Default::default()
+            },
+            latency: None,
+            group_latency: Vec::new(),
+            histogram: None,
+            group_histograms: Vec::new(),
+            streams: vec![
+                vec![st(0, 200, Some(1)), st(1, 100, Some(0))],
+                vec![st(0, 250, Some(0)), st(1, 250, Some(2))],
+                vec![st(0, 50, Some(0)), st(1, 50, Some(0))],
+            ],
+        };
+        let ivs = intervals_doc(&r);
+        for d in ivs[..2].iter().map(|i| &i.detail) {
+            assert_eq!(d.streams.iter().map(|s| s.sent_bytes).sum::<u64>(), d.sent_bytes.unwrap(), "{d:?}");
+        }
+        let first = BenchStream {
+            id: 0,
+            sent_bytes: 200,
+            received_bytes: 0,
+            bps: 1600.0,
+            transactions_per_s: None,
+            retransmits: Some(1),
+            cwnd_bytes: Some(1000),
+        };
+        assert_eq!(ivs[0].detail.streams[0], first);
+        assert!(ivs[2].detail.streams.is_empty(), "the client's interval is of another span: none");
+        let json = serde_json::to_value(&ivs[0]).unwrap();
+        assert_eq!(json["streams"][1]["sent_bytes"], 100, "{json}");
+        assert!(serde_json::to_value(&ivs[2]).unwrap().get("streams").is_none(), "absent when none");
     }
 
     #[test]

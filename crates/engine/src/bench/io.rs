@@ -888,7 +888,7 @@ impl Worker {
                         *owe -= k as u64;
                         self.counters.add_tx(slot, k);
                         if *owe == 0 {
-                            self.counters.transactions.fetch_add(1, Relaxed);
+                            self.counters.add_transaction(slot);
                             *served = *once;
                         }
                     }
@@ -940,7 +940,7 @@ impl Worker {
                         if *need == 0 {
                             *owe = std::mem::take(pending);
                             if *owe == 0 && !*stream {
-                                self.counters.transactions.fetch_add(1, Relaxed);
+                                self.counters.add_transaction(slot);
                             }
                         }
                     }
@@ -958,7 +958,7 @@ impl Worker {
                         if !*stream {
                             *owe -= k as u64;
                             if *owe == 0 {
-                                self.counters.transactions.fetch_add(1, Relaxed);
+                                self.counters.add_transaction(slot);
                             }
                         }
                     }
@@ -986,7 +986,7 @@ impl Worker {
                     } else if *need == 0 {
                         *owe = u64::from(h.reply);
                         if *owe == 0 {
-                            self.counters.transactions.fetch_add(1, Relaxed);
+                            self.counters.add_transaction(slot);
                         }
                     } else {
                         *pending = u64::from(h.reply);
@@ -1036,7 +1036,7 @@ impl Worker {
                     Flow::Stop(Drive::Park(Instant::now() + d))
                 }
                 Step::Mark { answered } => {
-                    self.step_mark(cs, answered);
+                    self.step_mark(cs, slot, answered);
                     Flow::Go
                 }
                 Step::Ack => Self::step_ack(sock, cs),
@@ -1179,7 +1179,7 @@ impl Worker {
                             if self.counters.measuring(now) {
                                 self.record(0, now.saturating_duration_since(t));
                             }
-                            self.counters.transactions.fetch_add(1, Relaxed);
+                            self.counters.add_transaction(slot);
                         }
                     }
                 }
@@ -1226,7 +1226,7 @@ impl Worker {
 
     /// A transaction ended: record its latency from when it was due (open loop) and count it.
     /// An iteration without an answer to wait for is not a transaction: nothing is recorded.
-    fn step_mark(&mut self, cs: &mut ClientScript, answered: bool) {
+    fn step_mark(&mut self, cs: &mut ClientScript, slot: usize, answered: bool) {
         cs.steps.pop_front();
         let now = Instant::now();
         let intended = cs.intended.take();
@@ -1238,7 +1238,7 @@ impl Worker {
                 self.record(cs.script.group(), now.saturating_duration_since(t));
             }
         }
-        self.counters.transactions.fetch_add(1, Relaxed);
+        self.counters.add_transaction(slot);
     }
 
     /// Record one transaction's latency in its group's histogram.
@@ -1516,7 +1516,7 @@ mod tests {
         handle.waker.wake().unwrap();
         let w = run.join().unwrap();
         echo.join().unwrap();
-        let answered = counters.transactions.load(Relaxed);
+        let answered = counters.transactions();
         assert!(answered >= 20, "only {answered} responses in 400 ms at 2,000/s");
         // Every response wakes the connection, which answers Wait(next due): one entry per
         // wake-up piled up (one per response) and fired all at once, spinning the worker.

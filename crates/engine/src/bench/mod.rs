@@ -39,7 +39,9 @@ use std::time::{Duration, Instant, SystemTime};
 /// What the client measured of one test.
 struct Measured {
     /// Its side's counts.
-    report: SideReport,
+    side: SideReport,
+    /// Each connection's own counts per interval ([`TestResult::streams`]).
+    streams: Vec<Vec<StreamCounts>>,
     /// The latency of all transactions, and per profile group (empty outside profiles).
     latency: Option<Latency>,
     group_latency: Vec<Option<Latency>>,
@@ -48,13 +50,45 @@ struct Measured {
     group_histograms: Vec<Histogram<u64>>,
 }
 
-pub use stats::{Latency, TestResult};
+pub use stats::{Latency, StreamCounts, TestResult};
 
-/// Per-connection byte counts and the test's clock, shared by one side's threads.
+/// An interval as it closes on the client, for the live lines: this side's totals and, in a
+/// test that keeps them ([`per_stream`]), each connection's own share of them.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveInterval<'a> {
+    /// The totals (what [`SideReport::intervals`] keeps).
+    pub counts: &'a IntervalCounts,
+    /// Each connection's counts, in connection order; empty when the test keeps none.
+    pub streams: &'a [StreamCounts],
+}
+
+/// The most connections a test may have and keep each one's interval figures: iperf3's own
+/// `-P` cap. Beyond it the lines would scroll past unread, and the figures cost memory per
+/// interval.
+pub const STREAMS_MAX: u64 = 128;
+
+/// The most per-connection interval figures a test keeps for its document (64 bytes each, 8
+/// MiB): 128 streams for 17 minutes at one interval a second. Later intervals still print
+/// their per-stream lines; the document has their totals only.
+pub const STREAM_SAMPLES_MAX: usize = 1 << 17;
+
+/// Whether the client keeps each connection's own interval figures beside the totals, as
+/// iperf3 prints a line per stream with `-P`: tests of two streams or more (`-P 2`; with
+/// `--bidir`, two each way), of at most [`STREAMS_MAX`] connections in all; not profiles, whose
+/// groups are reported apart.
+pub fn per_stream(spec: &TestSpec) -> bool {
+    spec.kind != TestKind::Profile && spec.connections >= 2 && spec.initial_connections() <= STREAMS_MAX
+}
+
+/// Per-connection byte and transaction counts and the test's clock, shared by one side's
+/// threads. Every count is kept per connection, each by the one worker that drives it, so the
+/// per-stream interval figures cost nothing where the bytes are counted: the sampler reads the
+/// arrays at each interval's end.
 pub(crate) struct Counters {
     rx: Box<[AtomicU64]>,
     tx: Box<[AtomicU64]>,
-    pub transactions: AtomicU64,
+    /// Transactions completed, per connection.
+    trans: Box<[AtomicU64]>,
     pub failures: AtomicU64,
     /// Open-loop iterations scheduled while measuring, and those due before the connection was
     /// free (the previous transaction still unanswered).
@@ -81,7 +115,7 @@ impl Counters {
         Arc::new(Counters {
             rx: mk(),
             tx: mk(),
-            transactions: AtomicU64::new(0),
+            trans: mk(),
             failures: AtomicU64::new(0),
             scheduled: AtomicU64::new(0),
             behind: AtomicU64::new(0),
@@ -109,6 +143,19 @@ impl Counters {
         }
     }
 
+    /// One transaction completed on connection `slot`.
+    pub(crate) fn add_transaction(&self, slot: usize) {
+        // A slot past the table (none should be) counts in the first: no transaction is lost.
+        if let Some(c) = self.trans.get(slot).or_else(|| self.trans.first()) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Transactions completed so far on all connections.
+    pub(crate) fn transactions(&self) -> u64 {
+        self.trans.iter().map(|t| t.load(Relaxed)).sum()
+    }
+
     /// Sample the sending connections' retransmits and congestion window for the intervals, as
     /// iperf3's lines show them: TCP stream tests of at most [`TCP_TRACKED_CONNS`] connections
     /// (each sample is a syscall per connection).
@@ -129,18 +176,21 @@ impl Counters {
         }
     }
 
-    /// Retransmits of all sending connections so far, and their mean congestion window in
-    /// bytes; none before any was sampled.
-    fn tcp_figures(&self) -> Option<(u64, u64)> {
-        if !self.tracks_tcp() {
-            return None;
-        }
-        let windows: Vec<u64> = self.cwnd.iter().map(|c| c.load(Relaxed)).filter(|c| *c > 0).collect();
-        if windows.is_empty() {
-            return None;
-        }
-        let retrans = self.retrans.iter().map(|r| r.load(Relaxed)).sum();
-        Some((retrans, windows.iter().sum::<u64>() / windows.len() as u64))
+    /// Every connection's counts now, read once each (the TCP figures only where sampled).
+    fn read_slots(&self) -> Vec<SlotCounts> {
+        let tcp = self.tracks_tcp();
+        (0..self.rx.len())
+            .map(|i| {
+                let get = |a: &[AtomicU64]| a.get(i).map_or(0, |c| c.load(Relaxed));
+                SlotCounts {
+                    rx: get(&self.rx),
+                    tx: get(&self.tx),
+                    transactions: get(&self.trans),
+                    retrans: if tcp { get(&self.retrans) } else { 0 },
+                    cwnd: if tcp { get(&self.cwnd) } else { 0 },
+                }
+            })
+            .collect()
     }
 
     /// This side sends `bytes` in all and then ends its streams (iperf3 `-n`).
@@ -214,6 +264,32 @@ impl Counters {
     }
 }
 
+/// One connection's counters as read at an interval's end: bytes each way and transactions
+/// since the counters were made, TCP retransmits over its life and its congestion window in
+/// bytes (0 where not sampled).
+#[derive(Debug, Clone, Copy, Default)]
+struct SlotCounts {
+    rx: u64,
+    tx: u64,
+    transactions: u64,
+    retrans: u64,
+    cwnd: u64,
+}
+
+/// Retransmits of all sending connections so far, and their mean congestion window in bytes;
+/// none where the test does not sample them or before any was sampled.
+fn tcp_figures(tracks: bool, slots: &[SlotCounts]) -> Option<(u64, u64)> {
+    if !tracks {
+        return None;
+    }
+    let windows: Vec<u64> = slots.iter().map(|s| s.cwnd).filter(|c| *c > 0).collect();
+    if windows.is_empty() {
+        return None;
+    }
+    let retrans = slots.iter().map(|s| s.retrans).sum();
+    Some((retrans, windows.iter().sum::<u64>() / windows.len() as u64))
+}
+
 /// Interval samples and the state at the end of the warm-up, which the totals are counted from.
 pub(crate) struct Sampler {
     counters: Arc<Counters>,
@@ -224,6 +300,16 @@ pub(crate) struct Sampler {
     last_retrans: u64,
     last_t: f64,
     pub intervals: Vec<IntervalCounts>,
+    /// With [`Sampler::keep_streams`]: each connection's counts in each of `intervals` (one
+    /// entry per interval, empty past [`STREAM_SAMPLES_MAX`]).
+    pub streams: Vec<Vec<StreamCounts>>,
+    /// The same of the interval just closed, for the live lines (kept or not).
+    current: Vec<StreamCounts>,
+    /// Every connection's counters at the last interval's end.
+    last_slots: Vec<SlotCounts>,
+    keep_streams: bool,
+    /// Entries in `streams`, held to [`STREAM_SAMPLES_MAX`].
+    kept: usize,
     base: Option<Baseline>,
     end: Option<Baseline>,
     nap: Duration,
@@ -247,6 +333,11 @@ impl Sampler {
             last_retrans: 0,
             last_t: 0.0,
             intervals: Vec::new(),
+            streams: Vec::new(),
+            current: Vec::new(),
+            last_slots: Vec::new(),
+            keep_streams: false,
+            kept: 0,
             base: None,
             end: None,
             nap: Duration::from_millis(20),
@@ -261,10 +352,16 @@ impl Sampler {
         self.base = Some(Baseline {
             at,
             conns: self.counters.snapshot(),
-            transactions: self.counters.transactions.load(Relaxed),
+            transactions: self.counters.transactions(),
             machine: usage::machine(),
             process: usage::process(),
         });
+    }
+
+    /// Keep each connection's own counts per interval too (the client's, in a test that shows
+    /// them: [`per_stream`]); before the first interval closes.
+    pub(crate) fn keep_streams(&mut self) {
+        self.keep_streams = true;
     }
 
     /// Sleep until the next interval boundary (or `until`, or `stop`), sampling on the way.
@@ -297,10 +394,12 @@ impl Sampler {
     }
 
     fn close_interval(&mut self, start: Instant, t: Instant) -> IntervalCounts {
-        let (rx, tx) = self.counters.totals();
-        let tr = self.counters.transactions.load(Relaxed);
+        // One read of every connection: the totals are the sum of the streams' counts.
+        let slots = self.counters.read_slots();
+        let (rx, tx, tr) =
+            slots.iter().fold((0u64, 0u64, 0u64), |(r, x, n), s| (r + s.rx, x + s.tx, n + s.transactions));
         let end_s = t.duration_since(start).as_secs_f64();
-        let tcp = self.counters.tcp_figures();
+        let tcp = tcp_figures(self.counters.tracks_tcp(), &slots);
         let iv = IntervalCounts {
             start_s: self.last_t,
             end_s,
@@ -316,7 +415,36 @@ impl Sampler {
         self.last = (rx, tx, tr);
         self.last_t = end_s;
         self.intervals.push(iv);
+        if self.keep_streams {
+            self.close_streams(slots, tcp.is_some());
+        }
         iv
+    }
+
+    /// Each connection's share of the interval just closed: its counts since the last one.
+    fn close_streams(&mut self, slots: Vec<SlotCounts>, tcp: bool) {
+        self.current = slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let was = self.last_slots.get(i).copied().unwrap_or_default();
+                // Sampled: a sending connection of a test that samples them.
+                let sampled = tcp && s.cwnd > 0;
+                StreamCounts {
+                    id: i as u32,
+                    rx: s.rx.saturating_sub(was.rx),
+                    tx: s.tx.saturating_sub(was.tx),
+                    transactions: s.transactions.saturating_sub(was.transactions),
+                    retrans: sampled.then(|| s.retrans.saturating_sub(was.retrans)),
+                    cwnd: sampled.then_some(s.cwnd),
+                }
+            })
+            .collect();
+        self.last_slots = slots;
+        let room = self.kept + self.current.len() <= STREAM_SAMPLES_MAX;
+        let kept = if room { self.current.clone() } else { Vec::new() };
+        self.kept += kept.len();
+        self.streams.push(kept);
     }
 
     /// Report every interval to `progress` until `end` or until `done`; returns when the run
@@ -325,10 +453,10 @@ impl Sampler {
         &mut self,
         end: Instant,
         done: &dyn Fn() -> bool,
-        progress: &mut dyn FnMut(&IntervalCounts),
+        progress: &mut dyn FnMut(&LiveInterval<'_>),
     ) -> Instant {
         while let Some(iv) = self.tick(Some(end), done) {
-            progress(&iv);
+            progress(&LiveInterval { counts: &iv, streams: &self.current });
             if Instant::now() >= end || done() {
                 break;
             }
@@ -368,6 +496,19 @@ impl Sampler {
                     last.retrans = iv.retrans.map(|r| r + last.retrans.unwrap_or(0));
                     last.cwnd = iv.cwnd.or(last.cwnd);
                 }
+                // Each stream's sliver joins its own last interval alike.
+                if let Some(sliver) = self.streams.pop() {
+                    self.kept -= sliver.len();
+                    if let Some(last) = self.streams.last_mut() {
+                        for (l, s) in last.iter_mut().zip(&sliver) {
+                            l.rx += s.rx;
+                            l.tx += s.tx;
+                            l.transactions += s.transactions;
+                            l.retrans = s.retrans.map(|r| r + l.retrans.unwrap_or(0));
+                            l.cwnd = s.cwnd.or(l.cwnd);
+                        }
+                    }
+                }
             }
         }
         if self.base.is_none() {
@@ -377,7 +518,7 @@ impl Sampler {
         self.end = Some(Baseline {
             at: now,
             conns: self.counters.snapshot(),
-            transactions: self.counters.transactions.load(Relaxed),
+            transactions: self.counters.transactions(),
             machine: usage::machine(),
             process: usage::process(),
         });
@@ -396,7 +537,7 @@ impl Sampler {
         let end = self.end.take().unwrap_or_else(|| Baseline {
             at: now,
             conns: self.counters.snapshot(),
-            transactions: self.counters.transactions.load(Relaxed),
+            transactions: self.counters.transactions(),
             machine: usage::machine(),
             process: usage::process(),
         });
@@ -592,11 +733,12 @@ impl BenchClient {
         Ok(self.machine.handle(&f)?)
     }
 
-    /// Run one test. `progress` sees every interval as it closes (this side's counts).
+    /// Run one test. `progress` sees every interval as it closes (this side's counts, and each
+    /// connection's where the test keeps them: [`per_stream`]).
     pub fn run(
         &mut self,
         spec: &TestSpec,
-        progress: &mut dyn FnMut(&IntervalCounts),
+        progress: &mut dyn FnMut(&LiveInterval<'_>),
     ) -> Result<TestResult, EngineError> {
         self.run_admitted(spec, &mut |_| {}, progress)
     }
@@ -607,7 +749,7 @@ impl BenchClient {
         &mut self,
         spec: &TestSpec,
         admitted: &mut dyn FnMut(&TestSpec),
-        progress: &mut dyn FnMut(&IntervalCounts),
+        progress: &mut dyn FnMut(&LiveInterval<'_>),
     ) -> Result<TestResult, EngineError> {
         let wall = SystemTime::now();
         check_local_options(spec, &self.cfg.tuning, self.cfg.addr)?;
@@ -629,7 +771,7 @@ impl BenchClient {
         } else {
             self.run_tcp(spec, &ready, progress)
         };
-        let Measured { report: mut local, latency, group_latency, histogram, group_histograms } = match outcome {
+        let Measured { side: mut local, streams, latency, group_latency, histogram, group_histograms } = match outcome {
             Ok(x) => x,
             Err(e) => {
                 // Tell the server to wind down; the session is unusable after a failed test.
@@ -657,6 +799,7 @@ impl BenchClient {
             group_latency,
             histogram,
             group_histograms,
+            streams,
         })
     }
 
@@ -679,7 +822,7 @@ impl BenchClient {
         &mut self,
         spec: &TestSpec,
         ready: &Ready,
-        progress: &mut dyn FnMut(&IntervalCounts),
+        progress: &mut dyn FnMut(&LiveInterval<'_>),
     ) -> Result<Measured, EngineError> {
         let conns = spec.initial_connections();
         let counters = Counters::new(conns as usize, Duration::from_millis(spec.omit_ms));
@@ -758,6 +901,9 @@ impl BenchClient {
         let start = counters.start_now();
         let mut sampler =
             early.unwrap_or_else(|| Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), start));
+        if per_stream(spec) {
+            sampler.keep_streams();
+        }
         // A byte count (iperf3 -n) ends the test when every connection has ended: the sender
         // shuts its side down after its last byte, the receiver closes on reading that end, so
         // each byte sent was counted by the receiver before the client says stop.
@@ -800,6 +946,7 @@ impl BenchClient {
         if failures > errors.len() as u64 {
             errors.push(format!("{failures} connection failures in all"));
         }
+        let streams = std::mem::take(&mut sampler.streams);
         let mut report = sampler.finish(now, buffers, errors);
         for (slot, t) in tcp {
             if let Some(c) = report.conns.get_mut(slot as usize) {
@@ -832,14 +979,14 @@ impl BenchClient {
         let group_latency =
             group_histograms.iter().map(|h| (!h.is_empty()).then(|| stats::latency_from_histogram(h))).collect();
         let histogram = (spec.kind != TestKind::TcpStream).then_some(hist);
-        Ok(Measured { report, latency, group_latency, histogram, group_histograms })
+        Ok(Measured { side: report, streams, latency, group_latency, histogram, group_histograms })
     }
 
     fn run_udp(
         &mut self,
         spec: &TestSpec,
         ready: &Ready,
-        progress: &mut dyn FnMut(&IntervalCounts),
+        progress: &mut dyn FnMut(&LiveInterval<'_>),
     ) -> Result<Measured, EngineError> {
         let port = ready.udp_port.ok_or_else(|| ProtoError::Violation("udp test without a UDP port".into()))?;
         let target = SocketAddr::new(self.cfg.addr.ip(), port);
@@ -854,6 +1001,9 @@ impl BenchClient {
         if spec.bytes.is_some() {
             sampler.check_every(Duration::from_millis(2));
         }
+        if per_stream(spec) {
+            sampler.keep_streams();
+        }
         let probe = stats::InterfaceProbe::start(self.cfg.addr.ip());
         counters.release();
         let running = side.start(spec, self.cfg.tuning.cpu);
@@ -866,11 +1016,20 @@ impl BenchClient {
         std::thread::sleep(Duration::from_millis(100));
         self.stop()?;
         let (udp, buffers) = running.join(&counters);
+        sampler.freeze(now);
+        let streams = std::mem::take(&mut sampler.streams);
         let mut report = sampler.finish(now, buffers, Vec::new());
         report.udp = Some(udp);
         report.host.workers_pinned_to_core = self.cfg.tuning.cpu;
         report.host.interface_packets = probe.and_then(stats::InterfaceProbe::finish);
-        Ok(Measured { report, latency: None, group_latency: Vec::new(), histogram: None, group_histograms: Vec::new() })
+        Ok(Measured {
+            side: report,
+            streams,
+            latency: None,
+            group_latency: Vec::new(),
+            histogram: None,
+            group_histograms: Vec::new(),
+        })
     }
 }
 
@@ -914,5 +1073,87 @@ mod tests {
             assert!((last.end_s - (100 + after_ms) as f64 / 1000.0).abs() < 1e-9, "{last:?}");
             assert_eq!(s.intervals.iter().map(|i| i.rx).sum::<u64>(), 1700, "no byte lost or counted twice");
         }
+    }
+
+    #[test]
+    fn each_connections_interval_counts_sum_to_the_intervals_totals_and_its_sliver_joins_its_own() {
+        let ms = Duration::from_millis;
+        let c = Counters::new(3, Duration::ZERO);
+        c.track_tcp(&TestSpec::new(TestKind::TcpStream));
+        let start = c.start_now();
+        let mut s = Sampler::new(c.clone(), ms(100), start);
+        s.keep_streams();
+        // Connections 0 and 1 send (their TCP figures sampled), 2 receives.
+        c.add_tx(0, 1000);
+        c.add_tx(1, 500);
+        c.add_rx(2, 300);
+        c.add_transaction(1);
+        c.add_transaction(7); // past the table: counted, in the first connection's
+        c.note_tcp(0, 2, 14_480);
+        c.note_tcp(1, 0, 28_960);
+        s.close_interval(start, start + ms(100));
+        assert_eq!(s.current, s.streams[0], "the live lines see the interval just closed");
+        s.next += s.interval;
+        c.add_tx(0, 4000);
+        c.note_tcp(0, 5, 14_480);
+        s.close_interval(start, start + ms(200));
+        s.next += s.interval;
+        c.add_tx(1, 70); // lands 3 ms after the last boundary
+        s.freeze(start + ms(203));
+        assert_eq!((s.intervals.len(), s.streams.len()), (2, 2), "{:?}", s.streams);
+        for (iv, st) in s.intervals.iter().zip(&s.streams) {
+            assert_eq!(st.iter().map(|x| x.id).collect::<Vec<_>>(), [0, 1, 2]);
+            assert_eq!(st.iter().map(|x| x.tx).sum::<u64>(), iv.tx, "{iv:?} {st:?}");
+            assert_eq!(st.iter().map(|x| x.rx).sum::<u64>(), iv.rx, "{iv:?} {st:?}");
+            assert_eq!(st.iter().map(|x| x.transactions).sum::<u64>(), iv.transactions, "{iv:?} {st:?}");
+            assert_eq!(st.iter().filter_map(|x| x.retrans).sum::<u64>(), iv.retrans.unwrap(), "{iv:?} {st:?}");
+        }
+        let first = StreamCounts { id: 0, tx: 1000, transactions: 1, retrans: Some(2), cwnd: Some(14_480), rx: 0 };
+        assert_eq!(s.streams[0][0], first);
+        assert_eq!((s.streams[0][1].transactions, s.streams[0][2].rx), (1, 300));
+        assert_eq!((s.streams[0][2].retrans, s.streams[0][2].cwnd), (None, None), "a receiver has no TCP sample");
+        assert_eq!(s.streams[1][0].retrans, Some(3), "retransmits in the interval, not over the connection's life");
+        assert_eq!(s.streams[1][1].tx, 70, "the sliver joined connection 1's last interval");
+        // A sampler that was not asked (the agent's) keeps none.
+        let mut plain = Sampler::new(c.clone(), ms(100), start);
+        plain.close_interval(start, start + ms(100));
+        assert!(plain.streams.is_empty() && plain.current.is_empty());
+    }
+
+    #[test]
+    fn past_their_budget_the_streams_figures_reach_the_live_lines_but_are_not_kept() {
+        let c = Counters::new(STREAMS_MAX as usize, Duration::ZERO);
+        let start = c.start_now();
+        let mut s = Sampler::new(c.clone(), Duration::from_millis(100), start);
+        s.keep_streams();
+        let fit = STREAM_SAMPLES_MAX / STREAMS_MAX as usize;
+        for i in 0..=fit as u32 {
+            c.add_tx(5, 10);
+            s.close_interval(start, start + Duration::from_millis(100) * (i + 1));
+        }
+        assert_eq!(s.streams.len(), fit + 1, "one entry per interval");
+        assert_eq!(s.streams[fit - 1].len(), STREAMS_MAX as usize);
+        assert!(s.streams[fit].is_empty(), "past the budget");
+        assert_eq!(s.current[5].tx, 10, "the live lines still have it");
+    }
+
+    #[test]
+    fn streams_are_kept_from_two_per_direction_up_to_iperf3s_cap_and_not_for_profiles() {
+        let mut s = TestSpec::new(TestKind::TcpStream);
+        assert!(!per_stream(&s), "-P 1 prints as before");
+        for (n, on) in [(2, true), (128, true), (129, false)] {
+            s.connections = n;
+            assert_eq!(per_stream(&s), on, "-P {n}");
+        }
+        (s.direction, s.each_way) = (Direction::Bidir, true);
+        for (n, on) in [(1, false), (2, true), (64, true), (65, false)] {
+            s.connections = n;
+            assert_eq!(per_stream(&s), on, "--bidir -P {n}: {} connections", s.initial_connections());
+        }
+        let mut rr = TestSpec::new(TestKind::TcpCrr);
+        rr.connections = 4;
+        assert!(per_stream(&rr));
+        rr.kind = TestKind::Profile;
+        assert!(!per_stream(&rr), "a profile's groups are reported apart");
     }
 }

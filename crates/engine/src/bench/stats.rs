@@ -29,6 +29,30 @@ pub struct TestResult {
     /// A profile's histograms per group, in the profile's order (empty for a group without
     /// transactions); empty outside profiles.
     pub group_histograms: Vec<Histogram<u64>>,
+    /// Each connection's own counts in each of `local.intervals`, in the same order, as the
+    /// client counted them (iperf3's per-stream lines with `-P`); empty where the test keeps
+    /// none ([`super::per_stream`]), and an interval past [`super::STREAM_SAMPLES_MAX`] has none.
+    /// Never sent: the peer's report has its totals only.
+    pub streams: Vec<Vec<StreamCounts>>,
+}
+
+/// One connection's counts in one interval on the client, the share of its side's
+/// [`linerate_proto::bench::IntervalCounts`] that the connection moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamCounts {
+    /// Connection index.
+    pub id: u32,
+    /// Bytes received in the interval.
+    pub rx: u64,
+    /// Bytes sent in the interval.
+    pub tx: u64,
+    /// Transactions completed on it in the interval.
+    pub transactions: u64,
+    /// TCP segments it retransmitted in the interval, where its retransmits were sampled (a
+    /// sending connection of a tcp-stream test of at most [`super::TCP_TRACKED_CONNS`]).
+    pub retrans: Option<u64>,
+    /// Its congestion window near the interval's end, bytes, where sampled.
+    pub cwnd: Option<u64>,
 }
 
 pub use linerate_model::doc::bench::{Confidence, Efficiency, Fairness, GroupFigures, Latency};
@@ -482,6 +506,7 @@ impl TestResult {
             group_latency: Vec::new(),
             histogram: None,
             group_histograms: Vec::new(),
+            streams: Vec::new(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! prints it): the opening line of each test, its live interval lines, the table after it, the
 //! warnings about a missed schedule or coarse fairness, a sweep's summary and the CSV rows.
 
-use crate::bench::stats::{busy, confidence, Fairness, Latency, Summary, TestResult};
+use crate::bench::stats::{busy, confidence, Fairness, Latency, StreamCounts, Summary, TestResult};
 use linerate_model::doc::bench::{RunLatency, SidePair};
 use linerate_model::units::{format_rate, format_size_iec};
 use linerate_proto::bench::{Direction, IntervalCounts, TestKind, TestSpec};
@@ -85,14 +85,71 @@ pub fn granted(s: &TestSpec) -> Option<String> {
 
 /// One live line per reporting interval: the rates each way and transactions/s.
 pub fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
+    line_of(spec, iv, iv.tx > 0, iv.rx > 0, false)
+}
+
+/// The live lines of one interval. With several streams (a test that keeps each one's figures,
+/// [`crate::bench::per_stream`]) a line per connection, labelled by its index, and then the
+/// totals labelled `[SUM]`, as iperf3 prints `-P`; otherwise the one line of
+/// [`interval_line`], unlabelled. Every line has a column for each way the test carries data
+/// (a way with nothing in the interval reads 0), so with `--bidir` a connection that carries
+/// one way has its figures in that way's column, under the sum's.
+pub fn interval_lines(spec: &TestSpec, iv: &IntervalCounts, streams: &[StreamCounts]) -> String {
+    if streams.is_empty() || !crate::bench::per_stream(spec) {
+        return interval_line(spec, iv);
+    }
+    let align = spec.direction == Direction::Bidir;
+    let (mut sends, mut receives) = (iv.tx > 0, iv.rx > 0);
+    let mut o = String::new();
+    for s in streams {
+        let (tx, rx) = stream_ways(spec, s.id);
+        (sends, receives) = (sends || tx, receives || rx);
+        let counts = IntervalCounts {
+            start_s: iv.start_s,
+            end_s: iv.end_s,
+            rx: s.rx,
+            tx: s.tx,
+            transactions: s.transactions,
+            retrans: s.retrans,
+            cwnd: s.cwnd,
+        };
+        o += &format!("[{:>3}] {}\n", s.id, line_of(spec, &counts, tx || s.tx > 0, rx || s.rx > 0, align));
+    }
+    o + "[SUM] " + &line_of(spec, iv, sends, receives, align)
+}
+
+/// Which ways connection `id` of a test carries data, from the client: (sends, receives).
+fn stream_ways(spec: &TestSpec, id: u32) -> (bool, bool) {
+    let stream = matches!(spec.kind, TestKind::TcpStream | TestKind::UdpStream);
+    match spec.direction {
+        Direction::Send if stream => (true, false),
+        Direction::Receive if stream => (false, true),
+        Direction::Bidir if spec.each_way => (id < spec.connections, id >= spec.connections),
+        // both ways on one connection, and request/response
+        _ => (true, true),
+    }
+}
+
+/// The widths of a line's `sent` and `received` columns.
+const SENT_COLUMN: usize = 30;
+const RECEIVED_COLUMN: usize = 34;
+
+/// An interval line: its time span, the bytes and rate sent (when `sent`) and received (when
+/// `received`), transactions, the TCP figures, the warm-up mark. `align` leaves a column's
+/// room where it has none, so the columns after it line up across lines.
+fn line_of(spec: &TestSpec, iv: &IntervalCounts, sent: bool, received: bool, align: bool) -> String {
     let secs = (iv.end_s - iv.start_s).max(1e-9);
     let mut line = format!("[{:6.2}-{:6.2} s]", iv.start_s, iv.end_s);
-    if iv.tx > 0 {
+    if sent {
         line += &format!("  sent {:>10} {:>12}", format_size_iec(iv.tx as f64), format_rate(iv.tx as f64 * 8.0 / secs));
+    } else if align {
+        line += &" ".repeat(SENT_COLUMN);
     }
-    if iv.rx > 0 {
+    if received {
         let (b, r) = (format_size_iec(iv.rx as f64), format_rate(iv.rx as f64 * 8.0 / secs));
         line += &format!("  received {b:>10} {r:>12}");
+    } else if align {
+        line += &" ".repeat(RECEIVED_COLUMN);
     }
     if matches!(spec.kind, TestKind::TcpRr | TestKind::TcpCrr | TestKind::Profile) {
         line += &format!("  {:>10.0} trans/s", iv.transactions as f64 / secs);
@@ -106,6 +163,7 @@ pub fn interval_line(spec: &TestSpec, iv: &IntervalCounts) -> String {
     if iv.start_s * 1000.0 < spec.omit_ms as f64 {
         line += "  (warm-up)";
     }
+    line.truncate(line.trim_end().len());
     line
 }
 
@@ -790,6 +848,67 @@ mod tests {
         }
         all += &sweep_table(&pts);
         insta::assert_snapshot!(all);
+    }
+
+    /// iperf3's `-P` layout: a line per connection, labelled by its index, then `[SUM]` with the
+    /// totals; `--bidir` each way keeps every figure in its direction's column; `-P 1` prints
+    /// the one line it always did.
+    #[test]
+    fn with_several_streams_each_interval_has_a_line_per_connection_and_a_sum() {
+        let stream = |id, tx, rx, retrans: Option<u64>| StreamCounts {
+            id,
+            tx,
+            rx,
+            transactions: 0,
+            retrans,
+            cwnd: retrans.map(|_| 1_474_560 * u64::from(id + 1)),
+        };
+        let sum = |streams: &[StreamCounts], start_s: f64| IntervalCounts {
+            start_s,
+            end_s: start_s + 1.0,
+            tx: streams.iter().map(|s| s.tx).sum(),
+            rx: streams.iter().map(|s| s.rx).sum(),
+            transactions: streams.iter().map(|s| s.transactions).sum(),
+            retrans: Some(streams.iter().filter_map(|s| s.retrans).sum()),
+            cwnd: Some(2_211_840),
+        };
+        let mut all = String::new();
+        // -P 3 one way, the first second a warm-up: connection 2 stalled in it
+        let mut send = TestSpec::new(TestKind::TcpStream);
+        (send.connections, send.omit_ms) = (3, 1000);
+        for (start_s, third) in [(0.0, 0), (1.0, 350_000_000)] {
+            let ss =
+                [stream(0, 400_000_000, 0, Some(3)), stream(1, 380_000_000, 0, Some(0)), stream(2, third, 0, Some(0))];
+            all += &interval_lines(&send, &sum(&ss, start_s), &ss);
+            all += "\n";
+        }
+        // --bidir -P 2: connections 0 and 1 send, 2 and 3 receive
+        let mut bidir = TestSpec::new(TestKind::TcpStream);
+        (bidir.connections, bidir.direction, bidir.each_way) = (2, Direction::Bidir, true);
+        let ss = [
+            stream(0, 600_000_000, 0, Some(1)),
+            stream(1, 590_000_000, 0, Some(0)),
+            stream(2, 0, 610_000_000, None),
+            stream(3, 0, 20_000_000, None),
+        ];
+        all += &interval_lines(&bidir, &sum(&ss, 0.0), &ss);
+        all += "\n";
+        // tcp-rr -P 2: both ways and the transactions of each
+        let mut rr = TestSpec::new(TestKind::TcpRr);
+        rr.connections = 2;
+        let ss = [
+            StreamCounts { transactions: 9000, ..stream(0, 576_000, 576_000, None) },
+            StreamCounts { transactions: 8000, ..stream(1, 512_000, 512_000, None) },
+        ];
+        let iv = IntervalCounts { retrans: None, cwnd: None, ..sum(&ss, 2.0) };
+        all += &interval_lines(&rr, &iv, &ss);
+        insta::assert_snapshot!(all);
+        // -P 1, or no streams kept: the one line as before
+        let one = TestSpec::new(TestKind::TcpStream);
+        let ss = [stream(0, 400_000_000, 0, Some(3))];
+        let iv = sum(&ss, 0.0);
+        assert_eq!(interval_lines(&one, &iv, &ss), interval_line(&one, &iv));
+        assert_eq!(interval_lines(&send, &iv, &[]), interval_line(&send, &iv));
     }
 
     #[test]

@@ -114,6 +114,52 @@ fn bidir_each_way_opens_its_connections_in_each_direction_as_iperf3_does() {
     assert!(bad.validate(&linerate_proto::bench::Limits::default()).is_err());
 }
 
+/// iperf3's per-stream lines with `-P` (issue 43): the client keeps each connection's share of
+/// every interval, which adds up to the interval's totals, and hands it to the live lines.
+#[test]
+fn with_several_connections_each_interval_keeps_every_connections_share_of_it() {
+    let (h, secret) = agent(|_| {});
+    for (kind, conns) in [(TestKind::TcpStream, 3u32), (TestKind::TcpRr, 2), (TestKind::UdpStream, 2)] {
+        let mut s = spec(kind, conns, 500);
+        if kind == TestKind::UdpStream {
+            (s.msg_size, s.rate) = (1000, Some(10_000_000));
+        }
+        let mut live = Vec::new();
+        let r = client(&h, &secret).unwrap().run(&s, &mut |iv| live.push((*iv.counts, iv.streams.to_vec()))).unwrap();
+        assert_eq!(r.streams.len(), r.local.intervals.len(), "{kind:?}: one entry per interval");
+        assert!(r.local.intervals.len() >= 4, "{kind:?}: {:?}", r.local.intervals);
+        for (iv, st) in r.local.intervals.iter().zip(&r.streams) {
+            assert_eq!(st.iter().map(|c| c.id).collect::<Vec<_>>(), (0..conns).collect::<Vec<_>>(), "{kind:?}");
+            assert_eq!(st.iter().map(|c| c.tx).sum::<u64>(), iv.tx, "{kind:?}: {iv:?} {st:?}");
+            assert_eq!(st.iter().map(|c| c.rx).sum::<u64>(), iv.rx, "{kind:?}: {iv:?} {st:?}");
+            assert_eq!(st.iter().map(|c| c.transactions).sum::<u64>(), iv.transactions, "{kind:?}: {iv:?} {st:?}");
+            if let Some(retrans) = iv.retrans {
+                assert_eq!(st.iter().filter_map(|c| c.retrans).sum::<u64>(), retrans, "{kind:?}: {iv:?} {st:?}");
+            }
+        }
+        // every connection moved data, and answered requests in a request/response test
+        for id in 0..conns as usize {
+            let tx: u64 = r.streams.iter().map(|st| st[id].tx).sum();
+            assert!(tx > 0, "{kind:?}: connection {id} sent nothing");
+            if kind == TestKind::TcpRr {
+                assert!(r.streams.iter().map(|st| st[id].transactions).sum::<u64>() > 0, "connection {id}");
+            }
+        }
+        // the live lines saw what was kept (the last interval may yet take in a sliver after them)
+        assert!(!live.is_empty());
+        for ((c, st), (iv, kept)) in live.iter().zip(r.local.intervals.iter().zip(&r.streams)).take(live.len() - 1) {
+            assert_eq!((c, st), (iv, kept), "{kind:?}");
+        }
+    }
+    // one connection: the one line as before, nothing kept
+    let mut seen = 0;
+    let r = client(&h, &secret)
+        .unwrap()
+        .run(&spec(TestKind::TcpStream, 1, 200), &mut |iv| seen += iv.streams.len())
+        .unwrap();
+    assert!(r.streams.is_empty() && seen == 0, "{:?}", r.streams);
+}
+
 #[test]
 fn congestion_control_is_set_on_both_sides_or_refused_naming_the_sysctl() {
     let (h, secret) = agent(|_| {});

@@ -455,7 +455,7 @@ pub struct Efficiency {
 }
 
 /// One reporting interval, as the receiver of the bulk saw it.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct BenchInterval {
     /// Start, seconds since the test began (warm-up included).
     pub start_s: f64,
@@ -472,9 +472,10 @@ pub struct BenchInterval {
     pub detail: IntervalDetail,
 }
 
-/// An interval's bytes on each side, the UDP receiver's loss and the TCP sender's retransmits and
-/// congestion window, as iperf3's interval lines carry them; each left out where not measured.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+/// An interval's bytes on each side, the UDP receiver's loss, the TCP sender's retransmits and
+/// congestion window, and each stream's own figures, as iperf3's interval lines carry them;
+/// each left out where not measured.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct IntervalDetail {
     /// Bytes the receiver of the bulk got in the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -492,6 +493,37 @@ pub struct IntervalDetail {
     pub retransmits: Option<u64>,
     /// TCP: the client's sending connections' congestion window near the interval's end, bytes,
     /// mean over the connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd_bytes: Option<u64>,
+    /// Each connection's own figures in the interval, as the client counted them (iperf3's
+    /// per-stream lines with `-P`): tests of 2 to 128 streams (`--bidir`: 2 to 64 each way),
+    /// not profiles. Absent with one stream and in documents written before issue 43's
+    /// per-stream lines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<BenchStream>,
+}
+
+/// One connection's figures in one interval, counted by the client: what it sent and received
+/// there (so for a test the client sends, the streams' `sent_bytes` add up to the interval's
+/// `sent_bytes`; the interval's `bytes` and `bps` are the receiver's).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct BenchStream {
+    /// Connection index, as in `connections`.
+    pub id: u32,
+    /// Bytes the client sent on it in the interval.
+    pub sent_bytes: u64,
+    /// Bytes the client received on it.
+    pub received_bytes: u64,
+    /// Both together, bit/s over the client's interval.
+    pub bps: f64,
+    /// Request/response: transactions completed on it per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions_per_s: Option<f64>,
+    /// TCP: segments it retransmitted in the interval, where sampled (a sending connection of
+    /// a tcp-stream test of up to 128 connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// TCP: its congestion window near the interval's end, bytes, where sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwnd_bytes: Option<u64>,
 }

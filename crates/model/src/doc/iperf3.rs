@@ -1,13 +1,14 @@
 //! A one-point bench document in iperf3's `-J` shape (`linerate bench --json-iperf3`), so that
 //! parsers written for iperf3 read linerate's figures: iperf3's field names for what both tools
 //! have (`start.test_start`, `intervals[].sum`, `end.sum_sent`, `end.sum_received`, `end.sum`
-//! for UDP, `end.cpu_utilization_percent`, `end.streams`), nothing invented under them. What
-//! iperf3 has and linerate does not measure is left out, not zeroed: per-stream interval
-//! entries (`intervals[].streams` is empty: linerate's intervals are per test) and the socket
-//! numbers (each stream's `socket` is its connection index). Times are seconds, rates bit/s,
-//! jitter milliseconds, as iperf3's.
+//! for UDP, `end.cpu_utilization_percent`, `end.streams`, `intervals[].streams`), nothing
+//! invented under them. What iperf3 has and linerate does not measure is left out, not zeroed:
+//! the socket numbers (each stream's `socket` is its connection index), a stream interval's
+//! RTT. `intervals[].streams` are the client's own counts, as iperf3's client writes them
+//! (with `-P 2` or more; empty with one stream), while `intervals[].sum` is the receiver's
+//! (`sender: false`). Times are seconds, rates bit/s, jitter milliseconds, as iperf3's.
 
-use super::bench::{BenchDocument, BenchSummary, BenchTest};
+use super::bench::{BenchDocument, BenchInterval, BenchStream, BenchSummary, BenchTest};
 use serde::Serialize;
 
 /// iperf3's `-J` document.
@@ -82,7 +83,8 @@ pub struct TestStart {
 /// `intervals[]`.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Interval {
-    /// Per stream: empty (linerate reports intervals per test).
+    /// Per stream, as the client counted it (empty with one stream): a connection that
+    /// carried both ways (`--bidir` before each way had its own) has an entry each way.
     pub streams: Vec<Sum>,
     /// The test's interval.
     pub sum: Sum,
@@ -232,7 +234,7 @@ pub fn from_bench(doc: &BenchDocument) -> Result<Iperf3Document, NotIperf3> {
         connecting_to: Endpoint { host, port },
         test_start: test_start(test, udp),
     };
-    let intervals = doc.intervals.as_deref().unwrap_or_default().iter().map(|iv| interval(iv, udp)).collect();
+    let intervals = doc.intervals.as_deref().unwrap_or_default().iter().map(|iv| interval(iv, test, udp)).collect();
     Ok(Iperf3Document { start, intervals, end: end(doc, test, s, udp) })
 }
 
@@ -251,7 +253,7 @@ fn test_start(t: &BenchTest, udp: bool) -> TestStart {
     }
 }
 
-fn interval(iv: &super::bench::BenchInterval, udp: bool) -> Interval {
+fn interval(iv: &BenchInterval, t: &BenchTest, udp: bool) -> Interval {
     let seconds = iv.end_s - iv.start_s;
     let bytes = iv.detail.bytes.unwrap_or_else(|| (iv.bps * seconds / 8.0).round() as u64);
     let sum = Sum {
@@ -268,7 +270,39 @@ fn interval(iv: &super::bench::BenchInterval, udp: bool) -> Interval {
         sender: false,
         ..Sum::default()
     };
-    Interval { streams: Vec::new(), sum }
+    let streams = iv.detail.streams.iter().flat_map(|s| stream_entries(s, iv, t, udp)).collect();
+    Interval { streams, sum }
+}
+
+/// A stream's entries in an interval, as iperf3's client writes them: its own count, `sender`
+/// where it sends. A connection of `--bidir` each way carries one way (the first `connections`
+/// send); one that carried both ways has an entry each way.
+fn stream_entries(s: &BenchStream, iv: &BenchInterval, t: &BenchTest, udp: bool) -> Vec<Sum> {
+    let (sends, receives) = match t.direction.as_str() {
+        "send" => (true, false),
+        "receive" => (false, true),
+        _ if t.options.each_way => (s.id < t.connections, s.id >= t.connections),
+        _ => (true, true),
+    };
+    let seconds = iv.end_s - iv.start_s;
+    let entry = |bytes: u64, sender: bool| Sum {
+        socket: Some(s.id),
+        start: iv.start_s,
+        end: iv.end_s,
+        seconds,
+        bytes,
+        bits_per_second: if seconds > 0.0 { bytes as f64 * 8.0 / seconds } else { 0.0 },
+        retransmits: s.retransmits.filter(|_| sender && !udp),
+        snd_cwnd: s.cwnd_bytes.filter(|_| sender && !udp),
+        omitted: Some(iv.omitted),
+        sender,
+        ..Sum::default()
+    };
+    [(sends, s.sent_bytes, true), (receives, s.received_bytes, false)]
+        .into_iter()
+        .filter(|(way, _, _)| *way)
+        .map(|(_, bytes, sender)| entry(bytes, sender))
+        .collect()
 }
 
 fn end(doc: &BenchDocument, t: &BenchTest, s: &BenchSummary, udp: bool) -> End {
@@ -282,7 +316,7 @@ fn end(doc: &BenchDocument, t: &BenchTest, s: &BenchSummary, udp: bool) -> End {
         ..Sum::default()
     };
     let bytes_of = |bps: f64| (bps * s.seconds / 8.0).round() as u64;
-    let counted: Vec<&super::bench::BenchInterval> =
+    let counted: Vec<&BenchInterval> =
         doc.intervals.as_deref().unwrap_or_default().iter().filter(|i| !i.omitted).collect();
     let sent_bytes: Option<u64> = counted.iter().map(|i| i.detail.sent_bytes).sum();
     let bidir = t.direction == "bidir";
@@ -400,6 +434,67 @@ mod tests {
         assert_eq!(ivs[0]["sum"]["bits_per_second"].as_f64(), doc.intervals.as_ref().unwrap().first().map(|x| x.bps));
         assert_eq!(i["end"]["streams"].as_array().unwrap().len(), doc.connections.as_ref().unwrap().len());
         assert!(i["end"].get("sum").is_none(), "TCP has no UDP sum");
+    }
+
+    #[test]
+    fn each_streams_interval_figures_are_iperf3s_intervals_streams() {
+        let mut doc = one_point();
+        let stream = |id, sent_bytes, received_bytes, retransmits| BenchStream {
+            id,
+            sent_bytes,
+            received_bytes,
+            bps: (sent_bytes + received_bytes) as f64 * 8.0,
+            retransmits,
+            cwnd_bytes: retransmits.map(|_| 65_536),
+            ..BenchStream::default()
+        };
+        doc.intervals.as_mut().unwrap()[1].detail.streams =
+            vec![stream(0, 125_000_000, 0, Some(4)), stream(1, 100_000_000, 0, Some(0))];
+        let i = serde_json::to_value(from_bench(&doc).unwrap()).unwrap();
+        assert_eq!(i["intervals"][0]["streams"], serde_json::json!([]), "no streams kept: none written");
+        let ss = i["intervals"][1]["streams"].as_array().unwrap();
+        let iv = &doc.intervals.as_ref().unwrap()[1];
+        assert_eq!(ss.len(), 2, "{ss:?}");
+        for (s, (socket, bytes, retr)) in ss.iter().zip([(0, 125_000_000u64, 4), (1, 100_000_000, 0)]) {
+            assert_eq!(
+                (s["socket"].as_u64(), s["bytes"].as_u64(), s["retransmits"].as_u64()),
+                (Some(socket), Some(bytes), Some(retr))
+            );
+            assert_eq!((s["start"].as_f64(), s["end"].as_f64()), (Some(iv.start_s), Some(iv.end_s)));
+            assert_eq!(s["seconds"].as_f64(), Some(iv.end_s - iv.start_s));
+            assert_eq!(s["bits_per_second"].as_f64(), Some(bytes as f64 * 8.0 / (iv.end_s - iv.start_s)));
+            assert_eq!(
+                (s["sender"].as_bool(), s["snd_cwnd"].as_u64(), s["omitted"].as_bool()),
+                (Some(true), Some(65_536), Some(false))
+            );
+        }
+        // -R: the client receives on every stream; no sender figures
+        for t in doc.test.iter_mut() {
+            t.direction = "receive".into();
+        }
+        doc.intervals.as_mut().unwrap()[1].detail.streams = vec![stream(0, 0, 3000, None)];
+        let i = serde_json::to_value(from_bench(&doc).unwrap()).unwrap();
+        let s = &i["intervals"][1]["streams"][0];
+        assert_eq!((s["bytes"].as_u64(), s["sender"].as_bool()), (Some(3000), Some(false)));
+        assert!(s.get("retransmits").is_none() && s.get("snd_cwnd").is_none(), "{s}");
+        // --bidir -P 1 each way: connection 0 sends, 1 receives; a connection of the older
+        // --bidir carried both, an entry each way
+        for t in doc.test.iter_mut() {
+            (t.direction, t.connections, t.options.each_way) = ("bidir".into(), 1, true);
+        }
+        doc.intervals.as_mut().unwrap()[1].detail.streams = vec![stream(0, 1000, 0, Some(1)), stream(1, 0, 2000, None)];
+        // (socket, bytes, sender) of the second interval's streams
+        let ways = |doc: &BenchDocument| -> Vec<(u64, u64, bool)> {
+            let i = serde_json::to_value(from_bench(doc).unwrap()).unwrap();
+            let ss = i["intervals"][1]["streams"].as_array().unwrap().clone();
+            ss.iter()
+                .map(|s| (s["socket"].as_u64().unwrap(), s["bytes"].as_u64().unwrap(), s["sender"].as_bool().unwrap()))
+                .collect()
+        };
+        assert_eq!(ways(&doc), [(0, 1000, true), (1, 2000, false)]);
+        doc.test.as_mut().unwrap().options.each_way = false;
+        doc.intervals.as_mut().unwrap()[1].detail.streams = vec![stream(0, 1000, 2000, None)];
+        assert_eq!(ways(&doc), [(0, 1000, true), (0, 2000, false)]);
     }
 
     #[test]
