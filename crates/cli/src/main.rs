@@ -5,6 +5,7 @@
 #[macro_use]
 mod out;
 mod cmd;
+mod ending;
 mod error;
 mod filter;
 #[cfg(test)]
@@ -87,7 +88,18 @@ fn main() -> ExitCode {
         Cmd::Mesh(_) => "linerate mesh",
         Cmd::Generate(_) => "linerate generate",
     };
-    let done = match cli.cmd {
+    // The command runs on a thread of its own; `main` ends the process when it returns, or at
+    // once when asked to (a second Ctrl-C, a closed ssh connection: `ending`).
+    let done = ending::run(move || dispatch(cli.cmd));
+    match done {
+        Ok(done) => ExitCode::from(exit_code(who, done)),
+        Err(kind) => ExitCode::from(kind.code()),
+    }
+}
+
+/// Run the command.
+fn dispatch(cmd: Cmd) -> error::Result {
+    match cmd {
         Cmd::Cp(a) => cp::run_cp(a),
         Cmd::Clean(a) => clean::run_clean(a),
         Cmd::Cache(a) => cache::run_cache(a),
@@ -101,8 +113,7 @@ fn main() -> ExitCode {
         Cmd::Report(a) => report::run_report(a),
         Cmd::Mesh(a) => mesh::run_mesh(a),
         Cmd::Generate(a) => generate::run_generate(a, Cli::command()),
-    };
-    ExitCode::from(exit_code(who, done))
+    }
 }
 
 /// A command line that is not a command: the help or the version asked for (`--help`, `help`,

@@ -939,7 +939,7 @@ pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout
     std::thread::spawn(|| {
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
         let _ = errln!("linerate serve: the ssh connection closed; exiting");
-        std::process::exit(i32::from(Kind::Session.code()));
+        crate::ending::request(Kind::Session);
     });
     match server.run() {
         // The session's own outcome was logged by the server.

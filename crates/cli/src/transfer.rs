@@ -21,7 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -247,16 +247,11 @@ pub(crate) fn run_engine(
     let bar = Bar::target(show);
     let hook = Bar::hook(show, current.clone(), bar.clone());
     // Ctrl-C or SIGTERM ends the session in order (a signal thread stops `cancel`); a second one
-    // ends the process at once (in the handler: the flag the first one set arms it).
+    // hurries the stop, and `main` ends the process at once (`ending`).
     let stopper = Stopper::new();
-    let seen = Arc::new(AtomicBool::new(false));
     let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
-    for sig in signals {
-        let _ =
-            signal_hook::flag::register_conditional_shutdown(sig, i32::from(Kind::Interrupted.code()), seen.clone());
-        let _ = signal_hook::flag::register(sig, seen.clone());
-    }
     let _ = stopper.on_signals(&signals, |_| {});
+    crate::ending::on_hurry(stopper.shutdown());
     // A closed standard output or error (`| head`) interrupts the copy the same way, quietly.
     crate::out::stop_on_close(&stopper);
     let progress = Arc::new(Progress { on_file: hook, cancel: stopper.shutdown(), ..Progress::default() });

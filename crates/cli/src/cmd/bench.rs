@@ -706,15 +706,16 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     let stopper = linerate_engine::shutdown::Stopper::new();
     crate::out::stop_on_close(&stopper);
     // Ctrl-C or SIGTERM ends the running test in order, as its end would: what it measured is
-    // printed and saved (iperf3 -t 0 ends so); a second one ends the process at once.
+    // printed and saved (iperf3 -t 0 ends so); a second one ends the process at once (`main`,
+    // told by `ending`). `interrupted` records that a signal, not a closed pipe, stopped it.
     let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
-    for sig in signals {
-        let code = i32::from(crate::error::Kind::Interrupted.code());
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, code, interrupted.clone());
-        let _ = signal_hook::flag::register(sig, interrupted.clone());
-    }
-    stopper.on_signals(&signals, |_| {}).context("installing signal handlers").internal()?;
+    let seen = interrupted.clone();
+    stopper
+        .on_signals(&signals, move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed))
+        .context("installing signal handlers")
+        .internal()?;
+    crate::ending::on_hurry(stopper.shutdown());
     client.cancel_on(stopper.shutdown());
     if let Some((ms, at)) = start {
         // A scheduled start (`--start-at`), the one wait here that is a time, not an event; Ctrl-C
