@@ -189,6 +189,14 @@ impl From<ReportError> for Error {
     }
 }
 
+impl From<linerate_report::store::SaveError> for Error {
+    fn from(e: linerate_report::store::SaveError) -> Error {
+        use linerate_report::store::SaveError;
+        let kind = if matches!(e, SaveError::Name(_)) { Kind::Usage } else { Kind::Store };
+        Error::new(kind, e)
+    }
+}
+
 impl From<LabError> for Error {
     fn from(e: LabError) -> Error {
         Error::new(Kind::of_lab(&e), e)

@@ -459,11 +459,11 @@ pub(crate) fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, q
     }
     let mut run = linerate_report::from_cp(&summary_doc(report));
     run.params.destination = Some(linerate_engine::copy::walk::shown(dest));
-    let saved = crate::cmd::report::save_run(db, &run);
+    let saved = linerate_report::store::save_run(db, &run);
     match saved {
         Ok(id) if !quiet => errln!("saved as run {id} (linerate report show {id})"),
         Ok(_) => Ok(()),
-        Err(e) => errln!("linerate: warning: the run was not saved: {e:#}"),
+        Err(e) => errln!("linerate: warning: the run was not saved: {:#}", anyhow::Error::new(e)),
     }
 }
 

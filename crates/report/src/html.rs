@@ -342,6 +342,11 @@ fn side_by_side(s: &mut String, runs: &[RunReport]) {
     s.push_str("</div>");
 }
 
+/// Writes [`report`] of `runs` to `path`, one self-contained file.
+pub fn write(runs: &[RunReport], threshold_pct: f64, path: &std::path::Path) -> std::io::Result<()> {
+    std::fs::write(path, report(runs, threshold_pct))
+}
+
 /// The HTML report of `runs` (the first is the baseline of the changes shown).
 pub fn report(runs: &[RunReport], threshold_pct: f64) -> String {
     let mut s = String::new();

@@ -13,10 +13,8 @@ use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, LiveI
 use linerate_engine::net::conn;
 use linerate_model::doc::bench::{RunLatency, SidePair};
 use linerate_model::units;
-use linerate_model::DEFAULT_PORT;
 use linerate_proto::bench::{Direction, Profile, TestKind, TestSpec};
 use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -527,45 +525,6 @@ fn base_spec(a: &BenchArgs, udp_size: u32) -> Result<TestSpec> {
     Ok(s)
 }
 
-/// The host part of `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address, as written.
-pub(crate) fn host_of(server: &str) -> &str {
-    if let Some(rest) = server.strip_prefix('[') {
-        return rest.split_once(']').map_or(rest, |(h, _)| h);
-    }
-    match server.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') && p.parse::<u16>().is_ok() => h,
-        _ => server,
-    }
-}
-
-pub(crate) fn resolve(server: &str) -> Result<SocketAddr> {
-    resolve_family(server, None, None)
-}
-
-/// [`resolve`], keeping only IPv4 (`Some(4)`) or IPv6 (`Some(6)`) addresses (iperf3's -4 and
-/// -6), on `port` (iperf3's -p) when `server` names none.
-fn resolve_family(server: &str, family: Option<u8>, port: Option<u16>) -> Result<SocketAddr> {
-    let has_port = server.parse::<SocketAddr>().is_ok()
-        || server.rsplit_once(':').is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok());
-    let with_port = match (has_port, port) {
-        (true, Some(p)) => bail!("{server} names its port and -p {p} another: give the port once"),
-        (true, None) => server.to_string(),
-        (false, p) => host_port(server, p),
-    };
-    with_port
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {server}"))?
-        .find(|a| match family {
-            Some(4) => a.is_ipv4(),
-            Some(6) => a.is_ipv6(),
-            _ => true,
-        })
-        .with_context(|| match family {
-            Some(f) => format!("{server}: no IPv{f} address"),
-            None => format!("{server}: no address"),
-        })
-}
-
 /// Run `linerate bench`: 0 the test ran, 2 bad usage or a test the server refused, 3 the
 /// session failed.
 pub fn run(a: BenchArgs) -> crate::error::Result {
@@ -579,17 +538,6 @@ pub fn run(a: BenchArgs) -> crate::error::Result {
     run_inner(&a)
 }
 
-/// `HOST:PORT` for a host that names no port, IPv6 addresses in brackets; [`DEFAULT_PORT`]
-/// unless `port` says.
-fn host_port(host: &str, port: Option<u16>) -> String {
-    let port = port.unwrap_or(DEFAULT_PORT);
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
 /// iperf3's `-s`: the agent, answering benchmarks only, as `linerate serve` with the same
 /// key file; `-1` serves one session (`--once`).
 fn run_as_server(a: &BenchArgs) -> crate::error::Result {
@@ -599,7 +547,8 @@ fn run_as_server(a: &BenchArgs) -> crate::error::Result {
         (None, true) => "::",
         (None, false) => "0.0.0.0",
     };
-    let mut argv: Vec<std::ffi::OsString> = vec!["--listen".into(), host_port(host, a.port).into()];
+    let mut argv: Vec<std::ffi::OsString> =
+        vec!["--listen".into(), linerate_engine::net::addr::host_port(host, a.port).into()];
     argv.extend(["--key-file".into(), key.into()]);
     if a.one_off {
         argv.push("--once".into());
@@ -667,12 +616,13 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     } else {
         None
     };
-    let addr = resolve_family(server, family, a.port).usage()?;
+    let addr = linerate_engine::net::addr::resolve(server, family, a.port).usage()?;
     let tuning = ClientTuning { mss: a.set_mss, cport: a.cport, cpu: a.affinity.and_then(|(n, _)| n) };
     for (_, spec) in &points {
         linerate_engine::bench::check_local_options(spec, &tuning, addr)?;
     }
-    let (secret, key_auth) = a.keys.resolve(host_of(server), addr.port(), "the server").usage()?;
+    let (secret, key_auth) =
+        a.keys.resolve(linerate_engine::net::addr::host_of(server), addr.port(), "the server").usage()?;
     let cfg = BenchClientConfig {
         addr,
         secret,
@@ -831,7 +781,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     if !a.no_save && !done.is_empty() {
         let saved = linerate_report::from_bench(&doc)
             .internal()
-            .and_then(|run| crate::cmd::report::save_run(a.db.as_deref(), &run));
+            .and_then(|run| linerate_report::store::save_run(a.db.as_deref(), &run).map_err(Error::from));
         match saved {
             Ok(id) if !(a.quiet || a.json || a.csv || a.json_iperf3) => {
                 errln!("saved as run {id} (linerate report show {id})")?

@@ -116,8 +116,8 @@ fn probe_for(a: &DoctorArgs) -> anyhow::Result<Option<BenchProbe>> {
         identity: a.identity.clone(),
         strict_host_key: false,
     };
-    let port = crate::cmd::bench::resolve(peer)?.port();
-    let (key, key_auth) = keys.resolve(crate::cmd::bench::host_of(peer), port, "the rate probe")?;
+    let port = linerate_engine::net::addr::resolve(peer, None, None)?.port();
+    let (key, key_auth) = keys.resolve(linerate_engine::net::addr::host_of(peer), port, "the rate probe")?;
     Ok(Some(BenchProbe { key, key_auth }))
 }
 

@@ -308,14 +308,14 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     match linerate_report::from_lab(&doc) {
         Ok(rep) => {
             let html = out.with_extension("html");
-            match crate::cmd::report::write_html(std::slice::from_ref(&rep), 5.0, &html) {
+            match linerate_report::html::write(std::slice::from_ref(&rep), 5.0, &html) {
                 Ok(()) => errln!("report: {}", html.display())?,
-                Err(e) => errln!("linerate lab: warning: no HTML report: {e:#}")?,
+                Err(e) => errln!("linerate lab: warning: no HTML report: cannot write {}: {e}", html.display())?,
             }
             if !no_save {
-                match crate::cmd::report::save_run(db.as_deref(), &rep) {
+                match linerate_report::store::save_run(db.as_deref(), &rep) {
                     Ok(id) => errln!("saved as run {id} (linerate report show {id})")?,
-                    Err(e) => errln!("linerate lab: warning: the run was not saved: {e:#}")?,
+                    Err(e) => errln!("linerate lab: warning: the run was not saved: {:#}", anyhow::Error::new(e))?,
                 }
             }
         }

@@ -1,7 +1,6 @@
 //! `linerate mesh`: run an inventory's tests between every pair of its agents, round after
 //! round, and keep each round in the run store.
 
-use crate::cmd::report::save_run;
 use crate::error::{Error, Kind, Result, ResultExt};
 use anyhow::{anyhow, Context};
 use clap::Args;
@@ -112,7 +111,11 @@ pub fn run_mesh(a: MeshArgs) -> Result {
         if a.json {
             outln!("{}", serde_json::to_string_pretty(&rep).internal()?)?;
         }
-        let saved = if a.no_save { None } else { Some(save_run(a.db.as_deref(), &rep)?) };
+        let saved = if a.no_save {
+            None
+        } else {
+            Some(linerate_report::store::save_run(a.db.as_deref(), &rep).map_err(Error::from)?)
+        };
         errln!(
             "linerate mesh: round {round}: {} ran, {} failed ({} retries, {} waves){}{}",
             r.tally.done,

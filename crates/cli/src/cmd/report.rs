@@ -1,6 +1,5 @@
 //! `linerate report`: the run store on the command line (list, show, export, rm, import,
-//! compare) and the charts (html, svg). Also [`save_run`], which `cp`, `bench` and `lab` call
-//! to keep their result.
+//! compare) and the charts (html, svg).
 
 use crate::error::{Error, Kind, ResultExt};
 use anyhow::{bail, Context, Result};
@@ -164,20 +163,6 @@ enum ExportFormat {
 fn open(db: Option<&Path>) -> crate::error::Result<Store> {
     let path = linerate_report::store::store_path(db).usage()?;
     Store::open(&path).with_context(|| format!("cannot open the run store {}", path.display())).store()
-}
-
-/// Saves `report` in the store (`db`, else `$LINERATE_DB`, else the user's data directory) and
-/// returns its id: a store that cannot be named is usage, one that fails [`Kind::Store`]. Prints
-/// nothing; callers report on stderr as they see fit.
-pub fn save_run(db: Option<&Path>, report: &RunReport) -> crate::error::Result<String> {
-    let mut store = open(db)?;
-    store.save(report).map_err(|e| match e {
-        linerate_report::ReportError::NoFreeId { .. } => Error::new(Kind::Store, e),
-        e => Error::new(
-            Kind::Store,
-            anyhow::Error::new(e).context(format!("cannot save run {} in {}", report.id, store.path())),
-        ),
-    })
 }
 
 fn lookup(store: &mut Store, id: &str) -> crate::error::Result<RunReport> {
@@ -345,7 +330,9 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
         ReportCmd::Html { ids, output, threshold } => {
             let mut store = open(db)?;
             let runs = ids.iter().map(|id| lookup(&mut store, id)).collect::<crate::error::Result<Vec<_>>>()?;
-            write_html(&runs, threshold, &output).io()?;
+            linerate_report::html::write(&runs, threshold, &output)
+                .with_context(|| format!("cannot write {}", output.display()))
+                .io()?;
             errln!("wrote {}", output.display())?;
             Ok(())
         }
@@ -389,10 +376,4 @@ fn parse_last(spec: &str) -> crate::error::Result<usize> {
         .and_then(|k| k.parse::<usize>().ok())
         .filter(|k| (1..=1000).contains(k))
         .ok_or_else(|| Error::usage(format!("--against {}: expected last:K, K from 1 to 1000", clean(spec))))
-}
-
-/// Writes the single-file HTML report of `runs` to `path`.
-pub fn write_html(runs: &[RunReport], threshold_pct: f64, path: &Path) -> Result<()> {
-    let html = linerate_report::html::report(runs, threshold_pct);
-    std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -132,6 +132,51 @@ pub fn store_path(db: Option<&Path>) -> Result<PathBuf, ReportError> {
     }
 }
 
+/// Why [`save_run`] could not keep a run: the store could not be named (a usage problem), or
+/// could not be opened or written (the store's).
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    /// `--db` (or the default) names no store ([`store_path`]).
+    #[error(transparent)]
+    Name(Box<ReportError>),
+    /// The store could not be opened.
+    #[error("cannot open the run store {path}")]
+    Open {
+        /// The store, as named.
+        path: String,
+        /// Why.
+        #[source]
+        source: Box<ReportError>,
+    },
+    /// The store took no new run: every id tried was taken.
+    #[error(transparent)]
+    NoFreeId(Box<ReportError>),
+    /// Writing the run failed.
+    #[error("cannot save run {id} in {path}")]
+    Save {
+        /// The run's id.
+        id: String,
+        /// The store, as shown.
+        path: String,
+        /// Why.
+        #[source]
+        source: Box<ReportError>,
+    },
+}
+
+/// Saves `run` in the store `db` names (else `$LINERATE_DB`, else the user's data directory,
+/// [`store_path`]) and returns its id: what `cp`, `bench`, `lab` and `mesh` call to keep their
+/// result. Prints nothing.
+pub fn save_run(db: Option<&Path>, run: &RunReport) -> Result<String, SaveError> {
+    let path = store_path(db).map_err(|e| SaveError::Name(Box::new(e)))?;
+    let mut store =
+        Store::open(&path).map_err(|e| SaveError::Open { path: path.display().to_string(), source: Box::new(e) })?;
+    store.save(run).map_err(|e| match e {
+        ReportError::NoFreeId { .. } => SaveError::NoFreeId(Box::new(e)),
+        e => SaveError::Save { id: run.id.clone(), path: store.path().to_string(), source: Box::new(e) },
+    })
+}
+
 impl Store {
     /// Saves `run` and returns its id: the run's own, or a new one when two runs of the same
     /// second drew the same id (three tries).
