@@ -1,7 +1,9 @@
 //! Issue 14: every flag that takes a rate or a size reads the same grammar
-//! (`linerate_model::units`). One table of flags, one list of forms: each flag is parsed by clap
-//! exactly as the binary parses it, and must give each form's value, or refuse it when the
-//! flag's own range check (a chunk size's power of two, a limit's floor, 32 bits) rules it out.
+//! (`linerate_model::units`); issue 44: so does every flag that takes a duration (a bare number
+//! is seconds: `--timeout 15` is 15 s, `--timeout 1m` a minute). One table of flags, one list of
+//! forms: each flag is parsed by clap exactly as the binary parses it, and must give each form's
+//! value, or refuse it when the flag's own range check (a chunk size's power of two, a limit's
+//! floor, 32 bits, a timeout above zero) rules it out.
 
 use super::{Cli, Cmd};
 use clap::Parser;
@@ -16,15 +18,18 @@ fn parsed(args: &[String]) -> Result<String, String> {
         Cmd::Bench(a) => format!("{a:?}"),
         Cmd::Demo(a) => format!("{a:?}"),
         Cmd::Mktree(a) => format!("{a:?}"),
-        _ => panic!("not a command with rate or size flags"),
+        Cmd::Clean(a) => format!("{a:?}"),
+        Cmd::Doctor(a) => format!("{a:?}"),
+        _ => panic!("not a command with rate, size or duration flags"),
     })
 }
 
-/// Whether a flag reads a rate (bit/s) or a size (bytes).
+/// Whether a flag reads a rate (bit/s), a size (bytes) or a duration (nanoseconds here).
 #[derive(Clone, Copy)]
 enum Kind {
     Rate,
     Size,
+    Duration,
 }
 
 /// What a grammar value becomes under a flag's own range check, or `None` when it refuses it.
@@ -42,8 +47,19 @@ fn u32_size(_: &str, v: u64) -> Option<u64> {
 fn chunk(_: &str, v: u64) -> Option<u64> {
     (v.is_power_of_two() && (64 << 10..=8 << 20).contains(&v)).then_some(v)
 }
+/// Whether `form` is a bare number (no unit).
+fn bare(form: &str) -> bool {
+    form.trim().ends_with(|c: char| c.is_ascii_digit() || c == '.')
+}
 fn mib_when_bare(form: &str, v: u64) -> Option<u64> {
-    Some(if form.bytes().all(|b| b.is_ascii_digit()) { v << 20 } else { v })
+    Some(if bare(form) { v << 20 } else { v })
+}
+fn above_zero(_: &str, v: u64) -> Option<u64> {
+    (v > 0).then_some(v)
+}
+/// `doctor --rtt`: a unit is required, 1us to 60s.
+fn rtt(form: &str, v: u64) -> Option<u64> {
+    (!bare(form) && (1_000..=60_000_000_000).contains(&v)).then_some(v)
 }
 
 /// Every flag that takes a rate or a size: the command line around it, the flag (its field is
@@ -66,6 +82,21 @@ const FLAGS: &[(&[&str], &str, Kind, Check)] = &[
     (&["mktree", "d"], "--mean-size", Kind::Size, any),
     (&["mktree", "d", "--max-size", "1"], "--min-size", Kind::Size, any),
     (&["mktree", "d", "--min-size", "1"], "--max-size", Kind::Size, any),
+    (&["cp", "a", "b"], "--timeout", Kind::Duration, any),
+    (&["cp", "a", "b"], "--stall-timeout", Kind::Duration, any),
+    (&["cp", "a", "b"], "--ssh-timeout", Kind::Duration, above_zero),
+    (&["cp", "a", "b"], "--ssh-start-timeout", Kind::Duration, above_zero),
+    (&["serve", "--key-file", "k"], "--max-duration", Kind::Duration, any),
+    (&["serve", "--key-file", "k"], "--handshake-timeout", Kind::Duration, any),
+    (&["serve", "--key-file", "k"], "--shutdown-grace", Kind::Duration, any),
+    (&["serve", "--key-file", "k"], "--idle-timeout", Kind::Duration, any),
+    (&["serve", "--key-file", "k"], "--connect-deadline", Kind::Duration, any),
+    (&["bench", "h"], "--time", Kind::Duration, any),
+    (&["bench", "h"], "--omit", Kind::Duration, any),
+    (&["bench", "h"], "--interval", Kind::Duration, any),
+    (&["bench", "h"], "--timeout", Kind::Duration, any),
+    (&["clean", "d"], "--older-than", Kind::Duration, any),
+    (&["doctor"], "--rtt", Kind::Duration, rtt),
 ];
 
 /// Rates every rate flag reads, in bit/s.
@@ -106,31 +137,63 @@ const SIZES: &[(&str, u64)] = &[
     ("1000", 1000),
 ];
 
+/// Durations every duration flag reads, in nanoseconds; a bare number is seconds.
+const DURATIONS: &[(&str, u64)] = &[
+    ("15", 15_000_000_000),
+    ("0", 0),
+    ("0.5", 500_000_000),
+    ("1m", 60_000_000_000),
+    ("10 min", 600_000_000_000),
+    ("90s", 90_000_000_000),
+    ("1.5s", 1_500_000_000),
+    ("250ms", 250_000_000),
+    ("500us", 500_000),
+    ("2h", 7_200_000_000_000),
+    ("1d", 86_400_000_000_000),
+];
+
 /// Refused by every rate flag.
 const BAD_RATES: &[&str] = &["", "fast", "-1M", "0", "10X", "1e9", "1.2.3G", "1Gbps/s", "50iB/s"];
 
 /// Refused by every size flag.
 const BAD_SIZES: &[&str] = &["", "big", "-64K", "1.5", "0.1K", "64Kb", "64kb", "50MB/s", "1P", "1e6"];
 
+/// Refused by every duration flag.
+const BAD_DURATIONS: &[&str] = &["", "soon", "-1s", "1e3", "5M", "15 sec", "1.2.3s", "2 fortnights"];
+
 fn line(cmd: &[&str], flag: &str, value: &str) -> Vec<String> {
     cmd.iter().map(|s| s.to_string()).chain([format!("{flag}={value}")]).collect()
 }
 
+/// The `Debug` text of a flag's value: a duration as `std::time::Duration` shows it.
+fn shown(kind: Kind, v: u64) -> String {
+    match kind {
+        Kind::Duration => format!("{:?}", std::time::Duration::from_nanos(v)),
+        Kind::Rate | Kind::Size => v.to_string(),
+    }
+}
+
 #[test]
-fn every_rate_and_size_flag_reads_the_one_grammar() {
+fn every_rate_size_and_duration_flag_reads_the_one_grammar() {
     let mut checked = 0;
     for &(cmd, flag, kind, check) in FLAGS {
         let field = flag.trim_start_matches('-').replace('-', "_");
         let (forms, bad, hint) = match kind {
             Kind::Rate => (RATES, BAD_RATES, "50MB/s"),
             Kind::Size => (SIZES, BAD_SIZES, "64KiB"),
+            Kind::Duration => (DURATIONS, BAD_DURATIONS, "10m"),
         };
         for &(form, value) in forms {
             let got = parsed(&line(cmd, flag, form));
             match check(form, value) {
                 Some(want) => {
+                    let want = shown(kind, want);
                     let text = got.unwrap_or_else(|e| panic!("{flag} {form:?} refused: {e}"));
-                    let found = [format!(" {field}: Some({want})"), format!(" {field}: {want},")];
+                    let found = [
+                        format!(" {field}: Some({want})"),
+                        format!(" {field}: {want},"),
+                        format!(" {field}: {want} }}"),
+                    ];
                     assert!(found.iter().any(|f| text.contains(f)), "{flag} {form:?}: want {want} in {text}");
                 }
                 None => {
@@ -148,14 +211,34 @@ fn every_rate_and_size_flag_reads_the_one_grammar() {
                 checked += 1;
                 continue;
             }
+            if (flag, *form) == ("--max-buffer-memory", "1.5") {
+                // A bare number there counts MiB: 1.5 MiB is a whole number of bytes.
+                let text = parsed(&line(cmd, flag, form)).unwrap_or_else(|e| panic!("1.5 MiB refused: {e}"));
+                assert!(text.contains(" max_buffer_memory: 1572864,"), "{text}");
+                checked += 1;
+                continue;
+            }
             let e = parsed(&line(cmd, flag, form)).expect_err(&format!("{flag} {form:?} accepted"));
             assert!(e.contains(flag), "{flag} {form:?}: {e}");
-            let why = [hint, "smallest limit", "below 1 bit/s", "whole number of bytes", "power of two", "4 GiB"];
+            let why = [
+                hint,
+                "smallest limit",
+                "below 1 bit/s",
+                "whole number of bytes",
+                "power of two",
+                "4 GiB",
+                "has no unit",
+            ];
             assert!(why.iter().any(|w| e.contains(w)), "{flag} {form:?}: the error should say why: {e}");
             checked += 1;
         }
     }
-    assert_eq!(checked, 6 * (RATES.len() + BAD_RATES.len()) + 11 * (SIZES.len() + BAD_SIZES.len()));
+    assert_eq!(
+        checked,
+        6 * (RATES.len() + BAD_RATES.len())
+            + 11 * (SIZES.len() + BAD_SIZES.len())
+            + 15 * (DURATIONS.len() + BAD_DURATIONS.len())
+    );
 }
 
 #[test]
@@ -173,4 +256,49 @@ fn defaults_read_as_documented() {
     assert!(t.contains(" max_buffer_memory: 1073741824,"), "{t}");
     let t = parsed(&["demo"].map(String::from)).unwrap();
     assert!(t.contains(" mean_size: 1600000,"), "{t}");
+}
+
+#[test]
+fn duration_defaults_read_as_they_did_in_seconds() {
+    let t = parsed(&["cp", "a", "b"].map(String::from)).unwrap();
+    for want in [" timeout: 15s,", " stall_timeout: 300s,", " ssh_timeout: 30s,", " ssh_start_timeout: 120s"] {
+        assert!(t.contains(want), "{want} in {t}");
+    }
+    let t = parsed(&["serve", "--key-file", "k"].map(String::from)).unwrap();
+    for want in [
+        " max_duration: 3600s,",
+        " handshake_timeout: 10s,",
+        " shutdown_grace: 30s,",
+        " idle_timeout: 300s,",
+        " connect_deadline: 30s",
+    ] {
+        assert!(t.contains(want), "{want} in {t}");
+    }
+    let t = parsed(&["bench", "h"].map(String::from)).unwrap();
+    for want in [" time: None,", " omit: 0ns,", " interval: 1s,", " timeout: 15s,"] {
+        assert!(t.contains(want), "{want} in {t}");
+    }
+    let t = parsed(&["bench", "h", "-t", "30", "-i", "0.5", "-O", "2"].map(String::from)).unwrap();
+    assert!(t.contains(" time: Some(30s),") && t.contains(" interval: 500ms,") && t.contains(" omit: 2s,"), "{t}");
+}
+
+#[test]
+fn closed_sets_are_value_enums_with_their_old_spellings() {
+    let t = parsed(&["cp", "a", "b"].map(String::from)).unwrap();
+    assert!(t.contains(" cipher: Auto,"), "{t}");
+    for (word, want) in [("auto", "Auto"), ("aes-256-gcm", "Aes256Gcm"), ("chacha20-poly1305", "ChaCha20Poly1305")] {
+        let t = parsed(&["cp", "--cipher", word, "a", "b"].map(String::from)).unwrap();
+        assert!(t.contains(&format!(" cipher: {want},")), "{word}: {t}");
+    }
+    let e = parsed(&["cp", "--cipher", "rot13", "a", "b"].map(String::from)).unwrap_err();
+    assert!(e.contains("aes-256-gcm") && e.contains("chacha20-poly1305"), "{e}");
+    let t = parsed(&["bench", "h"].map(String::from)).unwrap();
+    assert!(t.contains(" test: TcpStream,"), "{t}");
+    for (word, want) in
+        [("tcp-stream", "TcpStream"), ("udp-stream", "UdpStream"), ("tcp-rr", "TcpRr"), ("tcp-crr", "TcpCrr")]
+    {
+        let t = parsed(&["bench", "h", "--test", word].map(String::from)).unwrap();
+        assert!(t.contains(&format!(" test: {want},")), "{word}: {t}");
+    }
+    assert!(parsed(&["bench", "h", "--test", "tcp-maerts"].map(String::from)).unwrap_err().contains("tcp-crr"));
 }

@@ -111,9 +111,10 @@ pub struct ServeSshArgs {
     /// With --ssh: listen on 127.0.0.1 only (cp --via-ssh reaches it through the ssh connection).
     #[arg(long, requires = "ssh")]
     pub ssh_loopback: bool,
-    /// With --once: seconds to wait for the client to connect before giving up.
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
-    pub connect_deadline: u64,
+    /// With --once: how long to wait for the client to connect before giving up, a duration
+    /// (30s, 2m); a bare number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = linerate_model::units::parse_duration)]
+    pub connect_deadline: Duration,
     /// Print `LINERATE-PROTOCOL <version> SOFTWARE <version>` and exit: how `cp` tells whether
     /// the linerate on a remote PATH can serve it.
     #[arg(long, hide = true, exclusive = true)]
@@ -899,7 +900,7 @@ pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout
         Err(e) => return fail("finding the current directory", &e),
     };
     let addr = std::env::var_os("SSH_CONNECTION").and_then(|v| ssh::ssh_connection_addr(&v.to_string_lossy()));
-    let deadline = Duration::from_secs(a.connect_deadline.max(1));
+    let deadline = a.connect_deadline.max(Duration::from_secs(1));
     let listens: Vec<SocketAddr> = if a.ssh_loopback {
         vec![SocketAddr::from(([127, 0, 0, 1], 0))]
     } else {

@@ -13,6 +13,8 @@
 //! they are SI (`kB`, `MB`: ×1000); `Ki`, `Mi`, `Gi`, `Ti`, with or without `B`, are IEC (×1024).
 //! A lone `B` is bytes. Prefix letters and the `i` may be either case; `B` must be a capital (a
 //! `b` is a bit). A size must come to a whole number of bytes: `1.5K` is 1536, `1.5` is refused.
+//! A flag whose bare number always counted a larger unit (`serve --max-buffer-memory`, MiB)
+//! reads the same grammar through [`parse_size_bare`], and says that unit in its help.
 //!
 //! **Rates** count bits per second. The prefixes `k`, `M`, `G`, `T` (either case) are SI
 //! (×1000), `Ki`, `Mi`, `Gi`, `Ti` IEC (×1024); then `bit`, `bits`, `b` or nothing for bits,
@@ -296,6 +298,28 @@ fn scaled(t: &str, what: Quantity, unit_of: fn(&str) -> Option<u64>) -> Result<(
 pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     let t = s.trim();
     let (n, den, inexact) = scaled(t, Quantity::Size, size_unit)?;
+    whole_bytes(t, n, den, inexact)
+}
+
+/// Reads a size as [`parse_size`] does, except that a bare number (no unit) counts `bare` bytes
+/// a unit: `parse_size_bare("512", 1 << 20)` is 512 MiB, `"2GiB"` and `"64K"` are what they say.
+/// For a flag whose bare number always meant more than bytes (`serve --max-buffer-memory`,
+/// MiB); its help states the unit.
+pub fn parse_size_bare(s: &str, bare: u64) -> Result<u64, UnitError> {
+    let t = s.trim();
+    let (d, unit) = number(t, Quantity::Size)?;
+    if !unit.is_empty() {
+        return parse_size(t);
+    }
+    let n = d
+        .digits
+        .checked_mul(u128::from(bare))
+        .ok_or_else(|| UnitError::Overflow { what: Quantity::Size, input: shown(t) })?;
+    whole_bytes(t, n, 10u128.pow(d.scale), d.inexact)
+}
+
+/// `n / den` bytes, refused when it is not a whole number or does not fit in 64 bits.
+fn whole_bytes(t: &str, n: u128, den: u128, inexact: bool) -> Result<u64, UnitError> {
     if inexact || n % den != 0 {
         return Err(UnitError::FractionalBytes { input: shown(t) });
     }
@@ -571,6 +595,29 @@ mod tests {
             ("18446744073709551615", u64::MAX),
         ];
         reads(parse_size, table);
+    }
+
+    #[test]
+    fn a_bare_size_may_count_a_larger_unit() {
+        let mib = |t: &str| parse_size_bare(t, MI);
+        reads(
+            mib,
+            &[
+                ("512", 512 * MI),
+                (" 1024 ", GI),
+                ("1.5", 3 * MI / 2),
+                ("2GiB", 2 * GI),
+                ("64K", 64 * KI),
+                ("1MB", 1_000_000),
+                ("0", 0),
+            ],
+        );
+        assert!(matches!(mib("64Q"), Err(UnitError::UnknownUnit { .. })));
+        assert!(matches!(mib("-1"), Err(UnitError::Negative { .. })));
+        assert!(matches!(mib(""), Err(UnitError::Empty { .. })));
+        assert!(matches!(mib("0.0000001"), Err(UnitError::FractionalBytes { .. })));
+        assert!(matches!(mib("17592186044416"), Err(UnitError::Overflow { .. })));
+        assert_eq!(parse_size_bare("4096", 1), parse_size("4096"));
     }
 
     #[test]

@@ -91,16 +91,17 @@ pub struct BenchArgs {
     #[command(flatten)]
     keys: crate::keys::ClientKeyArgs,
     /// Test kind.
-    #[arg(long, default_value = "tcp-stream", value_parser = ["tcp-stream", "udp-stream", "tcp-rr", "tcp-crr"])]
-    test: String,
+    #[arg(long, value_enum, default_value_t = Test::TcpStream)]
+    test: Test,
     /// Parallel connections (1 to 10,000) [default: 1]. With a one-group --profile, the
     /// group's connection count.
     #[arg(short = 'P', long = "parallel")]
     connections: Option<u32>,
-    /// Seconds to measure [default: 10]; with -n or -k, a safety cap [default then: 600]. 0:
-    /// until Ctrl-C, at most the agent's cap (iperf3 -t 0).
-    #[arg(short = 't', long = "time")]
-    time: Option<f64>,
+    /// Time to measure, a duration (10, 1.5s, 2m; a bare number is seconds, as iperf3's)
+    /// [default: 10s]; with -n or -k, a safety cap [default then: 10m]. 0: until Ctrl-C, at
+    /// most the agent's cap (iperf3 -t 0).
+    #[arg(short = 't', long = "time", value_name = "DURATION", value_parser = units::parse_duration)]
+    time: Option<Duration>,
     /// End once this many bytes are sent over all connections, the warm-up included (iperf3
     /// -n): a size (10M = 10 MiB). tcp-stream one way, or udp-stream sent by the client.
     #[arg(short = 'n', long = "bytes", value_name = "SIZE", value_parser = parse_size64, conflicts_with = "blockcount")]
@@ -108,12 +109,14 @@ pub struct BenchArgs {
     /// End once this many writes of -l bytes (UDP: datagrams) are sent (iperf3 -k).
     #[arg(short = 'k', long = "blockcount", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     blockcount: Option<u64>,
-    /// Seconds of warm-up run first and not counted (iperf3 -O).
-    #[arg(short = 'O', long, default_value_t = 0.0)]
-    omit: f64,
-    /// Seconds between interval reports; 0: no interval lines (iperf3 -i 0).
-    #[arg(short = 'i', long, default_value_t = 1.0)]
-    interval: f64,
+    /// Warm-up run first and not counted (iperf3 -O): a duration (2, 500ms); a bare number is
+    /// seconds.
+    #[arg(short = 'O', long, value_name = "DURATION", default_value = "0s", value_parser = units::parse_duration)]
+    omit: Duration,
+    /// Time between interval reports (iperf3 -i): a duration (1, 0.5, 200ms); a bare number is
+    /// seconds. 0: no interval lines (iperf3 -i 0).
+    #[arg(short = 'i', long, value_name = "DURATION", default_value = "1s", value_parser = units::parse_duration)]
+    interval: Duration,
     /// The server sends, the client receives.
     #[arg(short = 'R', long, conflicts_with = "bidir")]
     reverse: bool,
@@ -227,9 +230,10 @@ pub struct BenchArgs {
     /// No interval lines.
     #[arg(short, long)]
     quiet: bool,
-    /// Seconds allowed to connect, authenticate and open the data connections.
-    #[arg(long, default_value_t = 15)]
-    timeout: u64,
+    /// Time allowed to connect, authenticate and open the data connections: a duration (15s,
+    /// 1m); a bare number is seconds. At least 1 s.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = units::parse_duration)]
+    timeout: Duration,
     /// Connect and authenticate, then wait until this wall-clock instant (milliseconds since
     /// the Unix epoch) before the first test, so that clients started one after another
     /// measure at the same time (`linerate lab run` starts a group's members so). An instant
@@ -432,28 +436,43 @@ fn pair(s: &str, what: &str) -> Result<(f64, f64)> {
     ))
 }
 
-fn secs_ms(v: f64, what: &str) -> Result<u64> {
-    if !(v.is_finite() && v >= 0.0) || v > 1e7 {
-        bail!("{what} {v}: must be a number of seconds, 0 or more");
+/// A duration flag in whole milliseconds, rounded to the nearest (the wire's unit), at most
+/// 10,000,000 s as before.
+fn secs_ms(d: Duration, what: &str) -> Result<u64> {
+    if d > Duration::from_secs(10_000_000) {
+        bail!("{what} {d:?}: must be at most 10000000 s (about 115 days)");
     }
-    Ok((v * 1000.0).round() as u64)
+    Ok(((d.as_nanos() + 500_000) / 1_000_000) as u64)
+}
+
+/// `--test`: the test kinds a command line may ask for (a profile is `--profile`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Test {
+    // One way bulk TCP (iperf3's default).
+    TcpStream,
+    // UDP at a rate (-u).
+    UdpStream,
+    // TCP request/response on open connections (netperf TCP_RR).
+    TcpRr,
+    // TCP connect, request/response, close (netperf TCP_CRR).
+    TcpCrr,
 }
 
 /// The base test from the flags; `udp_size` is the datagram size when -l does not give one.
 fn base_spec(a: &BenchArgs, udp_size: u32) -> Result<TestSpec> {
-    let kind = match (a.profile.is_some(), a.test.as_str()) {
+    let kind = match (a.profile.is_some(), a.test) {
         (true, _) => TestKind::Profile,
         _ if a.udp => TestKind::UdpStream,
-        (_, "udp-stream") => TestKind::UdpStream,
-        (_, "tcp-rr") => TestKind::TcpRr,
-        (_, "tcp-crr") => TestKind::TcpCrr,
-        _ => TestKind::TcpStream,
+        (_, Test::UdpStream) => TestKind::UdpStream,
+        (_, Test::TcpRr) => TestKind::TcpRr,
+        (_, Test::TcpCrr) => TestKind::TcpCrr,
+        (_, Test::TcpStream) => TestKind::TcpStream,
     };
     let mut s = TestSpec::new(kind);
     s.connections = a.connections.unwrap_or(1);
     // With a byte count the clock is only a cap.
     let counted = a.bytes.is_some() || a.blockcount.is_some();
-    s.duration_ms = secs_ms(a.time.unwrap_or(if counted { 600.0 } else { 10.0 }), "--time")?;
+    s.duration_ms = secs_ms(a.time.unwrap_or(Duration::from_secs(if counted { 600 } else { 10 })), "--time")?;
     // -t 0: until Ctrl-C; the agent grants its cap as the duration.
     s.until_stopped = s.duration_ms == 0 && a.time.is_some();
     s.bytes = a.bytes;
@@ -628,7 +647,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         secret,
         key_auth,
         suite: conn::preferred_suite(),
-        timeout: Duration::from_secs(a.timeout.max(1)),
+        timeout: a.timeout.max(Duration::from_secs(1)),
         tuning,
     };
     // The report (live lines, tables, the JSON or CSV document) goes to stdout, or with
@@ -686,7 +705,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         }
     }
     let live = !(a.quiet || a.json || a.csv || a.json_iperf3);
-    let lines = live && a.interval > 0.0;
+    let lines = live && !a.interval.is_zero();
     let link = a.link_rate.map(|r| (r as f64, a.mtu));
     let mut done = Vec::new();
     // `--hgrm`'s files, rendered once the test has run.

@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use linerate_engine::copy::send::{self, CopyConfig};
 use linerate_engine::net::conn;
-use linerate_model::units::RateUnit;
+use linerate_model::units::{parse_duration, RateUnit};
 use linerate_proto::caps;
 use linerate_proto::hello::Suite;
 use std::path::PathBuf;
@@ -194,15 +194,17 @@ pub struct CpArgs {
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_chunk_size)]
     chunk_size: u32,
     /// AEAD: auto picks AES-256-GCM where the CPU accelerates AES, else ChaCha20-Poly1305.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "aes-256-gcm", "chacha20-poly1305"])]
-    cipher: String,
-    /// Seconds allowed to connect and authenticate.
-    #[arg(long, default_value_t = 15)]
-    timeout: u64,
-    /// Seconds a stream may make no progress sending before the copy fails (a cut link, a
-    /// stalled server); over ssh, also the self-upload's bound when ssh takes no byte.
-    #[arg(long, default_value_t = 300)]
-    stall_timeout: u64,
+    #[arg(long, value_enum, default_value_t = Cipher::Auto)]
+    cipher: Cipher,
+    /// Time allowed to connect and authenticate: a duration (15s, 1m); a bare number is
+    /// seconds. At least 1 s.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Time a stream may make no progress sending before the copy fails (a cut link, a stalled
+    /// server); over ssh, also the self-upload's bound when ssh takes no byte. A duration (300s,
+    /// 5m); a bare number is seconds. At least 1 s.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    stall_timeout: Duration,
     /// Run store to save this run in (a SQLite file or a postgres:// URL) [default: $LINERATE_DB, else the user's data directory].
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
@@ -242,6 +244,30 @@ pub struct CpArgs {
     /// Print help (`-h` is --human-readable, as in rsync).
     #[arg(long, action = clap::ArgAction::Help)]
     help: Option<bool>,
+}
+
+/// `--cipher`: the AEAD of the handshake and records.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Cipher {
+    // AES-256-GCM where the CPU accelerates AES, else ChaCha20-Poly1305.
+    Auto,
+    // AES-256-GCM.
+    #[value(name = "aes-256-gcm")]
+    Aes256Gcm,
+    // ChaCha20-Poly1305.
+    #[value(name = "chacha20-poly1305")]
+    ChaCha20Poly1305,
+}
+
+impl Cipher {
+    /// The suite it names; `auto` asks the CPU.
+    fn suite(self) -> Suite {
+        match self {
+            Cipher::Auto => conn::preferred_suite(),
+            Cipher::Aes256Gcm => Suite::Aes256Gcm,
+            Cipher::ChaCha20Poly1305 => Suite::ChaCha20Poly1305,
+        }
+    }
 }
 
 /// What of rsync's -a (-o, -g, -D) a copy keeps, from the flags.
@@ -308,11 +334,7 @@ pub fn run_cp(mut a: CpArgs) -> Done {
     let Some(dest) = paths.pop() else {
         return Err(Error::usage("no destination"));
     };
-    let suite = match a.cipher.as_str() {
-        "aes-256-gcm" => Suite::Aes256Gcm,
-        "chacha20-poly1305" => Suite::ChaCha20Poly1305,
-        _ => conn::preferred_suite(),
-    };
+    let suite = a.cipher.suite();
     let unit = if a.bytes { RateUnit::Bytes } else { RateUnit::Bits };
     let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose, unit };
     let meta = Meta::of(&a);
@@ -346,8 +368,8 @@ pub fn run_cp(mut a: CpArgs) -> Done {
         c.verify = a.verify;
         c.fsync = a.fsync;
         c.suite = suite;
-        c.timeout = Duration::from_secs(a.timeout.max(1));
-        c.stall_timeout = Duration::from_secs(a.stall_timeout.max(1));
+        c.timeout = a.timeout.max(Duration::from_secs(1));
+        c.stall_timeout = a.stall_timeout.max(Duration::from_secs(1));
         c.checksum = a.checksum;
         // --delete-excluded implies --delete, as in rsync.
         c.delete = a.delete || a.filter.delete_excluded;

@@ -15,11 +15,20 @@ pub struct KeygenArgs {
     file: Option<PathBuf>,
     /// secret: a random 256-bit key shared by client and server (64 hex digits, mode 0600).
     /// ed25519: a key pair for daemon mode (private key PKCS#8 PEM, mode 0600).
-    #[arg(long = "type", short = 't', default_value = "secret", value_parser = ["secret", "ed25519"])]
-    kind: String,
+    #[arg(long = "type", short = 't', value_enum, default_value_t = KeyType::Secret)]
+    kind: KeyType,
     /// Comment on the public key line (default: user@host).
     #[arg(long, short = 'C')]
     comment: Option<String>,
+}
+
+/// `--type`: the kind of key to make.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyType {
+    // A shared secret.
+    Secret,
+    // An ed25519 key pair.
+    Ed25519,
 }
 
 /// Run `linerate keygen`: a missing FILE or a key file that exists is usage; a directory or
@@ -47,7 +56,7 @@ fn make_parent(file: &std::path::Path) -> Result<()> {
 }
 
 fn keygen(a: &KeygenArgs) -> Result<()> {
-    if a.kind == "secret" {
+    if a.kind == KeyType::Secret {
         let file = a.file.as_ref().ok_or_else(|| Error::usage("a shared key needs FILE: linerate keygen FILE"))?;
         if a.comment.is_some() {
             return Err(Error::usage("--comment is for ed25519 keys (--type ed25519)"));

@@ -90,8 +90,8 @@ enum LabCmd {
         #[arg(required = true)]
         changes: Vec<String>,
         /// Only one direction: `a>b` or `b>a` (default both).
-        #[arg(long, default_value = "both", value_parser = ["both", "a>b", "b>a"])]
-        dir: String,
+        #[arg(long, value_enum, default_value_t = Dir::Both)]
+        dir: Dir,
         /// Run id, when several labs are up.
         #[arg(long)]
         run: Option<String>,
@@ -115,7 +115,7 @@ pub fn run_lab(a: LabArgs) -> crate::error::Result {
         LabCmd::Exec { host, run, cmd } => exec(&host, run.as_deref(), &cmd),
         LabCmd::Run { file, output, db, no_save, scale_time } => run(file, output, db, no_save, scale_time),
         LabCmd::Plan { file } => plan(file),
-        LabCmd::Set { link, changes, dir, run } => set(&link, &changes, &dir, run.as_deref()),
+        LabCmd::Set { link, changes, dir, run } => set(&link, &changes, dir, run.as_deref()),
         LabCmd::Emulate { config } => linerate_lab::emu::run(&config).map_err(Into::into),
     };
     // The lab's own errors say their kind; anything else stopped the lab from being built or run.
@@ -231,7 +231,31 @@ fn status(json: bool) -> Result<()> {
     Ok(())
 }
 
-fn set(link: &str, changes: &[String], dir: &str, run: Option<&str>) -> Result<()> {
+/// `lab set --dir`: the directions of a link a change applies to.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    // Both directions.
+    Both,
+    // From the link's first end to its second.
+    #[value(name = "a>b")]
+    AB,
+    // From the link's second end to its first.
+    #[value(name = "b>a")]
+    BA,
+}
+
+impl Dir {
+    /// The word the emulator's `set` request takes.
+    fn word(self) -> &'static str {
+        match self {
+            Dir::Both => "both",
+            Dir::AB => "a>b",
+            Dir::BA => "b>a",
+        }
+    }
+}
+
+fn set(link: &str, changes: &[String], dir: Dir, run: Option<&str>) -> Result<()> {
     let s = RunState::find(run)?;
     let Some(sock) = s.emulators.get(link) else {
         let links: Vec<&String> = s.emulators.keys().collect();
@@ -242,7 +266,8 @@ fn set(link: &str, changes: &[String], dir: &str, run: Option<&str>) -> Result<(
         ))
         .into());
     };
-    let request = if changes == ["stats"] { "stats".to_string() } else { format!("set {dir} {}", changes.join(" ")) };
+    let request =
+        if changes == ["stats"] { "stats".to_string() } else { format!("set {} {}", dir.word(), changes.join(" ")) };
     outln!("{}", linerate_lab::emu::ask(sock, &request)?)?;
     Ok(())
 }

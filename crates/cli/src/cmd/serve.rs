@@ -9,7 +9,7 @@ use linerate_engine::copy::recv;
 use linerate_engine::log::{Level, Log, LogFormat};
 use linerate_engine::server::{Server, ServerConfig};
 use linerate_engine::shutdown::{Stage, Stopper};
-use linerate_model::units::format_rate;
+use linerate_model::units::{self, format_rate, parse_duration, UnitError};
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,9 +23,9 @@ pub struct ServeArgs {
     /// Directory every copy is confined beneath. Without it the server answers benchmarks only.
     #[arg(long)]
     root: Option<PathBuf>,
-    /// Longest benchmark test, seconds (warm-up included).
-    #[arg(long, default_value_t = 3600)]
-    max_duration: u64,
+    /// Longest benchmark test, warm-up included: a duration (90s, 2h); a bare number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    max_duration: Duration,
     /// Most connections in one benchmark test.
     #[arg(long, default_value_t = 10_000)]
     max_connections: u32,
@@ -71,22 +71,24 @@ pub struct ServeArgs {
     /// Most sessions at once.
     #[arg(long, default_value_t = 64)]
     max_sessions: usize,
-    /// Seconds a client has from connecting to its first request, however slowly it sends.
-    #[arg(long, default_value_t = 10)]
-    handshake_timeout: u64,
-    /// Receive buffers all copy sessions together may reserve: a size (2GiB), or a bare number
-    /// of MiB; a push reserves streams × its chunk size (at most 256 MiB) when it starts, and is
-    /// refused as busy when that is not free.
+    /// Time a client has from connecting to its first request, however slowly it sends: a
+    /// duration (10s, 1m); a bare number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    handshake_timeout: Duration,
+    /// Receive buffers all copy sessions together may reserve: a size (2GiB, 512M); a bare
+    /// number is MiB (512 = 512 MiB). A push reserves streams × its chunk size (at most 256 MiB)
+    /// when it starts, and is refused as busy when that is not free.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_buffer_memory)]
     max_buffer_memory: u64,
-    /// On SIGTERM or SIGINT: stop accepting, let running sessions finish for this many
-    /// seconds, then abort the rest cleanly (unfinished files removed, resumable ones kept) and
-    /// exit 0. A second signal aborts them at once.
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
-    shutdown_grace: u64,
-    /// Seconds a stream may stay silent mid-session.
-    #[arg(long, default_value_t = 300)]
-    idle_timeout: u64,
+    /// On SIGTERM or SIGINT: stop accepting, let running sessions finish for this long (a
+    /// duration, 30s, 2m; a bare number is seconds), then abort the rest cleanly (unfinished
+    /// files removed, resumable ones kept) and exit 0. A second signal aborts them at once.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
+    /// Time a stream may stay silent mid-session: a duration (300s, 5m); a bare number is
+    /// seconds.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    idle_timeout: Duration,
     /// No per-session log lines.
     #[arg(long, short)]
     quiet: bool,
@@ -152,13 +154,13 @@ fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
 
 /// `--max-buffer-memory`: a size in the one grammar, in bytes; a bare number counts MiB, as the
 /// flag always did.
-pub(crate) fn parse_buffer_memory(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-        let mib: u64 = t.parse().map_err(|_| format!("{t} MiB is too large"))?;
-        return mib.checked_mul(1 << 20).ok_or_else(|| format!("{t} MiB is too large"));
-    }
-    linerate_model::units::parse_size(t).map_err(|e| e.to_string())
+pub(crate) fn parse_buffer_memory(s: &str) -> Result<u64, UnitError> {
+    units::parse_size_bare(s, 1 << 20)
+}
+
+/// A timeout from its flag: at least a second, as the flags always read a 0.
+fn at_least_1s(d: Duration) -> Duration {
+    d.max(Duration::from_secs(1))
 }
 
 /// The log line of `--max-rate-per-client` and `--max-rate-total`: only the caps given.
@@ -183,7 +185,7 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
         return Ok(());
     }
     if a.ssh.ssh {
-        let (hs, idle) = (Duration::from_secs(a.handshake_timeout.max(1)), Duration::from_secs(a.idle_timeout.max(1)));
+        let (hs, idle) = (at_least_1s(a.handshake_timeout), at_least_1s(a.idle_timeout));
         return crate::ssh::run_serve_ssh(&a.ssh, hs, idle);
     }
     let log = Log::new(a.log_format);
@@ -216,20 +218,20 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
     };
     let mut cfg = ServerConfig::bench_only(listen, secret);
     cfg.root = a.root;
-    cfg.bench.limits.max_duration_ms = a.max_duration.saturating_mul(1000);
+    cfg.bench.limits.max_duration_ms = u64::try_from(a.max_duration.as_millis()).unwrap_or(u64::MAX);
     cfg.bench.limits.max_connections = a.max_connections;
     cfg.bench.limits.max_rate_bps = a.max_rate.unwrap_or(u64::MAX);
     cfg.bench.max_tests = a.max_tests.max(1);
-    cfg.bench.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
+    cfg.bench.handshake_timeout = at_least_1s(a.handshake_timeout);
     cfg.bench.data_ports = a.data_ports;
     cfg.max_handshakes_per_source = a.max_handshakes_per_source.max(1);
     cfg.once = a.once;
-    cfg.first_connect_deadline = a.once.then(|| Duration::from_secs(a.ssh.connect_deadline.max(1)));
+    cfg.first_connect_deadline = a.once.then(|| at_least_1s(a.ssh.connect_deadline));
     cfg.max_sessions = a.max_sessions.max(1);
     cfg.max_buffer_memory = usize::try_from(a.max_buffer_memory).unwrap_or(usize::MAX).max(1 << 20);
-    cfg.shutdown_grace = Duration::from_secs(a.shutdown_grace);
-    cfg.handshake_timeout = Duration::from_secs(a.handshake_timeout.max(1));
-    cfg.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
+    cfg.shutdown_grace = a.shutdown_grace;
+    cfg.handshake_timeout = at_least_1s(a.handshake_timeout);
+    cfg.idle_timeout = at_least_1s(a.idle_timeout);
     cfg.log = !a.quiet;
     cfg.log_format = a.log_format;
     cfg.rate_per_client = a.max_rate_per_client;
@@ -282,13 +284,14 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
 /// SIGTERM and SIGINT stop the server: the first lets running sessions finish within the grace,
 /// a second aborts them now. A thread turns the signals into [`Stopper::stop`]
 /// (`signal_hook::iterator::Signals`). Each signal is logged to `log` (none: `--quiet`).
-fn stop_on_signals(stopper: Stopper, grace: u64, log: Option<Log>) -> std::io::Result<()> {
+fn stop_on_signals(stopper: Stopper, grace: Duration, log: Option<Log>) -> std::io::Result<()> {
     let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
     stopper.on_signals(&signals, move |stage| {
         if let Some(log) = log {
             if stage == Stage::Stopping {
                 let msg = format!(
-                    "stopping: no new sessions; running ones have {grace} s to finish (signal again to abort them now)"
+                    "stopping: no new sessions; running ones have {} to finish (signal again to abort them now)",
+                    units::significant(grace.as_secs_f64(), 3) + " s"
                 );
                 log.emit(Level::Info, &msg, &[]);
             } else {
