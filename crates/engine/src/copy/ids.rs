@@ -1,86 +1,32 @@
 //! User and group names for `-o`/`-g` (rsync's name mapping): the sender names the ids of what it
-//! sends, the receiver looks each name up to find its own id. The C library's reentrant lookups
-//! (`getpwuid_r` and friends) read /etc/passwd, /etc/group or whatever NSS is configured; they
-//! are the only unsafe code here. Also what the receiving process may apply: owners as root,
-//! groups as root or where it is a member (as rsync's receiver decides).
+//! sends, the receiver looks each name up to find its own id. The lookups are `nix`'s safe
+//! wrappers of the C library's reentrant calls (`getpwuid_r` and friends, a buffer grown on
+//! `ERANGE` up to 1 MiB), which read /etc/passwd, /etc/group or whatever NSS is configured.
+//! `nix` holds names as UTF-8 (a name that is not is read lossily); the wire carries printable
+//! ASCII names only (`linerate_proto::name::validate_id_name`), so no name that crosses it
+//! changes. Also what the receiving process may apply: owners as root, groups as root or where
+//! it is a member (as rsync's receiver decides).
 
-#![allow(unsafe_code)]
-
-use std::ffi::{CStr, CString};
-use std::os::raw::{c_char, c_int};
-
-/// Largest buffer a lookup grows to (a group with many members can need more than the default).
-const MAX_BUF: usize = 1 << 20;
-
-/// A passwd or group record: its name and id.
-trait Entry: Sized {
-    /// The name and id, copied out.
-    ///
-    /// # Safety
-    /// `self` must have been filled in by a successful lookup whose buffer is still alive.
-    unsafe fn read(&self) -> (Vec<u8>, u32);
-}
-
-impl Entry for libc::passwd {
-    unsafe fn read(&self) -> (Vec<u8>, u32) {
-        // SAFETY: the caller's contract: `pw_name` is a NUL-terminated string in the live buffer.
-        (unsafe { CStr::from_ptr(self.pw_name) }.to_bytes().to_vec(), self.pw_uid)
-    }
-}
-
-impl Entry for libc::group {
-    unsafe fn read(&self) -> (Vec<u8>, u32) {
-        // SAFETY: as above, for `gr_name`.
-        (unsafe { CStr::from_ptr(self.gr_name) }.to_bytes().to_vec(), self.gr_gid)
-    }
-}
-
-/// Run one `get*_r` lookup with a buffer that grows on `ERANGE`; `None` when not found or failed.
-fn lookup<T: Entry>(call: impl Fn(*mut T, *mut c_char, usize, *mut *mut T) -> c_int) -> Option<(Vec<u8>, u32)> {
-    let mut size = 1024;
-    loop {
-        let mut buf = vec![0 as c_char; size];
-        // SAFETY: passwd and group are plain C structs of integers and pointers; all-zero is a
-        // valid value, and the call overwrites it.
-        let mut entry: T = unsafe { std::mem::zeroed() };
-        let mut result: *mut T = std::ptr::null_mut();
-        let rc = call(&mut entry, buf.as_mut_ptr(), buf.len(), &mut result);
-        if rc == libc::ERANGE && size < MAX_BUF {
-            size *= 4;
-            continue;
-        }
-        if rc != 0 || result.is_null() {
-            return None;
-        }
-        // SAFETY: the lookup succeeded and filled `entry`, whose strings live in `buf`, alive here.
-        return Some(unsafe { entry.read() });
-    }
-}
+use nix::unistd::{Gid, Group, Uid, User};
 
 /// The name of user `uid` on this machine.
 pub fn user_name(uid: u32) -> Option<Vec<u8>> {
-    // SAFETY: every pointer is valid for the call; the buffer length is its real length.
-    lookup::<libc::passwd>(|e, b, n, r| unsafe { libc::getpwuid_r(uid, e, b, n, r) }).map(|(name, _)| name)
+    User::from_uid(Uid::from_raw(uid)).ok().flatten().map(|u| u.name.into_bytes())
 }
 
 /// The name of group `gid` on this machine.
 pub fn group_name(gid: u32) -> Option<Vec<u8>> {
-    // SAFETY: as for `user_name`.
-    lookup::<libc::group>(|e, b, n, r| unsafe { libc::getgrgid_r(gid, e, b, n, r) }).map(|(name, _)| name)
+    Group::from_gid(Gid::from_raw(gid)).ok().flatten().map(|g| g.name.into_bytes())
 }
 
-/// This machine's id of user `name`.
+/// This machine's id of user `name` (`None` for a name with a NUL or not UTF-8: no such user).
 pub fn user_id(name: &[u8]) -> Option<u32> {
-    let c = CString::new(name).ok()?;
-    // SAFETY: as for `user_name`; `c` is NUL-terminated and outlives the call.
-    lookup::<libc::passwd>(|e, b, n, r| unsafe { libc::getpwnam_r(c.as_ptr(), e, b, n, r) }).map(|(_, id)| id)
+    User::from_name(std::str::from_utf8(name).ok()?).ok().flatten().map(|u| u.uid.as_raw())
 }
 
-/// This machine's id of group `name`.
+/// This machine's id of group `name` (as [`user_id`]).
 pub fn group_id(name: &[u8]) -> Option<u32> {
-    let c = CString::new(name).ok()?;
-    // SAFETY: as for `user_id`.
-    lookup::<libc::group>(|e, b, n, r| unsafe { libc::getgrnam_r(c.as_ptr(), e, b, n, r) }).map(|(_, id)| id)
+    Group::from_name(std::str::from_utf8(name).ok()?).ok().flatten().map(|g| g.gid.as_raw())
 }
 
 /// What the receiving process may apply: rsync's receiver sets owners only as the super-user, and
@@ -124,6 +70,7 @@ mod tests {
         assert_eq!(group_id(&g0), Some(0));
         assert_eq!(user_id(b"no-such-user-linerate"), None);
         assert_eq!(user_id(b"a\0b"), None);
+        assert_eq!(group_id(b"\xffroot"), None, "a name that is not UTF-8 names no group");
     }
 
     #[test]

@@ -298,6 +298,35 @@ fn halves(
     Ok((SendHalf { sock, sealer, buf: Vec::new() }, rx))
 }
 
+/// The client's side of the preambles, before `deadline`: send `hello`, read the server's and
+/// check its version and status. Returns the Noise prologue (both preambles, in order). A server
+/// that does not offer the authentication asked for answers `Unsupported`: with `unsupported`,
+/// a usage error "`addr` `unsupported`" (how to authenticate instead), else a refusal.
+fn preambles(
+    sock: &mut TcpStream,
+    addr: SocketAddr,
+    hello: ClientHello,
+    deadline: Instant,
+    unsupported: Option<&str>,
+) -> Result<Vec<u8>, EngineError> {
+    let hello = hello.encode();
+    sock.write_all(&hello).map_err(|e| EngineError::net(format!("sending the preamble to {addr}"), e))?;
+    let mut sh = [0u8; SERVER_HELLO_LEN];
+    read_by(sock, &mut sh, deadline, "reading the server's preamble")?;
+    let server = ServerHello::decode(&sh)?;
+    if server.version != PROTOCOL_VERSION {
+        return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: server.version }.into());
+    }
+    match (ErrorCode::from_u16(server.status.into()), unsupported) {
+        _ if server.status == 0 => {}
+        (ErrorCode::Unsupported, Some(how)) => return Err(EngineError::Usage(format!("{addr} {how}"))),
+        (code, _) => return Err(EngineError::Refused { code }),
+    }
+    let mut prologue = hello.to_vec();
+    prologue.extend_from_slice(&sh);
+    Ok(prologue)
+}
+
 /// Connect as a client. For a control connection pass `session = [0; 16]` and `stream = 0`; the
 /// server's session id is returned in [`Secured::session`].
 pub fn connect(
@@ -312,27 +341,13 @@ pub fn connect(
     let mut sock =
         TcpStream::connect_timeout(&addr, timeout).map_err(|e| EngineError::net(format!("connecting to {addr}"), e))?;
     let deadline = Instant::now() + timeout;
-    let hello = ClientHello { kind, suite, session, stream, auth: AuthMode::Secret }.encode();
-    sock.write_all(&hello).map_err(|e| EngineError::net(format!("sending the preamble to {addr}"), e))?;
-    let mut sh = [0u8; SERVER_HELLO_LEN];
-    read_by(&mut sock, &mut sh, deadline, "reading the server's preamble")?;
-    let server = ServerHello::decode(&sh)?;
-    if server.version != PROTOCOL_VERSION {
-        return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: server.version }.into());
-    }
-    match ErrorCode::from_u16(server.status.into()) {
-        _ if server.status == 0 => {}
-        ErrorCode::Unsupported if kind == StreamKind::Control => {
-            return Err(EngineError::Usage(format!(
-                "{addr} does not accept a shared key (it admits ed25519 keys listed in its --authorized-keys): \
-                 use --identity FILE, or drop --key-file to use ~/.config/linerate/id_ed25519 \
-                 (made by `linerate keygen --type ed25519`)"
-            )))
-        }
-        code => return Err(EngineError::Refused { code }),
-    }
-    let mut prologue = hello.to_vec();
-    prologue.extend_from_slice(&sh);
+    let hello = ClientHello { kind, suite, session, stream, auth: AuthMode::Secret };
+    let unsupported = (kind == StreamKind::Control).then_some(
+        "does not accept a shared key (it admits ed25519 keys listed in its --authorized-keys): \
+         use --identity FILE, or drop --key-file to use ~/.config/linerate/id_ed25519 \
+         (made by `linerate keygen --type ed25519`)",
+    );
+    let prologue = preambles(&mut sock, addr, hello, deadline, unsupported)?;
     let mut hs = Handshake::new(Role::Initiator, suite, psk, &prologue)?;
     send_hs(&mut sock, &hs.write(b"")?)?;
     let reply = recv_reply(&mut sock, deadline)?;
@@ -402,26 +417,9 @@ pub fn connect_nn_on(
     let addr = sock.peer_addr().map_err(|e| EngineError::net("peer address", e))?;
     let deadline = Instant::now() + timeout;
     let hello =
-        ClientHello { kind: StreamKind::Control, suite, session: [0; 16], stream: 0, auth: AuthMode::PublicKey }
-            .encode();
-    sock.write_all(&hello).map_err(|e| EngineError::net(format!("sending the preamble to {addr}"), e))?;
-    let mut sh = [0u8; SERVER_HELLO_LEN];
-    read_by(&mut sock, &mut sh, deadline, "reading the server's preamble")?;
-    let server = ServerHello::decode(&sh)?;
-    if server.version != PROTOCOL_VERSION {
-        return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: server.version }.into());
-    }
-    match ErrorCode::from_u16(server.status.into()) {
-        _ if server.status == 0 => {}
-        ErrorCode::Unsupported => {
-            return Err(EngineError::Usage(format!(
-                "{addr} does not accept key authentication (it has no --authorized-keys); use --key-file"
-            )))
-        }
-        code => return Err(EngineError::Refused { code }),
-    }
-    let mut prologue = hello.to_vec();
-    prologue.extend_from_slice(&sh);
+        ClientHello { kind: StreamKind::Control, suite, session: [0; 16], stream: 0, auth: AuthMode::PublicKey };
+    let unsupported = Some("does not accept key authentication (it has no --authorized-keys); use --key-file");
+    let prologue = preambles(&mut sock, addr, hello, deadline, unsupported)?;
     let mut hs = Handshake::new_nn(Role::Initiator, suite, &prologue)?;
     send_hs(&mut sock, &hs.write(b"")?)?;
     let reply = recv_reply(&mut sock, deadline)?;

@@ -1,7 +1,14 @@
-//! The socket options no safe crate offers: `TCP_INFO`, read into `libc::tcp_info` (no offset
-//! table of our own), and `SO_MAX_PACING_RATE`. One of the modules with `unsafe` (with
-//! `copy::fill`): a `getsockopt` on a borrowed socket and the zeroed `tcp_info` it fills, and a
-//! `setsockopt` of one integer.
+//! Socket options no safe crate the workspace uses offers (rustix 1.1 and nix 0.32 have
+//! neither), each a small wrapper around `libc`:
+//! - [`set_max_pacing_rate`]: `setsockopt(SOL_SOCKET, SO_MAX_PACING_RATE)` of one 64-bit integer,
+//!   or 32 bits on kernels before 4.20 (one `unsafe` block, the call).
+//! - [`tcp_info`] and [`min_rtt_us`], through `raw_tcp_info`: `getsockopt(IPPROTO_TCP, TCP_INFO)`
+//!   into a zeroed `libc::tcp_info`, read as libc lays it out, no offset table of our own (two
+//!   `unsafe` blocks: the zeroed struct and the call).
+//!
+//! Every call is on a socket borrowed for its length (`AsFd`). The engine's other modules with
+//! `unsafe` are `copy::fill` (a vector's length extended over bytes `read` wrote) and
+//! `bench::dgram` (the UDP receiver's `recvmmsg` and its `UDP_GRO` control messages).
 #![allow(unsafe_code)]
 
 use linerate_proto::bench::TcpSample;

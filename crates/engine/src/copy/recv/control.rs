@@ -136,17 +136,17 @@ impl RecvSession {
         if self.p.flags & FLAG_DRY_RUN == 0 {
             self.settle_work_dir(true);
         }
-        let files = self.n.files.load(Relaxed);
-        if files + self.n.errors.load(Relaxed) + self.n.beneath_failed.load(Relaxed) < fin.files {
+        let files = self.n.tally.files.load(Relaxed);
+        if files + self.n.tally.errors.load(Relaxed) + self.n.beneath_failed.load(Relaxed) < fin.files {
             self.report(ErrorCode::Integrity, b"", &format!("client sent {} files, {files} arrived", fin.files));
         }
         let used = usage::thread().since(cpu0);
         let summary = Summary {
             files,
-            bytes: self.n.bytes.load(Relaxed),
-            dirs: self.n.dirs.load(Relaxed),
-            links: self.n.links.load(Relaxed),
-            errors: self.n.errors.load(Relaxed),
+            bytes: self.n.tally.bytes.load(Relaxed),
+            dirs: self.n.tally.dirs.load(Relaxed),
+            links: self.n.tally.links.load(Relaxed),
+            errors: self.n.tally.errors.load(Relaxed),
             cpu_user_us: self.n.cpu_user.load(Relaxed) + used.user_us,
             cpu_sys_us: self.n.cpu_sys.load(Relaxed) + used.sys_us,
             peak_rss: usage::peak_rss(),
@@ -349,7 +349,7 @@ impl RecvSession {
             Some(slot) => {
                 st.tracker.prefill(s.id, have.iter().copied());
                 st.open.insert(s.id, slot);
-                self.n.resumed_bytes.fetch_add(held, Relaxed);
+                self.n.tally.resumed_bytes.fetch_add(held, Relaxed);
                 if let Some(p) = &self.progress {
                     p.found_files.fetch_add(1, Relaxed);
                     p.found_bytes.fetch_add(s.size - held, Relaxed);
@@ -359,11 +359,11 @@ impl RecvSession {
                 st.open.remove(&s.id);
                 st.tracker.skip(s.id);
                 if dry && verdict != WANT_NONE {
-                    self.n.would_files.fetch_add(1, Relaxed);
-                    self.n.would_bytes.fetch_add(s.size - held.min(s.size), Relaxed);
+                    self.n.tally.would_files.fetch_add(1, Relaxed);
+                    self.n.tally.would_bytes.fetch_add(s.size - held.min(s.size), Relaxed);
                 } else {
-                    self.n.skipped_files.fetch_add(1, Relaxed);
-                    self.n.skipped_bytes.fetch_add(s.size, Relaxed);
+                    self.n.tally.skipped_files.fetch_add(1, Relaxed);
+                    self.n.tally.skipped_bytes.fetch_add(s.size, Relaxed);
                 }
                 if dry && verdict != WANT_NONE {
                     if let Some(l) = &self.list {
@@ -500,7 +500,7 @@ impl RecvSession {
                     }
                 }
             }
-            self.n.deleted.fetch_add(1, Relaxed);
+            self.n.tally.deleted.fetch_add(1, Relaxed);
             let kind = if dry { NOTE_WOULD_DELETE } else { NOTE_DELETED };
             match &self.list {
                 Some(l) => {

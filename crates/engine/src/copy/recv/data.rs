@@ -122,7 +122,7 @@ impl RecvSession {
         self.wake();
         match failed {
             None => {
-                self.n.dirs.fetch_add(1, Relaxed);
+                self.n.tally.dirs.fetch_add(1, Relaxed);
             }
             // Reported once; what lies beneath it is skipped without a message of its own, as
             // rsync does ("Skipping any contents from this failed directory").
@@ -153,7 +153,7 @@ impl RecvSession {
         };
         match made {
             Ok(()) => {
-                self.n.links.fetch_add(1, Relaxed);
+                self.n.tally.links.fetch_add(1, Relaxed);
             }
             Err((dir, e)) => self.entry_failed(dir.as_deref(), l.parent, &path, "cannot create symlink", &e)?,
         }
@@ -501,8 +501,8 @@ impl RecvSession {
         match r {
             Ok(()) => {
                 self.committed(done.file, true);
-                self.n.files.fetch_add(1, Relaxed);
-                self.n.bytes.fetch_add(done.size, Relaxed);
+                self.n.tally.files.fetch_add(1, Relaxed);
+                self.n.tally.bytes.fetch_add(done.size, Relaxed);
                 if let Some(p) = &self.progress {
                     p.files.fetch_add(1, Relaxed);
                     use std::os::unix::ffi::OsStrExt;

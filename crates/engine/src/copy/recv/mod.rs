@@ -11,6 +11,7 @@ use crate::copy::fsx::{self, Destination, DirCache};
 use crate::copy::journal::Journal;
 use crate::copy::mounts::{self, Exhausted};
 use crate::copy::send::{ListSink, Progress};
+use crate::copy::tally::Tally;
 use crate::copy::workdir::{self, WorkDir};
 use crate::net::conn::{RecvHalf, SendHalf};
 use crate::rate::SessionRate;
@@ -140,22 +141,13 @@ struct Work {
     dir: Option<Arc<WorkDir>>,
 }
 
+/// The receiver's counters: the ones both ends keep ([`Tally`]) and its own.
 #[derive(Default)]
 struct Counters {
-    files: AtomicU64,
-    bytes: AtomicU64,
-    dirs: AtomicU64,
-    links: AtomicU64,
-    errors: AtomicU64,
+    tally: Tally,
     cpu_user: AtomicU64,
     cpu_sys: AtomicU64,
     temp_seq: AtomicU64,
-    skipped_files: AtomicU64,
-    skipped_bytes: AtomicU64,
-    resumed_bytes: AtomicU64,
-    deleted: AtomicU64,
-    would_files: AtomicU64,
-    would_bytes: AtomicU64,
     /// Entries skipped without a message of their own beneath a directory that failed (which
     /// was reported once).
     beneath_failed: AtomicU64,
@@ -374,11 +366,11 @@ impl RecvSession {
     /// Sync counters.
     pub fn sync_counts(&self) -> SyncCounts {
         SyncCounts {
-            skipped_files: self.n.skipped_files.load(Relaxed),
-            skipped_bytes: self.n.skipped_bytes.load(Relaxed),
-            resumed_bytes: self.n.resumed_bytes.load(Relaxed),
-            deleted: self.n.deleted.load(Relaxed),
-            would_send: (self.n.would_files.load(Relaxed), self.n.would_bytes.load(Relaxed)),
+            skipped_files: self.n.tally.skipped_files.load(Relaxed),
+            skipped_bytes: self.n.tally.skipped_bytes.load(Relaxed),
+            resumed_bytes: self.n.tally.resumed_bytes.load(Relaxed),
+            deleted: self.n.tally.deleted.load(Relaxed),
+            would_send: (self.n.tally.would_files.load(Relaxed), self.n.tally.would_bytes.load(Relaxed)),
             refused: self.n.refused.load(Relaxed),
         }
     }
@@ -575,7 +567,7 @@ impl RecvSession {
     }
 
     fn report(&self, code: ErrorCode, path: &[u8], msg: &str) {
-        self.n.errors.fetch_add(1, Relaxed);
+        self.n.tally.errors.fetch_add(1, Relaxed);
         if let Some(sink) = &self.on_error {
             sink(format!(
                 "{}: {} ({})",

@@ -18,6 +18,7 @@ use session::*;
 use stream::*;
 
 use crate::copy::sched::Queue;
+use crate::copy::tally::Tally;
 use crate::copy::walk::{shown, Item, Root};
 use crate::net::conn::{self};
 use crate::rate::SessionRate;
@@ -33,35 +34,16 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The sender's counters: the ones both ends keep ([`Tally`]) and its own.
 #[derive(Default)]
 struct Totals {
-    files: AtomicU64,
-    bytes: AtomicU64,
-    dirs: AtomicU64,
-    links: AtomicU64,
-    errors: AtomicU64,
-    skipped_files: AtomicU64,
-    skipped_bytes: AtomicU64,
-    resumed_bytes: AtomicU64,
-    deleted: AtomicU64,
-    would_files: AtomicU64,
-    would_bytes: AtomicU64,
+    tally: Tally,
     refused_files: AtomicU64,
     /// Devices, FIFOs and sockets not sent (no `-D`).
     skipped_specials: AtomicU64,
 }
 
 impl Totals {
-    /// The `Finish` frame of these totals.
-    fn finish(&self) -> Finish {
-        Finish {
-            files: self.files.load(Relaxed),
-            bytes: self.bytes.load(Relaxed),
-            dirs: self.dirs.load(Relaxed),
-            links: self.links.load(Relaxed),
-        }
-    }
-
     /// What was sent: `fin` (at `finished_at`), the receiver's `summary` (at `summary_at`) and
     /// these totals.
     fn sent(&self, fin: Finish, summary: Summary, finished_at: Instant, summary_at: Instant) -> Sent {
@@ -70,12 +52,12 @@ impl Totals {
             summary,
             finished_at,
             summary_at,
-            local_errors: self.errors.load(Relaxed),
-            skipped_files: self.skipped_files.load(Relaxed),
-            skipped_bytes: self.skipped_bytes.load(Relaxed),
-            resumed_bytes: self.resumed_bytes.load(Relaxed),
-            deleted: self.deleted.load(Relaxed),
-            would_send: (self.would_files.load(Relaxed), self.would_bytes.load(Relaxed)),
+            local_errors: self.tally.errors.load(Relaxed),
+            skipped_files: self.tally.skipped_files.load(Relaxed),
+            skipped_bytes: self.tally.skipped_bytes.load(Relaxed),
+            resumed_bytes: self.tally.resumed_bytes.load(Relaxed),
+            deleted: self.tally.deleted.load(Relaxed),
+            would_send: (self.tally.would_files.load(Relaxed), self.tally.would_bytes.load(Relaxed)),
             refused_files: self.refused_files.load(Relaxed),
             skipped_specials: self.skipped_specials.load(Relaxed),
         }
@@ -106,7 +88,7 @@ struct Ctx {
 
 impl Ctx {
     fn fail(&self, msg: String) {
-        self.totals.errors.fetch_add(1, Relaxed);
+        self.totals.tally.errors.fetch_add(1, Relaxed);
         (self.on_error)(msg);
     }
 }

@@ -149,8 +149,8 @@ pub(super) fn on_want(
     };
     match verdict {
         WANT_NONE => {
-            t.skipped_files.fetch_add(1, Relaxed);
-            t.skipped_bytes.fetch_add(f.size, Relaxed);
+            t.tally.skipped_files.fetch_add(1, Relaxed);
+            t.tally.skipped_bytes.fetch_add(f.size, Relaxed);
             skip(f.size);
         }
         WANT_REFUSED => {
@@ -158,8 +158,8 @@ pub(super) fn on_want(
             skip(f.size);
         }
         _ if dry => {
-            t.would_files.fetch_add(1, Relaxed);
-            t.would_bytes.fetch_add(f.size - held, Relaxed);
+            t.tally.would_files.fetch_add(1, Relaxed);
+            t.tally.would_bytes.fetch_add(f.size - held, Relaxed);
             skip(f.size);
             ListSink::say(
                 list,
@@ -173,7 +173,7 @@ pub(super) fn on_want(
         }
         verdict => {
             if verdict == WANT_MISSING && held > 0 {
-                t.resumed_bytes.fetch_add(held, Relaxed);
+                t.tally.resumed_bytes.fetch_add(held, Relaxed);
                 ctx.progress.found_bytes.fetch_sub(held, Relaxed);
                 f.have = Some(held_ranges.into());
             }

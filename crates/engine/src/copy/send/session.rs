@@ -243,7 +243,7 @@ impl Driver<'_> {
                     ErrorCode::from_u16(code).describe()
                 )),
                 Event::Note { kind, path } => {
-                    self.ctx.totals.deleted.fetch_add(1, Relaxed);
+                    self.ctx.totals.tally.deleted.fetch_add(1, Relaxed);
                     let what = if kind == NOTE_WOULD_DELETE { "would delete" } else { "deleted" };
                     ListSink::say(&self.list, &format!("{what} {}", name::escape(&path)));
                 }
@@ -339,7 +339,7 @@ fn drive(d: &mut Driver<'_>, inputs: &Chan<Input>, walked: &Chan<Walked>) {
         if d.streams_left == 0 && d.ended.fin.is_none() && d.settled && !d.failed() && d.ended.peer.is_none() {
             // Every stream ended: from here the summary is due, and may claim no more than these
             // totals.
-            let fin = d.ctx.totals.finish();
+            let fin = d.ctx.totals.tally.finish();
             if d.m.finish(fin, Instant::now()).is_ok() {
                 d.ended.fin = Some((fin, Instant::now()));
             }

@@ -81,13 +81,13 @@ pub(super) fn stream_loop(ctx: &Ctx, tx: &mut Watched) -> Result<(), EngineError
                 ctx.owners.name(owner, &mut named, |f| f.encode(&mut buf));
                 let owner = ctx.owners.wire(owner);
                 Frame::Dir(DirEntry { id, parent, name: &name, mode, mtime, owner }).encode(&mut buf);
-                ctx.totals.dirs.fetch_add(1, Relaxed);
+                ctx.totals.tally.dirs.fetch_add(1, Relaxed);
             }
             Work::Item(Item::Link { parent, name, target, mtime, owner }) => {
                 ctx.owners.name(owner, &mut named, |f| f.encode(&mut buf));
                 let owner = ctx.owners.wire(owner);
                 Frame::Link(LinkEntry { parent, name: &name, target: &target, mtime, owner }).encode(&mut buf);
-                ctx.totals.links.fetch_add(1, Relaxed);
+                ctx.totals.tally.links.fetch_add(1, Relaxed);
             }
             Work::Item(Item::Special { parent, name, path: _, kind, rdev, mode, mtime, owner }) => {
                 ctx.owners.name(owner, &mut named, |f| f.encode(&mut buf));
@@ -211,8 +211,8 @@ pub(super) fn send_small(ctx: &Ctx, f: &SrcFile, buf: &mut Vec<u8>) {
     })();
     match result {
         Ok(()) => {
-            ctx.totals.files.fetch_add(1, Relaxed);
-            ctx.totals.bytes.fetch_add(f.size, Relaxed);
+            ctx.totals.tally.files.fetch_add(1, Relaxed);
+            ctx.totals.tally.bytes.fetch_add(f.size, Relaxed);
             ctx.progress.files.fetch_add(1, Relaxed);
             ctx.progress.bytes.fetch_add(f.size, Relaxed);
             ctx.progress.on_file.call(&f.path, f.size, true);
@@ -331,8 +331,8 @@ pub(super) fn send_chunk(ctx: &Ctx, big: &BigFile, n: u64, buf: &mut Vec<u8>) {
     match failure {
         None => {
             Frame::FileEnd(FileEnd { file: big.src.id, size: big.src.size, digest }).encode(buf);
-            ctx.totals.files.fetch_add(1, Relaxed);
-            ctx.totals.bytes.fetch_add(big.src.size, Relaxed);
+            ctx.totals.tally.files.fetch_add(1, Relaxed);
+            ctx.totals.tally.bytes.fetch_add(big.src.size, Relaxed);
             ctx.progress.files.fetch_add(1, Relaxed);
             ctx.progress.on_file.call(&big.src.path, big.src.size, true);
         }
