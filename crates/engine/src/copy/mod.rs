@@ -3,7 +3,7 @@
 //! handle), a pull's client ([`pull`]), and what they share — the walk ([`walk`]), confined
 //! filesystem operations ([`fsx`]), reading into record buffers ([`fill`]), resume journals ([`journal`]) in the receiver's working directory ([`workdir`]), chunked BLAKE3 ([`digest`]),
 //! the file system a destination is on ([`mounts`]), rsync's include/exclude rules ([`filter`]),
-//! the work queue ([`sched`]), the counters both ends keep ([`tally`]) — plus tree comparison ([`diff`]), sample trees ([`sample`]) and the cleaning of
+//! the work queue ([`sched`]), the counters both ends keep (`tally`) — plus tree comparison ([`diff`]), sample trees ([`sample`]) and the cleaning of
 //! partial files interrupted copies left ([`clean`]).
 
 pub mod cancel;
