@@ -53,13 +53,12 @@ PATH_RE = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 USE_GROUP_RE = re.compile(r"\buse\s+(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^;]*)\}\s*;", re.S)
 
 
-def resolve(mods: dict, here: tuple, is_dir_mod: bool, head: str, rest: list) -> tuple | None:
+def resolve(mods: dict, here: tuple, head: str, rest: list) -> tuple | None:
     """The longest known module a path names, from module `here`."""
     if head == "crate":
         base = ()
     else:
-        # `self` in a file module is the module itself; `super` its parent. In `foo/mod.rs`
-        # (or lib.rs), `self` is `foo` too.
+        # `self` is the module itself (in `foo/mod.rs` too: its path is `foo`); `super` its parent.
         base = here
         if head == "super":
             base = here[:-1]
@@ -78,20 +77,18 @@ def resolve(mods: dict, here: tuple, is_dir_mod: bool, head: str, rest: list) ->
 
 def deps_of(mods: dict, here: tuple, text: str) -> set:
     out = set()
-    f = mods[here]
-    is_dir_mod = f.name in ("mod.rs", "lib.rs", "main.rs")
     for m in USE_GROUP_RE.finditer(text):
         head, prefix, inner = m.group(1), m.group(2), m.group(3)
         pre = [s for s in prefix.split("::") if s]
         for item in re.split(r",", inner):
             item = item.strip().split(" as ")[0].strip()
             segs = [s for s in re.split(r"::", item) if s and s != "{" and re.match(r"^[A-Za-z_]\w*$", s)]
-            t = resolve(mods, here, is_dir_mod, head, pre + segs)
+            t = resolve(mods, here, head, pre + segs)
             if t is not None:
                 out.add(t)
     for m in PATH_RE.finditer(text):
         segs = [s for s in m.group(2).split("::") if s]
-        t = resolve(mods, here, is_dir_mod, m.group(1), segs)
+        t = resolve(mods, here, m.group(1), segs)
         if t is not None:
             out.add(t)
     # a parent module that declares children does not depend on them by that; a child naming
