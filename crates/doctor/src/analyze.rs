@@ -31,8 +31,9 @@ pub const PCIE_EFFICIENCY: f64 = 0.80;
 /// A source of a short measured rate to a peer: the CLI implements it with `linerate bench`.
 pub trait RateProbe {
     /// Run a `streams`-connection TCP stream test to `peer` (`HOST:PORT` of a `linerate
-    /// serve`) for about `secs` seconds; return the goodput in bits per second.
-    fn probe(&self, peer: &str, streams: u32, secs: f64) -> Result<f64, String>;
+    /// serve`) for about `secs` seconds; return the goodput in bits per second, or why it
+    /// could not be measured (shown in the report).
+    fn probe(&self, peer: &str, streams: u32, secs: f64) -> Result<f64, Box<dyn std::error::Error + Send + Sync>>;
 }
 
 /// How bad a finding is.
@@ -402,7 +403,7 @@ fn collect_path(roots: &Roots, peer: &str, cfg: &CollectConfig, probe: Option<&d
                 (Ok(single_bps), Ok(multi_bps)) => {
                     r.probe = Some(ProbeResults { single_bps, multi_bps, multi_streams: streams })
                 }
-                (Err(e), _) | (_, Err(e)) => r.probe_error = Some(e),
+                (Err(e), _) | (_, Err(e)) => r.probe_error = Some(e.to_string()),
             }
         }
     }

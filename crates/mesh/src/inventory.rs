@@ -177,16 +177,24 @@ pub struct Inventory {
     pub tests: Vec<Test>,
 }
 
-fn check_name(what: &str, n: &str) -> Result<(), String> {
+/// A name outside the inventory's name rule.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} name {name:?}: 1 to 63 of a-z, 0-9, '.', '_', '-'")]
+struct BadName {
+    what: &'static str,
+    name: String,
+}
+
+fn check_name(what: &'static str, n: &str) -> Result<(), BadName> {
     if linerate_proto::mesh::is_name(n) {
         Ok(())
     } else {
-        Err(format!("{what} name {n:?}: 1 to 63 of a-z, 0-9, '.', '_', '-'"))
+        Err(BadName { what, name: n.to_string() })
     }
 }
 
 /// `HOST[:PORT]`, `[V6]:PORT`, `V6`.
-fn host_port(a: &str) -> Result<(String, u16), String> {
+fn parse_agent_address(a: &str) -> Result<(String, u16), String> {
     let bad = || format!("agent address {a:?}: HOST, HOST:PORT or [IPv6]:PORT");
     let a = a.trim();
     if let Some(rest) = a.strip_prefix('[') {
@@ -221,7 +229,7 @@ fn host_port(a: &str) -> Result<(String, u16), String> {
 /// under-load direction needs, so the under-load directions must be no more than the throughput
 /// directions at least as long as them — counted longest first, each throughput direction
 /// covering one under-load direction.
-fn check_under_load(tests: &[Test]) -> Result<(), String> {
+fn check_under_load(tests: &[Test]) -> Result<(), Uncovered> {
     let dirs = |t: &Test| if t.both_ways { 2 } else { 1 };
     let mut loaded: Vec<&Test> = tests.iter().filter(|t| t.under_load).collect();
     loaded.sort_by_key(|t| std::cmp::Reverse(t.duration));
@@ -230,20 +238,28 @@ fn check_under_load(tests: &[Test]) -> Result<(), String> {
         need += dirs(t);
         let have: usize = tests.iter().filter(|x| !is_latency(x.kind) && x.duration >= t.duration).map(dirs).sum();
         if need > have {
-            let what = if have == 0 {
-                "no throughput test (tcp-stream, udp-stream) is".to_string()
-            } else {
-                format!("the throughput tests at least as long as it cover {have} of the {need} under-load directions")
-            };
-            return Err(format!(
-                "test {:?}: under_load needs a throughput test at least as long ({} s) on both its agents for all \
-                 of it, and {what}: add one, shorten it, or set both_ways = false",
-                t.name,
-                t.duration.as_secs_f64()
-            ));
+            return Err(Uncovered { test: t.name.clone(), seconds: t.duration.as_secs_f64(), have, need });
         }
     }
     Ok(())
+}
+
+/// An under-load test the inventory's throughput tests cannot cover ([`check_under_load`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "test {test:?}: under_load needs a throughput test at least as long ({seconds} s) on both its agents for all of \
+     it, and {}: add one, shorten it, or set both_ways = false",
+    if *have == 0 {
+        "no throughput test (tcp-stream, udp-stream) is".to_string()
+    } else {
+        format!("the throughput tests at least as long as it cover {have} of the {need} under-load directions")
+    }
+)]
+struct Uncovered {
+    test: String,
+    seconds: f64,
+    have: usize,
+    need: usize,
 }
 
 impl Inventory {
@@ -266,11 +282,11 @@ impl Inventory {
         let raw: RawInventory = toml::from_str(text).map_err(|e| e.to_string())?;
         let mut agents = Vec::with_capacity(raw.agent.len());
         for a in raw.agent {
-            check_name("agent", &a.name)?;
+            check_name("agent", &a.name).map_err(|e| e.to_string())?;
             if agents.iter().any(|x: &Agent| x.name == a.name) {
                 return Err(format!("agent {:?} is listed twice", a.name));
             }
-            let (host, port) = host_port(&a.address)?;
+            let (host, port) = parse_agent_address(&a.address)?;
             if agents.iter().any(|x: &Agent| x.host == host && x.port == port) {
                 return Err(format!("agent {:?}: address {} is another agent's", a.name, a.address));
             }
@@ -292,7 +308,7 @@ impl Inventory {
         }
         let mut tests = Vec::with_capacity(raw.test.len());
         for t in raw.test {
-            check_name("test", &t.name)?;
+            check_name("test", &t.name).map_err(|e| e.to_string())?;
             if tests.iter().any(|x: &Test| x.name == t.name) {
                 return Err(format!("test {:?} is listed twice", t.name));
             }
@@ -322,7 +338,7 @@ impl Inventory {
         if tests.is_empty() || tests.len() > MAX_TESTS {
             return Err(format!("{} tests: 1 to {MAX_TESTS}", tests.len()));
         }
-        check_under_load(&tests)?;
+        check_under_load(&tests).map_err(|e| e.to_string())?;
         let interval = raw.interval.map(units::Duration::get);
         if interval.is_some_and(|i| i < Duration::from_secs(60)) {
             return Err("interval: at least 1 minute".into());

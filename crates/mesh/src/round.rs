@@ -231,13 +231,12 @@ impl NetAgents<'_> {
         }
     }
 
-    fn addr(&self, a: AgentId) -> Result<SocketAddr, String> {
+    fn addr(&self, a: AgentId) -> std::io::Result<SocketAddr> {
         let ag = &self.inv.agents[a];
         (ag.host.as_str(), ag.port)
-            .to_socket_addrs()
-            .map_err(|e| e.to_string())?
+            .to_socket_addrs()?
             .next()
-            .ok_or_else(|| format!("{} does not resolve", ag.host))
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} does not resolve", ag.host)))
     }
 }
 
@@ -246,7 +245,7 @@ impl Agents for NetAgents<'_> {
         let from = &self.inv.agents[task.from];
         let addr = match self.addr(task.from) {
             Ok(a) => a,
-            Err(message) => return TaskResult::Unreachable { agent: task.from, message },
+            Err(e) => return TaskResult::Unreachable { agent: task.from, message: e.to_string() },
         };
         let mt = self.request(task, test, None);
         match run_task(addr, &from.host_key, self.identity.clone(), &mt, self.inv.connect_timeout) {

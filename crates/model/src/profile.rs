@@ -100,16 +100,17 @@ enum SizeRepr {
 }
 
 impl TryFrom<SizeRepr> for Size {
-    type Error = String;
-    fn try_from(r: SizeRepr) -> Result<Size, String> {
-        let fit = |v: u64| u32::try_from(v).map_err(|_| format!("size {v} is over 4 GiB"));
+    type Error = SizeError;
+    fn try_from(r: SizeRepr) -> Result<Size, SizeError> {
+        let fit = |v: u64| u32::try_from(v).map_err(|_| SizeError::Over4GiB(v));
+        let size = |s: &str| crate::units::parse_size(s).map_err(SizeError::Grammar);
         let (min, max) = match r {
             SizeRepr::Num(n) => (n, n),
             SizeRepr::Range { min, max } => (min, max),
             SizeRepr::Text(t) => match t.split_once('-') {
-                Some((a, b)) => (parse_size(a)?, parse_size(b)?),
+                Some((a, b)) => (size(a)?, size(b)?),
                 None => {
-                    let v = parse_size(&t)?;
+                    let v = size(&t)?;
                     (v, v)
                 }
             },
@@ -118,9 +119,15 @@ impl TryFrom<SizeRepr> for Size {
     }
 }
 
-/// A size in the one grammar, with the error as text for serde.
-fn parse_size(s: &str) -> Result<u64, String> {
-    crate::units::parse_size(s).map_err(|e| e.to_string())
+/// Why a profile's message size does not read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SizeError {
+    /// Over what a 32-bit size holds.
+    #[error("size {0} is over 4 GiB")]
+    Over4GiB(u64),
+    /// Not in the size grammar.
+    #[error(transparent)]
+    Grammar(crate::units::UnitError),
 }
 
 impl Profile {
@@ -130,31 +137,31 @@ impl Profile {
     }
 
     /// Structural rules: counts, sizes, and that a read always follows something to answer.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ProfileError> {
         if self.groups.is_empty() || self.groups.len() > MAX_GROUPS {
-            return Err(format!("profile {:?}: needs 1 to {MAX_GROUPS} groups", self.name));
+            return Err(ProfileError::Groups { profile: self.name.clone() });
         }
         for g in &self.groups {
             if g.connections == 0 {
-                return Err(format!("group {:?}: connections must be at least 1", g.name));
+                return Err(ProfileError::NoConnections { group: g.name.clone() });
             }
             if g.transactions.is_empty() || g.transactions.len() > MAX_OPS {
-                return Err(format!("group {:?}: needs 1 to {MAX_OPS} transactions", g.name));
+                return Err(ProfileError::Transactions { group: g.name.clone() });
             }
             for (i, t) in g.transactions.iter().enumerate() {
-                let at = format!("group {:?} transaction {}", g.name, i + 1);
+                let at = || TransactionAt { group: g.name.clone(), number: i + 1 };
                 if t.flowops.is_empty() || t.flowops.len() > MAX_OPS {
-                    return Err(format!("{at}: needs 1 to {MAX_OPS} flowops"));
+                    return Err(ProfileError::Flowops(at()));
                 }
                 if t.iterations.is_some() && t.duration_ms.is_some() {
-                    return Err(format!("{at}: give iterations or duration, not both"));
+                    return Err(ProfileError::IterationsAndDuration(at()));
                 }
                 if t.iterations == Some(0) || t.duration_ms == Some(0) {
-                    return Err(format!("{at}: iterations and duration must be positive"));
+                    return Err(ProfileError::ZeroLength(at()));
                 }
                 if let Some(r) = t.rate {
                     if !(r.is_finite() && r > 0.0 && r <= 1e7) {
-                        return Err(format!("{at}: rate must be above 0 and at most 10,000,000 per second"));
+                        return Err(ProfileError::Rate(at()));
                     }
                 }
                 for op in &t.flowops {
@@ -162,13 +169,10 @@ impl Profile {
                         FlowOp::Write { size } | FlowOp::Read { size }
                             if size.min > size.max || size.max > MAX_PROFILE_MSG =>
                         {
-                            return Err(format!(
-                                "{at}: size {}-{} must be ordered and at most {MAX_PROFILE_MSG}",
-                                size.min, size.max
-                            ));
+                            return Err(ProfileError::Size { at: at(), min: size.min, max: size.max });
                         }
                         FlowOp::Think { ms } if *ms > 60_000 => {
-                            return Err(format!("{at}: think time {ms} ms is over 60 s"));
+                            return Err(ProfileError::Think { at: at(), ms: *ms });
                         }
                         _ => {}
                     }
@@ -177,6 +181,74 @@ impl Profile {
         }
         Ok(())
     }
+}
+
+/// Which transaction of which group a [`ProfileError`] is about (numbered from 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionAt {
+    /// The group's name.
+    pub group: String,
+    /// The transaction's place in the group, from 1.
+    pub number: usize,
+}
+
+impl std::fmt::Display for TransactionAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "group {:?} transaction {}", self.group, self.number)
+    }
+}
+
+/// Why a profile breaks the structural rules ([`Profile::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    /// No group, or more than [`MAX_GROUPS`].
+    #[error("profile {profile:?}: needs 1 to {MAX_GROUPS} groups")]
+    Groups {
+        /// The profile's name.
+        profile: String,
+    },
+    /// A group that opens no connection.
+    #[error("group {group:?}: connections must be at least 1")]
+    NoConnections {
+        /// The group's name.
+        group: String,
+    },
+    /// A group with no transaction, or more than [`MAX_OPS`].
+    #[error("group {group:?}: needs 1 to {MAX_OPS} transactions")]
+    Transactions {
+        /// The group's name.
+        group: String,
+    },
+    /// A transaction with no flowop, or more than [`MAX_OPS`].
+    #[error("{0}: needs 1 to {MAX_OPS} flowops")]
+    Flowops(TransactionAt),
+    /// Both an iteration count and a duration.
+    #[error("{0}: give iterations or duration, not both")]
+    IterationsAndDuration(TransactionAt),
+    /// Zero iterations or a zero duration.
+    #[error("{0}: iterations and duration must be positive")]
+    ZeroLength(TransactionAt),
+    /// A rate that is not above 0 and at most 10,000,000 per second.
+    #[error("{0}: rate must be above 0 and at most 10,000,000 per second")]
+    Rate(TransactionAt),
+    /// A message size range out of order or over [`MAX_PROFILE_MSG`].
+    #[error("{at}: size {min}-{max} must be ordered and at most {MAX_PROFILE_MSG}")]
+    Size {
+        /// Where.
+        at: TransactionAt,
+        /// The range's low end.
+        min: u32,
+        /// The range's high end.
+        max: u32,
+    },
+    /// A think time over 60 s.
+    #[error("{at}: think time {ms} ms is over 60 s")]
+    Think {
+        /// Where.
+        at: TransactionAt,
+        /// The think time asked for.
+        ms: u64,
+    },
 }
 
 #[cfg(test)]
@@ -210,7 +282,7 @@ mod tests {
         p.validate().unwrap();
         assert_eq!(p.connections(), 2);
         p.groups[0].transactions[0].duration_ms = Some(5);
-        assert!(p.validate().unwrap_err().contains("not both"));
+        assert!(matches!(p.validate(), Err(ProfileError::IterationsAndDuration(_))), "{:?}", p.validate());
         p.groups[0].transactions[0] = Transaction { flowops: vec![op(MAX_PROFILE_MSG + 1)], ..t.clone() };
         assert!(p.validate().is_err());
         p.groups[0].transactions[0] = Transaction { rate: Some(f64::NAN), ..t };

@@ -197,55 +197,46 @@ impl TestSpec {
     }
 
     /// Check the test against the rules of the protocol and the server's admission caps. The
-    /// message names the parameter, its value and the allowed range.
-    pub fn validate(&self, lim: &Limits) -> Result<(), String> {
+    /// error names the parameter, its value and the allowed range.
+    pub fn validate(&self, lim: &Limits) -> Result<(), SpecError> {
+        use SpecError as E;
         if self.version != BENCH_DOC_VERSION {
-            return Err(format!(
-                "benchmark document version {} (this server speaks {BENCH_DOC_VERSION})",
-                self.version
-            ));
+            return Err(E::Version(self.version));
         }
         let conns = match (&self.kind, &self.profile) {
             (TestKind::Profile, Some(p)) => {
                 p.validate()?;
                 p.connections()
             }
-            (TestKind::Profile, None) => return Err("a profile test needs a profile".into()),
-            (_, Some(_)) => return Err("a profile was sent with a test that is not a profile test".into()),
+            (TestKind::Profile, None) => return Err(E::NoProfile),
+            (_, Some(_)) => return Err(E::StrayProfile),
             _ if self.each_way && (self.kind, self.direction) != (TestKind::TcpStream, Direction::Bidir) => {
-                return Err("a connection each way applies to tcp-stream --bidir only".into())
+                return Err(E::EachWay)
             }
             _ => self.initial_connections(),
         };
         if conns == 0 || conns > u64::from(lim.max_connections) {
-            return Err(format!("connections {conns}: must be 1 to {} on this server", lim.max_connections));
+            return Err(E::Connections { asked: conns, max: lim.max_connections });
         }
         let total = self.duration_ms.saturating_add(self.omit_ms);
         if self.duration_ms == 0 || total > lim.max_duration_ms {
-            return Err(format!(
-                "duration {} ms plus warm-up {} ms: the test must last 1 ms to {} s on this server",
-                self.duration_ms,
-                self.omit_ms,
-                lim.max_duration_ms / 1000
-            ));
+            return Err(E::Duration { ms: self.duration_ms, omit_ms: self.omit_ms, max_s: lim.max_duration_ms / 1000 });
         }
         if !(10..=60_000).contains(&self.interval_ms) {
-            return Err(format!("interval {} ms: must be 10 ms to 60 s", self.interval_ms));
+            return Err(E::Interval(self.interval_ms));
         }
         match self.kind {
             TestKind::TcpStream if !(1..=MAX_MSG).contains(&self.msg_size) => {
-                return Err(format!("message size {}: must be 1 to {MAX_MSG}", self.msg_size))
+                return Err(E::MessageSize(self.msg_size))
             }
             TestKind::UdpStream if !(MIN_UDP_PAYLOAD..=MAX_UDP_PAYLOAD).contains(&self.msg_size) => {
-                return Err(format!("datagram size {}: must be {MIN_UDP_PAYLOAD} to {MAX_UDP_PAYLOAD}", self.msg_size))
+                return Err(E::DatagramSize(self.msg_size))
             }
-            TestKind::UdpStream if self.direction == Direction::Bidir => {
-                return Err("udp-stream runs one way: send or receive".into())
-            }
+            TestKind::UdpStream if self.direction == Direction::Bidir => return Err(E::UdpBidir),
             TestKind::TcpRr | TestKind::TcpCrr => {
                 for (what, v) in [("request", self.msg_size), ("response", self.resp_size)] {
                     if !(1..=MAX_MSG).contains(&v) {
-                        return Err(format!("{what} size {v}: must be 1 to {MAX_MSG}"));
+                        return Err(E::TransactionSize { what, size: v });
                     }
                 }
             }
@@ -254,43 +245,41 @@ impl TestSpec {
         for (what, b) in [("send buffer", self.sndbuf), ("receive buffer", self.rcvbuf)] {
             if let Some(b) = b {
                 if !(1024..=1 << 30).contains(&b) {
-                    return Err(format!("{what} {b}: must be 1 KiB to 1 GiB"));
+                    return Err(E::Buffer { what, size: b });
                 }
             }
         }
         if let Some(r) = self.rate {
             if r == 0 {
-                return Err("rate 0: leave it out for an unlimited test".into());
+                return Err(E::ZeroRate);
             }
             let bits = matches!(self.kind, TestKind::TcpStream | TestKind::UdpStream);
             if bits && r > lim.max_rate_bps {
-                return Err(format!("rate {r} bit/s is over this server's cap of {} bit/s", lim.max_rate_bps));
+                return Err(E::OverRateCap { bps: r, cap: lim.max_rate_bps });
             }
             if !bits && r > 10_000_000 {
-                return Err(format!("rate {r} transactions/s: must be at most 10,000,000"));
+                return Err(E::TransactionRate(r));
             }
         } else if lim.max_rate_bps < u64::MAX && self.kind != TestKind::TcpRr && self.kind != TestKind::TcpCrr {
-            return Err(format!("this server caps the rate at {} bit/s: give --rate up to that", lim.max_rate_bps));
+            return Err(E::RateRequired { cap: lim.max_rate_bps });
         }
         if self.zerocopy && !matches!(self.kind, TestKind::TcpStream) {
-            return Err("zero copy applies to tcp-stream only".into());
+            return Err(E::ZeroCopy);
         }
         if let Some(cc) = &self.congestion {
             check_congestion(cc)?;
             if self.kind == TestKind::UdpStream {
-                return Err("congestion control applies to TCP tests, not udp-stream".into());
+                return Err(E::CongestionOfUdp);
             }
         }
         if let Some(t) = self.tos {
             if t & 0x03 != 0 {
-                return Err(format!(
-                    "TOS {t:#04x}: its low two bits are ECN's, which the kernel sets; give a DSCP (TOS = DSCP × 4)"
-                ));
+                return Err(E::Tos(t));
             }
         }
         if let Some(b) = self.bytes {
             if !(1..=MAX_TEST_BYTES).contains(&b) {
-                return Err(format!("bytes to send {b}: must be 1 to {MAX_TEST_BYTES}"));
+                return Err(E::Bytes(b));
             }
             let one_way = match self.kind {
                 TestKind::TcpStream => self.direction != Direction::Bidir,
@@ -298,17 +287,15 @@ impl TestSpec {
                 _ => false,
             };
             if !one_way {
-                return Err("a byte count applies to tcp-stream one way (not --bidir) and to udp-stream sent by the \
-                            client (not -R)"
-                    .into());
+                return Err(E::BytesBothWays);
             }
         }
         if self.gsro && self.kind != TestKind::UdpStream {
-            return Err("GSO/GRO (--gsro) applies to udp-stream".into());
+            return Err(E::Gsro);
         }
         if let Some(c) = self.server_cpu {
             if c >= MAX_CPU {
-                return Err(format!("server core {c}: must be below {MAX_CPU}"));
+                return Err(E::ServerCpu(c));
             }
         }
         Ok(())
@@ -333,18 +320,132 @@ pub const MAX_CPU: u32 = 1024;
 /// Longest name of a TCP congestion control algorithm (the kernel's `TCP_CA_NAME_MAX` less its NUL).
 pub const MAX_CONGESTION_NAME: usize = 15;
 
+/// Why a [`TestSpec`] is refused ([`TestSpec::validate`]): each names the parameter, its value
+/// and the allowed range, in words a client can show its user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// Another version of the benchmark document.
+    #[error("benchmark document version {0} (this server speaks {BENCH_DOC_VERSION})")]
+    Version(u32),
+    /// A profile test without a profile.
+    #[error("a profile test needs a profile")]
+    NoProfile,
+    /// A profile beside a test that is not a profile test.
+    #[error("a profile was sent with a test that is not a profile test")]
+    StrayProfile,
+    /// A connection each way for a test other than tcp-stream --bidir.
+    #[error("a connection each way applies to tcp-stream --bidir only")]
+    EachWay,
+    /// Too many connections (or none).
+    #[error("connections {asked}: must be 1 to {max} on this server")]
+    Connections {
+        /// What the test would open.
+        asked: u64,
+        /// This server's cap.
+        max: u32,
+    },
+    /// Too long a test (or an empty one).
+    #[error("duration {ms} ms plus warm-up {omit_ms} ms: the test must last 1 ms to {max_s} s on this server")]
+    Duration {
+        /// The measured time asked for.
+        ms: u64,
+        /// The warm-up asked for.
+        omit_ms: u64,
+        /// This server's cap, in seconds.
+        max_s: u64,
+    },
+    /// An interval outside 10 ms to 60 s.
+    #[error("interval {0} ms: must be 10 ms to 60 s")]
+    Interval(u64),
+    /// A tcp-stream message size outside 1 to [`MAX_MSG`].
+    #[error("message size {0}: must be 1 to {MAX_MSG}")]
+    MessageSize(u32),
+    /// A datagram size outside [`MIN_UDP_PAYLOAD`] to [`MAX_UDP_PAYLOAD`].
+    #[error("datagram size {0}: must be {MIN_UDP_PAYLOAD} to {MAX_UDP_PAYLOAD}")]
+    DatagramSize(u32),
+    /// A udp-stream both ways.
+    #[error("udp-stream runs one way: send or receive")]
+    UdpBidir,
+    /// A request or response size outside 1 to [`MAX_MSG`].
+    #[error("{what} size {size}: must be 1 to {MAX_MSG}")]
+    TransactionSize {
+        /// `request` or `response`.
+        what: &'static str,
+        /// The size asked for.
+        size: u32,
+    },
+    /// A socket buffer outside 1 KiB to 1 GiB.
+    #[error("{what} {size}: must be 1 KiB to 1 GiB")]
+    Buffer {
+        /// `send buffer` or `receive buffer`.
+        what: &'static str,
+        /// The size asked for.
+        size: u32,
+    },
+    /// A rate of 0.
+    #[error("rate 0: leave it out for an unlimited test")]
+    ZeroRate,
+    /// A rate over this server's cap.
+    #[error("rate {bps} bit/s is over this server's cap of {cap} bit/s")]
+    OverRateCap {
+        /// The rate asked for.
+        bps: u64,
+        /// This server's cap.
+        cap: u64,
+    },
+    /// A transaction rate over 10,000,000 per second.
+    #[error("rate {0} transactions/s: must be at most 10,000,000")]
+    TransactionRate(u64),
+    /// No rate, where this server caps it.
+    #[error("this server caps the rate at {cap} bit/s: give --rate up to that")]
+    RateRequired {
+        /// This server's cap.
+        cap: u64,
+    },
+    /// Zero copy for a test other than tcp-stream.
+    #[error("zero copy applies to tcp-stream only")]
+    ZeroCopy,
+    /// A congestion control name the kernel could not have.
+    #[error(transparent)]
+    Congestion(#[from] BadCongestion),
+    /// A congestion control for udp-stream.
+    #[error("congestion control applies to TCP tests, not udp-stream")]
+    CongestionOfUdp,
+    /// A TOS with ECN bits.
+    #[error("TOS {0:#04x}: its low two bits are ECN's, which the kernel sets; give a DSCP (TOS = DSCP × 4)")]
+    Tos(u8),
+    /// A byte count outside 1 to [`MAX_TEST_BYTES`].
+    #[error("bytes to send {0}: must be 1 to {MAX_TEST_BYTES}")]
+    Bytes(u64),
+    /// A byte count for a test that does not run one way from the client.
+    #[error("a byte count applies to tcp-stream one way (not --bidir) and to udp-stream sent by the client (not -R)")]
+    BytesBothWays,
+    /// GSO/GRO for a test other than udp-stream.
+    #[error("GSO/GRO (--gsro) applies to udp-stream")]
+    Gsro,
+    /// A core number at or over [`MAX_CPU`].
+    #[error("server core {0}: must be below {MAX_CPU}")]
+    ServerCpu(u32),
+    /// The profile breaks its rules.
+    #[error(transparent)]
+    Profile(#[from] linerate_model::profile::ProfileError),
+}
+
+/// A congestion control name that is not 1 to [`MAX_CONGESTION_NAME`] letters, digits, `_` or
+/// `-` (shown escaped).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("congestion control \"{}\": must be 1 to {MAX_CONGESTION_NAME} letters, digits, '_' or '-'", crate::name::escape(.0.as_bytes()))]
+pub struct BadCongestion(pub String);
+
 /// Check a congestion control name from a flag or a peer: 1 to [`MAX_CONGESTION_NAME`] ASCII
 /// letters, digits, `_` or `-` (what the kernel's algorithms are called: `reno`, `cubic`, `bbr`).
-pub fn check_congestion(name: &str) -> Result<(), String> {
+pub fn check_congestion(name: &str) -> Result<(), BadCongestion> {
     let ok = (1..=MAX_CONGESTION_NAME).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "congestion control \"{}\": must be 1 to {MAX_CONGESTION_NAME} letters, digits, '_' or '-'",
-            crate::name::escape(name.as_bytes())
-        ))
+        Err(BadCongestion(name.to_string()))
     }
 }
 
@@ -1051,12 +1152,13 @@ mod tests {
         for (mutate, want) in cases {
             let mut s = ok.clone();
             mutate(&mut s);
-            let err = s.validate(&lim).unwrap_err();
+            let err = s.validate(&lim).unwrap_err().to_string();
             assert!(err.contains(want), "{want:?} not in {err:?}");
         }
         let mut udp = TestSpec::new(TestKind::UdpStream);
         udp.msg_size = 10;
-        assert!(udp.validate(&lim).unwrap_err().contains("datagram size 10"));
+        assert_eq!(udp.validate(&lim), Err(SpecError::DatagramSize(10)));
+        assert!(udp.validate(&lim).unwrap_err().to_string().contains("datagram size 10"));
         udp.msg_size = 64;
         udp.direction = Direction::Bidir;
         assert!(udp.validate(&lim).is_err());
@@ -1107,9 +1209,9 @@ mod tests {
     fn a_rate_capped_server_demands_a_rate_within_its_cap() {
         let lim = Limits { max_rate_bps: 1_000_000_000, ..Limits::default() };
         let mut s = TestSpec::new(TestKind::TcpStream);
-        assert!(s.validate(&lim).unwrap_err().contains("caps the rate"));
+        assert_eq!(s.validate(&lim), Err(SpecError::RateRequired { cap: lim.max_rate_bps }));
         s.rate = Some(2_000_000_000);
-        assert!(s.validate(&lim).unwrap_err().contains("over this server's cap"));
+        assert_eq!(s.validate(&lim), Err(SpecError::OverRateCap { bps: 2_000_000_000, cap: 1_000_000_000 }));
         s.rate = Some(500_000_000);
         s.validate(&lim).unwrap();
     }

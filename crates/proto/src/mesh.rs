@@ -71,38 +71,67 @@ pub fn is_fingerprint(fp: &str) -> bool {
 }
 
 impl MeshTask {
-    /// Checks the task against the agent's benchmark caps `lim`; the message names what is wrong.
-    pub fn validate(&self, lim: &Limits) -> Result<(), String> {
+    /// Checks the task against the agent's benchmark caps `lim`; the error names what is wrong.
+    pub fn validate(&self, lim: &Limits) -> Result<(), TaskError> {
         if self.version != MESH_DOC_VERSION {
-            return Err(format!("mesh document version {} (this agent speaks {MESH_DOC_VERSION})", self.version));
+            return Err(TaskError::Version(self.version));
         }
         let p = &self.peer;
         let (host, port) = match p.rsplit_once(':') {
             Some((h, port)) => (h.trim_start_matches('[').trim_end_matches(']'), port),
-            None => return Err("peer: HOST:PORT".into()),
+            None => return Err(TaskError::NoPort),
         };
         let host_ok = !host.is_empty()
             && p.len() <= MAX_PEER
             && host.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b));
         if !host_ok || port.parse::<u16>().map_or(true, |v| v == 0) {
-            return Err("peer: HOST:PORT with a host name or address and a port".into());
+            return Err(TaskError::Peer);
         }
         if !is_fingerprint(&self.peer_host_key) {
-            return Err("peer_host_key: SHA256: and 43 characters of base64".into());
+            return Err(TaskError::PeerHostKey);
         }
         if let Some(n) = &self.names {
             if ![&n.test, &n.agent, &n.peer].iter().all(|x| is_name(x)) {
-                return Err("names: 1 to 63 of a-z, 0-9, '.', '_', '-' each".into());
+                return Err(TaskError::Names);
             }
         }
         if self.interval_s.is_some_and(|i| i == 0 || i > 366 * 86_400) {
-            return Err("interval_s: 1 s to a year".into());
+            return Err(TaskError::Interval);
         }
         if self.failed.as_ref().is_some_and(|r| r.len() > MAX_REASON) {
-            return Err(format!("failed: at most {MAX_REASON} bytes"));
+            return Err(TaskError::Reason);
         }
-        self.test.validate(lim)
+        Ok(self.test.validate(lim)?)
     }
+}
+
+/// Why an agent refuses a [`MeshTask`] ([`MeshTask::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    /// Another version of the mesh document.
+    #[error("mesh document version {0} (this agent speaks {MESH_DOC_VERSION})")]
+    Version(u32),
+    /// A peer without `:PORT`.
+    #[error("peer: HOST:PORT")]
+    NoPort,
+    /// A peer whose host or port does not read.
+    #[error("peer: HOST:PORT with a host name or address and a port")]
+    Peer,
+    /// A peer host key that is not a fingerprint.
+    #[error("peer_host_key: SHA256: and 43 characters of base64")]
+    PeerHostKey,
+    /// An inventory name outside the name rule.
+    #[error("names: 1 to 63 of a-z, 0-9, '.', '_', '-' each")]
+    Names,
+    /// An interval of 0 or over a year.
+    #[error("interval_s: 1 s to a year")]
+    Interval,
+    /// A failure reason over [`MAX_REASON`] bytes.
+    #[error("failed: at most {MAX_REASON} bytes")]
+    Reason,
+    /// The test itself is refused.
+    #[error(transparent)]
+    Test(#[from] crate::bench::SpecError),
 }
 
 /// Latency of a round-trip test, µs.
@@ -204,7 +233,7 @@ mod tests {
             ("198.18.1.2:7878", "SHA256:short", "peer_host_key"),
             ("198.18.1.2:7878", "linerate-ed25519 AAAA", "peer_host_key"),
         ] {
-            let e = task(peer, fp).validate(&lim).unwrap_err();
+            let e = task(peer, fp).validate(&lim).unwrap_err().to_string();
             assert!(e.contains(says), "{peer} {fp}: {e}");
         }
         let mut long = task("198.18.1.2:7878", FP);
@@ -212,7 +241,7 @@ mod tests {
         assert!(long.validate(&lim).is_err(), "the agent's own caps apply");
         let mut v2 = task("198.18.1.2:7878", FP);
         v2.version = 2;
-        assert!(v2.validate(&lim).unwrap_err().contains("version"));
+        assert_eq!(v2.validate(&lim), Err(TaskError::Version(2)));
         let unknown = br#"{"version":1,"peer":"a:1","peer_host_key":"x","test":{},"extra":1}"#;
         assert!(decode_doc::<MeshTask>(unknown, "mesh task").is_err());
         // issue 43: the inventory's names, the interval and a failure to record travel along,

@@ -338,7 +338,7 @@ fn span(d: Duration) -> String {
 const UDP_DEFAULT_RATE: u64 = 1_000_000;
 
 /// A congestion control name, by the protocol's rule.
-fn parse_congestion(s: &str) -> Result<String, String> {
+fn parse_congestion(s: &str) -> Result<String, linerate_proto::bench::BadCongestion> {
     linerate_proto::bench::check_congestion(s).map(|()| s.to_string())
 }
 

@@ -84,7 +84,7 @@ struct BenchProbe {
 }
 
 impl doctor::RateProbe for BenchProbe {
-    fn probe(&self, peer: &str, streams: u32, secs: f64) -> Result<f64, String> {
+    fn probe(&self, peer: &str, streams: u32, secs: f64) -> Result<f64, Box<dyn std::error::Error + Send + Sync>> {
         use linerate_engine::bench::{BenchClient, BenchClientConfig};
         use linerate_proto::bench::{TestKind, TestSpec};
         use std::net::ToSocketAddrs;
@@ -101,7 +101,7 @@ impl doctor::RateProbe for BenchProbe {
         spec.connections = streams.max(1);
         spec.duration_ms = (secs * 1000.0) as u64;
         spec.omit_ms = 200;
-        let r = BenchClient::connect(cfg).and_then(|mut c| c.run(&spec, &mut |_| {})).map_err(|e| e.to_string())?;
+        let r = BenchClient::connect(cfg).and_then(|mut c| c.run(&spec, &mut |_| {}))?;
         Ok(r.summary(None).throughput_bps)
     }
 }

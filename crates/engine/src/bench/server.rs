@@ -218,7 +218,7 @@ pub fn serve_session(
         };
         spec.grant_until_stopped(&cfg.limits);
         if let Err(msg) = spec.validate(&cfg.limits) {
-            return fatal(&mut tx, ErrorCode::BadParams, msg);
+            return fatal(&mut tx, ErrorCode::BadParams, msg.to_string());
         }
         if running.fetch_add(1, Relaxed) >= cfg.max_tests {
             running.fetch_sub(1, Relaxed);
