@@ -1128,25 +1128,47 @@ fn serve_log_format_json_writes_one_object_per_line_and_an_interrupted_client_is
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--announce", "--log-format", "json", "--root"]);
     cmd.arg(&root).arg("--key-file").arg(&key).stderr(Stdio::piped());
     let mut srv = announced(cmd);
-    let stderr = srv.child.stderr.take().unwrap();
-    let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    // Every line the server logs, as it logs it, for the waits below; the whole log at the end.
+    let stderr = BufReader::new(srv.child.stderr.take().unwrap());
+    let (said, heard) = crossbeam_channel::unbounded::<String>();
+    let log = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in stderr.lines() {
+            let line = line.unwrap();
+            all.push_str(&line);
+            all.push('\n');
+            let _ = said.send(line);
+        }
+        all
+    });
 
     let out = bin().args(["cp", "-q", "--key-file"]).arg(&key).arg(&src).arg(format!("{}:dst", srv.addr)).output();
     assert_eq!(out.as_ref().unwrap().status.code(), Some(0), "{}", text(&out.unwrap()));
     let out = bin().args(["bench", &srv.addr, "-t", "0.3", "--no-save", "--key-file"]).arg(&key).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    // A client killed mid-test (as Ctrl-C ends it): the server says it went away.
+    // A client killed mid-test (as Ctrl-C ends it), once its first interval is printed: the
+    // server says it went away.
     let mut gone = bin()
         .args(["bench", &srv.addr, "-t", "20", "--no-save", "--key-file"])
         .arg(&key)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut intervals = BufReader::new(gone.stdout.take().unwrap()).lines();
+    assert!(
+        intervals.any(|l| l.is_ok_and(|l| l.starts_with('['))),
+        "the 20 s benchmark ended before its first interval"
+    );
     gone.kill().unwrap();
     gone.wait().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    loop {
+        match heard.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(l) if l.contains(r#""event":"interrupted""#) => break,
+            Ok(_) => {}
+            Err(e) => panic!("the server never logged the killed client's session ({e})"),
+        }
+    }
     let pid = rustix::process::Pid::from_raw(srv.child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let log = log.join().unwrap();
