@@ -10,11 +10,10 @@
 //! return an error (progress, per-file lines, listings) ignore the result: the stop does the rest.
 
 use crate::error::{Error, Kind};
-use linerate_model::shutdown::Stopper;
+use linerate_model::shutdown::{Shutdown, Stopper};
 use std::fmt;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::LazyLock;
 
 /// Where a line goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,40 +33,32 @@ impl To {
     }
 }
 
-/// Set at the first write that met a closed pipe.
-static CLOSED: AtomicBool = AtomicBool::new(false);
-
-/// Stopped at the first closed pipe.
-static ON_CLOSE: Mutex<Vec<Stopper>> = Mutex::new(Vec::new());
+/// Stopped at the first write that met a closed pipe (and its `Shutdown`, read by [`closed`]);
+/// its hooks stop what [`stop_on_close`] registered.
+static CLOSED: LazyLock<(Stopper, Shutdown)> = LazyLock::new(|| {
+    let s = Stopper::new();
+    let watch = s.shutdown();
+    (s, watch)
+});
 
 /// Whether a write met a closed pipe (standard output or error read no more).
 pub fn closed() -> bool {
-    CLOSED.load(Ordering::SeqCst)
+    CLOSED.1.is_stopped()
 }
 
 /// Stop `stopper` (first stage: in order, as Ctrl-C) when a write meets a closed pipe; at once
 /// if one did already.
 pub fn stop_on_close(stopper: &Stopper) {
-    let mut hooks = ON_CLOSE.lock().unwrap_or_else(PoisonError::into_inner);
-    if closed() {
-        drop(hooks);
-        stopper.stop();
-    } else {
-        hooks.push(stopper.clone());
-    }
+    let s = stopper.clone();
+    CLOSED.1.on_stop(move || {
+        s.stop();
+    });
 }
 
-/// Remember a closed pipe and stop the registered work (once).
+/// Remember a closed pipe and stop the registered work (once: the hooks run at the first stop).
 fn mark_closed() {
-    let hooks = {
-        let mut hooks = ON_CLOSE.lock().unwrap_or_else(PoisonError::into_inner);
-        if CLOSED.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        std::mem::take(&mut *hooks)
-    };
-    for s in hooks {
-        s.stop();
+    if !closed() {
+        CLOSED.0.stop();
     }
 }
 

@@ -246,12 +246,10 @@ pub(crate) fn run_engine(
     let current = Arc::new(Mutex::new(String::new()));
     let bar = Bar::target(show);
     let hook = Bar::hook(show, current.clone(), bar.clone());
-    // Ctrl-C or SIGTERM ends the session in order (a signal thread stops `cancel`); a second one
-    // hurries the stop, and `main` ends the process at once (`ending`).
+    // Ctrl-C or SIGTERM ends the session in order (the process's signal thread stops `cancel`);
+    // a second one hurries the stop, and `main` ends the process at once (`ending`).
     let stopper = Stopper::new();
-    let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
-    let _ = stopper.on_signals(&signals, |_| {});
-    crate::ending::on_hurry(stopper.shutdown());
+    let _ = crate::ending::interrupt_on_signals(&stopper);
     // A closed standard output or error (`| head`) interrupts the copy the same way, quietly.
     crate::out::stop_on_close(&stopper);
     let progress = Arc::new(Progress { on_file: hook, cancel: stopper.shutdown(), ..Progress::default() });

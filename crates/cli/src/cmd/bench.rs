@@ -5,13 +5,12 @@
 use crate::error::{Error, ResultExt};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use linerate_engine::bench::campaign::{Agent, Campaign, Observer, Repeat};
 use linerate_engine::bench::doc::{document, DocumentConfig};
-use linerate_engine::bench::stats::confident_enough;
 use linerate_engine::bench::sweep;
 use linerate_engine::bench::text::{self, Point};
 use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, LiveInterval, TestResult};
 use linerate_engine::net::conn;
-use linerate_model::doc::bench::{RunLatency, SidePair};
 use linerate_model::units;
 use linerate_proto::bench::{Direction, Profile, TestKind, TestSpec};
 use std::io::Write;
@@ -602,10 +601,10 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         Err(_) => pair(&a.repeat, "--repeat").usage()?,
     };
     let (level, width) = pair(&a.confidence, "--confidence").usage()?;
-    let (rmin, rmax) = (rmin.max(1.0) as usize, rmax.max(rmin.max(1.0)) as usize);
+    let repeat = Repeat::new(rmin, rmax, level, width);
     if a.json_iperf3 {
         use linerate_model::doc::iperf3::NotIperf3;
-        if points.len() != 1 || rmax > 1 {
+        if points.len() != 1 || repeat.max > 1 {
             return Err(Error::usage(format!("--json-iperf3: {}", NotIperf3::NotOnePoint)));
         }
         if let Some((_, s)) = points.iter().find(|(_, s)| !matches!(s.kind, TestKind::TcpStream | TestKind::UdpStream))
@@ -614,7 +613,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         }
     }
     if let Some(path) = &a.hgrm {
-        if let Some(why) = hgrm_refusal(&points, rmax) {
+        if let Some(why) = hgrm_refusal(&points, repeat.max) {
             return Err(Error::usage(format!("--hgrm: {why}")));
         }
         // An unwritable PATH is found now, not after the test.
@@ -671,21 +670,15 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         // iperf3's datagram size is the control connection's MSS, known only now.
         points = make_points(a, udp_default_size(client.control_mss())).usage()?;
     }
-    // A closed standard output or error (`| head`) ends the test at its next interval, quietly.
+    // A closed standard output or error (`| head`) ends the test at once, quietly; Ctrl-C or
+    // SIGTERM ends it in order, as its end would: what it measured is printed and saved (iperf3
+    // -t 0 ends so); a second one ends the process at once (`main`, told by `ending`), which
+    // also says whether a signal, not a closed pipe, stopped it.
     let stopper = linerate_engine::shutdown::Stopper::new();
     crate::out::stop_on_close(&stopper);
-    // Ctrl-C or SIGTERM ends the running test in order, as its end would: what it measured is
-    // printed and saved (iperf3 -t 0 ends so); a second one ends the process at once (`main`,
-    // told by `ending`). `interrupted` records that a signal, not a closed pipe, stopped it.
-    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
-    let seen = interrupted.clone();
-    stopper
-        .on_signals(&signals, move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed))
-        .context("installing signal handlers")
-        .internal()?;
-    crate::ending::on_hurry(stopper.shutdown());
-    client.cancel_on(stopper.shutdown());
+    crate::ending::interrupt_on_signals(&stopper).context("installing signal handlers").internal()?;
+    let stop = stopper.shutdown();
+    client.cancel_on(stop.clone());
     if let Some((ms, at)) = start {
         // A scheduled start (`--start-at`), the one wait here that is a time, not an event; Ctrl-C
         // ends it as it would end a test.
@@ -697,103 +690,37 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
                     linerate_model::time::rfc3339_millis(ms)
                 )?;
             }
-            if stopper.shutdown().wait_timeout(wait) {
-                let signalled = interrupted.load(std::sync::atomic::Ordering::Relaxed);
-                let kind = if signalled { crate::error::Kind::Interrupted } else { crate::error::Kind::Closed };
+            if stop.wait_timeout(wait) {
+                let kind = if crate::ending::signalled() {
+                    crate::error::Kind::Interrupted
+                } else {
+                    crate::error::Kind::Closed
+                };
                 return Err(Error::reported(kind));
             }
         }
     }
     let live = !(a.quiet || a.json || a.csv || a.json_iperf3);
-    let lines = live && !a.interval.is_zero();
+    let mut printer = Printer {
+        out: &mut out,
+        addr,
+        live,
+        lines: live && !a.interval.is_zero(),
+        tables: !(a.json || a.csv || a.json_iperf3),
+        level: repeat.level,
+        hgrm_path: a.hgrm.as_deref(),
+        hgrm: Vec::new(),
+    };
     let link = a.link_rate.map(|r| (r as f64, a.mtu));
-    let mut done = Vec::new();
+    let mut agent = Agent::new(cfg, client, stop.clone());
+    let done = Campaign::new(points, repeat, link).run(&mut agent, &stop, &mut printer)?;
     // `--hgrm`'s files, rendered once the test has run.
-    let mut hgrm = Vec::new();
-    for (labels, spec) in points {
-        if live {
-            out.say(&text::banner(&spec, &addr, &labels))?;
-        }
-        let mut runs = Vec::new();
-        let mut latencies = Vec::new();
-        let mut steal = Vec::new();
-        let mut last = None;
-        for repeat in 0..rmax {
-            if repeat > 0 {
-                // Each repeat is a session of its own: on a VM the rate of one session differs
-                // from the next by more than its runs differ from each other (issue 33: 15 runs
-                // in one session gave means 2.5 × further apart than their standard errors said,
-                // 15 sessions 1.3 ×), so only separate sessions make the repeats' spread the
-                // noise of the measurement.
-                client = BenchClient::connect(cfg.clone())?;
-                client.cancel_on(stopper.shutdown());
-            }
-            // Both callbacks print; they run one at a time.
-            let say = std::cell::RefCell::new(&mut out);
-            let mut show = |iv: &LiveInterval<'_>| {
-                if lines {
-                    // A closed pipe stops the test (above); the error is seen after it. With -P,
-                    // a line per stream and their sum, written at once.
-                    let _ = say.borrow_mut().say(&text::interval_lines(&spec, iv.counts, iv.streams));
-                }
-            };
-            let mut admitted = |s: &TestSpec| {
-                if let Some(l) = text::granted(s).filter(|_| live) {
-                    let _ = say.borrow_mut().say(&l);
-                }
-            };
-            let r = client.run_admitted(&spec, &mut admitted, &mut show)?;
-            let got = text::receiver_lines(&r);
-            if lines && !got.is_empty() {
-                out.say(got.trim_end())?;
-            }
-            if crate::out::closed() {
-                return Err(Error::reported(crate::error::Kind::Closed));
-            }
-            let s = r.summary(link);
-            runs.push(s.headline(spec.kind));
-            latencies.extend(s.latency_us.as_ref().map(RunLatency::of));
-            steal.push(SidePair { local: s.cpu.local.steal, remote: s.cpu.remote.steal });
-            last = Some((r, s));
-            if runs.len() >= rmin && (rmax == 1 || confident_enough(&runs, level as u32, width, rmin)) {
-                break;
-            }
-            if stopper.shutdown().is_stopped() {
-                break;
-            }
-        }
-        let Some((mut result, mut summary)) = last else { continue };
-        if let Some(path) = &a.hgrm {
-            hgrm = hgrm_files(path, &result);
-        }
-        // Nothing else reads the histograms (a few hundred KB each): not kept for the document.
-        result.histogram = None;
-        result.group_histograms = Vec::new();
-        // One figure per point: what is printed, the document and the store all have the mean.
-        summary.mean_of_repeats(spec.kind, &runs, &latencies);
-        if !(a.json || a.csv || a.json_iperf3) {
-            out.say(&text::table(&result, &summary, &runs, level as u32))?;
-        }
-        let behind = result.latency.as_ref().and_then(|l| l.behind_schedule);
-        if let Some(w) = text::missed_schedule(&result.spec, summary.transactions_per_s, behind) {
-            errln!("linerate bench: warning: {w}")?;
-        }
-        if let Some(w) = text::interval_latency(&result.spec, result.latency.as_ref().map(|l| l.p50)) {
-            errln!("linerate bench: warning: {w}")?;
-        }
-        if let Some(w) = text::coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
-            errln!("linerate bench: note: {w}")?;
-        }
-        done.push(Point { labels, result, summary, runs, latencies, steal });
-        if stopper.shutdown().is_stopped() {
-            break;
-        }
-    }
+    let hgrm = std::mem::take(&mut printer.hgrm);
     let cfg = DocumentConfig {
         addr,
         tuning: &tuning,
-        level: level as u32,
-        width_pct: width,
+        level: repeat.level,
+        width_pct: repeat.width_pct,
         version: env!("CARGO_PKG_VERSION"),
     };
     let doc = document(&done, &cfg);
@@ -830,7 +757,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
         errln!("linerate bench: warning: --hgrm: no transaction was timed after the warm-up: the file holds none")?;
     }
     // Ctrl-C is how a test until stopped (-t 0) ends; any other test it cut short says so.
-    if interrupted.load(std::sync::atomic::Ordering::Relaxed) && !done.iter().all(|p| p.result.spec.until_stopped) {
+    if crate::ending::signalled() && !done.iter().all(|p| p.result.spec.until_stopped) {
         return Err(Error::reported(crate::error::Kind::Interrupted));
     }
     Ok(())
@@ -960,6 +887,80 @@ impl Out {
             Some(f) => f.write_all(all.as_bytes()).context("writing the report (--logfile)").io(),
             None => crate::out::bytes(crate::out::To::Out, all.as_bytes()),
         }
+    }
+}
+
+/// What `linerate bench` shows of a campaign as it runs: each point's banner, the live lines,
+/// the table after each point and its warnings; and `--hgrm`'s files, rendered from the last
+/// point's histograms.
+struct Printer<'a> {
+    out: &'a mut Out,
+    addr: std::net::SocketAddr,
+    /// Banners and the agent's grant (not with -q, --json, --csv, --json-iperf3).
+    live: bool,
+    /// The interval lines and the receiver's (live, and not -i 0).
+    lines: bool,
+    /// The table of each point (not with a document on stdout).
+    tables: bool,
+    level: u32,
+    hgrm_path: Option<&'a Path>,
+    hgrm: Vec<(PathBuf, String, u64)>,
+}
+
+impl Observer for Printer<'_> {
+    type Error = Error;
+
+    fn point(&mut self, labels: &[(String, String)], spec: &TestSpec) -> crate::error::Result {
+        if self.live {
+            self.out.say(&text::banner(spec, &self.addr, labels))?;
+        }
+        Ok(())
+    }
+
+    fn admitted(&mut self, spec: &TestSpec) {
+        if let Some(l) = text::granted(spec).filter(|_| self.live) {
+            let _ = self.out.say(&l);
+        }
+    }
+
+    fn interval(&mut self, spec: &TestSpec, iv: &LiveInterval<'_>) {
+        if self.lines {
+            // A closed pipe stops the test (`run_inner`); the error is seen after it. With -P,
+            // a line per stream and their sum, written at once.
+            let _ = self.out.say(&text::interval_lines(spec, iv.counts, iv.streams));
+        }
+    }
+
+    fn run(&mut self, r: &TestResult) -> crate::error::Result {
+        let got = text::receiver_lines(r);
+        if self.lines && !got.is_empty() {
+            self.out.say(got.trim_end())?;
+        }
+        if crate::out::closed() {
+            return Err(Error::reported(crate::error::Kind::Closed));
+        }
+        Ok(())
+    }
+
+    fn point_done(&mut self, p: &Point) -> crate::error::Result {
+        if let Some(path) = self.hgrm_path {
+            self.hgrm = hgrm_files(path, &p.result);
+        }
+        let (result, summary) = (&p.result, &p.summary);
+        if self.tables {
+            self.out.say(&text::table(result, summary, &p.runs, self.level))?;
+        }
+        let behind = result.latency.as_ref().and_then(|l| l.behind_schedule);
+        if let Some(w) = text::missed_schedule(&result.spec, summary.transactions_per_s, behind) {
+            errln!("linerate bench: warning: {w}")?;
+        }
+        if let Some(w) = text::interval_latency(&result.spec, result.latency.as_ref().map(|l| l.p50)) {
+            errln!("linerate bench: warning: {w}")?;
+        }
+        if let Some(w) = text::coarse_fairness(&result.spec, summary.seconds, summary.fairness.as_ref()) {
+            errln!("linerate bench: note: {w}")?;
+        }
+        Ok(())
     }
 }
 

@@ -90,8 +90,7 @@ pub fn run_mesh(a: MeshArgs) -> Result {
             .usage()?,
     );
     let stopper = Stopper::new();
-    let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
-    stopper.on_signals(&signals, |_| {}).context("installing signal handlers").internal()?;
+    crate::ending::stop_on_signals(&stopper, |_| {}).context("installing signal handlers").internal()?;
     let stop = stopper.shutdown();
     let agents = NetAgents { inv: &inv, identity };
     let interval = if a.once { None } else { inv.interval };

@@ -282,11 +282,10 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
 }
 
 /// SIGTERM and SIGINT stop the server: the first lets running sessions finish within the grace,
-/// a second aborts them now. A thread turns the signals into [`Stopper::stop`]
-/// (`signal_hook::iterator::Signals`). Each signal is logged to `log` (none: `--quiet`).
+/// a second aborts them now. The process's signal thread turns them into [`Stopper::stop`]
+/// (`ending`). Each signal is logged to `log` (none: `--quiet`).
 fn stop_on_signals(stopper: Stopper, grace: Duration, log: Option<Log>) -> std::io::Result<()> {
-    let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
-    stopper.on_signals(&signals, move |stage| {
+    crate::ending::stop_on_signals(&stopper, move |stage| {
         if let Some(log) = log {
             if stage == Stage::Stopping {
                 let msg = format!(

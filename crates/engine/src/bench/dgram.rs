@@ -264,7 +264,18 @@ impl Receiver {
 
     /// Wait for at least one message (up to the socket's read timeout) and take what else is
     /// queued, up to the batch; how many messages arrived (0 on a timeout).
+    #[cfg(test)]
     pub(crate) fn recv(&mut self) -> io::Result<usize> {
+        self.take(libc::MSG_WAITFORONE)
+    }
+
+    /// Take what is queued, up to the batch, without waiting; how many messages (0: none).
+    pub(crate) fn try_recv(&mut self) -> io::Result<usize> {
+        self.take(libc::MSG_DONTWAIT)
+    }
+
+    /// One `recvmmsg` with `flags`.
+    fn take(&mut self, flags: libc::c_int) -> io::Result<usize> {
         let msgs = self.ctrl.len();
         let slot = self.slot;
         let mut iov: Vec<libc::iovec> = self
@@ -291,13 +302,7 @@ impl Receiver {
         // call, borrowed from `self.sock`. Raw `libc` still: rustix 1.1 has no `recvmmsg` and
         // cannot hand back the `UDP_GRO` control message (see the module header).
         let rc = unsafe {
-            libc::recvmmsg(
-                self.sock.as_raw_fd(),
-                hdrs.as_mut_ptr(),
-                msgs as libc::c_uint,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
+            libc::recvmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), msgs as libc::c_uint, flags, std::ptr::null_mut())
         };
         self.got.clear();
         if rc < 0 {

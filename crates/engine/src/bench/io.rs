@@ -4,6 +4,7 @@
 //! block; timers wake the ones paced by a rate or an open-loop schedule.
 
 use super::Counters;
+use crate::shutdown::Shutdown;
 use hdrhistogram::Histogram;
 use linerate_proto::bench::{DataHello, MsgHeader, TestSpec, DATA_ACK, DATA_HELLO_LEN, MSG_HEADER_LEN, REPLY_STREAM};
 use mio::net::TcpStream;
@@ -417,6 +418,8 @@ pub(crate) struct Worker {
     timerfd: Option<(OwnedFd, Option<Instant>)>,
     again: VecDeque<usize>,
     incoming: crossbeam_channel::Receiver<Conn>,
+    /// The test's stop: read between passes; it wakes the poll through the worker's waker.
+    stop: Shutdown,
     counters: Arc<Counters>,
     rbuf: Vec<u8>,
     wbuf: Arc<Vec<u8>>,
@@ -481,6 +484,12 @@ fn precise_timer(poll: &Poll) -> Option<(OwnedFd, Option<Instant>)> {
 pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    // The test's stop wakes the loop from its poll ([`Worker::run`] then ends).
+    let stop = cfg.counters.shutdown();
+    let wake = waker.clone();
+    stop.on_stop(move || {
+        let _ = wake.wake();
+    });
     let timerfd = precise_timer(&poll);
     let (tx, rx) = crossbeam_channel::unbounded();
     let w = Worker {
@@ -491,6 +500,7 @@ pub(crate) fn worker(cfg: &WorkerConfig) -> io::Result<(Worker, WorkerHandle)> {
         timerfd,
         again: VecDeque::new(),
         incoming: rx,
+        stop,
         counters: cfg.counters.clone(),
         rbuf: vec![0u8; cfg.write_size.clamp(64 * 1024, 4 << 20)],
         wbuf: Arc::new(pattern(cfg.write_size.max(1))),
@@ -579,12 +589,12 @@ impl Worker {
         }
     }
 
-    /// Run until `counters.stop`; then gather TCP statistics and close everything.
+    /// Run until the test's stop; then gather TCP statistics and close everything.
     pub(crate) fn run(mut self) -> Worker {
         let mut events = Events::with_capacity(1024);
         let mut was_started = false;
         loop {
-            if self.counters.stop.load(Relaxed) {
+            if self.stop.is_stopped() {
                 break;
             }
             self.take_incoming();
@@ -614,21 +624,24 @@ impl Worker {
                 }
             }
             self.sample_tcp(now);
-            let mut timeout = Duration::from_millis(50);
+            // Sockets, timers, new connections, the start and the stop all wake the poll; only
+            // the TCP figures' sampling is on a clock of its own.
+            let mut timeout = self.counters.tracks_tcp().then_some(TCP_SAMPLE_EVERY);
             if !self.again.is_empty() {
-                timeout = Duration::ZERO;
+                timeout = Some(Duration::ZERO);
             } else if self.busy_poll(now) {
                 // Let a thread waiting for this core (the agent's, on a loopback test) go first.
                 std::thread::yield_now();
-                timeout = Duration::ZERO;
+                timeout = Some(Duration::ZERO);
             } else if let Some(&Reverse((t, i))) = self.timers.peek() {
                 // An open-loop request's timer wakes the worker early enough to poll until due.
                 let wake = if self.is_open_loop(i) { t.checked_sub(SPIN).unwrap_or(t) } else { t };
                 if !self.arm(wake, now) {
-                    timeout = timeout.min(wake.saturating_duration_since(now));
+                    let left = wake.saturating_duration_since(now);
+                    timeout = Some(timeout.map_or(left, |d| d.min(left)));
                 }
             }
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.errors.push(format!("poll: {e}"));
                     break;
@@ -1512,8 +1525,7 @@ mod tests {
         counters.release();
         let run = std::thread::spawn(move || w.run());
         std::thread::sleep(Duration::from_millis(400));
-        counters.stop.store(true, Relaxed);
-        handle.waker.wake().unwrap();
+        counters.stop();
         let w = run.join().unwrap();
         echo.join().unwrap();
         let answered = counters.transactions();

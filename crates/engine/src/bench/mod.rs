@@ -3,9 +3,15 @@
 //! test, [`server`] the agent's side, `scripts` the client's request/response and profile
 //! workloads, [`sweep`] makes a sweep's points from a base test, [`stats`] turns two sides'
 //! counts into the figures people read, [`doc`] into the typed bench document, [`text`]
-//! renders them as `linerate bench` prints them, and [`hgrm`] writes a latency histogram as
-//! HdrHistogram's percentile distribution (`--hgrm`).
+//! renders them as `linerate bench` prints them, [`hgrm`] writes a latency histogram as
+//! HdrHistogram's percentile distribution (`--hgrm`), and [`campaign`] runs a sweep's points
+//! with their repeats (`--repeat`, `--confidence`).
+//!
+//! A test's loops (event-loop workers, the agent's acceptor, UDP senders and receivers) stop
+//! through one [`Shutdown`] per test and side (the counters' stop); each loop that waits on
+//! something else (a mio poll) is woken by it through a waker, none polls a flag on a timer.
 
+pub mod campaign;
 pub(crate) mod dgram;
 pub mod doc;
 pub mod hgrm;
@@ -19,6 +25,7 @@ pub(crate) mod udp;
 
 use crate::auth::secret::Secret;
 use crate::net::conn::{self, RecvHalf, SendHalf};
+use crate::shutdown::{Shutdown, Stopper};
 use crate::usage;
 use crate::EngineError;
 use hdrhistogram::Histogram;
@@ -94,7 +101,12 @@ pub(crate) struct Counters {
     /// free (the previous transaction still unanswered).
     pub scheduled: AtomicU64,
     pub behind: AtomicU64,
-    pub stop: AtomicBool,
+    /// Ends the test on this side: every loop of it holds its [`Shutdown`] ([`Counters::shutdown`]).
+    stop: Stopper,
+    /// The same, read: `stopped` is a load, not a clone of the channels.
+    watch: Shutdown,
+    /// Whether sources and scripts may run ([`Counters::release`]): state the workers read per
+    /// connection step (they are woken when it changes), not a stop.
     pub started: AtomicBool,
     /// Bytes this side's sources may still send (`u64::MAX`: no byte count, the clock ends it).
     budget: AtomicU64,
@@ -104,6 +116,8 @@ pub(crate) struct Counters {
     /// in bytes, for the interval lines; sampled only when `track_tcp` is set.
     retrans: Box<[AtomicU64]>,
     cwnd: Box<[AtomicU64]>,
+    /// Whether the workers sample the TCP figures ([`Counters::track_tcp`]): set once before
+    /// they run; a setting, not a stop.
     track_tcp: AtomicBool,
     start: OnceLock<Instant>,
     omit: Duration,
@@ -112,14 +126,16 @@ pub(crate) struct Counters {
 impl Counters {
     pub(crate) fn new(slots: usize, omit: Duration) -> Arc<Counters> {
         let mk = || (0..slots).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice();
+        let stop = Stopper::new();
         Arc::new(Counters {
+            watch: stop.shutdown(),
             rx: mk(),
             tx: mk(),
             trans: mk(),
             failures: AtomicU64::new(0),
             scheduled: AtomicU64::new(0),
             behind: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
+            stop,
             started: AtomicBool::new(false),
             budget: AtomicU64::new(u64::MAX),
             closed: AtomicU64::new(0),
@@ -230,6 +246,25 @@ impl Counters {
         *self.start.get_or_init(Instant::now)
     }
 
+    /// End the test's loops on this side (again: nothing more); each is woken by the hook it
+    /// set on [`Counters::shutdown`].
+    pub(crate) fn stop(&self) {
+        if !self.watch.is_stopped() {
+            self.stop.stop();
+        }
+    }
+
+    /// Whether the test's loops were told to end: a read between pieces of work.
+    pub(crate) fn stopped(&self) -> bool {
+        self.watch.is_stopped()
+    }
+
+    /// What a loop of the test holds to wait for its end, or to be woken at it
+    /// ([`Shutdown::on_stop`]).
+    pub(crate) fn shutdown(&self) -> Shutdown {
+        self.watch.clone()
+    }
+
     /// Let sources and scripts run.
     pub(crate) fn release(&self) {
         self.started.store(true, Relaxed);
@@ -312,7 +347,9 @@ pub(crate) struct Sampler {
     kept: usize,
     base: Option<Baseline>,
     end: Option<Baseline>,
-    nap: Duration,
+    /// How often a wait looks at a `done` condition that no event announces (a byte count's
+    /// end: [`Sampler::check_every`]); none: the waits last to the next boundary or the stop.
+    check: Option<Duration>,
 }
 
 struct Baseline {
@@ -340,7 +377,7 @@ impl Sampler {
             kept: 0,
             base: None,
             end: None,
-            nap: Duration::from_millis(20),
+            check: None,
         };
         if s.counters.omit.is_zero() {
             s.take_baseline(start);
@@ -364,9 +401,14 @@ impl Sampler {
         self.keep_streams = true;
     }
 
-    /// Sleep until the next interval boundary (or `until`, or `stop`), sampling on the way.
-    /// Returns the interval just closed, if one was.
-    pub(crate) fn tick(&mut self, until: Option<Instant>, stop: &dyn Fn() -> bool) -> Option<IntervalCounts> {
+    /// Sleep until the next interval boundary (or `until`, or the stop, or `done`), sampling on
+    /// the way. Returns the interval just closed, if one was.
+    pub(crate) fn tick(
+        &mut self,
+        until: Option<Instant>,
+        stop: &Shutdown,
+        done: &dyn Fn() -> bool,
+    ) -> Option<IntervalCounts> {
         let start = self.counters.start_instant()?;
         let omit_end = start + self.counters.omit;
         loop {
@@ -384,12 +426,14 @@ impl Sampler {
                 self.next += self.interval;
                 return Some(self.close_interval(start, t));
             }
-            if until.is_some_and(|u| now >= u) || stop() {
+            if until.is_some_and(|u| now >= u) || stop.is_stopped() || done() {
                 return None;
             }
-            // A schedule, not a poll for an event: the next interval's boundary (or the byte
-            // budget's next check), at most `nap` so a stop is seen within it.
-            std::thread::sleep(wake.saturating_duration_since(now).min(self.nap));
+            // A schedule, not a poll: the next interval's boundary (or the warm-up's end, or
+            // `until`), cut short by the stop; a byte count's end, which nothing announces, is
+            // looked at every `check`.
+            let left = wake.saturating_duration_since(now);
+            stop.wait_timeout(self.check.map_or(left, |c| left.min(c)));
         }
     }
 
@@ -447,27 +491,28 @@ impl Sampler {
         self.streams.push(kept);
     }
 
-    /// Report every interval to `progress` until `end` or until `done`; returns when the run
-    /// ended.
+    /// Report every interval to `progress` until `end`, the stop or `done`; returns when the
+    /// run ended.
     pub(crate) fn run_until(
         &mut self,
         end: Instant,
+        stop: &Shutdown,
         done: &dyn Fn() -> bool,
         progress: &mut dyn FnMut(&LiveInterval<'_>),
     ) -> Instant {
-        while let Some(iv) = self.tick(Some(end), done) {
+        while let Some(iv) = self.tick(Some(end), stop, done) {
             progress(&LiveInterval { counts: &iv, streams: &self.current });
-            if Instant::now() >= end || done() {
+            if Instant::now() >= end || stop.is_stopped() || done() {
                 break;
             }
         }
         Instant::now()
     }
 
-    /// Look at the clock (and the end condition) this often at least: finely for a test that
-    /// ends on a byte count, whose end is not on the clock.
-    pub(crate) fn check_every(&mut self, nap: Duration) {
-        self.nap = nap;
+    /// Look at the `done` condition this often at least: finely for a test that ends on a byte
+    /// count, whose end is neither on the clock nor an event the sampler can wait on.
+    pub(crate) fn check_every(&mut self, check: Duration) {
+        self.check = Some(check);
     }
 
     /// The run is over at `now`: close the last partial interval and take the final counts, before
@@ -686,15 +731,15 @@ pub struct BenchClient {
     rx: RecvHalf,
     machine: ClientMachine,
     cfg: BenchClientConfig,
-    /// Ends a running test early, in order, at its next interval ([`BenchClient::cancel_on`]).
-    cancel: crate::shutdown::Shutdown,
+    /// Ends a running test early, in order, as its end would ([`BenchClient::cancel_on`]).
+    cancel: Shutdown,
 }
 
 impl BenchClient {
     /// Connect and authenticate.
     pub fn connect(cfg: BenchClientConfig) -> Result<BenchClient, EngineError> {
         let sec = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
-        let cancel = crate::shutdown::Shutdown::never();
+        let cancel = Shutdown::never();
         Ok(BenchClient { tx: sec.tx, rx: sec.rx, machine: ClientMachine::default(), cfg, cancel })
     }
 
@@ -704,9 +749,9 @@ impl BenchClient {
         self.tx.mss()
     }
 
-    /// A stop of `cancel` ends the running test at its next interval, as its end would (the
-    /// server is told to stop; the result covers the time run): the CLI's closed output.
-    pub fn cancel_on(&mut self, cancel: crate::shutdown::Shutdown) {
+    /// A stop of `cancel` ends the running test at once, as its end would (the server is told
+    /// to stop; the result covers the time run): Ctrl-C, or the CLI's closed output.
+    pub fn cancel_on(&mut self, cancel: Shutdown) {
         self.cancel = cancel;
     }
 
@@ -889,10 +934,8 @@ impl BenchClient {
             .then(|| Sampler::new(counters.clone(), Duration::from_millis(spec.interval_ms), counters.start_now()));
         let result = setup.and_then(|()| self.synchronise());
         if let Err(e) = result {
-            counters.stop.store(true, Relaxed);
-            for h in &handles {
-                let _ = h.waker.wake();
-            }
+            // Wakes the workers (each set a hook on the counters' stop).
+            counters.stop();
             for t in threads {
                 let _ = t.join();
             }
@@ -908,7 +951,7 @@ impl BenchClient {
         // shuts its side down after its last byte, the receiver closes on reading that end, so
         // each byte sent was counted by the receiver before the client says stop.
         let cancel = self.cancel.clone();
-        let done = || (spec.bytes.is_some() && counters.closed.load(Relaxed) >= conns) || cancel.is_stopped();
+        let done = || spec.bytes.is_some() && counters.closed.load(Relaxed) >= conns;
         if spec.bytes.is_some() {
             sampler.check_every(Duration::from_millis(2));
         }
@@ -916,13 +959,11 @@ impl BenchClient {
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), &done, progress);
+        let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
+        let now = sampler.run_until(end, &cancel, &done, progress);
         sampler.freeze(now);
-        counters.stop.store(true, Relaxed);
+        counters.stop();
         self.stop()?;
-        for h in &handles {
-            let _ = h.waker.wake();
-        }
         let mut groups: Vec<Histogram<u64>> = Vec::new();
         let mut tcp = Vec::new();
         let mut buffers = None;
@@ -1006,11 +1047,12 @@ impl BenchClient {
         }
         let probe = stats::InterfaceProbe::start(self.cfg.addr.ip());
         counters.release();
-        let running = side.start(spec, self.cfg.tuning.cpu);
+        let running = side.start(spec, self.cfg.tuning.cpu).inspect_err(|_| counters.stop())?;
         let cancel = self.cancel.clone();
-        let done = || counters.budget_spent() || cancel.is_stopped();
-        let now = sampler.run_until(start + Duration::from_millis(spec.omit_ms + spec.duration_ms), &done, progress);
-        counters.stop.store(true, Relaxed);
+        let done = || counters.budget_spent();
+        let end = start + Duration::from_millis(spec.omit_ms + spec.duration_ms);
+        let now = sampler.run_until(end, &cancel, &done, progress);
+        counters.stop();
         // Let the last datagrams land before the server stops counting (kept on purpose: UDP in
         // flight announces nothing to await).
         std::thread::sleep(Duration::from_millis(100));

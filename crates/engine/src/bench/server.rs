@@ -7,6 +7,7 @@ use super::io::{self, Conn, WorkerHandle};
 use super::stats::InterfaceProbe;
 use super::{scripts, udp, worker_count, Counters, Sampler};
 use crate::net::conn::{RecvHalf, SendHalf};
+use crate::shutdown::{Shutdown, Stopper};
 use crate::EngineError;
 use linerate_proto::bench::{
     encode_doc, DataHello, Direction, Limits, Ready, ServerEvent, ServerMachine, SideReport, TestKind, TestSpec,
@@ -22,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize};
+use std::sync::atomic::{AtomicU8, AtomicUsize};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -330,18 +331,17 @@ fn run_test(
             None
         }
     };
-    let accept_stop = Arc::new(AtomicBool::new(false));
+    // The acceptor ends with the test's loops: the stop wakes its poll through the one waker a
+    // poll may have, the slots' (its handler finds nothing new and the loop ends).
+    let stop = counters.shutdown();
+    let wake = slots.clone();
+    stop.on_stop(move || {
+        let _ = wake.waker.wake();
+    });
     let acceptor = {
-        let (stop, handles, ready, spec) = (accept_stop.clone(), handles.clone(), ready.clone(), spec.clone());
+        let (handles, ready, spec) = (handles.clone(), ready.clone(), spec.clone());
         let acceptor = Acceptor { poll, slots, client: ends.client, deadline: cfg.handshake_timeout };
         std::thread::spawn(move || acceptor.run(listener, &ready, &spec, conns, &handles, &stop))
-    };
-    let wind_down = |handles: &[WorkerHandle]| {
-        counters.stop.store(true, Relaxed);
-        accept_stop.store(true, Relaxed);
-        for h in handles {
-            let _ = h.waker.wake();
-        }
     };
     let mut probe_slot = None;
     let probe = &mut probe_slot;
@@ -362,20 +362,21 @@ fn run_test(
         for h in &handles {
             let _ = h.waker.wake();
         }
-        let running = udp_side.map(|u| u.start(spec, spec.server_cpu));
+        let running = udp_side.map(|u| u.start(spec, spec.server_cpu)).transpose()?;
         tx.send_frames(&[Frame::BenchGo])?;
-        let sampler_stop = Arc::new(AtomicBool::new(false));
+        // The sampler samples until the client's Stop (or the control connection's end).
+        let sampler_stop = Stopper::new();
         let sampler = {
-            let st = sampler_stop.clone();
+            let stop = sampler_stop.shutdown();
             std::thread::spawn(move || {
-                while sampler.tick(None, &|| st.load(Relaxed)).is_some() {}
+                while sampler.tick(None, &stop, &|| false).is_some() {}
                 sampler
             })
         };
         let limit = Duration::from_millis(spec.duration_ms + spec.omit_ms) + Duration::from_secs(30);
         let ev = next_event(rx, machine, limit);
         let now = Instant::now();
-        sampler_stop.store(true, Relaxed);
+        sampler_stop.stop();
         let mut sampler = sampler.join().map_err(|_| EngineError::Internal("the sampler thread panicked".into()))?;
         sampler.freeze(now);
         match ev? {
@@ -383,7 +384,8 @@ fn run_test(
             _ => Err(ProtoError::Violation("expected BenchStop".into()).into()),
         }
     })();
-    wind_down(&handles);
+    // Ends the workers and the acceptor, each woken by its hook on the counters' stop.
+    counters.stop();
     let accepted = acceptor.join().unwrap_or_default();
     let mut tcp = Vec::new();
     let mut buffers = None;
@@ -568,7 +570,8 @@ struct Acceptor {
 }
 
 impl Acceptor {
-    /// Accept data connections until `stop`; returns error lines (capped).
+    /// Accept data connections until `stop` (which must wake the poll: the slots' waker);
+    /// returns error lines (capped).
     fn run(
         mut self,
         mut listener: TcpListener,
@@ -576,7 +579,7 @@ impl Acceptor {
         spec: &TestSpec,
         conns: u64,
         workers: &[WorkerHandle],
-        stop: &AtomicBool,
+        stop: &Shutdown,
     ) -> Vec<String> {
         let mut errors = Vec::new();
         if self.poll.registry().register(&mut listener, LISTENER, Interest::READABLE).is_err() {
@@ -607,8 +610,11 @@ impl Acceptor {
             w.give(Conn::new(s, h.conn, scripts::server_role(spec, h.conn)));
         };
         let mut refused = 0u64;
-        while !stop.load(Relaxed) {
-            if self.poll.poll(&mut events, Some(Duration::from_millis(50))).is_err() {
+        while !stop.is_stopped() {
+            // Until the next event, or the first pending connection's deadline.
+            let first = pending.iter().flatten().map(|p| p.deadline).min();
+            let timeout = first.map(|d| d.saturating_duration_since(Instant::now()));
+            if self.poll.poll(&mut events, timeout).is_err() {
                 continue;
             }
             let now = Instant::now();

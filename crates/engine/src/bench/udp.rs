@@ -2,15 +2,19 @@
 //! duplicates, jitter). Each client socket first registers its address with the server by a
 //! datagram carrying the test's tag, so the server knows which socket is which connection and,
 //! in reverse mode, where to send. Datagrams move in batches, many per system call each side
-//! ([`super::dgram`]), and are counted one by one.
+//! ([`super::dgram`]), and are counted one by one. Receivers wait for their socket and the
+//! test's stop in one poll ([`Readiness`]); senders are paced and look at the stop between
+//! batches.
 
 use super::dgram::{size_recv_buffer, Batching, Offload, Receiver, Sender};
 use super::Counters;
+use crate::shutdown::{Shutdown, Stopper};
 use crate::EngineError;
 use linerate_proto::bench::{Direction, Ready, TestSpec, UdpBatching, UdpCounts, UdpHeader, UDP_HEADER_LEN};
+use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::Ordering::Relaxed;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -101,13 +105,48 @@ fn merge(states: &[RecvState], sent: u64, tx: Batching, rx: Batching) -> UdpCoun
     }
 }
 
+/// Poll token of a receiver's socket.
+const SOCKET: Token = Token(0);
+/// Poll token of its waker.
+const WAKE: Token = Token(1);
+
+/// What a receiving thread waits on: its socket and a stop, in one mio poll, the stop waking it
+/// through a [`Waker`] ([`Shutdown::on_stop`]). The socket is registered edge-triggered: its
+/// reader takes what is queued (without blocking) before each wait.
+struct Readiness {
+    poll: Poll,
+    events: Events,
+    /// Woken by the stop's hook, which holds it too.
+    _waker: Arc<Waker>,
+}
+
+impl Readiness {
+    fn new(sock: &UdpSocket, stop: &Shutdown) -> Result<Readiness, EngineError> {
+        let net = |e| EngineError::net("watching a UDP socket", e);
+        let poll = Poll::new().map_err(net)?;
+        let fd = sock.as_raw_fd();
+        poll.registry().register(&mut mio::unix::SourceFd(&fd), SOCKET, Interest::READABLE).map_err(net)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKE).map_err(net)?);
+        let wake = waker.clone();
+        stop.on_stop(move || {
+            let _ = wake.wake();
+        });
+        Ok(Readiness { poll, events: Events::with_capacity(4), _waker: waker })
+    }
+
+    /// Block until the socket has something new or the stop came (or a signal interrupted).
+    fn wait(&mut self) {
+        let _ = self.poll.poll(&mut self.events, None);
+    }
+}
+
 fn tag(ready: &Ready) -> [u8; 8] {
     let mut t = [0u8; 8];
     t.copy_from_slice(&ready.cookie[..8]);
     t
 }
 
-/// Send paced datagrams on `socks` (slot, socket, destination) until `counters.stop`, in batches
+/// Send paced datagrams on `socks` (slot, socket, destination) until the test's stop, in batches
 /// (see [`super::dgram`]): as many as the rate allows since the last batch, up to a batch. The
 /// datagrams of one batch carry the same send time. The datagrams sent after the warm-up, and
 /// how all of them travelled.
@@ -128,7 +167,7 @@ fn send_loop(
     let omit_ns = counters.omit_ns();
     let mut seqs = vec![0u64; socks.len()];
     let mut sent = 0u64;
-    while !counters.stop.load(Relaxed) {
+    while !counters.stopped() {
         let elapsed = start.elapsed().as_secs_f64();
         let mut idle = true;
         for (k, ((slot, _, _), tx)) in socks.iter().zip(batches.iter_mut()).enumerate() {
@@ -170,10 +209,12 @@ fn send_loop(
     (sent, travelled)
 }
 
-/// Receive on `rx` until `counters.stop`: each datagram carrying the test's tag is counted for
-/// the connection `slot_of` names from its source address (registrations go to `on_register`).
+/// Receive on `rx` until the test's stop, waiting on `ready` (its socket's and the stop's):
+/// each datagram carrying the test's tag is counted for the connection `slot_of` names from its
+/// source address (registrations go to `on_register`).
 fn receive_loop(
     rx: &mut Receiver,
+    ready: &mut Readiness,
     tag: [u8; 8],
     c: &Counters,
     states: &mut [RecvState],
@@ -181,9 +222,11 @@ fn receive_loop(
     mut on_register: impl FnMut(&[u8], Option<SocketAddr>),
 ) {
     let omit_ns = c.omit_ns();
-    while !c.stop.load(Relaxed) {
-        let Ok(n) = rx.recv() else { continue };
+    while !c.stopped() {
+        // An error (an ICMP one on a connected socket) is read once: try again.
+        let Ok(n) = rx.try_recv() else { continue };
         if n == 0 {
+            ready.wait();
             continue;
         }
         let now_ns = c.since_start().as_nanos() as u64;
@@ -217,9 +260,9 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// Wait for the threads (the caller set `counters.stop`) and merge the counts.
+    /// End the threads (the caller stopped the counters) and merge the counts.
     pub(crate) fn join(self, counters: &Counters) -> (UdpCounts, Option<(u32, u32)>) {
-        counters.stop.store(true, Relaxed);
+        counters.stop();
         let (mut sent, mut tx, mut rx) = (0, Batching::default(), Batching::default());
         for (n, b) in self.senders.into_iter().filter_map(|t| t.join().ok()) {
             sent += n;
@@ -277,7 +320,6 @@ impl Client {
                 UdpSocket::bind(bind).map_err(|e| EngineError::net(format!("binding a UDP socket to {bind}"), e))?;
             apply_opts(&s, spec)?;
             s.connect(target).map_err(|e| EngineError::net(format!("connecting UDP to {target}"), e))?;
-            s.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| EngineError::net("UDP timeout", e))?;
             // Register (three times: this is UDP) so the server knows this socket's address.
             let mut reg = [0u8; UDP_HEADER_LEN];
             UdpHeader { tag: tag(ready), seq: REGISTER, sent_ns: u64::from(i) }.write(&mut reg);
@@ -294,7 +336,7 @@ impl Client {
     }
 
     /// Send or receive on worker threads, pinned to `cpu` when given.
-    pub(crate) fn start(self, spec: &TestSpec, cpu: Option<u32>) -> Running {
+    pub(crate) fn start(self, spec: &TestSpec, cpu: Option<u32>) -> Result<Running, EngineError> {
         let buffers = self.socks.first().and_then(|s| buffers_of(s));
         let mut run = Running { senders: Vec::new(), receivers: Vec::new(), buffers };
         let total = self.socks.len() as u64;
@@ -320,17 +362,18 @@ impl Client {
                     if spec.rcvbuf.is_none() {
                         size_recv_buffer(&s, spec.rate, size, spec.connections);
                     }
+                    let mut ready = Readiness::new(&s, &c.shutdown())?;
                     run.receivers.push(super::spawn_worker(cpu, move || {
                         // Socket i's datagrams are connection i's (its counters' slot).
                         let mut st = vec![RecvState::default(); i + 1];
                         let mut rx = Receiver::new(s, size, offload);
-                        receive_loop(&mut rx, tag, &c, &mut st, |_| Some(i), |_, _| ());
+                        receive_loop(&mut rx, &mut ready, tag, &c, &mut st, |_| Some(i), |_, _| ());
                         (vec![st.swap_remove(i)], rx.batching())
                     }));
                 }
             }
         }
-        run
+        Ok(run)
     }
 }
 
@@ -342,7 +385,8 @@ pub(crate) struct Server {
     conns: u64,
     peers: Arc<Mutex<HashMap<SocketAddr, u32>>>,
     registrar: Option<JoinHandle<()>>,
-    reg_stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Ends the registrar at the start.
+    reg_stop: Stopper,
 }
 
 impl Server {
@@ -353,19 +397,23 @@ impl Server {
         counters: Arc<Counters>,
     ) -> Result<Server, EngineError> {
         apply_opts(&sock, spec)?;
-        sock.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| EngineError::net("UDP timeout", e))?;
+        // Non-blocking while the registrar reads it (below); blocking again for the test's sends.
+        sock.set_nonblocking(true).map_err(|e| EngineError::net("a non-blocking UDP socket", e))?;
         let sock = Arc::new(sock);
         let peers = Arc::new(Mutex::new(HashMap::new()));
-        let reg_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reg_stop = Stopper::new();
+        let mut watch = Readiness::new(&sock, &reg_stop.shutdown())?;
         // Before the start, only registrations are read.
         let registrar = {
             let (s, p, stop, t, n) =
-                (sock.clone(), peers.clone(), reg_stop.clone(), tag(ready), u64::from(spec.connections));
+                (sock.clone(), peers.clone(), reg_stop.shutdown(), tag(ready), u64::from(spec.connections));
             std::thread::spawn(move || {
                 let mut buf = [0u8; 2048];
-                while !stop.load(Relaxed) {
-                    if let Ok((len, from)) = s.recv_from(&mut buf) {
-                        register(&buf[..len], from, t, n, &p);
+                while !stop.is_stopped() {
+                    match s.recv_from(&mut buf) {
+                        Ok((len, from)) => register(&buf[..len], from, t, n, &p),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => watch.wait(),
+                        Err(_) => {}
                     }
                 }
             })
@@ -382,11 +430,12 @@ impl Server {
     }
 
     /// Receive or send on worker threads, pinned to `cpu` when given.
-    pub(crate) fn start(mut self, spec: &TestSpec, cpu: Option<u32>) -> Running {
-        self.reg_stop.store(true, Relaxed);
+    pub(crate) fn start(mut self, spec: &TestSpec, cpu: Option<u32>) -> Result<Running, EngineError> {
+        self.reg_stop.stop();
         if let Some(r) = self.registrar.take() {
             let _ = r.join();
         }
+        self.sock.set_nonblocking(false).map_err(|e| EngineError::net("a blocking UDP socket", e))?;
         let buffers = buffers_of(&self.sock);
         let mut run = Running { senders: Vec::new(), receivers: Vec::new(), buffers };
         let (s, c, t, n, p) = (self.sock.clone(), self.counters.clone(), self.tag, self.conns, self.peers.clone());
@@ -396,6 +445,7 @@ impl Server {
                     size_recv_buffer(&s, spec.rate, spec.msg_size as usize, 1);
                 }
                 let (size, offload) = (spec.msg_size as usize, Offload::of(spec.gsro));
+                let mut ready = Readiness::new(&s, &c.shutdown())?;
                 run.receivers.push(super::spawn_worker(cpu, move || {
                     let mut states = vec![RecvState::default(); n as usize];
                     let mut rx = Receiver::new(s, size, offload);
@@ -413,7 +463,7 @@ impl Server {
                             register(d, from, t, n, &p);
                         }
                     };
-                    receive_loop(&mut rx, t, &c, &mut states, slot_of, on_register);
+                    receive_loop(&mut rx, &mut ready, t, &c, &mut states, slot_of, on_register);
                     let travelled = rx.batching();
                     (states, travelled)
                 }));
@@ -429,7 +479,7 @@ impl Server {
                 }));
             }
         }
-        run
+        Ok(run)
     }
 }
 

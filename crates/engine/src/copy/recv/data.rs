@@ -533,6 +533,8 @@ impl RecvSession {
 /// A file read only while its session is alive (see [`RecvSession::commit`]).
 struct WhileAlive<'a> {
     file: &'a std::fs::File,
+    /// The session's abort state, read before each block: a read of a flag between pieces of
+    /// work that never wait (a file's blocks), not a stop polled for.
     aborted: &'a std::sync::atomic::AtomicBool,
 }
 

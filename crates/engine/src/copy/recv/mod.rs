@@ -221,6 +221,10 @@ pub struct RecvSession {
     changed: Condvar,
     control: Mutex<SendHalf>,
     sockets: Mutex<Vec<TcpStream>>,
+    /// Set once by [`Self::abort`]: the session's state, which stream threads and writers read
+    /// before each piece of work (and a hash's reader before each block: `data::WhileAlive`).
+    /// A flag, not a stop polled for: nothing waits for it on a timer, since the abort itself
+    /// wakes whoever blocks (it shuts the sockets down and notifies `changed`'s waiters).
     aborted: AtomicBool,
     /// Threads waiting on `changed`; waking nobody costs a futex syscall, so skip it.
     waiters: AtomicUsize,
