@@ -132,15 +132,19 @@ fn every_subcommand_exits_with_the_documented_code_for_each_failure_kind() {
 #[test]
 fn a_closed_stdout_is_a_quiet_end_with_141() {
     let t = tempfile::tempdir().unwrap();
-    // `generate man | true`: the page is larger than a pipe takes before the reader is gone.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+    // `generate man | true` with the reader gone before the first write: a pipe whose read end
+    // is closed before the command starts, so its first write fails with EPIPE whatever the
+    // page's size and however fast it runs (closing the reader after the start raced a page
+    // that fits in the pipe).
+    let (reader, writer) = rustix::pipe::pipe().unwrap();
+    drop(reader);
+    let child = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args(["generate", "man"])
         .current_dir(t.path())
-        .stdout(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::from(writer))
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    drop(child.stdout.take());
     let o = child.wait_with_output().unwrap();
     // Kind::Closed: 128 + SIGPIPE, documented beside the other codes (pipes.rs for the rest).
     assert_eq!(o.status.code(), Some(141), "{}", text(&o));
