@@ -37,6 +37,24 @@ pub(crate) fn on_hurry(shutdown: Shutdown) {
     drop(spawned);
 }
 
+/// The process's one stop on SIGINT, SIGTERM and SIGHUP: its signal thread is installed at the
+/// first call, and every later call shares it. A command that stops in order on a signal (the
+/// lab's `up`, `run` and `emulate`, which tear down first) waits on it, never a flag of its
+/// own; the second signal hurries it.
+pub(crate) fn signals() -> std::io::Result<Shutdown> {
+    static STOPPER: std::sync::Mutex<Option<linerate_model::shutdown::Stopper>> = std::sync::Mutex::new(None);
+    let mut installed = STOPPER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(s) = installed.as_ref() {
+        return Ok(s.shutdown());
+    }
+    let stopper = linerate_model::shutdown::Stopper::new();
+    let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
+    stopper.on_signals(&signals, |_| {})?;
+    let shutdown = stopper.shutdown();
+    *installed = Some(stopper);
+    Ok(shutdown)
+}
+
 /// Run `command` on a thread of its own (a main thread's stack, 8 MiB) and wait for its result
 /// or for a request to end now, whichever comes first: `Err(kind)` for a request. A command
 /// that panicked (its message is already printed) is an internal failure.

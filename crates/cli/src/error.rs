@@ -71,12 +71,27 @@ impl Kind {
         }
     }
 
-    /// The kind of a lab error: a bad scenario or state, or not root, is usage; an interrupted
+    /// The kind of a lab error: a bad scenario, run id, state file or emulator request, a
+    /// missing tool, or not root, is usage; an interrupted
     /// run is [`Kind::Interrupted`] (after teardown); anything else means the lab could not be
     /// built or run ([`Kind::Session`]).
     pub fn of_lab(e: &LabError) -> Kind {
         match e {
-            LabError::Scenario(_) | LabError::NotRoot | LabError::State(_) => Kind::Usage,
+            LabError::Scenario(_)
+            | LabError::NotRoot
+            | LabError::UnknownRun { .. }
+            | LabError::NoLab
+            | LabError::SeveralLabs { .. }
+            | LabError::StateFile { .. }
+            | LabError::StateFileTooLarge { .. }
+            | LabError::MissingTool { .. }
+            | LabError::EmptyCommand { .. }
+            | LabError::NoFeederPipe { .. }
+            | LabError::Encode { .. }
+            | LabError::EmulatorConfig { .. }
+            | LabError::EmulatorRefused { .. }
+            | LabError::EmulatorAnswer { .. } => Kind::Usage,
+            LabError::CopyDiffers { .. } => Kind::Session,
             LabError::Interrupted => Kind::Interrupted,
             _ => Kind::Session,
         }
@@ -285,7 +300,8 @@ mod tests {
     fn lab_errors_map_to_usage_session_or_interrupted() {
         assert_eq!(Kind::of_lab(&LabError::Scenario("x".into())), Kind::Usage);
         assert_eq!(Kind::of_lab(&LabError::NotRoot), Kind::Usage);
-        assert_eq!(Kind::of_lab(&LabError::State("x".into())), Kind::Usage);
+        assert_eq!(Kind::of_lab(&LabError::UnknownRun { id: "x".into() }), Kind::Usage);
+        assert_eq!(Kind::of_lab(&LabError::NoLab), Kind::Usage);
         assert_eq!(Kind::of_lab(&LabError::Interrupted), Kind::Interrupted);
         assert_eq!(Kind::of_lab(&LabError::Run("r".into(), "x".into())), Kind::Session);
     }

@@ -565,36 +565,37 @@ fn check_copy_fields(i: usize, r: &RunSpec) -> Result<(), LabError> {
 /// The fields of one link that only make sense together: tbf's burst and latency with a
 /// rate, jitter and reorder with a delay, a loss burst with a loss, a queue with a rate, what
 /// only linerate's emulator does not asked of netem.
-fn check_link_fields(l: &LinkSpec) -> Result<(), String> {
+fn check_link_fields(name: &str, l: &LinkSpec) -> Result<(), LabError> {
+    let bad = |why: String| Err(LabError::Scenario(format!("link '{name}': {why}")));
     if l.burst.is_some() || l.latency.is_some() {
         if l.rate.is_none() || l.shaper != Shaper::Tbf {
-            return Err("burst and latency are the tbf shaper's: give a rate, and no shaper = \"htb\"".into());
+            return bad("burst and latency are the tbf shaper's: give a rate, and no shaper = \"htb\"".into());
         }
         if l.burst.is_some_and(|b| !(1500..=1 << 30).contains(&b)) {
-            return Err("burst must be 1500 bytes to 1 GiB".into());
+            return bad("burst must be 1500 bytes to 1 GiB".into());
         }
         if l.latency.is_some_and(|t| t.as_micros() == 0) {
-            return Err("latency must be above 0".into());
+            return bad("latency must be above 0".into());
         }
     }
     if l.mtu.is_some_and(|m| !(576..=65535).contains(&m)) {
-        return Err(format!("mtu {} outside 576..65535", l.mtu.unwrap_or_default()));
+        return bad(format!("mtu {} outside 576..65535", l.mtu.unwrap_or_default()));
     }
     if (l.jitter.is_some() || l.reorder.is_some()) && l.delay.is_none() {
-        return Err("jitter and reorder need a delay".into());
+        return bad("jitter and reorder need a delay".into());
     }
     if l.loss_burst.is_some_and(|b| !LOSS_BURST.contains(&b) || l.loss.is_none()) {
-        return Err("loss_burst is a mean burst length of 1 to 1000 packets, with a loss".into());
+        return bad("loss_burst is a mean burst length of 1 to 1000 packets, with a loss".into());
     }
     match l.queue {
-        Some(_) if l.rate.is_none() => return Err("a queue needs the link's rate".into()),
+        Some(_) if l.rate.is_none() => return bad("a queue needs the link's rate".into()),
         Some(QueueLimit::Time(t)) if t.get() > MAX_LINK_TIME => {
-            return Err("a queue's time must be at most 60s".into());
+            return bad("a queue's time must be at most 60s".into());
         }
         _ => {}
     }
     if l.emulator == EmulatorChoice::Netem && l.needs_own_emulator() {
-        return Err("queue, loss_burst and a uniform jitter_dist need emulator = \"linerate\" (or \"auto\")".into());
+        return bad("queue, loss_burst and a uniform jitter_dist need emulator = \"linerate\" (or \"auto\")".into());
     }
     Ok(())
 }
@@ -763,7 +764,7 @@ impl Scenario {
             if !link_names.insert(name.clone()) {
                 return Err(LabError::Scenario(format!("link '{name}' declared twice (give it a `name`)")));
             }
-            check_link_fields(l).map_err(|why| LabError::Scenario(format!("link '{name}': {why}")))?;
+            check_link_fields(&name, l)?;
             for n in [&l.a_if, &l.b_if].into_iter().flatten() {
                 check_ifname(n)?;
             }
@@ -863,17 +864,7 @@ impl Scenario {
 mod tests {
     use super::*;
 
-    const TWO: &str = r#"
-name = "two"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[link]]
-a = "a"
-b = "b"
-rate = "1gbit"
-"#;
+    const TWO: &str = crate::testkit::TWO_HOSTS;
 
     #[test]
     fn parses_a_two_host_lab() {

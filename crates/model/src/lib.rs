@@ -13,6 +13,8 @@ pub mod profile;
 pub mod shutdown;
 pub mod stats;
 pub mod tcp;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod time;
 pub mod units;
 
