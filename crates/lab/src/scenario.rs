@@ -868,6 +868,7 @@ mod tests {
 
     #[test]
     fn parses_a_two_host_lab() {
+        assert_eq!(crate::testkit::two_hosts("rate = \"1gbit\"\n"), TWO);
         let s = Scenario::parse(TWO).unwrap();
         assert_eq!(s.host_names().unwrap(), ["a", "b"]);
         assert_eq!(s.expanded_links().unwrap()[0].0, "a-b");

@@ -26,6 +26,13 @@ b = "b"
 rate = "1gbit"
 "#;
 
+/// The fixture's hosts and link with the link's keys `link` in place of its rate (each line
+/// ending in a newline); [`TWO_HOSTS`] is `two_hosts("rate = \"1gbit\"\n")`.
+pub fn two_hosts(link: &str) -> String {
+    let bare = TWO_HOSTS.strip_suffix("rate = \"1gbit\"\n").expect("the fixture ends with its rate");
+    format!("{bare}{link}")
+}
+
 /// A `[[run]]` of iperf3 from `a` to `b` for `seconds`.
 pub fn iperf3_run(seconds: u32) -> String {
     format!("[[run]]\ntool = \"iperf3\"\nhost = \"a\"\nserver = \"b\"\nseconds = {seconds}\n")
