@@ -325,15 +325,29 @@ impl FromStr for LabNet {
     fn from_str(s: &str) -> Result<LabNet, LabError> {
         let bad = |why: &str| LabError::Scenario(format!("address '{}': {why}", s.escape_default()));
         let sub: Subnet = s.parse().map_err(|e: units::UnitError| bad(&e.to_string()))?;
-        LabNet::try_from(sub).map_err(|e| bad(&e))
+        LabNet::try_from(sub).map_err(|e| bad(&e.to_string()))
     }
 }
 
+/// A value of the right grammar outside what the lab can use.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OutOfRange {
+    /// An address or network outside 198.18.0.0/15.
+    #[error("{0} is outside 198.18.0.0/15, the only range the lab uses")]
+    Address(Subnet),
+    /// A shaped rate below 1 kbit/s or above 1000 Gbit/s.
+    #[error("rate {}: must be between 1kbit and 1000gbit", units::format_rate(.0.bits_per_s() as f64))]
+    Rate(Rate),
+    /// A link time above 60 s.
+    #[error("time {0:?}: must be between 0 and 60s")]
+    Time(std::time::Duration),
+}
+
 impl TryFrom<Subnet> for LabNet {
-    type Error = String;
-    fn try_from(sub: Subnet) -> Result<LabNet, String> {
+    type Error = OutOfRange;
+    fn try_from(sub: Subnet) -> Result<LabNet, OutOfRange> {
         if !LAB_RANGE.contains(u32::from(sub.addr())) || sub.prefix().is_some_and(|p| p < LAB_RANGE.prefix) {
-            return Err(format!("{sub} is outside 198.18.0.0/15, the only range the lab uses"));
+            return Err(OutOfRange::Address(sub));
         }
         Ok(LabNet(sub))
     }
@@ -365,13 +379,10 @@ impl ShaperRate {
 }
 
 impl TryFrom<Rate> for ShaperRate {
-    type Error = String;
-    fn try_from(r: Rate) -> Result<ShaperRate, String> {
+    type Error = OutOfRange;
+    fn try_from(r: Rate) -> Result<ShaperRate, OutOfRange> {
         if !(1_000..=1_000_000_000_000).contains(&r.bits_per_s()) {
-            return Err(format!(
-                "rate {}: must be between 1kbit and 1000gbit",
-                units::format_rate(r.bits_per_s() as f64)
-            ));
+            return Err(OutOfRange::Rate(r));
         }
         Ok(ShaperRate(r))
     }
@@ -381,7 +392,7 @@ impl FromStr for ShaperRate {
     type Err = LabError;
     fn from_str(s: &str) -> Result<ShaperRate, LabError> {
         let r: Rate = s.parse().map_err(|e: units::UnitError| LabError::Scenario(e.to_string()))?;
-        ShaperRate::try_from(r).map_err(LabError::Scenario)
+        ShaperRate::try_from(r).map_err(|e| LabError::Scenario(e.to_string()))
     }
 }
 
@@ -418,18 +429,18 @@ impl LinkTime {
 }
 
 impl TryFrom<units::Duration> for LinkTime {
-    type Error = String;
-    fn try_from(d: units::Duration) -> Result<LinkTime, String> {
+    type Error = OutOfRange;
+    fn try_from(d: units::Duration) -> Result<LinkTime, OutOfRange> {
         if d.get() > MAX_LINK_TIME {
-            return Err(format!("time {:?}: must be between 0 and 60s", d.get()));
+            return Err(OutOfRange::Time(d.get()));
         }
         Ok(LinkTime(d))
     }
 }
 
 impl LinkTime {
-    /// Reads `s`; the error says why.
-    fn read(s: &str) -> Result<LinkTime, String> {
+    /// Parses `s`; the error, the whole result, says why.
+    fn parse(s: &str) -> Result<LinkTime, String> {
         let bad = |why: String| format!("time '{}': {why}", s.escape_default());
         let d = units::Duration::with_unit(s).map_err(|e| bad(e.to_string()))?;
         LinkTime::try_from(d).map_err(|_| bad("must be between 0 and 60s".into()))
@@ -439,13 +450,13 @@ impl LinkTime {
 impl FromStr for LinkTime {
     type Err = LabError;
     fn from_str(s: &str) -> Result<LinkTime, LabError> {
-        LinkTime::read(s).map_err(LabError::Scenario)
+        LinkTime::parse(s).map_err(LabError::Scenario)
     }
 }
 
 impl<'de> Deserialize<'de> for LinkTime {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LinkTime, D::Error> {
-        LinkTime::read(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+        LinkTime::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 
