@@ -78,6 +78,17 @@ mod tests {
     use linerate_engine::shutdown::Stopper;
 
     #[test]
+    fn the_signals_are_installed_once_and_every_caller_sees_their_stop() {
+        let (first, second) = (signals().unwrap(), signals().unwrap());
+        assert!(!first.is_stopped());
+        // SIGHUP (not SIGINT or SIGTERM, which the harness itself might be sent) to this process.
+        rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::HUP).unwrap();
+        assert!(first.wait_timeout(std::time::Duration::from_secs(60)), "the signal thread stops it");
+        assert!(second.is_stopped(), "one stop for every caller");
+        assert!(signals().unwrap().is_stopped(), "a later caller shares it too");
+    }
+
+    #[test]
     fn a_command_ends_with_its_result_or_with_the_first_request_to_end_now() {
         assert_eq!(run(|| 7), Ok(7));
         // A hurried stop asks for the interrupted code while the command still runs.

@@ -1,7 +1,9 @@
 //! The one boundary between the lab and the operating system's processes: running an
 //! `ip`/`tc`/`ssh-keygen`/`diff` argv to completion, starting a server or a client in the
-//! background, waiting until a server listens, stopping a process by pid, finding a program,
-//! reading the machine's busy CPU time. The system executor does it (never through a shell);
+//! background (waited on by a thread, killed through a pidfd by another), waiting until a
+//! server listens, stopping a process by pid and start time (the pid helpers the state file's
+//! teardown uses too), finding a program, reading the machine's busy CPU time. The system
+//! executor does it (never through a shell);
 //! the recording one lets the planner, the teardown and the runner be tested without root by
 //! the commands they ask for.
 
@@ -506,6 +508,21 @@ mod tests {
         assert_eq!(std::fs::read_to_string(out).unwrap(), "LINERATE\n");
         let missing = Job { argv: vec!["/nonexistent/prog".into()], ..job };
         assert!(matches!(SystemExecutor.spawn(&missing), Err(LabError::Io(..))));
+    }
+
+    #[test]
+    fn a_killer_ends_a_wait_blocked_on_another_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("o");
+        let job = Job { argv: vec!["sleep".into(), "600".into()], stdout: out.clone(), stderr: out, feeder: None };
+        let mut p = SystemExecutor.spawn(&job).unwrap();
+        let (pid, killer) = (p.id(), p.killer());
+        let waiter = std::thread::spawn(move || p.wait().unwrap());
+        killer.kill();
+        let status = waiter.join().unwrap();
+        assert_eq!(status.signal(), Some(9), "{status}");
+        assert!(proc_start(pid).is_none(), "reaped by the wait");
+        killer.kill(); // after the reap: nothing, never another process
     }
 
     #[test]
