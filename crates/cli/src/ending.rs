@@ -5,9 +5,10 @@
 //! learns nothing more can happen (the ssh connection of `serve --ssh` closing, [`request`]);
 //! `main` then returns that kind's exit code. Nothing else calls `process::exit`.
 //!
-//! The signals are handled here too, once for the process: SIGINT and SIGTERM turn into stops
-//! of the commands' [`Stopper`]s ([`stop_on_signals`]), as a closed output does
-//! ([`crate::out::stop_on_close`]), and [`signalled`] tells which of the two it was. The
+//! The signals are handled here too, once for the process: SIGINT and SIGTERM (and SIGHUP for
+//! the lab, [`signals`]) turn into stops of the commands' [`Stopper`]s ([`stop_on_signals`]),
+//! as a closed output does ([`crate::out::stop_on_close`]), and [`signalled`] tells which of
+//! the two it was. The
 //! handler is installed when the first command asks for it, not before: until a command has
 //! an orderly stop, a signal ends the process as it always did (the kernel's default).
 
@@ -87,20 +88,22 @@ impl Signals {
 static SIGNALS: LazyLock<Signals> = LazyLock::new(Signals::new);
 
 /// Install the process's one handler of SIGINT and SIGTERM (once; later calls return how the
-/// first went): a thread that delivers each to [`SIGNALS`].
-fn install() -> std::io::Result<()> {
-    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+/// first went): a thread that delivers each to [`SIGNALS`]. Its handle adds signals later
+/// ([`signals`]: SIGHUP).
+fn install() -> std::io::Result<&'static signal_hook::iterator::Handle> {
+    static INSTALLED: OnceLock<Result<signal_hook::iterator::Handle, String>> = OnceLock::new();
     let done = INSTALLED.get_or_init(|| {
         let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM];
         let mut it = signal_hook::iterator::Signals::new(signals).map_err(|e| e.to_string())?;
+        let handle = it.handle();
         let spawned = std::thread::Builder::new().name("linerate-signals".into()).spawn(move || {
             for _ in it.forever() {
                 SIGNALS.deliver();
             }
         });
-        spawned.map(drop).map_err(|e| e.to_string())
+        spawned.map(|_| handle).map_err(|e| e.to_string())
     });
-    done.clone().map_err(std::io::Error::other)
+    done.as_ref().map_err(|e| std::io::Error::other(e.clone()))
 }
 
 /// From now on each SIGINT or SIGTERM advances `stopper` a stage (the first stops it in
@@ -131,6 +134,23 @@ pub(crate) fn interrupt_on_signals(stopper: &Stopper) -> std::io::Result<()> {
 /// Whether a signal came (a stop was a signal's, not a closed output's).
 pub(crate) fn signalled() -> bool {
     SIGNALS.seen.shutdown().is_stopped()
+}
+
+/// The process's one stop for a command that tears down before it ends (the lab's `up`, `run`
+/// and `emulate`): SIGINT, SIGTERM and, for these commands, SIGHUP too (a closed terminal must
+/// not leave namespaces behind) stop it in order; the next one hurries it. Every call shares it.
+pub(crate) fn signals() -> std::io::Result<Shutdown> {
+    static STOP: OnceLock<Stopper> = OnceLock::new();
+    install()?.add_signal(signal_hook::consts::SIGHUP)?;
+    let stopper = STOP.get_or_init(|| {
+        let stopper = Stopper::new();
+        let s = stopper.clone();
+        SIGNALS.listen(Box::new(move || {
+            s.stop();
+        }));
+        stopper
+    });
+    Ok(stopper.shutdown())
 }
 
 /// Run `command` on a thread of its own (a main thread's stack, 8 MiB) and wait for its result
@@ -181,6 +201,17 @@ mod tests {
             l.stop();
         }));
         assert_eq!(later.shutdown().stage(), Stage::Hurrying, "two or more came");
+    }
+
+    #[test]
+    fn the_signals_are_installed_once_and_every_caller_sees_their_stop() {
+        let (first, second) = (signals().unwrap(), signals().unwrap());
+        assert!(!first.is_stopped());
+        // SIGHUP (not SIGINT or SIGTERM, which the harness itself might be sent) to this process.
+        rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::HUP).unwrap();
+        assert!(first.wait_timeout(std::time::Duration::from_secs(60)), "the signal thread stops it");
+        assert!(second.is_stopped(), "one stop for every caller");
+        assert!(signals().unwrap().is_stopped(), "a later caller shares it too");
     }
 
     #[test]

@@ -71,14 +71,17 @@ impl Kind {
         }
     }
 
-    /// The kind of a lab error: a bad scenario or state, or not root, is usage; an interrupted
-    /// run is [`Kind::Interrupted`] (after teardown); anything else means the lab could not be
-    /// built or run ([`Kind::Session`]).
+    /// The kind of a lab error: an interrupted run is [`Kind::Interrupted`] (after teardown); a
+    /// failed file operation, command or measurement means the lab could not be built or run
+    /// ([`Kind::Session`]); anything else (a bad scenario, run id, state file or emulator
+    /// request, a missing tool, not root) is usage.
     pub fn of_lab(e: &LabError) -> Kind {
         match e {
-            LabError::Scenario(_) | LabError::NotRoot | LabError::State(_) => Kind::Usage,
             LabError::Interrupted => Kind::Interrupted,
-            _ => Kind::Session,
+            LabError::Io(..) | LabError::Command { .. } | LabError::Run(..) | LabError::CopyDiffers { .. } => {
+                Kind::Session
+            }
+            _ => Kind::Usage,
         }
     }
 
@@ -285,7 +288,10 @@ mod tests {
     fn lab_errors_map_to_usage_session_or_interrupted() {
         assert_eq!(Kind::of_lab(&LabError::Scenario("x".into())), Kind::Usage);
         assert_eq!(Kind::of_lab(&LabError::NotRoot), Kind::Usage);
-        assert_eq!(Kind::of_lab(&LabError::State("x".into())), Kind::Usage);
+        assert_eq!(Kind::of_lab(&LabError::UnknownRun { id: "x".into() }), Kind::Usage);
+        assert_eq!(Kind::of_lab(&LabError::NoLab), Kind::Usage);
+        let missing = LabError::MissingTool { program: "iperf3".into(), package: "iperf3".into() };
+        assert_eq!(Kind::of_lab(&missing), Kind::Usage, "as when it was a State(String)");
         assert_eq!(Kind::of_lab(&LabError::Interrupted), Kind::Interrupted);
         assert_eq!(Kind::of_lab(&LabError::Run("r".into(), "x".into())), Kind::Session);
     }

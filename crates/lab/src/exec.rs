@@ -1,11 +1,12 @@
 //! The one boundary between the lab and the operating system's processes: running an
 //! `ip`/`tc`/`ssh-keygen`/`diff` argv to completion, starting a server or a client in the
-//! background, waiting until a server listens, stopping a process by pid, finding a program,
-//! reading the machine's busy CPU time. The system executor does it (never through a shell);
+//! background (waited on by a thread, killed through a pidfd by another), waiting until a
+//! server listens, stopping a process by pid and start time (the pid helpers the state file's
+//! teardown uses too), finding a program, reading the machine's busy CPU time. The system
+//! executor does it (never through a shell);
 //! the recording one lets the planner, the teardown and the runner be tested without root by
 //! the commands they ask for.
 
-use crate::state::{proc_start, stop_process};
 use crate::LabError;
 use std::fs::File;
 use std::os::unix::process::ExitStatusExt;
@@ -27,13 +28,37 @@ pub struct Job {
 }
 
 /// A process started by [`Executor::spawn`].
-pub trait Process {
+pub trait Process: Send {
     /// Its pid.
     fn id(&self) -> u32;
     /// Its exit status once it has exited (its feeder is then ended too).
     fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>>;
+    /// Blocks until it exits; its status (its feeder is then ended too). A waiter thread's
+    /// call: [`Process::killer`] ends it from another.
+    fn wait(&mut self) -> std::io::Result<ExitStatus>;
+    /// What kills it from another thread while one waits on it.
+    fn killer(&self) -> Killer;
     /// Kills it (and its feeder) and reaps it.
     fn kill(&mut self);
+}
+
+/// Kills one started process from any thread: SIGKILL through a pidfd opened while the
+/// process could not yet have been reaped, so never another process that reused its pid.
+#[derive(Debug)]
+pub struct Killer(Option<std::os::fd::OwnedFd>);
+
+impl Killer {
+    /// One that kills nothing (a recorded process, or one whose pidfd could not be opened).
+    pub fn none() -> Killer {
+        Killer(None)
+    }
+
+    /// SIGKILL to the process; nothing once it has been reaped.
+    pub fn kill(&self) {
+        if let Some(fd) = &self.0 {
+            let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+        }
+    }
 }
 
 /// Everything the lab asks of the operating system's processes.
@@ -76,7 +101,7 @@ pub struct SystemExecutor;
 
 impl Executor for SystemExecutor {
     fn run(&mut self, argv: &[String]) -> Result<String, LabError> {
-        let (prog, args) = argv.split_first().ok_or_else(|| LabError::State("empty command".into()))?;
+        let (prog, args) = argv.split_first().ok_or(LabError::EmptyCommand { what: "run" })?;
         let out = Command::new(prog)
             .args(args)
             .stdin(Stdio::null())
@@ -95,7 +120,7 @@ impl Executor for SystemExecutor {
     }
 
     fn spawn(&mut self, job: &Job) -> Result<Box<dyn Process>, LabError> {
-        let (prog, args) = job.argv.split_first().ok_or_else(|| LabError::State("empty command".into()))?;
+        let (prog, args) = job.argv.split_first().ok_or(LabError::EmptyCommand { what: "background" })?;
         let create = |p: &Path| File::create(p).map_err(|e| LabError::Io(format!("creating {}", p.display()), e));
         let out = create(&job.stdout)?;
         let err = if job.stderr == job.stdout {
@@ -108,7 +133,7 @@ impl Executor for SystemExecutor {
         let feeder = match &job.feeder {
             None => None,
             Some(f) => {
-                let (fprog, fargs) = f.split_first().ok_or_else(|| LabError::State("empty feeder".into()))?;
+                let (fprog, fargs) = f.split_first().ok_or(LabError::EmptyCommand { what: "feeder" })?;
                 let mut child = Command::new(fprog)
                     .args(fargs)
                     .stdin(Stdio::null())
@@ -116,13 +141,18 @@ impl Executor for SystemExecutor {
                     .stderr(Stdio::null())
                     .spawn()
                     .map_err(|e| LabError::Io(format!("starting {fprog}"), e))?;
-                let pipe = child.stdout.take().ok_or_else(|| LabError::State(format!("{fprog} has no stdout")))?;
+                let pipe = child.stdout.take().ok_or_else(|| LabError::NoFeederPipe { program: fprog.clone() })?;
                 cmd.stdin(Stdio::from(pipe));
                 Some(child)
             }
         };
         match cmd.spawn() {
-            Ok(child) => Ok(Box::new(SystemProcess { child, feeder })),
+            Ok(child) => {
+                // Opened before anyone can reap the child: the pidfd is of this process.
+                let pidfd = rustix::process::Pid::from_raw(child.id() as i32)
+                    .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
+                Ok(Box::new(SystemProcess { child, feeder, pidfd }))
+            }
             Err(e) => {
                 if let Some(mut f) = feeder {
                     end(&mut f);
@@ -189,6 +219,69 @@ impl Executor for SystemExecutor {
     }
 }
 
+/// Start time of a process (field 22 of /proc/PID/stat), or None if it does not exist.
+pub fn proc_start(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    // After the comm: state is field 3, starttime field 22.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether `pid` is alive and is still the process that started at `start`.
+pub fn alive(pid: u32, start: u64) -> bool {
+    proc_start(pid) == Some(start) && !is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+pub(crate) fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+/// Ends a process the lab started: SIGTERM, up to `grace`, then SIGKILL. Only if `start` matches.
+pub fn stop_process(pid: u32, start: u64, grace: Duration) {
+    if !alive(pid, start) {
+        return;
+    }
+    signal(pid, rustix::process::Signal::TERM);
+    if !exit_within(pid, start, grace) {
+        signal(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Waits up to `limit` for process `pid` (the one that started at `start`) to exit; whether it
+/// did. The wait is a `poll` on a pidfd, which becomes readable when the process exits: no
+/// polling of /proc.
+pub fn exit_within(pid: u32, start: u64, limit: Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else { return true };
+    let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
+        return !alive(pid, start);
+    };
+    // The pidfd is of the right process only if it still has the recorded start time.
+    if !alive(pid, start) {
+        return true;
+    }
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
+        match rustix::event::poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&ts)) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return !alive(pid, start),
+        }
+    }
+}
+
 /// Whether a `/proc/PID/net/tcp` table has a socket listening on `port`.
 fn listens(table: &str, port: u16) -> bool {
     let want = format!(":{port:04X}");
@@ -203,10 +296,19 @@ fn end(c: &mut Child) {
     let _ = c.wait();
 }
 
-/// A subprocess and the local command feeding it, if any.
+/// A subprocess, the local command feeding it, if any, and a pidfd to kill it by.
 struct SystemProcess {
     child: Child,
     feeder: Option<Child>,
+    pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+impl SystemProcess {
+    fn end_feeder(&mut self) {
+        if let Some(mut f) = self.feeder.take() {
+            end(&mut f);
+        }
+    }
 }
 
 impl Process for SystemProcess {
@@ -217,18 +319,24 @@ impl Process for SystemProcess {
     fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
         let r = self.child.try_wait()?;
         if r.is_some() {
-            if let Some(mut f) = self.feeder.take() {
-                end(&mut f);
-            }
+            self.end_feeder();
         }
         Ok(r)
     }
 
+    fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let r = self.child.wait();
+        self.end_feeder();
+        r
+    }
+
+    fn killer(&self) -> Killer {
+        Killer(self.pidfd.as_ref().and_then(|fd| fd.try_clone().ok()))
+    }
+
     fn kill(&mut self) {
         end(&mut self.child);
-        if let Some(mut f) = self.feeder.take() {
-            end(&mut f);
-        }
+        self.end_feeder();
     }
 }
 
@@ -327,42 +435,6 @@ impl Executor for RecordingExecutor {
     }
 }
 
-/// Lets a test read what was recorded after the lab took the executor.
-#[cfg(test)]
-pub(crate) struct Shared(pub std::sync::Arc<std::sync::Mutex<RecordingExecutor>>);
-
-#[cfg(test)]
-impl Shared {
-    fn rec(&self) -> std::sync::MutexGuard<'_, RecordingExecutor> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-#[cfg(test)]
-impl Executor for Shared {
-    fn run(&mut self, argv: &[String]) -> Result<String, LabError> {
-        self.rec().run(argv)
-    }
-    fn spawn(&mut self, job: &Job) -> Result<Box<dyn Process>, LabError> {
-        self.rec().spawn(job)
-    }
-    fn wait_listening(&mut self, pid: u32, port: u16, limit: Duration) -> bool {
-        self.rec().wait_listening(pid, port, limit)
-    }
-    fn wait_path(&mut self, pid: u32, path: &Path, limit: Duration) -> bool {
-        self.rec().wait_path(pid, path, limit)
-    }
-    fn stop(&mut self, pid: u32, start: u64, grace: Duration) {
-        self.rec().stop(pid, start, grace)
-    }
-    fn find_program(&mut self, names: &[&str]) -> Option<PathBuf> {
-        self.rec().find_program(names)
-    }
-    fn busy_cpu_s(&mut self) -> Option<f64> {
-        self.rec().busy_cpu_s()
-    }
-}
-
 /// A recorded process: already exited.
 struct RecordedProcess {
     pid: u32,
@@ -376,6 +448,14 @@ impl Process for RecordedProcess {
 
     fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
         Ok(Some(ExitStatus::from_raw(self.code << 8)))
+    }
+
+    fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        Ok(ExitStatus::from_raw(self.code << 8))
+    }
+
+    fn killer(&self) -> Killer {
+        Killer::none()
     }
 
     fn kill(&mut self) {}
@@ -424,17 +504,33 @@ mod tests {
             feeder: Some(vec!["echo".into(), "linerate".into()]),
         };
         let mut p = SystemExecutor.spawn(&job).unwrap();
-        let t = Instant::now();
-        let status = loop {
-            if let Some(s) = p.try_wait().unwrap() {
-                break s;
-            }
-            assert!(t.elapsed() < Duration::from_secs(10), "tr did not end");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        assert!(status.success());
+        assert!(p.wait().unwrap().success());
         assert_eq!(std::fs::read_to_string(out).unwrap(), "LINERATE\n");
         let missing = Job { argv: vec!["/nonexistent/prog".into()], ..job };
         assert!(matches!(SystemExecutor.spawn(&missing), Err(LabError::Io(..))));
+    }
+
+    #[test]
+    fn a_killer_ends_a_wait_blocked_on_another_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("o");
+        let job = Job { argv: vec!["sleep".into(), "600".into()], stdout: out.clone(), stderr: out, feeder: None };
+        let mut p = SystemExecutor.spawn(&job).unwrap();
+        let (pid, killer) = (p.id(), p.killer());
+        let waiter = std::thread::spawn(move || p.wait().unwrap());
+        killer.kill();
+        let status = waiter.join().unwrap();
+        assert_eq!(status.signal(), Some(9), "{status}");
+        assert!(proc_start(pid).is_none(), "reaped by the wait");
+        killer.kill(); // after the reap: nothing, never another process
+    }
+
+    #[test]
+    fn reads_own_start_time_and_liveness() {
+        let me = std::process::id();
+        let st = proc_start(me).unwrap();
+        assert!(alive(me, st));
+        assert!(!alive(me, st + 1), "a different start time is a different process");
+        assert!(!alive(u32::MAX - 1, st));
     }
 }

@@ -1,14 +1,14 @@
 //! A lab that is up: its plan, its state file and a guard that tears it down when dropped
 //! (error paths and panics included) unless it was detached on purpose.
 
+use crate::exec::proc_start;
 use crate::exec::{Executor, SystemExecutor};
 use crate::plan::Plan;
 use crate::scenario::Scenario;
-use crate::state::{clean_stale, proc_start, ProcRec, RunState};
+use crate::state::{clean_stale, ProcRec, RunState};
 use crate::LabError;
+use linerate_model::shutdown::Shutdown;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// Where a lab tells what it cannot return (a teardown's problems on drop).
 type Tell = Box<dyn FnMut(&str) + Send>;
@@ -25,31 +25,6 @@ pub struct Lab {
     children: Vec<Box<dyn crate::exec::Process>>,
     /// Told of each problem of a teardown on drop (the library prints nothing): [`Lab::on_drop_problem`].
     on_drop_problem: Option<Tell>,
-}
-
-/// Installs handlers for SIGINT, SIGTERM and SIGHUP that set the returned flag; the lab
-/// checks it between steps and tears down.
-pub fn signal_flag() -> Result<Arc<AtomicBool>, LabError> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-        signal_hook::flag::register(sig, Arc::clone(&flag))
-            .map_err(|e| LabError::Io("installing a signal handler".into(), e))?;
-    }
-    Ok(flag)
-}
-
-/// As [`signal_flag`], and a [`Shutdown`](linerate_model::shutdown::Shutdown) the same signals
-/// stop (a thread turns them into a stop): for a loop that waits for them instead of polling
-/// the flag. The flag is set before the stop.
-pub fn signal_stop() -> Result<(Arc<AtomicBool>, linerate_model::shutdown::Shutdown), LabError> {
-    let stopper = linerate_model::shutdown::Stopper::new();
-    let flag = Arc::new(AtomicBool::new(false));
-    let set = flag.clone();
-    let signals = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
-    stopper
-        .on_signals(&signals, move |_| set.store(true, Ordering::SeqCst))
-        .map_err(|e| LabError::Io("installing a signal handler".into(), e))?;
-    Ok((flag, stopper.shutdown()))
 }
 
 /// A fresh run id: `lr` and six hex digits, not used by any state file or namespace.
@@ -74,12 +49,14 @@ pub fn new_run_id() -> String {
 
 impl Lab {
     /// Brings a scenario up with the system executor (needs root). Stale runs of dead owners
-    /// are cleaned first and reported through `on_stale`.
+    /// are cleaned first and reported through `on_stale`. A stop of `stop` (the caller's
+    /// signals) between two commands tears down what was built and returns
+    /// [`LabError::Interrupted`].
     pub fn up(
         sc: &Scenario,
         file: &Path,
         detached: bool,
-        stop: &AtomicBool,
+        stop: &Shutdown,
         on_stale: &mut dyn FnMut(&str),
     ) -> Result<Lab, LabError> {
         if !crate::is_root() {
@@ -100,7 +77,7 @@ impl Lab {
         file: &Path,
         run: &str,
         detached: bool,
-        stop: &AtomicBool,
+        stop: &Shutdown,
     ) -> Result<Lab, LabError> {
         let plan = Plan::new(sc, run)?;
         let me = std::process::id();
@@ -130,7 +107,7 @@ impl Lab {
             if i == lab.plan.emulators_at {
                 lab.start_emulators()?;
             }
-            if stop.load(Ordering::SeqCst) {
+            if stop.is_stopped() {
                 return Err(LabError::Interrupted); // the guard tears down
             }
             lab.ex.run(c)?;
@@ -154,7 +131,7 @@ impl Lab {
         for (i, e) in emus.iter().enumerate() {
             let conf = dir.join(format!("emu{i}.json"));
             let text = serde_json::to_vec_pretty(e)
-                .map_err(|x| LabError::State(format!("encoding {}: {x}", conf.display())))?;
+                .map_err(|source| LabError::Encode { what: conf.display().to_string(), source })?;
             std::fs::write(&conf, text).map_err(|x| LabError::Io(format!("writing {}", conf.display()), x))?;
             let log = dir.join(format!("emu{i}.log"));
             let argv = vec![
@@ -253,23 +230,22 @@ impl Drop for Lab {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::{RecordingExecutor, Shared};
-    use std::sync::Mutex;
-
-    const SC: &str = "name = \"t\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n";
+    use crate::exec::RecordingExecutor;
+    use crate::testkit::{private_state_dir, SharedRecorder, TWO_HOSTS};
+    use linerate_model::shutdown::Stopper;
 
     #[test]
     fn a_failed_command_leaves_no_state_file() {
-        let dir = crate::test_state_dir();
-        let rec = Arc::new(Mutex::new(RecordingExecutor { fail_at: Some(3), ..Default::default() }));
-        let sc = Scenario::parse(SC).unwrap();
-        let stop = AtomicBool::new(false);
-        let r = Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("t.toml"), "lrtest1", false, &stop);
+        let dir = private_state_dir();
+        let rec = SharedRecorder::new(RecordingExecutor { fail_at: Some(3), ..Default::default() });
+        let sc = Scenario::parse(TWO_HOSTS).unwrap();
+        let r = Lab::up_with(Box::new(rec.clone()), &sc, Path::new("t.toml"), "lrtest1", false, &Shutdown::never());
         assert!(matches!(r, Err(LabError::Command { .. })));
-        assert_eq!(rec.lock().unwrap().commands.len(), 4, "stopped at the failing command");
+        assert_eq!(rec.rec().commands.len(), 4, "stopped at the failing command");
         assert!(!dir.join("lrtest1.json").exists(), "teardown removed the state file");
-        let stop = AtomicBool::new(true);
-        let r = Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("t.toml"), "lrtest2", false, &stop);
+        let stopper = Stopper::new();
+        stopper.stop();
+        let r = Lab::up_with(Box::new(rec.clone()), &sc, Path::new("t.toml"), "lrtest2", false, &stopper.shutdown());
         assert!(matches!(r, Err(LabError::Interrupted)));
         assert!(!dir.join("lrtest2.json").exists());
     }

@@ -15,6 +15,8 @@ pub mod plan;
 pub mod runner;
 pub mod scenario;
 pub mod state;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 
 pub use exec::{Executor, RecordingExecutor, SystemExecutor};
 pub use lab::Lab;
@@ -51,25 +53,111 @@ pub enum LabError {
     /// A measurement failed.
     #[error("run '{0}': {1}")]
     Run(String, String),
-    /// A run id or state file problem.
-    #[error("{0}")]
-    State(String),
+    /// A copy differs from its source (`diff -qr`, once the clock has stopped): its run fails.
+    #[error("the copy in {} differs from its source {}: {diff}", copy.display(), original.display())]
+    CopyDiffers {
+        /// The copy.
+        copy: std::path::PathBuf,
+        /// What was copied.
+        original: std::path::PathBuf,
+        /// What `diff -qr` said (its tail).
+        diff: String,
+    },
+    /// A program the runs need is not installed.
+    #[error("{program} not found (install {package})")]
+    MissingTool {
+        /// The program looked for (`iperf3`, `sshd`).
+        program: String,
+        /// The Debian package that has it.
+        package: String,
+    },
+    /// A command line with no program in it (an executor was given an empty argv).
+    #[error("an empty {what} command line: nothing to run")]
+    EmptyCommand {
+        /// Which command: `client`, `feeder`.
+        what: &'static str,
+    },
+    /// A feeder (`tar -c` of `tar | ssh`) gave no pipe to read its output from.
+    #[error("{program} gave no standard output to feed the next command")]
+    NoFeederPipe {
+        /// The feeder's program.
+        program: String,
+    },
+    /// `lab down`/`exec`/`set` named a run that has no state file.
+    #[error("no lab run '{id}' (see `linerate lab status`)")]
+    UnknownRun {
+        /// The run id asked for.
+        id: String,
+    },
+    /// No run was named and no lab is up.
+    #[error("no lab is up")]
+    NoLab,
+    /// No run was named and several labs are up.
+    #[error("{count} labs are up; name one (see `linerate lab status`)")]
+    SeveralLabs {
+        /// How many are up.
+        count: usize,
+    },
+    /// A state file larger than any the lab writes.
+    #[error("{}: state file too large ({len} bytes); not a lab's, remove it", path.display())]
+    StateFileTooLarge {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its size.
+        len: usize,
+    },
+    /// A state file that is not one (hand-edited, or truncated by a full disk).
+    #[error("{}: not a lab state file: {source}; remove it once no lab of it is up", path.display())]
+    StateFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What JSON decoding said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A document the lab writes could not be encoded (a state file, an emulator's
+    /// configuration, `lab status --json`).
+    #[error("encoding {what}: {source}")]
+    Encode {
+        /// What was being encoded (a path, or `lab status`).
+        what: String,
+        /// What JSON encoding said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// `linerate lab emulate` was given a configuration it cannot read.
+    #[error("{}: not an emulator configuration: {source}", path.display())]
+    EmulatorConfig {
+        /// The configuration file.
+        path: std::path::PathBuf,
+        /// What JSON decoding said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A link's emulator refused a request (`lab set`); its own words say why.
+    #[error("the emulator at {} refused '{request}': {reason}", control.display())]
+    EmulatorRefused {
+        /// Its control socket.
+        control: std::path::PathBuf,
+        /// The request sent.
+        request: String,
+        /// What the emulator answered after `error: `.
+        reason: String,
+    },
+    /// A link's emulator answered `stats` with something that is not its counters.
+    #[error("the emulator of link {link} answered {answer:?}: {source}")]
+    EmulatorAnswer {
+        /// The link.
+        link: String,
+        /// Its answer.
+        answer: String,
+        /// What JSON decoding said.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
-}
-
-/// One state directory for every unit test of this crate (the variable is process-wide, so
-/// tests that set it each to their own directory would race).
-#[cfg(test)]
-pub(crate) fn test_state_dir() -> &'static std::path::Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = tempfile::tempdir().expect("a temporary directory for lab state files");
-        std::env::set_var("LINERATE_LAB_DIR", d.path());
-        d
-    })
-    .path()
 }

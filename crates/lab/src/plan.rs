@@ -276,7 +276,7 @@ fn match_nets(m: &QosMatch, addrs: &BTreeMap<String, Vec<u32>>) -> Result<Vec<Ne
             .get(h)
             .map(|v| v.iter().map(|&a| Net { addr: a, prefix: 32 }).collect())
             .ok_or_else(|| LabError::Scenario(format!("qos: unknown host '{h}'"))),
-        QosMatch::Net(n) => Ok(vec![LabNet::try_from(*n).map_err(LabError::Scenario)?.net(32)]),
+        QosMatch::Net(n) => Ok(vec![LabNet::try_from(*n).map_err(|e| LabError::Scenario(e.to_string()))?.net(32)]),
     }
 }
 

@@ -6,10 +6,10 @@
 //! keys live in a fresh working directory on tmpfs (`/dev/shm`) unless the scenario's `workdir`
 //! says otherwise. Servers are stopped by pid when the runner ends.
 
-use crate::exec::{Executor, Job, Process};
+use crate::exec::proc_start;
+use crate::exec::{Executor, Job, Killer, Process};
 use crate::lab::Lab;
 use crate::scenario::{fmt_ip, CpMode, RunSpec, Scenario, Tool};
-use crate::state::proc_start;
 use crate::LabError;
 use linerate_model::doc::bench::{BenchDocument, CpuShare};
 use linerate_model::doc::cp::CpSummary;
@@ -18,6 +18,7 @@ use linerate_model::doc::lab::{
     LAB_SCHEMA, START_TOLERANCE_MS,
 };
 use linerate_model::doc::ToolInfo;
+use linerate_model::shutdown::Shutdown;
 use linerate_model::stats::jain;
 use linerate_model::units::format_rate;
 use serde_json::Value;
@@ -25,7 +26,6 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use linerate_model::DEFAULT_PORT;
@@ -43,8 +43,9 @@ const RCLONE_REMOTE: &str = "lab";
 pub struct RunnerConfig<'a> {
     /// The linerate binary for serve, bench, cp, keygen and mktree (the CLI passes its own).
     pub linerate: PathBuf,
-    /// Set by the signal handler.
-    pub stop: &'a AtomicBool,
+    /// Stopped by the caller's signals (or a closed output): the runs end, their processes
+    /// killed, and [`run_all`] returns [`LabError::Interrupted`].
+    pub stop: &'a Shutdown,
     /// Progress lines go here.
     pub log: &'a mut dyn FnMut(&str),
 }
@@ -181,7 +182,9 @@ fn in_ns(ns: &str, prog: &Path, args: &[String]) -> Vec<String> {
 
 /// Finds a program through the lab's executor, or says which package to install.
 fn program(lab: &mut Lab, name: &str, package: &str) -> Result<PathBuf, LabError> {
-    lab.exec().find_program(&[name]).ok_or_else(|| LabError::State(format!("{name} not found (install {package})")))
+    lab.exec()
+        .find_program(&[name])
+        .ok_or_else(|| LabError::MissingTool { program: name.to_string(), package: package.to_string() })
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
@@ -827,47 +830,71 @@ fn start_over_sshd(env: &mut Env, lab: &mut Lab, c: &Ctx, st: &mut Started) -> R
     Ok(())
 }
 
-/// Waits for every process of every instance; on the stop flag or a timeout, kills them.
-fn wait_all(started: &mut [Started], stop: &AtomicBool) -> Result<Vec<(f64, Option<String>)>, LabError> {
-    let n = started.len();
-    let mut done: Vec<Option<(f64, Option<String>)>> = vec![None; n];
-    loop {
-        if stop.load(Ordering::SeqCst) {
-            started.iter_mut().for_each(Started::kill);
-            return Err(LabError::Interrupted);
-        }
-        for (i, s) in started.iter_mut().enumerate() {
-            if done[i].is_some() {
-                continue;
+/// Waits for every process of every instance, each on a waiter thread of its own (a blocking
+/// `wait`, sent on a channel): whichever comes first of an exit, the stop and the next
+/// instance's timeout wakes it, never a poll. At a timeout that instance's processes are
+/// killed; at the stop, all of them, and [`LabError::Interrupted`] is returned. Every waiter
+/// has ended when it returns. Each instance's wall time and failure, if any.
+fn wait_all(started: &mut [Started], stop: &Shutdown) -> Result<Vec<(f64, Option<String>)>, LabError> {
+    let killers: Vec<Vec<Killer>> = started.iter().map(|s| s.procs.iter().map(|p| p.killer()).collect()).collect();
+    let mut done: Vec<Option<(f64, Option<String>)>> = vec![None; started.len()];
+    let mut failure: Vec<Option<String>> = vec![None; started.len()];
+    let mut left: Vec<usize> = started.iter().map(|s| s.procs.len()).collect();
+    let (tx, exits) = crossbeam_channel::unbounded();
+    // The waiters hold the processes; this thread reads the rest of each instance.
+    let mut procs: Vec<Vec<Box<dyn Process>>> = started.iter_mut().map(|s| std::mem::take(&mut s.procs)).collect();
+    let started = &*started;
+    let result = std::thread::scope(|scope| {
+        for (i, ps) in procs.iter_mut().enumerate() {
+            for (k, p) in ps.iter_mut().enumerate() {
+                let tx = tx.clone();
+                scope.spawn(move || {
+                    let _ = tx.send((i, k, p.wait()));
+                });
             }
-            let mut all = true;
-            let mut failure = None;
-            for (p, job) in s.procs.iter_mut().zip(&s.out) {
-                match p.try_wait() {
-                    Ok(Some(status)) if !status.success() => {
-                        failure.get_or_insert(format!("exited with {status}: {}", tail(&read_capped(&job.stderr))));
-                    }
-                    Ok(Some(_)) => {}
-                    Ok(None) => all = false,
-                    Err(e) => failure = Some(format!("wait: {e}")),
+        }
+        drop(tx);
+        let kill = |i: usize| killers[i].iter().for_each(Killer::kill);
+        loop {
+            for (i, s) in started.iter().enumerate() {
+                if done[i].is_none() && left[i] == 0 {
+                    done[i] = Some((s.t0.elapsed().as_secs_f64(), failure[i].take()));
                 }
             }
-            if !all && s.t0.elapsed() > s.timeout {
-                s.kill();
-                failure = Some(format!("timed out after {} s", s.timeout.as_secs()));
-                all = true;
-            }
-            if all {
-                done[i] = Some((s.t0.elapsed().as_secs_f64(), failure));
+            let deadline = started.iter().zip(&done).filter(|(_, d)| d.is_none()).map(|(s, _)| s.t0 + s.timeout).min();
+            let Some(deadline) = deadline else { return Ok(done.into_iter().flatten().collect()) };
+            crossbeam_channel::select! {
+                recv(exits) -> exit => {
+                    let Ok((i, k, status)) = exit else { continue };
+                    left[i] -= 1;
+                    match status {
+                        Ok(st) if !st.success() => {
+                            let err = &started[i].out[k].stderr;
+                            failure[i].get_or_insert(format!("exited with {st}: {}", tail(&read_capped(err))));
+                        }
+                        Ok(_) => {}
+                        Err(e) => failure[i] = Some(format!("wait: {e}")),
+                    }
+                }
+                recv(stop.stopped()) -> _ => {
+                    (0..started.len()).for_each(kill);
+                    return Err(LabError::Interrupted);
+                }
+                recv(crossbeam_channel::at(deadline)) -> _ => {
+                    let now = Instant::now();
+                    for (i, s) in started.iter().enumerate() {
+                        if done[i].is_none() && s.t0 + s.timeout <= now {
+                            kill(i);
+                            let why = format!("timed out after {} s", s.timeout.as_secs());
+                            done[i] = Some((s.t0.elapsed().as_secs_f64(), Some(why)));
+                        }
+                    }
+                }
             }
         }
-        if done.iter().all(Option::is_some) {
-            return Ok(done.into_iter().flatten().collect());
-        }
-        // A polling loop still (issue 30): the processes are behind the `Process` trait, whose
-        // test double has no pidfd to wait on; every 20 ms it looks at them and the stop flag.
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
+    drop(procs); // all exited and reaped: the waiters are done
+    result
 }
 
 fn f(v: &Value, path: &[&str]) -> Option<f64> {
@@ -1133,15 +1160,15 @@ fn group_line(g: &GroupRecord) -> String {
 
 /// Compares a copy with its source byte for byte (`diff -qr`, through the executor), after
 /// the clock has stopped: a copy that differs fails its run.
-fn verify(lab: &mut Lab, pair: Option<&(PathBuf, PathBuf)>) -> Result<(), String> {
+fn verify(lab: &mut Lab, pair: Option<&(PathBuf, PathBuf)>) -> Result<(), LabError> {
     let Some((src, copy)) = pair else { return Ok(()) };
-    let diff = program(lab, "diff", "diffutils").map_err(|e| e.to_string())?;
+    let diff = program(lab, "diff", "diffutils")?;
     match lab.exec().run(&[arg(&diff), "-qr".into(), arg(src), arg(copy)]) {
         Ok(_) => Ok(()),
         Err(LabError::Command { stderr, .. }) => {
-            Err(format!("the copy in {} differs from its source {}: {}", copy.display(), src.display(), tail(&stderr)))
+            Err(LabError::CopyDiffers { copy: copy.clone(), original: src.clone(), diff: tail(&stderr) })
         }
-        Err(e) => Err(format!("verifying the copy: {e}")),
+        Err(e) => Err(e),
     }
 }
 
@@ -1151,8 +1178,11 @@ fn emulator_counters(lab: &Lab, cfg: &mut RunnerConfig<'_>) -> Vec<linerate_mode
     let mut out = Vec::new();
     for (link, sock) in &lab.state.emulators {
         match crate::emu::ask(sock, "stats").and_then(|a| {
-            serde_json::from_str::<crate::emu::EmuStats>(&a)
-                .map_err(|e| LabError::State(format!("the emulator of link {link} answered {a:?}: {e}")))
+            serde_json::from_str::<crate::emu::EmuStats>(&a).map_err(|source| LabError::EmulatorAnswer {
+                link: link.clone(),
+                answer: a.clone(),
+                source,
+            })
         }) {
             Ok(s) => out.push(linerate_model::doc::lab::LabEmulator {
                 link: link.clone(),
@@ -1220,7 +1250,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
     let mut counter = 0usize;
     for g in &gs {
         for rep in 0..g.repeat {
-            if cfg.stop.load(Ordering::SeqCst) {
+            if cfg.stop.is_stopped() {
                 return Err(LabError::Interrupted);
             }
             let mut started = Vec::new();
@@ -1272,7 +1302,7 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
                     Some(e) => Err(e),
                     None => parse_result(spec.tool, &out, s.bytes, wall),
                 }
-                .and_then(|m| verify(lab, s.verify.as_ref()).map(|()| m));
+                .and_then(|m| verify(lab, s.verify.as_ref()).map(|()| m).map_err(|e| e.to_string()));
                 match parsed {
                     Ok(m) => {
                         rec.guarantee = guarantee(lab, &inst.host, &m.intervals);
@@ -1320,9 +1350,10 @@ fn run_groups(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>, env: &mu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::{RecordingExecutor, Shared, RECORDED_PID_BASE};
+    use crate::exec::{RecordingExecutor, RECORDED_PID_BASE};
+    use crate::testkit::{private_state_dir, SharedRecorder, TWO_HOSTS};
     use crate::{Plan, Scenario};
-    use std::sync::{Arc, Mutex};
+    use linerate_model::shutdown::Stopper;
 
     const IPERF3_OUT: &str = r#"{"intervals":[{"sum":{"start":0,"end":1,"bits_per_second":9e8}}],
         "end":{"sum_received":{"bits_per_second":9e8,"seconds":3,"bytes":337500000},
@@ -1370,18 +1401,20 @@ streams = 2
         rec: RecordingExecutor,
         stop_at_start: bool,
     ) -> (Result<LabDocument, LabError>, RecordingExecutor, Plan) {
-        crate::test_state_dir();
-        let rec = Arc::new(Mutex::new(rec));
+        private_state_dir();
+        let rec = SharedRecorder::new(rec);
         let sc = Scenario::parse(text).unwrap();
-        let never = AtomicBool::new(false);
         let mut lab =
-            Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("u.toml"), run, false, &never).unwrap();
-        let stop = AtomicBool::new(stop_at_start);
+            Lab::up_with(Box::new(rec.clone()), &sc, Path::new("u.toml"), run, false, &Shutdown::never()).unwrap();
+        let stopper = Stopper::new();
+        if stop_at_start {
+            stopper.stop();
+        }
         let mut log = |_: &str| {};
-        let mut cfg = RunnerConfig { linerate: "/opt/linerate".into(), stop: &stop, log: &mut log };
+        let mut cfg = RunnerConfig { linerate: "/opt/linerate".into(), stop: &stopper.shutdown(), log: &mut log };
         let doc = run_all(&mut lab, &sc, &mut cfg);
         let plan = lab.plan.clone();
-        let taken = std::mem::take(&mut *rec.lock().unwrap());
+        let taken = std::mem::take(&mut *rec.rec());
         drop(lab);
         (doc, taken, plan)
     }
@@ -1548,9 +1581,9 @@ seconds = 100
     #[test]
     fn agents_admit_every_bench_client_of_the_largest_group_against_them() {
         let text = GUESTS.replace("g[1..3]", "g[1..16]").replace("seconds = 100", "seconds = 3600");
-        crate::test_state_dir();
+        private_state_dir();
         let sc = Scenario::parse(&text).unwrap();
-        let never = AtomicBool::new(false);
+        let never = Shutdown::never();
         let rec = RecordingExecutor::default();
         let lab = Lab::up_with(Box::new(rec), &sc, Path::new("u.toml"), "lrunit8", false, &never).unwrap();
         let caps = agent_caps(&sc, &groups(&sc, &lab).unwrap());
@@ -1559,16 +1592,8 @@ seconds = 100
         assert_eq!(caps.len(), 1);
     }
 
-    /// Every cp mode and rclone, from `a` to `b`, one after the other.
-    const MODES: &str = r#"
-name = "modes"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[link]]
-a = "a"
-b = "b"
+    /// Every cp mode and rclone, from `a` to `b` of the fixture, one after the other.
+    const MODES_RUNS: &str = r#"
 [[run]]
 name = "push"
 tool = "cp"
@@ -1608,6 +1633,10 @@ files = 4
 args = ["--transfers", "16"]
 "#;
 
+    fn modes() -> String {
+        format!("{TWO_HOSTS}{MODES_RUNS}")
+    }
+
     /// The user the runner logs in as over ssh.
     fn lab_user() -> String {
         Env::new(PathBuf::new(), Path::new("/opt/linerate")).user
@@ -1617,7 +1646,7 @@ args = ["--transfers", "16"]
     fn cp_modes_and_rclone_run_as_their_users_would_on_tmpfs() {
         let cp_out = serde_json::to_string(&linerate_model::doc::example::cp()).unwrap();
         let rec = RecordingExecutor { outputs: vec![("linerate".into(), cp_out)], ..Default::default() };
-        let (doc, rec, plan) = run_recorded(MODES, "lrunit4", rec, false);
+        let (doc, rec, plan) = run_recorded(&modes(), "lrunit4", rec, false);
         let doc = doc.unwrap();
         let w = doc.workdir.clone().unwrap();
         assert!(w.starts_with("/dev/shm/linerate-lrunit4-"), "trees and copies on tmpfs by default: {w}");
@@ -1696,7 +1725,7 @@ args = ["--transfers", "16"]
 
     #[test]
     fn ssh_master_runs_share_one_master_connection_opened_before_the_clock() {
-        let text = MODES
+        let text = modes()
             .replace("name = \"ssh-push\"\n", "name = \"ssh-push\"\nssh_master = true\n")
             .replace("name = \"ssh-pull\"\n", "name = \"ssh-pull\"\nssh_master = true\n")
             + "[[run]]\nname = \"rsync\"\ntool = \"rsync\"\nhost = \"a\"\nserver = \"b\"\nfiles = 4\nssh_master = true\n";
@@ -1732,18 +1761,16 @@ args = ["--transfers", "16"]
 
     #[test]
     fn prefault_writes_and_deletes_a_scratch_file_as_large_as_the_copies() {
-        crate::test_state_dir();
-        let rec = Arc::new(Mutex::new(RecordingExecutor::default()));
+        private_state_dir();
+        let rec = SharedRecorder::new(RecordingExecutor::default());
         let sc = Scenario::parse(SC).unwrap();
-        let never = AtomicBool::new(false);
-        let mut lab =
-            Lab::up_with(Box::new(Shared(rec.clone())), &sc, Path::new("u.toml"), "lrunit7", false, &never).unwrap();
+        let never = Shutdown::never();
+        let mut lab = Lab::up_with(Box::new(rec.clone()), &sc, Path::new("u.toml"), "lrunit7", false, &never).unwrap();
         let w = tempfile::tempdir().unwrap();
         let mut env = Env::new(w.path().to_path_buf(), Path::new("/opt/linerate"));
         env.prefault(&mut lab, 0).unwrap();
         env.prefault(&mut lab, (3 << 20) + 1).unwrap();
-        let dd: Vec<Vec<String>> =
-            rec.lock().unwrap().commands.iter().filter(|c| c[0] == "/usr/bin/dd").cloned().collect();
+        let dd: Vec<Vec<String>> = rec.rec().commands.iter().filter(|c| c[0] == "/usr/bin/dd").cloned().collect();
         let of = format!("of={}/prefault", w.path().display());
         assert_eq!(
             dd,
@@ -1775,7 +1802,7 @@ args = ["--transfers", "16"]
             failing: vec!["diff".into()],
             ..Default::default()
         };
-        let (doc, rec, _) = run_recorded(MODES, "lrunit6", rec, false);
+        let (doc, rec, _) = run_recorded(&modes(), "lrunit6", rec, false);
         let doc = doc.unwrap();
         for r in &doc.runs {
             assert!(!r.ok && r.rate_bps.is_none(), "{r:?}");
@@ -1807,6 +1834,50 @@ args = ["--transfers", "16"]
             )
         );
         assert_eq!(std::fs::read_to_string(known).unwrap(), "[198.18.0.2]:2222 ssh-ed25519 AAAAhost linerate-lab\n");
+    }
+
+    #[test]
+    fn the_wait_ends_at_each_instance_exit_or_timeout_and_at_once_on_a_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut n = 0;
+        let mut start = |argv: &[&str], timeout: Duration| {
+            n += 1;
+            let (stdout, stderr) = (dir.path().join(format!("{n}.out")), dir.path().join(format!("{n}.err")));
+            let job = Job { argv: strings(argv), stdout, stderr, feeder: None };
+            let p = crate::exec::SystemExecutor.spawn(&job).unwrap();
+            Started {
+                procs: vec![p],
+                out: vec![job],
+                bytes: 0,
+                cleanup: vec![],
+                verify: None,
+                server: None,
+                pending: vec![],
+                syncable: false,
+                t0: Instant::now(),
+                timeout,
+            }
+        };
+        let long = Duration::from_secs(600);
+        let mut three = [
+            start(&["sleep", "600"], Duration::from_millis(100)),
+            start(&["true"], long),
+            start(&["sh", "-c", "echo oops >&2; exit 3"], long),
+        ];
+        let sleeper = three[0].procs[0].id();
+        let out = wait_all(&mut three, &Shutdown::never()).unwrap();
+        assert_eq!(out[0].1.as_deref(), Some("timed out after 0 s"));
+        assert_eq!(out[1].1, None);
+        assert_eq!(out[2].1.as_deref(), Some("exited with exit status: 3: oops"));
+        assert!(out[0].0 < 60.0, "killed at its timeout, not at the sleep's end: {} s", out[0].0);
+        assert!(proc_start(sleeper).is_none(), "the timed-out process is killed and reaped");
+
+        let stopper = Stopper::new();
+        stopper.stop();
+        let mut one = [start(&["sleep", "600"], long)];
+        let pid = one[0].procs[0].id();
+        assert!(matches!(wait_all(&mut one, &stopper.shutdown()), Err(LabError::Interrupted)));
+        assert!(proc_start(pid).is_none(), "the stop killed and reaped it before the wait returned");
     }
 
     #[test]

@@ -325,15 +325,29 @@ impl FromStr for LabNet {
     fn from_str(s: &str) -> Result<LabNet, LabError> {
         let bad = |why: &str| LabError::Scenario(format!("address '{}': {why}", s.escape_default()));
         let sub: Subnet = s.parse().map_err(|e: units::UnitError| bad(&e.to_string()))?;
-        LabNet::try_from(sub).map_err(|e| bad(&e))
+        LabNet::try_from(sub).map_err(|e| bad(&e.to_string()))
     }
 }
 
+/// A value of the right grammar outside what the lab can use.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OutOfRange {
+    /// An address or network outside 198.18.0.0/15.
+    #[error("{0} is outside 198.18.0.0/15, the only range the lab uses")]
+    Address(Subnet),
+    /// A shaped rate below 1 kbit/s or above 1000 Gbit/s.
+    #[error("rate {}: must be between 1kbit and 1000gbit", units::format_rate(.0.bits_per_s() as f64))]
+    Rate(Rate),
+    /// A link time above 60 s.
+    #[error("time {0:?}: must be between 0 and 60s")]
+    Time(std::time::Duration),
+}
+
 impl TryFrom<Subnet> for LabNet {
-    type Error = String;
-    fn try_from(sub: Subnet) -> Result<LabNet, String> {
+    type Error = OutOfRange;
+    fn try_from(sub: Subnet) -> Result<LabNet, OutOfRange> {
         if !LAB_RANGE.contains(u32::from(sub.addr())) || sub.prefix().is_some_and(|p| p < LAB_RANGE.prefix) {
-            return Err(format!("{sub} is outside 198.18.0.0/15, the only range the lab uses"));
+            return Err(OutOfRange::Address(sub));
         }
         Ok(LabNet(sub))
     }
@@ -365,13 +379,10 @@ impl ShaperRate {
 }
 
 impl TryFrom<Rate> for ShaperRate {
-    type Error = String;
-    fn try_from(r: Rate) -> Result<ShaperRate, String> {
+    type Error = OutOfRange;
+    fn try_from(r: Rate) -> Result<ShaperRate, OutOfRange> {
         if !(1_000..=1_000_000_000_000).contains(&r.bits_per_s()) {
-            return Err(format!(
-                "rate {}: must be between 1kbit and 1000gbit",
-                units::format_rate(r.bits_per_s() as f64)
-            ));
+            return Err(OutOfRange::Rate(r));
         }
         Ok(ShaperRate(r))
     }
@@ -381,7 +392,7 @@ impl FromStr for ShaperRate {
     type Err = LabError;
     fn from_str(s: &str) -> Result<ShaperRate, LabError> {
         let r: Rate = s.parse().map_err(|e: units::UnitError| LabError::Scenario(e.to_string()))?;
-        ShaperRate::try_from(r).map_err(LabError::Scenario)
+        ShaperRate::try_from(r).map_err(|e| LabError::Scenario(e.to_string()))
     }
 }
 
@@ -418,18 +429,18 @@ impl LinkTime {
 }
 
 impl TryFrom<units::Duration> for LinkTime {
-    type Error = String;
-    fn try_from(d: units::Duration) -> Result<LinkTime, String> {
+    type Error = OutOfRange;
+    fn try_from(d: units::Duration) -> Result<LinkTime, OutOfRange> {
         if d.get() > MAX_LINK_TIME {
-            return Err(format!("time {:?}: must be between 0 and 60s", d.get()));
+            return Err(OutOfRange::Time(d.get()));
         }
         Ok(LinkTime(d))
     }
 }
 
 impl LinkTime {
-    /// Reads `s`; the error says why.
-    fn read(s: &str) -> Result<LinkTime, String> {
+    /// Parses `s`; the error, the whole result, says why.
+    fn parse(s: &str) -> Result<LinkTime, String> {
         let bad = |why: String| format!("time '{}': {why}", s.escape_default());
         let d = units::Duration::with_unit(s).map_err(|e| bad(e.to_string()))?;
         LinkTime::try_from(d).map_err(|_| bad("must be between 0 and 60s".into()))
@@ -439,13 +450,13 @@ impl LinkTime {
 impl FromStr for LinkTime {
     type Err = LabError;
     fn from_str(s: &str) -> Result<LinkTime, LabError> {
-        LinkTime::read(s).map_err(LabError::Scenario)
+        LinkTime::parse(s).map_err(LabError::Scenario)
     }
 }
 
 impl<'de> Deserialize<'de> for LinkTime {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LinkTime, D::Error> {
-        LinkTime::read(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+        LinkTime::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 
@@ -565,36 +576,37 @@ fn check_copy_fields(i: usize, r: &RunSpec) -> Result<(), LabError> {
 /// The fields of one link that only make sense together: tbf's burst and latency with a
 /// rate, jitter and reorder with a delay, a loss burst with a loss, a queue with a rate, what
 /// only linerate's emulator does not asked of netem.
-fn check_link_fields(l: &LinkSpec) -> Result<(), String> {
+fn check_link_fields(name: &str, l: &LinkSpec) -> Result<(), LabError> {
+    let bad = |why: String| Err(LabError::Scenario(format!("link '{name}': {why}")));
     if l.burst.is_some() || l.latency.is_some() {
         if l.rate.is_none() || l.shaper != Shaper::Tbf {
-            return Err("burst and latency are the tbf shaper's: give a rate, and no shaper = \"htb\"".into());
+            return bad("burst and latency are the tbf shaper's: give a rate, and no shaper = \"htb\"".into());
         }
         if l.burst.is_some_and(|b| !(1500..=1 << 30).contains(&b)) {
-            return Err("burst must be 1500 bytes to 1 GiB".into());
+            return bad("burst must be 1500 bytes to 1 GiB".into());
         }
         if l.latency.is_some_and(|t| t.as_micros() == 0) {
-            return Err("latency must be above 0".into());
+            return bad("latency must be above 0".into());
         }
     }
     if l.mtu.is_some_and(|m| !(576..=65535).contains(&m)) {
-        return Err(format!("mtu {} outside 576..65535", l.mtu.unwrap_or_default()));
+        return bad(format!("mtu {} outside 576..65535", l.mtu.unwrap_or_default()));
     }
     if (l.jitter.is_some() || l.reorder.is_some()) && l.delay.is_none() {
-        return Err("jitter and reorder need a delay".into());
+        return bad("jitter and reorder need a delay".into());
     }
     if l.loss_burst.is_some_and(|b| !LOSS_BURST.contains(&b) || l.loss.is_none()) {
-        return Err("loss_burst is a mean burst length of 1 to 1000 packets, with a loss".into());
+        return bad("loss_burst is a mean burst length of 1 to 1000 packets, with a loss".into());
     }
     match l.queue {
-        Some(_) if l.rate.is_none() => return Err("a queue needs the link's rate".into()),
+        Some(_) if l.rate.is_none() => return bad("a queue needs the link's rate".into()),
         Some(QueueLimit::Time(t)) if t.get() > MAX_LINK_TIME => {
-            return Err("a queue's time must be at most 60s".into());
+            return bad("a queue's time must be at most 60s".into());
         }
         _ => {}
     }
     if l.emulator == EmulatorChoice::Netem && l.needs_own_emulator() {
-        return Err("queue, loss_burst and a uniform jitter_dist need emulator = \"linerate\" (or \"auto\")".into());
+        return bad("queue, loss_burst and a uniform jitter_dist need emulator = \"linerate\" (or \"auto\")".into());
     }
     Ok(())
 }
@@ -763,7 +775,7 @@ impl Scenario {
             if !link_names.insert(name.clone()) {
                 return Err(LabError::Scenario(format!("link '{name}' declared twice (give it a `name`)")));
             }
-            check_link_fields(l).map_err(|why| LabError::Scenario(format!("link '{name}': {why}")))?;
+            check_link_fields(&name, l)?;
             for n in [&l.a_if, &l.b_if].into_iter().flatten() {
                 check_ifname(n)?;
             }
@@ -863,20 +875,11 @@ impl Scenario {
 mod tests {
     use super::*;
 
-    const TWO: &str = r#"
-name = "two"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[link]]
-a = "a"
-b = "b"
-rate = "1gbit"
-"#;
+    const TWO: &str = crate::testkit::TWO_HOSTS;
 
     #[test]
     fn parses_a_two_host_lab() {
+        assert_eq!(crate::testkit::two_hosts("rate = \"1gbit\"\n"), TWO);
         let s = Scenario::parse(TWO).unwrap();
         assert_eq!(s.host_names().unwrap(), ["a", "b"]);
         assert_eq!(s.expanded_links().unwrap()[0].0, "a-b");

@@ -3,7 +3,7 @@
 //! `down`, by a signal handler, or by the next `up` when the owner died; and `lab status`, the
 //! labs that are up, rendered from those files.
 
-use crate::exec::Executor;
+use crate::exec::{alive, exit_within, proc_start, signal, Executor};
 use crate::LabError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -79,69 +79,6 @@ pub fn state_dir() -> PathBuf {
     std::env::var_os("LINERATE_LAB_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/linerate/lab"))
 }
 
-/// Start time of a process (field 22 of /proc/PID/stat), or None if it does not exist.
-pub fn proc_start(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 1..];
-    // After the comm: state is field 3, starttime field 22.
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Whether `pid` is alive and is still the process that started at `start`.
-pub fn alive(pid: u32, start: u64) -> bool {
-    proc_start(pid) == Some(start) && !is_zombie(pid)
-}
-
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
-        .unwrap_or(false)
-}
-
-fn signal(pid: u32, sig: rustix::process::Signal) {
-    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-        let _ = rustix::process::kill_process(p, sig);
-    }
-}
-
-/// Ends a process the lab started: SIGTERM, up to `grace`, then SIGKILL. Only if `start` matches.
-pub fn stop_process(pid: u32, start: u64, grace: Duration) {
-    if !alive(pid, start) {
-        return;
-    }
-    signal(pid, rustix::process::Signal::TERM);
-    if !exit_within(pid, start, grace) {
-        signal(pid, rustix::process::Signal::KILL);
-    }
-}
-
-/// Waits up to `limit` for process `pid` (the one that started at `start`) to exit; whether it
-/// did. The wait is a `poll` on a pidfd, which becomes readable when the process exits: no
-/// polling of /proc.
-pub fn exit_within(pid: u32, start: u64, limit: Duration) -> bool {
-    use rustix::event::{PollFd, PollFlags, Timespec};
-    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else { return true };
-    let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
-        return !alive(pid, start);
-    };
-    // The pidfd is of the right process only if it still has the recorded start time.
-    if !alive(pid, start) {
-        return true;
-    }
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
-        match rustix::event::poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&ts)) {
-            Ok(0) => return false,
-            Ok(_) => return true,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return !alive(pid, start),
-        }
-    }
-}
-
 impl RunState {
     /// The state file's path.
     pub fn path(&self) -> PathBuf {
@@ -153,7 +90,8 @@ impl RunState {
         let dir = state_dir();
         std::fs::create_dir_all(&dir).map_err(|e| LabError::Io(format!("creating {}", dir.display()), e))?;
         let tmp = dir.join(format!(".{}.json.tmp", self.run));
-        let text = serde_json::to_vec_pretty(self).map_err(|e| LabError::State(format!("encoding state: {e}")))?;
+        let text = serde_json::to_vec_pretty(self)
+            .map_err(|source| LabError::Encode { what: self.path().display().to_string(), source })?;
         std::fs::write(&tmp, text).map_err(|e| LabError::Io(format!("writing {}", tmp.display()), e))?;
         std::fs::rename(&tmp, self.path()).map_err(|e| LabError::Io(format!("renaming {}", tmp.display()), e))
     }
@@ -162,9 +100,9 @@ impl RunState {
     pub fn load(path: &Path) -> Result<RunState, LabError> {
         let text = std::fs::read(path).map_err(|e| LabError::Io(format!("reading {}", path.display()), e))?;
         if text.len() > 16 << 20 {
-            return Err(LabError::State(format!("{}: state file too large", path.display())));
+            return Err(LabError::StateFileTooLarge { path: path.to_path_buf(), len: text.len() });
         }
-        serde_json::from_slice(&text).map_err(|e| LabError::State(format!("{}: {e}", path.display())))
+        serde_json::from_slice(&text).map_err(|source| LabError::StateFile { path: path.to_path_buf(), source })
     }
 
     /// Every run with a state file, oldest first.
@@ -185,14 +123,13 @@ impl RunState {
     pub fn find(id: Option<&str>) -> Result<RunState, LabError> {
         let all = Self::list();
         match id {
-            Some(id) => all
-                .into_iter()
-                .find(|s| s.run == id)
-                .ok_or_else(|| LabError::State(format!("no lab run '{id}' (see `linerate lab status`)"))),
+            Some(id) => {
+                all.into_iter().find(|s| s.run == id).ok_or_else(|| LabError::UnknownRun { id: id.to_string() })
+            }
             None => match all.len() {
-                0 => Err(LabError::State("no lab is up".into())),
+                0 => Err(LabError::NoLab),
                 1 => Ok(all.into_iter().next().expect("one element")),
-                n => Err(LabError::State(format!("{n} labs are up; name one (see `linerate lab status`)"))),
+                count => Err(LabError::SeveralLabs { count }),
             },
         }
     }
@@ -293,8 +230,9 @@ pub fn status_json(runs: &[RunState]) -> Result<String, LabError> {
     let lines: Vec<LabStatus<'_>> = runs.iter().map(RunState::status).collect();
     // Through a JSON value, whose maps keep their keys sorted: every level of the document lists
     // its keys in name order, as it always did.
-    let sorted = serde_json::to_value(&lines).map_err(|e| LabError::State(e.to_string()))?;
-    serde_json::to_string_pretty(&sorted).map_err(|e| LabError::State(e.to_string()))
+    let encode = |source| LabError::Encode { what: "lab status".into(), source };
+    let sorted = serde_json::to_value(&lines).map_err(encode)?;
+    serde_json::to_string_pretty(&sorted).map_err(encode)
 }
 
 /// `lab status`: a line per lab (run, scenario, file, who owns it) and a line per host with its
@@ -354,14 +292,5 @@ mod tests {
         insta::assert_snapshot!(status_text(std::slice::from_ref(&run)));
         insta::assert_snapshot!(status_json(&[run]).unwrap());
         assert_eq!(status_text(&[]), "no lab is up\n");
-    }
-
-    #[test]
-    fn reads_own_start_time_and_liveness() {
-        let me = std::process::id();
-        let st = proc_start(me).unwrap();
-        assert!(alive(me, st));
-        assert!(!alive(me, st + 1), "a different start time is a different process");
-        assert!(!alive(u32::MAX - 1, st));
     }
 }

@@ -1,67 +1,34 @@
 //! Real labs in network namespaces: rate, MTU, delay and QoS are applied, and nothing is left
-//! behind. They need root, iproute2, iperf3 and ping (`.ci/run` installs them); without root
-//! they fail, unless `LINERATE_SKIP_ROOT_TESTS=1` says to skip them (and they print that).
+//! behind. They need root, iproute2, iperf3 and ping (`.ci/run` installs them): each is
+//! `#[ignore = "needs root"]`, run by `.ci/run` with `--include-ignored`, and fails without
+//! root ([`require_lab`]).
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use linerate_lab::exec::{Executor, Job, Process, SystemExecutor};
 use linerate_lab::lab::new_run_id;
 use linerate_lab::runner::{run_all, RunnerConfig};
-use linerate_lab::state::{clean_stale, state_dir, RunState};
+use linerate_lab::state::{clean_stale, RunState};
+use linerate_lab::testkit::{assert_clean, iperf3_run, require_lab, TWO_HOSTS};
 use linerate_lab::{Lab, LabError, Scenario};
+use linerate_model::shutdown::Shutdown;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// Measuring tests run one at a time (two cores).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// True as root. Without root the test fails loudly (a run that tested nothing of the lab must
-/// not report ok) unless `LINERATE_SKIP_ROOT_TESTS=1` says to skip, which it then prints.
-fn can_run() -> bool {
-    if !linerate_lab::is_root() {
-        if std::env::var_os("LINERATE_SKIP_ROOT_TESTS").is_some_and(|v| v == "1") {
-            eprintln!("SKIPPED, not run: the lab tests need root (LINERATE_SKIP_ROOT_TESTS=1)");
-            return false;
-        }
-        panic!("the lab tests need root: run them as root (CI does), or set LINERATE_SKIP_ROOT_TESTS=1 to skip them knowingly");
-    }
-    for p in ["ip", "tc", "iperf3", "ping"] {
-        if Command::new(p).arg("-V").output().is_err() {
-            panic!("{p} is missing: install iproute2, iperf3 and iputils-ping (.ci/run does)");
-        }
-    }
-    true
-}
-
-/// Nothing of run `id` remains: no namespace, no state file, no interface in this namespace.
-fn assert_clean(id: &str) {
-    let ns: Vec<String> = std::fs::read_dir("/run/netns")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(id))
-        .collect();
-    assert!(ns.is_empty(), "namespaces left behind: {ns:?}");
-    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&list.stdout).contains(id));
-    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&links.stdout).contains(id), "links left behind");
-    assert!(!state_dir().join(format!("{id}.json")).exists(), "state file left behind");
-}
-
 fn up(text: &str) -> Lab {
     let sc = Scenario::parse(text).unwrap();
-    Lab::up_with(Box::new(SystemExecutor), &sc, Path::new("test.toml"), &new_run_id(), false, &AtomicBool::new(false))
+    Lab::up_with(Box::new(SystemExecutor), &sc, Path::new("test.toml"), &new_run_id(), false, &Shutdown::never())
         .unwrap()
 }
 
 fn run(lab: &mut Lab, text: &str) -> Value {
     let sc = Scenario::parse(text).unwrap();
-    let stop = AtomicBool::new(false);
+    let stop = Shutdown::never();
     let mut log = |l: &str| eprintln!("{l}");
     // iperf3 runs need no linerate binary.
     let mut cfg = RunnerConfig { linerate: "/nonexistent/linerate".into(), stop: &stop, log: &mut log };
@@ -72,32 +39,18 @@ fn ns_cmd(lab: &Lab, host: &str, args: &[&str]) -> std::process::Output {
     Command::new("ip").args(["netns", "exec", lab.ns(host).unwrap()]).args(args).output().unwrap()
 }
 
-const LINK_1G: &str = r#"
-name = "rate"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[link]]
-a = "a"
-b = "b"
-rate = "1gbit"
-[[run]]
-tool = "iperf3"
-host = "a"
-server = "b"
-seconds = 4
-args = ["-O", "1"]
-"#;
+/// The fixture's 1 Gbit/s link, measured by iperf3 for 4 s (the first second left out).
+fn link_1g() -> String {
+    format!("{TWO_HOSTS}{}args = [\"-O\", \"1\"]\n", iperf3_run(4))
+}
 
 #[test]
+#[ignore = "needs root"]
 fn a_1gbit_link_is_shaped_at_1gbit_and_never_exceeds_it() {
-    if !can_run() {
-        return;
-    }
+    require_lab("a real lab (network namespaces)");
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for shaper in ["tbf", "htb"] {
-        let text = LINK_1G.replace("rate = \"1gbit\"", &format!("rate = \"1gbit\"\nshaper = \"{shaper}\""));
+        let text = link_1g().replace("rate = \"1gbit\"", &format!("rate = \"1gbit\"\nshaper = \"{shaper}\""));
         let mut lab = up(&text);
         let id = lab.plan.run.clone();
         let doc = run(&mut lab, &text);
@@ -126,13 +79,10 @@ fn a_1gbit_link_is_shaped_at_1gbit_and_never_exceeds_it() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn mtu_is_applied() {
-    if !can_run() {
-        return;
-    }
-    let lab = up(
-        "name = \"mtu\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nmtu = 1400\n",
-    );
+    require_lab("a real lab (network namespaces)");
+    let lab = up(&format!("{TWO_HOSTS}mtu = 1400\n"));
     let id = lab.plan.run.clone();
     let b = linerate_lab::scenario::fmt_ip(lab.plan.server_addr("a", "b", None).unwrap());
     // 1372 bytes of ICMP payload + 28 bytes of headers = 1400: fits; one more does not.
@@ -161,15 +111,14 @@ fn has_netem() -> bool {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn netem_delay_is_applied_or_refused_cleanly() {
-    if !can_run() {
-        return;
-    }
+    require_lab("a real lab (network namespaces)");
     // netem asked for by name (linerate's own emulator is tested end to end in crates/cli).
-    let text = "name = \"delay\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\ndelay = \"20ms\"\nemulator = \"netem\"\n";
-    let sc = Scenario::parse(text).unwrap();
+    let text = format!("{TWO_HOSTS}delay = \"20ms\"\nemulator = \"netem\"\n");
+    let sc = Scenario::parse(&text).unwrap();
     let id = new_run_id();
-    let r = Lab::up_with(Box::new(SystemExecutor), &sc, Path::new("d.toml"), &id, false, &AtomicBool::new(false));
+    let r = Lab::up_with(Box::new(SystemExecutor), &sc, Path::new("d.toml"), &id, false, &Shutdown::never());
     if !has_netem() {
         // The kernel lacks netem: `up` must fail naming the qdisc, and leave nothing behind.
         let e = r.err().expect("netem cannot work on this kernel");
@@ -196,22 +145,12 @@ fn netem_delay_is_applied_or_refused_cleanly() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn qos_guarantee_holds_under_contention() {
-    if !can_run() {
-        return;
-    }
+    require_lab("a real lab (network namespaces)");
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let text = r#"
-name = "qos"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[link]]
-a = "a"
-b = "b"
-rate = "1gbit"
-[[qos]]
+    let text = TWO_HOSTS.to_string()
+        + r#"[[qos]]
 link = "a-b"
 side = "a"
 [[qos.class]]
@@ -238,9 +177,9 @@ seconds = 5
 group = "contend"
 args = ["-O", "1"]
 "#;
-    let mut lab = up(text);
+    let mut lab = up(&text);
     let id = lab.plan.run.clone();
-    let doc = run(&mut lab, text);
+    let doc = run(&mut lab, &text);
     drop(lab);
     assert_clean(&id);
     let runs = doc["runs"].as_array().unwrap();
@@ -283,19 +222,18 @@ impl Executor for FailAt {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn nothing_is_left_after_a_failed_build_or_a_failed_run() {
-    if !can_run() {
-        return;
-    }
-    let sc = Scenario::parse(LINK_1G).unwrap();
+    require_lab("a real lab (network namespaces)");
+    let sc = Scenario::parse(&link_1g()).unwrap();
     for n in [3, 8, 12] {
         let id = new_run_id();
-        let r = Lab::up_with(Box::new(FailAt(n, 0)), &sc, Path::new("f.toml"), &id, false, &AtomicBool::new(false));
+        let r = Lab::up_with(Box::new(FailAt(n, 0)), &sc, Path::new("f.toml"), &id, false, &Shutdown::never());
         assert!(r.is_err());
         assert_clean(&id);
     }
     // A run whose tool fails is reported, and the lab still goes away.
-    let bad = LINK_1G.replace("args = [\"-O\", \"1\"]", "args = [\"--no-such-iperf3-flag\"]");
+    let bad = link_1g().replace("args = [\"-O\", \"1\"]", "args = [\"--no-such-iperf3-flag\"]");
     let mut lab = up(&bad);
     let id = lab.plan.run.clone();
     let doc = run(&mut lab, &bad);
@@ -306,11 +244,10 @@ fn nothing_is_left_after_a_failed_build_or_a_failed_run() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_stale_run_of_a_dead_owner_is_cleaned() {
-    if !can_run() {
-        return;
-    }
-    let lab = up(LINK_1G);
+    require_lab("a real lab (network namespaces)");
+    let lab = up(&link_1g());
     let id = lab.plan.run.clone();
     // Pretend the owner died: a pid that has exited.
     let mut dead = Command::new("true").spawn().unwrap();

@@ -4,7 +4,8 @@
 //! config files are read into ([`units`]), the statistics every report uses with
 //! one documented behaviour at the edges ([`stats`]), host metadata ([`host`]), a benchmark
 //! profile's workload ([`profile`]), RFC 3339 time stamps ([`time`]), and the one way to stop a
-//! loop ([`shutdown`]). No I/O (but the optional signal thread of [`shutdown`]).
+//! loop ([`shutdown`]). No I/O (but the optional signal thread of [`shutdown`]); the `testkit`
+//! feature adds what tests share across crates (the root-only rule), for `[dev-dependencies]`.
 #![forbid(unsafe_code)]
 
 pub mod doc;
@@ -13,6 +14,8 @@ pub mod profile;
 pub mod shutdown;
 pub mod stats;
 pub mod tcp;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod time;
 pub mod units;
 

@@ -778,8 +778,6 @@ mod postgres_store {
     use linerate_report::store::postgres::PgStore;
     use std::process::Child;
 
-    const SKIP: &str = "LINERATE_SKIP_ROOT_TESTS";
-
     struct Cluster {
         server: Option<Child>,
         port: u16,
@@ -804,25 +802,19 @@ mod postgres_store {
     }
 
     impl Cluster {
-        /// `None` when not root and `LINERATE_SKIP_ROOT_TESTS=1` (said on stderr).
-        fn start() -> Option<Cluster> {
+        /// A cluster, for a test that is `#[ignore = "needs root"]` (it fails without root).
+        fn start() -> Cluster {
             Cluster::start_with(None)
         }
 
         /// A cluster that speaks TLS only (pg_hba: `hostssl`), with `cert` as its certificate
-        /// and key; `None` as [`Cluster::start`].
-        fn start_tls(cert: &Pki) -> Option<Cluster> {
+        /// and key; root as [`Cluster::start`].
+        fn start_tls(cert: &Pki) -> Cluster {
             Cluster::start_with(Some(cert))
         }
 
-        fn start_with(tls: Option<&Pki>) -> Option<Cluster> {
-            if !rustix::process::geteuid().is_root() {
-                if std::env::var_os(SKIP).is_some_and(|v| v == "1") {
-                    eprintln!("SKIPPED, not run: the PostgreSQL store tests need root to run PostgreSQL as its user ({SKIP}=1)");
-                    return None;
-                }
-                panic!("the PostgreSQL store tests need root (to run PostgreSQL as user postgres), or {SKIP}=1 to skip them knowingly");
-            }
+        fn start_with(tls: Option<&Pki>) -> Cluster {
+            linerate_model::testkit::require_root("the PostgreSQL store tests (PostgreSQL run as user postgres)");
             let bin = bin_dir();
             let dir = tempfile::tempdir().unwrap();
             let (data, sock) = (dir.path().join("data"), dir.path().join("sock"));
@@ -866,7 +858,7 @@ mod postgres_store {
                 assert!(t.elapsed() < Duration::from_secs(30), "PostgreSQL did not start");
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Some(c)
+            c
         }
 
         /// A new, empty database; its URL.
@@ -976,8 +968,9 @@ mod postgres_store {
     }
 
     #[test]
+    #[ignore = "needs root"]
     fn postgres_answers_as_sqlite_does() {
-        let Some(c) = Cluster::start() else { return };
+        let c = Cluster::start();
         let url = c.db("same");
         let dir = tempfile::tempdir().unwrap();
         let mut lite = Store::open(&dir.path().join("runs.sqlite")).unwrap();
@@ -1010,9 +1003,10 @@ mod postgres_store {
     /// Issue 33: a store a fleet can use is one behind TLS. verify-full passes by the name in
     /// the certificate, a wrong CA or a wrong name fails saying so, and nothing is plaintext.
     #[test]
+    #[ignore = "needs root"]
     fn tls_store_verifies_the_server_and_a_wrong_ca_fails_clearly() {
         let pki = Pki::new();
-        let Some(c) = Cluster::start_tls(&pki) else { return };
+        let c = Cluster::start_tls(&pki);
         let by_addr = c.db("tls");
         let by_name = by_addr.replace("127.0.0.1", "localhost");
         let (ca, other) = (pki.ca.display().to_string(), pki.other_ca.display().to_string());
@@ -1056,8 +1050,9 @@ mod postgres_store {
     }
 
     #[test]
+    #[ignore = "needs root"]
     fn two_writers_at_once_migrating_and_inserting() {
-        let Some(c) = Cluster::start() else { return };
+        let c = Cluster::start();
         let url = c.db("writers");
         // Both open the empty database at once: the advisory lock makes one migrate it.
         let threads: Vec<_> = (0..2)
@@ -1084,8 +1079,9 @@ mod postgres_store {
     }
 
     #[test]
+    #[ignore = "needs root"]
     fn a_version_1_database_is_migrated_and_a_newer_one_refused() {
-        let Some(c) = Cluster::start() else { return };
+        let c = Cluster::start();
         let url = c.db("old");
         let doc = serde_json::to_string(&runs()[1]).unwrap();
         let mut raw = postgres::Client::connect(&format!("{url}?sslmode=disable"), postgres::NoTls).unwrap();

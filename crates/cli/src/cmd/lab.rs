@@ -116,7 +116,10 @@ pub fn run_lab(a: LabArgs) -> crate::error::Result {
         LabCmd::Run { file, output, db, no_save, scale_time } => run(file, output, db, no_save, scale_time),
         LabCmd::Plan { file } => plan(file),
         LabCmd::Set { link, changes, dir, run } => set(&link, &changes, dir, run.as_deref()),
-        LabCmd::Emulate { config } => linerate_lab::emu::run(&config).map_err(Into::into),
+        LabCmd::Emulate { config } => match crate::ending::signals() {
+            Ok(stop) => linerate_lab::emu::run(&config, stop).map_err(Into::into),
+            Err(e) => Err(anyhow::Error::new(e).context("installing signal handlers")),
+        },
     };
     // The lab's own errors say their kind; anything else stopped the lab from being built or run.
     r.map_err(|e| match e.downcast_ref::<LabError>().map(Kind::of_lab) {
@@ -149,8 +152,9 @@ fn drop_problem(p: &str) {
 
 fn up(file: PathBuf, detach: bool) -> Result<()> {
     let sc = Scenario::load(&file)?;
-    let (stop, stopped) = linerate_lab::lab::signal_stop()?;
-    let mut lab = Lab::up(&sc, &file, detach, &stop, &mut cleaned_stale)?;
+    // SIGINT, SIGTERM or SIGHUP tears the lab down, while it is built or once it is up.
+    let stopped = crate::ending::signals().context("installing signal handlers")?;
+    let mut lab = Lab::up(&sc, &file, detach, &stopped, &mut cleaned_stale)?;
     lab.on_drop_problem(drop_problem);
     // A closed standard output or error (`| head -1`) tears the lab down as Ctrl-C does, even
     // while it waits with nothing to print.
@@ -303,14 +307,18 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
         return Err(anyhow!("{}: no [[run]] to perform (use `lab up` to just build it)", file.display()));
     }
     let me = std::env::current_exe().context("finding the linerate executable")?;
-    let stop = linerate_lab::lab::signal_flag()?;
+    // A signal, or a closed stderr (`2>&1 | head`), stops the build or the runs: one stop for
+    // both, which the runner waits on beside its clients.
+    let signals = crate::ending::signals().context("installing signal handlers")?;
+    let stopper = linerate_model::shutdown::Stopper::new();
+    let s = stopper.clone();
+    signals.on_stop(move || {
+        s.stop();
+    });
+    crate::out::stop_on_close(&stopper);
+    let stop = stopper.shutdown();
     let mut lab = Lab::up(&sc, &file, false, &stop, &mut cleaned_stale)?;
     lab.on_drop_problem(drop_problem);
-    // A closed stderr (`2>&1 | head`) stops the runs between steps, as a signal does.
-    let flag = stop.clone();
-    let wake = linerate_model::shutdown::Stopper::new();
-    wake.shutdown().on_stop(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
-    crate::out::stop_on_close(&wake);
     errln!("lab {} up: scenario {}", lab.plan.run, sc.name)?;
     let out = output.unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", sc.name, lab.plan.run)));
     let mut log = |l: &str| {

@@ -240,7 +240,7 @@ fn a_changed_host_key_is_refused_and_strict_mode_refuses_the_unknown() {
 fn a_daemon_shares_a_total_cap_fairly_between_three_key_clients_and_refuses_the_others() {
     let h = Home::new();
     // Two hosts joined by a veth link (a real sshd runs there too), or loopback when not root.
-    let lab = SshLab::start();
+    let lab = SshLab::start_if_root();
     let (server, listen) = match &lab {
         Some(l) => (l.in_server(env!("CARGO_BIN_EXE_linerate")), format!("{SERVER_IP}:7878")),
         None => (bin(), "127.0.0.1:0".to_string()),

@@ -83,10 +83,9 @@ fn doctor_against_a_loopback_peer_names_lo_gives_no_nic_advice_and_counts_the_co
 }
 
 #[test]
+#[ignore = "needs root"]
 fn doctor_names_a_path_mtu_mismatch_across_namespaces() {
-    if !crate::support::needs_root("creating network namespaces") {
-        return;
-    }
+    crate::support::require_root("creating network namespaces");
     let id = format!("{}{}", std::process::id() % 100_000, COUNTER.fetch_add(1, Ordering::SeqCst));
     let mut lab = Lab {
         near: format!("lrdoc-n{id}"),

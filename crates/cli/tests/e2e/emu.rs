@@ -3,7 +3,7 @@
 //! while running (`lab set`), copies across loss, reordering, duplication and corruption and
 //! through a 5 s blackout, and nothing left behind. Needs root, iproute2, ping.
 
-use crate::lab::{assert_clean, bin, can_run, sigint, start_up, wait_exit};
+use crate::lab::{assert_clean, bin, sigint, start_up, wait_exit};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,10 +20,7 @@ impl Up {
     fn new(link: &str) -> Up {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("emu.toml");
-        let text = format!(
-            "name = \"emu\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n\
-             emulator = \"linerate\"\n{link}"
-        );
+        let text = linerate_lab::testkit::two_hosts(&format!("emulator = \"linerate\"\n{link}"));
         std::fs::write(&f, text).unwrap();
         let (child, id) = start_up(&f);
         Up { child: Some(child), id, _dir: dir }
@@ -65,10 +62,9 @@ impl Drop for Up {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ping_sees_the_configured_round_trip_from_1_to_200_ms_and_lab_set_changes_it() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let lab = Up::new("delay = \"0ms\"\n");
     // The delay adds to the path's own round trip through the emulator (about 0.1 ms here).
     let base = lab.ping_median(21);
@@ -185,10 +181,9 @@ fn udp(lab: &Up, key: &Path) -> serde_json::Value {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn udp_loss_and_reordering_are_what_the_link_was_given() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     // Loss is drawn per wire packet (a datagram here), so 1 % means 1 % of datagrams.
     let lab = Up::new("delay = \"1ms\"\nloss = 1.0\n");
     let dir = tempfile::tempdir().unwrap();
@@ -272,10 +267,9 @@ fn identical(src: &Path, copy: &Path) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_copy_across_loss_reordering_duplication_and_corruption_arrives_identical() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let lab = Up::new("rate = \"1gbit\"\ndelay = \"2ms\"\nloss = 1.0\nreorder = 5.0\nduplicate = 1.0\ncorrupt = 0.1\n");
     let (_t, src, root, key) = scratch("24", "1MB");
     with_daemon(&lab, &root, &key, || {
@@ -294,10 +288,9 @@ fn a_copy_across_loss_reordering_duplication_and_corruption_arrives_identical() 
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_copy_survives_a_5_second_blackout_and_arrives_identical() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let lab = Up::new("rate = \"200mbit\"\ndelay = \"1ms\"\n");
     let (_t, src, root, key) = scratch("32", "4MB"); // about 128 MB: 5 s at 200 Mbit/s
     with_daemon(&lab, &root, &key, || {
@@ -335,10 +328,9 @@ fn a_copy_survives_a_5_second_blackout_and_arrives_identical() {
 /// down; the same command run again once the link is back completes, resuming the large files'
 /// finished chunks rather than sending them again, and the tree arrives identical.
 #[test]
+#[ignore = "needs root"]
 fn on_a_200_ms_lossy_path_a_copy_cut_past_its_stall_timeout_exits_3_and_the_rerun_resumes() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let lab = Up::new("rate = \"100mbit\"\ndelay = \"100ms\"\nloss = 1.0\n");
     let (_t, src, root, key) = scratch("4", "6MB"); // about 24 MB of files of several 1 MiB chunks each
     with_daemon(&lab, &root, &key, || {
@@ -381,10 +373,9 @@ fn on_a_200_ms_lossy_path_a_copy_cut_past_its_stall_timeout_exits_3_and_the_reru
 }
 
 #[test]
+#[ignore = "needs root"]
 fn on_a_100_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_default() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let lab = Up::new("delay = \"50ms\"\n");
     let (_t, src, root, key) = scratch("4", "64KB");
     with_daemon(&lab, &root, &key, || {
@@ -415,10 +406,9 @@ fn on_a_100_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_defa
 }
 
 #[test]
+#[ignore = "needs root"]
 fn doctor_names_the_buffer_limit_of_a_100_ms_path_and_predicts_one_iperf3_stream() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let lab = Up::new("rate = \"1gbit\"\ndelay = \"50ms\"\n");
     // Linux's default buffer limits in both hosts: 6 MiB / 4 MiB hold 3.5 MB, the path 12.5 MB.
     for h in ["a", "b"] {
@@ -481,14 +471,13 @@ fn doctor_names_the_buffer_limit_of_a_100_ms_path_and_predicts_one_iperf3_stream
 }
 
 #[test]
+#[ignore = "needs root"]
 fn lab_run_reports_what_the_emulator_did() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let d = tempfile::tempdir().unwrap();
     let (f, out) = (d.path().join("s.toml"), d.path().join("r.json"));
-    let text = "name = \"emu-run\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n\
-                emulator = \"linerate\"\ndelay = \"1ms\"\nloss = 0.5\n[[run]]\ntool = \"iperf3\"\nhost = \"a\"\nserver = \"b\"\nseconds = 2\n";
+    let link = "emulator = \"linerate\"\ndelay = \"1ms\"\nloss = 0.5\n";
+    let text = linerate_lab::testkit::two_hosts(link) + &linerate_lab::testkit::iperf3_run(2);
     std::fs::write(&f, text).unwrap();
     let o = bin().args(["lab", "run", "--no-save"]).arg(&f).arg("-o").arg(&out).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -5,7 +5,7 @@
 //! store (LINERATE_DB). The mount tests run in a private mount namespace (`unshare`), so nothing
 //! stays mounted even if a test fails; they and `chattr` need root, and fail loudly without it.
 
-use crate::support::{needs_root, noise};
+use crate::support::{noise, require_root};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -99,10 +99,9 @@ fn parse_size(s: &str) -> f64 {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_read_only_destination_is_one_message_naming_the_mount_and_exit_3_and_nothing_saved() {
-    if !needs_root("a read-only bind mount") {
-        return;
-    }
+    require_root("a read-only bind mount");
     let s = Scratch::new();
     let t1 = s.small_tree();
     let ro = s.path().join("ro");
@@ -122,10 +121,9 @@ fn a_read_only_destination_is_one_message_naming_the_mount_and_exit_3_and_nothin
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_full_destination_stops_at_the_first_enospc_with_one_message_and_exit_3() {
-    if !needs_root("a 20 MiB tmpfs") {
-        return;
-    }
+    require_root("a 20 MiB tmpfs");
     let s = Scratch::new();
     let src = s.path().join("big");
     fs::create_dir(&src).unwrap();
@@ -155,10 +153,9 @@ fn a_full_destination_stops_at_the_first_enospc_with_one_message_and_exit_3() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_destination_out_of_inodes_stops_with_one_message_and_exit_3() {
-    if !needs_root("a tmpfs of 64 inodes") {
-        return;
-    }
+    require_root("a tmpfs of 64 inodes");
     let s = Scratch::new();
     // Small files in directories the copy creates: each is created by the data stream that
     // brings its chunk, after the control stream answered for it, so the failure is found there.
@@ -203,10 +200,9 @@ impl Drop for Immutable {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_unwritable_directory_is_one_error_its_subtree_skipped_and_the_run_kept_without_a_rate() {
-    if !needs_root("chattr +i") {
-        return;
-    }
+    require_root("chattr +i");
     let s = Scratch::new();
     let t1 = s.small_tree();
     let dest = s.path().join("dest");

@@ -1,6 +1,9 @@
 //! `linerate lab` end to end: up/status/exec/down, and nothing left behind after SIGINT to
-//! `lab up` or `lab run`, or after the owner is killed outright. Needs root, iproute2, iperf3.
+//! `lab up` or `lab run`, or after the owner is killed outright. Needs root, iproute2, iperf3:
+//! each test is `#[ignore = "needs root"]` ([`require_lab`]). The scenario is the lab
+//! testkit's fixture.
 
+use linerate_lab::testkit;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -10,51 +13,25 @@ pub(crate) fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
 }
 
-pub(crate) fn can_run() -> bool {
-    crate::support::needs_root("the lab tests")
+/// Root, iproute2, iperf3 and ping, or the test fails saying which is missing.
+pub(crate) fn require_lab() {
+    linerate_lab::testkit::require_lab("the lab tests");
 }
 
-const SCENARIO: &str = r#"
-name = "cli-lab"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[link]]
-a = "a"
-b = "b"
-rate = "500mbit"
-[[run]]
-tool = "iperf3"
-host = "a"
-server = "b"
-seconds = 30
-"#;
+/// The testkit's two hosts, and a 30 s iperf3 run (long enough to be interrupted mid-run).
+fn scenario_text() -> String {
+    format!("{}{}", testkit::TWO_HOSTS, testkit::iperf3_run(30))
+}
 
 fn scenario() -> (tempfile::TempDir, std::path::PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    let f = d.path().join("s.toml");
-    std::fs::write(&f, SCENARIO).unwrap();
-    (d, f)
+    testkit::write_scenario(&scenario_text())
 }
 
 fn state_file(id: &str) -> std::path::PathBuf {
     Path::new("/run/linerate/lab").join(format!("{id}.json"))
 }
 
-pub(crate) fn assert_clean(id: &str) {
-    let left: Vec<String> = std::fs::read_dir("/run/netns")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(id))
-        .collect();
-    assert!(left.is_empty(), "namespaces left behind: {left:?}");
-    assert!(!state_file(id).exists(), "state file left behind");
-    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&ps.stdout).contains(id), "a process of {id} is still running");
-}
+pub(crate) use testkit::assert_clean;
 
 /// Starts `lab up FILE` and returns the child and the run id from its first line.
 pub(crate) fn start_up(f: &Path) -> (Child, String) {
@@ -117,10 +94,9 @@ pub(crate) fn sigint(child: &Child) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn lab_up_serves_exec_and_status_then_sigint_removes_everything() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let (_d, f) = scenario();
     let up = LabUp::start(&f);
     let id = up.id.clone();
@@ -148,10 +124,9 @@ fn lab_up_serves_exec_and_status_then_sigint_removes_everything() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sigint_during_lab_run_tears_down_and_kills_the_servers() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let (d, f) = scenario();
     let out = d.path().join("results.json");
     let mut child =
@@ -187,10 +162,9 @@ fn sigint_during_lab_run_tears_down_and_kills_the_servers() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn detach_then_down_and_a_killed_owner_is_cleaned_by_the_next_up() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let (_d, f) = scenario();
     // Owner killed outright: the run is stale, and the next `up` removes it.
     let (mut child, stale) = start_up(&f);
@@ -217,24 +191,21 @@ fn lab_plan_needs_no_root_and_rejects_foreign_addresses() {
     let out = bin().args(["lab", "plan"]).arg(&f).output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout)
-        .contains("tc -n lrPLAN-a qdisc add dev eth0 root handle 1: tbf rate 500000000bit"));
+        .contains("tc -n lrPLAN-a qdisc add dev eth0 root handle 1: tbf rate 1000000000bit"));
     let bad = d.path().join("bad.toml");
-    std::fs::write(&bad, SCENARIO.replace("rate = \"500mbit\"", "a_addr = \"10.0.0.1/24\"")).unwrap();
+    std::fs::write(&bad, scenario_text().replace("rate = \"1gbit\"", "a_addr = \"10.0.0.1/24\"")).unwrap();
     let out = bin().args(["lab", "plan"]).arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("198.18.0.0/15"));
 }
 
 #[test]
+#[ignore = "needs root"]
 fn lab_run_copies_with_every_cp_mode_scp_rsync_tar_and_rclone_and_writes_results() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("copy.toml");
-    let mut text = String::from(
-        "name = \"copy\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"2gbit\"\n",
-    );
+    let mut text = testkit::two_hosts("rate = \"2gbit\"\n");
     let runs = [
         ("cp", "cp", "", 2),
         ("cp-pull", "cp", "pull", 2),
@@ -290,10 +261,9 @@ fn lab_run_copies_with_every_cp_mode_scp_rsync_tar_and_rclone_and_writes_results
 }
 
 #[test]
+#[ignore = "needs root"]
 fn lab_down_asks_a_foreground_owner_to_tear_down() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let (_d, f) = scenario();
     let up = LabUp::start(&f);
     let id = up.id.clone();
@@ -306,10 +276,9 @@ fn lab_down_asks_a_foreground_owner_to_tear_down() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_group_with_a_failing_member_is_reported_incomplete_and_the_run_exits_1() {
-    if !can_run() {
-        return;
-    }
+    crate::lab::require_lab();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("pair.toml");
     let mut text = String::from(

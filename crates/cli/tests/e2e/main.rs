@@ -1,7 +1,8 @@
 //! linerate's end-to-end tests, one binary: the real `linerate` driven as a user drives it.
 //! Each module is one area; `support` holds what they share (incompressible data, the root
-//! check, the two-namespace ssh lab). Root-only tests fail loudly without root unless
-//! `LINERATE_SKIP_ROOT_TESTS=1` says to skip them; `.ci/run` runs them as root. No test touches
+//! check, the two-namespace ssh lab). Root-only tests are `#[ignore = "needs root"]`: a plain
+//! `cargo test` lists them as ignored; `.ci/run` runs them as root with `--include-ignored`;
+//! run so without root they fail saying so (`support::require_root`). No test touches
 //! the user's own run store: see [`isolate_the_run_store`].
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 

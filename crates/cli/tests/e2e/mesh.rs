@@ -302,11 +302,10 @@ fn a_busy_agent_is_tried_again_after_a_backoff_and_its_tests_run() {
 /// and the others fast, no agent in two throughput tests at once and no round trip beside a
 /// throughput test on its agents (the round's timeline), and nothing of the lab left behind.
 #[test]
+#[ignore = "needs root"]
 fn six_agents_on_a_switch_with_one_slow_link_show_its_pairs_slow() {
-    use crate::lab::{assert_clean, can_run, sigint, start_up, wait_exit};
-    if !can_run() {
-        return;
-    }
+    use crate::lab::{assert_clean, sigint, start_up, wait_exit};
+    crate::lab::require_lab();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let mut sc = String::from("name = \"mesh6\"\n[[switch]]\nname = \"sw\"\n");

@@ -1,14 +1,14 @@
 //! rsync -a's promises beyond modes and times (issue 31): owners and groups (`-a`, `-o`, `-g`,
 //! `--numeric-ids`, mapped by name), devices, FIFOs and sockets (`-D`, skipped quietly without
 //! it), a daemon that refuses them without its operator's opt-in, and `-X`/`-A` said to be not
-//! kept. Owners and devices need root: these tests fail without it (see `support::needs_root`).
+//! kept. Owners and devices need root: these tests are `#[ignore = "needs root"]` and fail without it (see `support::require_root`).
 
 use std::fs;
 use std::os::unix::fs::{chown, lchown, symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::{needs_root, Daemon};
+use crate::support::{require_root, Daemon};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_linerate"));
@@ -52,10 +52,9 @@ fn owned_tree(root: &Path) -> PathBuf {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn archive_keeps_the_owners_of_files_directories_and_symlinks_as_root() {
-    if !needs_root("keeping owners (chown)") {
-        return;
-    }
+    require_root("keeping owners (chown)");
     let t = tempfile::tempdir().unwrap();
     let src = owned_tree(t.path());
     let a = t.path().join("a");
@@ -158,10 +157,9 @@ fn remapped_ids(dir: &Path, name: &str, id: u32) -> (PathBuf, PathBuf) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn owners_map_by_name_unless_numeric_ids() {
-    if !needs_root("mapping owners by name (useradd, a mount namespace)") {
-        return;
-    }
+    require_root("mapping owners by name (useradd, a mount namespace)");
     let t = tempfile::tempdir().unwrap();
     // The sender's user has one id; the receiver (a daemon in a mount namespace whose
     // /etc/passwd and /etc/group say otherwise) knows the same name under another id.
@@ -217,10 +215,9 @@ fn kind(p: &Path) -> (u32, u64) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fifos_and_devices_arrive_with_d_as_root_and_are_skipped_with_one_note_without() {
-    if !needs_root("creating device nodes (mknod)") {
-        return;
-    }
+    require_root("creating device nodes (mknod)");
     let t = tempfile::tempdir().unwrap();
     let src = t.path().join("src");
     fs::create_dir(&src).unwrap();

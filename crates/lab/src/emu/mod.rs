@@ -18,7 +18,7 @@ mod tap;
 pub mod wire;
 
 use crate::LabError;
-use linerate_model::shutdown::{Shutdown, Stopper};
+use linerate_model::shutdown::Shutdown;
 use linerate_model::units::Percent;
 use serde::{Deserialize, Serialize};
 use shape::{Counters, Impairment, Shaper};
@@ -86,15 +86,12 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
     move |e| LabError::Io(w, e)
 }
 
-/// `linerate lab emulate`: create the TAPs, say ready, forward until SIGTERM or SIGINT.
-pub fn run(config: &Path) -> Result<(), LabError> {
+/// `linerate lab emulate`: create the TAPs, say ready, forward until `stop` (the process's
+/// SIGTERM or SIGINT, which the caller turns into it).
+pub fn run(config: &Path, stop: Shutdown) -> Result<(), LabError> {
     let text = std::fs::read_to_string(config).map_err(io_err(format!("reading {}", config.display())))?;
     let cfg: EmuConfig = serde_json::from_str(&text)
-        .map_err(|e| LabError::State(format!("{}: not an emulator configuration: {e}", config.display())))?;
-    let stopper = Stopper::new();
-    let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
-    stopper.on_signals(&signals, |_| {}).map_err(io_err("installing signal handlers"))?;
-    let stop = stopper.shutdown();
+        .map_err(|source| LabError::EmulatorConfig { path: config.to_path_buf(), source })?;
     let a = tap::create(&cfg.a_tap).map_err(io_err(format!("creating TAP {} (is /dev/net/tun there?)", cfg.a_tap)))?;
     let b = tap::create(&cfg.b_tap).map_err(io_err(format!("creating TAP {}", cfg.b_tap)))?;
     let ab: Shared = Arc::new(Mutex::new(Shaper::new(cfg.a_to_b.clone(), cfg.seed)));
@@ -241,43 +238,83 @@ fn control(conn: UnixStream, ab: &Shared, ba: &Shared, deadline: Instant) {
     let _ = (&conn).write_all(format!("{reply}\n").as_bytes());
 }
 
+/// Why the emulator refused a control request; sent back as `error: ` and this text.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The client sent no whole line in time.
+    #[error("no whole request within {} s", CONTROL_TIMEOUT.as_secs())]
+    Timeout,
+    /// The line is longer than [`MAX_REQUEST`].
+    #[error("a request is at most {MAX_REQUEST} bytes")]
+    TooLong,
+    /// The control socket failed (setting its timeout, reading).
+    #[error("reading the request: {0}")]
+    Read(#[source] std::io::Error),
+    /// The line is not UTF-8.
+    #[error("the request is not UTF-8")]
+    NotUtf8,
+    /// Neither `stats` nor `set`.
+    #[error("unknown request {0:?}: stats, or set DIR KEY=VALUE...")]
+    UnknownRequest(Option<String>),
+    /// `set` without `a>b`, `b>a` or `both`.
+    #[error("direction {0:?}: a>b, b>a or both")]
+    Direction(Option<String>),
+    /// A word of `set` that is neither `KEY=VALUE` nor `up`/`down`.
+    #[error("'{0}': KEY=VALUE, up or down")]
+    NotAChange(String),
+    /// A key the emulator does not know.
+    #[error("unknown key '{0}'")]
+    UnknownKey(String),
+    /// A value its key's grammar refuses; the grammar's own words.
+    #[error("{key}: {why}")]
+    Value {
+        /// The key.
+        key: String,
+        /// What is wrong with the value.
+        why: String,
+    },
+    /// The counters could not be encoded.
+    #[error("encoding the counters: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
 /// One line of at most [`MAX_REQUEST`] bytes, read by `deadline` (an unfinished last line
 /// counts when the client closes).
-fn read_request(mut conn: &UnixStream, deadline: Instant) -> Result<String, String> {
+fn read_request(mut conn: &UnixStream, deadline: Instant) -> Result<String, ControlError> {
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 512];
     while !buf.contains(&b'\n') {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!("no whole request within {} s", CONTROL_TIMEOUT.as_secs()));
+            return Err(ControlError::Timeout);
         }
-        conn.set_read_timeout(Some(left)).map_err(|e| format!("control socket: {e}"))?;
+        conn.set_read_timeout(Some(left)).map_err(ControlError::Read)?;
         match conn.read(&mut chunk) {
             Ok(0) => break,
-            Ok(n) if buf.len() + n > MAX_REQUEST => return Err(format!("a request is at most {MAX_REQUEST} bytes")),
+            Ok(n) if buf.len() + n > MAX_REQUEST => return Err(ControlError::TooLong),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(e) => return Err(format!("reading the request: {e}")),
+            Err(e) => return Err(ControlError::Read(e)),
         }
     }
     let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
-    String::from_utf8(line.to_vec()).map_err(|_| "the request is not UTF-8".to_string())
+    String::from_utf8(line.to_vec()).map_err(|_| ControlError::NotUtf8)
 }
 
-fn handle(req: &str, ab: &Shared, ba: &Shared) -> Result<String, String> {
+fn handle(req: &str, ab: &Shared, ba: &Shared) -> Result<String, ControlError> {
     let mut words = req.split_ascii_whitespace();
     match words.next() {
         Some("stats") => {
             let st = EmuStats { a_to_b: lock(ab).counters(), b_to_a: lock(ba).counters() };
-            serde_json::to_string(&st).map_err(|e| e.to_string())
+            serde_json::to_string(&st).map_err(ControlError::Encode)
         }
         Some("set") => {
             let dirs: Vec<&Shared> = match words.next() {
                 Some("a>b") => vec![ab],
                 Some("b>a") => vec![ba],
                 Some("both") => vec![ab, ba],
-                other => return Err(format!("direction {other:?}: a>b, b>a or both")),
+                other => return Err(ControlError::Direction(other.map(str::to_string))),
             };
             let changes: Vec<&str> = words.collect();
             for d in dirs {
@@ -287,61 +324,67 @@ fn handle(req: &str, ab: &Shared, ba: &Shared) -> Result<String, String> {
             }
             Ok("ok".into())
         }
-        other => Err(format!("unknown request {other:?}: stats, or set DIR KEY=VALUE...")),
+        other => Err(ControlError::UnknownRequest(other.map(str::to_string))),
     }
-}
-
-/// A link time in ns: the scenario's own grammar ([`crate::scenario::LinkTime`]).
-fn time_ns(v: &str) -> Result<u64, String> {
-    v.parse::<crate::scenario::LinkTime>().map(|t| t.as_micros() * 1000).map_err(|e| e.to_string())
 }
 
 /// `cfg` with `KEY=VALUE` changes applied: `up`/`down` (words), delay, jitter, loss, loss_burst,
 /// reorder, duplicate, corrupt, rate (`0` for none), queue (bytes).
-pub fn apply(mut cfg: Impairment, changes: &[&str]) -> Result<Impairment, String> {
+pub fn apply(mut cfg: Impairment, changes: &[&str]) -> Result<Impairment, ControlError> {
     let mut loss: Option<f64> = None;
     let mut burst: Option<f64> = None;
-    // a percentage as a share: the one grammar of `Percent` (`1%`, `1`, `0.5`), as in a scenario
-    let share = |v: &str| v.parse::<Percent>().map(Percent::fraction).map_err(|e| e.to_string());
     for c in changes {
-        match c.split_once('=') {
-            None if *c == "down" => cfg.up = false,
-            None if *c == "up" => cfg.up = true,
-            None => return Err(format!("'{c}': KEY=VALUE, up or down")),
-            Some((k, v)) => match k {
-                "delay" => cfg.delay_ns = time_ns(v)?,
-                "jitter" => cfg.jitter_ns = time_ns(v)?,
-                "jitter_dist" => {
-                    cfg.dist = match v {
-                        "normal" => shape::Dist::Normal,
-                        "uniform" => shape::Dist::Uniform,
-                        _ => return Err(format!("jitter_dist '{v}': normal or uniform")),
-                    }
+        let Some((k, v)) = c.split_once('=') else {
+            match *c {
+                "down" => cfg.up = false,
+                "up" => cfg.up = true,
+                _ => return Err(ControlError::NotAChange(c.to_string())),
+            }
+            continue;
+        };
+        let bad = |why: String| ControlError::Value { key: k.to_string(), why };
+        // a link time: the scenario's own grammar ([`crate::scenario::LinkTime`]), in ns
+        let time_ns = || {
+            v.parse::<crate::scenario::LinkTime>().map(|t| t.as_micros() * 1000).map_err(|e| match e {
+                LabError::Scenario(why) => bad(why),
+                e => bad(e.to_string()),
+            })
+        };
+        // a percentage as a share: the one grammar of `Percent` (`1%`, `1`, `0.5`), as in a scenario
+        let share = || v.parse::<Percent>().map(Percent::fraction).map_err(|e| bad(e.to_string()));
+        match k {
+            "delay" => cfg.delay_ns = time_ns()?,
+            "jitter" => cfg.jitter_ns = time_ns()?,
+            "jitter_dist" => {
+                cfg.dist = match v {
+                    "normal" => shape::Dist::Normal,
+                    "uniform" => shape::Dist::Uniform,
+                    _ => return Err(bad(format!("'{v}': normal or uniform"))),
                 }
-                "loss" => loss = Some(share(v)?),
-                "loss_burst" => {
-                    let range = crate::scenario::LOSS_BURST;
-                    let b: f64 = v.parse().map_err(|_| format!("loss_burst '{v}': packets"))?;
-                    if !range.contains(&b) {
-                        let (lo, hi) = (range.start(), range.end());
-                        return Err(format!("loss_burst '{v}': a mean burst of {lo} to {hi} packets"));
-                    }
-                    burst = Some(b);
+            }
+            "loss" => loss = Some(share()?),
+            "loss_burst" => {
+                let range = crate::scenario::LOSS_BURST;
+                let b: f64 = v.parse().map_err(|_| bad(format!("'{v}': packets")))?;
+                if !range.contains(&b) {
+                    let (lo, hi) = (range.start(), range.end());
+                    return Err(bad(format!("'{v}': a mean burst of {lo} to {hi} packets")));
                 }
-                "reorder" => cfg.reorder = share(v)?,
-                "duplicate" => cfg.duplicate = share(v)?,
-                "corrupt" => cfg.corrupt = share(v)?,
-                "rate" => {
-                    let r =
-                        if v == "0" { 0 } else { linerate_model::units::parse_rate(v).map_err(|e| e.to_string())? };
-                    cfg.rate_bps = (r > 0).then_some(r);
-                }
-                "queue" => {
-                    cfg.queue_bytes =
-                        linerate_model::units::parse_size(v).map_err(|e| e.to_string())?.min(shape::MAX_HELD)
-                }
-                _ => return Err(format!("unknown key '{k}'")),
-            },
+                burst = Some(b);
+            }
+            "reorder" => cfg.reorder = share()?,
+            "duplicate" => cfg.duplicate = share()?,
+            "corrupt" => cfg.corrupt = share()?,
+            "rate" => {
+                let r =
+                    if v == "0" { 0 } else { linerate_model::units::parse_rate(v).map_err(|e| bad(e.to_string()))? };
+                cfg.rate_bps = (r > 0).then_some(r);
+            }
+            "queue" => {
+                cfg.queue_bytes =
+                    linerate_model::units::parse_size(v).map_err(|e| bad(e.to_string()))?.min(shape::MAX_HELD)
+            }
+            _ => return Err(ControlError::UnknownKey(k.to_string())),
         }
     }
     if loss.is_some() || burst.is_some() {
@@ -365,7 +408,11 @@ pub fn ask(control: &Path, request: &str) -> Result<String, LabError> {
     BufReader::new(c.take(1 << 20)).read_line(&mut answer).map_err(io_err("reading the emulator's answer"))?;
     let a = answer.trim().to_string();
     match a.strip_prefix("error: ") {
-        Some(e) => Err(LabError::State(format!("the emulator refused '{request}': {e}"))),
+        Some(e) => Err(LabError::EmulatorRefused {
+            control: control.to_path_buf(),
+            request: request.to_string(),
+            reason: e.to_string(),
+        }),
         None => Ok(a),
     }
 }
@@ -373,6 +420,7 @@ pub fn ask(control: &Path, request: &str) -> Result<String, LabError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_model::shutdown::Stopper;
 
     #[test]
     fn changes_apply_to_a_copy_and_bad_ones_are_refused() {
@@ -388,7 +436,7 @@ mod tests {
         assert!(apply(d, &["up"]).unwrap().up);
         for bad in ["loss_burst=nan", "loss_burst=inf", "loss_burst=-5", "loss_burst=1e308", "loss_burst=0.5"] {
             let e = apply(Impairment::default(), &["loss=1%", bad]).unwrap_err();
-            assert!(e.contains("1 to 1000 packets"), "{bad}: {e}");
+            assert!(e.to_string().contains("1 to 1000 packets"), "{bad}: {e}");
         }
         for bad in [
             "delay=5 fortnights",

@@ -7,22 +7,10 @@ pub mod sshlab;
 /// wire's version is a deliberate change of these tests too.
 pub const ANNOUNCE: &str = "LINERATE 3 ";
 
-/// Variable that lets a run without root skip the tests that need it, knowingly.
-pub const SKIP_ROOT: &str = "LINERATE_SKIP_ROOT_TESTS";
-
-/// Whether a test that needs root (network namespaces, veth, tc) can run: true as root. Without
-/// root it fails loudly, so that a run which tested nothing of those parts never reports ok,
-/// unless `LINERATE_SKIP_ROOT_TESTS=1` says to skip them (then it prints that it did).
-pub fn needs_root(what: &str) -> bool {
-    if rustix::process::geteuid().is_root() {
-        return true;
-    }
-    if std::env::var_os(SKIP_ROOT).is_some_and(|v| v == "1") {
-        eprintln!("SKIPPED, not run: {what} needs root ({SKIP_ROOT}=1)");
-        return false;
-    }
-    panic!("{what} needs root: run the tests as root (CI does), or set {SKIP_ROOT}=1 to skip them knowingly");
-}
+/// The one root-only rule ([`linerate_lab::testkit::require_root`]): a test that needs root is
+/// `#[ignore = "needs root"]` and calls this first, so that run with `--include-ignored`
+/// without root it fails saying what needs root.
+pub use linerate_lab::testkit::require_root;
 
 /// Write `len` bytes of incompressible, deterministic data to `path`.
 pub fn noise(path: &std::path::Path, len: usize) {

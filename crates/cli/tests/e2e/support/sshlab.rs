@@ -83,18 +83,22 @@ pub struct SshLab {
 }
 
 impl SshLab {
-    /// Build the lab, or `None` when not root and told to skip ([`super::needs_root`]); without
-    /// root otherwise, or without ssh/sshd/ssh-keygen/ip, the test fails saying why. CI runs as
-    /// root with all of them installed.
-    pub fn start() -> Option<SshLab> {
+    /// Build the lab, for a test that is `#[ignore = "needs root"]`: without root, or without
+    /// ssh/sshd/ssh-keygen/ip, the test fails saying why ([`super::require_root`]). CI runs
+    /// such tests as root with all of them installed.
+    pub fn start() -> SshLab {
         Self::start_with(Options::default())
     }
 
+    /// The lab when this process is root, else `None`: for a test that runs either way (over
+    /// the lab's link as root, over loopback without).
+    pub fn start_if_root() -> Option<SshLab> {
+        rustix::process::geteuid().is_root().then(SshLab::start)
+    }
+
     /// Build a lab as [`SshLab::start`] does, changed by `opts`.
-    pub fn start_with(opts: Options) -> Option<SshLab> {
-        if !super::needs_root("the ssh lab (two network namespaces and an sshd)") {
-            return None;
-        }
+    pub fn start_with(opts: Options) -> SshLab {
+        super::require_root("the ssh lab (two network namespaces and an sshd)");
         let (Some(sshd), Some(keygen), Some(_), Some(_)) =
             (find(&["/usr/sbin/sshd", "sshd"]), find(&["ssh-keygen"]), find(&["ssh"]), find(&["ip"]))
         else {
@@ -223,7 +227,7 @@ impl SshLab {
             String::from_utf8_lossy(&o.stderr),
             lab.sshd_log()
         );
-        Some(lab)
+        lab
     }
 
     /// A program run in the client's namespace.
