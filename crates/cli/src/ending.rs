@@ -1,14 +1,14 @@
 //! How the process ends before its command returns, decided in `main` alone (issue 44): the
 //! command runs on a thread of its own while `main` waits for whichever comes first, the
 //! command's result or a request to end now. A request comes from a command's second Ctrl-C
-//! (its stop reaching [`Stage::Hurrying`](linerate_engine::shutdown::Stage), [`on_hurry`]) or
+//! (its stop reaching [`Stage::Hurrying`](linerate_model::shutdown::Stage), [`on_hurry`]) or
 //! from a thread that learns nothing more can happen (the ssh connection of `serve --ssh`
 //! closing, [`request`]); `main` then returns that kind's exit code. Nothing else calls
 //! `process::exit`.
 
 use crate::error::Kind;
 use crossbeam_channel::{bounded, Receiver, Sender};
-use linerate_engine::shutdown::Shutdown;
+use linerate_model::shutdown::Shutdown;
 use std::sync::OnceLock;
 
 /// Requests to end the process now, read by `main` alone; the first one decides.
@@ -57,7 +57,7 @@ pub(crate) fn run<T: Send + 'static>(command: impl FnOnce() -> T + Send + 'stati
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_engine::shutdown::Stopper;
+    use linerate_model::shutdown::Stopper;
 
     #[test]
     fn a_command_ends_with_its_result_or_with_the_first_request_to_end_now() {

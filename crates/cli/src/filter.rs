@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use linerate_engine::copy::filter::{push_file_rules, push_rule, Filter, Rule, RuleKind};
+use linerate_copy::filter::{push_file_rules, push_rule, Filter, Rule, RuleKind};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! `linerate`: the command-line front end. Flags are parsed here and turned into engine
-//! configurations; all the work happens in `linerate-engine`.
+//! configurations; all the work happens in the crates below (`linerate-copy`, `linerate-bench`,
+//! `linerate-agent`, `linerate-net`).
 
 // First: its `outln!`/`errln!` macros are used by every module below.
 #[macro_use]
