@@ -3,8 +3,7 @@
 //! and its figures become the document that `linerate bench --json` prints, the lab keeps and
 //! the report reads. The CLI calls [`document`] and nothing else.
 
-use super::stats::{confidence, confident_enough, Summary, TestResult};
-use super::text::Point;
+use super::stats::{confidence, confident_enough, Point, Summary, TestResult};
 use super::ClientTuning;
 use linerate_model::doc::bench::{
     BenchConnection, BenchDocument, BenchHosts, BenchInterval, BenchPoint, BenchStream, BenchSummary, BenchTest,

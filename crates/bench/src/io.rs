@@ -81,7 +81,7 @@ impl SockOpts {
             mss: None,
             tos: spec.tos,
             pacing: (spec.kind == linerate_proto::bench::TestKind::TcpStream)
-                .then(|| super::scripts::pace(spec, super::scripts::senders(spec)))
+                .then(|| pace(spec, senders(spec)))
                 .flatten()
                 .map(|p| (p.per_sec * PACING_HEADROOM).ceil() as u64),
         }
@@ -213,6 +213,20 @@ impl Dialer {
 
     fn hello(&self, conn: u32) -> [u8; DATA_HELLO_LEN] {
         DataHello { test: self.test, conn, cookie: self.cookie }.encode()
+    }
+}
+
+/// Per-connection pace for a total rate in bits/s.
+pub(crate) fn pace(spec: &TestSpec, conns: u64) -> Option<Pace> {
+    spec.rate.map(|r| Pace { per_sec: r as f64 / 8.0 / conns.max(1) as f64 })
+}
+
+/// The connections that send in each direction that sends: a total rate is shared by them.
+pub(crate) fn senders(spec: &TestSpec) -> u64 {
+    if spec.each_way {
+        u64::from(spec.connections)
+    } else {
+        spec.initial_connections()
     }
 }
 

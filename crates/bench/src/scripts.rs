@@ -2,7 +2,7 @@
 //! and profile connections (closed or open loop), and opening thousands of connections before
 //! the clock starts without flooding the server's accept queue.
 
-use super::io::{ClientScript, Conn, Dialer, OpenLoop, Pace, Role, Script, Step};
+use super::io::{pace, senders, ClientScript, Conn, Dialer, OpenLoop, Role, Script, Step};
 use super::Counters;
 use linerate_net::EngineError;
 use linerate_proto::bench::{Direction, FlowOp, MsgHeader, Profile, Size, TestKind, TestSpec, REPLY_STREAM};
@@ -25,11 +25,6 @@ pub(crate) fn write_size(spec: &TestSpec) -> usize {
     }
 }
 
-/// Per-connection pace for a total rate in bits/s.
-pub(crate) fn pace(spec: &TestSpec, conns: u64) -> Option<Pace> {
-    spec.rate.map(|r| Pace { per_sec: r as f64 / 8.0 / conns.max(1) as f64 })
-}
-
 /// The role of a long-lived client connection.
 pub(crate) fn client_role(spec: &TestSpec, slot: u32) -> Role {
     let p = pace(spec, senders(spec));
@@ -50,15 +45,6 @@ pub(crate) fn client_role(spec: &TestSpec, slot: u32) -> Role {
             }
         }
         _ => Role::Client(Box::new(ClientScript::new(Box::new(RrScript::new(spec, slot, false))))),
-    }
-}
-
-/// The connections that send in each direction that sends: a total rate is shared by them.
-pub(crate) fn senders(spec: &TestSpec) -> u64 {
-    if spec.each_way {
-        u64::from(spec.connections)
-    } else {
-        spec.initial_connections()
     }
 }
 

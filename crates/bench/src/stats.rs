@@ -56,7 +56,7 @@ pub struct StreamCounts {
 }
 
 pub use linerate_model::doc::bench::{Confidence, Efficiency, Fairness, GroupFigures, Latency};
-use linerate_model::doc::bench::{CurvePoint, RunLatency};
+use linerate_model::doc::bench::{CurvePoint, RunLatency, SidePair};
 use linerate_model::host::HostInfo;
 
 /// Latency percentiles, in microseconds, of a histogram of nanoseconds.
@@ -170,6 +170,23 @@ pub struct Summary {
     pub errors: Vec<String>,
     /// A profile's figures per group, in its order; empty outside profiles.
     pub groups: Vec<GroupFigures>,
+}
+
+/// One measured point of a run (a sweep has several): what it was labelled, its last result
+/// and summary, and the headline figure of each repeat.
+pub struct Point {
+    /// The sweep's (key, value) pairs of this point; empty without `--sweep`.
+    pub labels: Vec<(String, String)>,
+    /// The last repeat's result.
+    pub result: TestResult,
+    /// Its figures.
+    pub summary: Summary,
+    /// The headline figure of every repeat (goodput, or transactions/s for rr-like tests).
+    pub runs: Vec<f64>,
+    /// Tests with transactions: every repeat's latency percentiles (empty for others).
+    pub latencies: Vec<RunLatency>,
+    /// Every repeat's steal share of each machine (0–1).
+    pub steal: Vec<SidePair>,
 }
 
 pub use linerate_model::doc::bench::{CpuPair, UdpBatching};

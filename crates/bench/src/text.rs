@@ -2,28 +2,10 @@
 //! prints it): the opening line of each test, its live interval lines, the table after it, the
 //! warnings about a missed schedule or coarse fairness, a sweep's summary and the CSV rows.
 
-use crate::stats::{busy, confidence, Fairness, Latency, StreamCounts, Summary, TestResult};
-use linerate_model::doc::bench::{RunLatency, SidePair};
+use crate::stats::{busy, confidence, Fairness, Latency, Point, StreamCounts, Summary, TestResult};
 use linerate_model::units::{format_rate, format_size_iec};
 use linerate_proto::bench::{Direction, IntervalCounts, TestKind, TestSpec};
 use std::net::SocketAddr;
-
-/// One measured point of a run (a sweep has several): what it was labelled, its last result
-/// and summary, and the headline figure of each repeat.
-pub struct Point {
-    /// The sweep's (key, value) pairs of this point; empty without `--sweep`.
-    pub labels: Vec<(String, String)>,
-    /// The last repeat's result.
-    pub result: TestResult,
-    /// Its figures.
-    pub summary: Summary,
-    /// The headline figure of every repeat (goodput, or transactions/s for rr-like tests).
-    pub runs: Vec<f64>,
-    /// Tests with transactions: every repeat's latency percentiles (empty for others).
-    pub latencies: Vec<RunLatency>,
-    /// Every repeat's steal share of each machine (0–1).
-    pub steal: Vec<SidePair>,
-}
 
 /// The line that opens a test: what runs, to where, for how long, and the sweep point.
 pub fn banner(s: &TestSpec, addr: &SocketAddr, labels: &[(String, String)]) -> String {

@@ -91,9 +91,16 @@ pub fn temp_name(session_tag: &str, id: u64) -> Vec<u8> {
 /// knows a name that another of its streams is about to rename into place.
 pub fn temp_prefix(session_tag: &str) -> Vec<u8> {
     static SALT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let salt =
-        SALT.get_or_init(|| crate::workdir::random_hex(8).unwrap_or_else(|_| format!("{:016x}", std::process::id())));
+    let salt = SALT.get_or_init(|| random_hex(8).unwrap_or_else(|_| format!("{:016x}", std::process::id())));
     format!(".linerate-tmp-{salt}-{session_tag}-").into_bytes()
+}
+
+/// Hex digits of `bytes` random bytes from the operating system's generator.
+pub fn random_hex(bytes: usize) -> io::Result<String> {
+    let mut b = vec![0u8; bytes];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b)
+        .map_err(|_| io::Error::other("the system random generator failed"))?;
+    Ok(hex::encode(b))
 }
 
 /// The process umask, read once (reading it means setting it, so do it before threads write).

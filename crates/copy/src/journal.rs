@@ -62,10 +62,20 @@ fn entry(index: u64) -> [u8; ENTRY] {
     e
 }
 
+/// The key of the file at `path` beneath the destination: 128 bits of its BLAKE3, in hex.
+pub fn key(path: &[u8]) -> String {
+    hex::encode(&blake3::hash(path).as_bytes()[..16])
+}
+
+/// Names of the partial file and the journal of key `key` in the working directory.
+pub fn key_names(key: &str) -> (Vec<u8>, Vec<u8>) {
+    (format!("{key}.part").into_bytes(), format!("{key}.journal").into_bytes())
+}
+
 /// The partial file's and the journal's names, in the working directory, for the file at `path`
 /// beneath the destination.
 pub fn names(path: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    crate::workdir::key_names(&crate::workdir::key(path))
+    key_names(&key(path))
 }
 
 /// The path beneath the destination that journal `jname` in `work` belongs to, if it is a

@@ -33,14 +33,6 @@ const MARKER_TEXT: &[u8] =
 Run the same copy again to resume them; `linerate clean DIR` lists and removes them.\n\
 magic 5c1e0b0a7d3f49e2a6c8e1d4b9f27a63\n";
 
-/// Hex digits of `bytes` random bytes from the operating system's generator.
-pub fn random_hex(bytes: usize) -> io::Result<String> {
-    let mut b = vec![0u8; bytes];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b)
-        .map_err(|_| io::Error::other("the system random generator failed"))?;
-    Ok(hex::encode(b))
-}
-
 /// Which mounted file system a directory is on: a rename between two directories works only
 /// within one mount (`EXDEV` otherwise, even between bind mounts of one file system).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +140,7 @@ pub fn find_or_create(dest: &OwnedFd) -> io::Result<WorkDir> {
     if let Some(w) = find(dest)? {
         return Ok(w);
     }
-    let name = [name::WORK_DIR_PREFIX, random_hex(16)?.as_bytes()].concat();
+    let name = [name::WORK_DIR_PREFIX, fsx::random_hex(16)?.as_bytes()].concat();
     rfs::mkdirat(dest, name.as_slice(), Mode::from_raw_mode(0o700)).map_err(io::Error::from)?;
     let made = (|| {
         let fd = fsx::open_dir(dest, &name)?;
@@ -185,16 +177,6 @@ pub fn remove_if_empty(dest: &OwnedFd, work: &WorkDir) -> bool {
     }
 }
 
-/// The key of the file at `path` beneath the destination: 128 bits of its BLAKE3, in hex.
-pub fn key(path: &[u8]) -> String {
-    hex::encode(&blake3::hash(path).as_bytes()[..16])
-}
-
-/// Names of the partial file and the journal of key `key` in the working directory.
-pub fn key_names(key: &str) -> (Vec<u8>, Vec<u8>) {
-    (format!("{key}.part").into_bytes(), format!("{key}.journal").into_bytes())
-}
-
 /// A partial file left in a working directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leftover {
@@ -222,7 +204,7 @@ pub fn leftovers(work: &WorkDir) -> io::Result<Vec<Leftover>> {
     keys.dedup();
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
-        let (part, jname) = key_names(&key);
+        let (part, jname) = journal::key_names(&key);
         let mut bytes = 0;
         let mut modified = SystemTime::UNIX_EPOCH;
         for n in [&part, &jname] {
@@ -246,7 +228,7 @@ pub fn leftovers(work: &WorkDir) -> io::Result<Vec<Leftover>> {
 
 /// Remove the partial file and journal of `key` from `work`.
 pub fn remove(work: &WorkDir, key: &str) {
-    let (part, jname) = key_names(key);
+    let (part, jname) = journal::key_names(key);
     fsx::remove(&work.fd, &part);
     fsx::remove(&work.fd, &jname);
 }

@@ -299,7 +299,7 @@ impl RecvSession {
                 Some(w) => {
                     let p = journal::open(&w.fd, &src)
                         .map_err(|e| ("cannot create partial file", Some(parent.clone()), e))?;
-                    self.lock().offered.insert(workdir::key(&path));
+                    self.lock().offered.insert(journal::key(&path));
                     (fsx::Incoming { file: p.file, tmp: Some(p.name) }, Some(Mutex::new(p.journal)), p.have)
                 }
                 None => {

@@ -127,7 +127,7 @@ struct State {
     ctl: Receiver,
     /// `--delete`: names kept so far per directory (None once over the cap).
     keeps: HashMap<u64, Option<HashSet<Box<[u8]>>>>,
-    /// Keys of the partial files this session used ([`workdir::key`]).
+    /// Keys of the partial files this session used ([`journal::key`]).
     offered: HashSet<String>,
     /// The sender's user and group ids mapped to this machine's (`-o`, `-g`).
     ids: linerate_proto::owner::IdMap,

@@ -7,6 +7,7 @@ mod offers;
 mod owners;
 mod reader;
 mod session;
+mod stall;
 mod stream;
 
 pub(crate) use config::streams_for;

@@ -8,6 +8,8 @@
 
 use super::offers::{on_want, spawn_walker, Walked, WALK_AHEAD};
 use super::reader::{spawn_control_reader, Input};
+use super::stall::{Watched, Writes};
+use super::stream::{file_start, stream_loop};
 use super::*;
 use crate::walk::SrcFile;
 use crossbeam_channel::{never, select, Receiver as Chan};
@@ -17,74 +19,7 @@ use linerate_proto::copy::SenderTimeouts;
 use linerate_proto::frame::{HardLink, FLAG_DRY_RUN, LINK_NAME, LINK_TARGET, NOTE_WOULD_DELETE};
 use linerate_proto::record::HEADER_LEN;
 use std::net::TcpStream;
-use std::sync::atomic::AtomicU64;
 use std::thread::JoinHandle;
-
-/// When each stream's write in progress began, shared by the stream threads (which set and clear
-/// their slot around every write) and the driver (which reads them into the machine whenever it
-/// runs): the machine keeps the stall deadline (a write that makes no progress for the stall
-/// timeout ends the session, instead of waiting on a dead link for the kernel's retransmission
-/// limit). Atomics, not messages: a write costs two stores, not two wake-ups of the driver.
-pub(super) struct Writes {
-    /// When the session began; a slot holds nanoseconds since then, plus one (0: not writing).
-    epoch: Instant,
-    /// Slot 0 is the control stream, then the data streams.
-    since: Vec<AtomicU64>,
-}
-
-impl Writes {
-    fn new(streams: usize) -> Writes {
-        Writes { epoch: Instant::now(), since: (0..=streams).map(|_| AtomicU64::new(0)).collect() }
-    }
-
-    fn begin(&self, stream: u16) {
-        let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
-        if let Some(s) = self.since.get(usize::from(stream)) {
-            s.store(ns + 1, Relaxed);
-        }
-    }
-
-    fn end(&self, stream: u16) {
-        if let Some(s) = self.since.get(usize::from(stream)) {
-            s.store(0, Relaxed);
-        }
-    }
-
-    /// Tell the machine which writes are in progress, and since when.
-    fn report(&self, m: &mut Sender) {
-        for (stream, s) in (0u16..).zip(&self.since) {
-            match s.load(Relaxed) {
-                0 => m.written(stream),
-                ns => m.writing(stream, self.epoch + Duration::from_nanos(ns - 1)),
-            }
-        }
-    }
-}
-
-/// A stream's sending half that marks when each write begins and ends ([`Writes`]).
-pub(super) struct Watched {
-    tx: SendHalf,
-    stream: u16,
-    writes: Arc<Writes>,
-}
-
-impl Watched {
-    /// Seal and send `buf` ([`SendHalf::send_buf`]).
-    pub(super) fn send_buf(&mut self, buf: &mut Vec<u8>) -> Result<(), EngineError> {
-        self.writes.begin(self.stream);
-        let r = self.tx.send_buf(buf);
-        self.writes.end(self.stream);
-        r
-    }
-
-    /// Send a keepalive ([`SendHalf::keepalive`]).
-    pub(super) fn keepalive(&mut self) -> Result<(), EngineError> {
-        self.writes.begin(self.stream);
-        let r = self.tx.keepalive();
-        self.writes.end(self.stream);
-        r
-    }
-}
 
 /// Start the control writer: it sends the machine's records in order, telling the driver when
 /// each write begins and ends, until the driver drops its side.
@@ -95,7 +30,7 @@ fn spawn_control_writer(
     writes: Arc<Writes>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut w = Watched { tx, stream: 0, writes };
+        let mut w = Watched::new(tx, 0, writes);
         let mut buf = Vec::new();
         for rec in records {
             buf.clear();
@@ -143,7 +78,7 @@ fn spawn_streams(
         .zip(1u16..)
         .map(|(s, stream)| {
             let (ctx, to) = (ctx.clone(), to.clone());
-            let mut tx = Watched { tx: s.tx, stream, writes: writes.clone() };
+            let mut tx = Watched::new(s.tx, stream, writes.clone());
             std::thread::spawn(move || {
                 let r = stream_loop(&ctx, &mut tx);
                 if r.is_err() {
@@ -295,7 +230,7 @@ impl Driver<'_> {
                         m.name_id(n, now);
                     }
                 });
-                let start = super::stream::file_start(self.ctx, &f);
+                let start = file_start(self.ctx, &f);
                 if self.m.offer(start, digest, now).is_ok() {
                     self.files.insert(f.id, f);
                 }

@@ -1,7 +1,7 @@
 //! One data stream of the sending side: take work from the shared queue, read, frame and send it,
 //! batching small files into large records and spreading big files' chunks over every stream.
 
-use super::session::Watched;
+use super::stall::Watched;
 use super::*;
 use crate::digest::{self, Part};
 use crate::fill;
