@@ -25,7 +25,7 @@
 use hdrhistogram::Histogram;
 use linerate_model::shutdown::Shutdown;
 use linerate_net::accept::{Accepted, Acceptor};
-use linerate_net::usage;
+use linerate_net::resources;
 use linerate_proto::mesh::{MeshOutcome, MeshReport, MeshTask};
 use linerate_proto::ErrorCode;
 use prometheus::core::{Collector, Desc};
@@ -485,12 +485,12 @@ impl Metrics {
             g.set(i64::try_from(p).unwrap_or(i64::MAX));
             r.register(Box::new(g))?;
         }
-        let cpu = usage::process();
+        let cpu = resources::process();
         let c = Counter::new("process_cpu_seconds_total", "User and system CPU time of the agent.")?;
         c.inc_by((cpu.user_us + cpu.sys_us) as f64 / 1e6);
         r.register(Box::new(c))?;
         let rss = IntGauge::new("process_resident_memory_bytes", "Resident memory of the agent.")?;
-        rss.set(i64::try_from(usage::rss()).unwrap_or(i64::MAX));
+        rss.set(i64::try_from(resources::rss()).unwrap_or(i64::MAX));
         r.register(Box::new(rss))?;
         let up = Gauge::new("linerate_uptime_seconds", "Seconds since the agent started.")?;
         up.set(self.started.elapsed().as_secs_f64());

@@ -12,8 +12,8 @@
 use crate::log::{Field, Level, Log, LogFormat};
 use crate::metrics::{Ended, Kind, Metrics};
 use linerate_bench::server::{self as bench_server, BenchServerConfig};
+use linerate_copy::confined;
 use linerate_copy::filter::{Filter, FilterError, TreeFilter};
-use linerate_copy::fsx;
 use linerate_copy::recv::{Abort, Outcome, RecvSession, SessionParams};
 use linerate_model::shutdown::{Shutdown, Stopper, Tasks};
 use linerate_model::units::format_size_iec;
@@ -445,7 +445,7 @@ impl Server {
             return Err(EngineError::Usage("the server accepts neither a shared secret nor keys".into()));
         }
         let root = match &cfg.root {
-            Some(r) => Some(fsx::open_root(r).map_err(|e| EngineError::file(r, e))?),
+            Some(r) => Some(confined::open_root(r).map_err(|e| EngineError::file(r, e))?),
             None => None,
         };
         let listener =
@@ -728,7 +728,7 @@ fn control(
     running: u64,
 ) -> Option<Outcome> {
     // A key with `root=` is confined beneath its own directory instead of --root.
-    let key_root = match grant.root.as_ref().map(|r| fsx::open_root(r).map_err(|e| (r, e))).transpose() {
+    let key_root = match grant.root.as_ref().map(|r| confined::open_root(r).map_err(|e| (r, e))).transpose() {
         Ok(r) => r,
         Err((r, e)) => {
             let msg = format!("{}: this key's root {} cannot be opened: {e}", grant.who(), r.display());
@@ -888,8 +888,8 @@ fn control(
     }
     let dry = flags & linerate_proto::frame::FLAG_DRY_RUN != 0;
     let resolved = match shared.cfg.paths {
-        PathMode::BeneathRoot => fsx::resolve_destination(root, &dest, sources, Placement::of_flags(flags), dry),
-        PathMode::AsUser => fsx::resolve_user_destination(root, &dest, sources, Placement::of_flags(flags), dry),
+        PathMode::BeneathRoot => confined::resolve_destination(root, &dest, sources, Placement::of_flags(flags), dry),
+        PathMode::AsUser => confined::resolve_user_destination(root, &dest, sources, Placement::of_flags(flags), dry),
     };
     let d = match resolved {
         Ok(d) => d,
@@ -1053,8 +1053,8 @@ fn serve_pull(
         return fatal(&mut sec.tx, ErrorCode::BadName, format!("pull: the destination name: {e}"));
     }
     let resolved = match shared.cfg.paths {
-        PathMode::BeneathRoot => fsx::resolve_source(root, path),
-        PathMode::AsUser => fsx::resolve_user_source(root, path),
+        PathMode::BeneathRoot => confined::resolve_source(root, path),
+        PathMode::AsUser => confined::resolve_user_source(root, path),
     };
     let (dir, src) = match resolved {
         Ok(x) => x,
@@ -1115,7 +1115,7 @@ fn serve_pull(
         }
     });
     // The walk stays beneath the directory the source was resolved in, following no symlink.
-    let anchor = Arc::new(fsx::Anchor::new(dir));
+    let anchor = Arc::new(confined::Anchor::new(dir));
     let roots = vec![linerate_copy::walk::Root { path: src, name, beneath: Some(anchor) }];
     let r = linerate_copy::send::run_sender(sec, data, roots, &opts, progress, on_error);
     match r {

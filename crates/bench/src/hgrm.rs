@@ -54,7 +54,7 @@ pub fn latency_hgrm(h: &Histogram<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::new_histogram;
+    use crate::reactor::new_histogram;
 
     /// HdrHistogramJS's own test of its Java-compatible output (`should compute percentile
     /// distribution`: 25, 50 and 75 recorded, printed unscaled), line for line; only the

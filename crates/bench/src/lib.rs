@@ -1,6 +1,6 @@
 //! `linerate bench`: the client that runs tests against `linerate serve`, and the counting,
-//! sampling and summing that both sides share. `io` drives TCP connections, `udp` the UDP
-//! test, [`server`] the agent's side, `scripts` the client's request/response and profile
+//! sampling and summing that both sides share. `reactor` drives TCP connections, `udp` the UDP
+//! test, [`server`] the agent's side, `workload` the client's request/response and profile
 //! workloads, [`sweep`] makes a sweep's points from a base test, [`stats`] turns two sides'
 //! counts into the figures people read, [`doc`] into the typed bench document, [`text`]
 //! renders them as `linerate bench` prints them, and [`hgrm`] writes a latency histogram as
@@ -9,19 +9,19 @@
 pub(crate) mod dgram;
 pub mod doc;
 pub mod hgrm;
-pub(crate) mod io;
-pub(crate) mod scripts;
+pub(crate) mod reactor;
 pub mod server;
 pub mod stats;
 pub mod sweep;
 pub mod text;
 pub(crate) mod udp;
+pub(crate) mod workload;
 
 use hdrhistogram::Histogram;
 use linerate_model::host::HostInfo;
 use linerate_net::auth::secret::Secret;
 use linerate_net::conn::{self, RecvHalf, SendHalf};
-use linerate_net::usage;
+use linerate_net::resources;
 use linerate_net::EngineError;
 use linerate_proto::bench::{
     ClientEvent, ClientMachine, ConnCounts, Direction, IntervalCounts, Ready, SideReport, TestKind, TestSpec,
@@ -50,7 +50,7 @@ struct Measured {
     group_histograms: Vec<Histogram<u64>>,
 }
 
-pub use io::new_histogram;
+pub use reactor::new_histogram;
 pub use stats::{Latency, StreamCounts, TestResult};
 
 /// An interval as it closes on the client, for the live lines: this side's totals and, in a
@@ -320,8 +320,8 @@ struct Baseline {
     at: Instant,
     conns: Vec<(u64, u64)>,
     transactions: u64,
-    machine: usage::MachineTimes,
-    process: usage::CpuTimes,
+    machine: resources::MachineTimes,
+    process: resources::CpuTimes,
 }
 
 impl Sampler {
@@ -354,8 +354,8 @@ impl Sampler {
             at,
             conns: self.counters.snapshot(),
             transactions: self.counters.transactions(),
-            machine: usage::machine(),
-            process: usage::process(),
+            machine: resources::machine(),
+            process: resources::process(),
         });
     }
 
@@ -520,8 +520,8 @@ impl Sampler {
             at: now,
             conns: self.counters.snapshot(),
             transactions: self.counters.transactions(),
-            machine: usage::machine(),
-            process: usage::process(),
+            machine: resources::machine(),
+            process: resources::process(),
         });
     }
 
@@ -532,15 +532,15 @@ impl Sampler {
             at: now,
             conns: Vec::new(),
             transactions: 0,
-            machine: usage::machine(),
-            process: usage::process(),
+            machine: resources::machine(),
+            process: resources::process(),
         });
         let end = self.end.take().unwrap_or_else(|| Baseline {
             at: now,
             conns: self.counters.snapshot(),
             transactions: self.counters.transactions(),
-            machine: usage::machine(),
-            process: usage::process(),
+            machine: resources::machine(),
+            process: resources::process(),
         });
         let conns = end
             .conns
@@ -608,8 +608,8 @@ pub fn check_local_options(spec: &TestSpec, tuning: &ClientTuning, server: Socke
 }
 
 /// The options of the client's TCP data sockets: the test's, and this side's own.
-fn client_sock_opts(spec: &TestSpec, tuning: &ClientTuning) -> io::SockOpts {
-    io::SockOpts { mss: tuning.mss, ..io::SockOpts::of(spec) }
+fn client_sock_opts(spec: &TestSpec, tuning: &ClientTuning) -> reactor::SockOpts {
+    reactor::SockOpts { mss: tuning.mss, ..reactor::SockOpts::of(spec) }
 }
 
 /// Check that this process may run on core `cpu`; the message lists the cores it may use.
@@ -831,7 +831,7 @@ impl BenchClient {
         if let (Some(b), Direction::Send) = (spec.bytes, spec.direction) {
             counters.limit_bytes(b);
         }
-        let dialer = io::Dialer {
+        let dialer = reactor::Dialer {
             addr: SocketAddr::new(self.cfg.addr.ip(), ready.tcp_port),
             test: ready.test,
             cookie: ready.cookie,
@@ -840,39 +840,39 @@ impl BenchClient {
         };
         let zerocopy =
             if spec.zerocopy { Some(Arc::new(server::zerocopy_file(spec.msg_size as usize)?)) } else { None };
-        let wcfg = io::WorkerConfig {
+        let wcfg = reactor::WorkerConfig {
             counters: counters.clone(),
-            write_size: scripts::write_size(spec),
+            write_size: workload::write_size(spec),
             zerocopy,
             dialer: Some(dialer.clone()),
             slots: None,
         };
         // Connections that wait for answers beside bulk flows (rrul's probe) run on loops of
         // their own, after the `n` shared ones.
-        let probes = scripts::probe_slots(spec);
+        let probes = workload::probe_slots(spec);
         let n_probes = probes.iter().filter(|p| **p).count() as u64;
         let n = worker_count(conns.saturating_sub(n_probes));
         let m = if n_probes > 0 { worker_count(n_probes) } else { 0 };
         let mut handles = Vec::new();
         let mut threads = Vec::new();
         for _ in 0..n + m {
-            let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
+            let (w, h) = reactor::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
             handles.push(h);
             threads.push(spawn_worker(self.cfg.tuning.cpu, move || w.run()));
         }
         let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_secs(5)) + Duration::from_millis(conns);
         let setup = match spec.kind {
             // Long-lived connections are opened before the clock starts.
-            TestKind::TcpStream | TestKind::TcpRr => scripts::open_all(&dialer, conns, deadline).map(|socks| {
+            TestKind::TcpStream | TestKind::TcpRr => workload::open_all(&dialer, conns, deadline).map(|socks| {
                 for (i, s) in socks.into_iter().enumerate() {
-                    let role = scripts::client_role(spec, i as u32);
-                    handles[i % n].give(io::Conn::new(s, i as u32, role));
+                    let role = workload::client_role(spec, i as u32);
+                    handles[i % n].give(reactor::Conn::new(s, i as u32, role));
                 }
             }),
             // Connections that come and go are opened by their scripts once the clock runs.
             TestKind::TcpCrr | TestKind::Profile => {
                 let (mut bulk, mut probe) = (0, 0);
-                for (i, c) in scripts::script_conns(spec, &counters).into_iter().enumerate() {
+                for (i, c) in workload::script_conns(spec, &counters).into_iter().enumerate() {
                     if probes.get(i).copied().unwrap_or(false) {
                         handles[n + probe % m].give(c);
                         probe += 1;
@@ -933,7 +933,7 @@ impl BenchClient {
             let w = t.join().map_err(|_| EngineError::Internal("a benchmark worker thread panicked".into()))?;
             for (g, h) in w.hists.iter().enumerate() {
                 if groups.len() <= g {
-                    groups.resize_with(g + 1, io::new_histogram);
+                    groups.resize_with(g + 1, reactor::new_histogram);
                 }
                 let _ = groups[g].add(h);
             }
@@ -956,7 +956,7 @@ impl BenchClient {
         }
         report.host.congestion_control_in_use = congestion;
         report.host.workers_pinned_to_core = self.cfg.tuning.cpu;
-        let mut hist = io::new_histogram();
+        let mut hist = reactor::new_histogram();
         for h in &groups {
             let _ = hist.add(h);
         }
@@ -971,7 +971,7 @@ impl BenchClient {
         // Per group only where there are groups to tell apart.
         let group_histograms: Vec<Histogram<u64>> = match &spec.profile {
             Some(p) if spec.kind == TestKind::Profile => {
-                groups.resize_with(p.groups.len().max(groups.len()), io::new_histogram);
+                groups.resize_with(p.groups.len().max(groups.len()), reactor::new_histogram);
                 groups.truncate(p.groups.len());
                 groups
             }

@@ -3,9 +3,9 @@
 //! handshake deadline, with a cap on those not yet proven), run the mirror of the client's
 //! workload, and report what this side counted.
 
-use super::io::{self, Conn, WorkerHandle};
+use super::reactor::{self, Conn, WorkerHandle};
 use super::stats::InterfaceProbe;
-use super::{scripts, udp, worker_count, Counters, Sampler};
+use super::{udp, worker_count, workload, Counters, Sampler};
 use linerate_net::conn::{RecvHalf, SendHalf};
 use linerate_net::EngineError;
 use linerate_proto::bench::{
@@ -124,7 +124,7 @@ pub(crate) fn zerocopy_file(n: usize) -> Result<OwnedFd, EngineError> {
     let fd = rustix::fs::memfd_create("linerate-bench", rustix::fs::MemfdFlags::CLOEXEC)
         .map_err(|e| EngineError::net("creating a memory file for zero-copy send", e.into()))?;
     let mut f = std::fs::File::from(fd);
-    f.write_all(&io::pattern(n)).map_err(|e| EngineError::net("filling the zero-copy memory file", e))?;
+    f.write_all(&reactor::pattern(n)).map_err(|e| EngineError::net("filling the zero-copy memory file", e))?;
     Ok(OwnedFd::from(f))
 }
 
@@ -306,9 +306,9 @@ fn run_test(
     let waker = mio::Waker::new(poll.registry(), SLOT_FREED)
         .map_err(|e| EngineError::net("creating the data acceptor's waker", e))?;
     let slots = Arc::new(Slots::new(conns, waker));
-    let wcfg = io::WorkerConfig {
+    let wcfg = reactor::WorkerConfig {
         counters: counters.clone(),
-        write_size: scripts::write_size(spec),
+        write_size: workload::write_size(spec),
         zerocopy,
         dialer: None,
         slots: Some(slots.clone()),
@@ -319,11 +319,11 @@ fn run_test(
         Some(u) => Some(udp::Server::open(u, spec, &ready, counters.clone())?),
         None => {
             // A profile's connections that wait for answers beside bulk flows (rrul's probe) are
-            // answered from loops of their own (see scripts::probe_slots), after the shared ones.
-            let probes = scripts::probe_slots(spec).iter().filter(|p| **p).count() as u64;
+            // answered from loops of their own (see workload::probe_slots), after the shared ones.
+            let probes = workload::probe_slots(spec).iter().filter(|p| **p).count() as u64;
             let loops = worker_count(conns.saturating_sub(probes)) + if probes > 0 { worker_count(probes) } else { 0 };
             for _ in 0..loops {
-                let (w, h) = io::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
+                let (w, h) = reactor::worker(&wcfg).map_err(|e| EngineError::net("creating an event loop", e))?;
                 handles.push(h);
                 threads.push(super::spawn_worker(spec.server_cpu, move || w.run()));
             }
@@ -443,7 +443,7 @@ fn open_data_ports(
     spec: &TestSpec,
     range: Option<(u16, u16)>,
 ) -> Result<(TcpListener, Option<std::net::UdpSocket>), Refusal> {
-    let opts = io::SockOpts::of(spec);
+    let opts = reactor::SockOpts::of(spec);
     let udp = spec.kind == TestKind::UdpStream;
     let open = |port: u16| -> Result<Result<_, String>, EngineError> {
         let listener = match bind_data(ip, port, &opts)? {
@@ -483,7 +483,7 @@ fn open_data_ports(
 /// A data listener on `port` (0: ephemeral); buffer sizes and congestion control are set on it
 /// so accepted sockets inherit them before the handshake fixes the window scale. The inner error
 /// is an option the kernel refused (the client's to fix).
-fn bind_data(ip: IpAddr, port: u16, opts: &io::SockOpts) -> Result<Result<TcpListener, String>, EngineError> {
+fn bind_data(ip: IpAddr, port: u16, opts: &reactor::SockOpts) -> Result<Result<TcpListener, String>, EngineError> {
     let addr = SocketAddr::new(ip, port);
     let s =
         socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))
@@ -587,7 +587,7 @@ impl Acceptor {
         let mut budget = Budget::default();
         let own_cap = (conns as usize).saturating_add(PENDING_SLACK).min(MAX_PENDING);
         let client = self.client.map(|c| c.to_canonical());
-        let probes = scripts::probe_slots(spec);
+        let probes = workload::probe_slots(spec);
         let n_probes = probes.iter().filter(|p| **p).count() as u64;
         // The first `shared` loops take bulk connections, the rest the probes.
         let shared =
@@ -595,7 +595,7 @@ impl Acceptor {
         let (mut next_shared, mut next_probe) = (0usize, 0usize);
         let mut admit = |s: TcpStream, h: &DataHello| {
             // Inherited from the listener, which took them all; set again as before.
-            let _ = io::SockOpts::of(spec).apply(&socket2::SockRef::from(&s));
+            let _ = reactor::SockOpts::of(spec).apply(&socket2::SockRef::from(&s));
             let probe = probes.get(h.conn as usize).copied().unwrap_or(false) && shared < workers.len();
             let w = if probe {
                 next_probe += 1;
@@ -604,7 +604,7 @@ impl Acceptor {
                 next_shared += 1;
                 &workers[(next_shared - 1) % shared.max(1)]
             };
-            w.give(Conn::new(s, h.conn, scripts::server_role(spec, h.conn)));
+            w.give(Conn::new(s, h.conn, workload::server_role(spec, h.conn)));
         };
         let mut refused = 0u64;
         while !stop.load(Relaxed) {
@@ -736,12 +736,12 @@ mod tests {
 
     #[test]
     fn a_congestion_control_the_kernel_refuses_is_named_with_the_sysctl() {
-        let opts = io::SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() };
+        let opts = reactor::SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() };
         let msg = bind_data(IpAddr::from([127, 0, 0, 1]), 0, &opts).unwrap().unwrap_err();
         assert!(msg.contains("\"nosuchalgo\"") && msg.contains("net.ipv4.tcp_available_congestion_control"), "{msg}");
-        let reno = io::SockOpts { congestion: Some("reno".into()), tos: Some(0xb8), ..Default::default() };
+        let reno = reactor::SockOpts { congestion: Some("reno".into()), tos: Some(0xb8), ..Default::default() };
         let l = bind_data(IpAddr::from([127, 0, 0, 1]), 0, &reno).unwrap().unwrap();
-        assert_eq!(io::congestion_of(&socket2::SockRef::from(&l)).as_deref(), Some("reno"));
-        assert_eq!(io::tos_of(&socket2::SockRef::from(&l)), Some(0xb8), "accepted sockets inherit it");
+        assert_eq!(reactor::congestion_of(&socket2::SockRef::from(&l)).as_deref(), Some("reno"));
+        assert_eq!(reactor::tos_of(&socket2::SockRef::from(&l)), Some(0xb8), "accepted sockets inherit it");
     }
 }

@@ -677,8 +677,8 @@ mod tests {
 
     #[test]
     fn latency_percentiles_come_from_the_merged_histogram() {
-        let mut a = crate::io::new_histogram();
-        let mut b = crate::io::new_histogram();
+        let mut a = crate::reactor::new_histogram();
+        let mut b = crate::reactor::new_histogram();
         for i in 1..=900u64 {
             a.record(i * 1000).unwrap(); // 1..900 µs
         }

@@ -119,7 +119,7 @@ fn send_loop(
     total_conns: u64,
 ) -> (u64, Batching) {
     let size = spec.msg_size as usize;
-    let fill = super::io::pattern(size);
+    let fill = super::reactor::pattern(size);
     let offload = Offload::of(spec.gsro);
     let mut batches: Vec<Sender> =
         socks.iter().map(|(_, s, to)| Sender::new(s.clone(), *to, size, &fill, offload)).collect();
@@ -242,7 +242,7 @@ fn buffers_of(s: &UdpSocket) -> Option<(u32, u32)> {
 /// The test's socket options (buffers, TOS) on a UDP socket; TCP's do not apply (a congestion
 /// control is refused with udp-stream by the test's rules).
 fn apply_opts(s: &UdpSocket, spec: &TestSpec) -> Result<(), EngineError> {
-    let opts = super::io::SockOpts { nodelay: false, congestion: None, ..super::io::SockOpts::of(spec) };
+    let opts = super::reactor::SockOpts { nodelay: false, congestion: None, ..super::reactor::SockOpts::of(spec) };
     opts.apply(&socket2::SockRef::from(s)).map_err(EngineError::Usage)
 }
 
@@ -264,7 +264,7 @@ impl Client {
         let mut socks = Vec::new();
         for i in 0..spec.connections {
             // Socket i on port cport + i when the client asked for fixed ports (iperf3 --cport).
-            let port = match super::io::local_port(cport, i) {
+            let port = match super::reactor::local_port(cport, i) {
                 Some(p) => p.map_err(|e| EngineError::Usage(e.to_string()))?,
                 None => 0,
             };

@@ -4,7 +4,7 @@
 //! files and removes those of its tree whose source is gone; this is for the rest (a copy that is
 //! never run again, a file copied on its own to a directory).
 
-use crate::fsx;
+use crate::confined;
 use crate::workdir::{self, Leftover, WorkDir};
 use linerate_model::units::format_size;
 use linerate_net::error::shown;
@@ -87,7 +87,7 @@ pub fn clean(cfg: &CleanConfig, now: SystemTime) -> CleanReport {
 
 /// Clean the working directories of destination `dir`.
 fn clean_in(dir: &Path, cfg: &CleanConfig, now: SystemTime, r: &mut CleanReport) {
-    let fd = match fsx::open_root(dir) {
+    let fd = match confined::open_root(dir) {
         Ok(fd) => fd,
         Err(e) => return r.errors.push(format!("{}: {e}", shown(dir))),
     };
@@ -191,7 +191,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let dest = t.path().join("dest");
         std::fs::create_dir_all(dest.join("src/sub")).unwrap();
-        let fd = fsx::open_root(&dest).unwrap();
+        let fd = confined::open_root(&dest).unwrap();
         let work = workdir::find_or_create(&fd).unwrap();
         let src = journal::Source { path: b"src/big", size: 3 << 16, mtime: Time { sec: 1, nsec: 0 }, chunk: 1 << 16 };
         let mut p = journal::open(&work.fd, &src).unwrap();

@@ -326,7 +326,7 @@ mod tests {
 
     fn dir() -> (tempfile::TempDir, OwnedFd) {
         let d = tempfile::tempdir().unwrap();
-        let fd = crate::fsx::open_root(d.path()).unwrap();
+        let fd = crate::confined::open_root(d.path()).unwrap();
         (d, fd)
     }
 

@@ -3,12 +3,12 @@
 //! written exactly as a push's receiver would (confined beneath the local destination, renamed
 //! into place only when complete, resumable).
 
-use crate::fsx::{self, Destination};
+use crate::confined::{self, Destination};
 use crate::recv::{Outcome, PullOf, RecvSession, SessionParams};
 use crate::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
 use linerate_net::conn;
 use linerate_net::rate::SessionRate;
-use linerate_net::usage;
+use linerate_net::resources;
 use linerate_net::EngineError;
 use linerate_proto::frame::{self, Frame, Pull, FLAG_PULL};
 use linerate_proto::name;
@@ -62,7 +62,7 @@ pub fn local_destination(
                 Some(p) if !p.as_os_str().is_empty() => p,
                 _ => Path::new("."),
             };
-            let dir = fsx::open_root(parent).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
+            let dir = confined::open_root(parent).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
             return Ok((Destination { dir, into_dir: true, absent: true }, base));
         }
         if !into.is_dir() {
@@ -70,7 +70,7 @@ pub fn local_destination(
                 EngineError::Usage(format!("creating destination directory {shown}: {e} (its parent must exist)"))
             })?;
         }
-        let dir = fsx::open_root(into).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
+        let dir = confined::open_root(into).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
         return Ok((Destination { dir, into_dir: true, absent: false }, base));
     }
     // `into` itself is the copy: name it in its parent.
@@ -84,7 +84,7 @@ pub fn local_destination(
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let dir = fsx::open_root(parent).map_err(|e| {
+    let dir = confined::open_root(parent).map_err(|e| {
         EngineError::Usage(format!("destination directory {}: {e}", linerate_net::error::shown(parent)))
     })?;
     Ok((Destination { dir, into_dir: false, absent: false }, last))
@@ -124,7 +124,7 @@ pub fn pull(
     let asked = asked_name(from)?;
     check_local(into)?;
     let start = Instant::now();
-    let cpu0 = usage::process();
+    let cpu0 = resources::process();
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
     let streams = send::streams_for(cfg, control.rx.socket());
     let flags = cfg.flags() | FLAG_PULL;
@@ -225,8 +225,8 @@ pub fn pull(
                 cipher: cfg.suite.name(),
                 local_errors: 0,
                 server: summary,
-                client_cpu: usage::process().since(cpu0),
-                client_peak_rss: usage::peak_rss(),
+                client_cpu: resources::process().since(cpu0),
+                client_peak_rss: resources::peak_rss(),
                 skipped_files: counts.skipped_files,
                 skipped_bytes: counts.skipped_bytes,
                 resumed_bytes: counts.resumed_bytes,

@@ -3,8 +3,8 @@
 //! Every name is sent; only a receiver's working directory met in the tree (a tree that is itself
 //! a destination, [`crate::workdir`]) is skipped.
 
+use crate::confined::Anchor;
 use crate::filter::TreeFilter;
-use crate::fsx::Anchor;
 use linerate_net::error::shown;
 use linerate_proto::frame::{Owner, SpecialKind, Time};
 use std::fs::{self, Metadata};
@@ -441,7 +441,7 @@ mod tests {
         fs::write(t.path().join("root/pulled/a/b/f"), b"inside").unwrap();
         fs::create_dir_all(t.path().join("outside/b")).unwrap();
         fs::write(t.path().join("outside/b/secret"), b"outside").unwrap();
-        let anchor = Arc::new(Anchor::new(crate::fsx::open_root(&t.path().join("root")).unwrap()));
+        let anchor = Arc::new(Anchor::new(crate::confined::open_root(&t.path().join("root")).unwrap()));
         let root = Root { path: anchor.path(b"pulled"), name: b"pulled".to_vec(), beneath: Some(anchor.clone()) };
         (t, anchor, root)
     }

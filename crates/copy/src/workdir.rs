@@ -13,7 +13,7 @@
 //! skips a working directory it meets (a tree that is itself a destination), and `--delete`
 //! leaves one alone, as rsync protects its partial directory.
 
-use crate::fsx::{self, Anchor};
+use crate::confined::{self, Anchor};
 use crate::journal;
 use linerate_proto::name;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, StatxFlags};
@@ -59,7 +59,7 @@ pub struct WorkDir {
 
 impl WorkDir {
     fn open(dest: &OwnedFd, name: &[u8]) -> io::Result<WorkDir> {
-        let fd = fsx::open_dir(dest, name)?;
+        let fd = confined::open_dir(dest, name)?;
         if !has_marker(&fd) {
             return Err(io::Error::other("no working-directory marker"));
         }
@@ -93,7 +93,7 @@ fn marker_matches(f: std::fs::File) -> bool {
 /// Whether entry `name` of `parent` is a working directory: its form, a directory (not a
 /// symlink), holding the marker.
 pub fn is_work_dir(parent: &OwnedFd, name: &[u8]) -> bool {
-    name::is_work_dir_name(name) && fsx::open_dir(parent, name).is_ok_and(|d| has_marker(&d))
+    name::is_work_dir_name(name) && confined::open_dir(parent, name).is_ok_and(|d| has_marker(&d))
 }
 
 /// [`is_work_dir`] by path, for the sender's walk (beneath `anchor` when it has one, following
@@ -140,10 +140,10 @@ pub fn find_or_create(dest: &OwnedFd) -> io::Result<WorkDir> {
     if let Some(w) = find(dest)? {
         return Ok(w);
     }
-    let name = [name::WORK_DIR_PREFIX, fsx::random_hex(16)?.as_bytes()].concat();
+    let name = [name::WORK_DIR_PREFIX, confined::random_hex(16)?.as_bytes()].concat();
     rfs::mkdirat(dest, name.as_slice(), Mode::from_raw_mode(0o700)).map_err(io::Error::from)?;
     let made = (|| {
-        let fd = fsx::open_dir(dest, &name)?;
+        let fd = confined::open_dir(dest, &name)?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let m = rfs::openat(&fd, MARKER, flags, Mode::from_raw_mode(0o600)).map_err(io::Error::from)?;
         std::io::Write::write_all(&mut std::fs::File::from(m), MARKER_TEXT)?;
@@ -151,7 +151,7 @@ pub fn find_or_create(dest: &OwnedFd) -> io::Result<WorkDir> {
         Ok(WorkDir { fd, name: name.clone(), mount })
     })();
     if made.is_err() {
-        let _ = fsx::remove_tree(dest, &name);
+        let _ = confined::remove_tree(dest, &name);
     }
     made
 }
@@ -160,7 +160,7 @@ pub fn find_or_create(dest: &OwnedFd) -> io::Result<WorkDir> {
 /// put a file there meanwhile keeps it: the marker is written again when the directory is not
 /// empty after all.
 pub fn remove_if_empty(dest: &OwnedFd, work: &WorkDir) -> bool {
-    match fsx::list_dir(&work.fd) {
+    match confined::list_dir(&work.fd) {
         Ok(names) if names.iter().all(|n| n == MARKER.as_bytes()) => {}
         _ => return false,
     }
@@ -199,7 +199,8 @@ fn key_of(n: &[u8]) -> Option<&str> {
 
 /// Every partial file (or lone journal) in `work`, in key order.
 pub fn leftovers(work: &WorkDir) -> io::Result<Vec<Leftover>> {
-    let mut keys: Vec<String> = fsx::list_dir(&work.fd)?.iter().filter_map(|n| key_of(n).map(String::from)).collect();
+    let mut keys: Vec<String> =
+        confined::list_dir(&work.fd)?.iter().filter_map(|n| key_of(n).map(String::from)).collect();
     keys.sort();
     keys.dedup();
     let mut out = Vec::with_capacity(keys.len());
@@ -229,8 +230,8 @@ pub fn leftovers(work: &WorkDir) -> io::Result<Vec<Leftover>> {
 /// Remove the partial file and journal of `key` from `work`.
 pub fn remove(work: &WorkDir, key: &str) {
     let (part, jname) = journal::key_names(key);
-    fsx::remove(&work.fd, &part);
-    fsx::remove(&work.fd, &jname);
+    confined::remove(&work.fd, &part);
+    confined::remove(&work.fd, &jname);
 }
 
 /// What a session may remove at its end: leftovers of paths within its tree (whose first
@@ -259,7 +260,7 @@ mod tests {
 
     fn dest() -> (tempfile::TempDir, OwnedFd) {
         let t = tempfile::tempdir().unwrap();
-        let fd = fsx::open_root(t.path()).unwrap();
+        let fd = confined::open_root(t.path()).unwrap();
         (t, fd)
     }
 

@@ -6,10 +6,10 @@
 //! | [`conn`] | preambles, the Noise handshake and AEAD records over TCP |
 //! | [`accept`] | an accept loop that a stop wakes |
 //! | [`addr`] | a peer's name read into an address |
-//! | [`sys`] | the few socket options no safe crate offers |
+//! | [`sockopt`] | the few socket options no safe crate offers |
 //! | [`auth`] | shared secrets, ed25519 identities, known hosts, authorized keys |
 //! | [`rate`], [`limit`] | pacing, per-client and total caps with a fair share |
-//! | [`usage`] | CPU time and peak memory of this process, for reports |
+//! | [`resources`] | CPU time and peak memory of this process, for reports |
 //! | [`proc`] | waiting for a child process to exit with a deadline (a pidfd, no polling) |
 //! | [`error`] | [`EngineError`]: what failed, where, and the protocol code it maps to |
 //!
@@ -24,7 +24,7 @@ pub mod error;
 pub mod limit;
 pub mod proc;
 pub mod rate;
-pub mod sys;
-pub mod usage;
+pub mod resources;
+pub mod sockopt;
 
 pub use error::EngineError;

@@ -90,7 +90,7 @@ pub fn snapshot(dir: &Path, skip: Option<&Path>) -> Snapshot {
 }
 
 /// Files beneath `dir` whose name marks them as temporary (`.linerate-tmp-*`, see
-/// `fsx::temp_name`).
+/// `confined::temp_name`).
 pub fn temp_files(dir: &Path) -> Vec<PathBuf> {
     snapshot(dir, None)
         .into_keys()

@@ -2,10 +2,10 @@
 //! `--delete` listings, `Finish`, and the end of the session with its summary.
 
 use super::*;
-use crate::fsx::{self};
+use crate::confined::{self};
 use crate::journal::{self};
 use crate::workdir;
-use linerate_net::usage::{self};
+use linerate_net::resources::{self};
 use linerate_proto::copy::ReceiverEvent;
 use linerate_proto::frame::{
     FileStart, Finish, Keep, Offer, Summary, FLAG_CHECKSUM, FLAG_DRY_RUN, FLAG_FSYNC, NOTE_DELETED, NOTE_WOULD_DELETE,
@@ -66,9 +66,9 @@ impl RecvSession {
             let ids = if id == 0 { (None, None) } else { self.ids_for(st, owner) };
             // A directory that could not be created was reported then; skip it here.
             if let Ok(fd) = st.dirs.get(id, &st.tracker) {
-                let r = fsx::set_meta_owned(&*fd, mode, mtime, ids).and_then(|()| {
+                let r = confined::set_meta_owned(&*fd, mode, mtime, ids).and_then(|()| {
                     if sync {
-                        fsx::sync_dir(&fd)
+                        confined::sync_dir(&fd)
                     } else {
                         Ok(())
                     }
@@ -84,7 +84,7 @@ impl RecvSession {
     /// Serve the control stream: wait for `Finish`, for every data stream's `End`, then settle
     /// directories and send the summary.
     pub fn run_control(self: &Arc<Self>, mut rx: RecvHalf) -> Outcome {
-        let cpu0 = usage::thread();
+        let cpu0 = resources::thread();
         let fin = match self.wait_finish(&mut rx) {
             Ok(f) => f,
             Err(a) => {
@@ -140,7 +140,7 @@ impl RecvSession {
         if files + self.n.tally.errors.load(Relaxed) + self.n.beneath_failed.load(Relaxed) < fin.files {
             self.report(ErrorCode::Integrity, b"", &format!("client sent {} files, {files} arrived", fin.files));
         }
-        let used = usage::thread().since(cpu0);
+        let used = resources::thread().since(cpu0);
         let summary = Summary {
             files,
             bytes: self.n.tally.bytes.load(Relaxed),
@@ -149,7 +149,7 @@ impl RecvSession {
             errors: self.n.tally.errors.load(Relaxed),
             cpu_user_us: self.n.cpu_user.load(Relaxed) + used.user_us,
             cpu_sys_us: self.n.cpu_sys.load(Relaxed) + used.sys_us,
-            peak_rss: usage::peak_rss(),
+            peak_rss: resources::peak_rss(),
         };
         let sent = self.lock().ctl.summary(summary);
         if let Err(e) = sent {
@@ -266,7 +266,7 @@ impl RecvSession {
                                 return Ok((WANT_MISSING, all, None));
                             }
                             let of = OpenFile {
-                                inc: fsx::Incoming { file: file.into(), tmp: None },
+                                inc: confined::Incoming { file: file.into(), tmp: None },
                                 write: Mutex::new(()),
                                 journal: None,
                                 partial_in: None,
@@ -294,16 +294,16 @@ impl RecvSession {
                 let have = work.map(|w| journal::probe(&w.fd, &src)).unwrap_or_default();
                 return Ok((if have.is_empty() { WANT_ALL } else { WANT_MISSING }, have, None));
             }
-            let tmp = fsx::temp_name(&self.p.tag, s.id);
+            let tmp = confined::temp_name(&self.p.tag, s.id);
             let (inc, jr, have) = match &work {
                 Some(w) => {
                     let p = journal::open(&w.fd, &src)
                         .map_err(|e| ("cannot create partial file", Some(parent.clone()), e))?;
                     self.lock().offered.insert(journal::key(&path));
-                    (fsx::Incoming { file: p.file, tmp: Some(p.name) }, Some(Mutex::new(p.journal)), p.have)
+                    (confined::Incoming { file: p.file, tmp: Some(p.name) }, Some(Mutex::new(p.journal)), p.have)
                 }
                 None => {
-                    let inc = fsx::create_incoming(&parent, &tmp, s.mode)
+                    let inc = confined::create_incoming(&parent, &tmp, s.mode)
                         .map_err(|e| ("cannot create file", Some(parent.clone()), e))?;
                     (inc, None, Vec::new())
                 }
@@ -388,15 +388,21 @@ impl RecvSession {
     /// What the destination holds of offered file `s`: a regular file of the same size and
     /// modification time, or with `--checksum` of the same size and BLAKE3, holds its data; it is
     /// the same when its mode, its owner and group where kept (`ids`), and with `--checksum` its
-    /// time are too ([`fsx::meta_differs`]).
-    pub(super) fn held(&self, parent: &OwnedFd, s: &FileStart<'_>, digest: Option<[u8; 32]>, ids: fsx::Ids) -> Held {
+    /// time are too ([`confined::meta_differs`]).
+    pub(super) fn held(
+        &self,
+        parent: &OwnedFd,
+        s: &FileStart<'_>,
+        digest: Option<[u8; 32]>,
+        ids: confined::Ids,
+    ) -> Held {
         use rustix::fs::{self as rfs, AtFlags};
         let Ok(st) = rfs::statat(parent, s.name, AtFlags::SYMLINK_NOFOLLOW) else { return Held::Nothing };
         if st.st_size as u64 != s.size {
             return Held::Nothing;
         }
         let same_time = same_mtime((st.st_mtime, st.st_mtime_nsec), s.mtime, self.p.modify_window);
-        let open = || match fsx::open_regular(parent, s.name, &st) {
+        let open = || match confined::open_regular(parent, s.name, &st) {
             Ok(Some((fd, now))) => Some((fd, now)),
             _ => None,
         };
@@ -408,7 +414,7 @@ impl RecvSession {
             if h.update_reader(&mut reader).is_err() || *h.finalize().as_bytes() != want {
                 return Held::Nothing;
             }
-            if same_time && !fsx::meta_differs(&now, s.mode, ids) {
+            if same_time && !confined::meta_differs(&now, s.mode, ids) {
                 return Held::Same;
             }
             (reader.into(), now)
@@ -417,7 +423,7 @@ impl RecvSession {
                 return Held::Nothing;
             }
             if rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::RegularFile
-                && !fsx::meta_differs(&st, s.mode, ids)
+                && !confined::meta_differs(&st, s.mode, ids)
             {
                 return Held::Same;
             }
@@ -466,8 +472,8 @@ impl RecvSession {
                 f.excluded_in(&path, n, is_dir)
             })
         };
-        let own_temp = fsx::temp_prefix(&self.p.tag);
-        let extra = match fsx::list_dir(&dir) {
+        let own_temp = confined::temp_prefix(&self.p.tag);
+        let extra = match confined::list_dir(&dir) {
             // A working directory (of this destination or one beneath) is never deleted, as
             // rsync protects its partial directory; `linerate clean` empties it. Excluded names
             // are kept (without --delete-excluded), and so are this session's own temporary
@@ -490,7 +496,7 @@ impl RecvSession {
             }
             shown.extend_from_slice(&name);
             if !dry {
-                match fsx::remove_tree(&dir, &name) {
+                match confined::remove_tree(&dir, &name) {
                     Ok(()) => {}
                     // Gone since the listing (as rsync, a vanished name is not an error).
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,

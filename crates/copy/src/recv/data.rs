@@ -2,9 +2,9 @@
 //! filesystem is touched, files written through directory handles, committed only when complete.
 
 use super::*;
-use crate::fsx::{self};
+use crate::confined::{self};
 use crate::mounts::Exhausted;
-use linerate_net::usage::{self};
+use linerate_net::resources::{self};
 use linerate_proto::frame::{
     Chunk, DirEntry, FileAbort, FileEnd, FileStart, Frame, LinkEntry, SpecialEntry, FLAG_DRY_RUN, FLAG_FSYNC,
     FLAG_SPARSE, FLAG_VERIFY,
@@ -18,11 +18,11 @@ use std::sync::{Arc, PoisonError};
 impl RecvSession {
     /// Serve one data stream until its `End`, or abort the session on a protocol error.
     pub fn run_data(self: &Arc<Self>, mut rx: RecvHalf) {
-        let cpu0 = usage::thread();
+        let cpu0 = resources::thread();
         rx.set_timeout(Some(self.p.idle_timeout));
         rx.set_record_cap(linerate_proto::caps::data_record_cap(self.p.chunk_size));
         let r = self.data_loop(&mut rx);
-        let used = usage::thread().since(cpu0);
+        let used = resources::thread().since(cpu0);
         self.n.cpu_user.fetch_add(used.user_us, Relaxed);
         self.n.cpu_sys.fetch_add(used.sys_us, Relaxed);
         match r {
@@ -92,9 +92,9 @@ impl RecvSession {
                     let dry = self.has(FLAG_DRY_RUN);
                     let r = st.dirs.get(d.parent, &st.tracker).and_then(|p| {
                         if dry {
-                            fsx::open_dir(&p, d.name).map(|fd| (fd, false))
+                            confined::open_dir(&p, d.name).map(|fd| (fd, false))
                         } else {
-                            fsx::make_dir_replacing(&p, d.name)
+                            confined::make_dir_replacing(&p, d.name)
                         }
                     });
                     if dry && r.is_err() {
@@ -144,11 +144,10 @@ impl RecvSession {
         if self.has(FLAG_DRY_RUN) {
             return Ok(());
         }
-        let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
+        let tmp = confined::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
         let made = match parent {
-            Ok(p) => {
-                fsx::make_symlink(&p, &tmp, l.name, l.target, l.mtime, ids, self.in_the_way()).map_err(|e| (Some(p), e))
-            }
+            Ok(p) => confined::make_symlink(&p, &tmp, l.name, l.target, l.mtime, ids, self.in_the_way())
+                .map_err(|e| (Some(p), e)),
             Err(e) => Err((None, e)),
         };
         match made {
@@ -176,10 +175,10 @@ impl RecvSession {
         if self.has(FLAG_DRY_RUN) || (s.kind.is_device() && !self.privileges.root) {
             return Ok(());
         }
-        let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
-        let sp = fsx::Special { kind: s.kind, rdev: (s.major, s.minor), mode: s.mode, mtime: s.mtime };
+        let tmp = confined::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
+        let sp = confined::Special { kind: s.kind, rdev: (s.major, s.minor), mode: s.mode, mtime: s.mtime };
         let made = match parent {
-            Ok(p) => fsx::make_special(&p, &tmp, s.name, sp, ids, self.in_the_way()).map_err(|e| (Some(p), e)),
+            Ok(p) => confined::make_special(&p, &tmp, s.name, sp, ids, self.in_the_way()).map_err(|e| (Some(p), e)),
             Err(e) => Err((None, e)),
         };
         if let Err((dir, e)) = made {
@@ -218,8 +217,8 @@ impl RecvSession {
     /// whether it was (not when the file was abandoned meanwhile, or could not be created,
     /// which is reported as that file's error).
     pub(super) fn create(&self, id: u64, new: NewFile) -> Result<bool, Abort> {
-        let tmp = fsx::temp_name(&self.p.tag, id);
-        let created = fsx::create_incoming(&new.parent, &tmp, new.mode);
+        let tmp = confined::temp_name(&self.p.tag, id);
+        let created = confined::create_incoming(&new.parent, &tmp, new.mode);
         let mut st = self.lock();
         let still_wanted = matches!(st.open.get(&id), Some(Slot::Creating));
         match created {
@@ -246,7 +245,7 @@ impl RecvSession {
             }
             Ok(inc) => {
                 drop(st);
-                fsx::discard_incoming(&new.parent, &inc);
+                confined::discard_incoming(&new.parent, &inc);
                 Ok(false)
             }
             Err(e) => {
@@ -334,7 +333,7 @@ impl RecvSession {
         let (written, journaled) = {
             let _turn = of.write.lock().unwrap_or_else(PoisonError::into_inner);
             let written = if self.has(FLAG_SPARSE) {
-                fsx::write_sparse(&of.inc.file, c.data, c.offset)
+                confined::write_sparse(&of.inc.file, c.data, c.offset)
             } else {
                 of.inc.file.write_all_at(c.data, c.offset)
             };
@@ -469,10 +468,10 @@ impl RecvSession {
                 }
             }
             // Every chunk was checked for offset and exact length and written, so the size is right.
-            if !of.in_place && of.journal.is_none() && of.ids == (None, None) && fsx::created_with(of.mode) {
-                fsx::set_mtime(&of.inc.file, of.mtime).map_err(|e| io("setting the modification time", e))?;
+            if !of.in_place && of.journal.is_none() && of.ids == (None, None) && confined::created_with(of.mode) {
+                confined::set_mtime(&of.inc.file, of.mtime).map_err(|e| io("setting the modification time", e))?;
             } else {
-                fsx::set_meta_owned(&of.inc.file, of.mode, of.mtime, of.ids)
+                confined::set_meta_owned(&of.inc.file, of.mode, of.mtime, of.ids)
                     .map_err(|e| io("setting owner, mode and time", e))?;
             }
             if self.p.flags & FLAG_FSYNC != 0 {
@@ -486,15 +485,15 @@ impl RecvSession {
             match (&of.partial_in, &of.inc.tmp) {
                 // A partial file: from the working directory into place (the same mount: checked
                 // when it was opened).
-                (Some(work), Some(part)) => fsx::rename_between(&work.fd, part, &of.parent, &of.name, way),
-                _ => fsx::commit_incoming(&of.parent, &of.inc, &of.name, &of.tmp, way),
+                (Some(work), Some(part)) => confined::rename_between(&work.fd, part, &of.parent, &of.name, way),
+                _ => confined::commit_incoming(&of.parent, &of.inc, &of.name, &of.tmp, way),
             }
             .map_err(|e| io("renaming into place", e))?;
             if let (Some(j), Some(work)) = (&of.journal, &of.partial_in) {
                 j.lock().unwrap_or_else(PoisonError::into_inner).remove(&work.fd);
             }
             if self.p.flags & FLAG_FSYNC != 0 {
-                fsx::sync_dir(&of.parent).map_err(|e| io("fsync of directory", e))?;
+                confined::sync_dir(&of.parent).map_err(|e| io("fsync of directory", e))?;
             }
             Ok(())
         })();

@@ -3,7 +3,7 @@
 //! holes that count as received without being written.
 
 use super::*;
-use crate::fsx::{self};
+use crate::confined::{self};
 use linerate_model::units::format_size_iec;
 use linerate_proto::caps::{HOLE_VERIFY_ALLOWANCE, HOLE_VERIFY_PER_BYTE};
 use linerate_proto::frame::{HardLink, Hole, FLAG_HARD_LINKS, FLAG_SPARSE, FLAG_VERIFY, LINK_TARGET};
@@ -86,8 +86,8 @@ impl RecvSession {
             let at = Self::parent_for(st, parent, name);
             (target, at, Self::entry_path(st, parent, name))
         };
-        let tmp = fsx::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
-        match target.and_then(|t| at.and_then(|a| fsx::hard_link(&t, first, &a, name, &tmp, self.in_the_way()))) {
+        let tmp = confined::temp_name(&self.p.tag, u64::MAX - self.n.temp_seq.fetch_add(1, Relaxed));
+        match target.and_then(|t| at.and_then(|a| confined::hard_link(&t, first, &a, name, &tmp, self.in_the_way()))) {
             // A further name is not counted as a file on either side, as rsync's "regular files
             // transferred" does not count it (docs/PROTOCOL.md); a failure is an error like any.
             Ok(()) => {}

@@ -6,8 +6,8 @@
 //! At the end of a session, partial files of its tree that it was not offered (their source is
 //! gone) are removed, and the working directory with them when it is empty.
 
+use crate::confined::{self, Destination, DirCache};
 use crate::filter::TreeFilter;
-use crate::fsx::{self, Destination, DirCache};
 use crate::journal::Journal;
 use crate::mounts::{self, Exhausted};
 use crate::send::{ListSink, Progress};
@@ -15,7 +15,7 @@ use crate::tally::Tally;
 use crate::workdir::{self, WorkDir};
 use linerate_net::conn::{RecvHalf, SendHalf};
 use linerate_net::rate::SessionRate;
-use linerate_net::usage::CpuTimes;
+use linerate_net::resources::CpuTimes;
 use linerate_proto::copy::receiver::Receiver;
 use linerate_proto::frame::{Finish, Frame, Summary, Time, FLAG_DRY_RUN};
 use linerate_proto::track::Tracker;
@@ -76,7 +76,7 @@ pub struct PullOf {
 }
 
 struct OpenFile {
-    inc: fsx::Incoming,
+    inc: confined::Incoming,
     /// Held while a chunk is written: streams writing one file take turns here, asleep, instead
     /// of spinning on the inode's lock in the kernel (`rwsem_spin_on_owner`).
     write: Mutex<()>,
@@ -94,7 +94,7 @@ struct OpenFile {
     mode: u32,
     mtime: Time,
     /// The owner and group to apply before it is renamed into place (`-o`, `-g`).
-    ids: fsx::Ids,
+    ids: confined::Ids,
 }
 
 /// A file to create, with what its [`OpenFile`] needs besides the file itself.
@@ -106,7 +106,7 @@ struct NewFile {
     name: Box<[u8]>,
     mode: u32,
     mtime: Time,
-    ids: fsx::Ids,
+    ids: confined::Ids,
 }
 
 enum Slot {
@@ -337,7 +337,7 @@ impl RecvSession {
 
     /// The owner and group to apply for the sender's `owner`: mapped by name, then limited to what
     /// this process may set (owners as root, groups as root or a member).
-    fn ids_for(&self, st: &State, owner: linerate_proto::frame::Owner) -> fsx::Ids {
+    fn ids_for(&self, st: &State, owner: linerate_proto::frame::Owner) -> confined::Ids {
         self.privileges.allowed(st.ids.local(owner))
     }
 
@@ -381,11 +381,11 @@ impl RecvSession {
 
     /// What an entry may remove when a directory holds its name (a type change): rsync's rule,
     /// the whole directory with `--delete`, else only an empty one.
-    fn in_the_way(&self) -> fsx::InTheWay {
+    fn in_the_way(&self) -> confined::InTheWay {
         if self.has(linerate_proto::frame::FLAG_DELETE) {
-            fsx::InTheWay::Tree
+            confined::InTheWay::Tree
         } else {
-            fsx::InTheWay::EmptyDir
+            confined::InTheWay::EmptyDir
         }
     }
 
@@ -400,10 +400,10 @@ impl RecvSession {
                 let _ = j.lock().unwrap_or_else(PoisonError::into_inner).flush(&of.inc.file);
             }
             (Some(j), Some(work)) => {
-                fsx::discard_incoming(&work.fd, &of.inc);
+                confined::discard_incoming(&work.fd, &of.inc);
                 j.lock().unwrap_or_else(PoisonError::into_inner).remove(&work.fd);
             }
-            _ => fsx::discard_incoming(&of.parent, &of.inc),
+            _ => confined::discard_incoming(&of.parent, &of.inc),
         }
     }
 
@@ -595,7 +595,7 @@ impl RecvSession {
         what: &str,
         e: &std::io::Error,
     ) -> Result<(), Abort> {
-        if fsx::BeneathFailed::is(e) {
+        if confined::BeneathFailed::is(e) {
             self.n.beneath_failed.fetch_add(1, Relaxed);
             return Ok(());
         }

@@ -6,7 +6,7 @@ use linerate_net::auth::keys::KeyClient;
 use linerate_net::auth::secret::Secret;
 use linerate_net::conn::{self};
 use linerate_net::rate::SessionRate;
-use linerate_net::usage::CpuTimes;
+use linerate_net::resources::CpuTimes;
 use linerate_proto::frame::{
     Finish, Placement, Summary, FLAG_CHECKSUM, FLAG_DELETE, FLAG_DEVICES, FLAG_DRY_RUN, FLAG_FSYNC, FLAG_GROUP,
     FLAG_HARD_LINKS, FLAG_NUMERIC_IDS, FLAG_OWNER, FLAG_SPARSE, FLAG_SYNC, FLAG_VERIFY,
@@ -479,7 +479,7 @@ pub(crate) fn streams_for(cfg: &CopyConfig, sock: Option<std::net::TcpStream>) -
     if !cfg.auto_streams {
         return fixed;
     }
-    match sock.and_then(|s| linerate_net::sys::min_rtt_us(&s).ok().flatten()) {
+    match sock.and_then(|s| linerate_net::sockopt::min_rtt_us(&s).ok().flatten()) {
         Some(rtt) => streams_for_path(rtt, usable_window(), fixed).clamp(1, linerate_proto::caps::MAX_STREAMS),
         None => fixed,
     }

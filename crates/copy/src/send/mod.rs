@@ -19,12 +19,12 @@ use linerate_net::error::shown;
 use session::*;
 use stream::*;
 
-use crate::sched::Queue;
+use crate::queue::Queue;
 use crate::tally::Tally;
 use crate::walk::{Item, Root};
 use linerate_net::conn::{self};
 use linerate_net::rate::SessionRate;
-use linerate_net::usage::{self};
+use linerate_net::resources::{self};
 use linerate_net::EngineError;
 use linerate_proto::frame::{self, Finish, Frame, Summary};
 use linerate_proto::hello::StreamKind;
@@ -109,7 +109,7 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         )));
     }
     let start = Instant::now();
-    let cpu0 = usage::process();
+    let cpu0 = resources::process();
     let mut control = conn::connect_control(cfg.addr, cfg.suite, &cfg.secret, cfg.key_auth.as_ref(), cfg.timeout)?;
     let streams = config::streams_for(cfg, control.rx.socket());
     let begin = Frame::Begin(frame::Begin {
@@ -153,8 +153,8 @@ pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> R
         cipher: cfg.suite.name(),
         local_errors: sent.local_errors,
         server: sent.summary,
-        client_cpu: usage::process().since(cpu0),
-        client_peak_rss: usage::peak_rss(),
+        client_cpu: resources::process().since(cpu0),
+        client_peak_rss: resources::peak_rss(),
         skipped_files: sent.skipped_files,
         skipped_bytes: sent.skipped_bytes,
         resumed_bytes: sent.resumed_bytes,

@@ -5,7 +5,7 @@ use super::stall::Watched;
 use super::*;
 use crate::digest::{self, Part};
 use crate::fill;
-use crate::sched::{Chunked, Waited, Work};
+use crate::queue::{Chunked, Waited, Work};
 use crate::walk::{self, Item, SrcFile};
 use linerate_net::conn::BATCH_TARGET;
 use linerate_net::error::shown;

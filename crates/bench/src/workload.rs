@@ -2,7 +2,7 @@
 //! and profile connections (closed or open loop), and opening thousands of connections before
 //! the clock starts without flooding the server's accept queue.
 
-use super::io::{pace, senders, ClientScript, Conn, Dialer, OpenLoop, Role, Script, Step};
+use super::reactor::{pace, senders, ClientScript, Conn, Dialer, OpenLoop, Role, Script, Step};
 use super::Counters;
 use linerate_net::EngineError;
 use linerate_proto::bench::{Direction, FlowOp, MsgHeader, Profile, Size, TestKind, TestSpec, REPLY_STREAM};

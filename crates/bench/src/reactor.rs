@@ -110,7 +110,7 @@ impl SockOpts {
         }
         if let Some(rate) = self.pacing {
             // Best effort: where the kernel refuses it, the user-space pacer alone keeps the rate.
-            let _ = linerate_net::sys::set_max_pacing_rate(&**s, rate);
+            let _ = linerate_net::sockopt::set_max_pacing_rate(&**s, rate);
         }
         Ok(())
     }
@@ -587,7 +587,7 @@ impl Worker {
             if !matches!(c.role, Role::Source { .. } | Role::Duplex { .. }) {
                 continue;
             }
-            if let Some(t) = c.sock.as_ref().and_then(|s| linerate_net::sys::tcp_info(s).ok()) {
+            if let Some(t) = c.sock.as_ref().and_then(|s| linerate_net::sockopt::tcp_info(s).ok()) {
                 self.counters.note_tcp(c.slot as usize, t.retrans, u64::from(t.cwnd) * u64::from(t.mss));
             }
         }
@@ -768,7 +768,7 @@ impl Worker {
                 // A long-lived connection the peer closed first keeps its last TCP statistics
                 // (a crr connection's would cost a syscall per transaction, so it has none).
                 if !matches!(c.role, Role::Client(_)) {
-                    if let Some(t) = c.sock.as_ref().and_then(|s| linerate_net::sys::tcp_info(s).ok()) {
+                    if let Some(t) = c.sock.as_ref().and_then(|s| linerate_net::sockopt::tcp_info(s).ok()) {
                         self.tcp.push((c.slot, t));
                     }
                 }
@@ -1424,7 +1424,7 @@ impl Worker {
     fn finish(&mut self) {
         for c in self.conns.iter_mut().flatten() {
             if let Some(s) = c.sock.as_ref() {
-                if let Ok(t) = linerate_net::sys::tcp_info(s) {
+                if let Ok(t) = linerate_net::sockopt::tcp_info(s) {
                     self.tcp.push((c.slot, t));
                 }
             }
