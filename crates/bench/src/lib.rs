@@ -1,10 +1,17 @@
-//! `linerate bench`: the client that runs tests against `linerate serve`, and the counting,
-//! sampling and summing that both sides share. `reactor` drives TCP connections, `udp` the UDP
-//! test, [`server`] the agent's side, `workload` the client's request/response and profile
-//! workloads, [`sweep`] makes a sweep's points from a base test, [`stats`] turns two sides'
-//! counts into the figures people read, [`doc`] into the typed bench document, [`text`]
-//! renders them as `linerate bench` prints them, and [`hgrm`] writes a latency histogram as
-//! HdrHistogram's percentile distribution (`--hgrm`).
+//! `linerate bench`: the client that runs tests against `linerate serve`, the agent's side of a
+//! test, and the counting, sampling and summing that both sides share (this file: the client).
+//!
+//! | module | what |
+//! |---|---|
+//! | [`server`] | the agent's side of a test: admission against its caps, the data port, the mirror of the client's connections |
+//! | `reactor` | the epoll event loops that drive TCP test connections, a few threads for thousands of sockets |
+//! | `workload` | what each connection does: stream roles, rr/crr/profile scripts, opening connections before the clock |
+//! | `udp`, `dgram` | the UDP test, and its batched datagram I/O (`sendmmsg`/`recvmmsg`, GSO/GRO) |
+//! | [`sweep`] | a sweep's points from a base test |
+//! | [`stats`] | from two sides' counts to the figures people read (goodput, fairness, latency, confidence) |
+//! | [`doc`] | the typed `linerate.bench/1` document |
+//! | [`text`] | what `linerate bench` prints: banners, interval lines, tables, the CSV |
+//! | [`hgrm`] | a latency histogram as HdrHistogram's `.hgrm` text |
 
 pub(crate) mod dgram;
 pub mod doc;

@@ -1,4 +1,4 @@
-//! The text of a `linerate bench` run, rendered from the engine's own results (the CLI only
+//! The text of a `linerate bench` run, rendered from this crate's results (the CLI only
 //! prints it): the opening line of each test, its live interval lines, the table after it, the
 //! warnings about a missed schedule or coarse fairness, a sweep's summary and the CSV rows.
 

@@ -1,4 +1,6 @@
-//! Engine errors: what failed, where, and the protocol code it maps to.
+//! The error of the session crates (this one, linerate-copy, linerate-bench, linerate-agent): what
+//! failed, where, and the protocol code it maps to. `EngineError` keeps the name of the crate
+//! they were split from (linerate-engine).
 
 use linerate_proto::{ErrorCode, ProtoError};
 use std::io;

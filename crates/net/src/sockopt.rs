@@ -6,9 +6,9 @@
 //!   into a zeroed `libc::tcp_info`, read as libc lays it out, no offset table of our own (two
 //!   `unsafe` blocks: the zeroed struct and the call).
 //!
-//! Every call is on a socket borrowed for its length (`AsFd`). The engine's other modules with
-//! `unsafe` are `copy::fill` (a vector's length extended over bytes `read` wrote) and
-//! `bench::dgram` (the UDP receiver's `recvmmsg` and its `UDP_GRO` control messages).
+//! Every call is on a socket borrowed for its length (`AsFd`). The other modules with `unsafe`
+//! are linerate-copy's `fill` (a vector's length extended over bytes `read` wrote) and
+//! linerate-bench's `dgram` (the UDP receiver's `recvmmsg` and its `UDP_GRO` control messages).
 #![allow(unsafe_code)]
 
 use linerate_proto::bench::TcpSample;
