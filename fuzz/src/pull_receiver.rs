@@ -1,7 +1,7 @@
 //! The `pull_receiver` target: the receiving side of a pull of `tree`, fed whatever a hostile
 //! server sends. The input is decoded with `frame::frames` (so the decoder runs too) and every
 //! frame a pull's receiver acts on goes to a `Tracker::for_pull(65536, b"tree")` the way the
-//! engine's receiver (`crates/engine/src/copy/recv/`) hands it over:
+//! engine's receiver (`crates/copy/src/recv/`) hands it over:
 //!
 //! - `Dir`, `Link`, `FileStart` are declarations; `Offer` is one too, after which the receiver
 //!   decides from what it holds (here: from the offer's `mtime.nsec % 4`) to take the whole

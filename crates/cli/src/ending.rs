@@ -14,7 +14,7 @@
 
 use crate::error::Kind;
 use crossbeam_channel::{bounded, Receiver, Sender};
-use linerate_engine::shutdown::{Shutdown, Stage, Stopper};
+use linerate_model::shutdown::{Shutdown, Stage, Stopper};
 use std::sync::{LazyLock, Mutex, OnceLock, PoisonError};
 
 /// Requests to end the process now, read by `main` alone; the first one decides.

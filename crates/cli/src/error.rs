@@ -2,8 +2,8 @@
 //! `Result<(), Error>`; `main` alone prints the one message and maps the kind to the exit code
 //! documented in `linerate cp --help`, README.md and docs/USER_GUIDE.md ("Exit status").
 
-use linerate_engine::EngineError;
 use linerate_lab::LabError;
+use linerate_net::EngineError;
 use linerate_proto::ErrorCode;
 use linerate_report::ReportError;
 use std::fmt;

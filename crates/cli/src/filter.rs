@@ -1,11 +1,11 @@
 //! `cp`'s rsync filter flags: `--exclude`, `--include`, `--exclude-from`, `--include-from`,
 //! `--delete-excluded`. The rules keep the order they were given in across all four flags (the
 //! first match wins), which clap's derive cannot tell, so these flags are read from the matches
-//! by hand, with their positions; the engine's `copy::filter` compiles them.
+//! by hand, with their positions; linerate-copy's `filter` compiles them.
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use linerate_engine::copy::filter::{push_file_rules, push_rule, Filter, Rule, RuleKind};
+use linerate_copy::filter::{push_file_rules, push_rule, Filter, Rule, RuleKind};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -4,9 +4,9 @@
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use linerate_engine::auth::authorized::{AuthorizedKeys, KeyAuthConfig};
-use linerate_engine::auth::keys::{self, Identity, KeyClient};
-use linerate_engine::auth::secret::Secret;
+use linerate_net::auth::authorized::{AuthorizedKeys, KeyAuthConfig};
+use linerate_net::auth::keys::{self, Identity, KeyClient};
+use linerate_net::auth::secret::Secret;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

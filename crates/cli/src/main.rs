@@ -1,5 +1,6 @@
-//! `linerate`: the command-line front end. Flags are parsed here and turned into engine
-//! configurations; all the work happens in `linerate-engine`.
+//! `linerate`: the command-line front end. Flags are parsed here and turned into the
+//! configurations of the crates below; all the work happens there (`linerate-copy`,
+//! `linerate-bench`, `linerate-agent`, `linerate-net`, and the lab, report and mesh crates).
 
 // First: its `outln!`/`errln!` macros are used by every module below.
 #[macro_use]

@@ -4,10 +4,10 @@
 //! `-v` lists each file as it has been sent, above the bar.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use linerate_engine::copy::send::{FileHook, Progress};
-use linerate_engine::copy::walk::shown;
-use linerate_engine::shutdown::Stopper;
+use linerate_copy::send::{FileHook, Progress};
+use linerate_model::shutdown::Stopper;
 use linerate_model::units::{format_size, RateUnit};
+use linerate_net::error::shown;
 use std::io::IsTerminal;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -9,12 +9,12 @@ use crate::error::{Error, Kind, ResultExt};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use linerate_engine::auth::secret::Secret;
-use linerate_engine::copy::recv;
-use linerate_engine::copy::send::{self, CopyConfig, CopyReport};
-use linerate_engine::server::{Server, ServerConfig};
-use linerate_engine::ssh::{self, Announce, AnnounceError, Forwarder};
-use linerate_engine::EngineError;
+use linerate_agent::server::{Server, ServerConfig};
+use linerate_copy::recv;
+use linerate_copy::send::{self, CopyConfig, CopyReport};
+use linerate_copy::ssh::{self, Announce, AnnounceError, Forwarder};
+use linerate_net::auth::secret::Secret;
+use linerate_net::EngineError;
 use linerate_proto::name::escape;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -639,7 +639,7 @@ impl Remote {
     /// Kill ssh by its process id and reap it, after `grace` for it to end by itself.
     fn kill_ssh(&mut self, grace: Duration) -> Option<ExitStatus> {
         let mut child = self.ssh.take()?;
-        if let Some(s) = linerate_engine::proc::exit_within(&mut child, grace) {
+        if let Some(s) = linerate_net::proc::exit_within(&mut child, grace) {
             self.stdin = None;
             return Some(s);
         }
@@ -874,7 +874,7 @@ pub fn copy(
                 cfg.dest = target.path;
                 send::copy(&cfg, progress, sink)
             }
-            Job::Pull { target, into } => linerate_engine::copy::pull::pull(&cfg, &target.path, &into, progress, sink),
+            Job::Pull { target, into } => linerate_copy::pull::pull(&cfg, &target.path, &into, progress, sink),
         },
         None,
     );

@@ -5,14 +5,14 @@
 use crate::error::{Error, Kind, ResultExt};
 use crate::progress::{Bar, Show};
 use anyhow::{anyhow, bail, Context, Result};
-use linerate_engine::auth::secret::Secret;
-use linerate_engine::copy::send::{self, CopyConfig, CopyReport, Progress};
-use linerate_engine::shutdown::Stopper;
-use linerate_engine::EngineError;
+use linerate_copy::send::{self, CopyConfig, CopyReport, Progress};
 use linerate_model::doc::cp::{
     CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpTimeline, CpuSeconds,
 };
+use linerate_model::shutdown::Stopper;
 use linerate_model::units::{count, format_size, RateUnit};
+use linerate_net::auth::secret::Secret;
+use linerate_net::EngineError;
 use linerate_proto::frame::Placement;
 use linerate_proto::ErrorCode;
 use std::io::{BufRead, BufReader, Write};
@@ -199,7 +199,7 @@ pub(crate) fn pull_to(
     cfg_fn(&mut cfg);
     cfg.key_auth = key_auth;
     watching_writeback(true, &cfg, || {
-        run_engine(show, |progress, sink| linerate_engine::copy::pull::pull(&cfg, path, into, progress, sink), None)
+        run_engine(show, |progress, sink| linerate_copy::pull::pull(&cfg, path, into, progress, sink), None)
     })
 }
 
@@ -332,7 +332,7 @@ fn timeline(r: &CopyReport, returned: std::time::Instant, now: std::time::Instan
 
 /// Whether `child` exits within `limit` (it is not killed).
 fn exited_within(child: &mut Child, limit: Duration) -> bool {
-    linerate_engine::proc::exit_within(child, limit).is_some()
+    linerate_net::proc::exit_within(child, limit).is_some()
 }
 
 /// The `--json` summary, as printed.
@@ -456,7 +456,7 @@ pub(crate) fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, q
         return Ok(());
     }
     let mut run = linerate_report::from_cp(&summary_doc(report));
-    run.params.destination = Some(linerate_engine::copy::walk::shown(dest));
+    run.params.destination = Some(linerate_net::error::shown(dest));
     let saved = linerate_report::store::save_run(db, &run);
     match saved {
         Ok(id) if !quiet => errln!("saved as run {id} (linerate report show {id})"),

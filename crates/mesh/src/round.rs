@@ -13,9 +13,9 @@
 
 use crate::inventory::{Inventory, Test};
 use crate::schedule::{AgentId, GiveUp, Outcome, Poll, Scheduler, Tally, Task};
-use linerate_engine::auth::keys::Identity;
-use linerate_engine::mesh::{run_task, TaskError};
-use linerate_engine::shutdown::Shutdown;
+use linerate_agent::mesh::{run_task, TaskError};
+use linerate_model::shutdown::Shutdown;
+use linerate_net::auth::keys::Identity;
 use linerate_proto::bench::{Direction, TestSpec};
 use linerate_proto::mesh::{MeshNames, MeshOutcome, MeshReport, MeshTask, MESH_DOC_VERSION};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -269,7 +269,7 @@ impl Agents for NetAgents<'_> {
 mod tests {
     use super::*;
     use crate::schedule::Class;
-    use linerate_engine::shutdown::Stopper;
+    use linerate_model::shutdown::Stopper;
     use std::collections::HashMap;
     use std::sync::Mutex;
     use std::time::Duration;

@@ -1,17 +1,18 @@
 //! `linerate bench`: flags → test specs (with sweeps and repeats), then the runs, printing the
-//! live interval lines, the final table or CSV (rendered by `linerate_engine::bench::text`) and
+//! live interval lines, the final table or CSV (rendered by `linerate_bench::text`) and
 //! the JSON document (schema `linerate.bench/1`).
 
 use crate::error::{Error, ResultExt};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use linerate_engine::bench::campaign::{Agent, Campaign, Observer, Repeat};
-use linerate_engine::bench::doc::{document, DocumentConfig};
-use linerate_engine::bench::sweep;
-use linerate_engine::bench::text::{self, Point};
-use linerate_engine::bench::{BenchClient, BenchClientConfig, ClientTuning, LiveInterval, TestResult};
-use linerate_engine::net::conn;
+use linerate_bench::campaign::{Agent, Campaign, Observer, Repeat};
+use linerate_bench::doc::{document, DocumentConfig};
+use linerate_bench::stats::Point;
+use linerate_bench::sweep;
+use linerate_bench::text;
+use linerate_bench::{BenchClient, BenchClientConfig, ClientTuning, LiveInterval, TestResult};
 use linerate_model::units;
+use linerate_net::conn;
 use linerate_proto::bench::{Direction, Profile, TestKind, TestSpec};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -565,8 +566,7 @@ fn run_as_server(a: &BenchArgs) -> crate::error::Result {
         (None, true) => "::",
         (None, false) => "0.0.0.0",
     };
-    let mut argv: Vec<std::ffi::OsString> =
-        vec!["--listen".into(), linerate_engine::net::addr::host_port(host, a.port).into()];
+    let mut argv: Vec<std::ffi::OsString> = vec!["--listen".into(), linerate_net::addr::host_port(host, a.port).into()];
     argv.extend(["--key-file".into(), key.into()]);
     if a.one_off {
         argv.push("--once".into());
@@ -634,13 +634,12 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     } else {
         None
     };
-    let addr = linerate_engine::net::addr::resolve(server, family, a.port).usage()?;
+    let addr = linerate_net::addr::resolve(server, family, a.port).usage()?;
     let tuning = ClientTuning { mss: a.set_mss, cport: a.cport, cpu: a.affinity.and_then(|(n, _)| n) };
     for (_, spec) in &points {
-        linerate_engine::bench::check_local_options(spec, &tuning, addr)?;
+        linerate_bench::check_local_options(spec, &tuning, addr)?;
     }
-    let (secret, key_auth) =
-        a.keys.resolve(linerate_engine::net::addr::host_of(server), addr.port(), "the server").usage()?;
+    let (secret, key_auth) = a.keys.resolve(linerate_net::addr::host_of(server), addr.port(), "the server").usage()?;
     let cfg = BenchClientConfig {
         addr,
         secret,
@@ -674,7 +673,7 @@ fn run_inner(a: &BenchArgs) -> crate::error::Result {
     // SIGTERM ends it in order, as its end would: what it measured is printed and saved (iperf3
     // -t 0 ends so); a second one ends the process at once (`main`, told by `ending`), which
     // also says whether a signal, not a closed pipe, stopped it.
-    let stopper = linerate_engine::shutdown::Stopper::new();
+    let stopper = linerate_model::shutdown::Stopper::new();
     crate::out::stop_on_close(&stopper);
     crate::ending::interrupt_on_signals(&stopper).context("installing signal handlers").internal()?;
     let stop = stopper.shutdown();
@@ -834,7 +833,7 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
 /// `rrul.g3.hgrm` for the third `[[group]]`), a group without transactions an empty distribution;
 /// with each file the number of transactions it holds.
 fn hgrm_files(path: &Path, r: &TestResult) -> Vec<(PathBuf, String, u64)> {
-    use linerate_engine::bench::hgrm::latency_hgrm;
+    use linerate_bench::hgrm::latency_hgrm;
     let Some(all) = &r.histogram else { return Vec::new() };
     let mut files = vec![(path.to_path_buf(), latency_hgrm(all), all.len())];
     if r.group_histograms.len() >= 2 {

@@ -1,9 +1,9 @@
 //! `linerate clean`: list and remove the partial files interrupted copies left in destinations'
-//! working directories (`linerate_engine::copy::clean`).
+//! working directories (`linerate_copy::clean`).
 
 use crate::error::{Error, Kind, Result};
 use clap::Args;
-use linerate_engine::copy::clean::{self, CleanConfig};
+use linerate_copy::clean::{self, CleanConfig};
 use std::path::PathBuf;
 
 const CLEAN_AFTER_HELP: &str = "\
@@ -37,7 +37,7 @@ fn parse_age(s: &str) -> std::result::Result<std::time::Duration, String> {
 pub fn run_clean(a: CleanArgs) -> Result {
     for d in &a.dirs {
         if !d.is_dir() {
-            return Err(Error::usage(format!("{}: not a directory", linerate_engine::copy::walk::shown(d))));
+            return Err(Error::usage(format!("{}: not a directory", linerate_net::error::shown(d))));
         }
     }
     let cfg = CleanConfig { paths: a.dirs, older_than: a.older_than, dry_run: a.dry_run };

@@ -6,9 +6,9 @@ use crate::progress::Show;
 use crate::transfer::{copy_showing, save_cp_run, summary_json, summary_line};
 use anyhow::Result;
 use clap::Args;
-use linerate_engine::copy::send::{self, CopyConfig};
-use linerate_engine::net::conn;
+use linerate_copy::send::{self, CopyConfig};
 use linerate_model::units::{parse_duration, RateUnit};
+use linerate_net::conn;
 use linerate_proto::caps;
 use linerate_proto::hello::Suite;
 use std::path::PathBuf;
@@ -171,7 +171,7 @@ pub struct CpArgs {
     #[arg(long, short)]
     quiet: bool,
     /// Most bit/s over all streams: a rate (500M, 1gbit, 50MB/s, 50MiB/s), at least 100k.
-    #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
+    #[arg(long, value_name = "RATE", value_parser = linerate_net::limit::parse_limit)]
     bwlimit: Option<u64>,
     /// List each file on stderr as it has been sent (names escaped).
     #[arg(long, short)]

@@ -4,8 +4,8 @@ use crate::error::{Error, Kind, Result, ResultExt};
 use crate::transfer::{copy_to, summary_json, summary_line};
 use anyhow::Context as _;
 use clap::Args;
-use linerate_engine::copy::diff::compare_trees;
-use linerate_engine::copy::sample::{make_tree, Sizes, TreeSpec};
+use linerate_copy::diff::compare_trees;
+use linerate_copy::sample::{make_tree, Sizes, TreeSpec};
 use linerate_model::units::{count, format_size, parse_size};
 use std::path::PathBuf;
 

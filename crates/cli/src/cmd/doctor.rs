@@ -79,13 +79,13 @@ fn parse_rtt(s: &str) -> Result<Duration, String> {
 
 /// Measures the rate to the peer with a `linerate bench` tcp-stream test.
 struct BenchProbe {
-    key: linerate_engine::auth::secret::Secret,
-    key_auth: Option<linerate_engine::auth::keys::KeyClient>,
+    key: linerate_net::auth::secret::Secret,
+    key_auth: Option<linerate_net::auth::keys::KeyClient>,
 }
 
 impl doctor::RateProbe for BenchProbe {
     fn probe(&self, peer: &str, streams: u32, secs: f64) -> Result<f64, Box<dyn std::error::Error + Send + Sync>> {
-        use linerate_engine::bench::{BenchClient, BenchClientConfig};
+        use linerate_bench::{BenchClient, BenchClientConfig};
         use linerate_proto::bench::{TestKind, TestSpec};
         use std::net::ToSocketAddrs;
         let addr = peer.to_socket_addrs().map_err(|e| format!("{peer}: {e}"))?.next().ok_or("no address")?;
@@ -93,7 +93,7 @@ impl doctor::RateProbe for BenchProbe {
             addr,
             secret: self.key.clone(),
             key_auth: self.key_auth.clone(),
-            suite: linerate_engine::net::conn::preferred_suite(),
+            suite: linerate_net::conn::preferred_suite(),
             timeout: Duration::from_secs(10),
             tuning: Default::default(),
         };
@@ -116,8 +116,8 @@ fn probe_for(a: &DoctorArgs) -> anyhow::Result<Option<BenchProbe>> {
         identity: a.identity.clone(),
         strict_host_key: false,
     };
-    let port = linerate_engine::net::addr::resolve(peer, None, None)?.port();
-    let (key, key_auth) = keys.resolve(linerate_engine::net::addr::host_of(peer), port, "the rate probe")?;
+    let port = linerate_net::addr::resolve(peer, None, None)?.port();
+    let (key, key_auth) = keys.resolve(linerate_net::addr::host_of(peer), port, "the rate probe")?;
     Ok(Some(BenchProbe { key, key_auth }))
 }
 

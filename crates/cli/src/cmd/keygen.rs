@@ -2,9 +2,9 @@
 
 use crate::error::{Error, Kind, Result};
 use clap::Args;
-use linerate_engine::auth::keys::{self, Identity};
-use linerate_engine::auth::secret::Secret;
-use linerate_engine::EngineError;
+use linerate_net::auth::keys::{self, Identity};
+use linerate_net::auth::secret::Secret;
+use linerate_net::EngineError;
 use std::path::PathBuf;
 
 /// `linerate keygen` flags.

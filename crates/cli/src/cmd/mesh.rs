@@ -4,12 +4,12 @@
 use crate::error::{Error, Kind, Result, ResultExt};
 use anyhow::{anyhow, Context};
 use clap::Args;
-use linerate_engine::auth::keys::{self, Identity};
-use linerate_engine::shutdown::Stopper;
 use linerate_mesh::inventory::Inventory;
 use linerate_mesh::report::{like, to_report};
 use linerate_mesh::round::{run_round, NetAgents, TaskResult, Try};
+use linerate_model::shutdown::Stopper;
 use linerate_model::units::format_rate;
+use linerate_net::auth::keys::{self, Identity};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;

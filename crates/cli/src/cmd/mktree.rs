@@ -3,7 +3,7 @@
 use crate::error::{Result, ResultExt};
 use anyhow::Context;
 use clap::Args;
-use linerate_engine::copy::sample::{make_tree, Sizes, TreeSpec};
+use linerate_copy::sample::{make_tree, Sizes, TreeSpec};
 use linerate_model::units::{count, parse_size};
 use std::path::PathBuf;
 

@@ -4,12 +4,12 @@
 use crate::error::{Error, Kind};
 use anyhow::Result;
 use clap::Args;
-use linerate_engine::auth::secret::Secret;
-use linerate_engine::copy::recv;
-use linerate_engine::log::{Level, Log, LogFormat};
-use linerate_engine::server::{Server, ServerConfig};
-use linerate_engine::shutdown::{Stage, Stopper};
+use linerate_agent::log::{Level, Log, LogFormat};
+use linerate_agent::server::{Server, ServerConfig};
+use linerate_copy::recv;
+use linerate_model::shutdown::{Stage, Stopper};
 use linerate_model::units::{self, format_rate, parse_duration, UnitError};
+use linerate_net::auth::secret::Secret;
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -99,11 +99,11 @@ pub struct ServeArgs {
     log_format: LogFormat,
     /// Most bit/s of each copy session, both directions (a rate, as cp --bwlimit).
     /// Benchmarks are not paced (see --max-rate).
-    #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
+    #[arg(long, value_name = "RATE", value_parser = linerate_net::limit::parse_limit)]
     max_rate_per_client: Option<u64>,
     /// Most bit/s of all copy sessions together; every active session gets an equal share
     /// (within its own cap), and what one leaves unused goes to the others.
-    #[arg(long, value_name = "RATE", value_parser = linerate_engine::limit::parse_limit)]
+    #[arg(long, value_name = "RATE", value_parser = linerate_net::limit::parse_limit)]
     max_rate_total: Option<u64>,
     /// Let clients keep owners and groups (cp -o/-g, part of -a): files may then be created owned
     /// by any user and group, set-user-ID bits included, where this server runs as root.

@@ -31,7 +31,7 @@ fn tree(root: &Path) {
 }
 
 fn same(a: &Path, b: &Path) {
-    let c = linerate_engine::copy::diff::compare_trees(a, b, true).unwrap();
+    let c = linerate_copy::diff::compare_trees(a, b, true).unwrap();
     assert_eq!(c.count, 0, "{:#?}", c.differences);
     assert!(c.files >= 3);
 }

@@ -261,7 +261,7 @@ fn cp_args(src: &Path, key: &Path) -> Vec<String> {
 }
 
 fn identical(src: &Path, copy: &Path) {
-    let c = linerate_engine::copy::diff::compare_trees(src, copy, true).unwrap();
+    let c = linerate_copy::diff::compare_trees(src, copy, true).unwrap();
     assert_eq!(c.count, 0, "{:#?}", c.differences);
     assert!(c.files > 0);
 }
@@ -395,7 +395,7 @@ fn on_a_100_ms_path_cp_opens_streams_enough_for_the_window_and_on_a_lan_its_defa
         };
         let window = linerate_model::tcp::usable_window(Some(max("tcp_rmem")), Some(max("tcp_wmem"))).unwrap() as u64;
         let default = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16;
-        let want = linerate_engine::copy::send::streams_for_path(100_000, window.max(1 << 20), default);
+        let want = linerate_copy::send::streams_for_path(100_000, window.max(1 << 20), default);
         assert!(want > default, "the test needs a path the window limits: {want} vs {default}");
         assert_eq!(streams(&[]), u64::from(want));
         assert_eq!(streams(&["-P", "3"]), 3, "-P decides when given");

@@ -80,7 +80,7 @@ fn only_complete_files(src: &Path, dst: &Path) -> usize {
 }
 
 fn same(a: &Path, b: &Path) {
-    let c = linerate_engine::copy::diff::compare_trees(a, b, true).unwrap();
+    let c = linerate_copy::diff::compare_trees(a, b, true).unwrap();
     assert_eq!(c.count, 0, "{:#?}", c.differences);
     assert_eq!(c.files, 17);
 }

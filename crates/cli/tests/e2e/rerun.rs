@@ -35,7 +35,7 @@ fn tree(src: &Path) {
 
 /// Every entry of `a` is in `b` and the reverse, same bytes, and directories with the same mode.
 fn same(a: &Path, b: &Path) {
-    let c = linerate_engine::copy::diff::compare_trees(a, b, true).unwrap();
+    let c = linerate_copy::diff::compare_trees(a, b, true).unwrap();
     assert_eq!(c.count, 0, "{}: {:#?}", b.display(), c.differences);
     for d in ["", "sub", "sub/deeper", "empty"] {
         let mode = fs::metadata(b.join(d)).unwrap().permissions().mode() & 0o7777;

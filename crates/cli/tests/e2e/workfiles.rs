@@ -29,7 +29,7 @@ fn text(o: &Output) -> String {
 }
 
 fn same(a: &Path, b: &Path) {
-    let c = linerate_engine::copy::diff::compare_trees(a, b, true).unwrap();
+    let c = linerate_copy::diff::compare_trees(a, b, true).unwrap();
     assert_eq!(c.count, 0, "{}: {:#?}", b.display(), c.differences);
 }
 
@@ -215,8 +215,8 @@ fn a_destinations_working_directory_is_not_copied_and_one_a_peer_sends_is_not_wr
     // `a` is itself a destination: a working directory with a partial file in it.
     fs::create_dir_all(p("a")).unwrap();
     fs::write(p("a/file"), b"data").unwrap();
-    let fd = linerate_engine::copy::fsx::open_root(&p("a")).unwrap();
-    let work = linerate_engine::copy::workdir::find_or_create(&fd).unwrap();
+    let fd = linerate_copy::confined::open_root(&p("a")).unwrap();
+    let work = linerate_copy::workdir::find_or_create(&fd).unwrap();
     let work_name = String::from_utf8(work.name.clone()).unwrap();
     fs::write(p("a").join(&work_name).join("0123456789abcdef0123456789abcdef.part"), b"partial").unwrap();
     fs::create_dir(p("b")).unwrap();
@@ -226,8 +226,8 @@ fn a_destinations_working_directory_is_not_copied_and_one_a_peer_sends_is_not_wr
     assert!(!p("b/a").join(&work_name).exists(), "a working directory was copied");
     // --delete leaves a working directory alone (the next copy into it, or `clean`, empties it).
     fs::write(p("b/a/gone"), b"x").unwrap();
-    let b_fd = linerate_engine::copy::fsx::open_root(&p("b/a")).unwrap();
-    let b_work = linerate_engine::copy::workdir::find_or_create(&b_fd).unwrap();
+    let b_fd = linerate_copy::confined::open_root(&p("b/a")).unwrap();
+    let b_work = linerate_copy::workdir::find_or_create(&b_fd).unwrap();
     let out = run(cp(&["--delete"], &p("a"), p("b")));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(!p("b/a/gone").exists());
