@@ -12,12 +12,12 @@
 //! noise of the measurement. A point's first run takes the session the last one left.
 
 use super::stats::confident_enough;
-use super::sweep::SweepPoint;
 use super::stats::Point;
+use super::sweep::SweepPoint;
 use super::{BenchClient, BenchClientConfig, LiveInterval, TestResult};
+use linerate_model::doc::bench::{RunLatency, SidePair};
 use linerate_model::shutdown::Shutdown;
 use linerate_net::EngineError;
-use linerate_model::doc::bench::{RunLatency, SidePair};
 use linerate_proto::bench::TestSpec;
 use std::cell::RefCell;
 

@@ -30,9 +30,9 @@ pub mod text;
 pub(crate) mod udp;
 pub(crate) mod workload;
 
-use linerate_model::shutdown::{Shutdown, Stopper};
 use hdrhistogram::Histogram;
 use linerate_model::host::HostInfo;
+use linerate_model::shutdown::{Shutdown, Stopper};
 use linerate_net::auth::secret::Secret;
 use linerate_net::conn::{self, RecvHalf, SendHalf};
 use linerate_net::resources;

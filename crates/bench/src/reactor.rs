@@ -4,8 +4,8 @@
 //! block; timers wake the ones paced by a rate or an open-loop schedule.
 
 use super::Counters;
-use linerate_model::shutdown::Shutdown;
 use hdrhistogram::Histogram;
+use linerate_model::shutdown::Shutdown;
 use linerate_proto::bench::{DataHello, MsgHeader, TestSpec, DATA_ACK, DATA_HELLO_LEN, MSG_HEADER_LEN, REPLY_STREAM};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -1097,8 +1097,12 @@ impl Worker {
                 Flow::Stop(Drive::Blocked)
             }
             Err(e) => {
-                // A failed connect is counted and the iteration goes on with a new one.
-                self.note_error(format!("connection {slot}: connect: {e}"));
+                // A failed connect is counted and the iteration goes on with a new one; one that
+                // fails once the test has stopped is the agent closing its port at the end
+                // (the client stops its counters before it tells the agent), not a failure.
+                if !self.counters.stopped() {
+                    self.note_error(format!("connection {slot}: connect: {e}"));
+                }
                 if let Some(mut s) = sock.take() {
                     let _ = self.poll.registry().deregister(&mut s);
                 }
@@ -1156,9 +1160,10 @@ impl Worker {
                 Flow::Go
             }
             Err(e) => {
-                self.counters.failures.fetch_add(1, Relaxed);
-                if self.errors.len() < 16 {
-                    self.errors.push(format!("connection {slot}: connect: {e}"));
+                // As in a connect's progress: once the test has stopped, the agent's closed
+                // port is its end, not a failure.
+                if !self.counters.stopped() {
+                    self.note_error(format!("connection {slot}: connect: {e}"));
                 }
                 Flow::Stop(Drive::Park(Instant::now() + Duration::from_millis(10)))
             }
