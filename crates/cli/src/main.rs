@@ -12,7 +12,6 @@ mod filter;
 mod flag_units;
 mod keys;
 mod progress;
-mod provision;
 mod ssh;
 mod transfer;
 

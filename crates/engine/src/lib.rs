@@ -6,7 +6,7 @@
 //! | [`auth`] | shared secrets, ed25519 identities, known hosts, authorized keys |
 //! | [`copy`] | sending and receiving trees (`copy::send`, `copy::recv`, `copy::pull`) and what they share |
 //! | [`server`] | the `serve` daemon: many sessions at once, caps, deadlines, shutdown |
-//! | [`ssh`] | starting a copy's remote side through ssh |
+//! | [`ssh`] | `cp --via-ssh`: the copy's streams through channels of an ssh connection |
 //! | [`rate`], [`limit`] | pacing, per-client and total caps with a fair share |
 //! | [`mod@bench`] | the benchmark client, agent and traffic generators |
 //! | [`mesh`] | mesh sessions: an agent running a test against another on a controller's request |

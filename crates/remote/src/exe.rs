@@ -24,16 +24,15 @@ pub struct Exe {
 
 /// Why this executable cannot be offered: a step and its I/O error.
 #[derive(Debug, thiserror::Error)]
-#[error("{what}")]
+#[error("{what}: {error}")]
 pub struct ExeError {
     what: String,
-    #[source]
-    source: io::Error,
+    error: io::Error,
 }
 
 impl ExeError {
     fn new(what: impl Into<String>, source: impl Into<io::Error>) -> ExeError {
-        ExeError { what: what.into(), source: source.into() }
+        ExeError { what: what.into(), error: source.into() }
     }
 }
 
