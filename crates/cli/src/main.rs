@@ -11,6 +11,7 @@ mod filter;
 #[cfg(test)]
 mod flag_units;
 mod keys;
+mod plan;
 mod progress;
 mod ssh;
 mod transfer;

@@ -290,35 +290,22 @@ fn notices(quiet: bool) -> impl FnMut(Notice<'_>) {
     }
 }
 
-/// Run an ssh copy; returns the report or the failure, as `transfer::copy_to` does.
+/// Run a copy over ssh (`config` has the flags' settings, and a push's sources and
+/// destination), to `target` or, for a pull, from it `into` a local path; returns the report or
+/// the failure, as [`crate::transfer::run`] does.
 pub fn copy(
-    job: Job,
+    mut cfg: CopyConfig,
+    target: &SshTarget,
+    into: Option<&Path>,
     args: &SshArgs,
-    mut cfg_fn: impl FnMut(&mut CopyConfig),
     show: crate::progress::Show,
 ) -> crate::error::Result<CopyReport> {
-    let usage = |e: anyhow::Error| Error::new(Kind::Usage, e);
-    let target = match &job {
-        Job::Push { sources, target } => {
-            for s in sources {
-                if std::fs::symlink_metadata(s).is_err() {
-                    return Err(usage(anyhow!("{}: no such file or directory", s.display())));
-                }
-            }
-            target
-        }
-        Job::Pull { target, .. } => target,
-    };
     if args.via_ssh {
         errln!(
             "linerate: warning: --via-ssh carries every stream through one ssh connection; expect it to be \
              slower than a direct connection"
         )?;
     }
-    // The flags first (the upload's stall bound is one), the remote's address and key once known.
-    let mut cfg = CopyConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), Secret([0; 32]), Vec::new(), Vec::new());
-    cfg.streams = crate::transfer::default_streams();
-    cfg_fn(&mut cfg);
     let rsh = Rsh::parse(args.rsh.as_deref()).usage()?;
     let opts = start_options(args, cfg.stall_timeout);
     let session = spawn::start(&rsh, &target.login, &target.host, &opts, &mut notices(show.quiet)).map_err(|e| {
@@ -343,14 +330,9 @@ pub fn copy(
     let quiet = show.quiet;
     let result = crate::transfer::run_engine(
         show,
-        |progress, sink| match job {
-            Job::Push { sources, target } => {
-                cfg.placement = send::placement(&sources, &target.path);
-                cfg.sources = sources;
-                cfg.dest = target.path;
-                send::copy(&cfg, progress, sink)
-            }
-            Job::Pull { target, into } => linerate_engine::copy::pull::pull(&cfg, &target.path, &into, progress, sink),
+        |progress, sink| match into {
+            None => send::copy(&cfg, progress, sink),
+            Some(into) => linerate_engine::copy::pull::pull(&cfg, &target.path, into, progress, sink),
         },
         None,
     );
