@@ -1,14 +1,15 @@
 //! A copy resolved before anything starts ([`CopyPlan`]): the session's settings, from the flags,
 //! and the route its operands name — a local destination, a running server, or a host over ssh
 //! — checked as far as can be without starting a process or a connection (operands, keys, the
-//! address of a server, a directory copied into itself). [`crate::transfer::run`] then runs it.
+//! address of a server, a directory copied into itself). [`CopyPlan::run`] then runs it.
 
 use crate::error::{Error, Kind, ResultExt};
 use crate::keys::ClientKeyArgs;
+use crate::progress::Show;
 use crate::ssh::{Job, SshArgs, SshTarget};
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_engine::auth::secret::Secret;
-use linerate_engine::copy::send::{self, CopyConfig};
+use linerate_engine::copy::send::{self, CopyConfig, CopyReport};
 use linerate_proto::frame::Placement;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
@@ -130,6 +131,22 @@ impl CopyPlan {
         };
         config.sources = sources;
         Ok(CopyPlan { config, route })
+    }
+}
+
+impl CopyPlan {
+    /// Run the copy, showing it as `show` says; used by `cp` and `demo`. Returns the report
+    /// (complete or not: see `CopyReport::is_complete`) or the failure.
+    pub fn run(self, show: Show) -> crate::error::Result<CopyReport> {
+        let CopyPlan { config, route } = self;
+        match route {
+            Route::Local { root } => crate::transfer::copy_here(config, &root, show),
+            Route::Daemon { pull: None } => crate::transfer::copy_daemon(config, None, show),
+            Route::Daemon { pull: Some(Pull { from, into }) } => {
+                crate::transfer::copy_daemon(config, Some((&from, &into)), show)
+            }
+            Route::Ssh { target, into, args } => crate::ssh::copy(config, &target, into.as_deref(), &args, show),
+        }
     }
 }
 

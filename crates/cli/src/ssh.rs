@@ -292,7 +292,7 @@ fn notices(quiet: bool) -> impl FnMut(Notice<'_>) {
 
 /// Run a copy over ssh (`config` has the flags' settings, and a push's sources and
 /// destination), to `target` or, for a pull, from it `into` a local path; returns the report or
-/// the failure, as [`crate::transfer::run`] does.
+/// the failure, as a copy to a running server does.
 pub fn copy(
     mut cfg: CopyConfig,
     target: &SshTarget,

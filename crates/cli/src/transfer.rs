@@ -3,7 +3,6 @@
 //! the run saved to the store, and the exit code.
 
 use crate::error::{Error, Kind, ResultExt};
-use crate::plan::{CopyPlan, Pull, Route};
 use crate::progress::{Bar, Show};
 use anyhow::{anyhow, Context, Result};
 use linerate_engine::auth::secret::Secret;
@@ -62,26 +61,29 @@ pub(crate) fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalSe
     Ok(LocalServer { child, addr })
 }
 
-/// Run a planned copy, showing it as `show` says; used by `cp` and `demo`. Returns the report
-/// (complete or not: see [`CopyReport::is_complete`]) or the failure.
-pub fn run(plan: CopyPlan, show: Show) -> crate::error::Result<CopyReport> {
-    let CopyPlan { mut config, route } = plan;
-    match route {
-        Route::Local { root } => {
-            let secret = Secret::generate().map_err(|e| Error::new(Kind::Usage, e))?;
-            let mut server = spawn_local_server(&root, &secret).session()?;
-            (config.addr, config.secret) = (server.addr, secret);
-            watching_writeback(true, &config, || {
-                run_engine(show, |progress, sink| send::copy(&config, progress, sink), Some(&mut server))
-            })
-        }
-        Route::Daemon { pull: None } => {
-            watching_writeback(false, &config, || run_engine(show, |p, sink| send::copy(&config, p, sink), None))
-        }
-        Route::Daemon { pull: Some(Pull { from, into }) } => watching_writeback(true, &config, || {
-            run_engine(show, |p, sink| linerate_engine::copy::pull::pull(&config, &from, &into, p, sink), None)
+/// Copy `config.sources` to `config.dest` beneath `root` on this host, through a server process
+/// of this user on loopback holding a fresh key.
+pub(crate) fn copy_here(mut config: CopyConfig, root: &Path, show: Show) -> crate::error::Result<CopyReport> {
+    let secret = Secret::generate().map_err(|e| Error::new(Kind::Usage, e))?;
+    let mut server = spawn_local_server(root, &secret).session()?;
+    (config.addr, config.secret) = (server.addr, secret);
+    watching_writeback(true, &config, || {
+        run_engine(show, |progress, sink| send::copy(&config, progress, sink), Some(&mut server))
+    })
+}
+
+/// Copy `config.sources` to a running server (`config` has its address and credentials), or
+/// pull `from` it `into` a local path.
+pub(crate) fn copy_daemon(
+    config: CopyConfig,
+    pull: Option<(&[u8], &Path)>,
+    show: Show,
+) -> crate::error::Result<CopyReport> {
+    match pull {
+        None => watching_writeback(false, &config, || run_engine(show, |p, sink| send::copy(&config, p, sink), None)),
+        Some((from, into)) => watching_writeback(true, &config, || {
+            run_engine(show, |p, sink| linerate_engine::copy::pull::pull(&config, from, into, p, sink), None)
         }),
-        Route::Ssh { target, into, args } => crate::ssh::copy(config, &target, into.as_deref(), &args, show),
     }
 }
 

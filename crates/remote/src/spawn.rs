@@ -402,8 +402,9 @@ pub fn start(
     let stdout = child.stdout.take();
     let mut ssh = Ssh { stdin: child.stdin.take(), child: Some(child) };
     let shown_host = escape(host.as_bytes());
-    let exe_path = exe.as_ref().map(|e| e.path.clone());
-    let started = match converse(&mut machine, &mut ssh, stdout, exe_path.as_deref(), &shown_host, notice) {
+    // Only the offer mode, which has an `Exe`, hashes and sends it.
+    let exe_path = exe.map_or_else(|| PathBuf::from("/proc/self/exe"), |e| e.path);
+    let started = match converse(&mut machine, &mut ssh, stdout, &exe_path, &shown_host, notice) {
         Ok(s) => s,
         Err(Fail::Boot(error)) => {
             let grace = if error.waits_for_ssh() { Duration::from_secs(5) } else { Duration::ZERO };
@@ -440,7 +441,7 @@ fn converse(
     machine: &mut Bootstrap,
     ssh: &mut Ssh,
     stdout: Option<ChildStdout>,
-    exe: Option<&Path>,
+    exe: &Path,
     host: &str,
     notice: &mut dyn FnMut(Notice<'_>),
 ) -> Result<Started, Fail> {
@@ -463,16 +464,13 @@ fn converse(
                     }
                 }
                 Action::Hash { dir, size } => {
-                    let Some(path) = exe else { return Err(Fail::Upload(SendError::NoStdin)) };
                     notice(Notice::Uploading { host, dir: &dir, size });
-                    let sha = sha256_file(path).map_err(|e| Fail::Upload(SendError::Hash(e)))?;
+                    let sha = sha256_file(exe).map_err(|e| Fail::Upload(SendError::Hash(e)))?;
                     machine.handle_hashed(sha, Instant::now());
                 }
                 Action::Send { size } => {
-                    let (Some(path), Some(stdin)) = (exe, ssh.stdin.take()) else {
-                        return Err(Fail::Upload(SendError::NoStdin));
-                    };
-                    send_exe(path.to_path_buf(), size, stdin, tx.clone());
+                    let Some(stdin) = ssh.stdin.take() else { return Err(Fail::Upload(SendError::NoStdin)) };
+                    send_exe(exe.to_path_buf(), size, stdin, tx.clone());
                 }
                 Action::Started(s) => return Ok(s),
                 Action::Failed(e) => return Err(Fail::Boot(e)),
@@ -609,6 +607,87 @@ mod tests {
         let e = Rsh::parse(Some("ssh 'open")).unwrap_err();
         assert_eq!(e.to_string(), "--rsh: unterminated ' quote in \"ssh 'open\"");
         assert_eq!(Rsh::parse(None).unwrap().words, ["ssh"]);
+    }
+
+    const KEY: &str = "abababababababababababababababababababababababababababababababab";
+
+    /// An `-e` that runs `script` in `sh` in place of ssh: ssh's arguments (`-T`, ..., the
+    /// remote command) become the script's `$0`, `$1`, ...
+    fn fake(script: &str) -> Rsh {
+        Rsh { words: vec!["/bin/sh".into(), "-c".into(), script.into()] }
+    }
+
+    fn opts(remote_linerate: Option<&str>) -> Options {
+        Options {
+            remote_linerate: remote_linerate.map(str::to_string),
+            upload: Upload::Allowed,
+            // The route is then a forward: no address to probe.
+            via_ssh: true,
+            first_line: Duration::from_secs(30),
+            announce: Duration::from_secs(30),
+            stall: Duration::from_secs(30),
+        }
+    }
+
+    fn announce_script(before: &str) -> String {
+        let v = linerate_proto::PROTOCOL_VERSION;
+        format!("{before} echo 'LINERATE {v} PORT 4000 SECRET {KEY}'")
+    }
+
+    #[test]
+    fn a_given_remote_that_announces_itself_is_a_session_until_it_is_finished() {
+        let mut seen = Vec::new();
+        let s = start(&fake(&announce_script("echo hello;")), "me@h", "h", &opts(Some("/opt/lr")), &mut |n| {
+            seen.push(format!("{n:?}"))
+        })
+        .unwrap();
+        assert_eq!(hex::encode(s.key().bytes()), KEY);
+        let Route::Forward(f) = s.route() else { panic!("{:?}", s.route()) };
+        assert_eq!(f.port, 4000);
+        assert_eq!(s.phases().remote_linerate, linerate_model::doc::cp::RemoteLinerate::Given);
+        assert!(seen.is_empty(), "{seen:?}");
+        // A remote that has ended (as a server does after its session) is reaped at once.
+        s.finish(true);
+    }
+
+    #[test]
+    fn a_remote_that_ends_without_announcing_is_named_with_sshs_status() {
+        let e = start(&fake("echo 'Welcome to the lab'; exit 7"), "me@h", "h", &opts(Some("lr")), &mut |_| {})
+            .err()
+            .unwrap();
+        assert!(!e.is_usage());
+        assert_eq!(
+            e.to_string(),
+            "the remote side on h did not announce itself (its output began with \"Welcome to the lab\"); ssh exited \
+             with status 7"
+        );
+        let e =
+            start(&Rsh { words: vec!["/nonexistent/ssh".into()] }, "h", "h", &opts(None), &mut |_| {}).err().unwrap();
+        assert!(e.is_usage() && e.to_string() == "starting /nonexistent/ssh", "{e}");
+    }
+
+    #[test]
+    fn an_upload_is_sent_whole_after_its_line_and_the_uploaded_linerate_announces_itself() {
+        // The boot script's part, by hand: a probe of this host, then the line and the bytes,
+        // checked here against the line's size and SHA-256.
+        let probe = "p() { echo \"LINERATE-PROBE $*\"; }; p os \"$(uname -s)\"; p arch \"$(uname -m)\"; \
+                     p libc \"$(getconf GNU_LIBC_VERSION)\"; p cache /c/linerate/x; p end; \
+                     read -r cmd z h; [ \"$cmd\" = UPLOAD ] || exit 9; \
+                     [ \"$(head -c \"$z\" | sha256sum | cut -d ' ' -f 1)\" = \"$h\" ] || exit 8; p run uploaded;";
+        let exe = Exe::current().unwrap();
+        let mut sent = 0;
+        let mut uploading = None;
+        let s = start(&fake(&announce_script(probe)), "me@h", "h", &opts(None), &mut |n| match n {
+            Notice::Uploading { dir, size, .. } => uploading = Some((dir.to_string(), size)),
+            Notice::Sent(n) => sent = n,
+            _ => {}
+        })
+        .unwrap();
+        assert_eq!(uploading, Some(("/c/linerate/x".to_string(), exe.size)));
+        assert_eq!(sent, exe.size);
+        let p = s.phases();
+        assert_eq!((p.remote_linerate, p.upload_bytes), (linerate_model::doc::cp::RemoteLinerate::Uploaded, exe.size));
+        s.finish(true);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::error::{Error, Kind, Result as Done};
 use crate::plan::{settings, CopyPlan, Route};
 use crate::progress::Show;
-use crate::transfer::{run, save_cp_run, summary_json, summary_line};
+use crate::transfer::{save_cp_run, summary_json, summary_line};
 use anyhow::Result;
 use clap::Args;
 use linerate_engine::copy::send;
@@ -403,7 +403,7 @@ pub fn run_cp(mut a: CpArgs) -> Done {
              (groups are, where you are a member)"
         )?;
     }
-    let report = run(plan, show)?;
+    let report = plan.run(show)?;
     if a.json {
         outln!("{}", summary_json(&report))?;
     } else if !a.quiet {

@@ -3,7 +3,7 @@
 use crate::error::{Error, Kind, Result, ResultExt};
 use crate::plan::{settings, CopyPlan};
 use crate::progress::Show;
-use crate::transfer::{run, summary_json, summary_line};
+use crate::transfer::{summary_json, summary_line};
 use anyhow::Context as _;
 use clap::Args;
 use linerate_engine::copy::diff::compare_trees;
@@ -80,7 +80,7 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
     }
     // `src/`: the copy is `dst` itself (the rsync rule of `cp`).
     let plan = CopyPlan::resolve(vec![src.join("")], &dst, &Default::default(), &Default::default(), settings)?;
-    let report = run(plan, Show { quiet: a.json, ..Show::default() })?;
+    let report = plan.run(Show { quiet: a.json, ..Show::default() })?;
     errln!("{}", summary_line(&report, linerate_model::units::RateUnit::Bits))?;
     if a.json {
         outln!("{}", summary_json(&report))?;
