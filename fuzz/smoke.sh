@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke-fuzz every cargo-fuzz target of linerate-proto for FUZZ_SECONDS seconds each (default 10).
+# Smoke-fuzz every cargo-fuzz target (linerate-proto, linerate-lab, linerate-remote) for FUZZ_SECONDS seconds each (default 10).
 #
 #   bash fuzz/smoke.sh                       # all targets, 10 s each
 #   FUZZ_SECONDS=120 bash fuzz/smoke.sh      # longer

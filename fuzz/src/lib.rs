@@ -1,6 +1,7 @@
 //! Helpers shared by the fuzz targets and the seed-corpus generator (`examples/gen_corpus.rs`):
 //! the fixed keys the crypto targets use, the operation language plus reference model of the
-//! `tracker` target, and the pull receiver the `pull_receiver` target drives with that model.
+//! `tracker` target, the pull receiver the `pull_receiver` target drives with that model, and the
+//! operations and checks of the `remote_bootstrap` target (`remote_model`).
 
 use linerate_proto::hello::{AuthMode, ClientHello, ServerHello, StreamKind, Suite};
 use linerate_proto::record::{Binding, Direction};
@@ -46,4 +47,5 @@ pub fn handshake_prologue(suite: Suite) -> Vec<u8> {
 pub mod bench_model;
 pub mod links_model;
 pub mod pull_receiver;
+pub mod remote_model;
 pub mod tracker_model;

@@ -12,8 +12,8 @@ mod filter;
 #[cfg(test)]
 mod flag_units;
 mod keys;
+mod plan;
 mod progress;
-mod provision;
 mod ssh;
 mod transfer;
 

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Kind, ResultExt};
 use crate::progress::{Bar, Show};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use linerate_copy::send::{self, CopyConfig, CopyReport, Progress};
 use linerate_model::doc::cp::{
     CpCounts, CpCpu, CpDirection, CpErrors, CpPeakRss, CpSkipped, CpSummary, CpTimeline, CpuSeconds,
@@ -13,13 +13,11 @@ use linerate_model::shutdown::Stopper;
 use linerate_model::units::{count, format_size, RateUnit};
 use linerate_net::auth::secret::Secret;
 use linerate_net::EngineError;
-use linerate_proto::frame::Placement;
 use linerate_proto::ErrorCode;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::unix::ffi::OsStrExt;
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -63,144 +61,30 @@ pub(crate) fn spawn_local_server(root: &Path, secret: &Secret) -> Result<LocalSe
     Ok(LocalServer { child, addr })
 }
 
-/// Split a local destination into the server root and the path beneath it: an existing directory
-/// is the root itself, unless the copy is to become it (`Placement::As`), when its parent is.
-pub(crate) fn local_root(dest: &Path, placement: Placement) -> Result<(PathBuf, Vec<u8>)> {
-    if dest.is_dir() {
-        let root = dest.canonicalize().with_context(|| format!("{}", dest.display()))?;
-        if placement != Placement::As {
-            return Ok((root, Vec::new()));
-        }
-        return match (root.parent(), root.file_name()) {
-            (Some(parent), Some(name)) => Ok((parent.to_path_buf(), name.as_bytes().to_vec())),
-            _ => bail!(
-                "{}: copying a directory's contents (a source ending in '/') needs a destination other than /",
-                dest.display()
-            ),
-        };
-    }
-    let name = dest.file_name().ok_or_else(|| anyhow!("{}: destination has no file name", dest.display()))?;
-    let parent = match dest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let root = parent.canonicalize().with_context(|| format!("destination directory {}", parent.display()))?;
-    if !root.is_dir() {
-        bail!("{}: not a directory, so {} cannot be made in it", parent.display(), dest.display());
-    }
-    Ok((root, name.as_bytes().to_vec()))
-}
-
-/// Refuse to copy a directory into itself (`cp src src/sub`), as GNU cp does: the walk would
-/// meet its own copy. `root`/`path` is where the copy lands ([`local_root`]).
-pub(crate) fn refuse_copy_into_itself(sources: &[PathBuf], root: &Path, path: &[u8]) -> Result<()> {
-    let target = root.join(std::ffi::OsStr::from_bytes(path));
-    for s in sources {
-        let Ok(src) = s.canonicalize() else { continue };
-        if std::fs::symlink_metadata(s).is_ok_and(|m| m.is_dir()) && target.starts_with(&src) {
-            bail!(
-                "cannot copy a directory, {}, into itself, {}: copy it elsewhere, or its contents one by one",
-                s.display(),
-                target.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Run a copy; used by `cp` and `demo`. Returns the report (complete or not: see
-/// [`CopyReport::is_complete`]) or the failure.
-pub fn copy_to(
-    sources: Vec<PathBuf>,
-    dest: &Path,
-    key_file: Option<&Path>,
-    cfg_fn: impl FnMut(&mut CopyConfig),
-    quiet: bool,
-) -> crate::error::Result<CopyReport> {
-    let keys = crate::keys::ClientKeyArgs { key_file: key_file.map(Path::to_path_buf), ..Default::default() };
-    copy_showing(sources, dest, &keys, cfg_fn, Show { quiet, ..Show::default() })
-}
-
-/// [`copy_to`], authenticating to a running server with `keys` and showing progress as `show`
-/// says.
-pub fn copy_showing(
-    sources: Vec<PathBuf>,
-    dest: &Path,
-    keys: &crate::keys::ClientKeyArgs,
-    mut cfg_fn: impl FnMut(&mut CopyConfig),
-    show: Show,
-) -> crate::error::Result<CopyReport> {
-    let usage = |e: anyhow::Error| Error::new(Kind::Usage, e);
-    // A pull: one remote source, a local destination.
-    if let ([src], Dest::Local(into)) = (sources.as_slice(), parse_dest(dest).map_err(usage)?) {
-        if let Ok(Dest::Remote { host, port, path }) = parse_dest(src) {
-            return pull_to(&host, port, &path, &into, keys, cfg_fn, show);
-        }
-    }
-    for s in &sources {
-        if let Ok(Dest::Remote { .. }) = parse_dest(s) {
-            if std::fs::symlink_metadata(s).is_err() {
-                return Err(usage(anyhow!(
-                    "{}: a pull takes exactly one remote source and a local destination",
-                    s.display()
-                )));
-            }
-        }
-    }
-    for s in &sources {
-        if std::fs::symlink_metadata(s).is_err() {
-            return Err(usage(anyhow!("{}: no such file or directory", s.display())));
-        }
-    }
-    let (addr, secret, key_auth, dest_path, placement, mut local) = match parse_dest(dest).map_err(usage)? {
-        Dest::Remote { host, port, path } => {
-            let (secret, key_auth) = keys.resolve(&host, port, "a remote destination").map_err(usage)?;
-            let placement = send::placement(&sources, &path);
-            (resolve(&host, port)?, secret, key_auth, path, placement, None)
-        }
-        Dest::Local(p) => {
-            let placement = send::placement(&sources, p.as_os_str().as_bytes());
-            let (root, path) = local_root(&p, placement).map_err(usage)?;
-            refuse_copy_into_itself(&sources, &root, &path).map_err(usage)?;
-            let secret = Secret::generate().map_err(|e| usage(e.into()))?;
-            let server = spawn_local_server(&root, &secret).session()?;
-            (server.addr, secret, None, path, placement, Some(server))
-        }
-    };
-    let mut cfg = CopyConfig::new(addr, secret, sources, dest_path);
-    // Decided on the operand as typed (a trailing '/' counts), not on the path beneath the root.
-    cfg.placement = placement;
-    if local.is_some() {
-        cfg.peer = "destination";
-    }
-    cfg.streams = default_streams();
-    cfg_fn(&mut cfg);
-    cfg.key_auth = key_auth;
-    let here = local.is_some();
-    watching_writeback(here, &cfg, || {
-        run_engine(show, |progress, sink| send::copy(&cfg, progress, sink), local.as_mut())
+/// Copy `config.sources` to `config.dest` beneath `root` on this host, through a server process
+/// of this user on loopback holding a fresh key.
+pub(crate) fn copy_here(mut config: CopyConfig, root: &Path, show: Show) -> crate::error::Result<CopyReport> {
+    let secret = Secret::generate().map_err(|e| Error::new(Kind::Usage, e))?;
+    let mut server = spawn_local_server(root, &secret).session()?;
+    (config.addr, config.secret) = (server.addr, secret);
+    watching_writeback(true, &config, || {
+        run_engine(show, |progress, sink| send::copy(&config, progress, sink), Some(&mut server))
     })
 }
 
-/// Pull `path` from a running server into local `into`.
-pub(crate) fn pull_to(
-    host: &str,
-    port: u16,
-    path: &[u8],
-    into: &Path,
-    keys: &crate::keys::ClientKeyArgs,
-    mut cfg_fn: impl FnMut(&mut CopyConfig),
+/// Copy `config.sources` to a running server (`config` has its address and credentials), or
+/// pull `from` it `into` a local path.
+pub(crate) fn copy_daemon(
+    config: CopyConfig,
+    pull: Option<(&[u8], &Path)>,
     show: Show,
 ) -> crate::error::Result<CopyReport> {
-    let (secret, key_auth) = keys.resolve(host, port, "a remote source").usage()?;
-    let addr = resolve(host, port)?;
-    let mut cfg = CopyConfig::new(addr, secret, Vec::new(), Vec::new());
-    cfg.streams = default_streams();
-    cfg_fn(&mut cfg);
-    cfg.key_auth = key_auth;
-    watching_writeback(true, &cfg, || {
-        run_engine(show, |progress, sink| linerate_copy::pull::pull(&cfg, path, into, progress, sink), None)
-    })
+    match pull {
+        None => watching_writeback(false, &config, || run_engine(show, |p, sink| send::copy(&config, p, sink), None)),
+        Some((from, into)) => watching_writeback(true, &config, || {
+            run_engine(show, |p, sink| linerate_copy::pull::pull(&config, from, into, p, sink), None)
+        }),
+    }
 }
 
 /// Runs a copy whose destination is on this host (`here`) and, unless it fsyncs or changes
@@ -463,53 +347,6 @@ pub(crate) fn save_cp_run(report: &CopyReport, dest: &Path, db: Option<&Path>, q
         Ok(_) => Ok(()),
         Err(e) => errln!("linerate: warning: the run was not saved: {:#}", anyhow::Error::new(e)),
     }
-}
-
-/// Where the copy goes.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Dest {
-    Remote { host: String, port: u16, path: Vec<u8> },
-    Local(PathBuf),
-}
-
-pub(crate) fn parse_dest(p: &Path) -> Result<Dest> {
-    let b = p.as_os_str().as_bytes();
-    let Ok(s) = std::str::from_utf8(b) else {
-        return Ok(Dest::Local(p.to_path_buf()));
-    };
-    if s.starts_with('/') || s.starts_with("./") || s.starts_with("../") || !s.contains(':') {
-        return Ok(Dest::Local(p.to_path_buf()));
-    }
-    let (host, rest) = if let Some(r) = s.strip_prefix('[') {
-        let (h, rest) = r.split_once("]:").ok_or_else(|| anyhow!("'{s}': expected [ADDR]:PORT:PATH"))?;
-        (h.to_string(), rest)
-    } else {
-        let (h, rest) = s.split_once(':').ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH"))?;
-        (h.to_string(), rest)
-    };
-    let (port, path) = rest
-        .split_once(':')
-        .ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH (prefix a local path containing ':' with ./)"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| anyhow!("'{s}': port '{port}' is not a number (prefix a local path containing ':' with ./)"))?;
-    if host.is_empty() {
-        bail!("'{s}': empty host");
-    }
-    Ok(Dest::Remote { host, port, path: path.as_bytes().to_vec() })
-}
-
-pub(crate) fn default_streams() -> u16 {
-    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16
-}
-
-pub(crate) fn resolve(host: &str, port: u16) -> crate::error::Result<SocketAddr> {
-    (host, port)
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {host}"))
-        .session()?
-        .next()
-        .ok_or_else(|| Error::msg(Kind::Session, format!("{host}: no address")))
 }
 
 #[cfg(test)]

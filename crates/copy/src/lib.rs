@@ -7,7 +7,7 @@
 //! | [`send`] | the sending side: walk, queue, streams, offers; a copy's configuration and report |
 //! | [`recv`] | the receiving side: checked by the protocol's tracker, written beneath the destination by directory handle |
 //! | [`pull`] | a pull's client: asks for a tree and receives it through [`recv`] |
-//! | [`ssh`] | starting a copy's remote side through ssh: the announce line and the forwarder |
+//! | [`ssh`] | `cp --via-ssh`: the copy's streams through channels of an ssh connection (the start-up and its announce line are `linerate-remote`'s) |
 //! | [`walk`] | the source walk: depth-first, no symlink followed, each directory before its contents |
 //! | [`filter`] | rsync's include/exclude rules |
 //! | [`queue`] | the sender's one work queue, large files as runs of chunks every stream claims from |

@@ -1,110 +1,18 @@
-//! Starting a copy's remote side through ssh (issue 5), the way mosh does: the remote
-//! `linerate serve --once --ssh` prints one [`Announce`] line on its standard output (protocol
-//! version, port, a fresh one-time secret, and the address the ssh connection reached), and the
-//! client opens its parallel streams directly to that port. Where a firewall blocks that,
-//! `cp --via-ssh` runs a local [`Forwarder`] instead: every connection it accepts on loopback is
-//! piped through one `ssh -W` channel of an ssh master connection.
+//! The streams of a copy whose remote side was started through ssh (issue 5; the start-up
+//! itself, and its announce line, are `linerate-remote`'s): where a firewall blocks the direct
+//! connection to the remote's port, `cp --via-ssh` runs a local [`Forwarder`]: every
+//! connection it accepts on loopback is piped through one `ssh -W` channel of an ssh master
+//! connection.
 
 use linerate_model::shutdown::Stopper;
 use linerate_net::accept::{Accepted, Acceptor};
-use linerate_net::auth::secret::Secret;
 use linerate_net::EngineError;
 use std::io::{Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-
-/// First word of the announce line.
-pub const TAG: &str = "LINERATE";
-
-/// The one line a `serve --once --ssh` prints: `LINERATE <protocol> PORT <port> SECRET <64 hex>
-/// [ADDR <ip>] [SOFTWARE <version>]`. Words after the version are `KEY VALUE` pairs; unknown keys
-/// are ignored, so later versions can add some.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Announce {
-    /// The wire protocol version the server speaks.
-    pub version: u16,
-    /// The port it listens on.
-    pub port: u16,
-    /// The one-time secret of the session.
-    pub secret: Secret,
-    /// The server's address as the ssh connection reached it (`SSH_CONNECTION`), when known.
-    pub addr: Option<IpAddr>,
-    /// The server's software version (`linerate --version`), when given.
-    pub software: Option<String>,
-}
-
-/// Why a line is not a usable announcement.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AnnounceError {
-    /// The line does not start with `LINERATE <number>`: not from a linerate server.
-    #[error("not an announce line")]
-    NotAnnounce,
-    /// The server speaks another protocol version.
-    #[error("the remote linerate speaks protocol version {remote}{}, this one speaks version {local}", .software.as_ref().map(|s| format!(" (linerate {s})")).unwrap_or_default())]
-    Version {
-        /// The remote's protocol version.
-        remote: u16,
-        /// Ours.
-        local: u16,
-        /// The remote's software version, when given.
-        software: Option<String>,
-    },
-    /// A required field is missing or malformed.
-    #[error("malformed announce line: {0}")]
-    Malformed(&'static str),
-}
-
-impl Announce {
-    /// The line, without its newline. It carries the secret: write it only to the pipe the client
-    /// reads, never to a log.
-    pub fn line(&self) -> String {
-        let mut s = format!("{TAG} {} PORT {} SECRET {}", self.version, self.port, self.secret.to_hex());
-        if let Some(a) = self.addr {
-            s.push_str(&format!(" ADDR {a}"));
-        }
-        if let Some(v) = &self.software {
-            s.push_str(&format!(" SOFTWARE {v}"));
-        }
-        s
-    }
-
-    /// Parse a line; a server of another protocol version is [`AnnounceError::Version`] whatever
-    /// else its line says.
-    pub fn parse(line: &str) -> Result<Announce, AnnounceError> {
-        let mut words = line.split_ascii_whitespace();
-        if words.next() != Some(TAG) {
-            return Err(AnnounceError::NotAnnounce);
-        }
-        let version: u16 = words.next().and_then(|v| v.parse().ok()).ok_or(AnnounceError::NotAnnounce)?;
-        let rest: Vec<&str> = words.collect();
-        let field = |k: &str| rest.chunks(2).find(|p| p[0] == k).and_then(|p| p.get(1).copied());
-        let software = field("SOFTWARE").filter(|s| s.len() <= 64).map(str::to_string);
-        let local = linerate_proto::PROTOCOL_VERSION;
-        if version != local {
-            return Err(AnnounceError::Version { remote: version, local, software });
-        }
-        let port = field("PORT").and_then(|p| p.parse::<u16>().ok()).filter(|&p| p != 0);
-        let port = port.ok_or(AnnounceError::Malformed("no PORT"))?;
-        let secret = field("SECRET").ok_or(AnnounceError::Malformed("no SECRET"))?;
-        let secret = Secret::from_hex(secret).map_err(|_| AnnounceError::Malformed("SECRET is not 64 hex digits"))?;
-        let addr = match field("ADDR") {
-            Some(a) => Some(a.parse().map_err(|_| AnnounceError::Malformed("ADDR is not an IP address"))?),
-            None => None,
-        };
-        Ok(Announce { version, port, secret, addr, software })
-    }
-}
-
-/// The server address of an ssh session from the value of `SSH_CONNECTION` (`client_ip
-/// client_port server_ip server_port`): the address the client reached, as mosh uses it.
-pub fn ssh_connection_addr(value: &str) -> Option<IpAddr> {
-    let a = value.split_ascii_whitespace().nth(2)?;
-    // A link-local IPv6 address may carry a zone (`fe80::1%eth0`), useless to the client.
-    a.parse().ok()
-}
 
 /// Most connections a [`Forwarder`] pipes at once (a copy needs its streams plus one).
 pub const FORWARDER_MAX: usize = 2 * linerate_proto::caps::MAX_STREAMS as usize + 8;
@@ -230,70 +138,10 @@ fn shovel(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
     }
 }
 
-/// Whether a TCP connection to `addr` opens within `timeout`: how a client chooses between the
-/// address an ssh connection reached and the host name ssh resolves. The connection closes
-/// before its first byte, which a server takes for a probe, not a session.
-pub fn reachable(addr: SocketAddr, timeout: Duration) -> bool {
-    std::net::TcpStream::connect_timeout(&addr, timeout).is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn sample() -> Announce {
-        Announce {
-            version: linerate_proto::PROTOCOL_VERSION,
-            port: 40123,
-            secret: Secret::generate().unwrap(),
-            addr: Some("198.18.0.2".parse().unwrap()),
-            software: Some("0.1.0".into()),
-        }
-    }
-
-    #[test]
-    fn announce_round_trips_and_ignores_unknown_fields() {
-        let a = sample();
-        assert_eq!(Announce::parse(&a.line()).unwrap(), a);
-        let extra = format!("{} FUTURE thing\n", a.line());
-        assert_eq!(Announce::parse(&extra).unwrap(), a);
-        let bare = Announce { addr: None, software: None, ..a };
-        assert_eq!(Announce::parse(&bare.line()).unwrap(), bare);
-    }
-
-    #[test]
-    fn announce_names_both_versions_on_mismatch() {
-        let e = Announce::parse("LINERATE 999 SOMETHING else SOFTWARE 9.9.9").unwrap_err();
-        assert!(matches!(e, AnnounceError::Version { remote: 999, .. }), "{e:?}");
-        let msg = e.to_string();
-        let ours = format!("version {}", linerate_proto::PROTOCOL_VERSION);
-        assert!(msg.contains("999") && msg.contains("9.9.9") && msg.contains(&ours), "{msg}");
-    }
-
-    #[test]
-    fn announce_rejects_garbage() {
-        assert_eq!(Announce::parse("Welcome to host!"), Err(AnnounceError::NotAnnounce));
-        assert_eq!(Announce::parse("LINERATE x"), Err(AnnounceError::NotAnnounce));
-        assert_eq!(Announce::parse(""), Err(AnnounceError::NotAnnounce));
-        let v = linerate_proto::PROTOCOL_VERSION;
-        assert!(matches!(Announce::parse(&format!("LINERATE {v} PORT 0 SECRET x")), Err(AnnounceError::Malformed(_))));
-        assert!(matches!(Announce::parse(&format!("LINERATE {v} PORT 9 SECRET ab")), Err(AnnounceError::Malformed(_))));
-        let s = "ab".repeat(32);
-        assert!(matches!(
-            Announce::parse(&format!("LINERATE {v} PORT 9 SECRET {s} ADDR nope")),
-            Err(AnnounceError::Malformed(_))
-        ));
-        assert!(matches!(Announce::parse(&format!("LINERATE {v} SECRET {s}")), Err(AnnounceError::Malformed(_))));
-    }
-
-    #[test]
-    fn ssh_connection_gives_the_server_address() {
-        assert_eq!(ssh_connection_addr("198.18.0.1 51234 198.18.0.2 22"), Some("198.18.0.2".parse().unwrap()));
-        assert_eq!(ssh_connection_addr("::1 5 ::1 22"), Some("::1".parse().unwrap()));
-        assert_eq!(ssh_connection_addr("fe80::1%eth0 5 fe80::2%eth0 22"), None);
-        assert_eq!(ssh_connection_addr(""), None);
-    }
 
     #[test]
     fn forwarder_pipes_each_connection_through_a_child() {

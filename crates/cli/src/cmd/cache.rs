@@ -1,6 +1,6 @@
 //! `linerate cache`: list or remove the copies of linerate that `cp` uploaded to a user's cache
 //! (`${XDG_CACHE_HOME:-~/.cache}/linerate/<version>-<build id>/linerate`), on this host or on
-//! remote hosts through ssh. One script does it on both ([`crate::provision::clean_command`]).
+//! remote hosts through ssh. One script does it on both ([`linerate_remote::script::clean_command`]).
 
 use crate::error::{Error, Kind, Result, ResultExt};
 use crate::ssh::SshArgs;
@@ -60,7 +60,7 @@ pub fn run_cache(a: CacheArgs) -> Result {
         CacheCmd::Clean(c) => (c.target, true, "removed"),
     };
     if target.hosts.is_empty() {
-        let (script, mode) = crate::provision::clean_command(remove);
+        let (script, mode) = linerate_remote::script::clean_command(remove);
         let mut c = Command::new("/bin/sh");
         c.args(["-c", &script, "linerate-cache", &mode]);
         return show(run(c, "this host").session()?, None, verb);
@@ -73,7 +73,7 @@ pub fn run_cache(a: CacheArgs) -> Result {
             return Err(Error::usage(format!("'{}': give a host as [user@]host", escape(h.as_bytes()))));
         }
         let mut c = crate::ssh::ssh_command(&ssh).usage()?;
-        c.args(["-T", "--", login, &crate::provision::clean_remote_command(remove)]);
+        c.args(["-T", "--", login, &linerate_remote::script::clean_remote_command(remove)]);
         match run(c, login) {
             Ok(out) => show(out, Some(login), verb)?,
             Err(e) => {

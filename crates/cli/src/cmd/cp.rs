@@ -2,11 +2,12 @@
 //! local destinations, and the final report.
 
 use crate::error::{Error, Kind, Result as Done};
+use crate::plan::{settings, CopyPlan, Route};
 use crate::progress::Show;
-use crate::transfer::{copy_showing, save_cp_run, summary_json, summary_line};
+use crate::transfer::{save_cp_run, summary_json, summary_line};
 use anyhow::Result;
 use clap::Args;
-use linerate_copy::send::{self, CopyConfig};
+use linerate_copy::send;
 use linerate_model::units::{parse_duration, RateUnit};
 use linerate_net::conn;
 use linerate_proto::caps;
@@ -328,16 +329,62 @@ fn parse_chunk_size(s: &str) -> Result<u32, String> {
     }
 }
 
+/// Resolve `linerate cp`'s arguments into one plan: the session's settings from the flags, and
+/// the route its operands name, checked.
+fn plan(a: &CpArgs, sources: Vec<PathBuf>, dest: &std::path::Path) -> Done<CopyPlan> {
+    let meta = Meta::of(a);
+    let filter = a.filter.filter().map_err(|e| Error::new(Kind::Usage, e))?;
+    let mut c = settings();
+    match a.streams {
+        Some(s) => c.streams = s,
+        // The default may grow with the path's round trip (docs/USER_GUIDE.md, `-P`).
+        None => c.auto_streams = true,
+    }
+    c.chunk_size = a.chunk_size;
+    c.verify = a.verify;
+    c.fsync = a.fsync;
+    c.suite = a.cipher.suite();
+    c.timeout = a.timeout.max(Duration::from_secs(1));
+    c.stall_timeout = a.stall_timeout.max(Duration::from_secs(1));
+    c.checksum = a.checksum;
+    // --delete-excluded implies --delete, as in rsync.
+    c.delete = a.delete || a.filter.delete_excluded;
+    c.filter = filter;
+    c.delete_excluded = a.filter.delete_excluded;
+    c.dry_run = a.dry_run;
+    c.hard_links = a.hard_links;
+    c.sparse = a.sparse;
+    c.modify_window = a.modify_window;
+    // A closed pipe stops the copy (crate::out), so the result is not needed here.
+    let to = if a.json { crate::out::To::Err } else { crate::out::To::Out };
+    c.list = Some(send::ListSink(Arc::new(move |line: &str| {
+        let _ = crate::out::line(to, format_args!("{line}"));
+    })));
+    c.bwlimit = a.bwlimit;
+    c.owner = meta.owner;
+    c.group = meta.group;
+    c.numeric_ids = a.numeric_ids;
+    c.devices = meta.devices;
+    c.specials = meta.specials;
+    let plan = CopyPlan::resolve(sources, dest, &a.keys, &a.ssh, c)?;
+    let keys = a.keys.key_file.is_some() || a.keys.identity.is_some() || a.keys.strict_host_key;
+    if keys && matches!(plan.route, Route::Ssh { .. }) {
+        return Err(Error::usage(
+            "--key-file, --identity and --strict-host-key are for a running server (HOST:PORT:PATH); \
+             over ssh ([user@]host:PATH), ssh authenticates and the remote side makes a one-time key",
+        ));
+    }
+    Ok(plan)
+}
+
 /// Run `linerate cp`: 0 everything was copied, 1 some entries failed, else the failure's kind.
 pub fn run_cp(mut a: CpArgs) -> Done {
     let mut paths = std::mem::take(&mut a.paths);
     let Some(dest) = paths.pop() else {
         return Err(Error::usage("no destination"));
     };
-    let suite = a.cipher.suite();
     let unit = if a.bytes { RateUnit::Bytes } else { RateUnit::Bits };
     let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose, unit };
-    let meta = Meta::of(&a);
     if a.xattrs || a.acls {
         errln!(
             "linerate: warning: {} not kept: linerate does not copy extended attributes or ACLs (see docs/USER_GUIDE.md)",
@@ -348,60 +395,15 @@ pub fn run_cp(mut a: CpArgs) -> Done {
             }
         )?;
     }
-    let filter = a.filter.filter().map_err(|e| Error::new(Kind::Usage, e))?;
-    let job = crate::ssh::classify(&paths, &dest).map_err(|e| Error::new(Kind::Usage, e))?;
-    let local_dest = job.is_none() && matches!(crate::transfer::parse_dest(&dest), Ok(crate::transfer::Dest::Local(_)));
-    if meta.owner && local_dest && !rustix::process::geteuid().is_root() {
+    let plan = plan(&a, paths, &dest)?;
+    if plan.config.owner && matches!(plan.route, Route::Local { .. }) && !rustix::process::geteuid().is_root() {
         // Said once, not per file: the local receiver runs as this user.
         errln!(
             "linerate: note: -o: owners are kept only by a receiver running as root; not here \
              (groups are, where you are a member)"
         )?;
     }
-    let apply = |c: &mut CopyConfig| {
-        match a.streams {
-            Some(s) => c.streams = s,
-            // The default may grow with the path's round trip (docs/USER_GUIDE.md, `-P`).
-            None => c.auto_streams = true,
-        }
-        c.chunk_size = a.chunk_size;
-        c.verify = a.verify;
-        c.fsync = a.fsync;
-        c.suite = suite;
-        c.timeout = a.timeout.max(Duration::from_secs(1));
-        c.stall_timeout = a.stall_timeout.max(Duration::from_secs(1));
-        c.checksum = a.checksum;
-        // --delete-excluded implies --delete, as in rsync.
-        c.delete = a.delete || a.filter.delete_excluded;
-        c.filter = filter.clone();
-        c.delete_excluded = a.filter.delete_excluded;
-        c.dry_run = a.dry_run;
-        c.hard_links = a.hard_links;
-        c.sparse = a.sparse;
-        c.modify_window = a.modify_window;
-        let to_stderr = a.json;
-        // A closed pipe stops the copy (crate::out), so the result is not needed here.
-        let to = if to_stderr { crate::out::To::Err } else { crate::out::To::Out };
-        c.list = Some(send::ListSink(Arc::new(move |line: &str| {
-            let _ = crate::out::line(to, format_args!("{line}"));
-        })));
-        c.bwlimit = a.bwlimit;
-        c.owner = meta.owner;
-        c.group = meta.group;
-        c.numeric_ids = a.numeric_ids;
-        c.devices = meta.devices;
-        c.specials = meta.specials;
-    };
-    if job.is_some() && (a.keys.key_file.is_some() || a.keys.identity.is_some() || a.keys.strict_host_key) {
-        return Err(Error::usage(
-            "--key-file, --identity and --strict-host-key are for a running server (HOST:PORT:PATH); \
-             over ssh ([user@]host:PATH), ssh authenticates and the remote side makes a one-time key",
-        ));
-    }
-    let report = match job {
-        Some(job) => crate::ssh::copy(job, &a.ssh, apply, show),
-        None => copy_showing(paths, &dest, &a.keys, apply, show),
-    }?;
+    let report = plan.run(show)?;
     if a.json {
         outln!("{}", summary_json(&report))?;
     } else if !a.quiet {
@@ -434,7 +436,7 @@ pub fn run_cp(mut a: CpArgs) -> Done {
 mod tests {
     use super::*;
     use crate::cmd::serve::parse_buffer_memory;
-    use crate::transfer::{parse_dest, Dest};
+    use crate::plan::{parse_dest, Dest};
     use std::path::Path;
 
     #[test]

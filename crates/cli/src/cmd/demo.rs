@@ -1,7 +1,9 @@
 //! `linerate demo` (the whole job on one machine, no second host) and `linerate mktree`.
 
 use crate::error::{Error, Kind, Result, ResultExt};
-use crate::transfer::{copy_to, summary_json, summary_line};
+use crate::plan::{settings, CopyPlan};
+use crate::progress::Show;
+use crate::transfer::{summary_json, summary_line};
 use anyhow::Context as _;
 use clap::Args;
 use linerate_copy::diff::compare_trees;
@@ -72,18 +74,13 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
     })();
     let (files, bytes) = made.with_context(|| format!("making the sample tree in {}", work.display())).io()?;
     errln!("copying {}, {}, encrypted, through a local server ...", count(files, "file"), format_size(bytes as f64))?;
-    let report = copy_to(
-        // `src/`: the copy is `dst` itself (the rsync rule of `cp`).
-        vec![src.join("")],
-        &dst,
-        None,
-        |c| {
-            if let Some(s) = a.streams {
-                c.streams = s;
-            }
-        },
-        a.json,
-    )?;
+    let mut settings = settings();
+    if let Some(s) = a.streams {
+        settings.streams = s;
+    }
+    // `src/`: the copy is `dst` itself (the rsync rule of `cp`).
+    let plan = CopyPlan::resolve(vec![src.join("")], &dst, &Default::default(), &Default::default(), settings)?;
+    let report = plan.run(Show { quiet: a.json, ..Show::default() })?;
     errln!("{}", summary_line(&report, linerate_model::units::RateUnit::Bits))?;
     if a.json {
         outln!("{}", summary_json(&report))?;

@@ -178,7 +178,7 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
     if a.ssh.ssh_protocol {
         outln!(
             "{} {} SOFTWARE {}",
-            crate::provision::PROTOCOL_TAG,
+            linerate_remote::script::PROTOCOL_TAG,
             linerate_proto::PROTOCOL_VERSION,
             env!("CARGO_PKG_VERSION")
         )?;

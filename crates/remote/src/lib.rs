@@ -1,0 +1,29 @@
+//! The far side of `linerate cp [user@]host:PATH`, started through the system `ssh` (issue 5,
+//! issue 32): what runs there, how it is found or sent, and how it announces itself.
+//!
+//! - [`bootstrap`]: the start-up dialogue with the remote as a machine without I/O — probe,
+//!   decide (a cached or installed linerate, an upload, or a refusal), upload (SHA-256 checked
+//!   there), announce — fed bytes and time, answering with actions, a deadline and typed errors;
+//! - [`announce`]: the `LINERATE <version> PORT <port> SECRET <key> ...` line the remote server
+//!   prints, and its one-time [`announce::Key`];
+//! - [`probe`]: the boot script's report of the remote and the decision on it;
+//! - [`script`]: the boot and cache scripts, and the remote command lines;
+//! - [`exe`]: this executable as an upload (size, build id, glibc needs, SHA-256);
+//! - [`spawn`]: the process adapter: spawns ssh (`-e`, `--via-ssh`), drives [`bootstrap`] with
+//!   its pipes and the clock, and keeps the session until the copy ends.
+//!
+//! Nothing here knows the copy itself: the caller gets an address (or a command to forward
+//! through) and a key, and runs its session with them. The wire and line formats are specified
+//! in `docs/PROTOCOL.md` ("Starting a session over ssh", "The boot script").
+#![forbid(unsafe_code)]
+
+pub mod announce;
+pub mod bootstrap;
+pub mod exe;
+pub mod probe;
+pub mod script;
+pub mod spawn;
+mod wait;
+
+pub use announce::{Announce, AnnounceError, Key};
+pub use bootstrap::{Action, BootConfig, BootError, Bootstrap, Mode, Offer, Started};
