@@ -247,7 +247,7 @@ fn every_figure_of_the_typed_documents_reaches_the_report() {
         assert_eq!(metric(&r, name), want, "{name}");
     }
     for (k, x) in s.latency_us.as_ref().unwrap().figures() {
-        assert_eq!(metric(&r, &format!("latency.{k}")), x);
+        assert_eq!(metric(&r, &format!("latency.{}", k.name())), x);
     }
     let iv = bench.intervals.as_ref().unwrap();
     assert_eq!(r.charts.series[0].lines[0].points.len(), iv.len());
@@ -513,7 +513,7 @@ fn headlines_are_the_figures_a_run_is_judged_by() {
     // request/response: transactions and latency first, throughput after them
     let mut rr = pinned("bench-real-rr.json");
     rr.id = "20261122-054716-rr".into();
-    let names: Vec<&str> = rr.metrics.iter().take(3).map(|m| m.name.as_str()).collect();
+    let names: Vec<String> = rr.metrics.iter().take(3).map(|m| m.name.to_string()).collect();
     assert_eq!(names, ["transactions", "latency.p50", "latency.p99"]);
     assert_eq!(rr.headline().unwrap().name, "transactions");
     // a sweep: its best point, how many points and over what
@@ -528,7 +528,7 @@ fn headlines_are_the_figures_a_run_is_judged_by() {
     let mut store = Store::open_in_memory().unwrap();
     store.insert(&rr).unwrap();
     store.insert(&sweep).unwrap();
-    let heads: Vec<String> = store.list().unwrap().into_iter().map(|r| r.headline.unwrap().name).collect();
+    let heads: Vec<String> = store.list().unwrap().into_iter().map(|r| r.headline.unwrap().name.to_string()).collect();
     assert_eq!(heads, ["transactions", "throughput.best"]);
     let html = html::report(&[sweep], 5.0);
     assert!(html.contains("<th>best point</th><td>connections=2 msg_size=131072</td>"), "{html}");
@@ -601,7 +601,11 @@ fn a_version_1_store_is_migrated_and_its_metrics_backfilled() {
     let l = s.list().unwrap();
     assert_eq!(l.len(), 2);
     let head = l.iter().find(|x| x.id == r.id).unwrap().headline.clone().unwrap();
-    assert_eq!((head.name.as_str(), head.value), ("throughput.best", 9.35e9), "the best point of the sweep");
+    assert_eq!(
+        (head.name.to_string().as_str(), head.value),
+        ("throughput.best", 9.35e9),
+        "the best point of the sweep"
+    );
     drop(s);
     let c = rusqlite::Connection::open(&path).unwrap();
     let n: i64 = c.query_row("SELECT COUNT(*) FROM metrics WHERE run_id = ?1", [&r.id], |x| x.get(0)).unwrap();

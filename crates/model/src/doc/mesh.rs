@@ -4,6 +4,7 @@
 //! `linerate-report`'s mesh matrix by field. The metric a pair's figure is compared by is named
 //! by [`pair_metric`] alone.
 
+use crate::metric::MetricId;
 use serde::{Deserialize, Serialize};
 
 /// One round over a fleet's ordered pairs.
@@ -132,7 +133,7 @@ impl PairSpread {
 }
 
 /// Which figure of a pair its metric carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PairFigure {
     /// Goodput (tests that need the path to themselves).
     Throughput,
@@ -145,13 +146,22 @@ impl PairFigure {
     pub const ALL: [PairFigure; 2] = [PairFigure::Throughput, PairFigure::LatencyP50];
 }
 
-/// The metric name of test `test` from `from` to `to`: `TEST:FROM>TO`, with `:p50` for a
-/// round-trip test's latency. What `report compare` matches between rounds.
-pub fn pair_metric(test: &str, from: &str, to: &str, figure: PairFigure) -> String {
-    match figure {
-        PairFigure::Throughput => format!("{test}:{from}>{to}"),
-        PairFigure::LatencyP50 => format!("{test}:{from}>{to}:p50"),
+impl MeshTest {
+    /// The figure a pair of this test is compared by: the median round trip for a round-trip
+    /// test (`tcp-rr`), which shares the path, else the goodput.
+    pub fn figure(&self) -> PairFigure {
+        if self.kind == "tcp-rr" {
+            PairFigure::LatencyP50
+        } else {
+            PairFigure::Throughput
+        }
     }
+}
+
+/// The metric of test `test` from `from` to `to`: `TEST:FROM>TO`, with `:p50` for a
+/// round-trip test's latency ([`MetricId::pair`]). What `report compare` matches between rounds.
+pub fn pair_metric(test: &str, from: &str, to: &str, figure: PairFigure) -> MetricId {
+    MetricId::pair(test, from, to, figure)
 }
 
 #[cfg(test)]
@@ -160,7 +170,10 @@ mod tests {
 
     #[test]
     fn pair_metrics_name_the_test_and_the_ordered_pair() {
-        assert_eq!(pair_metric("tput", "a", "b", PairFigure::Throughput), "tput:a>b");
-        assert_eq!(pair_metric("rtt", "b", "a", PairFigure::LatencyP50), "rtt:b>a:p50");
+        assert_eq!(pair_metric("tput", "a", "b", PairFigure::Throughput).to_string(), "tput:a>b");
+        assert_eq!(pair_metric("rtt", "b", "a", PairFigure::LatencyP50).to_string(), "rtt:b>a:p50");
+        let rtt = MeshTest { kind: "tcp-rr".into(), ..MeshTest::default() };
+        let tput = MeshTest { kind: "tcp-stream".into(), ..MeshTest::default() };
+        assert_eq!((rtt.figure(), tput.figure()), (PairFigure::LatencyP50, PairFigure::Throughput));
     }
 }

@@ -13,6 +13,7 @@ pub mod sqlite;
 
 use crate::model::{Metric, RunReport};
 use crate::ReportError;
+use linerate_model::metric::{Goal, GroupFigure, MetricId};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -43,7 +44,7 @@ impl RunSummary {
     pub fn json_line(&self) -> String {
         #[derive(Serialize)]
         struct Headline<'a> {
-            name: &'a str,
+            name: &'a MetricId,
             unit: &'a str,
             value: f64,
         }
@@ -73,17 +74,22 @@ const RUNS_V1: &str = "CREATE TABLE runs (
 /// The query of `report list`, both databases: each run with its headline figure (the first in
 /// insertion order, which `order` names, of a sweep's best throughput or transactions, the
 /// throughput or transactions — converters put a run's goal figures first — else the first
-/// `rate.` metric).
+/// lab group's rate, `rate.GROUP`). The names are [`MetricId`]'s, none of which holds a quote
+/// or a LIKE wildcard.
 fn list_sql(order: &str) -> String {
+    let goals: Vec<String> =
+        [MetricId::best, MetricId::goal].iter().flat_map(|id| Goal::ALL.map(|g| format!("'{}'", id(g)))).collect();
+    let rate = format!("'{}.%'", GroupFigure::Rate.name());
     format!(
         "SELECT r.id, r.kind, r.created, r.title, m.name, m.value, m.unit, m.better
          FROM runs r LEFT JOIN metrics m
            ON m.run_id = r.id AND m.name = COALESCE(
               (SELECT name FROM metrics WHERE run_id = r.id
-                 AND name IN ('throughput.best', 'transactions.best', 'throughput', 'transactions')
+                 AND name IN ({})
                ORDER BY {order} LIMIT 1),
-              (SELECT name FROM metrics WHERE run_id = r.id AND name LIKE 'rate.%' ORDER BY {order} LIMIT 1))
-         ORDER BY r.created, r.id"
+              (SELECT name FROM metrics WHERE run_id = r.id AND name LIKE {rate} ORDER BY {order} LIMIT 1))
+         ORDER BY r.created, r.id",
+        goals.join(", ")
     )
 }
 

@@ -61,7 +61,7 @@ fn insert_metrics(tx: &mut Transaction<'_>, id: &str, metrics: &[Metric]) -> Res
             Better::Higher => "higher",
             Better::Lower => "lower",
         };
-        tx.execute(&st, &[&id, &m.name, &m.value, &m.unit, &better])?;
+        tx.execute(&st, &[&id, &m.name.to_string(), &m.value, &m.unit, &better])?;
     }
     Ok(())
 }
@@ -292,7 +292,7 @@ impl PgStore {
             .map(|r| {
                 let name: Option<String> = r.get(4);
                 let headline = name.map(|name| Metric {
-                    name,
+                    name: name.as_str().into(),
                     value: r.get(5),
                     unit: r.get(6),
                     better: if r.get::<_, String>(7) == "lower" { Better::Lower } else { Better::Higher },

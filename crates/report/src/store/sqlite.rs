@@ -53,7 +53,7 @@ fn insert_metrics(tx: &Transaction, id: &str, metrics: &[Metric]) -> rusqlite::R
             crate::Better::Higher => "higher",
             crate::Better::Lower => "lower",
         };
-        st.execute(params![id, m.name, m.value, m.unit, better])?;
+        st.execute(params![id, m.name.to_string(), m.value, m.unit, better])?;
     }
     Ok(())
 }
@@ -171,7 +171,7 @@ impl SqliteStore {
                 let name: Option<String> = r.get(4)?;
                 let headline = match name {
                     Some(name) => Some(Metric {
-                        name,
+                        name: name.as_str().into(),
                         value: r.get(5)?,
                         unit: r.get(6)?,
                         better: if r.get::<_, String>(7)? == "lower" {
