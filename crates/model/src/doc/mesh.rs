@@ -2,9 +2,8 @@
 //! inventory, the round's tally, and every try of every ordered pair with its figures. Built by
 //! `linerate-mesh` from a finished round, kept whole in the stored run, and read by
 //! `linerate-report`'s mesh matrix by field. The metric a pair's figure is compared by is named
-//! by [`pair_metric`] alone.
+//! by [`crate::metric::MetricId::pair`] alone, with the figure [`MeshTest::figure`] says.
 
-use crate::metric::MetricId;
 use serde::{Deserialize, Serialize};
 
 /// One round over a fleet's ordered pairs.
@@ -158,20 +157,12 @@ impl MeshTest {
     }
 }
 
-/// The metric of test `test` from `from` to `to`: `TEST:FROM>TO`, with `:p50` for a
-/// round-trip test's latency ([`MetricId::pair`]). What `report compare` matches between rounds.
-pub fn pair_metric(test: &str, from: &str, to: &str, figure: PairFigure) -> MetricId {
-    MetricId::pair(test, from, to, figure)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn pair_metrics_name_the_test_and_the_ordered_pair() {
-        assert_eq!(pair_metric("tput", "a", "b", PairFigure::Throughput).to_string(), "tput:a>b");
-        assert_eq!(pair_metric("rtt", "b", "a", PairFigure::LatencyP50).to_string(), "rtt:b>a:p50");
+    fn a_round_trip_test_is_compared_by_its_median_the_others_by_their_goodput() {
         let rtt = MeshTest { kind: "tcp-rr".into(), ..MeshTest::default() };
         let tput = MeshTest { kind: "tcp-stream".into(), ..MeshTest::default() };
         assert_eq!((rtt.figure(), tput.figure()), (PairFigure::LatencyP50, PairFigure::Throughput));

@@ -28,11 +28,12 @@ pub use bench::from_bench;
 pub use lab::from_lab;
 pub use mesh::from_mesh;
 
-/// Any document this crate knows: a stored run ("linerate.run/1"), a bench or lab document,
-/// or a cp summary (which has no schema string: recognised by reading as one).
+/// Any document this crate knows: a stored or exported run ("linerate.run/1", read by
+/// [`load`]), a bench or lab document, or a cp summary (which has no schema string: recognised
+/// by reading as one).
 pub fn from_json(v: Value) -> Result<RunReport, ReportError> {
     match v.get("schema").and_then(Value::as_str) {
-        Some(SCHEMA) => RunReport::from_json(v),
+        Some(SCHEMA) => load(v),
         Some(BENCH_SCHEMA) => from_bench_json(&v),
         Some(LAB_SCHEMA) => from_lab_json(&v),
         Some(other) => Err(ReportError::UnknownSchema(other.to_string())),
@@ -41,6 +42,48 @@ pub fn from_json(v: Value) -> Result<RunReport, ReportError> {
             Err(_) => Err(ReportError::UnknownSchema(String::new())),
         },
     }
+}
+
+/// The run made from `body`: its metrics, spreads, charts and tables are what a run with this
+/// body has (the rest of it, the id, time, title and parameters, is the converter's and is
+/// replaced by the stored run's own in [`load`]).
+pub fn derive(body: &Body) -> Result<RunReport, ReportError> {
+    match body {
+        Body::Bench(d) => from_bench(d),
+        Body::Cp(c) => Ok(from_cp(c)),
+        Body::Lab(d) => from_lab(d),
+        Body::Mesh(m) => Ok(from_mesh(m)),
+    }
+}
+
+/// A stored or exported run (`linerate.run/1`) read back. A run with a body this version reads
+/// gets its metrics, spreads, charts and tables from it ([`derive`]), whatever the document
+/// carries beside it (a store keeps none, [`to_stored`]; an export or a run stored before
+/// layout 3 carries the ones it was made with); its id, time, title, version, parameters and
+/// hosts are the document's. A run without a body (stored before bodies were kept, or made
+/// from a document older than the typed ones) keeps the figures it carries: they are all there
+/// is.
+pub fn load(v: Value) -> Result<RunReport, ReportError> {
+    let mut r = RunReport::from_json(v)?;
+    if let Some(d) = r.body.as_ref().and_then(|b| derive(b).ok()) {
+        (r.metrics, r.spreads, r.charts, r.tables) = (d.metrics, d.spreads, d.charts, d.tables);
+    }
+    Ok(r)
+}
+
+/// What [`to_stored`] leaves out of a run that has a body: the parts [`load`] derives.
+const DERIVED: [&str; 4] = ["metrics", "spreads", "charts", "tables"];
+
+/// Run `r` as a store keeps it (`linerate.run/1` JSON): without its metrics, spreads, charts and
+/// tables when it has a body they derive from ([`load`] makes them again), whole otherwise.
+pub fn to_stored(r: &RunReport) -> Result<String, ReportError> {
+    let mut v = serde_json::to_value(r).map_err(|e| ReportError::Invalid(e.to_string()))?;
+    if r.body.as_ref().is_some_and(|b| derive(b).is_ok()) {
+        if let Some(o) = v.as_object_mut() {
+            DERIVED.iter().for_each(|k| _ = o.remove(*k));
+        }
+    }
+    serde_json::to_string(&v).map_err(|e| ReportError::Invalid(e.to_string()))
 }
 
 /// The schema check every typed document gets.

@@ -4,8 +4,18 @@
 //! opening a store migrates it forward one step at a time inside a transaction, and refuses a
 //! newer one.
 //!
+//! A run is stored in one shape ([`crate::convert::to_stored`]): its own facts (id, kind, time,
+//! title, version, parameters, hosts) and the typed document it was made from (its body); the
+//! metrics, spreads, charts and tables are derived from the body when the run is read
+//! ([`crate::convert::load`]). Only a run without a body (stored before bodies were kept, or
+//! made from a document older than the typed ones) keeps them in its document, since they are
+//! all there is of it. The `metrics` table is an index, written when a run is saved: `report
+//! list` takes each run's headline figure from it without reading the documents.
+//!
 //! Versions: 0 = empty; 1 = `runs` table; 2 = `metrics` table (backfilled from the stored
-//! documents) and an index on the creation time.
+//! documents) and an index on the creation time; 3 = documents in the one shape above (each
+//! stored run with a body is rewritten without its derived parts, and its `metrics` rows
+//! derived again).
 
 pub mod pgtls;
 pub mod postgres;
@@ -18,7 +28,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The layout version this build writes.
-pub const STORE_VERSION: i64 = 2;
+pub const STORE_VERSION: i64 = 3;
 
 /// Environment variable that overrides the default database (a path or a `postgres://` URL).
 pub const DB_ENV: &str = "LINERATE_DB";
@@ -91,6 +101,23 @@ fn list_sql(order: &str) -> String {
          ORDER BY r.created, r.id",
         goals.join(", ")
     )
+}
+
+/// A stored document read back as a run ([`crate::convert::load`]); `id` names it in errors.
+fn read_doc(id: &str, doc: &str) -> Result<RunReport, ReportError> {
+    let v = serde_json::from_str(doc).map_err(|e| ReportError::Invalid(format!("stored run {id}: {e}")))?;
+    crate::convert::load(v)
+}
+
+/// The migration to layout 3 of one stored document: the document in the one stored shape
+/// and the run's metrics (derived from its body) when it has a body this version derives
+/// from; `None` to leave it as it is (a run without a body, a document this build cannot
+/// read).
+fn to_v3(doc: &str) -> Option<(String, Vec<Metric>)> {
+    let v: serde_json::Value = serde_json::from_str(doc).ok()?;
+    let r = crate::convert::load(v).ok()?;
+    r.body.as_ref().and_then(|b| crate::convert::derive(b).ok())?;
+    Some((crate::convert::to_stored(&r).ok()?, r.metrics))
 }
 
 /// Whether `a` and `b` are the same run converted twice: the same figures (in any order, equal
