@@ -724,8 +724,8 @@ mod tests {
         assert_eq!(id, MetricId::side(SideFigure::Cpu, Side::Local));
         assert!(id.of_lab_group("local") && !MetricId::group(GroupFigure::Failed, "local").of_lab_group("local"));
         assert_eq!(MetricId::from("failed.fair").lab_group(GroupFigure::Failed), Some("fair"));
-        assert!(MetricId::from("rate.fair") == "rate.fair");
-        assert!(MetricId::from("rate.fair") != "rate.fai" && MetricId::from("rate.fai") != "rate.fair");
+        let (fair, fai) = (MetricId::group(GroupFigure::Rate, "fair"), MetricId::group(GroupFigure::Rate, "fai"));
+        assert!(fair == "rate.fair" && fair != "rate.fai" && fai != "rate.fair" && fair != "rate.fairer");
         assert!(MetricId::pair("t", "a", "b", PairFigure::LatencyP50) == "t:a>b:p50");
     }
 }

@@ -223,7 +223,7 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>, history: &[RunReport]
         }
         if m.unit.is_empty() {
             // nothing measured: the unit from the test's kind
-            let latency = m.spec.as_ref().is_some_and(|s| s.kind == "tcp-rr");
+            let latency = m.spec.as_ref().is_some_and(|s| s.figure() == PairFigure::LatencyP50);
             m.unit = if latency { "us" } else { "bit/s" }.into();
             m.better = if latency { Better::Lower } else { Better::Higher };
         }

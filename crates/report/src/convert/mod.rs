@@ -47,7 +47,7 @@ pub fn from_json(v: Value) -> Result<RunReport, ReportError> {
 /// The run made from `body`: its metrics, spreads, charts and tables are what a run with this
 /// body has (the rest of it, the id, time, title and parameters, is the converter's and is
 /// replaced by the stored run's own in [`load`]).
-pub fn derive(body: &Body) -> Result<RunReport, ReportError> {
+pub fn from_body(body: &Body) -> Result<RunReport, ReportError> {
     match body {
         Body::Bench(d) => from_bench(d),
         Body::Cp(c) => Ok(from_cp(c)),
@@ -57,7 +57,7 @@ pub fn derive(body: &Body) -> Result<RunReport, ReportError> {
 }
 
 /// A stored or exported run (`linerate.run/1`) read back. A run with a body this version reads
-/// gets its metrics, spreads, charts and tables from it ([`derive`]), whatever the document
+/// gets its metrics, spreads, charts and tables from it ([`from_body`]), whatever the document
 /// carries beside it (a store keeps none, [`to_stored`]; an export or a run stored before
 /// layout 3 carries the ones it was made with); its id, time, title, version, parameters and
 /// hosts are the document's. A run without a body (stored before bodies were kept, or made
@@ -65,7 +65,7 @@ pub fn derive(body: &Body) -> Result<RunReport, ReportError> {
 /// is.
 pub fn load(v: Value) -> Result<RunReport, ReportError> {
     let mut r = RunReport::from_json(v)?;
-    if let Some(d) = r.body.as_ref().and_then(|b| derive(b).ok()) {
+    if let Some(d) = r.body.as_ref().and_then(|b| from_body(b).ok()) {
         (r.metrics, r.spreads, r.charts, r.tables) = (d.metrics, d.spreads, d.charts, d.tables);
     }
     Ok(r)
@@ -78,7 +78,7 @@ const DERIVED: [&str; 4] = ["metrics", "spreads", "charts", "tables"];
 /// tables when it has a body they derive from ([`load`] makes them again), whole otherwise.
 pub fn to_stored(r: &RunReport) -> Result<String, ReportError> {
     let mut v = serde_json::to_value(r).map_err(|e| ReportError::Invalid(e.to_string()))?;
-    if r.body.as_ref().is_some_and(|b| derive(b).is_ok()) {
+    if r.body.as_ref().is_some_and(|b| from_body(b).is_ok()) {
         if let Some(o) = v.as_object_mut() {
             DERIVED.iter().for_each(|k| _ = o.remove(*k));
         }

@@ -116,7 +116,7 @@ fn read_doc(id: &str, doc: &str) -> Result<RunReport, ReportError> {
 fn to_v3(doc: &str) -> Option<(String, Vec<Metric>)> {
     let v: serde_json::Value = serde_json::from_str(doc).ok()?;
     let r = crate::convert::load(v).ok()?;
-    r.body.as_ref().and_then(|b| crate::convert::derive(b).ok())?;
+    r.body.as_ref().and_then(|b| crate::convert::from_body(b).ok())?;
     Some((crate::convert::to_stored(&r).ok()?, r.metrics))
 }
 
@@ -319,7 +319,9 @@ impl Store {
         }
     }
 
-    /// Saves a run; its id must be new.
+    /// Saves a run in the one stored shape ([`crate::convert::to_stored`]: a run with a body
+    /// without the parts its body gives, which [`Store::get`] derives again), and its metrics in
+    /// the `metrics` index; its id must be new.
     pub fn insert(&mut self, r: &RunReport) -> Result<(), ReportError> {
         match self {
             Store::Sqlite(s) => s.insert(r),
@@ -380,7 +382,8 @@ impl Store {
         }
     }
 
-    /// The run `id` (or the only run whose id starts with it).
+    /// The run `id` (or the only run whose id starts with it), its figures, charts and tables
+    /// derived from its body where it has one ([`crate::convert::load`]).
     pub fn get(&mut self, id: &str) -> Result<RunReport, ReportError> {
         match self {
             Store::Sqlite(s) => s.get(id),
