@@ -7,10 +7,10 @@ use super::stats::{confidence, confident_enough, Point, Summary, TestResult};
 use super::ClientTuning;
 use linerate_model::doc::bench::{
     BenchConnection, BenchDocument, BenchHosts, BenchInterval, BenchPoint, BenchStream, BenchSummary, BenchTest,
-    BufferPair, Buffers, IntervalDetail, Repeats, SidePair, SweepParam, TcpStats, TestOptions, BENCH_SCHEMA,
+    BufferPair, Buffers, IntervalDetail, Repeats, SidePair, SweepParam, TestOptions, BENCH_SCHEMA,
 };
 use linerate_model::doc::ToolInfo;
-use linerate_proto::bench::{Direction, IntervalCounts, TcpSample, TestKind, TestSpec};
+use linerate_proto::bench::{Direction, IntervalCounts, TestKind, TestSpec};
 use std::net::SocketAddr;
 
 /// How the document is stamped and judged.
@@ -191,18 +191,6 @@ fn streams_doc(r: &TestResult, i: usize, start_s: f64) -> Vec<BenchStream> {
         .collect()
 }
 
-fn tcp_doc(t: TcpSample) -> TcpStats {
-    TcpStats {
-        cwnd: t.cwnd,
-        rtt_us: t.rtt_us,
-        rttvar_us: t.rttvar_us,
-        retrans: t.retrans,
-        mss: t.mss,
-        delivery_rate: t.delivery_rate,
-        pacing_rate: t.pacing_rate,
-    }
-}
-
 fn connections_doc(r: &TestResult) -> Vec<BenchConnection> {
     let recv_side = match r.spec.direction {
         Direction::Receive => &r.local,
@@ -231,8 +219,8 @@ fn connections_doc(r: &TestResult) -> Vec<BenchConnection> {
                 id: c.id,
                 bytes,
                 bps: bytes as f64 * 8.0 / secs,
-                tcp: c.tcp.map(tcp_doc),
-                server_tcp: r.remote.conns.get(c.id as usize).and_then(|x| x.tcp).map(tcp_doc),
+                tcp: c.tcp,
+                server_tcp: r.remote.conns.get(c.id as usize).and_then(|x| x.tcp),
             }
         })
         .collect()

@@ -444,7 +444,7 @@ pub(crate) struct Worker {
     /// profiles); grown as groups show up, at most [`linerate_proto::bench::MAX_GROUPS`].
     pub hists: Vec<Histogram<u64>>,
     /// Final TCP statistics per slot, gathered as the worker ends.
-    pub tcp: Vec<(u32, linerate_proto::bench::TcpSample)>,
+    pub tcp: Vec<(u32, linerate_proto::bench::TcpStats)>,
     /// (SO_SNDBUF, SO_RCVBUF) as granted on one of the worker's sockets.
     pub buffers: Option<(u32, u32)>,
     /// The congestion control one of the worker's sockets uses.

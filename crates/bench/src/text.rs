@@ -675,7 +675,7 @@ mod tests {
     /// A three-connection tcp-stream on a shared server and a tcp-rr with latency: every row of
     /// the table shows.
     pub(crate) fn fixture_points() -> Vec<Point> {
-        use linerate_proto::bench::{ConnCounts, CpuShare, SideReport, TcpSample, UdpCounts};
+        use linerate_proto::bench::{ConnCounts, CpuShare, SideReport, TcpStats, UdpCounts};
         let host = |cc: &str, tests: u32| linerate_model::host::HostInfo {
             congestion_control_in_use: Some(cc.to_string()),
             concurrent_tests: Some(tests.into()),
@@ -693,7 +693,7 @@ mod tests {
             process_system_s: 2.6,
         };
         let tcp =
-            |retrans| Some(TcpSample { cwnd: 10, rtt_us: 52, rttvar_us: 8, retrans, mss: 1448, ..Default::default() });
+            |retrans| Some(TcpStats { cwnd: 10, rtt_us: 52, rttvar_us: 8, retrans, mss: 1448, ..Default::default() });
         let conn = |id, rx, tx, retrans| ConnCounts { id, rx, tx, tcp: tcp(retrans) };
         let mut stream = TestSpec::new(TestKind::TcpStream);
         stream.connections = 3;

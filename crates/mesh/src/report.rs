@@ -1,42 +1,15 @@
 //! A round as a stored run ([`RunReport`] of kind `mesh`): the typed round
-//! ([`linerate_model::doc::mesh::MeshRound`]) kept whole as the run's body, a metric per test and
-//! ordered pair (what `report compare` compares, named by
-//! [`linerate_model::doc::mesh::pair_metric`]) and the `pairs` table, which is also the
-//! scheduler's timeline (each try's start and end).
+//! ([`linerate_model::doc::mesh::MeshRound`]), from which [`linerate_report::from_mesh`] makes
+//! the run (the round kept whole as its body, a metric per test and ordered pair, the `pairs`
+//! table).
 
 use crate::inventory::Inventory;
 use crate::round::{RoundResult, TaskResult};
-use crate::schedule::Class;
-use linerate_model::doc::mesh::{pair_metric, MeshRound, MeshTally, MeshTest, MeshTry, PairFigure, PairFigures};
-use linerate_report::{Better, Body, Cell, RunKind, RunParams, RunReport, Spread, SpreadOf, Table};
+use linerate_model::doc::mesh::{MeshRound, MeshTally, MeshTest, MeshTry, PairFigures};
+use linerate_report::RunReport;
 
 /// How a try's status starts when its agent was down and it was not tried.
 pub use linerate_model::doc::mesh::AGENT_DOWN;
-
-/// The columns of the `pairs` table.
-pub const PAIR_COLUMNS: [&str; 12] = [
-    "test",
-    "from",
-    "to",
-    "attempt",
-    "status",
-    "throughput (bit/s)",
-    "p50 (us)",
-    "p99 (us)",
-    "retransmits",
-    "loss (%)",
-    "start (s)",
-    "end (s)",
-];
-
-/// The figure a test of `class` is compared by: throughput for a test that has the path to
-/// itself, the median latency for a latency test.
-pub fn figure_of(class: Class) -> PairFigure {
-    match class {
-        Class::Exclusive => PairFigure::Throughput,
-        Class::Normal | Class::Background => PairFigure::LatencyP50,
-    }
-}
 
 /// Round `r` of `inv` as the typed round document.
 pub fn to_round(inv: &Inventory, r: &RoundResult) -> MeshRound {
@@ -116,67 +89,9 @@ pub fn like(inv: &Inventory) -> RunReport {
     to_report(inv, &empty)
 }
 
-/// Round `r` of `inv` as a run.
+/// Round `r` of `inv` as a run ([`linerate_report::from_mesh`] of its [`to_round`]).
 pub fn to_report(inv: &Inventory, r: &RoundResult) -> RunReport {
-    let round = to_round(inv, r);
-    let mut rep = RunReport::new(
-        RunKind::Mesh,
-        format!(
-            "mesh round {}: {} agents, {} tests{}",
-            round.round,
-            round.agents.len(),
-            round.tests.len(),
-            if round.tally.stopped { " (stopped)" } else { "" }
-        ),
-    );
-    rep.params = RunParams {
-        round: Some(round.round),
-        agents: Some(round.agents.clone()),
-        tests: Some(round.tests.clone()),
-        tally: Some(round.tally.clone()),
-        ..RunParams::default()
-    };
-    let mut rows = Vec::with_capacity(round.tries.len());
-    for (t, task) in round.tries.iter().zip(&r.tries) {
-        let figure = figure_of(inv.tests[task.task.test].class());
-        if let Some(f) = &t.figures {
-            let name = pair_metric(&t.test, &t.from, &t.to, figure);
-            let value = match figure {
-                PairFigure::Throughput => Some((f.throughput_bps, "bit/s", Better::Higher)),
-                PairFigure::LatencyP50 => f.p50_us.map(|p50| (p50, "us", Better::Lower)),
-            };
-            if let Some((v, unit, better)) = value {
-                rep.metric(&name, v, unit, better);
-                // the test's own spread over its intervals, as a bench run's (issue 43)
-                if let Some((sd, n)) = f.spread.and_then(|s| s.of(figure).map(|sd| (sd, s.intervals))) {
-                    rep.spreads.retain(|s| s.metric != name);
-                    rep.spreads.push(Spread { metric: name, sd, n, of: SpreadOf::Intervals });
-                }
-            }
-        }
-        let f = t.figures.as_ref();
-        rows.push(vec![
-            Cell::from(t.test.as_str()),
-            Cell::from(t.from.as_str()),
-            Cell::from(t.to.as_str()),
-            Cell::from(t.attempt),
-            Cell::from(t.status.as_str()),
-            Cell::num(f.map(|f| f.throughput_bps)),
-            Cell::num(f.and_then(|f| f.p50_us)),
-            Cell::num(f.and_then(|f| f.p99_us)),
-            f.map_or(Cell::Null, |f| Cell::from(f.retransmits)),
-            Cell::num(f.and_then(|f| f.loss_pct)),
-            Cell::Number(t.start_s),
-            Cell::Number(t.end_s),
-        ]);
-    }
-    rep.tables.push(Table {
-        title: "pairs".into(),
-        columns: PAIR_COLUMNS.iter().map(|c| c.to_string()).collect(),
-        rows,
-    });
-    rep.body = Some(Body::Mesh(Box::new(round)));
-    rep
+    linerate_report::from_mesh(&to_round(inv, r))
 }
 
 #[cfg(test)]
@@ -186,6 +101,7 @@ mod tests {
     use crate::schedule::{Tally, Task};
     use linerate_proto::mesh::{MeshLatency, MeshReport};
     use linerate_report::mesh::State;
+    use linerate_report::{Body, Cell, SpreadOf};
 
     fn inventory() -> Inventory {
         let fp = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
@@ -283,7 +199,7 @@ mod tests {
             stopped: false,
         };
         let rep = to_report(&inv, &r);
-        let names: Vec<&str> = rep.metrics.iter().map(|m| m.name.as_str()).collect();
+        let names: Vec<String> = rep.metrics.iter().map(|m| m.name.to_string()).collect();
         assert_eq!(names, ["tput:a0>a1", "rtt:a1>a2:p50"]);
         let Some(Body::Mesh(round)) = &rep.body else { panic!("no round kept: {:?}", rep.body) };
         assert_eq!((round.round, round.agents.len(), round.tries[0].end_s), (7, 3, 1.0));

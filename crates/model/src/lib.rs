@@ -2,7 +2,7 @@
 //! carry results between crates ([`doc`]), the one grammar for rates, sizes, durations and
 //! percentages that every flag, key option and scenario field accepts, with the typed values
 //! config files are read into ([`units`]), the statistics every report uses with
-//! one documented behaviour at the edges ([`stats`]), host metadata ([`host`]), a benchmark
+//! one documented behaviour at the edges ([`stats`]), host metadata ([`host`]), the names of a stored run's figures ([`metric`]), a benchmark
 //! profile's workload ([`profile`]), RFC 3339 time stamps ([`time`]), and the one way to stop a
 //! loop ([`shutdown`]). No I/O (but the optional signal thread of [`shutdown`]); the `testkit`
 //! feature adds what tests share across crates (the root-only rule), for `[dev-dependencies]`.
@@ -10,6 +10,7 @@
 
 pub mod doc;
 pub mod host;
+pub mod metric;
 pub mod profile;
 pub mod shutdown;
 pub mod stats;

@@ -11,7 +11,7 @@
 //! linerate-bench's `dgram` (the UDP receiver's `recvmmsg` and its `UDP_GRO` control messages).
 #![allow(unsafe_code)]
 
-use linerate_proto::bench::TcpSample;
+use linerate_proto::bench::TcpStats;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -66,9 +66,9 @@ fn raw_tcp_info(sock: &impl AsFd) -> io::Result<libc::tcp_info> {
 }
 
 /// Read `TCP_INFO` of a connected socket.
-pub fn tcp_info(sock: &impl AsFd) -> io::Result<TcpSample> {
+pub fn tcp_info(sock: &impl AsFd) -> io::Result<TcpStats> {
     let i = raw_tcp_info(sock)?;
-    Ok(TcpSample {
+    Ok(TcpStats {
         cwnd: i.tcpi_snd_cwnd,
         rtt_us: i.tcpi_rtt,
         rttvar_us: i.tcpi_rttvar,

@@ -13,7 +13,7 @@ use crate::frame::Frame;
 use crate::ProtoError;
 use serde::{Deserialize, Serialize};
 
-pub use linerate_model::doc::bench::CpuShare;
+pub use linerate_model::doc::bench::{CpuShare, TcpStats};
 use linerate_model::host::HostInfo;
 pub use linerate_model::profile::{FlowOp, Group, Profile, Size, Transaction, MAX_GROUPS, MAX_OPS, MAX_PROFILE_MSG};
 
@@ -603,26 +603,6 @@ impl UdpHeader {
     }
 }
 
-/// Kernel TCP statistics of one connection at the end of a test.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TcpSample {
-    /// Congestion window, segments.
-    pub cwnd: u32,
-    /// Smoothed RTT, microseconds.
-    pub rtt_us: u32,
-    /// RTT variance, microseconds.
-    pub rttvar_us: u32,
-    /// Segments retransmitted over the connection's life.
-    pub retrans: u32,
-    /// Maximum segment size in use.
-    pub mss: u32,
-    /// Most recent delivery rate, bytes/s.
-    pub delivery_rate: u64,
-    /// Pacing rate, bytes/s.
-    pub pacing_rate: u64,
-}
-
 /// One connection's counts on one side.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -634,7 +614,7 @@ pub struct ConnCounts {
     /// Bytes sent after the warm-up.
     pub tx: u64,
     /// TCP statistics, when it is a TCP connection that was still open.
-    pub tcp: Option<TcpSample>,
+    pub tcp: Option<TcpStats>,
 }
 
 /// Totals of one reporting interval on one side.
@@ -1291,6 +1271,34 @@ mod tests {
         v["host"] = serde_json::Value::Null;
         v["cpu"]["turbo"] = 1.into();
         assert!(decode_doc::<SideReport>(&serde_json::to_vec(&v).unwrap(), "result").is_err(), "CpuShare refuses it");
+    }
+
+    #[test]
+    fn a_connections_tcp_statistics_keep_their_bytes_on_the_wire() {
+        // The wire's TCP statistics are the bench document's `TcpStats` (one struct): these are
+        // the bytes an older peer sends and reads, pinned.
+        let c = ConnCounts {
+            id: 3,
+            rx: 5,
+            tx: 7,
+            tcp: Some(TcpStats {
+                cwnd: 10,
+                rtt_us: 52,
+                rttvar_us: 8,
+                retrans: 1,
+                mss: 1448,
+                delivery_rate: 125_000_000,
+                pacing_rate: 250_000_000,
+            }),
+        };
+        let wire = br#"{"id":3,"rx":5,"tx":7,"tcp":{"cwnd":10,"rtt_us":52,"rttvar_us":8,"retrans":1,"mss":1448,"delivery_rate":125000000,"pacing_rate":250000000}}"#;
+        assert_eq!(String::from_utf8_lossy(&encode_doc(&c)), String::from_utf8_lossy(wire));
+        assert_eq!(decode_doc::<ConnCounts>(wire, "connection").unwrap(), c);
+        let none = ConnCounts { tcp: None, ..c };
+        assert_eq!(encode_doc(&none), br#"{"id":3,"rx":5,"tx":7,"tcp":null}"#);
+        // unknown fields are refused inside the statistics as around them
+        let extra = br#"{"id":3,"rx":5,"tx":7,"tcp":{"cwnd":10,"rtt_us":52,"rttvar_us":8,"retrans":1,"mss":1448,"delivery_rate":1,"pacing_rate":2,"lost":0}}"#;
+        assert!(decode_doc::<ConnCounts>(extra, "connection").is_err());
     }
 
     #[test]

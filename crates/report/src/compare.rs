@@ -15,11 +15,11 @@
 //!
 //! On a virtual machine the hypervisor's steal moves a CPU-bound figure from one run to the
 //! next. When both runs carry a goal figure with the steal taken out (`NAME.steal_adjusted`,
-//! [`STEAL_ADJUSTED`], from `--repeat` runs), the change is judged by that figure.
+//! [`MetricId::without_steal`], from `--repeat` runs), the change is judged by that figure.
 
-use crate::convert::lab::FAILED_PREFIX;
-use crate::convert::si;
+use crate::format::si;
 use crate::model::{Better, RunKind, RunReport, SpreadOf};
+use linerate_model::metric::{GroupFigure, MetricId, Side, SideFigure};
 use linerate_model::stats::{beyond_noise, median, noise_band, NOISE_SIGMAS};
 use linerate_model::units::significant;
 
@@ -33,7 +33,7 @@ pub struct Rule {
     /// test off (the threshold alone decides).
     pub sigmas: f64,
     /// Judge a goal figure by its counterpart without the hypervisor's steal
-    /// ([`STEAL_ADJUSTED`]) when both runs have it (`report compare --no-steal-adjust` turns it
+    /// ([`MetricId::without_steal`]) when both runs have it (`report compare --no-steal-adjust` turns it
     /// off: every figure as measured).
     pub steal_adjust: bool,
 }
@@ -100,7 +100,7 @@ impl std::fmt::Display for Difference {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// Metric name.
-    pub name: String,
+    pub name: MetricId,
     /// Unit.
     pub unit: String,
     /// Value in the baseline run, if it has the metric.
@@ -120,7 +120,7 @@ pub struct Row {
     /// A goal figure worse than the threshold but within the noise: not a regression.
     pub within_noise: bool,
     /// A goal figure judged by its counterpart without the hypervisor's steal
-    /// ([`STEAL_ADJUSTED`]), which both runs have: `within_noise` and `regression` are that
+    /// ([`MetricId::without_steal`]), which both runs have: `within_noise` and `regression` are that
     /// figure's, `worse`, `change_pct` and `noise_pct` the figure's as measured.
     pub without_steal: bool,
     /// A goal figure worse than the threshold and beyond the noise (judged without the
@@ -233,7 +233,7 @@ impl Comparison {
             } else {
                 String::new()
             };
-            out.push([r.name.clone(), v(r.a), v(r.b), change, noise, flag]);
+            out.push([r.name.to_string(), v(r.a), v(r.b), change, noise, flag]);
         }
         let widths: Vec<usize> =
             (0..6).map(|i| out.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
@@ -251,10 +251,11 @@ impl Comparison {
 /// are not compared (no change, never a regression nor an improvement) and a warning names it.
 /// More failed runs in B than in A is itself a regression (`failed.` is a goal figure).
 fn incomplete_groups(a: &RunReport, b: &RunReport, rows: &mut [Row], warnings: &mut Vec<String>) {
-    let failed = |r: &RunReport, g: &str| r.find_metric(&format!("{FAILED_PREFIX}{g}")).map_or(0.0, |m| m.value);
+    let failed =
+        |r: &RunReport, g: &str| r.find_metric(&MetricId::group(GroupFigure::Failed, g)).map_or(0.0, |m| m.value);
     let groups: Vec<String> = rows
         .iter()
-        .filter_map(|r| r.name.strip_prefix(FAILED_PREFIX))
+        .filter_map(|r| r.name.lab_group(GroupFigure::Failed))
         .filter(|g| failed(a, g) > 0.0 || failed(b, g) > 0.0)
         .map(str::to_string)
         .collect();
@@ -269,8 +270,7 @@ fn incomplete_groups(a: &RunReport, b: &RunReport, rows: &mut [Row], warnings: &
             which.join(" and ")
         ));
         for row in rows.iter_mut() {
-            let of_group = row.name.split_once('.').is_some_and(|(_, k)| k == g);
-            if of_group && !row.name.starts_with(FAILED_PREFIX) {
+            if row.name.of_lab_group(&g) {
                 (row.change_pct, row.worse, row.within_noise, row.without_steal, row.regression, row.unjudged) =
                     (None, false, false, false, false, false);
             }
@@ -287,9 +287,9 @@ pub fn compare(a: &RunReport, b: &RunReport, threshold_pct: f64) -> Comparison {
 /// the metric's bad direction, and beyond the noise of both sides, is a regression.
 pub fn compare_by(a: &RunReport, b: &RunReport, rule: Rule) -> Comparison {
     let threshold_pct = rule.threshold_pct;
-    let mut names: Vec<&str> = a.metrics.iter().map(|m| m.name.as_str()).collect();
+    let mut names: Vec<&MetricId> = a.metrics.iter().map(|m| &m.name).collect();
     for m in &b.metrics {
-        if !names.contains(&m.name.as_str()) {
+        if !names.contains(&&m.name) {
             names.push(&m.name);
         }
     }
@@ -305,11 +305,11 @@ pub fn compare_by(a: &RunReport, b: &RunReport, rule: Rule) -> Comparison {
             // request/response test's
             let goal = a.is_goal(name) && b.is_goal(name);
             // judged by the same figure without the hypervisor's steal, when both runs have it
-            let adjusted = format!("{name}{STEAL_ADJUSTED}");
-            let without_steal =
-                rule.steal_adjust && goal && a.find_metric(&adjusted).is_some() && b.find_metric(&adjusted).is_some();
-            let k = if without_steal { judge(a, b, &adjusted, better, rule) } else { j };
-            let by = |r: &RunReport| match r.spread(&adjusted).map(|s| s.of) {
+            let adjusted = name.without_steal().filter(|x| a.find_metric(x).is_some() && b.find_metric(x).is_some());
+            let adjusted = adjusted.filter(|_| rule.steal_adjust && goal);
+            let without_steal = adjusted.is_some();
+            let k = adjusted.as_ref().map_or(j, |x| judge(a, b, x, better, rule));
+            let by = |r: &RunReport| match adjusted.as_ref().and_then(|x| r.spread(x)).map(|s| s.of) {
                 _ if !without_steal => JudgedBy::Measured,
                 Some(SpreadOf::Fit) => JudgedBy::ZeroSteal,
                 _ => JudgedBy::Mean,
@@ -324,7 +324,7 @@ pub fn compare_by(a: &RunReport, b: &RunReport, rule: Rule) -> Comparison {
                 && (cpu_bound(a) || cpu_bound(b))
                 && j.change_pct.is_some_and(|c| c.abs() < ONE_RUN_FLOOR_PCT);
             Row {
-                name: name.to_string(),
+                name: name.clone(),
                 unit,
                 a: va,
                 b: vb,
@@ -380,7 +380,7 @@ struct Judged {
     beyond: bool,
 }
 
-fn judge(a: &RunReport, b: &RunReport, name: &str, better: Better, rule: Rule) -> Judged {
+fn judge(a: &RunReport, b: &RunReport, name: &MetricId, better: Better, rule: Rule) -> Judged {
     let (va, vb) = (a.find_metric(name).map(|m| m.value), b.find_metric(name).map(|m| m.value));
     let change_pct = match (va, vb) {
         (Some(x), Some(y)) if x != 0.0 => Some((y - x) / x.abs() * 100.0),
@@ -416,12 +416,6 @@ fn judge(a: &RunReport, b: &RunReport, name: &str, better: Better, rule: Rule) -
     Judged { change_pct, worse, noise_pct, beyond }
 }
 
-/// The suffix of a goal figure with the hypervisor's steal taken out
-/// (`throughput.steal_adjusted`): a repeated run's figure at zero steal, from the least-squares
-/// line through its runs' (steal, figure) points; for a run with a rate cap, which its cap
-/// bounds, the runs' mean (`crate::convert::bench`).
-pub const STEAL_ADJUSTED: &str = ".steal_adjusted";
-
 /// Two runs whose hypervisors took shares of the CPU further apart than this (percentage
 /// points) are named: on the development VM a loopback test's rate fell with the steal share
 /// (60 one-second iperf3 runs: correlation −0.87, steal 0–39 %).
@@ -430,12 +424,12 @@ const STEAL_GAP_PCT: f64 = 5.0;
 /// Whether bench run `r` was bound by a CPU: a machine of either side busy for
 /// [`CPU_BOUND_CORES`] cores or more (its `cpu.SIDE` share times its cores).
 fn cpu_bound(r: &RunReport) -> bool {
-    let busy = |side: &str, host: Option<&linerate_model::host::HostInfo>| {
-        let share = r.find_metric(&format!("cpu.{side}"))?.value / 100.0;
+    let busy = |side: Side, host: Option<&linerate_model::host::HostInfo>| {
+        let share = r.find_metric(&MetricId::side(SideFigure::Cpu, side))?.value / 100.0;
         Some(share * f64::from(host?.machine.cores))
     };
     r.kind == RunKind::Bench
-        && [busy("local", r.hosts.local.as_ref()), busy("remote", r.hosts.remote.as_ref())]
+        && [busy(Side::Local, r.hosts.local.as_ref()), busy(Side::Remote, r.hosts.remote.as_ref())]
             .into_iter()
             .flatten()
             .any(|cores| cores >= CPU_BOUND_CORES)
@@ -443,7 +437,11 @@ fn cpu_bound(r: &RunReport) -> bool {
 
 /// The most the hypervisor took from either machine of run `r`, percent of its CPU time.
 fn steal(r: &RunReport) -> Option<f64> {
-    ["steal.local", "steal.remote"].into_iter().filter_map(|n| r.find_metric(n)).map(|m| m.value).reduce(f64::max)
+    Side::BENCH
+        .into_iter()
+        .filter_map(|side| r.find_metric(&MetricId::side(SideFigure::Steal, side)))
+        .map(|m| m.value)
+        .reduce(f64::max)
 }
 
 /// A warning when the two runs' steal differs by more than [`STEAL_GAP_PCT`].
@@ -492,9 +490,9 @@ pub fn baseline(runs: &[RunReport]) -> Option<RunReport> {
     for m in &newest.metrics {
         let values: Option<Vec<f64>> = runs.iter().map(|x| x.find_metric(&m.name).map(|n| n.value)).collect();
         let Some(med) = values.as_deref().and_then(median) else { continue };
-        r.metric(&m.name, med, &m.unit, m.better);
+        r.metric(m.name.clone(), med, &m.unit, m.better);
         if runs.len() >= 2 {
-            r.set_spread(&m.name, values.as_deref().unwrap_or_default(), SpreadOf::Runs);
+            r.set_spread(m.name.clone(), values.as_deref().unwrap_or_default(), SpreadOf::Runs);
         } else if let Some(s) = newest.spread(&m.name) {
             r.spreads.push(s.clone());
         }
@@ -645,7 +643,7 @@ mod tests {
         let mut r = RunReport::new(RunKind::Bench, test);
         r.params.test = Some(test.into());
         for (name, value, unit, better) in metrics {
-            r.metric(name, *value, unit, *better);
+            r.metric(*name, *value, unit, *better);
         }
         r
     }
@@ -689,7 +687,7 @@ mod tests {
         b.metrics[2].value = 100.0;
         b.metrics[1].value = 30_000.0;
         assert!(compare(&a, &b, 5.0).rows[1].regression);
-        assert_eq!(a.headline().map(|m| m.name.as_str()), Some("transactions"));
+        assert_eq!(a.headline().map(|m| m.name.to_string()).as_deref(), Some("transactions"));
     }
 
     #[test]
@@ -737,8 +735,8 @@ mod tests {
     /// without the steal.
     fn stolen(bps: f64, steal: f64) -> RunReport {
         let mut r = noisy(bps, 0.1e9);
-        let adjusted = format!("throughput{STEAL_ADJUSTED}");
-        r.metric(&adjusted, bps / (1.0 - steal), "bit/s", Better::Higher);
+        let adjusted = MetricId::steal_adjusted(linerate_model::metric::Goal::Throughput);
+        r.metric(adjusted.clone(), bps / (1.0 - steal), "bit/s", Better::Higher);
         r.spreads.push(crate::model::Spread { metric: adjusted, sd: 0.1e9, n: 5, of: SpreadOf::Fit });
         r
     }
@@ -777,9 +775,9 @@ mod tests {
     #[test]
     fn compare_says_which_figure_it_judged_and_can_judge_as_measured() {
         let mut mean = stolen(8e9, 0.0);
-        let adjusted = format!("throughput{STEAL_ADJUSTED}");
+        let adjusted = MetricId::steal_adjusted(linerate_model::metric::Goal::Throughput);
         mean.spreads.retain(|s| s.metric != adjusted);
-        mean.set_spread(&adjusted, &[7.9e9, 8e9, 8.1e9], SpreadOf::Repeats);
+        mean.set_spread(adjusted.clone(), &[7.9e9, 8e9, 8.1e9], SpreadOf::Repeats);
         let c = compare(&stolen(10e9, 0.0), &mean, 5.0);
         assert_eq!(c.rows[0].judged_by, [JudgedBy::ZeroSteal, JudgedBy::Mean]);
         let text = c.to_text();
@@ -816,7 +814,7 @@ mod tests {
         let c = compare(&stolen(10e9, 0.0), &noisy(10e9, 0.1e9), 5.0);
         assert!(!c.has_regression(), "{}", c.to_text());
         // the figure's own row is informational
-        let row = c.rows.iter().find(|r| r.name.ends_with(STEAL_ADJUSTED)).unwrap();
+        let row = c.rows.iter().find(|r| r.name == "throughput.steal_adjusted").unwrap();
         assert!(!row.goal && !row.regression);
     }
 

@@ -1,7 +1,7 @@
 //! Exporters: the JSON document itself, a long-format CSV (one figure per row, for
 //! spreadsheets and scripts) and Markdown (for tickets and pull requests).
 
-use crate::convert::si;
+use crate::format::si;
 use crate::model::{Better, Cell, RunReport, Table};
 use linerate_model::units::significant;
 use serde_json::Value;
@@ -87,7 +87,7 @@ pub fn to_csv(r: &RunReport) -> String {
         row(["param", "", k, "", &cell(v), ""]);
     }
     for m in &r.metrics {
-        row(["metric", "", &m.name, "", &num(m.value), &m.unit]);
+        row(["metric", "", &m.name.to_string(), "", &num(m.value), &m.unit]);
     }
     for c in &r.charts.bars {
         for b in &c.bars {
@@ -210,7 +210,7 @@ pub fn to_markdown(r: &RunReport) -> String {
         let _ = writeln!(s, "\n## Metrics\n\n| metric | value | better |\n|---|---:|---|");
         for m in &r.metrics {
             let better = if m.better == Better::Higher { "higher" } else { "lower" };
-            let _ = writeln!(s, "| {} | {} | {} |", md(&m.name), si(m.value, &m.unit), better);
+            let _ = writeln!(s, "| {} | {} | {} |", md(&m.name.to_string()), si(m.value, &m.unit), better);
         }
     }
     for c in &r.charts.bars {

@@ -4,10 +4,11 @@
 //! each chart in `data-chart-sizes` on `<body>` so a headless browser test can check them.
 
 use crate::compare::{compare, key_params};
-use crate::convert::si;
+use crate::format::si;
 use crate::model::{Better, Body, Cell, RunKind, RunReport, Table};
 use crate::svg::{self, esc};
 use linerate_model::doc::lab::{LabDescription, Side};
+use linerate_model::metric::MetricId;
 use linerate_model::units::significant;
 use serde_json::Value;
 use std::fmt::Write;
@@ -243,7 +244,7 @@ fn summary(s: &mut String, runs: &[RunReport], threshold_pct: f64) {
         s.push_str("</table>");
         return;
     };
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<MetricId> = Vec::new();
     for r in runs {
         for m in &r.metrics {
             if !names.contains(&m.name) {
@@ -253,7 +254,7 @@ fn summary(s: &mut String, runs: &[RunReport], threshold_pct: f64) {
     }
     let cmps: Vec<_> = runs.iter().map(|r| compare(base, r, threshold_pct)).collect();
     for name in &names {
-        let _ = write!(s, "<tr><th>{}</th>", esc(name));
+        let _ = write!(s, "<tr><th>{}</th>", esc(&name.to_string()));
         for (i, r) in runs.iter().enumerate() {
             match r.find_metric(name) {
                 None => s.push_str("<td class=\"n\">–</td>"),
@@ -304,12 +305,12 @@ fn side_by_side(s: &mut String, runs: &[RunReport]) {
             classes.push(axis_class(r));
         }
     }
-    let mut charts: Vec<(String, &str, Vec<&RunReport>)> = Vec::new();
+    let mut charts: Vec<(String, &MetricId, Vec<&RunReport>)> = Vec::new();
     for class in &classes {
         let like: Vec<&RunReport> = runs.iter().filter(|r| axis_class(r) == *class).collect();
         for m in like.iter().flat_map(|r| &r.metrics) {
             let have = like.iter().filter(|r| r.find_metric(&m.name).is_some_and(|x| x.unit == "bit/s")).count();
-            let new = !charts.iter().any(|(c, n, _)| c == class && *n == m.name);
+            let new = !charts.iter().any(|(c, n, _)| c == class && **n == m.name);
             if m.unit == "bit/s" && have >= 2 && new && charts.len() < 4 {
                 charts.push((class.clone(), &m.name, like.clone()));
             }

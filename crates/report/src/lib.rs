@@ -9,6 +9,7 @@
 pub mod compare;
 pub mod convert;
 pub mod export;
+pub mod format;
 pub mod html;
 pub mod list;
 pub mod mesh;
@@ -18,7 +19,7 @@ pub mod svg;
 mod time;
 
 pub use compare::{compare, Comparison, Row};
-pub use convert::{from_bench, from_bench_json, from_cp, from_cp_json, from_json, from_lab, from_lab_json};
+pub use convert::{from_bench, from_bench_json, from_cp, from_cp_json, from_json, from_lab, from_lab_json, from_mesh};
 pub use model::*;
 pub use store::{RunSummary, Store};
 

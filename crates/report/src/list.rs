@@ -1,7 +1,7 @@
 //! `linerate report list`: one line per stored run, as text for a terminal or as one JSON
 //! object per line, rendered here from the store's [`RunSummary`] (the CLI only prints it).
 
-use crate::convert::si;
+use crate::format::si;
 use crate::store::RunSummary;
 
 /// Replaces control characters so an id or title from a file cannot drive the terminal.

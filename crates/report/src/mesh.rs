@@ -15,11 +15,12 @@
 //! below [`MIN_CELL`] px, values are written short (`9.41G`, `35µ`). SVG in the style of
 //! [`crate::svg`], and one HTML page.
 
-use crate::convert::si;
+use crate::format::si;
 use crate::model::{Better, Body, Metric, RunKind, RunReport};
 use crate::svg::esc;
 use crate::ReportError;
-use linerate_model::doc::mesh::{pair_metric, MeshTest, PairFigure, AGENT_DOWN};
+use linerate_model::doc::mesh::{MeshTest, PairFigure, AGENT_DOWN};
+use linerate_model::metric::MetricId;
 use linerate_model::stats::{noise_band, std_dev, NOISE_SIGMAS};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -169,15 +170,15 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>, history: &[RunReport]
     let failed = failures(run);
     let history = &history[history.len().saturating_sub(HISTORY - 1)..];
     // Each run's metrics by name, once: a 100-agent round has 10,000 pairs per test.
-    let index = |r: &'_ RunReport| -> HashMap<String, Metric> {
+    let index = |r: &'_ RunReport| -> HashMap<MetricId, Metric> {
         r.metrics.iter().map(|m| (m.name.clone(), m.clone())).collect()
     };
     let (now, then) = (index(run), base.map(index).unwrap_or_default());
-    let spreads = |r: &'_ RunReport| -> HashMap<String, f64> {
+    let spreads = |r: &'_ RunReport| -> HashMap<MetricId, f64> {
         r.spreads.iter().map(|s| (s.metric.clone(), s.noise())).collect()
     };
     let (own_now, own_then) = (spreads(run), base.map(spreads).unwrap_or_default());
-    let before: Vec<HashMap<String, Metric>> = history.iter().map(index).collect();
+    let before: Vec<HashMap<MetricId, Metric>> = history.iter().map(index).collect();
     let mut out = Vec::new();
     for spec in tests {
         let test = spec.name.clone();
@@ -198,8 +199,8 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>, history: &[RunReport]
                 if i == j {
                     continue;
                 }
-                let names = PairFigure::ALL.map(|f| pair_metric(&test, a, b, f));
-                let find = |r: &HashMap<String, Metric>| names.iter().find_map(|n| r.get(n)).cloned();
+                let names = PairFigure::ALL.map(|f| MetricId::pair(&test, a, b, f));
+                let find = |r: &HashMap<MetricId, Metric>| names.iter().find_map(|n| r.get(n)).cloned();
                 let cell = &mut m.cells[i][j];
                 cell.history = before.iter().map(|h| find(h).map(|x| x.value)).collect();
                 match find(&now) {
@@ -222,7 +223,7 @@ pub fn matrices(run: &RunReport, base: Option<&RunReport>, history: &[RunReport]
         }
         if m.unit.is_empty() {
             // nothing measured: the unit from the test's kind
-            let latency = m.spec.as_ref().is_some_and(|s| s.kind == "tcp-rr");
+            let latency = m.spec.as_ref().is_some_and(|s| s.figure() == PairFigure::LatencyP50);
             m.unit = if latency { "us" } else { "bit/s" }.into();
             m.better = if latency { Better::Lower } else { Better::Higher };
         }
@@ -545,9 +546,9 @@ mod tests {
         r.params.tests = Some(vec![test("tput", "tcp-stream"), test("rtt", "tcp-rr")]);
         for (name, v) in values {
             if name.ends_with(":p50") {
-                r.metric(name, *v, "us", Better::Lower);
+                r.metric(*name, *v, "us", Better::Lower);
             } else {
-                r.metric(name, *v, "bit/s", Better::Higher);
+                r.metric(*name, *v, "bit/s", Better::Higher);
             }
         }
         r
@@ -829,10 +830,10 @@ mod tests {
                         continue;
                     }
                     let v = 9.4e9 - ((x * 31 + y * 17 + k * 5) % 40) as f64 * 1e8 - if j == 42 { 9e9 } else { 0.0 };
-                    r.metric(&pair_metric("throughput", a, b, PairFigure::Throughput), v, "bit/s", Better::Higher);
+                    r.metric(MetricId::pair("throughput", a, b, PairFigure::Throughput), v, "bit/s", Better::Higher);
                     if i < j {
                         let p50 = 30.0 + ((x + y + k) % 50) as f64 * if j == 7 { 40.0 } else { 1.0 };
-                        r.metric(&pair_metric("rtt", a, b, PairFigure::LatencyP50), p50, "us", Better::Lower);
+                        r.metric(MetricId::pair("rtt", a, b, PairFigure::LatencyP50), p50, "us", Better::Lower);
                     }
                 }
             }

@@ -12,6 +12,7 @@ use linerate_model::doc::cp::CpSummary;
 use linerate_model::doc::lab::{LabDescription, LabDocument, LabScenario, Machine};
 use linerate_model::doc::mesh::{MeshRound, MeshTally, MeshTest};
 use linerate_model::host::HostInfo;
+use linerate_model::metric::{Goal, GroupFigure, MetricId, MetricKind, RunFigure};
 use linerate_model::profile::Profile;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -442,8 +443,8 @@ pub enum Better {
 /// One headline figure.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Metric {
-    /// Stable name, dotted (`throughput`, `latency.p99`, `cpu.local`).
-    pub name: String,
+    /// Its stable name (`throughput`, `latency.p99`, `cpu.local`), typed.
+    pub name: MetricId,
     /// The value in `unit` (no SI prefix: bit/s, not Gbit/s).
     pub value: f64,
     /// Unit: `bit/s`, `B`, `s`, `us`, `%`, `1/s`, or empty for a ratio.
@@ -457,7 +458,7 @@ pub struct Metric {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Spread {
     /// The metric's name.
-    pub metric: String,
+    pub metric: MetricId,
     /// The samples' standard deviation (n − 1), in the metric's unit.
     pub sd: f64,
     /// How many samples.
@@ -683,28 +684,35 @@ impl RunReport {
     }
 
     /// Adds a metric (skipped when the value is not finite).
-    pub fn metric(&mut self, name: &str, value: f64, unit: &str, better: Better) {
+    pub fn metric(&mut self, name: impl Into<MetricId>, value: f64, unit: &str, better: Better) {
         if value.is_finite() {
-            self.metrics.push(Metric { name: name.to_string(), value, unit: unit.to_string(), better });
+            self.metrics.push(Metric { name: name.into(), value, unit: unit.to_string(), better });
         }
     }
 
-    /// The metric called `name`, if present.
-    pub fn find_metric(&self, name: &str) -> Option<&Metric> {
-        self.metrics.iter().find(|m| m.name == name)
+    /// The metric called `name` (a [`MetricId`], or its name), if present.
+    pub fn find_metric<N: ?Sized>(&self, name: &N) -> Option<&Metric>
+    where
+        MetricId: PartialEq<N>,
+    {
+        self.metrics.iter().find(|m| m.name == *name)
     }
 
     /// The spread measured for metric `name`, if any.
-    pub fn spread(&self, name: &str) -> Option<&Spread> {
-        self.spreads.iter().find(|s| s.metric == name)
+    pub fn spread<N: ?Sized>(&self, name: &N) -> Option<&Spread>
+    where
+        MetricId: PartialEq<N>,
+    {
+        self.spreads.iter().find(|s| s.metric == *name)
     }
 
     /// Records the spread of metric `name` from its samples (nothing when there are fewer than
     /// two, or one is not finite).
-    pub fn set_spread(&mut self, name: &str, samples: &[f64], of: SpreadOf) {
+    pub fn set_spread(&mut self, name: impl Into<MetricId>, samples: &[f64], of: SpreadOf) {
         if let Some(sd) = linerate_model::stats::std_dev(samples) {
-            self.spreads.retain(|s| s.metric != name);
-            self.spreads.push(Spread { metric: name.to_string(), sd, n: samples.len() as u64, of });
+            let metric = name.into();
+            self.spreads.retain(|s| s.metric != metric);
+            self.spreads.push(Spread { metric, sd, n: samples.len() as u64, of });
         }
     }
 
@@ -723,15 +731,16 @@ impl RunReport {
     /// point's too), elapsed time and rate for cp, the groups' rates and failed runs for lab, every pair for
     /// mesh. The other figures (retransmits, CPU, errors) are informational: `report compare`
     /// shows their change but never calls it a regression.
-    pub fn is_goal(&self, name: &str) -> bool {
-        match self.kind {
-            RunKind::Bench if self.is_request_response() => {
-                matches!(name, "transactions.best" | "transactions" | "latency.p50" | "latency.p99")
-            }
-            RunKind::Bench => matches!(name, "throughput.best" | "throughput"),
-            RunKind::Cp => matches!(name, "seconds" | "throughput"),
-            RunKind::Lab => name.starts_with("rate.") || name.starts_with(crate::convert::lab::FAILED_PREFIX),
-            RunKind::Mesh => true,
+    pub fn is_goal(&self, name: &MetricId) -> bool {
+        use linerate_model::doc::bench::LatencyFigure::{P50, P99};
+        use MetricKind as K;
+        match (self.kind, name.kind()) {
+            (RunKind::Bench, K::Best(g) | K::Goal(g)) => *g == Goal::of(self.is_request_response()),
+            (RunKind::Bench, K::Latency(l)) => self.is_request_response() && matches!(l, P50 | P99),
+            (RunKind::Cp, K::Run(RunFigure::Seconds) | K::Goal(Goal::Throughput)) => true,
+            (RunKind::Lab, K::Group(GroupFigure::Rate | GroupFigure::Failed, _)) => true,
+            (RunKind::Mesh, _) => true,
+            _ => false,
         }
     }
 

@@ -410,7 +410,7 @@ fn bars_svg(title: &str, kind: ChartKind, unit: &str, bars: &[Bar], refs: &[(Ref
             cx - width / 2.0,
             (yb - ya).max(0.5),
             esc(&b.label),
-            esc(&crate::convert::si(v, unit))
+            esc(&crate::format::si(v, unit))
         );
         if slot >= 30.0 {
             // value labels only where they fit; each bar's tooltip has its value anyway
@@ -426,7 +426,7 @@ fn bars_svg(title: &str, kind: ChartKind, unit: &str, bars: &[Bar], refs: &[(Ref
             write!(s, r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, f.bottom + 16.0, esc(&label));
     }
     for (r, color) in refs {
-        ref_line(&mut s, &f, r.value, &r.label, &crate::convert::si(r.value, unit), color);
+        ref_line(&mut s, &f, r.value, &r.label, &crate::format::si(r.value, unit), color);
     }
     s.push_str("</svg>\n");
     s
@@ -488,7 +488,7 @@ fn lines_svg(
     let mut legend_items: Vec<(String, &str, bool)> =
         lines.iter().enumerate().map(|(i, l)| (l.name.clone(), PALETTE[i % PALETTE.len()], false)).collect();
     for r in refs {
-        legend_items.push((format!("{} {}", r.label, crate::convert::si(r.value, &y.unit)), ref_color(r), true));
+        legend_items.push((format!("{} {}", r.label, crate::format::si(r.value, &y.unit)), ref_color(r), true));
     }
     let with_legend = legend_items.len() > 1 || !refs.is_empty();
     let text_w = legend_text_width(&legend_items);

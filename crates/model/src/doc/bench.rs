@@ -179,6 +179,19 @@ impl SweepParam {
             SweepParam::RespSize => Some(f64::from(test.resp_size)),
         }
     }
+
+    /// The parameters a sweep varied, for a document that does not say (written before
+    /// `sweep`): those whose values differ between the points' `tests`, in [`SweepParam::ALL`]
+    /// order (so connections is the x axis when it varies).
+    pub fn varying<'a>(tests: impl Iterator<Item = &'a BenchTest> + Clone) -> Vec<SweepParam> {
+        SweepParam::ALL
+            .into_iter()
+            .filter(|k| {
+                let vals: Vec<Option<f64>> = tests.clone().map(|t| k.value(t)).collect();
+                vals.iter().all(Option::is_some) && vals.windows(2).any(|w| w[0] != w[1])
+            })
+            .collect()
+    }
 }
 
 /// Metadata of both hosts (each `null` when no point ran).
@@ -355,17 +368,88 @@ pub struct Latency {
 }
 
 impl Latency {
-    /// The named figures, as `latency.NAME` metrics are called, in name order.
-    pub fn figures(&self) -> [(&'static str, f64); 7] {
-        [
-            ("max", self.max),
-            ("mean", self.mean),
-            ("min", self.min),
-            ("p50", self.p50),
-            ("p90", self.p90),
-            ("p99", self.p99),
-            ("p999", self.p999),
-        ]
+    /// Figure `f`.
+    pub fn get(&self, f: LatencyFigure) -> f64 {
+        match f {
+            LatencyFigure::Min => self.min,
+            LatencyFigure::Mean => self.mean,
+            LatencyFigure::P50 => self.p50,
+            LatencyFigure::P90 => self.p90,
+            LatencyFigure::P99 => self.p99,
+            LatencyFigure::P999 => self.p999,
+            LatencyFigure::Max => self.max,
+        }
+    }
+
+    /// Every figure, in name order ([`LatencyFigure::ALL`]).
+    pub fn figures(&self) -> [(LatencyFigure, f64); 7] {
+        LatencyFigure::ALL.map(|f| (f, self.get(f)))
+    }
+}
+
+/// A figure of a latency distribution: the list every latency document and report uses,
+/// written once. `latency.NAME` metrics are named by [`LatencyFigure::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LatencyFigure {
+    /// Smallest.
+    Min,
+    /// Mean.
+    Mean,
+    /// Median.
+    P50,
+    /// 90th percentile.
+    P90,
+    /// 99th.
+    P99,
+    /// 99.9th.
+    P999,
+    /// Largest.
+    Max,
+}
+
+impl LatencyFigure {
+    /// Every figure, in name order (as a run's `latency.NAME` metrics are listed).
+    pub const ALL: [LatencyFigure; 7] = [
+        LatencyFigure::Max,
+        LatencyFigure::Mean,
+        LatencyFigure::Min,
+        LatencyFigure::P50,
+        LatencyFigure::P90,
+        LatencyFigure::P99,
+        LatencyFigure::P999,
+    ];
+
+    /// The percentiles every document carries, in order: p50, p90, p99, p99.9.
+    pub const PERCENTILES: [LatencyFigure; 4] =
+        [LatencyFigure::P50, LatencyFigure::P90, LatencyFigure::P99, LatencyFigure::P999];
+
+    /// The name (`p50`, `p999`, `max`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LatencyFigure::Min => "min",
+            LatencyFigure::Mean => "mean",
+            LatencyFigure::P50 => "p50",
+            LatencyFigure::P90 => "p90",
+            LatencyFigure::P99 => "p99",
+            LatencyFigure::P999 => "p999",
+            LatencyFigure::Max => "max",
+        }
+    }
+
+    /// The percentile it is (99.9 for `p999`); `None` for min, mean and max.
+    pub fn percentile(self) -> Option<f64> {
+        match self {
+            LatencyFigure::P50 => Some(50.0),
+            LatencyFigure::P90 => Some(90.0),
+            LatencyFigure::P99 => Some(99.0),
+            LatencyFigure::P999 => Some(99.9),
+            LatencyFigure::Min | LatencyFigure::Mean | LatencyFigure::Max => None,
+        }
+    }
+
+    /// The figure named `s`.
+    pub fn parse(s: &str) -> Option<LatencyFigure> {
+        LatencyFigure::ALL.into_iter().find(|f| f.name() == s)
     }
 }
 
@@ -545,8 +629,11 @@ pub struct BenchConnection {
     pub server_tcp: Option<TcpStats>,
 }
 
-/// Kernel TCP statistics of one connection at the end of a test.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+/// Kernel TCP statistics of one connection at the end of a test: what each side reports on the
+/// wire (`linerate_proto::bench::ConnCounts`, which refuses unknown fields, so this does too)
+/// and what the bench document keeps, one struct for both.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
 pub struct TcpStats {
     /// Congestion window, segments.
     pub cwnd: u32,
@@ -554,9 +641,9 @@ pub struct TcpStats {
     pub rtt_us: u32,
     /// RTT variance, µs.
     pub rttvar_us: u32,
-    /// Segments retransmitted.
+    /// Segments retransmitted over the connection's life.
     pub retrans: u32,
-    /// Maximum segment size.
+    /// Maximum segment size in use.
     pub mss: u32,
     /// Most recent delivery rate, bytes/s.
     pub delivery_rate: u64,
@@ -621,9 +708,21 @@ impl RunLatency {
         RunLatency { p50: l.p50, p90: l.p90, p99: l.p99, p999: l.p999 }
     }
 
-    /// The named figures, as `latency.NAME` metrics are called.
-    pub fn figures(&self) -> [(&'static str, f64); 4] {
-        [("p50", self.p50), ("p90", self.p90), ("p99", self.p99), ("p999", self.p999)]
+    /// Percentile `f` ([`LatencyFigure::PERCENTILES`]); `None` for min, mean and max, which a
+    /// run's latency does not keep.
+    pub fn get(&self, f: LatencyFigure) -> Option<f64> {
+        match f {
+            LatencyFigure::P50 => Some(self.p50),
+            LatencyFigure::P90 => Some(self.p90),
+            LatencyFigure::P99 => Some(self.p99),
+            LatencyFigure::P999 => Some(self.p999),
+            LatencyFigure::Min | LatencyFigure::Mean | LatencyFigure::Max => None,
+        }
+    }
+
+    /// The percentiles, in [`LatencyFigure::PERCENTILES`] order (each of which it keeps).
+    pub fn figures(&self) -> [(LatencyFigure, f64); 4] {
+        LatencyFigure::PERCENTILES.map(|f| (f, self.get(f).unwrap_or(f64::NAN)))
     }
 }
 

@@ -2,7 +2,7 @@
 //! inventory, the round's tally, and every try of every ordered pair with its figures. Built by
 //! `linerate-mesh` from a finished round, kept whole in the stored run, and read by
 //! `linerate-report`'s mesh matrix by field. The metric a pair's figure is compared by is named
-//! by [`pair_metric`] alone.
+//! by [`crate::metric::MetricId::pair`] alone, with the figure [`MeshTest::figure`] says.
 
 use serde::{Deserialize, Serialize};
 
@@ -132,7 +132,7 @@ impl PairSpread {
 }
 
 /// Which figure of a pair its metric carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PairFigure {
     /// Goodput (tests that need the path to themselves).
     Throughput,
@@ -145,12 +145,15 @@ impl PairFigure {
     pub const ALL: [PairFigure; 2] = [PairFigure::Throughput, PairFigure::LatencyP50];
 }
 
-/// The metric name of test `test` from `from` to `to`: `TEST:FROM>TO`, with `:p50` for a
-/// round-trip test's latency. What `report compare` matches between rounds.
-pub fn pair_metric(test: &str, from: &str, to: &str, figure: PairFigure) -> String {
-    match figure {
-        PairFigure::Throughput => format!("{test}:{from}>{to}"),
-        PairFigure::LatencyP50 => format!("{test}:{from}>{to}:p50"),
+impl MeshTest {
+    /// The figure a pair of this test is compared by: the median round trip for a round-trip
+    /// test (`tcp-rr`), which shares the path, else the goodput.
+    pub fn figure(&self) -> PairFigure {
+        if self.kind == "tcp-rr" {
+            PairFigure::LatencyP50
+        } else {
+            PairFigure::Throughput
+        }
     }
 }
 
@@ -159,8 +162,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pair_metrics_name_the_test_and_the_ordered_pair() {
-        assert_eq!(pair_metric("tput", "a", "b", PairFigure::Throughput), "tput:a>b");
-        assert_eq!(pair_metric("rtt", "b", "a", PairFigure::LatencyP50), "rtt:b>a:p50");
+    fn a_round_trip_test_is_compared_by_its_median_the_others_by_their_goodput() {
+        let rtt = MeshTest { kind: "tcp-rr".into(), ..MeshTest::default() };
+        let tput = MeshTest { kind: "tcp-stream".into(), ..MeshTest::default() };
+        assert_eq!((rtt.figure(), tput.figure()), (PairFigure::LatencyP50, PairFigure::Throughput));
     }
 }

@@ -2,13 +2,14 @@
 //! intervals, per-connection fairness bars, the latency distribution, and for a sweep line
 //! charts of throughput, transactions and CPU against the swept parameter with a table.
 
-use super::{num, push_point, stamp};
+use super::parts::{num, push_point, stamp};
 use crate::model::*;
 use crate::ReportError;
 use linerate_model::doc::bench::{
-    BenchConnection, BenchDocument, BenchInterval, BenchSummary, BenchTest, GroupFigures, Latency, SweepParam,
-    BENCH_SCHEMA,
+    BenchConnection, BenchDocument, BenchInterval, BenchSummary, BenchTest, GroupFigures, Latency, LatencyFigure,
+    SweepParam, BENCH_SCHEMA,
 };
+use linerate_model::metric::{Goal, MetricId, ProfileFigure, RunFigure, Side, SideFigure};
 use linerate_model::units::significant;
 
 /// The figures of one bench summary that become metrics and table cells. Built from a typed
@@ -21,7 +22,7 @@ pub(crate) struct Figures {
     pub jain: Option<f64>,
     pub loss: Option<f64>,
     /// `latency.NAME` metrics, in name order.
-    pub latency: Vec<(&'static str, f64)>,
+    pub latency: Vec<(LatencyFigure, f64)>,
     pub p99: Option<f64>,
     pub packets: Option<f64>,
     pub jitter: Option<f64>,
@@ -97,7 +98,7 @@ pub fn from_bench(doc: &BenchDocument) -> Result<RunReport, ReportError> {
     let sweep = match &doc.sweep {
         Some(s) => s.clone(),
         // written before `sweep` existed: the parameters whose values differ between points
-        None => super::legacy::varying(points.iter().map(|(t, _)| t)),
+        None => SweepParam::varying(points.iter().map(|(t, _)| t)),
     };
     let mut r = bench_report(BenchParts {
         name: doc.test.as_ref().map_or_else(|| "bench".into(), |t| t.test.clone()),
@@ -156,15 +157,21 @@ fn test_params(t: &BenchTest) -> RunParams {
 }
 
 /// The distribution to plot: the HDR `curve` when it has two points or more (the 100th
-/// percentile left out: it has no place on a nines axis), else p50, p90, p99 and p99.9.
+/// percentile left out: it has no place on a nines axis), else the percentiles
+/// ([`LatencyFigure::PERCENTILES`]: p50, p90, p99 and p99.9).
 pub(crate) fn latency_points(l: &Latency) -> Vec<[f64; 2]> {
     let curve: Vec<[f64; 2]> =
         l.curve.iter().map(|c| [c.percentile, c.us]).filter(|p| (0.0..100.0).contains(&p[0])).collect();
     if curve.len() >= 2 {
         curve
     } else {
-        vec![[50.0, l.p50], [90.0, l.p90], [99.0, l.p99], [99.9, l.p999]]
+        percentile_points(|f| Some(l.get(f)))
     }
+}
+
+/// The percentiles ([`LatencyFigure::PERCENTILES`]) `get` has, as (percentile, µs) points.
+pub(crate) fn percentile_points(get: impl Fn(LatencyFigure) -> Option<f64>) -> Vec<[f64; 2]> {
+    LatencyFigure::PERCENTILES.into_iter().filter_map(|f| Some([f.percentile()?, get(f)?])).collect()
 }
 
 /// A line of rates over time, each interval's rate at its end (so the time axis ends where the
@@ -184,14 +191,14 @@ fn interval_spread(r: &mut RunReport, intervals: &[BenchInterval], points: usize
         return;
     }
     let rr = r.is_request_response();
-    let goal = if rr { "transactions" } else { "throughput" };
+    let goal = MetricId::goal(Goal::of(rr));
     let pick = |i: &BenchInterval| if rr { i.transactions_per_s } else { i.bps };
     let samples: Vec<f64> =
         steady(intervals.iter().filter(|i| !i.omitted).map(|i| (i.start_s, i.end_s, pick(i))).collect())
             .into_iter()
             .map(|(_, _, x)| x)
             .collect();
-    if r.find_metric(goal).is_some() {
+    if r.find_metric(&goal).is_some() {
         r.set_spread(goal, &samples, SpreadOf::Intervals);
     }
 }
@@ -202,12 +209,12 @@ fn interval_spread(r: &mut RunReport, intervals: &[BenchInterval], points: usize
 /// steal share, when the runs kept theirs, is their mean too.
 fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
     let rr = r.is_request_response();
-    let (goal, best) = if rr { ("transactions", "transactions.best") } else { ("throughput", "throughput.best") };
+    let (goal, best) = (MetricId::goal(Goal::of(rr)), MetricId::best(Goal::of(rr)));
     let repeats = |i: usize| doc.points.get(i).map(|p| p.repeats.runs.clone()).filter(|runs| runs.len() >= 2);
     let (name, runs) = if doc.points.len() <= 1 {
         (goal, repeats(0))
     } else {
-        let Some(value) = r.find_metric(best).map(|m| m.value) else { return };
+        let Some(value) = r.find_metric(&best).map(|m| m.value) else { return };
         let figure = |s: &BenchSummary| if rr { s.transactions_per_s } else { Some(s.throughput_bps) };
         (best, doc.points.iter().position(|p| figure(&p.summary) == Some(value)).and_then(repeats))
     };
@@ -223,11 +230,11 @@ fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
     if let [p] = doc.points.as_slice() {
         let steal = &p.repeats.steal;
         if p.repeats.runs.len() >= 2 && steal.len() == p.repeats.runs.len() {
-            for (i, side) in ["local", "remote"].into_iter().enumerate() {
+            for (i, side) in Side::BENCH.into_iter().enumerate() {
                 let shares: Vec<f64> = steal.iter().map(|s| [s.local, s.remote][i] * 100.0).collect();
                 let mean = linerate_model::stats::mean(&shares);
-                if let (Some(m), Some(mean)) = (r.metrics.iter_mut().find(|m| m.name == format!("steal.{side}")), mean)
-                {
+                let name = MetricId::side(SideFigure::Steal, side);
+                if let (Some(m), Some(mean)) = (r.metrics.iter_mut().find(|m| m.name == name), mean) {
                     m.value = mean;
                 }
             }
@@ -241,12 +248,12 @@ fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
     };
     for (i, (k, _)) in latencies[0].figures().into_iter().enumerate() {
         let samples: Vec<f64> = latencies.iter().map(|l| l.figures()[i].1).collect();
-        let name = format!("latency.{k}");
+        let name = MetricId::latency(k);
         let Some(m) = r.metrics.iter_mut().find(|m| m.name == name) else { continue };
         if let Some(mean) = linerate_model::stats::mean(&samples) {
             m.value = mean;
         }
-        r.set_spread(&name, &samples, SpreadOf::Repeats);
+        r.set_spread(name, &samples, SpreadOf::Repeats);
     }
 }
 
@@ -258,7 +265,7 @@ fn repeat_spread(r: &mut RunReport, doc: &BenchDocument) {
 pub const MIN_STEAL_SD: f64 = 0.01;
 
 /// A repeated one-point run's goal figure with the hypervisor's steal taken out (issue 33):
-/// `GOAL.steal_adjusted` ([`crate::compare::STEAL_ADJUSTED`]), from the runs that kept their
+/// `GOAL.steal_adjusted` ([`MetricId::steal_adjusted`]), from the runs that kept their
 /// steal (`--repeat`, three or more): the figure at zero steal of the least-squares line through
 /// the runs' (steal, figure) points (the larger of the two machines' steal), with the standard
 /// error of that estimate as its noise ([`SpreadOf::Fit`]). The line is the measurement's own:
@@ -274,23 +281,23 @@ fn steal_adjusted(r: &mut RunReport, doc: &BenchDocument) {
     if runs.len() < 3 || steal.len() != runs.len() {
         return;
     }
-    let goal = if r.is_request_response() { "transactions" } else { "throughput" };
-    let Some(m) = r.find_metric(goal).cloned() else { return };
+    let goal = Goal::of(r.is_request_response());
+    let Some(m) = r.find_metric(&MetricId::goal(goal)).cloned() else { return };
     let capped = r.params.rate.is_some();
     let stolen: Vec<f64> = steal.iter().map(|s| s.local.max(s.remote)).collect();
     if stolen.iter().any(|s| !(0.0..=1.0).contains(s)) {
         return;
     }
-    let name = format!("{goal}{}", crate::compare::STEAL_ADJUSTED);
+    let name = MetricId::steal_adjusted(goal);
     match steal_fit(&stolen, runs).filter(|_| !capped) {
         Some(f) => {
-            r.metric(&name, f.at_zero, &m.unit, m.better);
+            r.metric(name.clone(), f.at_zero, &m.unit, m.better);
             r.spreads.push(Spread { metric: name, sd: f.at_zero_se, n: runs.len() as u64, of: SpreadOf::Fit });
         }
         None => {
             let Some(mean) = linerate_model::stats::mean(runs) else { return };
-            r.metric(&name, mean, &m.unit, m.better);
-            r.set_spread(&name, runs, SpreadOf::Repeats);
+            r.metric(name.clone(), mean, &m.unit, m.better);
+            r.set_spread(name, runs, SpreadOf::Repeats);
         }
     }
 }
@@ -312,45 +319,46 @@ pub(crate) fn flows_of(connections: &[BenchConnection]) -> Vec<Bar> {
 
 /// Headline metrics of a summary's figures.
 fn summary_metrics(r: &mut RunReport, f: &Figures) {
-    let opt = |r: &mut RunReport, name: &str, x: Option<f64>, unit: &str, better: Better| {
+    let opt = |r: &mut RunReport, name: MetricId, x: Option<f64>, unit: &str, better: Better| {
         if let Some(x) = x {
             r.metric(name, x, unit, better);
         }
     };
-    opt(r, "throughput", f.throughput, "bit/s", Better::Higher);
-    opt(r, "transactions", f.transactions, "1/s", Better::Higher);
-    opt(r, "jain", f.jain, "", Better::Higher);
-    opt(r, "loss", f.loss, "%", Better::Lower);
+    opt(r, MetricId::goal(Goal::Throughput), f.throughput, "bit/s", Better::Higher);
+    opt(r, MetricId::goal(Goal::Transactions), f.transactions, "1/s", Better::Higher);
+    opt(r, MetricId::run(RunFigure::Jain), f.jain, "", Better::Higher);
+    opt(r, MetricId::run(RunFigure::Loss), f.loss, "%", Better::Lower);
     for (k, x) in &f.latency {
-        r.metric(&format!("latency.{k}"), *x, "us", Better::Lower);
+        r.metric(MetricId::latency(*k), *x, "us", Better::Lower);
     }
-    opt(r, "packets", f.packets, "1/s", Better::Higher);
-    opt(r, "jitter", f.jitter, "us", Better::Lower);
-    opt(r, "rtt", f.rtt, "us", Better::Lower);
-    opt(r, "retransmits", f.retransmits, "", Better::Lower);
+    opt(r, MetricId::run(RunFigure::Packets), f.packets, "1/s", Better::Higher);
+    opt(r, MetricId::run(RunFigure::Jitter), f.jitter, "us", Better::Lower);
+    opt(r, MetricId::run(RunFigure::Rtt), f.rtt, "us", Better::Lower);
+    opt(r, MetricId::run(RunFigure::Retransmits), f.retransmits, "", Better::Lower);
     // A profile's groups apart: `group.NAME.send`, `.receive`, `.transactions`, `.latency.p50`...
     for g in &f.groups {
-        let name = |k: &str| format!("group.{}.{k}", g.name);
-        r.metric(&name("send"), g.send_bps, "bit/s", Better::Higher);
-        r.metric(&name("receive"), g.receive_bps, "bit/s", Better::Higher);
-        opt(r, &name("transactions"), g.transactions_per_s, "1/s", Better::Higher);
+        let name = |k: ProfileFigure| MetricId::profile(&g.name, k);
+        r.metric(name(ProfileFigure::Send), g.send_bps, "bit/s", Better::Higher);
+        r.metric(name(ProfileFigure::Receive), g.receive_bps, "bit/s", Better::Higher);
+        opt(r, name(ProfileFigure::Transactions), g.transactions_per_s, "1/s", Better::Higher);
         for (k, x) in g.latency_us.as_ref().map(|l| l.figures().to_vec()).unwrap_or_default() {
-            r.metric(&name(&format!("latency.{k}")), x, "us", Better::Lower);
+            r.metric(name(ProfileFigure::Latency(k)), x, "us", Better::Lower);
         }
     }
-    for (i, side) in ["local", "remote"].into_iter().enumerate() {
+    for (i, side) in Side::BENCH.into_iter().enumerate() {
         // netperf's service demand: CPU microseconds per KB moved, per transaction
-        opt(r, &format!("service_demand.{side}"), f.service_demand[i], "us/KB", Better::Lower);
-        opt(r, &format!("service_demand_tran.{side}"), f.service_demand_tran[i], "us", Better::Lower);
+        opt(r, MetricId::side(SideFigure::ServiceDemand, side), f.service_demand[i], "us/KB", Better::Lower);
+        opt(r, MetricId::side(SideFigure::ServiceDemandTran, side), f.service_demand_tran[i], "us", Better::Lower);
     }
-    for (i, side) in ["local", "remote"].into_iter().enumerate() {
-        opt(r, &format!("steal.{side}"), f.steal[i].map(|x| x * 100.0), "%", Better::Lower);
+    for (i, side) in Side::BENCH.into_iter().enumerate() {
+        opt(r, MetricId::side(SideFigure::Steal, side), f.steal[i].map(|x| x * 100.0), "%", Better::Lower);
         if let Some(c) = f.cpu[i] {
-            r.metric(&format!("cpu.{side}"), c * 100.0, "%", Better::Lower);
+            r.metric(MetricId::side(SideFigure::Cpu, side), c * 100.0, "%", Better::Lower);
             // CPU seconds per gigabit moved, as cp has it: the busy share of the machine is
             // `c × cores` CPU seconds each second, over `bps / 1e9` gigabits each second
             if let (Some(bps), Some(cores)) = (f.throughput.filter(|b| *b > 0.0), f.cores[i]) {
-                r.metric(&format!("cpu.{side}.per_gbit"), c * cores / (bps / 1e9), "s/Gbit", Better::Lower);
+                let per_gbit = c * cores / (bps / 1e9);
+                r.metric(MetricId::side(SideFigure::CpuPerGbit, side), per_gbit, "s/Gbit", Better::Lower);
             }
         }
     }
@@ -366,8 +374,8 @@ fn best_point(r: &mut RunReport, rr: bool, sweep: &[SweepParam], points: &[(Benc
         .filter_map(|(t, f)| Some((t, goal(f).filter(|x| x.is_finite())?)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
     if let Some((test, value)) = best {
-        let (name, unit) = if rr { ("transactions.best", "1/s") } else { ("throughput.best", "bit/s") };
-        r.metric(name, value, unit, Better::Higher);
+        let unit = if rr { "1/s" } else { "bit/s" };
+        r.metric(MetricId::best(Goal::of(rr)), value, unit, Better::Higher);
         let at: Vec<String> =
             sweep.iter().filter_map(|k| Some(format!("{}={}", k.name(), significant(k.value(test)?, 6)))).collect();
         r.params.best_point = Some(at.join(" "));
@@ -445,7 +453,7 @@ pub(crate) fn bench_report(p: BenchParts) -> RunReport {
     let rank: Vec<u8> = r
         .metrics
         .iter()
-        .map(|m| match (m.name.ends_with(".best"), r.is_goal(&m.name)) {
+        .map(|m| match (m.name.is_best(), r.is_goal(&m.name)) {
             (true, _) => 0,
             (false, true) => 1,
             (false, false) => 2,
@@ -687,13 +695,13 @@ mod tests {
         };
         summary.groups = vec![group("upload", None), group("latency", probe.clone()), group("rpc", probe)];
         let r = from_bench(&doc).unwrap();
-        let names: Vec<&str> = r.metrics.iter().map(|m| m.name.as_str()).collect();
+        let names: Vec<String> = r.metrics.iter().map(|m| m.name.to_string()).collect();
         for want in
             ["group.upload.send", "group.latency.transactions", "group.latency.latency.p99", "group.rpc.latency.p50"]
         {
-            assert!(names.contains(&want), "{want} in {names:?}");
+            assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
         }
-        assert!(!names.contains(&"group.upload.transactions"), "bulk has no transactions: {names:?}");
+        assert!(!names.iter().any(|n| n == "group.upload.transactions"), "bulk has no transactions: {names:?}");
         let lines: Vec<&str> = r.charts.latency[0].lines.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(lines, ["latency", "rpc"], "one line per group with transactions");
     }

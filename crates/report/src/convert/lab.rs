@@ -5,10 +5,11 @@
 //! groups of several runs give fairness bars and time series with their guarantees.
 
 use super::bench::{flows_of, intervals_line, latency_points};
-use super::{num, push_point, stamp};
+use super::parts::{num, push_point, stamp};
 use crate::model::*;
 use crate::ReportError;
 use linerate_model::doc::lab::{LabDocument, LabRun, LAB_SCHEMA};
+use linerate_model::metric::{GroupFigure, MetricId};
 use linerate_model::stats::{jain, median};
 use std::collections::BTreeSet;
 
@@ -138,13 +139,6 @@ impl Group<'_> {
     }
 }
 
-/// The metric counting a group's failed runs: `failed.GROUP`.
-pub const FAILED_PREFIX: &str = "failed.";
-
-fn metric_key(s: &str) -> String {
-    s.chars().map(|c| if c.is_whitespace() { '_' } else { c }).collect()
-}
-
 /// `linerate lab run` → run.
 pub fn from_lab(doc: &LabDocument) -> Result<RunReport, ReportError> {
     if doc.schema != LAB_SCHEMA {
@@ -209,20 +203,20 @@ fn headline(r: &mut RunReport, groups: &[Group]) {
     let mut bars = Vec::new();
     let mut ceiling: Option<RefLine> = None;
     for g in groups {
-        let key = metric_key(g.name);
+        let key = |k: GroupFigure| MetricId::group(k, g.name);
         let Some(m) = median(&g.totals()) else { continue };
-        r.metric(&format!("rate.{key}"), m, "bit/s", Better::Higher);
+        r.metric(key(GroupFigure::Rate), m, "bit/s", Better::Higher);
         if let Some(j) = median(&g.fairness()) {
-            r.metric(&format!("jain.{key}"), j, "", Better::Higher);
+            r.metric(key(GroupFigure::Jain), j, "", Better::Higher);
         }
         if let Some(c) = median(&g.cpu(false)) {
-            r.metric(&format!("cpu.{key}"), c, "%", Better::Lower);
+            r.metric(key(GroupFigure::Cpu), c, "%", Better::Lower);
         }
         if let Some(c) = median(&g.machine_cpu_per_gb()) {
-            r.metric(&format!("machine_cpu_per_gb.{key}"), c, "core-s/GB", Better::Lower);
+            r.metric(key(GroupFigure::MachineCpuPerGb), c, "core-s/GB", Better::Lower);
         }
         if let Some(c) = median(&g.start_skew_ms()) {
-            r.metric(&format!("start_skew.{key}"), c, "ms", Better::Lower);
+            r.metric(key(GroupFigure::StartSkew), c, "ms", Better::Lower);
         }
 
         if g.sweep().is_none() {
@@ -236,12 +230,12 @@ fn headline(r: &mut RunReport, groups: &[Group]) {
     // `report compare` reads it to keep an incomplete group's figures from passing for the
     // experiment's
     for g in groups {
-        r.metric(&format!("{FAILED_PREFIX}{}", metric_key(g.name)), g.failed().len() as f64, "", Better::Lower);
+        r.metric(MetricId::group(GroupFigure::Failed, g.name), g.failed().len() as f64, "", Better::Lower);
     }
     if let Some(c) = ceiling.as_ref().filter(|c| c.value > 0.0) {
         for g in groups.iter().filter(|g| g.sweep().is_none() && !g.all_ceiling()) {
             if let Some(b) = bars.iter().find(|b| b.label == g.name) {
-                r.metric(&format!("ratio.{}", metric_key(g.name)), b.value / c.value, "", Better::Higher);
+                r.metric(MetricId::group(GroupFigure::Ratio, g.name), b.value / c.value, "", Better::Higher);
             }
         }
     }
@@ -613,7 +607,7 @@ mod tests {
         assert_eq!(t.rows[1][col("per member (bit/s)")], Cell::Null, "one member: no spread");
         let m = |r: &RunReport, name: &str| r.find_metric(name).map(|m| m.value);
         assert_eq!((m(&whole, "failed.fair"), m(&part, "failed.fair")), (Some(0.0), Some(1.0)));
-        assert_eq!(whole.headline().map(|m| m.name.as_str()), Some("rate.fair"));
+        assert_eq!(whole.headline().map(|m| m.name.to_string()).as_deref(), Some("rate.fair"));
 
         // compared, the incomplete group's figures are not judged; its failure is a regression
         let c = crate::compare::compare(&whole, &part, 5.0);

@@ -19,7 +19,7 @@
 
 use super::bench::{bench_report, BenchParts, Figures};
 use super::lab::lab_charts;
-use super::{parse, stamp};
+use super::parts::{parse, stamp};
 use crate::model::*;
 use crate::ReportError;
 use linerate_model::doc::bench::*;
@@ -28,20 +28,9 @@ use linerate_model::doc::lab::{
     CpuBusy, Guarantee, Interval, LabRun, LabScenario, Machine, RawDoc, RunCpu, SweepStep, Tool,
 };
 use linerate_model::doc::ToolInfo;
+use linerate_model::metric::{GroupFigure, MetricId};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-
-/// The parameters a sweep varied, for a document that does not say: those whose values differ
-/// between points, in [`SweepParam::ALL`] order (so connections is the x axis when it varies).
-pub(crate) fn varying<'a>(tests: impl Iterator<Item = &'a BenchTest> + Clone) -> Vec<SweepParam> {
-    SweepParam::ALL
-        .into_iter()
-        .filter(|k| {
-            let vals: Vec<Option<f64>> = tests.clone().map(|t| k.value(t)).collect();
-            vals.iter().all(Option::is_some) && vals.windows(2).any(|w| w[0] != w[1])
-        })
-        .collect()
-}
 
 /// The contract sample's document.
 #[derive(Deserialize)]
@@ -146,25 +135,25 @@ struct SamplePoint {
 }
 
 impl SampleLatency {
-    fn figures(&self) -> Vec<(&'static str, f64)> {
-        [
-            ("max", self.max),
-            ("mean", self.mean),
-            ("min", self.min),
-            ("p50", self.p50),
-            ("p90", self.p90),
-            ("p99", self.p99),
-            ("p999", self.p999),
-        ]
-        .into_iter()
-        .filter_map(|(k, x)| Some((k, x?)))
-        .collect()
+    /// Figure `f`, where the sample has it.
+    fn get(&self, f: LatencyFigure) -> Option<f64> {
+        match f {
+            LatencyFigure::Min => self.min,
+            LatencyFigure::Mean => self.mean,
+            LatencyFigure::P50 => self.p50,
+            LatencyFigure::P90 => self.p90,
+            LatencyFigure::P99 => self.p99,
+            LatencyFigure::P999 => self.p999,
+            LatencyFigure::Max => self.max,
+        }
     }
+    /// The figures it has, in name order ([`LatencyFigure::ALL`]).
+    fn figures(&self) -> Vec<(LatencyFigure, f64)> {
+        LatencyFigure::ALL.into_iter().filter_map(|f| Some((f, self.get(f)?))).collect()
+    }
+    /// The percentiles it has ([`LatencyFigure::PERCENTILES`]), to plot.
     fn points(&self) -> Vec<[f64; 2]> {
-        [(50.0, self.p50), (90.0, self.p90), (99.0, self.p99), (99.9, self.p999)]
-            .into_iter()
-            .filter_map(|(p, x)| Some([p, x?]))
-            .collect()
+        super::bench::percentile_points(|f| self.get(f))
     }
 }
 
@@ -254,7 +243,7 @@ pub fn bench_sample(v: &Value) -> Result<RunReport, ReportError> {
         latency: s.summary.as_ref().and_then(|x| x.latency_us.as_ref()).map(SampleLatency::points).unwrap_or_default(),
         intervals: sample_intervals(&s),
         connections: sample_connections(&s),
-        sweep: varying(points.iter().map(|(t, _)| t)),
+        sweep: SweepParam::varying(points.iter().map(|(t, _)| t)),
         points,
     }))
 }
@@ -577,7 +566,7 @@ pub fn lab(v: &Value) -> Result<RunReport, ReportError> {
             guarantees.push(RefLine { label: format!("{} guarantee", g.name), value: x });
         }
         if let Some(x) = g.rate_bps {
-            r.metric(&format!("guest.{}", g.name.replace(char::is_whitespace, "_")), x, "bit/s", Better::Higher);
+            r.metric(MetricId::group(GroupFigure::Guest, &g.name), x, "bit/s", Better::Higher);
         }
     }
     if let Some(x) = scenario.and_then(|s| s.get("guarantee_bps")).and_then(Value::as_f64) {

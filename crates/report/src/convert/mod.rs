@@ -1,30 +1,39 @@
 //! Conversions from the tools' typed result documents ([`linerate_model::doc`]: the `cp --json`
-//! summary, the `linerate.bench/1` and `linerate.lab/1` documents) to a [`RunReport`]. JSON is
+//! summary, the `linerate.bench/1` and `linerate.lab/1` documents, a mesh round) to a
+//! [`RunReport`]: its metrics (named by [`linerate_model::metric::MetricId`]), charts and
+//! tables are derived from the document, which the run keeps as its body. JSON is
 //! first deserialized into those types, so a missing or renamed field is an error that names
 //! it, not a figure silently left out; the run keeps the document whole as its [`Body`]. Documents
 //! written before the typed documents are read by the explicit upgrades of [`legacy`].
 
+use crate::format::si;
 use crate::model::*;
 use crate::ReportError;
 use linerate_model::doc::bench::BENCH_SCHEMA;
 use linerate_model::doc::cp::CpSummary;
 use linerate_model::doc::lab::LAB_SCHEMA;
-use linerate_model::units::{format_si, significant};
+use linerate_model::metric::{Goal, MetricId, RunFigure, Side, SideFigure};
 use serde::Deserialize;
 use serde_json::Value;
 
 mod bench;
 pub(crate) mod lab;
 pub mod legacy;
+pub mod mesh;
+mod parts;
+
+use parts::parse;
 
 pub use bench::from_bench;
 pub use lab::from_lab;
+pub use mesh::from_mesh;
 
-/// Any document this crate knows: a stored run ("linerate.run/1"), a bench or lab document,
-/// or a cp summary (which has no schema string: recognised by reading as one).
+/// Any document this crate knows: a stored or exported run ("linerate.run/1", read by
+/// [`load`]), a bench or lab document, or a cp summary (which has no schema string: recognised
+/// by reading as one).
 pub fn from_json(v: Value) -> Result<RunReport, ReportError> {
     match v.get("schema").and_then(Value::as_str) {
-        Some(SCHEMA) => RunReport::from_json(v),
+        Some(SCHEMA) => load(v),
         Some(BENCH_SCHEMA) => from_bench_json(&v),
         Some(LAB_SCHEMA) => from_lab_json(&v),
         Some(other) => Err(ReportError::UnknownSchema(other.to_string())),
@@ -35,9 +44,46 @@ pub fn from_json(v: Value) -> Result<RunReport, ReportError> {
     }
 }
 
-/// Deserializes a document into its typed form; a mismatch names the field.
-pub(crate) fn parse<T: serde::de::DeserializeOwned>(v: &Value, what: &str) -> Result<T, ReportError> {
-    T::deserialize(v).map_err(|e| ReportError::Invalid(format!("{what}: {e}")))
+/// The run made from `body`: its metrics, spreads, charts and tables are what a run with this
+/// body has (the rest of it, the id, time, title and parameters, is the converter's and is
+/// replaced by the stored run's own in [`load`]).
+pub fn from_body(body: &Body) -> Result<RunReport, ReportError> {
+    match body {
+        Body::Bench(d) => from_bench(d),
+        Body::Cp(c) => Ok(from_cp(c)),
+        Body::Lab(d) => from_lab(d),
+        Body::Mesh(m) => Ok(from_mesh(m)),
+    }
+}
+
+/// A stored or exported run (`linerate.run/1`) read back. A run with a body this version reads
+/// gets its metrics, spreads, charts and tables from it ([`from_body`]), whatever the document
+/// carries beside it (a store keeps none, [`to_stored`]; an export or a run stored before
+/// layout 3 carries the ones it was made with); its id, time, title, version, parameters and
+/// hosts are the document's. A run without a body (stored before bodies were kept, or made
+/// from a document older than the typed ones) keeps the figures it carries: they are all there
+/// is.
+pub fn load(v: Value) -> Result<RunReport, ReportError> {
+    let mut r = RunReport::from_json(v)?;
+    if let Some(d) = r.body.as_ref().and_then(|b| from_body(b).ok()) {
+        (r.metrics, r.spreads, r.charts, r.tables) = (d.metrics, d.spreads, d.charts, d.tables);
+    }
+    Ok(r)
+}
+
+/// What [`to_stored`] leaves out of a run that has a body: the parts [`load`] derives.
+const DERIVED: [&str; 4] = ["metrics", "spreads", "charts", "tables"];
+
+/// Run `r` as a store keeps it (`linerate.run/1` JSON): without its metrics, spreads, charts and
+/// tables when it has a body they derive from ([`load`] makes them again), whole otherwise.
+pub fn to_stored(r: &RunReport) -> Result<String, ReportError> {
+    let mut v = serde_json::to_value(r).map_err(|e| ReportError::Invalid(e.to_string()))?;
+    if r.body.as_ref().is_some_and(|b| from_body(b).is_ok()) {
+        if let Some(o) = v.as_object_mut() {
+            DERIVED.iter().for_each(|k| _ = o.remove(*k));
+        }
+    }
+    serde_json::to_string(&v).map_err(|e| ReportError::Invalid(e.to_string()))
 }
 
 /// The schema check every typed document gets.
@@ -110,24 +156,25 @@ pub fn from_cp(c: &CpSummary) -> RunReport {
     r.body = Some(Body::Cp(Box::new(c.clone())));
     if c.complete {
         if bps > 0.0 {
-            r.metric("throughput", bps, "bit/s", Better::Higher);
+            r.metric(MetricId::goal(Goal::Throughput), bps, "bit/s", Better::Higher);
         }
-        r.metric("seconds", c.seconds, "s", Better::Lower);
+        r.metric(MetricId::run(RunFigure::Seconds), c.seconds, "s", Better::Lower);
     }
     let mut cpu_bars = Vec::new();
     for (side, cpu, rss) in
-        [("client", c.cpu.client, c.peak_rss_bytes.client), ("server", c.cpu.server, c.peak_rss_bytes.server)]
+        [(Side::Client, c.cpu.client, c.peak_rss_bytes.client), (Side::Server, c.cpu.server, c.peak_rss_bytes.server)]
     {
-        r.metric(&format!("cpu.{side}"), cpu.total(), "s", Better::Lower);
+        r.metric(MetricId::side(SideFigure::Cpu, side), cpu.total(), "s", Better::Lower);
         if bps > 0.0 {
             // CPU seconds per gigabit moved: the cost figure the studies compare
-            r.metric(&format!("cpu.{side}.per_gbit"), cpu.total() / (bps * c.seconds / 1e9), "s/Gbit", Better::Lower);
+            let per_gbit = cpu.total() / (bps * c.seconds / 1e9);
+            r.metric(MetricId::side(SideFigure::CpuPerGbit, side), per_gbit, "s/Gbit", Better::Lower);
         }
-        cpu_bars.push(Bar { label: format!("{side} user"), value: cpu.user_s });
-        cpu_bars.push(Bar { label: format!("{side} system"), value: cpu.system_s });
-        r.metric(&format!("peak_rss.{side}"), rss as f64, "B", Better::Lower);
+        cpu_bars.push(Bar { label: format!("{} user", side.name()), value: cpu.user_s });
+        cpu_bars.push(Bar { label: format!("{} system", side.name()), value: cpu.system_s });
+        r.metric(MetricId::side(SideFigure::PeakRss, side), rss as f64, "B", Better::Lower);
     }
-    r.metric("errors", (c.errors.local + c.errors.remote) as f64, "", Better::Lower);
+    r.metric(MetricId::run(RunFigure::Errors), (c.errors.local + c.errors.remote) as f64, "", Better::Lower);
     r.charts.bars.push(BarChart { title: "CPU time".into(), unit: "s".into(), bars: cpu_bars, ceiling: None });
     if bps > 0.0 {
         r.charts.bars.push(BarChart {
@@ -140,80 +187,12 @@ pub fn from_cp(c: &CpSummary) -> RunReport {
     r
 }
 
-/// Takes the run's start time and linerate version from the document.
-fn stamp(r: &mut RunReport, started_unix: u64, version: &str) {
-    if started_unix > 0 {
-        r.created = crate::time::rfc3339(started_unix);
-    }
-    r.tool_version = version.to_string();
-}
-
-/// A number cell, or null.
-fn num(x: Option<f64>) -> Cell {
-    Cell::num(x)
-}
-
-/// Adds a named point to the line of that name, creating it.
-fn push_point(lines: &mut Vec<Line>, name: &str, p: [f64; 2]) {
-    match lines.iter_mut().find(|l| l.name == name) {
-        Some(l) => l.points.push(p),
-        None => lines.push(Line { name: name.to_string(), points: vec![p] }),
-    }
-}
-
-/// A value with an SI prefix and its unit: `9.31 Gbit/s`, `512 kB`, `120 us`.
-pub fn si(x: f64, unit: &str) -> String {
-    if !x.is_finite() {
-        return "–".into();
-    }
-    if unit == "%" {
-        return format!("{}%", significant(x, 3));
-    }
-    if unit == "1/s" {
-        // transactions, packets: `91.3 k/s`, not `91.3 k1/s`
-        return format_si(x, "/s");
-    }
-    if let Some(per) = unit.strip_prefix("s/") {
-        // CPU seconds per gigabit: `2.1 ms/Gbit`
-        return format!("{}/{per}", si(x, "s"));
-    }
-    if let Some(per) = unit.strip_prefix("us/") {
-        // service demand: `11 ms/KB`, not `11 kus/KB`
-        return format!("{}/{per}", si(x, "us"));
-    }
-    if unit == "us" || unit == "s" || unit.is_empty() {
-        let (v, u) = match unit {
-            "us" if x.abs() >= 1e6 => (x / 1e6, "s"),
-            "us" if x.abs() >= 1e3 => (x / 1e3, "ms"),
-            "s" if x != 0.0 && x.abs() < 1e-3 => (x * 1e6, "us"),
-            "s" if x != 0.0 && x.abs() < 1.0 => (x * 1e3, "ms"),
-            _ => (x, unit),
-        };
-        return if u.is_empty() { significant(v, 3) } else { format!("{} {u}", significant(v, 3)) };
-    }
-    format_si(x, unit)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn json(text: &str) -> Value {
         serde_json::from_str(text).unwrap_or_default()
-    }
-
-    #[test]
-    fn si_formatting() {
-        assert_eq!(si(9.31e9, "bit/s"), "9.31 Gbit/s");
-        assert_eq!(si(512_000.0, "B"), "512 kB");
-        assert_eq!(si(999.9, "bit/s"), "1 kbit/s");
-        assert_eq!(si(0.0, "bit/s"), "0 bit/s");
-        assert_eq!(si(1500.0, "us"), "1.5 ms");
-        assert_eq!(si(0.25, "s"), "250 ms");
-        assert_eq!(si(0.987_65, ""), "0.988");
-        assert_eq!(si(0.0021, "s/Gbit"), "2.1 ms/Gbit");
-        assert_eq!(si(91_300.0, "1/s"), "91.3 k/s");
-        assert_eq!(si(11_000.0, "us/KB"), "11 ms/KB");
     }
 
     #[test]
@@ -254,7 +233,7 @@ mod tests {
             }
             assert!(r.metrics.iter().any(|m| m.name == "seconds"), "its time is kept");
             assert!(r.charts.bars.iter().all(|b| b.title != "Copy throughput"));
-            assert_eq!(r.headline().map(|m| m.name.as_str()), Some("seconds"));
+            assert_eq!(r.headline().map(|m| m.name.to_string()).as_deref(), Some("seconds"));
         }
         // a whole-sized copy whose bytes a resume kept moved 6: no rate either
         let mut c = linerate_model::doc::example::cp();

@@ -4,8 +4,18 @@
 //! opening a store migrates it forward one step at a time inside a transaction, and refuses a
 //! newer one.
 //!
+//! A run is stored in one shape ([`crate::convert::to_stored`]): its own facts (id, kind, time,
+//! title, version, parameters, hosts) and the typed document it was made from (its body); the
+//! metrics, spreads, charts and tables are derived from the body when the run is read
+//! ([`crate::convert::load`]). Only a run without a body (stored before bodies were kept, or
+//! made from a document older than the typed ones) keeps them in its document, since they are
+//! all there is of it. The `metrics` table is an index, written when a run is saved: `report
+//! list` takes each run's headline figure from it without reading the documents.
+//!
 //! Versions: 0 = empty; 1 = `runs` table; 2 = `metrics` table (backfilled from the stored
-//! documents) and an index on the creation time.
+//! documents) and an index on the creation time; 3 = documents in the one shape above (each
+//! stored run with a body is rewritten without its derived parts, and its `metrics` rows
+//! derived again).
 
 pub mod pgtls;
 pub mod postgres;
@@ -13,11 +23,12 @@ pub mod sqlite;
 
 use crate::model::{Metric, RunReport};
 use crate::ReportError;
+use linerate_model::metric::{Goal, GroupFigure, MetricId};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The layout version this build writes.
-pub const STORE_VERSION: i64 = 2;
+pub const STORE_VERSION: i64 = 3;
 
 /// Environment variable that overrides the default database (a path or a `postgres://` URL).
 pub const DB_ENV: &str = "LINERATE_DB";
@@ -43,7 +54,7 @@ impl RunSummary {
     pub fn json_line(&self) -> String {
         #[derive(Serialize)]
         struct Headline<'a> {
-            name: &'a str,
+            name: &'a MetricId,
             unit: &'a str,
             value: f64,
         }
@@ -73,18 +84,40 @@ const RUNS_V1: &str = "CREATE TABLE runs (
 /// The query of `report list`, both databases: each run with its headline figure (the first in
 /// insertion order, which `order` names, of a sweep's best throughput or transactions, the
 /// throughput or transactions — converters put a run's goal figures first — else the first
-/// `rate.` metric).
+/// lab group's rate, `rate.GROUP`). The names are [`MetricId`]'s, none of which holds a quote
+/// or a LIKE wildcard.
 fn list_sql(order: &str) -> String {
+    let goals: Vec<String> =
+        [MetricId::best, MetricId::goal].iter().flat_map(|id| Goal::ALL.map(|g| format!("'{}'", id(g)))).collect();
+    let rate = format!("'{}.%'", GroupFigure::Rate.name());
     format!(
         "SELECT r.id, r.kind, r.created, r.title, m.name, m.value, m.unit, m.better
          FROM runs r LEFT JOIN metrics m
            ON m.run_id = r.id AND m.name = COALESCE(
               (SELECT name FROM metrics WHERE run_id = r.id
-                 AND name IN ('throughput.best', 'transactions.best', 'throughput', 'transactions')
+                 AND name IN ({})
                ORDER BY {order} LIMIT 1),
-              (SELECT name FROM metrics WHERE run_id = r.id AND name LIKE 'rate.%' ORDER BY {order} LIMIT 1))
-         ORDER BY r.created, r.id"
+              (SELECT name FROM metrics WHERE run_id = r.id AND name LIKE {rate} ORDER BY {order} LIMIT 1))
+         ORDER BY r.created, r.id",
+        goals.join(", ")
     )
+}
+
+/// A stored document read back as a run ([`crate::convert::load`]); `id` names it in errors.
+fn read_doc(id: &str, doc: &str) -> Result<RunReport, ReportError> {
+    let v = serde_json::from_str(doc).map_err(|e| ReportError::Invalid(format!("stored run {id}: {e}")))?;
+    crate::convert::load(v)
+}
+
+/// The migration to layout 3 of one stored document: the document in the one stored shape
+/// and the run's metrics (derived from its body) when it has a body this version derives
+/// from; `None` to leave it as it is (a run without a body, a document this build cannot
+/// read).
+fn to_v3(doc: &str) -> Option<(String, Vec<Metric>)> {
+    let v: serde_json::Value = serde_json::from_str(doc).ok()?;
+    let r = crate::convert::load(v).ok()?;
+    r.body.as_ref().and_then(|b| crate::convert::from_body(b).ok())?;
+    Some((crate::convert::to_stored(&r).ok()?, r.metrics))
 }
 
 /// Whether `a` and `b` are the same run converted twice: the same figures (in any order, equal
@@ -286,7 +319,9 @@ impl Store {
         }
     }
 
-    /// Saves a run; its id must be new.
+    /// Saves a run in the one stored shape ([`crate::convert::to_stored`]: a run with a body
+    /// without the parts its body gives, which [`Store::get`] derives again), and its metrics in
+    /// the `metrics` index; its id must be new.
     pub fn insert(&mut self, r: &RunReport) -> Result<(), ReportError> {
         match self {
             Store::Sqlite(s) => s.insert(r),
@@ -347,7 +382,8 @@ impl Store {
         }
     }
 
-    /// The run `id` (or the only run whose id starts with it).
+    /// The run `id` (or the only run whose id starts with it), its figures, charts and tables
+    /// derived from its body where it has one ([`crate::convert::load`]).
     pub fn get(&mut self, id: &str) -> Result<RunReport, ReportError> {
         match self {
             Store::Sqlite(s) => s.get(id),

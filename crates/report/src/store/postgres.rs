@@ -20,7 +20,7 @@ const MIGRATION_LOCK: i64 = 0x6c69_6e65_7261_7465;
 type Migration = fn(&mut Transaction<'_>) -> Result<(), postgres::Error>;
 
 /// Migration from version `i` to `i + 1` is `MIGRATIONS[i]`.
-const MIGRATIONS: &[Migration] = &[v0_to_v1, v1_to_v2];
+const MIGRATIONS: &[Migration] = &[v0_to_v1, v1_to_v2, v2_to_v3];
 
 fn v0_to_v1(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
     tx.batch_execute(super::RUNS_V1)
@@ -43,8 +43,23 @@ fn v1_to_v2(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
     let rows = tx.query("SELECT id, doc FROM runs ORDER BY id", &[])?;
     for row in rows {
         let (id, doc): (String, String) = (row.get(0), row.get(1));
-        if let Some(r) = serde_json::from_str(&doc).ok().and_then(|v| RunReport::from_json(v).ok()) {
+        if let Ok(r) = super::read_doc(&id, &doc) {
             insert_metrics(tx, &id, &r.metrics)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every run with a body in the one stored shape, its metric rows derived again (in the run's
+/// order, which is all `seq` is read for).
+fn v2_to_v3(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
+    let rows = tx.query("SELECT id, doc FROM runs ORDER BY id", &[])?;
+    for row in rows {
+        let (id, doc): (String, String) = (row.get(0), row.get(1));
+        if let Some((doc, metrics)) = super::to_v3(&doc) {
+            tx.execute("UPDATE runs SET doc = $1 WHERE id = $2", &[&doc, &id])?;
+            tx.execute("DELETE FROM metrics WHERE run_id = $1", &[&id])?;
+            insert_metrics(tx, &id, &metrics)?;
         }
     }
     Ok(())
@@ -61,7 +76,7 @@ fn insert_metrics(tx: &mut Transaction<'_>, id: &str, metrics: &[Metric]) -> Res
             Better::Higher => "higher",
             Better::Lower => "lower",
         };
-        tx.execute(&st, &[&id, &m.name, &m.value, &m.unit, &better])?;
+        tx.execute(&st, &[&id, &m.name.to_string(), &m.value, &m.unit, &better])?;
     }
     Ok(())
 }
@@ -242,9 +257,10 @@ impl PgStore {
         r.map(|r| r.get(0)).map_err(self.err())
     }
 
-    /// Saves a run; its id must be new.
+    /// Saves a run ([`crate::convert::to_stored`]: a run with a body without its derived
+    /// parts); its id must be new.
     pub fn insert(&mut self, r: &RunReport) -> Result<(), ReportError> {
-        let doc = serde_json::to_string(r).map_err(|e| ReportError::Invalid(e.to_string()))?;
+        let doc = crate::convert::to_stored(r)?;
         let e = self.err();
         let mut tx = self.client.transaction().map_err(&e)?;
         tx.execute(
@@ -280,8 +296,7 @@ impl PgStore {
         let full = self.resolve(id)?;
         let row = self.client.query_one("SELECT doc FROM runs WHERE id = $1", &[&full]).map_err(self.err())?;
         let doc: String = row.get(0);
-        let v = serde_json::from_str(&doc).map_err(|e| ReportError::Invalid(format!("stored run {full}: {e}")))?;
-        RunReport::from_json(v)
+        super::read_doc(&full, &doc)
     }
 
     /// Every run, oldest first.
@@ -292,7 +307,7 @@ impl PgStore {
             .map(|r| {
                 let name: Option<String> = r.get(4);
                 let headline = name.map(|name| Metric {
-                    name,
+                    name: name.as_str().into(),
                     value: r.get(5),
                     unit: r.get(6),
                     better: if r.get::<_, String>(7) == "lower" { Better::Lower } else { Better::Higher },

@@ -13,7 +13,7 @@ pub struct SqliteStore {
 }
 
 /// Migration from version `i` to `i + 1` is `MIGRATIONS[i]`.
-const MIGRATIONS: &[fn(&Transaction) -> rusqlite::Result<()>] = &[v0_to_v1, v1_to_v2];
+const MIGRATIONS: &[fn(&Transaction) -> rusqlite::Result<()>] = &[v0_to_v1, v1_to_v2, v2_to_v3];
 
 fn v0_to_v1(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(super::RUNS_V1)
@@ -38,8 +38,25 @@ fn v1_to_v2(tx: &Transaction) -> rusqlite::Result<()> {
         rows.collect::<Result<_, _>>()?
     };
     for (id, doc) in docs {
-        if let Some(r) = serde_json::from_str(&doc).ok().and_then(|v| RunReport::from_json(v).ok()) {
+        if let Ok(r) = super::read_doc(&id, &doc) {
             insert_metrics(tx, &id, &r.metrics)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every run with a body in the one stored shape, its metric rows derived again.
+fn v2_to_v3(tx: &Transaction) -> rusqlite::Result<()> {
+    let docs: Vec<(String, String)> = {
+        let mut st = tx.prepare("SELECT id, doc FROM runs ORDER BY id")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    for (id, doc) in docs {
+        if let Some((doc, metrics)) = super::to_v3(&doc) {
+            tx.execute("UPDATE runs SET doc = ?1 WHERE id = ?2", params![doc, id])?;
+            tx.execute("DELETE FROM metrics WHERE run_id = ?1", [&id])?;
+            insert_metrics(tx, &id, &metrics)?;
         }
     }
     Ok(())
@@ -53,7 +70,7 @@ fn insert_metrics(tx: &Transaction, id: &str, metrics: &[Metric]) -> rusqlite::R
             crate::Better::Higher => "higher",
             crate::Better::Lower => "lower",
         };
-        st.execute(params![id, m.name, m.value, m.unit, better])?;
+        st.execute(params![id, m.name.to_string(), m.value, m.unit, better])?;
     }
     Ok(())
 }
@@ -114,9 +131,10 @@ impl SqliteStore {
         self.conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(self.err())
     }
 
-    /// Saves a run; its id must be new.
+    /// Saves a run ([`crate::convert::to_stored`]: a run with a body without its derived
+    /// parts); its id must be new.
     pub fn insert(&mut self, r: &RunReport) -> Result<(), ReportError> {
-        let doc = serde_json::to_string(r).map_err(|e| ReportError::Invalid(e.to_string()))?;
+        let doc = crate::convert::to_stored(r)?;
         let path = self.path.clone();
         let e = |source| ReportError::Sqlite { path: path.clone(), source };
         let tx = self.conn.transaction().map_err(e)?;
@@ -159,8 +177,7 @@ impl SqliteStore {
         let full = self.resolve(id)?;
         let doc: String =
             self.conn.query_row("SELECT doc FROM runs WHERE id = ?1", [&full], |r| r.get(0)).map_err(self.err())?;
-        let v = serde_json::from_str(&doc).map_err(|e| ReportError::Invalid(format!("stored run {full}: {e}")))?;
-        RunReport::from_json(v)
+        super::read_doc(&full, &doc)
     }
 
     /// Every run, oldest first.
@@ -171,7 +188,7 @@ impl SqliteStore {
                 let name: Option<String> = r.get(4)?;
                 let headline = match name {
                     Some(name) => Some(Metric {
-                        name,
+                        name: name.as_str().into(),
                         value: r.get(5)?,
                         unit: r.get(6)?,
                         better: if r.get::<_, String>(7)? == "lower" {
