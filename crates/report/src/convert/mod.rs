@@ -65,10 +65,20 @@ pub fn from_body(body: &Body) -> Result<RunReport, ReportError> {
 /// is.
 pub fn load(v: Value) -> Result<RunReport, ReportError> {
     let mut r = RunReport::from_json(v)?;
-    if let Some(d) = r.body.as_ref().and_then(|b| from_body(b).ok()) {
-        (r.metrics, r.spreads, r.charts, r.tables) = (d.metrics, d.spreads, d.charts, d.tables);
-    }
+    derive_parts(&mut r);
     Ok(r)
+}
+
+/// Replaces the metrics, spreads, charts and tables of `r` by the ones its body gives; whether
+/// it has a body that gives them.
+fn derive_parts(r: &mut RunReport) -> bool {
+    match r.body.as_ref().and_then(|b| from_body(b).ok()) {
+        Some(d) => {
+            (r.metrics, r.spreads, r.charts, r.tables) = (d.metrics, d.spreads, d.charts, d.tables);
+            true
+        }
+        None => false,
+    }
 }
 
 /// What [`to_stored`] leaves out of a run that has a body: the parts [`load`] derives.
@@ -77,13 +87,25 @@ const DERIVED: [&str; 4] = ["metrics", "spreads", "charts", "tables"];
 /// Run `r` as a store keeps it (`linerate.run/1` JSON): without its metrics, spreads, charts and
 /// tables when it has a body they derive from ([`load`] makes them again), whole otherwise.
 pub fn to_stored(r: &RunReport) -> Result<String, ReportError> {
+    stored_json(r, r.body.as_ref().is_some_and(|b| from_body(b).is_ok()))
+}
+
+/// `r` as JSON, without its derived parts when `lean`.
+fn stored_json(r: &RunReport, lean: bool) -> Result<String, ReportError> {
     let mut v = serde_json::to_value(r).map_err(|e| ReportError::Invalid(e.to_string()))?;
-    if r.body.as_ref().is_some_and(|b| from_body(b).is_ok()) {
-        if let Some(o) = v.as_object_mut() {
-            DERIVED.iter().for_each(|k| _ = o.remove(*k));
-        }
+    if let Some(o) = v.as_object_mut().filter(|_| lean) {
+        DERIVED.iter().for_each(|k| _ = o.remove(*k));
     }
     serde_json::to_string(&v).map_err(|e| ReportError::Invalid(e.to_string()))
+}
+
+/// A document a store holds (`linerate.run/1`) in the one stored shape ([`to_stored`]), with
+/// the run's metrics derived from its body: what migrating a store rewrites it to. `None` for a
+/// run without a body this version derives from (kept as it is), or a document it cannot read.
+pub(crate) fn restored(doc: &str) -> Option<(String, Vec<Metric>)> {
+    let mut r = RunReport::from_json(serde_json::from_str(doc).ok()?).ok()?;
+    derive_parts(&mut r).then_some(())?;
+    Some((stored_json(&r, true).ok()?, r.metrics))
 }
 
 /// The schema check every typed document gets.

@@ -109,17 +109,6 @@ fn read_doc(id: &str, doc: &str) -> Result<RunReport, ReportError> {
     crate::convert::load(v)
 }
 
-/// The migration to layout 3 of one stored document: the document in the one stored shape
-/// and the run's metrics (derived from its body) when it has a body this version derives
-/// from; `None` to leave it as it is (a run without a body, a document this build cannot
-/// read).
-fn to_v3(doc: &str) -> Option<(String, Vec<Metric>)> {
-    let v: serde_json::Value = serde_json::from_str(doc).ok()?;
-    let r = crate::convert::load(v).ok()?;
-    r.body.as_ref().and_then(|b| crate::convert::from_body(b).ok())?;
-    Some((crate::convert::to_stored(&r).ok()?, r.metrics))
-}
-
 /// Whether `a` and `b` are the same run converted twice: the same figures (in any order, equal
 /// to 12 significant digits, since JSON text need not read back to the last bit) and the same
 /// value of every parameter both have.

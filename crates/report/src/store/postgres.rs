@@ -56,7 +56,7 @@ fn v2_to_v3(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
     let rows = tx.query("SELECT id, doc FROM runs ORDER BY id", &[])?;
     for row in rows {
         let (id, doc): (String, String) = (row.get(0), row.get(1));
-        if let Some((doc, metrics)) = super::to_v3(&doc) {
+        if let Some((doc, metrics)) = crate::convert::restored(&doc) {
             tx.execute("UPDATE runs SET doc = $1 WHERE id = $2", &[&doc, &id])?;
             tx.execute("DELETE FROM metrics WHERE run_id = $1", &[&id])?;
             insert_metrics(tx, &id, &metrics)?;

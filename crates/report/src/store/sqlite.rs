@@ -53,7 +53,7 @@ fn v2_to_v3(tx: &Transaction) -> rusqlite::Result<()> {
         rows.collect::<Result<_, _>>()?
     };
     for (id, doc) in docs {
-        if let Some((doc, metrics)) = super::to_v3(&doc) {
+        if let Some((doc, metrics)) = crate::convert::restored(&doc) {
             tx.execute("UPDATE runs SET doc = ?1 WHERE id = ?2", params![doc, id])?;
             tx.execute("DELETE FROM metrics WHERE run_id = ?1", [&id])?;
             insert_metrics(tx, &id, &metrics)?;
