@@ -23,7 +23,6 @@ pub mod exe;
 pub mod probe;
 pub mod script;
 pub mod spawn;
-mod wait;
 
 pub use announce::{Announce, AnnounceError, Key};
 pub use bootstrap::{Action, BootConfig, BootError, Bootstrap, Mode, Offer, Started};

@@ -327,7 +327,7 @@ impl Ssh {
     /// Stop ssh by its process id and reap it, after `grace` for it to end by itself.
     fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
-        let status = crate::wait::exit_within(&mut child, grace);
+        let status = linerate_net::proc::exit_within(&mut child, grace);
         if status.is_none() {
             let _ = child.kill();
         }
