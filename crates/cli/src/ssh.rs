@@ -17,7 +17,7 @@ use linerate_model::doc::cp::CpPhases;
 use linerate_net::auth::secret::Secret;
 use linerate_net::EngineError;
 use linerate_proto::name::escape;
-use linerate_remote::announce::{ssh_connection_addr, Announce, Key};
+use linerate_remote::announce::{ssh_connection_addr, Announce};
 use linerate_remote::probe::Upload;
 use linerate_remote::spawn::{self, Notice, Route, Rsh};
 use std::io::Write;
@@ -312,7 +312,7 @@ pub fn copy(
         let kind = if e.is_usage() { Kind::Usage } else { Kind::Session };
         Error::new(kind, e)
     })?;
-    cfg.secret = Secret(*session.key().bytes());
+    cfg.secret = session.key().clone();
     let fwd = match session.route() {
         Route::Direct(addr) => {
             cfg.addr = *addr;
@@ -387,7 +387,7 @@ pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout
     let announce = Announce {
         version: linerate_proto::PROTOCOL_VERSION,
         port: server.local_addr().port(),
-        secret: Key::new(secret.0),
+        secret,
         addr: if a.ssh_loopback { None } else { addr },
         software: Some(env!("CARGO_PKG_VERSION").to_string()),
     };

@@ -2,46 +2,11 @@
 //! mosh's server does (issue 5): protocol version, port, a fresh one-time key, and the address
 //! the ssh connection reached. The client then opens its parallel streams directly to that port.
 
-use std::fmt;
+use linerate_net::auth::secret::Secret;
 use std::net::IpAddr;
 
 /// First word of the announce line.
 pub const TAG: &str = "LINERATE";
-
-/// A session's one-time key as the announce line carries it: 32 bytes, zeroed when dropped;
-/// `Debug` does not show it. The engine's `Secret` is made from [`Key::bytes`].
-#[derive(Clone, PartialEq, Eq)]
-pub struct Key([u8; 32]);
-
-impl Key {
-    /// A key of these bytes.
-    pub fn new(bytes: [u8; 32]) -> Key {
-        Key(bytes)
-    }
-
-    /// Its bytes.
-    pub fn bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-
-    /// Exactly 64 hex digits.
-    fn from_hex(s: &str) -> Option<Key> {
-        let mut b = [0u8; 32];
-        (s.len() == 64 && hex::decode_to_slice(s, &mut b).is_ok()).then_some(Key(b))
-    }
-}
-
-impl fmt::Debug for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Key(..)")
-    }
-}
-
-impl Drop for Key {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.0);
-    }
-}
 
 /// The one line a `serve --once --ssh` prints: `LINERATE <protocol> PORT <port> SECRET <64 hex>
 /// [ADDR <ip>] [SOFTWARE <version>]`. Words after the version are `KEY VALUE` pairs; unknown keys
@@ -53,7 +18,7 @@ pub struct Announce {
     /// The port it listens on.
     pub port: u16,
     /// The one-time secret of the session.
-    pub secret: Key,
+    pub secret: Secret,
     /// The server's address as the ssh connection reached it (`SSH_CONNECTION`), when known.
     pub addr: Option<IpAddr>,
     /// The server's software version (`linerate --version`), when given.
@@ -85,7 +50,7 @@ impl Announce {
     /// The line, without its newline. It carries the secret: write it only to the pipe the client
     /// reads, never to a log.
     pub fn line(&self) -> String {
-        let mut s = format!("{TAG} {} PORT {} SECRET {}", self.version, self.port, hex::encode(self.secret.bytes()));
+        let mut s = format!("{TAG} {} PORT {} SECRET {}", self.version, self.port, self.secret.to_hex());
         if let Some(a) = self.addr {
             s.push_str(&format!(" ADDR {a}"));
         }
@@ -113,7 +78,11 @@ impl Announce {
         let port = field("PORT").and_then(|p| p.parse::<u16>().ok()).filter(|&p| p != 0);
         let port = port.ok_or(AnnounceError::Malformed("no PORT"))?;
         let secret = field("SECRET").ok_or(AnnounceError::Malformed("no SECRET"))?;
-        let secret = Key::from_hex(secret).ok_or(AnnounceError::Malformed("SECRET is not 64 hex digits"))?;
+        // Exactly 64 hex digits: no white space around them, as from_hex would allow.
+        let secret = Secret::from_hex(secret)
+            .ok()
+            .filter(|_| secret.len() == 64)
+            .ok_or(AnnounceError::Malformed("SECRET is not 64 hex digits"))?;
         let addr = match field("ADDR") {
             Some(a) => Some(a.parse().map_err(|_| AnnounceError::Malformed("ADDR is not an IP address"))?),
             None => None,
@@ -139,7 +108,7 @@ mod tests {
         Announce {
             version: linerate_proto::PROTOCOL_VERSION,
             port: 40123,
-            secret: Key::new([7; 32]),
+            secret: Secret([7; 32]),
             addr: Some("198.18.0.2".parse().unwrap()),
             software: Some("0.1.0".into()),
         }
@@ -153,7 +122,7 @@ mod tests {
         assert_eq!(Announce::parse(&extra).unwrap(), a);
         let bare = Announce { addr: None, software: None, ..a };
         assert_eq!(Announce::parse(&bare.line()).unwrap(), bare);
-        assert_eq!(format!("{:?}", bare.secret), "Key(..)", "Debug does not show the key");
+        assert_eq!(format!("{:?}", bare.secret), "Secret(..)", "Debug does not show the key");
     }
 
     #[test]

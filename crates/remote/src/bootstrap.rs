@@ -612,7 +612,6 @@ pub fn shown(d: Duration) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::announce::Key;
     use crate::probe::{Foreign, Mismatch};
     use std::os::unix::process::ExitStatusExt;
 
@@ -711,7 +710,7 @@ mod tests {
         Announce {
             version: linerate_proto::PROTOCOL_VERSION,
             port: 40123,
-            secret: Key::new([0xab; 32]),
+            secret: linerate_net::auth::secret::Secret([0xab; 32]),
             addr: None,
             software: Some("0.1.0".into()),
         }

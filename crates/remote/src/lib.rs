@@ -5,7 +5,7 @@
 //!   decide (a cached or installed linerate, an upload, or a refusal), upload (SHA-256 checked
 //!   there), announce — fed bytes and time, answering with actions, a deadline and typed errors;
 //! - [`announce`]: the `LINERATE <version> PORT <port> SECRET <key> ...` line the remote server
-//!   prints, and its one-time [`announce::Key`];
+//!   prints, and its one-time key (a `linerate_net` `Secret`);
 //! - [`probe`]: the boot script's report of the remote and the decision on it;
 //! - [`script`]: the boot and cache scripts, and the remote command lines;
 //! - [`exe`]: this executable as an upload (size, build id, glibc needs, SHA-256);
@@ -24,5 +24,5 @@ pub mod probe;
 pub mod script;
 pub mod spawn;
 
-pub use announce::{Announce, AnnounceError, Key};
+pub use announce::{Announce, AnnounceError};
 pub use bootstrap::{Action, BootConfig, BootError, Bootstrap, Mode, Offer, Started};

@@ -8,12 +8,12 @@
 //! blocks on a full pipe. An upload is written on a thread of its own too, so that a remote that
 //! stops reading is caught by the machine's stall deadline.
 
-use crate::announce::Key;
 use crate::bootstrap::{Action, BootConfig, BootError, Bootstrap, Mode, Offer, Scene, Started};
 use crate::exe::{digest32, sha256_file, Exe, ExeError};
 use crate::probe::{Local, Upload};
 use crate::script::{boot_command, serve_command};
 use linerate_model::doc::cp::CpPhases;
+use linerate_net::auth::secret::Secret;
 use linerate_proto::name::escape;
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -290,7 +290,7 @@ pub struct Session {
 
 impl Session {
     /// The session's one-time key.
-    pub fn key(&self) -> &Key {
+    pub fn key(&self) -> &Secret {
         &self.started.announce.secret
     }
 
@@ -641,7 +641,7 @@ mod tests {
             seen.push(format!("{n:?}"))
         })
         .unwrap();
-        assert_eq!(hex::encode(s.key().bytes()), KEY);
+        assert_eq!(s.key().to_hex(), KEY);
         let Route::Forward(f) = s.route() else { panic!("{:?}", s.route()) };
         assert_eq!(f.port, 4000);
         assert_eq!(s.phases().remote_linerate, linerate_model::doc::cp::RemoteLinerate::Given);
