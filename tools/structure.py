@@ -2,7 +2,8 @@
 """The structure counts issue 44 (the third redesign) is judged by, from the source files.
 
 Counts, for the workspace under crates/:
-  * non-test source lines per crate (each file counted up to its first `#[cfg(test)]`);
+  * non-test source lines per crate (each file counted up to its first `#[cfg(test)]`; a file
+    whose module is declared only under `#[cfg(test)]` is test code and not counted);
   * module cycles inside each crate: a module (one file) depends on another when it names it
     through `crate::`, `super::` or `self::` paths (in `use` lines and in code); cycles are the
     strongly connected components of that graph with more than one module;
@@ -47,6 +48,16 @@ def module_path(src: Path, f: Path) -> tuple:
 
 def crate_modules(src: Path) -> dict:
     return {module_path(src, f): f for f in sorted(src.rglob("*.rs"))}
+
+
+def test_only(mods: dict) -> set:
+    """Modules declared only under `#[cfg(test)]` (`#[cfg(test)] mod flag_units;`): the whole file
+    is test code, so none of it counts as non-test lines."""
+    out = set()
+    for m, f in mods.items():
+        for d in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+([A-Za-z_]\w*)\s*;", f.read_text()):
+            out.add(m + (d.group(1),))
+    return out
 
 
 PATH_RE = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
@@ -143,7 +154,10 @@ def main():
         mods = crate_modules(src)
         lines = 0
         graph = {}
+        tests_only = test_only(mods)
         for m, f in mods.items():
+            if any(m[: len(t)] == t for t in tests_only):
+                continue
             text = non_test(f.read_text())
             lines += len(text.splitlines())
             code = strip_comments(text)
