@@ -22,7 +22,7 @@ use linerate_net::auth::authorized::{Grant, KeyAuthConfig};
 use linerate_net::auth::secret::Secret;
 use linerate_net::conn::{self, Admit};
 use linerate_net::rate::{Governor, SessionRate};
-use linerate_net::EngineError;
+use linerate_net::{EngineError, UsageError};
 use linerate_proto::admit::{self, Admission, AdmitConfig, HandshakeId, Verdict};
 use linerate_proto::frame::{self, Frame, Placement};
 use linerate_proto::handshake::KEY_LEN;
@@ -442,7 +442,7 @@ impl Server {
             linerate_net::auth::authorized::AuthorizedKeys::load(&k.authorized_keys)?;
         }
         if !cfg.accept_secret && cfg.keys.is_none() {
-            return Err(EngineError::Usage("the server accepts neither a shared secret nor keys".into()));
+            return Err(UsageError::Server("the server accepts neither a shared secret nor keys".into()).into());
         }
         let root = match &cfg.root {
             Some(r) => Some(confined::open_root(r).map_err(|e| EngineError::file(r, e))?),
@@ -893,7 +893,7 @@ fn control(
     };
     let d = match resolved {
         Ok(d) => d,
-        Err(msg) => return Some(fatal(&mut sec.tx, ErrorCode::Destination, msg)),
+        Err(e) => return Some(fatal(&mut sec.tx, ErrorCode::Destination, e.to_string())),
     };
     let into_dir = d.into_dir;
     let tag = hex::encode(&sec.session[..6]);
@@ -1058,7 +1058,7 @@ fn serve_pull(
     };
     let (dir, src) = match resolved {
         Ok(x) => x,
-        Err(msg) => return fatal(&mut sec.tx, ErrorCode::Destination, msg),
+        Err(e) => return fatal(&mut sec.tx, ErrorCode::Destination, e.to_string()),
     };
     let collect = Arc::new(Collect {
         streams,

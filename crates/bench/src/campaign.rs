@@ -279,7 +279,7 @@ mod tests {
             self.runs += 1;
             self.lines.push(format!("run {}", r.summary(None).throughput_bps / 1e6));
             if self.closed_at == Some(self.runs) {
-                return Err(EngineError::Usage("closed".into()));
+                return Err(EngineError::Usage(linerate_net::UsageError::Test("closed".into())));
             }
             Ok(())
         }

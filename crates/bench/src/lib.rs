@@ -36,7 +36,7 @@ use linerate_model::shutdown::{Shutdown, Stopper};
 use linerate_net::auth::secret::Secret;
 use linerate_net::conn::{self, RecvHalf, SendHalf};
 use linerate_net::resources;
-use linerate_net::EngineError;
+use linerate_net::{EngineError, UsageError};
 use linerate_proto::bench::{
     ClientEvent, ClientMachine, ConnCounts, Direction, IntervalCounts, Ready, SideReport, TestKind, TestSpec,
     BENCH_DOC_VERSION,
@@ -624,39 +624,39 @@ impl Sampler {
 pub fn check_local_options(spec: &TestSpec, tuning: &ClientTuning, server: SocketAddr) -> Result<(), EngineError> {
     if let Some(m) = tuning.mss {
         if !MSS_RANGE.contains(&m) {
-            return Err(EngineError::Usage(format!(
+            return Err(EngineError::Usage(UsageError::Test(format!(
                 "MSS {m}: must be {} to {} bytes",
                 MSS_RANGE.start(),
                 MSS_RANGE.end()
-            )));
+            ))));
         }
     }
     if let Some(c) = tuning.cpu {
-        check_cpu(c).map_err(|m| EngineError::Usage(format!("on this host: {m}")))?;
+        check_cpu(c).map_err(|e| UsageError::ThisHost(e.into()))?;
     }
     if let Some(p) = tuning.cport {
         if matches!(spec.kind, TestKind::TcpCrr | TestKind::Profile) {
-            return Err(EngineError::Usage(
+            return Err(EngineError::Usage(UsageError::Test(
                 "--cport applies to tcp-stream, tcp-rr and udp-stream: tcp-crr and profiles open new connections \
                  all the time"
                     .into(),
-            ));
+            )));
         }
         let last = u64::from(p) + spec.initial_connections().saturating_sub(1);
         if p == 0 || last > 65_535 {
-            return Err(EngineError::Usage(format!(
+            return Err(EngineError::Usage(UsageError::Test(format!(
                 "--cport {p} with {} connections needs local ports {p} to {last}: they must be 1 to 65535",
                 spec.initial_connections()
-            )));
+            ))));
         }
     }
     if spec.kind == TestKind::UdpStream {
         if tuning.mss.is_some() {
-            return Err(EngineError::Usage("the MSS applies to TCP tests, not udp-stream".into()));
+            return Err(EngineError::Usage(UsageError::Test("the MSS applies to TCP tests, not udp-stream".into())));
         }
         return Ok(());
     }
-    client_sock_opts(spec, tuning).probe(server).map_err(|m| EngineError::Usage(format!("on this host: {m}")))
+    client_sock_opts(spec, tuning).probe(server).map_err(|e| UsageError::ThisHost(e.into()).into())
 }
 
 /// The options of the client's TCP data sockets: the test's, and this side's own.
@@ -664,15 +664,31 @@ fn client_sock_opts(spec: &TestSpec, tuning: &ClientTuning) -> reactor::SockOpts
     reactor::SockOpts { mss: tuning.mss, ..reactor::SockOpts::of(spec) }
 }
 
-/// Check that this process may run on core `cpu`; the message lists the cores it may use.
-pub(crate) fn check_cpu(cpu: u32) -> Result<(), String> {
-    let allowed = rustix::thread::sched_getaffinity(None).map_err(|e| format!("reading the CPU affinity: {e}"))?;
+/// Why a test may not run on the core it names (`-A`).
+#[derive(Debug, thiserror::Error)]
+pub enum CpuError {
+    /// The process's affinity could not be read.
+    #[error("reading the CPU affinity: {0}")]
+    Affinity(rustix::io::Errno),
+    /// Not one of the cores this process may use (listed, comma-separated).
+    #[error("core {cpu} does not exist or is not available to linerate (cores {cores})")]
+    Unavailable {
+        /// The core asked for.
+        cpu: u32,
+        /// The cores this process may use.
+        cores: String,
+    },
+}
+
+/// Check that this process may run on core `cpu`; the error lists the cores it may use.
+pub(crate) fn check_cpu(cpu: u32) -> Result<(), CpuError> {
+    let allowed = rustix::thread::sched_getaffinity(None).map_err(CpuError::Affinity)?;
     if (cpu as usize) < rustix::thread::CpuSet::MAX_CPU && allowed.is_set(cpu as usize) {
         return Ok(());
     }
     let cores: Vec<String> =
         (0..rustix::thread::CpuSet::MAX_CPU).filter(|&i| allowed.is_set(i)).map(|i| i.to_string()).collect();
-    Err(format!("core {cpu} does not exist or is not available to linerate (cores {})", cores.join(",")))
+    Err(CpuError::Unavailable { cpu, cores: cores.join(",") })
 }
 
 /// Start a benchmark worker thread, pinned to `cpu` when one is given (checked before with
@@ -1101,7 +1117,7 @@ mod tests {
         );
         let free = spawn_worker(None, || rustix::thread::sched_getaffinity(None).unwrap()).join().unwrap();
         assert_eq!(free.count(), allowed.count(), "unpinned workers keep the process's cores");
-        let e = check_cpu(1023).unwrap_err();
+        let e = check_cpu(1023).unwrap_err().to_string();
         assert!(e.contains("core 1023 does not exist or is not available") && e.contains(&format!("{core}")), "{e}");
     }
 

@@ -90,7 +90,7 @@ impl SockOpts {
 
     /// Apply to a TCP socket. Buffer sizes and TCP_NODELAY are requests the kernel may trim (the
     /// report shows what it granted); an option it refuses outright is an error naming it.
-    pub(crate) fn apply(&self, s: &socket2::SockRef<'_>) -> Result<(), String> {
+    pub(crate) fn apply(&self, s: &socket2::SockRef<'_>) -> Result<(), SockOptError> {
         if let Some(b) = self.sndbuf {
             let _ = s.set_send_buffer_size(b as usize);
         }
@@ -101,10 +101,10 @@ impl SockOpts {
             let _ = s.set_tcp_nodelay(true);
         }
         if let Some(cc) = &self.congestion {
-            s.set_tcp_congestion(cc.as_bytes()).map_err(|e| congestion_refused(cc, &e))?;
+            s.set_tcp_congestion(cc.as_bytes()).map_err(|e| SockOptError::Congestion { name: cc.clone(), e })?;
         }
         if let Some(m) = self.mss {
-            s.set_tcp_mss(m).map_err(|e| format!("TCP_MAXSEG {m} was refused by the kernel: {e}"))?;
+            s.set_tcp_mss(m).map_err(|e| SockOptError::Mss { mss: m, e })?;
         }
         if let Some(t) = self.tos {
             set_tos(s, t)?;
@@ -118,10 +118,10 @@ impl SockOpts {
 
     /// Try the options on a fresh TCP socket of `addr`'s family, so that one the kernel refuses
     /// is reported once, before any connection is opened.
-    pub(crate) fn probe(&self, addr: SocketAddr) -> Result<(), String> {
+    pub(crate) fn probe(&self, addr: SocketAddr) -> Result<(), SockOptError> {
         let domain = socket2::Domain::for_address(addr);
         let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))
-            .map_err(|e| format!("creating a TCP socket: {e}"))?;
+            .map_err(SockOptError::Socket)?;
         self.apply(&socket2::SockRef::from(&s))
     }
 }
@@ -138,7 +138,7 @@ pub(crate) fn local_port(first: Option<u16>, conn: u32) -> Option<io::Result<u16
 
 /// Set the TOS byte of a TCP or UDP socket: IP_TOS on IPv4, IPV6_TCLASS on IPv6 (where an IPv4
 /// peer of a dual-stack socket gets IP_TOS too).
-pub(crate) fn set_tos(s: &socket2::SockRef<'_>, tos: u8) -> Result<(), String> {
+pub(crate) fn set_tos(s: &socket2::SockRef<'_>, tos: u8) -> Result<(), SockOptError> {
     let r = match s.domain() {
         Ok(socket2::Domain::IPV6) => s.set_tclass_v6(u32::from(tos)).map(|()| {
             // A dual-stack socket talking to an IPv4 peer uses IP_TOS; refused on a v6-only one.
@@ -146,7 +146,7 @@ pub(crate) fn set_tos(s: &socket2::SockRef<'_>, tos: u8) -> Result<(), String> {
         }),
         _ => s.set_tos_v4(u32::from(tos)),
     };
-    r.map_err(|e| format!("TOS {tos:#04x} (DSCP {}) was refused by the kernel: {e}", tos >> 2))
+    r.map_err(|e| SockOptError::Tos { tos, e })
 }
 
 /// The TOS byte (IPv4) or traffic class (IPv6) a socket sends with.
@@ -158,13 +158,27 @@ pub(crate) fn tos_of(s: &socket2::SockRef<'_>) -> Option<u32> {
     }
 }
 
-/// Why the kernel refused a congestion control algorithm, and where to look.
-fn congestion_refused(name: &str, e: &io::Error) -> String {
-    format!(
+/// A socket option of a test the kernel refused (the user's to fix), or the socket to try it on.
+/// `e` is what the kernel said.
+#[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // the fields are named in the paragraph above
+pub enum SockOptError {
+    /// A congestion control algorithm, with where to look.
+    #[error(
         "TCP congestion control \"{name}\" was refused by the kernel ({e}): it is not loaded or not allowed \
          for this user; see sysctl net.ipv4.tcp_available_congestion_control (and \
          net.ipv4.tcp_allowed_congestion_control, which unprivileged users are held to)"
-    )
+    )]
+    Congestion { name: String, e: io::Error },
+    /// A maximum segment size.
+    #[error("TCP_MAXSEG {mss} was refused by the kernel: {e}")]
+    Mss { mss: u32, e: io::Error },
+    /// A TOS byte (IPv4) or traffic class (IPv6).
+    #[error("TOS {tos:#04x} (DSCP {dscp}) was refused by the kernel: {e}", dscp = .tos >> 2)]
+    Tos { tos: u8, e: io::Error },
+    /// The socket to try the options on.
+    #[error("creating a TCP socket: {0}")]
+    Socket(io::Error),
 }
 
 /// The congestion control a TCP socket uses.

@@ -447,7 +447,7 @@ fn open_data_ports(
 ) -> Result<(TcpListener, Option<std::net::UdpSocket>), Refusal> {
     let opts = reactor::SockOpts::of(spec);
     let udp = spec.kind == TestKind::UdpStream;
-    let open = |port: u16| -> Result<Result<_, String>, EngineError> {
+    let open = |port: u16| -> Result<Result<_, reactor::SockOptError>, EngineError> {
         let listener = match bind_data(ip, port, &opts)? {
             Ok(l) => l,
             Err(msg) => return Ok(Err(msg)),
@@ -462,7 +462,7 @@ fn open_data_ports(
         };
         Ok(Ok((listener, sock)))
     };
-    let refused = |msg: String| Refusal::Test(ErrorCode::BadParams, format!("on the server: {msg}"));
+    let refused = |e: reactor::SockOptError| Refusal::Test(ErrorCode::BadParams, format!("on the server: {e}"));
     let Some((low, high)) = range else {
         return open(0).map_err(Refusal::Local)?.map_err(refused);
     };
@@ -485,7 +485,11 @@ fn open_data_ports(
 /// A data listener on `port` (0: ephemeral); buffer sizes and congestion control are set on it
 /// so accepted sockets inherit them before the handshake fixes the window scale. The inner error
 /// is an option the kernel refused (the client's to fix).
-fn bind_data(ip: IpAddr, port: u16, opts: &reactor::SockOpts) -> Result<Result<TcpListener, String>, EngineError> {
+fn bind_data(
+    ip: IpAddr,
+    port: u16,
+    opts: &reactor::SockOpts,
+) -> Result<Result<TcpListener, reactor::SockOptError>, EngineError> {
     let addr = SocketAddr::new(ip, port);
     let s =
         socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))
@@ -743,7 +747,7 @@ mod tests {
     #[test]
     fn a_congestion_control_the_kernel_refuses_is_named_with_the_sysctl() {
         let opts = reactor::SockOpts { congestion: Some("nosuchalgo".into()), ..Default::default() };
-        let msg = bind_data(IpAddr::from([127, 0, 0, 1]), 0, &opts).unwrap().unwrap_err();
+        let msg = bind_data(IpAddr::from([127, 0, 0, 1]), 0, &opts).unwrap().unwrap_err().to_string();
         assert!(msg.contains("\"nosuchalgo\"") && msg.contains("net.ipv4.tcp_available_congestion_control"), "{msg}");
         let reno = reactor::SockOpts { congestion: Some("reno".into()), tos: Some(0xb8), ..Default::default() };
         let l = bind_data(IpAddr::from([127, 0, 0, 1]), 0, &reno).unwrap().unwrap();

@@ -9,7 +9,7 @@
 use super::dgram::{size_recv_buffer, Batching, Offload, Receiver, Sender};
 use super::Counters;
 use linerate_model::shutdown::{Shutdown, Stopper};
-use linerate_net::EngineError;
+use linerate_net::{EngineError, UsageError};
 use linerate_proto::bench::{Direction, Ready, TestSpec, UdpBatching, UdpCounts, UdpHeader, UDP_HEADER_LEN};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::HashMap;
@@ -286,7 +286,7 @@ fn buffers_of(s: &UdpSocket) -> Option<(u32, u32)> {
 /// control is refused with udp-stream by the test's rules).
 fn apply_opts(s: &UdpSocket, spec: &TestSpec) -> Result<(), EngineError> {
     let opts = super::reactor::SockOpts { nodelay: false, congestion: None, ..super::reactor::SockOpts::of(spec) };
-    opts.apply(&socket2::SockRef::from(s)).map_err(EngineError::Usage)
+    opts.apply(&socket2::SockRef::from(s)).map_err(|e| UsageError::Test(e.to_string()).into())
 }
 
 /// The client's sockets.
@@ -308,7 +308,7 @@ impl Client {
         for i in 0..spec.connections {
             // Socket i on port cport + i when the client asked for fixed ports (iperf3 --cport).
             let port = match super::reactor::local_port(cport, i) {
-                Some(p) => p.map_err(|e| EngineError::Usage(e.to_string()))?,
+                Some(p) => p.map_err(|e| UsageError::Test(e.to_string()))?,
                 None => 0,
             };
             let bind: SocketAddr = if target.is_ipv4() {

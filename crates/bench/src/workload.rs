@@ -4,7 +4,7 @@
 
 use super::reactor::{pace, senders, ClientScript, Conn, Dialer, OpenLoop, Role, Script, Step};
 use super::Counters;
-use linerate_net::EngineError;
+use linerate_net::{EngineError, UsageError};
 use linerate_proto::bench::{Direction, FlowOp, MsgHeader, Profile, Size, TestKind, TestSpec, REPLY_STREAM};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -176,9 +176,10 @@ pub(crate) fn open_all(d: &Dialer, n: u64, deadline: Instant) -> Result<Vec<TcpS
             while *sent == hello.len() && *got < 4 {
                 match s.read(&mut ack[*got..]) {
                     Ok(0) => {
-                        return Err(EngineError::Usage(format!(
+                        return Err(UsageError::Test(format!(
                             "the server closed data connection {idx} without accepting it (wrong cookie or test)"
-                        )))
+                        ))
+                        .into())
                     }
                     Ok(r) => *got += r,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,

@@ -272,7 +272,7 @@ mod tests {
     #[test]
     fn engine_errors_map_to_usage_session_or_interrupted() {
         let remote = |code| EngineError::Remote { code, message: String::new() };
-        assert_eq!(Kind::of_engine(&EngineError::Usage("x".into())), Kind::Usage);
+        assert_eq!(Kind::of_engine(&EngineError::Usage(linerate_net::UsageError::Sources("x".into()))), Kind::Usage);
         assert_eq!(Kind::of_engine(&EngineError::Secret("x".into())), Kind::Usage);
         assert_eq!(Kind::of_engine(&EngineError::Interrupted), Kind::Interrupted);
         for c in [ErrorCode::Destination, ErrorCode::BadParams, ErrorCode::Limit, ErrorCode::Unsupported] {

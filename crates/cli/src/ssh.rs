@@ -370,7 +370,7 @@ pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout
         // Every address: dual-stack where IPv6 is enabled, else IPv4 alone.
         vec![SocketAddr::from((IpAddr::from([0u16; 8]), 0)), SocketAddr::from(([0, 0, 0, 0], 0))]
     };
-    let mut server = Err(EngineError::Usage("no address to listen on".into()));
+    let mut server = Err(EngineError::Usage(linerate_net::UsageError::Server("no address to listen on".into())));
     for l in listens {
         let mut cfg = ServerConfig::ssh_user(l, secret.clone(), home.clone(), deadline);
         cfg.handshake_timeout = handshake_timeout;

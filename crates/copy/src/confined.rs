@@ -521,31 +521,86 @@ pub fn resolve_destination(
     sources: u32,
     placement: Placement,
     dry_run: bool,
-) -> Result<Destination, String> {
-    let parts = name::split_dest(dest).map_err(|e| e.to_string())?;
+) -> Result<Destination, PlaceError> {
+    let parts = name::split_dest(dest)?;
     let shown = name::escape(dest);
     let open_root = || {
         rfs::openat(root, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| format!("opening the root: {}", ioe(e)))
+            .map_err(|e| PlaceError::Root(ioe(e)))
     };
     let Some((last, parents)) = parts.split_last() else {
         if placement == Placement::As {
-            return Err(AS_NEEDS_A_NAME.into());
+            return Err(PlaceError::AsNeedsAName);
         }
         return Ok(Destination { dir: open_root()?, into_dir: true, absent: false });
     };
     let mut dir = open_root()?;
     for p in parents {
-        dir = open_dir(&dir, p).map_err(|e| format!("destination '{shown}': parent '{}': {e}", name::escape(p)))?;
+        dir = open_dir(&dir, p).map_err(|e| PlaceError::Parent { shown: shown.clone(), parent: name::escape(p), e })?;
     }
     let existing = rfs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW)
         .map(|st| rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory);
     place(dir, last, existing, sources, placement, dry_run, &shown, |dir| open_dir(dir, last))
 }
 
-/// The message for `As` without a name to give the copy.
-const AS_NEEDS_A_NAME: &str =
-    "copying a directory's contents (a source ending in '/') needs a destination directory name, not the top";
+/// Why a copy's destination or a pull's source was refused before anything was sent (the
+/// message goes to the client in the session's ERROR frame). In the fields, `shown` is the path
+/// as the client gave it, escaped for display ([`name::escape`]), `e` what the system said.
+#[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // the fields are named in the paragraph above
+pub enum PlaceError {
+    /// The path is not a valid destination path (a bad component).
+    #[error(transparent)]
+    Path(#[from] linerate_proto::ProtoError),
+    /// The root directory could not be opened.
+    #[error("opening the root: {0}")]
+    Root(io::Error),
+    /// `As` without a name to give the copy.
+    #[error("copying a directory's contents (a source ending in '/') needs a destination directory name, not the top")]
+    AsNeedsAName,
+    /// A directory above the destination could not be opened.
+    #[error("destination '{shown}': parent '{parent}': {e}")]
+    Parent { shown: String, parent: String, e: io::Error },
+    /// The destination's last component is invalid, or could not be opened or examined.
+    #[error("destination '{shown}': {e}")]
+    Destination { shown: String, e: io::Error },
+    /// A file where a directory's contents must go.
+    #[error("destination '{shown}' exists and is not a directory; a directory's contents (a source ending in '/') need a directory")]
+    ContentsNeedADirectory { shown: String },
+    /// A file (or nothing) where several sources need a directory.
+    #[error("destination '{shown}' is not a directory, and {sources} sources need one")]
+    SourcesNeedADirectory { shown: String, sources: u32 },
+    /// A file where `Into` needs a directory.
+    #[error("destination '{shown}' exists and is not a directory")]
+    NotADirectory { shown: String },
+    /// The destination directory could not be created.
+    #[error("creating destination directory '{shown}': {e}")]
+    Create { shown: String, e: io::Error },
+    /// An ssh user's destination path over the protocol's cap.
+    #[error("destination path longer than 4096 bytes")]
+    DestinationTooLong,
+    /// An ssh user's destination path with a NUL byte.
+    #[error("destination path contains NUL")]
+    DestinationNul,
+    /// A pull of the root itself.
+    #[error("name the file or directory to pull (the root itself has no name)")]
+    SourceUnnamed,
+    /// An ssh user's pull of `.`, `..` or a home.
+    #[error("source '{shown}': name the file or directory to pull (not '.', '..' or a home)")]
+    SourceNotNamed { shown: String },
+    /// An ssh user's source path over the cap or with a NUL byte.
+    #[error("source path longer than 4096 bytes or containing NUL")]
+    SourceBad,
+    /// A directory above the source could not be opened.
+    #[error("source '{shown}': '{parent}': {e}")]
+    SourceParent { shown: String, parent: String, e: io::Error },
+    /// The source could not be examined.
+    #[error("source '{shown}': {e}")]
+    Source { shown: String, e: io::Error },
+    /// Pulling hands the walk paths under `/proc/self/fd`.
+    #[error("pulling needs /proc on the server")]
+    NoProc,
+}
 
 /// The placement rules once the destination's parent `dir` is open and `existing` says whether
 /// `last` is a directory there (`Err(NOENT)`: nothing there). Everything that can be refused is
@@ -561,25 +616,24 @@ fn place(
     dry_run: bool,
     shown: &str,
     open: impl Fn(&OwnedFd) -> io::Result<OwnedFd>,
-) -> Result<Destination, String> {
-    let many = || format!("destination '{shown}' is not a directory, and {sources} sources need one");
-    let not_dir = || format!("destination '{shown}' exists and is not a directory");
+) -> Result<Destination, PlaceError> {
+    let shown = || shown.to_string();
+    let many = || PlaceError::SourcesNeedADirectory { shown: shown(), sources };
+    let not_dir = || PlaceError::NotADirectory { shown: shown() };
     let at = |dir, into_dir| Ok(Destination { dir, into_dir, absent: false });
     match (placement, existing) {
         // The source is a directory's contents: a file cannot take them.
-        (Placement::As, Ok(false)) if sources == 1 => {
-            Err(format!("{}; a directory's contents (a source ending in '/') need a directory", not_dir()))
-        }
+        (Placement::As, Ok(false)) if sources == 1 => Err(PlaceError::ContentsNeedADirectory { shown: shown() }),
         (Placement::As, Ok(true) | Err(Errno::NOENT)) if sources == 1 => at(dir, false),
         (Placement::As, Ok(_) | Err(Errno::NOENT)) => Err(many()),
         (_, Ok(true)) => {
-            let d = open(&dir).map_err(|e| format!("destination '{shown}': {e}"))?;
+            let d = open(&dir).map_err(|e| PlaceError::Destination { shown: shown(), e })?;
             at(d, true)
         }
         // A dry run changes nothing: the destination would be created, and nothing is in it.
         (Placement::Into, Err(Errno::NOENT)) if dry_run => Ok(Destination { dir, into_dir: true, absent: true }),
         (Placement::Into, Err(Errno::NOENT)) => {
-            let (d, _) = make_dir(&dir, last).map_err(|e| format!("creating destination directory '{shown}': {e}"))?;
+            let (d, _) = make_dir(&dir, last).map_err(|e| PlaceError::Create { shown: shown(), e })?;
             // Made for the copy: the same mode a directory of the tree gets by default.
             let _ = rfs::fchmod(&d, Mode::from_raw_mode(0o777 & !umask()));
             at(d, true)
@@ -587,7 +641,7 @@ fn place(
         (Placement::Into, Ok(false)) => Err(not_dir()),
         (Placement::Cp, Ok(false) | Err(Errno::NOENT)) if sources == 1 => at(dir, false),
         (Placement::Cp, Ok(false) | Err(Errno::NOENT)) => Err(many()),
-        (_, Err(e)) => Err(format!("destination '{shown}': {}", ioe(e))),
+        (_, Err(e)) => Err(PlaceError::Destination { shown: shown(), e: ioe(e) }),
     }
 }
 
@@ -602,12 +656,12 @@ pub fn resolve_user_destination(
     sources: u32,
     placement: Placement,
     dry_run: bool,
-) -> Result<Destination, String> {
+) -> Result<Destination, PlaceError> {
     if dest.len() > linerate_proto::caps::MAX_PATH {
-        return Err("destination path longer than 4096 bytes".into());
+        return Err(PlaceError::DestinationTooLong);
     }
     if dest.contains(&0) {
-        return Err("destination path contains NUL".into());
+        return Err(PlaceError::DestinationNul);
     }
     let shown = name::escape(dest);
     // `~` and `~/...` name the login directory, as scp (in SFTP mode) expands them.
@@ -624,13 +678,13 @@ pub fn resolve_user_destination(
     let unnamed = trimmed.is_empty() || trimmed == b"/" || trimmed == b"." || trimmed.ends_with(b"/.");
     if placement != Placement::As || unnamed {
         if placement == Placement::As {
-            return Err(AS_NEEDS_A_NAME.into());
+            return Err(PlaceError::AsNeedsAName);
         }
         let whole: &[u8] = if dest.is_empty() { b"." } else { dest };
         match rfs::openat(base, whole, dir_flags, Mode::empty()) {
             Ok(dir) => return Ok(Destination { dir, into_dir: true, absent: false }),
             Err(Errno::NOENT | Errno::NOTDIR) => {}
-            Err(e) => return Err(format!("destination '{shown}': {}", ioe(e))),
+            Err(e) => return Err(PlaceError::Destination { shown, e: ioe(e) }),
         }
     }
     // Not a directory (or absent, or to become the copy): its parent must be one.
@@ -639,9 +693,15 @@ pub fn resolve_user_destination(
         Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
         None => (b".", trimmed),
     };
-    name::validate(last).map_err(|e| format!("destination '{shown}': {e}"))?;
-    let dir = rfs::openat(base, parent, dir_flags, Mode::empty())
-        .map_err(|e| format!("destination '{shown}': parent '{}': {}", name::escape(parent), ioe(e)))?;
+    name::validate(last).map_err(|e| PlaceError::Destination {
+        shown: shown.clone(),
+        e: io::Error::new(io::ErrorKind::InvalidInput, e),
+    })?;
+    let dir = rfs::openat(base, parent, dir_flags, Mode::empty()).map_err(|e| PlaceError::Parent {
+        shown: shown.clone(),
+        parent: name::escape(parent),
+        e: ioe(e),
+    })?;
     let existing = rfs::statat(&dir, last, AtFlags::empty())
         .map(|st| rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Directory);
     place(dir, last, existing, sources, placement, dry_run, &shown, |dir| {
@@ -789,21 +849,25 @@ fn remove_tree_at(parent: &OwnedFd, name: &[u8], depth: u32) -> io::Result<()> {
 /// for the session) and a path to the source through that handle (`/proc/self/fd/N/name`), which
 /// cannot be redirected by renaming the directories above it. The source itself may be a file,
 /// a directory or a symlink (sent as a link).
-pub fn resolve_source(root: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std::path::PathBuf), String> {
+pub fn resolve_source(root: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std::path::PathBuf), PlaceError> {
     use std::os::fd::AsRawFd;
-    let parts = name::split_dest(path).map_err(|e| e.to_string())?;
+    let parts = name::split_dest(path)?;
     let shown = name::escape(path);
     let Some((last, parents)) = parts.split_last() else {
-        return Err("name the file or directory to pull (the root itself has no name)".into());
+        return Err(PlaceError::SourceUnnamed);
     };
     let mut dir = rfs::openat(root, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| format!("opening the root: {}", ioe(e)))?;
+        .map_err(|e| PlaceError::Root(ioe(e)))?;
     for p in parents {
-        dir = open_dir(&dir, p).map_err(|e| format!("source '{shown}': '{}': {e}", name::escape(p)))?;
+        dir = open_dir(&dir, p).map_err(|e| PlaceError::SourceParent {
+            shown: shown.clone(),
+            parent: name::escape(p),
+            e,
+        })?;
     }
-    rfs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| format!("source '{shown}': {}", ioe(e)))?;
+    rfs::statat(&dir, *last, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| PlaceError::Source { shown, e: ioe(e) })?;
     if !proc_fd_available() {
-        return Err("pulling needs /proc on the server".into());
+        return Err(PlaceError::NoProc);
     }
     let mut p = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
     p.push(std::ffi::OsStr::from_bytes(last));
@@ -862,10 +926,10 @@ impl Anchor {
 /// also `~/`), absolute paths allowed, symlinks and `..` in the directories above the source
 /// followed as the operating system allows. The source itself is not followed (a symlink is sent
 /// as a link), and what lies beneath it is walked as always. Returns what [`resolve_source`] does.
-pub fn resolve_user_source(base: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std::path::PathBuf), String> {
+pub fn resolve_user_source(base: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std::path::PathBuf), PlaceError> {
     use std::os::fd::AsRawFd;
     if path.len() > linerate_proto::caps::MAX_PATH || path.contains(&0) {
-        return Err("source path longer than 4096 bytes or containing NUL".into());
+        return Err(PlaceError::SourceBad);
     }
     let shown = name::escape(path);
     let path = path.strip_prefix(b"~/").unwrap_or(path);
@@ -879,13 +943,13 @@ pub fn resolve_user_source(base: &OwnedFd, path: &[u8]) -> Result<(OwnedFd, std:
         None => (b".", trimmed),
     };
     if name::validate(last).is_err() || last == b"~" {
-        return Err(format!("source '{shown}': name the file or directory to pull (not '.', '..' or a home)"));
+        return Err(PlaceError::SourceNotNamed { shown });
     }
     let dir = rfs::openat(base, parent, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| format!("source '{shown}': '{}': {}", name::escape(parent), ioe(e)))?;
-    rfs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| format!("source '{shown}': {}", ioe(e)))?;
+        .map_err(|e| PlaceError::SourceParent { shown: shown.clone(), parent: name::escape(parent), e: ioe(e) })?;
+    rfs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| PlaceError::Source { shown, e: ioe(e) })?;
     if !proc_fd_available() {
-        return Err("pulling needs /proc on the server".into());
+        return Err(PlaceError::NoProc);
     }
     let mut p = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
     p.push(std::ffi::OsStr::from_bytes(last));
@@ -1084,7 +1148,11 @@ mod tests {
         let d = resolve_user_destination(&b, abs.as_os_str().as_bytes(), 1, Placement::Cp, false).unwrap();
         assert!(!d.into_dir && ino(&d.dir) == elsewhere);
         // A new name takes exactly one source; a missing parent is an error.
-        assert!(resolve_user_destination(&b, b"newname", 2, Placement::Cp, false).err().unwrap().contains("2 sources"));
+        assert!(resolve_user_destination(&b, b"newname", 2, Placement::Cp, false)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("2 sources"));
         assert!(resolve_user_destination(&b, b"nope/x", 1, Placement::Cp, false).is_err());
         assert!(resolve_user_destination(&b, b"a\0b", 1, Placement::Cp, false).is_err());
     }
@@ -1112,7 +1180,7 @@ mod tests {
             assert!(first.into_dir, "{user}");
             let again = r(new, 1, Placement::Into).unwrap();
             assert!(again.into_dir && ino(&again.dir) == ino(&first.dir), "{user}: the same directory again");
-            assert!(r(b"file", 1, Placement::Into).unwrap_err().contains("not a directory"));
+            assert!(matches!(r(b"file", 1, Placement::Into).unwrap_err(), PlaceError::NotADirectory { .. }));
             assert!(r(b"nope/x", 1, Placement::Into).is_err(), "only the last component is created");
             // As: the parent is the target whether or not a directory of that name exists.
             for dest in [&b"has"[..], b"has/", b"absent"] {
@@ -1121,14 +1189,17 @@ mod tests {
             }
             // A directory's contents never land on a file: refused before anything is sent.
             let e = r(b"file", 1, Placement::As).unwrap_err();
-            assert!(e.contains("exists and is not a directory"), "{user}: {e}");
-            assert!(r(b"has", 2, Placement::As).unwrap_err().contains("2 sources"));
+            assert!(matches!(e, PlaceError::ContentsNeedADirectory { .. }), "{user}: {e}");
+            assert!(e.to_string().contains("exists and is not a directory"), "{user}: {e}");
+            let e = r(b"has", 2, Placement::As).unwrap_err();
+            assert!(matches!(e, PlaceError::SourcesNeedADirectory { sources: 2, .. }), "{e}");
+            assert!(e.to_string().contains("2 sources"));
             for top in [&b""[..], b"/"] {
-                assert!(r(top, 1, Placement::As).unwrap_err().contains("needs a destination directory name"));
+                assert!(matches!(r(top, 1, Placement::As).unwrap_err(), PlaceError::AsNeedsAName));
             }
         }
-        assert!(resolve_user_destination(&b, b".", 1, Placement::As, false).is_err());
-        assert!(resolve_user_destination(&b, b"~", 1, Placement::As, false).is_err());
+        assert!(matches!(resolve_user_destination(&b, b".", 1, Placement::As, false), Err(PlaceError::AsNeedsAName)));
+        assert!(matches!(resolve_user_destination(&b, b"~", 1, Placement::As, false), Err(PlaceError::AsNeedsAName)));
     }
 
     #[test]

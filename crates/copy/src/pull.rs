@@ -9,7 +9,7 @@ use crate::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
 use linerate_net::conn;
 use linerate_net::rate::SessionRate;
 use linerate_net::resources;
-use linerate_net::EngineError;
+use linerate_net::{EngineError, UsageError};
 use linerate_proto::frame::{self, Frame, Pull, FLAG_PULL};
 use linerate_proto::name;
 use std::os::unix::ffi::OsStrExt;
@@ -25,10 +25,11 @@ fn asked_name(from: &[u8]) -> Result<Vec<u8>, EngineError> {
     }
     let base = trimmed.rsplit(|&b| b == b'/').next().unwrap_or_default().to_vec();
     if name::validate(&base).is_err() || base == b"~" {
-        return Err(EngineError::Usage(format!(
+        return Err(UsageError::Sources(format!(
             "remote path '{}' has no last name to pull: name a file or directory beneath it",
             name::escape(from)
-        )));
+        ))
+        .into());
     }
     Ok(base)
 }
@@ -51,9 +52,9 @@ pub fn local_destination(
     let into_slash = into.as_os_str().as_bytes().ends_with(b"/");
     let go_into = !contents && (is_dir || into.is_dir() || into_slash);
     if contents && std::fs::symlink_metadata(into).is_ok_and(|m| !m.is_dir()) {
-        return Err(EngineError::Usage(format!(
+        return Err(EngineError::Usage(UsageError::Destination(format!(
             "destination {shown} exists and is not a directory; a directory's contents (a source ending in '/') need a directory"
-        )));
+        ))));
     }
     if go_into {
         let base = asked_name(from)?;
@@ -62,22 +63,26 @@ pub fn local_destination(
                 Some(p) if !p.as_os_str().is_empty() => p,
                 _ => Path::new("."),
             };
-            let dir = confined::open_root(parent).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
+            let dir = confined::open_root(parent)
+                .map_err(|e| EngineError::Usage(UsageError::Destination(format!("{shown}: {e}"))))?;
             return Ok((Destination { dir, into_dir: true, absent: true }, base));
         }
         if !into.is_dir() {
             std::fs::create_dir(into).map_err(|e| {
-                EngineError::Usage(format!("creating destination directory {shown}: {e} (its parent must exist)"))
+                EngineError::Usage(UsageError::Destination(format!(
+                    "creating destination directory {shown}: {e} (its parent must exist)"
+                )))
             })?;
         }
-        let dir = confined::open_root(into).map_err(|e| EngineError::Usage(format!("{shown}: {e}")))?;
+        let dir = confined::open_root(into)
+            .map_err(|e| EngineError::Usage(UsageError::Destination(format!("{shown}: {e}"))))?;
         return Ok((Destination { dir, into_dir: true, absent: false }, base));
     }
     // `into` itself is the copy: name it in its parent.
     let full = if into.is_dir() { into.canonicalize().unwrap_or_else(|_| into.to_path_buf()) } else { into.into() };
     let last = full
         .file_name()
-        .ok_or_else(|| EngineError::Usage(format!("{shown}: destination has no file name")))?
+        .ok_or_else(|| EngineError::Usage(UsageError::Destination(format!("{shown}: destination has no file name"))))?
         .as_bytes()
         .to_vec();
     let parent = match full.parent() {
@@ -85,7 +90,10 @@ pub fn local_destination(
         _ => Path::new("."),
     };
     let dir = confined::open_root(parent).map_err(|e| {
-        EngineError::Usage(format!("destination directory {}: {e}", linerate_net::error::shown(parent)))
+        EngineError::Usage(UsageError::Destination(format!(
+            "destination directory {}: {e}",
+            linerate_net::error::shown(parent)
+        )))
     })?;
     Ok((Destination { dir, into_dir: false, absent: false }, last))
 }
@@ -101,13 +109,16 @@ fn check_local(into: &Path) -> Result<(), EngineError> {
         _ => Path::new("."),
     };
     if !parent.is_dir() {
-        return Err(EngineError::Usage(format!(
+        return Err(EngineError::Usage(UsageError::Destination(format!(
             "destination directory {}: no such directory",
             linerate_net::error::shown(parent)
-        )));
+        ))));
     }
     if into.as_os_str().as_bytes().ends_with(b"/") && into.exists() {
-        return Err(EngineError::Usage(format!("{}: not a directory", linerate_net::error::shown(into))));
+        return Err(EngineError::Usage(UsageError::Destination(format!(
+            "{}: not a directory",
+            linerate_net::error::shown(into)
+        ))));
     }
     Ok(())
 }
@@ -260,7 +271,7 @@ mod tests {
         let afile = t.path().join("afile");
         std::fs::write(&afile, b"mine").unwrap();
         let e = local_destination(&afile, b"tree/", true, false).unwrap_err();
-        assert!(matches!(&e, EngineError::Usage(m) if m.contains("not a directory")), "{e}");
+        assert!(matches!(&e, EngineError::Usage(UsageError::Destination(m)) if m.contains("not a directory")), "{e}");
         assert_eq!(std::fs::read(&afile).unwrap(), b"mine");
         let new = t.path().join("new");
         let (d, name) = local_destination(&new, b"tree", true, true).unwrap();

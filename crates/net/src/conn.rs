@@ -3,7 +3,7 @@
 
 use crate::auth::keys::{Identity, KeyClient, PublicKey};
 use crate::auth::secret::Secret;
-use crate::EngineError;
+use crate::{EngineError, UsageError};
 use linerate_proto::auth::{self, Signer};
 use linerate_proto::caps::MAX_HANDSHAKE_MSG;
 use linerate_proto::frame::{self, Frame, KeyAuth};
@@ -319,7 +319,9 @@ fn preambles(
     }
     match (ErrorCode::from_u16(server.status.into()), unsupported) {
         _ if server.status == 0 => {}
-        (ErrorCode::Unsupported, Some(how)) => return Err(EngineError::Usage(format!("{addr} {how}"))),
+        (ErrorCode::Unsupported, Some(how)) => {
+            return Err(UsageError::Unsupported { addr, how: how.to_string() }.into())
+        }
         (code, _) => return Err(EngineError::Refused { code }),
     }
     let mut prologue = hello.to_vec();

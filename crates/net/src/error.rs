@@ -61,9 +61,9 @@ pub enum EngineError {
     /// A secret could not be loaded.
     #[error("{0}")]
     Secret(String),
-    /// The request makes no sense (bad destination, bad option).
-    #[error("{0}")]
-    Usage(String),
+    /// The request makes no sense or cannot be done as asked (the user's to fix).
+    #[error(transparent)]
+    Usage(#[from] UsageError),
     /// The server's host key is not the one known for it (or unknown in strict mode).
     #[error("{0}")]
     HostKey(String),
@@ -77,6 +77,40 @@ pub enum EngineError {
     /// worker thread panicked, a session ended without a result); a bug to report.
     #[error("internal error: {0} (please report this)")]
     Internal(String),
+}
+
+/// What about a request makes it impossible, by what it concerns (the message says the rest):
+/// [`EngineError::Usage`].
+#[derive(Debug, Error)]
+pub enum UsageError {
+    /// A copy's or pull's sources: none, a directory's contents among several sources, one that
+    /// cannot be named at the destination, two that would land under one name.
+    #[error("{0}")]
+    Sources(String),
+    /// A copy's or pull's destination: no parent, not a directory, no name.
+    #[error("{0}")]
+    Destination(String),
+    /// A key file: an authorized keys file others may write, or one that does not parse.
+    #[error("{0}")]
+    Keys(String),
+    /// The server at `addr` does not do what was asked (`how` says what and why).
+    #[error("{addr} {how}")]
+    Unsupported {
+        /// The server.
+        addr: std::net::SocketAddr,
+        /// What it does not do.
+        how: String,
+    },
+    /// A benchmark test's options as given (ports, sizes, the test kind), or a test the server
+    /// would not start.
+    #[error("{0}")]
+    Test(String),
+    /// An option this host's kernel refuses (a core, a congestion control, a TOS, an MSS).
+    #[error("on this host: {0}")]
+    ThisHost(Box<dyn std::error::Error + Send + Sync>),
+    /// A server's own configuration: nothing to authenticate with, nothing to listen on.
+    #[error("{0}")]
+    Server(String),
 }
 
 impl EngineError {

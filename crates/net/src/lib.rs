@@ -27,4 +27,4 @@ pub mod rate;
 pub mod resources;
 pub mod sockopt;
 
-pub use error::EngineError;
+pub use error::{EngineError, UsageError};

@@ -5,7 +5,7 @@ use linerate_agent::server::{Server, ServerConfig, ServerHandle};
 use linerate_bench::{BenchClient, BenchClientConfig, ClientTuning, TestResult};
 use linerate_net::auth::secret::Secret;
 use linerate_net::conn;
-use linerate_net::EngineError;
+use linerate_net::{EngineError, UsageError};
 use linerate_proto::bench::{
     decode_doc, encode_doc, DataHello, Direction, FlowOp, Group, Profile, Ready, Size, TestKind, TestSpec, Transaction,
 };
@@ -176,7 +176,7 @@ fn congestion_control_is_set_on_both_sides_or_refused_naming_the_sysctl() {
     assert_eq!(in_use(&r.remote.host).as_deref(), Some("reno"), "{:?}", r.remote.host);
     s.congestion = Some("nosuchalgo".into());
     let err = client(&h, &secret).unwrap().run(&s, &mut |_| {}).unwrap_err();
-    assert!(matches!(err, EngineError::Usage(_)), "{err:?}");
+    assert!(matches!(err, EngineError::Usage(UsageError::ThisHost(_))), "{err:?}");
     let msg = err.to_string();
     assert!(
         msg.contains("\"nosuchalgo\"") && msg.contains("sysctl net.ipv4.tcp_available_congestion_control"),
@@ -263,7 +263,11 @@ fn affinity_pins_both_sides_workers_and_refuses_a_core_the_server_lacks() {
         .unwrap()
         .run(&spec(TestKind::TcpStream, 1, 100), &mut |_| {})
         .unwrap_err();
-    assert!(matches!(err, EngineError::Usage(_)) && err.to_string().contains("on this host: core 1000"), "{err}");
+    assert!(
+        matches!(err, EngineError::Usage(UsageError::ThisHost(_)))
+            && err.to_string().contains("on this host: core 1000"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -16,7 +16,7 @@ use linerate_agent::server::{Server, ServerConfig};
 use linerate_copy::send::{self, CopyConfig, CopyReport, ErrorSink, Progress};
 use linerate_net::auth::authorized::KeyAuthConfig;
 use linerate_net::conn::{self, Admit};
-use linerate_net::EngineError;
+use linerate_net::{EngineError, UsageError};
 use linerate_proto::bench::{encode_doc, TestKind, TestSpec};
 use linerate_proto::caps::{MAX_BENCH_DOC, MAX_DEPTH, MAX_MESSAGE, MAX_NAME, MAX_PATH, MAX_RECORD};
 use linerate_proto::frame::{
@@ -1762,7 +1762,7 @@ fn two_sources_of_one_name_are_refused_before_a_byte_is_sent() {
     let cfg = copy_config(fx.srv.addr, &fx.secret, vec![t.path().join("a/x"), t.path().join("b/x")], "dest");
     let (r, _) = copy(&cfg);
     match r {
-        Err(EngineError::Usage(m)) => assert!(m.contains("would both be copied to 'x'"), "{m}"),
+        Err(EngineError::Usage(UsageError::Sources(m))) => assert!(m.contains("would both be copied to 'x'"), "{m}"),
         other => panic!("expected a usage error, got {other:?}"),
     }
     assert_eq!(fs::read_dir(fx.root.join("dest")).unwrap().count(), 0, "something was written");

@@ -7,7 +7,7 @@ use linerate_net::auth::authorized::KeyAuthConfig;
 use linerate_net::auth::keys::{check_known_host, HostCheck, Identity, KeyClient, PublicKey};
 use linerate_net::auth::secret::Secret;
 use linerate_net::conn;
-use linerate_net::EngineError;
+use linerate_net::{EngineError, UsageError};
 use linerate_proto::auth::Signer;
 use linerate_proto::frame::{self, Begin, Frame, KeyAuth};
 use linerate_proto::ErrorCode;
@@ -302,7 +302,10 @@ fn auth_modes_do_not_fall_back() {
     c.timeout = Duration::from_secs(5);
     let r = send::copy(&c, Arc::new(Progress::default()), Arc::new(|_| {}));
     // ...saying what to use instead.
-    assert!(matches!(&r, Err(EngineError::Usage(m)) if m.contains("--identity")), "{r:?}");
+    assert!(
+        matches!(&r, Err(EngineError::Usage(UsageError::Unsupported { how, .. })) if how.contains("--identity")),
+        "{r:?}"
+    );
     // A secret-only server refuses a key client, saying so.
     let secret = Secret::generate().unwrap();
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), fx.root.clone(), secret.clone());

@@ -25,7 +25,7 @@ use crate::walk::{Item, Root};
 use linerate_net::conn::{self};
 use linerate_net::rate::SessionRate;
 use linerate_net::resources::{self};
-use linerate_net::EngineError;
+use linerate_net::{EngineError, UsageError};
 use linerate_proto::frame::{self, Finish, Frame, Summary};
 use linerate_proto::hello::StreamKind;
 use linerate_proto::{name, ErrorCode, ProtoError};
@@ -99,14 +99,14 @@ impl Ctx {
 /// counted in the report; a failure of the session itself is an error.
 pub fn copy(cfg: &CopyConfig, progress: Arc<Progress>, on_error: ErrorSink) -> Result<CopyReport, EngineError> {
     if cfg.sources.is_empty() {
-        return Err(EngineError::Usage("no sources given".into()));
+        return Err(UsageError::Sources("no sources given".into()).into());
     }
     if let Some(src) = cfg.sources.iter().find(|s| cfg.sources.len() > 1 && names_contents(s) && s.is_dir()) {
-        return Err(EngineError::Usage(format!(
+        return Err(EngineError::Usage(UsageError::Sources(format!(
             "{}: a trailing '/' copies a directory's contents, which only a single source can do \
              (copy it alone, or name it without the '/')",
             shown(src)
-        )));
+        ))));
     }
     let start = Instant::now();
     let cpu0 = resources::process();
@@ -252,7 +252,7 @@ pub(crate) fn remote(code: u16, message: &[u8]) -> EngineError {
 /// Name each source at the destination: under its own name when it goes into a directory
 /// (`into_dir`), else under the destination's last name ([`placement`]).
 fn roots(sources: &[PathBuf], dest: &[u8], into_dir: bool) -> Result<Vec<Root>, EngineError> {
-    let last = name::split_dest(dest).map_err(|e| EngineError::Usage(e.to_string()))?.last().map(|s| s.to_vec());
+    let last = name::split_dest(dest).map_err(|e| UsageError::Destination(e.to_string()))?.last().map(|s| s.to_vec());
     sources
         .iter()
         .map(|src| {
@@ -263,12 +263,15 @@ fn roots(sources: &[PathBuf], dest: &[u8], into_dir: bool) -> Result<Vec<Root>, 
                         .ok()
                         .and_then(|p| p.file_name().map(|n| n.as_bytes().to_vec()))
                         .ok_or_else(|| {
-                            EngineError::Usage(format!("{}: cannot name this source at the destination", shown(src)))
+                            EngineError::Usage(UsageError::Sources(format!(
+                                "{}: cannot name this source at the destination",
+                                shown(src)
+                            )))
                         })?,
                 };
                 base
             } else {
-                last.clone().ok_or_else(|| EngineError::Usage("destination has no name".into()))?
+                last.clone().ok_or_else(|| UsageError::Destination("destination has no name".into()))?
             };
             Ok(Root { path: src.clone(), name, beneath: None })
         })
@@ -282,12 +285,12 @@ fn distinct_names(roots: Vec<Root>) -> Result<Vec<Root>, EngineError> {
     let mut seen: HashMap<&[u8], &Root> = HashMap::new();
     for r in &roots {
         if let Some(first) = seen.insert(&r.name, r) {
-            return Err(EngineError::Usage(format!(
+            return Err(EngineError::Usage(UsageError::Sources(format!(
                 "{} and {} would both be copied to '{}': copy them one at a time or to different names",
                 shown(&first.path),
                 shown(&r.path),
                 name::escape(&r.name)
-            )));
+            ))));
         }
     }
     Ok(roots)

@@ -5,7 +5,7 @@
 //! every new session (as sshd does), so edits apply without a restart.
 
 use crate::auth::keys::{read_capped, Identity, PublicKey, KEY_TYPE};
-use crate::EngineError;
+use crate::{EngineError, UsageError};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -57,18 +57,19 @@ impl AuthorizedKeys {
     pub fn load(path: &Path) -> Result<AuthorizedKeys, EngineError> {
         let meta = std::fs::metadata(path).map_err(|e| EngineError::file(path, e))?;
         if meta.mode() & 0o022 != 0 {
-            return Err(EngineError::Usage(format!(
+            return Err(EngineError::Usage(UsageError::Keys(format!(
                 "{}: authorized keys file is writable by group or others (mode {:o}); run `chmod go-w {}`",
                 path.display(),
                 meta.mode() & 0o777,
                 path.display()
-            )));
+            ))));
         }
         let text = read_capped(path, MAX_FILE).map_err(|e| match e {
-            EngineError::Secret(m) => EngineError::Usage(m),
+            EngineError::Secret(m) => EngineError::Usage(UsageError::Keys(m)),
             e => e,
         })?;
-        AuthorizedKeys::parse(&text).map_err(|e| EngineError::Usage(format!("{}:{e}", path.display())))
+        AuthorizedKeys::parse(&text)
+            .map_err(|e| EngineError::Usage(UsageError::Keys(format!("{}:{e}", path.display()))))
     }
 
     /// Parse the file's text. An error is `LINE: what is wrong`.
