@@ -47,9 +47,27 @@ fn agent_busy(e: &EngineError) -> bool {
     matches!(e, EngineError::Remote { code: ErrorCode::Busy, .. })
 }
 
-pub(crate) fn send_fatal(tx: &mut SendHalf, code: ErrorCode, msg: &str) -> Result<String, String> {
+/// Why a mesh request ended without a result: the agent refused it (and told the controller,
+/// with `code`), or the answer could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum MeshRefusal {
+    /// Refused: the key may not ask, the task is over this agent's caps, the peer is not allowed.
+    #[error("{message}")]
+    Refused {
+        /// The code sent in the `Fatal` frame.
+        code: ErrorCode,
+        /// What was sent with it.
+        message: String,
+    },
+    /// The result could not be sent to the controller.
+    #[error(transparent)]
+    Send(#[from] EngineError),
+}
+
+/// Tell the controller its request is refused (`Fatal` with `code`), and say why.
+pub(crate) fn send_fatal(tx: &mut SendHalf, code: ErrorCode, msg: &str) -> Result<String, MeshRefusal> {
     let _ = tx.send_frames(&[Frame::Fatal(frame::Fatal { code: code as u16, message: msg.as_bytes() })]);
-    Err(msg.to_string())
+    Err(MeshRefusal::Refused { code, message: msg.to_string() })
 }
 
 /// What an agent allows a mesh task: its benchmark caps, and where it may send tests.
@@ -78,7 +96,7 @@ pub fn serve_task(
     host_key: Option<Arc<Identity>>,
     rules: &Rules<'_>,
     on_outcome: &mut OnOutcome<'_>,
-) -> Result<String, String> {
+) -> Result<String, MeshRefusal> {
     if !grant.mesh {
         let msg = format!("{} may not ask for mesh tests (give it the `mesh` option in authorized_keys)", grant.who());
         return send_fatal(tx, ErrorCode::Denied, &msg);
@@ -97,7 +115,7 @@ pub fn serve_task(
         // The controller gave the peer up for the round: nothing runs, the pair is down.
         let outcome = MeshOutcome::Failed { message: reason.clone() };
         on_outcome(&task, &outcome, None);
-        tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))]).map_err(|e| e.to_string())?;
+        tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))])?;
         let reason = linerate_proto::name::escape(reason.as_bytes());
         return Ok(format!("mesh test {} to {} recorded as failed: {reason}", task.test.kind.name(), task.peer));
     }
@@ -106,7 +124,7 @@ pub fn serve_task(
         Ok(None) | Err(_) => {
             let outcome = MeshOutcome::PeerUnreachable { message: format!("{} does not resolve", task.peer) };
             on_outcome(&task, &outcome, None);
-            tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))]).map_err(|e| e.to_string())?;
+            tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))])?;
             return Ok(format!("mesh test {} to {} failed: does not resolve", task.test.kind.name(), task.peer));
         }
     };
@@ -128,7 +146,7 @@ pub fn serve_task(
             format!("mesh test {} to {} failed: {message}", task.test.kind.name(), task.peer)
         }
     };
-    tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))]).map_err(|e| e.to_string())?;
+    tx.send_frames(&[Frame::MeshResult(&encode_doc(&outcome))])?;
     Ok(line)
 }
 

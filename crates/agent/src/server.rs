@@ -709,9 +709,9 @@ fn grant(shared: &Shared, sec: &mut conn::Secured, client: &Client) -> Result<Gr
             shared.log(Level::Info, &format!("{}: {key} authenticated", client.peer), &fields);
             Ok(g)
         }
-        Err(msg) => {
+        Err(refused) => {
             shared.metrics.refused(ErrorCode::Auth);
-            Err(fatal(&mut sec.tx, ErrorCode::Auth, msg))
+            Err(fatal(&mut sec.tx, ErrorCode::Auth, refused.to_string()))
         }
     }
 }

@@ -210,14 +210,24 @@ pub struct KeyAuthConfig {
 impl KeyAuthConfig {
     /// Decide on a client key that proved itself: its grant, or the message of a `Fatal` with
     /// code `Auth`. A file that became unreadable or invalid refuses every session.
-    pub fn admit(&self, key: &PublicKey) -> Result<Grant, String> {
-        let keys = AuthorizedKeys::load(&self.authorized_keys)
-            .map_err(|e| format!("the server cannot use its authorized keys file ({e}); no key is admitted"))?;
+    pub fn admit(&self, key: &PublicKey) -> Result<Grant, KeyRefused> {
+        let keys = AuthorizedKeys::load(&self.authorized_keys).map_err(KeyRefused::Unusable)?;
         match keys.find(key) {
             Some(e) => Ok(Grant::from_entry(e)),
-            None => Err(format!("key {} is not authorized on this server", key.fingerprint())),
+            None => Err(KeyRefused::NotAuthorized(key.fingerprint())),
         }
     }
+}
+
+/// Why [`KeyAuthConfig::admit`] admitted no key (the message goes to the client).
+#[derive(Debug, thiserror::Error)]
+pub enum KeyRefused {
+    /// The authorized keys file could not be read, is open to others, or does not parse.
+    #[error("the server cannot use its authorized keys file ({0}); no key is admitted")]
+    Unusable(EngineError),
+    /// The key (its fingerprint) is not in the file.
+    #[error("key {0} is not authorized on this server")]
+    NotAuthorized(String),
 }
 
 #[cfg(test)]
