@@ -282,10 +282,40 @@ mod tests {
         overlaps: Mutex<u32>,
         /// (from, to, reason) of each pair told it failed.
         told: Mutex<Vec<(AgentId, AgentId, String)>>,
+        /// When not 0: each throughput test waits for the rest of its wave (this many tests) to
+        /// start, and counts in `apart` if they do not within 10 s (they were not started
+        /// together).
+        wave: usize,
+        started: (Mutex<usize>, std::sync::Condvar),
+        apart: Mutex<u32>,
     }
 
     fn fake(ms: u64, dead: Option<AgentId>, n: usize) -> Fake {
-        Fake { ms, dead, busy: Mutex::new(vec![(0, 0); n]), overlaps: Mutex::new(0), told: Mutex::default() }
+        Fake {
+            ms,
+            dead,
+            busy: Mutex::new(vec![(0, 0); n]),
+            overlaps: Mutex::new(0),
+            told: Mutex::default(),
+            wave: 0,
+            started: Default::default(),
+            apart: Mutex::new(0),
+        }
+    }
+
+    impl Fake {
+        /// Wait for the rest of this test's wave to start (see `wave`).
+        fn wait_for_the_wave(&self) {
+            let (count, changed) = &self.started;
+            let mut n = count.lock().unwrap();
+            *n += 1;
+            let goal = (*n - 1) / self.wave * self.wave + self.wave;
+            changed.notify_all();
+            let (_n, waited) = changed.wait_timeout_while(n, Duration::from_secs(10), |n| *n < goal).unwrap();
+            if waited.timed_out() {
+                *self.apart.lock().unwrap() += 1;
+            }
+        }
     }
 
     impl Agents for Fake {
@@ -312,6 +342,9 @@ mod tests {
                         Class::Background => {}
                     }
                 }
+            }
+            if self.wave > 0 && class == Class::Exclusive {
+                self.wait_for_the_wave();
             }
             // The double stands for a test that takes `ms` (not a wait for something).
             std::thread::sleep(Duration::from_millis(self.ms));
@@ -356,19 +389,16 @@ mod tests {
     #[test]
     fn a_round_runs_every_task_on_threads_without_overlap() {
         let inv = inventory(6);
-        let fake = fake(20, None, 6);
+        let fake = Fake { wave: 3, ..fake(20, None, 6) };
         let mut lines = 0;
         let r = run_round(&inv, &fake, 0, &Shutdown::never(), &mut |_| lines += 1);
         assert_eq!(r.tries.len(), 30 + 15);
         assert_eq!(lines, 45);
         assert_eq!(*fake.overlaps.lock().unwrap(), 0, "no agent in a throughput test beside another test");
         assert_eq!((r.tally.done, r.tally.waves, r.stopped), (45, 15, false));
-        // each wave's tests started together
-        let mut starts: Vec<f64> = r.tries.iter().filter(|t| t.task.test == 0).map(|t| t.start_s).collect();
-        starts.sort_by(f64::total_cmp);
-        for w in starts.chunks(3) {
-            assert!(w[2] - w[0] < 0.015, "a wave's starts: {w:?}");
-        }
+        // Each throughput wave's three tests started together: each waited for the other two
+        // (a round that ran them one after another would leave each waiting alone).
+        assert_eq!(*fake.apart.lock().unwrap(), 0, "a wave's tests started apart");
     }
 
     #[test]
