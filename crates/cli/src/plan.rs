@@ -7,7 +7,9 @@ use crate::error::{Error, Kind, ResultExt};
 use crate::keys::ClientKeyArgs;
 use crate::progress::Show;
 use crate::ssh::{Job, SshArgs, SshTarget};
+use crate::transfer::shown;
 use anyhow::{anyhow, bail, Context, Result};
+use linerate_copy::run;
 use linerate_copy::send::{self, CopyConfig, CopyReport};
 use linerate_net::auth::secret::Secret;
 use linerate_proto::frame::Placement;
@@ -140,10 +142,10 @@ impl CopyPlan {
     pub fn run(self, show: Show) -> crate::error::Result<CopyReport> {
         let CopyPlan { config, route } = self;
         match route {
-            Route::Local { root } => crate::transfer::copy_here(config, &root, show),
-            Route::Daemon { pull: None } => crate::transfer::copy_daemon(config, None, show),
+            Route::Local { root } => shown(show, |obs, cx| run::local(config, &root, None, obs, cx)),
+            Route::Daemon { pull: None } => shown(show, |obs, cx| run::daemon(config, None, obs, cx)),
             Route::Daemon { pull: Some(Pull { from, into }) } => {
-                crate::transfer::copy_daemon(config, Some((&from, &into)), show)
+                shown(show, |obs, cx| run::daemon(config, Some((&from, &into)), obs, cx))
             }
             Route::Ssh { target, into, args } => crate::ssh::copy(config, &target, into.as_deref(), &args, show),
         }

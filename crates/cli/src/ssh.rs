@@ -328,14 +328,17 @@ pub fn copy(
         }
     };
     let quiet = show.quiet;
-    let result = crate::transfer::run_engine(
-        show,
-        |progress, sink| match into {
-            None => send::copy(&cfg, progress, sink),
-            Some(into) => linerate_copy::pull::pull(&cfg, &target.path, into, progress, sink),
-        },
-        None,
-    );
+    let result = crate::transfer::shown(show, |obs, cx| {
+        linerate_copy::run::session(
+            obs,
+            cx,
+            |progress, sink| match into {
+                None => send::copy(&cfg, progress, sink),
+                Some(into) => linerate_copy::pull::pull(&cfg, &target.path, into, progress, sink),
+            },
+            None,
+        )
+    });
     let ok = result.is_ok();
     if let Some(f) = fwd {
         if !quiet {

@@ -4,9 +4,10 @@
 use crate::error::{Error, Kind, Result as Done};
 use crate::plan::{settings, CopyPlan, Route};
 use crate::progress::Show;
-use crate::transfer::{save_cp_run, summary_json, summary_line};
+use crate::transfer::{save_cp_run, summary_json};
 use anyhow::Result;
 use clap::Args;
+use linerate_copy::run::summary::summary_line;
 use linerate_copy::send;
 use linerate_model::units::{parse_duration, RateUnit};
 use linerate_net::conn;

@@ -3,10 +3,11 @@
 use crate::error::{Error, Kind, Result, ResultExt};
 use crate::plan::{settings, CopyPlan};
 use crate::progress::Show;
-use crate::transfer::{summary_json, summary_line};
+use crate::transfer::summary_json;
 use anyhow::Context as _;
 use clap::Args;
 use linerate_copy::diff::compare_trees;
+use linerate_copy::run::summary::summary_line;
 use linerate_copy::sample::{make_tree, Sizes, TreeSpec};
 use linerate_model::units::{count, format_size, parse_size};
 use std::path::PathBuf;
