@@ -9,6 +9,7 @@
 //! | [`pull`] | a pull's client: asks for a tree and receives it through [`recv`] |
 //! | [`run`] | running a copy as a command shows it: the local receiver, an observer of its progress, its failures as the user is told them, its summary |
 //! | [`ssh`] | `cp --via-ssh`: the copy's streams through channels of an ssh connection (the start-up and its announce line are `linerate-remote`'s) |
+//! | [`dest`] | a copy's operands: the destination's form, a local destination's root, every source there, no directory into itself |
 //! | [`walk`] | the source walk: depth-first, no symlink followed, each directory before its contents |
 //! | [`filter`] | rsync's include/exclude rules |
 //! | [`queue`] | the sender's one work queue, large files as runs of chunks every stream claims from |
@@ -27,6 +28,7 @@
 pub mod cancel;
 pub mod clean;
 pub mod confined;
+pub mod dest;
 pub mod diff;
 pub mod digest;
 pub mod fill;

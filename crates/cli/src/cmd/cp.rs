@@ -437,8 +437,6 @@ pub fn run_cp(mut a: CpArgs) -> Done {
 mod tests {
     use super::*;
     use crate::cmd::serve::parse_buffer_memory;
-    use crate::plan::{parse_dest, Dest};
-    use std::path::Path;
 
     #[test]
     fn the_usage_line_reads_sources_then_the_destination() {
@@ -449,20 +447,6 @@ mod tests {
         // The arguments' own line names them once, not as "<SRC... DEST> <SRC... DEST>...".
         let help = cp.render_help().to_string();
         assert!(!help.contains("<SRC... DEST>"), "{help}");
-    }
-
-    #[test]
-    fn parses_remote_and_local_destinations() {
-        let r = |s: &str| parse_dest(Path::new(s)).unwrap();
-        assert_eq!(r("host:7878:a/b"), Dest::Remote { host: "host".into(), port: 7878, path: b"a/b".to_vec() });
-        assert_eq!(r("[::1]:9:x"), Dest::Remote { host: "::1".into(), port: 9, path: b"x".to_vec() });
-        assert_eq!(r("h:1:"), Dest::Remote { host: "h".into(), port: 1, path: vec![] });
-        assert_eq!(r("plain/dir"), Dest::Local("plain/dir".into()));
-        assert_eq!(r("./a:b:c"), Dest::Local("./a:b:c".into()));
-        assert_eq!(r("/abs:1:x"), Dest::Local("/abs:1:x".into()));
-        assert!(parse_dest(Path::new("host:notaport:x")).is_err());
-        assert!(parse_dest(Path::new("host:1")).is_err());
-        assert!(parse_dest(Path::new(":1:x")).is_err());
     }
 
     #[test]
