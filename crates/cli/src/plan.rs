@@ -6,12 +6,13 @@
 use crate::error::{Error, Kind, ResultExt};
 use crate::keys::ClientKeyArgs;
 use crate::progress::Show;
-use crate::ssh::{Job, SshArgs, SshTarget};
+use crate::ssh::SshArgs;
 use crate::transfer::shown;
 use linerate_copy::dest::{exist, local_root, parse_dest, refuse_copy_into_itself, Dest, OperandError};
 use linerate_copy::run;
 use linerate_copy::send::{self, CopyConfig, CopyReport};
 use linerate_net::auth::secret::Secret;
+use linerate_remote::target::{Job, SshTarget};
 use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -79,7 +80,7 @@ impl CopyPlan {
         mut config: CopyConfig,
     ) -> crate::error::Result<CopyPlan> {
         let usage = |e| Error::new(Kind::Usage, e);
-        if let Some(job) = crate::ssh::classify(&sources, dest).usage()? {
+        if let Some(job) = linerate_remote::target::classify(&sources, dest).usage()? {
             let (target, into) = match job {
                 Job::Push { sources, target } => {
                     exist(&sources).map_err(usage)?;

@@ -9,6 +9,7 @@
 //! - [`probe`]: the boot script's report of the remote and the decision on it;
 //! - [`script`]: the boot and cache scripts, and the remote command lines;
 //! - [`exe`]: this executable as an upload (size, build id, glibc needs, SHA-256);
+//! - [`target`]: the `[user@]host:PATH` operands and which way the copy goes;
 //! - [`spawn`]: the process adapter: spawns ssh (`-e`, `--via-ssh`), drives [`bootstrap`] with
 //!   its pipes and the clock, and keeps the session until the copy ends.
 //!
@@ -23,6 +24,7 @@ pub mod exe;
 pub mod probe;
 pub mod script;
 pub mod spawn;
+pub mod target;
 
 pub use announce::{Announce, AnnounceError};
 pub use bootstrap::{Action, BootConfig, BootError, Bootstrap, Mode, Offer, Started};
