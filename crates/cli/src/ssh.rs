@@ -7,21 +7,17 @@
 
 use crate::error::{Error, Kind, ResultExt};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use linerate_agent::server::{Server, ServerConfig};
 use linerate_copy::recv;
-use linerate_copy::send::{self, CopyConfig, CopyReport};
-use linerate_copy::ssh::Forwarder;
-use linerate_model::doc::cp::CpPhases;
-use linerate_net::auth::secret::Secret;
+use linerate_copy::send::{CopyConfig, CopyReport};
 use linerate_net::EngineError;
-use linerate_remote::announce::{ssh_connection_addr, Announce};
+use linerate_remote::copy::{SshCopy, SshCopyError};
 use linerate_remote::probe::Upload;
-use linerate_remote::spawn::{self, Notice, Route, Rsh};
+use linerate_remote::serve::{listen, ServeConfig};
+use linerate_remote::spawn::{self, Notice, Rsh};
 use linerate_remote::target::SshTarget;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -185,7 +181,7 @@ fn notices(quiet: bool) -> impl FnMut(Notice<'_>) {
 /// destination), to `target` or, for a pull, from it `into` a local path; returns the report or
 /// the failure, as a copy to a running server does.
 pub fn copy(
-    mut cfg: CopyConfig,
+    cfg: CopyConfig,
     target: &SshTarget,
     into: Option<&Path>,
     args: &SshArgs,
@@ -199,92 +195,24 @@ pub fn copy(
     }
     let rsh = Rsh::parse(args.rsh.as_deref()).usage()?;
     let opts = start_options(args, cfg.stall_timeout);
-    let session = spawn::start(&rsh, &target.login, &target.host, &opts, &mut notices(show.quiet)).map_err(|e| {
-        let kind = if e.is_usage() { Kind::Usage } else { Kind::Session };
-        Error::new(kind, e)
+    let started = SshCopy::start(cfg, target, into, &rsh, &opts, &mut notices(show.quiet)).map_err(|e| match e {
+        SshCopyError::Start(e) => Error::new(if e.is_usage() { Kind::Usage } else { Kind::Session }, e),
+        e @ SshCopyError::Forwarder(_) => Error::new(Kind::Session, e),
     })?;
-    cfg.secret = session.key().clone();
-    let fwd = match session.route() {
-        Route::Direct(addr) => {
-            cfg.addr = *addr;
-            None
-        }
-        Route::Forward(f) => {
-            let f = f.clone();
-            let fwd = Forwarder::start(move || f.command())
-                .context("starting the local forwarder for --via-ssh")
-                .session()?;
-            cfg.addr = fwd.addr();
-            Some(fwd)
-        }
-    };
-    let quiet = show.quiet;
-    let result = crate::transfer::shown(show, |obs, cx| {
-        linerate_copy::run::session(
-            obs,
-            cx,
-            |progress, sink| match into {
-                None => send::copy(&cfg, progress, sink),
-                Some(into) => linerate_copy::pull::pull(&cfg, &target.path, into, progress, sink),
-            },
-            None,
-        )
-    });
-    let ok = result.is_ok();
-    if let Some(f) = fwd {
-        if !quiet {
-            let _ = errln!("linerate: --via-ssh: {} connections carried through ssh", f.accepted());
-        }
-        f.stop(if ok { Duration::from_secs(5) } else { Duration::ZERO });
+    let result = crate::transfer::shown(show, |obs, cx| started.run(obs, cx));
+    let (result, carried) = started.finish(result);
+    if let (Some(n), false) = (carried, show.quiet) {
+        let _ = errln!("linerate: --via-ssh: {n} connections carried through ssh");
     }
-    let phases = session.phases();
-    session.finish(ok);
-    result.map(|mut r| {
-        r.phases = Some(CpPhases { copy_s: r.seconds, ..phases });
-        r
-    })
+    result
 }
 
 /// `linerate serve --once --ssh`: started by `linerate cp` through ssh.
 pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout: Duration) -> crate::error::Result {
     let fail = |what: &str, e: &dyn std::fmt::Display| Err(Error::msg(Kind::Session, format!("{what}: {e}")));
-    let secret = match Secret::generate() {
-        Ok(s) => s,
-        Err(e) => return fail("making the session key", &e),
-    };
-    let home = match std::env::current_dir() {
-        Ok(d) => d,
-        Err(e) => return fail("finding the current directory", &e),
-    };
-    let addr = std::env::var_os("SSH_CONNECTION").and_then(|v| ssh_connection_addr(&v.to_string_lossy()));
     let deadline = a.connect_deadline.max(Duration::from_secs(1));
-    let listens: Vec<SocketAddr> = if a.ssh_loopback {
-        vec![SocketAddr::from(([127, 0, 0, 1], 0))]
-    } else {
-        // Every address: dual-stack where IPv6 is enabled, else IPv4 alone.
-        vec![SocketAddr::from((IpAddr::from([0u16; 8]), 0)), SocketAddr::from(([0, 0, 0, 0], 0))]
-    };
-    let mut server = Err(EngineError::Usage("no address to listen on".into()));
-    for l in listens {
-        let mut cfg = ServerConfig::ssh_user(l, secret.clone(), home.clone(), deadline);
-        cfg.handshake_timeout = handshake_timeout;
-        cfg.idle_timeout = idle_timeout;
-        server = Server::bind(cfg);
-        if server.is_ok() {
-            break;
-        }
-    }
-    let server = match server {
-        Ok(s) => s,
-        Err(e) => return fail("listening", &e),
-    };
-    let announce = Announce {
-        version: linerate_proto::PROTOCOL_VERSION,
-        port: server.local_addr().port(),
-        secret,
-        addr: if a.ssh_loopback { None } else { addr },
-        software: Some(env!("CARGO_PKG_VERSION").to_string()),
-    };
+    let config = ServeConfig { loopback: a.ssh_loopback, connect_deadline: deadline, handshake_timeout, idle_timeout };
+    let (server, announce) = listen(&config).map_err(|e| Error::msg(Kind::Session, e.to_string()))?;
     // The only place the secret is written: the pipe ssh carries back to the client.
     let mut out = std::io::stdout().lock();
     if writeln!(out, "{}", announce.line()).and_then(|()| out.flush()).is_err() {

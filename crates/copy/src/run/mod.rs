@@ -1,12 +1,12 @@
 //! Running a copy or a pull the way every command shows it (`cp`, `cp` over ssh, `demo`): a
-//! local receiver when the destination is a path ([`local`]), the caller's [`Observer`] told of
+//! local receiver when the destination is a path ([`local()`]), the caller's [`Observer`] told of
 //! the session's counters, failures mapped to what the user is told ([`RunError`]), the
 //! command's timeline, and how much of a local copy was still in the page cache at its end.
 //! What it prints at the end is [`summary`]'s; the progress line as text [`progress`]'s.
 //!
 //! | module | what |
 //! |---|---|
-//! | [`local`] | the local receiver: `linerate serve --once` of this user on loopback |
+//! | [`local`](mod@local) | the local receiver: `linerate serve --once` of this user on loopback |
 //! | [`summary`] | the `--json` document and the one-line summary |
 //! | [`progress`] | the progress bar's and the plain progress line's text |
 
