@@ -8,6 +8,7 @@
 //!   prints, and its one-time key (a `linerate_net` `Secret`);
 //! - [`probe`]: the boot script's report of the remote and the decision on it;
 //! - [`script`]: the boot and cache scripts, and the remote command lines;
+//! - [`cache`]: `linerate cache`: the cache script run here or through ssh, its report read;
 //! - [`exe`]: this executable as an upload (size, build id, glibc needs, SHA-256);
 //! - [`target`]: the `[user@]host:PATH` operands and which way the copy goes;
 //! - [`spawn`]: the process adapter: spawns ssh (`-e`, `--via-ssh`), drives [`bootstrap`] with
@@ -25,6 +26,7 @@
 
 pub mod announce;
 pub mod bootstrap;
+pub mod cache;
 #[cfg(feature = "session")]
 pub mod copy;
 pub mod exe;
