@@ -7,7 +7,7 @@ use crate::progress::Show;
 use crate::transfer::{save_cp_run, summary_json};
 use anyhow::Result;
 use clap::Args;
-use linerate_copy::run::summary::summary_line;
+use linerate_copy::run::summary::{self, summary_line};
 use linerate_copy::send;
 use linerate_model::units::{parse_duration, RateUnit};
 use linerate_net::conn;
@@ -410,25 +410,15 @@ pub fn run_cp(mut a: CpArgs) -> Done {
     } else if !a.quiet {
         errln!("{}", summary_line(&report, unit))?;
     }
-    if report.skipped_specials > 0 && !a.quiet {
-        // rsync says "skipping non-regular file" for each and exits 0; one line says it all.
-        let n = linerate_model::units::count(report.skipped_specials, "non-regular file");
-        errln!("linerate: skipped {n} (device, FIFO or socket): -D copies them")?;
+    if let (Some(note), false) = (summary::skipped_specials(&report), a.quiet) {
+        errln!("linerate: {note}")?;
     }
     // A dry run moved nothing: it is not a run to keep.
     if !a.no_save && !report.dry_run {
         save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json)?;
     }
-    if !report.is_complete() {
-        return Err(Error::msg(
-            Kind::Partial,
-            format!(
-                "{} entries failed ({} here, {} on the receiver); see above",
-                report.local_errors + report.server.errors,
-                report.local_errors,
-                report.server.errors
-            ),
-        ));
+    if let Some(failed) = summary::failures(&report) {
+        return Err(Error::msg(Kind::Partial, failed));
     }
     Ok(())
 }

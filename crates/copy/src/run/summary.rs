@@ -97,6 +97,27 @@ pub fn summary_line(r: &CopyReport, unit: RateUnit) -> String {
     line + &extra
 }
 
+/// What a copy that is not [complete](CopyReport::is_complete) failed in: how many entries, here
+/// and on the receiver (`None` when complete).
+pub fn failures(r: &CopyReport) -> Option<String> {
+    (!r.is_complete()).then(|| {
+        format!(
+            "{} entries failed ({} here, {} on the receiver); see above",
+            r.local_errors + r.server.errors,
+            r.local_errors,
+            r.server.errors
+        )
+    })
+}
+
+/// The one note for the devices, FIFOs and sockets a copy without `-D` skipped (rsync says
+/// "skipping non-regular file" for each); `None` when none.
+pub fn skipped_specials(r: &CopyReport) -> Option<String> {
+    (r.skipped_specials > 0).then(|| {
+        format!("skipped {} (device, FIFO or socket): -D copies them", count(r.skipped_specials, "non-regular file"))
+    })
+}
+
 /// A copy that sent nothing and changed nothing: no file or byte sent, nothing resumed or
 /// deleted, no error (every file was up to date). Directories and symlinks are not counted: a
 /// sync sends every one of them whatever its state. Such a run measures nothing, and a store
@@ -194,6 +215,19 @@ mod tests {
         big.seconds = 2.5;
         let j: serde_json::Value = serde_json::to_value(summary_doc(&big)).unwrap();
         assert!(j["gbit_per_s"].as_f64().is_some_and(|g| (g - 9.6).abs() < 1e-9), "{j}");
+    }
+
+    #[test]
+    fn failures_and_skipped_specials_are_said_only_when_there_are_some() {
+        let mut r = report(3, 30, 0);
+        r.server.files = 3;
+        assert_eq!((failures(&r), skipped_specials(&r)), (None, None));
+        (r.local_errors, r.server.errors, r.skipped_specials) = (1, 2, 1);
+        assert_eq!(failures(&r).as_deref(), Some("3 entries failed (1 here, 2 on the receiver); see above"));
+        assert_eq!(
+            skipped_specials(&r).as_deref(),
+            Some("skipped 1 non-regular file (device, FIFO or socket): -D copies them")
+        );
     }
 
     #[test]
