@@ -1,23 +1,12 @@
 //! `cp`'s rsync filter flags: `--exclude`, `--include`, `--exclude-from`, `--include-from`,
 //! `--delete-excluded`. The rules keep the order they were given in across all four flags (the
 //! first match wins), which clap's derive cannot tell, so these flags are read from the matches
-//! by hand, with their positions; linerate-copy's `filter` compiles them.
+//! by hand, with their positions; linerate-copy's `filter` reads and compiles them.
 
-use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use linerate_copy::filter::{push_file_rules, push_rule, Filter, Rule, RuleKind};
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use linerate_copy::filter::{from_given, Filter, Given, RuleKind, RulesError};
+use std::path::PathBuf;
 use std::sync::Arc;
-
-/// One filter flag as given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Given {
-    /// `--exclude PATTERN` or `--include PATTERN`.
-    Rule(RuleKind, String),
-    /// `--exclude-from FILE` or `--include-from FILE`.
-    File(RuleKind, PathBuf),
-}
 
 /// The filter flags, in the order given.
 #[derive(Debug, Clone, Default)]
@@ -36,31 +25,9 @@ const FLAGS: [(&str, RuleKind, bool); 4] = [
 
 impl FilterArgs {
     /// The compiled rules (`None` without any), reading rule files (`-`: standard input).
-    pub fn filter(&self) -> Result<Option<Arc<Filter>>> {
-        let mut rules: Vec<Rule> = Vec::new();
-        for g in &self.given {
-            match g {
-                Given::Rule(kind, text) => push_rule(&mut rules, text, *kind),
-                Given::File(kind, path) => push_file_rules(&mut rules, &read_rules(path)?, *kind),
-            }
-        }
-        if self.given.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(Arc::new(Filter::new(rules)?)))
+    pub fn filter(&self) -> Result<Option<Arc<Filter>>, RulesError> {
+        from_given(&self.given)
     }
-}
-
-/// The text of a rules file, `-` for standard input.
-fn read_rules(path: &Path) -> Result<String> {
-    let mut text = String::new();
-    if path == Path::new("-") {
-        std::io::stdin().read_to_string(&mut text).context("reading filter rules from standard input")?;
-    } else {
-        text =
-            std::fs::read_to_string(path).with_context(|| format!("reading filter rules from {}", path.display()))?;
-    }
-    Ok(text)
 }
 
 impl FromArgMatches for FilterArgs {

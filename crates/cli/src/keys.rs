@@ -2,10 +2,11 @@
 //! server (a shared key file, or an ed25519 identity whose server is checked against
 //! known_hosts), and `serve`'s daemon-mode flags (host key, authorized keys).
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::Result;
 use clap::Args;
-use linerate_net::auth::authorized::{AuthorizedKeys, KeyAuthConfig};
-use linerate_net::auth::keys::{self, Identity, KeyClient};
+use linerate_net::auth::authorized::KeyAuthConfig;
+use linerate_net::auth::credentials::{self, ClientKeys};
+use linerate_net::auth::keys::KeyClient;
 use linerate_net::auth::secret::Secret;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,31 +32,16 @@ impl ClientKeyArgs {
     /// or an identity (`Some`) with a throwaway secret that is never sent. `what` names the
     /// operand in the error when there are none.
     pub fn resolve(&self, host: &str, port: u16, what: &str) -> Result<(Secret, Option<KeyClient>)> {
-        if let Some(file) = &self.key_file {
-            return Ok((Secret::load(file)?, None));
-        }
-        let default = keys::default_identity();
-        let path = match (&self.identity, &default) {
-            (Some(p), _) => p.clone(),
-            (None, Some(d)) if d.exists() => d.clone(),
-            _ => {
-                let shown = default.map_or("the config directory's id_ed25519".into(), |d| d.display().to_string());
-                return Err(anyhow!(
-                    "{what} needs the server's shared key (--key-file FILE) or an ed25519 identity \
-                     (--identity FILE, default {shown}; make one with `linerate keygen --type ed25519`)"
-                ));
-            }
+        let keys = ClientKeys {
+            key_file: self.key_file.as_deref(),
+            identity: self.identity.as_deref(),
+            strict_host_key: self.strict_host_key,
         };
-        let identity = Identity::load(&path)?;
-        let known_hosts = keys::default_known_hosts()
-            .ok_or_else(|| anyhow!("no config directory for known_hosts: set HOME or XDG_CONFIG_HOME"))?;
-        let mut client = KeyClient::new(Arc::new(identity), known_hosts, keys::host_name(host, port));
-        client.strict = self.strict_host_key;
         // A closed stderr loses the note, nothing more (a copy's own output sees the pipe).
-        client.note = Arc::new(|m: String| {
+        let note = Arc::new(|m: String| {
             let _ = errln!("linerate: {m}");
         });
-        Ok((Secret::generate()?, Some(client)))
+        Ok(keys.resolve(host, port, what, note)?)
     }
 }
 
@@ -84,10 +70,7 @@ impl ServeKeyArgs {
         let (Some(authorized), Some(host)) = (&self.authorized_keys, &self.host_key) else {
             return Ok(None);
         };
-        let host_key = Identity::load_with(host, self.host_key_group_readable)
-            .with_context(|| "the host key (--host-key)".to_string())?;
-        AuthorizedKeys::load(authorized).context("the authorized keys (--authorized-keys)")?;
-        Ok(Some(KeyAuthConfig { host_key: Arc::new(host_key), authorized_keys: authorized.clone() }))
+        Ok(Some(credentials::daemon(host, self.host_key_group_readable, authorized)?))
     }
 }
 

@@ -6,12 +6,14 @@
 use crate::error::{Error, Kind, ResultExt};
 use crate::keys::ClientKeyArgs;
 use crate::progress::Show;
-use crate::ssh::{Job, SshArgs, SshTarget};
-use anyhow::{anyhow, bail, Context, Result};
+use crate::ssh::SshArgs;
+use crate::transfer::shown;
+use linerate_copy::dest::{exist, local_root, parse_dest, refuse_copy_into_itself, Dest, OperandError};
+use linerate_copy::run;
 use linerate_copy::send::{self, CopyConfig, CopyReport};
 use linerate_net::auth::secret::Secret;
-use linerate_proto::frame::Placement;
-use std::net::{SocketAddr, ToSocketAddrs};
+use linerate_remote::target::{Job, SshTarget};
+use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -77,8 +79,8 @@ impl CopyPlan {
         ssh: &SshArgs,
         mut config: CopyConfig,
     ) -> crate::error::Result<CopyPlan> {
-        let usage = |e: anyhow::Error| Error::new(Kind::Usage, e);
-        if let Some(job) = crate::ssh::classify(&sources, dest).map_err(usage)? {
+        let usage = |e| Error::new(Kind::Usage, e);
+        if let Some(job) = linerate_remote::target::classify(&sources, dest).usage()? {
             let (target, into) = match job {
                 Job::Push { sources, target } => {
                     exist(&sources).map_err(usage)?;
@@ -102,10 +104,7 @@ impl CopyPlan {
         for s in &sources {
             if let Ok(Dest::Remote { .. }) = parse_dest(s) {
                 if std::fs::symlink_metadata(s).is_err() {
-                    return Err(usage(anyhow!(
-                        "{}: a pull takes exactly one remote source and a local destination",
-                        s.display()
-                    )));
+                    return Err(usage(OperandError::Pull(s.clone())));
                 }
             }
         }
@@ -140,114 +139,22 @@ impl CopyPlan {
     pub fn run(self, show: Show) -> crate::error::Result<CopyReport> {
         let CopyPlan { config, route } = self;
         match route {
-            Route::Local { root } => crate::transfer::copy_here(config, &root, show),
-            Route::Daemon { pull: None } => crate::transfer::copy_daemon(config, None, show),
+            Route::Local { root } => shown(show, |obs, cx| run::local(config, &root, None, obs, cx)),
+            Route::Daemon { pull: None } => shown(show, |obs, cx| run::daemon(config, None, obs, cx)),
             Route::Daemon { pull: Some(Pull { from, into }) } => {
-                crate::transfer::copy_daemon(config, Some((&from, &into)), show)
+                shown(show, |obs, cx| run::daemon(config, Some((&from, &into)), obs, cx))
             }
             Route::Ssh { target, into, args } => crate::ssh::copy(config, &target, into.as_deref(), &args, show),
         }
     }
 }
 
-/// Every source exists (as a name: a dangling symlink is copied as one).
-fn exist(sources: &[PathBuf]) -> Result<()> {
-    for s in sources {
-        if std::fs::symlink_metadata(s).is_err() {
-            bail!("{}: no such file or directory", s.display());
-        }
-    }
-    Ok(())
-}
-
-/// Split a local destination into the server root and the path beneath it: an existing directory
-/// is the root itself, unless the copy is to become it (`Placement::As`), when its parent is.
-pub(crate) fn local_root(dest: &Path, placement: Placement) -> Result<(PathBuf, Vec<u8>)> {
-    if dest.is_dir() {
-        let root = dest.canonicalize().with_context(|| format!("{}", dest.display()))?;
-        if placement != Placement::As {
-            return Ok((root, Vec::new()));
-        }
-        return match (root.parent(), root.file_name()) {
-            (Some(parent), Some(name)) => Ok((parent.to_path_buf(), name.as_bytes().to_vec())),
-            _ => bail!(
-                "{}: copying a directory's contents (a source ending in '/') needs a destination other than /",
-                dest.display()
-            ),
-        };
-    }
-    let name = dest.file_name().ok_or_else(|| anyhow!("{}: destination has no file name", dest.display()))?;
-    let parent = match dest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let root = parent.canonicalize().with_context(|| format!("destination directory {}", parent.display()))?;
-    if !root.is_dir() {
-        bail!("{}: not a directory, so {} cannot be made in it", parent.display(), dest.display());
-    }
-    Ok((root, name.as_bytes().to_vec()))
-}
-
-/// Refuse to copy a directory into itself (`cp src src/sub`), as GNU cp does: the walk would
-/// meet its own copy. `root`/`path` is where the copy lands ([`local_root`]).
-pub(crate) fn refuse_copy_into_itself(sources: &[PathBuf], root: &Path, path: &[u8]) -> Result<()> {
-    let target = root.join(std::ffi::OsStr::from_bytes(path));
-    for s in sources {
-        let Ok(src) = s.canonicalize() else { continue };
-        if std::fs::symlink_metadata(s).is_ok_and(|m| m.is_dir()) && target.starts_with(&src) {
-            bail!(
-                "cannot copy a directory, {}, into itself, {}: copy it elsewhere, or its contents one by one",
-                s.display(),
-                target.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Where the copy goes.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Dest {
-    Remote { host: String, port: u16, path: Vec<u8> },
-    Local(PathBuf),
-}
-
-pub(crate) fn parse_dest(p: &Path) -> Result<Dest> {
-    let b = p.as_os_str().as_bytes();
-    let Ok(s) = std::str::from_utf8(b) else {
-        return Ok(Dest::Local(p.to_path_buf()));
-    };
-    if s.starts_with('/') || s.starts_with("./") || s.starts_with("../") || !s.contains(':') {
-        return Ok(Dest::Local(p.to_path_buf()));
-    }
-    let (host, rest) = if let Some(r) = s.strip_prefix('[') {
-        let (h, rest) = r.split_once("]:").ok_or_else(|| anyhow!("'{s}': expected [ADDR]:PORT:PATH"))?;
-        (h.to_string(), rest)
-    } else {
-        let (h, rest) = s.split_once(':').ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH"))?;
-        (h.to_string(), rest)
-    };
-    let (port, path) = rest
-        .split_once(':')
-        .ok_or_else(|| anyhow!("'{s}': expected HOST:PORT:PATH (prefix a local path containing ':' with ./)"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| anyhow!("'{s}': port '{port}' is not a number (prefix a local path containing ':' with ./)"))?;
-    if host.is_empty() {
-        bail!("'{s}': empty host");
-    }
-    Ok(Dest::Remote { host, port, path: path.as_bytes().to_vec() })
-}
-
 pub(crate) fn default_streams() -> u16 {
     std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16
 }
 
-pub(crate) fn resolve(host: &str, port: u16) -> crate::error::Result<SocketAddr> {
-    (host, port)
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {host}"))
-        .session()?
-        .next()
-        .ok_or_else(|| Error::msg(Kind::Session, format!("{host}: no address")))
+/// The first address of `host` on `port`; a failure is the session's.
+fn resolve(host: &str, port: u16) -> crate::error::Result<SocketAddr> {
+    // Its message says it all (`resolving HOST: why`): not again as a cause.
+    linerate_net::addr::resolve(host, None, Some(port)).map_err(|e| Error::msg(Kind::Session, e.to_string()))
 }

@@ -7,23 +7,18 @@
 
 use crate::error::{Error, Kind, ResultExt};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::Result;
 use clap::Args;
-use linerate_agent::server::{Server, ServerConfig};
 use linerate_copy::recv;
-use linerate_copy::send::{self, CopyConfig, CopyReport};
-use linerate_copy::ssh::Forwarder;
-use linerate_model::doc::cp::CpPhases;
-use linerate_net::auth::secret::Secret;
+use linerate_copy::send::{CopyConfig, CopyReport};
 use linerate_net::EngineError;
-use linerate_proto::name::escape;
-use linerate_remote::announce::{ssh_connection_addr, Announce};
+use linerate_remote::copy::{SshCopy, SshCopyError};
 use linerate_remote::probe::Upload;
-use linerate_remote::spawn::{self, Notice, Route, Rsh};
+use linerate_remote::serve::{listen, ServeConfig};
+use linerate_remote::spawn::{self, Notice, Rsh};
+use linerate_remote::target::SshTarget;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr};
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -109,114 +104,6 @@ pub struct ServeSshArgs {
     pub ssh_protocol: bool,
 }
 
-/// An `[user@]host:PATH` operand.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SshTarget {
-    /// What ssh is given as its destination: `user@host` or `host`.
-    pub login: String,
-    /// The host alone (IPv6 without brackets).
-    pub host: String,
-    /// The remote path, as bytes: relative to the remote user's home unless absolute.
-    pub path: Vec<u8>,
-}
-
-/// What an ssh copy does.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Job {
-    /// Local sources to a remote destination.
-    Push { sources: Vec<PathBuf>, target: SshTarget },
-    /// One remote source to a local destination.
-    Pull { target: SshTarget, into: PathBuf },
-}
-
-/// Parse an operand in the ssh form, `[user@]host:PATH` or `[user@][v6addr]:PATH`. `None` for a
-/// local path (starts with `/`, `./` or `../`, no `:` or a `/` before the first `:`) and for the
-/// daemon form `HOST:PORT:PATH` (a numeric port between two colons, and no `user@`).
-pub fn parse_spec(p: &Path) -> Option<Result<SshTarget>> {
-    let b = p.as_os_str().as_bytes();
-    if b.starts_with(b"/") || b.starts_with(b"./") || b.starts_with(b"../") {
-        return None;
-    }
-    let colon = b.iter().position(|&c| c == b':')?;
-    // A '/' before the first ':' (outside brackets) makes it a local path, as for scp.
-    let bracketed = b.starts_with(b"[") || b.windows(2).position(|w| w == b"@[").is_some_and(|i| i < colon);
-    if !bracketed && b[..colon].contains(&b'/') {
-        return None;
-    }
-    let at = b[..colon].iter().position(|&c| c == b'@').filter(|&i| !b[..i].contains(&b'['));
-    let (user, rest) = match at {
-        Some(i) => (Some(&b[..i]), &b[i + 1..]),
-        None => (None, b),
-    };
-    let (host, path): (&[u8], &[u8]) = if let Some(r) = rest.strip_prefix(b"[") {
-        let Some(end) = r.windows(2).position(|w| w == b"]:") else {
-            return Some(Err(anyhow!("'{}': expected [user@][ADDR]:PATH", escape(b))));
-        };
-        (&r[..end], &r[end + 2..])
-    } else {
-        let c = rest.iter().position(|&c| c == b':')?;
-        (&rest[..c], &rest[c + 1..])
-    };
-    // The daemon form: a numeric port between two colons, no user.
-    if user.is_none() {
-        if let Some(c) = path.iter().position(|&c| c == b':') {
-            if c > 0 && path[..c].iter().all(u8::is_ascii_digit) {
-                return None;
-            }
-        }
-    }
-    let ok = |s: &[u8]| {
-        !s.is_empty() && !s.starts_with(b"-") && s.iter().all(|&c| c.is_ascii_graphic() && c != b'@' && c != b'/')
-    };
-    if !ok(host) || user.is_some_and(|u| !ok(u)) {
-        return Some(Err(anyhow!("'{}': not a valid [user@]host:PATH", escape(b))));
-    }
-    let host = String::from_utf8_lossy(host).into_owned();
-    let login = match user {
-        Some(u) => format!("{}@{host}", String::from_utf8_lossy(u)),
-        None => host.clone(),
-    };
-    Some(Ok(SshTarget { login, host, path: path.to_vec() }))
-}
-
-/// A remote operand of either form (`host:...`): not `/`, `./` or `../`, and a `:` before any `/`.
-fn looks_remote(p: &Path) -> bool {
-    let b = p.as_os_str().as_bytes();
-    if b.starts_with(b"/") || b.starts_with(b"./") || b.starts_with(b"../") {
-        return false;
-    }
-    b.iter().position(|&c| c == b':').is_some_and(|c| !b[..c].contains(&b'/'))
-}
-
-/// Whether `cp SRC... DEST` is an ssh copy, and which way.
-pub fn classify(sources: &[PathBuf], dest: &Path) -> Result<Option<Job>> {
-    let mut remote_sources = Vec::new();
-    for s in sources {
-        if let Some(t) = parse_spec(s) {
-            remote_sources.push(t?);
-        }
-    }
-    match parse_spec(dest) {
-        Some(t) => {
-            if !remote_sources.is_empty() {
-                bail!("copying from one remote host to another is not supported: copy through this host");
-            }
-            Ok(Some(Job::Push { sources: sources.to_vec(), target: t? }))
-        }
-        None if remote_sources.is_empty() => Ok(None),
-        None => {
-            if sources.len() != 1 {
-                bail!("a copy from a remote host takes exactly one [user@]host:PATH source");
-            }
-            if looks_remote(dest) {
-                bail!("copying from one remote host to another is not supported: copy through this host");
-            }
-            let target = remote_sources.remove(0);
-            Ok(Some(Job::Pull { target, into: dest.to_path_buf() }))
-        }
-    }
-}
-
 /// The ssh command of `args` (`-e`, or `ssh`), without a destination.
 pub fn ssh_command(args: &SshArgs) -> Result<Command> {
     Ok(Rsh::parse(args.rsh.as_deref())?.command())
@@ -294,7 +181,7 @@ fn notices(quiet: bool) -> impl FnMut(Notice<'_>) {
 /// destination), to `target` or, for a pull, from it `into` a local path; returns the report or
 /// the failure, as a copy to a running server does.
 pub fn copy(
-    mut cfg: CopyConfig,
+    cfg: CopyConfig,
     target: &SshTarget,
     into: Option<&Path>,
     args: &SshArgs,
@@ -308,89 +195,24 @@ pub fn copy(
     }
     let rsh = Rsh::parse(args.rsh.as_deref()).usage()?;
     let opts = start_options(args, cfg.stall_timeout);
-    let session = spawn::start(&rsh, &target.login, &target.host, &opts, &mut notices(show.quiet)).map_err(|e| {
-        let kind = if e.is_usage() { Kind::Usage } else { Kind::Session };
-        Error::new(kind, e)
+    let started = SshCopy::start(cfg, target, into, &rsh, &opts, &mut notices(show.quiet)).map_err(|e| match e {
+        SshCopyError::Start(e) => Error::new(if e.is_usage() { Kind::Usage } else { Kind::Session }, e),
+        e @ SshCopyError::Forwarder(_) => Error::new(Kind::Session, e),
     })?;
-    cfg.secret = session.key().clone();
-    let fwd = match session.route() {
-        Route::Direct(addr) => {
-            cfg.addr = *addr;
-            None
-        }
-        Route::Forward(f) => {
-            let f = f.clone();
-            let fwd = Forwarder::start(move || f.command())
-                .context("starting the local forwarder for --via-ssh")
-                .session()?;
-            cfg.addr = fwd.addr();
-            Some(fwd)
-        }
-    };
-    let quiet = show.quiet;
-    let result = crate::transfer::run_engine(
-        show,
-        |progress, sink| match into {
-            None => send::copy(&cfg, progress, sink),
-            Some(into) => linerate_copy::pull::pull(&cfg, &target.path, into, progress, sink),
-        },
-        None,
-    );
-    let ok = result.is_ok();
-    if let Some(f) = fwd {
-        if !quiet {
-            let _ = errln!("linerate: --via-ssh: {} connections carried through ssh", f.accepted());
-        }
-        f.stop(if ok { Duration::from_secs(5) } else { Duration::ZERO });
+    let result = crate::transfer::shown(show, |obs, cx| started.run(obs, cx));
+    let (result, carried) = started.finish(result);
+    if let (Some(n), false) = (carried, show.quiet) {
+        let _ = errln!("linerate: --via-ssh: {n} connections carried through ssh");
     }
-    let phases = session.phases();
-    session.finish(ok);
-    result.map(|mut r| {
-        r.phases = Some(CpPhases { copy_s: r.seconds, ..phases });
-        r
-    })
+    result
 }
 
 /// `linerate serve --once --ssh`: started by `linerate cp` through ssh.
 pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout: Duration) -> crate::error::Result {
     let fail = |what: &str, e: &dyn std::fmt::Display| Err(Error::msg(Kind::Session, format!("{what}: {e}")));
-    let secret = match Secret::generate() {
-        Ok(s) => s,
-        Err(e) => return fail("making the session key", &e),
-    };
-    let home = match std::env::current_dir() {
-        Ok(d) => d,
-        Err(e) => return fail("finding the current directory", &e),
-    };
-    let addr = std::env::var_os("SSH_CONNECTION").and_then(|v| ssh_connection_addr(&v.to_string_lossy()));
     let deadline = a.connect_deadline.max(Duration::from_secs(1));
-    let listens: Vec<SocketAddr> = if a.ssh_loopback {
-        vec![SocketAddr::from(([127, 0, 0, 1], 0))]
-    } else {
-        // Every address: dual-stack where IPv6 is enabled, else IPv4 alone.
-        vec![SocketAddr::from((IpAddr::from([0u16; 8]), 0)), SocketAddr::from(([0, 0, 0, 0], 0))]
-    };
-    let mut server = Err(EngineError::Usage(linerate_net::UsageError::Server("no address to listen on".into())));
-    for l in listens {
-        let mut cfg = ServerConfig::ssh_user(l, secret.clone(), home.clone(), deadline);
-        cfg.handshake_timeout = handshake_timeout;
-        cfg.idle_timeout = idle_timeout;
-        server = Server::bind(cfg);
-        if server.is_ok() {
-            break;
-        }
-    }
-    let server = match server {
-        Ok(s) => s,
-        Err(e) => return fail("listening", &e),
-    };
-    let announce = Announce {
-        version: linerate_proto::PROTOCOL_VERSION,
-        port: server.local_addr().port(),
-        secret,
-        addr: if a.ssh_loopback { None } else { addr },
-        software: Some(env!("CARGO_PKG_VERSION").to_string()),
-    };
+    let config = ServeConfig { loopback: a.ssh_loopback, connect_deadline: deadline, handshake_timeout, idle_timeout };
+    let (server, announce) = listen(&config).map_err(|e| Error::msg(Kind::Session, e.to_string()))?;
     // The only place the secret is written: the pipe ssh carries back to the client.
     let mut out = std::io::stdout().lock();
     if writeln!(out, "{}", announce.line()).and_then(|()| out.flush()).is_err() {
@@ -415,53 +237,5 @@ pub fn run_serve_ssh(a: &ServeSshArgs, handshake_timeout: Duration, idle_timeout
             Err(Error::msg(Kind::Session, format!("no client connected within {} s; exiting", deadline.as_secs())))
         }
         Err(e) => fail("serving", &e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn spec(s: &str) -> Option<SshTarget> {
-        parse_spec(Path::new(s)).map(|r| r.unwrap())
-    }
-
-    fn t(login: &str, host: &str, path: &str) -> Option<SshTarget> {
-        Some(SshTarget { login: login.into(), host: host.into(), path: path.as_bytes().to_vec() })
-    }
-
-    #[test]
-    fn tells_ssh_operands_from_daemon_and_local_ones() {
-        assert_eq!(spec("host:dir/x"), t("host", "host", "dir/x"));
-        assert_eq!(spec("me@host:"), t("me@host", "host", ""));
-        assert_eq!(spec("me@host:/abs path"), t("me@host", "host", "/abs path"));
-        assert_eq!(spec("host:notaport:x"), t("host", "host", "notaport:x"));
-        assert_eq!(spec("host:1"), t("host", "host", "1"));
-        assert_eq!(spec("me@host:7878:x"), t("me@host", "host", "7878:x"));
-        assert_eq!(spec("[::1]:x"), t("::1", "::1", "x"));
-        assert_eq!(spec("me@[fe80::1]:x"), t("me@fe80::1", "fe80::1", "x"));
-        // The daemon form and local paths are not ssh operands.
-        assert_eq!(spec("host:7878:x"), None);
-        assert_eq!(spec("[::1]:7878:x"), None);
-        assert_eq!(spec("plain/dir"), None);
-        assert_eq!(spec("./a:b"), None);
-        assert_eq!(spec("/abs:x"), None);
-        assert_eq!(spec("dir/a:b"), None);
-        // Malformed.
-        assert!(parse_spec(Path::new(":x")).unwrap().is_err());
-        assert!(parse_spec(Path::new("-oProxyCommand=x:y")).unwrap().is_err());
-        assert!(parse_spec(Path::new("[::1:x")).unwrap().is_err());
-    }
-
-    #[test]
-    fn classifies_push_and_pull() {
-        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
-        assert!(matches!(classify(&p(&["a", "b"]), Path::new("h:x")).unwrap(), Some(Job::Push { .. })));
-        assert!(matches!(classify(&p(&["h:x"]), Path::new("d")).unwrap(), Some(Job::Pull { .. })));
-        assert_eq!(classify(&p(&["a"]), Path::new("d")).unwrap(), None);
-        assert_eq!(classify(&p(&["a"]), Path::new("h:7878:d")).unwrap(), None);
-        assert!(classify(&p(&["h:x", "h:y"]), Path::new("d")).is_err());
-        assert!(classify(&p(&["h:x"]), Path::new("g:y")).is_err());
     }
 }

@@ -15,6 +15,8 @@
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 use linerate_proto::caps::{MAX_FILTER_BYTES, MAX_FILTER_REGEX, MAX_FILTER_RULES, MAX_PATH};
 use linerate_proto::frame::{FilterRules, Rules, FILTER_CONTENTS, FILTER_DELETE_EXCLUDED, RULE_EXCLUDE, RULE_INCLUDE};
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What a rule does to the names it matches.
@@ -114,6 +116,61 @@ pub fn push_file_rules(rules: &mut Vec<Rule>, text: &str, default: RuleKind) {
         }
         push_rule(rules, line, default);
     }
+}
+
+/// One filter flag as given (`--exclude`, `--include`, `--exclude-from`, `--include-from`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Given {
+    /// `--exclude PATTERN` or `--include PATTERN`.
+    Rule(RuleKind, String),
+    /// `--exclude-from FILE` or `--include-from FILE`.
+    File(RuleKind, PathBuf),
+}
+
+/// Why the flags' rules could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    /// A rules file could not be read (`from`: its path, or standard input).
+    #[error("reading filter rules from {from}")]
+    Read {
+        /// Where from.
+        from: String,
+        /// Why.
+        #[source]
+        io: std::io::Error,
+    },
+    /// The rules do not compile.
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+}
+
+/// The rules of the flags `given`, in their order (the first match wins), compiled; `None`
+/// without any. Rule files are read now (`-`: standard input).
+pub fn from_given(given: &[Given]) -> Result<Option<Arc<Filter>>, RulesError> {
+    let mut rules: Vec<Rule> = Vec::new();
+    for g in given {
+        match g {
+            Given::Rule(kind, text) => push_rule(&mut rules, text, *kind),
+            Given::File(kind, path) => push_file_rules(&mut rules, &read_rules(path)?, *kind),
+        }
+    }
+    if given.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(Filter::new(rules)?)))
+}
+
+/// The text of a rules file, `-` for standard input.
+fn read_rules(path: &Path) -> Result<String, RulesError> {
+    let mut text = String::new();
+    if path == Path::new("-") {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|io| RulesError::Read { from: "standard input".into(), io })?;
+    } else {
+        text = std::fs::read_to_string(path).map_err(|io| RulesError::Read { from: path.display().to_string(), io })?;
+    }
+    Ok(text)
 }
 
 /// One glob of a compiled rule.

@@ -7,7 +7,9 @@
 //! | [`send`] | the sending side: walk, queue, streams, offers; a copy's configuration and report |
 //! | [`recv`] | the receiving side: checked by the protocol's tracker, written beneath the destination by directory handle |
 //! | [`pull`] | a pull's client: asks for a tree and receives it through [`recv`] |
+//! | [`run`] | running a copy as a command shows it: the local receiver, an observer of its progress, its failures as the user is told them, its summary |
 //! | [`ssh`] | `cp --via-ssh`: the copy's streams through channels of an ssh connection (the start-up and its announce line are `linerate-remote`'s) |
+//! | [`dest`] | a copy's operands: the destination's form, a local destination's root, every source there, no directory into itself |
 //! | [`walk`] | the source walk: depth-first, no symlink followed, each directory before its contents |
 //! | [`filter`] | rsync's include/exclude rules |
 //! | [`queue`] | the sender's one work queue, large files as runs of chunks every stream claims from |
@@ -26,6 +28,7 @@
 pub mod cancel;
 pub mod clean;
 pub mod confined;
+pub mod dest;
 pub mod diff;
 pub mod digest;
 pub mod fill;
@@ -36,6 +39,7 @@ pub mod mounts;
 pub mod pull;
 pub mod queue;
 pub mod recv;
+pub mod run;
 pub mod sample;
 pub mod send;
 pub mod ssh;

@@ -102,3 +102,23 @@ pub fn make_tree(root: &Path, spec: TreeSpec, mut progress: impl FnMut(u64, u64)
     }
     Ok((spec.files, bytes))
 }
+
+/// `linerate demo`'s tree in `src`: `files` large files of log-normal sizes around `mean`,
+/// `small` files of 1 to 16 KiB, an empty directory, an empty file and a symlink; its files
+/// (the empty one counted) and bytes.
+pub fn demo_tree(src: &Path, files: u64, mean: u64, small: u64) -> io::Result<(u64, u64)> {
+    let big = make_tree(
+        &src.join("large"),
+        TreeSpec { files, sizes: Sizes::LogNormal { mean }, per_dir: 100, seed: 7 },
+        |_, _| {},
+    )?;
+    let small = make_tree(
+        &src.join("small"),
+        TreeSpec { files: small, sizes: Sizes::Uniform { min: 1024, max: 16384 }, per_dir: 500, seed: 8 },
+        |_, _| {},
+    )?;
+    std::fs::create_dir(src.join("empty-dir"))?;
+    std::fs::write(src.join("empty-file"), b"")?;
+    std::os::unix::fs::symlink("large/d0000", src.join("link-to-large"))?;
+    Ok((big.0 + small.0 + 1, big.1 + small.1))
+}

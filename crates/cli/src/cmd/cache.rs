@@ -4,11 +4,10 @@
 
 use crate::error::{Error, Kind, Result, ResultExt};
 use crate::ssh::SshArgs;
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use linerate_model::units::format_size;
 use linerate_proto::name::escape;
-use std::process::{Command, Stdio};
+use linerate_remote::cache;
 
 const CACHE_AFTER_HELP: &str = "\
 `linerate cp` to [user@]host:PATH uploads itself when the remote host has no usable linerate,
@@ -60,10 +59,7 @@ pub fn run_cache(a: CacheArgs) -> Result {
         CacheCmd::Clean(c) => (c.target, true, "removed"),
     };
     if target.hosts.is_empty() {
-        let (script, mode) = linerate_remote::script::clean_command(remove);
-        let mut c = Command::new("/bin/sh");
-        c.args(["-c", &script, "linerate-cache", &mode]);
-        return show(run(c, "this host").session()?, None, verb);
+        return show(cache::run(cache::here(remove), "this host").session()?, None, verb);
     }
     let ssh = SshArgs { rsh: target.rsh.clone(), ..SshArgs::default() };
     let mut failed = false;
@@ -72,12 +68,11 @@ pub fn run_cache(a: CacheArgs) -> Result {
         if login.is_empty() || login.starts_with('-') || login.contains(['/', ':', ' ']) {
             return Err(Error::usage(format!("'{}': give a host as [user@]host", escape(h.as_bytes()))));
         }
-        let mut c = crate::ssh::ssh_command(&ssh).usage()?;
-        c.args(["-T", "--", login, &linerate_remote::script::clean_remote_command(remove)]);
-        match run(c, login) {
+        let c = cache::through(crate::ssh::ssh_command(&ssh).usage()?, login, remove);
+        match cache::run(c, &escape(login.as_bytes())) {
             Ok(out) => show(out, Some(login), verb)?,
             Err(e) => {
-                errln!("linerate cache: {e:#}")?;
+                errln!("linerate cache: {:#}", anyhow::Error::new(e))?;
                 failed = true;
             }
         }
@@ -88,37 +83,25 @@ pub fn run_cache(a: CacheArgs) -> Result {
     Ok(())
 }
 
-/// Run the script; its output, or why it failed.
-fn run(mut c: Command, on: &str) -> anyhow::Result<String> {
-    let o = c
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("running the cache script on {}", escape(on.as_bytes())))?;
-    if !o.status.success() {
-        anyhow::bail!("the cache script on {} failed ({})", escape(on.as_bytes()), o.status);
-    }
-    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
-}
-
 /// Print the script's report: one line per entry, then a total.
 fn show(out: String, host: Option<&str>, verb: &str) -> Result {
     let prefix = host.map(|h| format!("{}:", escape(h.as_bytes()))).unwrap_or_default();
     let (mut n, mut total) = (0u64, 0u64);
-    for line in out.lines().take(10_000) {
-        if let Some(rest) = line.strip_prefix("LINERATE-CACHE ") {
-            let (size, path) = rest.split_once(' ').unwrap_or(("0", rest));
-            let size: u64 = size.parse().unwrap_or(0);
-            outln!(
-                "{verb}{}{:>10}  {prefix}{}",
-                if verb.is_empty() { "" } else { " " },
-                format_size(size as f64),
-                escape(path.as_bytes())
-            )?;
-            n += 1;
-            total += size;
-        } else if let Some(why) = line.strip_prefix("LINERATE-CACHE-SKIP ") {
-            errln!("linerate cache: left alone: {prefix}{}", escape(why.as_bytes()))?;
+    for line in cache::report(&out) {
+        match line {
+            cache::Line::Entry { size, path } => {
+                outln!(
+                    "{verb}{}{:>10}  {prefix}{}",
+                    if verb.is_empty() { "" } else { " " },
+                    format_size(size as f64),
+                    escape(path.as_bytes())
+                )?;
+                n += 1;
+                total += size;
+            }
+            cache::Line::Skipped(why) => {
+                errln!("linerate cache: left alone: {prefix}{}", escape(why.as_bytes()))?;
+            }
         }
     }
     let place = host.map_or_else(|| "this host".to_string(), |h| escape(h.as_bytes()));

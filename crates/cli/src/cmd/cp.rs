@@ -4,9 +4,10 @@
 use crate::error::{Error, Kind, Result as Done};
 use crate::plan::{settings, CopyPlan, Route};
 use crate::progress::Show;
-use crate::transfer::{save_cp_run, summary_json, summary_line};
+use crate::transfer::{save_cp_run, summary_json};
 use anyhow::Result;
 use clap::Args;
+use linerate_copy::run::summary::{self, summary_line};
 use linerate_copy::send;
 use linerate_model::units::{parse_duration, RateUnit};
 use linerate_net::conn;
@@ -409,25 +410,15 @@ pub fn run_cp(mut a: CpArgs) -> Done {
     } else if !a.quiet {
         errln!("{}", summary_line(&report, unit))?;
     }
-    if report.skipped_specials > 0 && !a.quiet {
-        // rsync says "skipping non-regular file" for each and exits 0; one line says it all.
-        let n = linerate_model::units::count(report.skipped_specials, "non-regular file");
-        errln!("linerate: skipped {n} (device, FIFO or socket): -D copies them")?;
+    if let (Some(note), false) = (summary::skipped_specials(&report), a.quiet) {
+        errln!("linerate: {note}")?;
     }
     // A dry run moved nothing: it is not a run to keep.
     if !a.no_save && !report.dry_run {
         save_cp_run(&report, &dest, a.db.as_deref(), a.quiet || a.json)?;
     }
-    if !report.is_complete() {
-        return Err(Error::msg(
-            Kind::Partial,
-            format!(
-                "{} entries failed ({} here, {} on the receiver); see above",
-                report.local_errors + report.server.errors,
-                report.local_errors,
-                report.server.errors
-            ),
-        ));
+    if let Some(failed) = summary::failures(&report) {
+        return Err(Error::msg(Kind::Partial, failed));
     }
     Ok(())
 }
@@ -436,8 +427,6 @@ pub fn run_cp(mut a: CpArgs) -> Done {
 mod tests {
     use super::*;
     use crate::cmd::serve::parse_buffer_memory;
-    use crate::plan::{parse_dest, Dest};
-    use std::path::Path;
 
     #[test]
     fn the_usage_line_reads_sources_then_the_destination() {
@@ -448,20 +437,6 @@ mod tests {
         // The arguments' own line names them once, not as "<SRC... DEST> <SRC... DEST>...".
         let help = cp.render_help().to_string();
         assert!(!help.contains("<SRC... DEST>"), "{help}");
-    }
-
-    #[test]
-    fn parses_remote_and_local_destinations() {
-        let r = |s: &str| parse_dest(Path::new(s)).unwrap();
-        assert_eq!(r("host:7878:a/b"), Dest::Remote { host: "host".into(), port: 7878, path: b"a/b".to_vec() });
-        assert_eq!(r("[::1]:9:x"), Dest::Remote { host: "::1".into(), port: 9, path: b"x".to_vec() });
-        assert_eq!(r("h:1:"), Dest::Remote { host: "h".into(), port: 1, path: vec![] });
-        assert_eq!(r("plain/dir"), Dest::Local("plain/dir".into()));
-        assert_eq!(r("./a:b:c"), Dest::Local("./a:b:c".into()));
-        assert_eq!(r("/abs:1:x"), Dest::Local("/abs:1:x".into()));
-        assert!(parse_dest(Path::new("host:notaport:x")).is_err());
-        assert!(parse_dest(Path::new("host:1")).is_err());
-        assert!(parse_dest(Path::new(":1:x")).is_err());
     }
 
     #[test]

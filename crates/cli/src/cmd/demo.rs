@@ -3,11 +3,12 @@
 use crate::error::{Error, Kind, Result, ResultExt};
 use crate::plan::{settings, CopyPlan};
 use crate::progress::Show;
-use crate::transfer::{summary_json, summary_line};
+use crate::transfer::summary_json;
 use anyhow::Context as _;
 use clap::Args;
 use linerate_copy::diff::compare_trees;
-use linerate_copy::sample::{make_tree, Sizes, TreeSpec};
+use linerate_copy::run::summary::summary_line;
+use linerate_copy::sample::demo_tree;
 use linerate_model::units::{count, format_size, parse_size};
 use std::path::PathBuf;
 
@@ -56,22 +57,7 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
     let dst = work.join("copy");
     std::fs::create_dir_all(&src).with_context(|| format!("making the sample tree in {}", work.display())).io()?;
     errln!("making a sample tree in {} ...", src.display())?;
-    let made = (|| -> std::io::Result<(u64, u64)> {
-        let big = make_tree(
-            &src.join("large"),
-            TreeSpec { files: a.files, sizes: Sizes::LogNormal { mean: a.mean_size }, per_dir: 100, seed: 7 },
-            |_, _| {},
-        )?;
-        let small = make_tree(
-            &src.join("small"),
-            TreeSpec { files: a.small_files, sizes: Sizes::Uniform { min: 1024, max: 16384 }, per_dir: 500, seed: 8 },
-            |_, _| {},
-        )?;
-        std::fs::create_dir(src.join("empty-dir"))?;
-        std::fs::write(src.join("empty-file"), b"")?;
-        std::os::unix::fs::symlink("large/d0000", src.join("link-to-large"))?;
-        Ok((big.0 + small.0 + 1, big.1 + small.1))
-    })();
+    let made = demo_tree(&src, a.files, a.mean_size, a.small_files);
     let (files, bytes) = made.with_context(|| format!("making the sample tree in {}", work.display())).io()?;
     errln!("copying {}, {}, encrypted, through a local server ...", count(files, "file"), format_size(bytes as f64))?;
     let mut settings = settings();
