@@ -435,8 +435,8 @@ pub fn run_cp(mut a: CpArgs) -> Done {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmd::serve::parse_buffer_memory;
     use crate::plan::{parse_dest, Dest};
+    use linerate_model::units::parse_buffer_memory;
     use std::path::Path;
 
     #[test]
