@@ -31,7 +31,7 @@ pub enum ServeError {
 /// floors ([`at_least_1s`], at least one of each count, 1 MiB of buffers) are applied.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
-    /// Address to listen on (`host:port`, resolved on [`bind`]).
+    /// Address to listen on (`host:port`, resolved on [`ServeOptions::bind`]).
     pub listen: String,
     /// The shared key's file (`-`: standard input); none with keys only.
     pub key_file: Option<PathBuf>,

@@ -16,7 +16,7 @@ pub enum ImportError {
     /// The file could not be read.
     #[error("cannot read {}", .0.display())]
     Read(PathBuf, #[source] std::io::Error),
-    /// The file is larger than [`MAX`].
+    /// The file is larger than 64 MiB.
     #[error("{} is larger than 64 MiB; not a linerate document", .0.display())]
     TooLarge(PathBuf),
     /// The file is not JSON.
