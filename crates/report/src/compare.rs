@@ -17,8 +17,7 @@
 //! next. When both runs carry a goal figure with the steal taken out (`NAME.steal_adjusted`,
 //! [`MetricId::without_steal`], from `--repeat` runs), the change is judged by that figure.
 
-use crate::format::si;
-use crate::list::clean;
+use crate::format::{clean, si};
 use crate::model::{Better, RunKind, RunReport, SpreadOf};
 use linerate_model::metric::{GroupFigure, MetricId, Side, SideFigure};
 use linerate_model::stats::{beyond_noise, median, noise_band, NOISE_SIGMAS};
