@@ -23,6 +23,21 @@ pub struct CleanConfig {
     pub dry_run: bool,
 }
 
+/// A path to clean that is not a directory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: not a directory", shown(.0))]
+pub struct NotADirectory(pub PathBuf);
+
+impl CleanConfig {
+    /// Every path to search is a directory; the first that is not, else nothing.
+    pub fn check(&self) -> Result<(), NotADirectory> {
+        match self.paths.iter().find(|d| !d.is_dir()) {
+            Some(d) => Err(NotADirectory(d.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
 /// One partial file found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Partial {

@@ -22,6 +22,17 @@ pub enum Sizes {
     },
 }
 
+impl Sizes {
+    /// `mktree`'s sizes: uniform between `min` and `max` when both are given, else log-normal
+    /// with `mean` (1.6 MB, the studies' data set, when absent).
+    pub fn from_flags(mean: Option<u64>, min: Option<u64>, max: Option<u64>) -> Sizes {
+        match (mean, min, max) {
+            (_, Some(min), Some(max)) => Sizes::Uniform { min, max },
+            (m, _, _) => Sizes::LogNormal { mean: m.unwrap_or(1_600_000) },
+        }
+    }
+}
+
 /// What to generate.
 #[derive(Debug, Clone, Copy)]
 pub struct TreeSpec {

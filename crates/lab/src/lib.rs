@@ -14,6 +14,7 @@ pub mod lab;
 pub mod plan;
 pub mod runner;
 pub mod scenario;
+pub mod show;
 pub mod state;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
@@ -88,6 +89,26 @@ pub enum LabError {
     UnknownRun {
         /// The run id asked for.
         id: String,
+    },
+    /// `lab exec` named a host the run does not have.
+    #[error("lab {run} has no host '{}' (hosts: {hosts:?})", host.escape_default())]
+    UnknownHost {
+        /// The run.
+        run: String,
+        /// The host asked for.
+        host: String,
+        /// The run's hosts.
+        hosts: Vec<String>,
+    },
+    /// `lab set` named a link that no emulator of the run runs.
+    #[error("lab {run} has no link '{}' run by linerate's emulator (emulated links: {links:?})", link.escape_default())]
+    UnknownLink {
+        /// The run.
+        run: String,
+        /// The link asked for.
+        link: String,
+        /// The run's emulated links.
+        links: Vec<String>,
     },
     /// No run was named and no lab is up.
     #[error("no lab is up")]

@@ -171,6 +171,27 @@ impl RunState {
         }
     }
 
+    /// The namespace of `host`.
+    pub fn netns(&self, host: &str) -> Result<&str, LabError> {
+        self.hosts.get(host).map(String::as_str).ok_or_else(|| LabError::UnknownHost {
+            run: self.run.clone(),
+            host: host.to_string(),
+            hosts: self.hosts.keys().cloned().collect(),
+        })
+    }
+
+    /// Asks the emulator of `link` `request` (`lab set`); its one-line answer.
+    pub fn ask_emulator(&self, link: &str, request: &str) -> Result<String, LabError> {
+        let Some(sock) = self.emulators.get(link) else {
+            return Err(LabError::UnknownLink {
+                run: self.run.clone(),
+                link: link.to_string(),
+                links: self.emulators.keys().cloned().collect(),
+            });
+        };
+        crate::emu::ask(sock, request)
+    }
+
     /// Removes everything the run created: its processes (by recorded pid, then any process
     /// left inside its namespaces), its namespaces (and with them every veth, bridge, ifb and
     /// qdisc), its temporary directories, and finally the state file. Best effort: returns
@@ -208,6 +229,25 @@ impl RunState {
         }
         problems
     }
+}
+
+/// `lab down`: each of `runs` torn down, by its owner when one is alive (asked to within
+/// `limit`), else here; `tell` hears a line for each, and each problem. Whether every run went
+/// without a problem.
+pub fn down(runs: Vec<RunState>, limit: Duration, ex: &mut dyn Executor, tell: &mut dyn FnMut(&str)) -> bool {
+    let mut ok = true;
+    for s in runs {
+        if s.ask_owner_to_stop(limit) {
+            tell(&format!("lab {} torn down by its owner (pid {})", s.run, s.pid));
+            continue;
+        }
+        let problems = s.teardown(ex);
+        for l in crate::show::down_lines(&s.run, &problems) {
+            tell(&l);
+        }
+        ok &= problems.is_empty();
+    }
+    ok
 }
 
 /// Tears down every stale run (owner dead, not detached); returns their ids.

@@ -301,6 +301,12 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     whole_bytes(t, n, den, inexact)
 }
 
+/// `serve --max-buffer-memory` (and `cp`'s): a size in the one grammar, in bytes; a bare number
+/// counts MiB, as the flag always did.
+pub fn parse_buffer_memory(s: &str) -> Result<u64, UnitError> {
+    parse_size_bare(s, 1 << 20)
+}
+
 /// Reads a size as [`parse_size`] does, except that a bare number (no unit) counts `bare` bytes
 /// a unit: `parse_size_bare("512", 1 << 20)` is 512 MiB, `"2GiB"` and `"64K"` are what they say.
 /// For a flag whose bare number always meant more than bytes (`serve --max-buffer-memory`,

@@ -17,7 +17,7 @@
 //! next. When both runs carry a goal figure with the steal taken out (`NAME.steal_adjusted`,
 //! [`MetricId::without_steal`], from `--repeat` runs), the change is judged by that figure.
 
-use crate::format::si;
+use crate::format::{clean, si};
 use crate::model::{Better, RunKind, RunReport, SpreadOf};
 use linerate_model::metric::{GroupFigure, MetricId, Side, SideFigure};
 use linerate_model::stats::{beyond_noise, median, noise_band, NOISE_SIGMAS};
@@ -43,6 +43,94 @@ impl Rule {
     pub fn new(threshold_pct: f64) -> Rule {
         Rule { threshold_pct, sigmas: NOISE_SIGMAS, steal_adjust: true }
     }
+}
+
+impl Rule {
+    /// `report compare`'s rule from its flags: `threshold_pct` and `sigmas` must be finite and
+    /// not negative.
+    pub fn checked(threshold_pct: f64, sigmas: f64, steal_adjust: bool) -> Result<Rule, CompareError> {
+        if !(threshold_pct.is_finite() && threshold_pct >= 0.0) {
+            return Err(CompareError::Threshold(threshold_pct));
+        }
+        if !(sigmas.is_finite() && sigmas >= 0.0) {
+            return Err(CompareError::Sigmas(sigmas));
+        }
+        Ok(Rule { threshold_pct, sigmas, steal_adjust })
+    }
+}
+
+/// Why `report compare` refuses to compare: a flag out of range, runs it was not given, no
+/// baseline, or runs that measure different things (without `--force`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompareError {
+    /// `--threshold` is negative or not a number.
+    #[error("--threshold must be a percentage ≥ 0, not {0}")]
+    Threshold(f64),
+    /// `--sigmas` is negative or not a number.
+    #[error("--sigmas must be a number ≥ 0, not {0}")]
+    Sigmas(f64),
+    /// `--against` is not `last:K` with K from 1 to 1000.
+    #[error("--against {}: expected last:K, K from 1 to 1000", clean(.0))]
+    Against(String),
+    /// Neither two runs nor one with `--against`.
+    #[error("compare needs two runs, A and B, or one with --against last:K")]
+    NeedsTwo,
+    /// Two runs with `--against`.
+    #[error("with --against, give only the new run B")]
+    AgainstTakesOne,
+    /// No run of B's test is stored before it.
+    #[error("no run of the same test as {} is stored before it", clean(.0))]
+    NoBaseline(String),
+    /// The runs are of different kinds.
+    #[error(
+        "run {} is a {a_kind} run and run {} a {b_kind} run: their figures do not compare; give --force to compare them anyway",
+        clean(a), clean(b)
+    )]
+    KindsDiffer {
+        /// Run A's id.
+        a: String,
+        /// Its kind.
+        a_kind: &'static str,
+        /// Run B's id.
+        b: String,
+        /// Its kind.
+        b_kind: &'static str,
+    },
+    /// The runs' key parameters differ.
+    #[error(
+        "runs {} and {} measure different things ({}); give --force to compare them side by side anyway",
+        clean(a), clean(b), what.join("; ")
+    )]
+    Unlike {
+        /// Run A's id.
+        a: String,
+        /// Run B's id.
+        b: String,
+        /// Each difference, cleaned for the terminal.
+        what: Vec<String>,
+    },
+}
+
+/// `--against last:K` (K from 1 to 1000) → K.
+pub fn parse_last(spec: &str) -> Result<usize, CompareError> {
+    spec.strip_prefix("last:")
+        .and_then(|k| k.parse::<usize>().ok())
+        .filter(|k| (1..=1000).contains(k))
+        .ok_or_else(|| CompareError::Against(spec.to_string()))
+}
+
+/// The baseline of `b` from the runs of its test stored `before` it ([`baseline`]), and a
+/// warning when there are fewer than the `k` asked for.
+pub fn baseline_before(
+    b: &RunReport,
+    before: &[RunReport],
+    k: usize,
+) -> Result<(RunReport, Option<String>), CompareError> {
+    let base = baseline(before).ok_or_else(|| CompareError::NoBaseline(b.id.clone()))?;
+    let warning = (before.len() < k).then(|| {
+        format!("only {} run(s) of the same test before {}; the baseline is their median", before.len(), clean(&b.id))
+    });
+    Ok((base, warning))
 }
 
 /// A change of a CPU-bound bench test's goal figure that one run against one run can still
@@ -167,6 +255,31 @@ impl Comparison {
     /// Whether the runs measure different things: other kinds, or key parameters that differ.
     pub fn unlike(&self) -> bool {
         self.kinds_differ || !self.differences.is_empty()
+    }
+
+    /// Why runs `a` and `b` are not compared unless `force`: other kinds, or key parameters
+    /// that differ.
+    pub fn refusal(&self, a: &RunReport, b: &RunReport, force: bool) -> Result<(), CompareError> {
+        if self.kinds_differ && !force {
+            let (a_kind, b_kind) = (a.kind.as_str(), b.kind.as_str());
+            return Err(CompareError::KindsDiffer { a: a.id.clone(), a_kind, b: b.id.clone(), b_kind });
+        }
+        if self.unlike() && !force {
+            let what = self.differences.iter().map(|d| clean(&d.to_string())).collect();
+            return Err(CompareError::Unlike { a: a.id.clone(), b: b.id.clone(), what });
+        }
+        Ok(())
+    }
+
+    /// The closing line of a comparison that found a regression (`report compare` exits 4).
+    pub fn regressed(&self) -> Option<String> {
+        let n = self.rows.iter().filter(|r| r.regression).count();
+        (n > 0).then(|| {
+            format!(
+                "{n} figure(s) regressed by more than {}% and the noise from {} to {}",
+                self.threshold_pct, self.a, self.b
+            )
+        })
     }
 
     /// The rule in words, for the line under the runs.
@@ -620,6 +733,24 @@ pub fn label(r: &RunReport) -> String {
 mod tests {
     use super::*;
     use crate::RunKind;
+
+    #[test]
+    fn the_flags_of_compare_are_checked_with_their_words() {
+        assert_eq!(parse_last("last:5"), Ok(5));
+        for bad in ["last:0", "last:1001", "5", "last:x"] {
+            assert_eq!(parse_last(bad), Err(CompareError::Against(bad.into())), "{bad}");
+        }
+        assert_eq!(parse_last("x\u{1b}").unwrap_err().to_string(), "--against x?: expected last:K, K from 1 to 1000");
+        assert_eq!(
+            Rule::checked(-1.0, 2.0, true).unwrap_err().to_string(),
+            "--threshold must be a percentage ≥ 0, not -1"
+        );
+        assert_eq!(
+            Rule::checked(5.0, f64::NAN, true).unwrap_err().to_string(),
+            "--sigmas must be a number ≥ 0, not NaN"
+        );
+        assert_eq!(Rule::checked(5.0, 2.0, false), Ok(Rule { threshold_pct: 5.0, sigmas: 2.0, steal_adjust: false }));
+    }
 
     #[test]
     fn direction_decides_what_is_a_regression() {

@@ -1,7 +1,13 @@
 //! How figures are written for people: a value with its SI prefix and unit (`9.31 Gbit/s`,
-//! `120 us`), the one way every table, chart, comparison and list shows a number.
+//! `120 us`), the one way every table, chart, comparison and list shows a number; and ids and
+//! titles with their control characters replaced ([`clean`]).
 
 use linerate_model::units::{format_si, significant};
+
+/// Replaces control characters so an id or title from a file cannot drive the terminal.
+pub fn clean(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
 
 /// A value with an SI prefix and its unit: `9.31 Gbit/s`, `512 kB`, `120 us`.
 pub fn si(x: f64, unit: &str) -> String {

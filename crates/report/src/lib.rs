@@ -11,6 +11,7 @@ pub mod convert;
 pub mod export;
 pub mod format;
 pub mod html;
+pub mod import;
 pub mod list;
 pub mod mesh;
 pub mod model;
@@ -121,6 +122,14 @@ pub enum ReportError {
         id: String,
         /// The store.
         db: String,
+    },
+    /// `report mesh --test` named a test the mesh run does not have (or it has none).
+    #[error("run {run} has no test {test:?}")]
+    NoTest {
+        /// The mesh run.
+        run: String,
+        /// The test asked for.
+        test: Option<String>,
     },
 }
 

@@ -1,13 +1,9 @@
 //! `linerate report list`: one line per stored run, as text for a terminal or as one JSON
 //! object per line, rendered here from the store's [`RunSummary`] (the CLI only prints it).
 
+pub use crate::format::clean;
 use crate::format::si;
 use crate::store::RunSummary;
-
-/// Replaces control characters so an id or title from a file cannot drive the terminal.
-pub fn clean(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
-}
 
 /// `report list`: id, kind, creation time, headline figure and title, aligned, a line each. A
 /// run without a headline figure (a copy too small for a rate, a lab run that measured

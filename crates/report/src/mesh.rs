@@ -493,6 +493,28 @@ fn spark(s: &mut String, c: &Cell, x: f64, y: f64, cell: f64) {
     let _ = write!(s, "<path class=\"spark\" d=\"{d}\" fill=\"none\" stroke=\"#3060a0\" stroke-width=\"1\"/>");
 }
 
+/// `report mesh`: the HTML page of every test (`html`), or one test's matrix as SVG (`test`,
+/// else the first), of `run` against `base` with the cells' `history`.
+pub fn render(
+    run: &RunReport,
+    base: Option<&RunReport>,
+    history: &[RunReport],
+    threshold: f64,
+    html: bool,
+    test: Option<&str>,
+) -> Result<String, ReportError> {
+    if html {
+        return mesh_html(run, base, history, threshold);
+    }
+    let ms = matrices(run, base, history)?;
+    let m = match test {
+        Some(t) => ms.iter().find(|m| m.test == t),
+        None => ms.first(),
+    };
+    let m = m.ok_or_else(|| ReportError::NoTest { run: run.id.clone(), test: test.map(String::from) })?;
+    Ok(matrix_svg(m, threshold))
+}
+
 /// One HTML page: every test's matrix of `run`, coloured against `base`, each cell with the
 /// pair's `history` (earlier rounds of the same mesh, oldest first).
 pub fn mesh_html(

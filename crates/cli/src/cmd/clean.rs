@@ -24,23 +24,15 @@ pub struct CleanArgs {
     #[arg(long, short = 'n')]
     dry_run: bool,
     /// Only partial files last written longer ago than this (30m, 12h, 7d).
-    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    #[arg(long, value_name = "AGE", value_parser = linerate_model::units::parse_duration)]
     older_than: Option<std::time::Duration>,
-}
-
-fn parse_age(s: &str) -> std::result::Result<std::time::Duration, String> {
-    linerate_model::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// Run `linerate clean`: 0 when everything found was handled, 1 when something could not be
 /// read or removed (each said on stderr).
 pub fn run_clean(a: CleanArgs) -> Result {
-    for d in &a.dirs {
-        if !d.is_dir() {
-            return Err(Error::usage(format!("{}: not a directory", linerate_net::error::shown(d))));
-        }
-    }
     let cfg = CleanConfig { paths: a.dirs, older_than: a.older_than, dry_run: a.dry_run };
+    cfg.check().map_err(|e| Error::new(Kind::Usage, e))?;
     let report = clean::clean(&cfg, std::time::SystemTime::now());
     for e in &report.errors {
         errln!("linerate clean: {e}")?;

@@ -426,7 +426,7 @@ pub fn run_cp(mut a: CpArgs) -> Done {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmd::serve::parse_buffer_memory;
+    use linerate_model::units::parse_buffer_memory;
 
     #[test]
     fn the_usage_line_reads_sources_then_the_destination() {

@@ -47,43 +47,26 @@ fn key_err(e: EngineError) -> Error {
     Error::new(kind, e)
 }
 
-/// A key file's missing directory is made, private (0700), as ssh-keygen makes ~/.ssh.
-fn make_parent(file: &std::path::Path) -> Result<()> {
-    match file.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => keys::make_private_dir(dir).map_err(key_err),
-        _ => Ok(()),
-    }
-}
-
 fn keygen(a: &KeygenArgs) -> Result<()> {
     if a.kind == KeyType::Secret {
         let file = a.file.as_ref().ok_or_else(|| Error::usage("a shared key needs FILE: linerate keygen FILE"))?;
         if a.comment.is_some() {
             return Err(Error::usage("--comment is for ed25519 keys (--type ed25519)"));
         }
-        make_parent(file)?;
-        Secret::generate().map_err(key_err)?.write_new(file).map_err(key_err)?;
+        Secret::create(file).map_err(key_err)?;
         return errln!("wrote a new key to {}", file.display());
     }
     let file = match &a.file {
         Some(f) => f.clone(),
-        None => {
-            let f = keys::default_identity()
-                .ok_or_else(|| Error::usage("no config directory: give FILE, or set HOME or XDG_CONFIG_HOME"))?;
-            if let Some(dir) = f.parent() {
-                keys::make_private_dir(dir).map_err(key_err)?;
-            }
-            f
-        }
+        None => keys::default_identity()
+            .ok_or_else(|| Error::usage("no config directory: give FILE, or set HOME or XDG_CONFIG_HOME"))?,
     };
-    make_parent(&file)?;
     let comment = a.comment.clone().unwrap_or_else(keys::default_comment);
-    let id = Identity::write_new(&file, &comment).map_err(key_err)?;
-    let public = keys::pub_path(&file);
+    let id = Identity::create(&file, &comment).map_err(key_err)?;
     errln!(
         "wrote a new ed25519 key to {} and its public key to {}\nfingerprint {}",
         file.display(),
-        public.display(),
+        keys::pub_path(&file).display(),
         id.public().fingerprint()
     )?;
     // The public line on stdout, ready for a server's authorized keys file.

@@ -6,7 +6,7 @@ use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use linerate_lab::runner::{run_all, RunnerConfig};
 use linerate_lab::state::RunState;
-use linerate_lab::{Lab, LabError, Plan, Scenario, SystemExecutor};
+use linerate_lab::{show, Lab, LabError, Plan, Scenario, SystemExecutor};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -128,18 +128,6 @@ pub fn run_lab(a: LabArgs) -> crate::error::Result {
     })
 }
 
-fn print_hosts(plan: &Plan) -> crate::error::Result {
-    for (h, p) in &plan.hosts {
-        let addrs: Vec<String> = p
-            .ifaces
-            .iter()
-            .map(|i| format!("{} {}/{}", i.name, linerate_lab::scenario::fmt_ip(i.addr), i.prefix))
-            .collect();
-        outln!("  {h:<12} netns {:<24} {}", p.ns, addrs.join(", "))?;
-    }
-    Ok(())
-}
-
 /// Told of a stale run cleaned before a new lab is built.
 fn cleaned_stale(id: &str) {
     let _ = errln!("linerate lab: cleaned stale run {id}");
@@ -148,6 +136,11 @@ fn cleaned_stale(id: &str) {
 /// Told of a problem of a lab torn down on an error path (a closed stderr loses it).
 fn drop_problem(p: &str) {
     let _ = errln!("linerate lab: teardown: {p}");
+}
+
+/// A line on stderr; a closed stderr loses it (the exit code says the rest).
+fn tell(line: &str) {
+    let _ = errln!("{line}");
 }
 
 fn up(file: PathBuf, detach: bool) -> Result<()> {
@@ -160,16 +153,7 @@ fn up(file: PathBuf, detach: bool) -> Result<()> {
     // while it waits with nothing to print.
     let wake = linerate_model::shutdown::Stopper::new();
     crate::out::stop_on_close(&wake);
-    let shown = (|| {
-        outln!("lab {} up: scenario {} ({} namespaces)", lab.plan.run, sc.name, lab.plan.namespaces.len())?;
-        print_hosts(&lab.plan)?;
-        if detach {
-            let id = &lab.plan.run;
-            outln!("detached; `linerate lab exec HOST -- CMD` to use it, `linerate lab down {id}` to remove it")
-        } else {
-            outln!("`linerate lab exec HOST -- CMD` from another terminal; Ctrl-C tears it down")
-        }
-    })();
+    let shown = crate::out::bytes(crate::out::To::Out, show::up(&lab.plan, &sc.name, detach).as_bytes());
     if detach && shown.is_ok() {
         lab.detach()?;
         return Ok(());
@@ -184,7 +168,7 @@ fn up(file: PathBuf, detach: bool) -> Result<()> {
     }
     let id = lab.plan.run.clone();
     let problems = lab.down();
-    report_down(&id, &problems);
+    show::down_lines(&id, &problems).iter().for_each(|l| tell(l));
     shown?;
     if crate::out::closed() {
         return Err(Error::reported(Kind::Closed).into());
@@ -197,32 +181,13 @@ fn up(file: PathBuf, detach: bool) -> Result<()> {
     }
 }
 
-/// The end of a teardown, on stderr; a closed stderr loses it (the exit code says the rest).
-fn report_down(id: &str, problems: &[String]) {
-    if problems.is_empty() {
-        let _ = errln!("lab {id} torn down");
-    } else {
-        for p in problems {
-            let _ = errln!("linerate lab: {id}: {p}");
-        }
-    }
-}
-
 fn down(run: Option<String>, all: bool) -> Result<()> {
     let runs = if all { RunState::list() } else { vec![RunState::find(run.as_deref())?] };
-    let mut done = Ok(());
-    for s in runs {
-        if s.ask_owner_to_stop(Duration::from_secs(15)) {
-            let _ = errln!("lab {} torn down by its owner (pid {})", s.run, s.pid);
-            continue;
-        }
-        let problems = s.teardown(&mut SystemExecutor);
-        report_down(&s.run, &problems);
-        if !problems.is_empty() {
-            done = Err(Error::reported(Kind::Session).into());
-        }
+    if linerate_lab::state::down(runs, Duration::from_secs(15), &mut SystemExecutor, &mut tell) {
+        Ok(())
+    } else {
+        Err(Error::reported(Kind::Session).into())
     }
-    done
 }
 
 fn status(json: bool) -> Result<()> {
@@ -261,29 +226,15 @@ impl Dir {
 
 fn set(link: &str, changes: &[String], dir: Dir, run: Option<&str>) -> Result<()> {
     let s = RunState::find(run)?;
-    let Some(sock) = s.emulators.get(link) else {
-        let links: Vec<&String> = s.emulators.keys().collect();
-        return Err(Error::usage(format!(
-            "lab {} has no link '{}' run by linerate's emulator (emulated links: {links:?})",
-            s.run,
-            link.escape_default()
-        ))
-        .into());
-    };
     let request =
         if changes == ["stats"] { "stats".to_string() } else { format!("set {} {}", dir.word(), changes.join(" ")) };
-    outln!("{}", linerate_lab::emu::ask(sock, &request)?)?;
+    outln!("{}", s.ask_emulator(link, &request)?)?;
     Ok(())
 }
 
 fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<()> {
     let s = RunState::find(run)?;
-    let Some(ns) = s.hosts.get(host) else {
-        let hosts: Vec<&String> = s.hosts.keys().collect();
-        return Err(
-            Error::usage(format!("lab {} has no host '{}' (hosts: {hosts:?})", s.run, host.escape_default())).into()
-        );
-    };
+    let ns = s.netns(host)?;
     let st = std::process::Command::new("ip")
         .args(["netns", "exec", ns])
         .args(cmd)
@@ -328,7 +279,7 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     let result = run_all(&mut lab, &sc, &mut cfg);
     let id = lab.plan.run.clone();
     let problems = lab.down();
-    report_down(&id, &problems);
+    show::down_lines(&id, &problems).iter().for_each(|l| tell(l));
     if crate::out::closed() {
         return Err(Error::reported(Kind::Closed).into());
     }
@@ -356,7 +307,7 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     }
     let all_ok = doc.runs.iter().all(|r| r.ok);
     if !all_ok && !problems.is_empty() {
-        errln!("linerate lab: {}", failures(&doc))?;
+        errln!("linerate lab: {}", show::failures(&doc))?;
     }
     if !problems.is_empty() {
         // The teardown's problems are on their lines above.
@@ -364,41 +315,13 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     } else if all_ok {
         Ok(())
     } else {
-        Err(Error::msg(Kind::Partial, failures(&doc)).into())
+        Err(Error::msg(Kind::Partial, show::failures(&doc)).into())
     }
-}
-
-/// Which runs failed and which groups they left incomplete, for the closing line of a run
-/// that exits 1 ([`Kind::Partial`]).
-fn failures(doc: &linerate_model::doc::lab::LabDocument) -> String {
-    let failed: Vec<&str> = doc.runs.iter().filter(|r| !r.ok).map(|r| r.name.as_str()).collect();
-    let incomplete: Vec<String> = doc
-        .groups
-        .iter()
-        .filter(|g| !g.ok && g.members.len() > 1)
-        .map(|g| {
-            let (n, of) = g.measured();
-            format!("{} ({n} of {of} members measured)", g.group)
-        })
-        .collect();
-    let mut s = format!("{} of {} runs failed: {}", failed.len(), doc.runs.len(), failed.join(", "));
-    if !incomplete.is_empty() {
-        s.push_str(&format!(
-            "; incomplete groups, whose totals and fairness are not the experiment's: {}",
-            incomplete.join(", ")
-        ));
-    }
-    s.push_str(" (each run's error is in the results file and the log above)");
-    s
 }
 
 fn plan(file: PathBuf) -> Result<()> {
     let sc = Scenario::load(&file)?;
     let p = Plan::new(&sc, "lrPLAN")?;
-    outln!("# {} — run id shown as lrPLAN", sc.name)?;
-    print_hosts(&p)?;
-    for c in &p.commands {
-        outln!("{}", c.join(" "))?;
-    }
+    crate::out::bytes(crate::out::To::Out, show::plan(&p, &sc.name).as_bytes())?;
     Ok(())
 }

@@ -34,10 +34,7 @@ pub struct MktreeArgs {
 
 /// Run `linerate mktree`; a tree that cannot be written is [`crate::error::Kind::Io`].
 pub fn run_mktree(a: MktreeArgs) -> Result {
-    let sizes = match (a.mean_size, a.min_size, a.max_size) {
-        (_, Some(min), Some(max)) => Sizes::Uniform { min, max },
-        (m, _, _) => Sizes::LogNormal { mean: m.unwrap_or(1_600_000) },
-    };
+    let sizes = Sizes::from_flags(a.mean_size, a.min_size, a.max_size);
     let spec = TreeSpec { files: a.files, sizes, per_dir: a.per_dir, seed: a.seed };
     let (files, bytes) = make_tree(&a.dir, spec, |_, _| {}).with_context(|| a.dir.display().to_string()).io()?;
     errln!("{}: {}, {}", a.dir.display(), count(files, "file"), count(bytes, "byte"))

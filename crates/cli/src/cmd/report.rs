@@ -2,13 +2,13 @@
 //! compare) and the charts (html, svg).
 
 use crate::error::{Error, Kind, ResultExt};
-use anyhow::{bail, Context, Result};
+use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
+use linerate_report::compare::{self, CompareError, Rule};
 use linerate_report::export::{self, Format};
 use linerate_report::list::clean;
 use linerate_report::svg::ChartKind;
 use linerate_report::{RunReport, Store};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 const REPORT_AFTER_HELP: &str = "\
@@ -184,22 +184,6 @@ fn write_out(output: Option<&Path>, text: &str) -> crate::error::Result {
     }
 }
 
-fn read_doc(file: &Path) -> Result<serde_json::Value> {
-    const MAX: u64 = 64 << 20;
-    let mut buf = Vec::new();
-    if file.as_os_str() == "-" {
-        std::io::stdin().lock().take(MAX + 1).read_to_end(&mut buf).context("cannot read standard input")?;
-    } else {
-        std::fs::File::open(file)
-            .and_then(|f| f.take(MAX + 1).read_to_end(&mut buf))
-            .with_context(|| format!("cannot read {}", file.display()))?;
-    }
-    if buf.len() as u64 > MAX {
-        bail!("{} is larger than 64 MiB; not a linerate document", file.display());
-    }
-    serde_json::from_slice(&buf).with_context(|| format!("{} is not JSON", file.display()))
-}
-
 /// Runs `linerate report`: 0 success, 2 usage, 3 the store failed ([`Kind::Store`]), 4 `compare`
 /// found a regression ([`Kind::Regressed`]).
 pub fn run_report(a: ReportArgs) -> crate::error::Result {
@@ -240,9 +224,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             Ok(())
         }
         ReportCmd::Import { file } => {
-            let v = read_doc(&file).usage()?;
-            let r =
-                linerate_report::from_json(v).with_context(|| format!("cannot import {}", file.display())).usage()?;
+            let r = linerate_report::import::read(&file).usage()?;
             let mut store = open(db)?;
             // `bench --json > f && report import f`: bench saved the run already
             let same = store.find_same(&r).context("cannot read the store").store()?;
@@ -259,73 +241,33 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             Ok(())
         }
         ReportCmd::Compare { runs, against, threshold, sigmas, force, no_steal_adjust } => {
-            if !(threshold.is_finite() && threshold >= 0.0) {
-                return Err(Error::usage(format!("--threshold must be a percentage ≥ 0, not {threshold}")));
-            }
-            if !(sigmas.is_finite() && sigmas >= 0.0) {
-                return Err(Error::usage(format!("--sigmas must be a number ≥ 0, not {sigmas}")));
-            }
+            let rule = Rule::checked(threshold, sigmas, !no_steal_adjust).usage()?;
             let mut store = open(db)?;
             let (ra, rb) = match (against.as_deref(), runs.as_slice()) {
                 (None, [a, b]) => (lookup(&mut store, a)?, lookup(&mut store, b)?),
                 (Some(spec), [b]) => {
-                    let k = parse_last(spec)?;
+                    let k = compare::parse_last(spec).usage()?;
                     let rb = lookup(&mut store, b)?;
                     let before = store.last_of_same_test(&rb, k).context("cannot read the store").store()?;
-                    let base = linerate_report::compare::baseline(&before).ok_or_else(|| {
-                        Error::usage(format!("no run of the same test as {} is stored before it", clean(&rb.id)))
-                    })?;
-                    if before.len() < k {
-                        errln!(
-                            "linerate report: warning: only {} run(s) of the same test before {}; the baseline is their median",
-                            before.len(),
-                            clean(&rb.id)
-                        )?;
+                    let (base, warning) = compare::baseline_before(&rb, &before, k).usage()?;
+                    if let Some(w) = warning {
+                        errln!("linerate report: warning: {w}")?;
                     }
                     (base, rb)
                 }
-                (None, _) => return Err(Error::usage("compare needs two runs, A and B, or one with --against last:K")),
-                (Some(_), _) => return Err(Error::usage("with --against, give only the new run B")),
+                (None, _) => return Err(CompareError::NeedsTwo).usage(),
+                (Some(_), _) => return Err(CompareError::AgainstTakesOne).usage(),
             };
-            let c = linerate_report::compare::compare_by(
-                &ra,
-                &rb,
-                linerate_report::compare::Rule { threshold_pct: threshold, sigmas, steal_adjust: !no_steal_adjust },
-            );
-            if c.kinds_differ && !force {
-                return Err(Error::usage(format!(
-                    "run {} is a {} run and run {} a {} run: their figures do not compare; give --force to \
-                     compare them anyway",
-                    clean(&ra.id),
-                    ra.kind.as_str(),
-                    clean(&rb.id),
-                    rb.kind.as_str()
-                )));
-            }
-            if c.unlike() && !force {
-                let what: Vec<String> = c.differences.iter().map(|d| clean(&d.to_string())).collect();
-                return Err(Error::usage(format!(
-                    "runs {} and {} measure different things ({}); give --force to compare them side by side anyway",
-                    clean(&ra.id),
-                    clean(&rb.id),
-                    what.join("; ")
-                )));
-            }
+            let c = compare::compare_by(&ra, &rb, rule);
+            c.refusal(&ra, &rb, force).usage()?;
             for w in &c.warnings {
                 errln!("linerate report: warning: {}", clean(w))?;
             }
             write_out(None, &c.to_text())?;
-            if c.has_regression() {
-                let n = c.rows.iter().filter(|r| r.regression).count();
-                return Err(Error::msg(
-                    Kind::Regressed,
-                    format!(
-                        "{n} figure(s) regressed by more than {threshold}% and the noise from {} to {}",
-                        ra.id, rb.id
-                    ),
-                ));
+            match c.regressed() {
+                Some(line) => Err(Error::msg(Kind::Regressed, line)),
+                None => Ok(()),
             }
-            Ok(())
         }
         ReportCmd::Html { ids, output, threshold } => {
             let mut store = open(db)?;
@@ -341,17 +283,9 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             let (run, base) = store.mesh_round(id.as_deref(), against.as_deref()).map_err(Error::from)?;
             let keep = linerate_report::mesh::HISTORY - 1;
             let history = store.mesh_history(&run, keep).map_err(Error::from)?;
-            let text = if output.extension().is_some_and(|e| e == "html") {
-                linerate_report::mesh::mesh_html(&run, base.as_ref(), &history, threshold).usage()?
-            } else {
-                let ms = linerate_report::mesh::matrices(&run, base.as_ref(), &history).usage()?;
-                let m = match &test {
-                    Some(t) => ms.iter().find(|m| m.test == *t),
-                    None => ms.first(),
-                };
-                let m = m.ok_or_else(|| Error::usage(format!("run {} has no test {test:?}", run.id)))?;
-                linerate_report::mesh::matrix_svg(m, threshold)
-            };
+            let html = output.extension().is_some_and(|e| e == "html");
+            let text = linerate_report::mesh::render(&run, base.as_ref(), &history, threshold, html, test.as_deref())
+                .usage()?;
             write_out(Some(&output), &text)?;
             Ok(())
         }
@@ -368,12 +302,4 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             Ok(())
         }
     }
-}
-
-/// `last:K` (K from 1 to 1000) → K.
-fn parse_last(spec: &str) -> crate::error::Result<usize> {
-    spec.strip_prefix("last:")
-        .and_then(|k| k.parse::<usize>().ok())
-        .filter(|k| (1..=1000).contains(k))
-        .ok_or_else(|| Error::usage(format!("--against {}: expected last:K, K from 1 to 1000", clean(spec))))
 }

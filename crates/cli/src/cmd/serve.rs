@@ -5,12 +5,9 @@ use crate::error::{Error, Kind};
 use anyhow::Result;
 use clap::Args;
 use linerate_agent::log::{Level, Log, LogFormat};
-use linerate_agent::server::{Server, ServerConfig};
+use linerate_agent::serve::{self, at_least_1s, parse_net, parse_port_range, ServeOptions, Startup};
 use linerate_copy::recv;
-use linerate_model::shutdown::{Stage, Stopper};
-use linerate_model::units::{self, format_rate, parse_duration, UnitError};
-use linerate_net::auth::secret::Secret;
-use std::net::ToSocketAddrs;
+use linerate_model::units::{parse_buffer_memory, parse_duration};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -131,49 +128,6 @@ pub(crate) fn serve_args(args: Vec<std::ffi::OsString>) -> Result<ServeArgs, cla
     <Serve as clap::Parser>::try_parse_from(std::iter::once("linerate serve".into()).chain(args)).map(|s| s.args)
 }
 
-/// A network in CIDR form (`198.18.0.0/15`); a bare address is that one address.
-fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
-    s.parse::<ipnet::IpNet>()
-        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-        .map(|n| n.trunc())
-        .map_err(|_| format!("'{s}': a network such as 198.18.0.0/15 or fd00::/8, or one address"))
-}
-
-/// `--data-ports`: `LOW-HIGH` or one port, 1 to 65535.
-fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
-    let port = |t: &str| t.trim().parse::<u16>().ok().filter(|p| *p > 0);
-    let (low, high) = match s.split_once('-') {
-        Some((a, b)) => (port(a), port(b)),
-        None => (port(s), port(s)),
-    };
-    match (low, high) {
-        (Some(l), Some(h)) if l <= h => Ok((l, h)),
-        _ => Err(format!("{s:?}: give LOW-HIGH (or one port), 1 to 65535, LOW not above HIGH")),
-    }
-}
-
-/// `--max-buffer-memory`: a size in the one grammar, in bytes; a bare number counts MiB, as the
-/// flag always did.
-pub(crate) fn parse_buffer_memory(s: &str) -> Result<u64, UnitError> {
-    units::parse_size_bare(s, 1 << 20)
-}
-
-/// A timeout from its flag: at least a second, as the flags always read a 0.
-fn at_least_1s(d: Duration) -> Duration {
-    d.max(Duration::from_secs(1))
-}
-
-/// The log line of `--max-rate-per-client` and `--max-rate-total`: only the caps given.
-fn caps_line(each: Option<u64>, total: Option<u64>) -> String {
-    let rate = |r: u64| format_rate(r as f64);
-    match (each, total) {
-        (Some(e), Some(t)) => format!("copy sessions capped at {} each, {} in total (split fairly)", rate(e), rate(t)),
-        (Some(e), None) => format!("copy sessions capped at {} each", rate(e)),
-        (None, Some(t)) => format!("copy sessions capped at {} in total (split fairly)", rate(t)),
-        (None, None) => "copy sessions not capped".into(),
-    }
-}
-
 pub fn run_serve(a: ServeArgs) -> crate::error::Result {
     if a.ssh.ssh_protocol {
         outln!(
@@ -198,78 +152,61 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
         Ok(k) => k,
         Err(e) => return fail(format!("{e:#}"), Kind::Usage),
     };
-    let secret = match (&a.key_file, &keys) {
-        (Some(f), _) if f.as_os_str() == "-" => Secret::read_from(std::io::stdin().lock()),
-        (Some(f), _) => Secret::load(f),
-        // Keys only: a secret nobody holds, and the server refuses the secret mode outright.
-        (None, Some(_)) => Secret::generate(),
-        (None, None) => {
-            let msg = "--key-file or --authorized-keys is required (or --ssh, when started by linerate cp)";
-            return fail(msg.into(), Kind::Usage);
-        }
-    };
-    let secret = match secret {
-        Ok(s) => s,
-        Err(e) => return fail(e.to_string(), Kind::Usage),
-    };
-    let listen = match a.listen.to_socket_addrs().ok().and_then(|mut i| i.next()) {
-        Some(l) => l,
-        None => return fail(format!("cannot parse listen address '{}'", a.listen), Kind::Usage),
-    };
-    let mut cfg = ServerConfig::bench_only(listen, secret);
-    cfg.root = a.root;
-    cfg.bench.limits.max_duration_ms = u64::try_from(a.max_duration.as_millis()).unwrap_or(u64::MAX);
-    cfg.bench.limits.max_connections = a.max_connections;
-    cfg.bench.limits.max_rate_bps = a.max_rate.unwrap_or(u64::MAX);
-    cfg.bench.max_tests = a.max_tests.max(1);
-    cfg.bench.handshake_timeout = at_least_1s(a.handshake_timeout);
-    cfg.bench.data_ports = a.data_ports;
-    cfg.max_handshakes_per_source = a.max_handshakes_per_source.max(1);
-    cfg.once = a.once;
-    cfg.first_connect_deadline = a.once.then(|| at_least_1s(a.ssh.connect_deadline));
-    cfg.max_sessions = a.max_sessions.max(1);
-    cfg.max_buffer_memory = usize::try_from(a.max_buffer_memory).unwrap_or(usize::MAX).max(1 << 20);
-    cfg.shutdown_grace = a.shutdown_grace;
-    cfg.handshake_timeout = at_least_1s(a.handshake_timeout);
-    cfg.idle_timeout = at_least_1s(a.idle_timeout);
-    cfg.log = !a.quiet;
-    cfg.log_format = a.log_format;
-    cfg.rate_per_client = a.max_rate_per_client;
-    cfg.rate_total = a.max_rate_total;
-    cfg.accept_secret = a.key_file.is_some();
     let key_note = keys.as_ref().zip(a.keys.authorized_keys.as_deref()).map(|(k, f)| crate::keys::host_key_note(k, f));
-    cfg.keys = keys;
-    cfg.metrics = a.metrics;
-    cfg.mesh_targets = a.mesh_targets.clone();
-    // A server started through ssh has them already (ServerConfig::ssh_user).
-    cfg.keep_owners |= a.keep_owners;
-    cfg.allow_devices |= a.allow_devices;
-    let server = match Server::bind(cfg) {
+    let options = ServeOptions {
+        listen: a.listen,
+        key_file: a.key_file,
+        keys,
+        root: a.root,
+        max_duration: a.max_duration,
+        max_connections: a.max_connections,
+        max_rate: a.max_rate,
+        max_tests: a.max_tests,
+        data_ports: a.data_ports,
+        max_handshakes_per_source: a.max_handshakes_per_source,
+        once: a.once,
+        connect_deadline: a.ssh.connect_deadline,
+        max_sessions: a.max_sessions,
+        max_buffer_memory: a.max_buffer_memory,
+        shutdown_grace: a.shutdown_grace,
+        handshake_timeout: a.handshake_timeout,
+        idle_timeout: a.idle_timeout,
+        quiet: a.quiet,
+        log_format: a.log_format,
+        max_rate_per_client: a.max_rate_per_client,
+        max_rate_total: a.max_rate_total,
+        metrics: a.metrics,
+        mesh_targets: a.mesh_targets,
+        keep_owners: a.keep_owners,
+        allow_devices: a.allow_devices,
+    };
+    let server = match options.bind() {
         Ok(s) => s,
         Err(e) => return fail(e.to_string(), Kind::Usage),
     };
-    if a.announce {
-        // Whoever started us reads this line: without it nobody can connect.
-        outln!("LINERATE {} LISTEN {}", linerate_proto::PROTOCOL_VERSION, server.local_addr())?;
-        if let Some(m) = server.metrics_addr() {
-            outln!("LINERATE {} METRICS {m}", linerate_proto::PROTOCOL_VERSION)?;
+    let startup = Startup {
+        announce: a.announce,
+        quiet: a.quiet,
+        host_key: key_note,
+        rate_per_client: a.max_rate_per_client,
+        rate_total: a.max_rate_total,
+    };
+    // Whoever started us reads the announce lines: without them nobody can connect.
+    for l in startup.announce_lines(&server) {
+        outln!("{l}")?;
+    }
+    startup.log(&server, &log);
+    let grace = a.shutdown_grace;
+    let signal_log = (!a.quiet).then_some(log);
+    // SIGTERM and SIGINT: the first lets running sessions finish within the grace, a second
+    // aborts them now; each is logged (unless --quiet).
+    let logged = crate::ending::stop_on_signals(&server.stopper(), move |stage| {
+        if let Some(log) = signal_log {
+            let (level, msg) = serve::stop_line(stage, grace);
+            log.emit(level, &msg, &[]);
         }
-    } else if !a.quiet {
-        let addr = server.local_addr().to_string();
-        log.emit(Level::Info, &format!("listening on {addr}"), &[("listen", addr.as_str().into())]);
-    }
-    if let Some((note, fingerprint)) = key_note {
-        // Logged even with --quiet: clients compare this fingerprint on first contact.
-        log.emit(Level::Info, &note, &[("host_key", fingerprint.into())]);
-    }
-    if let (Some(m), false) = (server.metrics_addr(), a.quiet) {
-        log.emit(Level::Info, &format!("metrics on http://{m}/metrics"), &[("metrics", m.to_string().into())]);
-    }
-    if !a.quiet && (a.max_rate_per_client.is_some() || a.max_rate_total.is_some()) {
-        let msg = caps_line(a.max_rate_per_client, a.max_rate_total);
-        log.emit(Level::Info, &msg, &[]);
-    }
-    if let Err(e) = stop_on_signals(server.stopper(), a.shutdown_grace, (!a.quiet).then_some(log)) {
+    });
+    if let Err(e) = logged {
         return fail(format!("installing signal handlers: {e}"), Kind::Session);
     }
     match server.run() {
@@ -278,48 +215,5 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
         Ok(Some(recv::Outcome::Aborted(_))) => Err(Error::reported(Kind::Session)),
         Ok(None) => Ok(()),
         Err(e) => fail(e.to_string(), Kind::Session),
-    }
-}
-
-/// SIGTERM and SIGINT stop the server: the first lets running sessions finish within the grace,
-/// a second aborts them now. The process's signal thread turns them into [`Stopper::stop`]
-/// (`ending`). Each signal is logged to `log` (none: `--quiet`).
-fn stop_on_signals(stopper: Stopper, grace: Duration, log: Option<Log>) -> std::io::Result<()> {
-    crate::ending::stop_on_signals(&stopper, move |stage| {
-        if let Some(log) = log {
-            if stage == Stage::Stopping {
-                let msg = format!(
-                    "stopping: no new sessions; running ones have {} to finish (signal again to abort them now)",
-                    units::significant(grace.as_secs_f64(), 3) + " s"
-                );
-                log.emit(Level::Info, &msg, &[]);
-            } else {
-                log.emit(Level::Warn, "aborting the running sessions", &[]);
-            }
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_caps_line_names_only_the_caps_given() {
-        assert_eq!(caps_line(Some(500_000_000), None), "copy sessions capped at 500 Mbit/s each");
-        assert_eq!(caps_line(None, Some(2_000_000_000)), "copy sessions capped at 2 Gbit/s in total (split fairly)");
-        assert_eq!(
-            caps_line(Some(1_000_000_000), Some(4_000_000_000)),
-            "copy sessions capped at 1 Gbit/s each, 4 Gbit/s in total (split fairly)"
-        );
-    }
-
-    #[test]
-    fn data_ports_are_a_range_or_one_port() {
-        assert_eq!(parse_port_range("5201-5210"), Ok((5201, 5210)));
-        assert_eq!(parse_port_range("5201"), Ok((5201, 5201)));
-        for bad in ["5210-5201", "0-10", "1-65536", "x", "", "-5"] {
-            assert!(parse_port_range(bad).is_err(), "{bad:?}");
-        }
     }
 }

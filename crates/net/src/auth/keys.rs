@@ -177,6 +177,13 @@ impl Identity {
         Ok(id)
     }
 
+    /// `linerate keygen --type ed25519`: [`Identity::write_new`] once the file's missing
+    /// directory is made private ([`make_private_parent`]).
+    pub fn create(path: &Path, comment: &str) -> Result<Identity, EngineError> {
+        make_private_parent(path)?;
+        Identity::write_new(path, comment)
+    }
+
     /// Read a private key file, refusing one that group or others may read (as ssh does).
     pub fn load(path: &Path) -> Result<Identity, EngineError> {
         Identity::load_with(path, false)
@@ -237,6 +244,14 @@ pub fn default_known_hosts() -> Option<PathBuf> {
 /// Create `dir` (and its parents) for keys; a new directory gets mode 0700.
 pub fn make_private_dir(dir: &Path) -> Result<(), EngineError> {
     fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| EngineError::file(dir, e))
+}
+
+/// A key file's missing directory, made private (0700) as ssh-keygen makes `~/.ssh`.
+pub fn make_private_parent(file: &Path) -> Result<(), EngineError> {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => make_private_dir(dir),
+        _ => Ok(()),
+    }
 }
 
 /// `user@host`, the default comment of a new key.

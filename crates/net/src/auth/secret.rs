@@ -76,6 +76,13 @@ impl Secret {
         s
     }
 
+    /// `linerate keygen`: a new key written to `path` ([`Secret::write_new`]) once the file's
+    /// missing directory is made private.
+    pub fn create(path: &Path) -> Result<(), EngineError> {
+        super::keys::make_private_parent(path)?;
+        Secret::generate()?.write_new(path)
+    }
+
     /// Write a new key file with mode 0600; refuses to replace an existing file.
     pub fn write_new(&self, path: &Path) -> Result<(), EngineError> {
         let mut f = OpenOptions::new()
@@ -92,6 +99,19 @@ impl Secret {
 mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    #[test]
+    fn a_created_key_gets_a_private_directory_and_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("keys").join("k");
+        Secret::create(&file).unwrap();
+        assert_eq!(fs::metadata(dir.path().join("keys")).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(fs::metadata(&file).unwrap().mode() & 0o777, 0o600);
+        match Secret::create(&file) {
+            Err(EngineError::File { io, .. }) => assert_eq!(io.kind(), std::io::ErrorKind::AlreadyExists),
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn hex_round_trip_and_debug_hides_the_key() {
