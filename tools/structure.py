@@ -29,8 +29,12 @@ CRATES = ROOT / "crates"
 
 
 def non_test(text: str) -> str:
-    i = text.find("#[cfg(test)]")
-    return text if i < 0 else text[:i]
+    """The file up to its first `#[cfg(test)]` item, not counting a declaration of a test-only
+    module in another file (`#[cfg(test)] mod pair;`), after which the file's own code goes on."""
+    for m in re.finditer(r"#\[cfg\(test\)\]", text):
+        if not re.match(r"\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*;", text[m.end():]):
+            return text[: m.start()]
+    return text
 
 
 def strip_comments(text: str) -> str:
