@@ -224,6 +224,14 @@ impl From<linerate_bench::run::RunError> for Error {
     }
 }
 
+impl From<linerate_mesh::report::NextRoundError> for Error {
+    fn from(e: linerate_mesh::report::NextRoundError) -> Error {
+        use linerate_mesh::report::NextRoundError;
+        let kind = if matches!(e, NextRoundError::Name(_)) { Kind::Usage } else { Kind::Store };
+        Error::new(kind, e)
+    }
+}
+
 /// Gives a failure its kind: `thing().usage()?`, `store.get(id).store()?`.
 pub trait ResultExt<T> {
     /// The failure is of kind `kind`.
