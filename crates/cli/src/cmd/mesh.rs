@@ -2,14 +2,13 @@
 //! round, and keep each round in the run store.
 
 use crate::error::{Error, Kind, Result, ResultExt};
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use clap::Args;
 use linerate_mesh::inventory::Inventory;
 use linerate_mesh::report::next_round;
 use linerate_mesh::round::{run_rounds, NetAgents, Observer, RoundResult, Try, Verdict};
 use linerate_mesh::text;
 use linerate_model::shutdown::Stopper;
-use linerate_net::auth::keys::{self, Identity};
 use linerate_report::RunReport;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,20 +48,7 @@ pub struct MeshArgs {
 /// stored ([`Kind::Store`]).
 pub fn run_mesh(a: MeshArgs) -> Result {
     let inv = Inventory::load(&a.inventory).usage()?;
-    let id_path = a
-        .identity
-        .clone()
-        .or_else(|| inv.identity.clone())
-        .or_else(keys::default_identity)
-        .ok_or_else(|| anyhow!("no identity: give --identity FILE or `identity` in the inventory"))
-        .usage()?;
-    let identity = Arc::new(
-        Identity::load(&id_path)
-            .with_context(|| {
-                format!("the controller's key {} (make one with `linerate keygen --type ed25519`)", id_path.display())
-            })
-            .usage()?,
-    );
+    let identity = Arc::new(inv.controller_identity(a.identity.as_deref(), a.identity_group_readable).usage()?);
     let stopper = Stopper::new();
     crate::ending::stop_on_signals(&stopper, |_| {}).context("installing signal handlers").internal()?;
     let agents = NetAgents { inv: &inv, identity };
