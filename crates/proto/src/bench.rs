@@ -65,6 +65,24 @@ impl TestKind {
             TestKind::Profile => "profile",
         }
     }
+
+    /// The kinds a command line names (`--test`): a profile is given as its file instead.
+    pub const NAMED: [TestKind; 4] = [TestKind::TcpStream, TestKind::UdpStream, TestKind::TcpRr, TestKind::TcpCrr];
+}
+
+/// Not the name of a test kind (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: a test is tcp-stream, udp-stream, tcp-rr, tcp-crr or profile")]
+pub struct BadTestKind(pub String);
+
+impl std::str::FromStr for TestKind {
+    type Err = BadTestKind;
+
+    /// A kind by its [`TestKind::name`].
+    fn from_str(s: &str) -> Result<TestKind, BadTestKind> {
+        let all = [TestKind::TcpStream, TestKind::UdpStream, TestKind::TcpRr, TestKind::TcpCrr, TestKind::Profile];
+        all.into_iter().find(|k| k.name() == s).ok_or_else(|| BadTestKind(s.to_string()))
+    }
 }
 
 /// Which way bulk data flows, seen from the client.
@@ -994,6 +1012,14 @@ impl ClientMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_kinds_read_by_their_names() {
+        for k in TestKind::NAMED.into_iter().chain([TestKind::Profile]) {
+            assert_eq!(k.name().parse(), Ok(k));
+        }
+        assert_eq!("tcp_rr".parse::<TestKind>(), Err(BadTestKind("tcp_rr".into())));
+    }
 
     #[test]
     fn dscp_names_and_numbers_and_tos_bytes_parse() {

@@ -88,8 +88,8 @@ pub struct BenchArgs {
     #[command(flatten)]
     keys: crate::keys::ClientKeyArgs,
     /// Test kind.
-    #[arg(long, value_enum, default_value_t = Test::TcpStream)]
-    test: Test,
+    #[arg(long, default_value = "tcp-stream", value_parser = test_kind())]
+    test: TestKind,
     /// Parallel connections (1 to 10,000) [default: 1]. With a one-group --profile, the
     /// group's connection count.
     #[arg(short = 'P', long = "parallel")]
@@ -246,6 +246,13 @@ pub struct BenchArgs {
     no_save: bool,
 }
 
+/// `--test`: the kinds a command line names, listed in `--help` (a profile is `--profile`).
+fn test_kind() -> impl clap::builder::TypedValueParser<Value = TestKind> {
+    use clap::builder::TypedValueParser as _;
+    let names = TestKind::NAMED.map(TestKind::name);
+    clap::builder::PossibleValuesParser::new(names).try_map(|s| s.parse::<TestKind>())
+}
+
 /// The options that only a client has: refused with `-s`, which runs the agent instead.
 const CLIENT_ONLY: [&str; 47] = [
     "server",
@@ -297,19 +304,6 @@ const CLIENT_ONLY: [&str; 47] = [
     "no_save",
 ];
 
-/// `--test`: the test kinds a command line may ask for (a profile is `--profile`).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-enum Test {
-    // One way bulk TCP (iperf3's default).
-    TcpStream,
-    // UDP at a rate (-u).
-    UdpStream,
-    // TCP request/response on open connections (netperf TCP_RR).
-    TcpRr,
-    // TCP connect, request/response, close (netperf TCP_CRR).
-    TcpCrr,
-}
-
 /// Run `linerate bench`: 0 the test ran, 2 bad usage or a test the server refused, 3 the
 /// session failed.
 pub fn run(a: BenchArgs) -> crate::error::Result {
@@ -346,12 +340,6 @@ fn run_as_server(a: &BenchArgs) -> crate::error::Result {
 
 /// What the flags ask of the tests.
 fn plan_config(a: &BenchArgs) -> PlanConfig {
-    let kind = match (a.udp, a.test) {
-        (true, _) | (_, Test::UdpStream) => TestKind::UdpStream,
-        (_, Test::TcpRr) => TestKind::TcpRr,
-        (_, Test::TcpCrr) => TestKind::TcpCrr,
-        (_, Test::TcpStream) => TestKind::TcpStream,
-    };
     let format = match (a.json, a.csv, a.json_iperf3) {
         (true, _, _) => Format::Json,
         (_, true, _) => Format::Csv,
@@ -359,7 +347,7 @@ fn plan_config(a: &BenchArgs) -> PlanConfig {
         _ => Format::Text,
     };
     PlanConfig {
-        kind: Some(kind),
+        kind: Some(if a.udp { TestKind::UdpStream } else { a.test }),
         profile: a.profile.clone(),
         connections: a.connections,
         time: a.time,
