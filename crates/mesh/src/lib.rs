@@ -4,9 +4,10 @@
 //! starts, retries with backoff for an agent that cannot be reached.
 //!
 //! [`inventory`] reads what to measure; [`schedule`] is the scheduler, without I/O; [`round`]
-//! runs a round (and round after round, [`round::run_rounds`]) through the [`round::Agents`]
-//! boundary; [`report`] makes it a stored run; [`text`] is what the CLI prints of it.
+//! runs a round through the [`round::Agents`] boundary, [`controller`] round after round;
+//! [`report`] makes it a stored run; [`text`] is what the CLI prints of it.
 
+pub mod controller;
 pub mod inventory;
 pub mod report;
 pub mod round;

@@ -4,9 +4,10 @@
 use crate::error::{Error, Kind, Result, ResultExt};
 use anyhow::Context;
 use clap::Args;
+use linerate_mesh::controller::{run_rounds, Observer, Verdict};
 use linerate_mesh::inventory::Inventory;
 use linerate_mesh::report::next_round;
-use linerate_mesh::round::{run_rounds, NetAgents, Observer, RoundResult, Try, Verdict};
+use linerate_mesh::round::{NetAgents, RoundResult, Try};
 use linerate_mesh::text;
 use linerate_model::shutdown::Stopper;
 use linerate_report::RunReport;
