@@ -13,6 +13,9 @@
 //! | [`text`] | what `linerate bench` prints: banners, interval lines, tables, the CSV |
 //! | [`hgrm`] | a latency histogram as HdrHistogram's `.hgrm` text |
 //! | [`campaign`] | a sweep's points with their repeats (`--repeat`, `--confidence`) |
+//! | [`plan`] | from what `linerate bench` is asked to its points, repeats and start, every refusal that needs no server |
+//! | [`probe`] | `linerate doctor`'s rate probe, a short tcp-stream test |
+//! | [`run`] | one run of a plan: the campaign, the document, the report and `--hgrm` files, told to an `Output` |
 //!
 //! A test's loops (event-loop workers, the agent's acceptor, UDP senders and receivers) stop
 //! through one [`Shutdown`] per test and side (the counters' stop); each loop that waits on
@@ -22,7 +25,10 @@ pub mod campaign;
 pub(crate) mod dgram;
 pub mod doc;
 pub mod hgrm;
+pub mod plan;
+pub mod probe;
 pub(crate) mod reactor;
+pub mod run;
 pub mod server;
 pub mod stats;
 pub mod sweep;

@@ -2,7 +2,7 @@
 //! of the swept values applied to a base test, each point labelled by its values, and `-k N`
 //! (N writes of each point's own write size).
 
-use linerate_model::units::parse_size;
+use linerate_model::units::{parse_size32, UnitError};
 use linerate_proto::bench::{TestKind, TestSpec};
 
 /// A sweep point: its (key, value) labels and its test.
@@ -18,8 +18,8 @@ pub enum SweepError {
     #[error("--sweep {0}: unknown key (msg, buf, conns, response)")]
     UnknownKey(String),
     /// A size that does not parse, or is over 4 GiB.
-    #[error("{0}")]
-    Size(String),
+    #[error(transparent)]
+    Size(#[from] UnitError),
     /// A connection count that does not parse.
     #[error("--sweep conns: {value:?}")]
     Connections {
@@ -33,8 +33,7 @@ pub enum SweepError {
 
 /// A size in the one grammar (`64K`, `64KiB`, `65536`) that fits 32 bits.
 fn size32(s: &str) -> Result<u32, SweepError> {
-    let v = parse_size(s).map_err(|e| SweepError::Size(e.to_string()))?;
-    u32::try_from(v).map_err(|_| SweepError::Size(format!("size {s:?} is over 4 GiB")))
+    Ok(parse_size32(s)?)
 }
 
 /// Every combination of the sweeps' values applied to `base`, in the order given (the last

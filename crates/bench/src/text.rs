@@ -621,6 +621,41 @@ pub fn sweep_table(points: &[Point]) -> String {
     o
 }
 
+/// Each line of `text` with its prefix (iperf3's `--timestamps`, the UTC time each line is
+/// rendered, then `-T TITLE`), each ending with a newline: what a report's output receives.
+pub fn prefixed(text: &str, title: Option<&str>, timestamps: bool) -> String {
+    let mut all = String::new();
+    for line in text.split('\n') {
+        if timestamps {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            all += &linerate_model::time::rfc3339_millis(now.map_or(0, |d| d.as_millis() as u64));
+            all.push(' ');
+        }
+        if let Some(t) = title {
+            all += t;
+            all += ":  ";
+        }
+        all += line;
+        all.push('\n');
+    }
+    all
+}
+
+/// What a point's figures warn of, each a line for standard error: a missed open-loop schedule,
+/// latency coarser than the interval, fairness over too short a test.
+pub fn point_notes(p: &Point) -> Vec<String> {
+    let (r, s) = (&p.result, &p.summary);
+    let behind = r.latency.as_ref().and_then(|l| l.behind_schedule);
+    let warn = [
+        missed_schedule(&r.spec, s.transactions_per_s, behind),
+        interval_latency(&r.spec, r.latency.as_ref().map(|l| l.p50)),
+    ];
+    let mut notes: Vec<String> = warn.into_iter().flatten().map(|w| format!("linerate bench: warning: {w}")).collect();
+    notes
+        .extend(coarse_fairness(&r.spec, s.seconds, s.fairness.as_ref()).map(|w| format!("linerate bench: note: {w}")));
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

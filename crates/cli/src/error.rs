@@ -206,6 +206,32 @@ impl From<LabError> for Error {
     }
 }
 
+impl From<linerate_bench::plan::PlanError> for Error {
+    fn from(e: linerate_bench::plan::PlanError) -> Error {
+        Error::new(Kind::Usage, e)
+    }
+}
+
+impl From<linerate_bench::run::RunError> for Error {
+    fn from(e: linerate_bench::run::RunError) -> Error {
+        use linerate_bench::run::RunError;
+        let kind = match e {
+            RunError::Iperf3(_) => Kind::Usage,
+            RunError::Json(_) => Kind::Internal,
+            RunError::WriteHgrm { .. } => Kind::Io,
+        };
+        Error::new(kind, e)
+    }
+}
+
+impl From<linerate_mesh::report::NextRoundError> for Error {
+    fn from(e: linerate_mesh::report::NextRoundError) -> Error {
+        use linerate_mesh::report::NextRoundError;
+        let kind = if matches!(e, NextRoundError::Name(_)) { Kind::Usage } else { Kind::Store };
+        Error::new(kind, e)
+    }
+}
+
 /// Gives a failure its kind: `thing().usage()?`, `store.get(id).store()?`.
 pub trait ResultExt<T> {
     /// The failure is of kind `kind`.

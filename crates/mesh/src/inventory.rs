@@ -262,7 +262,42 @@ struct Uncovered {
     need: usize,
 }
 
+/// Why the controller's key cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerKeyError {
+    /// No `--identity`, no `identity` in the inventory, and no config directory.
+    #[error("no identity: give --identity FILE or `identity` in the inventory")]
+    NoIdentity,
+    /// The key file cannot be read, is open to others, or holds no ed25519 key.
+    #[error("the controller's key {} (make one with `linerate keygen --type ed25519`)", .path.display())]
+    Load {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: linerate_net::EngineError,
+    },
+}
+
 impl Inventory {
+    /// The controller's ed25519 identity: `given` (`--identity`), else the inventory's
+    /// `identity`, else `id_ed25519` in the config directory. With `own_group`, a file its group
+    /// may read (never write) is taken when that group is this process's own
+    /// (`--identity-group-readable`: a Kubernetes Secret mounted with fsGroup, 0440).
+    pub fn controller_identity(
+        &self,
+        given: Option<&Path>,
+        own_group: bool,
+    ) -> Result<linerate_net::auth::keys::Identity, ControllerKeyError> {
+        use linerate_net::auth::keys::{default_identity, Identity};
+        let path = given
+            .map(Path::to_path_buf)
+            .or_else(|| self.identity.clone())
+            .or_else(default_identity)
+            .ok_or(ControllerKeyError::NoIdentity)?;
+        Identity::load_with(&path, own_group).map_err(|source| ControllerKeyError::Load { path, source })
+    }
+
     /// Reads and checks the inventory at `path`.
     pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
         use std::io::Read;
@@ -374,6 +409,24 @@ impl Inventory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_controller_key_is_the_flag_s_else_the_inventory_s_and_group_read_only_when_asked() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (flag, listed) = (dir.path().join("flag_key"), dir.path().join("listed_key"));
+        let key = linerate_net::auth::keys::Identity::write_new(&flag, "test").unwrap();
+        let t = two_agents("[[test]]\nname = \"x\"\nkind = \"tcp-stream\"\n");
+        let inv = Inventory { identity: Some(listed.clone()), ..Inventory::parse(&t).unwrap() };
+        let got = inv.controller_identity(Some(&flag), false).unwrap();
+        assert_eq!(got.public().to_line(""), key.public().to_line(""), "--identity first");
+        let e = inv.controller_identity(None, false).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("the controller's key {} (make one with", listed.display())), "{e}");
+        // 0440 (a Secret with fsGroup): refused unless asked, then taken (the group is our own).
+        std::fs::set_permissions(&flag, std::fs::Permissions::from_mode(0o440)).unwrap();
+        assert!(inv.controller_identity(Some(&flag), false).is_err(), "group-readable refused by default");
+        assert!(inv.controller_identity(Some(&flag), true).is_ok(), "--identity-group-readable");
+    }
 
     const FP: &str = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
 

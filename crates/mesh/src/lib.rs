@@ -4,9 +4,12 @@
 //! starts, retries with backoff for an agent that cannot be reached.
 //!
 //! [`inventory`] reads what to measure; [`schedule`] is the scheduler, without I/O; [`round`]
-//! runs a round through the [`round::Agents`] boundary; [`report`] makes it a stored run.
+//! runs a round through the [`round::Agents`] boundary, [`controller`] round after round;
+//! [`report`] makes it a stored run; [`text`] is what the CLI prints of it.
 
+pub mod controller;
 pub mod inventory;
 pub mod report;
 pub mod round;
 pub mod schedule;
+pub mod text;

@@ -7,6 +7,7 @@ use crate::inventory::Inventory;
 use crate::round::{RoundResult, TaskResult};
 use linerate_model::doc::mesh::{MeshRound, MeshTally, MeshTest, MeshTry, PairFigures};
 use linerate_report::RunReport;
+use std::path::{Path, PathBuf};
 
 /// How a try's status starts when its agent was down and it was not tried.
 pub use linerate_model::doc::mesh::AGENT_DOWN;
@@ -92,6 +93,42 @@ pub fn like(inv: &Inventory) -> RunReport {
 /// Round `r` of `inv` as a run ([`linerate_report::from_mesh`] of its [`to_round`]).
 pub fn to_report(inv: &Inventory, r: &RoundResult) -> RunReport {
     linerate_report::from_mesh(&to_round(inv, r))
+}
+
+/// Why the next round's number cannot be read from the run store.
+#[derive(Debug, thiserror::Error)]
+pub enum NextRoundError {
+    /// `--db` names no usable store (a usage error).
+    #[error(transparent)]
+    Name(Box<linerate_report::ReportError>),
+    /// The store does not open.
+    #[error("cannot open the run store {}", .path.display())]
+    Open {
+        /// The store.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<linerate_report::ReportError>,
+    },
+    /// The store cannot be read.
+    #[error("cannot read the run store {}", .path.display())]
+    Read {
+        /// The store.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<linerate_report::ReportError>,
+    },
+}
+
+/// The number of the next round of `inv`'s mesh in the run store `db` (1 for a new mesh):
+/// rounds are numbered on from the last stored round of the same agents and tests.
+pub fn next_round(db: Option<&Path>, inv: &Inventory) -> Result<u64, NextRoundError> {
+    use linerate_report::store::{store_path, Store};
+    let path = store_path(db).map_err(|e| NextRoundError::Name(Box::new(e)))?;
+    let mut store =
+        Store::open(&path).map_err(|source| NextRoundError::Open { path: path.clone(), source: Box::new(source) })?;
+    store.next_mesh_round(&like(inv)).map_err(|source| NextRoundError::Read { path, source: Box::new(source) })
 }
 
 #[cfg(test)]

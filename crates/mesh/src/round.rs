@@ -266,7 +266,7 @@ impl Agents for NetAgents<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::schedule::Class;
     use linerate_model::shutdown::Stopper;
@@ -275,7 +275,7 @@ mod tests {
     use std::time::Duration;
 
     /// A double: every test takes `ms`, agent `dead` is unreachable; records who ran when.
-    struct Fake {
+    pub(crate) struct Fake {
         ms: u64,
         dead: Option<AgentId>,
         busy: Mutex<Vec<(u32, u32)>>,
@@ -290,7 +290,7 @@ mod tests {
         apart: Mutex<u32>,
     }
 
-    fn fake(ms: u64, dead: Option<AgentId>, n: usize) -> Fake {
+    pub(crate) fn fake(ms: u64, dead: Option<AgentId>, n: usize) -> Fake {
         Fake {
             ms,
             dead,
@@ -376,7 +376,7 @@ mod tests {
         }
     }
 
-    fn inventory(n: usize) -> Inventory {
+    pub(crate) fn inventory(n: usize) -> Inventory {
         let fp = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU";
         let mut t = String::from("[limits]\nbackoff = \"100ms\"\nretries = 1\n");
         for i in 0..n {

@@ -145,6 +145,12 @@ pub enum UnitError {
         /// The text given.
         input: String,
     },
+    /// A size over what 32 bits hold, where a protocol field has 32 ([`parse_size32`]).
+    #[error("size {input:?} is over 4 GiB")]
+    Over4GiB {
+        /// The text given.
+        input: String,
+    },
     /// A rate below 1 bit/s (`0`, `0.1bit`).
     #[error("rate {input:?} is below 1 bit/s")]
     BelowOneBit {
@@ -307,6 +313,12 @@ pub fn parse_buffer_memory(s: &str) -> Result<u64, UnitError> {
     parse_size_bare(s, 1 << 20)
 }
 
+/// Reads a size as [`parse_size`] does, for a protocol field of 32 bits (a write, a datagram, a
+/// socket buffer): over 4 GiB is refused.
+pub fn parse_size32(s: &str) -> Result<u32, UnitError> {
+    u32::try_from(parse_size(s)?).map_err(|_| UnitError::Over4GiB { input: s.to_string() })
+}
+
 /// Reads a size as [`parse_size`] does, except that a bare number (no unit) counts `bare` bytes
 /// a unit: `parse_size_bare("512", 1 << 20)` is 512 MiB, `"2GiB"` and `"64K"` are what they say.
 /// For a flag whose bare number always meant more than bytes (`serve --max-buffer-memory`,
@@ -345,6 +357,20 @@ pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
         return Err(UnitError::BelowOneBit { input: shown(t) });
     }
     Ok(bits)
+}
+
+/// Reads a rate as [`parse_rate`] does, or zero in any unit (`0`, `0M`, `0.0G`) as 0: a pace
+/// where 0 means none (`bench -b 0`, as iperf3's).
+pub fn parse_rate_or_zero(s: &str) -> Result<u64, UnitError> {
+    parse_rate(s).or_else(|e| {
+        let t = s.trim();
+        let num = &t[..t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len())];
+        if num.parse::<f64>().is_ok_and(|v| v == 0.0) {
+            Ok(0)
+        } else {
+            Err(e)
+        }
+    })
 }
 
 fn duration_unit(unit: &str) -> Option<u64> {
@@ -503,6 +529,21 @@ pub mod serde_size {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_of_32_bits_and_rates_where_zero_is_none() {
+        assert_eq!(parse_size32("64K"), Ok(65536));
+        assert_eq!(parse_size32("64KiB"), Ok(65536));
+        assert_eq!(parse_size32("64kB"), Ok(64000));
+        assert_eq!(parse_size32("8G").unwrap_err().to_string(), "size \"8G\" is over 4 GiB");
+        assert!(parse_size32("1.5").is_err());
+        for (s, v) in [("0", 0), ("0M", 0), ("0.0G", 0), ("100M", 100_000_000), ("1gbit", 1_000_000_000)] {
+            assert_eq!(parse_rate_or_zero(s), Ok(v), "{s}");
+        }
+        for bad in ["0.1", "x", "-1M", ""] {
+            assert!(parse_rate_or_zero(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_rate_shows_in_bits_or_bytes() {

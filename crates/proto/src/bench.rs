@@ -65,6 +65,24 @@ impl TestKind {
             TestKind::Profile => "profile",
         }
     }
+
+    /// The kinds a command line names (`--test`): a profile is given as its file instead.
+    pub const NAMED: [TestKind; 4] = [TestKind::TcpStream, TestKind::UdpStream, TestKind::TcpRr, TestKind::TcpCrr];
+}
+
+/// Not the name of a test kind (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: a test is tcp-stream, udp-stream, tcp-rr, tcp-crr or profile")]
+pub struct BadTestKind(pub String);
+
+impl std::str::FromStr for TestKind {
+    type Err = BadTestKind;
+
+    /// A kind by its [`TestKind::name`].
+    fn from_str(s: &str) -> Result<TestKind, BadTestKind> {
+        let all = [TestKind::TcpStream, TestKind::UdpStream, TestKind::TcpRr, TestKind::TcpCrr, TestKind::Profile];
+        all.into_iter().find(|k| k.name() == s).ok_or_else(|| BadTestKind(s.to_string()))
+    }
 }
 
 /// Which way bulk data flows, seen from the client.
@@ -446,6 +464,68 @@ pub fn check_congestion(name: &str) -> Result<(), BadCongestion> {
         Ok(())
     } else {
         Err(BadCongestion(name.to_string()))
+    }
+}
+
+/// `-C ALGO`: a congestion control name as a flag gives it, by [`check_congestion`]'s rule.
+pub fn parse_congestion(s: &str) -> Result<String, BadCongestion> {
+    check_congestion(s).map(|()| s.to_string())
+}
+
+/// A DSCP (RFC 2474), as iperf3's `--dscp` takes it: 0 to 63 (or `0x..`), or a per-hop
+/// behaviour's name (RFC 2597, 3246): `ef`, `af11` to `af43`, `cs0` to `cs7`. Sent as the TOS
+/// byte ([`Dscp::tos`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dscp(pub u8);
+
+impl Dscp {
+    /// The TOS byte (IPv6: traffic class) that carries it: DSCP × 4, the ECN bits clear.
+    pub fn tos(self) -> u8 {
+        self.0 << 2
+    }
+}
+
+/// Not a DSCP (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: a DSCP is 0 to 63 or a name (ef, af11 to af43, cs0 to cs7)")]
+pub struct BadDscp(pub String);
+
+impl std::str::FromStr for Dscp {
+    type Err = BadDscp;
+
+    fn from_str(s: &str) -> Result<Dscp, BadDscp> {
+        let t = s.trim().to_ascii_lowercase();
+        let class = |n: &str| n.parse::<u8>().ok().filter(|n| *n <= 7).map(|n| n << 3);
+        let named = match t.as_str() {
+            "ef" => Some(46),
+            _ => t.strip_prefix("cs").and_then(class).or_else(|| {
+                // afXY: class X 1..=4, drop precedence Y 1..=3 → 8X + 2Y.
+                match t.strip_prefix("af")?.as_bytes() {
+                    [x @ b'1'..=b'4', y @ b'1'..=b'3'] => Some(8 * (x - b'0') + 2 * (y - b'0')),
+                    _ => None,
+                }
+            }),
+        };
+        named.or_else(|| byte(&t).filter(|v| *v <= 63)).map(Dscp).ok_or_else(|| BadDscp(s.to_string()))
+    }
+}
+
+/// Not a TOS byte (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: a TOS byte is 0 to 255 (or 0x00 to 0xff)")]
+pub struct BadTos(pub String);
+
+/// A whole TOS byte, as iperf3's `-S` takes it: 0 to 255, decimal or `0x` hexadecimal (the ECN
+/// bits are checked with the test: [`TestSpec::validate`]).
+pub fn parse_tos(s: &str) -> Result<u8, BadTos> {
+    byte(s.trim()).ok_or_else(|| BadTos(s.to_string()))
+}
+
+/// A byte in decimal or `0x` hexadecimal.
+fn byte(t: &str) -> Option<u8> {
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u8::from_str_radix(h, 16).ok(),
+        None => t.parse().ok(),
     }
 }
 
@@ -932,6 +1012,34 @@ impl ClientMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_kinds_read_by_their_names() {
+        for k in TestKind::NAMED.into_iter().chain([TestKind::Profile]) {
+            assert_eq!(k.name().parse(), Ok(k));
+        }
+        assert_eq!("tcp_rr".parse::<TestKind>(), Err(BadTestKind("tcp_rr".into())));
+    }
+
+    #[test]
+    fn dscp_names_and_numbers_and_tos_bytes_parse() {
+        let dscp = |s: &str| s.parse::<Dscp>().map(|d| d.0);
+        for (s, v) in [("ef", 46), ("EF", 46), ("af11", 10), ("af23", 22), ("af41", 34), ("af43", 38)] {
+            assert_eq!(dscp(s), Ok(v), "{s}");
+        }
+        for (s, v) in [("cs0", 0), ("cs1", 8), ("cs6", 48), ("cs7", 56), ("0", 0), ("63", 63), ("0x2e", 46)] {
+            assert_eq!(dscp(s), Ok(v), "{s}");
+        }
+        for bad in ["64", "af44", "af51", "af1", "cs8", "", "-1", "ef1"] {
+            assert!(dscp(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Dscp(18).tos(), 18 << 2, "sent as the TOS byte, DSCP × 4");
+        assert_eq!(parse_tos("0xb8"), Ok(0xb8));
+        assert_eq!(parse_tos("184"), Ok(184));
+        assert!(parse_tos("256").is_err());
+        assert_eq!(parse_congestion("bbr"), Ok("bbr".to_string()));
+        assert!(parse_congestion("no such").is_err());
+    }
     use crate::frame::{self, Frame};
 
     fn ready() -> Ready {

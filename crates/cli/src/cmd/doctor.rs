@@ -5,8 +5,8 @@
 use crate::error::{Result, ResultExt};
 use anyhow::Context as _;
 use clap::Args;
-use linerate_doctor::host::Roots;
-use linerate_doctor::{self as doctor, AnalysisConfig, CollectConfig};
+use linerate_bench::probe::BenchProbe;
+use linerate_doctor::{self as doctor, parse_rtt, DoctorConfig};
 use std::time::Duration;
 
 const DOCTOR_AFTER_HELP: &str = "\
@@ -67,45 +67,6 @@ pub struct DoctorArgs {
     json: bool,
 }
 
-/// Parse `1ms`, `250us`, `0.04s`: the one duration grammar with its unit required (a bare `20`
-/// is refused with a hint: it was milliseconds here once, and is seconds elsewhere).
-fn parse_rtt(s: &str) -> Result<Duration, String> {
-    let d = linerate_model::units::Duration::with_unit(s).map_err(|e| format!("--rtt: {e}"))?.get();
-    if !(Duration::from_micros(1)..=Duration::from_secs(60)).contains(&d) {
-        return Err(format!("'{s}': the RTT must be between 1us and 60s"));
-    }
-    Ok(d)
-}
-
-/// Measures the rate to the peer with a `linerate bench` tcp-stream test.
-struct BenchProbe {
-    key: linerate_net::auth::secret::Secret,
-    key_auth: Option<linerate_net::auth::keys::KeyClient>,
-}
-
-impl doctor::RateProbe for BenchProbe {
-    fn probe(&self, peer: &str, streams: u32, secs: f64) -> Result<f64, Box<dyn std::error::Error + Send + Sync>> {
-        use linerate_bench::{BenchClient, BenchClientConfig};
-        use linerate_proto::bench::{TestKind, TestSpec};
-        use std::net::ToSocketAddrs;
-        let addr = peer.to_socket_addrs().map_err(|e| format!("{peer}: {e}"))?.next().ok_or("no address")?;
-        let cfg = BenchClientConfig {
-            addr,
-            secret: self.key.clone(),
-            key_auth: self.key_auth.clone(),
-            suite: linerate_net::conn::preferred_suite(),
-            timeout: Duration::from_secs(10),
-            tuning: Default::default(),
-        };
-        let mut spec = TestSpec::new(TestKind::TcpStream);
-        spec.connections = streams.max(1);
-        spec.duration_ms = (secs * 1000.0) as u64;
-        spec.omit_ms = 200;
-        let r = BenchClient::connect(cfg).and_then(|mut c| c.run(&spec, &mut |_| {}))?;
-        Ok(r.summary(None).throughput_bps)
-    }
-}
-
 /// The rate probe, when --key-file or --identity is given (and there is a --peer).
 fn probe_for(a: &DoctorArgs) -> anyhow::Result<Option<BenchProbe>> {
     let (Some(peer), true) = (&a.peer, a.key_file.is_some() || a.identity.is_some()) else {
@@ -118,54 +79,27 @@ fn probe_for(a: &DoctorArgs) -> anyhow::Result<Option<BenchProbe>> {
     };
     let port = linerate_net::addr::resolve(peer, None, None)?.port();
     let (key, key_auth) = keys.resolve(linerate_net::addr::host_of(peer), port, "the rate probe")?;
-    Ok(Some(BenchProbe { key, key_auth }))
+    Ok(Some(BenchProbe::new(key, key_auth)))
 }
 
 /// Run `linerate doctor`: 0 whenever the report was produced, 2 bad usage.
 pub fn run_doctor(a: DoctorArgs) -> Result {
-    let cores = linerate_doctor::host::cpu::CpuFacts::read(&Roots::default()).cores;
-    let ccfg = CollectConfig {
-        iface: a.iface.clone(),
-        include_lo: a.include_lo,
-        peer: a.peer.clone(),
-        live: true,
-        aead_budget: (!a.no_crypto_bench).then_some(linerate_doctor::host::repeat::Repeat::DOCTOR.budget),
-        probe_streams: a.streams.unwrap_or(cores.clamp(2, 8)),
-        probe_secs: 2.0,
-    };
     // The rate probe is a short `linerate bench` against the peer; it needs the peer's key.
     let probe = probe_for(&a).usage()?;
-    let facts =
-        doctor::collect(&Roots::default(), &ccfg, probe.as_ref().map(|p| p as &dyn doctor::RateProbe)).usage()?;
-    let mut acfg = AnalysisConfig::for_cores(facts.cpu.cores);
-    acfg.rtt_s = a.rtt.as_secs_f64();
-    acfg.link_bps = a.link_rate.map(|r| r as f64);
-    if let Some(s) = a.streams {
-        acfg.streams = s.clamp(1, 4096);
-    }
-    let report = doctor::analyze(facts, &acfg);
+    let cfg = DoctorConfig {
+        iface: a.iface,
+        include_lo: a.include_lo,
+        peer: a.peer,
+        rtt: a.rtt,
+        link_bps: a.link_rate,
+        streams: a.streams,
+        micro_benchmarks: !a.no_crypto_bench,
+    };
+    let report = doctor::inspect(&cfg, probe.as_ref().map(|p| p as &dyn doctor::RateProbe)).usage()?;
     if a.json {
         let j = serde_json::to_string_pretty(&report).context("cannot encode the report").internal()?;
         outln!("{j}")
     } else {
         crate::out::bytes(crate::out::To::Out, linerate_doctor::text::human(&report).as_bytes())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_rtts() {
-        assert_eq!(parse_rtt("1ms").unwrap(), Duration::from_millis(1));
-        assert_eq!(parse_rtt("250us").unwrap(), Duration::from_micros(250));
-        assert_eq!(parse_rtt("0.04s").unwrap(), Duration::from_millis(40));
-        let e = parse_rtt("20").unwrap_err();
-        assert!(e.contains("no unit: give one, e.g. 20ms"), "a bare number is refused with a hint: {e}");
-        assert!(parse_rtt("0.5").is_err());
-        assert!(parse_rtt("fast").is_err());
-        assert!(parse_rtt("0ms").is_err());
-        assert!(parse_rtt("2h").is_err());
     }
 }
