@@ -105,7 +105,14 @@ fn dispatch(cmd: Cmd) -> error::Result {
         Cmd::Clean(a) => clean::run_clean(a),
         Cmd::Cache(a) => cache::run_cache(a),
         Cmd::Serve(a) => serve::run_serve(a),
-        Cmd::Bench(a) => bench::run(*a),
+        // iperf3's `-s`: `linerate serve` with the same key file.
+        Cmd::Bench(a) => match bench::server_argv(&a) {
+            Some(argv) => {
+                let s = serve::serve_args(argv?).map_err(|e| error::Error::usage(format!("-s: {e}")))?;
+                serve::run_serve(s)
+            }
+            None => bench::run(*a),
+        },
         Cmd::Keygen(a) => keygen::run_keygen(a),
         Cmd::Demo(a) => demo::run_demo(a),
         Cmd::Mktree(a) => mktree::run_mktree(a),

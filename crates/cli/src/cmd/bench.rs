@@ -307,9 +307,6 @@ const CLIENT_ONLY: [&str; 47] = [
 /// Run `linerate bench`: 0 the test ran, 2 bad usage or a test the server refused, 3 the
 /// session failed.
 pub fn run(a: BenchArgs) -> crate::error::Result {
-    if a.iperf3_server {
-        return run_as_server(&a);
-    }
     // Not clap's `requires`: a flag's default value (false) would satisfy it.
     if a.one_off || a.bind.is_some() {
         return Err(Error::usage("-1 and -B are the server's (iperf3 -s -1 -B ADDR): add -s to run the agent"));
@@ -318,8 +315,13 @@ pub fn run(a: BenchArgs) -> crate::error::Result {
 }
 
 /// iperf3's `-s`: the agent, answering benchmarks only, as `linerate serve` with the same
-/// key file; `-1` serves one session (`--once`).
-fn run_as_server(a: &BenchArgs) -> crate::error::Result {
+/// key file; `-1` serves one session (`--once`). With `-s`, `linerate serve`'s arguments,
+/// which `main` runs as that command.
+pub fn server_argv(a: &BenchArgs) -> Option<crate::error::Result<Vec<std::ffi::OsString>>> {
+    a.iperf3_server.then(|| serve_argv(a))
+}
+
+fn serve_argv(a: &BenchArgs) -> crate::error::Result<Vec<std::ffi::OsString>> {
     let Some(key) = &a.keys.key_file else { return Err(Error::usage("-s needs --key-file FILE")) };
     let host = match (&a.bind, a.ipv6) {
         (Some(b), _) => b.as_str(),
@@ -334,8 +336,7 @@ fn run_as_server(a: &BenchArgs) -> crate::error::Result {
     if a.quiet {
         argv.push("--quiet".into());
     }
-    let s = super::serve::serve_args(argv).map_err(|e| Error::usage(format!("-s: {e}")))?;
-    super::serve::run_serve(s)
+    Ok(argv)
 }
 
 /// What the flags ask of the tests.
