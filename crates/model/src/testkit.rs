@@ -1,6 +1,6 @@
 //! What the workspace's tests share across crates, behind the `testkit` feature (enabled only
-//! through `[dev-dependencies]`, so none of it ships): the one root-only rule, and a bounded
-//! wait for a child process.
+//! through `[dev-dependencies]`, so none of it ships): the one root-only rule, a bounded wait
+//! for a child process, and the one polling wait, for state that has no event to await.
 
 /// The one rule for a test that needs root (network namespaces, mounts, owners, a PostgreSQL
 /// run as its own user): it is `#[ignore = "needs root"]`, so a plain `cargo test` lists it as
@@ -38,4 +38,24 @@ pub fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) 
     });
     child.stdin = stdin;
     status
+}
+
+/// Whether `cond` became true within `limit` (a bound that only guards against a hang). Asked
+/// again after a pause that starts at 1 ms and doubles up to 100 ms. The one polling wait of the
+/// tests, for state another thread or process changes without an event to await (a server's
+/// count of sessions, a process's descriptors, what Prometheus has scraped, an emulator's
+/// counters, a listener closed); everything that can be awaited is (a read, a child's exit
+/// through [`exit_within`], a pidfd, inotify).
+pub fn eventually(limit: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    let mut pause = std::time::Duration::from_millis(1);
+    while !cond() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(std::time::Duration::from_millis(100));
+    }
+    true
 }

@@ -85,6 +85,10 @@ impl Drop for Daemon {
 /// How a child exited, if it did within a bound (else it is killed): awaited, never polled.
 pub use linerate_model::testkit::exit_within;
 
+/// Whether a condition became true within a bound: the one polling wait, for state that has no
+/// event to await (what Prometheus has scraped, an emulator's counters, a listener closed).
+pub use linerate_model::testkit::eventually;
+
 /// Whether `cond` (about files beneath `dirs`, which another process writes) became true within
 /// `limit`, a bound that only guards against a hang. Awaited through inotify: it is checked again
 /// whenever something in one of the directories that exist is created, written or moved — no
