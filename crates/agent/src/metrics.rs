@@ -26,6 +26,7 @@ use hdrhistogram::Histogram;
 use linerate_model::shutdown::Shutdown;
 use linerate_net::accept::{Accepted, Acceptor};
 use linerate_net::resources;
+use linerate_proto::admit::SourceSlots;
 use linerate_proto::mesh::{MeshOutcome, MeshReport, MeshTask};
 use linerate_proto::ErrorCode;
 use prometheus::core::{Collector, Desc};
@@ -33,7 +34,7 @@ use prometheus::proto::{Bucket, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Counter, Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -668,32 +669,22 @@ fn serve_http(
     timeout: Duration,
     shutdown: &Shutdown,
 ) {
-    let busy: Arc<Mutex<BTreeMap<IpAddr, usize>>> = Arc::default();
+    // The per-source caps are the server's admission's (`linerate_proto::admit`), one
+    // implementation for both listeners.
+    let busy = Arc::new(Mutex::new(SourceSlots::new(MAX_CLIENTS, MAX_CLIENTS_PER_SOURCE)));
     while !shutdown.is_stopped() {
         let (c, peer) = match acceptor.next(None) {
             Accepted::Conn(c, peer) => (c, peer),
             Accepted::Woken | Accepted::Timeout => continue,
         };
-        let ip = peer.ip().to_canonical();
-        {
-            let mut b = busy.lock().unwrap_or_else(PoisonError::into_inner);
-            let all: usize = b.values().sum();
-            let mine = b.entry(ip).or_default();
-            if all >= MAX_CLIENTS || *mine >= MAX_CLIENTS_PER_SOURCE {
-                continue; // closed unanswered
-            }
-            *mine += 1;
+        let ip = peer.ip();
+        if busy.lock().unwrap_or_else(PoisonError::into_inner).take(ip).is_err() {
+            continue; // closed unanswered
         }
         let (body, busy) = (body.clone(), busy.clone());
         std::thread::spawn(move || {
             serve_one(c, &*body, timeout);
-            let mut b = busy.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(n) = b.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
-                    b.remove(&ip);
-                }
-            }
+            busy.lock().unwrap_or_else(PoisonError::into_inner).give_back(ip);
         });
     }
 }
@@ -1012,22 +1003,45 @@ mod tests {
         assert!(TcpStream::connect(addr).is_err(), "nothing listens after the stop");
     }
 
-    #[test]
-    fn a_scrape_is_answered_while_eight_clients_dribble() {
+    /// An endpoint on 127.0.0.1 with a minute per request, serving until the test ends; its
+    /// address.
+    fn slow_endpoint() -> std::net::SocketAddr {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        // A minute per request: served one at a time, the dribblers would hold a scrape for 8.
         let body: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(|| "linerate_up 1\n".to_string());
         let never = Shutdown::never();
         let acceptor = Acceptor::new(l).unwrap();
         std::thread::spawn(move || serve_http(acceptor, &body, Duration::from_secs(60), &never));
+        addr
+    }
+
+    /// A connection to `to` from source address `from`, with 20 s to read.
+    fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&std::net::SocketAddr::from((from, 0)).into()).unwrap();
+        s.connect(&to.into()).unwrap();
+        let s = TcpStream::from(s);
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+
+    /// Whether `c` was closed without an answer (at the end of a bounded read).
+    fn unanswered(mut c: TcpStream) -> bool {
+        let mut got = Vec::new();
+        match c.read_to_end(&mut got) {
+            Ok(_) => got.is_empty(),
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+
+    #[test]
+    fn a_scrape_is_answered_while_eight_clients_dribble() {
+        // A minute per request: served one at a time, the dribblers would hold a scrape for 8.
+        let addr = slow_endpoint();
         // Eight slow clients from other addresses than the scraper's (4 per address at most).
         let dribblers: Vec<TcpStream> = (0..8)
             .map(|i| {
-                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-                s.bind(&std::net::SocketAddr::from(([127, 0, 0, 2 + i / 4], 0)).into()).unwrap();
-                s.connect(&addr.into()).unwrap();
-                let mut s = TcpStream::from(s);
+                let mut s = connect_from([127, 0, 0, 2 + i / 4], addr);
                 s.write_all(b"GET /met").unwrap();
                 s
             })
@@ -1039,13 +1053,21 @@ mod tests {
         c.read_to_string(&mut got).expect("the scrape answered while eight clients dribble");
         assert!(got.contains("linerate_up 1"), "{got}");
         // A fifth slow client from one address is closed unanswered.
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        s.bind(&std::net::SocketAddr::from(([127, 0, 0, 2], 0)).into()).unwrap();
-        s.connect(&addr.into()).unwrap();
-        let mut fifth = TcpStream::from(s);
-        fifth.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut rest = Vec::new();
-        assert_eq!(fifth.read_to_end(&mut rest).map(|_| rest.len()).unwrap_or(0), 0, "closed without an answer");
+        assert!(unanswered(connect_from([127, 0, 0, 2], addr)), "closed without an answer");
         drop(dribblers);
+    }
+
+    /// The cap in all: with [`MAX_CLIENTS`] silent clients (from eight addresses, four each), a
+    /// client from yet another address is closed unanswered.
+    #[test]
+    fn a_client_beyond_the_cap_in_all_is_closed_unanswered() {
+        let addr = slow_endpoint();
+        // Accepted in the order they connected: the silent ones first.
+        let silent: Vec<TcpStream> =
+            (0..MAX_CLIENTS).map(|i| connect_from([127, 0, 1, 2 + (i / MAX_CLIENTS_PER_SOURCE) as u8], addr)).collect();
+        let mut late = connect_from([127, 0, 1, 100], addr);
+        late.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        assert!(unanswered(late), "a client beyond the cap in all was answered");
+        drop(silent);
     }
 }

@@ -5,6 +5,9 @@
 //! `handle_*(.., now)` — asks [`Admission::poll_timeout`] when to wake it next, and acts on
 //! [`Admission::poll_event`]: closing a connection, aborting sessions, giving up. Every rule
 //! and deadline is therefore tested here on a virtual clock, in microseconds.
+//!
+//! The count of connections by source address under a cap ([`SourceSlots`]) is the piece the
+//! agent's other listener, the metrics endpoint, shares: one implementation of per-source caps.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -70,9 +73,9 @@ pub enum Verdict {
 /// Why a connection or a session is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// Its source address has all its handshake slots.
+    /// Its source address has all its slots (handshake slots, for [`Admission`]).
     PerSource,
-    /// Every session slot is taken.
+    /// Every slot is taken (session slots, for [`Admission`]).
     Busy,
     /// The server is shutting down.
     Stopping,
@@ -110,6 +113,62 @@ pub enum Stage {
     Over,
 }
 
+/// Connections held by each source address, under a cap for each source and one in all. A
+/// source is its address in canonical form: an IPv4-mapped IPv6 address (a dual-stack
+/// listener's IPv4 client) is its IPv4 address.
+#[derive(Debug, Clone)]
+pub struct SourceSlots {
+    max_all: usize,
+    max_per_source: usize,
+    held: HashMap<IpAddr, usize>,
+    all: usize,
+}
+
+impl SourceSlots {
+    /// At most `max_all` slots in all and `max_per_source` for one source (each at least 1).
+    pub fn new(max_all: usize, max_per_source: usize) -> SourceSlots {
+        SourceSlots { max_all: max_all.max(1), max_per_source: max_per_source.max(1), held: HashMap::new(), all: 0 }
+    }
+
+    /// Take a slot for `source`, or say why not: it holds its share ([`Refusal::PerSource`]),
+    /// or every slot is taken ([`Refusal::Busy`]).
+    pub fn take(&mut self, source: IpAddr) -> Result<(), Refusal> {
+        let source = source.to_canonical();
+        let mine = self.held.get(&source).copied().unwrap_or(0);
+        if mine >= self.max_per_source {
+            return Err(Refusal::PerSource);
+        }
+        if self.all >= self.max_all {
+            return Err(Refusal::Busy);
+        }
+        *self.held.entry(source).or_insert(0) += 1;
+        self.all += 1;
+        Ok(())
+    }
+
+    /// Give back a slot `source` took; a source that holds none changes nothing.
+    pub fn give_back(&mut self, source: IpAddr) {
+        let source = source.to_canonical();
+        if let Some(n) = self.held.get_mut(&source) {
+            *n -= 1;
+            self.all -= 1;
+            if *n == 0 {
+                self.held.remove(&source);
+            }
+        }
+    }
+
+    /// Slots held in all.
+    pub fn held(&self) -> usize {
+        self.all
+    }
+
+    /// Slots `source` holds.
+    pub fn held_by(&self, source: IpAddr) -> usize {
+        self.held.get(&source.to_canonical()).copied().unwrap_or(0)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     source: IpAddr,
@@ -123,7 +182,9 @@ pub struct Admission {
     next: u64,
     /// Handshakes by id, which is their order of arrival.
     pending: BTreeMap<HandshakeId, Pending>,
-    per_source: HashMap<IpAddr, usize>,
+    /// Handshakes by source; their number in all is capped by eviction instead (see
+    /// [`AdmitConfig::max_handshakes`]).
+    per_source: SourceSlots,
     sessions: usize,
     started: bool,
     /// When a one-session server gives up waiting for its client.
@@ -136,11 +197,12 @@ impl Admission {
     /// A server that starts accepting `now`.
     pub fn new(cfg: AdmitConfig, now: Instant) -> Admission {
         let no_client_at = if cfg.once { cfg.first_connect.map(|d| now + d) } else { None };
+        let per_source = SourceSlots::new(usize::MAX, cfg.max_handshakes_per_source);
         Admission {
             cfg,
             next: 0,
             pending: BTreeMap::new(),
-            per_source: HashMap::new(),
+            per_source,
             sessions: 0,
             started: false,
             no_client_at,
@@ -154,9 +216,8 @@ impl Admission {
         if self.stage != Stage::Open {
             return Verdict::Refuse(Refusal::Stopping);
         }
-        let mine = self.per_source.get(&source).copied().unwrap_or(0);
-        if mine >= self.cfg.max_handshakes_per_source.max(1) {
-            return Verdict::Refuse(Refusal::PerSource);
+        if let Err(why) = self.per_source.take(source) {
+            return Verdict::Refuse(why);
         }
         let evict = if self.pending.len() >= self.cfg.max_handshakes.max(1) {
             self.pending.keys().next().copied().inspect(|&oldest| self.forget(oldest))
@@ -166,7 +227,6 @@ impl Admission {
         let id = HandshakeId(self.next);
         self.next += 1;
         self.pending.insert(id, Pending { source, deadline: now + self.cfg.handshake_timeout });
-        *self.per_source.entry(source).or_insert(0) += 1;
         Verdict::Admit { id, evict }
     }
 
@@ -285,12 +345,7 @@ impl Admission {
 
     fn forget(&mut self, id: HandshakeId) {
         if let Some(p) = self.pending.remove(&id) {
-            if let Some(n) = self.per_source.get_mut(&p.source) {
-                *n -= 1;
-                if *n == 0 {
-                    self.per_source.remove(&p.source);
-                }
-            }
+            self.per_source.give_back(p.source);
         }
     }
 }
@@ -330,6 +385,29 @@ mod tests {
         admitted(a.handle_connect(ip(1), t0));
         assert_eq!(a.handle_connect(ip(1), t0), Verdict::Refuse(Refusal::PerSource));
         assert_eq!(a.handshakes(), 3);
+    }
+
+    #[test]
+    fn source_slots_cap_each_source_and_all_and_count_a_mapped_address_as_its_ipv4_one() {
+        let mut s = SourceSlots::new(3, 2);
+        let mapped = IpAddr::from(std::net::Ipv4Addr::from([198, 18, 0, 1]).to_ipv6_mapped());
+        assert_eq!(s.take(ip(1)), Ok(()));
+        assert_eq!(s.take(mapped), Ok(()));
+        assert_eq!(s.take(ip(1)), Err(Refusal::PerSource), "the mapped address is the same source");
+        assert_eq!(s.held_by(ip(1)), 2);
+        assert_eq!(s.take(ip(2)), Ok(()));
+        assert_eq!(s.take(ip(3)), Err(Refusal::Busy), "every slot is taken");
+        s.give_back(mapped);
+        s.give_back(ip(4)); // holds none: no effect
+        assert_eq!((s.held(), s.held_by(ip(1))), (2, 1));
+        assert_eq!(s.take(ip(3)), Ok(()));
+        assert_eq!(s.take(ip(1)), Err(Refusal::Busy));
+        s.give_back(ip(2));
+        assert_eq!(s.take(ip(1)), Ok(()));
+        assert_eq!(s.held(), 3);
+        // Caps of 0 are 1.
+        let mut one = SourceSlots::new(0, 0);
+        assert_eq!((one.take(ip(1)), one.take(ip(2))), (Ok(()), Err(Refusal::Busy)));
     }
 
     #[test]

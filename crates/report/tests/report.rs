@@ -9,7 +9,7 @@ use linerate_report::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Every sample document: cp, bench (contract sample, real sweep, real tcp-rr), lab (an older
 /// sketch of the shape, and the runner's shape).
@@ -769,18 +769,9 @@ fn run_bounded(cmd: &mut Command, limit: Duration, out: &Path) -> std::process::
         .stderr(std::fs::File::create(&e).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("chromium did not finish in {limit:?}: {}", std::fs::read_to_string(&e).unwrap_or_default());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = linerate_model::testkit::exit_within(&mut child, limit).unwrap_or_else(|| {
+        panic!("chromium did not finish in {limit:?}: {}", std::fs::read_to_string(&e).unwrap_or_default())
+    });
     std::process::Output { status, stdout: std::fs::read(&o).unwrap(), stderr: std::fs::read(&e).unwrap() }
 }
 
@@ -898,10 +889,10 @@ fn html_report_renders_in_headless_chromium() {
 mod postgres_store {
     use super::*;
     use linerate_report::store::postgres::PgStore;
-    use std::process::Child;
 
     struct Cluster {
-        server: Option<Child>,
+        /// The data directory, of a server `pg_ctl` started.
+        data: PathBuf,
         port: u16,
         _dir: tempfile::TempDir,
     }
@@ -964,57 +955,45 @@ mod postgres_store {
                     .unwrap();
                 tls_args.extend(["-c", "ssl=on"]);
             }
-            let server = as_postgres(bin.join("postgres"))
-                .arg("-D")
-                .arg(&data)
-                .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-k"])
-                .arg(&sock)
-                .args(&tls_args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let c = Cluster { server: Some(server), port, _dir: dir };
-            let t = Instant::now();
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(t.elapsed() < Duration::from_secs(30), "PostgreSQL did not start");
-                std::thread::sleep(Duration::from_millis(100));
+            // `pg_ctl start -w` returns once the server accepts connections (or failed to).
+            let mut opts = format!("-p {port} -c listen_addresses=127.0.0.1 -c fsync=off -k {}", sock.display());
+            for a in tls_args {
+                opts.push(' ');
+                opts.push_str(a);
             }
-            c
+            let o = as_postgres(bin.join("pg_ctl"))
+                .args(["start", "-w", "-t", "30", "-D"])
+                .arg(&data)
+                .arg("-l")
+                .arg(dir.path().join("log"))
+                .args(["-o", &opts])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+            assert!(o.status.success(), "pg_ctl start: {}{log}", String::from_utf8_lossy(&o.stderr));
+            Cluster { data, port, _dir: dir }
         }
 
         /// A new, empty database; its URL.
         fn db(&self, name: &str) -> String {
-            let t = Instant::now();
-            loop {
-                let o = Command::new(bin_dir().join("createdb"))
-                    .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", name])
-                    .output()
-                    .unwrap();
-                if o.status.success() {
-                    break;
-                }
-                // The server may still be starting up ("the database system is starting up").
-                assert!(t.elapsed() < Duration::from_secs(30), "createdb: {}", String::from_utf8_lossy(&o.stderr));
-                std::thread::sleep(Duration::from_millis(200));
-            }
+            let o = Command::new(bin_dir().join("createdb"))
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", name])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "createdb: {}", String::from_utf8_lossy(&o.stderr));
             format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
         }
     }
 
     impl Drop for Cluster {
         fn drop(&mut self) {
-            if let Some(mut s) = self.server.take() {
-                // SIGINT: PostgreSQL's fast shutdown.
-                let pid = rustix::process::Pid::from_raw(s.id() as i32).unwrap();
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-                let t = Instant::now();
-                while s.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(20) {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                let _ = s.kill();
-                let _ = s.wait();
-            }
+            // PostgreSQL's fast shutdown, waited for (a bound against a hang: `-t`).
+            let _ = as_postgres(bin_dir().join("pg_ctl"))
+                .args(["stop", "-w", "-t", "20", "-m", "fast", "-D"])
+                .arg(&self.data)
+                .stdin(Stdio::null())
+                .output();
         }
     }
 

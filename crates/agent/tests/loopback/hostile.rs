@@ -755,15 +755,19 @@ fn a_silent_or_dribbling_client_is_dropped_at_the_handshake_deadline_without_hol
     let src = fx.dir.path().join("src");
     small_tree(&src);
     // Fill every handshake slot: two silent peers, two sending one byte of the preamble every
-    // 250 ms (28 bytes would take 7 s).
+    // 250 ms (28 bytes would take 7 s). Each says when it is connected: the server accepts
+    // connections in the order they were made, so these four come before the ones below.
+    let (connected_tx, connected) = std::sync::mpsc::channel();
     let peers: Vec<_> = (0..4)
         .map(|i| {
             let addr = fx.srv.addr;
+            let connected_tx = connected_tx.clone();
             std::thread::Builder::new()
                 .name(format!("slow-{i}"))
                 .spawn(move || {
                     let t = Instant::now();
                     let mut s = raw_tcp(addr);
+                    let _ = connected_tx.send(());
                     s.set_read_timeout(Some(Duration::from_millis(250))).unwrap();
                     let hello = ClientHello {
                         kind: StreamKind::Control,
@@ -791,7 +795,9 @@ fn a_silent_or_dribbling_client_is_dropped_at_the_handshake_deadline_without_hol
                 .unwrap()
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..4 {
+        connected.recv_timeout(Duration::from_secs(10)).expect("a slow peer did not connect");
+    }
     // A fifth from the same address is over that address's share: closed at once.
     let mut same = raw_tcp(fx.srv.addr);
     same.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
@@ -1480,14 +1486,16 @@ fn an_agent_out_of_file_descriptors_backs_off_instead_of_spinning_and_recovers()
             held.push(s);
         }
     }
-    std::thread::sleep(Duration::from_millis(300));
+    // Out of them once its descriptors are all taken (the listener, the rest, two per handshake).
+    let fds = || fs::read_dir(format!("/proc/{}/fd", srv.child.id())).map_or(0, Iterator::count);
+    assert!(peer::eventually(Duration::from_secs(20), || fds() >= 46), "the agent holds {} descriptors", fds());
     let before = cpu_ticks(srv.child.id());
     std::thread::sleep(Duration::from_secs(1));
     let used = cpu_ticks(srv.child.id()) - before;
     assert!(used < 30, "the agent used {used} ticks of CPU in one second with nothing to do");
     // Once the peers are gone (or cut off at the handshake deadline) the agent serves again.
+    // (The session's connection waits in the listen queue behind theirs, until they are closed.)
     drop(held);
-    std::thread::sleep(Duration::from_millis(300));
     let (s, _) = summary(send_dirs(&mut srv.session(1), 1, 10));
     assert_eq!(s.dirs, 10);
     srv.stop();
@@ -2111,7 +2119,8 @@ fn floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bo
     let (stop, stopped) = crossbeam_channel::bounded::<()>(1);
     // The attacker says when 300 are open, and when it has tried all 1,000.
     let (at300_tx, at300) = crossbeam_channel::bounded::<()>(1);
-    let (tried_tx, all_tried) = crossbeam_channel::bounded::<()>(1);
+    // (With a copy of each connection it holds, to await their end while it goes on writing.)
+    let (tried_tx, all_tried) = crossbeam_channel::bounded::<Vec<TcpStream>>(1);
     let opened = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let attacker = {
         let opened = opened.clone();
@@ -2134,7 +2143,7 @@ fn floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bo
                         let _ = at300_tx.send(());
                     }
                 }
-                let _ = tried_tx.send(());
+                let _ = tried_tx.send(held.iter().filter_map(|(_, raw)| raw.try_clone().ok()).collect());
                 // Then a byte every 500 ms on every connection, until told to stop.
                 let tick = crossbeam_channel::tick(Duration::from_millis(500));
                 loop {
@@ -2151,35 +2160,37 @@ fn floods_of_unauthenticated_peers_and_claimed_records_stay_within_the_memory_bo
             })
             .unwrap()
     };
-    let mut tried = false;
+    let mut tried = None;
     crossbeam_channel::select! {
         recv(at300) -> _ => {}
-        recv(all_tried) -> _ => tried = true,
+        recv(all_tried) -> held => tried = held.ok(),
     }
     let during3: Vec<Duration> = (0..3).map(|i| legit(&format!("during3-{i}"))).collect();
-    if !tried {
-        let _ = all_tried.recv();
-    }
+    let copies = tried.or_else(|| all_tried.recv().ok()).expect("the attacker ended");
     let after_flood = legit("after3");
     let peak3 = srv.hwm();
-    // Past the handshake deadline (2 s) of the last one, the server has closed every one of them.
-    std::thread::sleep(Duration::from_millis(2500));
-    let _ = stop.send(());
-    let held = attacker.join().unwrap();
-    let still_open = held
+    // The server closes every one of them at its handshake deadline (2 s), though the attacker
+    // goes on writing: awaited on each connection (its end read), within a bound against a hang
+    // well past the deadline of the last.
+    let bound = Instant::now() + Duration::from_secs(10);
+    let still_open = copies
         .iter()
-        .filter(|(_, raw)| {
-            raw.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        .filter(|raw| {
             let mut b = [0u8; 64];
             loop {
-                match (&*raw).read(&mut b) {
+                let left = bound.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+                raw.set_read_timeout(Some(left)).unwrap();
+                match (&**raw).read(&mut b) {
                     Ok(0) => return false,
                     Ok(_) => continue,
-                    Err(e) => return matches!(e.kind(), std::io::ErrorKind::WouldBlock),
+                    Err(e) => return matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
                 }
             }
         })
         .count();
+    drop(copies);
+    let _ = stop.send(());
+    let held = attacker.join().unwrap();
     drop(held);
 
     // Attack 5: 256 streams of 64 KiB chunks (the most a session may reserve for, at 80 MiB),

@@ -16,7 +16,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Chunk size of every hostile session.
 pub const CS: u32 = 64 * 1024;
@@ -360,19 +360,8 @@ pub fn raw_tcp(addr: SocketAddr) -> TcpStream {
 /// A modification time for hostile entries.
 pub const T0: Time = Time { sec: 1_000_000_000, nsec: 0 };
 
-/// Whether `cond` became true within `limit` (a generous bound that only guards against a hang).
-/// For state another thread or process changes and that has no event to await (a server's count
-/// of sessions, files a session removes as it ends); everything that can be awaited is.
-pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    true
-}
+/// Whether a condition became true within a bound (for state that has no event to await).
+pub use linerate_model::testkit::eventually;
 
 /// `op`'s result; the test fails if it takes longer than `limit`. A generous bound that only
 /// guards against a hang (the timing rules themselves are tested on the session machines'

@@ -371,8 +371,10 @@ fn serve_on_sigterm_finishes_running_copies_within_the_grace_then_aborts_them_cl
             crate::support::await_files(&[&root.join(&dest)], std::time::Duration::from_secs(30), alive, under_way);
         assert!(started, "the copy never got under way");
         sigterm(&srv.child);
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        // No new session starts once it is stopping.
+        // Once it is stopping it closes its listener (nothing else to see with --quiet)...
+        let closed = || std::net::TcpStream::connect(&srv.addr).is_err();
+        assert!(crate::support::eventually(std::time::Duration::from_secs(10), closed), "serve listens after SIGTERM");
+        // ...and no new session starts.
         let late =
             h.cmd().args(["cp", "-q", "--identity"]).arg(&key).arg(&src).arg(format!("{}:late", srv.addr)).output();
         assert_ne!(late.unwrap().status.code(), Some(0), "a copy started after SIGTERM");

@@ -7,7 +7,7 @@ use linerate_lab::testkit;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub(crate) fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
@@ -141,12 +141,11 @@ fn sigint_during_lab_run_tears_down_and_kills_the_servers() {
     let id = line.split_whitespace().nth(1).unwrap_or_default().to_string();
     assert!(id.starts_with("lr"), "unexpected first line: {line}");
     // Wait until the iperf3 server is recorded (the run is under way), then interrupt.
-    let t = Instant::now();
-    while !std::fs::read_to_string(state_file(&id)).unwrap_or_default().contains("iperf3") {
-        assert!(t.elapsed() < Duration::from_secs(20), "the run never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(500));
+    let state = state_file(&id);
+    let recorded = || std::fs::read_to_string(&state).unwrap_or_default().contains("iperf3");
+    let alive = || child.try_wait().unwrap().is_none();
+    let dir = state.parent().unwrap();
+    assert!(crate::support::await_files(&[dir], Duration::from_secs(20), alive, recorded), "the run never started");
     let state: serde_json::Value = serde_json::from_slice(&std::fs::read(state_file(&id)).unwrap()).unwrap();
     let servers: Vec<u64> = state["processes"].as_array().unwrap().iter().map(|p| p["pid"].as_u64().unwrap()).collect();
     assert!(!servers.is_empty());

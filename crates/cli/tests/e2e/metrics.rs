@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
@@ -54,28 +54,32 @@ fn free_port() -> u16 {
 
 /// The value of the one sample `query` returns, once Prometheus has it (waits up to 30 s).
 fn query(prom: &str, q: &str) -> f64 {
-    let t = Instant::now();
-    loop {
-        let enc: String = q
-            .bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() || b"_-.".contains(&b) {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect();
+    let enc: String = q
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"_-.".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let (mut last, mut value) = ((0, String::new()), None);
+    // Prometheus says nothing when it has scraped: asked until it answers.
+    let had = crate::support::eventually(Duration::from_secs(30), || {
         let (code, body) = get(prom, &format!("/api/v1/query?query={enc}"));
         if code == 200 {
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
             if let Some(s) = v["data"]["result"].as_array().and_then(|r| r.first()) {
-                return s["value"][1].as_str().unwrap().parse().unwrap();
+                value = Some(s["value"][1].as_str().unwrap().parse().unwrap());
+                return true;
             }
         }
-        assert!(t.elapsed() < Duration::from_secs(30), "Prometheus never had {q}: {code} {body}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
+        last = (code, body);
+        false
+    });
+    assert!(had, "Prometheus never had {q}: {} {}", last.0, last.1);
+    value.unwrap_or_default()
 }
 
 /// Starts `linerate serve ARGS --metrics 127.0.0.1:0 --announce` (stderr as `log` says): the
@@ -251,14 +255,13 @@ fn a_scrape_mid_copy_sees_bytes_and_a_wrong_key_is_refused_for_auth() {
     // count is read once no benchmark session is running (a bounded look, not a wait for time).
     let sessions = |body: &str| sample(body, "linerate_sessions_total{kind=\"bench\",result=\"ok\"}").unwrap_or(0.0);
     let settled = || {
-        for _ in 0..500 {
-            let (_, body) = get(&metrics, "/metrics");
-            if sample(&body, "linerate_sessions_active{kind=\"bench\"}") == Some(0.0) {
-                return body;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        panic!("a benchmark session still running 10 s after its client exited");
+        let mut body = String::new();
+        let idle = crate::support::eventually(Duration::from_secs(10), || {
+            body = get(&metrics, "/metrics").1;
+            sample(&body, "linerate_sessions_active{kind=\"bench\"}") == Some(0.0)
+        });
+        assert!(idle, "a benchmark session still running 10 s after its client exited");
+        body
     };
     let before = sessions(&settled());
     let o = bin()

@@ -82,31 +82,12 @@ impl Drop for Daemon {
     }
 }
 
-/// How `child` exited, if it did within `limit` (a bound that only guards against a hang); past
-/// it the child is killed and `None` returned (its status is then `child.wait()`'s). Waits on the
-/// child itself (waitpid in a scoped thread), never by polling.
-pub fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
-    let pid = rustix::process::Pid::from_raw(child.id() as i32)?;
-    // `Child::wait` closes stdin first; a child whose stdin is its peer must not see that.
-    let stdin = child.stdin.take();
-    let status = std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let waiting = &mut *child;
-        s.spawn(move || {
-            let _ = tx.send(waiting.wait());
-        });
-        match rx.recv_timeout(limit) {
-            Ok(r) => r.ok(),
-            Err(_) => {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                let _ = rx.recv();
-                None
-            }
-        }
-    });
-    child.stdin = stdin;
-    status
-}
+/// How a child exited, if it did within a bound (else it is killed): awaited, never polled.
+pub use linerate_model::testkit::exit_within;
+
+/// Whether a condition became true within a bound: the one polling wait, for state that has no
+/// event to await (what Prometheus has scraped, an emulator's counters, a listener closed).
+pub use linerate_model::testkit::eventually;
 
 /// Whether `cond` (about files beneath `dirs`, which another process writes) became true within
 /// `limit`, a bound that only guards against a hang. Awaited through inotify: it is checked again
