@@ -11,7 +11,6 @@ use crate::transfer::shown;
 use linerate_copy::dest::{exist, local_root, parse_dest, refuse_copy_into_itself, Dest, OperandError};
 use linerate_copy::run;
 use linerate_copy::send::{self, CopyConfig, CopyReport};
-use linerate_net::auth::secret::Secret;
 use linerate_remote::target::{Job, SshTarget};
 use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
@@ -59,14 +58,6 @@ pub struct Pull {
     pub from: Vec<u8>,
     /// The local destination.
     pub into: PathBuf,
-}
-
-/// A session's settings before the flags: every default, the stream count this host's cores
-/// suggest; the address and key are placeholders until the route sets them.
-pub fn settings() -> CopyConfig {
-    let mut c = CopyConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), Secret([0; 32]), Vec::new(), Vec::new());
-    c.streams = default_streams();
-    c
 }
 
 impl CopyPlan {
@@ -147,10 +138,6 @@ impl CopyPlan {
             Route::Ssh { target, into, args } => crate::ssh::copy(config, &target, into.as_deref(), &args, show),
         }
     }
-}
-
-pub(crate) fn default_streams() -> u16 {
-    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) as u16
 }
 
 /// The first address of `host` on `port`; a failure is the session's.

@@ -1,12 +1,13 @@
 //! `linerate demo` (the whole job on one machine, no second host) and `linerate mktree`.
 
 use crate::error::{Error, Kind, Result, ResultExt};
-use crate::plan::{settings, CopyPlan};
+use crate::plan::CopyPlan;
 use crate::progress::Show;
 use crate::transfer::summary_json;
 use anyhow::Context as _;
 use clap::Args;
 use linerate_copy::diff::compare_trees;
+use linerate_copy::options::settings;
 use linerate_copy::run::summary::summary_line;
 use linerate_copy::sample::demo_tree;
 use linerate_model::units::{count, format_size, parse_size};
