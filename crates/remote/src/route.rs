@@ -59,6 +59,12 @@ pub enum RouteError {
     /// No credentials for a running server.
     #[error(transparent)]
     Keys(#[from] CredentialError),
+    /// Keys for a running server, given for a copy over ssh.
+    #[error(
+        "--key-file, --identity and --strict-host-key are for a running server (HOST:PORT:PATH); \
+         over ssh ([user@]host:PATH), ssh authenticates and the remote side makes a one-time key"
+    )]
+    KeysOverSsh,
     /// A running server's name gave no address.
     #[error(transparent)]
     Resolve(#[from] ResolveError),
@@ -66,7 +72,8 @@ pub enum RouteError {
 
 /// Resolve `sources` and `dest` into a route, setting into `config` (the flags' settings) the
 /// sources, the destination path and its placement, and for a running server its address and
-/// credentials (`keys`, telling `note` what they learn of the server's key).
+/// credentials (`keys`, telling `note` what they learn of the server's key; none are taken over
+/// ssh).
 pub fn resolve(
     sources: Vec<PathBuf>,
     dest: &Path,
@@ -85,6 +92,9 @@ pub fn resolve(
             }
             Job::Pull { target, into } => (target, Some(into)),
         };
+        if keys.key_file.is_some() || keys.identity.is_some() || keys.strict_host_key {
+            return Err(RouteError::KeysOverSsh);
+        }
         return Ok(Route::Ssh { target, into });
     }
     // A pull: one remote source, a local destination.
@@ -165,5 +175,9 @@ mod tests {
         assert!(matches!(r, Err(RouteError::Keys(_))), "{r:?}");
         let (r, _) = route(&[Path::new("server.invalid:7000:/x")], &t.path().join("dst"), &keys);
         assert!(matches!(r, Err(RouteError::Keys(_))), "{r:?}");
+        let (r, _) = route(&[t.path()], Path::new("me@host:/x"), &keys);
+        assert!(matches!(r, Err(RouteError::KeysOverSsh)), "{r:?}");
+        let (r, _) = route(&[t.path()], Path::new("me@host:/x"), &ClientKeys::default());
+        assert!(matches!(r, Ok(Route::Ssh { into: None, .. })), "{r:?}");
     }
 }

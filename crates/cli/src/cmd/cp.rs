@@ -315,15 +315,7 @@ fn plan(a: &CpArgs, sources: Vec<PathBuf>, dest: &std::path::Path) -> Done<CopyP
         no_devices: a.no_devices,
     };
     meta.apply(rustix::process::geteuid().is_root(), &mut c);
-    let plan = CopyPlan::resolve(sources, dest, &a.keys, &a.ssh, c)?;
-    let keys = a.keys.key_file.is_some() || a.keys.identity.is_some() || a.keys.strict_host_key;
-    if keys && matches!(plan.route, Route::Ssh { .. }) {
-        return Err(Error::usage(
-            "--key-file, --identity and --strict-host-key are for a running server (HOST:PORT:PATH); \
-             over ssh ([user@]host:PATH), ssh authenticates and the remote side makes a one-time key",
-        ));
-    }
-    Ok(plan)
+    CopyPlan::resolve(sources, dest, &a.keys, &a.ssh, c)
 }
 
 /// Run `linerate cp`: 0 everything was copied, 1 some entries failed, else the failure's kind.
