@@ -72,21 +72,12 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
     if a.json {
         outln!("{}", summary_json(&report))?;
     }
-    match compare_trees(&src, &dst, true) {
-        Ok(c) if c.count == 0 && c.files == files => {
-            errln!(
-                "verified: {} and {} identical, with modes, mtimes and symlinks",
-                count(c.files, "file"),
-                format_size(c.bytes as f64)
-            )
-        }
-        Ok(c) => {
-            errln!("linerate demo: the copy differs from the source in {}:", count(c.count as u64, "place"))?;
-            for d in c.differences {
-                errln!("  {d}")?;
-            }
-            Err(Error::reported(Kind::Partial))
-        }
-        Err(e) => Err(Error::new(Kind::Partial, e).context("comparing the trees")),
+    let compared = compare_trees(&src, &dst, true);
+    let (identical, text) =
+        compared.map_err(|e| Error::new(Kind::Partial, e).context("comparing the trees"))?.verdict(files);
+    errln!("{text}")?;
+    match identical {
+        true => Ok(()),
+        false => Err(Error::reported(Kind::Partial)),
     }
 }
