@@ -365,7 +365,6 @@ pub fn run_cp(mut a: CpArgs) -> Done {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use linerate_model::units::parse_buffer_memory;
 
     #[test]
