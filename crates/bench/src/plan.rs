@@ -28,6 +28,18 @@ pub enum Format {
     Iperf3,
 }
 
+impl Format {
+    /// The format the flags ask for: `--json`, else `--csv`, else `--json-iperf3`, else text.
+    pub fn of(json: bool, csv: bool, iperf3: bool) -> Format {
+        match (json, csv, iperf3) {
+            (true, _, _) => Format::Json,
+            (_, true, _) => Format::Csv,
+            (_, _, true) => Format::Iperf3,
+            _ => Format::Text,
+        }
+    }
+}
+
 /// iperf3's `-A N[,M]`: the core of this side's workers and, with `,M`, the agent's for this
 /// test (`,M` alone pins only the agent's).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -495,6 +507,14 @@ fn hgrm_refusal(points: &[SweepPoint], rmax: usize) -> Option<HgrmRefusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_wins_then_csv_then_iperf3s_json() {
+        assert_eq!(Format::of(true, true, true), Format::Json);
+        assert_eq!(Format::of(false, true, true), Format::Csv);
+        assert_eq!(Format::of(false, false, true), Format::Iperf3);
+        assert_eq!(Format::of(false, false, false), Format::Text);
+    }
 
     /// What `linerate bench HOST` asks with no other flag: its defaults.
     fn asked() -> PlanConfig {

@@ -2,7 +2,9 @@
 //! against the peer's agent, memory to memory and unencrypted, as `linerate bench` runs it.
 
 use crate::{BenchClient, BenchClientConfig};
-use linerate_net::auth::keys::KeyClient;
+use linerate_net::addr::ResolveError;
+use linerate_net::auth::credentials::{ClientKeys, CredentialError};
+use linerate_net::auth::keys::{KeyClient, NoteSink};
 use linerate_net::auth::secret::Secret;
 use linerate_proto::bench::{TestKind, TestSpec};
 use std::net::ToSocketAddrs;
@@ -20,6 +22,25 @@ impl BenchProbe {
     pub fn new(key: Secret, key_auth: Option<KeyClient>) -> BenchProbe {
         BenchProbe { key, key_auth }
     }
+
+    /// A probe of `peer` (`HOST[:PORT]`) with the credentials `keys` name, telling `note` what
+    /// they learn of the server's key.
+    pub fn for_peer(peer: &str, keys: &ClientKeys<'_>, note: NoteSink) -> Result<BenchProbe, ProbeKeyError> {
+        let port = linerate_net::addr::resolve(peer, None, None)?.port();
+        let (key, key_auth) = keys.resolve(linerate_net::addr::host_of(peer), port, "the rate probe", note)?;
+        Ok(BenchProbe::new(key, key_auth))
+    }
+}
+
+/// Why a peer gets no probe.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeKeyError {
+    /// Its name gave no port.
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    /// No credentials for it.
+    #[error(transparent)]
+    Keys(#[from] CredentialError),
 }
 
 impl linerate_doctor::RateProbe for BenchProbe {

@@ -186,6 +186,16 @@ impl From<EngineError> for Error {
     }
 }
 
+impl From<linerate_remote::route::RouteError> for Error {
+    fn from(e: linerate_remote::route::RouteError) -> Error {
+        match e {
+            // Its message says it all (`resolving HOST: why`): not again as a cause.
+            linerate_remote::route::RouteError::Resolve(e) => Error::msg(Kind::Session, e.to_string()),
+            e => Error::new(Kind::Usage, e),
+        }
+    }
+}
+
 impl From<ReportError> for Error {
     fn from(e: ReportError) -> Error {
         Error::new(Kind::of_report(&e), e)

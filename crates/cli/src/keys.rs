@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use linerate_net::auth::authorized::KeyAuthConfig;
 use linerate_net::auth::credentials::{self, ClientKeys};
-use linerate_net::auth::keys::KeyClient;
+use linerate_net::auth::keys::{KeyClient, NoteSink};
 use linerate_net::auth::secret::Secret;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,17 +32,25 @@ impl ClientKeyArgs {
     /// or an identity (`Some`) with a throwaway secret that is never sent. `what` names the
     /// operand in the error when there are none.
     pub fn resolve(&self, host: &str, port: u16, what: &str) -> Result<(Secret, Option<KeyClient>)> {
-        let keys = ClientKeys {
+        Ok(self.client_keys().resolve(host, port, what, note())?)
+    }
+
+    /// The credentials as the flags name them.
+    pub fn client_keys(&self) -> ClientKeys<'_> {
+        ClientKeys {
             key_file: self.key_file.as_deref(),
             identity: self.identity.as_deref(),
             strict_host_key: self.strict_host_key,
-        };
-        // A closed stderr loses the note, nothing more (a copy's own output sees the pipe).
-        let note = Arc::new(|m: String| {
-            let _ = errln!("linerate: {m}");
-        });
-        Ok(keys.resolve(host, port, what, note)?)
+        }
     }
+}
+
+/// Where what a client learns of a server's key goes: a note on stderr. A closed stderr loses
+/// the note, nothing more (a copy's own output sees the pipe).
+pub fn note() -> NoteSink {
+    Arc::new(|m: String| {
+        let _ = errln!("linerate: {m}");
+    })
 }
 
 /// `linerate serve` flags for daemon mode with keys.

@@ -46,19 +46,14 @@ pub struct SshArgs {
     /// How long the remote side may take to print its first line after ssh starts: ssh
     /// connecting and authenticating (a password or passphrase typed at its prompt included) and
     /// the remote login shell starting. A duration (30, 30s, 2m, 500ms).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_ssh_timeout)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = spawn::parse_ssh_timeout)]
     pub ssh_timeout: Duration,
     /// How long the remote side may take, from the start of ssh, to announce itself (its port and
     /// one-time key), not counting the time the self-upload spends sending, which ends instead
     /// when ssh takes no byte for --stall-timeout. A duration (120, 2m).
-    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_ssh_timeout)]
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = spawn::parse_ssh_timeout)]
     pub ssh_start_timeout: Duration,
 }
-
-/// The default of `--ssh-timeout`: the remote's first line.
-const SSH_TIMEOUT: Duration = Duration::from_secs(30);
-/// The default of `--ssh-start-timeout`: the remote's announce line.
-const SSH_START_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Default for SshArgs {
     fn default() -> SshArgs {
@@ -67,18 +62,9 @@ impl Default for SshArgs {
             remote_linerate: None,
             no_upload: false,
             via_ssh: false,
-            ssh_timeout: SSH_TIMEOUT,
-            ssh_start_timeout: SSH_START_TIMEOUT,
+            ssh_timeout: spawn::FIRST_LINE,
+            ssh_start_timeout: spawn::ANNOUNCE,
         }
-    }
-}
-
-/// `--ssh-timeout`, `--ssh-start-timeout`: a duration in the one grammar, more than zero.
-fn parse_ssh_timeout(s: &str) -> Result<Duration, String> {
-    match linerate_model::units::parse_duration(s) {
-        Ok(d) if d.is_zero() => Err(format!("'{s}': give a duration above zero (30, 30s, 2m, 500ms)")),
-        Ok(d) => Ok(d),
-        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -137,43 +123,33 @@ impl Drop for UploadBar {
 /// upload's note and progress bar, and a port the copy cannot reach directly.
 fn notices(quiet: bool) -> impl FnMut(Notice<'_>) {
     let mut bar = UploadBar(None);
-    move |n| match n {
-        Notice::CannotOffer(e) if !quiet => {
-            let _ = errln!("linerate: note: cannot offer this program to the remote host ({e}); trying its `linerate`");
+    move |n| {
+        if let Some(line) = n.text(quiet) {
+            let _ = errln!("{line}");
         }
-        Notice::Uploading { host, dir, size } => {
-            if !quiet {
-                let _ = errln!(
-                    "linerate: {host} has no usable linerate: sending this one ({}) to {dir} there, once (--no-upload \
-                     refuses)",
-                    linerate_model::units::format_size(size as f64)
+        match n {
+            Notice::Uploading { size, .. } => {
+                let b = if quiet {
+                    indicatif::ProgressBar::hidden()
+                } else {
+                    indicatif::ProgressBar::with_draw_target(Some(size), indicatif::ProgressDrawTarget::stderr())
+                };
+                b.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "linerate: uploading {bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
                 );
+                bar = UploadBar(Some(b));
             }
-            let b = if quiet {
-                indicatif::ProgressBar::hidden()
-            } else {
-                indicatif::ProgressBar::with_draw_target(Some(size), indicatif::ProgressDrawTarget::stderr())
-            };
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "linerate: uploading {bytes}/{total_bytes} {wide_bar} {binary_bytes_per_sec}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar = UploadBar(Some(b));
-        }
-        Notice::Sent(n) => {
-            if let Some(b) = &bar.0 {
-                b.set_position(n);
+            Notice::Sent(n) => {
+                if let Some(b) = &bar.0 {
+                    b.set_position(n);
+                }
             }
+            Notice::SentAll => bar = UploadBar(None),
+            Notice::CannotOffer(_) | Notice::Unreachable { .. } => {}
         }
-        Notice::SentAll => bar = UploadBar(None),
-        Notice::Unreachable { port, name } => {
-            let _ = errln!(
-                "linerate: note: port {port} on {name} is not reachable directly; if a firewall blocks it, add --via-ssh"
-            );
-        }
-        Notice::CannotOffer(_) => {}
     }
 }
 

@@ -1,6 +1,7 @@
 //! Compare two trees entry by entry: names, types, bytes, permission bits, modification times and
 //! symlink targets. Used by `linerate demo` to prove a copy, and by the tests.
 
+use linerate_model::units::{count, format_size};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read};
@@ -21,6 +22,21 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// The verdict on a copy of `files` files, as `linerate demo` says it: whether it is
+    /// identical, and the line saying so or the lines listing where it differs.
+    pub fn verdict(&self, files: u64) -> (bool, String) {
+        if self.count == 0 && self.files == files {
+            let (files, bytes) = (count(self.files, "file"), format_size(self.bytes as f64));
+            return (true, format!("verified: {files} and {bytes} identical, with modes, mtimes and symlinks"));
+        }
+        let mut text =
+            format!("linerate demo: the copy differs from the source in {}:", count(self.count as u64, "place"));
+        for d in &self.differences {
+            text += &format!("\n  {d}");
+        }
+        (false, text)
+    }
+
     fn differ(&mut self, s: String) {
         self.count += 1;
         if self.differences.len() < 20 {
@@ -118,4 +134,23 @@ pub fn compare_trees(a: &Path, b: &Path, check_mtime: bool) -> io::Result<Compar
         }
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdict_is_identical_only_with_every_file_and_no_difference() {
+        let mut c = Comparison { files: 2, bytes: 2000, ..Comparison::default() };
+        assert_eq!(
+            c.verdict(2),
+            (true, "verified: 2 files and 2 kB identical, with modes, mtimes and symlinks".into())
+        );
+        assert!(!c.verdict(3).0);
+        c.differ("a: size".into());
+        let (identical, text) = c.verdict(2);
+        assert!(!identical);
+        assert_eq!(text, "linerate demo: the copy differs from the source in 1 place:\n  a: size");
+    }
 }

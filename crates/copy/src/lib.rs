@@ -9,6 +9,7 @@
 //! | [`pull`] | a pull's client: asks for a tree and receives it through [`recv`] |
 //! | [`run`] | running a copy as a command shows it: the local receiver, an observer of its progress, its failures as the user is told them, its summary |
 //! | [`ssh`] | `cp --via-ssh`: the copy's streams through channels of an ssh connection (the start-up and its announce line are `linerate-remote`'s) |
+//! | [`options`] | the rules of `cp`'s options: the settings before the flags, what `-a` keeps, the ranges of `-P`, `--chunk-size`, `--modify-window` |
 //! | [`dest`] | a copy's operands: the destination's form, a local destination's root, every source there, no directory into itself |
 //! | [`walk`] | the source walk: depth-first, no symlink followed, each directory before its contents |
 //! | [`filter`] | rsync's include/exclude rules |
@@ -36,6 +37,7 @@ pub mod filter;
 pub mod ids;
 pub mod journal;
 pub mod mounts;
+pub mod options;
 pub mod pull;
 pub mod queue;
 pub mod recv;

@@ -55,6 +55,11 @@ pub fn host_port(host: &str, port: Option<u16>) -> String {
     }
 }
 
+/// The address family iperf3's `-4` and `-6` ask [`resolve`] for (`-4` first), or any.
+pub fn family(ipv4: bool, ipv6: bool) -> Option<u8> {
+    [(ipv4, 4), (ipv6, 6)].into_iter().find_map(|(on, f)| on.then_some(f))
+}
+
 /// The first address of `server`, keeping only IPv4 (`Some(4)`) or IPv6 (`Some(6)`) addresses
 /// when asked (iperf3's -4 and -6), on `port` (iperf3's -p) when `server` names none, else on
 /// the default port.
@@ -80,6 +85,11 @@ pub fn resolve(server: &str, family: Option<u8>, port: Option<u16>) -> Result<So
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn minus_4_wins_over_minus_6_and_neither_is_any() {
+        assert_eq!((family(true, true), family(false, true), family(false, false)), (Some(4), Some(6), None));
+    }
 
     #[test]
     fn a_peers_host_and_address_are_read_from_every_form_of_its_name() {

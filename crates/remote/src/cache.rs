@@ -1,8 +1,11 @@
 //! `linerate cache`: the copies of linerate that `cp` uploaded to a user's cache, listed or
 //! removed by the cache script ([`script::clean_command`](crate::script::clean_command)) run on
-//! this host or through ssh, and its report read into entries.
+//! this host or through ssh, and its report read into entries and rendered as the lines the
+//! command shows.
 
 use crate::script::{clean_command, clean_remote_command};
+use linerate_model::units::format_size;
+use linerate_proto::name::escape;
 use std::process::{Command, Stdio};
 
 /// Why the cache script gave no report.
@@ -17,6 +20,9 @@ pub enum CacheError {
         #[source]
         io: std::io::Error,
     },
+    /// A HOST operand is not `[user@]host` (escaped).
+    #[error("'{0}': give a host as [user@]host")]
+    Host(String),
     /// It failed.
     #[error("the cache script on {on} failed ({status})")]
     Failed {
@@ -39,6 +45,15 @@ pub fn here(remove: bool) -> Command {
 pub fn through(mut ssh: Command, login: &str, remove: bool) -> Command {
     ssh.args(["-T", "--", login, &clean_remote_command(remove)]);
     ssh
+}
+
+/// The login of a HOST operand, `[user@]host` with an optional `:` after it (as `cp` takes it).
+pub fn login(h: &str) -> Result<&str, CacheError> {
+    let login = h.strip_suffix(':').unwrap_or(h);
+    if login.is_empty() || login.starts_with('-') || login.contains(['/', ':', ' ']) {
+        return Err(CacheError::Host(escape(h.as_bytes())));
+    }
+    Ok(login)
 }
 
 /// Run the script `c` (`on`: where, escaped, for messages); its output.
@@ -80,6 +95,40 @@ pub fn report(out: &str) -> impl Iterator<Item = Line<'_>> {
     })
 }
 
+/// A line `linerate cache` shows.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// On standard output.
+    Out(String),
+    /// On standard error.
+    Err(String),
+}
+
+/// What `linerate cache` shows of the report `out` of `host` (`None`: this host): each entry
+/// after `verb` (empty, `would remove`, `removed`), what was left alone, and the count.
+pub fn render(out: &str, host: Option<&str>, verb: &str) -> Vec<Shown> {
+    let prefix = host.map(|h| format!("{}:", escape(h.as_bytes()))).unwrap_or_default();
+    let (mut n, mut total, mut shown) = (0u64, 0u64, Vec::new());
+    for line in report(out) {
+        shown.push(match line {
+            Line::Entry { size, path } => {
+                n += 1;
+                total += size;
+                let (sep, size, path) =
+                    (if verb.is_empty() { "" } else { " " }, format_size(size as f64), escape(path.as_bytes()));
+                Shown::Out(format!("{verb}{sep}{size:>10}  {prefix}{path}"))
+            }
+            Line::Skipped(why) => Shown::Err(format!("linerate cache: left alone: {prefix}{}", escape(why.as_bytes()))),
+        });
+    }
+    let place = host.map_or_else(|| "this host".to_string(), |h| escape(h.as_bytes()));
+    shown.push(Shown::Out(match n {
+        0 => format!("no uploaded linerate on {place}"),
+        _ => format!("{} {}, {} on {place}", n, if n == 1 { "copy" } else { "copies" }, format_size(total as f64)),
+    }));
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +147,28 @@ mod tests {
                 Line::Entry { size: 0, path: "/bare" },
             ]
         );
+    }
+
+    #[test]
+    fn the_report_renders_entries_notes_and_the_count() {
+        let out = "LINERATE-CACHE 2000 /c/linerate/v1/linerate\nLINERATE-CACHE-SKIP /c/x: not ours\n";
+        let shown = render(out, Some("me@h"), "removed");
+        assert_eq!(
+            shown,
+            [
+                Shown::Out("removed       2 kB  me@h:/c/linerate/v1/linerate".into()),
+                Shown::Err("linerate cache: left alone: me@h:/c/x: not ours".into()),
+                Shown::Out("1 copy, 2 kB on me@h".into()),
+            ]
+        );
+        assert_eq!(render("", None, ""), [Shown::Out("no uploaded linerate on this host".into())]);
+    }
+
+    #[test]
+    fn a_host_is_a_login_without_a_path() {
+        assert_eq!(login("me@h:").unwrap(), "me@h");
+        for bad in ["", ":", "-oProxyCommand=x", "h:/p", "a b", "h/x"] {
+            assert!(matches!(login(bad), Err(CacheError::Host(_))), "{bad}");
+        }
     }
 }

@@ -11,6 +11,8 @@
 //! - [`cache`]: `linerate cache`: the cache script run here or through ssh, its report read;
 //! - [`exe`]: this executable as an upload (size, build id, glibc needs, SHA-256);
 //! - [`target`]: the `[user@]host:PATH` operands and which way the copy goes;
+//! - `route` (feature `session`): which way any copy goes from `cp`'s operands (local, a
+//!   running server, ssh), checked and set into its configuration;
 //! - [`spawn`]: the process adapter: spawns ssh (`-e`, `--via-ssh`), drives [`bootstrap`] with
 //!   its pipes and the clock, and keeps the session until the copy ends;
 //! - `copy` (feature `session`, on by default): the copy over ssh once the far side has started,
@@ -31,6 +33,8 @@ pub mod cache;
 pub mod copy;
 pub mod exe;
 pub mod probe;
+#[cfg(feature = "session")]
+pub mod route;
 pub mod script;
 #[cfg(feature = "session")]
 pub mod serve;

@@ -130,6 +130,20 @@ pub struct Options {
     pub stall: Duration,
 }
 
+/// The default of `--ssh-timeout`: the remote's first line.
+pub const FIRST_LINE: Duration = Duration::from_secs(30);
+/// The default of `--ssh-start-timeout`: the remote's announce line.
+pub const ANNOUNCE: Duration = Duration::from_secs(120);
+
+/// `--ssh-timeout`, `--ssh-start-timeout`: a duration in the one grammar, more than zero.
+pub fn parse_ssh_timeout(s: &str) -> Result<Duration, String> {
+    match linerate_model::units::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err(format!("'{s}': give a duration above zero (30, 30s, 2m, 500ms)")),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Something for the user while the remote side starts.
 #[derive(Debug)]
 pub enum Notice<'a> {
@@ -155,6 +169,27 @@ pub enum Notice<'a> {
         /// The host name, escaped.
         name: &'a str,
     },
+}
+
+impl Notice<'_> {
+    /// What it says to the user, a line for standard error (`quiet`: only what they must
+    /// know); `None` for the upload's progress, which is drawn, not said.
+    pub fn text(&self, quiet: bool) -> Option<String> {
+        match *self {
+            Notice::CannotOffer(e) if !quiet => {
+                Some(format!("linerate: note: cannot offer this program to the remote host ({e}); trying its `linerate`"))
+            }
+            Notice::Uploading { host, dir, size } if !quiet => Some(format!(
+                "linerate: {host} has no usable linerate: sending this one ({}) to {dir} there, once (--no-upload \
+                 refuses)",
+                linerate_model::units::format_size(size as f64)
+            )),
+            Notice::Unreachable { port, name } => Some(format!(
+                "linerate: note: port {port} on {name} is not reachable directly; if a firewall blocks it, add --via-ssh"
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// How an upload failed on this side.
@@ -589,6 +624,28 @@ fn reachable(addr: SocketAddr, timeout: Duration) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn notices_say_the_upload_and_an_unreachable_port_and_quiet_only_the_port() {
+        let up = Notice::Uploading { host: "h", dir: "~/.cache/linerate/v", size: 2000 };
+        let text = up.text(false).unwrap();
+        assert_eq!(
+            text,
+            "linerate: h has no usable linerate: sending this one (2 kB) to ~/.cache/linerate/v there, once \
+             (--no-upload refuses)"
+        );
+        assert_eq!(up.text(true), None);
+        let port = Notice::Unreachable { port: 7, name: "h" };
+        assert!(port.text(true).unwrap().contains("port 7 on h is not reachable directly"));
+        assert_eq!((Notice::Sent(1).text(false), Notice::SentAll.text(false)), (None, None));
+    }
+
+    #[test]
+    fn ssh_timeouts_are_durations_above_zero() {
+        assert_eq!(parse_ssh_timeout("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_ssh_timeout("0").unwrap_err().contains("above zero"));
+        assert!(parse_ssh_timeout("soon").is_err());
+    }
 
     #[test]
     fn rsh_is_split_as_rsync_splits_it() {

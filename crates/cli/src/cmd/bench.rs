@@ -341,12 +341,6 @@ fn serve_argv(a: &BenchArgs) -> crate::error::Result<Vec<std::ffi::OsString>> {
 
 /// What the flags ask of the tests.
 fn plan_config(a: &BenchArgs) -> PlanConfig {
-    let format = match (a.json, a.csv, a.json_iperf3) {
-        (true, _, _) => Format::Json,
-        (_, true, _) => Format::Csv,
-        (_, _, true) => Format::Iperf3,
-        _ => Format::Text,
-    };
     PlanConfig {
         kind: Some(if a.udp { TestKind::UdpStream } else { a.test }),
         profile: a.profile.clone(),
@@ -378,7 +372,7 @@ fn plan_config(a: &BenchArgs) -> PlanConfig {
         link: a.link_rate.map(|r| (r as f64, a.mtu)),
         start_at: a.start_at,
         hgrm: a.hgrm.clone(),
-        format,
+        format: Format::of(a.json, a.csv, a.json_iperf3),
         quiet: a.quiet,
         title: a.title.clone(),
         timestamps: a.timestamps,
@@ -389,14 +383,7 @@ fn plan_config(a: &BenchArgs) -> PlanConfig {
 fn run_client(a: &BenchArgs) -> crate::error::Result {
     let plan = plan_config(a).plan(SystemTime::now())?;
     let server = a.server.as_deref().or(a.client.as_deref()).unwrap_or_default();
-    let family = if a.ipv4 {
-        Some(4)
-    } else if a.ipv6 {
-        Some(6)
-    } else {
-        None
-    };
-    let addr = linerate_net::addr::resolve(server, family, a.port).usage()?;
+    let addr = linerate_net::addr::resolve(server, linerate_net::addr::family(a.ipv4, a.ipv6), a.port).usage()?;
     let tuning = ClientTuning { mss: a.set_mss, cport: a.cport, cpu: a.affinity.and_then(|n| n.client) };
     plan.check_local(&tuning, addr)?;
     let (secret, key_auth) = a.keys.resolve(linerate_net::addr::host_of(server), addr.port(), "the server").usage()?;
@@ -423,7 +410,7 @@ fn run_client(a: &BenchArgs) -> crate::error::Result {
     let stopper = linerate_model::shutdown::Stopper::new();
     crate::out::stop_on_close(&stopper);
     crate::ending::interrupt_on_signals(&stopper).context("installing signal handlers").internal()?;
-    let said = !(a.quiet || a.json || a.csv || a.json_iperf3);
+    let said = !a.quiet && Format::of(a.json, a.csv, a.json_iperf3) == Format::Text;
     let mut printer = Printer { log, save: (!a.no_save).then_some(a.db.as_deref()), said };
     let Some(done) = plan.run(cfg, &stopper.shutdown(), &mut printer)? else {
         let stopped = if crate::ending::signalled() { Kind::Interrupted } else { Kind::Closed };

@@ -5,7 +5,6 @@
 use crate::error::{Error, Kind, Result, ResultExt};
 use crate::ssh::SshArgs;
 use clap::{Args, Subcommand};
-use linerate_model::units::format_size;
 use linerate_proto::name::escape;
 use linerate_remote::cache;
 
@@ -64,10 +63,7 @@ pub fn run_cache(a: CacheArgs) -> Result {
     let ssh = SshArgs { rsh: target.rsh.clone(), ..SshArgs::default() };
     let mut failed = false;
     for h in &target.hosts {
-        let login = h.strip_suffix(':').unwrap_or(h);
-        if login.is_empty() || login.starts_with('-') || login.contains(['/', ':', ' ']) {
-            return Err(Error::usage(format!("'{}': give a host as [user@]host", escape(h.as_bytes()))));
-        }
+        let login = cache::login(h).usage()?;
         let c = cache::through(crate::ssh::ssh_command(&ssh).usage()?, login, remove);
         match cache::run(c, &escape(login.as_bytes())) {
             Ok(out) => show(out, Some(login), verb)?,
@@ -85,30 +81,11 @@ pub fn run_cache(a: CacheArgs) -> Result {
 
 /// Print the script's report: one line per entry, then a total.
 fn show(out: String, host: Option<&str>, verb: &str) -> Result {
-    let prefix = host.map(|h| format!("{}:", escape(h.as_bytes()))).unwrap_or_default();
-    let (mut n, mut total) = (0u64, 0u64);
-    for line in cache::report(&out) {
+    for line in cache::render(&out, host, verb) {
         match line {
-            cache::Line::Entry { size, path } => {
-                outln!(
-                    "{verb}{}{:>10}  {prefix}{}",
-                    if verb.is_empty() { "" } else { " " },
-                    format_size(size as f64),
-                    escape(path.as_bytes())
-                )?;
-                n += 1;
-                total += size;
-            }
-            cache::Line::Skipped(why) => {
-                errln!("linerate cache: left alone: {prefix}{}", escape(why.as_bytes()))?;
-            }
+            cache::Shown::Out(l) => outln!("{l}")?,
+            cache::Shown::Err(l) => errln!("{l}")?,
         }
-    }
-    let place = host.map_or_else(|| "this host".to_string(), |h| escape(h.as_bytes()));
-    if n == 0 {
-        outln!("no uploaded linerate on {place}")?;
-    } else {
-        outln!("{} {}, {} on {place}", n, if n == 1 { "copy" } else { "copies" }, format_size(total as f64))?;
     }
     Ok(())
 }

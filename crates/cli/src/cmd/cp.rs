@@ -2,16 +2,15 @@
 //! local destinations, and the final report.
 
 use crate::error::{Error, Kind, Result as Done};
-use crate::plan::{settings, CopyPlan, Route};
+use crate::plan::{CopyPlan, Route};
 use crate::progress::Show;
 use crate::transfer::{save_cp_run, summary_json};
-use anyhow::Result;
 use clap::Args;
+use linerate_copy::options::{parse_chunk_size, parse_modify_window, parse_streams, settings, MetaFlags};
 use linerate_copy::run::summary::{self, summary_line};
 use linerate_copy::send;
 use linerate_model::units::{parse_duration, RateUnit};
 use linerate_net::conn;
-use linerate_proto::caps;
 use linerate_proto::hello::Suite;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -272,68 +271,9 @@ impl Cipher {
     }
 }
 
-/// What of rsync's -a (-o, -g, -D) a copy keeps, from the flags.
-struct Meta {
-    owner: bool,
-    group: bool,
-    devices: bool,
-    specials: bool,
-}
-
-impl Meta {
-    /// `-a` keeps owners only when run as root (rsync's -o as another user would be refused by
-    /// a daemon and could not be applied by a receiver of that user anyway), groups always (a
-    /// receiver keeps those it may), and devices, FIFOs and sockets.
-    fn of(a: &CpArgs) -> Meta {
-        let root = rustix::process::geteuid().is_root();
-        Meta {
-            owner: (a.owner || (a.archive && root)) && !a.no_owner,
-            group: (a.group || a.archive) && !a.no_group,
-            devices: (a.devices || a.devices_and_specials || a.archive) && !a.no_devices,
-            specials: (a.specials || a.devices_and_specials || a.archive) && !a.no_devices,
-        }
-    }
-}
-
-/// `--modify-window`: whole seconds from 0 to a year ([`caps::MAX_MODIFY_WINDOW`]).
-fn parse_modify_window(s: &str) -> Result<u32, String> {
-    match s.parse::<i64>() {
-        Ok(n) if (0..=i64::from(caps::MAX_MODIFY_WINDOW)).contains(&n) => Ok(n as u32),
-        Ok(n) if n < 0 => Err(format!(
-            "{n}: --modify-window takes whole seconds from 0 (rsync's negative values, for nanoseconds, \
-             are the default here: 0 compares to the nanosecond)"
-        )),
-        _ => Err(format!("'{s}': --modify-window takes whole seconds from 0 to {}", caps::MAX_MODIFY_WINDOW)),
-    }
-}
-
-/// `-P`: 1 to 256 streams; a number like scp's `-P PORT` gets a hint.
-fn parse_streams(s: &str) -> Result<u16, String> {
-    let max = caps::MAX_STREAMS;
-    match s.parse::<u32>() {
-        Ok(n) if (1..=u32::from(max)).contains(&n) => Ok(n as u16),
-        Ok(n) if n > u32::from(max) => Err(format!(
-            "{n} streams: -P takes 1 to {max} parallel streams (not a port, as scp's -P does: for an ssh \
-             port use -e 'ssh -p {n}' or Port in ~/.ssh/config; a daemon's port goes in HOST:PORT:PATH)"
-        )),
-        _ => Err(format!("'{s}': -P takes 1 to {max} parallel streams")),
-    }
-}
-
-/// `--chunk-size`: a size in the one grammar, then the protocol's rule (a power of two from 64K
-/// to 8M).
-fn parse_chunk_size(s: &str) -> Result<u32, String> {
-    let v = linerate_model::units::parse_size(s).map_err(|e| e.to_string())?;
-    match u32::try_from(v) {
-        Ok(v) if v.is_power_of_two() && (caps::MIN_CHUNK..=caps::MAX_CHUNK).contains(&v) => Ok(v),
-        _ => Err(format!("chunk size must be a power of two from 64K to 8M (64KiB to 8MiB), not {s} ({v} bytes)")),
-    }
-}
-
 /// Resolve `linerate cp`'s arguments into one plan: the session's settings from the flags, and
 /// the route its operands name, checked.
 fn plan(a: &CpArgs, sources: Vec<PathBuf>, dest: &std::path::Path) -> Done<CopyPlan> {
-    let meta = Meta::of(a);
     let filter = a.filter.filter().map_err(|e| Error::new(Kind::Usage, e))?;
     let mut c = settings();
     match a.streams {
@@ -362,20 +302,20 @@ fn plan(a: &CpArgs, sources: Vec<PathBuf>, dest: &std::path::Path) -> Done<CopyP
         let _ = crate::out::line(to, format_args!("{line}"));
     })));
     c.bwlimit = a.bwlimit;
-    c.owner = meta.owner;
-    c.group = meta.group;
     c.numeric_ids = a.numeric_ids;
-    c.devices = meta.devices;
-    c.specials = meta.specials;
-    let plan = CopyPlan::resolve(sources, dest, &a.keys, &a.ssh, c)?;
-    let keys = a.keys.key_file.is_some() || a.keys.identity.is_some() || a.keys.strict_host_key;
-    if keys && matches!(plan.route, Route::Ssh { .. }) {
-        return Err(Error::usage(
-            "--key-file, --identity and --strict-host-key are for a running server (HOST:PORT:PATH); \
-             over ssh ([user@]host:PATH), ssh authenticates and the remote side makes a one-time key",
-        ));
-    }
-    Ok(plan)
+    let meta = MetaFlags {
+        archive: a.archive,
+        owner: a.owner,
+        group: a.group,
+        devices_and_specials: a.devices_and_specials,
+        devices: a.devices,
+        specials: a.specials,
+        no_owner: a.no_owner,
+        no_group: a.no_group,
+        no_devices: a.no_devices,
+    };
+    meta.apply(rustix::process::geteuid().is_root(), &mut c);
+    CopyPlan::resolve(sources, dest, &a.keys, &a.ssh, c)
 }
 
 /// Run `linerate cp`: 0 everything was copied, 1 some entries failed, else the failure's kind.
@@ -425,7 +365,6 @@ pub fn run_cp(mut a: CpArgs) -> Done {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use linerate_model::units::parse_buffer_memory;
 
     #[test]
@@ -437,31 +376,6 @@ mod tests {
         // The arguments' own line names them once, not as "<SRC... DEST> <SRC... DEST>...".
         let help = cp.render_help().to_string();
         assert!(!help.contains("<SRC... DEST>"), "{help}");
-    }
-
-    #[test]
-    fn streams_are_1_to_256_and_a_port_gets_a_hint() {
-        assert_eq!(parse_streams("1"), Ok(1));
-        assert_eq!(parse_streams("256"), Ok(256));
-        assert!(parse_streams("0").unwrap_err().contains("1 to 256"));
-        assert!(parse_streams("x").is_err());
-        let e = parse_streams("2222").unwrap_err();
-        assert!(e.contains("not a port") && e.contains("ssh -p 2222"), "{e}");
-    }
-
-    #[test]
-    fn parses_chunk_sizes() {
-        assert_eq!(parse_chunk_size("1M"), Ok(1 << 20));
-        assert_eq!(parse_chunk_size("64K"), Ok(64 << 10));
-        assert_eq!(parse_chunk_size("8MiB"), Ok(8 << 20));
-        assert_eq!(parse_chunk_size("1048576"), Ok(1 << 20));
-        assert!(parse_chunk_size("3M").is_err());
-        assert!(parse_chunk_size("16M").is_err());
-        assert!(parse_chunk_size("32K").is_err());
-        assert!(parse_chunk_size("x").is_err());
-        assert!(parse_chunk_size("8G").is_err());
-        let e = parse_chunk_size("1MB").unwrap_err();
-        assert!(e.contains("power of two") && e.contains("1000000 bytes"), "{e}");
     }
 
     #[test]

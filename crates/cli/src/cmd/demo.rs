@@ -1,12 +1,13 @@
 //! `linerate demo` (the whole job on one machine, no second host) and `linerate mktree`.
 
 use crate::error::{Error, Kind, Result, ResultExt};
-use crate::plan::{settings, CopyPlan};
+use crate::plan::CopyPlan;
 use crate::progress::Show;
 use crate::transfer::summary_json;
 use anyhow::Context as _;
 use clap::Args;
 use linerate_copy::diff::compare_trees;
+use linerate_copy::options::settings;
 use linerate_copy::run::summary::summary_line;
 use linerate_copy::sample::demo_tree;
 use linerate_model::units::{count, format_size, parse_size};
@@ -71,21 +72,12 @@ fn demo_in(a: &DemoArgs, work: &std::path::Path) -> Result {
     if a.json {
         outln!("{}", summary_json(&report))?;
     }
-    match compare_trees(&src, &dst, true) {
-        Ok(c) if c.count == 0 && c.files == files => {
-            errln!(
-                "verified: {} and {} identical, with modes, mtimes and symlinks",
-                count(c.files, "file"),
-                format_size(c.bytes as f64)
-            )
-        }
-        Ok(c) => {
-            errln!("linerate demo: the copy differs from the source in {}:", count(c.count as u64, "place"))?;
-            for d in c.differences {
-                errln!("  {d}")?;
-            }
-            Err(Error::reported(Kind::Partial))
-        }
-        Err(e) => Err(Error::new(Kind::Partial, e).context("comparing the trees")),
+    let compared = compare_trees(&src, &dst, true);
+    let (identical, text) =
+        compared.map_err(|e| Error::new(Kind::Partial, e).context("comparing the trees"))?.verdict(files);
+    errln!("{text}")?;
+    match identical {
+        true => Ok(()),
+        false => Err(Error::reported(Kind::Partial)),
     }
 }

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use clap::Args;
 use linerate_bench::probe::BenchProbe;
 use linerate_doctor::{self as doctor, parse_rtt, DoctorConfig};
+use linerate_net::auth::credentials::ClientKeys;
 use std::time::Duration;
 
 const DOCTOR_AFTER_HELP: &str = "\
@@ -67,25 +68,17 @@ pub struct DoctorArgs {
     json: bool,
 }
 
-/// The rate probe, when --key-file or --identity is given (and there is a --peer).
-fn probe_for(a: &DoctorArgs) -> anyhow::Result<Option<BenchProbe>> {
-    let (Some(peer), true) = (&a.peer, a.key_file.is_some() || a.identity.is_some()) else {
-        return Ok(None);
-    };
-    let keys = crate::keys::ClientKeyArgs {
-        key_file: a.key_file.clone(),
-        identity: a.identity.clone(),
-        strict_host_key: false,
-    };
-    let port = linerate_net::addr::resolve(peer, None, None)?.port();
-    let (key, key_auth) = keys.resolve(linerate_net::addr::host_of(peer), port, "the rate probe")?;
-    Ok(Some(BenchProbe::new(key, key_auth)))
-}
-
 /// Run `linerate doctor`: 0 whenever the report was produced, 2 bad usage.
 pub fn run_doctor(a: DoctorArgs) -> Result {
     // The rate probe is a short `linerate bench` against the peer; it needs the peer's key.
-    let probe = probe_for(&a).usage()?;
+    let probe = match (&a.peer, a.key_file.is_some() || a.identity.is_some()) {
+        (Some(peer), true) => {
+            let keys =
+                ClientKeys { key_file: a.key_file.as_deref(), identity: a.identity.as_deref(), strict_host_key: false };
+            Some(BenchProbe::for_peer(peer, &keys, crate::keys::note()).usage()?)
+        }
+        _ => None,
+    };
     let cfg = DoctorConfig {
         iface: a.iface,
         include_lo: a.include_lo,
