@@ -4,7 +4,7 @@
 use crate::error::{Error, Kind};
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
-use linerate_lab::runner::{run_all, RunnerConfig};
+use linerate_lab::runner::up_and_run;
 use linerate_lab::state::RunState;
 use linerate_lab::{show, Lab, LabError, Plan, Scenario, SystemExecutor};
 use std::path::PathBuf;
@@ -268,21 +268,12 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     });
     crate::out::stop_on_close(&stopper);
     let stop = stopper.shutdown();
-    let mut lab = Lab::up(&sc, &file, false, &stop, &mut cleaned_stale)?;
-    lab.on_drop_problem(drop_problem);
-    errln!("lab {} up: scenario {}", lab.plan.run, sc.name)?;
-    let out = output.unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", sc.name, lab.plan.run)));
-    let mut log = |l: &str| {
-        let _ = errln!("{l}");
-    };
-    let mut cfg = RunnerConfig { linerate: me, stop: &stop, log: &mut log };
-    let result = run_all(&mut lab, &sc, &mut cfg);
-    let id = lab.plan.run.clone();
-    let problems = lab.down();
-    show::down_lines(&id, &problems).iter().for_each(|l| tell(l));
+    let done = up_and_run(&sc, &file, me, &stop, &mut tell, drop_problem)?;
     if crate::out::closed() {
         return Err(Error::reported(Kind::Closed).into());
     }
+    let (result, problems) = (done.result, done.problems);
+    let out = output.unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", sc.name, done.id)));
     let mut doc = result?;
     doc.time_scale = scale;
     let text = serde_json::to_string_pretty(&doc)?;
