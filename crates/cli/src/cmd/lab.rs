@@ -280,21 +280,8 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     std::fs::write(&out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
     errln!("results: {}", out.display())?;
     // The run's report: an HTML page beside the results, and the run kept in the store.
-    match linerate_report::from_lab(&doc) {
-        Ok(rep) => {
-            let html = out.with_extension("html");
-            match linerate_report::html::write(std::slice::from_ref(&rep), 5.0, &html) {
-                Ok(()) => errln!("report: {}", html.display())?,
-                Err(e) => errln!("linerate lab: warning: no HTML report: cannot write {}: {e}", html.display())?,
-            }
-            if !no_save {
-                match linerate_report::store::save_run(db.as_deref(), &rep) {
-                    Ok(id) => errln!("saved as run {id} (linerate report show {id})")?,
-                    Err(e) => errln!("linerate lab: warning: the run was not saved: {:#}", anyhow::Error::new(e))?,
-                }
-            }
-        }
-        Err(e) => errln!("linerate lab: warning: no report from the results: {e}")?,
+    for line in linerate_report::store::keep_lab_run(&doc, &out, db.as_deref(), no_save) {
+        errln!("{line}")?;
     }
     let all_ok = doc.runs.iter().all(|r| r.ok);
     if !all_ok && !problems.is_empty() {

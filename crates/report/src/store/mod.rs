@@ -199,6 +199,33 @@ pub fn save_run(db: Option<&Path>, run: &RunReport) -> Result<String, SaveError>
     })
 }
 
+/// `lab run`'s last step: the HTML report of results `doc` beside `results` (its extension
+/// .html) and, unless `no_save`, the run kept in the store `db` names ([`save_run`]). Returns
+/// the lines that tell where each went, or warn why it did not; prints nothing.
+pub fn keep_lab_run(
+    doc: &linerate_model::doc::lab::LabDocument,
+    results: &Path,
+    db: Option<&Path>,
+    no_save: bool,
+) -> Vec<String> {
+    let rep = match crate::from_lab(doc) {
+        Ok(rep) => rep,
+        Err(e) => return vec![format!("linerate lab: warning: no report from the results: {e}")],
+    };
+    let html = results.with_extension("html");
+    let mut lines = vec![match crate::html::write(std::slice::from_ref(&rep), 5.0, &html) {
+        Ok(()) => format!("report: {}", html.display()),
+        Err(e) => format!("linerate lab: warning: no HTML report: cannot write {}: {e}", html.display()),
+    }];
+    if !no_save {
+        lines.push(match save_run(db, &rep) {
+            Ok(id) => format!("saved as run {id} (linerate report show {id})"),
+            Err(e) => format!("linerate lab: warning: the run was not saved: {}", crate::chain(&e)),
+        });
+    }
+    lines
+}
+
 impl Store {
     /// Saves `run` and returns its id: the run's own, or a new one when two runs of the same
     /// second drew the same id (three tries).
@@ -454,5 +481,24 @@ mod tests {
         assert_eq!(base.find_metric("tput:a>b").unwrap().value, 9.0);
         assert_eq!(base.spread("tput:a>b").map(|s| s.n), Some(3));
         assert!(store.mesh_round(None, Some("last:0")).is_err());
+    }
+
+    #[test]
+    fn a_lab_run_is_kept_as_html_and_in_the_store_or_each_step_says_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (results, db) = (dir.path().join("s-lrX.json"), dir.path().join("runs.sqlite"));
+        let doc = linerate_model::doc::example::lab();
+        let lines = keep_lab_run(&doc, &results, Some(&db), false);
+        assert_eq!(lines[0], format!("report: {}", dir.path().join("s-lrX.html").display()));
+        assert!(lines[1].starts_with("saved as run "), "{lines:?}");
+        assert!(dir.path().join("s-lrX.html").is_file());
+        assert_eq!(Store::open(&db).unwrap().list().unwrap().len(), 1);
+        assert_eq!(keep_lab_run(&doc, &results, Some(&db), true).len(), 1);
+        let gone = dir.path().join("no-such-dir/r.json");
+        let lines = keep_lab_run(&doc, &gone, Some(&db), true);
+        assert!(lines[0].starts_with("linerate lab: warning: no HTML report: cannot write "), "{lines:?}");
+        let other = linerate_model::doc::lab::LabDocument { schema: "x".into(), ..doc };
+        let lines = keep_lab_run(&other, &results, Some(&db), false);
+        assert_eq!(lines, ["linerate lab: warning: no report from the results: unknown document schema 'x': expected linerate.run/1, linerate.bench/1, linerate.lab/1 or a cp summary; upgrade linerate to read newer documents"]);
     }
 }
