@@ -277,6 +277,22 @@ impl Store {
         Ok((run, base))
     }
 
+    /// `report mesh`: round `id` (the newest mesh run by default) against `against`
+    /// ([`Store::mesh_round`]), with its cells' history, rendered as one HTML page (`html`) or
+    /// one test's SVG ([`crate::mesh::render`]).
+    pub fn mesh_report(
+        &mut self,
+        id: Option<&str>,
+        against: Option<&str>,
+        threshold: f64,
+        html: bool,
+        test: Option<&str>,
+    ) -> Result<String, ReportError> {
+        let (run, base) = self.mesh_round(id, against)?;
+        let history = self.mesh_history(&run, crate::mesh::HISTORY - 1)?;
+        crate::mesh::render(&run, base.as_ref(), &history, threshold, html, test)
+    }
+
     /// Earlier rounds of the same mesh as `run` (same agents and tests), oldest first: at most
     /// `keep`, looking back through at most 8 × `keep` + 56 mesh runs stored before it (other
     /// meshes may share the store).
@@ -481,6 +497,10 @@ mod tests {
         assert_eq!(base.find_metric("tput:a>b").unwrap().value, 9.0);
         assert_eq!(base.spread("tput:a>b").map(|s| s.n), Some(3));
         assert!(store.mesh_round(None, Some("last:0")).is_err());
+        let shown = store.mesh_report(None, Some("last:3"), 10.0, true, None);
+        assert!(matches!(&shown, Err(ReportError::Invalid(m)) if m.contains("no agents and tests")), "{shown:?}");
+        let empty = Store::open_in_memory().unwrap().mesh_report(None, None, 10.0, true, None);
+        assert!(matches!(empty, Err(ReportError::NoMeshRun)), "{empty:?}");
     }
 
     #[test]
