@@ -198,6 +198,15 @@ impl Lab {
         problems
     }
 
+    /// [`Lab::down`], telling `tell` how it ended in lines for the user
+    /// ([`crate::show::down_lines`]).
+    pub fn down_told(self, tell: &mut dyn FnMut(&str)) -> Vec<String> {
+        let id = self.plan.run.clone();
+        let problems = self.down();
+        crate::show::down_lines(&id, &problems).iter().for_each(|l| tell(l));
+        problems
+    }
+
     fn reap(&mut self) {
         for c in &mut self.children {
             let _ = c.try_wait();

@@ -1225,8 +1225,7 @@ pub fn up_and_run(
     tell(&format!("lab {} up: scenario {}", lab.plan.run, sc.name));
     let result = run_all(&mut lab, sc, &mut RunnerConfig { linerate, stop, log: tell });
     let id = lab.plan.run.clone();
-    let problems = lab.down();
-    crate::show::down_lines(&id, &problems).iter().for_each(|l| tell(l));
+    let problems = lab.down_told(tell);
     Ok(Finished { id, result, problems })
 }
 

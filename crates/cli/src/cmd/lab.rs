@@ -166,9 +166,7 @@ fn up(file: PathBuf, detach: bool) -> Result<()> {
         crate::out::watch_closed();
         wake.shutdown().wait();
     }
-    let id = lab.plan.run.clone();
-    let problems = lab.down();
-    show::down_lines(&id, &problems).iter().for_each(|l| tell(l));
+    let problems = lab.down_told(&mut tell);
     shown?;
     if crate::out::closed() {
         return Err(Error::reported(Kind::Closed).into());
