@@ -189,12 +189,7 @@ fn down(run: Option<String>, all: bool) -> Result<()> {
 }
 
 fn status(json: bool) -> Result<()> {
-    let runs = RunState::list();
-    if json {
-        outln!("{}", linerate_lab::state::status_json(&runs)?)?;
-    } else {
-        crate::out::bytes(crate::out::To::Out, linerate_lab::state::status_text(&runs).as_bytes())?;
-    }
+    crate::out::bytes(crate::out::To::Out, linerate_lab::state::status(json)?.as_bytes())?;
     Ok(())
 }
 
