@@ -285,11 +285,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             Ok(())
         }
         ReportCmd::Svg { id, chart, output } => {
-            let Some((kind, index)) = ChartKind::parse_spec(&chart) else {
-                return Err(Error::usage(format!(
-                    "--chart {chart}: expected bars, xy, flows, series or latency, optionally with :N (N from 1)"
-                )));
-            };
+            let (kind, index) = ChartKind::parse_spec(&chart).usage()?;
             let mut store = open(db)?;
             let r = lookup(&mut store, &id)?;
             let svg = linerate_report::svg::render(&r, kind, index).usage()?;
