@@ -1219,8 +1219,7 @@ pub fn up_and_run(
     tell: &mut dyn FnMut(&str),
     on_drop_problem: impl FnMut(&str) + Send + 'static,
 ) -> Result<Finished, LabError> {
-    let mut stale = |id: &str| tell(&format!("linerate lab: cleaned stale run {id}"));
-    let mut lab = Lab::up(sc, file, false, stop, &mut stale)?;
+    let mut lab = Lab::up(sc, file, false, stop, tell)?;
     lab.on_drop_problem(on_drop_problem);
     tell(&format!("lab {} up: scenario {}", lab.plan.run, sc.name));
     let result = run_all(&mut lab, sc, &mut RunnerConfig { linerate, stop, log: tell });

@@ -128,11 +128,6 @@ pub fn run_lab(a: LabArgs) -> crate::error::Result {
     })
 }
 
-/// Told of a stale run cleaned before a new lab is built.
-fn cleaned_stale(id: &str) {
-    let _ = errln!("linerate lab: cleaned stale run {id}");
-}
-
 /// Told of a problem of a lab torn down on an error path (a closed stderr loses it).
 fn drop_problem(p: &str) {
     let _ = errln!("linerate lab: teardown: {p}");
@@ -147,7 +142,7 @@ fn up(file: PathBuf, detach: bool) -> Result<()> {
     let sc = Scenario::load(&file)?;
     // SIGINT, SIGTERM or SIGHUP tears the lab down, while it is built or once it is up.
     let stopped = crate::ending::signals().context("installing signal handlers")?;
-    let mut lab = Lab::up(&sc, &file, detach, &stopped, &mut cleaned_stale)?;
+    let mut lab = Lab::up(&sc, &file, detach, &stopped, &mut tell)?;
     lab.on_drop_problem(drop_problem);
     // A closed standard output or error (`| head -1`) tears the lab down as Ctrl-C does, even
     // while it waits with nothing to print.
