@@ -1,10 +1,12 @@
 //! `linerate serve`'s values on their way to the agent: the parsers of the flags whose types
-//! live here (networks, port ranges), the floors its timeouts keep, and the lines the agent
-//! shows as it starts and as a signal stops it. The CLI parses the flags and writes the lines.
+//! live here (networks, port ranges), the floors its timeouts keep, the lines the agent shows
+//! as it starts and as a signal stops it, and its run once it listens ([`run`]). The CLI parses
+//! the flags, writes the announce lines and wires the signals.
 
 use crate::log::{Level, Log, LogFormat};
 use crate::server::{Server, ServerConfig};
-use linerate_model::shutdown::Stage;
+use linerate_copy::recv::Outcome;
+use linerate_model::shutdown::{Stage, Stopper};
 use linerate_model::units::{self, format_rate};
 use linerate_net::auth::authorized::KeyAuthConfig;
 use linerate_net::auth::secret::Secret;
@@ -133,6 +135,18 @@ impl ServeOptions {
     pub fn bind(self) -> Result<Server, ServeError> {
         Ok(Server::bind(self.config()?)?)
     }
+
+    /// What the agent shows as it starts with these options: the announce lines (with
+    /// `announce`), the host key's line (`host_key`), its quiet and its copy caps.
+    pub fn startup(&self, announce: bool, host_key: Option<(String, String)>) -> Startup {
+        Startup {
+            announce,
+            quiet: self.quiet,
+            host_key,
+            rate_per_client: self.max_rate_per_client,
+            rate_total: self.max_rate_total,
+        }
+    }
 }
 
 /// The first address `listen` resolves to.
@@ -239,6 +253,57 @@ pub fn stop_line(stage: Stage, grace: Duration) -> (Level, String) {
     }
 }
 
+/// How [`run`] ended, for the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Stopped, or its one session (`--once`) done without errors.
+    Served,
+    /// Its one session done, with errors.
+    Partial,
+    /// Its one session aborted.
+    Aborted,
+    /// The signals could not be wired or the server failed; the log says why.
+    Failed,
+}
+
+/// `serve` once it listens: logs its start ([`Startup::log`]), has `signals` stop `server` by
+/// stages (the first lets running sessions finish within `grace`, a second aborts them), each
+/// signal logged unless quiet, and serves until stopped or its one session ends. Failures go
+/// to `log` (its format), not to the caller.
+pub fn run(
+    server: Server,
+    startup: &Startup,
+    log: Log,
+    grace: Duration,
+    signals: impl FnOnce(&Stopper, Box<dyn FnMut(Stage) + Send>) -> std::io::Result<()>,
+) -> Ended {
+    startup.log(&server, &log);
+    let signal_log = (!startup.quiet).then_some(log);
+    let logged = signals(
+        &server.stopper(),
+        Box::new(move |stage| {
+            if let Some(log) = signal_log {
+                let (level, msg) = stop_line(stage, grace);
+                log.emit(level, &msg, &[]);
+            }
+        }),
+    );
+    if let Err(e) = logged {
+        log.emit(Level::Error, &format!("installing signal handlers: {e}"), &[]);
+        return Ended::Failed;
+    }
+    match server.run() {
+        Ok(Some(Outcome::Done(s))) if s.errors == 0 => Ended::Served,
+        Ok(Some(Outcome::Done(_))) => Ended::Partial,
+        Ok(Some(Outcome::Aborted(_))) => Ended::Aborted,
+        Ok(None) => Ended::Served,
+        Err(e) => {
+            log.emit(Level::Error, &e.to_string(), &[]);
+            Ended::Failed
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +333,16 @@ mod tests {
         assert_eq!(level, Level::Info);
         assert!(msg.contains("running ones have 30 s to finish"), "{msg}");
         assert_eq!(stop_line(Stage::Hurrying, Duration::from_secs(30)).1, "aborting the running sessions");
+    }
+
+    #[test]
+    fn signals_that_cannot_be_wired_fail_the_run_before_it_serves() {
+        let secret = Secret::generate().unwrap();
+        let server = Server::bind(ServerConfig::bench_only("127.0.0.1:0".parse().unwrap(), secret)).unwrap();
+        let startup = Startup { quiet: true, ..Startup::default() };
+        let ended = run(server, &startup, Log::new(LogFormat::Text), Duration::from_secs(1), |_, _| {
+            Err(std::io::Error::other("no handler"))
+        });
+        assert_eq!(ended, Ended::Failed);
     }
 }

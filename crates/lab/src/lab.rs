@@ -49,7 +49,7 @@ pub fn new_run_id() -> String {
 
 impl Lab {
     /// Brings a scenario up with the system executor (needs root). Stale runs of dead owners
-    /// are cleaned first and reported through `on_stale`. A stop of `stop` (the caller's
+    /// are cleaned first, each told to `tell` in a line for the user. A stop of `stop` (the caller's
     /// signals) between two commands tears down what was built and returns
     /// [`LabError::Interrupted`].
     pub fn up(
@@ -57,14 +57,14 @@ impl Lab {
         file: &Path,
         detached: bool,
         stop: &Shutdown,
-        on_stale: &mut dyn FnMut(&str),
+        tell: &mut dyn FnMut(&str),
     ) -> Result<Lab, LabError> {
         if !crate::is_root() {
             return Err(LabError::NotRoot);
         }
         let mut ex = SystemExecutor;
         for id in clean_stale(&mut ex) {
-            on_stale(&id);
+            tell(&format!("linerate lab: cleaned stale run {id}"));
         }
         Self::up_with(Box::new(SystemExecutor), sc, file, &new_run_id(), detached, stop)
     }
@@ -195,6 +195,15 @@ impl Lab {
         self.finished = true;
         let problems = self.state.teardown(self.ex.as_mut());
         self.reap();
+        problems
+    }
+
+    /// [`Lab::down`], telling `tell` how it ended in lines for the user
+    /// ([`crate::show::down_lines`]).
+    pub fn down_told(self, tell: &mut dyn FnMut(&str)) -> Vec<String> {
+        let id = self.plan.run.clone();
+        let problems = self.down();
+        crate::show::down_lines(&id, &problems).iter().for_each(|l| tell(l));
         problems
     }
 

@@ -1195,6 +1195,39 @@ fn emulator_counters(lab: &Lab, cfg: &mut RunnerConfig<'_>) -> Vec<linerate_mode
     out
 }
 
+/// A run that got as far as a lab: what the measurements returned and what the teardown could
+/// not remove.
+pub struct Finished {
+    /// The run id (the lab's namespaces and state file are named after it).
+    pub id: String,
+    /// The results document, or why the measurements stopped.
+    pub result: Result<LabDocument, LabError>,
+    /// What the teardown could not remove (each told already).
+    pub problems: Vec<String>,
+}
+
+/// `lab run`: brings `sc` up (stale runs of dead owners cleaned first), runs every
+/// measurement with `linerate` until done or `stop`, and tears the lab down, telling `tell`
+/// each step in a line for the user (a stale run cleaned, the lab up, the measurements'
+/// progress, the teardown's end). An error means no lab was built; a lab dropped on the way (a panic) tells its
+/// teardown's problems to `on_drop_problem`.
+pub fn up_and_run(
+    sc: &Scenario,
+    file: &Path,
+    linerate: PathBuf,
+    stop: &Shutdown,
+    tell: &mut dyn FnMut(&str),
+    on_drop_problem: impl FnMut(&str) + Send + 'static,
+) -> Result<Finished, LabError> {
+    let mut lab = Lab::up(sc, file, false, stop, tell)?;
+    lab.on_drop_problem(on_drop_problem);
+    tell(&format!("lab {} up: scenario {}", lab.plan.run, sc.name));
+    let result = run_all(&mut lab, sc, &mut RunnerConfig { linerate, stop, log: tell });
+    let id = lab.plan.run.clone();
+    let problems = lab.down_told(tell);
+    Ok(Finished { id, result, problems })
+}
+
 /// Runs every measurement of `sc` in `lab` and returns the results document.
 pub fn run_all(lab: &mut Lab, sc: &Scenario, cfg: &mut RunnerConfig<'_>) -> Result<LabDocument, LabError> {
     let base = sc.workdir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_WORKDIR));

@@ -297,6 +297,13 @@ pub fn status_text(runs: &[RunState]) -> String {
     o
 }
 
+/// `lab status` of every lab that is up: [`status_json`] with its closing newline (`json`), else
+/// [`status_text`].
+pub fn status(json: bool) -> Result<String, LabError> {
+    let runs = RunState::list();
+    Ok(if json { status_json(&runs)? + "\n" } else { status_text(&runs) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

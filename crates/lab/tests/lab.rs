@@ -89,8 +89,10 @@ fn mtu_is_applied() {
     let fits = ns_cmd(&lab, "a", &["ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1372", &b]);
     let too_big = ns_cmd(&lab, "a", &["ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1373", &b]);
     let link = ns_cmd(&lab, "b", &["ip", "-o", "link", "show", "eth0"]);
-    let problems = lab.down();
+    let mut told = Vec::new();
+    let problems = lab.down_told(&mut |l| told.push(l.to_string()));
     assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(told, [format!("lab {id} torn down")]);
     assert_clean(&id);
     assert!(fits.status.success(), "{}", String::from_utf8_lossy(&fits.stderr));
     assert!(!too_big.status.success(), "a 1401-byte packet went through a 1400-byte MTU");

@@ -131,6 +131,9 @@ pub enum ReportError {
         /// The test asked for.
         test: Option<String>,
     },
+    /// `report svg --chart` names no chart kind, or an N below 1.
+    #[error("--chart {0}: expected bars, xy, flows, series or latency, optionally with :N (N from 1)")]
+    ChartSpec(String),
 }
 
 /// An error and its causes on one line: `postgres::Error` says only its kind ("db error",

@@ -55,12 +55,15 @@ impl ChartKind {
 
     /// Parses `report svg --chart KIND[:N]`: the kind and the 0-based index of the N-th chart of
     /// that kind (N from 1; the first without `:N`).
-    pub fn parse_spec(spec: &str) -> Option<(ChartKind, usize)> {
-        let (kind, n) = match spec.split_once(':') {
-            Some((k, n)) => (k, n.parse::<usize>().ok().filter(|n| *n >= 1)?),
-            None => (spec, 1),
+    pub fn parse_spec(spec: &str) -> Result<(ChartKind, usize), ReportError> {
+        let parsed = || {
+            let (kind, n) = match spec.split_once(':') {
+                Some((k, n)) => (k, n.parse::<usize>().ok().filter(|n| *n >= 1)?),
+                None => (spec, 1),
+            };
+            Some((ChartKind::parse(kind)?, n - 1))
         };
-        Some((ChartKind::parse(kind)?, n - 1))
+        parsed().ok_or_else(|| ReportError::ChartSpec(spec.to_string()))
     }
 
     /// How many charts of this kind `r` has.
@@ -665,10 +668,14 @@ mod tests {
 
     #[test]
     fn chart_specs_are_a_kind_and_an_optional_number_from_1() {
-        assert_eq!(ChartKind::parse_spec("bars"), Some((ChartKind::Bars, 0)));
-        assert_eq!(ChartKind::parse_spec("latency:3"), Some((ChartKind::Latency, 2)));
+        assert_eq!(ChartKind::parse_spec("bars").unwrap(), (ChartKind::Bars, 0));
+        assert_eq!(ChartKind::parse_spec("latency:3").unwrap(), (ChartKind::Latency, 2));
         for bad in ["pie", "bars:0", "bars:x", "bars:", ":1"] {
-            assert_eq!(ChartKind::parse_spec(bad), None, "{bad}");
+            let e = ChartKind::parse_spec(bad).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("--chart {bad}: expected bars, xy, flows, series or latency, optionally with :N (N from 1)")
+            );
         }
     }
 

@@ -31,12 +31,6 @@ enum KeyType {
     Ed25519,
 }
 
-/// Run `linerate keygen`: a missing FILE or a key file that exists is usage; a directory or
-/// file that cannot be written is [`Kind::Io`].
-pub fn run_keygen(a: KeygenArgs) -> Result {
-    keygen(&a)
-}
-
 /// A key's engine error: a refused (existing) file is usage, a failed write local I/O.
 fn key_err(e: EngineError) -> Error {
     let kind = match &e {
@@ -47,7 +41,9 @@ fn key_err(e: EngineError) -> Error {
     Error::new(kind, e)
 }
 
-fn keygen(a: &KeygenArgs) -> Result<()> {
+/// Run `linerate keygen`: a missing FILE or a key file that exists is usage; a directory or
+/// file that cannot be written is [`Kind::Io`].
+pub fn run_keygen(a: KeygenArgs) -> Result {
     if a.kind == KeyType::Secret {
         let file = a.file.as_ref().ok_or_else(|| Error::usage("a shared key needs FILE: linerate keygen FILE"))?;
         if a.comment.is_some() {
@@ -61,7 +57,7 @@ fn keygen(a: &KeygenArgs) -> Result<()> {
         None => keys::default_identity()
             .ok_or_else(|| Error::usage("no config directory: give FILE, or set HOME or XDG_CONFIG_HOME"))?,
     };
-    let comment = a.comment.clone().unwrap_or_else(keys::default_comment);
+    let comment = a.comment.unwrap_or_else(keys::default_comment);
     let id = Identity::create(&file, &comment).map_err(key_err)?;
     errln!(
         "wrote a new ed25519 key to {} and its public key to {}\nfingerprint {}",

@@ -4,7 +4,7 @@
 use crate::error::{Error, Kind};
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
-use linerate_lab::runner::{run_all, RunnerConfig};
+use linerate_lab::runner::up_and_run;
 use linerate_lab::state::RunState;
 use linerate_lab::{show, Lab, LabError, Plan, Scenario, SystemExecutor};
 use std::path::PathBuf;
@@ -128,11 +128,6 @@ pub fn run_lab(a: LabArgs) -> crate::error::Result {
     })
 }
 
-/// Told of a stale run cleaned before a new lab is built.
-fn cleaned_stale(id: &str) {
-    let _ = errln!("linerate lab: cleaned stale run {id}");
-}
-
 /// Told of a problem of a lab torn down on an error path (a closed stderr loses it).
 fn drop_problem(p: &str) {
     let _ = errln!("linerate lab: teardown: {p}");
@@ -147,7 +142,7 @@ fn up(file: PathBuf, detach: bool) -> Result<()> {
     let sc = Scenario::load(&file)?;
     // SIGINT, SIGTERM or SIGHUP tears the lab down, while it is built or once it is up.
     let stopped = crate::ending::signals().context("installing signal handlers")?;
-    let mut lab = Lab::up(&sc, &file, detach, &stopped, &mut cleaned_stale)?;
+    let mut lab = Lab::up(&sc, &file, detach, &stopped, &mut tell)?;
     lab.on_drop_problem(drop_problem);
     // A closed standard output or error (`| head -1`) tears the lab down as Ctrl-C does, even
     // while it waits with nothing to print.
@@ -166,9 +161,7 @@ fn up(file: PathBuf, detach: bool) -> Result<()> {
         crate::out::watch_closed();
         wake.shutdown().wait();
     }
-    let id = lab.plan.run.clone();
-    let problems = lab.down();
-    show::down_lines(&id, &problems).iter().for_each(|l| tell(l));
+    let problems = lab.down_told(&mut tell);
     shown?;
     if crate::out::closed() {
         return Err(Error::reported(Kind::Closed).into());
@@ -191,12 +184,7 @@ fn down(run: Option<String>, all: bool) -> Result<()> {
 }
 
 fn status(json: bool) -> Result<()> {
-    let runs = RunState::list();
-    if json {
-        outln!("{}", linerate_lab::state::status_json(&runs)?)?;
-    } else {
-        crate::out::bytes(crate::out::To::Out, linerate_lab::state::status_text(&runs).as_bytes())?;
-    }
+    crate::out::bytes(crate::out::To::Out, linerate_lab::state::status(json)?.as_bytes())?;
     Ok(())
 }
 
@@ -268,42 +256,20 @@ fn run(file: PathBuf, output: Option<PathBuf>, db: Option<PathBuf>, no_save: boo
     });
     crate::out::stop_on_close(&stopper);
     let stop = stopper.shutdown();
-    let mut lab = Lab::up(&sc, &file, false, &stop, &mut cleaned_stale)?;
-    lab.on_drop_problem(drop_problem);
-    errln!("lab {} up: scenario {}", lab.plan.run, sc.name)?;
-    let out = output.unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", sc.name, lab.plan.run)));
-    let mut log = |l: &str| {
-        let _ = errln!("{l}");
-    };
-    let mut cfg = RunnerConfig { linerate: me, stop: &stop, log: &mut log };
-    let result = run_all(&mut lab, &sc, &mut cfg);
-    let id = lab.plan.run.clone();
-    let problems = lab.down();
-    show::down_lines(&id, &problems).iter().for_each(|l| tell(l));
+    let done = up_and_run(&sc, &file, me, &stop, &mut tell, drop_problem)?;
     if crate::out::closed() {
         return Err(Error::reported(Kind::Closed).into());
     }
+    let (result, problems) = (done.result, done.problems);
+    let out = output.unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", sc.name, done.id)));
     let mut doc = result?;
     doc.time_scale = scale;
     let text = serde_json::to_string_pretty(&doc)?;
     std::fs::write(&out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
     errln!("results: {}", out.display())?;
     // The run's report: an HTML page beside the results, and the run kept in the store.
-    match linerate_report::from_lab(&doc) {
-        Ok(rep) => {
-            let html = out.with_extension("html");
-            match linerate_report::html::write(std::slice::from_ref(&rep), 5.0, &html) {
-                Ok(()) => errln!("report: {}", html.display())?,
-                Err(e) => errln!("linerate lab: warning: no HTML report: cannot write {}: {e}", html.display())?,
-            }
-            if !no_save {
-                match linerate_report::store::save_run(db.as_deref(), &rep) {
-                    Ok(id) => errln!("saved as run {id} (linerate report show {id})")?,
-                    Err(e) => errln!("linerate lab: warning: the run was not saved: {:#}", anyhow::Error::new(e))?,
-                }
-            }
-        }
-        Err(e) => errln!("linerate lab: warning: no report from the results: {e}")?,
+    for line in linerate_report::store::keep_lab_run(&doc, &out, db.as_deref(), no_save) {
+        errln!("{line}")?;
     }
     let all_ok = doc.runs.iter().all(|r| r.ok);
     if !all_ok && !problems.is_empty() {

@@ -279,22 +279,13 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             Ok(())
         }
         ReportCmd::Mesh { id, against, threshold, test, output } => {
-            let mut store = open(db)?;
-            let (run, base) = store.mesh_round(id.as_deref(), against.as_deref()).map_err(Error::from)?;
-            let keep = linerate_report::mesh::HISTORY - 1;
-            let history = store.mesh_history(&run, keep).map_err(Error::from)?;
             let html = output.extension().is_some_and(|e| e == "html");
-            let text = linerate_report::mesh::render(&run, base.as_ref(), &history, threshold, html, test.as_deref())
-                .usage()?;
+            let text = open(db)?.mesh_report(id.as_deref(), against.as_deref(), threshold, html, test.as_deref())?;
             write_out(Some(&output), &text)?;
             Ok(())
         }
         ReportCmd::Svg { id, chart, output } => {
-            let Some((kind, index)) = ChartKind::parse_spec(&chart) else {
-                return Err(Error::usage(format!(
-                    "--chart {chart}: expected bars, xy, flows, series or latency, optionally with :N (N from 1)"
-                )));
-            };
+            let (kind, index) = ChartKind::parse_spec(&chart).usage()?;
             let mut store = open(db)?;
             let r = lookup(&mut store, &id)?;
             let svg = linerate_report::svg::render(&r, kind, index).usage()?;

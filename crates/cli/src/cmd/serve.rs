@@ -5,8 +5,7 @@ use crate::error::{Error, Kind};
 use anyhow::Result;
 use clap::Args;
 use linerate_agent::log::{Level, Log, LogFormat};
-use linerate_agent::serve::{self, at_least_1s, parse_net, parse_port_range, ServeOptions, Startup};
-use linerate_copy::recv;
+use linerate_agent::serve::{self, at_least_1s, parse_net, parse_port_range, Ended, ServeOptions};
 use linerate_model::units::{parse_buffer_memory, parse_duration};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -180,40 +179,20 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
         keep_owners: a.keep_owners,
         allow_devices: a.allow_devices,
     };
+    let startup = options.startup(a.announce, key_note);
     let server = match options.bind() {
         Ok(s) => s,
         Err(e) => return fail(e.to_string(), Kind::Usage),
-    };
-    let startup = Startup {
-        announce: a.announce,
-        quiet: a.quiet,
-        host_key: key_note,
-        rate_per_client: a.max_rate_per_client,
-        rate_total: a.max_rate_total,
     };
     // Whoever started us reads the announce lines: without them nobody can connect.
     for l in startup.announce_lines(&server) {
         outln!("{l}")?;
     }
-    startup.log(&server, &log);
-    let grace = a.shutdown_grace;
-    let signal_log = (!a.quiet).then_some(log);
     // SIGTERM and SIGINT: the first lets running sessions finish within the grace, a second
     // aborts them now; each is logged (unless --quiet).
-    let logged = crate::ending::stop_on_signals(&server.stopper(), move |stage| {
-        if let Some(log) = signal_log {
-            let (level, msg) = serve::stop_line(stage, grace);
-            log.emit(level, &msg, &[]);
-        }
-    });
-    if let Err(e) = logged {
-        return fail(format!("installing signal handlers: {e}"), Kind::Session);
-    }
-    match server.run() {
-        Ok(Some(recv::Outcome::Done(s))) if s.errors == 0 => Ok(()),
-        Ok(Some(recv::Outcome::Done(_))) => Err(Error::reported(Kind::Partial)),
-        Ok(Some(recv::Outcome::Aborted(_))) => Err(Error::reported(Kind::Session)),
-        Ok(None) => Ok(()),
-        Err(e) => fail(e.to_string(), Kind::Session),
+    match serve::run(server, &startup, log, a.shutdown_grace, crate::ending::stop_on_signals) {
+        Ended::Served => Ok(()),
+        Ended::Partial => Err(Error::reported(Kind::Partial)),
+        Ended::Aborted | Ended::Failed => Err(Error::reported(Kind::Session)),
     }
 }

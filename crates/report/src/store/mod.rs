@@ -199,6 +199,33 @@ pub fn save_run(db: Option<&Path>, run: &RunReport) -> Result<String, SaveError>
     })
 }
 
+/// `lab run`'s last step: the HTML report of results `doc` beside `results` (its extension
+/// .html) and, unless `no_save`, the run kept in the store `db` names ([`save_run`]). Returns
+/// the lines that tell where each went, or warn why it did not; prints nothing.
+pub fn keep_lab_run(
+    doc: &linerate_model::doc::lab::LabDocument,
+    results: &Path,
+    db: Option<&Path>,
+    no_save: bool,
+) -> Vec<String> {
+    let rep = match crate::from_lab(doc) {
+        Ok(rep) => rep,
+        Err(e) => return vec![format!("linerate lab: warning: no report from the results: {e}")],
+    };
+    let html = results.with_extension("html");
+    let mut lines = vec![match crate::html::write(std::slice::from_ref(&rep), 5.0, &html) {
+        Ok(()) => format!("report: {}", html.display()),
+        Err(e) => format!("linerate lab: warning: no HTML report: cannot write {}: {e}", html.display()),
+    }];
+    if !no_save {
+        lines.push(match save_run(db, &rep) {
+            Ok(id) => format!("saved as run {id} (linerate report show {id})"),
+            Err(e) => format!("linerate lab: warning: the run was not saved: {}", crate::chain(&e)),
+        });
+    }
+    lines
+}
+
 impl Store {
     /// Saves `run` and returns its id: the run's own, or a new one when two runs of the same
     /// second drew the same id (three tries).
@@ -248,6 +275,22 @@ impl Store {
         }
         let base = base_id.map(|b| self.get(&b)).transpose()?;
         Ok((run, base))
+    }
+
+    /// `report mesh`: round `id` (the newest mesh run by default) against `against`
+    /// ([`Store::mesh_round`]), with its cells' history, rendered as one HTML page (`html`) or
+    /// one test's SVG ([`crate::mesh::render`]).
+    pub fn mesh_report(
+        &mut self,
+        id: Option<&str>,
+        against: Option<&str>,
+        threshold: f64,
+        html: bool,
+        test: Option<&str>,
+    ) -> Result<String, ReportError> {
+        let (run, base) = self.mesh_round(id, against)?;
+        let history = self.mesh_history(&run, crate::mesh::HISTORY - 1)?;
+        crate::mesh::render(&run, base.as_ref(), &history, threshold, html, test)
     }
 
     /// Earlier rounds of the same mesh as `run` (same agents and tests), oldest first: at most
@@ -454,5 +497,28 @@ mod tests {
         assert_eq!(base.find_metric("tput:a>b").unwrap().value, 9.0);
         assert_eq!(base.spread("tput:a>b").map(|s| s.n), Some(3));
         assert!(store.mesh_round(None, Some("last:0")).is_err());
+        let shown = store.mesh_report(None, Some("last:3"), 10.0, true, None);
+        assert!(matches!(&shown, Err(ReportError::Invalid(m)) if m.contains("no agents and tests")), "{shown:?}");
+        let empty = Store::open_in_memory().unwrap().mesh_report(None, None, 10.0, true, None);
+        assert!(matches!(empty, Err(ReportError::NoMeshRun)), "{empty:?}");
+    }
+
+    #[test]
+    fn a_lab_run_is_kept_as_html_and_in_the_store_or_each_step_says_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (results, db) = (dir.path().join("s-lrX.json"), dir.path().join("runs.sqlite"));
+        let doc = linerate_model::doc::example::lab();
+        let lines = keep_lab_run(&doc, &results, Some(&db), false);
+        assert_eq!(lines[0], format!("report: {}", dir.path().join("s-lrX.html").display()));
+        assert!(lines[1].starts_with("saved as run "), "{lines:?}");
+        assert!(dir.path().join("s-lrX.html").is_file());
+        assert_eq!(Store::open(&db).unwrap().list().unwrap().len(), 1);
+        assert_eq!(keep_lab_run(&doc, &results, Some(&db), true).len(), 1);
+        let gone = dir.path().join("no-such-dir/r.json");
+        let lines = keep_lab_run(&doc, &gone, Some(&db), true);
+        assert!(lines[0].starts_with("linerate lab: warning: no HTML report: cannot write "), "{lines:?}");
+        let other = linerate_model::doc::lab::LabDocument { schema: "x".into(), ..doc };
+        let lines = keep_lab_run(&other, &results, Some(&db), false);
+        assert_eq!(lines, ["linerate lab: warning: no report from the results: unknown document schema 'x': expected linerate.run/1, linerate.bench/1, linerate.lab/1 or a cp summary; upgrade linerate to read newer documents"]);
     }
 }
