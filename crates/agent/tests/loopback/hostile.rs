@@ -1820,6 +1820,12 @@ fn a_session_holds_no_more_descriptors_than_its_bound_and_frees_them() {
     for id in 0..files {
         let name = format!("f{id}");
         c.send(1 + (id % 4) as usize, &[file(id, 0, name.as_bytes(), 2 * u64::from(CS)), chunk(id, 0, &data)]);
+        // The control stream keeps alive as a sender's does while the data streams carry 256 MiB
+        // (on a loaded machine that takes longer than the child's 3 s idle timeout, which
+        // then ended the session before all the files were open).
+        if id % 64 == 63 {
+            c.ctl.tx.keepalive().unwrap();
+        }
     }
     let bound = 1 + usize::from(streams) + files as usize + 256 + 8;
     let all_open = peer::eventually(Duration::from_secs(120), || count("fd") >= fds0 + files as usize);
