@@ -13,6 +13,8 @@ pub mod host;
 pub mod metric;
 pub mod profile;
 pub mod shutdown;
+#[cfg(feature = "signals")]
+pub mod signals;
 pub mod stats;
 pub mod tcp;
 #[cfg(feature = "testkit")]

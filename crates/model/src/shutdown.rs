@@ -6,8 +6,8 @@
 //! [`Tasks`] waits for running work the way tokio's mini-redis does: each piece holds a
 //! [`TaskGuard`] (a channel sender), and the wait ends when the last is dropped.
 //!
-//! With the `signals` feature, `Stopper::on_signals` turns SIGINT/SIGTERM into stops through
-//! `signal_hook::iterator::Signals` on a thread of its own. Nothing else here does I/O.
+//! The process's signals reach these stops through [`crate::signals`] (feature `signals`).
+//! Nothing here does I/O.
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -236,32 +236,6 @@ impl Tasks {
 impl Default for Tasks {
     fn default() -> Self {
         Tasks::new()
-    }
-}
-
-#[cfg(feature = "signals")]
-impl Stopper {
-    /// Turn each of `signals` (e.g. SIGINT, SIGTERM) into [`Stopper::stop`] on a thread of its
-    /// own, for as long as the process runs; `on_signal` sees the stage each one reached (to log
-    /// it) before the stop takes effect.
-    pub fn on_signals(
-        &self,
-        signals: &[std::ffi::c_int],
-        mut on_signal: impl FnMut(Stage) + Send + 'static,
-    ) -> std::io::Result<()> {
-        let mut it = signal_hook::iterator::Signals::new(signals)?;
-        let stopper = self.clone();
-        std::thread::Builder::new().name("linerate-signals".into()).spawn(move || {
-            for _ in it.forever() {
-                let next = match stopper.shutdown().stage() {
-                    Stage::Running => Stage::Stopping,
-                    _ => Stage::Hurrying,
-                };
-                on_signal(next);
-                stopper.stop();
-            }
-        })?;
-        Ok(())
     }
 }
 
