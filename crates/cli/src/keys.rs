@@ -8,7 +8,7 @@ use linerate_net::auth::authorized::KeyAuthConfig;
 use linerate_net::auth::credentials::{self, ClientKeys};
 use linerate_net::auth::keys::{KeyClient, NoteSink};
 use linerate_net::auth::secret::Secret;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// How a client proves itself to a running `linerate serve`.
@@ -80,10 +80,4 @@ impl ServeKeyArgs {
         };
         Ok(Some(credentials::daemon(host, self.host_key_group_readable, authorized)?))
     }
-}
-
-/// The fingerprint line `serve` prints at start, for clients to compare on first contact.
-pub fn host_key_note(cfg: &KeyAuthConfig, authorized: &Path) -> (String, String) {
-    let fingerprint = cfg.host_key.public().fingerprint();
-    (format!("host key {fingerprint}; admitting the keys listed in {}", authorized.display()), fingerprint)
 }

@@ -17,7 +17,7 @@ mod progress;
 mod ssh;
 mod transfer;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use cmd::{bench, cache, clean, cp, demo, doctor, generate, keygen, lab, mesh, mktree, report, serve};
 use std::process::ExitCode;
 
@@ -69,31 +69,21 @@ pub(crate) fn started() -> std::time::Instant {
 
 fn main() -> ExitCode {
     started();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command().try_get_matches().and_then(|m| Ok((Cli::from_arg_matches(&m)?, m)));
+    let (cli, matches) = match parsed {
+        Ok(p) => p,
         Err(e) => return ExitCode::from(parse_failed(&e)),
     };
     // Each command's messages begin with its name (`cp`'s with `linerate` alone, as scp's).
-    let who = match &cli.cmd {
-        Cmd::Cp(_) => "linerate",
-        Cmd::Clean(_) => "linerate clean",
-        Cmd::Cache(_) => "linerate cache",
-        Cmd::Serve(_) => "linerate serve",
-        Cmd::Bench(_) => "linerate bench",
-        Cmd::Keygen(_) => "linerate keygen",
-        Cmd::Demo(_) => "linerate demo",
-        Cmd::Mktree(_) => "linerate mktree",
-        Cmd::Doctor(_) => "linerate doctor",
-        Cmd::Lab(_) => "linerate lab",
-        Cmd::Report(_) => "linerate report",
-        Cmd::Mesh(_) => "linerate mesh",
-        Cmd::Generate(_) => "linerate generate",
+    let who = match matches.subcommand_name() {
+        Some("cp") | None => "linerate".to_string(),
+        Some(name) => format!("linerate {name}"),
     };
     // The command runs on a thread of its own; `main` ends the process when it returns, or at
     // once when asked to (a second Ctrl-C, a closed ssh connection: `ending`).
     let done = ending::run(move || dispatch(cli.cmd));
     match done {
-        Ok(done) => ExitCode::from(exit_code(who, done)),
+        Ok(done) => ExitCode::from(exit_code(&who, done)),
         Err(kind) => ExitCode::from(kind.code()),
     }
 }

@@ -64,39 +64,9 @@ fn mark_closed() {
 
 /// Watch standard output and error while the command waits with nothing to print (`lab up`):
 /// a pipe whose reader went away (`| head -1` done reading) counts as closed at once, as a
-/// write would find it, instead of after the next line. Only pipes are watched (a terminal or a
-/// file has no reader to lose); the watching thread lives as long as the process.
+/// write would find it, instead of after the next line.
 pub fn watch_closed() {
-    use rustix::event::{poll, PollFd, PollFlags};
-    use rustix::fs::{fstat, FileType};
-    let is_pipe = |fd: &dyn std::os::fd::AsFd| {
-        fstat(fd.as_fd()).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Fifo)
-    };
-    let (o, e) = (io::stdout(), io::stderr());
-    let (watch_out, watch_err) = (is_pipe(&o), is_pipe(&e));
-    if !watch_out && !watch_err {
-        return;
-    }
-    std::thread::spawn(move || {
-        // No events asked: a pipe's writer end reports POLLERR once it has no reader left.
-        let mut fds = Vec::new();
-        if watch_out {
-            fds.push(PollFd::new(&o, PollFlags::empty()));
-        }
-        if watch_err {
-            fds.push(PollFd::new(&e, PollFlags::empty()));
-        }
-        loop {
-            match poll(&mut fds, None) {
-                Ok(_) if fds.iter().any(|f| f.revents().intersects(PollFlags::ERR | PollFlags::HUP)) => {
-                    mark_closed();
-                    return;
-                }
-                Err(rustix::io::Errno::INTR) | Ok(_) => {}
-                Err(_) => return, // cannot watch: a write will tell
-            }
-        }
-    });
+    linerate_net::proc::on_readers_gone(mark_closed);
 }
 
 /// Write `text` as is (no newline added) to `to`, flushed; an error names the stream. A closed

@@ -93,9 +93,45 @@ pub fn parse_chunk_size(s: &str) -> Result<u32, String> {
     }
 }
 
+/// The warning for `-X`/`-A` (`xattrs`, `acls`), which are accepted for rsync's sake and not
+/// kept; none when neither is given.
+pub fn unkept_warning(xattrs: bool, acls: bool) -> Option<String> {
+    let what = match (xattrs, acls) {
+        (false, false) => return None,
+        (true, true) => "-X and -A: extended attributes and ACLs are",
+        (true, false) => "-X: extended attributes are",
+        (false, true) => "-A: ACLs are",
+    };
+    Some(format!(
+        "warning: {what} not kept: linerate does not copy extended attributes or ACLs (see docs/USER_GUIDE.md)"
+    ))
+}
+
+/// The note for `-o` when the receiver is this user's own process (a local copy) and this user
+/// is not root: owners cannot be kept; none otherwise.
+pub fn owner_note(owner: bool, local: bool, root: bool) -> Option<&'static str> {
+    (owner && local && !root).then_some(
+        "note: -o: owners are kept only by a receiver running as root; not here (groups are, where you are a member)",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn x_and_a_are_named_as_not_kept_and_o_is_noted_only_where_it_cannot_be_kept() {
+        assert_eq!(unkept_warning(false, false), None);
+        assert!(unkept_warning(true, true)
+            .unwrap()
+            .starts_with("warning: -X and -A: extended attributes and ACLs are not kept"));
+        assert!(unkept_warning(true, false).unwrap().starts_with("warning: -X: extended attributes are not kept"));
+        assert!(unkept_warning(false, true).unwrap().starts_with("warning: -A: ACLs are not kept"));
+        assert!(owner_note(true, true, false).is_some());
+        for (owner, local, root) in [(false, true, false), (true, false, false), (true, true, true)] {
+            assert_eq!(owner_note(owner, local, root), None, "{owner} {local} {root}");
+        }
+    }
 
     #[test]
     fn streams_are_1_to_256_and_a_port_gets_a_hint() {

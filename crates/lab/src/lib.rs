@@ -31,9 +31,10 @@ pub enum LabError {
     /// The scenario file is invalid; the message says where and why.
     #[error("scenario: {0}")]
     Scenario(String),
-    /// A file or process operation failed.
+    /// A file or process operation failed: what was being done, and the system's error (in the
+    /// message, so not also a `source()`: a printed chain would say it twice).
     #[error("{0}: {1}")]
-    Io(String, #[source] std::io::Error),
+    Io(String, std::io::Error),
     /// An `ip`/`tc` (or other) command exited with an error.
     #[error("command `{argv}` failed ({status}): {stderr}")]
     Command {

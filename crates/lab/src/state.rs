@@ -180,6 +180,27 @@ impl RunState {
         })
     }
 
+    /// Runs `cmd` inside the namespace of `host` (`lab exec`, through `ip netns exec`): its exit
+    /// status, which `lab exec` passes on.
+    pub fn exec(&self, host: &str, cmd: &[String]) -> Result<std::process::ExitStatus, LabError> {
+        let ns = self.netns(host)?;
+        std::process::Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(cmd)
+            .status()
+            .map_err(|e| LabError::Io(format!("running ip netns exec {ns}"), e))
+    }
+
+    /// `lab set`'s request to a link's emulator: `stats` alone, or the `changes` (`rate=1G`,
+    /// `loss=1%`, ...) in direction `dir` (`both`, `a>b`, `b>a`).
+    pub fn set_request(dir: &str, changes: &[String]) -> String {
+        if changes == ["stats"] {
+            "stats".to_string()
+        } else {
+            format!("set {dir} {}", changes.join(" "))
+        }
+    }
+
     /// Asks the emulator of `link` `request` (`lab set`); its one-line answer.
     pub fn ask_emulator(&self, link: &str, request: &str) -> Result<String, LabError> {
         let Some(sock) = self.emulators.get(link) else {
@@ -307,6 +328,14 @@ pub fn status(json: bool) -> Result<String, LabError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lab_set_asks_for_stats_alone_or_for_the_changes_in_a_direction() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(RunState::set_request("both", &words(&["stats"])), "stats");
+        assert_eq!(RunState::set_request("a>b", &words(&["rate=1G", "loss=1%"])), "set a>b rate=1G loss=1%");
+        assert_eq!(RunState::set_request("both", &words(&["stats", "loss=1%"])), "set both stats loss=1%");
+    }
 
     #[test]
     fn status_lists_each_lab_its_owner_and_its_hosts() {

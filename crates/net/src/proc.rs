@@ -1,9 +1,48 @@
 //! Waiting for a child process to exit, with a deadline, without polling: a pidfd (Linux 5.3+)
 //! becomes readable when its process exits, so the wait is one `poll` on it (issue 30: no
-//! sleep-polling loops).
+//! sleep-polling loops). And learning, the same way, that nobody reads this process's standard
+//! output or error any more ([`on_readers_gone`]).
 
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
+
+/// Call `gone` once the reader of this process's standard output or error goes away (`| head
+/// -1` done reading): a pipe's writer end reports POLLERR then, so one thread waits in `poll`
+/// for it, for as long as the process lives. Only pipes are watched (a terminal or a file has no
+/// reader to lose); with neither a pipe, or when `poll` cannot watch them, `gone` is never called
+/// (a write will tell).
+pub fn on_readers_gone(gone: impl FnOnce() + Send + 'static) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    use rustix::fs::{fstat, FileType};
+    use std::os::fd::AsFd;
+    let is_pipe =
+        |fd: &dyn AsFd| fstat(fd.as_fd()).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Fifo);
+    let (o, e) = (std::io::stdout(), std::io::stderr());
+    let (watch_out, watch_err) = (is_pipe(&o), is_pipe(&e));
+    if !watch_out && !watch_err {
+        return;
+    }
+    std::thread::spawn(move || {
+        // No events asked: a pipe's writer end reports POLLERR once it has no reader left.
+        let mut fds = Vec::new();
+        if watch_out {
+            fds.push(PollFd::new(&o, PollFlags::empty()));
+        }
+        if watch_err {
+            fds.push(PollFd::new(&e, PollFlags::empty()));
+        }
+        loop {
+            match poll(&mut fds, None) {
+                Ok(_) if fds.iter().any(|f| f.revents().intersects(PollFlags::ERR | PollFlags::HUP)) => {
+                    gone();
+                    return;
+                }
+                Err(rustix::io::Errno::INTR) | Ok(_) => {}
+                Err(_) => return, // cannot watch: a write will tell
+            }
+        }
+    });
+}
 
 /// How `child` exited, if it did within `limit` (it is neither killed nor reaped otherwise).
 pub fn exit_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {

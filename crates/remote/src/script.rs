@@ -21,6 +21,12 @@ pub const PROBE_TAG: &str = "LINERATE-PROBE";
 /// What `linerate serve --ssh-protocol` prints: the tag and the protocol version.
 pub const PROTOCOL_TAG: &str = "LINERATE-PROTOCOL";
 
+/// The line `linerate serve --ssh-protocol` prints: [`PROTOCOL_TAG`], this build's protocol
+/// version and its software version (`software`, the package's).
+pub fn protocol_line(software: &str) -> String {
+    format!("{PROTOCOL_TAG} {} SOFTWARE {software}", linerate_proto::PROTOCOL_VERSION)
+}
+
 /// The boot script (one line, no `'` and no `!`, so any login shell passes it to `sh -c`
 /// unchanged: sh, bash, zsh, csh, fish). Arguments: the cache entry's name, the executable's
 /// size, this protocol version, then `serve`'s extra arguments.
@@ -125,6 +131,14 @@ pub fn serve_command(program: &str, extra: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_boot_script_runs_a_cached_linerate_whose_protocol_line_names_this_version() {
+        let line = protocol_line("1.2.3");
+        // The script compares the line's start with `LINERATE-PROTOCOL $pv ` ($pv: ours).
+        assert!(BOOT.contains(&format!("\"{PROTOCOL_TAG} $pv \"*")), "{BOOT}");
+        assert_eq!(line, format!("{PROTOCOL_TAG} {} SOFTWARE 1.2.3", linerate_proto::PROTOCOL_VERSION));
+    }
 
     #[test]
     fn the_scripts_survive_any_login_shell() {

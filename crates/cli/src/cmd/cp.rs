@@ -6,7 +6,7 @@ use crate::plan::{CopyPlan, Route};
 use crate::progress::Show;
 use crate::transfer::{save_cp_run, summary_json};
 use clap::Args;
-use linerate_copy::options::{parse_chunk_size, parse_modify_window, parse_streams, settings, MetaFlags};
+use linerate_copy::options::{self, parse_chunk_size, parse_modify_window, parse_streams, settings, MetaFlags};
 use linerate_copy::run::summary::{self, summary_line};
 use linerate_copy::send;
 use linerate_model::units::{parse_duration, RateUnit};
@@ -326,23 +326,14 @@ pub fn run_cp(mut a: CpArgs) -> Done {
     };
     let unit = if a.bytes { RateUnit::Bytes } else { RateUnit::Bits };
     let show = Show { quiet: a.quiet || a.json, force: a.progress, verbose: a.verbose, unit };
-    if a.xattrs || a.acls {
-        errln!(
-            "linerate: warning: {} not kept: linerate does not copy extended attributes or ACLs (see docs/USER_GUIDE.md)",
-            match (a.xattrs, a.acls) {
-                (true, true) => "-X and -A: extended attributes and ACLs are",
-                (true, false) => "-X: extended attributes are",
-                _ => "-A: ACLs are",
-            }
-        )?;
+    if let Some(w) = options::unkept_warning(a.xattrs, a.acls) {
+        errln!("linerate: {w}")?;
     }
     let plan = plan(&a, paths, &dest)?;
-    if plan.config.owner && matches!(plan.route, Route::Local { .. }) && !rustix::process::geteuid().is_root() {
-        // Said once, not per file: the local receiver runs as this user.
-        errln!(
-            "linerate: note: -o: owners are kept only by a receiver running as root; not here \
-             (groups are, where you are a member)"
-        )?;
+    let local = matches!(plan.route, Route::Local { .. });
+    // Said once, not per file: the local receiver runs as this user.
+    if let Some(note) = options::owner_note(plan.config.owner, local, rustix::process::geteuid().is_root()) {
+        errln!("linerate: {note}")?;
     }
     let report = plan.run(show)?;
     if a.json {

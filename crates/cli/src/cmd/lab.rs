@@ -214,20 +214,12 @@ impl Dir {
 
 fn set(link: &str, changes: &[String], dir: Dir, run: Option<&str>) -> Result<()> {
     let s = RunState::find(run)?;
-    let request =
-        if changes == ["stats"] { "stats".to_string() } else { format!("set {} {}", dir.word(), changes.join(" ")) };
-    outln!("{}", s.ask_emulator(link, &request)?)?;
+    outln!("{}", s.ask_emulator(link, &RunState::set_request(dir.word(), changes))?)?;
     Ok(())
 }
 
 fn exec(host: &str, run: Option<&str>, cmd: &[String]) -> Result<()> {
-    let s = RunState::find(run)?;
-    let ns = s.netns(host)?;
-    let st = std::process::Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(cmd)
-        .status()
-        .with_context(|| format!("running ip netns exec {ns}"))?;
+    let st = RunState::find(run)?.exec(host, cmd)?;
     // The command's own status, passed on (a signal's end is a failed session).
     match st.code().map(|c| c.clamp(0, 255) as u8) {
         Some(0) => Ok(()),

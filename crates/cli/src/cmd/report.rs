@@ -7,6 +7,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use linerate_report::compare::{self, CompareError, Rule};
 use linerate_report::export::{self, Format};
 use linerate_report::list::clean;
+use linerate_report::store::open_store;
 use linerate_report::svg::ChartKind;
 use linerate_report::{RunReport, Store};
 use std::path::{Path, PathBuf};
@@ -160,11 +161,6 @@ enum ExportFormat {
     Md,
 }
 
-fn open(db: Option<&Path>) -> crate::error::Result<Store> {
-    let path = linerate_report::store::store_path(db).usage()?;
-    Store::open(&path).with_context(|| format!("cannot open the run store {}", path.display())).store()
-}
-
 fn lookup(store: &mut Store, id: &str) -> crate::error::Result<RunReport> {
     store.get(id).map_err(|e| match Kind::of_report(&e) {
         Kind::Store => Error::new(
@@ -190,7 +186,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
     let db = a.db.as_deref();
     match a.cmd {
         ReportCmd::List { json } => {
-            let mut store = open(db)?;
+            let mut store = open_store(db)?;
             let runs = store.list().context("cannot list runs").store()?;
             let text = if json { linerate_report::list::json_lines(&runs) } else { linerate_report::list::text(&runs) };
             if runs.is_empty() && !json {
@@ -200,13 +196,13 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             Ok(())
         }
         ReportCmd::Show { id } => {
-            let mut store = open(db)?;
+            let mut store = open_store(db)?;
             let r = lookup(&mut store, &id)?;
             write_out(None, &export::to_markdown(&r))?;
             Ok(())
         }
         ReportCmd::Export { id, format, output } => {
-            let mut store = open(db)?;
+            let mut store = open_store(db)?;
             let r = lookup(&mut store, &id)?;
             let f = match format {
                 ExportFormat::Json => Format::Json,
@@ -217,7 +213,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             Ok(())
         }
         ReportCmd::Rm { id } => {
-            let mut store = open(db)?;
+            let mut store = open_store(db)?;
             lookup(&mut store, &id)?;
             let full = store.remove(&id).context("cannot delete the run").store()?;
             errln!("removed run {full}")?;
@@ -225,7 +221,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
         }
         ReportCmd::Import { file } => {
             let r = linerate_report::import::read(&file).usage()?;
-            let mut store = open(db)?;
+            let mut store = open_store(db)?;
             // `bench --json > f && report import f`: bench saved the run already
             let same = store.find_same(&r).context("cannot read the store").store()?;
             if let Some(id) = same {
@@ -242,7 +238,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
         }
         ReportCmd::Compare { runs, against, threshold, sigmas, force, no_steal_adjust } => {
             let rule = Rule::checked(threshold, sigmas, !no_steal_adjust).usage()?;
-            let mut store = open(db)?;
+            let mut store = open_store(db)?;
             let (ra, rb) = match (against.as_deref(), runs.as_slice()) {
                 (None, [a, b]) => (lookup(&mut store, a)?, lookup(&mut store, b)?),
                 (Some(spec), [b]) => {
@@ -270,7 +266,7 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
             }
         }
         ReportCmd::Html { ids, output, threshold } => {
-            let mut store = open(db)?;
+            let mut store = open_store(db)?;
             let runs = ids.iter().map(|id| lookup(&mut store, id)).collect::<crate::error::Result<Vec<_>>>()?;
             linerate_report::html::write(&runs, threshold, &output)
                 .with_context(|| format!("cannot write {}", output.display()))
@@ -280,13 +276,14 @@ pub fn run_report(a: ReportArgs) -> crate::error::Result {
         }
         ReportCmd::Mesh { id, against, threshold, test, output } => {
             let html = output.extension().is_some_and(|e| e == "html");
-            let text = open(db)?.mesh_report(id.as_deref(), against.as_deref(), threshold, html, test.as_deref())?;
+            let text =
+                open_store(db)?.mesh_report(id.as_deref(), against.as_deref(), threshold, html, test.as_deref())?;
             write_out(Some(&output), &text)?;
             Ok(())
         }
         ReportCmd::Svg { id, chart, output } => {
             let (kind, index) = ChartKind::parse_spec(&chart).usage()?;
-            let mut store = open(db)?;
+            let mut store = open_store(db)?;
             let r = lookup(&mut store, &id)?;
             let svg = linerate_report::svg::render(&r, kind, index).usage()?;
             write_out(Some(&output), &svg)?;

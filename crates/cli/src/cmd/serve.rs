@@ -129,12 +129,7 @@ pub(crate) fn serve_args(args: Vec<std::ffi::OsString>) -> Result<ServeArgs, cla
 
 pub fn run_serve(a: ServeArgs) -> crate::error::Result {
     if a.ssh.ssh_protocol {
-        outln!(
-            "{} {} SOFTWARE {}",
-            linerate_remote::script::PROTOCOL_TAG,
-            linerate_proto::PROTOCOL_VERSION,
-            env!("CARGO_PKG_VERSION")
-        )?;
+        outln!("{}", linerate_remote::script::protocol_line(env!("CARGO_PKG_VERSION")))?;
         return Ok(());
     }
     if a.ssh.ssh {
@@ -151,7 +146,10 @@ pub fn run_serve(a: ServeArgs) -> crate::error::Result {
         Ok(k) => k,
         Err(e) => return fail(format!("{e:#}"), Kind::Usage),
     };
-    let key_note = keys.as_ref().zip(a.keys.authorized_keys.as_deref()).map(|(k, f)| crate::keys::host_key_note(k, f));
+    let key_note = keys
+        .as_ref()
+        .zip(a.keys.authorized_keys.as_deref())
+        .map(|(k, f)| linerate_net::auth::credentials::host_key_note(k, f));
     let options = ServeOptions {
         listen: a.listen,
         key_file: a.key_file,

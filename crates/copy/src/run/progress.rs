@@ -1,12 +1,12 @@
 //! The live progress of a copy as text: one reading of its counters ([`Counts`]), the rate
 //! smoothed so that the ETA does not swing ([`Rate`]), the terminal bar's line ([`bar_line`],
-//! fitted to a width) and the plain line printed each second without a terminal ([`plain_line`]).
-//! Drawing them is the caller's.
+//! fitted to a width) and the plain line printed each second without a terminal ([`plain_line`]),
+//! both kept at each redraw by a [`Ticker`], which is told the time. Drawing them is the caller's.
 
 use crate::send::Progress;
 use linerate_model::units::{format_size, RateUnit};
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One reading of the counters.
 #[derive(Debug, Clone, Copy)]
@@ -166,9 +166,67 @@ pub fn plain_line(c: &Counts, rate: f64, elapsed: Duration, smooth: &Rate, unit:
     )
 }
 
+/// The display's state from one redraw to the next: the smoothed rate, and when the last plain
+/// line was due. Sans-I/O: each call is given the counters and the time.
+#[derive(Debug)]
+pub struct Ticker {
+    start: Instant,
+    rate: Rate,
+    last_line: Instant,
+    last_bytes: u64,
+    unit: RateUnit,
+}
+
+impl Ticker {
+    /// A display started at `now`, showing rates in `unit`.
+    pub fn new(now: Instant, unit: RateUnit) -> Ticker {
+        Ticker { start: now, rate: Rate::default(), last_line: now, last_bytes: 0, unit }
+    }
+
+    /// A redraw at `now` of counters `c`: the smoothed rate takes them in.
+    pub fn tick(&mut self, c: &Counts, now: Instant) {
+        self.rate.update(c.bytes, now.duration_since(self.start));
+    }
+
+    /// The terminal bar's line for `c`, `width` columns wide, naming the current file `name`.
+    pub fn bar_line(&self, c: &Counts, name: &str, width: usize) -> String {
+        bar_line(c, &self.rate, name, width, self.unit)
+    }
+
+    /// The plain line, once a second (`None` until a second has passed since the last one): the
+    /// rate over that second, then the totals.
+    pub fn plain_line(&mut self, c: &Counts, now: Instant) -> Option<String> {
+        let since = now.duration_since(self.last_line);
+        if since < Duration::from_secs(1) {
+            return None;
+        }
+        let r = (c.bytes - self.last_bytes.min(c.bytes)) as f64 / since.as_secs_f64();
+        (self.last_line, self.last_bytes) = (now, c.bytes);
+        Some(plain_line(c, r, now.duration_since(self.start), &self.rate, self.unit))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plain_line_comes_once_a_second_with_the_rate_of_that_second() {
+        let t0 = Instant::now();
+        let mut t = Ticker::new(t0, RateUnit::Bytes);
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let c = |bytes| Counts { bytes, total: 1_000_000_000, files: 1, found: 2, walking: false };
+        for (ms, bytes) in [(100, 10_000_000), (900, 90_000_000)] {
+            t.tick(&c(bytes), at(ms));
+            assert_eq!(t.plain_line(&c(bytes), at(ms)), None, "before a second");
+        }
+        t.tick(&c(100_000_000), at(1000));
+        let line = t.plain_line(&c(100_000_000), at(1000)).unwrap();
+        assert!(line.contains(" 100 MB/s elapsed 0:01"), "{line}");
+        assert_eq!(t.plain_line(&c(150_000_000), at(1500)), None, "the next one a second later");
+        let line = t.plain_line(&c(150_000_000), at(2000)).unwrap();
+        assert!(line.contains(" 50 MB/s elapsed 0:02"), "the rate of that second: {line}");
+    }
 
     /// A rate that has seen `bps` for `secs` seconds.
     fn steady(bps: f64, secs: u64) -> Rate {

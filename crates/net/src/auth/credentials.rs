@@ -88,3 +88,10 @@ pub fn daemon(host_key: &Path, group_readable: bool, authorized: &Path) -> Resul
     AuthorizedKeys::load(authorized).map_err(CredentialError::AuthorizedKeys)?;
     Ok(KeyAuthConfig { host_key: Arc::new(host_key), authorized_keys: authorized.to_path_buf() })
 }
+
+/// The fingerprint line `serve` prints at start, for clients to compare on first contact, and
+/// the fingerprint alone (for the log's field).
+pub fn host_key_note(cfg: &KeyAuthConfig, authorized: &Path) -> (String, String) {
+    let fingerprint = cfg.host_key.public().fingerprint();
+    (format!("host key {fingerprint}; admitting the keys listed in {}", authorized.display()), fingerprint)
+}

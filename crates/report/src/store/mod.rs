@@ -190,13 +190,18 @@ pub enum SaveError {
 /// [`store_path`]) and returns its id: what `cp`, `bench`, `lab` and `mesh` call to keep their
 /// result. Prints nothing.
 pub fn save_run(db: Option<&Path>, run: &RunReport) -> Result<String, SaveError> {
-    let path = store_path(db).map_err(|e| SaveError::Name(Box::new(e)))?;
-    let mut store =
-        Store::open(&path).map_err(|e| SaveError::Open { path: path.display().to_string(), source: Box::new(e) })?;
+    let mut store = open_store(db)?;
     store.save(run).map_err(|e| match e {
         ReportError::NoFreeId { .. } => SaveError::NoFreeId(Box::new(e)),
         e => SaveError::Save { id: run.id.clone(), path: store.path().to_string(), source: Box::new(e) },
     })
+}
+
+/// The store `--db` names (or the default one), open: [`SaveError::Name`] when it names none,
+/// [`SaveError::Open`] when it cannot be opened.
+pub fn open_store(db: Option<&Path>) -> Result<Store, SaveError> {
+    let path = store_path(db).map_err(|e| SaveError::Name(Box::new(e)))?;
+    Store::open(&path).map_err(|e| SaveError::Open { path: path.display().to_string(), source: Box::new(e) })
 }
 
 /// `lab run`'s last step: the HTML report of results `doc` beside `results` (its extension
